@@ -1,0 +1,117 @@
+// Where the image's parts live: on the build host (outputs, cache) and inside
+// the guest (the paths PID 1 relies on). Pure constants and path helpers, no
+// I/O, so the node's init can import them without pulling in the builder.
+
+import { join } from "node:path";
+
+const KIB = 1024;
+const MIB = 1024 * KIB;
+const GIB = 1024 * MIB;
+
+// ---- Build host -------------------------------------------------------------
+
+/** The repository root: image/ sits directly below it. */
+export const REPO_ROOT = join(import.meta.dir, "..");
+
+/** Outputs, relative to the repository root. */
+export const OUT_DIR = "out/image";
+/** Downloads and intermediate products (gitignored), relative to the repository root. */
+export const CACHE_DIR = ".cache/image";
+/** The bun-compiled node init the image boots, relative to the repository root. */
+export const DEFAULT_INIT_BINARY = "out/init";
+
+export type KernelFormat = "vmlinux" | "bzImage";
+/**
+ * The uncompressed ELF vmlinux, booted through its PVH entry point, skips the
+ * kernel's self-decompression (about 3 s per boot under TCG).
+ */
+export const DEFAULT_KERNEL_FORMAT: KernelFormat = "vmlinux";
+
+export const INITRAMFS_FILE = "initramfs.cpio";
+export const DISK_FILE = "disk.img";
+export const MANIFEST_FILE = "manifest.json";
+/** Beside every cached output: the fingerprint of the inputs it was built from. */
+export const FINGERPRINT_SUFFIX = ".inputs";
+
+/** The kernel command line the image is tested with; launchers may append to it. */
+export const DEFAULT_KERNEL_CMDLINE = "console=ttyS0 panic=-1";
+
+export interface ImagePaths {
+  outDir: string;
+  kernel: string;
+  initramfs: string;
+  disk: string;
+  manifest: string;
+}
+
+/** Output paths for a kernel format, below outDir (default: <repo>/out/image). */
+export function imagePaths(format: KernelFormat, outDir: string = join(REPO_ROOT, OUT_DIR)): ImagePaths {
+  return {
+    outDir,
+    kernel: join(outDir, format),
+    initramfs: join(outDir, INITRAMFS_FILE),
+    disk: join(outDir, DISK_FILE),
+    manifest: join(outDir, MANIFEST_FILE),
+  };
+}
+
+// ---- Disk -------------------------------------------------------------------
+//
+// The node finds its partitions by GPT partition name: the kernel reports it
+// as PARTNAME= in /sys/class/block/<dev>/uevent (type GUIDs are not exposed in
+// sysfs). Type GUIDs are the standard ones, so host tools show them sensibly.
+
+export const DISK_SIZE_BYTES = 1 * GIB;
+export const SECTOR_BYTES = 512;
+/** Partitions start on 1 MiB boundaries. */
+export const PARTITION_ALIGN_BYTES = 1 * MIB;
+export const ESP_START_BYTES = 1 * MIB;
+export const ESP_SIZE_BYTES = 64 * MIB;
+
+export const ESP_PARTITION_NAME = "ESP";
+export const DATA_PARTITION_NAME = "DATA";
+export const ESP_PARTITION_NUMBER = 1;
+export const DATA_PARTITION_NUMBER = 2;
+/** The FAT volume label of the ESP. */
+export const ESP_FS_LABEL = "ESP";
+
+/** "EFI system partition". */
+export const ESP_TYPE_GUID = "C12A7328-F81F-11D2-BA4B-00A0C93EC93B";
+/** "Linux filesystem data"; the node formats it (LUKS2 + ext4) at first boot. */
+export const DATA_TYPE_GUID = "0FC63DAF-8483-4772-8E79-3D69D8477DE4";
+
+/**
+ * Fixed GUIDs keep the template byte-for-byte reproducible. Every node's disk
+ * is a copy of it, so these are not unique across nodes: find partitions by
+ * name, never by these.
+ */
+export const DISK_GUID = "6E6F6465-636F-7265-0000-000000000000";
+export const ESP_PARTITION_GUID = "6E6F6465-636F-7265-0000-000000000001";
+export const DATA_PARTITION_GUID = "6E6F6465-636F-7265-0000-000000000002";
+/** The FAT volume serial number (32-bit hex). */
+export const ESP_VOLUME_ID = "6e6f6465";
+
+// ---- Guest ------------------------------------------------------------------
+
+/** The static pre-init the kernel runs: mounts /proc and /dev, then execs GUEST_INIT. */
+export const GUEST_PREINIT = "/init";
+/** The bun-compiled node init (a copy of out/init). */
+export const GUEST_INIT = "/init.bin";
+
+export const GUEST_ETCD = "/usr/bin/etcd";
+export const GUEST_MKE2FS = "/usr/sbin/mke2fs";
+export const GUEST_E2FSCK = "/usr/sbin/e2fsck";
+export const GUEST_CRYPTSETUP = "/usr/sbin/cryptsetup";
+
+/** Kernel modules live in /lib/modules/<uname -r>/, as depmod lays them out. */
+export function guestModulesDir(kernelRelease: string): string {
+  return `/lib/modules/${kernelRelease}`;
+}
+
+/**
+ * In the modules dir: every shipped module, one path (relative to the modules
+ * dir) per line, in an order in which loading each with finit_module(2)
+ * succeeds: dependencies and soft "pre:" dependencies come first. The node
+ * has no modprobe; it loads this list top to bottom, treating EEXIST as done.
+ */
+export const GUEST_MODULE_LOAD_LIST = "modules.load";

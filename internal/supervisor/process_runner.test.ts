@@ -1,0 +1,114 @@
+import { afterEach, describe, expect, test } from "bun:test";
+import { captureLogger } from "../log/mod.ts";
+import { eventually } from "../testing/mod.ts";
+import { processRunnable, supervise, untilCancelled, type Supervisor } from "./mod.ts";
+
+const TEST_BACKOFF = { initialMs: 20, multiplier: 1.5, maxMs: 200, jitter: 0 };
+const BUN = process.execPath;
+
+const running: Supervisor[] = [];
+afterEach(async () => {
+  await Promise.all(running.splice(0).map((s) => s.stop()));
+});
+
+function startProcess(script: string, options: { killGraceMs?: number; ready?: (s: AbortSignal) => Promise<void> } = {}) {
+  const { logger, entries } = captureLogger("root");
+  const pids: number[] = [];
+  const supervisor = supervise(
+    async (ctx) => {
+      ctx.run("proc", processRunnable({ command: BUN, args: ["-e", script], onSpawn: (pid) => pids.push(pid), ...options }));
+      await untilCancelled(ctx.signal);
+    },
+    { logger, backoff: TEST_BACKOFF },
+  );
+  running.push(supervisor);
+  const proc = () => supervisor.dump().find((d) => d.path === "root.proc")!;
+  return { supervisor, entries, pids, proc };
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe("process runner", () => {
+  test("streams a child's stdout and stderr into the logger line by line", async () => {
+    const { entries, supervisor } = startProcess(
+      `process.stdout.write("first\\nsecond\\r\\nthird"); console.error("to stderr"); setInterval(() => {}, 1000);`,
+    );
+    await eventually(() => {
+      const lines = entries.filter((e) => e.component === "root.proc" && e.fields.stream);
+      expect(lines.map((l) => [l.message, l.fields.stream])).toEqual(
+        expect.arrayContaining([
+          ["first", "stdout"],
+          ["second", "stdout"],
+          ["to stderr", "stderr"],
+        ]),
+      );
+    });
+    await supervisor.stop();
+    // The partial last line is flushed once the stream ends.
+    expect(entries.some((e) => e.message === "third" && e.fields.stream === "stdout")).toBe(true);
+  });
+
+  test("a child that crashes is a death and is restarted", async () => {
+    const { entries, proc, pids } = startProcess(`console.log("starting"); process.exit(3);`);
+    await eventually(() => expect(proc().restarts).toBeGreaterThanOrEqual(2));
+    expect(proc().lastError).toBe(`${BUN} exited with code 3`);
+    expect(entries.filter((e) => e.message === "starting").length).toBeGreaterThanOrEqual(2);
+    // Every crashed child was waited for: none is left running.
+    for (const pid of pids.slice(0, -1)) expect(alive(pid)).toBe(false);
+  });
+
+  test("a child killed by a signal reports the signal", async () => {
+    const { proc } = startProcess(`process.kill(process.pid, "SIGSEGV")`);
+    await eventually(() => expect(proc().lastError).toBe(`${BUN} was killed by SIGSEGV`));
+  });
+
+  test("a child that ignores SIGTERM is killed after the grace period", async () => {
+    const { supervisor, entries, pids, proc } = startProcess(
+      `process.on("SIGTERM", () => console.log("ignoring SIGTERM")); console.log("ready"); setInterval(() => {}, 1000);`,
+      { killGraceMs: 200 },
+    );
+    await eventually(() => expect(entries.some((e) => e.message === "ready")).toBe(true));
+    await supervisor.stop();
+    expect(entries.some((e) => e.message === "ignoring SIGTERM")).toBe(true);
+    expect(entries.some((e) => e.message === "process ignored SIGTERM, killing it")).toBe(true);
+    expect(alive(pids[0]!)).toBe(false);
+    expect(proc().state).toBe("stopped");
+  });
+
+  test("a child that honours SIGTERM stops without SIGKILL", async () => {
+    const { supervisor, entries, pids } = startProcess(`console.log("ready"); setInterval(() => {}, 1000);`, { killGraceMs: 5000 });
+    await eventually(() => expect(entries.some((e) => e.message === "ready")).toBe(true));
+    await supervisor.stop();
+    expect(entries.some((e) => e.message.includes("killing it"))).toBe(false);
+    expect(alive(pids[0]!)).toBe(false);
+  });
+
+  test("the runnable is healthy once the readiness check passes", async () => {
+    let markReady!: () => void;
+    const ready = new Promise<void>((resolve) => (markReady = resolve));
+    const { proc } = startProcess(`setInterval(() => {}, 1000);`, { ready: () => ready });
+    await eventually(() => expect(proc().state).toBe("starting"));
+    markReady();
+    await eventually(() => expect(proc().state).toBe("healthy"));
+  });
+
+  test("a missing binary is a death that names the binary", async () => {
+    const { logger } = captureLogger("root");
+    const supervisor = supervise(
+      async (ctx) => {
+        ctx.run("proc", processRunnable({ command: "/nonexistent/etcd" }));
+        await untilCancelled(ctx.signal);
+      },
+      { logger, backoff: TEST_BACKOFF },
+    );
+    running.push(supervisor);
+    await eventually(() => expect(supervisor.dump().find((d) => d.path === "root.proc")?.lastError).toContain("could not start /nonexistent/etcd"));
+  });
+});
