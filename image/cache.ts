@@ -1,0 +1,67 @@
+// Skipping steps whose inputs did not change.
+//
+// Each step names its inputs: parameters (JSON) and files (hashed by content,
+// including the builder's own source files, so editing a step rebuilds its
+// output). The fingerprint of those inputs is stored beside the output as
+// <output>.inputs; a step runs only when the output is missing or the stored
+// fingerprint differs. The fingerprint is written after the output is
+// complete, so an interrupted step is never mistaken for a finished one.
+
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { FINGERPRINT_SUFFIX } from "./layout.ts";
+
+export interface StepInputs {
+  /** Parameters that shape the output; serialised as JSON. */
+  params: Record<string, unknown>;
+  /** Files whose contents shape the output. */
+  files: readonly string[];
+}
+
+/** The sha256 of a file's contents, hex. */
+export async function hashFile(path: string): Promise<string> {
+  const hasher = new Bun.CryptoHasher("sha256");
+  for await (const chunk of Bun.file(path).stream()) hasher.update(chunk);
+  return hasher.digest("hex");
+}
+
+/** The sha256 over a step's parameters and the contents of its files, hex. */
+export async function fingerprint(inputs: StepInputs): Promise<string> {
+  const files: Record<string, string> = {};
+  for (const file of [...inputs.files].sort()) files[file] = await hashFile(file);
+  const hasher = new Bun.CryptoHasher("sha256");
+  hasher.update(JSON.stringify({ params: inputs.params, files }));
+  return hasher.digest("hex");
+}
+
+function stampPath(output: string): string {
+  return output + FINGERPRINT_SUFFIX;
+}
+
+/** Whether output exists and was built from inputs with this fingerprint. */
+export function isFresh(output: string, print: string): boolean {
+  if (!existsSync(output) || !existsSync(stampPath(output))) return false;
+  return readFileSync(stampPath(output), "utf8").trim() === print;
+}
+
+/** Records that output is complete and was built from inputs with this fingerprint. */
+export function markFresh(output: string, print: string): void {
+  writeFileSync(stampPath(output), print + "\n");
+}
+
+/** Forgets output's fingerprint before rebuilding it. */
+export function markStale(output: string): void {
+  rmSync(stampPath(output), { force: true });
+}
+
+/**
+ * Runs build unless output is fresh for inputs. Returns whether it ran.
+ * build must leave a complete output at the output path (or throw).
+ */
+export async function cachedStep(output: string, inputs: StepInputs, build: () => Promise<void>): Promise<boolean> {
+  const print = await fingerprint(inputs);
+  if (isFresh(output, print)) return false;
+  markStale(output);
+  await build();
+  markFresh(output, print);
+  return true;
+}

@@ -1,0 +1,42 @@
+// Debian packages the build needs on the host, installed if missing.
+
+import { run } from "./exec.ts";
+
+/** What the image build runs or copies from the host. */
+export const BUILD_PACKAGES = [
+  "apt", // apt-get download / apt-cache: fetching the kernel package
+  "dpkg", // dpkg -x: unpacking it without installing (never touches /boot)
+  "kmod", // depmod: module dependency order
+  "xz-utils", // kernel payload and .ko.xz decompression
+  "zstd", // the same, for kernels built with zstd
+  "gcc", // compiling the static pre-init
+  "libc6-dev", // its static libc
+  "etcd-server", // /usr/bin/etcd, shipped in the initramfs
+  "e2fsprogs", // mke2fs/e2fsck, shipped in the initramfs
+  "cryptsetup-bin", // cryptsetup, shipped in the initramfs
+  "dosfstools", // mkfs.vfat for the ESP
+  "gdisk", // sgdisk for the GPT
+] as const;
+
+/** What booting the image needs (the boot smoke test). */
+export const BOOT_PACKAGES = ["qemu-system-x86"] as const;
+
+async function isInstalled(pkg: string): Promise<boolean> {
+  const result = await run(["dpkg", "-s", pkg], { okExitCodes: [0, 1] });
+  return result.exitCode === 0 && /^Status: install ok installed$/m.test(result.stdout);
+}
+
+/**
+ * Installs the packages that are not installed yet (idempotent: checks
+ * `dpkg -s`, runs nothing when all are present). Returns the ones installed.
+ */
+export async function ensurePackages(packages: readonly string[]): Promise<string[]> {
+  const missing: string[] = [];
+  for (const pkg of packages) if (!(await isInstalled(pkg))) missing.push(pkg);
+  if (missing.length === 0) return [];
+  await run(["apt-get", "install", "-y", "--no-install-recommends", ...missing], {
+    env: { DEBIAN_FRONTEND: "noninteractive" },
+    inherit: true,
+  });
+  return missing;
+}

@@ -1,0 +1,125 @@
+// Booting the image under qemu: the command line, and a runner that follows
+// the serial console line by line until a condition, a deadline or exit.
+//
+// Always TCG (this host's /dev/kvm cannot run a normal guest) with -cpu max
+// (bun dies on an invalid opcode with qemu's default CPU model).
+
+import { DEFAULT_KERNEL_CMDLINE } from "./layout.ts";
+
+export const QEMU_BINARY = "qemu-system-x86_64";
+export const DEFAULT_MEMORY_MIB = 1024;
+/** How long a killed qemu gets to exit before the runner stops waiting. */
+const KILL_GRACE_MS = 5_000;
+
+export interface QemuOptions {
+  kernel: string;
+  initramfs: string;
+  /** A per-node copy of the disk template (qemu writes to it). */
+  disk: string;
+  memoryMiB?: number;
+  cmdline?: string;
+  /** fw_cfg string items, by name ("opt/..."): the node reads them from sysfs. */
+  fwCfg?: Record<string, string>;
+  /** Appended as they are (network devices, serial sockets, ...). */
+  extraArgs?: readonly string[];
+}
+
+/** qemu's option syntax doubles commas inside a value. */
+function escapeOptionValue(value: string): string {
+  return value.replaceAll(",", ",,");
+}
+
+/** The qemu argv that boots the image with the console on stdio. */
+export function qemuArgs(options: QemuOptions): string[] {
+  const argv = [
+    QEMU_BINARY,
+    "-accel",
+    "tcg",
+    "-cpu",
+    "max",
+    "-m",
+    String(options.memoryMiB ?? DEFAULT_MEMORY_MIB),
+    "-nographic",
+    "-no-reboot",
+    "-kernel",
+    options.kernel,
+    "-initrd",
+    options.initramfs,
+    "-append",
+    options.cmdline ?? DEFAULT_KERNEL_CMDLINE,
+    "-drive",
+    `file=${escapeOptionValue(options.disk)},if=virtio,format=raw`,
+  ];
+  for (const [name, value] of Object.entries(options.fwCfg ?? {})) {
+    argv.push("-fw_cfg", `name=${escapeOptionValue(name)},string=${escapeOptionValue(value)}`);
+  }
+  return [...argv, ...(options.extraArgs ?? [])];
+}
+
+export interface ConsoleLine {
+  /** Milliseconds since qemu was started. */
+  ms: number;
+  text: string;
+}
+
+export interface BootResult {
+  lines: ConsoleLine[];
+  /** The line that satisfied until, if one did. */
+  matched: ConsoleLine | undefined;
+  /** qemu's exit code, or undefined if it had to be killed. */
+  exitCode: number | undefined;
+  timedOut: boolean;
+}
+
+export interface BootOptions {
+  /** Stop (and kill qemu) after the first line for which this is true. */
+  until: (line: string) => boolean;
+  timeoutMs: number;
+  /** Called with every console line as it arrives. */
+  onLine?: (line: ConsoleLine) => void;
+}
+
+/**
+ * Runs qemu (argv from qemuArgs), collecting console lines until options.until
+ * matches, qemu exits or the deadline passes; qemu never outlives this call.
+ */
+export async function bootAndWatch(argv: readonly string[], options: BootOptions): Promise<BootResult> {
+  const started = performance.now();
+  const child = Bun.spawn([...argv], { stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const lines: ConsoleLine[] = [];
+  let matched: ConsoleLine | undefined;
+  let timedOut = false;
+  const deadline = setTimeout(() => {
+    timedOut = true;
+    child.kill("SIGKILL");
+  }, options.timeoutMs);
+  const stderr = new Response(child.stderr).text();
+  try {
+    const decoder = new TextDecoder();
+    let pending = "";
+    const take = (text: string): void => {
+      const line = { ms: performance.now() - started, text: text.replace(/\r/g, "") };
+      lines.push(line);
+      options.onLine?.(line);
+      if (matched === undefined && options.until(line.text)) matched = line;
+    };
+    for await (const chunk of child.stdout) {
+      pending += decoder.decode(chunk, { stream: true });
+      let newline: number;
+      while ((newline = pending.indexOf("\n")) >= 0) {
+        take(pending.slice(0, newline));
+        pending = pending.slice(newline + 1);
+      }
+      if (matched !== undefined) break;
+    }
+    if (pending !== "" && matched === undefined) take(pending);
+  } finally {
+    clearTimeout(deadline);
+    if (child.exitCode === null) child.kill("SIGKILL");
+    await Promise.race([child.exited, Bun.sleep(KILL_GRACE_MS)]);
+  }
+  const killed = child.signalCode !== null;
+  const errors = (await Promise.race([stderr, Bun.sleep(KILL_GRACE_MS).then(() => "")])).trim();
+  if (errors !== "") lines.push({ ms: performance.now() - started, text: `[qemu stderr] ${errors}` });
+  return { lines, matched, exitCode: killed ? undefined : (child.exitCode ?? undefined), timedOut };
+}

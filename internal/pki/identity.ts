@@ -1,0 +1,87 @@
+// Who is who in the cluster, as told by certificates under the cluster CA.
+//
+//   cluster CA   CN="nodecore cluster CA"  O="nodecore"         (self-signed)
+//   ├─ node      CN=<node id>              O="nodecore node"    (server+client, SAN: node id, cluster name, IPs)
+//   └─ owner     CN="owner"                O="nodecore owner"   (client)
+//
+// A node's ID is derived from its public key, so nobody can claim another
+// node's ID without its private key.
+
+import { createHash, type KeyObject, type X509Certificate } from "node:crypto";
+import { createCertificate, rawPublicKey, type KeyPair } from "./certificate.ts";
+
+export const CA_COMMON_NAME = "nodecore cluster CA";
+export const CA_ORGANIZATION = "nodecore";
+export const NODE_ORGANIZATION = "nodecore node";
+export const OWNER_ORGANIZATION = "nodecore owner";
+export const OWNER_COMMON_NAME = "owner";
+/** Self-signed certificates carry this organization; they prove key possession only. */
+export const SELF_SIGNED_ORGANIZATION = "nodecore self-signed";
+
+const NODE_ID_PREFIX = "node-";
+const NODE_ID_HEX_CHARS = 16;
+
+/** The node ID for a node public key: `node-` and 16 hex digits of its hash. */
+export function nodeIdFromPublicKey(publicKey: Uint8Array): string {
+  return NODE_ID_PREFIX + createHash("sha256").update(publicKey).digest("hex").slice(0, NODE_ID_HEX_CHARS);
+}
+
+export function createClusterCA(key: KeyPair): X509Certificate {
+  return createCertificate(
+    { commonName: CA_COMMON_NAME, organization: CA_ORGANIZATION, publicKey: key.publicKey, kind: "ca" },
+    { privateKey: key.privateKey },
+  );
+}
+
+export interface CA {
+  certificate: X509Certificate;
+  privateKey: KeyObject;
+}
+
+/** A node's certificate: serves the cluster APIs and calls them. */
+export function issueNodeCertificate(
+  ca: CA,
+  publicKey: KeyObject,
+  options: { serverName: string; ipAddresses?: readonly string[] },
+): X509Certificate {
+  const nodeId = nodeIdFromPublicKey(rawPublicKey(publicKey));
+  return createCertificate(
+    {
+      commonName: nodeId,
+      organization: NODE_ORGANIZATION,
+      publicKey,
+      kind: "peer",
+      dnsNames: [nodeId, options.serverName, "localhost"],
+      ipAddresses: options.ipAddresses ?? [],
+    },
+    ca,
+  );
+}
+
+export function issueOwnerCertificate(ca: CA, publicKey: KeyObject): X509Certificate {
+  return createCertificate({ commonName: OWNER_COMMON_NAME, organization: OWNER_ORGANIZATION, publicKey, kind: "client" }, ca);
+}
+
+/** A self-signed certificate for a key, to prove possession of it in a TLS handshake. */
+export function selfSignedCertificate(key: KeyPair): X509Certificate {
+  return createCertificate(
+    { commonName: "self-signed", organization: SELF_SIGNED_ORGANIZATION, publicKey: key.publicKey, kind: "client" },
+    { privateKey: key.privateKey },
+  );
+}
+
+/** The O field of a certificate's subject. */
+export function organizationOf(certificate: X509Certificate): string | undefined {
+  return fieldOf(certificate.subject, "O");
+}
+
+export function commonNameOf(certificate: X509Certificate): string | undefined {
+  return fieldOf(certificate.subject, "CN");
+}
+
+function fieldOf(subject: string, field: string): string | undefined {
+  for (const line of subject.split("\n")) {
+    if (line.startsWith(`${field}=`)) return line.slice(field.length + 1);
+  }
+  return undefined;
+}

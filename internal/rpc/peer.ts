@@ -1,0 +1,79 @@
+// Who is calling: the caller's certificate, checked against the cluster CA.
+
+import type { X509Certificate } from "node:crypto";
+import {
+  NODE_ORGANIZATION,
+  OWNER_ORGANIZATION,
+  commonNameOf,
+  nodeIdFromPublicKey,
+  organizationOf,
+  rawPublicKey,
+  verifyIssuedBy,
+} from "../pki/mod.ts";
+
+/**
+ * The authenticated caller of one call.
+ *  owner:  holds the owner certificate under the cluster CA.
+ *  node:   holds a node certificate under the cluster CA.
+ *  key:    presented some other certificate (self-signed, foreign CA, or
+ *          expired): the handshake proves it holds that key, nothing more.
+ *  anonymous: sent no certificate.
+ */
+export type Peer =
+  | { kind: "owner"; certificate: X509Certificate }
+  | { kind: "node"; nodeId: string; publicKey: Uint8Array; certificate: X509Certificate }
+  | { kind: "key"; publicKey: Uint8Array; certificate: X509Certificate; whyNotCluster: string }
+  | { kind: "anonymous" };
+
+export function authenticate(certificate: X509Certificate | undefined, ca: X509Certificate): Peer {
+  if (!certificate) return { kind: "anonymous" };
+  const publicKey = rawPublicKey(certificate.publicKey);
+  if (certificate.publicKey.asymmetricKeyType !== "ed25519") {
+    return { kind: "key", publicKey, certificate, whyNotCluster: "certificate key is not ed25519" };
+  }
+  const problem = verifyIssuedBy(certificate, ca);
+  if (problem) return { kind: "key", publicKey, certificate, whyNotCluster: problem };
+  switch (organizationOf(certificate)) {
+    case OWNER_ORGANIZATION:
+      return { kind: "owner", certificate };
+    case NODE_ORGANIZATION: {
+      const nodeId = nodeIdFromPublicKey(publicKey);
+      if (commonNameOf(certificate) !== nodeId) {
+        return { kind: "key", publicKey, certificate, whyNotCluster: "node certificate name does not match its key" };
+      }
+      return { kind: "node", nodeId, publicKey, certificate };
+    }
+    default:
+      return { kind: "key", publicKey, certificate, whyNotCluster: "certificate is neither an owner nor a node certificate" };
+  }
+}
+
+/**
+ * Who may call a method:
+ *  owner: the owner certificate.      node: a node certificate.
+ *  cluster: owner or node.            key: any certificate (the handler checks the key).
+ */
+export type Policy = "owner" | "node" | "cluster" | "key";
+
+/** Why the peer may not call under this policy, or undefined if it may. */
+export function refusal(peer: Peer, policy: Policy): { code: "unauthenticated" | "permission-denied"; reason: string } | undefined {
+  if (peer.kind === "anonymous") {
+    return { code: "unauthenticated", reason: "no client certificate presented" };
+  }
+  if (policy === "key") return undefined;
+  if (peer.kind === "key") {
+    return { code: "unauthenticated", reason: `client certificate not accepted: ${peer.whyNotCluster}` };
+  }
+  switch (policy) {
+    case "owner":
+      return peer.kind === "owner" ? undefined : { code: "permission-denied", reason: "only the cluster owner may call this" };
+    case "node":
+      return peer.kind === "node" ? undefined : { code: "permission-denied", reason: "only cluster nodes may call this" };
+    case "cluster":
+      return undefined;
+    default: {
+      const unreachable: never = policy;
+      throw new Error(`unknown policy ${unreachable}`);
+    }
+  }
+}

@@ -1,0 +1,279 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { Client as GrpcClient, Metadata, Server, status } from "@grpc/grpc-js";
+import { AAA, Management } from "../../proto/gen/api/management_pb.ts";
+import { Curator, WatchEvent_Progress } from "../../proto/gen/curator/curator_pb.ts";
+import { NodeState } from "../../proto/gen/common/common_pb.ts";
+import {
+  createClusterCA,
+  generateKeyPair,
+  issueNodeCertificate,
+  issueOwnerCertificate,
+  rawPublicKey,
+  selfSignedCertificate,
+  type CA,
+} from "../pki/mod.ts";
+import {
+  CLUSTER_SERVER_NAME,
+  NotFoundError,
+  RpcError,
+  addService,
+  channelCredentials,
+  channelOptions,
+  createClient,
+  serverCredentials,
+  MAX_REQUEST_BYTES,
+  type ClientTlsOptions,
+} from "./mod.ts";
+import type { X509Certificate } from "node:crypto";
+
+// A real grpc-js server and real clients over mutual TLS with Ed25519
+// certificates. The services are fakes implementing the generated interfaces.
+
+const caKey = generateKeyPair();
+const ca: CA = { certificate: createClusterCA(caKey), privateKey: caKey.privateKey };
+const serverKey = generateKeyPair();
+const serverCert = issueNodeCertificate(ca, serverKey.publicKey, { serverName: CLUSTER_SERVER_NAME, ipAddresses: ["127.0.0.1"] });
+const ownerKey = generateKeyPair();
+const ownerCert = issueOwnerCertificate(ca, ownerKey.publicKey);
+const nodeKey = generateKeyPair();
+const nodeCert = issueNodeCertificate(ca, nodeKey.publicKey, { serverName: CLUSTER_SERVER_NAME });
+const foreignKey = generateKeyPair();
+const foreignCA: CA = { certificate: createClusterCA(foreignKey), privateKey: foreignKey.privateKey };
+const foreignOwnerKey = generateKeyPair();
+const foreignOwnerCert = issueOwnerCertificate(foreignCA, foreignOwnerKey.publicKey);
+
+let server: Server;
+let target: string;
+const watchCancelled: string[] = [];
+
+beforeAll(async () => {
+  server = new Server();
+  addService(
+    server,
+    Management,
+    {
+      async getRegisterTicket() {
+        return { ticket: new Uint8Array([1, 2, 3]) };
+      },
+      async getClusterInfo() {
+        return { caCertificate: new Uint8Array(ca.certificate.raw) };
+      },
+      async *getNodes() {
+        yield { id: "node-a", state: NodeState.UP };
+        yield { id: "node-b", state: NodeState.NEW };
+      },
+      async approveNode(request) {
+        throw new NotFoundError(`node ${request.id} not found`);
+      },
+      async updateNodeRoles() {
+        throw new Error("disk on fire");
+      },
+    },
+    {
+      ca: () => ca.certificate,
+      policy: { getRegisterTicket: "owner", getClusterInfo: "cluster", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner" },
+    },
+  );
+  addService(
+    server,
+    AAA,
+    {
+      async escrow(_request, ctx) {
+        if (ctx.peer.kind === "anonymous") throw new Error("unreachable: policy lets only certificate holders in");
+        const key = ctx.peer.kind === "owner" ? rawPublicKey(ctx.peer.certificate.publicKey) : ctx.peer.publicKey;
+        return { ownerCertificate: key };
+      },
+    },
+    { ca: () => ca.certificate, policy: { escrow: "key" } },
+  );
+  addService(
+    server,
+    Curator,
+    {
+      async *watch(request, ctx) {
+        yield { nodes: [{ id: "node-a" }] };
+        yield { progress: WatchEvent_Progress.LAST_BACKLOGGED };
+        if (request.kind.case === "nodeInCluster") return;
+        // Follow "forever" until the client goes away.
+        await new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => resolve(), { once: true }));
+        watchCancelled.push(ctx.method);
+      },
+      async updateNodeStatus(_request, ctx) {
+        if (ctx.peer.kind !== "node") throw new Error("unreachable: policy is node");
+        return {};
+      },
+      async registerNode() {
+        return {};
+      },
+      async commitNode() {
+        return {};
+      },
+      async joinNode() {
+        return {};
+      },
+    },
+    { ca: () => ca.certificate, policy: { watch: "node", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key" } },
+  );
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync("127.0.0.1:0", serverCredentials({ certificate: serverCert, privateKey: serverKey.privateKey }), (err, p) =>
+      err ? reject(err) : resolve(p),
+    ),
+  );
+  target = `127.0.0.1:${port}`;
+});
+
+afterAll(() => {
+  server.forceShutdown();
+});
+
+function clientOf<S extends Parameters<typeof createClient>[0]>(service: S, tls: ClientTlsOptions) {
+  return createClient(service, target, { credentials: channelCredentials(tls), channelOptions: channelOptions() });
+}
+
+const asOwner = { ca: ca.certificate, certificate: ownerCert, privateKey: ownerKey.privateKey };
+const asNode = { ca: ca.certificate, certificate: nodeCert, privateKey: nodeKey.privateKey };
+
+async function rpcError(promise: Promise<unknown>): Promise<RpcError> {
+  try {
+    await promise;
+  } catch (err) {
+    expect(err).toBeInstanceOf(RpcError);
+    return err as RpcError;
+  }
+  throw new Error("call succeeded but should have failed");
+}
+
+describe("grpc adapter over mutual TLS", () => {
+  test("the owner calls an owner method", async () => {
+    const client = clientOf(Management, asOwner);
+    const response = await client.getRegisterTicket({});
+    expect([...response.ticket]).toEqual([1, 2, 3]);
+    client.close();
+  });
+
+  test("a node certificate cannot call an owner method", async () => {
+    const client = clientOf(Management, asNode);
+    const err = await rpcError(client.getRegisterTicket({}));
+    expect(err.code).toBe(status.PERMISSION_DENIED);
+    expect(err.details).toBe("only the cluster owner may call this");
+    // …but may call a method open to the whole cluster.
+    const info = await client.getClusterInfo({});
+    expect(Buffer.from(info.caCertificate).equals(ca.certificate.raw)).toBe(true);
+    client.close();
+  });
+
+  test("an owner certificate cannot act as a node", async () => {
+    const client = clientOf(Curator, asOwner);
+    const err = await rpcError(client.updateNodeStatus({ nodeId: "node-a" }));
+    expect(err.code).toBe(status.PERMISSION_DENIED);
+    expect(err.details).toBe("only cluster nodes may call this");
+    client.close();
+  });
+
+  test("a certificate from another CA is refused with the reason", async () => {
+    const client = clientOf(Management, { ca: ca.certificate, certificate: foreignOwnerCert, privateKey: foreignOwnerKey.privateKey });
+    const err = await rpcError(client.getRegisterTicket({}));
+    expect(err.code).toBe(status.UNAUTHENTICATED);
+    expect(err.details).toContain("not signed by the cluster CA");
+    client.close();
+  });
+
+  test("a caller without a certificate is refused", async () => {
+    const client = clientOf(Management, { ca: ca.certificate });
+    const err = await rpcError(client.getClusterInfo({}));
+    expect(err.code).toBe(status.UNAUTHENTICATED);
+    expect(err.details).toBe("no client certificate presented");
+    client.close();
+  });
+
+  test("a handshake method accepts a self-signed certificate and sees its key", async () => {
+    const key = generateKeyPair();
+    const client = clientOf(AAA, { ca: ca.certificate, certificate: selfSignedCertificate(key), privateKey: key.privateKey });
+    const response = await client.escrow({});
+    expect([...response.ownerCertificate]).toEqual([...rawPublicKey(key.publicKey)]);
+    client.close();
+  });
+
+  test("a client that does not trust the server's CA cannot connect", async () => {
+    const client = clientOf(Management, { ca: foreignCA.certificate, certificate: ownerCert, privateKey: ownerKey.privateKey });
+    const err = await rpcError(client.getRegisterTicket({}, { timeoutMs: 5000 }));
+    expect(err.code).toBe(status.UNAVAILABLE);
+    client.close();
+  });
+
+  test("domain errors map to their status codes and unknown errors to INTERNAL", async () => {
+    const client = clientOf(Management, asOwner);
+    const notFound = await rpcError(client.approveNode({ id: "node-x" }));
+    expect(notFound.code).toBe(status.NOT_FOUND);
+    expect(notFound.details).toBe("node node-x not found");
+    const internal = await rpcError(client.updateNodeRoles({ id: "node-a" }));
+    expect(internal.code).toBe(status.INTERNAL);
+    expect(internal.details).toBe("internal error: disk on fire");
+    client.close();
+  });
+
+  test("server streams deliver every message and end", async () => {
+    const client = clientOf(Management, asOwner);
+    const ids: string[] = [];
+    for await (const node of client.getNodes({})) ids.push(node.id);
+    expect(ids).toEqual(["node-a", "node-b"]);
+    client.close();
+  });
+
+  test("cancelling a stream on the client aborts the handler on the server", async () => {
+    const client = clientOf(Curator, asNode);
+    const controller = new AbortController();
+    const seen: string[] = [];
+    let caught: unknown;
+    try {
+      for await (const event of client.watch({ kind: { case: "nodesInCluster", value: {} } }, { signal: controller.signal })) {
+        seen.push(event.progress === WatchEvent_Progress.LAST_BACKLOGGED ? "backlog-end" : event.nodes[0]!.id);
+        if (seen.length === 2) controller.abort(new Error("done watching"));
+      }
+    } catch (err) {
+      caught = err;
+    }
+    expect(seen).toEqual(["node-a", "backlog-end"]);
+    expect((caught as Error).message).toBe("done watching");
+    const { eventually } = await import("../testing/mod.ts");
+    await eventually(() => expect(watchCancelled).toEqual(["Curator/Watch"]));
+    client.close();
+  });
+
+  test("malformed and oversized requests are INVALID_ARGUMENT, and the server keeps serving", async () => {
+    const raw = new GrpcClient(target, channelCredentials(asOwner), channelOptions());
+    const send = (bytes: Buffer) =>
+      new Promise<{ code: number; details: string }>((resolve) => {
+        raw.makeUnaryRequest(
+          "/nodecore.api.Management/ApproveNode",
+          (b: Buffer) => b,
+          (b: Buffer) => b,
+          bytes,
+          new Metadata(),
+          {},
+          (err) => resolve({ code: err?.code ?? 0, details: err?.details ?? "" }),
+        );
+      });
+    const malformed = await send(Buffer.from([0x0a, 0xff, 0xff, 0xff]));
+    expect(malformed.code).toBe(status.INVALID_ARGUMENT);
+    expect(malformed.details).toContain("malformed nodecore.api.ApproveNodeRequest");
+    const oversized = await send(Buffer.alloc(MAX_REQUEST_BYTES + 1));
+    expect(oversized.code).toBe(status.INVALID_ARGUMENT);
+    expect(oversized.details).toContain("more than the limit");
+    raw.close();
+    const client = clientOf(Management, asOwner);
+    expect((await client.getRegisterTicket({})).ticket.length).toBe(3);
+    client.close();
+  });
+});
+
+describe("certificates", () => {
+  test("node certificates carry the cluster server name and chain to the CA", () => {
+    expect(serverCert.subjectAltName).toContain(`DNS:${CLUSTER_SERVER_NAME}`);
+    expect(serverCert.checkIssued(ca.certificate)).toBe(true);
+    expect(serverCert.verify(ca.certificate.publicKey)).toBe(true);
+    expect(foreignOwnerCert.verify(ca.certificate.publicKey)).toBe(false);
+    const unused: X509Certificate = ownerCert;
+    expect(unused.subject).toContain("CN=owner");
+  });
+});

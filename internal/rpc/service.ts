@@ -1,0 +1,239 @@
+// Generated protobuf-es services as grpc-js services and clients.
+//
+// protobuf-es describes services (GenService) but ships no grpc-js binding;
+// this file is that binding. Requests reach the server as raw bytes and are
+// parsed here, so a malformed or oversized request becomes INVALID_ARGUMENT
+// with a reason instead of grpc-js's generic INTERNAL.
+
+import {
+  Client as GrpcClient,
+  Metadata,
+  type ChannelCredentials,
+  type ChannelOptions,
+  type ClientReadableStream,
+  type Server,
+  type ServerUnaryCall,
+  type ServerWritableStream,
+  type ServiceDefinition,
+  type ServiceError,
+  type sendUnaryData,
+} from "@grpc/grpc-js";
+import { create, fromBinary, toBinary, type DescMessage, type DescService, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
+import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
+import type { X509Certificate } from "node:crypto";
+import {
+  InvalidArgumentError,
+  PermissionDeniedError,
+  UnauthenticatedError,
+  fromServiceError,
+  toStatus,
+} from "./errors.ts";
+import { authenticate, refusal, type Peer, type Policy } from "./peer.ts";
+import { clientCertificateOf } from "./tls.ts";
+
+/** Requests larger than this are refused with INVALID_ARGUMENT. */
+export const MAX_REQUEST_BYTES = 1024 * 1024;
+
+type MethodsOf<S> = S extends GenService<infer R extends GenServiceMethods> ? R : never;
+
+/** What a handler knows about its call. */
+export interface CallContext {
+  /** The authenticated caller; already checked against the method's policy. */
+  peer: Peer;
+  /** Aborts when the client cancels or disconnects. */
+  signal: AbortSignal;
+  /** `Service/Method`, for logs and errors. */
+  method: string;
+}
+
+type Handler<M> = M extends { methodKind: "unary"; input: infer I extends DescMessage; output: infer O extends DescMessage }
+  ? (request: MessageShape<I>, ctx: CallContext) => Promise<MessageInitShape<O>>
+  : M extends { methodKind: "server_streaming"; input: infer I extends DescMessage; output: infer O extends DescMessage }
+    ? (request: MessageShape<I>, ctx: CallContext) => AsyncIterable<MessageInitShape<O>>
+    : never;
+
+/** An implementation of every method of a service. */
+export type ServiceImpl<S> = { [K in keyof MethodsOf<S>]: Handler<MethodsOf<S>[K]> };
+
+/** Who may call each method. Every method must be listed: a forgotten check is a type error. */
+export type ServicePolicy<S> = { [K in keyof MethodsOf<S>]: Policy };
+
+export interface ServeOptions<S> {
+  /** The cluster CA that owner and node certificates must chain to. */
+  ca: () => X509Certificate;
+  policy: ServicePolicy<S>;
+  /** Called for every call that fails, with the status it returned. */
+  onError?: (method: string, err: unknown) => void;
+}
+
+function methodPath(service: DescService, name: string): string {
+  return `/${service.typeName}/${name}`;
+}
+
+function parseRequest<I extends DescMessage>(schema: I, bytes: Buffer): MessageShape<I> {
+  if (bytes.length > MAX_REQUEST_BYTES) {
+    throw new InvalidArgumentError(`request is ${bytes.length} bytes, more than the limit of ${MAX_REQUEST_BYTES}`);
+  }
+  try {
+    return fromBinary(schema, bytes);
+  } catch (err) {
+    throw new InvalidArgumentError(`malformed ${schema.typeName}: ${(err as Error).message}`);
+  }
+}
+
+function check(peer: Peer, policy: Policy): void {
+  const refused = refusal(peer, policy);
+  if (!refused) return;
+  if (refused.code === "unauthenticated") throw new UnauthenticatedError(refused.reason);
+  throw new PermissionDeniedError(refused.reason);
+}
+
+type RawCall = ServerUnaryCall<Buffer, Buffer> | ServerWritableStream<Buffer, Buffer>;
+
+function contextOf<S>(call: RawCall, method: string, policy: Policy, options: ServeOptions<S>): CallContext {
+  const certificate = clientCertificateOf(call);
+  const peer = authenticate(certificate, options.ca());
+  check(peer, policy);
+  const controller = new AbortController();
+  (call as NodeJS.EventEmitter).once("cancelled", () => controller.abort(new Error(`${method}: cancelled by client`)));
+  return { peer, signal: controller.signal, method };
+}
+
+/** Adds a service implementation to a grpc-js server. */
+export function addService<S extends DescService>(server: Server, service: S, impl: ServiceImpl<S>, options: ServeOptions<S>): void {
+  const definition: Record<string, ServiceDefinition[string]> = {};
+  const handlers: Record<string, (...args: never[]) => void> = {};
+  for (const method of service.methods) {
+    const path = methodPath(service, method.name);
+    const name = `${service.name}/${method.name}`;
+    const policy = (options.policy as Record<string, Policy>)[method.localName];
+    const handler = (impl as Record<string, (req: unknown, ctx: CallContext) => unknown>)[method.localName];
+    if (!policy || !handler) throw new Error(`${name}: no ${policy ? "handler" : "policy"} given`);
+    const serialize = (message: MessageInitShape<DescMessage>) => Buffer.from(toBinary(method.output, create(method.output, message)));
+    const base = {
+      path,
+      requestStream: false,
+      requestSerialize: (b: Buffer) => b,
+      requestDeserialize: (b: Buffer) => b,
+      responseSerialize: (b: Buffer) => b,
+      responseDeserialize: (b: Buffer) => b,
+    };
+    const fail = (err: unknown) => {
+      options.onError?.(name, err);
+      const { code, details } = toStatus(err);
+      return { code, details, metadata: new Metadata() } as Partial<ServiceError> as ServiceError;
+    };
+    switch (method.methodKind) {
+      case "unary":
+        definition[method.localName] = { ...base, responseStream: false, originalName: method.name };
+        handlers[method.localName] = (async (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => {
+          try {
+            const ctx = contextOf(call, name, policy, options);
+            const request = parseRequest(method.input, call.request);
+            const response = await (handler(request, ctx) as Promise<MessageInitShape<DescMessage>>);
+            callback(null, serialize(response));
+          } catch (err) {
+            callback(fail(err));
+          }
+        }) as never;
+        break;
+      case "server_streaming":
+        definition[method.localName] = { ...base, responseStream: true, originalName: method.name };
+        handlers[method.localName] = (async (call: ServerWritableStream<Buffer, Buffer>) => {
+          try {
+            const ctx = contextOf(call, name, policy, options);
+            const request = parseRequest(method.input, call.request);
+            for await (const message of handler(request, ctx) as AsyncIterable<MessageInitShape<DescMessage>>) {
+              if (ctx.signal.aborted) break;
+              if (!call.write(serialize(message))) {
+                await new Promise<void>((resolve) => {
+                  call.once("drain", resolve);
+                  ctx.signal.addEventListener("abort", () => resolve(), { once: true });
+                });
+              }
+            }
+            if (!call.cancelled) call.end();
+          } catch (err) {
+            if (!call.cancelled) call.emit("error", fail(err));
+          }
+        }) as never;
+        break;
+      default:
+        throw new Error(`${name}: ${method.methodKind} methods are not supported`);
+    }
+  }
+  server.addService(definition, handlers as never);
+}
+
+/** Options of one client call. */
+export interface CallOptions {
+  signal?: AbortSignal;
+  /** Give up after this long (DEADLINE_EXCEEDED). */
+  timeoutMs?: number;
+}
+
+type ClientMethod<M> = M extends { methodKind: "unary"; input: infer I extends DescMessage; output: infer O extends DescMessage }
+  ? (request: MessageInitShape<I>, options?: CallOptions) => Promise<MessageShape<O>>
+  : M extends { methodKind: "server_streaming"; input: infer I extends DescMessage; output: infer O extends DescMessage }
+    ? (request: MessageInitShape<I>, options?: CallOptions) => AsyncIterable<MessageShape<O>>
+    : never;
+
+/** A typed client of a service; close() releases its channel. */
+export type ServiceClient<S> = { [K in keyof MethodsOf<S>]: ClientMethod<MethodsOf<S>[K]> } & { close(): void };
+
+export interface ClientOptions {
+  credentials: ChannelCredentials;
+  channelOptions?: ChannelOptions;
+}
+
+function callOptionsOf(options: CallOptions | undefined) {
+  return options?.timeoutMs !== undefined ? { deadline: new Date(Date.now() + options.timeoutMs) } : {};
+}
+
+/** Creates a typed client for `service` at `target` (host:port). */
+export function createClient<S extends DescService>(service: S, target: string, options: ClientOptions): ServiceClient<S> {
+  const client = new GrpcClient(target, options.credentials, options.channelOptions);
+  const out: Record<string, unknown> = { close: () => client.close() };
+  for (const method of service.methods) {
+    const path = methodPath(service, method.name);
+    const name = `${service.name}/${method.name}`;
+    const serialize = (message: MessageInitShape<DescMessage>) => Buffer.from(toBinary(method.input, create(method.input, message)));
+    const deserialize = (bytes: Buffer) => fromBinary(method.output, bytes);
+    switch (method.methodKind) {
+      case "unary":
+        out[method.localName] = (request: MessageInitShape<DescMessage>, callOptions?: CallOptions) =>
+          new Promise((resolve, reject) => {
+            callOptions?.signal?.throwIfAborted();
+            const call = client.makeUnaryRequest(path, serialize, deserialize, request, new Metadata(), callOptionsOf(callOptions), (err, response) => {
+              callOptions?.signal?.removeEventListener("abort", onAbort);
+              if (err) reject(fromServiceError(err, name));
+              else resolve(response);
+            });
+            const onAbort = () => call.cancel();
+            callOptions?.signal?.addEventListener("abort", onAbort, { once: true });
+          });
+        break;
+      case "server_streaming":
+        out[method.localName] = (request: MessageInitShape<DescMessage>, callOptions?: CallOptions) =>
+          streamResponses(client.makeServerStreamRequest(path, serialize, deserialize, request, new Metadata(), callOptionsOf(callOptions)), name, callOptions?.signal);
+        break;
+      default:
+        throw new Error(`${name}: ${method.methodKind} methods are not supported`);
+    }
+  }
+  return out as ServiceClient<S>;
+}
+
+async function* streamResponses<T>(call: ClientReadableStream<T>, name: string, signal: AbortSignal | undefined): AsyncIterable<T> {
+  const onAbort = () => call.cancel();
+  signal?.addEventListener("abort", onAbort, { once: true });
+  try {
+    for await (const message of call) yield message as T;
+  } catch (err) {
+    if (signal?.aborted) throw signal.reason;
+    throw fromServiceError(err as ServiceError, name);
+  } finally {
+    signal?.removeEventListener("abort", onAbort);
+    call.cancel();
+  }
+}
