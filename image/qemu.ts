@@ -41,6 +41,10 @@ export function qemuArgs(options: QemuOptions): string[] {
     String(options.memoryMiB ?? DEFAULT_MEMORY_MIB),
     "-nographic",
     "-no-reboot",
+    // No default NIC: its iPXE option ROM waits about 1 s for Ctrl-B at every
+    // boot. Network devices come through extraArgs; give them romfile= too.
+    "-nic",
+    "none",
     "-kernel",
     options.kernel,
     "-initrd",

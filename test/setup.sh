@@ -1,0 +1,41 @@
+#!/bin/sh
+# One-step set-up and run, for a fresh Debian 12 machine (as root, or with sudo):
+#
+#   sh test/setup.sh test      type check, unit and process tests (and the qemu e2e)
+#   sh test/setup.sh cluster   build everything and launch a cluster in qemu
+#
+# Installs what is missing, and only that: Debian packages with apt-get,
+# JavaScript packages (bun included) with npm from package-lock.json. Safe to
+# run again; a second run installs nothing.
+set -eu
+cd "$(dirname "$0")/.."
+
+# Debian packages the node image, the launcher and the tests use.
+PACKAGES="nodejs npm git openssl util-linux etcd-server etcd-client qemu-system-x86 qemu-utils dnsmasq-base cryptsetup-bin dosfstools mtools e2fsprogs gdisk iproute2 cpio kmod gcc libc6-dev"
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+missing=""
+for p in $PACKAGES; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "setup: installing Debian packages:$missing"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
+fi
+
+# npm ci when node_modules is missing or older than the lockfile.
+if [ ! -x node_modules/.bin/bun ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  echo "setup: installing JavaScript packages (npm ci)"
+  npm ci --no-audit --no-fund
+fi
+
+BUN="$(pwd)/node_modules/.bin/bun"
+case "${1:-}" in
+  test) exec "$BUN" run test ;;
+  cluster) shift; exec "$BUN" run cluster "$@" ;;
+  "") echo "setup: done; run 'sh test/setup.sh test' or 'sh test/setup.sh cluster'" ;;
+  *) echo "setup: unknown command '$1' (expected: test, cluster)" >&2; exit 2 ;;
+esac
