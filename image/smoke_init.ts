@@ -89,11 +89,14 @@ function partitionByName(name: string): string {
   throw new SmokeError(`no partition named ${name}`);
 }
 
+/** Runs argv to completion and returns its stdout; its stderr is shown, as it may hold warnings. */
 function exec(argv: string[]): string {
   const result = Bun.spawnSync(argv, { stdout: "pipe", stderr: "pipe" });
-  const output = (result.stdout.toString() + result.stderr.toString()).trim();
-  if (result.exitCode !== 0) throw new SmokeError(`${argv.join(" ")} exited with ${result.exitCode}: ${output}`);
-  return output;
+  const stdout = result.stdout.toString().trim();
+  const stderr = result.stderr.toString().trim();
+  if (result.exitCode !== 0) throw new SmokeError(`${argv.join(" ")} exited with ${result.exitCode}: ${stdout} ${stderr}`);
+  if (stderr !== "") say(`${argv[0]} said: ${stderr.replaceAll("\n", " | ")}`);
+  return stdout;
 }
 
 async function main(): Promise<void> {

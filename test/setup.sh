@@ -10,13 +10,15 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-# Debian packages the node image, the launcher and the tests use.
-PACKAGES="nodejs npm git openssl util-linux etcd-server etcd-client qemu-system-x86 qemu-utils dnsmasq-base cryptsetup-bin dosfstools mtools e2fsprogs gdisk iproute2 cpio kmod gcc libc6-dev"
+# Debian packages the node image, the launcher and the tests use. node and
+# npm count as present when the commands exist, however they were installed.
+PACKAGES="git openssl util-linux etcd-server etcd-client qemu-system-x86 qemu-utils dnsmasq-base cryptsetup-bin dosfstools mtools e2fsprogs gdisk iproute2 cpio kmod gcc libc6-dev"
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
 missing=""
+command -v npm >/dev/null 2>&1 || missing="nodejs npm"
 for p in $PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
