@@ -1,0 +1,30 @@
+// Package sys: the Linux system interface PID 1 needs, through bun:ffi.
+//
+//   cmd/init ──▶ mount / umount      (pseudo filesystems, ESP, data)
+//            ──▶ loadModules         (modules.dep → dependency order → finit_module)
+//            ──▶ reapOrphans         (zombies that are not bun's own children)
+//            ──▶ reboot / sync       (clean power-off and restart)
+//            ──▶ sethostname
+//
+// Invariants: every failed call throws a SyscallError naming the call, its
+// subject and errno's text; nothing here retries or logs — callers decide.
+// libc is opened lazily, so importing this package costs nothing off-node.
+
+export {
+  mount,
+  umount,
+  reboot,
+  sync,
+  sethostname,
+  reap,
+  finitModule,
+  becomeSubreaper,
+  SyscallError,
+  MS_RDONLY,
+  MS_NOSUID,
+  MS_NODEV,
+  MS_NOEXEC,
+  MNT_DETACH,
+} from "./libc.ts";
+export { loadModules, loadOrder, parseModulesDep, moduleName, ModuleError, type ModuleIndex } from "./kmod.ts";
+export { reapOrphans, processState } from "./reaper.ts";
