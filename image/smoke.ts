@@ -44,16 +44,22 @@ const STAND_IN_DONE = /^smoke: (ok|FAIL)/;
 const STAND_IN_OK = /^smoke: ok/;
 const RUN_INIT = /Run \/init as init process/;
 const KERNEL_LINE = /^\[\s*\d+\.\d+\]/;
+const FIRMWARE_DONE = /Booting from ROM/;
 const KERNEL_PANIC = /Kernel panic/;
 
 class SmokeTestError extends Error {
   override name = "SmokeTestError";
 }
 
-/** The console from the kernel's "Run /init" on: what the init and its children print. */
+/**
+ * The console from the kernel's "Run /init" on: what the init and its
+ * children print. With "quiet" the kernel does not say it; then everything
+ * after the firmware hands over to the kernel.
+ */
 function afterInit(lines: readonly ConsoleLine[]): readonly ConsoleLine[] {
-  const start = lines.findIndex((l) => RUN_INIT.test(l.text));
-  return start < 0 ? [] : lines.slice(start + 1);
+  const runInit = lines.findIndex((l) => RUN_INIT.test(l.text));
+  if (runInit >= 0) return lines.slice(runInit + 1);
+  return lines.slice(lines.findIndex((l) => FIRMWARE_DONE.test(l.text)) + 1);
 }
 
 const first = (pattern: RegExp) => (lines: readonly ConsoleLine[]) => lines.find((l) => pattern.test(l.text));

@@ -28,10 +28,12 @@ if [ -n "$missing" ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
 fi
 
-# npm ci when node_modules is missing or older than the lockfile.
+# Install from the lockfile when node_modules is missing or older than it.
+# (npm install, not npm ci: the registry here lacks some other platforms'
+# optional buf binaries, which npm ci insists on finding in the lockfile.)
 if [ ! -x node_modules/.bin/bun ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  echo "setup: installing JavaScript packages (npm ci)"
-  npm ci --no-audit --no-fund
+  echo "setup: installing JavaScript packages from package-lock.json"
+  npm install --no-audit --no-fund
 fi
 
 BUN="$(pwd)/node_modules/.bin/bun"
