@@ -50,7 +50,11 @@ export { Backoff, DEFAULT_BACKOFF, type BackoffPolicy } from "./backoff.ts";
 export { RestartRequest, SupervisorError } from "./errors.ts";
 export {
   runProcess,
+  runCommand,
+  isSpawnedChild,
   processRunnable,
+  CommandError,
+  type CommandOptions,
   ProcessExitError,
   ProcessStartError,
   DEFAULT_KILL_GRACE_MS,

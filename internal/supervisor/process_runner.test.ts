@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, test } from "bun:test";
+import { readdirSync } from "node:fs";
 import { captureLogger } from "../log/mod.ts";
 import { eventually } from "../testing/mod.ts";
 import { processRunnable, supervise, untilCancelled, type Supervisor } from "./mod.ts";
@@ -110,5 +111,38 @@ describe("process runner", () => {
     );
     running.push(supervisor);
     await eventually(() => expect(supervisor.dump().find((d) => d.path === "root.proc")?.lastError).toContain("could not start /nonexistent/etcd"));
+  });
+});
+
+describe("runCommand", () => {
+  test("returns the output of a command that succeeds, fed from stdin", async () => {
+    const { runCommand } = await import("./mod.ts");
+    const result = await runCommand(["sh", "-c", "tr a-z A-Z"], { stdin: "secret key\n" });
+    expect(result.stdout).toBe("SECRET KEY\n");
+  });
+
+  test("a failing command is an error with its exit code and stderr", async () => {
+    const { runCommand, CommandError } = await import("./mod.ts");
+    const failure = runCommand(["sh", "-c", "echo 'device is busy' >&2; exit 5"]);
+    await expect(failure).rejects.toBeInstanceOf(CommandError);
+    await expect(failure).rejects.toThrow("sh -c echo 'device is busy' >&2; exit 5 failed with exit code 5: device is busy");
+  });
+
+  test("the reaper can tell bun's children from orphans while they run", async () => {
+    const { runCommand, isSpawnedChild } = await import("./mod.ts");
+    const pending = runCommand(["sh", "-c", "echo $$; sleep 0.2"]);
+    const { processState } = await import("../sys/mod.ts");
+    let pid = 0;
+    await eventually(() => {
+      // The shell is our child; find it through /proc.
+      const children = readdirSync("/proc")
+        .map(Number)
+        .filter((p: number) => p > 1 && processState(p)?.ppid === process.pid);
+      pid = children.find((p: number) => isSpawnedChild(p)) ?? 0;
+      expect(pid).toBeGreaterThan(0);
+    });
+    const { stdout } = await pending;
+    expect(Number(stdout.trim())).toBe(pid);
+    expect(isSpawnedChild(pid)).toBe(false);
   });
 });

@@ -26,6 +26,26 @@ export interface ProcessOptions {
   onSpawn?: (pid: number) => void;
 }
 
+/**
+ * Pids of the processes bun spawned for us and still has to wait for. This
+ * is process-wide state on purpose: the process table it mirrors is too.
+ * PID 1's orphan reaper consults it so that it never steals the exit status
+ * of a process bun is waiting for. Every spawn in the node goes through
+ * runProcess or runCommand, which keep it up to date.
+ */
+const spawned = new Set<number>();
+
+/** Whether bun spawned `pid` for the node and will wait for it itself. */
+export function isSpawnedChild(pid: number): boolean {
+  return spawned.has(pid);
+}
+
+function track<T extends { pid: number; exited: Promise<unknown> }>(child: T): T {
+  spawned.add(child.pid);
+  child.exited.finally(() => spawned.delete(child.pid));
+  return child;
+}
+
 /** A process that exited on its own: for a supervised service this is a death. */
 export class ProcessExitError extends Error {
   override name = "ProcessExitError";
@@ -73,13 +93,15 @@ export async function runProcess(ctx: RunContext, options: ProcessOptions): Prom
   ctx.signal.throwIfAborted();
   let child: Subprocess<"ignore", "pipe", "pipe">;
   try {
-    child = Bun.spawn([command, ...args], {
-      cwd: options.cwd,
-      env: options.env ?? {},
-      stdin: "ignore",
-      stdout: "pipe",
-      stderr: "pipe",
-    });
+    child = track(
+      Bun.spawn([command, ...args], {
+        cwd: options.cwd,
+        env: options.env ?? {},
+        stdin: "ignore",
+        stdout: "pipe",
+        stderr: "pipe",
+      }),
+    );
   } catch (err) {
     throw new ProcessStartError(`could not start ${command}: ${(err as Error).message}`, { cause: err });
   }
@@ -130,4 +152,71 @@ export async function runProcess(ctx: RunContext, options: ProcessOptions): Prom
 /** A runnable that runs one process (see runProcess). */
 export function processRunnable(options: ProcessOptions): Runnable {
   return (ctx) => runProcess(ctx, options);
+}
+
+/** A one-shot command that failed: names the command and carries its output. */
+export class CommandError extends Error {
+  override name = "CommandError";
+  constructor(
+    message: string,
+    readonly exitCode: number | null,
+    readonly stdout: string,
+    readonly stderr: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface CommandOptions {
+  /** Written to the command's standard input, then closed. */
+  stdin?: Uint8Array | string;
+  env?: Record<string, string>;
+  signal?: AbortSignal;
+  /** Lines the command prints go here at debug level. */
+  logger?: Logger;
+}
+
+/**
+ * Runs a command to completion (mkfs, cryptsetup, ...) and returns its
+ * output. Throws CommandError, with the command's stderr, if it fails; a
+ * cancelled signal kills it.
+ */
+export async function runCommand(argv: readonly string[], options: CommandOptions = {}): Promise<{ stdout: string; stderr: string }> {
+  options.signal?.throwIfAborted();
+  const [command = ""] = argv;
+  let child;
+  try {
+    child = track(
+      Bun.spawn([...argv], {
+        env: options.env ?? { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" },
+        stdin: options.stdin === undefined ? "ignore" : "pipe",
+        stdout: "pipe",
+        stderr: "pipe",
+      }),
+    );
+  } catch (err) {
+    throw new ProcessStartError(`could not start ${command}: ${(err as Error).message}`, { cause: err });
+  }
+  if (options.stdin !== undefined && child.stdin) {
+    child.stdin.write(options.stdin);
+    await child.stdin.end();
+  }
+  const onAbort = () => child.kill("SIGKILL");
+  options.signal?.addEventListener("abort", onAbort, { once: true });
+  try {
+    const [stdout, stderr, exitCode] = await Promise.all([
+      new Response(child.stdout).text(),
+      new Response(child.stderr).text(),
+      child.exited,
+    ]);
+    for (const line of `${stdout}${stderr}`.split("\n")) if (line) options.logger?.debug(line, { command });
+    options.signal?.throwIfAborted();
+    if (exitCode !== 0) {
+      const detail = stderr.trim() || stdout.trim() || "no output";
+      throw new CommandError(`${argv.join(" ")} failed with exit code ${exitCode}: ${detail}`, exitCode, stdout, stderr);
+    }
+    return { stdout, stderr };
+  } finally {
+    options.signal?.removeEventListener("abort", onAbort);
+  }
 }

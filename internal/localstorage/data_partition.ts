@@ -1,0 +1,126 @@
+// The data partition: LUKS2 (dm-crypt) around ext4, unlocked with a key the
+// cluster code supplies. Formatted exactly once: a partition that already
+// holds LUKS is only ever opened, and a wrong key is an error, never a reason
+// to format.
+
+import { existsSync, mkdirSync, openSync, readSync, closeSync, writeFileSync } from "node:fs";
+import type { Logger } from "../log/mod.ts";
+import { CommandError, runCommand } from "../supervisor/mod.ts";
+import { mount, umount } from "../sys/mod.ts";
+
+/** cryptsetup exits with this code when no key slot opens with the given key. */
+const CRYPTSETUP_EXIT_WRONG_KEY = 2;
+/** The key is random and high-entropy, so a slow KDF buys nothing; pbkdf2 at minimum cost keeps unlock fast under emulation. */
+const LUKS_FORMAT_ARGS = ["--type", "luks2", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", "--batch-mode"];
+const EXT4_MAGIC_OFFSET = 1024 + 56;
+const EXT4_MAGIC = 0xef53;
+
+export class StorageError extends Error {
+  override name = "StorageError";
+}
+
+export interface DataPartitionOptions {
+  /** The block device of the data partition. */
+  device: string;
+  /** Where to mount the unlocked file system. */
+  mountpoint: string;
+  /** The device-mapper name for the unlocked device. */
+  mapperName: string;
+  /** The key that unlocks the partition (32 bytes). */
+  key: Uint8Array;
+  /** Path of the marker file written after formatting. */
+  formattedMarker: string;
+  logger: Logger;
+  signal?: AbortSignal;
+}
+
+/** What mountDataPartition did. */
+export type DataMountResult = "formatted" | "mounted";
+
+async function isLuks(device: string, signal?: AbortSignal): Promise<boolean> {
+  try {
+    await runCommand(["cryptsetup", "isLuks", device], { signal });
+    return true;
+  } catch (err) {
+    if (err instanceof CommandError && err.exitCode === 1) return false;
+    throw err;
+  }
+}
+
+function hasExt4(device: string): boolean {
+  const fd = openSync(device, "r");
+  try {
+    const buf = Buffer.alloc(2);
+    readSync(fd, buf, 0, 2, EXT4_MAGIC_OFFSET);
+    return buf.readUInt16LE(0) === EXT4_MAGIC;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+async function unlock(options: DataPartitionOptions, mapped: string): Promise<void> {
+  if (existsSync(mapped)) {
+    options.logger.info("data partition already unlocked", { device: mapped });
+    return;
+  }
+  try {
+    await runCommand(["cryptsetup", "open", "--type", "luks2", "--key-file", "-", options.device, options.mapperName], {
+      stdin: options.key,
+      signal: options.signal,
+    });
+  } catch (err) {
+    if (err instanceof CommandError && err.exitCode === CRYPTSETUP_EXIT_WRONG_KEY) {
+      throw new StorageError(`data partition ${options.device} does not open with this node's key (wrong key); leaving it untouched`, {
+        cause: err,
+      });
+    }
+    throw new StorageError(`could not unlock data partition ${options.device}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/**
+ * Unlocks and mounts the data partition, formatting it first if it was never
+ * formatted. Returns "formatted" on first use, "mounted" afterwards.
+ */
+export async function mountDataPartition(options: DataPartitionOptions): Promise<DataMountResult> {
+  const { device, logger, signal } = options;
+  if (options.key.length !== 32) throw new StorageError(`data partition key must be 32 bytes, got ${options.key.length}`);
+  if (!existsSync(device)) throw new StorageError(`data partition ${device} does not exist`);
+  const mapped = `/dev/mapper/${options.mapperName}`;
+  let result: DataMountResult = "mounted";
+  if (!(await isLuks(device, signal))) {
+    logger.info("data partition is empty, encrypting it (first boot)", { device });
+    await runCommand(["cryptsetup", "luksFormat", ...LUKS_FORMAT_ARGS, "--key-file", "-", device], { stdin: options.key, signal });
+    result = "formatted";
+  }
+  await unlock(options, mapped);
+  if (!hasExt4(mapped)) {
+    // Either the first boot, or one that died between encrypting and
+    // formatting: there is no file system, so nothing can be lost.
+    logger.info("creating ext4 file system on the unlocked data partition", { device: mapped });
+    await runCommand(["mkfs.ext4", "-q", "-L", "data", "-E", "lazy_itable_init=1,lazy_journal_init=1", mapped], { signal, logger });
+    result = "formatted";
+  }
+  mkdirSync(options.mountpoint, { recursive: true });
+  try {
+    mount(mapped, options.mountpoint, "ext4", 0n, "");
+  } catch (err) {
+    throw new StorageError(`could not mount data partition on ${options.mountpoint}: ${(err as Error).message}`, { cause: err });
+  }
+  if (result === "formatted") writeFileSync(options.formattedMarker, `${new Date().toISOString()}\n`);
+  else if (!existsSync(options.formattedMarker)) logger.warn("data partition has no format marker; it was formatted by something else");
+  logger.info(result === "formatted" ? "data partition formatted and mounted" : "data partition mounted", {
+    mountpoint: options.mountpoint,
+  });
+  return result;
+}
+
+/** Unmounts and locks the data partition (clean shutdown, tests). */
+export async function closeDataPartition(mountpoint: string, mapperName: string, signal?: AbortSignal): Promise<void> {
+  try {
+    umount(mountpoint);
+  } catch (err) {
+    throw new StorageError(`could not unmount ${mountpoint}: ${(err as Error).message}`, { cause: err });
+  }
+  await runCommand(["cryptsetup", "close", mapperName], { signal });
+}

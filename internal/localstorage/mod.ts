@@ -1,0 +1,68 @@
+// Package localstorage: the node's storage, as a declared tree (after
+// Monogon's localstorage).
+//
+//   GPT disk (virtio)
+//   ├─ "ESP"  FAT  ──mount──▶ /esp        parameters.pb, sealed.pb (not secret alone)
+//   └─ "DATA" LUKS2 ─unlock(key)─▶ /dev/mapper/data ─ext4─▶ /data
+//                                                     node key + certificate, etcd, kubernetes
+//   tmpfs ───────────────────────────────────────────▶ /ephemeral  sockets, runtime files
+//
+//   storageLayout(root) names every path; code never builds one by hand.
+//   The key for DATA comes from the cluster code (internal/cluster): it
+//   combines the node's and the cluster's halves, so neither the disk nor
+//   the cluster alone can open it.
+//
+// Invariants:
+//  - Nothing is formatted twice: a partition with a LUKS header is only
+//    opened; a wrong key is an error that leaves the partition untouched.
+//  - A boot that died between encrypting and creating the file system
+//    resumes by creating it (there was no data to lose).
+//  - Every external tool (cryptsetup, mkfs.ext4) runs through the process
+//    runner, so PID 1's reaper leaves it alone and failures carry stderr.
+
+import { mkdirSync } from "node:fs";
+import { MS_NODEV, MS_NOEXEC, MS_NOSUID, mount } from "../sys/mod.ts";
+import { DATA_PARTITION_NAME, ESP_PARTITION_NAME, storageLayout, type StorageLayout } from "./layout.ts";
+import { findPartition } from "./partitions.ts";
+import { StorageError } from "./data_partition.ts";
+
+export {
+  storageLayout,
+  ESP_PARTITION_NAME,
+  DATA_PARTITION_NAME,
+  DATA_MAPPER_NAME,
+  type StorageLayout,
+} from "./layout.ts";
+export { blockDevices, findPartition, type BlockDevice } from "./partitions.ts";
+export {
+  mountDataPartition,
+  closeDataPartition,
+  StorageError,
+  type DataPartitionOptions,
+  type DataMountResult,
+} from "./data_partition.ts";
+
+/** Mounts the ESP (FAT) at its place in the layout. */
+export function mountESP(layout: StorageLayout, device = findPartition(ESP_PARTITION_NAME)?.path): string {
+  if (!device) throw new StorageError(`no partition named ${ESP_PARTITION_NAME} found: is the node's disk attached?`);
+  mkdirSync(layout.esp.path, { recursive: true });
+  try {
+    mount(device, layout.esp.path, "vfat", MS_NOSUID | MS_NODEV | MS_NOEXEC, "umask=0077");
+  } catch (err) {
+    throw new StorageError(`could not mount the ESP ${device} on ${layout.esp.path}: ${(err as Error).message}`, { cause: err });
+  }
+  return device;
+}
+
+/** The data partition's device, or an error saying it is missing. */
+export function dataPartitionDevice(): string {
+  const device = findPartition(DATA_PARTITION_NAME)?.path;
+  if (!device) throw new StorageError(`no partition named ${DATA_PARTITION_NAME} found: is the node's disk attached?`);
+  return device;
+}
+
+/** Mounts the ephemeral tmpfs. */
+export function mountEphemeral(layout: StorageLayout): void {
+  mkdirSync(layout.ephemeral.path, { recursive: true });
+  mount("tmpfs", layout.ephemeral.path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700");
+}
