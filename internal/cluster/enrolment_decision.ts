@@ -1,0 +1,29 @@
+// The first decision a node makes (as in Metropolis's cluster manager):
+//
+//   sealed configuration on the ESP? ──yes──▶ join      (a member rebooting)
+//        │ no
+//   node parameters (fw_cfg > ESP)
+//        ├─ cluster_bootstrap ──────────────▶ bootstrap (create a new cluster)
+//        └─ cluster_register ───────────────▶ register  (become a new member)
+
+import type { SealedConfiguration } from "../../proto/gen/api/configuration_pb.ts";
+import type { Logger } from "../log/mod.ts";
+import { readNodeParameters, readSealedConfiguration, type ParameterPaths, type ParametersSource, type ValidParameters } from "./node_parameters.ts";
+
+export type EnrolmentDecision =
+  | { kind: "join"; sealed: SealedConfiguration }
+  | (Extract<ValidParameters, { kind: "bootstrap" }> & { source: ParametersSource })
+  | (Extract<ValidParameters, { kind: "register" }> & { source: ParametersSource });
+
+export function decideEnrolment(paths: ParameterPaths & { sealed: string }, logger: Logger): EnrolmentDecision {
+  const sealed = readSealedConfiguration(paths.sealed);
+  if (sealed) {
+    logger.info("found sealed configuration, joining the cluster");
+    return { kind: "join", sealed };
+  }
+  const params = readNodeParameters(paths, logger);
+  logger.info(params.kind === "bootstrap" ? "parameters ask to bootstrap a new cluster" : "parameters ask to register into a cluster", {
+    source: params.source,
+  });
+  return params;
+}

@@ -1,0 +1,113 @@
+// Reading what the node was given: node parameters (fw_cfg or ESP) and the
+// sealed configuration (ESP), with every way they can be wrong named.
+
+import { existsSync, readFileSync } from "node:fs";
+import { X509Certificate } from "node:crypto";
+import { fromBinary } from "@bufbuild/protobuf";
+import {
+  NodeParametersSchema,
+  SealedConfigurationSchema,
+  type NodeParameters,
+  type SealedConfiguration,
+} from "../../proto/gen/api/configuration_pb.ts";
+import type { Logger } from "../log/mod.ts";
+
+/** The qemu fw_cfg entry name (qemu -fw_cfg name=dev.nodecore/parameters.pb,file=...). */
+export const FW_CFG_PARAMETERS_NAME = "dev.nodecore/parameters.pb";
+/** Where the kernel's qemu_fw_cfg driver shows that entry. */
+export const FW_CFG_PARAMETERS_PATH = `/sys/firmware/qemu_fw_cfg/by_name/${FW_CFG_PARAMETERS_NAME}/raw`;
+
+export class ParametersError extends Error {
+  override name = "ParametersError";
+}
+
+export type ParametersSource = "fw_cfg" | "esp";
+
+/** Node parameters that passed validation, tagged by what they ask for. */
+export type ValidParameters =
+  | { kind: "bootstrap"; ownerPublicKey: Uint8Array; raw: NodeParameters }
+  | { kind: "register"; ticket: Uint8Array; caCertificate: X509Certificate; raw: NodeParameters };
+
+export interface ParameterPaths {
+  fwCfg: string;
+  esp: string;
+}
+
+function parse(bytes: Uint8Array, where: string): NodeParameters {
+  if (bytes.length === 0) throw new ParametersError(`node parameters at ${where} are empty`);
+  try {
+    return fromBinary(NodeParametersSchema, bytes);
+  } catch (err) {
+    throw new ParametersError(`node parameters at ${where} are corrupt: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** Checks that parameters ask for exactly one thing and carry what it needs. */
+export function validateParameters(params: NodeParameters, where: string): ValidParameters {
+  const cluster = params.cluster;
+  switch (cluster.case) {
+    case "clusterBootstrap": {
+      const key = cluster.value.ownerPublicKey;
+      if (key.length !== 32) throw new ParametersError(`node parameters at ${where}: bootstrap owner public key must be 32 bytes (ed25519), got ${key.length}`);
+      return { kind: "bootstrap", ownerPublicKey: key, raw: params };
+    }
+    case "clusterRegister": {
+      const { registerTicket, caCertificate, clusterDirectory } = cluster.value;
+      if (registerTicket.length === 0) throw new ParametersError(`node parameters at ${where}: register ticket is empty`);
+      if (!clusterDirectory || clusterDirectory.nodes.length === 0) {
+        throw new ParametersError(`node parameters at ${where}: cluster directory lists no nodes to register with`);
+      }
+      if (!clusterDirectory.nodes.some((n) => n.addresses.some((a) => a.host !== ""))) {
+        throw new ParametersError(`node parameters at ${where}: cluster directory has no node addresses`);
+      }
+      let ca: X509Certificate;
+      try {
+        ca = new X509Certificate(caCertificate);
+      } catch (err) {
+        throw new ParametersError(`node parameters at ${where}: CA certificate does not parse: ${(err as Error).message}`, { cause: err });
+      }
+      return { kind: "register", ticket: registerTicket, caCertificate: ca, raw: params };
+    }
+    case undefined:
+      throw new ParametersError(`node parameters at ${where} set neither cluster bootstrap nor cluster register`);
+    default: {
+      const unreachable: never = cluster;
+      throw new ParametersError(`node parameters at ${where}: unknown cluster kind ${JSON.stringify(unreachable)}`);
+    }
+  }
+}
+
+/**
+ * Reads the node parameters: qemu fw_cfg wins over the ESP (with a warning
+ * when both exist). Throws a ParametersError naming what was looked at when
+ * neither exists, and naming the source when it does not parse or validate.
+ */
+export function readNodeParameters(paths: ParameterPaths, logger: Logger): ValidParameters & { source: ParametersSource } {
+  const inFwCfg = existsSync(paths.fwCfg);
+  const inEsp = existsSync(paths.esp);
+  if (!inFwCfg && !inEsp) {
+    throw new ParametersError(`no node parameters: looked in qemu fw_cfg (${paths.fwCfg}) and on the ESP (${paths.esp})`);
+  }
+  if (inFwCfg && inEsp) logger.warn("node parameters in both fw_cfg and on the ESP; using fw_cfg", { esp: paths.esp });
+  const source: ParametersSource = inFwCfg ? "fw_cfg" : "esp";
+  const where = inFwCfg ? `fw_cfg (${paths.fwCfg})` : `ESP (${paths.esp})`;
+  const params = parse(readFileSync(inFwCfg ? paths.fwCfg : paths.esp), where);
+  return { ...validateParameters(params, where), source };
+}
+
+/** The sealed configuration, if the node has one; corrupt is an error (never a reason to start over). */
+export function readSealedConfiguration(path: string): SealedConfiguration | undefined {
+  if (!existsSync(path)) return undefined;
+  const bytes = readFileSync(path);
+  try {
+    const sealed = fromBinary(SealedConfigurationSchema, bytes);
+    if (sealed.nodeUnlockKey.length !== 32 || sealed.joinKey.length !== 32 || sealed.clusterCa.length === 0) {
+      throw new Error("missing node unlock key, join key or cluster CA");
+    }
+    return sealed;
+  } catch (err) {
+    throw new ParametersError(`sealed configuration at ${path} is corrupt: ${(err as Error).message}; refusing to start over, as that would lose the node's data`, {
+      cause: err,
+    });
+  }
+}
