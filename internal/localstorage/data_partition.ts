@@ -98,7 +98,7 @@ export async function mountDataPartition(options: DataPartitionOptions): Promise
     // Either the first boot, or one that died between encrypting and
     // formatting: there is no file system, so nothing can be lost.
     logger.info("creating ext4 file system on the unlocked data partition", { device: mapped });
-    await runCommand(["mkfs.ext4", "-q", "-L", "data", "-E", "lazy_itable_init=1,lazy_journal_init=1", mapped], { signal, logger });
+    await runCommand(["mke2fs", "-t", "ext4", "-q", "-L", "data", "-E", "lazy_itable_init=1,lazy_journal_init=1", mapped], { signal, logger });
     result = "formatted";
   }
   mkdirSync(options.mountpoint, { recursive: true });

@@ -17,7 +17,7 @@
 //    opened; a wrong key is an error that leaves the partition untouched.
 //  - A boot that died between encrypting and creating the file system
 //    resumes by creating it (there was no data to lose).
-//  - Every external tool (cryptsetup, mkfs.ext4) runs through the process
+//  - Every external tool (cryptsetup, mke2fs) runs through the process
 //    runner, so PID 1's reaper leaves it alone and failures carry stderr.
 
 import { mkdirSync } from "node:fs";

@@ -1,7 +1,7 @@
 // Package sys: the Linux system interface PID 1 needs, through bun:ffi.
 //
 //   cmd/init ──▶ mount / umount      (pseudo filesystems, ESP, data)
-//            ──▶ loadModules         (modules.dep → dependency order → finit_module)
+//            ──▶ loadModules         (the image's load list, in order → finit_module)
 //            ──▶ reapOrphans         (zombies that are not bun's own children)
 //            ──▶ reboot / sync       (clean power-off and restart)
 //            ──▶ sethostname
@@ -26,5 +26,5 @@ export {
   MS_NOEXEC,
   MNT_DETACH,
 } from "./libc.ts";
-export { loadModules, loadOrder, parseModulesDep, moduleName, ModuleError, type ModuleIndex } from "./kmod.ts";
+export { loadModules, parseLoadList, ModuleError } from "./kmod.ts";
 export { reapOrphans, processState } from "./reaper.ts";

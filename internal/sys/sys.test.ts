@@ -1,41 +1,19 @@
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { loadOrder, moduleName, parseModulesDep } from "./mod.ts";
-
-const MODULES_DEP = `kernel/fs/ext4/ext4.ko: kernel/lib/crc16.ko kernel/fs/mbcache.ko kernel/fs/jbd2/jbd2.ko
-kernel/lib/crc16.ko:
-kernel/fs/mbcache.ko:
-kernel/fs/jbd2/jbd2.ko:
-kernel/drivers/md/dm-crypt.ko: kernel/drivers/md/dm-mod.ko
-kernel/drivers/md/dm-mod.ko:
-kernel/drivers/virtio/virtio_pci.ko: kernel/drivers/virtio/virtio_pci_modern_dev.ko kernel/drivers/virtio/virtio_pci_legacy_dev.ko
-kernel/drivers/virtio/virtio_pci_modern_dev.ko:
-kernel/drivers/virtio/virtio_pci_legacy_dev.ko:
-kernel/loop/a.ko: kernel/loop/b.ko
-kernel/loop/b.ko: kernel/loop/a.ko
-`;
+import { writeFileSync } from "node:fs";
+import { tempDir } from "../testing/mod.ts";
+import { loadModules, parseLoadList } from "./mod.ts";
 
 describe("kernel modules", () => {
-  const index = parseModulesDep(MODULES_DEP);
-
-  test("module names drop the path and suffix and use underscores", () => {
-    expect(moduleName("kernel/drivers/md/dm-crypt.ko")).toBe("dm_crypt");
-    expect(moduleName("kernel/fs/ext4/ext4.ko.xz")).toBe("ext4");
+  test("the load list keeps its order and skips blanks and comments", () => {
+    expect(parseLoadList("# built by image/modules.ts\nkernel/a.ko\n\n  kernel/b.ko  \n")).toEqual(["kernel/a.ko", "kernel/b.ko"]);
   });
 
-  test("every module loads after its dependencies, each once", () => {
-    const order = loadOrder(index, ["ext4", "dm-crypt", "virtio_pci", "jbd2"]);
-    expect(order).toEqual(["crc16", "mbcache", "jbd2", "ext4", "dm_mod", "dm_crypt", "virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio_pci"]);
-  });
-
-  test("an unknown module is an error naming it and who needed it", () => {
-    expect(() => loadOrder(index, ["nonexistent"])).toThrow("module nonexistent is not in modules.dep");
-    const broken = parseModulesDep("kernel/x.ko: kernel/missing.ko\n");
-    expect(() => loadOrder(broken, ["x"])).toThrow("module missing is not in modules.dep (needed by x)");
-  });
-
-  test("a dependency cycle is an error showing the cycle", () => {
-    expect(() => loadOrder(index, ["a"])).toThrow("module dependency cycle: a -> b -> a");
+  test("a missing list or module is an error naming it", () => {
+    using dir = tempDir();
+    expect(() => loadModules(dir.path, "modules.load")).toThrow(`no module list at ${dir.path}/modules.load`);
+    writeFileSync(join(dir.path, "modules.load"), "kernel/missing.ko\n");
+    expect(() => loadModules(dir.path, "modules.load")).toThrow("module kernel/missing.ko is in modules.load but missing from the image");
   });
 });
 
