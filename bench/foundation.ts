@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { Value } from "../internal/event/mod.ts";
 import { captureLogger } from "../internal/log/mod.ts";
 import { supervise, untilCancelled } from "../internal/supervisor/mod.ts";
+import { tempDir } from "../internal/testing/mod.ts";
 
 const ROOT = join(import.meta.dir, "..");
 const INIT = join(ROOT, "out/init");
@@ -40,7 +41,8 @@ async function startup(): Promise<void> {
 }
 
 async function rssAfterStart(): Promise<void> {
-  const child = Bun.spawn([INIT], { stdout: "ignore", stderr: "pipe", env: { ...process.env, NODECORE_LOG_FORMAT: "text" } });
+  using root = tempDir("nodecore-bench-");
+  const child = Bun.spawn([INIT, "--root", root.path], { stdout: "ignore", stderr: "pipe", env: { ...process.env, NODECORE_LOG_FORMAT: "text" } });
   const reader = child.stderr.getReader();
   let seen = "";
   while (!seen.includes("node core started")) {

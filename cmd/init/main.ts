@@ -1,17 +1,26 @@
 // The node's PID 1 (and, outside a VM, the same node core as a process).
 //
-// This file only wires things: it handles the command line, starts the
-// supervision tree with the node's root runnable, and stops it on a signal.
+// This file only wires things: the command line, PID 1's start-up (pseudo
+// file systems, modules, reaper, the ESP and tmpfs), the supervision tree
+// with the node's root runnable, and a clean power-down on request.
 // Everything with logic lives in internal/.
 
 import { Etcd3 } from "etcd3";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { NodeParametersSchema } from "../../proto/gen/api/configuration_pb.ts";
-import { createLogger } from "../../internal/log/mod.ts";
-import { supervise, untilCancelled, type Runnable } from "../../internal/supervisor/mod.ts";
+import { FW_CFG_PARAMETERS_PATH, FW_CFG_STORAGE_TEST_KEY_PATH } from "../../internal/cluster/mod.ts";
+import { dataPartitionDevice, mountESP, mountEphemeral, storageLayout, type StorageLayout } from "../../internal/localstorage/mod.ts";
+import { createLogger, type Logger } from "../../internal/log/mod.ts";
+import { Network } from "../../internal/network/mod.ts";
+import { supervise, type Supervisor } from "../../internal/supervisor/mod.ts";
+import { becomeSubreaper } from "../../internal/sys/mod.ts";
 import { VERSION } from "../../internal/version/mod.ts";
+import { nodeRoot } from "./node.ts";
+import { loadKernelModules, mountPseudoFilesystems, powerDown, showFatal, startReaper, watchPowerRequests, type PowerAction } from "./pid1.ts";
 
 const KEEPALIVE_INTERVAL_MS = 1 << 30;
+/** How long services get to stop before the node powers down anyway. */
+const SHUTDOWN_GRACE_MS = 30_000;
 
 /** Checks that what the binary embeds (etcd's protos, the generated API) loads without node_modules. */
 function selfcheck(): void {
@@ -25,13 +34,68 @@ function selfcheck(): void {
   console.log(`selfcheck ok: etcd client and API messages load (version ${VERSION})`);
 }
 
-const root: Runnable = async (ctx) => {
-  ctx.logger.info("node core started", { version: VERSION, pid: process.pid });
-  ctx.signalHealthy();
-  await untilCancelled(ctx.signal);
-};
+/** PID 1's start-up before the supervision tree. Failures here are shown, never fatal to the process. */
+function bootVm(logger: Logger, layout: StorageLayout): void {
+  const step = (what: string, fn: () => void) => {
+    try {
+      fn();
+    } catch (err) {
+      logger.error(`${what} failed`, { error: (err as Error).message });
+      showFatal(`${what} failed: ${(err as Error).message}`);
+    }
+  };
+  step("mounting pseudo file systems", () => mountPseudoFilesystems(logger));
+  startReaper(logger);
+  step("loading kernel modules", () => loadKernelModules(logger));
+  step("mounting the ESP", () => logger.info("ESP mounted", { device: mountESP(layout) }));
+  step("mounting the ephemeral tmpfs", () => mountEphemeral(layout));
+}
 
-async function main(argv: string[]): Promise<void> {
+function runNode(logger: Logger, isPid1: boolean, root: string): void {
+  const layout = storageLayout(root);
+  if (isPid1) bootVm(logger, layout);
+  else becomeSubreaper();
+
+  // Pending promises do not keep bun's event loop alive, and a runnable may
+  // be waiting on nothing but a signal: hold the process open.
+  setInterval(() => {}, KEEPALIVE_INTERVAL_MS);
+  const supervisor: Supervisor = supervise(
+    nodeRoot({
+      layout,
+      parameterPaths: {
+        fwCfg: isPid1 ? FW_CFG_PARAMETERS_PATH : `${root}/fw_cfg/parameters.pb`,
+        esp: layout.esp.parameters,
+        sealed: layout.esp.sealed,
+      },
+      storageTestKeyPath: FW_CFG_STORAGE_TEST_KEY_PATH,
+      ...(isPid1 ? { network: new Network({ hostname: "nodecore" }) } : {}),
+      dataDevice: dataPartitionDevice,
+      onFatal: showFatal,
+    }),
+    { logger },
+  );
+
+  let stopping = false;
+  const stop = async (action: PowerAction, why: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info("stopping the node", { action, why });
+    await Promise.race([supervisor.stop(), Bun.sleep(SHUTDOWN_GRACE_MS)]);
+    if (!isPid1) process.exit(0);
+    try {
+      powerDown(action, [layout.data.path, layout.esp.path], logger);
+    } catch (err) {
+      showFatal(`could not ${action}: ${(err as Error).message}`);
+    }
+  };
+  if (isPid1) watchPowerRequests((action, why) => void stop(action, why), logger);
+  else {
+    process.on("SIGTERM", () => void stop("poweroff", "SIGTERM"));
+    process.on("SIGINT", () => void stop("poweroff", "SIGINT"));
+  }
+}
+
+function main(argv: string[]): void {
   if (argv.includes("--version")) {
     console.log(VERSION);
     return;
@@ -40,19 +104,26 @@ async function main(argv: string[]): Promise<void> {
     selfcheck();
     return;
   }
+  const isPid1 = process.pid === 1;
   const logger = createLogger("root");
-  // Pending promises do not keep bun's event loop alive, and a runnable may
-  // be waiting on nothing but a signal: hold the process open until stopped.
-  const keepAlive = setInterval(() => {}, KEEPALIVE_INTERVAL_MS);
-  const supervisor = supervise(root, { logger });
-  const stop = async (signal: string) => {
-    logger.info("stopping", { signal });
-    await supervisor.stop();
-    clearInterval(keepAlive);
-    process.exit(0);
-  };
-  process.on("SIGTERM", () => void stop("SIGTERM"));
-  process.on("SIGINT", () => void stop("SIGINT"));
+  // PID 1 must never die: the kernel would panic. Anything that escapes is
+  // logged and the node carries on.
+  process.on("uncaughtException", (err) => logger.error("uncaught exception", { error: err.message, stack: err.stack }));
+  process.on("unhandledRejection", (reason) => logger.error("unhandled rejection", { error: String(reason) }));
+  const rootIndex = argv.indexOf("--root");
+  const root = rootIndex >= 0 ? argv[rootIndex + 1] : isPid1 ? "/" : undefined;
+  if (!root) {
+    console.error("usage: init [--version | selfcheck | --root <dir>]  (as PID 1 the root is /)");
+    process.exitCode = 2;
+    return;
+  }
+  try {
+    runNode(logger, isPid1, root);
+  } catch (err) {
+    showFatal(`node core could not start: ${(err as Error).message}`);
+    if (!isPid1) process.exit(1);
+    setInterval(() => {}, KEEPALIVE_INTERVAL_MS);
+  }
 }
 
-await main(process.argv.slice(2));
+main(process.argv.slice(2));

@@ -32,3 +32,10 @@ export {
   type ValidParameters,
 } from "./node_parameters.ts";
 export { decideEnrolment, type EnrolmentDecision } from "./enrolment_decision.ts";
+export {
+  enrolmentRunnable,
+  FW_CFG_STORAGE_TEST_KEY_NAME,
+  FW_CFG_STORAGE_TEST_KEY_PATH,
+  type EnrolmentOptions,
+  type EnrolmentState,
+} from "./enrolment.ts";

@@ -3,7 +3,7 @@
 // holds LUKS is only ever opened, and a wrong key is an error, never a reason
 // to format.
 
-import { existsSync, mkdirSync, openSync, readSync, closeSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, openSync, readFileSync, readSync, closeSync, writeFileSync } from "node:fs";
 import type { Logger } from "../log/mod.ts";
 import { CommandError, runCommand } from "../supervisor/mod.ts";
 import { mount, umount } from "../sys/mod.ts";
@@ -36,6 +36,12 @@ export interface DataPartitionOptions {
 
 /** What mountDataPartition did. */
 export type DataMountResult = "formatted" | "mounted";
+
+/** Whether something is mounted exactly at `mountpoint` (per /proc/self/mounts). */
+export function isMounted(mountpoint: string): boolean {
+  const mounts = readFileSync("/proc/self/mounts", "utf8");
+  return mounts.split("\n").some((line) => line.split(" ")[1] === mountpoint);
+}
 
 async function isLuks(device: string, signal?: AbortSignal): Promise<boolean> {
   try {
@@ -87,6 +93,11 @@ export async function mountDataPartition(options: DataPartitionOptions): Promise
   if (options.key.length !== 32) throw new StorageError(`data partition key must be 32 bytes, got ${options.key.length}`);
   if (!existsSync(device)) throw new StorageError(`data partition ${device} does not exist`);
   const mapped = `/dev/mapper/${options.mapperName}`;
+  if (isMounted(options.mountpoint)) {
+    // A restarted runnable finds the partition as it left it.
+    logger.info("data partition already mounted", { mountpoint: options.mountpoint });
+    return "mounted";
+  }
   let result: DataMountResult = "mounted";
   if (!(await isLuks(device, signal))) {
     logger.info("data partition is empty, encrypting it (first boot)", { device });

@@ -37,6 +37,7 @@ export { blockDevices, findPartition, type BlockDevice } from "./partitions.ts";
 export {
   mountDataPartition,
   closeDataPartition,
+  isMounted,
   StorageError,
   type DataPartitionOptions,
   type DataMountResult,

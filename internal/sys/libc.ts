@@ -77,6 +77,13 @@ export function reboot(how: "poweroff" | "restart"): void {
   check(libc().reboot(cmd), "reboot", how);
 }
 
+const LINUX_REBOOT_CMD_CAD_OFF = 0;
+
+/** Makes the kernel send SIGINT to PID 1 on Ctrl-Alt-Del instead of restarting at once. */
+export function disableCtrlAltDel(): void {
+  check(libc().reboot(LINUX_REBOOT_CMD_CAD_OFF), "reboot", "CAD_OFF");
+}
+
 export function sync(): void {
   libc().sync();
 }

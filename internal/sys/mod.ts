@@ -14,6 +14,7 @@ export {
   mount,
   umount,
   reboot,
+  disableCtrlAltDel,
   sync,
   sethostname,
   reap,
