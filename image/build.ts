@@ -11,11 +11,16 @@ import { buildImage, imagePaths, type KernelFormat } from "./mod.ts";
 
 const KERNEL_FORMATS: readonly KernelFormat[] = ["vmlinux", "bzImage"];
 const MIB = 1024 * 1024;
+const BLOCK_BYTES = 512;
+
+class UsageError extends Error {
+  override name = "UsageError";
+}
 
 function kernelFormat(value: string | undefined): KernelFormat | undefined {
   if (value === undefined) return undefined;
   const format = KERNEL_FORMATS.find((f) => f === value);
-  if (format === undefined) throw new Error(`unknown kernel format ${value}: want ${KERNEL_FORMATS.join(" or ")}`);
+  if (format === undefined) throw new UsageError(`unknown kernel format ${value}: want ${KERNEL_FORMATS.join(" or ")}`);
   return format;
 }
 
@@ -40,7 +45,7 @@ try {
     logger: log,
   });
   const paths = imagePaths(manifest.kernel.format, values.out === undefined ? undefined : resolve(values.out));
-  const allocated = statSync(paths.disk).blocks * 512;
+  const allocated = statSync(paths.disk).blocks * BLOCK_BYTES;
   const lines = [
     `kernel     ${paths.kernel}  ${(manifest.kernel.bytes / MIB).toFixed(1)} MiB  (${manifest.kernel.package} ${manifest.kernel.packageVersion})`,
     `initramfs  ${paths.initramfs}  ${(manifest.initramfs.bytes / MIB).toFixed(1)} MiB  (${manifest.initramfs.modules.length} modules)`,

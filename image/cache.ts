@@ -53,11 +53,14 @@ export function markStale(output: string): void {
   rmSync(stampPath(output), { force: true });
 }
 
-/**
- * Runs build unless output is fresh for inputs. Returns whether it ran.
- * build must leave a complete output at the output path (or throw).
- */
-export async function cachedStep(output: string, inputs: StepInputs, build: () => Promise<void>): Promise<boolean> {
+export interface CachedStepOptions {
+  inputs: StepInputs;
+  /** Must leave a complete output at the output path, or throw. */
+  build: () => Promise<void>;
+}
+
+/** Runs options.build unless output is fresh for options.inputs. Returns whether it ran. */
+export async function cachedStep(output: string, { inputs, build }: CachedStepOptions): Promise<boolean> {
   const print = await fingerprint(inputs);
   if (isFresh(output, print)) return false;
   markStale(output);

@@ -66,7 +66,7 @@ function copySparse(src: string, fd: number, offset: number): void {
   }
 }
 
-/** Builds the disk template at dest (atomically), using workDir for the ESP file. */
+/** Builds the disk template at dest (atomically); espFile is scratch space for the ESP. */
 export async function buildDisk(dest: string, espFile: string): Promise<void> {
   const partial = `${dest}.partial`;
   rmSync(partial, { force: true });

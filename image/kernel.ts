@@ -1,7 +1,7 @@
 // The kernel: Debian's linux-image package, unpacked (never installed) into
 // the cache, and the uncompressed vmlinux cut out of its bzImage.
 //
-//   apt-cache depends linux-image-amd64 ──▶ linux-image-<abi>-amd64 = <version>
+//   apt-cache show linux-image-amd64 ──Depends──▶ linux-image-<abi>-amd64 = <version>
 //   apt-get download ──▶ .deb ──dpkg -x──▶ <cache>/kernel/<pkg>_<version>/root
 //                                            ├─ boot/vmlinuz-<release>
 //                                            └─ lib/modules/<release>/ (+ depmod)
@@ -33,14 +33,23 @@ export interface KernelTree {
   modulesDir: string;
 }
 
-/** The real package behind the metapackage, and the version apt would fetch. */
+/**
+ * The real package behind the metapackage, and the version apt would fetch.
+ * One `apt-cache show` of the metapackage says both (its Depends pins the
+ * image package's version) — what `apt-cache depends` reports, plus the
+ * version; each apt-cache run costs seconds on hosts without a pkgcache.
+ */
 export async function resolveKernelPackage(): Promise<KernelPackage> {
-  const depends = await run(["apt-cache", "depends", KERNEL_METAPACKAGE]);
-  const name = /^\s*Depends:\s*(linux-image-\S+)\s*$/m.exec(depends.stdout)?.[1];
-  if (!name) throw new ImageBuildError(`could not resolve kernel package: ${KERNEL_METAPACKAGE} depends on no linux-image-*`);
+  const meta = await run(["apt-cache", "show", "--no-all-versions", KERNEL_METAPACKAGE]);
+  const depends = /^Depends:\s*(.*)$/m.exec(meta.stdout)?.[1] ?? "";
+  const match = /(?:^|,)\s*(linux-image-[^\s,(]+)(?:\s*\(\s*=\s*([^)\s]+)\s*\))?/.exec(depends);
+  const name = match?.[1];
+  if (name === undefined) throw new ImageBuildError(`could not resolve kernel package: ${KERNEL_METAPACKAGE} depends on no linux-image-*`);
+  const pinned = match?.[2];
+  if (pinned !== undefined) return { name, version: pinned };
   const show = await run(["apt-cache", "show", "--no-all-versions", name]);
   const version = /^Version:\s*(\S+)\s*$/m.exec(show.stdout)?.[1];
-  if (!version) throw new ImageBuildError(`could not resolve kernel package: apt knows no version of ${name}`);
+  if (version === undefined) throw new ImageBuildError(`could not resolve kernel package: apt knows no version of ${name}`);
   return { name, version };
 }
 
@@ -61,8 +70,8 @@ function treeAt(pkg: KernelPackage, root: string): KernelTree {
 
 /**
  * Downloads and unpacks the kernel package into cacheDir/kernel/, once per
- * package version. depmod runs on the full module tree so its modules.dep
- * can say which modules the image's modules pull in.
+ * package version (dropping older ones). depmod runs on the full module tree
+ * so its modules.dep can say which modules the image's modules pull in.
  */
 export async function fetchKernel(cacheDir: string, pkg: KernelPackage): Promise<{ tree: KernelTree; fetched: boolean }> {
   const dir = join(cacheDir, "kernel", `${pkg.name}_${pkg.version}`);
@@ -84,6 +93,10 @@ export async function fetchKernel(cacheDir: string, pkg: KernelPackage): Promise
   await run(["depmod", "-b", tree.root, tree.release]);
   renameSync(partial, dir);
   await Bun.write(join(dir, COMPLETE_MARKER), "");
+  // Older kernels' trees (hundreds of MiB each) are of no further use.
+  for (const entry of readdirSync(join(cacheDir, "kernel"))) {
+    if (join(cacheDir, "kernel", entry) !== dir) rmSync(join(cacheDir, "kernel", entry), { recursive: true, force: true });
+  }
   return { tree: treeAt(pkg, root), fetched: true };
 }
 

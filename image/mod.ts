@@ -15,7 +15,7 @@
 //
 //   apt: ensure host packages (dpkg -s, else apt-get install)
 //     │
-//   apt-cache depends linux-image-amd64 ──▶ linux-image-<abi>-amd64=<version>
+//   apt-cache show linux-image-amd64 ──Depends──▶ linux-image-<abi>-amd64=<version>
 //     │ apt-get download, dpkg -x, depmod            (.cache/image/kernel/…)
 //     ├──────────────▶ vmlinuz ──payload, xz -d──▶ out/image/vmlinux
 //     │                         (or copied as out/image/bzImage)
@@ -129,7 +129,7 @@ function source(file: string): string {
   return join(import.meta.dir, file);
 }
 
-/** path relative to the repository if it lies inside it, else absolute. */
+/** A path relative to the repository if it lies inside it, else absolute. */
 function repoRelative(path: string): string {
   const inside = relative(REPO_ROOT, path);
   return inside.startsWith("..") || isAbsolute(inside) ? resolve(path) : inside;
@@ -162,76 +162,95 @@ export async function buildImage(options: BuildImageOptions = {}): Promise<Image
   const { tree: kernel, fetched } = await fetchKernel(cacheDir, pkg);
   log.info(fetched ? "kernel unpacked" : "kernel cached", { release: kernel.release });
 
-  const kernelBuilt = await cachedStep(paths.kernel, { params: { step: "kernel", format, pkg }, files: [kernel.vmlinuz, source("kernel.ts")] }, async () => {
-    log.info(format === "vmlinux" ? "extracting vmlinux from bzImage" : "copying bzImage", { format });
-    if (format === "vmlinux") await extractVmlinux(kernel.vmlinuz, paths.kernel);
-    else copyFileSync(kernel.vmlinuz, paths.kernel);
+  const kernelBuilt = await cachedStep(paths.kernel, {
+    inputs: { params: { step: "kernel", format, pkg }, files: [kernel.vmlinuz, source("kernel.ts")] },
+    build: async () => {
+      log.info(format === "vmlinux" ? "extracting vmlinux from bzImage" : "copying bzImage", { format });
+      if (format === "vmlinux") await extractVmlinux(kernel.vmlinuz, paths.kernel);
+      else copyFileSync(kernel.vmlinuz, paths.kernel);
+    },
   });
   // The other format's file would only mislead a launcher looking in outDir.
-  const otherFormat: KernelFormat = format === "vmlinux" ? "bzImage" : "vmlinux";
-  for (const stale of [imagePaths(otherFormat, paths.outDir).kernel]) {
-    rmSync(stale, { force: true });
-    rmSync(stale + FINGERPRINT_SUFFIX, { force: true });
-  }
+  const stale = imagePaths(format === "vmlinux" ? "bzImage" : "vmlinux", paths.outDir).kernel;
+  rmSync(stale, { force: true });
+  rmSync(stale + FINGERPRINT_SUFFIX, { force: true });
   log.info(kernelBuilt ? "kernel written" : "kernel up to date", { file: paths.kernel, size: mib(statSync(paths.kernel).size) });
 
   log.info("staging kernel modules", { roots: MODULE_ROOTS.length });
-  const modules = await stageModules(kernel, join(cacheDir, "modules"));
+  const modules = await stageModules(kernel, { stageDir: join(cacheDir, "modules") });
   for (const unmet of modules.unmetSoftdeps) log.warn("soft module dependency not shipped", { softdep: unmet });
   log.info("modules staged", { count: modules.loadOrder.length });
 
   const preinit = join(cacheDir, "preinit");
   const gccVersion = (await run(["gcc", "-dumpfullversion"])).stdout.trim();
-  const preinitBuilt = await cachedStep(preinit, { params: { step: "preinit", gccVersion }, files: [source("preinit.c"), source("initramfs.ts")] }, async () => {
-    log.info("compiling pre-init", { gcc: gccVersion });
-    await compilePreinit(source("preinit.c"), preinit);
+  const preinitBuilt = await cachedStep(preinit, {
+    inputs: { params: { step: "preinit", gccVersion }, files: [source("preinit.c"), source("initramfs.ts")] },
+    build: async () => {
+      log.info("compiling pre-init", { gcc: gccVersion });
+      await compilePreinit(source("preinit.c"), preinit);
+    },
   });
   if (!preinitBuilt) log.info("pre-init up to date");
 
   log.info("collecting initramfs contents", { init });
   const contents = await initramfsContents({ init, preinit, modules });
-  const initramfsInputs = { params: { step: "initramfs", entries: describeEntries(contents.entries) }, files: [...contents.sources, source("cpio.ts"), source("initramfs.ts")] };
-  const initramfsBuilt = await cachedStep(paths.initramfs, initramfsInputs, async () => {
-    log.info("writing initramfs", { entries: contents.entries.length });
-    writeCpio(paths.initramfs, contents.entries);
+  const initramfsBuilt = await cachedStep(paths.initramfs, {
+    inputs: { params: { step: "initramfs", entries: describeEntries(contents.entries) }, files: [...contents.sources, source("cpio.ts"), source("initramfs.ts")] },
+    build: async () => {
+      log.info("writing initramfs", { entries: contents.entries.length });
+      writeCpio(paths.initramfs, contents.entries);
+    },
   });
   log.info(initramfsBuilt ? "initramfs written" : "initramfs up to date", { file: paths.initramfs, size: mib(statSync(paths.initramfs).size) });
 
-  const diskBuilt = await cachedStep(paths.disk, { params: { step: "disk" }, files: [source("disk.ts"), source("layout.ts")] }, async () => {
-    log.info("building disk template");
-    await buildDisk(paths.disk, join(cacheDir, "esp.img"));
+  const diskBuilt = await cachedStep(paths.disk, {
+    inputs: { params: { step: "disk" }, files: [source("disk.ts"), source("layout.ts")] },
+    build: async () => {
+      log.info("building disk template");
+      await buildDisk(paths.disk, join(cacheDir, "esp.img"));
+    },
   });
   log.info(diskBuilt ? "disk template written" : "disk template up to date", { file: paths.disk, size: mib(statSync(paths.disk).size) });
 
-  log.info("writing manifest");
-  const manifest: ImageManifest = {
-    kernel: {
-      file: relative(paths.outDir, paths.kernel),
-      format,
-      package: pkg.name,
-      packageVersion: pkg.version,
-      release: kernel.release,
-      bytes: statSync(paths.kernel).size,
-      sha256: await hashFile(paths.kernel),
+  // The manifest hashes the outputs; the outputs' own fingerprints say
+  // whether that is needed again.
+  const stamps = [paths.kernel, paths.initramfs, paths.disk].map((output) => output + FINGERPRINT_SUFFIX);
+  const manifestInputs = { params: { step: "manifest", format, pkg, release: kernel.release, init: repoRelative(init) }, files: [...stamps, source("mod.ts")] };
+  const manifestBuilt = await cachedStep(paths.manifest, {
+    inputs: manifestInputs,
+    build: async () => {
+      log.info("writing manifest");
+      const manifest: ImageManifest = {
+        kernel: {
+          file: relative(paths.outDir, paths.kernel),
+          format,
+          package: pkg.name,
+          packageVersion: pkg.version,
+          release: kernel.release,
+          bytes: statSync(paths.kernel).size,
+          sha256: await hashFile(paths.kernel),
+        },
+        initramfs: {
+          file: relative(paths.outDir, paths.initramfs),
+          bytes: statSync(paths.initramfs).size,
+          sha256: await hashFile(paths.initramfs),
+          init: { source: repoRelative(init), sha256: await hashFile(init) },
+          modules: modules.loadOrder,
+          binaries: [GUEST_PREINIT, GUEST_INIT, ...HOST_BINARIES],
+          libraries: contents.libraries,
+        },
+        disk: {
+          file: relative(paths.outDir, paths.disk),
+          bytes: statSync(paths.disk).size,
+          partitions: await readPartitions(paths.disk),
+        },
+        cmdline: DEFAULT_KERNEL_CMDLINE,
+      };
+      writeFileSync(paths.manifest, JSON.stringify(manifest, null, 2) + "\n");
     },
-    initramfs: {
-      file: relative(paths.outDir, paths.initramfs),
-      bytes: statSync(paths.initramfs).size,
-      sha256: await hashFile(paths.initramfs),
-      init: { source: repoRelative(init), sha256: await hashFile(init) },
-      modules: modules.loadOrder,
-      binaries: [GUEST_PREINIT, GUEST_INIT, ...HOST_BINARIES],
-      libraries: contents.libraries,
-    },
-    disk: {
-      file: relative(paths.outDir, paths.disk),
-      bytes: statSync(paths.disk).size,
-      partitions: await readPartitions(paths.disk),
-    },
-    cmdline: DEFAULT_KERNEL_CMDLINE,
-  };
-  writeFileSync(paths.manifest, JSON.stringify(manifest, null, 2) + "\n");
-  return manifest;
+  });
+  if (!manifestBuilt) log.info("manifest up to date");
+  return readManifest(paths.outDir);
 }
 
 /** Reads out/image/manifest.json (or the one in outDir). */

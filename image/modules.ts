@@ -42,6 +42,8 @@ export const MODULE_ROOTS = [
   "af_alg", // AF_ALG sockets: libcryptsetup runs keyslot crypto in the kernel
   "algif_skcipher",
   "algif_hash",
+  "button", // ACPI power button: qemu's system_powerdown becomes KEY_POWER
+  "evdev", // /dev/input/event*: where PID 1 reads the power button
 ] as const;
 
 const MODULE_SUFFIX = /\.ko(\.xz|\.zst|\.gz)?$/;
@@ -108,8 +110,7 @@ export function parseAliases(text: string): Map<string, string[]> {
  */
 export function loadOrder(
   roots: readonly string[],
-  deps: ReadonlyMap<string, readonly string[]>,
-  softPre: ReadonlyMap<string, readonly string[]>,
+  { deps, softPre }: { deps: ReadonlyMap<string, readonly string[]>; softPre: ReadonlyMap<string, readonly string[]> },
 ): string[] {
   const byName = new Map([...deps.keys()].map((path) => [moduleName(path), path]));
   const order: string[] = [];
@@ -149,10 +150,14 @@ export interface StagedModules {
 export const SHIPPED_INDEX_FILES = ["modules.dep", "modules.softdep", "modules.alias", "modules.builtin", GUEST_MODULE_LOAD_LIST] as const;
 
 /**
- * Stages the closure of roots from the unpacked kernel into stageDir (which
- * is replaced), plain .ko only, with depmod's index and modules.load.
+ * Stages the closure of the roots (default MODULE_ROOTS) from the unpacked
+ * kernel into stageDir (which is replaced), plain .ko only, with depmod's
+ * index and modules.load.
  */
-export async function stageModules(kernel: KernelTree, stageDir: string, roots: readonly string[] = MODULE_ROOTS): Promise<StagedModules> {
+export async function stageModules(
+  kernel: KernelTree,
+  { stageDir, roots = MODULE_ROOTS }: { stageDir: string; roots?: readonly string[] },
+): Promise<StagedModules> {
   const fullDeps = parseModulesDep(readFileSync(join(kernel.modulesDir, "modules.dep"), "utf8"));
   const byName = new Map([...fullDeps.keys()].map((path) => [moduleName(path), path]));
 
@@ -201,7 +206,7 @@ export async function stageModules(kernel: KernelTree, stageDir: string, roots: 
     softPre.set(module, resolved);
   }
 
-  const order = loadOrder(roots, deps, softPre);
+  const order = loadOrder(roots, { deps, softPre });
   writeFileSync(join(modulesDir, GUEST_MODULE_LOAD_LIST), order.join("\n") + "\n");
   return { release: kernel.release, dir: stageDir, loadOrder: order, unmetSoftdeps };
 }

@@ -92,6 +92,9 @@ const { values } = parseArgs({
   strict: true,
 });
 const format: KernelFormat = values["kernel-format"] === "bzImage" ? "bzImage" : "vmlinux";
+if (values["kernel-format"] !== undefined && values["kernel-format"] !== format) {
+  throw new SmokeTestError(`unknown kernel format ${values["kernel-format"]}: want vmlinux or bzImage`);
+}
 const log = createLogger("image.smoke");
 
 await ensurePackages(BOOT_PACKAGES);
