@@ -119,9 +119,11 @@ export async function mountDataPartition(options: DataPartitionOptions): Promise
     throw new StorageError(`could not mount data partition on ${options.mountpoint}: ${(err as Error).message}`, { cause: err });
   }
   if (result === "formatted") writeFileSync(options.formattedMarker, `${new Date().toISOString()}\n`);
-  else if (!existsSync(options.formattedMarker)) logger.warn("data partition has no format marker; it was formatted by something else");
+  const formattedAt = existsSync(options.formattedMarker) ? readFileSync(options.formattedMarker, "utf8").trim() : undefined;
+  if (!formattedAt) logger.warn("data partition has no format marker; it was formatted by something else");
   logger.info(result === "formatted" ? "data partition formatted and mounted" : "data partition mounted", {
     mountpoint: options.mountpoint,
+    formattedAt,
   });
   return result;
 }
