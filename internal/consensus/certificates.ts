@@ -1,0 +1,29 @@
+// The etcd peer CA and member certificates.
+
+import type { KeyObject, X509Certificate } from "node:crypto";
+import { createCertificate, type CA, type KeyPair } from "../pki/mod.ts";
+import { ETCD_SERVER_NAME } from "./etcd_client.ts";
+
+export const ETCD_CA_COMMON_NAME = "nodecore etcd peer CA";
+
+export function createEtcdCA(key: KeyPair): X509Certificate {
+  return createCertificate({ commonName: ETCD_CA_COMMON_NAME, organization: "nodecore", publicKey: key.publicKey, kind: "ca" }, { privateKey: key.privateKey });
+}
+
+/**
+ * A member certificate: serves etcd's peer and client ports and is etcd's
+ * client identity. Names the member and carries every address it listens on.
+ */
+export function issueMemberCertificate(ca: CA, publicKey: KeyObject, options: { name: string; addresses: readonly string[] }): X509Certificate {
+  return createCertificate(
+    {
+      commonName: options.name,
+      organization: "nodecore etcd member",
+      publicKey,
+      kind: "peer",
+      dnsNames: [ETCD_SERVER_NAME, options.name],
+      ipAddresses: [...new Set(["127.0.0.1", ...options.addresses])],
+    },
+    ca,
+  );
+}

@@ -1,0 +1,104 @@
+// A real etcd member (Debian's etcd binary) on loopback with mutual TLS.
+
+import { afterEach, describe, expect, test } from "bun:test";
+import { join } from "node:path";
+import { captureLogger } from "../log/mod.ts";
+import { generateKeyPair } from "../pki/mod.ts";
+import { supervise, untilCancelled, type Supervisor } from "../supervisor/mod.ts";
+import { eventually, tempDir } from "../testing/mod.ts";
+import { clientUrl, connectEtcd, createEtcdCA, issueMemberCertificate, peerUrl, runEtcdMember, type EtcdTls } from "./mod.ts";
+
+const running: Supervisor[] = [];
+afterEach(async () => {
+  await Promise.all(running.splice(0).map((s) => s.stop()));
+});
+
+/** Loopback addresses and ports unique to this test process. */
+const HOST = "127.0.0.1";
+const PEER_PORT = 20_000 + (process.pid % 10_000);
+const CLIENT_PORT = PEER_PORT + 10_000 > 65_000 ? PEER_PORT - 5_000 : PEER_PORT + 10_000;
+
+function memberTls(): EtcdTls {
+  const caKey = generateKeyPair();
+  const ca = { certificate: createEtcdCA(caKey), privateKey: caKey.privateKey };
+  const key = generateKeyPair();
+  return { ca: ca.certificate, certificate: issueMemberCertificate(ca, key.publicKey, { name: "node-a", addresses: [HOST] }), privateKey: key.privateKey };
+}
+
+describe("etcd member", () => {
+  test("serves over mutual TLS, and after SIGKILL the supervisor restarts it with every acknowledged write", async () => {
+    using dir = tempDir("nodecore-etcd-");
+    const tls = memberTls();
+    const pids: number[] = [];
+    const { logger, entries } = captureLogger("root");
+    const supervisor = supervise(
+      async (ctx) => {
+        ctx.run("etcd", (c) =>
+          runEtcdMember(c, {
+            name: "node-a",
+            dataDir: join(dir.path, "data"),
+            tlsDir: join(dir.path, "tls"),
+            peerHost: HOST,
+            clientHost: HOST,
+            peerPort: PEER_PORT,
+            clientPort: CLIENT_PORT,
+            tls,
+            clusterState: "new",
+            initialCluster: [{ name: "node-a", peerUrl: peerUrl(HOST, PEER_PORT) }],
+          }),
+        );
+        await untilCancelled(ctx.signal);
+      },
+      { logger, backoff: { initialMs: 50, multiplier: 1.5, maxMs: 1000, jitter: 0 } },
+    );
+    running.push(supervisor);
+    const etcd = () => supervisor.dump().find((d) => d.path === "root.etcd")!;
+    await eventually(() => expect(etcd().state).toBe("healthy"), { timeoutMs: 30_000 });
+
+    const client = connectEtcd({ endpoints: [clientUrl(HOST, CLIENT_PORT)], tls });
+    for (let i = 0; i < 50; i++) await client.put(`key-${i}`).value(`value-${i}`);
+
+    for (const e of entries) if (e.message === "process started") pids.push(Number(e.fields.pid));
+    expect(pids.length).toBe(1);
+    process.kill(pids[0]!, "SIGKILL");
+    await eventually(() => expect(etcd().restarts).toBe(1), { timeoutMs: 30_000 });
+    expect(etcd().lastError).toBe("/usr/bin/etcd was killed by SIGKILL");
+    await eventually(() => expect(etcd().state).toBe("healthy"), { timeoutMs: 30_000 });
+
+    const all = await client.getAll().prefix("key-").strings();
+    expect(Object.keys(all).length).toBe(50);
+    expect(all["key-49"]).toBe("value-49");
+    client.close();
+  }, 90_000);
+
+  test("refuses a client whose certificate is not under the etcd CA", async () => {
+    using dir = tempDir("nodecore-etcd-");
+    const tls = memberTls();
+    const supervisor = supervise(
+      async (ctx) => {
+        ctx.run("etcd", (c) =>
+          runEtcdMember(c, {
+            name: "node-a",
+            dataDir: join(dir.path, "data"),
+            tlsDir: join(dir.path, "tls"),
+            peerHost: HOST,
+            clientHost: HOST,
+            peerPort: PEER_PORT + 1,
+            clientPort: CLIENT_PORT + 1,
+            tls,
+            clusterState: "new",
+            initialCluster: [{ name: "node-a", peerUrl: peerUrl(HOST, PEER_PORT + 1) }],
+          }),
+        );
+        await untilCancelled(ctx.signal);
+      },
+      { logger: captureLogger("root").logger },
+    );
+    running.push(supervisor);
+    await eventually(() => expect(supervisor.dump().find((d) => d.path === "root.etcd")!.state).toBe("healthy"), { timeoutMs: 30_000 });
+    const stranger = memberTls();
+    const client = connectEtcd({ endpoints: [clientUrl(HOST, CLIENT_PORT + 1)], tls: { ...stranger, ca: tls.ca } });
+    await expect(client.get("x").string()).rejects.toThrow();
+    client.close();
+  }, 60_000);
+});

@@ -1,0 +1,129 @@
+// Running the etcd member of this node as a supervised child process.
+
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { X509Certificate, KeyObject } from "node:crypto";
+import { privateKeyPem } from "../pki/mod.ts";
+import { runProcess, sleep, type RunContext } from "../supervisor/mod.ts";
+import { connectEtcd } from "./etcd_client.ts";
+
+/** The etcd binary (Debian's etcd-server package, also in the node image). */
+export const ETCD_BINARY = "/usr/bin/etcd";
+export const ETCD_PEER_PORT = 2380;
+export const ETCD_CLIENT_PORT = 2379;
+/** How often readiness is probed while etcd starts. */
+const READY_PROBE_INTERVAL_MS = 250;
+
+export interface EtcdPeer {
+  name: string;
+  peerUrl: string;
+}
+
+/** Certificates for etcd's peer and client TLS, all under the etcd peer CA. */
+export interface EtcdTls {
+  ca: X509Certificate;
+  certificate: X509Certificate;
+  privateKey: KeyObject;
+}
+
+export interface EtcdMemberOptions {
+  /** The member name: the node ID. */
+  name: string;
+  dataDir: string;
+  /** Where TLS files are written for etcd to read. */
+  tlsDir: string;
+  /** The address other members reach this one at. */
+  peerHost: string;
+  /** The address the local client (the curator) connects to; loopback on nodes. */
+  clientHost: string;
+  peerPort?: number;
+  clientPort?: number;
+  tls: EtcdTls;
+  /** "new": create a cluster of initialCluster; "existing": join one (after being added as a member). */
+  clusterState: "new" | "existing";
+  /** All members including this one (for "existing": the current members plus this one). */
+  initialCluster: EtcdPeer[];
+  /** Called once etcd answers requests. */
+  onReady?: () => void;
+}
+
+export function peerUrl(host: string, port = ETCD_PEER_PORT): string {
+  return `https://${host.includes(":") ? `[${host}]` : host}:${port}`;
+}
+
+export function clientUrl(host: string, port = ETCD_CLIENT_PORT): string {
+  return `https://${host.includes(":") ? `[${host}]` : host}:${port}`;
+}
+
+function writeTlsFiles(dir: string, tls: EtcdTls): { ca: string; cert: string; key: string } {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const files = { ca: join(dir, "ca.pem"), cert: join(dir, "member.pem"), key: join(dir, "member.key") };
+  writeFileSync(files.ca, tls.ca.toString());
+  writeFileSync(files.cert, tls.certificate.toString());
+  writeFileSync(files.key, privateKeyPem(tls.privateKey), { mode: 0o600 });
+  return files;
+}
+
+/** etcd's command line for a member. */
+export function etcdArgs(options: EtcdMemberOptions, files: { ca: string; cert: string; key: string }): string[] {
+  const ownPeerUrl = peerUrl(options.peerHost, options.peerPort);
+  const ownClientUrl = clientUrl(options.clientHost, options.clientPort);
+  return [
+    `--name=${options.name}`,
+    `--data-dir=${options.dataDir}`,
+    `--listen-peer-urls=${ownPeerUrl}`,
+    `--initial-advertise-peer-urls=${ownPeerUrl}`,
+    `--listen-client-urls=${ownClientUrl}`,
+    `--advertise-client-urls=${ownClientUrl}`,
+    `--initial-cluster=${options.initialCluster.map((p) => `${p.name}=${p.peerUrl}`).join(",")}`,
+    `--initial-cluster-state=${options.clusterState}`,
+    "--initial-cluster-token=nodecore",
+    "--client-cert-auth",
+    `--trusted-ca-file=${files.ca}`,
+    `--cert-file=${files.cert}`,
+    `--key-file=${files.key}`,
+    "--peer-client-cert-auth",
+    `--peer-trusted-ca-file=${files.ca}`,
+    `--peer-cert-file=${files.cert}`,
+    `--peer-key-file=${files.key}`,
+    "--logger=zap",
+    "--log-outputs=stderr",
+    // Members on slow (emulated) machines: keep elections from flapping.
+    "--heartbeat-interval=250",
+    "--election-timeout=2500",
+    "--snapshot-count=10000",
+  ];
+}
+
+/**
+ * Runs this node's etcd member until cancelled. Healthy once it answers a
+ * read through its client URL.
+ */
+export async function runEtcdMember(ctx: RunContext, options: EtcdMemberOptions): Promise<void> {
+  mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
+  const files = writeTlsFiles(options.tlsDir, options.tls);
+  ctx.logger.info("starting etcd", { name: options.name, state: options.clusterState, members: options.initialCluster.length });
+  await runProcess(ctx, {
+    command: ETCD_BINARY,
+    args: etcdArgs(options, files),
+    env: { ETCD_UNSUPPORTED_ARCH: process.arch === "x64" ? "" : process.arch },
+    ready: async (signal) => {
+      // A fresh client per probe: the client's circuit breaker would
+      // otherwise hold off probes for seconds after the first failures.
+      for (;;) {
+        signal.throwIfAborted();
+        const client = connectEtcd({ endpoints: [clientUrl(options.clientHost, options.clientPort)], tls: options.tls });
+        try {
+          await client.get("nodecore/ready-probe").exec();
+          break;
+        } catch {
+          await sleep(READY_PROBE_INTERVAL_MS, signal);
+        } finally {
+          client.close();
+        }
+      }
+      ctx.logger.info("etcd is serving");
+      options.onReady?.();
+    },
+  });
+}

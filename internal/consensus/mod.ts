@@ -1,0 +1,34 @@
+// Package consensus: this node's etcd member, and clients to it.
+//
+//   control-plane worker ──runEtcdMember(ctx, {name, peers, tls, state})──▶ etcd (child process)
+//                                  │  supervised by the process runner:
+//                                  │  stdout/stderr → logger, SIGTERM → SIGKILL, exit = death
+//                                  ▼
+//   curator ◀── connectEtcd({endpoints, tls}) ── https://127.0.0.1:2379 (mutual TLS)
+//   other members ◀──────────────── https://<node address>:2380 (peer mutual TLS)
+//
+// Both etcd's peer and client TLS use the etcd peer CA (a CA of its own,
+// kept in etcd by the curator, distinct from the cluster CA): holding a node
+// certificate does not make a node an etcd peer; only a consensus member
+// certificate issued by the curator does.
+//
+// Invariants:
+//  - The client port listens on loopback only: the local curator is etcd's
+//    only client. Peers talk on the node's address.
+//  - The member is healthy only once it answers a read, so dependants
+//    waiting on it never see a half-started etcd.
+
+export {
+  runEtcdMember,
+  etcdArgs,
+  peerUrl,
+  clientUrl,
+  ETCD_BINARY,
+  ETCD_PEER_PORT,
+  ETCD_CLIENT_PORT,
+  type EtcdMemberOptions,
+  type EtcdPeer,
+  type EtcdTls,
+} from "./etcd_process.ts";
+export { connectEtcd, ETCD_SERVER_NAME, ETCD_CALL_TIMEOUT_MS } from "./etcd_client.ts";
+export { createEtcdCA, issueMemberCertificate, ETCD_CA_COMMON_NAME } from "./certificates.ts";
