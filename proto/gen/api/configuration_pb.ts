@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file api/configuration.proto.
  */
 export const file_api_configuration: GenFile = /*@__PURE__*/
-  fileDesc("ChdhcGkvY29uZmlndXJhdGlvbi5wcm90bxIMbm9kZWNvcmUuYXBpIuICCg5Ob2RlUGFyYW1ldGVycxJKChFjbHVzdGVyX2Jvb3RzdHJhcBgBIAEoCzItLm5vZGVjb3JlLmFwaS5Ob2RlUGFyYW1ldGVycy5DbHVzdGVyQm9vdHN0cmFwSAASSAoQY2x1c3Rlcl9yZWdpc3RlchgCIAEoCzIsLm5vZGVjb3JlLmFwaS5Ob2RlUGFyYW1ldGVycy5DbHVzdGVyUmVnaXN0ZXJIABosChBDbHVzdGVyQm9vdHN0cmFwEhgKEG93bmVyX3B1YmxpY19rZXkYASABKAwagAEKD0NsdXN0ZXJSZWdpc3RlchIXCg9yZWdpc3Rlcl90aWNrZXQYASABKAwSPAoRY2x1c3Rlcl9kaXJlY3RvcnkYAiABKAsyIS5ub2RlY29yZS5jb21tb24uQ2x1c3RlckRpcmVjdG9yeRIWCg5jYV9jZXJ0aWZpY2F0ZRgDIAEoDEIJCgdjbHVzdGVyIpIBChNTZWFsZWRDb25maWd1cmF0aW9uEhcKD25vZGVfdW5sb2NrX2tleRgBIAEoDBIQCghqb2luX2tleRgCIAEoDBISCgpjbHVzdGVyX2NhGAMgASgMEjwKEWNsdXN0ZXJfZGlyZWN0b3J5GAQgASgLMiEubm9kZWNvcmUuY29tbW9uLkNsdXN0ZXJEaXJlY3RvcnliBnByb3RvMw", [file_common_common]);
+  fileDesc("ChdhcGkvY29uZmlndXJhdGlvbi5wcm90bxIMbm9kZWNvcmUuYXBpIuICCg5Ob2RlUGFyYW1ldGVycxJKChFjbHVzdGVyX2Jvb3RzdHJhcBgBIAEoCzItLm5vZGVjb3JlLmFwaS5Ob2RlUGFyYW1ldGVycy5DbHVzdGVyQm9vdHN0cmFwSAASSAoQY2x1c3Rlcl9yZWdpc3RlchgCIAEoCzIsLm5vZGVjb3JlLmFwaS5Ob2RlUGFyYW1ldGVycy5DbHVzdGVyUmVnaXN0ZXJIABosChBDbHVzdGVyQm9vdHN0cmFwEhgKEG93bmVyX3B1YmxpY19rZXkYASABKAwagAEKD0NsdXN0ZXJSZWdpc3RlchIXCg9yZWdpc3Rlcl90aWNrZXQYASABKAwSPAoRY2x1c3Rlcl9kaXJlY3RvcnkYAiABKAsyIS5ub2RlY29yZS5jb21tb24uQ2x1c3RlckRpcmVjdG9yeRIWCg5jYV9jZXJ0aWZpY2F0ZRgDIAEoDEIJCgdjbHVzdGVyIrkBChNTZWFsZWRDb25maWd1cmF0aW9uEhcKD25vZGVfdW5sb2NrX2tleRgBIAEoDBIQCghqb2luX2tleRgCIAEoDBISCgpjbHVzdGVyX2NhGAMgASgMEjwKEWNsdXN0ZXJfZGlyZWN0b3J5GAQgASgLMiEubm9kZWNvcmUuY29tbW9uLkNsdXN0ZXJEaXJlY3RvcnkSJQodY29sZF9zdGFydF9jbHVzdGVyX3VubG9ja19rZXkYBSABKAxiBnByb3RvMw", [file_common_common]);
 
 /**
  * Given to a node by its operator (qemu fw_cfg or the EFI system partition).
@@ -142,6 +142,16 @@ export type SealedConfiguration = Message<"nodecore.api.SealedConfiguration"> & 
    * @generated from field: nodecore.common.ClusterDirectory cluster_directory = 4;
    */
   clusterDirectory?: ClusterDirectory | undefined;
+
+  /**
+   * Set only while the node is a consensus member: the cluster's half of the
+   * data partition key, so that a consensus node can restart when no other
+   * curator is reachable (a one-node cluster, or a cold start of every
+   * consensus node). README, "Cold start", explains the trade-off.
+   *
+   * @generated from field: bytes cold_start_cluster_unlock_key = 5;
+   */
+  coldStartClusterUnlockKey: Uint8Array;
 };
 
 /**

@@ -1,0 +1,95 @@
+// Consensus membership: turning the consensus role on and off for a node.
+//
+//   grant:  etcd member add (as learner) ─▶ role carries peer certificate
+//           and the members to join through ─▶ node starts etcd "existing"
+//           ─▶ promoteLearners() makes it a voter once it has caught up
+//   revoke: etcd member remove ─▶ role cleared ─▶ node stops etcd
+//
+// The etcd member list is the truth for who is a member; node records say
+// what each node should run.
+
+import { create } from "@bufbuild/protobuf";
+import type { Etcd3 } from "etcd3";
+import { NodeRoles_ConsensusMemberSchema, type NodeRoles_ConsensusMember } from "../../proto/gen/common/common_pb.ts";
+import type { NodeRecord } from "../../proto/gen/curator/state/state_pb.ts";
+import { issueMemberCertificate, peerUrl } from "../consensus/mod.ts";
+import type { Logger } from "../log/mod.ts";
+import { publicKeyFromRaw, type CA } from "../pki/mod.ts";
+import { FailedPreconditionError } from "../rpc/mod.ts";
+import type { CuratorStore } from "./store.ts";
+
+export interface EtcdMember {
+  id: string;
+  name: string;
+  peerUrls: string[];
+  isLearner: boolean;
+}
+
+export async function etcdMembers(etcd: Etcd3): Promise<EtcdMember[]> {
+  const response = await etcd.cluster.memberList({});
+  return response.members.map((m) => ({ id: m.ID, name: m.name, peerUrls: m.peerURLs, isLearner: Boolean(m.isLearner) }));
+}
+
+/** The consensus role payload for a node: its member certificate and who to join through. */
+export function consensusRole(ca: CA, record: Pick<NodeRecord, "id" | "publicKey" | "status">, peers: EtcdMember[]): NodeRoles_ConsensusMember {
+  const address = record.status?.externalAddress;
+  if (!address) throw new FailedPreconditionError(`node ${record.id} has not reported its address yet; it cannot become a consensus member`);
+  const certificate = issueMemberCertificate(ca, publicKeyFromRaw(record.publicKey), { name: record.id, addresses: [address] });
+  return create(NodeRoles_ConsensusMemberSchema, {
+    caCertificate: new Uint8Array(ca.certificate.raw),
+    peerCertificate: new Uint8Array(certificate.raw),
+    peers: peers.flatMap((p) => (p.peerUrls[0] ? [{ name: p.name, url: p.peerUrls[0] }] : [])),
+  });
+}
+
+/**
+ * Adds the node to etcd as a learner (unless it is a member already) and
+ * returns its role payload, listing every member (itself included).
+ */
+export async function grantConsensus(etcd: Etcd3, store: CuratorStore, record: NodeRecord, logger: Logger): Promise<NodeRoles_ConsensusMember> {
+  const address = record.status?.externalAddress;
+  if (!address) throw new FailedPreconditionError(`node ${record.id} has not reported its address yet; it cannot become a consensus member`);
+  const url = peerUrl(address);
+  let members = await etcdMembers(etcd);
+  if (!members.some((m) => m.peerUrls.includes(url))) {
+    logger.info("adding etcd learner", { node: record.id, peerUrl: url });
+    await etcd.cluster.memberAdd({ peerURLs: [url], isLearner: true });
+    members = await etcdMembers(etcd);
+  }
+  // A member that was just added has no name until it starts: name it here.
+  const named = members.map((m) => (m.peerUrls.includes(url) ? { ...m, name: record.id } : m));
+  return consensusRole(await store.ca("etcd"), record, named);
+}
+
+/** Removes the node's etcd member, if it has one. */
+export async function revokeConsensus(etcd: Etcd3, record: NodeRecord, logger: Logger): Promise<void> {
+  const address = record.status?.externalAddress;
+  const members = await etcdMembers(etcd);
+  const member = members.find((m) => m.name === record.id || (address !== undefined && m.peerUrls.includes(peerUrl(address))));
+  if (!member) return;
+  const voters = members.filter((m) => !m.isLearner);
+  if (!member.isLearner && voters.length <= 1) {
+    throw new FailedPreconditionError(`node ${record.id} is the last voting etcd member; the cluster would lose its data`);
+  }
+  logger.info("removing etcd member", { node: record.id, member: member.id });
+  await etcd.cluster.memberRemove({ ID: member.id });
+}
+
+/**
+ * Promotes every learner that etcd agrees has caught up. etcd refuses to
+ * promote one that has not; that is expected, and retried later.
+ */
+export async function promoteLearners(etcd: Etcd3, logger: Logger): Promise<string[]> {
+  const promoted: string[] = [];
+  for (const member of await etcdMembers(etcd)) {
+    if (!member.isLearner || !member.name) continue;
+    try {
+      await etcd.cluster.memberPromote({ ID: member.id });
+      logger.info("promoted etcd learner to voting member", { member: member.name });
+      promoted.push(member.name);
+    } catch (err) {
+      logger.debug("learner not promoted yet", { member: member.name, reason: (err as Error).message });
+    }
+  }
+  return promoted;
+}

@@ -1,0 +1,38 @@
+// The one place where curator state becomes wire messages (and back).
+
+import { create } from "@bufbuild/protobuf";
+import { NodeSchema as ApiNodeSchema, type Node as ApiNode } from "../../proto/gen/api/management_pb.ts";
+import { ClusterDirectorySchema, type ClusterDirectory } from "../../proto/gen/common/common_pb.ts";
+import { NodeSchema as CuratorNodeSchema, type Node as CuratorNode } from "../../proto/gen/curator/curator_pb.ts";
+import type { NodeRecord } from "../../proto/gen/curator/state/state_pb.ts";
+
+/** A node as the owner sees it: never its unlock key or join key. */
+export function toApiNode(record: NodeRecord): ApiNode {
+  return create(ApiNodeSchema, {
+    id: record.id,
+    publicKey: record.publicKey,
+    state: record.state,
+    ...(record.status ? { status: record.status } : {}),
+    ...(record.roles ? { roles: record.roles } : {}),
+  });
+}
+
+/** A node as other nodes see it through Watch. */
+export function toCuratorNode(record: NodeRecord): CuratorNode {
+  return create(CuratorNodeSchema, {
+    id: record.id,
+    publicKey: record.publicKey,
+    state: record.state,
+    ...(record.status ? { status: record.status } : {}),
+    ...(record.roles ? { roles: record.roles } : {}),
+  });
+}
+
+/** Nodes running a curator, with the addresses they reported. */
+export function directoryOf(records: NodeRecord[]): ClusterDirectory {
+  return create(ClusterDirectorySchema, {
+    nodes: records
+      .filter((r) => r.status?.runningCurator && r.status.externalAddress)
+      .map((r) => ({ publicKey: r.publicKey, addresses: [{ host: r.status!.externalAddress }] })),
+  });
+}

@@ -1,0 +1,271 @@
+// The curator over real etcd and real mutual TLS on loopback.
+
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { X509Certificate } from "node:crypto";
+import { AAA, Management } from "../../proto/gen/api/management_pb.ts";
+import { NodeState } from "../../proto/gen/common/common_pb.ts";
+import { Curator, WatchEvent_Progress, type WatchEvent } from "../../proto/gen/curator/curator_pb.ts";
+import { generateKeyPair, issueOwnerCertificate, nodeIdFromPublicKey, rawPublicKey, createClusterCA, type KeyPair } from "../pki/mod.ts";
+import { RpcError, Status } from "../rpc/mod.ts";
+import { eventually } from "../testing/mod.ts";
+import { NODES_PREFIX } from "./store.ts";
+import { startTestCluster, type TestCluster } from "./test_cluster.ts";
+
+let cluster: TestCluster;
+let owner: { kind: "owner"; certificate: X509Certificate; privateKey: KeyPair["privateKey"] };
+
+beforeAll(async () => {
+  cluster = await startTestCluster();
+}, 60_000);
+
+afterAll(async () => {
+  await cluster?.close();
+});
+
+async function refusal(promise: Promise<unknown>): Promise<RpcError> {
+  try {
+    await promise;
+  } catch (err) {
+    if (err instanceof RpcError) return err;
+    throw err;
+  }
+  throw new Error("call succeeded but should have been refused");
+}
+
+const asNode = () => ({ kind: "node" as const, certificate: cluster.node.certificate, privateKey: cluster.node.key.privateKey });
+
+describe("owner escrow", () => {
+  test("the owner key gets an owner certificate under the cluster CA", async () => {
+    const aaa = cluster.client(AAA, { kind: "self-signed", key: cluster.ownerKey });
+    const response = await aaa.escrow({});
+    aaa.close();
+    const certificate = new X509Certificate(response.ownerCertificate);
+    const ca = new X509Certificate(response.caCertificate);
+    expect(ca.fingerprint256).toBe(cluster.clusterCA.certificate.fingerprint256);
+    expect(certificate.verify(ca.publicKey)).toBe(true);
+    expect(certificate.subject).toContain("CN=owner");
+    owner = { kind: "owner", certificate, privateKey: cluster.ownerKey.privateKey };
+  });
+
+  test("another key is refused", async () => {
+    const aaa = cluster.client(AAA, { kind: "self-signed", key: generateKeyPair() });
+    const err = await refusal(aaa.escrow({}));
+    aaa.close();
+    expect(err.code).toBe(Status.PERMISSION_DENIED);
+    expect(err.details).toBe("the presented key is not the cluster owner's key");
+  });
+
+  test("a caller without any certificate is refused", async () => {
+    const aaa = cluster.client(AAA, { kind: "none" });
+    const err = await refusal(aaa.escrow({}));
+    aaa.close();
+    expect(err.code).toBe(Status.UNAUTHENTICATED);
+  });
+});
+
+describe("management", () => {
+  test("lists the bootstrap node as UP with the consensus role", async () => {
+    const management = cluster.client(Management, owner);
+    const nodes = [];
+    for await (const node of management.getNodes({})) nodes.push(node);
+    management.close();
+    expect(nodes.length).toBe(1);
+    expect(nodes[0]!.id).toBe(cluster.node.id);
+    expect(nodes[0]!.state).toBe(NodeState.UP);
+    expect(nodes[0]!.roles?.consensusMember).toBeDefined();
+    expect(nodes[0]!.roles?.kubernetesController).toBeDefined();
+  });
+
+  test("cluster info names the curators and the CA, for owners and nodes", async () => {
+    for (const as of [owner, asNode()]) {
+      const management = cluster.client(Management, as);
+      const info = await management.getClusterInfo({});
+      management.close();
+      expect(info.clusterDirectory?.nodes.map((n) => n.addresses[0]?.host)).toEqual([cluster.host]);
+      expect(Buffer.from(info.caCertificate).equals(cluster.clusterCA.certificate.raw)).toBe(true);
+    }
+  });
+
+  test("a node certificate cannot call owner methods", async () => {
+    const management = cluster.client(Management, asNode());
+    const err = await refusal(management.getRegisterTicket({}));
+    management.close();
+    expect(err.code).toBe(Status.PERMISSION_DENIED);
+    expect(err.details).toBe("only the cluster owner may call this");
+  });
+
+  test("an owner certificate from another CA is refused", async () => {
+    const otherKey = generateKeyPair();
+    const other = { certificate: createClusterCA(otherKey), privateKey: otherKey.privateKey };
+    const management = cluster.client(Management, { kind: "owner", certificate: issueOwnerCertificate(other, cluster.ownerKey.publicKey), privateKey: cluster.ownerKey.privateKey });
+    const err = await refusal(
+      (async () => {
+        for await (const _ of management.getNodes({})) break;
+      })(),
+    );
+    management.close();
+    expect(err.code).toBe(Status.UNAUTHENTICATED);
+    expect(err.details).toContain("not signed by the cluster CA");
+  });
+
+  test("approving or changing roles of an unknown node is NOT_FOUND, and a request naming nothing is INVALID_ARGUMENT", async () => {
+    const management = cluster.client(Management, owner);
+    const missing = await refusal(management.approveNode({ id: "node-0000000000000000" }));
+    expect(missing.code).toBe(Status.NOT_FOUND);
+    expect(missing.details).toBe("node node-0000000000000000 not found");
+    const nothing = await refusal(management.updateNodeRoles({ kubernetesWorker: true }));
+    expect(nothing.code).toBe(Status.INVALID_ARGUMENT);
+    expect(nothing.details).toBe("name the node by id or by public key");
+    management.close();
+  });
+
+  test("roles are set and unset on an UP node", async () => {
+    const management = cluster.client(Management, owner);
+    await management.updateNodeRoles({ id: cluster.node.id, kubernetesWorker: true });
+    expect((await cluster.store.node(cluster.node.id))!.value.roles?.kubernetesWorker).toBeDefined();
+    await management.updateNodeRoles({ id: cluster.node.id, kubernetesWorker: false });
+    expect((await cluster.store.node(cluster.node.id))!.value.roles?.kubernetesWorker).toBeUndefined();
+    const lastVoter = await refusal(management.updateNodeRoles({ id: cluster.node.id, consensusMember: false }));
+    expect(lastVoter.code).toBe(Status.FAILED_PRECONDITION);
+    expect(lastVoter.details).toContain("last voting etcd member");
+    management.close();
+  });
+});
+
+describe("register, approve, commit, join", () => {
+  const newNode = generateKeyPair();
+  const joinKey = generateKeyPair();
+  const newId = nodeIdFromPublicKey(rawPublicKey(newNode.publicKey));
+  let nodeCertificate: X509Certificate;
+
+  test("a wrong ticket is refused", async () => {
+    const curator = cluster.client(Curator, { kind: "self-signed", key: newNode });
+    const err = await refusal(curator.registerNode({ registerTicket: new Uint8Array([1, 2, 3]), joinKey: rawPublicKey(joinKey.publicKey) }));
+    curator.close();
+    expect(err.code).toBe(Status.PERMISSION_DENIED);
+    expect(err.details).toBe("wrong register ticket");
+  });
+
+  test("a node registers with the ticket, cannot commit before approval, and is UP after it", async () => {
+    const management = cluster.client(Management, owner);
+    const { ticket } = await management.getRegisterTicket({});
+    const curator = cluster.client(Curator, { kind: "self-signed", key: newNode });
+    await curator.registerNode({ registerTicket: ticket, joinKey: rawPublicKey(joinKey.publicKey) });
+    // Registering twice (a retry) is harmless.
+    await curator.registerNode({ registerTicket: ticket, joinKey: rawPublicKey(joinKey.publicKey) });
+    expect((await cluster.store.node(newId))!.value.state).toBe(NodeState.NEW);
+
+    const unlockKey = new Uint8Array(32).fill(9);
+    const early = await refusal(curator.commitNode({ clusterUnlockKey: unlockKey }));
+    expect(early.code).toBe(Status.FAILED_PRECONDITION);
+    expect(early.details).toBe(`node ${newId} is waiting for the owner's approval`);
+
+    await management.approveNode({ publicKey: rawPublicKey(newNode.publicKey) });
+    expect((await cluster.store.node(newId))!.value.state).toBe(NodeState.STANDBY);
+    const committed = await curator.commitNode({ clusterUnlockKey: unlockKey });
+    nodeCertificate = new X509Certificate(committed.nodeCertificate);
+    expect(nodeCertificate.subject).toContain(`CN=${newId}`);
+    expect(nodeCertificate.verify(cluster.clusterCA.certificate.publicKey)).toBe(true);
+    expect((await cluster.store.node(newId))!.value.state).toBe(NodeState.UP);
+
+    const otherKey = await refusal(curator.commitNode({ clusterUnlockKey: new Uint8Array(32).fill(1) }));
+    expect(otherKey.code).toBe(Status.ALREADY_EXISTS);
+    curator.close();
+    management.close();
+  });
+
+  test("a node updates only its own status", async () => {
+    const curator = cluster.client(Curator, { kind: "node", certificate: nodeCertificate, privateKey: newNode.privateKey });
+    await curator.updateNodeStatus({ nodeId: newId, status: { externalAddress: "127.0.0.9" } });
+    expect((await cluster.store.node(newId))!.value.status?.externalAddress).toBe("127.0.0.9");
+    const other = await refusal(curator.updateNodeStatus({ nodeId: cluster.node.id, status: { externalAddress: "1.2.3.4" } }));
+    expect(other.code).toBe(Status.PERMISSION_DENIED);
+    expect(other.details).toContain("a node may only update its own status");
+    curator.close();
+  });
+
+  test("the owner cannot act as a node", async () => {
+    const curator = cluster.client(Curator, owner);
+    const err = await refusal(curator.updateNodeStatus({ nodeId: cluster.node.id, status: {} }));
+    curator.close();
+    expect(err.code).toBe(Status.PERMISSION_DENIED);
+    expect(err.details).toBe("only cluster nodes may call this");
+  });
+
+  test("join returns the cluster unlock key to the holder of the join key only", async () => {
+    const curator = cluster.client(Curator, { kind: "self-signed", key: joinKey });
+    const { clusterUnlockKey } = await curator.joinNode({});
+    curator.close();
+    expect([...clusterUnlockKey]).toEqual(new Array(32).fill(9));
+    const stranger = cluster.client(Curator, { kind: "self-signed", key: generateKeyPair() });
+    const err = await refusal(stranger.joinNode({}));
+    stranger.close();
+    expect(err.code).toBe(Status.NOT_FOUND);
+    expect(err.details).toBe("no node has this join key");
+  });
+});
+
+describe("watch", () => {
+  test("sends the backlog, a marker, then updates and deletions, until cancelled", async () => {
+    const curator = cluster.client(Curator, asNode());
+    const controller = new AbortController();
+    const events: WatchEvent[] = [];
+    const done = (async () => {
+      try {
+        for await (const event of curator.watch({ kind: { case: "nodesInCluster", value: {} } }, { signal: controller.signal })) events.push(event);
+      } catch (err) {
+        if (!controller.signal.aborted) throw err;
+      }
+    })();
+    await eventually(() => expect(events.some((e) => e.progress === WatchEvent_Progress.LAST_BACKLOGGED)).toBe(true));
+    const backlog = events.slice(0, events.findIndex((e) => e.progress === WatchEvent_Progress.LAST_BACKLOGGED)).flatMap((e) => e.nodes.map((n) => n.id));
+    expect(backlog).toContain(cluster.node.id);
+    // An update and a deletion, written straight to etcd.
+    const temp = generateKeyPair();
+    const tempId = nodeIdFromPublicKey(rawPublicKey(temp.publicKey));
+    const management = cluster.client(Management, owner);
+    const { ticket } = await management.getRegisterTicket({});
+    management.close();
+    const registrar = cluster.client(Curator, { kind: "self-signed", key: temp });
+    await registrar.registerNode({ registerTicket: ticket, joinKey: rawPublicKey(generateKeyPair().publicKey) });
+    registrar.close();
+    await eventually(() => expect(events.some((e) => e.nodes.some((n) => n.id === tempId && n.state === NodeState.NEW))).toBe(true));
+    await cluster.store.etcd.delete().key(NODES_PREFIX + tempId);
+    await eventually(() => expect(events.some((e) => e.nodeTombstones.some((t) => t.nodeId === tempId))).toBe(true));
+    controller.abort();
+    await done;
+    curator.close();
+  });
+
+  test("one node can be watched by ID, and the watch shows none of the others", async () => {
+    const curator = cluster.client(Curator, asNode());
+    const controller = new AbortController();
+    const ids: string[] = [];
+    for await (const event of curator.watch({ kind: { case: "nodeInCluster", value: { nodeId: cluster.node.id } } }, { signal: controller.signal })) {
+      ids.push(...event.nodes.map((n) => n.id));
+      if (event.progress === WatchEvent_Progress.LAST_BACKLOGGED) break;
+    }
+    curator.close();
+    expect(ids).toEqual([cluster.node.id]);
+  });
+});
+
+describe("leader election", () => {
+  test("a second curator refuses writes naming the leader, and takes over when the leader stops", async () => {
+    const secondPort = cluster.curatorPort + 100;
+    const second = cluster.addCurator(secondPort);
+    await eventually(() => expect(second.peek()?.leader?.address).toBe(cluster.target), { timeoutMs: 20_000 });
+    expect(second.peek()?.isLeader).toBe(false);
+    const management = cluster.client(Management, owner, `${cluster.host}:${secondPort}`);
+    const err = await refusal(management.approveNode({ id: cluster.node.id }));
+    expect(err.code).toBe(Status.UNAVAILABLE);
+    expect(err.details).toBe(`this curator is not the leader; the leader is ${cluster.node.id} at ${cluster.target}`);
+    // Reads are served by any curator.
+    expect((await management.getClusterInfo({})).caCertificate.length).toBeGreaterThan(0);
+
+    await cluster.stopCurator(cluster.curatorPort);
+    await eventually(() => expect(second.peek()?.isLeader).toBe(true), { timeoutMs: 30_000 });
+    await management.approveNode({ id: cluster.node.id });
+    management.close();
+  }, 60_000);
+});

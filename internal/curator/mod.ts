@@ -1,0 +1,29 @@
+// Package curator: the cluster's control service, a gRPC API over etcd.
+//
+//   owner (ctl) ──mTLS──▶ AAA.Escrow (owner key → owner certificate)
+//               ──mTLS──▶ Management  (tickets, cluster info, nodes, approve, roles)
+//   nodes       ──mTLS──▶ Curator     (watch, status, register/commit/join)
+//                             │
+//                 every handler: authenticated peer ✓ policy ✓
+//                             │        (internal/rpc)
+//                             ▼
+//              CuratorStore ── etcd txn ──▶ /nodecore/cluster, /nodecore/ca/{cluster,etcd},
+//                                           /nodecore/nodes/<id>  (NodeRecord protobufs)
+//              leadership ── etcd election (lease) ──▶ Value<Leadership>
+//              promoter   ── leader only: etcd learners → voters once caught up
+//
+// Invariants:
+//  - etcd is the only state; a curator can be killed at any time. Writes are
+//    compare-and-swap transactions, and only the elected leader accepts them
+//    (others answer UNAVAILABLE and name the leader); reads are served by any.
+//  - A node's cluster unlock key leaves the curator only to that node (commit
+//    stores it, join returns it to the holder of the node's join key).
+//  - Every refusal says why, with a gRPC status code (internal/rpc maps them).
+//  - State records are converted to wire messages in convert.ts only.
+
+export { curatorRunnable, CURATOR_PORT, PROMOTE_INTERVAL_MS, type CuratorOptions } from "./server.ts";
+export { writeBootstrapState, REGISTER_TICKET_BYTES, type BootstrapState } from "./bootstrap.ts";
+export { CuratorStore, ETCD_PREFIX, StoreError } from "./store.ts";
+export { consensusRole, etcdMembers, grantConsensus, revokeConsensus, promoteLearners, type EtcdMember } from "./consensus_membership.ts";
+export { ELECTION_NAME, LEADER_LEASE_TTL_S, type Leadership, type LeaderInfo } from "./leadership.ts";
+export { UNLOCK_KEY_BYTES } from "./service_curator.ts";

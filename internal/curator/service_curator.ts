@@ -1,0 +1,171 @@
+// Curator: the nodes' API. Watch serves anyone in the cluster; the
+// handshake calls (register, commit, join) authenticate a node by the key it
+// presents in the TLS handshake, before it has a cluster certificate.
+
+import { create } from "@bufbuild/protobuf";
+import { timingSafeEqual } from "node:crypto";
+import { NodeState, NodeStatusSchema } from "../../proto/gen/common/common_pb.ts";
+import { WatchEvent_Progress, type Curator } from "../../proto/gen/curator/curator_pb.ts";
+import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
+import type { Logger } from "../log/mod.ts";
+import { issueNodeCertificate, nodeIdFromPublicKey, publicKeyFromRaw } from "../pki/mod.ts";
+import {
+  AlreadyExistsError,
+  CLUSTER_SERVER_NAME,
+  FailedPreconditionError,
+  InvalidArgumentError,
+  NotFoundError,
+  PermissionDeniedError,
+  type CallContext,
+  type ServiceImpl,
+  type ServicePolicy,
+} from "../rpc/mod.ts";
+import { toCuratorNode } from "./convert.ts";
+import type { CuratorStore } from "./store.ts";
+import { watchNodes } from "./watch.ts";
+
+export const CURATOR_POLICY: ServicePolicy<typeof Curator> = {
+  watch: "cluster",
+  updateNodeStatus: "node",
+  registerNode: "key",
+  commitNode: "key",
+  joinNode: "key",
+};
+
+/** Unlock keys are 32 random bytes. */
+export const UNLOCK_KEY_BYTES = 32;
+
+export interface CuratorServiceDeps {
+  store: CuratorStore;
+  requireLeader: () => void;
+  logger: Logger;
+}
+
+/** The key a handshake caller proved it holds. */
+function presentedKey(ctx: CallContext): Uint8Array {
+  switch (ctx.peer.kind) {
+    case "key":
+    case "node":
+      return ctx.peer.publicKey;
+    case "owner":
+      throw new PermissionDeniedError("the owner certificate cannot act as a node");
+    case "anonymous":
+      throw new Error("unreachable: the key policy admits only certificate holders");
+  }
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Curator> {
+  const { store, logger } = deps;
+  return {
+    async *watch(request, ctx) {
+      const filter = request.kind.case === "nodeInCluster" ? { nodeId: request.kind.value.nodeId } : {};
+      if (request.kind.case === undefined) throw new InvalidArgumentError("watch what: set node_in_cluster or nodes_in_cluster");
+      if (request.kind.case === "nodeInCluster" && !request.kind.value.nodeId) throw new InvalidArgumentError("node_in_cluster needs a node_id");
+      for await (const event of watchNodes(store, filter, ctx.signal)) {
+        switch (event.kind) {
+          case "backlog":
+            if (event.nodes.length) yield { nodes: event.nodes.map(toCuratorNode) };
+            break;
+          case "backlog-end":
+            yield { progress: WatchEvent_Progress.LAST_BACKLOGGED };
+            break;
+          case "put":
+            yield { nodes: [toCuratorNode(event.node)] };
+            break;
+          case "delete":
+            yield { nodeTombstones: [{ nodeId: event.nodeId }] };
+            break;
+          default: {
+            const unreachable: never = event;
+            throw new Error(`unknown watch event ${JSON.stringify(unreachable)}`);
+          }
+        }
+      }
+    },
+
+    async updateNodeStatus(request, ctx) {
+      if (ctx.peer.kind !== "node") throw new Error("unreachable: policy is node");
+      if (request.nodeId !== ctx.peer.nodeId) {
+        throw new PermissionDeniedError(`a node may only update its own status (caller is ${ctx.peer.nodeId}, request names ${request.nodeId || "no node"})`);
+      }
+      if (!request.status) throw new InvalidArgumentError("status is missing");
+      deps.requireLeader();
+      const status = create(NodeStatusSchema, request.status);
+      await store.updateNode(request.nodeId, (r) => {
+        r.status = status;
+        return r;
+      });
+      return {};
+    },
+
+    async registerNode(request, ctx) {
+      const publicKey = presentedKey(ctx);
+      const cluster = await store.cluster();
+      if (!cluster) throw new FailedPreconditionError("the cluster is not bootstrapped");
+      if (!sameBytes(request.registerTicket, cluster.registerTicket)) throw new PermissionDeniedError("wrong register ticket");
+      if (request.joinKey.length !== 32) throw new InvalidArgumentError(`join key must be 32 bytes, got ${request.joinKey.length}`);
+      deps.requireLeader();
+      const id = nodeIdFromPublicKey(publicKey);
+      const created = await store.createNode(
+        create(NodeRecordSchema, { id, publicKey, joinKey: request.joinKey, state: NodeState.NEW }),
+      );
+      if (!created) {
+        const existing = await store.node(id);
+        // Registering again (a node retrying after a lost reply) is fine.
+        if (!existing || !sameBytes(existing.value.joinKey, request.joinKey)) throw new AlreadyExistsError(`node ${id} is already registered`);
+        return {};
+      }
+      logger.info("node registered, waiting for approval", { node: id });
+      return {};
+    },
+
+    async commitNode(request, ctx) {
+      const publicKey = presentedKey(ctx);
+      const id = nodeIdFromPublicKey(publicKey);
+      if (request.clusterUnlockKey.length !== UNLOCK_KEY_BYTES) {
+        throw new InvalidArgumentError(`cluster unlock key must be ${UNLOCK_KEY_BYTES} bytes, got ${request.clusterUnlockKey.length}`);
+      }
+      const node = await store.node(id);
+      if (!node) throw new NotFoundError(`node ${id} is not registered`);
+      switch (node.value.state) {
+        case NodeState.NEW:
+          throw new FailedPreconditionError(`node ${id} is waiting for the owner's approval`);
+        case NodeState.DECOMMISSIONED:
+          throw new PermissionDeniedError(`node ${id} is decommissioned`);
+        case NodeState.UP:
+          // A retried commit must carry the same key, or it would lock the node out of its data.
+          if (!sameBytes(node.value.clusterUnlockKey, request.clusterUnlockKey)) {
+            throw new AlreadyExistsError(`node ${id} has already committed with another unlock key`);
+          }
+          break;
+        case NodeState.STANDBY:
+          break;
+        case NodeState.INVALID:
+          throw new FailedPreconditionError(`node ${id} has an invalid state`);
+      }
+      deps.requireLeader();
+      await store.updateNode(id, (r) => {
+        r.state = NodeState.UP;
+        r.clusterUnlockKey = request.clusterUnlockKey;
+        return r;
+      });
+      const ca = await store.ca("cluster");
+      const certificate = issueNodeCertificate(ca, publicKeyFromRaw(publicKey), { serverName: CLUSTER_SERVER_NAME });
+      logger.info("node committed, it is UP", { node: id });
+      return { caCertificate: new Uint8Array(ca.certificate.raw), nodeCertificate: new Uint8Array(certificate.raw) };
+    },
+
+    async joinNode(_request, ctx) {
+      const joinKey = presentedKey(ctx);
+      const node = await store.nodeByJoinKey(joinKey);
+      if (!node) throw new NotFoundError("no node has this join key");
+      if (node.state !== NodeState.UP) throw new FailedPreconditionError(`node ${node.id} is ${NodeState[node.state]}, not UP`);
+      logger.info("node joining", { node: node.id });
+      return { clusterUnlockKey: node.clusterUnlockKey };
+    },
+  };
+}

@@ -1,0 +1,125 @@
+// Management: the owner's API. Reads are served by any curator; writes only
+// by the leader.
+
+import type { Etcd3 } from "etcd3";
+import type { Management } from "../../proto/gen/api/management_pb.ts";
+import { create } from "@bufbuild/protobuf";
+import {
+  NodeRolesSchema,
+  NodeRoles_KubernetesControllerSchema,
+  NodeRoles_KubernetesWorkerSchema,
+  NodeState,
+} from "../../proto/gen/common/common_pb.ts";
+import type { NodeRecord } from "../../proto/gen/curator/state/state_pb.ts";
+import type { Logger } from "../log/mod.ts";
+import { nodeIdFromPublicKey } from "../pki/mod.ts";
+import {
+  FailedPreconditionError,
+  InvalidArgumentError,
+  NotFoundError,
+  type ServiceImpl,
+  type ServicePolicy,
+} from "../rpc/mod.ts";
+import { grantConsensus, revokeConsensus } from "./consensus_membership.ts";
+import { directoryOf, toApiNode } from "./convert.ts";
+import type { CuratorStore } from "./store.ts";
+
+export const MANAGEMENT_POLICY: ServicePolicy<typeof Management> = {
+  getRegisterTicket: "owner",
+  getClusterInfo: "cluster",
+  getNodes: "owner",
+  approveNode: "owner",
+  updateNodeRoles: "owner",
+};
+
+export interface ManagementDeps {
+  store: CuratorStore;
+  etcd: Etcd3;
+  /** Throws UNAVAILABLE (naming the leader) unless this curator leads. */
+  requireLeader: () => void;
+  logger: Logger;
+}
+
+/** The node a request names, by ID or by public key. */
+export function requestedNodeId(request: { id: string; publicKey: Uint8Array }): string {
+  if (request.id) return request.id;
+  if (request.publicKey.length === 32) return nodeIdFromPublicKey(request.publicKey);
+  if (request.publicKey.length > 0) throw new InvalidArgumentError(`public key must be 32 bytes, got ${request.publicKey.length}`);
+  throw new InvalidArgumentError("name the node by id or by public key");
+}
+
+async function existingNode(store: CuratorStore, id: string): Promise<NodeRecord> {
+  const node = await store.node(id);
+  if (!node) throw new NotFoundError(`node ${id} not found`);
+  return node.value;
+}
+
+export function managementService(deps: ManagementDeps): ServiceImpl<typeof Management> {
+  const { store, etcd, logger } = deps;
+  return {
+    async getRegisterTicket() {
+      const cluster = await store.cluster();
+      if (!cluster) throw new FailedPreconditionError("the cluster is not bootstrapped");
+      return { ticket: cluster.registerTicket };
+    },
+
+    async getClusterInfo() {
+      const { nodes } = await store.nodes();
+      const ca = await store.ca("cluster");
+      return { clusterDirectory: directoryOf(nodes), caCertificate: new Uint8Array(ca.certificate.raw) };
+    },
+
+    async *getNodes() {
+      const { nodes } = await store.nodes();
+      for (const node of nodes.sort((a, b) => a.id.localeCompare(b.id))) yield toApiNode(node);
+    },
+
+    async approveNode(request) {
+      deps.requireLeader();
+      const id = requestedNodeId(request);
+      const node = await existingNode(store, id);
+      if (node.state === NodeState.DECOMMISSIONED) throw new FailedPreconditionError(`node ${id} is decommissioned`);
+      if (node.state !== NodeState.NEW) return {};
+      await store.updateNode(id, (r) => {
+        if (r.state === NodeState.NEW) r.state = NodeState.STANDBY;
+        return r;
+      });
+      logger.info("node approved", { node: id });
+      return {};
+    },
+
+    async updateNodeRoles(request) {
+      deps.requireLeader();
+      const id = requestedNodeId(request);
+      const node = await existingNode(store, id);
+      if (node.state !== NodeState.UP) {
+        throw new FailedPreconditionError(`node ${id} is ${NodeState[node.state]}; roles can only be given to nodes that are UP`);
+      }
+      let consensusMember = node.roles?.consensusMember;
+      if (request.consensusMember === true && !consensusMember) consensusMember = await grantConsensus(etcd, store, node, logger);
+      if (request.consensusMember === false && consensusMember) {
+        await revokeConsensus(etcd, node, logger);
+        consensusMember = undefined;
+      }
+      await store.updateNode(id, (r) => {
+        const roles = r.roles ?? create(NodeRolesSchema);
+        roles.consensusMember = consensusMember;
+        if (request.kubernetesController !== undefined) {
+          roles.kubernetesController = request.kubernetesController ? create(NodeRoles_KubernetesControllerSchema) : undefined;
+        }
+        if (request.kubernetesWorker !== undefined) {
+          roles.kubernetesWorker = request.kubernetesWorker ? create(NodeRoles_KubernetesWorkerSchema) : undefined;
+        }
+        r.roles = roles;
+        return r;
+      });
+      logger.info("node roles updated", {
+        node: id,
+        consensusMember: Boolean(consensusMember),
+        ...(request.kubernetesController !== undefined ? { kubernetesController: request.kubernetesController } : {}),
+        ...(request.kubernetesWorker !== undefined ? { kubernetesWorker: request.kubernetesWorker } : {}),
+      });
+      return {};
+    },
+  };
+}

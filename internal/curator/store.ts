@@ -1,0 +1,130 @@
+// The curator's state in etcd: key layout, typed reads and compare-and-swap
+// writes. Every write is an etcd transaction, so concurrent curators (and a
+// leader that lost its lease mid-write) can never overwrite each other.
+
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import type { Namespace } from "etcd3";
+import { X509Certificate } from "node:crypto";
+import {
+  CertificateAuthoritySchema,
+  ClusterRecordSchema,
+  NodeRecordSchema,
+  type ClusterRecord,
+  type NodeRecord,
+} from "../../proto/gen/curator/state/state_pb.ts";
+import { privateKeyFromRaw, rawPrivateKey, type CA } from "../pki/mod.ts";
+
+/** All curator keys live under this etcd prefix. */
+export const ETCD_PREFIX = "/nodecore/";
+const CLUSTER_KEY = "cluster";
+const CA_KEYS = { cluster: "ca/cluster", etcd: "ca/etcd" } as const;
+export const NODES_PREFIX = "nodes/";
+/** A compare-and-swap that keeps losing gives up after this many attempts. */
+const MAX_UPDATE_ATTEMPTS = 20;
+
+export class StoreError extends Error {
+  override name = "StoreError";
+}
+
+export type CAKind = keyof typeof CA_KEYS;
+
+export interface Versioned<T> {
+  value: T;
+  /** The etcd mod revision of the key. */
+  modRevision: string;
+}
+
+export class CuratorStore {
+  readonly etcd: Namespace;
+
+  constructor(etcd: Namespace) {
+    this.etcd = etcd;
+  }
+
+  async cluster(): Promise<ClusterRecord | undefined> {
+    const bytes = await this.etcd.get(CLUSTER_KEY).buffer();
+    return bytes ? fromBinary(ClusterRecordSchema, bytes) : undefined;
+  }
+
+  async ca(kind: CAKind): Promise<CA> {
+    const bytes = await this.etcd.get(CA_KEYS[kind]).buffer();
+    if (!bytes) throw new StoreError(`the ${kind} CA is missing from etcd: was the cluster bootstrapped?`);
+    const record = fromBinary(CertificateAuthoritySchema, bytes);
+    return { certificate: new X509Certificate(record.certificate), privateKey: privateKeyFromRaw(record.privateKey) };
+  }
+
+  async node(id: string): Promise<Versioned<NodeRecord> | undefined> {
+    const response = await this.etcd.get(NODES_PREFIX + id).exec();
+    const kv = response.kvs[0];
+    if (!kv) return undefined;
+    return { value: fromBinary(NodeRecordSchema, kv.value), modRevision: kv.mod_revision };
+  }
+
+  /** Every node record, and the etcd revision they were read at (for watches to start after). */
+  async nodes(): Promise<{ nodes: NodeRecord[]; revision: string }> {
+    const response = await this.etcd.getAll().prefix(NODES_PREFIX).exec();
+    return { nodes: response.kvs.map((kv) => fromBinary(NodeRecordSchema, kv.value)), revision: response.header.revision };
+  }
+
+  /** The node whose join key this is, if any. */
+  async nodeByJoinKey(joinKey: Uint8Array): Promise<NodeRecord | undefined> {
+    const { nodes } = await this.nodes();
+    return nodes.find((n) => Buffer.from(n.joinKey).equals(Buffer.from(joinKey)));
+  }
+
+  /** Creates a node record; returns false if one with that ID exists. */
+  async createNode(record: NodeRecord): Promise<boolean> {
+    const key = NODES_PREFIX + record.id;
+    const result = await this.etcd
+      .if(key, "Create", "==", 0)
+      .then(this.etcd.put(key).value(Buffer.from(toBinary(NodeRecordSchema, record))))
+      .commit();
+    return result.succeeded;
+  }
+
+  /**
+   * Read-modify-write of one node record. `change` gets the current record
+   * and returns the new one (or throws to refuse). Retries on conflicts.
+   */
+  async updateNode(id: string, change: (record: NodeRecord) => NodeRecord): Promise<NodeRecord> {
+    const key = NODES_PREFIX + id;
+    for (let attempt = 0; attempt < MAX_UPDATE_ATTEMPTS; attempt++) {
+      const current = await this.node(id);
+      if (!current) throw new StoreError(`node ${id} does not exist`);
+      const next = change(create(NodeRecordSchema, current.value));
+      const result = await this.etcd
+        .if(key, "Mod", "==", current.modRevision)
+        .then(this.etcd.put(key).value(Buffer.from(toBinary(NodeRecordSchema, next))))
+        .commit();
+      if (result.succeeded) return next;
+    }
+    throw new StoreError(`node ${id} kept changing under ${MAX_UPDATE_ATTEMPTS} attempts to update it`);
+  }
+
+  /**
+   * Writes the initial state of a new cluster in one transaction, unless a
+   * cluster record exists (then it returns false and writes nothing).
+   */
+  async bootstrap(state: { cluster: ClusterRecord; clusterCA: CA; etcdCA: CA; firstNode: NodeRecord }): Promise<boolean> {
+    const caBytes = (ca: CA) =>
+      Buffer.from(
+        toBinary(
+          CertificateAuthoritySchema,
+          create(CertificateAuthoritySchema, {
+            certificate: new Uint8Array(ca.certificate.raw),
+            privateKey: rawPrivateKey(ca.privateKey),
+          }),
+        ),
+      );
+    const result = await this.etcd
+      .if(CLUSTER_KEY, "Create", "==", 0)
+      .then(
+        this.etcd.put(CLUSTER_KEY).value(Buffer.from(toBinary(ClusterRecordSchema, state.cluster))),
+        this.etcd.put(CA_KEYS.cluster).value(caBytes(state.clusterCA)),
+        this.etcd.put(CA_KEYS.etcd).value(caBytes(state.etcdCA)),
+        this.etcd.put(NODES_PREFIX + state.firstNode.id).value(Buffer.from(toBinary(NodeRecordSchema, state.firstNode))),
+      )
+      .commit();
+    return result.succeeded;
+  }
+}
