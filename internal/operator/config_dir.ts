@@ -1,0 +1,86 @@
+// The owner's credentials on disk: the owner key, the owner certificate, the
+// cluster CA, and the curator endpoints last known.
+//
+//   <config dir>/owner.key    Ed25519 private key (PEM, PKCS#8), mode 0600
+//   <config dir>/owner.crt    owner certificate under the cluster CA (PEM)
+//   <config dir>/ca.crt       cluster CA certificate (PEM)
+//   <config dir>/endpoints    one curator "host:port" per line
+
+import { X509Certificate, createPrivateKey, createPublicKey, type KeyObject } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { generateKeyPair, privateKeyPem, type KeyPair } from "../pki/mod.ts";
+
+export const CONFIG_DIR_ENV = "NODECORE_CONFIG";
+
+export class OperatorError extends Error {
+  override name = "OperatorError";
+}
+
+export function defaultConfigDir(): string {
+  return process.env[CONFIG_DIR_ENV] ?? join(homedir(), ".config", "nodecore");
+}
+
+export function configPaths(dir: string) {
+  return {
+    dir,
+    ownerKey: join(dir, "owner.key"),
+    ownerCertificate: join(dir, "owner.crt"),
+    ca: join(dir, "ca.crt"),
+    endpoints: join(dir, "endpoints"),
+  };
+}
+
+export type ConfigPaths = ReturnType<typeof configPaths>;
+
+/** Reads the owner key; a clear error if it is missing or not an Ed25519 key. */
+export function readOwnerKey(path: string): KeyPair {
+  if (!existsSync(path)) throw new OperatorError(`no owner key at ${path}: pass --owner-key with the key the cluster was bootstrapped with`);
+  let privateKey: KeyObject;
+  try {
+    privateKey = createPrivateKey(readFileSync(path));
+  } catch (err) {
+    throw new OperatorError(`owner key at ${path} does not parse: ${(err as Error).message}`);
+  }
+  if (privateKey.asymmetricKeyType !== "ed25519") throw new OperatorError(`owner key at ${path} is ${privateKey.asymmetricKeyType}, not ed25519`);
+  return { privateKey, publicKey: createPublicKey(privateKey) };
+}
+
+/** Creates a new owner key at `path`, refusing to overwrite one. */
+export function generateOwnerKey(path: string): KeyPair {
+  if (existsSync(path)) throw new OperatorError(`an owner key already exists at ${path}; refusing to overwrite it`);
+  const key = generateKeyPair();
+  mkdirSync(join(path, ".."), { recursive: true, mode: 0o700 });
+  writeFileSync(path, privateKeyPem(key.privateKey), { mode: 0o600 });
+  return key;
+}
+
+export interface OwnerCredentials {
+  key: KeyPair;
+  certificate: X509Certificate;
+  ca: X509Certificate;
+  endpoints: string[];
+}
+
+export function saveCredentials(paths: ConfigPaths, credentials: { certificate: X509Certificate; ca: X509Certificate; endpoints: string[] }): void {
+  mkdirSync(paths.dir, { recursive: true, mode: 0o700 });
+  writeFileSync(paths.ownerCertificate, credentials.certificate.toString());
+  writeFileSync(paths.ca, credentials.ca.toString());
+  writeFileSync(paths.endpoints, credentials.endpoints.join("\n") + "\n");
+}
+
+/** Everything needed to call the cluster as its owner, or an error saying what to run first. */
+export function loadCredentials(paths: ConfigPaths): OwnerCredentials {
+  for (const file of [paths.ownerCertificate, paths.ca, paths.endpoints]) {
+    if (!existsSync(file)) throw new OperatorError(`no cluster credentials in ${paths.dir} (missing ${file}): run 'ctl takeownership <node address>' first`);
+  }
+  const endpoints = readFileSync(paths.endpoints, "utf8").split("\n").map((l) => l.trim()).filter(Boolean);
+  if (endpoints.length === 0) throw new OperatorError(`${paths.endpoints} lists no curator endpoints`);
+  return {
+    key: readOwnerKey(paths.ownerKey),
+    certificate: new X509Certificate(readFileSync(paths.ownerCertificate)),
+    ca: new X509Certificate(readFileSync(paths.ca)),
+    endpoints,
+  };
+}

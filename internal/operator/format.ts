@@ -1,0 +1,49 @@
+// How the CLI shows nodes: a table for people, JSON for machines.
+
+import { NodeState } from "../../proto/gen/common/common_pb.ts";
+import type { Node } from "../../proto/gen/api/management_pb.ts";
+
+export function rolesOf(node: Node): string[] {
+  const roles: string[] = [];
+  if (node.roles?.consensusMember) roles.push("consensus");
+  if (node.roles?.kubernetesController) roles.push("kubernetes-controller");
+  if (node.roles?.kubernetesWorker) roles.push("kubernetes-worker");
+  return roles;
+}
+
+export interface NodeSummary {
+  id: string;
+  state: string;
+  address: string;
+  roles: string[];
+  curator: boolean;
+  lastStatusMs?: number;
+  services: { name: string; state: string; message: string }[];
+}
+
+export function summarize(node: Node): NodeSummary {
+  return {
+    id: node.id,
+    state: NodeState[node.state] ?? String(node.state),
+    address: node.status?.externalAddress ?? "",
+    roles: rolesOf(node),
+    curator: Boolean(node.status?.runningCurator),
+    ...(node.status?.timestampMs ? { lastStatusMs: Number(node.status.timestampMs) } : {}),
+    services: (node.status?.services ?? []).map((s) => ({ name: s.name, state: s.state, message: s.message })),
+  };
+}
+
+export function nodeTable(nodes: NodeSummary[]): string {
+  const rows = [["NODE", "STATE", "ADDRESS", "ROLES"], ...nodes.map((n) => [n.id, n.state, n.address || "-", n.roles.join(",") || "-"])];
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  return rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd()).join("\n");
+}
+
+/** CLI role names → UpdateNodeRoles fields. */
+export const ROLE_FIELDS = {
+  consensus: "consensusMember",
+  "kubernetes-controller": "kubernetesController",
+  "kubernetes-worker": "kubernetesWorker",
+} as const;
+
+export type RoleName = keyof typeof ROLE_FIELDS;

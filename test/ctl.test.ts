@@ -1,0 +1,90 @@
+// out/ctl (run from source) against a real one-node cluster: etcd and a
+// curator on loopback.
+
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { startTestCluster, type TestCluster } from "../internal/curator/mod.ts";
+import { privateKeyPem, generateKeyPair } from "../internal/pki/mod.ts";
+import { tempDir } from "../internal/testing/mod.ts";
+
+const CTL = join(import.meta.dir, "..", "cmd", "ctl", "main.ts");
+let cluster: TestCluster;
+const config = tempDir("nodecore-ctl-");
+
+beforeAll(async () => {
+  cluster = await startTestCluster();
+}, 60_000);
+
+afterAll(async () => {
+  await cluster?.close();
+  config[Symbol.dispose]();
+});
+
+/** Runs ctl asynchronously: the curator it talks to lives in this process. */
+async function ctl(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const child = Bun.spawn([process.execPath, CTL, "--config", config.path, ...args], { stdout: "pipe", stderr: "pipe" });
+  const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
+  return { code, stdout, stderr };
+}
+
+describe("ctl", () => {
+  test("without credentials it says to take ownership first", async () => {
+    const result = await ctl("node", "list");
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain("run 'ctl takeownership <node address>' first");
+  });
+
+  test("takeownership with the wrong key is refused with the reason", async () => {
+    const wrong = join(config.path, "wrong.key");
+    writeFileSync(wrong, privateKeyPem(generateKeyPair().privateKey));
+    const result = await ctl("--owner-key", wrong, "takeownership", cluster.target);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain("the presented key is not the cluster owner's key [PERMISSION_DENIED]");
+  });
+
+  test("takeownership with the owner key saves credentials, and the node list shows the node UP with the consensus role", async () => {
+    writeFileSync(join(config.path, "owner.key"), privateKeyPem(cluster.ownerKey.privateKey), { mode: 0o600 });
+    const taken = await ctl("takeownership", cluster.target);
+    expect(taken.stderr).toBe(`ctl: proving the owner key to ${cluster.target} ...\n`);
+    expect(taken.stdout).toContain(`curators: ${cluster.host}:7835`);
+    expect(taken.code).toBe(0);
+    // The directory lists curators on the default port; this test's curator is elsewhere.
+    writeFileSync(join(config.path, "endpoints"), `${cluster.target}\n`);
+
+    const table = await ctl("node", "list");
+    expect(table.code).toBe(0);
+    expect(table.stdout).toMatch(new RegExp(`^NODE\\s+STATE\\s+ADDRESS\\s+ROLES\\n${cluster.node.id}\\s+UP\\s+${cluster.host}\\s+consensus,kubernetes-controller$`, "m"));
+    const json = JSON.parse((await ctl("node", "list", "--json")).stdout);
+    expect(json).toEqual([expect.objectContaining({ id: cluster.node.id, state: "UP", roles: ["consensus", "kubernetes-controller"], curator: true })]);
+  });
+
+  test("ticket, cluster info and roles work; refusals show their code", async () => {
+    expect((await ctl("ticket")).stdout.trim()).toMatch(/^[0-9a-f]{32}$/);
+    expect((await ctl("cluster", "info")).stdout).toContain("CA fingerprint (SHA-256): " + cluster.clusterCA.certificate.fingerprint256);
+    const set = await ctl("node", "roles", "set", cluster.node.id, "kubernetes-worker");
+    expect(set.stdout.trim()).toBe(`set kubernetes-worker on ${cluster.node.id}`);
+    expect((await ctl("node", "list")).stdout).toContain("consensus,kubernetes-controller,kubernetes-worker");
+    const unknown = await ctl("node", "approve", "node-ffffffffffffffff");
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain("node node-ffffffffffffffff not found [NOT_FOUND]");
+    const badRole = await ctl("node", "roles", "set", cluster.node.id, "wizard");
+    expect(badRole.code).toBe(2);
+    expect(badRole.stderr).toContain("unknown role 'wizard'");
+  });
+
+  test("an unreachable cluster is reported with every endpoint tried", async () => {
+    writeFileSync(join(config.path, "endpoints"), "127.0.0.1:1\n");
+    const result = await ctl("--timeout", "3000", "node", "list");
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain("cluster unreachable; tried 1 curator(s):");
+    expect(result.stderr).toContain("127.0.0.1:1");
+    writeFileSync(join(config.path, "endpoints"), `${cluster.target}\n`);
+  });
+
+  test("genkey refuses to overwrite an owner key", async () => {
+    const result = await ctl("genkey");
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain("an owner key already exists");
+  });
+});
