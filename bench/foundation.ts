@@ -42,7 +42,7 @@ async function startup(): Promise<void> {
 
 async function rssAfterStart(): Promise<void> {
   using root = tempDir("nodecore-bench-");
-  const child = Bun.spawn([INIT, "--root", root.path], { stdout: "ignore", stderr: "pipe", env: { ...process.env, NODECORE_LOG_FORMAT: "text" } });
+  const child = Bun.spawn([INIT, "--root", root.path, "--address", "127.0.0.1"], { stdout: "ignore", stderr: "pipe", env: { ...process.env, NODECORE_LOG_FORMAT: "text" } });
   const reader = child.stderr.getReader();
   let seen = "";
   while (!seen.includes("node core started")) {

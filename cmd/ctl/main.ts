@@ -72,7 +72,7 @@ cli.command("takeownership <endpoint>", "Prove the owner key to a node and save 
 
 cli.command("cluster [action]", "Cluster commands: info").action(async (action: string | undefined, options: GlobalOptions) => {
   if (action !== "info") throw new UsageError(`unknown cluster action '${action ?? ""}' (expected: info)`);
-  const credentials = loadCredentials(paths(options));
+  const credentials = loadCredentials(paths(options), options.ownerKey);
   const info = await withFailover(Management, credentials, (m) => m.getClusterInfo({}, timeoutOf(options)), progress);
   const curators = info.clusterDirectory?.nodes.flatMap((n) => n.addresses.map((a) => a.host)) ?? [];
   const fingerprint = new (await import("node:crypto")).X509Certificate(info.caCertificate).fingerprint256;
@@ -80,7 +80,7 @@ cli.command("cluster [action]", "Cluster commands: info").action(async (action: 
 });
 
 cli.command("ticket", "Print the register ticket new nodes need").action(async (options: GlobalOptions) => {
-  const credentials = loadCredentials(paths(options));
+  const credentials = loadCredentials(paths(options), options.ownerKey);
   const { ticket } = await withFailover(Management, credentials, (m) => m.getRegisterTicket({}, timeoutOf(options)), progress);
   const hex = Buffer.from(ticket).toString("hex");
   print(options, { ticket: hex }, hex);
@@ -89,7 +89,7 @@ cli.command("ticket", "Print the register ticket new nodes need").action(async (
 cli
   .command("node [action] [...args]", "Node commands: list | approve <id> | roles set|unset <id> <role...>")
   .action(async (action: string | undefined, args: string[], options: GlobalOptions) => {
-    const credentials = loadCredentials(paths(options));
+    const credentials = loadCredentials(paths(options), options.ownerKey);
     switch (action) {
       case "list": {
         const nodes = await withFailover(
@@ -140,7 +140,7 @@ cli
       const key = readOwnerKey(options.ownerKey ?? paths(options).ownerKey);
       params = create(NodeParametersSchema, { cluster: { case: "clusterBootstrap", value: { ownerPublicKey: rawPublicKey(key.publicKey) } } });
     } else if (kind === "register") {
-      const credentials = loadCredentials(paths(options));
+      const credentials = loadCredentials(paths(options), options.ownerKey);
       const { ticket, info } = await withFailover(
         Management,
         credentials,

@@ -8,7 +8,7 @@
 import { Etcd3 } from "etcd3";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { NodeParametersSchema } from "../../proto/gen/api/configuration_pb.ts";
-import { FW_CFG_PARAMETERS_PATH, FW_CFG_STORAGE_TEST_KEY_PATH } from "../../internal/cluster/mod.ts";
+import { FW_CFG_PARAMETERS_PATH, encryptedPartition, plainDirectory } from "../../internal/cluster/mod.ts";
 import { dataPartitionDevice, mountESP, mountEphemeral, storageLayout, type StorageLayout } from "../../internal/localstorage/mod.ts";
 import { createLogger, type Logger } from "../../internal/log/mod.ts";
 import { Network } from "../../internal/network/mod.ts";
@@ -51,7 +51,10 @@ function bootVm(logger: Logger, layout: StorageLayout): void {
   step("mounting the ephemeral tmpfs", () => mountEphemeral(layout));
 }
 
-function runNode(logger: Logger, isPid1: boolean, root: string): void {
+/** The Kubernetes server binaries' place in the node image. */
+const KUBERNETES_BIN_DIR = "/kubernetes/bin";
+
+function runNode(logger: Logger, isPid1: boolean, root: string, address: string | undefined): void {
   const layout = storageLayout(root);
   if (isPid1) bootVm(logger, layout);
   else becomeSubreaper();
@@ -67,9 +70,10 @@ function runNode(logger: Logger, isPid1: boolean, root: string): void {
         esp: layout.esp.parameters,
         sealed: layout.esp.sealed,
       },
-      storageTestKeyPath: FW_CFG_STORAGE_TEST_KEY_PATH,
-      ...(isPid1 ? { network: new Network({ hostname: "nodecore" }) } : {}),
-      dataDevice: dataPartitionDevice,
+      storage: isPid1 ? encryptedPartition(layout, dataPartitionDevice) : plainDirectory(layout),
+      network: isPid1 || !address ? { kind: "dhcp", network: new Network({ hostname: "nodecore" }) } : { kind: "fixed", address },
+      etcdClientHost: isPid1 ? "loopback" : "node-address",
+      kubernetesBinDir: isPid1 ? KUBERNETES_BIN_DIR : `${root}/kubernetes/bin`,
       onFatal: showFatal,
     }),
     { logger },
@@ -110,15 +114,19 @@ function main(argv: string[]): void {
   // logged and the node carries on.
   process.on("uncaughtException", (err) => logger.error("uncaught exception", { error: err.message, stack: err.stack }));
   process.on("unhandledRejection", (reason) => logger.error("unhandled rejection", { error: String(reason) }));
-  const rootIndex = argv.indexOf("--root");
-  const root = rootIndex >= 0 ? argv[rootIndex + 1] : isPid1 ? "/" : undefined;
-  if (!root) {
-    console.error("usage: init [--version | selfcheck | --root <dir>]  (as PID 1 the root is /)");
+  const flag = (name: string) => {
+    const index = argv.indexOf(name);
+    return index >= 0 ? argv[index + 1] : undefined;
+  };
+  const root = flag("--root") ?? (isPid1 ? "/" : undefined);
+  const address = flag("--address");
+  if (!root || (!isPid1 && !address)) {
+    console.error("usage: init [--version | selfcheck | --root <dir> --address <ip>]  (as PID 1: no arguments; the root is / and the address comes by DHCP)");
     process.exitCode = 2;
     return;
   }
   try {
-    runNode(logger, isPid1, root);
+    runNode(logger, isPid1, root, address);
   } catch (err) {
     showFatal(`node core could not start: ${(err as Error).message}`);
     if (!isPid1) process.exit(1);

@@ -2,24 +2,28 @@
 // its file systems. The tree it builds:
 //
 //   root
-//   ├── network     DHCP on the NIC (VM only) ──▶ Network.address
-//   ├── enrolment   parameters ─▶ decision ─▶ data partition ──▶ EnrolmentState
-//   └── status      narrates where the node stands on the console
+//   ├── network      DHCP on the NIC (VM only) ──▶ address
+//   ├── enrolment    parameters ─▶ bootstrap | register | join ──▶ membership
+//   ├── roleserve    controlplane, curatorconnection, rolefetch, statuspush, kubernetes
+//   └── status       narrates where the node stands on the console
 
 import { Value } from "../../internal/event/mod.ts";
-import { enrolmentRunnable, type EnrolmentState, type ParameterPaths } from "../../internal/cluster/mod.ts";
+import { enrolmentRunnable, type ClusterMembership, type DataStorage, type EnrolmentState, type ParameterPaths } from "../../internal/cluster/mod.ts";
 import type { StorageLayout } from "../../internal/localstorage/mod.ts";
 import type { Network } from "../../internal/network/mod.ts";
+import { newRoleServerValues, roleServer } from "../../internal/roleserve/mod.ts";
 import { untilCancelled, type Runnable } from "../../internal/supervisor/mod.ts";
 import { VERSION } from "../../internal/version/mod.ts";
 
 export interface NodeConfig {
   layout: StorageLayout;
   parameterPaths: ParameterPaths & { sealed: string };
-  storageTestKeyPath: string;
-  /** The NIC's DHCP client; absent when the node runs as a plain process on a host's network. */
-  network?: Network;
-  dataDevice: () => string;
+  storage: DataStorage;
+  /** A VM's NIC, configured by DHCP; or a fixed address when the node runs as a process. */
+  network: { kind: "dhcp"; network: Network } | { kind: "fixed"; address: string };
+  /** Where etcd's client port listens: loopback on a VM; the node's own address when nodes share a host. */
+  etcdClientHost: "loopback" | "node-address";
+  kubernetesBinDir?: string;
   onFatal: (message: string) => void;
 }
 
@@ -27,27 +31,54 @@ export function nodeRoot(config: NodeConfig): Runnable {
   return async (ctx) => {
     ctx.logger.info("node core started", { version: VERSION, pid: process.pid });
     const enrolment = new Value<EnrolmentState>();
-    if (config.network) ctx.run("network", config.network.run);
+    const membership = new Value<ClusterMembership>();
+    const roleValues = newRoleServerValues();
+    const network = config.network;
+    const address = async (signal: AbortSignal) =>
+      network.kind === "fixed" ? network.address : (await network.network.getAddress({ signal })).address;
+
+    if (network.kind === "dhcp") ctx.run("network", network.network.run);
     ctx.run(
       "enrolment",
       enrolmentRunnable({
         layout: config.layout,
         paths: config.parameterPaths,
-        storageTestKeyPath: config.storageTestKeyPath,
-        dataDevice: config.dataDevice,
+        storage: config.storage,
+        address,
         state: enrolment,
+        membership,
         onFatal: config.onFatal,
       }),
     );
+    ctx.run(
+      "roleserve",
+      roleServer(
+        {
+          layout: config.layout,
+          membership,
+          etcdClientHost: (m) => (config.etcdClientHost === "loopback" ? "127.0.0.1" : m.address),
+          ...(config.kubernetesBinDir ? { kubernetesBinDir: config.kubernetesBinDir } : {}),
+        },
+        roleValues,
+      ),
+    );
     ctx.run("status", async (status) => {
-      const address = config.network ? (await config.network.getAddress({ signal: status.signal })).address : "host network";
-      const state = await enrolment.waitFor((s) => s.phase !== "deciding", { signal: status.signal });
-      if (state.phase === "waiting-for-cluster") {
-        const storage = state.storage === "locked" ? "storage locked" : "storage mounted";
-        status.logger.info(`${storage}, address acquired, waiting for cluster`, { address, decision: state.decision });
-      }
       status.signalHealthy();
-      status.signalDone();
+      const nodeAddress = await address(status.signal);
+      status.logger.info("address acquired", { address: nodeAddress });
+      const state = await enrolment.waitFor((s) => s.phase === "member" || s.phase === "fatal", { signal: status.signal });
+      if (state.phase !== "member") return void status.signalDone();
+      status.logger.info("storage mounted, node is part of the cluster", { node: state.nodeId, via: state.decision });
+      using roles = roleValues.roles.watch();
+      for (;;) {
+        const current = await roles.getWhen((r) => r !== undefined, { signal: status.signal });
+        const names = [
+          ...(current?.consensusMember ? ["consensus"] : []),
+          ...(current?.kubernetesController ? ["kubernetes-controller"] : []),
+          ...(current?.kubernetesWorker ? ["kubernetes-worker"] : []),
+        ];
+        status.logger.info("node is UP", { node: state.nodeId, address: nodeAddress, roles: names.join(",") || "none" });
+      }
     });
     ctx.signalHealthy();
     await untilCancelled(ctx.signal);

@@ -1,44 +1,52 @@
 // The enrolment runnable: decides how this node becomes part of a cluster,
-// brings up its data partition, and publishes where it stands.
-//
-// The cluster flows (bootstrap, register, join) derive the data partition key
-// from the node's and the cluster's halves; until they run, a node can be
-// given a storage key through qemu fw_cfg (dev.nodecore/storage-test-key).
-// That key exists for tests and the launcher only and is logged loudly.
+// runs that flow, and publishes the node's membership for the role server.
 
-import { existsSync, readFileSync } from "node:fs";
-import { Value } from "../event/mod.ts";
-import { DATA_MAPPER_NAME, mountDataPartition, type DataMountResult, type StorageLayout } from "../localstorage/mod.ts";
+import type { Value } from "../event/mod.ts";
+import type { ClusterDirectory } from "../../proto/gen/common/common_pb.ts";
+import type { StorageLayout } from "../localstorage/mod.ts";
 import { untilCancelled, type Runnable } from "../supervisor/mod.ts";
+import type { NodeCredentials } from "./credentials.ts";
+import type { DataStorage } from "./data_storage.ts";
 import { decideEnrolment, type EnrolmentDecision } from "./enrolment_decision.ts";
+import { bootstrapCluster, loadPendingBootstrap, type PendingBootstrap } from "./flow_bootstrap.ts";
+import { joinCluster } from "./flow_join.ts";
+import { registerNode } from "./flow_register.ts";
 import { ParametersError, type ParameterPaths } from "./node_parameters.ts";
+import { create } from "@bufbuild/protobuf";
+import { ClusterDirectorySchema } from "../../proto/gen/common/common_pb.ts";
+import { rawPublicKey } from "../pki/mod.ts";
 
-export const FW_CFG_STORAGE_TEST_KEY_NAME = "dev.nodecore/storage-test-key";
-export const FW_CFG_STORAGE_TEST_KEY_PATH = `/sys/firmware/qemu_fw_cfg/by_name/${FW_CFG_STORAGE_TEST_KEY_NAME}/raw`;
+/** What the role server gets once the node is part of a cluster. */
+export interface ClusterMembership {
+  credentials: NodeCredentials;
+  /** The node's own address. */
+  address: string;
+  /** Curators known at enrolment; the role server keeps this fresh from the cluster. */
+  directory: ClusterDirectory;
+  /** Set when this node still has to create the cluster (first boot of the first node). */
+  pendingBootstrap?: PendingBootstrap;
+}
 
 /** Where this node stands on its way into a cluster. */
 export type EnrolmentState =
   | { phase: "deciding" }
   /** Something only an operator can fix (bad parameters); the node stays up to be inspected. */
   | { phase: "fatal"; message: string }
-  | { phase: "waiting-for-cluster"; decision: EnrolmentDecision["kind"]; storage: DataMountResult | "locked" };
+  | { phase: "enrolling"; decision: EnrolmentDecision["kind"] }
+  | { phase: "member"; decision: EnrolmentDecision["kind"]; nodeId: string };
 
 export interface EnrolmentOptions {
   layout: StorageLayout;
   paths: ParameterPaths & { sealed: string };
-  /** The fw_cfg file that may hold a storage test key. */
-  storageTestKeyPath: string;
-  /** Finds the data partition's block device (throws if there is none). */
-  dataDevice: () => string;
+  storage: DataStorage;
+  /** Resolves with this node's address once it has one. */
+  address: (signal: AbortSignal) => Promise<string>;
   /** Written by enrolment. */
   state: Value<EnrolmentState>;
+  membership: Value<ClusterMembership>;
   /** Shows an operator-facing fatal message (PID 1: a banner on the console). */
   onFatal: (message: string) => void;
-}
-
-function readStorageTestKey(path: string): Uint8Array | undefined {
-  if (!existsSync(path)) return undefined;
-  return new Uint8Array(readFileSync(path));
+  curatorPort?: number;
 }
 
 export function enrolmentRunnable(options: EnrolmentOptions): Runnable {
@@ -49,34 +57,54 @@ export function enrolmentRunnable(options: EnrolmentOptions): Runnable {
       decision = decideEnrolment(options.paths, ctx.logger);
     } catch (err) {
       if (!(err instanceof ParametersError)) throw err;
-      // Retrying cannot help: the parameters are what they are until an
-      // operator fixes them. Say so once, clearly, and stay up.
-      ctx.logger.error("cannot enrol: bad node parameters", { error: err.message });
-      options.state.set({ phase: "fatal", message: err.message });
-      options.onFatal(err.message);
-      ctx.signalDone();
-      return;
+      return fatal(err.message);
+    }
+    const address = await options.address(ctx.signal);
+    options.state.set({ phase: "enrolling", decision: decision.kind });
+    const common = { layout: options.layout, storage: options.storage, logger: ctx.logger, signal: ctx.signal, curatorPort: options.curatorPort };
+
+    let credentials: NodeCredentials;
+    let directory: ClusterDirectory;
+    try {
+      switch (decision.kind) {
+        case "bootstrap":
+          credentials = await bootstrapCluster({ ...common, ownerPublicKey: decision.ownerPublicKey, address });
+          directory = create(ClusterDirectorySchema, { nodes: [{ publicKey: rawPublicKey(credentials.publicKey), addresses: [{ host: address }] }] });
+          break;
+        case "register": {
+          const register = decision.raw.cluster.case === "clusterRegister" ? decision.raw.cluster.value : undefined;
+          directory = register?.clusterDirectory ?? create(ClusterDirectorySchema);
+          credentials = await registerNode({ ...common, ticket: decision.ticket, caCertificate: decision.caCertificate, directory });
+          break;
+        }
+        case "join":
+          credentials = await joinCluster({ ...common, sealed: decision.sealed, ownAddress: address });
+          directory = decision.sealed.clusterDirectory ?? create(ClusterDirectorySchema);
+          break;
+        default: {
+          const unreachable: never = decision;
+          throw new Error(`unknown enrolment decision ${JSON.stringify(unreachable)}`);
+        }
+      }
+    } catch (err) {
+      if (err instanceof ParametersError) return fatal(err.message);
+      throw err;
     }
 
-    let storage: DataMountResult | "locked" = "locked";
-    const testKey = readStorageTestKey(options.storageTestKeyPath);
-    if (testKey) {
-      ctx.logger.warn("TEST MODE: data partition key comes from fw_cfg, not from the cluster", { path: options.storageTestKeyPath });
-      storage = await mountDataPartition({
-        device: options.dataDevice(),
-        mountpoint: options.layout.data.path,
-        mapperName: DATA_MAPPER_NAME,
-        key: testKey,
-        formattedMarker: options.layout.data.formatted,
-        logger: ctx.logger,
-        signal: ctx.signal,
-      });
-    } else {
-      ctx.logger.info("data partition stays locked until the node is part of a cluster");
-    }
-    options.state.set({ phase: "waiting-for-cluster", decision: decision.kind, storage });
-    ctx.logger.info("waiting for cluster", { decision: decision.kind, storage });
+    const pendingBootstrap = loadPendingBootstrap(options.layout);
+    options.membership.set({ credentials, address, directory, ...(pendingBootstrap ? { pendingBootstrap } : {}) });
+    options.state.set({ phase: "member", decision: decision.kind, nodeId: credentials.nodeId });
+    ctx.logger.info("this node is part of the cluster", { node: credentials.nodeId, via: decision.kind });
     ctx.signalHealthy();
     await untilCancelled(ctx.signal);
+
+    function fatal(message: string) {
+      // Retrying cannot help: the parameters are what they are until an
+      // operator fixes them. Say so once, clearly, and stay up.
+      ctx.logger.error("cannot enrol: bad node parameters", { error: message });
+      options.state.set({ phase: "fatal", message });
+      options.onFatal(message);
+      ctx.signalDone();
+    }
   };
 }

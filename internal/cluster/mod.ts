@@ -32,10 +32,10 @@ export {
   type ValidParameters,
 } from "./node_parameters.ts";
 export { decideEnrolment, type EnrolmentDecision } from "./enrolment_decision.ts";
-export {
-  enrolmentRunnable,
-  FW_CFG_STORAGE_TEST_KEY_NAME,
-  FW_CFG_STORAGE_TEST_KEY_PATH,
-  type EnrolmentOptions,
-  type EnrolmentState,
-} from "./enrolment.ts";
+export { enrolmentRunnable, type EnrolmentOptions, type EnrolmentState, type ClusterMembership } from "./enrolment.ts";
+export { encryptedPartition, plainDirectory, type DataStorage } from "./data_storage.ts";
+export { loadCredentials, saveCredentials, CredentialsError, type NodeCredentials } from "./credentials.ts";
+export { dataPartitionKey, randomKey, KEY_BYTES } from "./keys.ts";
+export { clearPendingBootstrap, loadPendingBootstrap, type PendingBootstrap } from "./flow_bootstrap.ts";
+export { curatorTarget, dialAsNode, dialWithKey, directoryTargets, type CuratorClient } from "./curator_dial.ts";
+export { writeSealedConfiguration } from "./sealed_configuration.ts";

@@ -71,14 +71,14 @@ export function saveCredentials(paths: ConfigPaths, credentials: { certificate: 
 }
 
 /** Everything needed to call the cluster as its owner, or an error saying what to run first. */
-export function loadCredentials(paths: ConfigPaths): OwnerCredentials {
+export function loadCredentials(paths: ConfigPaths, ownerKeyPath = paths.ownerKey): OwnerCredentials {
   for (const file of [paths.ownerCertificate, paths.ca, paths.endpoints]) {
     if (!existsSync(file)) throw new OperatorError(`no cluster credentials in ${paths.dir} (missing ${file}): run 'ctl takeownership <node address>' first`);
   }
   const endpoints = readFileSync(paths.endpoints, "utf8").split("\n").map((l) => l.trim()).filter(Boolean);
   if (endpoints.length === 0) throw new OperatorError(`${paths.endpoints} lists no curator endpoints`);
   return {
-    key: readOwnerKey(paths.ownerKey),
+    key: readOwnerKey(ownerKeyPath),
     certificate: new X509Certificate(readFileSync(paths.ownerCertificate)),
     ca: new X509Certificate(readFileSync(paths.ca)),
     endpoints,

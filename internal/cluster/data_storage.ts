@@ -1,0 +1,61 @@
+// Where the node keeps its data: the encrypted data partition on a VM, or a
+// plain directory when the node core runs as a process (tests, development).
+
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import {
+  DATA_MAPPER_NAME,
+  StorageError,
+  mountDataPartition,
+  type DataMountResult,
+  type StorageLayout,
+} from "../localstorage/mod.ts";
+import type { Logger } from "../log/mod.ts";
+
+export interface DataStorage {
+  /** Unlocks the node's data with `key` (formatting it on first use) and mounts it. */
+  open(key: Uint8Array, logger: Logger, signal: AbortSignal): Promise<DataMountResult>;
+}
+
+/** The data partition: LUKS2 + ext4 on the disk's DATA partition. */
+export function encryptedPartition(layout: StorageLayout, device: () => string): DataStorage {
+  return {
+    open: (key, logger, signal) =>
+      mountDataPartition({
+        device: device(),
+        mountpoint: layout.data.path,
+        mapperName: DATA_MAPPER_NAME,
+        key,
+        formattedMarker: layout.data.formatted,
+        logger,
+        signal,
+      }),
+  };
+}
+
+/**
+ * A plain directory standing in for the data partition when the node runs
+ * as a process. Not encrypted; it remembers a hash of the key so that a
+ * wrong key is refused just as the real partition refuses it.
+ */
+export function plainDirectory(layout: StorageLayout): DataStorage {
+  const check = join(layout.data.path, ".nodecore-key-check");
+  return {
+    async open(key, logger) {
+      const digest = createHash("sha256").update("nodecore key check").update(key).digest("hex");
+      mkdirSync(layout.data.path, { recursive: true, mode: 0o700 });
+      if (existsSync(check)) {
+        if (readFileSync(check, "utf8").trim() !== digest) {
+          throw new StorageError(`data directory ${layout.data.path} was set up with another key (wrong key); leaving it untouched`);
+        }
+        logger.info("data directory opened (process mode: not encrypted)", { path: layout.data.path });
+        return "mounted";
+      }
+      writeFileSync(check, digest + "\n");
+      writeFileSync(layout.data.formatted, `${new Date().toISOString()}\n`);
+      logger.warn("data directory created (process mode: not encrypted)", { path: layout.data.path });
+      return "formatted";
+    },
+  };
+}

@@ -1,0 +1,149 @@
+// BOOTSTRAP: this node creates a new cluster.
+//
+//   keys (node, join, node unlock, cluster unlock) + cluster CA + etcd CA
+//     ─▶ sealed configuration on the ESP (from now on the node joins on boot)
+//     ─▶ data partition formatted with the combined key, mounted
+//     ─▶ node credentials + the pending bootstrap saved on the data partition
+//     ─▶ the role server's control plane starts etcd as a new cluster, writes
+//        the cluster's first state through the curator store, and clears the
+//        pending bootstrap
+//
+// A crash after the sealed configuration is written resumes through the
+// join path: the data opens with the locally kept cold-start key and the
+// pending bootstrap is still there.
+
+import { create } from "@bufbuild/protobuf";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { SealedConfigurationSchema } from "../../proto/gen/api/configuration_pb.ts";
+import { createEtcdCA } from "../consensus/mod.ts";
+import type { StorageLayout } from "../localstorage/mod.ts";
+import type { Logger } from "../log/mod.ts";
+import {
+  createClusterCA,
+  generateKeyPair,
+  issueNodeCertificate,
+  nodeIdFromPublicKey,
+  privateKeyFromRaw,
+  rawPrivateKey,
+  rawPublicKey,
+  type CA,
+} from "../pki/mod.ts";
+import { CLUSTER_SERVER_NAME } from "../rpc/mod.ts";
+import { saveCredentials, type NodeCredentials } from "./credentials.ts";
+import type { DataStorage } from "./data_storage.ts";
+import { dataPartitionKey, randomKey } from "./keys.ts";
+import { writeSealedConfiguration } from "./sealed_configuration.ts";
+import { X509Certificate } from "node:crypto";
+
+/** What the control plane needs to create the cluster's first state. */
+export interface PendingBootstrap {
+  ownerPublicKey: Uint8Array;
+  clusterCA: CA;
+  etcdCA: CA;
+  joinPublicKey: Uint8Array;
+  clusterUnlockKey: Uint8Array;
+}
+
+const PENDING_FILE = "bootstrap-pending.json";
+
+export function pendingBootstrapPath(layout: StorageLayout): string {
+  return join(layout.data.node.path, PENDING_FILE);
+}
+
+function encodeCA(ca: CA) {
+  return { certificate: ca.certificate.raw.toString("base64"), privateKey: Buffer.from(rawPrivateKey(ca.privateKey)).toString("base64") };
+}
+
+function decodeCA(json: { certificate: string; privateKey: string }): CA {
+  return { certificate: new X509Certificate(Buffer.from(json.certificate, "base64")), privateKey: privateKeyFromRaw(Buffer.from(json.privateKey, "base64")) };
+}
+
+export function savePendingBootstrap(layout: StorageLayout, pending: PendingBootstrap): void {
+  const b64 = (b: Uint8Array) => Buffer.from(b).toString("base64");
+  writeFileSync(
+    pendingBootstrapPath(layout),
+    JSON.stringify({
+      ownerPublicKey: b64(pending.ownerPublicKey),
+      clusterCA: encodeCA(pending.clusterCA),
+      etcdCA: encodeCA(pending.etcdCA),
+      joinPublicKey: b64(pending.joinPublicKey),
+      clusterUnlockKey: b64(pending.clusterUnlockKey),
+    }),
+    { mode: 0o600 },
+  );
+}
+
+export function loadPendingBootstrap(layout: StorageLayout): PendingBootstrap | undefined {
+  const path = pendingBootstrapPath(layout);
+  if (!existsSync(path)) return undefined;
+  const json = JSON.parse(readFileSync(path, "utf8"));
+  const bytes = (s: string) => new Uint8Array(Buffer.from(s, "base64"));
+  return {
+    ownerPublicKey: bytes(json.ownerPublicKey),
+    clusterCA: decodeCA(json.clusterCA),
+    etcdCA: decodeCA(json.etcdCA),
+    joinPublicKey: bytes(json.joinPublicKey),
+    clusterUnlockKey: bytes(json.clusterUnlockKey),
+  };
+}
+
+export function clearPendingBootstrap(layout: StorageLayout): void {
+  rmSync(pendingBootstrapPath(layout), { force: true });
+}
+
+export interface BootstrapOptions {
+  ownerPublicKey: Uint8Array;
+  layout: StorageLayout;
+  storage: DataStorage;
+  /** This node's address (goes into its certificate and the directory). */
+  address: string;
+  logger: Logger;
+  signal: AbortSignal;
+}
+
+export async function bootstrapCluster(options: BootstrapOptions): Promise<NodeCredentials> {
+  const { layout, logger } = options;
+  logger.info("bootstrapping a new cluster");
+  const nodeKey = generateKeyPair();
+  const joinKey = generateKeyPair();
+  const nodeUnlockKey = randomKey();
+  const clusterUnlockKey = randomKey();
+  const caKey = generateKeyPair();
+  const clusterCA: CA = { certificate: createClusterCA(caKey), privateKey: caKey.privateKey };
+  const etcdCAKey = generateKeyPair();
+  const etcdCA: CA = { certificate: createEtcdCA(etcdCAKey), privateKey: etcdCAKey.privateKey };
+  const nodeId = nodeIdFromPublicKey(rawPublicKey(nodeKey.publicKey));
+
+  writeSealedConfiguration(
+    layout.esp.sealed,
+    create(SealedConfigurationSchema, {
+      nodeUnlockKey,
+      joinKey: rawPrivateKey(joinKey.privateKey),
+      clusterCa: new Uint8Array(clusterCA.certificate.raw),
+      clusterDirectory: { nodes: [{ publicKey: rawPublicKey(nodeKey.publicKey), addresses: [{ host: options.address }] }] },
+      coldStartClusterUnlockKey: clusterUnlockKey,
+    }),
+  );
+  logger.info("sealed configuration written; the node joins from now on", { node: nodeId });
+  const result = await options.storage.open(dataPartitionKey(nodeUnlockKey, clusterUnlockKey), logger, options.signal);
+  logger.info("data storage ready", { result });
+
+  const credentials: NodeCredentials = {
+    nodeId,
+    privateKey: nodeKey.privateKey,
+    publicKey: nodeKey.publicKey,
+    certificate: issueNodeCertificate(clusterCA, nodeKey.publicKey, { serverName: CLUSTER_SERVER_NAME, ipAddresses: [options.address] }),
+    ca: clusterCA.certificate,
+  };
+  saveCredentials(layout, credentials);
+  savePendingBootstrap(layout, {
+    ownerPublicKey: options.ownerPublicKey,
+    clusterCA,
+    etcdCA,
+    joinPublicKey: rawPublicKey(joinKey.publicKey),
+    clusterUnlockKey,
+  });
+  logger.info("node credentials saved; the control plane will create the cluster", { node: nodeId });
+  return credentials;
+}

@@ -1,0 +1,135 @@
+// REGISTER: this node becomes a new member of an existing cluster.
+//
+//   RegisterNode(ticket, join key) ─▶ NEW ── owner approves ──▶ STANDBY
+//   CommitNode(cluster unlock key) ─▶ UP, node certificate
+//   ─▶ data partition formatted with the combined key ─▶ sealed configuration
+//
+// Registration is retried against every curator in the directory until one
+// answers; a wrong ticket is final (only the operator can fix parameters).
+
+import { create } from "@bufbuild/protobuf";
+import { X509Certificate, createPublicKey } from "node:crypto";
+import { SealedConfigurationSchema } from "../../proto/gen/api/configuration_pb.ts";
+import type { ClusterDirectory } from "../../proto/gen/common/common_pb.ts";
+import type { StorageLayout } from "../localstorage/mod.ts";
+import type { Logger } from "../log/mod.ts";
+import { generateKeyPair, nodeIdFromPublicKey, rawPrivateKey, rawPublicKey, verifyIssuedBy } from "../pki/mod.ts";
+import { RpcError, Status } from "../rpc/mod.ts";
+import { sleep } from "../supervisor/mod.ts";
+import { saveCredentials, type NodeCredentials } from "./credentials.ts";
+import { dialWithKey, directoryTargets } from "./curator_dial.ts";
+import type { DataStorage } from "./data_storage.ts";
+import { dataPartitionKey, randomKey } from "./keys.ts";
+import { ParametersError } from "./node_parameters.ts";
+import { writeSealedConfiguration } from "./sealed_configuration.ts";
+
+/** How long to wait between rounds of trying every curator. */
+export const REGISTER_RETRY_MS = 3_000;
+/** One call's deadline. */
+export const REGISTER_CALL_TIMEOUT_MS = 10_000;
+
+export interface RegisterOptions {
+  ticket: Uint8Array;
+  caCertificate: X509Certificate;
+  directory: ClusterDirectory;
+  layout: StorageLayout;
+  storage: DataStorage;
+  logger: Logger;
+  signal: AbortSignal;
+  curatorPort?: number;
+}
+
+/** Calls `call` on each curator in turn until one succeeds; `retry(err)` says whether to go on. */
+async function untilOneAnswers<T>(
+  targets: string[],
+  dial: (target: string) => { close(): void },
+  call: (client: never) => Promise<T>,
+  options: { logger: Logger; signal: AbortSignal; waiting: (err: unknown) => string | undefined },
+): Promise<T> {
+  let lastReason = "";
+  for (;;) {
+    for (const target of targets) {
+      options.signal.throwIfAborted();
+      const client = dial(target);
+      try {
+        return await call(client as never);
+      } catch (err) {
+        const waiting = options.waiting(err);
+        if (waiting === undefined) throw err;
+        if (waiting !== lastReason) options.logger.info(waiting, { curator: target });
+        lastReason = waiting;
+      } finally {
+        client.close();
+      }
+    }
+    await sleep(REGISTER_RETRY_MS, options.signal);
+  }
+}
+
+export async function registerNode(options: RegisterOptions): Promise<NodeCredentials> {
+  const { logger, signal, layout } = options;
+  const targets = directoryTargets(options.directory, options.curatorPort);
+  const nodeKey = generateKeyPair();
+  const joinKey = generateKeyPair();
+  const nodeUnlockKey = randomKey();
+  const clusterUnlockKey = randomKey();
+  const nodeId = nodeIdFromPublicKey(rawPublicKey(nodeKey.publicKey));
+  const dial = (target: string) => dialWithKey(target, options.caCertificate, nodeKey);
+  logger.info("registering into the cluster", { node: nodeId, curators: targets.length });
+
+  const unreachable = (err: unknown) =>
+    err instanceof RpcError && (err.code === Status.UNAVAILABLE || err.code === Status.DEADLINE_EXCEEDED)
+      ? `waiting for a curator to answer: ${err.details}`
+      : undefined;
+  try {
+    await untilOneAnswers(
+      targets,
+      dial,
+      (c: ReturnType<typeof dialWithKey>) =>
+        c.registerNode({ registerTicket: options.ticket, joinKey: rawPublicKey(joinKey.publicKey) }, { timeoutMs: REGISTER_CALL_TIMEOUT_MS, signal }),
+      { logger, signal, waiting: unreachable },
+    );
+  } catch (err) {
+    if (err instanceof RpcError && err.code === Status.PERMISSION_DENIED) {
+      throw new ParametersError(`the cluster refused the register ticket in this node's parameters: ${err.details}`);
+    }
+    throw err;
+  }
+  logger.info("registered; waiting for the owner to approve this node", { node: nodeId, approve: `ctl node approve ${nodeId}` });
+
+  const committed = await untilOneAnswers(
+    targets,
+    dial,
+    (c: ReturnType<typeof dialWithKey>) => c.commitNode({ clusterUnlockKey }, { timeoutMs: REGISTER_CALL_TIMEOUT_MS, signal }),
+    {
+      logger,
+      signal,
+      waiting: (err) =>
+        err instanceof RpcError && err.code === Status.FAILED_PRECONDITION
+          ? `waiting for the owner to approve node ${nodeId} (ctl node approve ${nodeId})`
+          : unreachable(err),
+    },
+  );
+  const ca = new X509Certificate(committed.caCertificate);
+  const certificate = new X509Certificate(committed.nodeCertificate);
+  const problem = verifyIssuedBy(certificate, options.caCertificate) ?? (ca.fingerprint256 === options.caCertificate.fingerprint256 ? undefined : "CA changed");
+  if (problem) throw new Error(`the curator returned an unusable node certificate: ${problem}`);
+  logger.info("committed: this node is part of the cluster", { node: nodeId });
+
+  await options.storage.open(dataPartitionKey(nodeUnlockKey, clusterUnlockKey), logger, signal);
+  const credentials: NodeCredentials = { nodeId, privateKey: nodeKey.privateKey, publicKey: createPublicKey(nodeKey.privateKey), certificate, ca };
+  saveCredentials(layout, credentials);
+  writeSealedConfiguration(
+    layout.esp.sealed,
+    create(SealedConfigurationSchema, {
+      nodeUnlockKey,
+      joinKey: rawPrivateKey(joinKey.privateKey),
+      clusterCa: new Uint8Array(ca.raw),
+      clusterDirectory: options.directory,
+    }),
+  );
+  logger.info("sealed configuration written; the node joins from now on");
+  return credentials;
+}
+
+export { untilOneAnswers };

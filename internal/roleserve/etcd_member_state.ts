@@ -1,0 +1,55 @@
+// What this node remembers about its etcd membership, on the data partition:
+// enough to restart its member without asking anyone (a cold start), and
+// to know whether it has to leave when the consensus role goes away.
+
+import { X509Certificate } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { StorageLayout } from "../localstorage/mod.ts";
+import type { EtcdPeer } from "../consensus/mod.ts";
+
+export interface EtcdMemberState {
+  ca: X509Certificate;
+  certificate: X509Certificate;
+  /** The members this node started with ("new" for the first node, "existing" for the others). */
+  initialCluster: EtcdPeer[];
+  clusterState: "new" | "existing";
+}
+
+const STATE_FILE = "member.json";
+
+function statePath(layout: StorageLayout): string {
+  return join(layout.data.etcd.path, STATE_FILE);
+}
+
+export function loadEtcdMemberState(layout: StorageLayout): EtcdMemberState | undefined {
+  const path = statePath(layout);
+  if (!existsSync(path)) return undefined;
+  const json = JSON.parse(readFileSync(path, "utf8"));
+  return {
+    ca: new X509Certificate(Buffer.from(json.ca, "base64")),
+    certificate: new X509Certificate(Buffer.from(json.certificate, "base64")),
+    initialCluster: json.initialCluster,
+    clusterState: json.clusterState,
+  };
+}
+
+export function saveEtcdMemberState(layout: StorageLayout, state: EtcdMemberState): void {
+  mkdirSync(layout.data.etcd.path, { recursive: true, mode: 0o700 });
+  writeFileSync(
+    statePath(layout),
+    JSON.stringify({
+      ca: state.ca.raw.toString("base64"),
+      certificate: state.certificate.raw.toString("base64"),
+      initialCluster: state.initialCluster,
+      clusterState: state.clusterState,
+    }),
+    { mode: 0o600 },
+  );
+}
+
+/** Forgets the membership and deletes the member's data (after leaving etcd, or before joining anew). */
+export function clearEtcdMember(layout: StorageLayout): void {
+  rmSync(layout.data.etcd.data, { recursive: true, force: true });
+  rmSync(statePath(layout), { force: true });
+}

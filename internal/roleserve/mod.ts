@@ -1,0 +1,149 @@
+// Package roleserve: the Role Server, after Monogon's roleserve.
+//
+// It runs on every node once the node is part of a cluster, and runs the
+// services the cluster's roles call for. The first node of a cluster and
+// every later node take the same path: enrolment hands over a membership,
+// and from then on only roles decide what runs.
+//
+//   ┌────────────────────┐  membership   ┌───────────────────────────────────────────────┐
+//   │ Cluster Enrolment  │──────────────▶│                  Role Server                  │
+//   │ (internal/cluster) │               │                                               │
+//   └────────────────────┘               │  controlplane ──▶ localCurator ─┐             │
+//                                        │   (etcd + curator when the      ▼             │
+//                                        │    consensus role says so)  curatorconnection │
+//                                        │                  directory ──▶ (local first,  │
+//                                        │                      ▲          then remote)  │
+//                                        │  rolefetch ──────────┴── roles ◀── Watch ─────┤
+//                                        │  statuspush ── address, curator, services ───▶│ curator
+//                                        │  kubernetes ── binaries present? ─▶ services   │
+//                                        └───────────────────────────────────────────────┘
+//
+// Workers talk only through watchable values (internal/event). Each worker
+// file says which values it reads and which it writes.
+//
+// Invariants:
+//  - Roles come only from the cluster (the node's record, via Watch). A
+//    node that remembers an etcd membership starts its control plane before
+//    roles are known, so that a cluster whose every node restarted can come
+//    back at all.
+//  - A role change restarts only the worker it concerns (RestartRequest).
+//  - Status is pushed when it changes, not on a timer.
+
+import { create } from "@bufbuild/protobuf";
+import { ClusterDirectorySchema, type ClusterDirectory, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
+import { curatorTarget, directoryTargets, type ClusterMembership } from "../cluster/mod.ts";
+import { CURATOR_PORT } from "../curator/mod.ts";
+import { Value } from "../event/mod.ts";
+import type { StorageLayout } from "../localstorage/mod.ts";
+import { untilCancelled, type Runnable } from "../supervisor/mod.ts";
+import type { CuratorConnection } from "./curator_connection.ts";
+import { ServiceBoard } from "./service_status.ts";
+import { controlPlaneWorker, type LocalCurator } from "./worker_controlplane.ts";
+import { kubernetesWorker } from "./worker_kubernetes.ts";
+import { roleFetchWorker } from "./worker_rolefetch.ts";
+import { statusPushWorker } from "./worker_statuspush.ts";
+
+export { withCurator, NoCuratorError, type CuratorConnection } from "./curator_connection.ts";
+export { ServiceBoard } from "./service_status.ts";
+export { controlPlaneWorker, type LocalCurator, type ControlPlaneOptions } from "./worker_controlplane.ts";
+export { roleFetchWorker, type RoleFetchOptions } from "./worker_rolefetch.ts";
+export { statusPushWorker, type StatusPushOptions } from "./worker_statuspush.ts";
+export { kubernetesWorker, DEFAULT_KUBERNETES_BIN_DIR, type KubernetesOptions } from "./worker_kubernetes.ts";
+export { loadEtcdMemberState, clearEtcdMember, type EtcdMemberState } from "./etcd_member_state.ts";
+
+export interface RoleServerOptions {
+  layout: StorageLayout;
+  membership: Value<ClusterMembership>;
+  /** Where etcd's client port listens: loopback on a VM, the node's address when nodes share a host. */
+  etcdClientHost: (membership: ClusterMembership) => string;
+  kubernetesBinDir?: string;
+  curatorPort?: number;
+}
+
+/** The values the Role Server keeps, for observers (status, tests). */
+export interface RoleServerValues {
+  roles: Value<NodeRoles | undefined>;
+  localCurator: Value<LocalCurator | undefined>;
+  directory: Value<ClusterDirectory>;
+  connection: Value<CuratorConnection>;
+  board: ServiceBoard;
+}
+
+export function newRoleServerValues(): RoleServerValues {
+  return {
+    roles: new Value<NodeRoles | undefined>(),
+    localCurator: new Value<LocalCurator | undefined>(),
+    directory: new Value<ClusterDirectory>(),
+    connection: new Value<CuratorConnection>(),
+    board: new ServiceBoard(),
+  };
+}
+
+/**
+ * The curator-connection worker: the local curator first (when it runs),
+ * then every other curator of the directory.
+ */
+function curatorConnectionWorker(options: RoleServerOptions, values: RoleServerValues): Runnable {
+  return async (ctx) => {
+    const membership = await options.membership.get({ signal: ctx.signal });
+    const { credentials } = membership;
+    const port = options.curatorPort ?? CURATOR_PORT;
+    values.directory.set(membership.directory ?? create(ClusterDirectorySchema));
+    using localWatcher = values.localCurator.watch();
+    using directoryWatcher = values.directory.watch();
+    let local = values.localCurator.peek();
+    let directory = values.directory.peek()!;
+    let last = "";
+    type Change = { local: LocalCurator | undefined } | { directory: ClusterDirectory };
+    let nextLocal: Promise<Change> = localWatcher.get({ signal: ctx.signal }).then((v) => ({ local: v }));
+    let nextDirectory: Promise<Change> = directoryWatcher.get({ signal: ctx.signal }).then((v) => ({ directory: v }));
+    ctx.signalHealthy();
+    for (;;) {
+      const own = curatorTarget(membership.address, port);
+      const remote = directoryTargets(directory, port).filter((t) => t !== own);
+      const targets = local ? [local.target, ...remote] : remote;
+      const summary = targets.join(",");
+      if (summary !== last && targets.length > 0) {
+        ctx.logger.info("curators", { targets: summary });
+        values.connection.set({ targets, credentials: { ca: credentials.ca, certificate: credentials.certificate, privateKey: credentials.privateKey } });
+        last = summary;
+      }
+      const change = await Promise.race([nextLocal, nextDirectory]);
+      if ("local" in change) {
+        local = change.local;
+        nextLocal = localWatcher.get({ signal: ctx.signal }).then((v) => ({ local: v }));
+      } else {
+        directory = change.directory;
+        nextDirectory = directoryWatcher.get({ signal: ctx.signal }).then((v) => ({ directory: v }));
+      }
+    }
+  };
+}
+
+/** The Role Server runnable. */
+export function roleServer(options: RoleServerOptions, values: RoleServerValues = newRoleServerValues()): Runnable {
+  return async (ctx) => {
+    const membership = await options.membership.get({ signal: ctx.signal });
+    ctx.logger.info("role server starting", { node: membership.credentials.nodeId });
+    ctx.run(
+      "controlplane",
+      controlPlaneWorker({
+        layout: options.layout,
+        membership: options.membership,
+        roles: values.roles,
+        localCurator: values.localCurator,
+        etcdClientHost: options.etcdClientHost,
+        ...(options.curatorPort !== undefined ? { curatorPort: options.curatorPort } : {}),
+      }),
+    );
+    ctx.run("curatorconnection", curatorConnectionWorker(options, values));
+    ctx.run("rolefetch", roleFetchWorker({ membership: options.membership, connection: values.connection, roles: values.roles, directory: values.directory }));
+    ctx.run(
+      "statuspush",
+      statusPushWorker({ membership: options.membership, connection: values.connection, localCurator: values.localCurator, services: values.board.value }),
+    );
+    ctx.run("kubernetes", kubernetesWorker({ roles: values.roles, board: values.board, ...(options.kubernetesBinDir ? { binDir: options.kubernetesBinDir } : {}) }));
+    ctx.signalHealthy();
+    await untilCancelled(ctx.signal);
+  };
+}

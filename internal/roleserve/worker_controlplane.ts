@@ -1,0 +1,167 @@
+// The control-plane worker: runs etcd and the curator on this node while it
+// is (or must become) a consensus member, and stops them when it is not.
+//
+//   membership ─┐
+//   roles ──────┼─▶ decide ─┬─ pending bootstrap ─▶ etcd "new" ─▶ write first state ─┐
+//               │           ├─ remembered member ─▶ etcd (existing data) ────────────┼─▶ curator
+//               │           ├─ consensus role, not a member yet ─▶ etcd "existing" ──┘   │
+//               │           └─ no consensus ─▶ nothing (leave etcd data if it had any)   ▼
+//               │                                                      localCurator (Value)
+//   A change of the consensus role that the running set-up cannot absorb
+//   is a RestartRequest: the worker starts over and decides again.
+
+import { create } from "@bufbuild/protobuf";
+import { NodeStatusSchema, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
+import { clearPendingBootstrap, type ClusterMembership } from "../cluster/mod.ts";
+import { clientUrl, connectEtcd, issueMemberCertificate, peerUrl, runEtcdMember, type EtcdPeer } from "../consensus/mod.ts";
+import { consensusRole, curatorRunnable, writeBootstrapState, CURATOR_PORT } from "../curator/mod.ts";
+import { Value } from "../event/mod.ts";
+import type { StorageLayout } from "../localstorage/mod.ts";
+import { rawPublicKey } from "../pki/mod.ts";
+import { RestartRequest, untilCancelled, type RunContext, type Runnable } from "../supervisor/mod.ts";
+import { VERSION } from "../version/mod.ts";
+import { X509Certificate } from "node:crypto";
+import { clearEtcdMember, loadEtcdMemberState, saveEtcdMemberState, type EtcdMemberState } from "./etcd_member_state.ts";
+
+/** A curator running on this node. */
+export interface LocalCurator {
+  target: string;
+  port: number;
+}
+
+export interface ControlPlaneOptions {
+  layout: StorageLayout;
+  /** Read. */
+  membership: Value<ClusterMembership>;
+  /** Read: this node's roles as the cluster has them; undefined until known. */
+  roles: Value<NodeRoles | undefined>;
+  /** Written: the local curator while it runs. */
+  localCurator: Value<LocalCurator | undefined>;
+  /** Where etcd's client port listens: loopback on a VM, the node's address when nodes share a host. */
+  etcdClientHost: (membership: ClusterMembership) => string;
+  curatorPort?: number;
+}
+
+const sameConsensus = (a: NodeRoles | undefined, b: NodeRoles | undefined) => Boolean(a?.consensusMember) === Boolean(b?.consensusMember);
+
+export function controlPlaneWorker(options: ControlPlaneOptions): Runnable {
+  return async (ctx) => {
+    const membership = await options.membership.get({ signal: ctx.signal });
+    const { credentials } = membership;
+    const { layout } = options;
+    options.localCurator.set(undefined);
+    // Roles are unknown until a curator answers; a node that remembers an
+    // etcd membership starts it anyway (that may be the only way a curator
+    // comes up at all).
+    const roles = options.roles.peek();
+    let member = loadEtcdMemberState(layout);
+    const pending = membership.pendingBootstrap;
+
+    if (pending && !member) {
+      const certificate = issueMemberCertificate(pending.etcdCA, credentials.publicKey, { name: credentials.nodeId, addresses: [membership.address] });
+      member = {
+        ca: pending.etcdCA.certificate,
+        certificate,
+        clusterState: "new",
+        initialCluster: [{ name: credentials.nodeId, peerUrl: peerUrl(membership.address) }],
+      };
+      saveEtcdMemberState(layout, member);
+      ctx.logger.info("creating the cluster's etcd");
+    } else if (roles !== undefined && !roles.consensusMember && member) {
+      ctx.logger.info("consensus role removed: deleting this node's etcd data");
+      clearEtcdMember(layout);
+      member = undefined;
+    } else if (roles?.consensusMember && !member) {
+      const role = roles.consensusMember;
+      clearEtcdMember(layout);
+      member = {
+        ca: new X509Certificate(role.caCertificate),
+        certificate: new X509Certificate(role.peerCertificate),
+        clusterState: "existing",
+        initialCluster: role.peers.map((p): EtcdPeer => ({ name: p.name, peerUrl: p.url })),
+      };
+      saveEtcdMemberState(layout, member);
+      ctx.logger.info("got the consensus role: joining etcd", { members: member.initialCluster.length });
+    }
+
+    if (!member) {
+      ctx.logger.info("not a consensus member; waiting for the consensus role");
+      ctx.signalHealthy();
+      await options.roles.waitFor((r) => Boolean(r?.consensusMember), { signal: ctx.signal });
+      throw new RestartRequest("got the consensus role");
+    }
+    await runControlPlane(ctx, options, membership, member);
+  };
+}
+
+async function runControlPlane(ctx: RunContext, options: ControlPlaneOptions, membership: ClusterMembership, member: EtcdMemberState): Promise<void> {
+  const { credentials } = membership;
+  const etcdClientHost = options.etcdClientHost(membership);
+  const tls = { ca: member.ca, certificate: member.certificate, privateKey: credentials.privateKey };
+  const etcdReady = new Value<boolean>();
+  ctx.run("consensus", (c) =>
+    runEtcdMember(c, {
+      name: credentials.nodeId,
+      dataDir: options.layout.data.etcd.data,
+      tlsDir: `${options.layout.ephemeral.etcd}/tls`,
+      peerHost: membership.address,
+      clientHost: etcdClientHost,
+      tls,
+      clusterState: member.clusterState,
+      initialCluster: member.initialCluster,
+      onReady: () => etcdReady.set(true),
+    }),
+  );
+  await etcdReady.get({ signal: ctx.signal });
+  const etcd = connectEtcd({ endpoints: [clientUrl(etcdClientHost)], tls });
+  try {
+    const pending = membership.pendingBootstrap;
+    if (pending) {
+      const status = create(NodeStatusSchema, {
+        externalAddress: membership.address,
+        runningCurator: { port: options.curatorPort ?? CURATOR_PORT },
+        timestampMs: BigInt(Date.now()),
+        version: VERSION,
+      });
+      const record = { id: credentials.nodeId, publicKey: rawPublicKey(credentials.publicKey), status };
+      const consensusMember = consensusRole(pending.etcdCA, record, [
+        { id: "", name: credentials.nodeId, peerUrls: [peerUrl(membership.address)], isLearner: false },
+      ]);
+      const written = await writeBootstrapState(etcd, {
+        ownerPublicKey: pending.ownerPublicKey,
+        clusterCA: pending.clusterCA,
+        etcdCA: pending.etcdCA,
+        node: { ...record, joinKey: pending.joinPublicKey, clusterUnlockKey: pending.clusterUnlockKey, consensusMember },
+      });
+      ctx.logger.info(written ? "cluster created: first state written" : "cluster state already present (bootstrap resumed)");
+      clearPendingBootstrap(options.layout);
+    }
+    const port = options.curatorPort ?? CURATOR_PORT;
+    ctx.run(
+      "curator",
+      curatorRunnable({
+        etcd,
+        nodeId: credentials.nodeId,
+        listenHost: membership.address,
+        advertiseAddress: membership.address,
+        port,
+        certificate: credentials.certificate,
+        privateKey: credentials.privateKey,
+        clusterCA: credentials.ca,
+      }),
+    );
+    options.localCurator.set({ target: `${membership.address}:${port}`, port });
+    ctx.signalHealthy();
+    // Restart (and decide again) when the consensus role goes away.
+    const initial = options.roles.peek();
+    await Promise.race([
+      untilCancelled(ctx.signal),
+      options.roles.waitFor((r) => r !== undefined && !r.consensusMember && !sameConsensus(r, initial ?? r), { signal: ctx.signal }).then(() => {
+        throw new RestartRequest("consensus role removed");
+      }),
+    ]);
+  } finally {
+    options.localCurator.set(undefined);
+    etcd.close();
+  }
+}

@@ -1,0 +1,61 @@
+// The role-fetch worker: follows the cluster's node records through a
+// curator's Watch, and publishes this node's roles and the set of curators
+// (the directory other workers dial).
+
+import { create } from "@bufbuild/protobuf";
+import { ClusterDirectorySchema, NodeRolesSchema, type ClusterDirectory, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
+import type { Node } from "../../proto/gen/curator/curator_pb.ts";
+import type { ClusterMembership } from "../cluster/mod.ts";
+import type { Value } from "../event/mod.ts";
+import type { Runnable } from "../supervisor/mod.ts";
+import { withCurator, type CuratorConnection } from "./curator_connection.ts";
+
+export interface RoleFetchOptions {
+  membership: Value<ClusterMembership>;
+  connection: Value<CuratorConnection>;
+  /** Written: this node's roles. */
+  roles: Value<NodeRoles | undefined>;
+  /** Written: curators as the cluster reports them. */
+  directory: Value<ClusterDirectory>;
+}
+
+function directoryOf(nodes: Map<string, Node>): ClusterDirectory {
+  return create(ClusterDirectorySchema, {
+    nodes: [...nodes.values()]
+      .filter((n) => n.status?.runningCurator && n.status.externalAddress)
+      .sort((a, b) => a.id.localeCompare(b.id))
+      .map((n) => ({ publicKey: n.publicKey, addresses: [{ host: n.status!.externalAddress }] })),
+  });
+}
+
+export function roleFetchWorker(options: RoleFetchOptions): Runnable {
+  return async (ctx) => {
+    const { credentials } = await options.membership.get({ signal: ctx.signal });
+    const connection = await options.connection.get({ signal: ctx.signal });
+    const nodes = new Map<string, Node>();
+    let lastRoles = "";
+    ctx.logger.info("watching the cluster for this node's roles", { curators: connection.targets.length });
+    await withCurator(connection, async (client) => {
+      for await (const event of client.watch({ kind: { case: "nodesInCluster", value: {} } }, { signal: ctx.signal })) {
+        for (const node of event.nodes) nodes.set(node.id, node);
+        for (const tombstone of event.nodeTombstones) nodes.delete(tombstone.nodeId);
+        const own = nodes.get(credentials.nodeId);
+        const roles = own?.roles ?? create(NodeRolesSchema);
+        const summary = JSON.stringify({
+          consensus: Boolean(roles.consensusMember),
+          controller: Boolean(roles.kubernetesController),
+          worker: Boolean(roles.kubernetesWorker),
+          peers: roles.consensusMember?.peers.length ?? 0,
+        });
+        if (summary !== lastRoles) {
+          ctx.logger.info("roles", JSON.parse(summary));
+          lastRoles = summary;
+        }
+        options.roles.set(roles);
+        options.directory.set(directoryOf(nodes));
+        ctx.signalHealthy();
+      }
+    });
+    throw new Error("the curator ended the watch");
+  };
+}

@@ -1,0 +1,55 @@
+// One node as a process on loopback: it bootstraps a cluster (real etcd, real
+// curator), the owner takes ownership with out/ctl, and after a restart the
+// node joins again with the same identity and its data.
+
+import { afterAll, describe, expect, test } from "bun:test";
+import { join } from "node:path";
+import { writeFileSync } from "node:fs";
+import { generateKeyPair, privateKeyPem, rawPublicKey } from "../internal/pki/mod.ts";
+import { tempDir } from "../internal/testing/mod.ts";
+import { NodeProcess, ctl, loopbackBlock } from "./support/node_process.ts";
+
+const dir = tempDir("nodecore-node-");
+const address = loopbackBlock();
+const node = new NodeProcess("node1", join(dir.path, "node1"), address(1));
+const config = join(dir.path, "ctl");
+const owner = generateKeyPair();
+
+afterAll(async () => {
+  await node.stop();
+  dir[Symbol.dispose]();
+});
+
+describe("a one-node cluster of processes", () => {
+  test("the node bootstraps and serves the cluster", async () => {
+    node.writeParameters({ cluster: { case: "clusterBootstrap", value: { ownerPublicKey: rawPublicKey(owner.publicKey) } } } as never);
+    node.start();
+    const up = await node.waitForLog((l) => l.msg === "node is UP" && String(l.roles).includes("consensus"), { what: "node UP with consensus" });
+    expect(up.address).toBe(node.address);
+  }, 90_000);
+
+  test("the owner takes ownership and lists the node as UP with the consensus role", async () => {
+    writeFileSync(join(dir.path, "owner.key"), privateKeyPem(owner.privateKey));
+    const taken = await ctl(config, "--owner-key", join(dir.path, "owner.key"), "takeownership", node.address);
+    expect(taken.stderr).not.toContain("ctl: the");
+    expect(taken.code).toBe(0);
+    const list = await ctl(config, "--owner-key", join(dir.path, "owner.key"), "node", "list", "--json");
+    expect(list.stderr).toBe("ctl: calling " + node.address + ":7835 ...\n");
+    expect(list.code).toBe(0);
+    const nodes = JSON.parse(list.stdout);
+    expect(nodes).toEqual([expect.objectContaining({ state: "UP", address: node.address, curator: true })]);
+    expect(nodes[0].roles).toContain("consensus");
+  }, 60_000);
+
+  test("after a restart the node joins with the same identity and data", async () => {
+    const before = JSON.parse((await ctl(config, "--owner-key", join(dir.path, "owner.key"), "node", "list", "--json")).stdout)[0];
+    await node.stop();
+    const from = node.logs.length;
+    node.start();
+    await node.waitForLog((l) => l.msg === "found sealed configuration, joining the cluster", { from, what: "join decision" });
+    await node.waitForLog((l) => l.msg === "node is UP", { from, what: "node UP after restart", timeoutMs: 90_000 });
+    const after = JSON.parse((await ctl(config, "--owner-key", join(dir.path, "owner.key"), "node", "list", "--json")).stdout)[0];
+    expect(after.id).toBe(before.id);
+    expect(after.state).toBe("UP");
+  }, 120_000);
+});

@@ -1,0 +1,114 @@
+// Nodes as plain processes on loopback: the node core (cmd/init/main.ts run
+// from source) with a root directory standing in for its disk and a
+// loopback address of its own (127.0.0.0/8 is all local). Used by the
+// process-level cluster tests.
+
+import { create, toBinary } from "@bufbuild/protobuf";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { NodeParametersSchema, type NodeParameters } from "../../proto/gen/api/configuration_pb.ts";
+import { storageLayout } from "../../internal/localstorage/mod.ts";
+import { eventually } from "../../internal/testing/mod.ts";
+
+const INIT = join(import.meta.dir, "..", "..", "cmd", "init", "main.ts");
+const CTL = join(import.meta.dir, "..", "..", "cmd", "ctl", "main.ts");
+const STOP_GRACE_MS = 20_000;
+
+export interface LogLine {
+  time: string;
+  level: string;
+  component: string;
+  msg: string;
+  [field: string]: unknown;
+}
+
+/** A loopback address block for this test process: 127.<a>.<b>.x. */
+export function loopbackBlock(): (n: number) => string {
+  const a = 100 + (process.pid % 100);
+  const b = Math.floor(process.pid / 100) % 250;
+  return (n) => `127.${a}.${b}.${n}`;
+}
+
+export class NodeProcess {
+  readonly logs: LogLine[] = [];
+  private child: ReturnType<typeof Bun.spawn> | undefined;
+  private reading: Promise<void> | undefined;
+
+  constructor(
+    readonly name: string,
+    readonly root: string,
+    readonly address: string,
+    private readonly echo = process.env.NODECORE_TEST_ECHO === "1",
+  ) {
+    mkdirSync(root, { recursive: true });
+  }
+
+  get layout() {
+    return storageLayout(this.root);
+  }
+
+  writeParameters(params: NodeParameters): void {
+    mkdirSync(join(this.layout.esp.parameters, ".."), { recursive: true });
+    writeFileSync(this.layout.esp.parameters, toBinary(NodeParametersSchema, create(NodeParametersSchema, params)));
+  }
+
+  start(): void {
+    const child = Bun.spawn([process.execPath, INIT, "--root", this.root, "--address", this.address], {
+      stdout: "pipe",
+      stderr: "pipe",
+      env: { ...process.env, NODECORE_LOG_FORMAT: "json" },
+    });
+    this.child = child;
+    this.reading = this.read(child.stderr as ReadableStream<Uint8Array>);
+  }
+
+  private async read(stream: ReadableStream<Uint8Array>): Promise<void> {
+    const decoder = new TextDecoder();
+    let buffered = "";
+    for await (const chunk of stream) {
+      buffered += decoder.decode(chunk, { stream: true });
+      let newline: number;
+      while ((newline = buffered.indexOf("\n")) >= 0) {
+        const line = buffered.slice(0, newline);
+        buffered = buffered.slice(newline + 1);
+        try {
+          this.logs.push(JSON.parse(line) as LogLine);
+        } catch {
+          this.logs.push({ time: "", level: "raw", component: "", msg: line });
+        }
+        if (this.echo) process.stderr.write(`[${this.name}] ${line}\n`);
+      }
+    }
+  }
+
+  /** Waits for a log line matching `match`, after `from` lines (to skip earlier boots). */
+  async waitForLog(match: (line: LogLine) => boolean, options: { timeoutMs?: number; from?: number; what?: string } = {}): Promise<LogLine> {
+    return eventually(
+      () => {
+        const found = this.logs.slice(options.from ?? 0).find(match);
+        if (!found) throw new Error(`no such log line yet (last: ${this.logs.at(-1)?.component} ${this.logs.at(-1)?.msg})`);
+        return found;
+      },
+      { timeoutMs: options.timeoutMs ?? 60_000, intervalMs: 50, what: `${this.name}: ${options.what ?? "log line"}` },
+    );
+  }
+
+  /** Stops the node as a clean shutdown would (SIGTERM), or kills it. */
+  async stop(how: "SIGTERM" | "SIGKILL" = "SIGTERM"): Promise<void> {
+    const child = this.child;
+    if (!child) return;
+    child.kill(how);
+    const timer = setTimeout(() => child.kill("SIGKILL"), STOP_GRACE_MS);
+    await child.exited;
+    clearTimeout(timer);
+    await this.reading;
+    this.child = undefined;
+  }
+}
+
+/** Runs out/ctl (from source) with a config dir; asynchronous, so in-process servers keep serving. */
+export async function ctl(configDir: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const child = Bun.spawn([process.execPath, CTL, "--config", configDir, ...args], { stdout: "pipe", stderr: "pipe" });
+  const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
+  return { code, stdout, stderr };
+}
