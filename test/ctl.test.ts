@@ -2,7 +2,7 @@
 // curator on loopback.
 
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startTestCluster, type TestCluster } from "../internal/curator/mod.ts";
 import { privateKeyPem, generateKeyPair } from "../internal/pki/mod.ts";
@@ -62,6 +62,9 @@ describe("ctl", () => {
   test("ticket, cluster info and roles work; refusals show their code", async () => {
     expect((await ctl("ticket")).stdout.trim()).toMatch(/^[0-9a-f]{32}$/);
     expect((await ctl("cluster", "info")).stdout).toContain("CA fingerprint (SHA-256): " + cluster.clusterCA.certificate.fingerprint256);
+    // cluster info saved the directory's curators (default port); this test's curator is elsewhere.
+    expect(readFileSync(join(config.path, "endpoints"), "utf8")).toBe(`${cluster.host}:7835\n`);
+    writeFileSync(join(config.path, "endpoints"), `${cluster.target}\n`);
     const set = await ctl("node", "roles", "set", cluster.node.id, "kubernetes-worker");
     expect(set.stdout.trim()).toBe(`set kubernetes-worker on ${cluster.node.id}`);
     expect((await ctl("node", "list")).stdout).toContain("consensus,kubernetes-controller,kubernetes-worker");

@@ -18,6 +18,7 @@ import {
   summarize,
   takeOwnership,
   withFailover,
+  withCuratorPort,
   DEFAULT_CALL_TIMEOUT_MS,
   type RoleName,
 } from "../../internal/operator/mod.ts";
@@ -70,11 +71,13 @@ cli.command("takeownership <endpoint>", "Prove the owner key to a node and save 
   print(options, { config: p.dir, endpoints: result.endpoints }, `took ownership; credentials saved in ${p.dir}\ncurators: ${result.endpoints.join(", ")}`);
 });
 
-cli.command("cluster [action]", "Cluster commands: info").action(async (action: string | undefined, options: GlobalOptions) => {
+cli.command("cluster [action]", "Cluster commands: info (also refreshes the saved curator list)").action(async (action: string | undefined, options: GlobalOptions) => {
   if (action !== "info") throw new UsageError(`unknown cluster action '${action ?? ""}' (expected: info)`);
-  const credentials = loadCredentials(paths(options), options.ownerKey);
+  const p = paths(options);
+  const credentials = loadCredentials(p, options.ownerKey);
   const info = await withFailover(Management, credentials, (m) => m.getClusterInfo({}, timeoutOf(options)), progress);
   const curators = info.clusterDirectory?.nodes.flatMap((n) => n.addresses.map((a) => a.host)) ?? [];
+  if (curators.length) saveCredentials(p, { certificate: credentials.certificate, ca: credentials.ca, endpoints: curators.map(withCuratorPort) });
   const fingerprint = new (await import("node:crypto")).X509Certificate(info.caCertificate).fingerprint256;
   print(options, { curators, caFingerprint: fingerprint }, `curators: ${curators.join(", ") || "(none)"}\nCA fingerprint (SHA-256): ${fingerprint}`);
 });

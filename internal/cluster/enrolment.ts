@@ -8,7 +8,7 @@ import { untilCancelled, type Runnable } from "../supervisor/mod.ts";
 import type { NodeCredentials } from "./credentials.ts";
 import type { DataStorage } from "./data_storage.ts";
 import { decideEnrolment, type EnrolmentDecision } from "./enrolment_decision.ts";
-import { bootstrapCluster, loadPendingBootstrap, type PendingBootstrap } from "./flow_bootstrap.ts";
+import { bootstrapCluster, loadPendingBootstrap, type Enrolled, type PendingBootstrap } from "./flow_bootstrap.ts";
 import { joinCluster } from "./flow_join.ts";
 import { registerNode } from "./flow_register.ts";
 import { ParametersError, type ParameterPaths } from "./node_parameters.ts";
@@ -25,6 +25,8 @@ export interface ClusterMembership {
   directory: ClusterDirectory;
   /** Set when this node still has to create the cluster (first boot of the first node). */
   pendingBootstrap?: PendingBootstrap;
+  /** The cluster's half of the data key (kept on the ESP only while the node is a consensus member). */
+  clusterUnlockKey: Uint8Array;
 }
 
 /** Where this node stands on its way into a cluster. */
@@ -63,22 +65,22 @@ export function enrolmentRunnable(options: EnrolmentOptions): Runnable {
     options.state.set({ phase: "enrolling", decision: decision.kind });
     const common = { layout: options.layout, storage: options.storage, logger: ctx.logger, signal: ctx.signal, curatorPort: options.curatorPort };
 
-    let credentials: NodeCredentials;
+    let enrolled: Enrolled;
     let directory: ClusterDirectory;
     try {
       switch (decision.kind) {
         case "bootstrap":
-          credentials = await bootstrapCluster({ ...common, ownerPublicKey: decision.ownerPublicKey, address });
-          directory = create(ClusterDirectorySchema, { nodes: [{ publicKey: rawPublicKey(credentials.publicKey), addresses: [{ host: address }] }] });
+          enrolled = await bootstrapCluster({ ...common, ownerPublicKey: decision.ownerPublicKey, address });
+          directory = create(ClusterDirectorySchema, { nodes: [{ publicKey: rawPublicKey(enrolled.credentials.publicKey), addresses: [{ host: address }] }] });
           break;
         case "register": {
           const register = decision.raw.cluster.case === "clusterRegister" ? decision.raw.cluster.value : undefined;
           directory = register?.clusterDirectory ?? create(ClusterDirectorySchema);
-          credentials = await registerNode({ ...common, ticket: decision.ticket, caCertificate: decision.caCertificate, directory });
+          enrolled = await registerNode({ ...common, ticket: decision.ticket, caCertificate: decision.caCertificate, directory });
           break;
         }
         case "join":
-          credentials = await joinCluster({ ...common, sealed: decision.sealed, ownAddress: address });
+          enrolled = await joinCluster({ ...common, sealed: decision.sealed, ownAddress: address });
           directory = decision.sealed.clusterDirectory ?? create(ClusterDirectorySchema);
           break;
         default: {
@@ -91,8 +93,9 @@ export function enrolmentRunnable(options: EnrolmentOptions): Runnable {
       throw err;
     }
 
+    const { credentials, clusterUnlockKey } = enrolled;
     const pendingBootstrap = loadPendingBootstrap(options.layout);
-    options.membership.set({ credentials, address, directory, ...(pendingBootstrap ? { pendingBootstrap } : {}) });
+    options.membership.set({ credentials, address, directory, clusterUnlockKey, ...(pendingBootstrap ? { pendingBootstrap } : {}) });
     options.state.set({ phase: "member", decision: decision.kind, nodeId: credentials.nodeId });
     ctx.logger.info("this node is part of the cluster", { node: credentials.nodeId, via: decision.kind });
     ctx.signalHealthy();

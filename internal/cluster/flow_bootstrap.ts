@@ -36,6 +36,13 @@ import { dataPartitionKey, randomKey } from "./keys.ts";
 import { writeSealedConfiguration } from "./sealed_configuration.ts";
 import { X509Certificate } from "node:crypto";
 
+/** What every enrolment flow ends with. */
+export interface Enrolled {
+  credentials: NodeCredentials;
+  /** The cluster's half of the data key, kept in memory (and on the ESP of consensus nodes). */
+  clusterUnlockKey: Uint8Array;
+}
+
 /** What the control plane needs to create the cluster's first state. */
 export interface PendingBootstrap {
   ownerPublicKey: Uint8Array;
@@ -102,7 +109,7 @@ export interface BootstrapOptions {
   signal: AbortSignal;
 }
 
-export async function bootstrapCluster(options: BootstrapOptions): Promise<NodeCredentials> {
+export async function bootstrapCluster(options: BootstrapOptions): Promise<Enrolled> {
   const { layout, logger } = options;
   logger.info("bootstrapping a new cluster");
   const nodeKey = generateKeyPair();
@@ -145,5 +152,5 @@ export async function bootstrapCluster(options: BootstrapOptions): Promise<NodeC
     clusterUnlockKey,
   });
   logger.info("node credentials saved; the control plane will create the cluster", { node: nodeId });
-  return credentials;
+  return { credentials, clusterUnlockKey };
 }

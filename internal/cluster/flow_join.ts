@@ -12,7 +12,8 @@ import type { Logger } from "../log/mod.ts";
 import { privateKeyFromRaw } from "../pki/mod.ts";
 import { RpcError, Status } from "../rpc/mod.ts";
 import { sleep } from "../supervisor/mod.ts";
-import { CredentialsError, loadCredentials, type NodeCredentials } from "./credentials.ts";
+import { CredentialsError, loadCredentials } from "./credentials.ts";
+import type { Enrolled } from "./flow_bootstrap.ts";
 import { curatorTarget, dialWithKey, directoryTargets } from "./curator_dial.ts";
 import type { DataStorage } from "./data_storage.ts";
 import { dataPartitionKey } from "./keys.ts";
@@ -69,7 +70,7 @@ async function fetchClusterUnlockKey(options: JoinOptions): Promise<Uint8Array> 
   }
 }
 
-export async function joinCluster(options: JoinOptions): Promise<NodeCredentials> {
+export async function joinCluster(options: JoinOptions): Promise<Enrolled> {
   const { logger, signal } = options;
   logger.info("joining the cluster");
   const clusterUnlockKey = await fetchClusterUnlockKey(options);
@@ -81,5 +82,5 @@ export async function joinCluster(options: JoinOptions): Promise<NodeCredentials
     );
   }
   logger.info("joined", { node: credentials.nodeId });
-  return credentials;
+  return { credentials, clusterUnlockKey };
 }

@@ -17,6 +17,7 @@ import { generateKeyPair, nodeIdFromPublicKey, rawPrivateKey, rawPublicKey, veri
 import { RpcError, Status } from "../rpc/mod.ts";
 import { sleep } from "../supervisor/mod.ts";
 import { saveCredentials, type NodeCredentials } from "./credentials.ts";
+import type { Enrolled } from "./flow_bootstrap.ts";
 import { dialWithKey, directoryTargets } from "./curator_dial.ts";
 import type { DataStorage } from "./data_storage.ts";
 import { dataPartitionKey, randomKey } from "./keys.ts";
@@ -66,7 +67,7 @@ async function untilOneAnswers<T>(
   }
 }
 
-export async function registerNode(options: RegisterOptions): Promise<NodeCredentials> {
+export async function registerNode(options: RegisterOptions): Promise<Enrolled> {
   const { logger, signal, layout } = options;
   const targets = directoryTargets(options.directory, options.curatorPort);
   const nodeKey = generateKeyPair();
@@ -129,7 +130,7 @@ export async function registerNode(options: RegisterOptions): Promise<NodeCreden
     }),
   );
   logger.info("sealed configuration written; the node joins from now on");
-  return credentials;
+  return { credentials, clusterUnlockKey };
 }
 
 export { untilOneAnswers };

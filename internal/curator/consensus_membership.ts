@@ -52,8 +52,20 @@ export async function grantConsensus(etcd: Etcd3, store: CuratorStore, record: N
   const url = peerUrl(address);
   let members = await etcdMembers(etcd);
   if (!members.some((m) => m.peerUrls.includes(url))) {
+    const learner = members.find((m) => m.isLearner);
+    if (learner) {
+      // etcd admits one learner at a time.
+      throw new FailedPreconditionError(
+        `${learner.name || "another node"} is still catching up as an etcd learner; one node joins etcd at a time, try again once it votes`,
+      );
+    }
     logger.info("adding etcd learner", { node: record.id, peerUrl: url });
-    await etcd.cluster.memberAdd({ peerURLs: [url], isLearner: true });
+    try {
+      await etcd.cluster.memberAdd({ peerURLs: [url], isLearner: true });
+    } catch (err) {
+      // etcd refuses while a member is down or a new one has not started.
+      throw new FailedPreconditionError(`etcd cannot take a new member right now (${(err as Error).message}); try again once every member is up`);
+    }
     members = await etcdMembers(etcd);
   }
   // A member that was just added has no name until it starts: name it here.
@@ -72,7 +84,11 @@ export async function revokeConsensus(etcd: Etcd3, record: NodeRecord, logger: L
     throw new FailedPreconditionError(`node ${record.id} is the last voting etcd member; the cluster would lose its data`);
   }
   logger.info("removing etcd member", { node: record.id, member: member.id });
-  await etcd.cluster.memberRemove({ ID: member.id });
+  try {
+    await etcd.cluster.memberRemove({ ID: member.id });
+  } catch (err) {
+    throw new FailedPreconditionError(`etcd cannot remove a member right now (${(err as Error).message}); try again once every member is up`);
+  }
 }
 
 /**

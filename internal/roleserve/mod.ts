@@ -16,6 +16,7 @@
 //                                        │  rolefetch ──────────┴── roles ◀── Watch ─────┤
 //                                        │  statuspush ── address, curator, services ───▶│ curator
 //                                        │  kubernetes ── binaries present? ─▶ services   │
+//                                        │  sealed ── directory, cold-start key ─▶ ESP    │
 //                                        └───────────────────────────────────────────────┘
 //
 // Workers talk only through watchable values (internal/event). Each worker
@@ -42,12 +43,14 @@ import { controlPlaneWorker, type LocalCurator } from "./worker_controlplane.ts"
 import { kubernetesWorker } from "./worker_kubernetes.ts";
 import { roleFetchWorker } from "./worker_rolefetch.ts";
 import { statusPushWorker } from "./worker_statuspush.ts";
+import { sealedUpdateWorker } from "./worker_sealed.ts";
 
 export { withCurator, NoCuratorError, type CuratorConnection } from "./curator_connection.ts";
 export { ServiceBoard } from "./service_status.ts";
 export { controlPlaneWorker, type LocalCurator, type ControlPlaneOptions } from "./worker_controlplane.ts";
 export { roleFetchWorker, type RoleFetchOptions } from "./worker_rolefetch.ts";
 export { statusPushWorker, type StatusPushOptions } from "./worker_statuspush.ts";
+export { sealedUpdateWorker, type SealedUpdateOptions } from "./worker_sealed.ts";
 export { kubernetesWorker, DEFAULT_KUBERNETES_BIN_DIR, type KubernetesOptions } from "./worker_kubernetes.ts";
 export { loadEtcdMemberState, clearEtcdMember, type EtcdMemberState } from "./etcd_member_state.ts";
 
@@ -142,6 +145,7 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
       "statuspush",
       statusPushWorker({ membership: options.membership, connection: values.connection, localCurator: values.localCurator, services: values.board.value }),
     );
+    ctx.run("sealed", sealedUpdateWorker({ layout: options.layout, membership: options.membership, roles: values.roles, directory: values.directory }));
     ctx.run("kubernetes", kubernetesWorker({ roles: values.roles, board: values.board, ...(options.kubernetesBinDir ? { binDir: options.kubernetesBinDir } : {}) }));
     ctx.signalHealthy();
     await untilCancelled(ctx.signal);

@@ -15,10 +15,10 @@ import { NodeStatusSchema, type NodeRoles } from "../../proto/gen/common/common_
 import { clearPendingBootstrap, type ClusterMembership } from "../cluster/mod.ts";
 import { clientUrl, connectEtcd, issueMemberCertificate, peerUrl, runEtcdMember, type EtcdPeer } from "../consensus/mod.ts";
 import { consensusRole, curatorRunnable, writeBootstrapState, CURATOR_PORT } from "../curator/mod.ts";
-import { Value } from "../event/mod.ts";
+import type { Value } from "../event/mod.ts";
 import type { StorageLayout } from "../localstorage/mod.ts";
 import { rawPublicKey } from "../pki/mod.ts";
-import { RestartRequest, untilCancelled, type RunContext, type Runnable } from "../supervisor/mod.ts";
+import { RestartRequest, type RunContext, type Runnable } from "../supervisor/mod.ts";
 import { VERSION } from "../version/mod.ts";
 import { X509Certificate } from "node:crypto";
 import { clearEtcdMember, loadEtcdMemberState, saveEtcdMemberState, type EtcdMemberState } from "./etcd_member_state.ts";
@@ -41,8 +41,6 @@ export interface ControlPlaneOptions {
   etcdClientHost: (membership: ClusterMembership) => string;
   curatorPort?: number;
 }
-
-const sameConsensus = (a: NodeRoles | undefined, b: NodeRoles | undefined) => Boolean(a?.consensusMember) === Boolean(b?.consensusMember);
 
 export function controlPlaneWorker(options: ControlPlaneOptions): Runnable {
   return async (ctx) => {
@@ -94,32 +92,25 @@ export function controlPlaneWorker(options: ControlPlaneOptions): Runnable {
   };
 }
 
+/**
+ * Runs etcd in this runnable and the curator as its child: when etcd dies,
+ * the whole control plane dies with it (the curator is useless without it),
+ * the local curator disappears from the connection while the supervisor
+ * backs off, and the next start decides again with the roles known by then.
+ */
 async function runControlPlane(ctx: RunContext, options: ControlPlaneOptions, membership: ClusterMembership, member: EtcdMemberState): Promise<void> {
   const { credentials } = membership;
   const etcdClientHost = options.etcdClientHost(membership);
   const tls = { ca: member.ca, certificate: member.certificate, privateKey: credentials.privateKey };
-  const etcdReady = new Value<boolean>();
-  ctx.run("consensus", (c) =>
-    runEtcdMember(c, {
-      name: credentials.nodeId,
-      dataDir: options.layout.data.etcd.data,
-      tlsDir: `${options.layout.ephemeral.etcd}/tls`,
-      peerHost: membership.address,
-      clientHost: etcdClientHost,
-      tls,
-      clusterState: member.clusterState,
-      initialCluster: member.initialCluster,
-      onReady: () => etcdReady.set(true),
-    }),
-  );
-  await etcdReady.get({ signal: ctx.signal });
   const etcd = connectEtcd({ endpoints: [clientUrl(etcdClientHost)], tls });
-  try {
+  const port = options.curatorPort ?? CURATOR_PORT;
+
+  const startCurator = async () => {
     const pending = membership.pendingBootstrap;
     if (pending) {
       const status = create(NodeStatusSchema, {
         externalAddress: membership.address,
-        runningCurator: { port: options.curatorPort ?? CURATOR_PORT },
+        runningCurator: { port },
         timestampMs: BigInt(Date.now()),
         version: VERSION,
       });
@@ -135,8 +126,9 @@ async function runControlPlane(ctx: RunContext, options: ControlPlaneOptions, me
       });
       ctx.logger.info(written ? "cluster created: first state written" : "cluster state already present (bootstrap resumed)");
       clearPendingBootstrap(options.layout);
+      // Done for good: a restarted control plane must not try again.
+      delete membership.pendingBootstrap;
     }
-    const port = options.curatorPort ?? CURATOR_PORT;
     ctx.run(
       "curator",
       curatorRunnable({
@@ -151,13 +143,33 @@ async function runControlPlane(ctx: RunContext, options: ControlPlaneOptions, me
       }),
     );
     options.localCurator.set({ target: `${membership.address}:${port}`, port });
-    ctx.signalHealthy();
-    // Restart (and decide again) when the consensus role goes away.
-    const initial = options.roles.peek();
+  };
+
+  // Restart (and decide again) when the cluster says this node is no
+  // longer a consensus member.
+  const roleRemoved = options.roles.waitFor((r) => r !== undefined && !r.consensusMember, { signal: ctx.signal }).then(() => {
+    throw new RestartRequest("consensus role removed");
+  });
+  roleRemoved.catch(() => {});
+  let curatorFailed!: (err: Error) => void;
+  const curatorFailure = new Promise<never>((_, reject) => (curatorFailed = reject));
+  curatorFailure.catch(() => {});
+  try {
     await Promise.race([
-      untilCancelled(ctx.signal),
-      options.roles.waitFor((r) => r !== undefined && !r.consensusMember && !sameConsensus(r, initial ?? r), { signal: ctx.signal }).then(() => {
-        throw new RestartRequest("consensus role removed");
+      roleRemoved,
+      curatorFailure,
+      runEtcdMember(ctx, {
+        name: credentials.nodeId,
+        dataDir: options.layout.data.etcd.data,
+        tlsDir: `${options.layout.ephemeral.etcd}/tls`,
+        peerHost: membership.address,
+        clientHost: etcdClientHost,
+        tls,
+        clusterState: member.clusterState,
+        initialCluster: member.initialCluster,
+        onReady: () => {
+          startCurator().catch((err) => curatorFailed(new Error(`could not start the curator: ${(err as Error).message}`, { cause: err })));
+        },
       }),
     ]);
   } finally {

@@ -7,7 +7,7 @@ import { ClusterDirectorySchema, NodeRolesSchema, type ClusterDirectory, type No
 import type { Node } from "../../proto/gen/curator/curator_pb.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
 import type { Value } from "../event/mod.ts";
-import type { Runnable } from "../supervisor/mod.ts";
+import { RestartRequest, type Runnable } from "../supervisor/mod.ts";
 import { withCurator, type CuratorConnection } from "./curator_connection.ts";
 
 export interface RoleFetchOptions {
@@ -34,8 +34,14 @@ export function roleFetchWorker(options: RoleFetchOptions): Runnable {
     const connection = await options.connection.get({ signal: ctx.signal });
     const nodes = new Map<string, Node>();
     let lastRoles = "";
-    ctx.logger.info("watching the cluster for this node's roles", { curators: connection.targets.length });
-    await withCurator(connection, async (client) => {
+    ctx.logger.info("watching the cluster for this node's roles", { via: connection.targets[0] });
+    // A new set of curators (the local one started or stopped) means
+    // watching through the best one again.
+    const reconnect = options.connection.waitFor((c) => c !== connection, { signal: ctx.signal }).then(() => {
+      throw new RestartRequest("the curators changed");
+    });
+    reconnect.catch(() => {});
+    const watching = withCurator(connection, async (client) => {
       for await (const event of client.watch({ kind: { case: "nodesInCluster", value: {} } }, { signal: ctx.signal })) {
         for (const node of event.nodes) nodes.set(node.id, node);
         for (const tombstone of event.nodeTombstones) nodes.delete(tombstone.nodeId);
@@ -56,6 +62,7 @@ export function roleFetchWorker(options: RoleFetchOptions): Runnable {
         ctx.signalHealthy();
       }
     });
+    await Promise.race([watching, reconnect]);
     throw new Error("the curator ended the watch");
   };
 }

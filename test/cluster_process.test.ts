@@ -1,0 +1,138 @@
+// Three nodes as processes on loopback: register, approve, commit, the
+// consensus role (etcd learner → voter), losing and regaining the first
+// node, and shrinking etcd when a node loses the consensus role.
+
+import { afterAll, describe, expect, test } from "bun:test";
+import { join } from "node:path";
+import { writeFileSync, readFileSync } from "node:fs";
+import { fromBinary } from "@bufbuild/protobuf";
+import { NodeParametersSchema } from "../proto/gen/api/configuration_pb.ts";
+import { loadCredentials } from "../internal/cluster/mod.ts";
+import { clientUrl, connectEtcd } from "../internal/consensus/mod.ts";
+import { etcdMembers, type EtcdMember } from "../internal/curator/mod.ts";
+import { generateKeyPair, privateKeyPem, rawPublicKey } from "../internal/pki/mod.ts";
+import { loadEtcdMemberState } from "../internal/roleserve/mod.ts";
+import { eventually, tempDir } from "../internal/testing/mod.ts";
+import { NodeProcess, ctl as runCtl, loopbackBlock } from "./support/node_process.ts";
+
+const dir = tempDir("nodecore-cluster-");
+const address = loopbackBlock();
+const nodes = [1, 2, 3].map((i) => new NodeProcess(`node${i}`, join(dir.path, `node${i}`), address(10 + i)));
+const [node1, node2, node3] = nodes as [NodeProcess, NodeProcess, NodeProcess];
+const owner = generateKeyPair();
+const ownerKeyFile = join(dir.path, "owner.key");
+writeFileSync(ownerKeyFile, privateKeyPem(owner.privateKey));
+const ctl = (...args: string[]) => runCtl(join(dir.path, "ctl"), "--owner-key", ownerKeyFile, ...args);
+const ids = new Map<NodeProcess, string>();
+
+afterAll(async () => {
+  await Promise.all(nodes.map((n) => n.stop()));
+  dir[Symbol.dispose]();
+});
+
+/** etcd's member list, asked through a node's own etcd member. */
+async function members(via: NodeProcess): Promise<EtcdMember[]> {
+  const credentials = loadCredentials(via.layout)!;
+  const member = loadEtcdMemberState(via.layout)!;
+  const client = connectEtcd({ endpoints: [clientUrl(via.address)], tls: { ca: member.ca, certificate: member.certificate, privateKey: credentials.privateKey } });
+  try {
+    return await etcdMembers(client);
+  } finally {
+    client.close();
+  }
+}
+
+async function nodeList(): Promise<{ id: string; state: string; roles: string[]; address: string }[]> {
+  const result = await ctl("node", "list", "--json");
+  if (result.code !== 0) throw new Error(`ctl node list failed: ${result.stderr}`);
+  return JSON.parse(result.stdout);
+}
+
+describe("a three-node cluster of processes", () => {
+  test("node 1 bootstraps and the owner takes ownership", async () => {
+    node1.writeParameters({ cluster: { case: "clusterBootstrap", value: { ownerPublicKey: rawPublicKey(owner.publicKey) } } } as never);
+    node1.start();
+    await node1.waitForLog((l) => l.msg === "node is UP", { what: "node 1 UP" });
+    expect((await ctl("takeownership", node1.address)).code).toBe(0);
+  }, 90_000);
+
+  test("nodes 2 and 3 register with a ticket, wait for approval, and are UP once approved", async () => {
+    const paramsFile = join(dir.path, "register.pb");
+    const written = await ctl("params", "register", paramsFile);
+    expect(written.code).toBe(0);
+    const params = fromBinary(NodeParametersSchema, readFileSync(paramsFile));
+    for (const node of [node2, node3]) {
+      node.writeParameters(params);
+      node.start();
+    }
+    for (const node of [node2, node3]) {
+      const waiting = await node.waitForLog((l) => l.msg.startsWith("waiting for the owner to approve node"), { what: "waiting for approval" });
+      ids.set(node, String(waiting.msg).split(" ")[7]!);
+    }
+    const listed = await nodeList();
+    expect(listed.filter((n) => n.state === "NEW").map((n) => n.id).sort()).toEqual([ids.get(node2)!, ids.get(node3)!].sort());
+    for (const node of [node2, node3]) expect((await ctl("node", "approve", ids.get(node)!)).code).toBe(0);
+    for (const node of [node2, node3]) await node.waitForLog((l) => l.msg === "node is UP", { what: "UP after approval" });
+    ids.set(node1, (await nodeList()).find((n) => n.address === node1.address)!.id);
+    expect((await nodeList()).every((n) => n.state === "UP")).toBe(true);
+  }, 120_000);
+
+  test("the consensus role makes nodes 2 and 3 etcd learners, then voters", async () => {
+    expect((await ctl("node", "roles", "set", ids.get(node2)!, "consensus")).code).toBe(0);
+    // etcd takes one new member at a time: node 3 is refused, with a reason
+    // that says to try again, until node 2 has joined and votes.
+    await eventually(
+      async () => {
+        const result = await ctl("node", "roles", "set", ids.get(node3)!, "consensus");
+        if (result.code !== 0) {
+          expect(result.stderr).toMatch(/one node joins etcd at a time, try again once it votes|try again once every member is up/);
+          throw new Error(result.stderr);
+        }
+      },
+      { timeoutMs: 90_000, intervalMs: 1000, what: "consensus role for node 3" },
+    );
+    await eventually(
+      async () => {
+        const list = await members(node1);
+        expect(list.length).toBe(3);
+        expect(list.every((m) => !m.isLearner && m.name !== "")).toBe(true);
+      },
+      { timeoutMs: 90_000, intervalMs: 1000, what: "three voting etcd members" },
+    );
+    // Every node now runs a curator; the owner's list of curators follows.
+    await eventually(async () => expect((await ctl("cluster", "info")).stdout).toContain(node3.address), { timeoutMs: 30_000, intervalMs: 1000 });
+  }, 150_000);
+
+  test("the cluster keeps serving the owner while node 1 is down, and node 1 rejoins through the survivors", async () => {
+    await node1.stop();
+    await eventually(async () => expect((await nodeList()).length).toBe(3), { timeoutMs: 60_000, intervalMs: 1000, what: "owner served by nodes 2/3" });
+    const from = node1.logs.length;
+    node1.start();
+    const unlocked = await node1.waitForLog((l) => l.msg === "got the cluster unlock key", { from, what: "JoinNode through a survivor" });
+    expect([`${node2.address}:7835`, `${node3.address}:7835`]).toContain(String(unlocked.curator));
+    await node1.waitForLog((l) => l.msg === "node is UP", { from, what: "node 1 UP again" });
+    await eventually(async () => expect((await members(node2)).filter((m) => !m.isLearner).length).toBe(3), { timeoutMs: 60_000, intervalMs: 1000 });
+  }, 180_000);
+
+  test("removing the consensus role from node 3 shrinks etcd to two members", async () => {
+    // Right after node 1 rejoined, etcd may still refuse to reconfigure.
+    await eventually(
+      async () => {
+        const result = await ctl("node", "roles", "unset", ids.get(node3)!, "consensus");
+        if (result.code !== 0) {
+          expect(result.stderr).toContain("try again once every member is up");
+          throw new Error(result.stderr);
+        }
+      },
+      { timeoutMs: 60_000, intervalMs: 1000, what: "consensus role removed from node 3" },
+    );
+    await eventually(async () => expect((await members(node1)).map((m) => m.name).sort()).toEqual([ids.get(node1)!, ids.get(node2)!].sort()), {
+      timeoutMs: 60_000,
+      intervalMs: 1000,
+      what: "etcd without node 3",
+    });
+    await node3.waitForLog((l) => l.msg === "consensus role removed: deleting this node's etcd data", { what: "node 3 left etcd" });
+    const list = await nodeList();
+    expect(list.find((n) => n.id === ids.get(node3))!.roles).not.toContain("consensus");
+  }, 120_000);
+});
