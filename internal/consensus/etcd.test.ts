@@ -102,3 +102,12 @@ describe("etcd member", () => {
     client.close();
   }, 60_000);
 });
+
+describe("etcd log lines", () => {
+  test("keep etcd's level, message and fields", async () => {
+    const { parseEtcdLine } = await import("./mod.ts");
+    const parsed = parseEtcdLine('{"level":"warn","ts":"2026-01-01T00:00:00Z","caller":"x.go:1","msg":"slow fdatasync","took":"1.2s"}');
+    expect(parsed).toEqual({ level: "warn", message: "slow fdatasync", fields: { took: "1.2s" } });
+    expect(parseEtcdLine("WARNING: plain text")).toBeUndefined();
+  });
+});

@@ -4,7 +4,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { X509Certificate, KeyObject } from "node:crypto";
 import { privateKeyPem } from "../pki/mod.ts";
-import { runProcess, sleep, type RunContext } from "../supervisor/mod.ts";
+import { runProcess, sleep, type ParsedLine, type RunContext } from "../supervisor/mod.ts";
 import { connectEtcd } from "./etcd_client.ts";
 
 /** The etcd binary (Debian's etcd-server package, also in the node image). */
@@ -95,6 +95,23 @@ export function etcdArgs(options: EtcdMemberOptions, files: { ca: string; cert: 
   ];
 }
 
+const ZAP_LEVELS: Record<string, ParsedLine["level"]> = { debug: "debug", info: "info", warn: "warn", error: "error", dpanic: "error", panic: "error", fatal: "error" };
+/** Fields of etcd's zap lines that the logger already says another way. */
+const ZAP_NOISE = new Set(["level", "ts", "msg", "caller"]);
+
+/** etcd logs one JSON object per line (zap): keep its level, message and fields. */
+export function parseEtcdLine(line: string): ParsedLine | undefined {
+  if (!line.startsWith("{")) return undefined;
+  try {
+    const entry = JSON.parse(line) as Record<string, unknown>;
+    const fields: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(entry)) if (!ZAP_NOISE.has(k)) fields[k] = v;
+    return { level: ZAP_LEVELS[String(entry.level)] ?? "info", message: String(entry.msg ?? line), fields };
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * Runs this node's etcd member until cancelled. Healthy once it answers a
  * read through its client URL.
@@ -107,6 +124,7 @@ export async function runEtcdMember(ctx: RunContext, options: EtcdMemberOptions)
     command: ETCD_BINARY,
     args: etcdArgs(options, files),
     env: { ETCD_UNSUPPORTED_ARCH: process.arch === "x64" ? "" : process.arch },
+    parseLine: parseEtcdLine,
     ready: async (signal) => {
       // A fresh client per probe: the client's circuit breaker would
       // otherwise hold off probes for seconds after the first failures.

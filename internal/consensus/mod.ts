@@ -21,6 +21,7 @@
 export {
   runEtcdMember,
   etcdArgs,
+  parseEtcdLine,
   peerUrl,
   clientUrl,
   ETCD_BINARY,

@@ -60,4 +60,5 @@ export {
   DEFAULT_KILL_GRACE_MS,
   DEFAULT_HEALTHY_AFTER_MS,
   type ProcessOptions,
+  type ParsedLine,
 } from "./process_runner.ts";

@@ -24,6 +24,19 @@ export interface ProcessOptions {
   ready?: (signal: AbortSignal) => Promise<void>;
   /** Called with the pid once spawned (PID 1's reaper uses it to leave our children alone). */
   onSpawn?: (pid: number) => void;
+  /**
+   * Turns a line of the process's output into a structured entry (for
+   * processes that log JSON, like etcd). Lines it returns undefined for are
+   * logged as they are.
+   */
+  parseLine?: (line: string) => ParsedLine | undefined;
+}
+
+/** A line of child output as a log entry. */
+export interface ParsedLine {
+  level: "debug" | "info" | "warn" | "error";
+  message: string;
+  fields?: Record<string, unknown>;
 }
 
 /**
@@ -66,11 +79,19 @@ export class ProcessStartError extends Error {
   override name = "ProcessStartError";
 }
 
-async function pipeLines(stream: ReadableStream<Uint8Array>, logger: Logger, name: "stdout" | "stderr"): Promise<void> {
+async function pipeLines(
+  stream: ReadableStream<Uint8Array>,
+  logger: Logger,
+  name: "stdout" | "stderr",
+  parseLine?: (line: string) => ParsedLine | undefined,
+): Promise<void> {
   const decoder = new TextDecoder();
   let buffered = "";
   const emit = (line: string) => {
-    if (line.length > 0) logger.info(line, { stream: name });
+    if (line.length === 0) return;
+    const parsed = parseLine?.(line);
+    if (parsed) logger[parsed.level](parsed.message, { ...parsed.fields, stream: name });
+    else logger.info(line, { stream: name });
   };
   for await (const chunk of stream) {
     buffered += decoder.decode(chunk, { stream: true });
@@ -108,8 +129,8 @@ export async function runProcess(ctx: RunContext, options: ProcessOptions): Prom
   options.onSpawn?.(child.pid);
   ctx.logger.info("process started", { command, pid: child.pid });
   const output = Promise.all([
-    pipeLines(child.stdout, ctx.logger, "stdout"),
-    pipeLines(child.stderr, ctx.logger, "stderr"),
+    pipeLines(child.stdout, ctx.logger, "stdout", options.parseLine),
+    pipeLines(child.stderr, ctx.logger, "stderr", options.parseLine),
   ]).catch(() => {});
 
   let killTimer: ReturnType<typeof setTimeout> | undefined;
