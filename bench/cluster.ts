@@ -1,0 +1,155 @@
+// Figures for the cluster: bootstrap time of a node process, curator unary
+// latency and throughput on loopback, Watch fan-out to 1000 watchers, and
+// the time for three node processes to form a cluster of three voting etcd
+// members. Prints figures; asserts nothing. `bun bench/cluster.ts`.
+
+import { join } from "node:path";
+import { writeFileSync, readFileSync } from "node:fs";
+import { fromBinary } from "@bufbuild/protobuf";
+import { Management } from "../proto/gen/api/management_pb.ts";
+import { NodeParametersSchema } from "../proto/gen/api/configuration_pb.ts";
+import { Curator, WatchEvent_Progress } from "../proto/gen/curator/curator_pb.ts";
+import { AAA } from "../proto/gen/api/management_pb.ts";
+import { startTestCluster } from "../internal/curator/mod.ts";
+import { generateKeyPair, privateKeyPem, rawPublicKey } from "../internal/pki/mod.ts";
+import { eventually, tempDir } from "../internal/testing/mod.ts";
+import { X509Certificate } from "node:crypto";
+import { NodeProcess, ctl as runCtl, loopbackBlock } from "../test/support/node_process.ts";
+
+const LATENCY_CALLS = 500;
+const THROUGHPUT_SECONDS = 5;
+const THROUGHPUT_CONCURRENCY = 32;
+const WATCHERS = 1000;
+const WATCHERS_PER_CLIENT = 100;
+
+const figure = (name: string, value: string) => console.log(`${name.padEnd(62)} ${value}`);
+const ms = (n: number) => `${n.toFixed(1)} ms`;
+const percentile = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
+
+async function curatorFigures(): Promise<void> {
+  const cluster = await startTestCluster();
+  try {
+    const aaa = cluster.client(AAA, { kind: "self-signed", key: cluster.ownerKey });
+    const escrow = await aaa.escrow({});
+    aaa.close();
+    const owner = { kind: "owner" as const, certificate: new X509Certificate(escrow.ownerCertificate), privateKey: cluster.ownerKey.privateKey };
+    const management = cluster.client(Management, owner);
+    const curator = cluster.client(Curator, { kind: "node", certificate: cluster.node.certificate, privateKey: cluster.node.key.privateKey });
+    await management.getClusterInfo({});
+
+    const reads: number[] = [];
+    for (let i = 0; i < LATENCY_CALLS; i++) {
+      const started = performance.now();
+      await management.getClusterInfo({});
+      reads.push(performance.now() - started);
+    }
+    figure(`curator read (GetClusterInfo) p50 / p99, ${LATENCY_CALLS} calls`, `${ms(percentile(reads, 50))} / ${ms(percentile(reads, 99))}`);
+    const writes: number[] = [];
+    for (let i = 0; i < LATENCY_CALLS; i++) {
+      const started = performance.now();
+      await curator.updateNodeStatus({ nodeId: cluster.node.id, status: { externalAddress: cluster.host, timestampMs: BigInt(i) } });
+      writes.push(performance.now() - started);
+    }
+    figure(`curator write (UpdateNodeStatus) p50 / p99, ${LATENCY_CALLS} calls`, `${ms(percentile(writes, 50))} / ${ms(percentile(writes, 99))}`);
+
+    let count = 0;
+    const deadline = performance.now() + THROUGHPUT_SECONDS * 1000;
+    await Promise.all(
+      Array.from({ length: THROUGHPUT_CONCURRENCY }, async () => {
+        while (performance.now() < deadline) {
+          await management.getClusterInfo({});
+          count++;
+        }
+      }),
+    );
+    figure(`curator read throughput, ${THROUGHPUT_CONCURRENCY} concurrent`, `${Math.round(count / THROUGHPUT_SECONDS)} calls/s`);
+
+    // Watch fan-out: WATCHERS streams over several channels, then one write.
+    const clients = Array.from({ length: WATCHERS / WATCHERS_PER_CLIENT }, () =>
+      cluster.client(Curator, { kind: "node", certificate: cluster.node.certificate, privateKey: cluster.node.key.privateKey }),
+    );
+    const controller = new AbortController();
+    const marker = `fanout-${Date.now()}`;
+    let backlogged = 0;
+    const seenAt: number[] = [];
+    const streams = clients.flatMap((client) =>
+      Array.from({ length: WATCHERS_PER_CLIENT }, async () => {
+        try {
+          for await (const event of client.watch({ kind: { case: "nodesInCluster", value: {} } }, { signal: controller.signal })) {
+            if (event.progress === WatchEvent_Progress.LAST_BACKLOGGED) backlogged++;
+            if (event.nodes.some((n) => n.status?.version === marker)) {
+              seenAt.push(performance.now());
+              return;
+            }
+          }
+        } catch {
+          // Cancelled at the end.
+        }
+      }),
+    );
+    const setupStarted = performance.now();
+    await eventually(() => backlogged === WATCHERS, { timeoutMs: 120_000, what: "all watchers past their backlog" });
+    figure(`watch: ${WATCHERS} watchers established`, ms(performance.now() - setupStarted));
+    const written = performance.now();
+    await curator.updateNodeStatus({ nodeId: cluster.node.id, status: { externalAddress: cluster.host, version: marker } });
+    await eventually(() => seenAt.length === WATCHERS, { timeoutMs: 120_000, what: "update reached every watcher" });
+    figure(`watch: one update reaches all ${WATCHERS} watchers`, `${ms(Math.max(...seenAt) - written)} (median ${ms(percentile(seenAt.map((t) => t - written), 50))})`);
+    controller.abort();
+    await Promise.all(streams);
+    for (const c of [...clients, management, curator]) c.close();
+  } finally {
+    await cluster.close();
+  }
+}
+
+async function processFigures(): Promise<void> {
+  using dir = tempDir("nodecore-bench-");
+  const address = loopbackBlock();
+  const nodes = [1, 2, 3].map((i) => new NodeProcess(`node${i}`, join(dir.path, `node${i}`), address(200 + i)));
+  const [node1, node2, node3] = nodes as [NodeProcess, NodeProcess, NodeProcess];
+  const owner = generateKeyPair();
+  const ownerKey = join(dir.path, "owner.key");
+  writeFileSync(ownerKey, privateKeyPem(owner.privateKey));
+  const ctl = (...args: string[]) => runCtl(join(dir.path, "ctl"), "--owner-key", ownerKey, ...args);
+  try {
+    const started = performance.now();
+    node1.writeParameters({ cluster: { case: "clusterBootstrap", value: { ownerPublicKey: rawPublicKey(owner.publicKey) } } } as never);
+    node1.start();
+    await node1.waitForLog((l) => l.msg === "node is UP");
+    figure("bootstrap: process start → node UP (one node, processes)", ms(performance.now() - started));
+    await ctl("takeownership", node1.address);
+    await ctl("params", "register", join(dir.path, "register.pb"));
+    const params = fromBinary(NodeParametersSchema, readFileSync(join(dir.path, "register.pb")));
+    for (const node of [node2, node3]) {
+      node.writeParameters(params);
+      node.start();
+    }
+    for (const node of [node2, node3]) {
+      const waiting = await node.waitForLog((l) => l.msg.startsWith("waiting for the owner to approve node"));
+      const id = String(waiting.msg).split(" ")[7]!;
+      await ctl("node", "approve", id);
+      await node.waitForLog((l) => l.msg === "node is UP");
+      const roleSet = performance.now();
+      await eventually(async () => {
+        const r = await ctl("node", "roles", "set", id, "consensus");
+        if (r.code !== 0) throw new Error(r.stderr);
+      }, { timeoutMs: 120_000, intervalMs: 200 });
+      await node.waitForLog((l) => l.msg === "etcd is serving", { timeoutMs: 120_000 });
+      figure(`role change → etcd member serving on ${node.name}`, ms(performance.now() - roleSet));
+    }
+    await eventually(
+      async () => {
+        const list = JSON.parse((await ctl("node", "list", "--json")).stdout) as { roles: string[] }[];
+        return list.filter((n) => n.roles.includes("consensus")).length === 3;
+      },
+      { timeoutMs: 120_000, intervalMs: 200 },
+    );
+    figure("three-node cluster formed (all UP, three consensus members)", ms(performance.now() - started));
+  } finally {
+    await Promise.all(nodes.map((n) => n.stop()));
+  }
+}
+
+console.log(`cluster figures (${new Date().toISOString()}, ${navigator.hardwareConcurrency} cores, loopback)`);
+await curatorFigures();
+await processFigures();
