@@ -20,6 +20,8 @@ export interface QemuOptions {
   cmdline?: string;
   /** fw_cfg string items, by name ("opt/..."): the node reads them from sysfs. */
   fwCfg?: Record<string, string>;
+  /** fw_cfg items whose contents come from host files (binary-safe), by name: path. */
+  fwCfgFiles?: Record<string, string>;
   /** Appended as they are (network devices, serial sockets, ...). */
   extraArgs?: readonly string[];
 }
@@ -56,6 +58,9 @@ export function qemuArgs(options: QemuOptions): string[] {
   ];
   for (const [name, value] of Object.entries(options.fwCfg ?? {})) {
     argv.push("-fw_cfg", `name=${escapeOptionValue(name)},string=${escapeOptionValue(value)}`);
+  }
+  for (const [name, file] of Object.entries(options.fwCfgFiles ?? {})) {
+    argv.push("-fw_cfg", `name=${escapeOptionValue(name)},file=${escapeOptionValue(file)}`);
   }
   return [...argv, ...(options.extraArgs ?? [])];
 }

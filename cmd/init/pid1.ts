@@ -2,7 +2,7 @@
 // reap orphans, turn power requests into a clean shutdown, and show fatal
 // conditions on the console. Logic lives in internal/sys; this is wiring.
 
-import { readdirSync, mkdirSync, readFileSync, createReadStream } from "node:fs";
+import { closeSync, constants, mkdirSync, openSync, readdirSync, readFileSync, readSync } from "node:fs";
 import { release } from "node:os";
 import type { Logger } from "../../internal/log/mod.ts";
 import { isSpawnedChild } from "../../internal/supervisor/mod.ts";
@@ -93,6 +93,13 @@ export type PowerAction = "poweroff" | "restart";
 const EV_KEY = 1;
 const KEY_POWER = 116;
 const INPUT_EVENT_BYTES = 24;
+/**
+ * How often PID 1 reads the input devices. They are opened non-blocking and
+ * polled: a blocking read (fs.createReadStream) parks one of bun's I/O
+ * threads per device until a key is pressed, and then writes to child
+ * processes' stdin pipes stall (cryptsetup --key-file - never gets its key).
+ */
+export const POWER_BUTTON_POLL_MS = 250;
 
 /**
  * Calls `onRequest` when someone asks the node to power off or restart:
@@ -114,27 +121,45 @@ export function watchPowerRequests(onRequest: (action: PowerAction, why: string)
   } catch {
     // No input devices: no power button.
   }
+  const buffer = Buffer.alloc(INPUT_EVENT_BYTES * 64);
   for (const name of devices) {
-    const stream = createReadStream(`/dev/input/${name}`);
-    let pending = Buffer.alloc(0);
-    stream.on("data", (chunk: Buffer | string) => {
-      pending = Buffer.concat([pending, Buffer.from(chunk)]);
-      while (pending.length >= INPUT_EVENT_BYTES) {
-        const type = pending.readUInt16LE(16);
-        const code = pending.readUInt16LE(18);
-        const value = pending.readInt32LE(20);
-        pending = pending.subarray(INPUT_EVENT_BYTES);
-        if (type === EV_KEY && code === KEY_POWER && value === 1) onRequest("poweroff", "power button");
+    let fd: number;
+    try {
+      fd = openSync(`/dev/input/${name}`, constants.O_RDONLY | constants.O_NONBLOCK);
+    } catch (err) {
+      logger.debug("input device unreadable", { device: name, error: (err as Error).message });
+      continue;
+    }
+    const timer = setInterval(() => {
+      for (;;) {
+        let bytes: number;
+        try {
+          bytes = readSync(fd, buffer, 0, buffer.length, null);
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code === "EAGAIN") return;
+          logger.debug("input device unreadable", { device: name, error: (err as Error).message });
+          clearInterval(timer);
+          closeSync(fd);
+          return;
+        }
+        // evdev returns whole events only.
+        for (let offset = 0; offset + INPUT_EVENT_BYTES <= bytes; offset += INPUT_EVENT_BYTES) {
+          const type = buffer.readUInt16LE(offset + 16);
+          const code = buffer.readUInt16LE(offset + 18);
+          const value = buffer.readInt32LE(offset + 20);
+          if (type === EV_KEY && code === KEY_POWER && value === 1) onRequest("poweroff", "power button");
+        }
+        if (bytes < buffer.length) return;
       }
-    });
-    stream.on("error", (err) => logger.debug("input device unreadable", { device: name, error: err.message }));
+    }, POWER_BUTTON_POLL_MS);
   }
   logger.info("watching for power requests", { inputDevices: devices.length });
 }
 
 /** Unmounts everything writable, flushes, and powers off or restarts. Only returns if that fails. */
 export function powerDown(action: PowerAction, mountpoints: readonly string[], logger: Logger): void {
-  for (const target of mountpoints) {
+  const mounted = mountedTargets();
+  for (const target of mountpoints.filter((t) => mounted.has(t))) {
     try {
       umount(target);
     } catch (err) {

@@ -154,11 +154,18 @@ async function runControlPlane(ctx: RunContext, options: ControlPlaneOptions, me
   let curatorFailed!: (err: Error) => void;
   const curatorFailure = new Promise<never>((_, reject) => (curatorFailed = reject));
   curatorFailure.catch(() => {});
+  // etcd runs in its own scope, and the control plane never returns before
+  // etcd has exited: whichever way the race below ends (cancellation, the
+  // role going, the curator failing), etcd still holds files open on /data,
+  // and PID 1 unmounts /data as soon as the tree has stopped.
+  const etcdScope = new AbortController();
+  const etcdCtx: RunContext = { ...ctx, signal: AbortSignal.any([ctx.signal, etcdScope.signal]) };
+  let etcdRun: Promise<void> | undefined;
   try {
     await Promise.race([
       roleRemoved,
       curatorFailure,
-      runEtcdMember(ctx, {
+      (etcdRun = runEtcdMember(etcdCtx, {
         name: credentials.nodeId,
         dataDir: options.layout.data.etcd.data,
         tlsDir: `${options.layout.ephemeral.etcd}/tls`,
@@ -170,10 +177,12 @@ async function runControlPlane(ctx: RunContext, options: ControlPlaneOptions, me
         onReady: () => {
           startCurator().catch((err) => curatorFailed(new Error(`could not start the curator: ${(err as Error).message}`, { cause: err })));
         },
-      }),
+      })),
     ]);
   } finally {
     options.localCurator.set(undefined);
     etcd.close();
+    etcdScope.abort();
+    await etcdRun?.catch(() => {});
   }
 }

@@ -1,0 +1,140 @@
+// Boot figures of the node image under qemu (TCG, -cpu max, one vCPU): how
+// long after qemu starts a node reaches each milestone on its first boot
+// (formats its data partition, bootstraps a cluster) and on its second (same
+// disk), how long a clean poweroff takes, the image's sizes, and the floor:
+// the same kernel and initramfs contents booting a stand-in init that
+// powers off at once (bench/floor_init.ts). Prints figures; asserts nothing.
+//
+//   bun bench/boot.ts [--runs N] [--no-build] [--image-dir dir]
+//
+// Times are host receive times of console lines (the guest's clocks are not
+// the host's). One VM runs at a time.
+
+import { mkdirSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { bootAndWatch, buildImage, cloneDisk, manifestPaths, OUT_DIR, qemuArgs, readManifest, REPO_ROOT, type ConsoleLine } from "../image/mod.ts";
+import { createLogger } from "../internal/log/mod.ts";
+import { BOOT_MILESTONES, CONSOLE, createCluster, ensureBuilt, runHostCommand } from "../test/launch/mod.ts";
+
+const UP_TIMEOUT_MS = 300_000;
+const FLOOR_TIMEOUT_MS = 180_000;
+const FLOOR_DIR = join(tmpdir(), "nodecore-bench-floor");
+const FLOOR_LINE = /^floor: init started/;
+const MIB = 1024 * 1024;
+
+const { values } = parseArgs({
+  options: {
+    runs: { type: "string", default: "1" },
+    "no-build": { type: "boolean", default: false },
+    "image-dir": { type: "string" },
+  },
+  strict: true,
+});
+const runs = Number(values.runs);
+const imageDir = values["image-dir"] ?? join(REPO_ROOT, OUT_DIR);
+const log = createLogger("bench.boot");
+
+const mib = (bytes: number) => `${(bytes / MIB).toFixed(1)} MiB`;
+const allocated = (path: string) => statSync(path).blocks * 512;
+const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const secs = (ms: number | undefined) => (ms === undefined ? "—" : `${(ms / 1000).toFixed(1)} s`);
+
+/** Milestone name → ms after qemu started, for one boot. */
+type Timings = Map<string, number>;
+
+function timingsOf(lines: readonly ConsoleLine[], extra: Record<string, number | undefined> = {}): Timings {
+  const timings: Timings = new Map();
+  for (const { name, pattern } of BOOT_MILESTONES) {
+    const line = lines.find((l) => pattern.test(l.text));
+    if (line) timings.set(name, line.ms);
+  }
+  for (const [name, ms] of Object.entries(extra)) if (ms !== undefined) timings.set(name, ms);
+  return timings;
+}
+
+/** The floor: the same kernel and initramfs contents with a stand-in init that powers off at once. */
+async function floorBoot(): Promise<Timings> {
+  mkdirSync(FLOOR_DIR, { recursive: true });
+  const init = join(FLOOR_DIR, "init");
+  await runHostCommand([process.execPath, "build", "--compile", join(import.meta.dir, "floor_init.ts"), "--outfile", init]);
+  const outDir = join(FLOOR_DIR, "out");
+  const manifest = await buildImage({ init, outDir, installPackages: false, logger: createLogger("bench.floor", { format: "none" }) });
+  const paths = manifestPaths(manifest, outDir);
+  const disk = join(FLOOR_DIR, "disk.img");
+  rmSync(disk, { force: true });
+  await cloneDisk(paths.disk, disk);
+  log.info("booting the floor (stand-in init that powers off at once)");
+  const started = performance.now();
+  const result = await bootAndWatch(qemuArgs({ kernel: paths.kernel, initramfs: paths.initramfs, disk }), { until: () => false, timeoutMs: FLOOR_TIMEOUT_MS });
+  const exitedMs = performance.now() - started;
+  rmSync(disk, { force: true });
+  if (result.timedOut || !result.lines.some((l) => FLOOR_LINE.test(l.text))) throw new Error(`the floor boot did not power off by itself: ${result.lines.slice(-5).map((l) => l.text).join(" | ")}`);
+  const timings = timingsOf(result.lines, { "qemu exited (powered off)": exitedMs });
+  const first = result.lines.find((l) => FLOOR_LINE.test(l.text));
+  if (first) timings.set("first init log line", first.ms);
+  return timings;
+}
+
+interface NodeRun {
+  first: Timings;
+  second: Timings;
+  diskAllocatedBytes: number;
+}
+
+/** One fresh node: first boot to UP, clean poweroff, second boot to UP, clean poweroff. */
+async function nodeRun(): Promise<NodeRun> {
+  const cluster = await createCluster({ name: "bench", quiet: true, imageDir, logger: log.child("launch") });
+  try {
+    const node = cluster.node("node1");
+    const boot = async (): Promise<Timings> => {
+      await node.start();
+      await node.waitForConsole(CONSOLE.nodeUp, UP_TIMEOUT_MS);
+      const lines = [...node.console.lines];
+      const pressed = performance.now();
+      const exit = await node.stop({ clean: true });
+      if (exit.reason !== "guest-shutdown") throw new Error(`node1 did not power off cleanly: ${JSON.stringify(exit)}`);
+      return timingsOf(lines, { "clean poweroff (button to qemu exit)": performance.now() - pressed });
+    };
+    const first = await boot();
+    const diskAllocatedBytes = allocated(node.files.disk);
+    const second = await boot();
+    return { first, second, diskAllocatedBytes };
+  } finally {
+    await cluster.close();
+  }
+}
+
+if (!values["no-build"]) await ensureBuilt(log);
+const manifest = readManifest(imageDir);
+const image = manifestPaths(manifest, imageDir);
+
+const floor = await floorBoot();
+const nodeRuns: NodeRun[] = [];
+for (let i = 0; i < runs; i++) {
+  log.info(`node boots, run ${i + 1} of ${runs}`);
+  nodeRuns.push(await nodeRun());
+}
+
+const rows = [...BOOT_MILESTONES.map((m) => m.name), "clean poweroff (button to qemu exit)", "qemu exited (powered off)"];
+const column = (pick: (r: NodeRun) => Timings) => (name: string) => median(nodeRuns.flatMap((r) => (pick(r).has(name) ? [pick(r).get(name)!] : [])));
+const firstOf = column((r) => r.first);
+const secondOf = column((r) => r.second);
+const width = Math.max(...rows.map((r) => r.length));
+const out: string[] = [
+  "",
+  `boot figures: seconds after qemu started (host receive times), TCG -cpu max, 1 vCPU, ${runs === 1 ? "one run" : `median of ${runs} runs`}`,
+  `${"".padEnd(width)}  ${"floor".padStart(8)}  ${"boot 1".padStart(8)}  ${"boot 2".padStart(8)}`,
+  ...rows.map((name) => `${name.padEnd(width)}  ${secs(floor.get(name)).padStart(8)}  ${secs(firstOf(name)).padStart(8)}  ${secs(secondOf(name)).padStart(8)}`),
+  "  floor: same kernel and initramfs contents, a stand-in init that powers off at once (no NIC)",
+  "  boot 1: fresh disk (formats LUKS2 + ext4, bootstraps the cluster); boot 2: same disk (mounts, cold start)",
+  "",
+  "sizes",
+  `  kernel (${manifest.kernel.format})${"".padEnd(8)} ${mib(manifest.kernel.bytes)}`,
+  `  initramfs                ${mib(manifest.initramfs.bytes)} (its out/init: ${mib(statSync(resolve(REPO_ROOT, manifest.initramfs.init.source)).size)})`,
+  `  disk template            ${mib(manifest.disk.bytes)} apparent, ${mib(allocated(image.disk))} allocated`,
+  `  node disk after boot 1   ${mib(median(nodeRuns.map((r) => r.diskAllocatedBytes))!)} allocated`,
+  "",
+];
+process.stdout.write(out.join("\n"));

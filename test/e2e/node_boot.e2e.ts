@@ -1,0 +1,184 @@
+// Booting a node under qemu: what its console says, what its disk holds
+// afterwards, and how it behaves when its parameters are corrupt.
+//
+//   node1 (bootstrap parameters)  boot 1: fw_cfg → ESP → DATA formatted (LUKS2 + ext4) → address → UP
+//                                  power button → clean poweroff → host reads the disk: ciphertext only
+//                                  boot 2: same disk → DATA mounted, not formatted (same marker) → UP
+//   node2 (corrupt parameters)     FATAL banner, and the node stays up
+//
+// One VM runs at a time. Disks and consoles stay in out/cluster/e2e/.
+
+import { fromBinary } from "@bufbuild/protobuf";
+import { randomBytes } from "node:crypto";
+import { NodeParametersSchema } from "../../proto/gen/api/configuration_pb.ts";
+import { bootMilestones, CONSOLE, createCluster, formatMilestones, type Cluster, type ConsoleLine, type NodeVm } from "../launch/mod.ts";
+import { hasExt4Magic, isLuks2, partitionContains, partitionExtent, readLuks2Header } from "./disk_inspection.ts";
+import { assert, assertEqual, e2eCleanup, e2eTest, type E2eContext } from "./harness.ts";
+
+/** Per boot milestone: TCG is slow, and the host may be busy with other work. */
+const MILESTONE_TIMEOUT_MS = 120_000;
+/** How long a node with a FATAL banner is watched to show that it stays up. */
+const STAYS_UP_OBSERVE_MS = 10_000;
+const STAYS_UP_POLL_MS = 1_000;
+const DATA_PARTITION_NUMBER = 2;
+const CORRUPT_PARAMETERS_BYTES = 64;
+
+let cluster: Cluster | undefined;
+/** The data partition's format marker as boot 1 reported it. */
+let firstFormattedAt: string | undefined;
+
+/** Random bytes that the node's own schema refuses to parse (checked here, so the test cannot pass by luck). */
+function corruptParameters(): Uint8Array {
+  for (;;) {
+    const bytes = new Uint8Array(randomBytes(CORRUPT_PARAMETERS_BYTES));
+    try {
+      fromBinary(NodeParametersSchema, bytes);
+    } catch {
+      return bytes;
+    }
+  }
+}
+
+async function theCluster(ctx: E2eContext): Promise<Cluster> {
+  cluster ??= await createCluster({
+    name: "e2e",
+    nodes: [{ parameters: { kind: "bootstrap" } }, { parameters: { kind: "raw", bytes: corruptParameters() } }],
+    quiet: !ctx.verbose,
+    imageDir: ctx.imageDir,
+    logger: ctx.logger.child("launch"),
+  });
+  return cluster;
+}
+
+/** Waits for a console line, saying when it came. */
+async function milestone(ctx: E2eContext, node: NodeVm, pattern: RegExp, what: string): Promise<ConsoleLine> {
+  const line = await node.waitForConsole(pattern, MILESTONE_TIMEOUT_MS);
+  ctx.logger.info(`${node.name}: ${what}`, { after: `${(line.ms / 1000).toFixed(1)}s` });
+  return line;
+}
+
+/** A logfmt field of a console line (formattedAt=..., source=...). */
+function field(line: ConsoleLine, name: string): string | undefined {
+  return new RegExp(`\\b${name}=("[^"]*"|\\S+)`).exec(line.text)?.[1]?.replace(/^"|"$/g, "");
+}
+
+function reportBoot(ctx: E2eContext, node: NodeVm, title: string): void {
+  ctx.report(`${title} (seconds after qemu started, host receive times):\n${formatMilestones(bootMilestones(node.console.lines))}`);
+}
+
+/** The FATAL banner's text, unwrapped: the lines between its bars, without the frame. */
+function bannerText(lines: readonly ConsoleLine[]): string {
+  const start = lines.findIndex((l) => CONSOLE.fatalBanner.test(l.text));
+  if (start < 0) return "";
+  const body: string[] = [];
+  for (const line of lines.slice(start)) {
+    if (/^#+$/.test(line.text.trim())) break;
+    body.push(line.text.replace(/^# ?/, "").replace(/\s*#$/, "").trim());
+  }
+  return body.join(" ");
+}
+
+function assertNoPanic(node: NodeVm): void {
+  const panic = node.console.find(CONSOLE.kernelPanic);
+  assert(panic === undefined, `${node.name}'s kernel panicked: ${panic?.text}`);
+}
+
+e2eTest("a node reads its parameters from fw_cfg, mounts its ESP, formats and mounts its encrypted data partition and gets its address", async (ctx) => {
+  const node = (await theCluster(ctx)).node("node1");
+  await node.start();
+  const parameters = await milestone(ctx, node, CONSOLE.parametersRead, "node parameters read");
+  assertEqual(field(parameters, "source"), "fw_cfg", "where the node found its parameters");
+  assert(/bootstrap a new cluster/.test(parameters.text), `the parameters should ask to bootstrap, the node said: ${parameters.text}`);
+  const esp = await milestone(ctx, node, CONSOLE.espMounted, "ESP mounted");
+  assert(/device=\/dev\/vd/.test(esp.text), `the ESP should be mounted from the virtio disk: ${esp.text}`);
+  const formatted = await milestone(ctx, node, CONSOLE.dataFormatted, "data partition formatted and mounted");
+  firstFormattedAt = field(formatted, "formattedAt");
+  assert(firstFormattedAt !== undefined && !Number.isNaN(Date.parse(firstFormattedAt)), `the format marker should be a timestamp: ${formatted.text}`);
+  const address = await milestone(ctx, node, CONSOLE.addressAcquired, "address acquired");
+  assert(address.text.includes(`got address ${node.address}/24 `), `node1 should get its static lease ${node.address}: ${address.text}`);
+  assertNoPanic(node);
+});
+
+e2eTest("the first node bootstraps a cluster and reports itself UP as a consensus member", async (ctx) => {
+  const node = (await theCluster(ctx)).node("node1");
+  const up = await milestone(ctx, node, CONSOLE.nodeUp, "node is UP");
+  assert(/roles=\S*consensus/.test(up.text), `node1 should hold the consensus role: ${up.text}`);
+  assertEqual(field(up, "address"), node.address, "the address the node reports");
+  reportBoot(ctx, node, "node1, first boot (formats the data partition, bootstraps the cluster)");
+});
+
+e2eTest("the node powers off cleanly on the ACPI power button, unmounting its file systems and leaving only ciphertext in its data partition", async (ctx) => {
+  const node = (await theCluster(ctx)).node("node1");
+  const started = performance.now();
+  const exit = await node.stop({ clean: true });
+  ctx.logger.info("node1: powered off", { seconds: ((performance.now() - started) / 1000).toFixed(1) });
+  assertEqual(exit.reason, "guest-shutdown", "why qemu exited");
+  assertEqual(exit.exitCode, 0, "qemu's exit code");
+  assert(node.console.find(CONSOLE.powerButton), "PID 1 should say the power button asked it to stop");
+  assert(node.console.find(CONSOLE.poweringOff), "PID 1 should say it is powering off");
+  assertNoPanic(node);
+  const detached = node.console.find(CONSOLE.unmountFailed);
+  assert(detached === undefined, `PID 1 could not unmount a file system at poweroff: ${detached?.text}`);
+
+  const disk = node.files.disk;
+  const data = await partitionExtent(disk, DATA_PARTITION_NUMBER);
+  assertEqual(data.name, "DATA", `the name of partition ${DATA_PARTITION_NUMBER}`);
+  const header = readLuks2Header(disk, data);
+  assert(isLuks2(header), `the DATA partition should hold a LUKS2 header, found version ${header.version}`);
+  assert(!hasExt4Magic(disk, data.startBytes), "an ext4 superblock shows in plaintext at the start of the DATA partition");
+  assert(!hasExt4Magic(disk, data.startBytes + header.segmentOffsetBytes), "an ext4 superblock shows in plaintext where the encrypted payload starts");
+  assert(firstFormattedAt !== undefined, "the first boot reported no format marker");
+  assert(!partitionContains(disk, data, Buffer.from(firstFormattedAt)), `the format marker ${firstFormattedAt} (a file on /data) shows in plaintext on the disk`);
+  ctx.report(`node1's DATA partition: LUKS2 at ${data.startBytes} bytes, ${header.cipher}, payload from +${header.segmentOffsetBytes} bytes; no ext4 magic or marker text in plaintext`);
+});
+
+e2eTest("the same disk boots again and mounts its data partition without formatting it, and the node is UP again", async (ctx) => {
+  const node = (await theCluster(ctx)).node("node1");
+  await node.start();
+  await milestone(ctx, node, /found sealed configuration, joining the cluster/, "found its sealed configuration");
+  const mounted = await milestone(ctx, node, CONSOLE.dataMounted, "data partition mounted");
+  const recovery = node.console.find(CONSOLE.ext4Recovery);
+  assert(recovery === undefined, `the data file system was not unmounted cleanly at the last poweroff: ${recovery?.text}`);
+  assert(!CONSOLE.dataFormatted.test(mounted.text), `the second boot formatted the data partition again: ${mounted.text}`);
+  assertEqual(field(mounted, "formattedAt"), firstFormattedAt, "the format marker on the second boot");
+  await milestone(ctx, node, CONSOLE.nodeUp, "node is UP");
+  assert(node.console.find(CONSOLE.dataFormatted) === undefined, "the second boot said it formatted the data partition");
+  assertNoPanic(node);
+  reportBoot(ctx, node, "node1, second boot (same disk: mounts, cold-starts the one-node cluster)");
+  const exit = await node.stop({ clean: true });
+  assertEqual(exit.reason, "guest-shutdown", "why qemu exited after the second boot");
+  const detached = node.console.find(CONSOLE.unmountFailed);
+  assert(detached === undefined, `PID 1 could not unmount a file system at the second poweroff: ${detached?.text}`);
+});
+
+e2eTest("a node with corrupt parameters shows a FATAL banner naming them and stays up", async (ctx) => {
+  const node = (await theCluster(ctx)).node("node2");
+  await node.start();
+  await milestone(ctx, node, CONSOLE.fatalBanner, "FATAL banner shown");
+  // The banner follows the log line; give the rest of it a moment to arrive.
+  const banner = await (async () => {
+    const deadline = performance.now() + MILESTONE_TIMEOUT_MS;
+    for (;;) {
+      const text = bannerText(node.console.lines);
+      if (/stays up/.test(text) || performance.now() > deadline) return text;
+      await Bun.sleep(100);
+    }
+  })();
+  assert(banner.includes("node parameters at fw_cfg"), `the banner should name the fw_cfg parameters: ${banner}`);
+  assert(banner.includes("corrupt"), `the banner should say the parameters are corrupt: ${banner}`);
+
+  // Staying up is the absence of an event, so it is watched for a while.
+  const until = performance.now() + STAYS_UP_OBSERVE_MS;
+  while (performance.now() < until) {
+    assertEqual(node.state, "running", "node2's qemu state");
+    assertEqual(await node.status(), "running", "node2's QMP status");
+    assertNoPanic(node);
+    await Bun.sleep(STAYS_UP_POLL_MS);
+  }
+  ctx.logger.info("node2: still running after the FATAL banner", { watchedSeconds: STAYS_UP_OBSERVE_MS / 1000 });
+  await node.kill();
+});
+
+e2eCleanup(async () => {
+  await cluster?.close();
+});

@@ -1,0 +1,84 @@
+// `bun run e2e`: builds what changed, then runs every test/e2e/*.e2e.ts test
+// in order (they boot qemu VMs; see harness.ts) and ends with the line
+// "N passed, N failed". Exits non-zero if any test failed or none ran.
+//
+//   bun test/e2e/run.ts [--verbose] [--no-build] [--image-dir dir] [file filter]
+//
+// --verbose echoes the node consoles; they are always in
+// out/cluster/e2e/<node>.console.log.
+
+import { readdirSync } from "node:fs";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { OUT_DIR, REPO_ROOT } from "../../image/mod.ts";
+import { createLogger } from "../../internal/log/mod.ts";
+import { ensureBuilt } from "../launch/mod.ts";
+import { registry, type E2eContext } from "./harness.ts";
+
+const { values, positionals } = parseArgs({
+  options: {
+    verbose: { type: "boolean", default: false },
+    "no-build": { type: "boolean", default: false },
+    "image-dir": { type: "string" },
+  },
+  allowPositionals: true,
+  strict: true,
+});
+
+const logger = createLogger("e2e");
+const figures: string[] = [];
+const context: E2eContext = {
+  imageDir: values["image-dir"] ?? join(REPO_ROOT, OUT_DIR),
+  verbose: values.verbose,
+  logger,
+  report: (text) => figures.push(text),
+};
+
+class TestTimeoutError extends Error {
+  override name = "TestTimeoutError";
+}
+
+async function withDeadline(promise: Promise<void>, ms: number, what: string): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    await Promise.race([promise, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new TestTimeoutError(`${what} did not finish within ${ms / 1000} s`)), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+
+if (!values["no-build"]) await ensureBuilt(logger);
+
+const files = readdirSync(import.meta.dir)
+  .filter((f) => f.endsWith(".e2e.ts") && positionals.every((p) => f.includes(p)))
+  .sort();
+for (const file of files) {
+  registry.loading = file;
+  await import(join(import.meta.dir, file));
+}
+
+let passed = 0;
+let failed = 0;
+for (const file of new Set(registry.tests.map((t) => t.file))) {
+  for (const test of registry.tests.filter((t) => t.file === file)) {
+    logger.info(`running: ${test.name}`);
+    const started = performance.now();
+    try {
+      await withDeadline(test.fn(context), test.timeoutMs, test.name);
+      passed++;
+      process.stdout.write(`✓ ${test.name} (${seconds(performance.now() - started)})\n`);
+    } catch (err) {
+      failed++;
+      process.stdout.write(`✗ ${test.name} (${seconds(performance.now() - started)})\n  ${String((err as Error).stack ?? err).replaceAll("\n", "\n  ")}\n`);
+    }
+  }
+  for (const cleanup of registry.cleanups.filter((c) => c.file === file)) {
+    await cleanup.fn().catch((err) => logger.error("cleanup failed", { file, error: (err as Error).message }));
+  }
+}
+
+if (figures.length) process.stdout.write(`\n${figures.join("\n")}\n`);
+process.stdout.write(`\n${passed} passed, ${failed} failed\n`);
+process.exit(failed > 0 || passed === 0 ? 1 : 0);

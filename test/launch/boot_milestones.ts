@@ -1,0 +1,64 @@
+// What a node says on its console on the way up, as patterns, and the boot
+// milestones measured from them: host receive times since qemu started (the
+// guest's clocks are not the host's).
+
+import type { ConsoleLine } from "./serial_console.ts";
+
+/** Console lines the launcher, the e2e test and the bench look for. */
+export const CONSOLE = {
+  kernelRunsInit: /Run \/init as init process/,
+  /** The node logger's text form: "12:00:01.234 I root ..." */
+  initLogLine: /^\d\d:\d\d:\d\d\.\d{3} [DIWE] \S+ /,
+  modulesLoaded: /I root kernel modules loaded /,
+  espMounted: /I root ESP mounted /,
+  parametersRead: /parameters ask to (bootstrap a new cluster|register into a cluster)/,
+  /** Enrolment's first decision: from parameters, or join with the sealed configuration. */
+  enrolmentDecided: /parameters ask to (bootstrap a new cluster|register into a cluster)|found sealed configuration, joining the cluster/,
+  dataFormatted: /data partition formatted and mounted/,
+  dataMounted: /data partition (formatted and )?mounted/,
+  addressAcquired: /got address \S+ via DHCP/,
+  /** The status runnable, once enrolment has opened the data partition and the node has credentials. */
+  memberOfCluster: /storage mounted, node is part of the cluster/,
+  /** The status runnable, each time the node's roles arrive from the cluster. */
+  nodeUp: /I root\.status node is UP /,
+  fatalBanner: /^# FATAL: this node cannot continue/,
+  kernelPanic: /Kernel panic|end Kernel panic/,
+  powerButton: /stopping the node .*power button/,
+  poweringOff: /I root powering off/,
+  /** PID 1 could not unmount a file system at poweroff and detached it instead. */
+  unmountFailed: /unmount failed, detaching/,
+  /** The kernel replaying a journal: the file system was not unmounted cleanly. */
+  ext4Recovery: /EXT4-fs \(dm-\d+\): recovery complete/,
+} as const;
+
+export interface Milestone {
+  name: string;
+  /** Milliseconds after qemu started, or undefined if the boot never got there. */
+  ms: number | undefined;
+  line?: string;
+}
+
+/** A node's way up, in the order it usually gets there. */
+export const BOOT_MILESTONES: readonly { name: string; pattern: RegExp }[] = [
+  { name: "kernel runs /init", pattern: CONSOLE.kernelRunsInit },
+  { name: "first init log line", pattern: CONSOLE.initLogLine },
+  { name: "kernel modules loaded", pattern: CONSOLE.modulesLoaded },
+  { name: "enrolment decided", pattern: CONSOLE.enrolmentDecided },
+  { name: "address acquired", pattern: CONSOLE.addressAcquired },
+  { name: "storage mounted", pattern: CONSOLE.dataMounted },
+  { name: "part of the cluster", pattern: CONSOLE.memberOfCluster },
+  { name: "node is UP", pattern: CONSOLE.nodeUp },
+];
+
+/** The milestones of one boot's console. */
+export function bootMilestones(lines: readonly ConsoleLine[]): Milestone[] {
+  return BOOT_MILESTONES.map(({ name, pattern }) => {
+    const line = lines.find((l) => pattern.test(l.text));
+    return line ? { name, ms: line.ms, line: line.text } : { name, ms: undefined };
+  });
+}
+
+/** "   12.34 s  kernel modules loaded" lines. */
+export function formatMilestones(milestones: readonly Milestone[], indent = "  "): string {
+  return milestones.map((m) => `${indent}${m.ms === undefined ? "      —" : `${(m.ms / 1000).toFixed(2).padStart(7)} s`}  ${m.name}`).join("\n");
+}

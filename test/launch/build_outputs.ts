@@ -1,0 +1,22 @@
+// Brings the binaries and the image up to date before a launch: `bun run
+// build` (out/init, out/ctl) and `bun image/build.ts` (out/image). Both skip
+// what did not change, so this is quick when nothing did.
+
+import { REPO_ROOT } from "../../image/mod.ts";
+import type { Logger } from "../../internal/log/mod.ts";
+import { runHostCommand } from "./host_command.ts";
+
+const STEPS: readonly { what: string; argv: readonly string[] }[] = [
+  { what: "binaries (bun run build)", argv: ["run", "build"] },
+  { what: "image (bun image/build.ts)", argv: ["image/build.ts"] },
+];
+
+/** Runs both builds in the repository, in order; a failure throws with the build's own output. */
+export async function ensureBuilt(logger: Logger): Promise<void> {
+  for (const step of STEPS) {
+    const started = performance.now();
+    logger.info(`building ${step.what}`);
+    await runHostCommand([process.execPath, ...step.argv], { cwd: REPO_ROOT });
+    logger.info(`built ${step.what}`, { seconds: ((performance.now() - started) / 1000).toFixed(1) });
+  }
+}

@@ -1,0 +1,117 @@
+// DHCP for the cluster network: Debian's dnsmasq binary (dnsmasq-base),
+// run inside the namespace on the bridge only, with one static lease per
+// node MAC so that node i always gets the same address. DNS is off
+// (--port=0), no router and no DNS server are announced: nothing lies beyond
+// the bridge.
+
+import { appendFileSync } from "node:fs";
+import type { Subprocess } from "bun";
+import { BRIDGE_NAME, type NetworkNamespace, type Subnet } from "./network_namespace.ts";
+
+export const DNSMASQ_BINARY = "/usr/sbin/dnsmasq";
+/** Long enough that no lease expires during a test or a working session. */
+export const LEASE_TIME = "12h";
+/** How long dnsmasq gets to exit after SIGTERM before SIGKILL. */
+const STOP_GRACE_MS = 3_000;
+/** How long to wait for dnsmasq to say it is serving. */
+const READY_TIMEOUT_MS = 10_000;
+const READY_LINE = /DHCP, static leases only/;
+
+export interface StaticLease {
+  mac: string;
+  address: string;
+  hostname: string;
+}
+
+export interface DhcpServerOptions {
+  leaseFile: string;
+  logFile: string;
+  leases: readonly StaticLease[];
+}
+
+/** dnsmasq's argv: DHCP on the bridge only, static leases only, no DNS. */
+export function dnsmasqArgs(subnet: Subnet, options: DhcpServerOptions): string[] {
+  return [
+    DNSMASQ_BINARY,
+    "--conf-file=/dev/null",
+    "--no-daemon",
+    "--bind-interfaces",
+    `--interface=${BRIDGE_NAME}`,
+    "--except-interface=lo",
+    "--port=0",
+    "--no-hosts",
+    "--no-resolv",
+    "--log-facility=-",
+    "--log-dhcp",
+    `--dhcp-leasefile=${options.leaseFile}`,
+    "--dhcp-authoritative",
+    // "static": only the hosts below get addresses.
+    `--dhcp-range=${subnet.prefix}.0,static,255.255.255.0,${LEASE_TIME}`,
+    // Empty values: announce no router and no DNS server.
+    "--dhcp-option=option:router",
+    "--dhcp-option=option:dns-server",
+    ...options.leases.map((l) => `--dhcp-host=${l.mac},${l.address},${l.hostname},${LEASE_TIME}`),
+  ];
+}
+
+export class DhcpServer {
+  private exited = false;
+
+  private constructor(private readonly child: Subprocess<"ignore", "pipe", "pipe">) {
+    void child.exited.then(() => {
+      this.exited = true;
+    });
+  }
+
+  /** Starts dnsmasq in the namespace and waits until it serves. Its log goes to logFile. */
+  static async start(ns: NetworkNamespace, options: DhcpServerOptions): Promise<DhcpServer> {
+    const child = ns.spawn(dnsmasqArgs(ns.subnet, options)) as Subprocess<"ignore", "pipe", "pipe">;
+    const server = new DhcpServer(child);
+    let ready!: () => void;
+    const readyPromise = new Promise<void>((resolve) => (ready = resolve));
+    const pump = async (stream: ReadableStream<Uint8Array>) => {
+      const decoder = new TextDecoder();
+      for await (const chunk of stream) {
+        const text = decoder.decode(chunk, { stream: true });
+        appendFileSync(options.logFile, text);
+        if (READY_LINE.test(text)) ready();
+      }
+    };
+    void pump(child.stdout);
+    void pump(child.stderr);
+    const outcome = await Promise.race([
+      readyPromise.then(() => "ready" as const),
+      child.exited.then(() => "exited" as const),
+      Bun.sleep(READY_TIMEOUT_MS).then(() => "timeout" as const),
+    ]);
+    if (outcome !== "ready") {
+      await server.stop();
+      throw new Error(`dnsmasq did not start (${outcome}); see ${options.logFile}`);
+    }
+    return server;
+  }
+
+  get pid(): number {
+    return this.child.pid;
+  }
+
+  async stop(): Promise<void> {
+    if (this.exited) return;
+    this.child.kill("SIGTERM");
+    const exited = await Promise.race([this.child.exited.then(() => true), Bun.sleep(STOP_GRACE_MS).then(() => false)]);
+    if (!exited) {
+      this.child.kill("SIGKILL");
+      await this.child.exited;
+    }
+  }
+
+  /** stop() without the event loop, for process exit. */
+  stopSync(): void {
+    if (this.exited) return;
+    try {
+      this.child.kill("SIGKILL");
+    } catch {
+      // Already gone.
+    }
+  }
+}

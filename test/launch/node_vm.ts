@@ -1,0 +1,273 @@
+// One node of a launched cluster: a qemu process inside the cluster's
+// network namespace, booting the image with this node's disk copy, fw_cfg
+// files and NIC, controlled through its QMP socket and watched through its
+// serial console.
+//
+//   stopped ──start()──▶ running ──stop({clean}) / kill()──▶ stopped
+//      ▲                    │ guest powers off, reboots (-no-reboot), panics
+//      └────────────────────┘ qemu exits: stopped, with lastExit saying why
+
+import { existsSync, rmSync } from "node:fs";
+import type { Subprocess } from "bun";
+import { qemuArgs } from "../../image/mod.ts";
+import type { Logger } from "../../internal/log/mod.ts";
+import type { NodeFiles } from "./cluster_dir.ts";
+import type { NetworkNamespace } from "./network_namespace.ts";
+import { FW_CFG_PARAMETERS, FW_CFG_STORAGE_TEST_KEY } from "./node_parameters.ts";
+import { QmpClient, type QmpEvent } from "./qmp.ts";
+import { SerialConsole, type ConsoleLine } from "./serial_console.ts";
+
+/** A clean poweroff under TCG: services stop, file systems unmount. */
+export const DEFAULT_POWERDOWN_TIMEOUT_MS = 120_000;
+/** How long qemu gets to exit after QMP quit or SIGKILL. */
+const EXIT_TIMEOUT_MS = 10_000;
+/**
+ * qemu warns about every fw_cfg name outside "opt/"; the node's names
+ * (dev.nodecore/...) are what PID 1 reads, so the warning says nothing new.
+ */
+const EXPECTED_QEMU_WARNING = /warning: externally provided fw_cfg item names should be prefixed with "opt\/"/;
+
+export type NodeState = "stopped" | "running" | "stopping";
+
+export interface NodeVmConfig {
+  name: string;
+  /** 1-based. */
+  index: number;
+  mac: string;
+  /** The address dnsmasq leases to mac. */
+  address: string;
+  tap: string;
+  files: NodeFiles;
+  kernel: string;
+  initramfs: string;
+  /** Whether files.parameters / files.storageTestKey are handed to the guest. */
+  hasParameters: boolean;
+  hasStorageTestKey: boolean;
+  memoryMiB: number;
+  cmdline?: string;
+  /** Echo the console to the terminal as "[node1] ...". */
+  echo: boolean;
+  ns: NetworkNamespace;
+  logger: Logger;
+}
+
+/** How the last qemu process ended. */
+export interface NodeExit {
+  exitCode: number | null;
+  signal: string | null;
+  /** From qemu's SHUTDOWN event: "guest-shutdown", "guest-reset", "guest-panic", "host-qmp-quit", ... */
+  reason: string | undefined;
+}
+
+export class NodeVmError extends Error {
+  override name = "NodeVmError";
+}
+
+function escapeOptionValue(value: string): string {
+  return value.replaceAll(",", ",,");
+}
+
+export class NodeVm {
+  private child: Subprocess<"ignore", "pipe", "pipe"> | undefined;
+  private qmpClient: QmpClient | undefined;
+  private exitPromise: Promise<NodeExit> | undefined;
+  private shutdownReason: string | undefined;
+  private currentConsole: SerialConsole | undefined;
+  private state_: NodeState = "stopped";
+  /** How many times qemu was started for this node. */
+  boots = 0;
+  lastExit: NodeExit | undefined;
+
+  constructor(readonly config: NodeVmConfig) {}
+
+  get name(): string {
+    return this.config.name;
+  }
+  get address(): string {
+    return this.config.address;
+  }
+  get state(): NodeState {
+    return this.state_;
+  }
+  get files(): NodeFiles {
+    return this.config.files;
+  }
+
+  /** The console of the current (or last) boot. */
+  get console(): SerialConsole {
+    if (!this.currentConsole) throw new NodeVmError(`${this.name} was never started`);
+    return this.currentConsole;
+  }
+
+  /** The qemu argv (without the namespace wrapper). */
+  argv(): string[] {
+    const { files } = this.config;
+    const fwCfgFiles: Record<string, string> = {};
+    if (this.config.hasParameters) fwCfgFiles[FW_CFG_PARAMETERS] = files.parameters;
+    if (this.config.hasStorageTestKey) fwCfgFiles[FW_CFG_STORAGE_TEST_KEY] = files.storageTestKey;
+    return qemuArgs({
+      kernel: this.config.kernel,
+      initramfs: this.config.initramfs,
+      disk: files.disk,
+      memoryMiB: this.config.memoryMiB,
+      ...(this.config.cmdline !== undefined ? { cmdline: this.config.cmdline } : {}),
+      fwCfgFiles,
+      extraArgs: [
+        "-netdev",
+        `tap,id=net0,ifname=${this.config.tap},script=no,downscript=no`,
+        // romfile= (empty): no iPXE option ROM, which would wait for Ctrl-B.
+        "-device",
+        `virtio-net-pci,netdev=net0,mac=${this.config.mac},romfile=`,
+        "-qmp",
+        `unix:${escapeOptionValue(files.qmpSocket)},server=on,wait=off`,
+      ],
+    });
+  }
+
+  /** Boots qemu on the node's disk; returns once QMP answers. */
+  async start(): Promise<void> {
+    if (this.state_ !== "stopped") throw new NodeVmError(`${this.name} is ${this.state_}; stop it first`);
+    if (!existsSync(this.config.files.disk)) throw new NodeVmError(`${this.name} has no disk at ${this.config.files.disk}`);
+    rmSync(this.config.files.qmpSocket, { force: true });
+    this.boots++;
+    this.shutdownReason = undefined;
+    const serial = new SerialConsole(this.name, this.config.files.consoleLog, this.config.echo);
+    this.currentConsole = serial;
+    serial.note(`boot ${this.boots} of ${this.name}, qemu started at ${new Date().toISOString()}`);
+    const child = this.config.ns.spawn(this.argv()) as Subprocess<"ignore", "pipe", "pipe">;
+    this.child = child;
+    this.state_ = "running";
+    this.config.logger.info(`${this.name}: qemu started`, { pid: child.pid, boot: this.boots });
+
+    const stderr = new Response(child.stderr).text();
+    const consoleDone = serial.pump(child.stdout);
+    this.exitPromise = (async () => {
+      await child.exited;
+      await Promise.race([consoleDone, Bun.sleep(EXIT_TIMEOUT_MS)]);
+      const errors = (await Promise.race([stderr, Bun.sleep(EXIT_TIMEOUT_MS).then(() => "")]))
+        .split("\n")
+        .filter((l) => l.trim() !== "" && !EXPECTED_QEMU_WARNING.test(l))
+        .join(" | ");
+      const exit: NodeExit = { exitCode: child.exitCode, signal: child.signalCode === null ? null : String(child.signalCode), reason: this.shutdownReason };
+      const why = `qemu exited (${exit.reason ?? (exit.signal ? `signal ${exit.signal}` : `code ${exit.exitCode}`)})${errors ? `: ${errors}` : ""}`;
+      serial.note(why);
+      serial.end(why);
+      this.lastExit = exit;
+      this.qmpClient?.close();
+      this.qmpClient = undefined;
+      rmSync(this.config.files.qmpSocket, { force: true });
+      this.child = undefined;
+      this.state_ = "stopped";
+      this.config.logger.info(`${this.name}: ${why}`);
+      return exit;
+    })();
+
+    try {
+      this.qmpClient = await QmpClient.connect(this.config.files.qmpSocket, (event) => this.onQmpEvent(event));
+    } catch (err) {
+      await this.kill();
+      throw new NodeVmError(`${this.name}: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
+  private onQmpEvent(event: QmpEvent): void {
+    if (event.event === "SHUTDOWN" && typeof event.data?.reason === "string") this.shutdownReason = event.data.reason;
+  }
+
+  /** Resolves when the current qemu process is gone (at once if none runs). */
+  exited(): Promise<NodeExit> {
+    return this.exitPromise ?? Promise.resolve(this.lastExit ?? { exitCode: null, signal: null, reason: undefined });
+  }
+
+  /** The QMP connection of the running qemu. */
+  qmp(): QmpClient {
+    if (!this.qmpClient) throw new NodeVmError(`${this.name} is not running`);
+    return this.qmpClient;
+  }
+
+  /** qemu's run state via QMP query-status ("running", "paused", ...). */
+  async status(): Promise<string> {
+    return this.qmp().status();
+  }
+
+  /**
+   * Stops the node. clean (default): presses the ACPI power button
+   * (system_powerdown) and waits for the guest to power off; throws if it
+   * does not within timeoutMs (after killing qemu). Not clean: qemu quits at
+   * once, like pulling the plug.
+   */
+  async stop(options: { clean?: boolean; timeoutMs?: number } = {}): Promise<NodeExit> {
+    const exit = this.exitPromise;
+    if (this.state_ === "stopped" || !exit) return this.lastExit ?? { exitCode: null, signal: null, reason: undefined };
+    const clean = options.clean ?? true;
+    this.state_ = "stopping";
+    if (!clean) {
+      await this.qmpClient?.execute("quit").catch(() => {});
+      const done = await Promise.race([exit, Bun.sleep(EXIT_TIMEOUT_MS).then(() => undefined)]);
+      return done ?? this.kill();
+    }
+    const timeoutMs = options.timeoutMs ?? DEFAULT_POWERDOWN_TIMEOUT_MS;
+    this.config.logger.info(`${this.name}: pressing the power button (system_powerdown)`);
+    try {
+      await this.qmp().execute("system_powerdown");
+    } catch (err) {
+      await this.kill();
+      throw new NodeVmError(`${this.name}: could not press the power button, killed qemu: ${(err as Error).message}`, { cause: err });
+    }
+    const done = await Promise.race([exit, Bun.sleep(timeoutMs).then(() => undefined)]);
+    if (done) return done;
+    await this.kill();
+    throw new NodeVmError(`${this.name} did not power off within ${Math.round(timeoutMs / 1000)} s of system_powerdown; killed it`);
+  }
+
+  /** SIGKILLs qemu and waits for it to be gone. */
+  async kill(): Promise<NodeExit> {
+    const exit = this.exitPromise;
+    if (this.state_ === "stopped" || !exit) return this.lastExit ?? { exitCode: null, signal: null, reason: undefined };
+    this.state_ = "stopping";
+    this.child?.kill("SIGKILL");
+    return exit;
+  }
+
+  /** Power cycle: stop (clean by default), then boot the same disk again. */
+  async reboot(options: { clean?: boolean; timeoutMs?: number } = {}): Promise<void> {
+    await this.stop(options);
+    await this.start();
+  }
+
+  /**
+   * The reset button (QMP system_reset). qemu runs with -no-reboot, so a
+   * reset ends the qemu process; the node boots again in a new one.
+   */
+  async reset(): Promise<void> {
+    const exit = this.exitPromise;
+    if (this.state_ !== "running" || !exit) throw new NodeVmError(`${this.name} is not running`);
+    this.state_ = "stopping";
+    await this.qmp()
+      .execute("system_reset")
+      .catch(() => this.kill());
+    const done = await Promise.race([exit, Bun.sleep(EXIT_TIMEOUT_MS).then(() => undefined)]);
+    if (!done) await this.kill();
+    await this.start();
+  }
+
+  /** The first line of the current boot matching pattern (seen or yet to come), with progress lines while waiting. */
+  async waitForConsole(pattern: RegExp, timeoutMs: number): Promise<ConsoleLine> {
+    return this.console.waitFor(pattern, {
+      timeoutMs,
+      onProgress: (elapsedMs, last) => {
+        const lastText = last ? last.text.slice(0, 100) : "(console empty)";
+        this.config.logger.info(`${this.name}: still waiting for /${pattern.source}/ (${Math.round(elapsedMs / 1000)} s)`, { last: lastText });
+      },
+    });
+  }
+
+  /** kill() for process exit: no event loop, never throws. */
+  killSync(): void {
+    try {
+      this.child?.kill("SIGKILL");
+    } catch {
+      // Already gone.
+    }
+  }
+}
