@@ -28,7 +28,7 @@ const ids = new Map<NodeProcess, string>();
 afterAll(async () => {
   await Promise.all(nodes.map((n) => n.stop()));
   dir[Symbol.dispose]();
-});
+}, 60_000);
 
 /** etcd's member list, asked through a node's own etcd member. */
 async function members(via: NodeProcess): Promise<EtcdMember[]> {
@@ -99,6 +99,18 @@ describe("a three-node cluster of processes", () => {
       },
       { timeoutMs: 90_000, intervalMs: 1000, what: "three voting etcd members" },
     );
+    // The real etcdctl agrees, with a client certificate the owner asked for.
+    const etcdDir = join(dir.path, "etcd-client");
+    expect((await ctl("etcd", "credentials", etcdDir)).code).toBe(0);
+    const etcdctl = Bun.spawn(
+      ["etcdctl", "--cacert", join(etcdDir, "ca.pem"), "--cert", join(etcdDir, "client.pem"), "--key", join(etcdDir, "client.key"), "--endpoints", `https://${node2.address}:2379`, "--write-out=json", "member", "list"],
+      { stdout: "pipe", stderr: "pipe", env: { ...process.env, ETCDCTL_API: "3" } },
+    );
+    const [out, err] = await Promise.all([new Response(etcdctl.stdout).text(), new Response(etcdctl.stderr).text(), etcdctl.exited]);
+    expect(err).toBe("");
+    const listed = JSON.parse(out).members as { name: string; isLearner?: boolean }[];
+    expect(listed.map((m) => m.name).sort()).toEqual([...ids.values()].sort());
+    expect(listed.some((m) => m.isLearner)).toBe(false);
     // Every node now runs a curator; the owner's list of curators follows.
     await eventually(async () => expect((await ctl("cluster", "info")).stdout).toContain(node3.address), { timeoutMs: 30_000, intervalMs: 1000 });
   }, 150_000);

@@ -18,7 +18,7 @@ const owner = generateKeyPair();
 afterAll(async () => {
   await node.stop();
   dir[Symbol.dispose]();
-});
+}, 60_000);
 
 describe("a one-node cluster of processes", () => {
   test("the node bootstraps and serves the cluster", async () => {

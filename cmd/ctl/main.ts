@@ -3,7 +3,9 @@
 
 import { cac } from "cac";
 import { create, toBinary } from "@bufbuild/protobuf";
-import { writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { X509Certificate } from "node:crypto";
+import { join } from "node:path";
 import { Management } from "../../proto/gen/api/management_pb.ts";
 import { NodeParametersSchema } from "../../proto/gen/api/configuration_pb.ts";
 import {
@@ -22,7 +24,7 @@ import {
   DEFAULT_CALL_TIMEOUT_MS,
   type RoleName,
 } from "../../internal/operator/mod.ts";
-import { rawPublicKey } from "../../internal/pki/mod.ts";
+import { generateKeyPair, privateKeyPem, rawPublicKey } from "../../internal/pki/mod.ts";
 import { RpcError, Status } from "../../internal/rpc/mod.ts";
 import { VERSION } from "../../internal/version/mod.ts";
 
@@ -133,6 +135,22 @@ cli
       default:
         throw new UsageError(`unknown node action '${action ?? ""}' (expected: list, approve, roles)`);
     }
+  });
+
+cli
+  .command("etcd [action] [dir]", "etcd commands: credentials <dir> (a client certificate for etcdctl)")
+  .action(async (action: string | undefined, dir: string | undefined, options: GlobalOptions) => {
+    if (action !== "credentials" || !dir) throw new UsageError("usage: ctl etcd credentials <dir>");
+    const credentials = loadCredentials(paths(options), options.ownerKey);
+    const key = generateKeyPair();
+    const response = await withFailover(Management, credentials, (m) => m.getEtcdCredentials({ publicKey: rawPublicKey(key.publicKey) }, timeoutOf(options)), progress);
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const pem = (der: Uint8Array) => new X509Certificate(der).toString();
+    writeFileSync(join(dir, "ca.pem"), pem(response.caCertificate));
+    writeFileSync(join(dir, "client.pem"), pem(response.clientCertificate));
+    writeFileSync(join(dir, "client.key"), privateKeyPem(key.privateKey), { mode: 0o600 });
+    const example = `etcdctl --cacert ${join(dir, "ca.pem")} --cert ${join(dir, "client.pem")} --key ${join(dir, "client.key")} --endpoints https://<node address>:2379 member list`;
+    print(options, { dir, example }, `etcd client credentials written to ${dir}\n${example}`);
   });
 
 cli

@@ -36,6 +36,8 @@ export interface EtcdMemberOptions {
   peerHost: string;
   /** The address the local client (the curator) connects to; loopback on nodes. */
   clientHost: string;
+  /** More addresses for the client port (the node's address, for the owner's etcdctl). */
+  extraClientHosts?: readonly string[];
   peerPort?: number;
   clientPort?: number;
   tls: EtcdTls;
@@ -68,13 +70,14 @@ function writeTlsFiles(dir: string, tls: EtcdTls): { ca: string; cert: string; k
 export function etcdArgs(options: EtcdMemberOptions, files: { ca: string; cert: string; key: string }): string[] {
   const ownPeerUrl = peerUrl(options.peerHost, options.peerPort);
   const ownClientUrl = clientUrl(options.clientHost, options.clientPort);
+  const clientUrls = [ownClientUrl, ...(options.extraClientHosts ?? []).map((h) => clientUrl(h, options.clientPort))].join(",");
   return [
     `--name=${options.name}`,
     `--data-dir=${options.dataDir}`,
     `--listen-peer-urls=${ownPeerUrl}`,
     `--initial-advertise-peer-urls=${ownPeerUrl}`,
-    `--listen-client-urls=${ownClientUrl}`,
-    `--advertise-client-urls=${ownClientUrl}`,
+    `--listen-client-urls=${clientUrls}`,
+    `--advertise-client-urls=${clientUrls}`,
     `--initial-cluster=${options.initialCluster.map((p) => `${p.name}=${p.peerUrl}`).join(",")}`,
     `--initial-cluster-state=${options.clusterState}`,
     "--initial-cluster-token=nodecore",

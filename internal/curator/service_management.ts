@@ -12,7 +12,7 @@ import {
 } from "../../proto/gen/common/common_pb.ts";
 import type { NodeRecord } from "../../proto/gen/curator/state/state_pb.ts";
 import type { Logger } from "../log/mod.ts";
-import { nodeIdFromPublicKey } from "../pki/mod.ts";
+import { createCertificate, nodeIdFromPublicKey, publicKeyFromRaw } from "../pki/mod.ts";
 import {
   FailedPreconditionError,
   InvalidArgumentError,
@@ -30,6 +30,7 @@ export const MANAGEMENT_POLICY: ServicePolicy<typeof Management> = {
   getNodes: "owner",
   approveNode: "owner",
   updateNodeRoles: "owner",
+  getEtcdCredentials: "owner",
 };
 
 export interface ManagementDeps {
@@ -86,6 +87,17 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
       });
       logger.info("node approved", { node: id });
       return {};
+    },
+
+    async getEtcdCredentials(request) {
+      if (request.publicKey.length !== 32) throw new InvalidArgumentError(`public key must be 32 bytes (ed25519), got ${request.publicKey.length}`);
+      const ca = await store.ca("etcd");
+      const certificate = createCertificate(
+        { commonName: "owner", organization: "nodecore etcd client", publicKey: publicKeyFromRaw(request.publicKey), kind: "client" },
+        ca,
+      );
+      logger.info("issued an etcd client certificate to the owner");
+      return { caCertificate: new Uint8Array(ca.certificate.raw), clientCertificate: new Uint8Array(certificate.raw) };
     },
 
     async updateNodeRoles(request) {

@@ -171,6 +171,7 @@ async function runControlPlane(ctx: RunContext, options: ControlPlaneOptions, me
         tlsDir: `${options.layout.ephemeral.etcd}/tls`,
         peerHost: membership.address,
         clientHost: etcdClientHost,
+        ...(etcdClientHost !== membership.address ? { extraClientHosts: [membership.address] } : {}),
         tls,
         clusterState: member.clusterState,
         initialCluster: member.initialCluster,

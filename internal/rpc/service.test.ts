@@ -68,10 +68,13 @@ beforeAll(async () => {
       async updateNodeRoles() {
         throw new Error("disk on fire");
       },
+      async getEtcdCredentials() {
+        return {};
+      },
     },
     {
       ca: () => ca.certificate,
-      policy: { getRegisterTicket: "owner", getClusterInfo: "cluster", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner" },
+      policy: { getRegisterTicket: "owner", getClusterInfo: "cluster", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner" },
     },
   );
   addService(

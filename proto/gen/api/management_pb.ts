@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file api/management.proto.
  */
 export const file_api_management: GenFile = /*@__PURE__*/
-  fileDesc("ChRhcGkvbWFuYWdlbWVudC5wcm90bxIMbm9kZWNvcmUuYXBpIg8KDUVzY3Jvd1JlcXVlc3QiQwoORXNjcm93UmVzcG9uc2USGQoRb3duZXJfY2VydGlmaWNhdGUYASABKAwSFgoOY2FfY2VydGlmaWNhdGUYAiABKAwiGgoYR2V0UmVnaXN0ZXJUaWNrZXRSZXF1ZXN0IisKGUdldFJlZ2lzdGVyVGlja2V0UmVzcG9uc2USDgoGdGlja2V0GAEgASgMIhcKFUdldENsdXN0ZXJJbmZvUmVxdWVzdCJuChZHZXRDbHVzdGVySW5mb1Jlc3BvbnNlEjwKEWNsdXN0ZXJfZGlyZWN0b3J5GAEgASgLMiEubm9kZWNvcmUuY29tbW9uLkNsdXN0ZXJEaXJlY3RvcnkSFgoOY2FfY2VydGlmaWNhdGUYAiABKAwiEQoPR2V0Tm9kZXNSZXF1ZXN0IqkBCgROb2RlEgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSKQoFc3RhdGUYAyABKA4yGi5ub2RlY29yZS5jb21tb24uTm9kZVN0YXRlEisKBnN0YXR1cxgEIAEoCzIbLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdHVzEikKBXJvbGVzGAUgASgLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcyI0ChJBcHByb3ZlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDCIVChNBcHByb3ZlTm9kZVJlc3BvbnNlIuABChZVcGRhdGVOb2RlUm9sZXNSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSHQoQY29uc2Vuc3VzX21lbWJlchgDIAEoCEgAiAEBEiIKFWt1YmVybmV0ZXNfY29udHJvbGxlchgEIAEoCEgBiAEBEh4KEWt1YmVybmV0ZXNfd29ya2VyGAUgASgISAKIAQFCEwoRX2NvbnNlbnN1c19tZW1iZXJCGAoWX2t1YmVybmV0ZXNfY29udHJvbGxlckIUChJfa3ViZXJuZXRlc193b3JrZXIiGQoXVXBkYXRlTm9kZVJvbGVzUmVzcG9uc2UySgoDQUFBEkMKBkVzY3JvdxIbLm5vZGVjb3JlLmFwaS5Fc2Nyb3dSZXF1ZXN0Ghwubm9kZWNvcmUuYXBpLkVzY3Jvd1Jlc3BvbnNlMsQDCgpNYW5hZ2VtZW50EmQKEUdldFJlZ2lzdGVyVGlja2V0EiYubm9kZWNvcmUuYXBpLkdldFJlZ2lzdGVyVGlja2V0UmVxdWVzdBonLm5vZGVjb3JlLmFwaS5HZXRSZWdpc3RlclRpY2tldFJlc3BvbnNlElsKDkdldENsdXN0ZXJJbmZvEiMubm9kZWNvcmUuYXBpLkdldENsdXN0ZXJJbmZvUmVxdWVzdBokLm5vZGVjb3JlLmFwaS5HZXRDbHVzdGVySW5mb1Jlc3BvbnNlEj8KCEdldE5vZGVzEh0ubm9kZWNvcmUuYXBpLkdldE5vZGVzUmVxdWVzdBoSLm5vZGVjb3JlLmFwaS5Ob2RlMAESUgoLQXBwcm92ZU5vZGUSIC5ub2RlY29yZS5hcGkuQXBwcm92ZU5vZGVSZXF1ZXN0GiEubm9kZWNvcmUuYXBpLkFwcHJvdmVOb2RlUmVzcG9uc2USXgoPVXBkYXRlTm9kZVJvbGVzEiQubm9kZWNvcmUuYXBpLlVwZGF0ZU5vZGVSb2xlc1JlcXVlc3QaJS5ub2RlY29yZS5hcGkuVXBkYXRlTm9kZVJvbGVzUmVzcG9uc2ViBnByb3RvMw", [file_common_common]);
+  fileDesc("ChRhcGkvbWFuYWdlbWVudC5wcm90bxIMbm9kZWNvcmUuYXBpIg8KDUVzY3Jvd1JlcXVlc3QiQwoORXNjcm93UmVzcG9uc2USGQoRb3duZXJfY2VydGlmaWNhdGUYASABKAwSFgoOY2FfY2VydGlmaWNhdGUYAiABKAwiLwoZR2V0RXRjZENyZWRlbnRpYWxzUmVxdWVzdBISCgpwdWJsaWNfa2V5GAEgASgMIlAKGkdldEV0Y2RDcmVkZW50aWFsc1Jlc3BvbnNlEhYKDmNhX2NlcnRpZmljYXRlGAEgASgMEhoKEmNsaWVudF9jZXJ0aWZpY2F0ZRgCIAEoDCIaChhHZXRSZWdpc3RlclRpY2tldFJlcXVlc3QiKwoZR2V0UmVnaXN0ZXJUaWNrZXRSZXNwb25zZRIOCgZ0aWNrZXQYASABKAwiFwoVR2V0Q2x1c3RlckluZm9SZXF1ZXN0Im4KFkdldENsdXN0ZXJJbmZvUmVzcG9uc2USPAoRY2x1c3Rlcl9kaXJlY3RvcnkYASABKAsyIS5ub2RlY29yZS5jb21tb24uQ2x1c3RlckRpcmVjdG9yeRIWCg5jYV9jZXJ0aWZpY2F0ZRgCIAEoDCIRCg9HZXROb2Rlc1JlcXVlc3QiqQEKBE5vZGUSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDBIpCgVzdGF0ZRgDIAEoDjIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdGUSKwoGc3RhdHVzGAQgASgLMhsubm9kZWNvcmUuY29tbW9uLk5vZGVTdGF0dXMSKQoFcm9sZXMYBSABKAsyGi5ub2RlY29yZS5jb21tb24uTm9kZVJvbGVzIjQKEkFwcHJvdmVOb2RlUmVxdWVzdBIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMIhUKE0FwcHJvdmVOb2RlUmVzcG9uc2Ui4AEKFlVwZGF0ZU5vZGVSb2xlc1JlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDBIdChBjb25zZW5zdXNfbWVtYmVyGAMgASgISACIAQESIgoVa3ViZXJuZXRlc19jb250cm9sbGVyGAQgASgISAGIAQESHgoRa3ViZXJuZXRlc193b3JrZXIYBSABKAhIAogBAUITChFfY29uc2Vuc3VzX21lbWJlckIYChZfa3ViZXJuZXRlc19jb250cm9sbGVyQhQKEl9rdWJlcm5ldGVzX3dvcmtlciIZChdVcGRhdGVOb2RlUm9sZXNSZXNwb25zZTJKCgNBQUESQwoGRXNjcm93Ehsubm9kZWNvcmUuYXBpLkVzY3Jvd1JlcXVlc3QaHC5ub2RlY29yZS5hcGkuRXNjcm93UmVzcG9uc2UyrQQKCk1hbmFnZW1lbnQSZAoRR2V0UmVnaXN0ZXJUaWNrZXQSJi5ub2RlY29yZS5hcGkuR2V0UmVnaXN0ZXJUaWNrZXRSZXF1ZXN0Gicubm9kZWNvcmUuYXBpLkdldFJlZ2lzdGVyVGlja2V0UmVzcG9uc2USWwoOR2V0Q2x1c3RlckluZm8SIy5ub2RlY29yZS5hcGkuR2V0Q2x1c3RlckluZm9SZXF1ZXN0GiQubm9kZWNvcmUuYXBpLkdldENsdXN0ZXJJbmZvUmVzcG9uc2USPwoIR2V0Tm9kZXMSHS5ub2RlY29yZS5hcGkuR2V0Tm9kZXNSZXF1ZXN0GhIubm9kZWNvcmUuYXBpLk5vZGUwARJSCgtBcHByb3ZlTm9kZRIgLm5vZGVjb3JlLmFwaS5BcHByb3ZlTm9kZVJlcXVlc3QaIS5ub2RlY29yZS5hcGkuQXBwcm92ZU5vZGVSZXNwb25zZRJeCg9VcGRhdGVOb2RlUm9sZXMSJC5ub2RlY29yZS5hcGkuVXBkYXRlTm9kZVJvbGVzUmVxdWVzdBolLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlUm9sZXNSZXNwb25zZRJnChJHZXRFdGNkQ3JlZGVudGlhbHMSJy5ub2RlY29yZS5hcGkuR2V0RXRjZENyZWRlbnRpYWxzUmVxdWVzdBooLm5vZGVjb3JlLmFwaS5HZXRFdGNkQ3JlZGVudGlhbHNSZXNwb25zZWIGcHJvdG8z", [file_common_common]);
 
 /**
  * @generated from message nodecore.api.EscrowRequest
@@ -56,6 +56,49 @@ export const EscrowResponseSchema: GenMessage<EscrowResponse> = /*@__PURE__*/
   messageDesc(file_api_management, 1);
 
 /**
+ * @generated from message nodecore.api.GetEtcdCredentialsRequest
+ */
+export type GetEtcdCredentialsRequest = Message<"nodecore.api.GetEtcdCredentialsRequest"> & {
+  /**
+   * Ed25519 public key (32 bytes) to certify.
+   *
+   * @generated from field: bytes public_key = 1;
+   */
+  publicKey: Uint8Array;
+};
+
+/**
+ * Describes the message nodecore.api.GetEtcdCredentialsRequest.
+ * Use `create(GetEtcdCredentialsRequestSchema)` to create a new message.
+ */
+export const GetEtcdCredentialsRequestSchema: GenMessage<GetEtcdCredentialsRequest> = /*@__PURE__*/
+  messageDesc(file_api_management, 2);
+
+/**
+ * @generated from message nodecore.api.GetEtcdCredentialsResponse
+ */
+export type GetEtcdCredentialsResponse = Message<"nodecore.api.GetEtcdCredentialsResponse"> & {
+  /**
+   * The etcd CA certificate and the client certificate (DER).
+   *
+   * @generated from field: bytes ca_certificate = 1;
+   */
+  caCertificate: Uint8Array;
+
+  /**
+   * @generated from field: bytes client_certificate = 2;
+   */
+  clientCertificate: Uint8Array;
+};
+
+/**
+ * Describes the message nodecore.api.GetEtcdCredentialsResponse.
+ * Use `create(GetEtcdCredentialsResponseSchema)` to create a new message.
+ */
+export const GetEtcdCredentialsResponseSchema: GenMessage<GetEtcdCredentialsResponse> = /*@__PURE__*/
+  messageDesc(file_api_management, 3);
+
+/**
  * @generated from message nodecore.api.GetRegisterTicketRequest
  */
 export type GetRegisterTicketRequest = Message<"nodecore.api.GetRegisterTicketRequest"> & {
@@ -66,7 +109,7 @@ export type GetRegisterTicketRequest = Message<"nodecore.api.GetRegisterTicketRe
  * Use `create(GetRegisterTicketRequestSchema)` to create a new message.
  */
 export const GetRegisterTicketRequestSchema: GenMessage<GetRegisterTicketRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 2);
+  messageDesc(file_api_management, 4);
 
 /**
  * @generated from message nodecore.api.GetRegisterTicketResponse
@@ -83,7 +126,7 @@ export type GetRegisterTicketResponse = Message<"nodecore.api.GetRegisterTicketR
  * Use `create(GetRegisterTicketResponseSchema)` to create a new message.
  */
 export const GetRegisterTicketResponseSchema: GenMessage<GetRegisterTicketResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 3);
+  messageDesc(file_api_management, 5);
 
 /**
  * @generated from message nodecore.api.GetClusterInfoRequest
@@ -96,7 +139,7 @@ export type GetClusterInfoRequest = Message<"nodecore.api.GetClusterInfoRequest"
  * Use `create(GetClusterInfoRequestSchema)` to create a new message.
  */
 export const GetClusterInfoRequestSchema: GenMessage<GetClusterInfoRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 4);
+  messageDesc(file_api_management, 6);
 
 /**
  * @generated from message nodecore.api.GetClusterInfoResponse
@@ -118,7 +161,7 @@ export type GetClusterInfoResponse = Message<"nodecore.api.GetClusterInfoRespons
  * Use `create(GetClusterInfoResponseSchema)` to create a new message.
  */
 export const GetClusterInfoResponseSchema: GenMessage<GetClusterInfoResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 5);
+  messageDesc(file_api_management, 7);
 
 /**
  * @generated from message nodecore.api.GetNodesRequest
@@ -131,7 +174,7 @@ export type GetNodesRequest = Message<"nodecore.api.GetNodesRequest"> & {
  * Use `create(GetNodesRequestSchema)` to create a new message.
  */
 export const GetNodesRequestSchema: GenMessage<GetNodesRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 6);
+  messageDesc(file_api_management, 8);
 
 /**
  * @generated from message nodecore.api.Node
@@ -170,7 +213,7 @@ export type Node = Message<"nodecore.api.Node"> & {
  * Use `create(NodeSchema)` to create a new message.
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
-  messageDesc(file_api_management, 7);
+  messageDesc(file_api_management, 9);
 
 /**
  * @generated from message nodecore.api.ApproveNodeRequest
@@ -194,7 +237,7 @@ export type ApproveNodeRequest = Message<"nodecore.api.ApproveNodeRequest"> & {
  * Use `create(ApproveNodeRequestSchema)` to create a new message.
  */
 export const ApproveNodeRequestSchema: GenMessage<ApproveNodeRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 8);
+  messageDesc(file_api_management, 10);
 
 /**
  * @generated from message nodecore.api.ApproveNodeResponse
@@ -207,7 +250,7 @@ export type ApproveNodeResponse = Message<"nodecore.api.ApproveNodeResponse"> & 
  * Use `create(ApproveNodeResponseSchema)` to create a new message.
  */
 export const ApproveNodeResponseSchema: GenMessage<ApproveNodeResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 9);
+  messageDesc(file_api_management, 11);
 
 /**
  * @generated from message nodecore.api.UpdateNodeRolesRequest
@@ -246,7 +289,7 @@ export type UpdateNodeRolesRequest = Message<"nodecore.api.UpdateNodeRolesReques
  * Use `create(UpdateNodeRolesRequestSchema)` to create a new message.
  */
 export const UpdateNodeRolesRequestSchema: GenMessage<UpdateNodeRolesRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 10);
+  messageDesc(file_api_management, 12);
 
 /**
  * @generated from message nodecore.api.UpdateNodeRolesResponse
@@ -259,7 +302,7 @@ export type UpdateNodeRolesResponse = Message<"nodecore.api.UpdateNodeRolesRespo
  * Use `create(UpdateNodeRolesResponseSchema)` to create a new message.
  */
 export const UpdateNodeRolesResponseSchema: GenMessage<UpdateNodeRolesResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 11);
+  messageDesc(file_api_management, 13);
 
 /**
  * Authentication, authorization and accounting. The only service (with
@@ -338,6 +381,18 @@ export const Management: GenService<{
     methodKind: "unary";
     input: typeof UpdateNodeRolesRequestSchema;
     output: typeof UpdateNodeRolesResponseSchema;
+  },
+  /**
+   * A client certificate for etcd itself, for inspection and disaster
+   * recovery with etcdctl. The owner sends a public key and gets a
+   * certificate for it under the etcd CA.
+   *
+   * @generated from rpc nodecore.api.Management.GetEtcdCredentials
+   */
+  getEtcdCredentials: {
+    methodKind: "unary";
+    input: typeof GetEtcdCredentialsRequestSchema;
+    output: typeof GetEtcdCredentialsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_api_management, 1);
