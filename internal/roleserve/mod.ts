@@ -135,6 +135,7 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
         membership: options.membership,
         roles: values.roles,
         localCurator: values.localCurator,
+        board: values.board,
         etcdClientHost: options.etcdClientHost,
         ...(options.curatorPort !== undefined ? { curatorPort: options.curatorPort } : {}),
       }),

@@ -14,14 +14,18 @@ import { create } from "@bufbuild/protobuf";
 import { NodeStatusSchema, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
 import { clearPendingBootstrap, type ClusterMembership } from "../cluster/mod.ts";
 import { clientUrl, connectEtcd, issueMemberCertificate, peerUrl, runEtcdMember, type EtcdPeer } from "../consensus/mod.ts";
-import { consensusRole, curatorRunnable, writeBootstrapState, CURATOR_PORT } from "../curator/mod.ts";
+import { consensusRole, curatorRunnable, etcdMembers, writeBootstrapState, CURATOR_PORT } from "../curator/mod.ts";
 import type { Value } from "../event/mod.ts";
 import type { StorageLayout } from "../localstorage/mod.ts";
 import { rawPublicKey } from "../pki/mod.ts";
-import { RestartRequest, type RunContext, type Runnable } from "../supervisor/mod.ts";
+import { RestartRequest, sleep, type RunContext, type Runnable } from "../supervisor/mod.ts";
+import type { ServiceBoard } from "./service_status.ts";
 import { VERSION } from "../version/mod.ts";
 import { X509Certificate } from "node:crypto";
 import { clearEtcdMember, loadEtcdMemberState, saveEtcdMemberState, type EtcdMemberState } from "./etcd_member_state.ts";
+
+/** How often the node checks whether its etcd member votes yet (for its status). */
+export const MEMBER_STATUS_INTERVAL_MS = 2_000;
 
 /** A curator running on this node. */
 export interface LocalCurator {
@@ -37,6 +41,8 @@ export interface ControlPlaneOptions {
   roles: Value<NodeRoles | undefined>;
   /** Written: the local curator while it runs. */
   localCurator: Value<LocalCurator | undefined>;
+  /** Written: the "consensus" line of the node's status (voter, learner, not-assigned). */
+  board: ServiceBoard;
   /** Where etcd's client port listens: loopback on a VM, the node's address when nodes share a host. */
   etcdClientHost: (membership: ClusterMembership) => string;
   curatorPort?: number;
@@ -83,6 +89,7 @@ export function controlPlaneWorker(options: ControlPlaneOptions): Runnable {
     }
 
     if (!member) {
+      options.board.report("consensus", "not-assigned", "this node is not a consensus member");
       ctx.logger.info("not a consensus member; waiting for the consensus role");
       ctx.signalHealthy();
       await options.roles.waitFor((r) => Boolean(r?.consensusMember), { signal: ctx.signal });
@@ -143,6 +150,14 @@ async function runControlPlane(ctx: RunContext, options: ControlPlaneOptions, me
       }),
     );
     options.localCurator.set({ target: `${membership.address}:${port}`, port });
+    ctx.run("memberstatus", async (m) => {
+      m.signalHealthy();
+      for (;;) {
+        const self = (await etcdMembers(etcd).catch(() => [])).find((e) => e.name === credentials.nodeId);
+        if (self) options.board.report("consensus", self.isLearner ? "learner" : "voter", self.isLearner ? "catching up with the other etcd members" : "");
+        await sleep(MEMBER_STATUS_INTERVAL_MS, m.signal);
+      }
+    });
   };
 
   // Restart (and decide again) when the cluster says this node is no

@@ -1,6 +1,9 @@
 // `bun run cluster`: builds what changed, launches a cluster of nodes under
-// qemu in a private network namespace, waits until every node is UP, prints
-// where everything is, and runs until Ctrl-C, then tears it all down.
+// qemu in a private network namespace, forms the cluster as its owner would
+// (node 1 bootstraps; the owner takes ownership with out/ctl; the others
+// register, are approved and get the consensus role), prints where
+// everything is and how to reach it, and runs until Ctrl-C, then tears it
+// all down.
 //
 //   bun run cluster [--nodes N] [--name dev] [--quiet] [--keep]
 //                   [--timeout seconds] [--memory MiB] [--no-build] [--image-dir dir]
@@ -11,7 +14,10 @@ import { parseArgs } from "node:util";
 import { readManifest, REPO_ROOT } from "../../image/mod.ts";
 import { createLogger } from "../../internal/log/mod.ts";
 import { ensureBuilt } from "./build_outputs.ts";
-import { BOOT_MILESTONES, CONSOLE, createCluster, DEFAULT_CLUSTER_NAME, DEFAULT_NODE_COUNT, type Cluster, type NodeVm } from "./mod.ts";
+import { BOOT_MILESTONES, CONSOLE, createCluster, DEFAULT_CLUSTER_NAME, formCluster, type Cluster, type FormedCluster, type NodeVm } from "./mod.ts";
+
+/** A cluster of three: every node a consensus member, as issue #5 asks of the main command. */
+const DEFAULT_NODES = 3;
 
 /** TCG is slow and the host may be busy: generous, per node. */
 const DEFAULT_UP_TIMEOUT_S = 300;
@@ -20,7 +26,7 @@ const KEEPALIVE_MS = 1 << 30;
 
 const { values } = parseArgs({
   options: {
-    nodes: { type: "string", default: String(DEFAULT_NODE_COUNT) },
+    nodes: { type: "string", default: String(DEFAULT_NODES) },
     name: { type: "string", default: DEFAULT_CLUSTER_NAME },
     quiet: { type: "boolean", default: false },
     keep: { type: "boolean", default: false },
@@ -72,13 +78,13 @@ function upField(node: NodeVm, field: string): string {
   return new RegExp(`\\b${field}=(\\S+)`).exec(line)?.[1] ?? "?";
 }
 
-function summary(cluster: Cluster): string {
+function summary(cluster: Cluster, formed: FormedCluster): string {
   const rows = cluster.nodes.map((n) => [n.name, n.address, upField(n, "node"), upField(n, "roles"), shown(n.files.consoleLog)]);
   const header = ["node", "address", "node ID", "roles", "console log"];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const table = [header, ...rows].map((r) => "  " + r.map((c, i) => c.padEnd(widths[i]!)).join("   ")).join("\n");
   const first = cluster.nodes[0]!;
-  const ctl = `ip netns exec ${cluster.ns.name} ${shown(`${REPO_ROOT}/out/ctl`)} --config ${shown(cluster.dir.path)}/ctl --owner-key ${shown(cluster.owner.pemPath)}`;
+  const ctl = `ip netns exec ${cluster.ns.name} ${shown(`${REPO_ROOT}/out/ctl`)} --config ${shown(formed.ctlConfig)} --owner-key ${shown(cluster.owner.pemPath)}`;
   const missingKubernetes = !readManifest(imageDir).initramfs.binaries.some((b) => b.endsWith("/kube-apiserver"));
   return [
     "",
@@ -88,12 +94,17 @@ function summary(cluster: Cluster): string {
     "",
     `  owner key     ${shown(cluster.owner.pemPath)}   (node1 was bootstrapped with its public key)`,
     `  QMP sockets   ${shown(first.files.qmpSocket).replace(first.name, "<node>")}`,
-    `  out/ctl       the nodes are reachable only inside the namespace, e.g.:`,
-    `                ${ctl} takeownership ${first.address}`,
+    `  out/ctl       the owner has taken ownership; the nodes are reachable only inside the namespace:`,
+    `                ${ctl} node list`,
+    `                ${ctl} cluster info`,
+    `                ${ctl} etcd credentials ${shown(cluster.dir.path)}/etcd   (then etcdctl, inside the namespace too)`,
     "",
-    "  What is not there yet:",
-    "  - more than one node: the launcher does not yet fetch register tickets through out/ctl (--nodes 1 only).",
-    ...(missingKubernetes ? ["  - Kubernetes: the image carries no Kubernetes server binaries, so nodes hold Kubernetes roles without running them (they say so on their consoles)."] : []),
+    ...(missingKubernetes
+      ? [
+          "  Not there yet: Kubernetes. The image carries no Kubernetes server binaries, so nodes with",
+          "  Kubernetes roles say in their status that the binaries are missing (see node list --json).",
+        ]
+      : []),
     "",
     `Press Ctrl-C to stop: the VMs are killed and the namespace removed; disks and logs stay in ${shown(cluster.dir.path)} until the next launch.`,
     "",
@@ -127,18 +138,18 @@ try {
   process.exit(1);
 }
 
+let formed: FormedCluster;
 try {
-  for (const node of cluster.nodes) {
-    await node.start();
-    await followBoot(node);
-  }
+  const following: Promise<void>[] = [];
+  formed = await formCluster(cluster, { timeoutMs, logger: log, onStart: (node) => following.push(followBoot(node)) });
+  await Promise.all(following);
 } catch (err) {
   log.error("the cluster did not come up; what the node said last:");
   process.stderr.write(`${(err as Error).message}\n`);
   await cluster.close();
   process.exit(1);
 }
-process.stdout.write(summary(cluster));
+process.stdout.write(summary(cluster, formed));
 for (const node of cluster.nodes) {
   void node.exited().then((exit) => cluster.closing || log.warn(`${node.name} stopped; the others keep running until Ctrl-C`, { reason: exit.reason ?? exit.signal ?? exit.exitCode }));
 }

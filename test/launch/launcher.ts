@@ -10,7 +10,7 @@ import { DhcpServer, type StaticLease } from "./dhcp_server.ts";
 import type { HostCommandOptions, HostCommandResult } from "./host_command.ts";
 import { namespaceName, NetworkNamespace, nodeAddress, subnetOf, sweepStaleNamespaces } from "./network_namespace.ts";
 import { NodeVm } from "./node_vm.ts";
-import { encodeNodeParameters, loadOrCreateOwnerKey, loadOrCreateStorageTestKey, NotImplementedError, type NodeParametersSpec, type OwnerKey } from "./node_parameters.ts";
+import { encodeNodeParameters, loadOrCreateOwnerKey, loadOrCreateStorageTestKey, type NodeParametersSpec, type OwnerKey } from "./node_parameters.ts";
 import { registerTeardown } from "./teardown.ts";
 
 export const DEFAULT_CLUSTER_NAME = "dev";
@@ -73,13 +73,9 @@ function nodeSpecs(nodes: ClusterOptions["nodes"]): readonly NodeSpec[] {
   return Array.from({ length: count }, () => ({}));
 }
 
+/** Node 1 bootstraps; the others register once formCluster() has fetched their parameters. */
 function defaultParameters(index: number): NodeParametersSpec {
-  if (index === 1) return { kind: "bootstrap" };
-  throw new NotImplementedError(
-    `node${index}: nodes after the first register into the cluster with a register ticket from its curator; ` +
-      `the launcher does not fetch one yet (TODO(register): once node1 is UP, run out/ctl inside the namespace: ` +
-      `takeownership, params register, then node approve). Pass NodeSpec.parameters explicitly to boot more nodes today.`,
-  );
+  return index === 1 ? { kind: "bootstrap" } : { kind: "register-later" };
 }
 
 export class Cluster {
@@ -206,7 +202,7 @@ export async function createCluster(options: ClusterOptions = {}): Promise<Clust
           files,
           kernel: image.kernel,
           initramfs: image.initramfs,
-          hasParameters: parameters !== undefined,
+          hasParameters: parameters !== undefined || parameterSpecs[i]!.kind === "register-later",
           hasStorageTestKey: withKey,
           memoryMiB: options.memoryMiB ?? DEFAULT_MEMORY_MIB,
           ...(options.cmdline !== undefined ? { cmdline: options.cmdline } : {}),

@@ -35,9 +35,10 @@
 // build_outputs.ts (bring out/ up to date), cluster.ts (`bun run cluster`).
 //
 // Node 1 gets bootstrap parameters (the launcher's owner key). Nodes 2..N
-// would need register parameters, whose ticket only the running cluster can
-// issue; fetching it through out/ctl is a TODO, so they must be given
-// parameters explicitly for now (NodeSpec.parameters).
+// need register parameters, whose ticket only the running cluster can issue:
+// formCluster() (cluster_formation.ts) takes ownership with out/ctl inside
+// the namespace, fetches them, boots the nodes, approves them and gives them
+// the consensus role.
 //
 // Invariants:
 //  - Guest traffic never leaves the namespace: no veth to the host, no
@@ -61,10 +62,10 @@ export { SerialConsole, ConsoleWaitError, type ConsoleLine } from "./serial_cons
 export { QmpClient, QmpError, type QmpEvent } from "./qmp.ts";
 export { bootMilestones, formatMilestones, BOOT_MILESTONES, CONSOLE, type Milestone } from "./boot_milestones.ts";
 export { ensureBuilt } from "./build_outputs.ts";
+export { formCluster, ctlFor, waitForVoters, CTL_BINARY, type FormedCluster, type FormationOptions } from "./cluster_formation.ts";
 export {
   encodeNodeParameters,
   loadOrCreateOwnerKey,
-  NotImplementedError,
   FW_CFG_PARAMETERS,
   FW_CFG_STORAGE_TEST_KEY,
   STORAGE_TEST_KEY_BYTES,

@@ -24,19 +24,19 @@ export type NodeParametersSpec =
   /**
    * Register into a running cluster. The ticket must come from that cluster's
    * curator (Management.GetRegisterTicket), so the launcher cannot make one
-   * up: whoever has it passes it here. TODO(register): once the curator
-   * exists, the launcher fetches the ticket from node 1 after it is up and
-   * uses this for nodes 2..N.
+   * up: whoever has it passes it here.
    */
   | { kind: "register"; register: MessageInitShape<typeof NodeParameters_ClusterRegisterSchema> }
+  /**
+   * Register parameters that exist only once the cluster runs: formCluster()
+   * (cluster_formation.ts) fetches them with out/ctl and writes them before
+   * it starts the node (nodes 2..N by default).
+   */
+  | { kind: "register-later" }
   /** Exactly these bytes as parameters.pb (tests: corrupt parameters). */
   | { kind: "raw"; bytes: Uint8Array }
   /** No parameters at all in fw_cfg. */
   | { kind: "none" };
-
-export class NotImplementedError extends Error {
-  override name = "NotImplementedError";
-}
 
 export interface OwnerKey {
   privateKey: KeyObject;
@@ -70,6 +70,7 @@ export function encodeNodeParameters(spec: NodeParametersSpec, owner: OwnerKey):
     case "raw":
       return spec.bytes;
     case "none":
+    case "register-later":
       return undefined;
     default: {
       const unreachable: never = spec;

@@ -1,0 +1,142 @@
+// Three nodes under qemu form a cluster the way an owner forms one, and
+// etcd (checked with the real etcdctl) follows the roles:
+//
+//   node1 bootstraps ─ owner takes ownership ─ node2, node3 register ─ approved ─ UP
+//   consensus role on node2, node3 ─ etcdctl: three voting members; data written
+//   node1 powered off ─ owner still served (node2/node3) ─ node1 back: JoinNode
+//     through a survivor, its etcd member in sync (reads the data locally)
+//   consensus role removed from node3 ─ etcdctl: two members
+//
+// VMs run concurrently (three under TCG: slow). Disks and consoles stay in
+// out/cluster/e2e3/.
+
+import { join } from "node:path";
+import { CONSOLE, createCluster, formCluster, type Cluster, type FormedCluster } from "../launch/mod.ts";
+import { eventually } from "../../internal/testing/mod.ts";
+import { assert, assertEqual, e2eCleanup, e2eTest, type E2eContext } from "./harness.ts";
+
+/** Per step: three VMs under TCG on two cores are slow. */
+const STEP_TIMEOUT_MS = 600_000;
+const POLL_MS = 3_000;
+const ETCD_CLIENT_PORT = 2379;
+
+let cluster: Cluster | undefined;
+let formed: FormedCluster | undefined;
+let etcdDir = "";
+
+function need<T>(value: T | undefined, what: string): T {
+  assert(value !== undefined, `${what} is not there: an earlier step failed`);
+  return value;
+}
+
+/** Runs etcdctl inside the cluster's namespace with the owner's etcd client certificate. */
+async function etcdctl(endpointNode: string, ...args: string[]): Promise<string> {
+  const c = need(cluster, "the cluster");
+  const endpoint = `https://${c.node(endpointNode).address}:${ETCD_CLIENT_PORT}`;
+  const result = await c.exec(
+    [
+      "env",
+      "ETCDCTL_API=3",
+      "etcdctl",
+      "--cacert",
+      join(etcdDir, "ca.pem"),
+      "--cert",
+      join(etcdDir, "client.pem"),
+      "--key",
+      join(etcdDir, "client.key"),
+      "--endpoints",
+      endpoint,
+      "--command-timeout=15s",
+      ...args,
+    ],
+    { okExitCodes: [0, 1, 2, 4, 5] },
+  );
+  if (result.exitCode !== 0) throw new Error(`etcdctl ${args.join(" ")} via ${endpointNode}: ${result.stderr.trim()}`);
+  return result.stdout;
+}
+
+async function members(via: string): Promise<{ name: string; isLearner: boolean }[]> {
+  const listed = JSON.parse(await etcdctl(via, "--write-out=json", "member", "list")) as { members: { name?: string; isLearner?: boolean }[] };
+  return listed.members.map((m) => ({ name: m.name ?? "", isLearner: Boolean(m.isLearner) }));
+}
+
+e2eTest("three nodes form a cluster: bootstrap, takeownership, register, approve, consensus roles", async (ctx: E2eContext) => {
+  cluster = await createCluster({ name: "e2e3", nodes: 3, subnetIndex: 3, quiet: !ctx.verbose, imageDir: ctx.imageDir, logger: ctx.logger.child("launch") });
+  const started = performance.now();
+  formed = await formCluster(cluster, { timeoutMs: STEP_TIMEOUT_MS, logger: ctx.logger.child("formation") });
+  ctx.report(`three-node cluster formed in qemu (all UP, three voting members): ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  assertEqual(formed.ids.size, 3, "nodes with IDs");
+});
+
+e2eTest("etcdctl sees three voting etcd members, and data written to etcd is there", async () => {
+  const f = need(formed, "the formed cluster");
+  etcdDir = join(need(cluster, "the cluster").dir.path, "etcd");
+  const credentials = await f.ctl("etcd", "credentials", etcdDir);
+  assertEqual(credentials.exitCode, 0, `ctl etcd credentials (${credentials.stderr.trim()})`);
+  const list = await members("node1");
+  assertEqual(list.length, 3, "etcd members");
+  assert(list.every((m) => !m.isLearner), `no learners left: ${JSON.stringify(list)}`);
+  assertEqual(list.map((m) => m.name).sort().join(","), [...f.ids.values()].sort().join(","), "member names are the node IDs");
+  await etcdctl("node2", "put", "e2e/written-before", "survives node1");
+  assertEqual((await etcdctl("node3", "get", "e2e/written-before", "--print-value-only")).trim(), "survives node1", "value read back");
+  // The owner's client follows every curator from now on.
+  const info = await f.ctl("cluster", "info");
+  assertEqual(info.exitCode, 0, `ctl cluster info (${info.stderr.trim()})`);
+});
+
+e2eTest("with node1 powered off the cluster keeps serving the owner, and node1 rejoins through the survivors", async (ctx) => {
+  const c = need(cluster, "the cluster");
+  const f = need(formed, "the formed cluster");
+  const node1 = c.node("node1");
+  await node1.stop({ clean: true });
+  ctx.logger.info("node1 powered off");
+  await eventually(
+    async () => {
+      const result = await f.ctl("node", "roles", "set", f.ids.get("node2")!, "kubernetes-worker");
+      if (result.exitCode !== 0) throw new Error(result.stderr.trim());
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "an owner write served by node2 or node3" },
+  );
+  const list = JSON.parse((await f.ctl("node", "list", "--json")).stdout) as { id: string; roles: string[] }[];
+  assert(list.find((n) => n.id === f.ids.get("node2"))!.roles.includes("kubernetes-worker"), "the owner's write took effect");
+
+  const restarted = performance.now();
+  const from = node1.console.lines.length;
+  await node1.start();
+  const unlocked = await node1.waitForConsole(/got the cluster unlock key curator=(\S+)/, STEP_TIMEOUT_MS);
+  const via = /curator=(\S+)/.exec(unlocked.text)![1]!;
+  assert(via.startsWith(c.node("node2").address) || via.startsWith(c.node("node3").address), `node1 joined through a survivor (it used ${via})`);
+  assert(node1.console.lines.slice(from).every((l) => !/cold start/.test(l.text)), "node1 did not fall back to a cold start");
+  await node1.waitForConsole(CONSOLE.nodeUp, STEP_TIMEOUT_MS);
+  ctx.report(`node1 reboot → rejoined and UP: ${((performance.now() - restarted) / 1000).toFixed(1)} s`);
+  // Its member is back and in sync: a serializable read answers from node1's own copy.
+  await eventually(
+    async () => assertEqual((await etcdctl("node1", "get", "e2e/written-before", "--print-value-only", "--consistency=s")).trim(), "survives node1", "node1's copy"),
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "node1's etcd member in sync" },
+  );
+  const back = await members("node2");
+  assertEqual(back.filter((m) => !m.isLearner).length, 3, "voting members after node1 rejoined");
+});
+
+e2eTest("removing the consensus role from node3 shrinks etcd to two members", async () => {
+  const f = need(formed, "the formed cluster");
+  await eventually(
+    async () => {
+      const result = await f.ctl("node", "roles", "unset", f.ids.get("node3")!, "consensus");
+      if (result.exitCode !== 0) throw new Error(result.stderr.trim());
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "consensus role removed from node3" },
+  );
+  await eventually(
+    async () => {
+      const names = (await members("node1")).map((m) => m.name).sort();
+      assertEqual(names.join(","), [f.ids.get("node1")!, f.ids.get("node2")!].sort().join(","), "etcd members");
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "etcd without node3" },
+  );
+  await need(cluster, "the cluster").node("node3").waitForConsole(/consensus role removed: deleting this node's etcd data/, STEP_TIMEOUT_MS);
+});
+
+e2eCleanup(async () => {
+  await cluster?.close();
+});

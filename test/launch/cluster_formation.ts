@@ -1,0 +1,129 @@
+// Forming a cluster out of launched nodes, as an owner would with out/ctl:
+//
+//   node1 (bootstrap) ─▶ UP ─▶ ctl takeownership ─▶ ctl params register
+//   node2..N (register parameters) ─▶ "waiting for the owner to approve" ─▶ ctl node approve ─▶ UP
+//   ctl node roles set <node> consensus   (one node at a time: etcd takes one learner at a time)
+//   ─▶ every consensus node reports its etcd member as a voter
+//
+// out/ctl runs inside the cluster's network namespace (the only place the
+// nodes' addresses are reachable), with its config directory in the cluster
+// directory.
+
+import { join } from "node:path";
+import { REPO_ROOT } from "../../image/mod.ts";
+import type { Logger } from "../../internal/log/mod.ts";
+import { eventually } from "../../internal/testing/mod.ts";
+import type { Cluster } from "./launcher.ts";
+import { CONSOLE } from "./boot_milestones.ts";
+import type { NodeVm } from "./node_vm.ts";
+
+export const CTL_BINARY = join(REPO_ROOT, "out", "ctl");
+/** Register nodes print this once registered; the node ID follows. */
+const WAITING_FOR_APPROVAL = /waiting for the owner to approve node (node-[0-9a-f]+)/;
+const ROLE_RETRY_MS = 3_000;
+
+export interface FormationOptions {
+  /** How many nodes get the consensus role (default: all). */
+  consensusNodes?: number;
+  /** Deadline for each step (TCG is slow). */
+  timeoutMs: number;
+  logger: Logger;
+  /** Called right after each node is started (to follow its boot). */
+  onStart?: (node: NodeVm) => void;
+}
+
+export interface FormedCluster {
+  /** Node name → node ID. */
+  ids: Map<string, string>;
+  /** The ctl config directory (owner credentials). */
+  ctlConfig: string;
+  /** Runs out/ctl inside the namespace with the owner's credentials. */
+  ctl(...args: string[]): Promise<{ exitCode: number; stdout: string; stderr: string }>;
+}
+
+export function ctlFor(cluster: Cluster): FormedCluster["ctl"] {
+  const config = join(cluster.dir.path, "ctl");
+  return (...args) =>
+    cluster.exec([CTL_BINARY, "--config", config, "--owner-key", cluster.owner.pemPath, ...args], { okExitCodes: [0, 1, 2] });
+}
+
+/** The node ID a node printed when it came UP. */
+function upNodeId(node: NodeVm): string | undefined {
+  const line = [...node.console.lines].reverse().find((l) => CONSOLE.nodeUp.test(l.text))?.text ?? "";
+  return /\bnode=(node-[0-9a-f]+)/.exec(line)?.[1];
+}
+
+export async function formCluster(cluster: Cluster, options: FormationOptions): Promise<FormedCluster> {
+  const { logger, timeoutMs } = options;
+  const ctl = ctlFor(cluster);
+  const ids = new Map<string, string>();
+  const [first, ...others] = cluster.nodes;
+  if (!first) throw new Error("a cluster needs at least one node");
+  const must = async (what: string, ...args: string[]) => {
+    const result = await ctl(...args);
+    if (result.exitCode !== 0) throw new Error(`ctl ${args.join(" ")} failed (${what}): ${result.stderr.trim()}`);
+    return result;
+  };
+
+  const start = async (node: NodeVm) => {
+    await node.start();
+    options.onStart?.(node);
+  };
+  if (first.state === "stopped") await start(first);
+  await first.waitForConsole(CONSOLE.nodeUp, timeoutMs);
+  ids.set(first.name, upNodeId(first)!);
+  logger.info(`${first.name} bootstrapped the cluster`, { node: ids.get(first.name) });
+  await must("take ownership", "takeownership", first.address);
+  logger.info("owner took ownership", { config: join(cluster.dir.path, "ctl") });
+  if (others.length === 0) return { ids, ctlConfig: join(cluster.dir.path, "ctl"), ctl };
+
+  const registerParameters = join(cluster.dir.path, "register.pb");
+  await must("register parameters", "params", "register", registerParameters);
+  for (const node of others) {
+    await Bun.write(node.files.parameters, Bun.file(registerParameters));
+    await start(node);
+  }
+  for (const node of others) {
+    const line = await node.waitForConsole(WAITING_FOR_APPROVAL, timeoutMs);
+    const id = WAITING_FOR_APPROVAL.exec(line.text)![1]!;
+    ids.set(node.name, id);
+    await must("approve", "node", "approve", id);
+    logger.info(`${node.name} registered; approved`, { node: id });
+  }
+  for (const node of others) await node.waitForConsole(CONSOLE.nodeUp, timeoutMs);
+  logger.info("every node is UP");
+
+  const consensus = others.slice(0, Math.max(0, (options.consensusNodes ?? cluster.nodes.length) - 1));
+  for (const node of consensus) {
+    const id = ids.get(node.name)!;
+    await eventually(
+      async () => {
+        const result = await ctl("node", "roles", "set", id, "consensus");
+        if (result.exitCode !== 0) {
+          // etcd admits one new member at a time; the refusal says to try again.
+          if (!/try again/.test(result.stderr)) throw Object.assign(new Error(result.stderr.trim()), { final: true });
+          throw new Error(result.stderr.trim());
+        }
+      },
+      { timeoutMs, intervalMs: ROLE_RETRY_MS, what: `consensus role for ${node.name}` },
+    );
+    logger.info(`${node.name} got the consensus role`, { node: id });
+  }
+  await waitForVoters(ctl, consensus.length + 1, timeoutMs);
+  logger.info("consensus formed", { voters: consensus.length + 1 });
+  return { ids, ctlConfig: join(cluster.dir.path, "ctl"), ctl };
+}
+
+/** Waits until `count` nodes report their etcd member as a voter (node status, services). */
+export async function waitForVoters(ctl: FormedCluster["ctl"], count: number, timeoutMs: number): Promise<void> {
+  await eventually(
+    async () => {
+      const result = await ctl("node", "list", "--json");
+      if (result.exitCode !== 0) throw new Error(result.stderr.trim());
+      const nodes = JSON.parse(result.stdout) as { services: { name: string; state: string }[] }[];
+      const voters = nodes.filter((n) => n.services.some((s) => s.name === "consensus" && s.state === "voter")).length;
+      if (voters !== count) throw new Error(`${voters} of ${count} nodes report a voting etcd member`);
+    },
+    { timeoutMs, intervalMs: ROLE_RETRY_MS, what: `${count} voting etcd members` },
+  );
+}
