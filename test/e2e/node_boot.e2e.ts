@@ -11,7 +11,7 @@
 import { fromBinary } from "@bufbuild/protobuf";
 import { randomBytes } from "node:crypto";
 import { NodeParametersSchema } from "../../proto/gen/api/configuration_pb.ts";
-import { bootMilestones, CONSOLE, createCluster, formatMilestones, type Cluster, type ConsoleLine, type NodeVm } from "../launch/mod.ts";
+import { bootMilestones, CONSOLE, createCluster, ctlFor, formatMilestones, type Cluster, type ConsoleLine, type NodeVm } from "../launch/mod.ts";
 import { hasExt4Magic, isLuks2, partitionContains, partitionExtent, readLuks2Header } from "./disk_inspection.ts";
 import { assert, assertEqual, e2eCleanup, e2eTest, type E2eContext } from "./harness.ts";
 
@@ -24,6 +24,19 @@ const DATA_PARTITION_NUMBER = 2;
 const CORRUPT_PARAMETERS_BYTES = 64;
 
 let cluster: Cluster | undefined;
+/** The node ID node1 reported on its first boot. */
+let firstNodeId: string | undefined;
+
+/** The owner's node list (out/ctl inside the namespace) shows this node UP with the consensus role. */
+async function assertListedUp(ctl: ReturnType<typeof ctlFor>, nodeId: string | undefined): Promise<void> {
+  const listed = await ctl("node", "list", "--json");
+  assertEqual(listed.exitCode, 0, `ctl node list (${listed.stderr.trim()})`);
+  const nodes = JSON.parse(listed.stdout) as { id: string; state: string; roles: string[] }[];
+  const entry = nodes.find((n) => n.id === nodeId);
+  assert(entry !== undefined, `ctl node list should show ${nodeId}: ${listed.stdout}`);
+  assertEqual(entry.state, "UP", "the node's state in the owner's list");
+  assert(entry.roles.includes("consensus"), `the node should hold the consensus role: ${entry.roles.join(",")}`);
+}
 /** The data partition's format marker as boot 1 reported it. */
 let firstFormattedAt: string | undefined;
 
@@ -105,6 +118,12 @@ e2eTest("the first node bootstraps a cluster and reports itself UP as a consensu
   assert(/roles=\S*consensus/.test(up.text), `node1 should hold the consensus role: ${up.text}`);
   assertEqual(field(up, "address"), node.address, "the address the node reports");
   reportBoot(ctx, node, "node1, first boot (formats the data partition, bootstraps the cluster)");
+  firstNodeId = field(up, "node");
+  // The owner takes ownership with out/ctl and sees the node UP as a consensus member.
+  const ctl = ctlFor(await theCluster(ctx));
+  const taken = await ctl("takeownership", node.address);
+  assertEqual(taken.exitCode, 0, `ctl takeownership (${taken.stderr.trim()})`);
+  await assertListedUp(ctl, firstNodeId);
 });
 
 e2eTest("the node powers off cleanly on the ACPI power button, unmounting its file systems and leaving only ciphertext in its data partition", async (ctx) => {
@@ -141,7 +160,9 @@ e2eTest("the same disk boots again and mounts its data partition without formatt
   assert(recovery === undefined, `the data file system was not unmounted cleanly at the last poweroff: ${recovery?.text}`);
   assert(!CONSOLE.dataFormatted.test(mounted.text), `the second boot formatted the data partition again: ${mounted.text}`);
   assertEqual(field(mounted, "formattedAt"), firstFormattedAt, "the format marker on the second boot");
-  await milestone(ctx, node, CONSOLE.nodeUp, "node is UP");
+  const up = await milestone(ctx, node, CONSOLE.nodeUp, "node is UP");
+  assertEqual(field(up, "node"), firstNodeId, "the node's identity on the second boot");
+  await assertListedUp(ctlFor(await theCluster(ctx)), firstNodeId);
   assert(node.console.find(CONSOLE.dataFormatted) === undefined, "the second boot said it formatted the data partition");
   assertNoPanic(node);
   reportBoot(ctx, node, "node1, second boot (same disk: mounts, cold-starts the one-node cluster)");
