@@ -11,6 +11,8 @@ import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
 
 /** Per-call deadline unless the caller sets one. */
 export const DEFAULT_CALL_TIMEOUT_MS = 15_000;
+/** How long a curator gets to accept a connection before the next one is tried. */
+export const CONNECT_TIMEOUT_MS = 3_000;
 
 /** "10.0.0.2" → "10.0.0.2:7835"; an explicit port is kept. */
 export function withCuratorPort(endpoint: string): string {
@@ -42,6 +44,10 @@ export async function withFailover<S extends DescService, T>(
       channelOptions: channelOptions(),
     });
     try {
+      if (!(await client.ready(CONNECT_TIMEOUT_MS))) {
+        failures.push(`${endpoint}: no connection within ${CONNECT_TIMEOUT_MS / 1000} s`);
+        continue;
+      }
       return await call(client);
     } catch (err) {
       if (!worthTryingElsewhere(err)) throw err;

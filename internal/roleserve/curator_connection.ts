@@ -12,6 +12,9 @@ export interface CuratorConnection {
   credentials: { ca: X509Certificate; certificate: X509Certificate; privateKey: KeyObject };
 }
 
+/** How long a curator gets to accept a connection before the next one is tried. */
+export const CURATOR_CONNECT_TIMEOUT_MS = 3_000;
+
 export class NoCuratorError extends Error {
   override name = "NoCuratorError";
 }
@@ -26,6 +29,10 @@ export async function withCurator<T>(connection: CuratorConnection, call: (clien
   for (const target of connection.targets) {
     const client = dialAsNode(target, connection.credentials);
     try {
+      if (!(await client.ready(CURATOR_CONNECT_TIMEOUT_MS))) {
+        failures.push(`${target}: no connection within ${CURATOR_CONNECT_TIMEOUT_MS / 1000} s`);
+        continue;
+      }
       return await call(client);
     } catch (err) {
       if (!worthTryingElsewhere(err)) throw err;

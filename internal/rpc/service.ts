@@ -178,8 +178,16 @@ type ClientMethod<M> = M extends { methodKind: "unary"; input: infer I extends D
     ? (request: MessageInitShape<I>, options?: CallOptions) => AsyncIterable<MessageShape<O>>
     : never;
 
-/** A typed client of a service; close() releases its channel. */
-export type ServiceClient<S> = { [K in keyof MethodsOf<S>]: ClientMethod<MethodsOf<S>[K]> } & { close(): void };
+/**
+ * A typed client of a service. ready() connects (or fails) within a
+ * deadline, so that callers with several servers can move on from one that
+ * is down without spending a whole call's deadline on it; close() releases
+ * the channel.
+ */
+export type ServiceClient<S> = { [K in keyof MethodsOf<S>]: ClientMethod<MethodsOf<S>[K]> } & {
+  ready(timeoutMs: number): Promise<boolean>;
+  close(): void;
+};
 
 export interface ClientOptions {
   credentials: ChannelCredentials;
@@ -193,7 +201,10 @@ function callOptionsOf(options: CallOptions | undefined) {
 /** Creates a typed client for `service` at `target` (host:port). */
 export function createClient<S extends DescService>(service: S, target: string, options: ClientOptions): ServiceClient<S> {
   const client = new GrpcClient(target, options.credentials, options.channelOptions);
-  const out: Record<string, unknown> = { close: () => client.close() };
+  const out: Record<string, unknown> = {
+    close: () => client.close(),
+    ready: (timeoutMs: number) => new Promise<boolean>((resolve) => client.waitForReady(Date.now() + timeoutMs, (err) => resolve(!err))),
+  };
   for (const method of service.methods) {
     const path = methodPath(service, method.name);
     const name = `${service.name}/${method.name}`;
