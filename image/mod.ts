@@ -71,6 +71,7 @@ import { MODULE_ROOTS, stageModules } from "./modules.ts";
 export * from "./layout.ts";
 export { BOOT_PACKAGES, BUILD_PACKAGES, ensurePackages } from "./deps.ts";
 export { CommandError, ImageBuildError } from "./errors.ts";
+export { run, type RunOptions, type RunResult } from "./exec.ts";
 export { MODULE_ROOTS } from "./modules.ts";
 export type { PartitionInfo } from "./disk.ts";
 export { bootAndWatch, qemuArgs, DEFAULT_MEMORY_MIB, QEMU_BINARY, type BootResult, type ConsoleLine, type QemuOptions } from "./qemu.ts";

@@ -73,5 +73,5 @@ export {
   type OwnerKey,
 } from "./node_parameters.ts";
 export { NetworkNamespace, nodeAddress, subnetOf, BRIDGE_NAME, NAMESPACE_PREFIX, type Subnet } from "./network_namespace.ts";
-export { runHostCommand, LaunchCommandError, type HostCommandResult } from "./host_command.ts";
+export { runHostCommand, type HostCommandResult } from "./host_command.ts";
 export type { NodeFiles } from "./cluster_dir.ts";
