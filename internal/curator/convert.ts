@@ -28,11 +28,16 @@ export function toCuratorNode(record: NodeRecord): CuratorNode {
   });
 }
 
-/** Nodes running a curator, with the addresses they reported. */
-export function directoryOf(records: NodeRecord[]): ClusterDirectory {
+/**
+ * Nodes running a curator, with the addresses they reported, by node ID.
+ * Serves both the curator (from its records) and the role server (from
+ * what Watch sends).
+ */
+export function directoryOf(nodes: readonly Pick<NodeRecord, "id" | "publicKey" | "status">[]): ClusterDirectory {
   return create(ClusterDirectorySchema, {
-    nodes: records
-      .filter((r) => r.status?.runningCurator && r.status.externalAddress)
-      .map((r) => ({ publicKey: r.publicKey, addresses: [{ host: r.status!.externalAddress }] })),
+    nodes: nodes
+      .filter((n) => n.status?.runningCurator && n.status.externalAddress)
+      .sort((a, b) => a.id.localeCompare(b.id))
+      .map((n) => ({ publicKey: n.publicKey, addresses: [{ host: n.status!.externalAddress }] })),
   });
 }

@@ -27,5 +27,6 @@ export { CuratorStore, ETCD_PREFIX, StoreError } from "./store.ts";
 export { consensusRole, etcdMembers, grantConsensus, revokeConsensus, promoteLearners, type EtcdMember } from "./consensus_membership.ts";
 export { ELECTION_NAME, LEADER_LEASE_TTL_S, type Leadership, type LeaderInfo } from "./leadership.ts";
 export { UNLOCK_KEY_BYTES } from "./service_curator.ts";
+export { directoryOf } from "./convert.ts";
 // For tests of this and other packages: a real one-node cluster on loopback.
 export { startTestCluster, type TestCluster, type Credentials } from "./test_cluster.ts";

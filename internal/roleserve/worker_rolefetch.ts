@@ -3,7 +3,8 @@
 // (the directory other workers dial).
 
 import { create } from "@bufbuild/protobuf";
-import { ClusterDirectorySchema, NodeRolesSchema, type ClusterDirectory, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
+import { NodeRolesSchema, type ClusterDirectory, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
+import { directoryOf } from "../curator/mod.ts";
 import type { Node } from "../../proto/gen/curator/curator_pb.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
 import type { Value } from "../event/mod.ts";
@@ -17,15 +18,6 @@ export interface RoleFetchOptions {
   roles: Value<NodeRoles | undefined>;
   /** Written: curators as the cluster reports them. */
   directory: Value<ClusterDirectory>;
-}
-
-function directoryOf(nodes: Map<string, Node>): ClusterDirectory {
-  return create(ClusterDirectorySchema, {
-    nodes: [...nodes.values()]
-      .filter((n) => n.status?.runningCurator && n.status.externalAddress)
-      .sort((a, b) => a.id.localeCompare(b.id))
-      .map((n) => ({ publicKey: n.publicKey, addresses: [{ host: n.status!.externalAddress }] })),
-  });
 }
 
 export function roleFetchWorker(options: RoleFetchOptions): Runnable {
@@ -58,7 +50,7 @@ export function roleFetchWorker(options: RoleFetchOptions): Runnable {
           lastRoles = summary;
         }
         options.roles.set(roles);
-        options.directory.set(directoryOf(nodes));
+        options.directory.set(directoryOf([...nodes.values()]));
         ctx.signalHealthy();
       }
     });
