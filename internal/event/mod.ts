@@ -20,4 +20,4 @@
 //    it returns. A closed watcher ends its iteration and rejects pending gets.
 //  - One watcher per consumer: watchers are cheap and independent.
 
-export { Value, type Watcher, WatcherClosedError } from "./value.ts";
+export { Value, followValues, type ValueChange, type Watcher, WatcherClosedError } from "./value.ts";

@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { Value, WatcherClosedError } from "./mod.ts";
+import { eventually } from "../testing/mod.ts";
 
 describe("Value", () => {
   test("get waits for the first value and then returns the latest", async () => {
@@ -109,5 +110,34 @@ describe("Value", () => {
       await pending.catch(() => {});
     }
     expect((value as unknown as { waiters: Set<unknown> }).waiters.size).toBe(0);
+  });
+});
+
+describe("followValues", () => {
+  test("yields the current value of each, then every change of either, in order", async () => {
+    const { followValues } = await import("./mod.ts");
+    const a = new Value<number>();
+    const b = new Value<string>();
+    a.set(1);
+    b.set("x");
+    const controller = new AbortController();
+    const seen: string[] = [];
+    const done = (async () => {
+      try {
+        for await (const change of followValues({ a, b }, controller.signal)) {
+          seen.push(`${String(change.key)}=${change.value}`);
+          if (seen.length === 4) controller.abort();
+        }
+      } catch (err) {
+        if (!controller.signal.aborted) throw err;
+      }
+    })();
+    await eventually(() => expect(seen.length).toBe(2));
+    b.set("y");
+    await eventually(() => expect(seen.length).toBe(3));
+    a.set(2);
+    await done;
+    expect(seen.slice(0, 2).sort()).toEqual(["a=1", "b=x"]);
+    expect(seen.slice(2)).toEqual(["b=y", "a=2"]);
   });
 });

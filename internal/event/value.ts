@@ -149,3 +149,33 @@ class ValueWatcher<T> implements Watcher<T> {
     }
   }
 }
+
+/** One update from followValues: which value changed, and to what. */
+export type ValueChange<T extends Record<string, Value<unknown>>> = {
+  [K in keyof T]: { key: K; value: T[K] extends Value<infer V> ? V : never };
+}[keyof T];
+
+/**
+ * Follows several values at once, yielding each update (as a watcher would:
+ * first the current value of each, then changes; intermediate ones
+ * collapse) until the signal aborts. One pending get per value is kept
+ * across updates, so an update is never swallowed by a get that lost a race.
+ */
+export async function* followValues<T extends Record<string, Value<unknown>>>(values: T, signal: AbortSignal): AsyncIterable<ValueChange<T>> {
+  const watchers = Object.entries(values).map(([key, value]) => ({ key, watcher: value.watch() }));
+  const next = (entry: (typeof watchers)[number]) =>
+    entry.watcher.get({ signal }).then((value) => ({ entry, change: { key: entry.key, value } as ValueChange<T> }));
+  const pending = new Map(watchers.map((entry) => [entry, next(entry)]));
+  for (const promise of pending.values()) promise.catch(() => {});
+  try {
+    for (;;) {
+      const { entry, change } = await Promise.race(pending.values());
+      const again = next(entry);
+      again.catch(() => {});
+      pending.set(entry, again);
+      yield change;
+    }
+  } finally {
+    for (const { watcher } of watchers) watcher.close();
+  }
+}

@@ -34,7 +34,7 @@ import { create } from "@bufbuild/protobuf";
 import { ClusterDirectorySchema, type ClusterDirectory, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
 import { curatorTarget, directoryTargets, type ClusterMembership } from "../cluster/mod.ts";
 import { CURATOR_PORT } from "../curator/mod.ts";
-import { Value } from "../event/mod.ts";
+import { Value, followValues } from "../event/mod.ts";
 import type { StorageLayout } from "../localstorage/mod.ts";
 import { untilCancelled, type Runnable } from "../supervisor/mod.ts";
 import type { CuratorConnection } from "./curator_connection.ts";
@@ -92,33 +92,25 @@ function curatorConnectionWorker(options: RoleServerOptions, values: RoleServerV
     const { credentials } = membership;
     const port = options.curatorPort ?? CURATOR_PORT;
     values.directory.set(membership.directory ?? create(ClusterDirectorySchema));
-    using localWatcher = values.localCurator.watch();
-    using directoryWatcher = values.directory.watch();
     let local = values.localCurator.peek();
     let directory = values.directory.peek()!;
     let last = "";
-    type Change = { local: LocalCurator | undefined } | { directory: ClusterDirectory };
-    let nextLocal: Promise<Change> = localWatcher.get({ signal: ctx.signal }).then((v) => ({ local: v }));
-    let nextDirectory: Promise<Change> = directoryWatcher.get({ signal: ctx.signal }).then((v) => ({ directory: v }));
     ctx.signalHealthy();
-    for (;;) {
+    const publish = () => {
       const own = curatorTarget(membership.address, port);
       const remote = directoryTargets(directory, port).filter((t) => t !== own);
       const targets = local ? [local.target, ...remote] : remote;
       const summary = targets.join(",");
-      if (summary !== last && targets.length > 0) {
-        ctx.logger.info("curators", { targets: summary });
-        values.connection.set({ targets, credentials: { ca: credentials.ca, certificate: credentials.certificate, privateKey: credentials.privateKey } });
-        last = summary;
-      }
-      const change = await Promise.race([nextLocal, nextDirectory]);
-      if ("local" in change) {
-        local = change.local;
-        nextLocal = localWatcher.get({ signal: ctx.signal }).then((v) => ({ local: v }));
-      } else {
-        directory = change.directory;
-        nextDirectory = directoryWatcher.get({ signal: ctx.signal }).then((v) => ({ directory: v }));
-      }
+      if (summary === last || targets.length === 0) return;
+      ctx.logger.info("curators", { targets: summary });
+      values.connection.set({ targets, credentials: { ca: credentials.ca, certificate: credentials.certificate, privateKey: credentials.privateKey } });
+      last = summary;
+    };
+    publish();
+    for await (const change of followValues({ local: values.localCurator, directory: values.directory }, ctx.signal)) {
+      if (change.key === "local") local = change.value;
+      else directory = change.value;
+      publish();
     }
   };
 }

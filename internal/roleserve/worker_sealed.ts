@@ -8,7 +8,7 @@ import { clone, create, equals } from "@bufbuild/protobuf";
 import { SealedConfigurationSchema } from "../../proto/gen/api/configuration_pb.ts";
 import { ClusterDirectorySchema, type ClusterDirectory, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
 import { readSealedConfiguration, writeSealedConfiguration, type ClusterMembership } from "../cluster/mod.ts";
-import type { Value } from "../event/mod.ts";
+import { followValues, type Value } from "../event/mod.ts";
 import type { StorageLayout } from "../localstorage/mod.ts";
 import type { Runnable } from "../supervisor/mod.ts";
 
@@ -22,23 +22,12 @@ export interface SealedUpdateOptions {
 export function sealedUpdateWorker(options: SealedUpdateOptions): Runnable {
   return async (ctx) => {
     const membership = await options.membership.get({ signal: ctx.signal });
-    using rolesWatcher = options.roles.watch();
-    using directoryWatcher = options.directory.watch();
-    type Change = { roles: NodeRoles | undefined } | { directory: ClusterDirectory };
-    let nextRoles: Promise<Change> = rolesWatcher.get({ signal: ctx.signal }).then((roles) => ({ roles }));
-    let nextDirectory: Promise<Change> = directoryWatcher.get({ signal: ctx.signal }).then((directory) => ({ directory }));
     let roles: NodeRoles | undefined;
     let directory: ClusterDirectory | undefined;
     ctx.signalHealthy();
-    for (;;) {
-      const change = await Promise.race([nextRoles, nextDirectory]);
-      if ("roles" in change) {
-        roles = change.roles;
-        nextRoles = rolesWatcher.get({ signal: ctx.signal }).then((r) => ({ roles: r }));
-      } else {
-        directory = change.directory;
-        nextDirectory = directoryWatcher.get({ signal: ctx.signal }).then((d) => ({ directory: d }));
-      }
+    for await (const change of followValues({ roles: options.roles, directory: options.directory }, ctx.signal)) {
+      if (change.key === "roles") roles = change.value;
+      else directory = change.value;
       if (roles === undefined) continue; // Until the cluster has spoken, keep what is there.
       const current = readSealedConfiguration(options.layout.esp.sealed);
       if (!current) continue;

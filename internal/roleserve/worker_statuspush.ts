@@ -4,7 +4,7 @@
 import { create, equals } from "@bufbuild/protobuf";
 import { NodeStatusSchema, type NodeStatus, type ServiceStatus } from "../../proto/gen/common/common_pb.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
-import type { Value } from "../event/mod.ts";
+import { followValues, type Value } from "../event/mod.ts";
 import type { Runnable } from "../supervisor/mod.ts";
 import { VERSION } from "../version/mod.ts";
 import { withCurator, type CuratorConnection } from "./curator_connection.ts";
@@ -23,48 +23,31 @@ export interface StatusPushOptions {
 export function statusPushWorker(options: StatusPushOptions): Runnable {
   return async (ctx) => {
     const membership = await options.membership.get({ signal: ctx.signal });
-    using curatorWatcher = options.localCurator.watch();
-    using servicesWatcher = options.services.watch();
     let local = options.localCurator.peek();
     let services = options.services.peek() ?? [];
     let pushed: NodeStatus | undefined;
-    // One pending get per watcher, kept across rounds: a get that lost a
-    // race must not swallow the update it later receives.
-    type Change = { local: LocalCurator | undefined } | { services: ServiceStatus[] };
-    const nextLocal = (): Promise<Change> => curatorWatcher.get({ signal: ctx.signal }).then((v) => ({ local: v }));
-    const nextServices = (): Promise<Change> => servicesWatcher.get({ signal: ctx.signal }).then((v) => ({ services: v }));
-    let pendingLocal = nextLocal();
-    let pendingServices = nextServices();
-    pendingLocal.catch(() => {});
-    pendingServices.catch(() => {});
-    ctx.signalHealthy();
-    for (;;) {
+    const pushIfChanged = async () => {
       const status = create(NodeStatusSchema, {
         externalAddress: membership.address,
         ...(local ? { runningCurator: { port: local.port } } : {}),
         version: VERSION,
         services,
       });
-      if (!pushed || !equals(NodeStatusSchema, pushed, status)) {
-        const connection = await options.connection.get({ signal: ctx.signal });
-        const stamped = create(NodeStatusSchema, { ...status, timestampMs: BigInt(Date.now()) });
-        await withCurator(connection, (c) =>
-          c.updateNodeStatus({ nodeId: membership.credentials.nodeId, status: stamped }, { timeoutMs: STATUS_PUSH_TIMEOUT_MS, signal: ctx.signal }),
-        );
-        ctx.logger.info("status pushed", { curator: Boolean(local), services: services.map((s) => `${s.name}=${s.state}`).join(",") });
-        pushed = status;
-      }
-      // Wait for the next change of either input.
-      const next = await Promise.race([pendingLocal, pendingServices]);
-      if ("local" in next) {
-        local = next.local;
-        pendingLocal = nextLocal();
-        pendingLocal.catch(() => {});
-      } else {
-        services = next.services;
-        pendingServices = nextServices();
-        pendingServices.catch(() => {});
-      }
+      if (pushed && equals(NodeStatusSchema, pushed, status)) return;
+      const connection = await options.connection.get({ signal: ctx.signal });
+      const stamped = create(NodeStatusSchema, { ...status, timestampMs: BigInt(Date.now()) });
+      await withCurator(connection, (c) =>
+        c.updateNodeStatus({ nodeId: membership.credentials.nodeId, status: stamped }, { timeoutMs: STATUS_PUSH_TIMEOUT_MS, signal: ctx.signal }),
+      );
+      ctx.logger.info("status pushed", { curator: Boolean(local), services: services.map((s) => `${s.name}=${s.state}`).join(",") });
+      pushed = status;
+    };
+    ctx.signalHealthy();
+    await pushIfChanged();
+    for await (const change of followValues({ local: options.localCurator, services: options.services }, ctx.signal)) {
+      if (change.key === "local") local = change.value;
+      else services = change.value;
+      await pushIfChanged();
     }
   };
 }
