@@ -4,9 +4,9 @@
 
 import { afterAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { generateKeyPair, privateKeyPem, rawPublicKey } from "../internal/pki/mod.ts";
-import { tempDir } from "../internal/testing/mod.ts";
+import { eventually, tempDir } from "../internal/testing/mod.ts";
 import { NodeProcess, ctl, loopbackBlock } from "./support/node_process.ts";
 
 const dir = tempDir("nodecore-node-");
@@ -34,7 +34,7 @@ describe("a one-node cluster of processes", () => {
     expect(taken.stderr).not.toContain("ctl: the");
     expect(taken.code).toBe(0);
     const list = await ctl(config, "--owner-key", join(dir.path, "owner.key"), "node", "list", "--json");
-    expect(list.stderr).toBe("ctl: calling " + node.address + ":7835 ...\n");
+    expect(list.stderr).toMatch(new RegExp(`^ctl: calling node-[0-9a-f]{16}@${node.address.replaceAll(".", "\\.")}:7835 \\.\\.\\.\n$`));
     expect(list.code).toBe(0);
     const nodes = JSON.parse(list.stdout);
     expect(nodes).toEqual([expect.objectContaining({ state: "UP", address: node.address, curator: true })]);
@@ -52,4 +52,42 @@ describe("a one-node cluster of processes", () => {
     expect(after.id).toBe(before.id);
     expect(after.state).toBe("UP");
   }, 120_000);
+
+  const etcdPid = (from: number) => Number(node.logs.slice(from).findLast((l) => l.msg === "process started" && l.command === "/usr/bin/etcd")?.pid);
+  const running = (pid: number) => {
+    try {
+      return !readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.startsWith("Z");
+    } catch {
+      return false;
+    }
+  };
+
+  test("a node process killed with SIGKILL takes its etcd with it, and starts again without help", async () => {
+    const pid = etcdPid(0);
+    expect(running(pid)).toBe(true);
+    await node.stop("SIGKILL");
+    await eventually(() => expect(running(pid)).toBe(false), { what: "etcd gone with its node" });
+    const from = node.logs.length;
+    node.start();
+    await node.waitForLog((l) => l.msg === "node is UP", { from, what: "node UP after SIGKILL", timeoutMs: 90_000 });
+  }, 120_000);
+
+  test("an etcd of its own left running by an earlier run is killed when the node starts, and the node comes up", async () => {
+    // Without setpriv on its PATH the node cannot tie etcd to itself (as on
+    // a machine without util-linux), so SIGKILL leaves etcd running.
+    await node.stop();
+    let from = node.logs.length;
+    node.start({ PATH: "/nonexistent" });
+    await node.waitForLog((l) => l.msg === "node is UP", { from, what: "node UP without setpriv", timeoutMs: 90_000 });
+    const orphan = etcdPid(from);
+    await node.stop("SIGKILL");
+    expect(running(orphan)).toBe(true);
+    from = node.logs.length;
+    node.start();
+    await node.waitForLog((l) => l.msg === "killed a leftover of an earlier run" && Number(l.pid) === orphan, { from, what: "leftover etcd killed" });
+    await node.waitForLog((l) => l.msg === "node is UP", { from, what: "node UP after the leftover", timeoutMs: 90_000 });
+    expect(running(orphan)).toBe(false);
+    // etcd started once: no "address already in use" crash loop.
+    expect(node.logs.slice(from).filter((l) => l.msg === "process started" && l.command === "/usr/bin/etcd").length).toBe(1);
+  }, 180_000);
 });

@@ -3,7 +3,7 @@
 
 import { cac } from "cac";
 import { create, toBinary } from "@bufbuild/protobuf";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { X509Certificate } from "node:crypto";
 import { join } from "node:path";
 import { Management } from "../../proto/gen/api/management_pb.ts";
@@ -20,10 +20,10 @@ import {
   summarize,
   takeOwnership,
   withFailover,
-  withCuratorPort,
   DEFAULT_CALL_TIMEOUT_MS,
   type RoleName,
 } from "../../internal/operator/mod.ts";
+import { endpointsOfDirectory, formatEndpoint } from "../../internal/curator/client/mod.ts";
 import { generateKeyPair, privateKeyPem, rawPublicKey } from "../../internal/pki/mod.ts";
 import { RpcError, Status } from "../../internal/rpc/mod.ts";
 import { VERSION } from "../../internal/version/mod.ts";
@@ -70,16 +70,19 @@ cli.command("takeownership <endpoint>", "Prove the owner key to a node and save 
   progress(`proving the owner key to ${endpoint} ...`);
   const result = await takeOwnership(endpoint, key, timeoutOf(options));
   saveCredentials(p, result);
-  print(options, { config: p.dir, endpoints: result.endpoints }, `took ownership; credentials saved in ${p.dir}\ncurators: ${result.endpoints.join(", ")}`);
+  const curators = result.endpoints.map(formatEndpoint);
+  print(options, { config: p.dir, endpoints: curators }, `took ownership; credentials saved in ${p.dir}\ncurators: ${curators.join(", ")}`);
 });
 
 cli.command("cluster [action]", "Cluster commands: info (also refreshes the saved curator list)").action(async (action: string | undefined, options: GlobalOptions) => {
   if (action !== "info") throw new UsageError(`unknown cluster action '${action ?? ""}' (expected: info)`);
   const p = paths(options);
   const credentials = loadCredentials(p, options.ownerKey);
-  const info = await withFailover(Management, credentials, (m) => m.getClusterInfo({}, timeoutOf(options)), progress);
-  const curators = info.clusterDirectory?.nodes.flatMap((n) => n.addresses.map((a) => a.host)) ?? [];
-  if (curators.length) saveCredentials(p, { certificate: credentials.certificate, ca: credentials.ca, endpoints: curators.map(withCuratorPort) });
+  const { info, port } = await withFailover(Management, credentials, async (m, e) => ({ info: await m.getClusterInfo({}, timeoutOf(options)), port: e.port }), progress);
+  // Curators all listen on one port: the one that answered.
+  const endpoints = endpointsOfDirectory(info.clusterDirectory, port);
+  if (endpoints.length) saveCredentials(p, { certificate: credentials.certificate, ca: credentials.ca, endpoints });
+  const curators = endpoints.map(formatEndpoint);
   const fingerprint = new (await import("node:crypto")).X509Certificate(info.caCertificate).fingerprint256;
   print(options, { curators, caFingerprint: fingerprint }, `curators: ${curators.join(", ") || "(none)"}\nCA fingerprint (SHA-256): ${fingerprint}`);
 });
@@ -174,7 +177,9 @@ cli
     } else {
       throw new UsageError(`unknown parameters kind '${kind}' (expected: bootstrap, register)`);
     }
-    writeFileSync(file, toBinary(NodeParametersSchema, params));
+    // Register parameters carry the ticket: readable by their owner only.
+    writeFileSync(file, toBinary(NodeParametersSchema, params), { mode: 0o600 });
+    chmodSync(file, 0o600);
     print(options, { written: file, kind }, `${kind} parameters written to ${file}`);
   });
 

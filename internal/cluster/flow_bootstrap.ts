@@ -29,7 +29,6 @@ import {
   rawPublicKey,
   type CA,
 } from "../pki/mod.ts";
-import { CLUSTER_SERVER_NAME } from "../rpc/mod.ts";
 import { saveCredentials, type NodeCredentials } from "./credentials.ts";
 import type { DataStorage } from "./data_storage.ts";
 import { dataPartitionKey, randomKey } from "./keys.ts";
@@ -140,7 +139,7 @@ export async function bootstrapCluster(options: BootstrapOptions): Promise<Enrol
     nodeId,
     privateKey: nodeKey.privateKey,
     publicKey: nodeKey.publicKey,
-    certificate: issueNodeCertificate(clusterCA, nodeKey.publicKey, { serverName: CLUSTER_SERVER_NAME, ipAddresses: [options.address] }),
+    certificate: issueNodeCertificate(clusterCA, nodeKey.publicKey, { ipAddresses: [options.address] }),
     ca: clusterCA.certificate,
   };
   saveCredentials(layout, credentials);

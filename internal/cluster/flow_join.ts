@@ -9,12 +9,21 @@ import { X509Certificate, createPublicKey } from "node:crypto";
 import type { SealedConfiguration } from "../../proto/gen/api/configuration_pb.ts";
 import type { StorageLayout } from "../localstorage/mod.ts";
 import type { Logger } from "../log/mod.ts";
-import { privateKeyFromRaw } from "../pki/mod.ts";
+import { Curator } from "../../proto/gen/curator/curator_pb.ts";
+import {
+  CURATOR_PORT,
+  NoCuratorError,
+  callAnyCurator,
+  endpointsOfDirectory,
+  formatEndpoint,
+  sameAddress,
+  type CuratorEndpoint,
+} from "../curator/client/mod.ts";
+import { privateKeyFromRaw, selfSignedCertificate } from "../pki/mod.ts";
 import { RpcError, Status } from "../rpc/mod.ts";
 import { sleep } from "../supervisor/mod.ts";
 import { CredentialsError, loadCredentials } from "./credentials.ts";
 import type { Enrolled } from "./flow_bootstrap.ts";
-import { curatorTarget, dialWithKey, directoryTargets } from "./curator_dial.ts";
 import type { DataStorage } from "./data_storage.ts";
 import { dataPartitionKey } from "./keys.ts";
 
@@ -32,40 +41,45 @@ export interface JoinOptions {
   curatorPort?: number;
 }
 
+/** Answers that mean the cluster will not let this node in, whichever curator is asked. */
+function refusedForGood(err: unknown): boolean {
+  return err instanceof RpcError && (err.code === Status.NOT_FOUND || err.code === Status.PERMISSION_DENIED || err.code === Status.FAILED_PRECONDITION);
+}
+
 /** Asks the other curators for this node's cluster unlock key. */
 async function fetchClusterUnlockKey(options: JoinOptions): Promise<Uint8Array> {
   const { sealed, logger, signal } = options;
-  const ca = new X509Certificate(sealed.clusterCa);
   const joinKeyPrivate = privateKeyFromRaw(sealed.joinKey);
   const joinKey = { privateKey: joinKeyPrivate, publicKey: createPublicKey(joinKeyPrivate) };
-  const own = curatorTarget(options.ownAddress, options.curatorPort);
-  const targets = directoryTargets(sealed.clusterDirectory, options.curatorPort).filter((t) => t !== own);
-  let lastReason = "";
+  const credentials = { ca: new X509Certificate(sealed.clusterCa), certificate: selfSignedCertificate(joinKey), privateKey: joinKeyPrivate };
+  const own: CuratorEndpoint = { host: options.ownAddress, port: options.curatorPort ?? CURATOR_PORT };
+  const endpoints = endpointsOfDirectory(sealed.clusterDirectory, options.curatorPort).filter((e) => !sameAddress(e, own));
   for (;;) {
-    for (const target of targets) {
-      signal.throwIfAborted();
-      const client = dialWithKey(target, ca, joinKey);
-      try {
-        const { clusterUnlockKey } = await client.joinNode({}, { timeoutMs: JOIN_CALL_TIMEOUT_MS, signal });
-        logger.info("got the cluster unlock key", { curator: target });
-        return clusterUnlockKey;
-      } catch (err) {
-        if (err instanceof RpcError && (err.code === Status.NOT_FOUND || err.code === Status.PERMISSION_DENIED || err.code === Status.FAILED_PRECONDITION)) {
-          throw new Error(`the cluster refused to let this node join: ${err.details}`, { cause: err });
-        }
-        lastReason = `${target}: ${(err as Error).message}`;
-      } finally {
-        client.close();
-      }
+    signal.throwIfAborted();
+    let lastReason: string;
+    try {
+      const { clusterUnlockKey, curator } = await callAnyCurator(
+        Curator,
+        endpoints,
+        credentials,
+        async (client, endpoint) => ({ ...(await client.joinNode({}, { timeoutMs: JOIN_CALL_TIMEOUT_MS, signal })), curator: formatEndpoint(endpoint) }),
+        { tryNextAfter: (err) => !refusedForGood(err) },
+      );
+      logger.info("got the cluster unlock key", { curator });
+      return clusterUnlockKey;
+    } catch (err) {
+      if (refusedForGood(err)) throw new Error(`the cluster refused to let this node join: ${(err as RpcError).details}`, { cause: err });
+      if (!(err instanceof NoCuratorError)) throw err;
+      lastReason = err.message;
     }
     if (sealed.coldStartClusterUnlockKey.length > 0) {
       logger.warn(
-        targets.length ? "no other curator reachable; cold start with the locally kept cluster unlock key" : "this node is the only curator; starting with the locally kept cluster unlock key",
-        targets.length ? { lastError: lastReason } : {},
+        endpoints.length ? "no other curator reachable; cold start with the locally kept cluster unlock key" : "this node is the only curator; starting with the locally kept cluster unlock key",
+        endpoints.length ? { lastError: lastReason } : {},
       );
       return sealed.coldStartClusterUnlockKey;
     }
-    logger.info("waiting for a curator to let this node join", { tried: targets.length, lastError: lastReason });
+    logger.info("waiting for a curator to let this node join", { tried: endpoints.length, lastError: lastReason });
     await sleep(JOIN_RETRY_MS, signal);
   }
 }

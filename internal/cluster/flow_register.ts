@@ -13,12 +13,20 @@ import { SealedConfigurationSchema } from "../../proto/gen/api/configuration_pb.
 import type { ClusterDirectory } from "../../proto/gen/common/common_pb.ts";
 import type { StorageLayout } from "../localstorage/mod.ts";
 import type { Logger } from "../log/mod.ts";
-import { generateKeyPair, nodeIdFromPublicKey, rawPrivateKey, rawPublicKey, verifyIssuedBy } from "../pki/mod.ts";
+import { Curator } from "../../proto/gen/curator/curator_pb.ts";
+import {
+  callAnyCurator,
+  endpointsOfDirectory,
+  NoCuratorError,
+  type CuratorClientOf,
+  type CuratorEndpoint,
+  type DialCredentials,
+} from "../curator/client/mod.ts";
+import { generateKeyPair, nodeIdFromPublicKey, rawPrivateKey, rawPublicKey, selfSignedCertificate, verifyIssuedBy } from "../pki/mod.ts";
 import { RpcError, Status } from "../rpc/mod.ts";
 import { sleep } from "../supervisor/mod.ts";
 import { saveCredentials, type NodeCredentials } from "./credentials.ts";
 import type { Enrolled } from "./flow_bootstrap.ts";
-import { dialWithKey, directoryTargets } from "./curator_dial.ts";
 import type { DataStorage } from "./data_storage.ts";
 import { dataPartitionKey, randomKey } from "./keys.ts";
 import { ParametersError } from "./node_parameters.ts";
@@ -40,43 +48,45 @@ export interface RegisterOptions {
   curatorPort?: number;
 }
 
-/** Calls `call` on each curator in turn until one succeeds; `retry(err)` says whether to go on. */
+/**
+ * Calls `call` on the curators until one succeeds, round after round.
+ * `waiting(err)` turns an error worth waiting out into the line to log
+ * (once per change); any other error is final.
+ */
 async function untilOneAnswers<T>(
-  targets: string[],
-  dial: (target: string) => { close(): void },
-  call: (client: never) => Promise<T>,
+  endpoints: CuratorEndpoint[],
+  credentials: DialCredentials,
+  call: (client: CuratorClientOf<typeof Curator>) => Promise<T>,
   options: { logger: Logger; signal: AbortSignal; waiting: (err: unknown) => string | undefined },
 ): Promise<T> {
   let lastReason = "";
   for (;;) {
-    for (const target of targets) {
-      options.signal.throwIfAborted();
-      const client = dial(target);
-      try {
-        return await call(client as never);
-      } catch (err) {
-        const waiting = options.waiting(err);
-        if (waiting === undefined) throw err;
-        if (waiting !== lastReason) options.logger.info(waiting, { curator: target });
-        lastReason = waiting;
-      } finally {
-        client.close();
-      }
+    options.signal.throwIfAborted();
+    let reason: string | undefined;
+    try {
+      return await callAnyCurator(Curator, endpoints, credentials, call, { tryNextAfter: (err) => options.waiting(err) !== undefined });
+    } catch (err) {
+      if (!(err instanceof NoCuratorError)) throw err;
+      // The reason of the last curator that answered at all, else why none did.
+      const answered = err.failures.findLast((f) => f.error !== undefined);
+      reason = answered ? options.waiting(answered.error) : `waiting for a curator: ${err.message}`;
     }
+    if (reason !== lastReason) options.logger.info(reason ?? "waiting for a curator");
+    lastReason = reason ?? "";
     await sleep(REGISTER_RETRY_MS, options.signal);
   }
 }
 
 export async function registerNode(options: RegisterOptions): Promise<Enrolled> {
   const { logger, signal, layout } = options;
-  const targets = directoryTargets(options.directory, options.curatorPort);
+  const endpoints = endpointsOfDirectory(options.directory, options.curatorPort);
   const nodeKey = generateKeyPair();
   const joinKey = generateKeyPair();
   const nodeUnlockKey = randomKey();
   const clusterUnlockKey = randomKey();
   const nodeId = nodeIdFromPublicKey(rawPublicKey(nodeKey.publicKey));
-  const dial = (target: string) => dialWithKey(target, options.caCertificate, nodeKey);
-  logger.info("registering into the cluster", { node: nodeId, curators: targets.length });
+  const asNodeKey: DialCredentials = { ca: options.caCertificate, certificate: selfSignedCertificate(nodeKey), privateKey: nodeKey.privateKey };
+  logger.info("registering into the cluster", { node: nodeId, curators: endpoints.length });
 
   const unreachable = (err: unknown) =>
     err instanceof RpcError && (err.code === Status.UNAVAILABLE || err.code === Status.DEADLINE_EXCEEDED)
@@ -84,10 +94,9 @@ export async function registerNode(options: RegisterOptions): Promise<Enrolled> 
       : undefined;
   try {
     await untilOneAnswers(
-      targets,
-      dial,
-      (c: ReturnType<typeof dialWithKey>) =>
-        c.registerNode({ registerTicket: options.ticket, joinKey: rawPublicKey(joinKey.publicKey) }, { timeoutMs: REGISTER_CALL_TIMEOUT_MS, signal }),
+      endpoints,
+      asNodeKey,
+      (c) => c.registerNode({ registerTicket: options.ticket, joinKey: rawPublicKey(joinKey.publicKey) }, { timeoutMs: REGISTER_CALL_TIMEOUT_MS, signal }),
       { logger, signal, waiting: unreachable },
     );
   } catch (err) {
@@ -99,9 +108,9 @@ export async function registerNode(options: RegisterOptions): Promise<Enrolled> 
   logger.info("registered; waiting for the owner to approve this node", { node: nodeId, approve: `ctl node approve ${nodeId}` });
 
   const committed = await untilOneAnswers(
-    targets,
-    dial,
-    (c: ReturnType<typeof dialWithKey>) => c.commitNode({ clusterUnlockKey }, { timeoutMs: REGISTER_CALL_TIMEOUT_MS, signal }),
+    endpoints,
+    asNodeKey,
+    (c) => c.commitNode({ clusterUnlockKey }, { timeoutMs: REGISTER_CALL_TIMEOUT_MS, signal }),
     {
       logger,
       signal,
@@ -132,5 +141,3 @@ export async function registerNode(options: RegisterOptions): Promise<Enrolled> 
   logger.info("sealed configuration written; the node joins from now on");
   return { credentials, clusterUnlockKey };
 }
-
-export { untilOneAnswers };

@@ -1,7 +1,7 @@
 // Running the etcd member of this node as a supervised child process.
 
 import { mkdirSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import type { X509Certificate, KeyObject } from "node:crypto";
 import { privateKeyPem } from "../pki/mod.ts";
 import { runProcess, sleep, type ParsedLine, type RunContext } from "../supervisor/mod.ts";
@@ -128,6 +128,9 @@ export async function runEtcdMember(ctx: RunContext, options: EtcdMemberOptions)
     args: etcdArgs(options, files),
     env: { ETCD_UNSUPPORTED_ARCH: process.arch === "x64" ? "" : process.arch },
     parseLine: parseEtcdLine,
+    // An etcd left running by an earlier run of this node (killed before it
+    // could stop it) would hold the ports and the data: kill it first.
+    pidFile: join(dirname(options.dataDir), "etcd.pid"),
     ready: async (signal) => {
       // A fresh client per probe: the client's circuit breaker would
       // otherwise hold off probes for seconds after the first failures.

@@ -39,6 +39,7 @@ export function consensusRole(ca: CA, record: Pick<NodeRecord, "id" | "publicKey
     caCertificate: new Uint8Array(ca.certificate.raw),
     peerCertificate: new Uint8Array(certificate.raw),
     peers: peers.flatMap((p) => (p.peerUrls[0] ? [{ name: p.name, url: p.peerUrls[0] }] : [])),
+    address,
   });
 }
 

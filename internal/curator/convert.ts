@@ -2,7 +2,6 @@
 
 import { create } from "@bufbuild/protobuf";
 import { NodeSchema as ApiNodeSchema, type Node as ApiNode } from "../../proto/gen/api/management_pb.ts";
-import { ClusterDirectorySchema, type ClusterDirectory } from "../../proto/gen/common/common_pb.ts";
 import { NodeSchema as CuratorNodeSchema, type Node as CuratorNode } from "../../proto/gen/curator/curator_pb.ts";
 import type { NodeRecord } from "../../proto/gen/curator/state/state_pb.ts";
 
@@ -25,19 +24,5 @@ export function toCuratorNode(record: NodeRecord): CuratorNode {
     state: record.state,
     ...(record.status ? { status: record.status } : {}),
     ...(record.roles ? { roles: record.roles } : {}),
-  });
-}
-
-/**
- * Nodes running a curator, with the addresses they reported, by node ID.
- * Serves both the curator (from its records) and the role server (from
- * what Watch sends).
- */
-export function directoryOf(nodes: readonly Pick<NodeRecord, "id" | "publicKey" | "status">[]): ClusterDirectory {
-  return create(ClusterDirectorySchema, {
-    nodes: nodes
-      .filter((n) => n.status?.runningCurator && n.status.externalAddress)
-      .sort((a, b) => a.id.localeCompare(b.id))
-      .map((n) => ({ publicKey: n.publicKey, addresses: [{ host: n.status!.externalAddress }] })),
   });
 }

@@ -176,7 +176,7 @@ describe("register, approve, commit, join", () => {
 
   test("a node updates only its own status", async () => {
     const curator = cluster.client(Curator, { kind: "node", certificate: nodeCertificate, privateKey: newNode.privateKey });
-    await curator.updateNodeStatus({ nodeId: newId, status: { externalAddress: "127.0.0.9" } });
+    await curator.updateNodeStatus({ nodeId: newId, status: { externalAddress: "127.0.0.9", timestampMs: BigInt(Date.now()) } });
     expect((await cluster.store.node(newId))!.value.status?.externalAddress).toBe("127.0.0.9");
     const other = await refusal(curator.updateNodeStatus({ nodeId: cluster.node.id, status: { externalAddress: "1.2.3.4" } }));
     expect(other.code).toBe(Status.PERMISSION_DENIED);
@@ -253,10 +253,10 @@ describe("watch", () => {
 describe("leader election", () => {
   test("a second curator refuses writes naming the leader, and takes over when the leader stops", async () => {
     const secondPort = cluster.curatorPort + 100;
-    const second = cluster.addCurator(secondPort);
+    const { leadership: second, endpoint } = await cluster.addCurator(secondPort);
     await eventually(() => expect(second.peek()?.leader?.address).toBe(cluster.target), { timeoutMs: 20_000 });
     expect(second.peek()?.isLeader).toBe(false);
-    const management = cluster.client(Management, owner, `${cluster.host}:${secondPort}`);
+    const management = cluster.client(Management, owner, endpoint);
     const err = await refusal(management.approveNode({ id: cluster.node.id }));
     expect(err.code).toBe(Status.UNAVAILABLE);
     expect(err.details).toBe(`this curator is not the leader; the leader is ${cluster.node.id} at ${cluster.target}`);

@@ -1,6 +1,13 @@
 // Curator leader election: one curator at a time takes writes. Campaigns run
 // on an etcd lease; losing the lease (etcd unreachable, node partitioned)
 // ends the term, and the runnable dies and campaigns again.
+//
+// A curator that starts again (its etcd was killed, its process restarted)
+// first removes the campaign keys of its own earlier lifetimes: their leases
+// survive an etcd restart for up to a TTL, and until they go the new
+// campaign would queue behind its own ghost, refusing writes because "the
+// leader is" itself. One node runs one curator, so a key with this node's
+// ID that this runnable did not create is always a ghost.
 
 import type { Namespace } from "etcd3";
 import { Value } from "../event/mod.ts";
@@ -24,8 +31,29 @@ export interface LeaderInfo {
   address: string;
 }
 
+/** Deletes this node's campaign keys left by earlier lifetimes; returns how many. */
+export async function removeOwnGhostCampaigns(etcd: Namespace, nodeId: string): Promise<number> {
+  const prefix = `election/${ELECTION_NAME}/`;
+  const keys = await etcd.getAll().prefix(prefix).strings();
+  let removed = 0;
+  for (const [key, value] of Object.entries(keys)) {
+    let owner: string | undefined;
+    try {
+      owner = (JSON.parse(value) as Partial<LeaderInfo>).nodeId;
+    } catch {
+      continue;
+    }
+    if (owner !== nodeId) continue;
+    await etcd.delete().key(key);
+    removed++;
+  }
+  return removed;
+}
+
 export function leadershipRunnable(etcd: Namespace, self: LeaderInfo, state: Value<Leadership>): Runnable {
   return async (ctx) => {
+    const ghosts = await removeOwnGhostCampaigns(etcd, self.nodeId);
+    if (ghosts > 0) ctx.logger.info("removed this node's campaign left from an earlier run", { keys: ghosts });
     const election = etcd.election(ELECTION_NAME, LEADER_LEASE_TTL_S);
     const observer = await election.observe();
     const describe = (value: string | undefined): LeaderInfo | undefined => {

@@ -21,12 +21,12 @@
 //  - Every refusal says why, with a gRPC status code (internal/rpc maps them).
 //  - State records are converted to wire messages in convert.ts only.
 
-export { curatorRunnable, CURATOR_PORT, PROMOTE_INTERVAL_MS, type CuratorOptions } from "./server.ts";
+export { curatorRunnable, PROMOTE_INTERVAL_MS, type CuratorOptions } from "./server.ts";
+export { CURATOR_PORT } from "./client/mod.ts";
 export { writeBootstrapState, REGISTER_TICKET_BYTES, type BootstrapState } from "./bootstrap.ts";
 export { CuratorStore, ETCD_PREFIX, StoreError } from "./store.ts";
 export { consensusRole, etcdMembers, grantConsensus, revokeConsensus, promoteLearners, type EtcdMember } from "./consensus_membership.ts";
 export { ELECTION_NAME, LEADER_LEASE_TTL_S, type Leadership, type LeaderInfo } from "./leadership.ts";
 export { UNLOCK_KEY_BYTES } from "./service_curator.ts";
-export { directoryOf } from "./convert.ts";
 // For tests of this and other packages: a real one-node cluster on loopback.
-export { startTestCluster, type TestCluster, type Credentials } from "./test_cluster.ts";
+export { startTestCluster, startImpostorCurator, type TestCluster, type Credentials, type ImpostorCurator } from "./test_cluster.ts";

@@ -11,7 +11,6 @@ import type { Logger } from "../log/mod.ts";
 import { issueNodeCertificate, nodeIdFromPublicKey, publicKeyFromRaw } from "../pki/mod.ts";
 import {
   AlreadyExistsError,
-  CLUSTER_SERVER_NAME,
   FailedPreconditionError,
   InvalidArgumentError,
   NotFoundError,
@@ -22,7 +21,8 @@ import {
 } from "../rpc/mod.ts";
 import { toCuratorNode } from "./convert.ts";
 import type { CuratorStore } from "./store.ts";
-import { watchNodes } from "./watch.ts";
+import { checkNodeId, checkNodeStatus, checkPublicKey, MAX_TICKET_BYTES } from "./validate.ts";
+import type { NodeWatchHub } from "./watch.ts";
 
 export const CURATOR_POLICY: ServicePolicy<typeof Curator> = {
   watch: "cluster",
@@ -37,6 +37,7 @@ export const UNLOCK_KEY_BYTES = 32;
 
 export interface CuratorServiceDeps {
   store: CuratorStore;
+  watches: NodeWatchHub;
   requireLeader: () => void;
   logger: Logger;
 }
@@ -64,8 +65,8 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
     async *watch(request, ctx) {
       const filter = request.kind.case === "nodeInCluster" ? { nodeId: request.kind.value.nodeId } : {};
       if (request.kind.case === undefined) throw new InvalidArgumentError("watch what: set node_in_cluster or nodes_in_cluster");
-      if (request.kind.case === "nodeInCluster" && !request.kind.value.nodeId) throw new InvalidArgumentError("node_in_cluster needs a node_id");
-      for await (const event of watchNodes(store, filter, ctx.signal)) {
+      if (request.kind.case === "nodeInCluster") checkNodeId("node_in_cluster.node_id", request.kind.value.nodeId);
+      for await (const event of deps.watches.subscribe(filter, ctx.signal)) {
         switch (event.kind) {
           case "backlog":
             if (event.nodes.length) yield { nodes: event.nodes.map(toCuratorNode) };
@@ -93,6 +94,7 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
         throw new PermissionDeniedError(`a node may only update its own status (caller is ${ctx.peer.nodeId}, request names ${request.nodeId || "no node"})`);
       }
       if (!request.status) throw new InvalidArgumentError("status is missing");
+      checkNodeStatus(request.status);
       deps.requireLeader();
       const status = create(NodeStatusSchema, request.status);
       await store.updateNode(request.nodeId, (r) => {
@@ -104,23 +106,35 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
 
     async registerNode(request, ctx) {
       const publicKey = presentedKey(ctx);
+      checkPublicKey("the presented node key", publicKey);
+      if (request.registerTicket.length > MAX_TICKET_BYTES) throw new InvalidArgumentError(`register_ticket: ${request.registerTicket.length} bytes, more than ${MAX_TICKET_BYTES}`);
+      checkPublicKey("join_key", request.joinKey);
+      if (sameBytes(request.joinKey, publicKey)) throw new InvalidArgumentError("join_key: must be a key of its own, not the node key");
       const cluster = await store.cluster();
       if (!cluster) throw new FailedPreconditionError("the cluster is not bootstrapped");
       if (!sameBytes(request.registerTicket, cluster.registerTicket)) throw new PermissionDeniedError("wrong register ticket");
-      if (request.joinKey.length !== 32) throw new InvalidArgumentError(`join key must be 32 bytes, got ${request.joinKey.length}`);
       deps.requireLeader();
       const id = nodeIdFromPublicKey(publicKey);
-      const created = await store.createNode(
-        create(NodeRecordSchema, { id, publicKey, joinKey: request.joinKey, state: NodeState.NEW }),
-      );
-      if (!created) {
-        const existing = await store.node(id);
-        // Registering again (a node retrying after a lost reply) is fine.
-        if (!existing || !sameBytes(existing.value.joinKey, request.joinKey)) throw new AlreadyExistsError(`node ${id} is already registered`);
-        return {};
+      const created = await store.createNode(create(NodeRecordSchema, { id, publicKey, joinKey: request.joinKey, state: NodeState.NEW }));
+      switch (created) {
+        case "created":
+          logger.info("node registered, waiting for approval", { node: id });
+          return {};
+        case "node-exists": {
+          // Registering again (a node retrying after a lost reply) is fine.
+          const existing = await store.node(id);
+          if (existing && sameBytes(existing.value.joinKey, request.joinKey)) return {};
+          throw new AlreadyExistsError(`node key already in use: node ${id} is registered with another join key`);
+        }
+        case "join-key-in-use": {
+          const holder = await store.nodeIdByJoinKey(request.joinKey);
+          throw new AlreadyExistsError(`join key already in use by node ${holder ?? "(another node)"}`);
+        }
+        default: {
+          const unreachable: never = created;
+          throw new Error(`unknown result ${String(unreachable)}`);
+        }
       }
-      logger.info("node registered, waiting for approval", { node: id });
-      return {};
     },
 
     async commitNode(request, ctx) {
@@ -154,7 +168,7 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
         return r;
       });
       const ca = await store.ca("cluster");
-      const certificate = issueNodeCertificate(ca, publicKeyFromRaw(publicKey), { serverName: CLUSTER_SERVER_NAME });
+      const certificate = issueNodeCertificate(ca, publicKeyFromRaw(publicKey));
       logger.info("node committed, it is UP", { node: id });
       return { caCertificate: new Uint8Array(ca.certificate.raw), nodeCertificate: new Uint8Array(certificate.raw) };
     },

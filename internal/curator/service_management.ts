@@ -21,7 +21,9 @@ import {
   type ServicePolicy,
 } from "../rpc/mod.ts";
 import { grantConsensus, revokeConsensus } from "./consensus_membership.ts";
-import { directoryOf, toApiNode } from "./convert.ts";
+import { directoryOf } from "./client/mod.ts";
+import { toApiNode } from "./convert.ts";
+import { checkNodeId, checkPublicKey } from "./validate.ts";
 import type { CuratorStore } from "./store.ts";
 
 export const MANAGEMENT_POLICY: ServicePolicy<typeof Management> = {
@@ -43,9 +45,14 @@ export interface ManagementDeps {
 
 /** The node a request names, by ID or by public key. */
 export function requestedNodeId(request: { id: string; publicKey: Uint8Array }): string {
-  if (request.id) return request.id;
-  if (request.publicKey.length === 32) return nodeIdFromPublicKey(request.publicKey);
-  if (request.publicKey.length > 0) throw new InvalidArgumentError(`public key must be 32 bytes, got ${request.publicKey.length}`);
+  if (request.id) {
+    checkNodeId("id", request.id);
+    return request.id;
+  }
+  if (request.publicKey.length > 0) {
+    checkPublicKey("public_key", request.publicKey);
+    return nodeIdFromPublicKey(request.publicKey);
+  }
   throw new InvalidArgumentError("name the node by id or by public key");
 }
 
@@ -90,7 +97,7 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
     },
 
     async getEtcdCredentials(request) {
-      if (request.publicKey.length !== 32) throw new InvalidArgumentError(`public key must be 32 bytes (ed25519), got ${request.publicKey.length}`);
+      checkPublicKey("public_key", request.publicKey);
       const ca = await store.ca("etcd");
       const certificate = createCertificate(
         { commonName: "owner", organization: "nodecore etcd client", publicKey: publicKeyFromRaw(request.publicKey), kind: "client" },

@@ -19,6 +19,8 @@ export const ETCD_PREFIX = "/nodecore/";
 const CLUSTER_KEY = "cluster";
 const CA_KEYS = { cluster: "ca/cluster", etcd: "ca/etcd" } as const;
 export const NODES_PREFIX = "nodes/";
+/** joinkeys/<hex of a join public key> → the node ID it belongs to: one node per join key. */
+export const JOIN_KEYS_PREFIX = "joinkeys/";
 /** A compare-and-swap that keeps losing gives up after this many attempts. */
 const MAX_UPDATE_ATTEMPTS = 20;
 
@@ -68,18 +70,32 @@ export class CuratorStore {
 
   /** The node whose join key this is, if any. */
   async nodeByJoinKey(joinKey: Uint8Array): Promise<NodeRecord | undefined> {
-    const { nodes } = await this.nodes();
-    return nodes.find((n) => Buffer.from(n.joinKey).equals(Buffer.from(joinKey)));
+    const id = await this.nodeIdByJoinKey(joinKey);
+    if (id === undefined) return undefined;
+    const node = await this.node(id);
+    // The index and the record are written together; check anyway.
+    return node && Buffer.from(node.value.joinKey).equals(Buffer.from(joinKey)) ? node.value : undefined;
   }
 
-  /** Creates a node record; returns false if one with that ID exists. */
-  async createNode(record: NodeRecord): Promise<boolean> {
+  /** The ID of the node that holds this join key, if any. */
+  async nodeIdByJoinKey(joinKey: Uint8Array): Promise<string | undefined> {
+    return (await this.etcd.get(joinKeyIndex(joinKey)).string()) ?? undefined;
+  }
+
+  /**
+   * Creates a node record and claims its join key, both or neither:
+   * "created", or which of the two is taken already.
+   */
+  async createNode(record: NodeRecord): Promise<"created" | "node-exists" | "join-key-in-use"> {
     const key = NODES_PREFIX + record.id;
+    const index = joinKeyIndex(record.joinKey);
     const result = await this.etcd
       .if(key, "Create", "==", 0)
-      .then(this.etcd.put(key).value(Buffer.from(toBinary(NodeRecordSchema, record))))
+      .and(index, "Create", "==", 0)
+      .then(this.etcd.put(key).value(Buffer.from(toBinary(NodeRecordSchema, record))), this.etcd.put(index).value(record.id))
       .commit();
-    return result.succeeded;
+    if (result.succeeded) return "created";
+    return (await this.node(record.id)) ? "node-exists" : "join-key-in-use";
   }
 
   /**
@@ -123,8 +139,13 @@ export class CuratorStore {
         this.etcd.put(CA_KEYS.cluster).value(caBytes(state.clusterCA)),
         this.etcd.put(CA_KEYS.etcd).value(caBytes(state.etcdCA)),
         this.etcd.put(NODES_PREFIX + state.firstNode.id).value(Buffer.from(toBinary(NodeRecordSchema, state.firstNode))),
+        this.etcd.put(joinKeyIndex(state.firstNode.joinKey)).value(state.firstNode.id),
       )
       .commit();
     return result.succeeded;
   }
+}
+
+function joinKeyIndex(joinKey: Uint8Array): string {
+  return JOIN_KEYS_PREFIX + Buffer.from(joinKey).toString("hex");
 }

@@ -22,7 +22,12 @@ import {
   type CA,
   type KeyPair,
 } from "../pki/mod.ts";
-import { CLUSTER_SERVER_NAME, channelCredentials, channelOptions, createClient } from "../rpc/mod.ts";
+import { NodeState } from "../../proto/gen/common/common_pb.ts";
+import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
+import { AAA, Management } from "../../proto/gen/api/management_pb.ts";
+import { Curator } from "../../proto/gen/curator/curator_pb.ts";
+import { addService, createClient, createServer, listen, serverCredentials } from "../rpc/mod.ts";
+import { dialCurator, type CuratorEndpoint } from "./client/mod.ts";
 import { supervise, untilCancelled, type Supervisor } from "../supervisor/mod.ts";
 import { eventually, tempDir } from "../testing/mod.ts";
 import { writeBootstrapState } from "./bootstrap.ts";
@@ -44,12 +49,19 @@ export interface TestCluster {
   leadership: Value<Leadership>;
   supervisor: Supervisor;
   logs: LogEntry[];
-  /** Starts another curator on the same etcd (for leader election tests). */
-  addCurator(port: number): Value<Leadership>;
+  /** The first curator, as clients dial it. */
+  endpoint: CuratorEndpoint;
+  /**
+   * Starts another curator on the same etcd, as another consensus member
+   * of the cluster's records (for leader election tests).
+   */
+  addCurator(port: number): Promise<{ leadership: Value<Leadership>; endpoint: CuratorEndpoint }>;
   /** Stops the curator on this port (the first one is on curatorPort). */
   stopCurator(port: number): Promise<void>;
-  /** Credentials of a freshly made identity, for handshake calls. */
-  client<S extends Parameters<typeof createClient>[0]>(service: S, as: Credentials, target?: string): ReturnType<typeof createClient<S>>;
+  /** Starts a curator for the first node again (after stopCurator), with a fresh leadership value. */
+  restartFirstCurator(): Value<Leadership>;
+  /** A client of a curator (the first by default), calling as `as`. */
+  client<S extends Parameters<typeof createClient>[0]>(service: S, as: Credentials, endpoint?: CuratorEndpoint): ReturnType<typeof createClient<S>>;
   close(): Promise<void>;
 }
 
@@ -77,7 +89,7 @@ export async function startTestCluster(): Promise<TestCluster> {
   const ownerKey = generateKeyPair();
   const nodeKey = generateKeyPair();
   const nodeId = nodeIdFromPublicKey(rawPublicKey(nodeKey.publicKey));
-  const nodeCertificate = issueNodeCertificate(clusterCA, nodeKey.publicKey, { serverName: CLUSTER_SERVER_NAME, ipAddresses: [host] });
+  const nodeCertificate = issueNodeCertificate(clusterCA, nodeKey.publicKey, { ipAddresses: [host] });
   const memberCertificate = issueMemberCertificate(etcdCA, nodeKey.publicKey, { name: nodeId, addresses: [host] });
   const etcdTls = { ca: etcdCA.certificate, certificate: memberCertificate, privateKey: nodeKey.privateKey };
   const { logger, entries } = captureLogger("root");
@@ -86,14 +98,12 @@ export async function startTestCluster(): Promise<TestCluster> {
   const ready = new Promise<void>((resolve) => (etcdReady = resolve));
   const etcd = connectEtcd({ endpoints: [clientUrl(host, p.client)], tls: etcdTls });
 
-  const curatorOptions = (port: number, l: Value<Leadership>) => ({
+  const curatorOptions = (port: number, l: Value<Leadership>, key: KeyPair) => ({
     etcd,
-    nodeId,
+    nodeId: nodeIdFromPublicKey(rawPublicKey(key.publicKey)),
     listenHost: host,
-    advertiseAddress: host,
     port,
-    certificate: nodeCertificate,
-    privateKey: nodeKey.privateKey,
+    privateKey: key.privateKey,
     clusterCA: clusterCA.certificate,
     leadership: l,
   });
@@ -120,8 +130,8 @@ export async function startTestCluster(): Promise<TestCluster> {
   );
   await ready;
   const curators = new Map<number, Supervisor>();
-  const startCurator = (port: number, l: Value<Leadership>) => {
-    curators.set(port, supervise(curatorRunnable(curatorOptions(port, l)), { logger: logger.child(`curator-${port}`) }));
+  const startCurator = (port: number, l: Value<Leadership>, key: KeyPair) => {
+    curators.set(port, supervise(curatorRunnable(curatorOptions(port, l, key)), { logger: logger.child(`curator-${port}`) }));
   };
   const joinKey = generateKeyPair();
   const clusterUnlockKey = new Uint8Array(randomBytes(32));
@@ -135,9 +145,10 @@ export async function startTestCluster(): Promise<TestCluster> {
     etcdCA,
     node: { id: nodeId, publicKey: rawPublicKey(nodeKey.publicKey), joinKey: rawPublicKey(joinKey.publicKey), clusterUnlockKey, status, consensusMember },
   });
-  startCurator(p.curator, leadership);
+  startCurator(p.curator, leadership, nodeKey);
   await eventually(() => leadership.peek()?.isLeader === true, { timeoutMs: 30_000, what: "curator leadership" });
   const target = `${host}:${p.curator}`;
+  const endpoint: CuratorEndpoint = { host, port: p.curator, nodeId };
 
   return {
     host,
@@ -152,23 +163,41 @@ export async function startTestCluster(): Promise<TestCluster> {
     leadership,
     supervisor,
     logs: entries,
-    addCurator(port) {
+    endpoint,
+    async addCurator(port) {
+      const key = generateKeyPair();
+      const id = nodeIdFromPublicKey(rawPublicKey(key.publicKey));
+      const role = consensusRole(etcdCA, { id, publicKey: rawPublicKey(key.publicKey), status }, [member]);
+      const record = create(NodeRecordSchema, {
+        id,
+        publicKey: rawPublicKey(key.publicKey),
+        joinKey: rawPublicKey(generateKeyPair().publicKey),
+        state: NodeState.UP,
+        status,
+        roles: { consensusMember: role },
+      });
+      if ((await store.createNode(record)) !== "created") throw new Error("could not record the second curator's node");
       const l = new Value<Leadership>();
-      startCurator(port, l);
-      return l;
+      startCurator(port, l, key);
+      return { leadership: l, endpoint: { host, port, nodeId: id } };
     },
     async stopCurator(port) {
       await curators.get(port)?.stop();
       curators.delete(port);
     },
-    client(service, as, t = target) {
+    restartFirstCurator() {
+      const l = new Value<Leadership>();
+      startCurator(p.curator, l, nodeKey);
+      return l;
+    },
+    client(service, as, e = endpoint) {
       const tls =
         as.kind === "owner" || as.kind === "node"
           ? { ca: clusterCA.certificate, certificate: as.certificate, privateKey: as.privateKey }
           : as.kind === "self-signed"
             ? { ca: clusterCA.certificate, certificate: selfSignedCertificate(as.key), privateKey: as.key.privateKey }
             : { ca: clusterCA.certificate };
-      return createClient(service, t, { credentials: channelCredentials(tls), channelOptions: channelOptions() });
+      return dialCurator(service, e, tls);
     },
     async close() {
       await Promise.all([...curators.values()].map((c) => c.stop()));
@@ -177,4 +206,63 @@ export async function startTestCluster(): Promise<TestCluster> {
       dir[Symbol.dispose]();
     },
   };
+}
+
+/**
+ * An impostor curator: a gRPC server that answers every call of AAA,
+ * Management and Curator with success (invented nodes, "approved", an
+ * unlock key), serving with a genuine node certificate of the cluster, as
+ * an enrolled node could. Every client must refuse it before it sends a
+ * single call; `calls` records any that got through.
+ */
+export interface ImpostorCurator {
+  endpoint: CuratorEndpoint;
+  calls: string[];
+  close(): void;
+}
+
+export async function startImpostorCurator(node: { key: KeyPair; certificate: X509Certificate }, clusterCA: X509Certificate): Promise<ImpostorCurator> {
+  const server = createServer();
+  const calls: string[] = [];
+  const record = <T>(name: string, value: T) => {
+    calls.push(name);
+    return value;
+  };
+  const serveOptions = { ca: () => clusterCA };
+  const nodeId = nodeIdFromPublicKey(rawPublicKey(node.key.publicKey));
+  addService(server, AAA, { escrow: async () => record("AAA/Escrow", {}) }, { ...serveOptions, policy: { escrow: "key" } });
+  addService(
+    server,
+    Management,
+    {
+      getRegisterTicket: async () => record("Management/GetRegisterTicket", { ticket: new Uint8Array(32) }),
+      getClusterInfo: async () => record("Management/GetClusterInfo", { caCertificate: new Uint8Array(clusterCA.raw) }),
+      getNodes: async function* () {
+        yield record("Management/GetNodes", { id: "node-0000000000000bad", state: NodeState.UP });
+      },
+      approveNode: async () => record("Management/ApproveNode", {}),
+      updateNodeRoles: async () => record("Management/UpdateNodeRoles", {}),
+      getEtcdCredentials: async () => record("Management/GetEtcdCredentials", {}),
+    },
+    {
+      ...serveOptions,
+      policy: { getRegisterTicket: "key", getClusterInfo: "key", getNodes: "key", approveNode: "key", updateNodeRoles: "key", getEtcdCredentials: "key" },
+    },
+  );
+  addService(
+    server,
+    Curator,
+    {
+      watch: async function* () {
+        yield record("Curator/Watch", { progress: 1 });
+      },
+      updateNodeStatus: async () => record("Curator/UpdateNodeStatus", {}),
+      registerNode: async () => record("Curator/RegisterNode", {}),
+      commitNode: async () => record("Curator/CommitNode", {}),
+      joinNode: async () => record("Curator/JoinNode", { clusterUnlockKey: new Uint8Array(32) }),
+    },
+    { ...serveOptions, policy: { watch: "key", updateNodeStatus: "key", registerNode: "key", commitNode: "key", joinNode: "key" } },
+  );
+  const { port } = await listen(server, "127.0.0.1:0", serverCredentials({ certificate: node.certificate, privateKey: node.key.privateKey }));
+  return { endpoint: { host: "127.0.0.1", port, nodeId }, calls, close: () => server.forceShutdown() };
 }

@@ -4,12 +4,13 @@
 //   <config dir>/owner.key    Ed25519 private key (PEM, PKCS#8), mode 0600
 //   <config dir>/owner.crt    owner certificate under the cluster CA (PEM)
 //   <config dir>/ca.crt       cluster CA certificate (PEM)
-//   <config dir>/endpoints    one curator "host:port" per line
+//   <config dir>/endpoints    one curator per line: "node-…@host:port" (or "host:port")
 
 import { X509Certificate, createPrivateKey, createPublicKey, type KeyObject } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
+import { EndpointError, formatEndpoint, parseEndpoint, type CuratorEndpoint } from "../curator/client/mod.ts";
 import { generateKeyPair, privateKeyPem, type KeyPair } from "../pki/mod.ts";
 
 export const CONFIG_DIR_ENV = "NODECORE_CONFIG";
@@ -60,14 +61,14 @@ export interface OwnerCredentials {
   key: KeyPair;
   certificate: X509Certificate;
   ca: X509Certificate;
-  endpoints: string[];
+  endpoints: CuratorEndpoint[];
 }
 
-export function saveCredentials(paths: ConfigPaths, credentials: { certificate: X509Certificate; ca: X509Certificate; endpoints: string[] }): void {
+export function saveCredentials(paths: ConfigPaths, credentials: { certificate: X509Certificate; ca: X509Certificate; endpoints: CuratorEndpoint[] }): void {
   mkdirSync(paths.dir, { recursive: true, mode: 0o700 });
   writeFileSync(paths.ownerCertificate, credentials.certificate.toString());
   writeFileSync(paths.ca, credentials.ca.toString());
-  writeFileSync(paths.endpoints, credentials.endpoints.join("\n") + "\n");
+  writeFileSync(paths.endpoints, credentials.endpoints.map(formatEndpoint).join("\n") + "\n");
 }
 
 /** Everything needed to call the cluster as its owner, or an error saying what to run first. */
@@ -75,8 +76,16 @@ export function loadCredentials(paths: ConfigPaths, ownerKeyPath = paths.ownerKe
   for (const file of [paths.ownerCertificate, paths.ca, paths.endpoints]) {
     if (!existsSync(file)) throw new OperatorError(`no cluster credentials in ${paths.dir} (missing ${file}): run 'ctl takeownership <node address>' first`);
   }
-  const endpoints = readFileSync(paths.endpoints, "utf8").split("\n").map((l) => l.trim()).filter(Boolean);
-  if (endpoints.length === 0) throw new OperatorError(`${paths.endpoints} lists no curator endpoints`);
+  const lines = readFileSync(paths.endpoints, "utf8").split("\n").map((l) => l.trim()).filter(Boolean);
+  if (lines.length === 0) throw new OperatorError(`${paths.endpoints} lists no curator endpoints`);
+  const endpoints = lines.map((line, i) => {
+    try {
+      return parseEndpoint(line);
+    } catch (err) {
+      if (err instanceof EndpointError) throw new OperatorError(`${paths.endpoints}, line ${i + 1}: ${err.message}`);
+      throw err;
+    }
+  });
   return {
     key: readOwnerKey(ownerKeyPath),
     certificate: new X509Certificate(readFileSync(paths.ownerCertificate)),

@@ -1,7 +1,7 @@
 // Package operator: the owner's side of the cluster, behind out/ctl.
 //
 //   ctl takeownership <addr> ──self-signed owner cert──▶ AAA.Escrow ──▶ owner cert + CA
-//        │                                               (server cert checked against that CA)
+//        │                              (then: a curator certificate under that CA for <addr>)
 //        └──▶ Management.GetClusterInfo ──▶ endpoints ──▶ <config dir>/{owner.crt, ca.crt, endpoints}
 //
 //   ctl node list | approve | roles, cluster info, ticket
@@ -23,5 +23,5 @@ export {
   type ConfigPaths,
   type OwnerCredentials,
 } from "./config_dir.ts";
-export { takeOwnership, withFailover, withCuratorPort, DEFAULT_CALL_TIMEOUT_MS } from "./connection.ts";
+export { takeOwnership, withFailover, DEFAULT_CALL_TIMEOUT_MS } from "./connection.ts";
 export { nodeTable, rolesOf, summarize, ROLE_FIELDS, type NodeSummary, type RoleName } from "./format.ts";

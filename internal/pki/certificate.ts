@@ -125,7 +125,9 @@ function extension(oid: string, critical: boolean, value: der.Der): der.Der {
 function extensions(template: CertificateTemplate, issuerKey: KeyObject): der.Der {
   const isCA = template.kind === "ca";
   const list = [
-    extension(OID.basicConstraints, true, isCA ? der.sequence(der.boolean(true)) : der.sequence()),
+    // CAs issue end-entity certificates only (path length 0): a certificate
+    // a CA issued can never itself sign another that chains to the CA.
+    extension(OID.basicConstraints, true, isCA ? der.sequence(der.boolean(true), der.integer(0)) : der.sequence()),
     // digitalSignature(0); CAs also keyCertSign(5) and cRLSign(6).
     extension(OID.keyUsage, true, der.namedBits(isCA ? [0, 5, 6] : [0])),
     extension(OID.subjectKeyIdentifier, false, der.octetString(keyIdentifier(template.publicKey))),

@@ -1,11 +1,16 @@
 // Who is who in the cluster, as told by certificates under the cluster CA.
 //
-//   cluster CA   CN="nodecore cluster CA"  O="nodecore"         (self-signed)
-//   ├─ node      CN=<node id>              O="nodecore node"    (server+client, SAN: node id, cluster name, IPs)
-//   └─ owner     CN="owner"                O="nodecore owner"   (client)
+//   cluster CA   CN="nodecore cluster CA"  O="nodecore"          (self-signed, path length 0)
+//   ├─ node      CN=<node id>              O="nodecore node"     (server+client, SAN: node id, IPs)
+//   ├─ curator   CN=<node id>              O="nodecore curator"  (server, SAN: node id + its address; short-lived)
+//   └─ owner     CN="owner"                O="nodecore owner"    (client)
 //
 // A node's ID is derived from its public key, so nobody can claim another
-// node's ID without its private key.
+// node's ID without its private key. Only a curator certificate makes a
+// server a curator: a node certificate says "this is node X", never "this
+// is the cluster's control service". Curators mint theirs from the CA in
+// etcd, and only while the cluster's records make them consensus members
+// (internal/curator, identity.ts); every client checks for one.
 
 import { createHash, type KeyObject, type X509Certificate } from "node:crypto";
 import { createCertificate, rawPublicKey, type KeyPair } from "./certificate.ts";
@@ -14,6 +19,7 @@ export const CA_COMMON_NAME = "nodecore cluster CA";
 export const CA_ORGANIZATION = "nodecore";
 export const NODE_ORGANIZATION = "nodecore node";
 export const OWNER_ORGANIZATION = "nodecore owner";
+export const CURATOR_ORGANIZATION = "nodecore curator";
 export const OWNER_COMMON_NAME = "owner";
 /** Self-signed certificates carry this organization; they prove key possession only. */
 export const SELF_SIGNED_ORGANIZATION = "nodecore self-signed";
@@ -38,12 +44,8 @@ export interface CA {
   privateKey: KeyObject;
 }
 
-/** A node's certificate: serves the cluster APIs and calls them. */
-export function issueNodeCertificate(
-  ca: CA,
-  publicKey: KeyObject,
-  options: { serverName: string; ipAddresses?: readonly string[] },
-): X509Certificate {
+/** A node's certificate: the node's identity when it calls the cluster APIs (and serves its own). */
+export function issueNodeCertificate(ca: CA, publicKey: KeyObject, options: { ipAddresses?: readonly string[] } = {}): X509Certificate {
   const nodeId = nodeIdFromPublicKey(rawPublicKey(publicKey));
   return createCertificate(
     {
@@ -51,11 +53,50 @@ export function issueNodeCertificate(
       organization: NODE_ORGANIZATION,
       publicKey,
       kind: "peer",
-      dnsNames: [nodeId, options.serverName, "localhost"],
+      dnsNames: [nodeId],
       ipAddresses: options.ipAddresses ?? [],
     },
     ca,
   );
+}
+
+/**
+ * A curator's serving certificate: "node X serves the cluster's control
+ * service at this address". Short-lived; the curator renews it while the
+ * cluster's records keep it a consensus member.
+ */
+export function issueCuratorCertificate(ca: CA, publicKey: KeyObject, options: { address: string; validForMs: number }): X509Certificate {
+  const nodeId = nodeIdFromPublicKey(rawPublicKey(publicKey));
+  return createCertificate(
+    {
+      commonName: nodeId,
+      organization: CURATOR_ORGANIZATION,
+      publicKey,
+      kind: "server",
+      dnsNames: [nodeId],
+      ipAddresses: [options.address],
+      validForMs: options.validForMs,
+    },
+    ca,
+  );
+}
+
+/** The IP addresses a certificate names, in canonical text form (IPv6 compressed, lower case). */
+export function ipAddressesOf(certificate: X509Certificate): string[] {
+  return (certificate.subjectAltName ?? "")
+    .split(", ")
+    .filter((entry) => entry.startsWith("IP Address:"))
+    .map((entry) => canonicalIp(entry.slice("IP Address:".length)));
+}
+
+/** An IP address in one canonical text form, so that "FD00:0:0:0:0:0:0:1" and "fd00::1" compare equal. */
+export function canonicalIp(address: string): string {
+  if (!address.includes(":")) return address;
+  try {
+    return new URL(`http://[${address}]/`).hostname.slice(1, -1);
+  } catch {
+    return address.toLowerCase();
+  }
 }
 
 export function issueOwnerCertificate(ca: CA, publicKey: KeyObject): X509Certificate {

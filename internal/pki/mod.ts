@@ -14,7 +14,9 @@
 //
 // Invariants: every certificate issued here has a random 127-bit serial,
 // basicConstraints and keyUsage marked critical, and is backdated a few
-// minutes against clock skew. Node IDs are a pure function of the node key.
+// minutes against clock skew; CAs have path length 0. Node IDs are a pure
+// function of the node key. Public keys that arrive from outside are
+// checked to be canonical Ed25519 points (ed25519_point.ts) before use.
 
 export {
   createCertificate,
@@ -36,15 +38,20 @@ export {
 export {
   createClusterCA,
   issueNodeCertificate,
+  issueCuratorCertificate,
   issueOwnerCertificate,
+  ipAddressesOf,
+  canonicalIp,
   selfSignedCertificate,
   nodeIdFromPublicKey,
   organizationOf,
   commonNameOf,
   CA_COMMON_NAME,
   NODE_ORGANIZATION,
+  CURATOR_ORGANIZATION,
   OWNER_ORGANIZATION,
   OWNER_COMMON_NAME,
   SELF_SIGNED_ORGANIZATION,
   type CA,
 } from "./identity.ts";
+export { isCanonicalEd25519PublicKey } from "./ed25519_point.ts";

@@ -32,8 +32,8 @@
 
 import { create } from "@bufbuild/protobuf";
 import { ClusterDirectorySchema, type ClusterDirectory, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
-import { curatorTarget, directoryTargets, type ClusterMembership } from "../cluster/mod.ts";
-import { CURATOR_PORT } from "../curator/mod.ts";
+import type { ClusterMembership } from "../cluster/mod.ts";
+import { CURATOR_PORT, endpointsOfDirectory, formatEndpoint, sameAddress } from "../curator/client/mod.ts";
 import { Value, followValues } from "../event/mod.ts";
 import type { StorageLayout } from "../localstorage/mod.ts";
 import { untilCancelled, type Runnable } from "../supervisor/mod.ts";
@@ -45,7 +45,7 @@ import { roleFetchWorker } from "./worker_rolefetch.ts";
 import { statusPushWorker } from "./worker_statuspush.ts";
 import { sealedUpdateWorker } from "./worker_sealed.ts";
 
-export { withCurator, NoCuratorError, type CuratorConnection } from "./curator_connection.ts";
+export { withCurator, type CuratorConnection, type CuratorClient } from "./curator_connection.ts";
 export { ServiceBoard } from "./service_status.ts";
 export { controlPlaneWorker, type LocalCurator, type ControlPlaneOptions } from "./worker_controlplane.ts";
 export { roleFetchWorker, type RoleFetchOptions } from "./worker_rolefetch.ts";
@@ -97,13 +97,13 @@ function curatorConnectionWorker(options: RoleServerOptions, values: RoleServerV
     let last = "";
     ctx.signalHealthy();
     const publish = () => {
-      const own = curatorTarget(membership.address, port);
-      const remote = directoryTargets(directory, port).filter((t) => t !== own);
-      const targets = local ? [local.target, ...remote] : remote;
-      const summary = targets.join(",");
-      if (summary === last || targets.length === 0) return;
-      ctx.logger.info("curators", { targets: summary });
-      values.connection.set({ targets, credentials: { ca: credentials.ca, certificate: credentials.certificate, privateKey: credentials.privateKey } });
+      const own = { host: membership.address, port };
+      const remote = endpointsOfDirectory(directory, port).filter((e) => !sameAddress(e, own));
+      const endpoints = local ? [local.endpoint, ...remote] : remote;
+      const summary = endpoints.map(formatEndpoint).join(",");
+      if (summary === last || endpoints.length === 0) return;
+      ctx.logger.info("curators", { endpoints: summary });
+      values.connection.set({ endpoints, credentials: { ca: credentials.ca, certificate: credentials.certificate, privateKey: credentials.privateKey } });
       last = summary;
     };
     publish();

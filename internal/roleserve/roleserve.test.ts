@@ -13,8 +13,9 @@ import type { ClusterMembership } from "../cluster/mod.ts";
 import { Value } from "../event/mod.ts";
 import { captureLogger } from "../log/mod.ts";
 import { storageLayout } from "../localstorage/mod.ts";
-import { createClusterCA, generateKeyPair, issueNodeCertificate, nodeIdFromPublicKey, rawPublicKey, type CA } from "../pki/mod.ts";
-import { CLUSTER_SERVER_NAME, addService, serverCredentials } from "../rpc/mod.ts";
+import { formatEndpoint, type CuratorEndpoint } from "../curator/client/mod.ts";
+import { createClusterCA, generateKeyPair, issueCuratorCertificate, issueNodeCertificate, nodeIdFromPublicKey, rawPublicKey, type CA } from "../pki/mod.ts";
+import { addService, serverCredentials } from "../rpc/mod.ts";
 import { supervise, untilCancelled, type Runnable, type Supervisor } from "../supervisor/mod.ts";
 import { eventually, tempDir } from "../testing/mod.ts";
 import {
@@ -31,15 +32,21 @@ const caKey = generateKeyPair();
 const ca: CA = { certificate: createClusterCA(caKey), privateKey: caKey.privateKey };
 const nodeKey = generateKeyPair();
 const nodeId = nodeIdFromPublicKey(rawPublicKey(nodeKey.publicKey));
-const nodeCertificate = issueNodeCertificate(ca, nodeKey.publicKey, { serverName: CLUSTER_SERVER_NAME });
+const nodeCertificate = issueNodeCertificate(ca, nodeKey.publicKey);
 
-/** A fake curator: watch streams what the test pushes; status updates are recorded. */
+/**
+ * A fake curator: watch streams what the test pushes; status updates are
+ * recorded. It serves with a curator certificate from the cluster CA (as
+ * a real consensus member would), or, as an impostor, with nothing but a
+ * genuine node certificate.
+ */
 class FakeCurator {
   readonly statuses: NodeStatus[] = [];
   private readonly subscribers = new Set<(event: WatchEvent | "end") => void>();
   private backlog: WatchEvent[] = [];
   server = new Server();
-  target = "";
+  endpoint: CuratorEndpoint = { host: "127.0.0.1", port: 0 };
+  constructor(readonly serving: "curator certificate" | "node certificate" = "curator certificate") {}
 
   async start(): Promise<void> {
     const self = this;
@@ -88,14 +95,14 @@ class FakeCurator {
       { ca: () => ca.certificate, policy: { watch: "cluster", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key" } },
     );
     const serverKey = generateKeyPair();
+    const certificate =
+      this.serving === "curator certificate"
+        ? issueCuratorCertificate(ca, serverKey.publicKey, { address: "127.0.0.1", validForMs: 3600_000 })
+        : issueNodeCertificate(ca, serverKey.publicKey, { ipAddresses: ["127.0.0.1"] });
     const port = await new Promise<number>((resolve, reject) =>
-      this.server.bindAsync(
-        "127.0.0.1:0",
-        serverCredentials({ certificate: issueNodeCertificate(ca, serverKey.publicKey, { serverName: CLUSTER_SERVER_NAME }), privateKey: serverKey.privateKey }),
-        (err, p) => (err ? reject(err) : resolve(p)),
-      ),
+      this.server.bindAsync("127.0.0.1:0", serverCredentials({ certificate, privateKey: serverKey.privateKey }), (err, p) => (err ? reject(err) : resolve(p))),
     );
-    this.target = `127.0.0.1:${port}`;
+    this.endpoint = { host: "127.0.0.1", port, nodeId: nodeIdFromPublicKey(rawPublicKey(serverKey.publicKey)) };
   }
 
   setBacklog(events: WatchEvent[]): void {
@@ -111,7 +118,7 @@ class FakeCurator {
   }
 }
 
-const node = (roles: NodeRoles, extra: { running?: boolean; address?: string; id?: string } = {}) =>
+const node = (roles: NodeRoles, extra: { running?: boolean; address?: string; id?: string } = {}): never =>
   ({
     id: extra.id ?? nodeId,
     publicKey: rawPublicKey(nodeKey.publicKey),
@@ -120,14 +127,17 @@ const node = (roles: NodeRoles, extra: { running?: boolean; address?: string; id
   }) as never;
 
 const fake = new FakeCurator();
+const impostor = new FakeCurator("node certificate");
 const dir = tempDir("nodecore-roleserve-");
 const running: Supervisor[] = [];
 
 beforeAll(async () => {
   await fake.start();
+  await impostor.start();
 });
 afterAll(() => {
   fake.server.forceShutdown();
+  impostor.server.forceShutdown();
   dir[Symbol.dispose]();
 });
 afterEach(async () => {
@@ -158,9 +168,9 @@ function membership(): Value<ClusterMembership> {
   return value;
 }
 
-function connection(targets: string[]): Value<CuratorConnection> {
+function connection(endpoints: CuratorEndpoint[]): Value<CuratorConnection> {
   const value = new Value<CuratorConnection>();
-  value.set({ targets, credentials: { ca: ca.certificate, certificate: nodeCertificate, privateKey: nodeKey.privateKey } });
+  value.set({ endpoints, credentials: { ca: ca.certificate, certificate: nodeCertificate, privateKey: nodeKey.privateKey } });
   return value;
 }
 
@@ -168,16 +178,20 @@ describe("role fetch worker", () => {
   test("publishes roles as they arrive, change and disappear, and the curators of the cluster", async () => {
     fake.setBacklog([{ nodes: [node(create(NodeRolesSchema, { kubernetesWorker: {} }))] } as never]);
     const values = newRoleServerValues();
-    run(roleFetchWorker({ membership: membership(), connection: connection([fake.target]), roles: values.roles, directory: values.directory }));
+    run(roleFetchWorker({ membership: membership(), connection: connection([fake.endpoint]), roles: values.roles, directory: values.directory }));
     await eventually(() => expect(values.roles.peek()?.kubernetesWorker).toBeDefined());
     expect(values.roles.peek()?.consensusMember).toBeUndefined();
 
-    fake.push({ nodes: [node(create(NodeRolesSchema, { consensusMember: {}, kubernetesWorker: {} }), { running: true })] } as never);
+    fake.push({ nodes: [node(create(NodeRolesSchema, { consensusMember: { address: "127.0.0.1" }, kubernetesWorker: {} }), { running: true })] } as never);
     await eventually(() => expect(values.roles.peek()?.consensusMember).toBeDefined());
     await eventually(() => expect(values.directory.peek()?.nodes.map((n) => n.addresses[0]?.host)).toEqual(["127.0.0.1"]));
 
-    fake.push({ nodes: [node(create(NodeRolesSchema, {}), { id: "node-other", running: true, address: "127.0.0.2" })] } as never);
-    await eventually(() => expect(values.directory.peek()?.nodes.length).toBe(2));
+    // A node that says it runs a curator, at an address of its choosing, is
+    // not one: the directory holds consensus members only, at the address
+    // the cluster recorded for them.
+    fake.push({ nodes: [node(create(NodeRolesSchema, {}), { id: "node-liar", running: true, address: "127.0.0.9" })] } as never);
+    fake.push({ nodes: [node(create(NodeRolesSchema, { consensusMember: { address: "127.0.0.2" } }), { id: "node-other", address: "127.0.0.3" })] } as never);
+    await eventually(() => expect(values.directory.peek()?.nodes.map((n) => n.addresses[0]?.host)).toEqual(["127.0.0.1", "127.0.0.2"]));
 
     fake.push({ nodeTombstones: [{ nodeId }] } as never);
     await eventually(() => {
@@ -190,10 +204,10 @@ describe("role fetch worker", () => {
   test("watches again through the new best curator when the curators change", async () => {
     fake.setBacklog([{ nodes: [node(create(NodeRolesSchema, {}))] } as never]);
     const values = newRoleServerValues();
-    const conn = connection([fake.target]);
+    const conn = connection([fake.endpoint]);
     const { entries } = run(roleFetchWorker({ membership: membership(), connection: conn, roles: values.roles, directory: values.directory }));
     await eventually(() => expect(values.roles.peek()).toBeDefined());
-    conn.set({ ...conn.peek()!, targets: [fake.target, "127.0.0.1:1"] });
+    conn.set({ ...conn.peek()!, endpoints: [fake.endpoint, { host: "127.0.0.1", port: 1 }] });
     await eventually(() => expect(entries.some((e) => e.message === "restart requested" && e.fields.reason === "the curators changed")).toBe(true));
     await eventually(() => expect(entries.filter((e) => e.message === "watching the cluster for this node's roles").length).toBe(2));
   });
@@ -204,12 +218,12 @@ describe("status push worker", () => {
     fake.statuses.length = 0;
     const localCurator = new Value<LocalCurator | undefined>();
     const board = new ServiceBoard();
-    run(statusPushWorker({ membership: membership(), connection: connection([fake.target]), localCurator, services: board.value }));
+    run(statusPushWorker({ membership: membership(), connection: connection([fake.endpoint]), localCurator, services: board.value }));
     await eventually(() => expect(fake.statuses.length).toBe(1));
     expect(fake.statuses[0]!.externalAddress).toBe("127.0.0.1");
     expect(fake.statuses[0]!.runningCurator).toBeUndefined();
 
-    localCurator.set({ target: "127.0.0.1:7835", port: 7835 });
+    localCurator.set({ endpoint: { host: "127.0.0.1", port: 7835 }, port: 7835 });
     await eventually(() => expect(fake.statuses.length).toBe(2));
     expect(fake.statuses[1]!.runningCurator?.port).toBe(7835);
 
@@ -218,13 +232,30 @@ describe("status push worker", () => {
     expect(fake.statuses[2]!.services.map((s) => [s.name, s.state])).toEqual([["kubernetes", "unavailable"]]);
 
     // The same facts again change nothing: the next push is the next real change.
-    localCurator.set({ target: "127.0.0.1:7835", port: 7835 });
+    localCurator.set({ endpoint: { host: "127.0.0.1", port: 7835 }, port: 7835 });
     board.report("kubernetes", "unavailable", "no binaries");
-    localCurator.set({ target: "127.0.0.1:7835", port: 7835 });
+    localCurator.set({ endpoint: { host: "127.0.0.1", port: 7835 }, port: 7835 });
     board.report("kubernetes", "unavailable", "binaries removed");
     await eventually(() => expect(fake.statuses.length).toBeGreaterThanOrEqual(4));
     expect(fake.statuses.length).toBe(4);
     expect(fake.statuses[3]!.services[0]!.message).toBe("binaries removed");
+  });
+});
+
+describe("an impostor curator", () => {
+  test("holding only a genuine node certificate, it gets neither the node's status nor its watch", async () => {
+    impostor.statuses.length = 0;
+    impostor.setBacklog([{ nodes: [node(create(NodeRolesSchema, { consensusMember: { address: "127.0.0.1" } }))] } as never]);
+    const values = newRoleServerValues();
+    const { entries } = run(roleFetchWorker({ membership: membership(), connection: connection([impostor.endpoint]), roles: values.roles, directory: values.directory }));
+    const board = new ServiceBoard();
+    const push = run(statusPushWorker({ membership: membership(), connection: connection([impostor.endpoint]), localCurator: new Value(), services: board.value }));
+    const refused = (e: { message: string; fields: Record<string, unknown> }) => String(e.fields.error ?? "").includes("not a curator certificate");
+    await eventually(() => expect(entries.some(refused)).toBe(true));
+    await eventually(() => expect(push.entries.some(refused)).toBe(true));
+    expect(values.roles.peek()).toBeUndefined();
+    expect(impostor.statuses).toEqual([]);
+    expect(impostor.watchers).toBe(0);
   });
 });
 
@@ -242,11 +273,12 @@ describe("curator connection", () => {
     const layout = storageLayout(join(dir.path, "conn"));
     const { supervisor } = run(roleServer({ layout, membership: member, etcdClientHost: () => "127.0.0.1", kubernetesBinDir: join(dir.path, "none") }, values));
     // Not a consensus member: only remote curators (never this node's own address).
-    await eventually(() => expect(values.connection.peek()?.targets).toEqual(["127.0.0.2:7835"]));
-    values.localCurator.set({ target: "127.0.0.1:7835", port: 7835 });
-    await eventually(() => expect(values.connection.peek()?.targets).toEqual(["127.0.0.1:7835", "127.0.0.2:7835"]));
+    const endpoints = () => values.connection.peek()?.endpoints.map(formatEndpoint);
+    await eventually(() => expect(endpoints()).toEqual(["127.0.0.2:7835"]));
+    values.localCurator.set({ endpoint: { host: "127.0.0.1", port: 7835, nodeId }, port: 7835 });
+    await eventually(() => expect(endpoints()).toEqual([`${nodeId}@127.0.0.1:7835`, "127.0.0.2:7835"]));
     values.localCurator.set(undefined);
-    await eventually(() => expect(values.connection.peek()?.targets).toEqual(["127.0.0.2:7835"]));
+    await eventually(() => expect(endpoints()).toEqual(["127.0.0.2:7835"]));
     await supervisor.stop();
   });
 });

@@ -14,7 +14,8 @@ import { create } from "@bufbuild/protobuf";
 import { NodeStatusSchema, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
 import { clearPendingBootstrap, type ClusterMembership } from "../cluster/mod.ts";
 import { clientUrl, connectEtcd, issueMemberCertificate, peerUrl, runEtcdMember, type EtcdPeer } from "../consensus/mod.ts";
-import { consensusRole, curatorRunnable, etcdMembers, writeBootstrapState, CURATOR_PORT } from "../curator/mod.ts";
+import { consensusRole, curatorRunnable, etcdMembers, writeBootstrapState } from "../curator/mod.ts";
+import { CURATOR_PORT, type CuratorEndpoint } from "../curator/client/mod.ts";
 import type { Value } from "../event/mod.ts";
 import type { StorageLayout } from "../localstorage/mod.ts";
 import { rawPublicKey } from "../pki/mod.ts";
@@ -29,7 +30,7 @@ export const MEMBER_STATUS_INTERVAL_MS = 2_000;
 
 /** A curator running on this node. */
 export interface LocalCurator {
-  target: string;
+  endpoint: CuratorEndpoint;
   port: number;
 }
 
@@ -142,14 +143,12 @@ async function runControlPlane(ctx: RunContext, options: ControlPlaneOptions, me
         etcd,
         nodeId: credentials.nodeId,
         listenHost: membership.address,
-        advertiseAddress: membership.address,
         port,
-        certificate: credentials.certificate,
         privateKey: credentials.privateKey,
         clusterCA: credentials.ca,
       }),
     );
-    options.localCurator.set({ target: `${membership.address}:${port}`, port });
+    options.localCurator.set({ endpoint: { host: membership.address, port, nodeId: credentials.nodeId }, port });
     ctx.run("memberstatus", async (m) => {
       m.signalHealthy();
       for (;;) {

@@ -4,7 +4,7 @@
 
 import { create } from "@bufbuild/protobuf";
 import { NodeRolesSchema, type ClusterDirectory, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
-import { directoryOf } from "../curator/mod.ts";
+import { directoryOf, formatEndpoint } from "../curator/client/mod.ts";
 import type { Node } from "../../proto/gen/curator/curator_pb.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
 import type { Value } from "../event/mod.ts";
@@ -26,7 +26,7 @@ export function roleFetchWorker(options: RoleFetchOptions): Runnable {
     const connection = await options.connection.get({ signal: ctx.signal });
     const nodes = new Map<string, Node>();
     let lastRoles = "";
-    ctx.logger.info("watching the cluster for this node's roles", { via: connection.targets[0] });
+    ctx.logger.info("watching the cluster for this node's roles", { via: connection.endpoints[0] ? formatEndpoint(connection.endpoints[0]) : "none" });
     // A new set of curators (the local one started or stopped) means
     // watching through the best one again.
     const reconnect = options.connection.waitFor((c) => c !== connection, { signal: ctx.signal }).then(() => {

@@ -43,6 +43,11 @@ export class UnavailableError extends DomainError {
   override name = "UnavailableError";
   readonly code = Status.UNAVAILABLE;
 }
+/** A bound was reached (too many watchers; a watcher that fell too far behind). */
+export class ResourceExhaustedError extends DomainError {
+  override name = "ResourceExhaustedError";
+  readonly code = Status.RESOURCE_EXHAUSTED;
+}
 
 /** The status a thrown error becomes on the wire. Unknown errors are INTERNAL. */
 export function toStatus(err: unknown): { code: Status; details: string } {

@@ -10,9 +10,15 @@
 //     policy check ─▶ handler(request, ctx)
 //     thrown DomainError ─▶ toStatus ─▶ gRPC status
 //
+//   createServer() + listen(): bounded connections, handshakes (10 s), streams, keepalive
+//   channelCredentials({server: {ca, verify}}): every client says who the server must be
+//
 // Invariants:
-//  - Every API runs over TLS. Every method has a policy (owner, node,
-//    cluster, or key): the caller is authenticated from its client
+//  - Every API runs over TLS. Every client verifies the server's certificate
+//    against what it expects of that server (which node, which role, which
+//    address); no client overrides identity to a name shared by many.
+//  - Every server bounds its connections, handshakes and streams.
+//  - Every method has a policy (owner, node, cluster, or key): the caller is authenticated from its client
 //    certificate and checked before the handler runs. Only "key" methods
 //    (the handshakes) accept certificates not under the cluster CA.
 //  - Domain errors map to status codes in errors.ts and nowhere else; a
@@ -26,6 +32,7 @@ export {
   type CallContext,
   type CallOptions,
   type ClientOptions,
+  type ConnectResult,
   type ServeOptions,
   type ServiceClient,
   type ServiceImpl,
@@ -40,6 +47,7 @@ export {
   UnauthenticatedError,
   FailedPreconditionError,
   UnavailableError,
+  ResourceExhaustedError,
   RpcError,
   Status,
   toStatus,
@@ -50,7 +58,22 @@ export {
   channelCredentials,
   channelOptions,
   peerCertificateOf,
-  CLUSTER_SERVER_NAME,
+  RotatingServerCredentials,
+  ServerIdentityError,
+  UNNAMED_SERVER_SNI,
+  TLS_HANDSHAKE_TIMEOUT_MS,
+  type ServerIdentity,
   type ServerTlsOptions,
   type ClientTlsOptions,
 } from "./tls.ts";
+export {
+  createServer,
+  listen,
+  MAX_CONNECTIONS,
+  MAX_PENDING_HANDSHAKES,
+  MAX_CONCURRENT_STREAMS,
+  KEEPALIVE_TIME_MS,
+  KEEPALIVE_TIMEOUT_MS,
+  type ListenLimits,
+  type ListenerCounters,
+} from "./listener.ts";

@@ -8,12 +8,13 @@ import {
   generateKeyPair,
   issueNodeCertificate,
   issueOwnerCertificate,
+  commonNameOf,
+  nodeIdFromPublicKey,
   rawPublicKey,
   selfSignedCertificate,
   type CA,
 } from "../pki/mod.ts";
 import {
-  CLUSTER_SERVER_NAME,
   NotFoundError,
   RpcError,
   addService,
@@ -23,6 +24,7 @@ import {
   serverCredentials,
   MAX_REQUEST_BYTES,
   type ClientTlsOptions,
+  type ServerIdentity,
 } from "./mod.ts";
 import type { X509Certificate } from "node:crypto";
 
@@ -32,11 +34,17 @@ import type { X509Certificate } from "node:crypto";
 const caKey = generateKeyPair();
 const ca: CA = { certificate: createClusterCA(caKey), privateKey: caKey.privateKey };
 const serverKey = generateKeyPair();
-const serverCert = issueNodeCertificate(ca, serverKey.publicKey, { serverName: CLUSTER_SERVER_NAME, ipAddresses: ["127.0.0.1"] });
+const serverCert = issueNodeCertificate(ca, serverKey.publicKey, { ipAddresses: ["127.0.0.1"] });
+const serverId = nodeIdFromPublicKey(rawPublicKey(serverKey.publicKey));
+/** The server this test's clients expect: the one node under `trusted`. */
+const expecting = (trusted: X509Certificate, nodeId = serverId): ServerIdentity => ({
+  ca: trusted,
+  verify: (certificate) => (commonNameOf(certificate) === nodeId ? undefined : `expected ${nodeId}, got ${commonNameOf(certificate)}`),
+});
 const ownerKey = generateKeyPair();
 const ownerCert = issueOwnerCertificate(ca, ownerKey.publicKey);
 const nodeKey = generateKeyPair();
-const nodeCert = issueNodeCertificate(ca, nodeKey.publicKey, { serverName: CLUSTER_SERVER_NAME });
+const nodeCert = issueNodeCertificate(ca, nodeKey.publicKey);
 const foreignKey = generateKeyPair();
 const foreignCA: CA = { certificate: createClusterCA(foreignKey), privateKey: foreignKey.privateKey };
 const foreignOwnerKey = generateKeyPair();
@@ -133,8 +141,8 @@ function clientOf<S extends Parameters<typeof createClient>[0]>(service: S, tls:
   return createClient(service, target, { credentials: channelCredentials(tls), channelOptions: channelOptions() });
 }
 
-const asOwner = { ca: ca.certificate, certificate: ownerCert, privateKey: ownerKey.privateKey };
-const asNode = { ca: ca.certificate, certificate: nodeCert, privateKey: nodeKey.privateKey };
+const asOwner: ClientTlsOptions = { server: expecting(ca.certificate), certificate: ownerCert, privateKey: ownerKey.privateKey };
+const asNode: ClientTlsOptions = { server: expecting(ca.certificate), certificate: nodeCert, privateKey: nodeKey.privateKey };
 
 async function rpcError(promise: Promise<unknown>): Promise<RpcError> {
   try {
@@ -174,7 +182,7 @@ describe("grpc adapter over mutual TLS", () => {
   });
 
   test("a certificate from another CA is refused with the reason", async () => {
-    const client = clientOf(Management, { ca: ca.certificate, certificate: foreignOwnerCert, privateKey: foreignOwnerKey.privateKey });
+    const client = clientOf(Management, { server: expecting(ca.certificate), certificate: foreignOwnerCert, privateKey: foreignOwnerKey.privateKey });
     const err = await rpcError(client.getRegisterTicket({}));
     expect(err.code).toBe(status.UNAUTHENTICATED);
     expect(err.details).toContain("not signed by the cluster CA");
@@ -182,7 +190,7 @@ describe("grpc adapter over mutual TLS", () => {
   });
 
   test("a caller without a certificate is refused", async () => {
-    const client = clientOf(Management, { ca: ca.certificate });
+    const client = clientOf(Management, { server: expecting(ca.certificate) });
     const err = await rpcError(client.getClusterInfo({}));
     expect(err.code).toBe(status.UNAUTHENTICATED);
     expect(err.details).toBe("no client certificate presented");
@@ -191,16 +199,26 @@ describe("grpc adapter over mutual TLS", () => {
 
   test("a handshake method accepts a self-signed certificate and sees its key", async () => {
     const key = generateKeyPair();
-    const client = clientOf(AAA, { ca: ca.certificate, certificate: selfSignedCertificate(key), privateKey: key.privateKey });
+    const client = clientOf(AAA, { server: expecting(ca.certificate), certificate: selfSignedCertificate(key), privateKey: key.privateKey });
     const response = await client.escrow({});
     expect([...response.ownerCertificate]).toEqual([...rawPublicKey(key.publicKey)]);
     client.close();
   });
 
   test("a client that does not trust the server's CA cannot connect", async () => {
-    const client = clientOf(Management, { ca: foreignCA.certificate, certificate: ownerCert, privateKey: ownerKey.privateKey });
+    const client = clientOf(Management, { server: expecting(foreignCA.certificate), certificate: ownerCert, privateKey: ownerKey.privateKey });
     const err = await rpcError(client.getRegisterTicket({}, { timeoutMs: 5000 }));
     expect(err.code).toBe(status.UNAVAILABLE);
+    client.close();
+  });
+
+  test("a client refuses a server under its CA that is not the server it expects, and says why", async () => {
+    const other = nodeIdFromPublicKey(rawPublicKey(generateKeyPair().publicKey));
+    const client = clientOf(Management, { server: expecting(ca.certificate, other), certificate: ownerCert, privateKey: ownerKey.privateKey });
+    expect(await client.connect(5000)).toBe("failed");
+    const err = await rpcError(client.getRegisterTicket({}, { timeoutMs: 5000 }));
+    expect(err.code).toBe(status.UNAVAILABLE);
+    expect(err.details).toContain(`server identity refused: expected ${other}, got ${serverId}`);
     client.close();
   });
 
@@ -271,12 +289,9 @@ describe("grpc adapter over mutual TLS", () => {
 });
 
 describe("certificates", () => {
-  test("node certificates carry the cluster server name and chain to the CA", () => {
-    expect(serverCert.subjectAltName).toContain(`DNS:${CLUSTER_SERVER_NAME}`);
+  test("server certificates name their node, never a name shared by every node", () => {
+    expect(serverCert.subjectAltName).toBe(`DNS:${serverId}, IP Address:127.0.0.1`);
     expect(serverCert.checkIssued(ca.certificate)).toBe(true);
-    expect(serverCert.verify(ca.certificate.publicKey)).toBe(true);
     expect(foreignOwnerCert.verify(ca.certificate.publicKey)).toBe(false);
-    const unused: X509Certificate = ownerCert;
-    expect(unused.subject).toContain("CN=owner");
   });
 });

@@ -8,6 +8,7 @@
 import {
   Client as GrpcClient,
   Metadata,
+  connectivityState,
   type ChannelCredentials,
   type ChannelOptions,
   type ClientReadableStream,
@@ -178,14 +179,17 @@ type ClientMethod<M> = M extends { methodKind: "unary"; input: infer I extends D
     ? (request: MessageInitShape<I>, options?: CallOptions) => AsyncIterable<MessageShape<O>>
     : never;
 
+/** How a connection attempt ended: connected, failed (refused, TLS or identity refused), or still trying at the deadline. */
+export type ConnectResult = "ready" | "failed" | "timeout";
+
 /**
- * A typed client of a service. ready() connects (or fails) within a
+ * A typed client of a service. connect() connects (or fails) within a
  * deadline, so that callers with several servers can move on from one that
  * is down without spending a whole call's deadline on it; close() releases
  * the channel.
  */
 export type ServiceClient<S> = { [K in keyof MethodsOf<S>]: ClientMethod<MethodsOf<S>[K]> } & {
-  ready(timeoutMs: number): Promise<boolean>;
+  connect(timeoutMs: number): Promise<ConnectResult>;
   close(): void;
 };
 
@@ -203,7 +207,7 @@ export function createClient<S extends DescService>(service: S, target: string, 
   const client = new GrpcClient(target, options.credentials, options.channelOptions);
   const out: Record<string, unknown> = {
     close: () => client.close(),
-    ready: (timeoutMs: number) => new Promise<boolean>((resolve) => client.waitForReady(Date.now() + timeoutMs, (err) => resolve(!err))),
+    connect: (timeoutMs: number) => connect(client, Date.now() + timeoutMs),
   };
   for (const method of service.methods) {
     const path = methodPath(service, method.name);
@@ -233,6 +237,19 @@ export function createClient<S extends DescService>(service: S, target: string, 
     }
   }
   return out as ServiceClient<S>;
+}
+
+function connect(client: GrpcClient, deadline: number): Promise<ConnectResult> {
+  const channel = client.getChannel();
+  return new Promise((resolve) => {
+    const check = () => {
+      const state = channel.getConnectivityState(true);
+      if (state === connectivityState.READY) return resolve("ready");
+      if (state === connectivityState.TRANSIENT_FAILURE || state === connectivityState.SHUTDOWN) return resolve("failed");
+      channel.watchConnectivityState(state, deadline, (err) => (err ? resolve("timeout") : check()));
+    };
+    check();
+  });
 }
 
 async function* streamResponses<T>(call: ClientReadableStream<T>, name: string, signal: AbortSignal | undefined): AsyncIterable<T> {

@@ -11,20 +11,34 @@ import { X509Certificate } from "node:crypto";
 import type { KeyObject } from "node:crypto";
 
 /**
- * The TLS server name clients ask for. bun's TLS refuses an IP address as
- * server name, and nodes are dialled by IP, so every node certificate carries
- * this DNS name and clients always verify against it.
+ * The TLS server name (SNI) sent when the caller does not know which node it
+ * dials. bun refuses IP addresses as TLS server names, and nodes are dialled
+ * by IP, so some DNS name must be sent; it is never what identity is checked
+ * against. Server identity is checked by ClientTlsOptions.server.verify on
+ * the certificate itself.
  */
-export const CLUSTER_SERVER_NAME = "cluster.nodecore.internal";
+export const UNNAMED_SERVER_SNI = "unnamed.nodecore.invalid";
 
-/** Server credentials that request, but do not require, a client certificate. */
-class OptionalClientCertificateCredentials extends ServerCredentials {
-  constructor(contextOptions: SecureContextOptions) {
-    // Chain checks happen per call: some calls accept self-signed certificates.
-    super({ requestCert: true, rejectUnauthorized: false }, contextOptions);
+/** How long a client gets to complete the TLS handshake before the server drops it. */
+export const TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
+
+/**
+ * Server credentials that request, but do not require, a client certificate
+ * (chain checks happen per call: some calls accept self-signed
+ * certificates), drop clients that do not finish the handshake in time, and
+ * can be given a new certificate without a restart (curator certificates
+ * are short-lived).
+ */
+export class RotatingServerCredentials extends ServerCredentials {
+  constructor(contextOptions: SecureContextOptions, handshakeTimeoutMs = TLS_HANDSHAKE_TIMEOUT_MS) {
+    super({ requestCert: true, rejectUnauthorized: false, handshakeTimeout: handshakeTimeoutMs } as SecureContextOptions, contextOptions);
   }
   _equals(other: ServerCredentials): boolean {
     return other === this;
+  }
+  /** Serves `certificate` on every new connection from now on. */
+  rotate(options: ServerTlsOptions): void {
+    this.updateSecureContextOptions(contextOptionsOf(options));
   }
 }
 
@@ -34,35 +48,57 @@ export interface ServerTlsOptions {
   privateKey: KeyObject;
 }
 
-export function serverCredentials(options: ServerTlsOptions): ServerCredentials {
-  return new OptionalClientCertificateCredentials({
-    cert: options.certificate.toString(),
-    key: options.privateKey.export({ format: "pem", type: "pkcs8" }).toString(),
-  });
+function contextOptionsOf(options: ServerTlsOptions): SecureContextOptions {
+  return { cert: options.certificate.toString(), key: options.privateKey.export({ format: "pem", type: "pkcs8" }).toString() };
 }
 
+export function serverCredentials(options: ServerTlsOptions & { handshakeTimeoutMs?: number }): RotatingServerCredentials {
+  return new RotatingServerCredentials(contextOptionsOf(options), options.handshakeTimeoutMs);
+}
+
+/**
+ * Who the server must be. `ca` is the CA its certificate must chain to;
+ * `verify` says what else the certificate must prove (which node, which
+ * role, which address) and returns the problem, or undefined if it proves it.
+ * "unverified" exists for one call only: the owner's first contact with a
+ * cluster whose CA it does not know yet (ctl takeownership), which checks
+ * the server by other means straight after.
+ */
+export type ServerIdentity = { ca: X509Certificate; verify: (certificate: X509Certificate) => string | undefined } | "unverified";
+
 export interface ClientTlsOptions {
-  /** The CA the server's certificate must chain to; absent only when the caller cannot know it yet. */
-  ca?: X509Certificate;
+  server: ServerIdentity;
   /** The client's certificate and key (a cluster certificate, or self-signed for the handshake calls). */
   certificate?: X509Certificate;
   privateKey?: KeyObject;
 }
 
+export class ServerIdentityError extends Error {
+  override name = "ServerIdentityError";
+}
+
 export function channelCredentials(options: ClientTlsOptions): ChannelCredentials {
-  const ca = options.ca ? Buffer.from(options.ca.toString()) : null;
+  const { server } = options;
+  const ca = server === "unverified" ? null : Buffer.from(server.ca.toString());
   const key = options.privateKey ? Buffer.from(options.privateKey.export({ format: "pem", type: "pkcs8" }).toString()) : null;
   const cert = options.certificate ? Buffer.from(options.certificate.toString()) : null;
   return ChannelCredentials.createSsl(ca, key, cert, {
-    // Server identity is the CA chain plus the fixed cluster server name.
-    checkServerIdentity: () => undefined,
+    // The chain is checked by TLS (rejectUnauthorized); who the server is,
+    // here, on its certificate, never through a shared host name.
+    checkServerIdentity: (_host, peer) => {
+      if (server === "unverified") return undefined;
+      const certificate = peerCertificateOf(peer);
+      if (!certificate) return new ServerIdentityError("the server presented no certificate");
+      const problem = server.verify(certificate);
+      return problem === undefined ? undefined : new ServerIdentityError(`server identity refused: ${problem}`);
+    },
     rejectUnauthorized: ca !== null,
   });
 }
 
-/** Channel options every client uses. */
-export function channelOptions(): ChannelOptions {
-  return { "grpc.ssl_target_name_override": CLUSTER_SERVER_NAME, "grpc.default_authority": CLUSTER_SERVER_NAME };
+/** Channel options every client uses; `serverName` is the SNI (see UNNAMED_SERVER_SNI). */
+export function channelOptions(serverName = UNNAMED_SERVER_SNI): ChannelOptions {
+  return { "grpc.ssl_target_name_override": serverName, "grpc.default_authority": serverName };
 }
 
 /** The client certificate of a call, if the client sent one. */

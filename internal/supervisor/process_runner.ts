@@ -3,6 +3,7 @@
 // SIGTERM then SIGKILL on cancellation, and always wait for the exit.
 
 import type { Subprocess } from "bun";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import type { Logger } from "../log/mod.ts";
 import { sleep, type RunContext, type Runnable } from "./supervisor.ts";
 
@@ -30,6 +31,13 @@ export interface ProcessOptions {
    * logged as they are.
    */
   parseLine?: (line: string) => ParsedLine | undefined;
+  /**
+   * Where the running process's pid is kept. A process of the same command
+   * still named there when this one starts is a leftover of an earlier run
+   * of the node (killed before it could stop its children): it is killed
+   * first, so that it cannot hold the ports and files this one needs.
+   */
+  pidFile?: string;
 }
 
 /** A line of child output as a log entry. */
@@ -105,6 +113,61 @@ async function pipeLines(
 }
 
 /**
+ * setpriv (util-linux), when the machine has it: children are started
+ * through `setpriv --pdeathsig KILL`, so the kernel kills them when the
+ * node process dies, however it dies (SIGKILL included). As PID 1 the node
+ * never dies, so the image does without it; process-mode nodes use it.
+ */
+const SETPRIV = Bun.which("setpriv");
+
+/** The argv that starts `command` so that it dies with this process (see SETPRIV). */
+export function tiedToThisProcess(command: string, args: readonly string[]): string[] {
+  return SETPRIV ? [SETPRIV, "--pdeathsig", "KILL", "--", command, ...args] : [command, ...args];
+}
+
+/** How long a leftover process gets to disappear after SIGKILL. */
+const LEFTOVER_GONE_MS = 10_000;
+
+/** A process's start time (clock ticks since boot, /proc/<pid>/stat field 22), or undefined if it is gone or a zombie. */
+function startTimeOf(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    if (fields[0] === "Z") return undefined; // Dead, not yet reaped: it holds nothing.
+    return fields[19];
+  } catch {
+    return undefined;
+  }
+}
+
+/** Records a running child in its pid file: its pid and start time (so that a reused pid is never mistaken for it). */
+function writePidFile(pidFile: string, pid: number): void {
+  writeFileSync(pidFile, `${pid} ${startTimeOf(pid) ?? "?"}\n`, { mode: 0o600 });
+}
+
+/**
+ * Kills the process a pid file names, if that very process (same pid, same
+ * start time) still runs; returns its pid if there was one.
+ */
+export async function killLeftover(pidFile: string, signal?: AbortSignal): Promise<number | undefined> {
+  if (!existsSync(pidFile)) return undefined;
+  const [pidText = "", started] = readFileSync(pidFile, "utf8").trim().split(" ");
+  rmSync(pidFile, { force: true });
+  const pid = Number(pidText);
+  if (!Number.isInteger(pid) || pid <= 1 || spawned.has(pid) || pid === process.pid) return undefined;
+  const runs = () => started !== undefined && startTimeOf(pid) === started;
+  if (!runs()) return undefined;
+  process.kill(pid, "SIGKILL");
+  const deadline = Date.now() + LEFTOVER_GONE_MS;
+  while (runs()) {
+    if (Date.now() > deadline) throw new ProcessStartError(`a leftover process (pid ${pid}, from ${pidFile}) does not die`);
+    await sleep(50, signal);
+  }
+  return pid;
+}
+
+/**
  * Runs a process as part of the calling runnable and returns once it is gone.
  * Returns normally when the runnable was cancelled; throws ProcessExitError
  * when the process exited on its own.
@@ -112,10 +175,14 @@ async function pipeLines(
 export async function runProcess(ctx: RunContext, options: ProcessOptions): Promise<void> {
   const { command, args = [], killGraceMs = DEFAULT_KILL_GRACE_MS } = options;
   ctx.signal.throwIfAborted();
+  if (options.pidFile) {
+    const leftover = await killLeftover(options.pidFile, ctx.signal);
+    if (leftover !== undefined) ctx.logger.warn("killed a leftover of an earlier run", { command, pid: leftover, pidFile: options.pidFile });
+  }
   let child: Subprocess<"ignore", "pipe", "pipe">;
   try {
     child = track(
-      Bun.spawn([command, ...args], {
+      Bun.spawn(tiedToThisProcess(command, args), {
         cwd: options.cwd,
         env: options.env ?? {},
         stdin: "ignore",
@@ -127,6 +194,7 @@ export async function runProcess(ctx: RunContext, options: ProcessOptions): Prom
     throw new ProcessStartError(`could not start ${command}: ${(err as Error).message}`, { cause: err });
   }
   options.onSpawn?.(child.pid);
+  if (options.pidFile) writePidFile(options.pidFile, child.pid);
   ctx.logger.info("process started", { command, pid: child.pid });
   const output = Promise.all([
     pipeLines(child.stdout, ctx.logger, "stdout", options.parseLine),
@@ -162,6 +230,7 @@ export async function runProcess(ctx: RunContext, options: ProcessOptions): Prom
     readinessScope.abort();
     clearTimeout(killTimer);
     ctx.signal.removeEventListener("abort", onAbort);
+    if (options.pidFile) rmSync(options.pidFile, { force: true });
   }
   if (ctx.signal.aborted) {
     ctx.logger.info("process stopped", { pid: child.pid, exitCode: child.exitCode, signal: child.signalCode });
@@ -208,7 +277,7 @@ export async function runCommand(argv: readonly string[], options: CommandOption
   let child;
   try {
     child = track(
-      Bun.spawn([...argv], {
+      Bun.spawn(tiedToThisProcess(command, argv.slice(1)), {
         env: options.env ?? { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" },
         stdin: options.stdin === undefined ? "ignore" : "pipe",
         stdout: "pipe",

@@ -52,11 +52,12 @@ export class NodeProcess {
     writeFileSync(this.layout.esp.parameters, toBinary(NodeParametersSchema, create(NodeParametersSchema, params)));
   }
 
-  start(): void {
+  /** Starts the node; `env` adds to (or overrides) the test's environment. */
+  start(env: Record<string, string> = {}): void {
     const child = Bun.spawn([process.execPath, INIT, "--root", this.root, "--address", this.address], {
       stdout: "pipe",
       stderr: "pipe",
-      env: { ...process.env, NODECORE_LOG_FORMAT: "json" },
+      env: { ...process.env, NODECORE_LOG_FORMAT: "json", ...env },
     });
     this.child = child;
     this.reading = this.read(child.stderr as ReadableStream<Uint8Array>);

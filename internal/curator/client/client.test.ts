@@ -1,0 +1,165 @@
+// The curator client: endpoints, what a curator must prove, directories,
+// and failover against real servers on loopback (a real curator, and an
+// impostor serving with a genuine node certificate).
+
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { create } from "@bufbuild/protobuf";
+import { X509Certificate } from "node:crypto";
+import { AAA, Management } from "../../../proto/gen/api/management_pb.ts";
+import { NodeRolesSchema } from "../../../proto/gen/common/common_pb.ts";
+import {
+  createClusterCA,
+  generateKeyPair,
+  issueCuratorCertificate,
+  issueNodeCertificate,
+  issueOwnerCertificate,
+  nodeIdFromPublicKey,
+  rawPublicKey,
+  type CA,
+} from "../../pki/mod.ts";
+import { startImpostorCurator, startTestCluster, type ImpostorCurator, type TestCluster } from "../mod.ts";
+import {
+  NoCuratorError,
+  callAnyCurator,
+  curatorIdentityProblem,
+  directoryOf,
+  endpointsOfDirectory,
+  formatEndpoint,
+  parseEndpoint,
+} from "./mod.ts";
+
+const caKey = generateKeyPair();
+const ca: CA = { certificate: createClusterCA(caKey), privateKey: caKey.privateKey };
+
+describe("endpoints", () => {
+  test("parse what people type and what the config file holds, IPv4 and IPv6", () => {
+    expect(parseEndpoint("10.0.0.2")).toEqual({ host: "10.0.0.2", port: 7835 });
+    expect(parseEndpoint("10.0.0.2:9000")).toEqual({ host: "10.0.0.2", port: 9000 });
+    expect(parseEndpoint("fd00::2")).toEqual({ host: "fd00::2", port: 7835 });
+    expect(parseEndpoint("[FD00:0::2]:9000")).toEqual({ host: "fd00::2", port: 9000 });
+    expect(parseEndpoint("node-0123456789abcdef@10.0.0.2:7835")).toEqual({ host: "10.0.0.2", port: 7835, nodeId: "node-0123456789abcdef" });
+    expect(parseEndpoint("localhost")).toEqual({ host: "localhost", port: 7835 });
+  });
+
+  test("format brackets IPv6 and names the node when known, and parses back", () => {
+    for (const e of [{ host: "10.0.0.2", port: 7835 }, { host: "fd00::2", port: 7835, nodeId: "node-0123456789abcdef" }]) {
+      expect(parseEndpoint(formatEndpoint(e))).toEqual(e);
+    }
+    expect(formatEndpoint({ host: "fd00::2", port: 7835 })).toBe("[fd00::2]:7835");
+  });
+
+  test("bad endpoints are errors that quote them", () => {
+    expect(() => parseEndpoint("10.0.0.2:99999")).toThrow("'10.0.0.2:99999': port must be 1-65535");
+    expect(() => parseEndpoint("evil@10.0.0.2")).toThrow("'evil' is not a node ID");
+    expect(() => parseEndpoint("")).toThrow("is not an endpoint");
+  });
+
+  test("a directory becomes endpoints that name the node each must be", () => {
+    const key = generateKeyPair();
+    const id = nodeIdFromPublicKey(rawPublicKey(key.publicKey));
+    const directory = { nodes: [{ publicKey: rawPublicKey(key.publicKey), addresses: [{ host: "fd00:0:0::5" }] }] } as never;
+    expect(endpointsOfDirectory(directory)).toEqual([{ host: "fd00::5", port: 7835, nodeId: id }]);
+  });
+});
+
+describe("curator identity", () => {
+  const key = generateKeyPair();
+  const id = nodeIdFromPublicKey(rawPublicKey(key.publicKey));
+  const curator = issueCuratorCertificate(ca, key.publicKey, { address: "10.0.0.2", validForMs: 3600_000 });
+
+  test("a curator certificate for the dialled address and the expected node is accepted", () => {
+    expect(curatorIdentityProblem(curator, { host: "10.0.0.2", port: 7835, nodeId: id })).toBeUndefined();
+    expect(curatorIdentityProblem(curator, { host: "10.0.0.2", port: 7835 })).toBeUndefined();
+  });
+
+  test("a genuine node certificate is not a curator certificate", () => {
+    const node = issueNodeCertificate(ca, key.publicKey, { ipAddresses: ["10.0.0.2"] });
+    expect(curatorIdentityProblem(node, { host: "10.0.0.2", port: 7835 })).toBe(
+      `the server at 10.0.0.2 presented a certificate of '${id}' (nodecore node), not a curator certificate`,
+    );
+    const owner = issueOwnerCertificate(ca, key.publicKey);
+    expect(curatorIdentityProblem(owner, { host: "10.0.0.2", port: 7835 })).toContain("not a curator certificate");
+  });
+
+  test("another node's curator certificate, or one for another address, is refused", () => {
+    expect(curatorIdentityProblem(curator, { host: "10.0.0.2", port: 7835, nodeId: "node-0123456789abcdef" })).toBe(
+      `expected curator node-0123456789abcdef at 10.0.0.2, but ${id} answered`,
+    );
+    expect(curatorIdentityProblem(curator, { host: "10.0.0.3", port: 7835 })).toBe(`curator ${id} is certified for 10.0.0.2, not for 10.0.0.3`);
+  });
+
+  test("IPv6 addresses compare in canonical form", () => {
+    const v6 = issueCuratorCertificate(ca, key.publicKey, { address: "fd00::2", validForMs: 3600_000 });
+    expect(curatorIdentityProblem(v6, { host: "fd00:0:0:0:0:0:0:2", port: 7835 })).toBeUndefined();
+  });
+});
+
+describe("directory", () => {
+  const nodeA = { id: "node-aaaaaaaaaaaaaaaa", publicKey: new Uint8Array(32).fill(1) };
+  test("lists consensus members at their recorded address, and nobody else", () => {
+    const directory = directoryOf([
+      { ...nodeA, roles: create(NodeRolesSchema, { consensusMember: { address: "10.0.0.1" } }) },
+      { id: "node-bbbbbbbbbbbbbbbb", publicKey: new Uint8Array(32).fill(2), roles: create(NodeRolesSchema, { kubernetesWorker: {} }) },
+      { id: "node-cccccccccccccccc", publicKey: new Uint8Array(32).fill(3) },
+    ]);
+    expect(directory.nodes.map((n) => n.addresses.map((a) => a.host))).toEqual([["10.0.0.1"]]);
+  });
+
+  test("a role granted before addresses were recorded falls back to the member's own peer URL", () => {
+    const roles = create(NodeRolesSchema, { consensusMember: { peers: [{ name: nodeA.id, url: "https://[fd00::1]:7834" }, { name: "x", url: "https://10.9.9.9:7834" }] } });
+    expect(directoryOf([{ ...nodeA, roles }]).nodes[0]!.addresses[0]!.host).toBe("fd00::1");
+  });
+});
+
+describe("failover against real servers", () => {
+  let cluster: TestCluster;
+  let impostor: ImpostorCurator;
+  let owner: { ca: X509Certificate; certificate: X509Certificate; privateKey: ReturnType<typeof generateKeyPair>["privateKey"] };
+
+  beforeAll(async () => {
+    cluster = await startTestCluster();
+    // The impostor holds a genuine node certificate of this very cluster.
+    const key = generateKeyPair();
+    impostor = await startImpostorCurator({ key, certificate: issueNodeCertificate(cluster.clusterCA, key.publicKey, { ipAddresses: ["127.0.0.1"] }) }, cluster.clusterCA.certificate);
+    const aaa = cluster.client(AAA, { kind: "self-signed", key: cluster.ownerKey });
+    const escrow = await aaa.escrow({});
+    aaa.close();
+    owner = { ca: cluster.clusterCA.certificate, certificate: new X509Certificate(escrow.ownerCertificate), privateKey: cluster.ownerKey.privateKey };
+  }, 60_000);
+  afterAll(async () => {
+    impostor?.close();
+    await cluster?.close();
+  });
+
+  test("an impostor with a genuine node certificate gets no call; the real curator after it answers", async () => {
+    const ids = await callAnyCurator(Management, [impostor.endpoint, cluster.endpoint], owner, async (m) => {
+      const all = [];
+      for await (const n of m.getNodes({})) all.push(n.id);
+      return all;
+    });
+    expect(ids).toEqual([cluster.node.id]);
+    expect(impostor.calls).toEqual([]);
+  });
+
+  test("with only the impostor, the error says no curator could be trusted, and why", async () => {
+    const err = await callAnyCurator(Management, [impostor.endpoint], owner, (m) => m.approveNode({ id: cluster.node.id })).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(NoCuratorError);
+    expect((err as Error).message).toStartWith("no curator could be trusted (1 tried): ");
+    expect((err as Error).message).toContain("not a curator certificate");
+    expect(impostor.calls).toEqual([]);
+  });
+
+  test("a genuine curator certificate for another address is refused at this one", async () => {
+    const key = generateKeyPair();
+    const elsewhere = issueCuratorCertificate(cluster.clusterCA, key.publicKey, { address: "127.0.0.9", validForMs: 3600_000 });
+    const moved = await startImpostorCurator({ key, certificate: elsewhere }, cluster.clusterCA.certificate);
+    try {
+      const err = await callAnyCurator(Management, [moved.endpoint], owner, (m) => m.getClusterInfo({})).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(NoCuratorError);
+      expect((err as Error).message).toContain(`is certified for 127.0.0.9, not for 127.0.0.1`);
+      expect(moved.calls).toEqual([]);
+    } finally {
+      moved.close();
+    }
+  });
+});

@@ -1,0 +1,32 @@
+// Package curator/client: the one way to reach the cluster's control service.
+//
+//   directory (from the cluster) / seeds (parameters, ctl config)
+//        │ endpointsOfDirectory, parseEndpoint
+//        ▼
+//   CuratorEndpoint {host, port, nodeId?} ──dialCurator──▶ grpc-js channel
+//                                              │ TLS: chain to the cluster CA
+//                                              │ + curatorIdentityProblem():
+//                                              │   curator certificate, the
+//                                              │   expected node, the dialled IP
+//                                              ▼
+//                                  Curator / Management / AAA client
+//   callAnyCurator(endpoints, call): one after another until one answers;
+//   the error says which were unreachable and which were not trusted.
+//
+// Enrolment (register, join), the role server and ctl import this package,
+// never the curator server. It knows the port, how endpoints are written,
+// and what a curator must prove.
+//
+// Invariants:
+//  - A server is a curator only if it presents a curator certificate under
+//    the cluster CA for the address dialled (and the node expected). A node
+//    certificate, however genuine, never passes: only consensus members get
+//    curator certificates, and only while the cluster's records say so.
+//  - Directories are built by the cluster from its own record of consensus
+//    members, never from what a node says about itself.
+
+export { CURATOR_PORT, EndpointError, endpointsOfDirectory, formatAddress, formatEndpoint, parseEndpoint, sameAddress, type CuratorEndpoint } from "./endpoint.ts";
+export { curatorIdentityProblem } from "./identity.ts";
+export { directoryOf, consensusAddressOf } from "./directory.ts";
+export { dialCurator, type DialCredentials, type CuratorClientOf } from "./dial.ts";
+export { callAnyCurator, unavailableOrDeadline, NoCuratorError, CONNECT_TIMEOUT_MS, type CuratorFailure, type FailoverOptions } from "./failover.ts";

@@ -1,0 +1,93 @@
+// Checks of every free-form field a caller sends, at the edge, before
+// anything is stored or acted on. A refusal is INVALID_ARGUMENT naming the
+// field and what is wrong with it.
+//
+// What a node reports about itself ends up in etcd, in every watcher's
+// stream and on the owner's terminal, so strings are bounded and printable
+// (no control, formatting or bidirectional characters that could rewrite
+// a terminal line), addresses are IP addresses, lists are bounded.
+
+import { isIP } from "node:net";
+import type { NodeStatus } from "../../proto/gen/common/common_pb.ts";
+import { isCanonicalEd25519PublicKey } from "../pki/mod.ts";
+import { InvalidArgumentError } from "../rpc/mod.ts";
+
+export const NODE_ID_PATTERN = /^node-[0-9a-f]{16}$/;
+/** Service entries one node may report. */
+export const MAX_SERVICES = 64;
+export const MAX_VERSION_CHARS = 64;
+export const MAX_SERVICE_NAME_CHARS = 64;
+export const MAX_SERVICE_STATE_CHARS = 32;
+export const MAX_SERVICE_MESSAGE_CHARS = 512;
+/** A status timestamp may be ahead of the curator's clock by this much (clock skew), no more. */
+export const MAX_TIMESTAMP_SKEW_MS = 24 * 3600 * 1000;
+/** Register tickets are this long at most (they are 32 bytes). */
+export const MAX_TICKET_BYTES = 64;
+
+/** Names of services and states: lower-case words. */
+const TOKEN = /^[a-z0-9][a-z0-9._-]*$/;
+/** Control (Cc), format (Cf: bidi marks, zero-width), line and paragraph separators. */
+const UNPRINTABLE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u;
+
+function invalid(field: string, problem: string): never {
+  throw new InvalidArgumentError(`${field}: ${problem}`);
+}
+
+/** A bounded string of printable characters. */
+export function checkPrintable(field: string, value: string, maxChars: number): void {
+  if (value.length > maxChars) invalid(field, `${value.length} characters, more than ${maxChars}`);
+  const bad = UNPRINTABLE.exec(value);
+  if (bad) invalid(field, `contains an unprintable character (U+${bad[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, "0")})`);
+}
+
+function checkToken(field: string, value: string, maxChars: number): void {
+  if (value.length === 0) invalid(field, "is empty");
+  if (value.length > maxChars) invalid(field, `${value.length} characters, more than ${maxChars}`);
+  if (!TOKEN.test(value)) invalid(field, `'${printable(value)}' is not a name (lower-case letters, digits, '.', '_', '-')`);
+}
+
+/** A node ID as the cluster makes them. */
+export function checkNodeId(field: string, value: string): void {
+  if (!NODE_ID_PATTERN.test(value)) invalid(field, `'${printable(value.slice(0, 40))}' is not a node ID (node- and 16 hex digits)`);
+}
+
+/** A unicast IP address, as other nodes will dial it. */
+export function checkAddress(field: string, value: string): void {
+  if (value.length > 45 || isIP(value) === 0) invalid(field, `'${printable(value.slice(0, 60))}' is not an IP address`);
+  if (value === "0.0.0.0" || value === "::" || value === "255.255.255.255") invalid(field, `${value} is not an address other nodes can reach`);
+}
+
+/** A 32-byte Ed25519 public key that a real private key could have made. */
+export function checkPublicKey(field: string, value: Uint8Array): void {
+  if (value.length !== 32) invalid(field, `must be 32 bytes (ed25519), got ${value.length}`);
+  if (!isCanonicalEd25519PublicKey(value)) invalid(field, "is not a canonical ed25519 public key");
+}
+
+/** Everything a node may say about itself. */
+export function checkNodeStatus(status: NodeStatus, now = Date.now()): void {
+  checkAddress("status.external_address", status.externalAddress);
+  if (status.runningCurator) {
+    const port = status.runningCurator.port;
+    if (!Number.isInteger(port) || port < 1 || port > 65535) invalid("status.running_curator.port", `${port} is not a port (1-65535)`);
+  }
+  const timestamp = status.timestampMs;
+  if (timestamp <= 0n || timestamp > BigInt(now + MAX_TIMESTAMP_SKEW_MS)) {
+    invalid("status.timestamp_ms", `${timestamp} is not a time between the epoch and a day from now`);
+  }
+  checkPrintable("status.version", status.version, MAX_VERSION_CHARS);
+  if (status.services.length > MAX_SERVICES) invalid("status.services", `${status.services.length} entries, more than ${MAX_SERVICES}`);
+  const names = new Set<string>();
+  status.services.forEach((service, i) => {
+    const field = `status.services[${i}]`;
+    checkToken(`${field}.name`, service.name, MAX_SERVICE_NAME_CHARS);
+    if (names.has(service.name)) invalid(`${field}.name`, `'${service.name}' is listed twice`);
+    names.add(service.name);
+    checkToken(`${field}.state`, service.state, MAX_SERVICE_STATE_CHARS);
+    checkPrintable(`${field}.message`, service.message, MAX_SERVICE_MESSAGE_CHARS);
+  });
+}
+
+/** A value safe to quote in an error message. */
+function printable(value: string): string {
+  return value.replace(new RegExp(UNPRINTABLE.source, "gu"), (c) => `\\u{${c.codePointAt(0)!.toString(16)}}`);
+}
