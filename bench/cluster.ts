@@ -1,5 +1,6 @@
 // Figures for the cluster: bootstrap time of a node process, curator unary
-// latency and throughput on loopback, Watch fan-out to 1000 watchers, and
+// latency and throughput on loopback, Watch fan-out to 2000 watchers (time
+// and the memory of the process serving them: before, during, after), and
 // the time for three node processes to form a cluster of three voting etcd
 // members. Prints figures; asserts nothing. `bun bench/cluster.ts`.
 
@@ -19,7 +20,7 @@ import { NodeProcess, ctl as runCtl, loopbackBlock } from "../test/support/node_
 const LATENCY_CALLS = 500;
 const THROUGHPUT_SECONDS = 5;
 const THROUGHPUT_CONCURRENCY = 32;
-const WATCHERS = 1000;
+const WATCHERS = 2000;
 const WATCHERS_PER_CLIENT = 100;
 
 const figure = (name: string, value: string) => console.log(`${name.padEnd(62)} ${value}`);
@@ -47,7 +48,7 @@ async function curatorFigures(): Promise<void> {
     const writes: number[] = [];
     for (let i = 0; i < LATENCY_CALLS; i++) {
       const started = performance.now();
-      await curator.updateNodeStatus({ nodeId: cluster.node.id, status: { externalAddress: cluster.host, timestampMs: BigInt(i) } });
+      await curator.updateNodeStatus({ nodeId: cluster.node.id, status: { externalAddress: cluster.host, timestampMs: BigInt(Date.now()) } });
       writes.push(performance.now() - started);
     }
     figure(`curator write (UpdateNodeStatus) p50 / p99, ${LATENCY_CALLS} calls`, `${ms(percentile(writes, 50))} / ${ms(percentile(writes, 99))}`);
@@ -65,6 +66,12 @@ async function curatorFigures(): Promise<void> {
     figure(`curator read throughput, ${THROUGHPUT_CONCURRENCY} concurrent`, `${Math.round(count / THROUGHPUT_SECONDS)} calls/s`);
 
     // Watch fan-out: WATCHERS streams over several channels, then one write.
+    // The curator runs in this process, so its memory is this process's.
+    const rss = () => {
+      Bun.gc(true);
+      return `${Math.round(process.memoryUsage().rss / 1024 / 1024)} MiB`;
+    };
+    const rssBefore = rss();
     const clients = Array.from({ length: WATCHERS / WATCHERS_PER_CLIENT }, () =>
       cluster.client(Curator, { kind: "node", certificate: cluster.node.certificate, privateKey: cluster.node.key.privateKey }),
     );
@@ -91,11 +98,14 @@ async function curatorFigures(): Promise<void> {
     await eventually(() => backlogged === WATCHERS, { timeoutMs: 120_000, what: "all watchers past their backlog" });
     figure(`watch: ${WATCHERS} watchers established`, ms(performance.now() - setupStarted));
     const written = performance.now();
-    await curator.updateNodeStatus({ nodeId: cluster.node.id, status: { externalAddress: cluster.host, version: marker } });
+    await curator.updateNodeStatus({ nodeId: cluster.node.id, status: { externalAddress: cluster.host, version: marker, timestampMs: BigInt(Date.now()) } });
     await eventually(() => seenAt.length === WATCHERS, { timeoutMs: 120_000, what: "update reached every watcher" });
     figure(`watch: one update reaches all ${WATCHERS} watchers`, `${ms(Math.max(...seenAt) - written)} (median ${ms(percentile(seenAt.map((t) => t - written), 50))})`);
+    const rssDuring = rss();
     controller.abort();
     await Promise.all(streams);
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    figure(`watch: RSS before / with ${WATCHERS} watchers / after they end`, `${rssBefore} / ${rssDuring} / ${rss()}`);
     for (const c of [...clients, management, curator]) c.close();
   } finally {
     await cluster.close();

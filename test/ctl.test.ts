@@ -2,10 +2,11 @@
 // curator on loopback.
 
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { startTestCluster, type TestCluster } from "../internal/curator/mod.ts";
-import { privateKeyPem, generateKeyPair } from "../internal/pki/mod.ts";
+import { formatEndpoint } from "../internal/curator/client/mod.ts";
+import { startImpostorCurator, startTestCluster, type TestCluster } from "../internal/curator/mod.ts";
+import { privateKeyPem, generateKeyPair, issueNodeCertificate } from "../internal/pki/mod.ts";
 import { tempDir } from "../internal/testing/mod.ts";
 
 const CTL = join(import.meta.dir, "..", "cmd", "ctl", "main.ts");
@@ -79,6 +80,37 @@ describe("ctl", () => {
     expect(result.code).toBe(1);
     expect(result.stderr).toContain("ctl: no curator answered (1 tried): 127.0.0.1:1: connection failed");
     writeFileSync(join(config.path, "endpoints"), `${cluster.target}\n`);
+  });
+
+  test("a fake curator holding a genuine node certificate is refused, and gets no call", async () => {
+    const key = generateKeyPair();
+    const impostor = await startImpostorCurator(
+      { key, certificate: issueNodeCertificate(cluster.clusterCA, key.publicKey, { ipAddresses: ["127.0.0.1"] }) },
+      cluster.clusterCA.certificate,
+    );
+    try {
+      // As if the impostor had got itself into the owner's endpoints.
+      writeFileSync(join(config.path, "endpoints"), `${impostor.endpoint.host}:${impostor.endpoint.port}\n`);
+      const approve = await ctl("node", "approve", cluster.node.id);
+      expect(approve.code).toBe(1);
+      expect(approve.stdout).toBe("");
+      expect(approve.stderr).toContain("ctl: no curator could be trusted (1 tried): ");
+      expect(approve.stderr).toContain("not a curator certificate");
+      const list = await ctl("node", "list");
+      expect(list.code).toBe(1);
+      expect(list.stdout).not.toContain("node-0000000000000bad");
+      expect(impostor.calls).toEqual([]);
+    } finally {
+      impostor.close();
+      writeFileSync(join(config.path, "endpoints"), `${formatEndpoint(cluster.endpoint)}\n`);
+    }
+  });
+
+  test("register parameters, which carry the ticket, are readable by their owner only", async () => {
+    const file = join(config.path, "register.pb");
+    const result = await ctl("params", "register", file);
+    expect(result.code).toBe(0);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
   });
 
   test("genkey refuses to overwrite an owner key", async () => {

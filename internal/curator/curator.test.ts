@@ -6,10 +6,10 @@ import { AAA, Management } from "../../proto/gen/api/management_pb.ts";
 import { NodeState } from "../../proto/gen/common/common_pb.ts";
 import { Curator, WatchEvent_Progress, type WatchEvent } from "../../proto/gen/curator/curator_pb.ts";
 import { generateKeyPair, issueOwnerCertificate, nodeIdFromPublicKey, rawPublicKey, createClusterCA, type KeyPair } from "../pki/mod.ts";
-import { RpcError, Status } from "../rpc/mod.ts";
+import { Status } from "../rpc/mod.ts";
 import { eventually } from "../testing/mod.ts";
 import { NODES_PREFIX } from "./store.ts";
-import { startTestCluster, type TestCluster } from "./test_cluster.ts";
+import { refusal, startTestCluster, type TestCluster } from "./test_cluster.ts";
 
 let cluster: TestCluster;
 let owner: { kind: "owner"; certificate: X509Certificate; privateKey: KeyPair["privateKey"] };
@@ -22,15 +22,6 @@ afterAll(async () => {
   await cluster?.close();
 });
 
-async function refusal(promise: Promise<unknown>): Promise<RpcError> {
-  try {
-    await promise;
-  } catch (err) {
-    if (err instanceof RpcError) return err;
-    throw err;
-  }
-  throw new Error("call succeeded but should have been refused");
-}
 
 const asNode = () => ({ kind: "node" as const, certificate: cluster.node.certificate, privateKey: cluster.node.key.privateKey });
 

@@ -3,16 +3,25 @@
 //   owner (ctl) ──mTLS──▶ AAA.Escrow (owner key → owner certificate)
 //               ──mTLS──▶ Management  (tickets, cluster info, nodes, approve, roles)
 //   nodes       ──mTLS──▶ Curator     (watch, status, register/commit/join)
+//                             │ Watch: one etcd watch per curator, fanned out (watch.ts)
 //                             │
 //                 every handler: authenticated peer ✓ policy ✓
 //                             │        (internal/rpc)
 //                             ▼
 //              CuratorStore ── etcd txn ──▶ /nodecore/cluster, /nodecore/ca/{cluster,etcd},
 //                                           /nodecore/nodes/<id>  (NodeRecord protobufs)
+//                                           /nodecore/joinkeys/<hex> → id (one node per join key)
 //              leadership ── etcd election (lease) ──▶ Value<Leadership>
 //              promoter   ── leader only: etcd learners → voters once caught up
 //
+// Clients reach curators only through ./client (endpoints, the port, what
+// a curator must prove); this package serves, that one calls.
+//
 // Invariants:
+//  - A curator serves only with a curator certificate it mints from the CA
+//    in etcd while its node record holds the consensus role
+//    (curator_certificate.ts); clients accept nothing else as a curator.
+//  - Every free-form request field is validated before use (validate.ts).
 //  - etcd is the only state; a curator can be killed at any time. Writes are
 //    compare-and-swap transactions, and only the elected leader accepts them
 //    (others answer UNAVAILABLE and name the leader); reads are served by any.
@@ -22,7 +31,6 @@
 //  - State records are converted to wire messages in convert.ts only.
 
 export { curatorRunnable, PROMOTE_INTERVAL_MS, type CuratorOptions } from "./server.ts";
-export { CURATOR_PORT } from "./client/mod.ts";
 export { writeBootstrapState, REGISTER_TICKET_BYTES, type BootstrapState } from "./bootstrap.ts";
 export { CuratorStore, ETCD_PREFIX, StoreError } from "./store.ts";
 export { consensusRole, etcdMembers, grantConsensus, revokeConsensus, promoteLearners, type EtcdMember } from "./consensus_membership.ts";

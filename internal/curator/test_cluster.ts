@@ -26,7 +26,7 @@ import { NodeState } from "../../proto/gen/common/common_pb.ts";
 import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
 import { AAA, Management } from "../../proto/gen/api/management_pb.ts";
 import { Curator } from "../../proto/gen/curator/curator_pb.ts";
-import { addService, createClient, createServer, listen, serverCredentials } from "../rpc/mod.ts";
+import { RpcError, addService, createClient, createServer, listen, serverCredentials } from "../rpc/mod.ts";
 import { dialCurator, type CuratorEndpoint } from "./client/mod.ts";
 import { supervise, untilCancelled, type Supervisor } from "../supervisor/mod.ts";
 import { eventually, tempDir } from "../testing/mod.ts";
@@ -265,4 +265,15 @@ export async function startImpostorCurator(node: { key: KeyPair; certificate: X5
   );
   const { port } = await listen(server, "127.0.0.1:0", serverCredentials({ certificate: node.certificate, privateKey: node.key.privateKey }));
   return { endpoint: { host: "127.0.0.1", port, nodeId }, calls, close: () => server.forceShutdown() };
+}
+
+/** The RpcError a call that must be refused was refused with. */
+export async function refusal(promise: Promise<unknown>): Promise<RpcError> {
+  try {
+    await promise;
+  } catch (err) {
+    if (err instanceof RpcError) return err;
+    throw err;
+  }
+  throw new Error("call succeeded but should have been refused");
 }

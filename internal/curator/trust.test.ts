@@ -11,10 +11,10 @@ import { NodeStatusSchema, NodeStatus_RunningCuratorSchema, ServiceStatusSchema,
 import { Curator } from "../../proto/gen/curator/curator_pb.ts";
 import { Value } from "../event/mod.ts";
 import { generateKeyPair, nodeIdFromPublicKey, rawPublicKey, type KeyPair } from "../pki/mod.ts";
-import { RpcError, Status } from "../rpc/mod.ts";
+import { Status } from "../rpc/mod.ts";
 import { eventually } from "../testing/mod.ts";
 import { ELECTION_NAME, type Leadership } from "./leadership.ts";
-import { startTestCluster, type TestCluster } from "./test_cluster.ts";
+import { refusal, startTestCluster, type TestCluster } from "./test_cluster.ts";
 import { NodeWatchHub } from "./watch.ts";
 
 let cluster: TestCluster;
@@ -22,15 +22,6 @@ let owner: { kind: "owner"; certificate: X509Certificate; privateKey: KeyPair["p
 /** An enrolled node without roles: the attacker. */
 let mallory: { key: KeyPair; joinKey: KeyPair; id: string; certificate: X509Certificate };
 
-async function refusal(promise: Promise<unknown>): Promise<RpcError> {
-  try {
-    await promise;
-  } catch (err) {
-    if (err instanceof RpcError) return err;
-    throw err;
-  }
-  throw new Error("call succeeded but should have been refused");
-}
 
 /** Registers, approves and commits a new node; returns its identity. */
 async function enrol(): Promise<{ key: KeyPair; joinKey: KeyPair; id: string; certificate: X509Certificate }> {

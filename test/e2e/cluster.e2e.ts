@@ -89,14 +89,23 @@ e2eTest("with node1 powered off the cluster keeps serving the owner, and node1 r
   const f = need(formed, "the formed cluster");
   const node1 = c.node("node1");
   await node1.stop({ clean: true });
+  const poweredOff = performance.now();
   ctx.logger.info("node1 powered off");
+  let lastRefusal = "";
   await eventually(
     async () => {
       const result = await f.ctl("node", "roles", "set", f.ids.get("node2")!, "kubernetes-worker");
-      if (result.exitCode !== 0) throw new Error(result.stderr.trim());
+      if (result.exitCode !== 0) {
+        const refusal = result.stderr.trim().split("\n").at(-1) ?? "";
+        if (refusal !== lastRefusal) ctx.logger.info("owner write not served yet", { after: `${((performance.now() - poweredOff) / 1000).toFixed(1)}s`, ctl: refusal });
+        lastRefusal = refusal;
+        throw new Error(refusal);
+      }
     },
     { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "an owner write served by node2 or node3" },
   );
+  // A figure, not an assertion (issue: fast failover).
+  ctx.report(`node1 powered off → the owner's next write succeeded: ${((performance.now() - poweredOff) / 1000).toFixed(1)} s`);
   const list = JSON.parse((await f.ctl("node", "list", "--json")).stdout) as { id: string; roles: string[] }[];
   assert(list.find((n) => n.id === f.ids.get("node2"))!.roles.includes("kubernetes-worker"), "the owner's write took effect");
 
@@ -105,7 +114,9 @@ e2eTest("with node1 powered off the cluster keeps serving the owner, and node1 r
   await node1.start();
   const unlocked = await node1.waitForConsole(/got the cluster unlock key curator=(\S+)/, STEP_TIMEOUT_MS);
   const via = /curator=(\S+)/.exec(unlocked.text)![1]!;
-  assert(via.startsWith(c.node("node2").address) || via.startsWith(c.node("node3").address), `node1 joined through a survivor (it used ${via})`);
+  // The curator is logged as "<node id>@<address>:<port>".
+  const viaAddress = via.slice(via.indexOf("@") + 1);
+  assert(viaAddress.startsWith(`${c.node("node2").address}:`) || viaAddress.startsWith(`${c.node("node3").address}:`), `node1 joined through a survivor (it used ${via})`);
   assert(node1.console.lines.slice(from).every((l) => !/cold start/.test(l.text)), "node1 did not fall back to a cold start");
   await node1.waitForConsole(CONSOLE.nodeUp, STEP_TIMEOUT_MS);
   ctx.report(`node1 reboot → rejoined and UP: ${((performance.now() - restarted) / 1000).toFixed(1)} s`);
