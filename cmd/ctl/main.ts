@@ -212,3 +212,11 @@ try {
   process.stderr.write(`ctl: ${explain(err)}\n`);
   process.exitCode = err instanceof UsageError || (err instanceof Error && err.name === "CACError") ? 2 : 1;
 }
+
+// Exit now that the command is done. A connection attempt to a curator that
+// is down (a SYN that nobody answers, after its VM powered off) outlives the
+// closed client and would keep the process alive until the kernel gives up
+// on it, two minutes later.
+await new Promise<void>((resolve) => process.stdout.write("", () => resolve()));
+await new Promise<void>((resolve) => process.stderr.write("", () => resolve()));
+process.exit(process.exitCode ?? 0);
