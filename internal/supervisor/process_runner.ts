@@ -3,7 +3,7 @@
 // SIGTERM then SIGKILL on cancellation, and always wait for the exit.
 
 import type { Subprocess } from "bun";
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { accessSync, constants, existsSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import type { Logger } from "../log/mod.ts";
 import { sleep, type RunContext, type Runnable } from "./supervisor.ts";
 
@@ -120,9 +120,28 @@ async function pipeLines(
  */
 const SETPRIV = Bun.which("setpriv");
 
-/** The argv that starts `command` so that it dies with this process (see SETPRIV). */
-export function tiedToThisProcess(command: string, args: readonly string[]): string[] {
-  return SETPRIV ? [SETPRIV, "--pdeathsig", "KILL", "--", command, ...args] : [command, ...args];
+/**
+ * The argv that starts `command` so that it dies with this process (see
+ * SETPRIV). The command must exist: started through setpriv, a missing one
+ * would be setpriv's exit code instead of an error that names it.
+ */
+export function tiedToThisProcess(command: string, args: readonly string[], path = DEFAULT_PATH): string[] {
+  const found = command.includes("/") ? (isExecutable(command) ? command : undefined) : (Bun.which(command, { PATH: path }) ?? undefined);
+  // The callers wrap this as "could not start <command>: …".
+  if (!found) throw new ProcessStartError(`no such executable${command.includes("/") ? "" : ` on ${path}`}`);
+  return SETPRIV ? [SETPRIV, "--pdeathsig", "KILL", "--", found, ...args] : [found, ...args];
+}
+
+/** PATH for one-shot tools that are not given an environment. */
+const DEFAULT_PATH = "/usr/sbin:/usr/bin:/sbin:/bin";
+
+function isExecutable(file: string): boolean {
+  try {
+    accessSync(file, constants.X_OK);
+    return statSync(file).isFile();
+  } catch {
+    return false;
+  }
 }
 
 /** How long a leftover process gets to disappear after SIGKILL. */
@@ -277,8 +296,8 @@ export async function runCommand(argv: readonly string[], options: CommandOption
   let child;
   try {
     child = track(
-      Bun.spawn(tiedToThisProcess(command, argv.slice(1)), {
-        env: options.env ?? { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" },
+      Bun.spawn(tiedToThisProcess(command, argv.slice(1), options.env?.PATH), {
+        env: options.env ?? { PATH: DEFAULT_PATH },
         stdin: options.stdin === undefined ? "ignore" : "pipe",
         stdout: "pipe",
         stderr: "pipe",
