@@ -223,7 +223,7 @@ describe("status push worker", () => {
     expect(fake.statuses[0]!.externalAddress).toBe("127.0.0.1");
     expect(fake.statuses[0]!.runningCurator).toBeUndefined();
 
-    localCurator.set({ endpoint: { host: "127.0.0.1", port: 7835 }, port: 7835 });
+    localCurator.set({ endpoint: { host: "127.0.0.1", port: 7835 } });
     await eventually(() => expect(fake.statuses.length).toBe(2));
     expect(fake.statuses[1]!.runningCurator?.port).toBe(7835);
 
@@ -232,9 +232,9 @@ describe("status push worker", () => {
     expect(fake.statuses[2]!.services.map((s) => [s.name, s.state])).toEqual([["kubernetes", "unavailable"]]);
 
     // The same facts again change nothing: the next push is the next real change.
-    localCurator.set({ endpoint: { host: "127.0.0.1", port: 7835 }, port: 7835 });
+    localCurator.set({ endpoint: { host: "127.0.0.1", port: 7835 } });
     board.report("kubernetes", "unavailable", "no binaries");
-    localCurator.set({ endpoint: { host: "127.0.0.1", port: 7835 }, port: 7835 });
+    localCurator.set({ endpoint: { host: "127.0.0.1", port: 7835 } });
     board.report("kubernetes", "unavailable", "binaries removed");
     await eventually(() => expect(fake.statuses.length).toBeGreaterThanOrEqual(4));
     expect(fake.statuses.length).toBe(4);
@@ -275,7 +275,7 @@ describe("curator connection", () => {
     // Not a consensus member: only remote curators (never this node's own address).
     const endpoints = () => values.connection.peek()?.endpoints.map(formatEndpoint);
     await eventually(() => expect(endpoints()).toEqual(["127.0.0.2:7835"]));
-    values.localCurator.set({ endpoint: { host: "127.0.0.1", port: 7835, nodeId }, port: 7835 });
+    values.localCurator.set({ endpoint: { host: "127.0.0.1", port: 7835, nodeId } });
     await eventually(() => expect(endpoints()).toEqual([`${nodeId}@127.0.0.1:7835`, "127.0.0.2:7835"]));
     values.localCurator.set(undefined);
     await eventually(() => expect(endpoints()).toEqual(["127.0.0.2:7835"]));

@@ -31,7 +31,6 @@ export const MEMBER_STATUS_INTERVAL_MS = 2_000;
 /** A curator running on this node. */
 export interface LocalCurator {
   endpoint: CuratorEndpoint;
-  port: number;
 }
 
 export interface ControlPlaneOptions {
@@ -148,7 +147,7 @@ async function runControlPlane(ctx: RunContext, options: ControlPlaneOptions, me
         clusterCA: credentials.ca,
       }),
     );
-    options.localCurator.set({ endpoint: { host: membership.address, port, nodeId: credentials.nodeId }, port });
+    options.localCurator.set({ endpoint: { host: membership.address, port, nodeId: credentials.nodeId } });
     ctx.run("memberstatus", async (m) => {
       m.signalHealthy();
       for (;;) {

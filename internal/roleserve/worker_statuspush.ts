@@ -29,7 +29,7 @@ export function statusPushWorker(options: StatusPushOptions): Runnable {
     const pushIfChanged = async () => {
       const status = create(NodeStatusSchema, {
         externalAddress: membership.address,
-        ...(local ? { runningCurator: { port: local.port } } : {}),
+        ...(local ? { runningCurator: { port: local.endpoint.port } } : {}),
         version: VERSION,
         services,
       });
