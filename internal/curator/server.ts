@@ -8,7 +8,7 @@ import { Curator } from "../../proto/gen/curator/curator_pb.ts";
 import { Value } from "../event/mod.ts";
 import { UnavailableError, addService, createServer, listen, serverCredentials } from "../rpc/mod.ts";
 import { sleep, untilCancelled, type Runnable } from "../supervisor/mod.ts";
-import { CURATOR_PORT, formatAddress } from "./client/mod.ts";
+import { CURATOR_PORT, formatAddress, leaderTrailer, parseEndpoint } from "./client/mod.ts";
 import { promoteLearners } from "./consensus_membership.ts";
 import { CURATOR_CERTIFICATE_VALIDITY_MS, issueOwnCuratorCertificate } from "./curator_certificate.ts";
 import { leadershipRunnable, type Leadership } from "./leadership.ts";
@@ -49,9 +49,15 @@ export function curatorRunnable(options: CuratorOptions): Runnable {
       const state = leadership.peek();
       if (state?.isLeader) return;
       const leader = state?.leader;
-      throw new UnavailableError(
-        leader ? `this curator is not the leader; the leader is ${leader.nodeId} at ${leader.address}` : "this curator is not the leader, and no leader is elected yet",
-      );
+      if (!leader) throw new UnavailableError("this curator is not the leader, and no leader is elected yet");
+      // The hint lets clients go straight to the leader (client/leader.ts).
+      let trailers: Record<string, string> = {};
+      try {
+        trailers = leaderTrailer(parseEndpoint(`${leader.nodeId}@${leader.address}`));
+      } catch {
+        // A campaign value that does not parse: refuse without a hint.
+      }
+      throw new UnavailableError(`this curator is not the leader; the leader is ${leader.nodeId} at ${leader.address}`, { trailers });
     };
     ctx.run("leadership", leadershipRunnable(store.etcd, { nodeId: options.nodeId, address: formatAddress({ host: identity.address, port }) }, leadership));
     ctx.run("promoter", async (p) => {

@@ -2,6 +2,10 @@
 // loopback, bootstrapped as the first node would, plus helpers to call it as
 // the owner, as a node or as a stranger. Used by the curator's tests and by
 // tests of packages that talk to a curator.
+//
+// Test-only: mod.ts does not export this file, so that product code never
+// bundles it. Tests import it directly (`../curator/test_cluster.ts`), the
+// one exception to "other packages import a package only through mod.ts".
 
 import type { Etcd3 } from "etcd3";
 import { join } from "node:path";
@@ -27,7 +31,7 @@ import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
 import { AAA, Management } from "../../proto/gen/api/management_pb.ts";
 import { Curator } from "../../proto/gen/curator/curator_pb.ts";
 import { RpcError, addService, createClient, createServer, listen, serverCredentials } from "../rpc/mod.ts";
-import { dialCurator, type CuratorEndpoint } from "./client/mod.ts";
+import { dialCurator, formatAddress, type CuratorEndpoint } from "./client/mod.ts";
 import { supervise, untilCancelled, type Supervisor } from "../supervisor/mod.ts";
 import { eventually, tempDir } from "../testing/mod.ts";
 import { writeBootstrapState } from "./bootstrap.ts";
@@ -221,7 +225,11 @@ export interface ImpostorCurator {
   close(): void;
 }
 
-export async function startImpostorCurator(node: { key: KeyPair; certificate: X509Certificate }, clusterCA: X509Certificate): Promise<ImpostorCurator> {
+export async function startImpostorCurator(
+  node: { key: KeyPair; certificate: X509Certificate },
+  clusterCA: X509Certificate,
+  host = "127.0.0.1",
+): Promise<ImpostorCurator> {
   const server = createServer();
   const calls: string[] = [];
   const record = <T>(name: string, value: T) => {
@@ -263,8 +271,8 @@ export async function startImpostorCurator(node: { key: KeyPair; certificate: X5
     },
     { ...serveOptions, policy: { watch: "key", updateNodeStatus: "key", registerNode: "key", commitNode: "key", joinNode: "key" } },
   );
-  const { port } = await listen(server, "127.0.0.1:0", serverCredentials({ certificate: node.certificate, privateKey: node.key.privateKey }));
-  return { endpoint: { host: "127.0.0.1", port, nodeId }, calls, close: () => server.forceShutdown() };
+  const { port } = await listen(server, formatAddress({ host, port: 0 }), serverCredentials({ certificate: node.certificate, privateKey: node.key.privateKey }));
+  return { endpoint: { host, port, nodeId }, calls, close: () => server.forceShutdown() };
 }
 
 /** The RpcError a call that must be refused was refused with. */

@@ -33,7 +33,7 @@
 import { create } from "@bufbuild/protobuf";
 import { ClusterDirectorySchema, type ClusterDirectory, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
-import { CURATOR_PORT, endpointsOfDirectory, formatEndpoint, sameAddress } from "../curator/client/mod.ts";
+import { CURATOR_PORT, CuratorPool, endpointsOfDirectory, formatEndpoint, sameAddress } from "../curator/client/mod.ts";
 import { Value, followValues } from "../event/mod.ts";
 import type { StorageLayout } from "../localstorage/mod.ts";
 import { untilCancelled, type Runnable } from "../supervisor/mod.ts";
@@ -95,6 +95,7 @@ function curatorConnectionWorker(options: RoleServerOptions, values: RoleServerV
     let local = values.localCurator.peek();
     let directory = values.directory.peek()!;
     let last = "";
+    const pool = new CuratorPool({ ca: credentials.ca, certificate: credentials.certificate, privateKey: credentials.privateKey });
     ctx.signalHealthy();
     const publish = () => {
       const own = { host: membership.address, port };
@@ -103,14 +104,19 @@ function curatorConnectionWorker(options: RoleServerOptions, values: RoleServerV
       const summary = endpoints.map(formatEndpoint).join(",");
       if (summary === last || endpoints.length === 0) return;
       ctx.logger.info("curators", { endpoints: summary });
-      values.connection.set({ endpoints, credentials: { ca: credentials.ca, certificate: credentials.certificate, privateKey: credentials.privateKey } });
+      pool.retain(endpoints);
+      values.connection.set({ endpoints, pool });
       last = summary;
     };
-    publish();
-    for await (const change of followValues({ local: values.localCurator, directory: values.directory }, ctx.signal)) {
-      if (change.key === "local") local = change.value;
-      else directory = change.value;
+    try {
       publish();
+      for await (const change of followValues({ local: values.localCurator, directory: values.directory }, ctx.signal)) {
+        if (change.key === "local") local = change.value;
+        else directory = change.value;
+        publish();
+      }
+    } finally {
+      pool.close();
     }
   };
 }

@@ -13,7 +13,7 @@ import type { ClusterMembership } from "../cluster/mod.ts";
 import { Value } from "../event/mod.ts";
 import { captureLogger } from "../log/mod.ts";
 import { storageLayout } from "../localstorage/mod.ts";
-import { formatEndpoint, type CuratorEndpoint } from "../curator/client/mod.ts";
+import { CuratorPool, formatEndpoint, type CuratorEndpoint } from "../curator/client/mod.ts";
 import { createClusterCA, generateKeyPair, issueCuratorCertificate, issueNodeCertificate, nodeIdFromPublicKey, rawPublicKey, type CA } from "../pki/mod.ts";
 import { addService, serverCredentials } from "../rpc/mod.ts";
 import { supervise, untilCancelled, type Runnable, type Supervisor } from "../supervisor/mod.ts";
@@ -142,7 +142,9 @@ afterAll(() => {
 });
 afterEach(async () => {
   await Promise.all(running.splice(0).map((s) => s.stop()));
+  for (const pool of pools.splice(0)) pool.close();
 });
+const pools: CuratorPool[] = [];
 
 function run(runnable: Runnable) {
   const { logger, entries } = captureLogger("root");
@@ -170,7 +172,9 @@ function membership(): Value<ClusterMembership> {
 
 function connection(endpoints: CuratorEndpoint[]): Value<CuratorConnection> {
   const value = new Value<CuratorConnection>();
-  value.set({ endpoints, credentials: { ca: ca.certificate, certificate: nodeCertificate, privateKey: nodeKey.privateKey } });
+  const pool = new CuratorPool({ ca: ca.certificate, certificate: nodeCertificate, privateKey: nodeKey.privateKey });
+  pools.push(pool);
+  value.set({ endpoints, pool });
   return value;
 }
 

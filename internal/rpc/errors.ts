@@ -6,9 +6,18 @@
 
 import { status as Status, type ServiceError } from "@grpc/grpc-js";
 
-/** A failure that has a meaning for the caller, mapped to one gRPC code. */
+/**
+ * A failure that has a meaning for the caller, mapped to one gRPC code.
+ * `trailers` go to the caller as trailing metadata, for machine-readable
+ * hints (such as where the curator leader is).
+ */
 export abstract class DomainError extends Error {
   abstract readonly code: Status;
+  readonly trailers: Readonly<Record<string, string>>;
+  constructor(message: string, options?: ErrorOptions & { trailers?: Record<string, string> }) {
+    super(message, options);
+    this.trailers = options?.trailers ?? {};
+  }
 }
 
 export class InvalidArgumentError extends DomainError {
@@ -50,28 +59,32 @@ export class ResourceExhaustedError extends DomainError {
 }
 
 /** The status a thrown error becomes on the wire. Unknown errors are INTERNAL. */
-export function toStatus(err: unknown): { code: Status; details: string } {
-  if (err instanceof DomainError) return { code: err.code, details: err.message };
+export function toStatus(err: unknown): { code: Status; details: string; trailers?: Readonly<Record<string, string>> } {
+  if (err instanceof DomainError) return { code: err.code, details: err.message, trailers: err.trailers };
   if (err instanceof Error && err.name === "AbortError") return { code: Status.CANCELLED, details: "call cancelled" };
   const message = err instanceof Error ? err.message : String(err);
   return { code: Status.INTERNAL, details: `internal error: ${message}` };
 }
 
-/** An error returned by a remote call: the status code and the server's message. */
+/** An error returned by a remote call: the status code, the server's message and its string trailers. */
 export class RpcError extends Error {
   override name = "RpcError";
   constructor(
     readonly code: Status,
     readonly details: string,
     readonly method: string,
-    options?: ErrorOptions,
+    options?: ErrorOptions & { trailers?: Record<string, string> },
   ) {
     super(`${method}: ${Status[code] ?? code}: ${details}`, options);
+    this.trailers = options?.trailers ?? {};
   }
+  readonly trailers: Readonly<Record<string, string>>;
 }
 
 export function fromServiceError(err: ServiceError, method: string): RpcError {
-  return new RpcError(err.code, err.details || err.message, method, { cause: err });
+  const trailers: Record<string, string> = {};
+  for (const [key, value] of Object.entries(err.metadata?.getMap() ?? {})) if (typeof value === "string") trailers[key] = value;
+  return new RpcError(err.code, err.details || err.message, method, { cause: err, trailers });
 }
 
 export { Status };

@@ -121,8 +121,10 @@ export function addService<S extends DescService>(server: Server, service: S, im
     };
     const fail = (err: unknown) => {
       options.onError?.(name, err);
-      const { code, details } = toStatus(err);
-      return { code, details, metadata: new Metadata() } as Partial<ServiceError> as ServiceError;
+      const { code, details, trailers } = toStatus(err);
+      const metadata = new Metadata();
+      for (const [key, value] of Object.entries(trailers ?? {})) metadata.set(key, value);
+      return { code, details, metadata } as Partial<ServiceError> as ServiceError;
     };
     switch (method.methodKind) {
       case "unary":

@@ -17,10 +17,18 @@ import {
   rawPublicKey,
   type CA,
 } from "../../pki/mod.ts";
-import { startImpostorCurator, startTestCluster, type ImpostorCurator, type TestCluster } from "../mod.ts";
+import { refusal, startImpostorCurator, startTestCluster, type ImpostorCurator, type TestCluster } from "../test_cluster.ts";
+import { createServer as createNetServer, type AddressInfo, type Server } from "node:net";
+import type { Value } from "../../event/mod.ts";
+import { Status } from "../../rpc/mod.ts";
+import type { Leadership } from "../leadership.ts";
 import {
+  CuratorPool,
+  LEADER_TRAILER,
   NoCuratorError,
   callAnyCurator,
+  leaderHintOf,
+  type CuratorEndpoint,
   curatorIdentityProblem,
   directoryOf,
   endpointsOfDirectory,
@@ -160,6 +168,117 @@ describe("failover against real servers", () => {
       expect(moved.calls).toEqual([]);
     } finally {
       moved.close();
+    }
+  });
+});
+
+describe("the pool: leader first, hints followed, dead curators passed over", () => {
+  let cluster: TestCluster;
+  let owner: { ca: X509Certificate; certificate: X509Certificate; privateKey: ReturnType<typeof generateKeyPair>["privateKey"] };
+  let follower: CuratorEndpoint;
+  let followerLeadership: Value<Leadership>;
+  const blackholes: Server[] = [];
+
+  beforeAll(async () => {
+    cluster = await startTestCluster();
+    const aaa = cluster.client(AAA, { kind: "self-signed", key: cluster.ownerKey });
+    const escrow = await aaa.escrow({});
+    aaa.close();
+    owner = { ca: cluster.clusterCA.certificate, certificate: new X509Certificate(escrow.ownerCertificate), privateKey: cluster.ownerKey.privateKey };
+    await cluster.leadership.waitFor((l) => l.isLeader);
+    const second = await cluster.addCurator(cluster.curatorPort + 100);
+    follower = second.endpoint;
+    followerLeadership = second.leadership;
+    await followerLeadership.waitFor((l) => l.leader?.nodeId === cluster.node.id);
+  }, 60_000);
+  afterAll(async () => {
+    for (const b of blackholes) b.close();
+    await cluster?.close();
+  });
+
+  /** A TCP server that accepts connections and never says a word: a TLS handshake there never ends. */
+  async function blackhole(): Promise<CuratorEndpoint> {
+    const server = createNetServer(() => {});
+    blackholes.push(server);
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    return { host: "127.0.0.1", port: (server.address() as AddressInfo).port };
+  }
+
+  test("a follower's refusal names the leader in a trailer, and the pool goes there and remembers it", async () => {
+    const pool = new CuratorPool(owner);
+    try {
+      const tried: string[] = [];
+      // Only the follower is known: the leader is learnt from its answer.
+      await pool.call(Management, [follower], (m) => m.approveNode({ id: cluster.node.id }), { progress: (l) => tried.push(l) });
+      expect(tried).toEqual([`calling ${formatEndpoint(follower)} ...`, `calling ${formatEndpoint(cluster.endpoint)} ...`]);
+      expect(pool.leader).toEqual(cluster.endpoint);
+      // From now on the leader is called first, whatever order the caller gives.
+      tried.length = 0;
+      await pool.call(Management, [follower, cluster.endpoint], (m) => m.approveNode({ id: cluster.node.id }), { progress: (l) => tried.push(l) });
+      expect(tried).toEqual([`calling ${formatEndpoint(cluster.endpoint)} ...`]);
+    } finally {
+      pool.close();
+    }
+  });
+
+  test("the hint is a trailer of UNAVAILABLE, parsed into an endpoint with the leader's node", async () => {
+    const client = cluster.client(Management, { kind: "owner", ...owner }, follower);
+    try {
+      const err = await refusal(client.approveNode({ id: cluster.node.id }));
+      expect(err.code).toBe(Status.UNAVAILABLE);
+      expect(err.trailers[LEADER_TRAILER]).toBe(formatEndpoint(cluster.endpoint));
+      expect(leaderHintOf(err)).toEqual(cluster.endpoint);
+    } finally {
+      client.close();
+    }
+  });
+
+  test("a curator that never answers the handshake costs the connect deadline, and only when nobody else answers", async () => {
+    const silent = await blackhole();
+    const pool = new CuratorPool(owner, { connectTimeoutMs: 300 });
+    try {
+      // Dialled at once, the live curator answers first even though it is listed last.
+      const tried: string[] = [];
+      const info = await pool.call(Management, [silent, cluster.endpoint], (m) => m.getClusterInfo({}), { progress: (l) => tried.push(l) });
+      expect(info.caCertificate.length).toBeGreaterThan(0);
+      expect(tried).toEqual([`calling ${formatEndpoint(cluster.endpoint)} ...`]);
+      const err = await pool.call(Management, [silent], (m) => m.getClusterInfo({})).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(NoCuratorError);
+      expect((err as NoCuratorError).failures.map((f) => [f.kind, f.reason])).toEqual([["unreachable", "no connection within 0.3 s"]]);
+    } finally {
+      pool.close();
+    }
+  });
+
+  test("IPv6: a curator on [::1] is dialled and verified by its IPv6 address", async () => {
+    const key = generateKeyPair();
+    const certificate = issueCuratorCertificate(cluster.clusterCA, key.publicKey, { address: "::1", validForMs: 3600_000 });
+    const v6 = await startImpostorCurator({ key, certificate }, cluster.clusterCA.certificate, "::1");
+    try {
+      expect(formatEndpoint(v6.endpoint)).toMatch(/^node-[0-9a-f]{16}@\[::1\]:\d+$/);
+      await callAnyCurator(Management, [parseEndpoint(formatEndpoint(v6.endpoint))], owner, (m) => m.getClusterInfo({}));
+      expect(v6.calls).toEqual(["Management/GetClusterInfo"]);
+    } finally {
+      v6.close();
+    }
+  });
+
+  test("a dead leader is dropped from the front at once, and the new leader is found", async () => {
+    const pool = new CuratorPool(owner);
+    try {
+      await pool.call(Management, [cluster.endpoint, follower], (m) => m.approveNode({ id: cluster.node.id }));
+      expect(pool.leader).toEqual(cluster.endpoint);
+      await cluster.stopCurator(cluster.curatorPort);
+      await followerLeadership.waitFor((l) => l.isLeader);
+      const tried: string[] = [];
+      await pool.call(Management, [cluster.endpoint, follower], (m) => m.approveNode({ id: cluster.node.id }), { progress: (l) => tried.push(l) });
+      expect(pool.leader).toEqual(follower);
+      // The old leader is not in front any more: the next call goes straight to the new one.
+      tried.length = 0;
+      await pool.call(Management, [cluster.endpoint, follower], (m) => m.approveNode({ id: cluster.node.id }), { progress: (l) => tried.push(l) });
+      expect(tried).toEqual([`calling ${formatEndpoint(follower)} ...`]);
+    } finally {
+      pool.close();
     }
   });
 });

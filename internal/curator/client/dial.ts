@@ -1,11 +1,27 @@
 // Dialling a curator: TLS under the cluster CA, and the server must prove
 // it is a curator at that endpoint (identity.ts), on every connection.
+//
+// Channel options, so that no caller waits on a dead connection:
+//  - keepalive pings every KEEPALIVE_TIME_MS, also without calls: a curator
+//    that was powered off (no FIN, no RST) is noticed within
+//    KEEPALIVE_TIME_MS + KEEPALIVE_TIMEOUT_MS instead of after TCP's minutes.
+//    grpc-js servers answer pings at any rate (they have no "too many
+//    pings" policing), so the servers need no matching setting.
+//  - reconnect backoff from RECONNECT_BACKOFF_MS.initial up to .max (grpc-js
+//    defaults to 1 s growing to 120 s, which made failover take 16-43 s);
+//  - a subchannel pool per channel, so that one client's backoff is not
+//    inherited by the next client of the same address;
+//  - the connect deadline is the caller's: client.connect(ms) (pool.ts).
 
 import type { DescService } from "@bufbuild/protobuf";
 import type { KeyObject, X509Certificate } from "node:crypto";
 import { channelCredentials, channelOptions, createClient, type ServiceClient } from "../../rpc/mod.ts";
 import { formatAddress, type CuratorEndpoint } from "./endpoint.ts";
 import { curatorIdentityProblem } from "./identity.ts";
+
+export const KEEPALIVE_TIME_MS = 3_000;
+export const KEEPALIVE_TIMEOUT_MS = 2_000;
+export const RECONNECT_BACKOFF_MS = { initial: 200, max: 2_000 } as const;
 
 export interface DialCredentials {
   /** The cluster CA: the curator's certificate must chain to it. */
@@ -29,8 +45,16 @@ export function dialCurator<S extends DescService>(service: S, endpoint: Curator
       ...(credentials.certificate ? { certificate: credentials.certificate } : {}),
       ...(credentials.privateKey ? { privateKey: credentials.privateKey } : {}),
     }),
-    // SNI only (bun refuses IP addresses there); identity is checked above.
-    channelOptions: channelOptions(endpoint.nodeId),
+    channelOptions: {
+      // SNI only (bun refuses IP addresses there); identity is checked above.
+      ...channelOptions(endpoint.nodeId),
+      "grpc.keepalive_time_ms": KEEPALIVE_TIME_MS,
+      "grpc.keepalive_timeout_ms": KEEPALIVE_TIMEOUT_MS,
+      "grpc.keepalive_permit_without_calls": 1,
+      "grpc.initial_reconnect_backoff_ms": RECONNECT_BACKOFF_MS.initial,
+      "grpc.max_reconnect_backoff_ms": RECONNECT_BACKOFF_MS.max,
+      "grpc.use_local_subchannel_pool": 1,
+    },
   });
   return Object.assign(client, { identityProblem: () => problem });
 }

@@ -1,15 +1,15 @@
-// Calling "the cluster": one curator after another until one answers.
+// Calling "the cluster": what counts as a curator failing, and the error
+// that lists them when none answered.
 //
 // Each endpoint gets CONNECT_TIMEOUT_MS to connect. A curator that is down,
 // refuses the connection, fails its identity check, or answers UNAVAILABLE
 // (not the leader) or DEADLINE_EXCEEDED makes the call move on; any other
 // answer (a refusal, a not-found) is final and returned as it is. When none
 // answers, the error lists what happened at each, saying which were
-// unreachable and which were not trusted.
+// unreachable and which were not trusted. The order of the attempts is the
+// pool's (pool.ts).
 
-import type { DescService } from "@bufbuild/protobuf";
 import { RpcError, Status } from "../../rpc/mod.ts";
-import { dialCurator, type CuratorClientOf, type DialCredentials } from "./dial.ts";
 import { formatEndpoint, type CuratorEndpoint } from "./endpoint.ts";
 
 /** How long a curator gets to accept a connection before the next one is tried. */
@@ -49,41 +49,4 @@ export interface FailoverOptions {
 
 export function unavailableOrDeadline(err: unknown): boolean {
   return err instanceof RpcError && (err.code === Status.UNAVAILABLE || err.code === Status.DEADLINE_EXCEEDED);
-}
-
-/** Runs `call` against each curator in turn until one succeeds; see the file comment. */
-export async function callAnyCurator<S extends DescService, T>(
-  service: S,
-  endpoints: readonly CuratorEndpoint[],
-  credentials: DialCredentials,
-  call: (client: CuratorClientOf<S>, endpoint: CuratorEndpoint) => Promise<T>,
-  options: FailoverOptions = {},
-): Promise<T> {
-  const connectTimeoutMs = options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS;
-  const tryNext = options.tryNextAfter ?? unavailableOrDeadline;
-  const failures: CuratorFailure[] = [];
-  for (const endpoint of endpoints) {
-    options.progress?.(`calling ${formatEndpoint(endpoint)} ...`);
-    const client = dialCurator(service, endpoint, credentials);
-    try {
-      const connected = await client.connect(connectTimeoutMs);
-      const identity = client.identityProblem();
-      if (identity !== undefined) {
-        failures.push({ endpoint, kind: "untrusted", reason: identity });
-        continue;
-      }
-      if (connected !== "ready") {
-        const reason = connected === "timeout" ? `no connection within ${connectTimeoutMs / 1000} s` : "connection failed (refused, reset, or TLS handshake failed)";
-        failures.push({ endpoint, kind: "unreachable", reason });
-        continue;
-      }
-      return await call(client, endpoint);
-    } catch (err) {
-      if (!tryNext(err)) throw err;
-      failures.push({ endpoint, kind: "unavailable", reason: err instanceof RpcError ? err.details : (err as Error).message, error: err });
-    } finally {
-      client.close();
-    }
-  }
-  throw new NoCuratorError(failures);
 }

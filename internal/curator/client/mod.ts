@@ -10,8 +10,11 @@
 //                                              │   expected node, the dialled IP
 //                                              ▼
 //                                  Curator / Management / AAA client
-//   callAnyCurator(endpoints, call): one after another until one answers;
-//   the error says which were unreachable and which were not trusted.
+//   CuratorPool.call(endpoints, call): all dialled at once, the leader first,
+//   then in the order they connect, following the leader hint that
+//   followers send (leader.ts) until one answers; the error says which were
+//   unreachable, which were not trusted and which refused. callAnyCurator
+//   is the one-shot form.
 //
 // Enrolment (register, join), the role server and ctl import this package,
 // never the curator server. It knows the port, how endpoints are written,
@@ -29,4 +32,7 @@ export { CURATOR_PORT, EndpointError, endpointsOfDirectory, formatAddress, forma
 export { curatorIdentityProblem } from "./identity.ts";
 export { directoryOf, consensusAddressOf } from "./directory.ts";
 export { dialCurator, type DialCredentials, type CuratorClientOf } from "./dial.ts";
-export { callAnyCurator, unavailableOrDeadline, NoCuratorError, CONNECT_TIMEOUT_MS, type CuratorFailure, type FailoverOptions } from "./failover.ts";
+export { unavailableOrDeadline, NoCuratorError, CONNECT_TIMEOUT_MS, type CuratorFailure, type FailoverOptions } from "./failover.ts";
+export { CuratorPool, callAnyCurator } from "./pool.ts";
+export { LEADER_TRAILER, leaderHintOf, leaderTrailer } from "./leader.ts";
+export { KEEPALIVE_TIME_MS, KEEPALIVE_TIMEOUT_MS, RECONNECT_BACKOFF_MS } from "./dial.ts";

@@ -1,0 +1,190 @@
+// A pool of curator clients that knows who leads.
+//
+//   call(service, endpoints, fn)
+//     1. connect to every candidate at once (each within the connect deadline);
+//        the remembered leader is first in line
+//     2. take candidates as their connections settle, the leader first among
+//        those that have: a dead curator never holds up a live one
+//     3. fn(client) on a connected, verified curator:
+//          ok                        → remember it as the leader; done
+//          UNAVAILABLE + leader hint → go to the hinted curator next, and
+//                                      remember it as the leader
+//          UNAVAILABLE / DEADLINE    → next candidate; forget it as leader
+//          anything else             → final, returned to the caller
+//     4. none answered → NoCuratorError, saying what happened at each
+//
+// Clients stay open between calls (keepalive and reconnect backoff: dial.ts),
+// so a long-lived caller such as the role server pays for a connection once
+// and calls the leader directly. `retain` closes clients of curators that
+// are no longer candidates; `close` closes all. callAnyCurator is the
+// one-shot form, for callers such as ctl.
+
+import type { DescService } from "@bufbuild/protobuf";
+import type { ConnectResult } from "../../rpc/mod.ts";
+import { dialCurator, type CuratorClientOf, type DialCredentials } from "./dial.ts";
+import { formatEndpoint, sameAddress, type CuratorEndpoint } from "./endpoint.ts";
+import { CONNECT_TIMEOUT_MS, NoCuratorError, unavailableOrDeadline, type CuratorFailure, type FailoverOptions } from "./failover.ts";
+import { leaderHintOf } from "./leader.ts";
+
+interface Attempt<S> {
+  endpoint: CuratorEndpoint;
+  client: CuratorClientOf<S>;
+  connecting: Promise<ConnectResult>;
+  settled?: ConnectResult;
+}
+
+export class CuratorPool {
+  private readonly clients = new Map<string, { endpoint: CuratorEndpoint; client: CuratorClientOf<DescService> }>();
+  private preferred: CuratorEndpoint | undefined;
+
+  constructor(
+    private readonly credentials: DialCredentials,
+    private readonly options: { connectTimeoutMs?: number } = {},
+  ) {}
+
+  /** The curator calls go to first: the one that last answered, or that followers named as leader. */
+  get leader(): CuratorEndpoint | undefined {
+    return this.preferred;
+  }
+
+  /** Runs `call` on the curators, leader first, until one succeeds; see the file comment. */
+  async call<S extends DescService, T>(
+    service: S,
+    endpoints: readonly CuratorEndpoint[],
+    call: (client: CuratorClientOf<S>, endpoint: CuratorEndpoint) => Promise<T>,
+    options: FailoverOptions = {},
+  ): Promise<T> {
+    const connectTimeoutMs = options.connectTimeoutMs ?? this.options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS;
+    const tryNext = options.tryNextAfter ?? unavailableOrDeadline;
+    const attempts = new Map<string, Attempt<S>>();
+    const start = (endpoint: CuratorEndpoint): Attempt<S> => {
+      const key = formatEndpoint(endpoint);
+      let attempt = attempts.get(key);
+      if (!attempt) {
+        const client = this.client(service, endpoint);
+        const created: Attempt<S> = { endpoint, client, connecting: client.connect(connectTimeoutMs) };
+        created.connecting.then((result) => (created.settled = result));
+        attempts.set(key, (attempt = created));
+      }
+      return attempt;
+    };
+    for (const endpoint of this.ordered(endpoints)) start(endpoint);
+
+    const failures: CuratorFailure[] = [];
+    const tried = new Set<Attempt<S>>();
+    let hinted: Attempt<S> | undefined;
+    for (;;) {
+      const untried = [...attempts.values()].filter((a) => !tried.has(a));
+      if (untried.length === 0) break;
+      const next = hinted && !tried.has(hinted) ? hinted : untried.find((a) => a.settled !== undefined);
+      if (!next) {
+        await Promise.race(untried.map((a) => a.connecting));
+        continue;
+      }
+      hinted = undefined;
+      tried.add(next);
+      const { endpoint, client } = next;
+      options.progress?.(`calling ${formatEndpoint(endpoint)} ...`);
+      const connected = await next.connecting;
+      const identity = client.identityProblem();
+      if (identity !== undefined) {
+        failures.push({ endpoint, kind: "untrusted", reason: identity });
+        this.drop(endpoint);
+        continue;
+      }
+      if (connected !== "ready") {
+        const reason = connected === "timeout" ? `no connection within ${connectTimeoutMs / 1000} s` : "connection failed (refused, reset, or TLS handshake failed)";
+        failures.push({ endpoint, kind: "unreachable", reason });
+        this.forgetLeader(endpoint);
+        continue;
+      }
+      try {
+        const result = await call(client, endpoint);
+        this.preferred = endpoint;
+        return result;
+      } catch (err) {
+        if (!tryNext(err)) throw err;
+        failures.push({ endpoint, kind: "unavailable", reason: (err as { details?: string }).details ?? (err as Error).message, error: err });
+        this.forgetLeader(endpoint);
+        const hint = leaderHintOf(err);
+        if (hint) {
+          // Dial the hinted curator as the candidate at that address (or as
+          // a new one); it must prove to be that node's curator either way.
+          const known = [...attempts.values()].find((a) => sameAddress(a.endpoint, hint) && (!a.endpoint.nodeId || a.endpoint.nodeId === hint.nodeId));
+          hinted = known ?? start(hint);
+          if (!tried.has(hinted)) this.preferred = hinted.endpoint;
+        }
+      }
+    }
+    throw new NoCuratorError(failures);
+  }
+
+  /** Closes the clients of curators not in `endpoints`. */
+  retain(endpoints: readonly CuratorEndpoint[]): void {
+    const keep = new Set(endpoints.map(formatEndpoint));
+    for (const [key, { endpoint, client }] of this.clients) {
+      if (keep.has(formatEndpoint(endpoint))) continue;
+      client.close();
+      this.clients.delete(key);
+    }
+    if (this.preferred && !keep.has(formatEndpoint(this.preferred))) this.preferred = undefined;
+  }
+
+  close(): void {
+    for (const { client } of this.clients.values()) client.close();
+    this.clients.clear();
+  }
+
+  /** The candidates with the remembered leader first. */
+  private ordered(endpoints: readonly CuratorEndpoint[]): CuratorEndpoint[] {
+    const leader = this.preferred;
+    if (!leader) return [...endpoints];
+    const key = formatEndpoint(leader);
+    const known = endpoints.some((e) => formatEndpoint(e) === key);
+    return known ? [leader, ...endpoints.filter((e) => formatEndpoint(e) !== key)] : [...endpoints];
+  }
+
+  private forgetLeader(endpoint: CuratorEndpoint): void {
+    if (this.preferred && formatEndpoint(this.preferred) === formatEndpoint(endpoint)) this.preferred = undefined;
+  }
+
+  private client<S extends DescService>(service: S, endpoint: CuratorEndpoint): CuratorClientOf<S> {
+    const key = `${service.typeName} ${formatEndpoint(endpoint)}`;
+    let entry = this.clients.get(key);
+    if (!entry) {
+      entry = { endpoint, client: dialCurator(service, endpoint, this.credentials) as CuratorClientOf<DescService> };
+      this.clients.set(key, entry);
+    }
+    return entry.client as unknown as CuratorClientOf<S>;
+  }
+
+  /** Closes every client of `endpoint` (a curator that failed its identity check is dialled afresh next time). */
+  private drop(endpoint: CuratorEndpoint): void {
+    this.forgetLeader(endpoint);
+    const suffix = ` ${formatEndpoint(endpoint)}`;
+    for (const [key, { client }] of this.clients) {
+      if (!key.endsWith(suffix)) continue;
+      client.close();
+      this.clients.delete(key);
+    }
+  }
+}
+
+/**
+ * Runs `call` on the curators until one succeeds (pool.ts), with clients
+ * that are closed when it returns: for one-shot callers such as ctl.
+ */
+export async function callAnyCurator<S extends DescService, T>(
+  service: S,
+  endpoints: readonly CuratorEndpoint[],
+  credentials: DialCredentials,
+  call: (client: CuratorClientOf<S>, endpoint: CuratorEndpoint) => Promise<T>,
+  options: FailoverOptions = {},
+): Promise<T> {
+  const pool = new CuratorPool(credentials);
+  try {
+    return await pool.call(service, endpoints, call, options);
+  } finally {
+    pool.close();
+  }
+}
