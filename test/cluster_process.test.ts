@@ -1,6 +1,7 @@
 // Three nodes as processes on loopback: register, approve, commit, the
-// consensus role (etcd learner → voter), losing and regaining the first
-// node, and shrinking etcd when a node loses the consensus role.
+// consensus role (etcd learner → voter), losing the curator leader's node
+// to SIGKILL and getting it back, and shrinking etcd when a node loses the
+// consensus role.
 
 import { afterAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
@@ -8,6 +9,9 @@ import { writeFileSync, readFileSync } from "node:fs";
 import { fromBinary } from "@bufbuild/protobuf";
 import { NodeParametersSchema } from "../proto/gen/api/configuration_pb.ts";
 import { loadCredentials } from "../internal/cluster/mod.ts";
+import { CuratorPool } from "../internal/curator/client/mod.ts";
+import { configPaths, loadCredentials as loadOwnerCredentials } from "../internal/operator/mod.ts";
+import { Management } from "../proto/gen/api/management_pb.ts";
 import { clientUrl, connectEtcd } from "../internal/consensus/mod.ts";
 import { etcdMembers, type EtcdMember } from "../internal/curator/mod.ts";
 import { generateKeyPair, privateKeyPem, rawPublicKey } from "../internal/pki/mod.ts";
@@ -115,16 +119,56 @@ describe("a three-node cluster of processes", () => {
     await eventually(async () => expect((await ctl("cluster", "info")).stdout).toContain(node3.address), { timeoutMs: 30_000, intervalMs: 1000 });
   }, 150_000);
 
-  test("the cluster keeps serving the owner while node 1 is down, and node 1 rejoins through the survivors", async () => {
-    await node1.stop();
-    await eventually(async () => expect((await nodeList()).length).toBe(3), { timeoutMs: 60_000, intervalMs: 1000, what: "owner served by nodes 2/3" });
-    const from = node1.logs.length;
-    node1.start();
-    const unlocked = await node1.waitForLog((l) => l.msg === "got the cluster unlock key", { from, what: "JoinNode through a survivor" });
-    expect([`${node2.address}:7835`, `${node3.address}:7835`]).toContain(String(unlocked.curator).split("@")[1] ?? "");
-    await node1.waitForLog((l) => l.msg === "node is UP", { from, what: "node 1 UP again" });
-    await eventually(async () => expect((await members(node2)).filter((m) => !m.isLearner).length).toBe(3), { timeoutMs: 60_000, intervalMs: 1000 });
-  }, 180_000);
+  test("SIGKILL of the curator leader's node while the owner writes: writes, role fetch and status push work again, and the node rejoins", async () => {
+    const owner = loadOwnerCredentials(configPaths(join(dir.path, "ctl")), ownerKeyFile);
+    expect(owner.endpoints.length).toBe(3);
+    const pool = new CuratorPool({ ca: owner.ca, certificate: owner.certificate, privateKey: owner.key.privateKey });
+    const setWorker = (node: NodeProcess, worker: boolean) =>
+      pool.call(Management, owner.endpoints, (m) => m.updateNodeRoles({ id: ids.get(node)!, kubernetesWorker: worker }, { timeoutMs: 5_000 }));
+    try {
+      // The pool learns the leader from its first write.
+      await setWorker(node1, false);
+      const leader = nodes.find((n) => n.address === pool.leader?.host)!;
+      expect(leader).toBeDefined();
+      const survivors = nodes.filter((n) => n !== leader);
+      const killedAt = Date.now();
+      await leader.stop("SIGKILL");
+      // The owner writes in a loop, as an operator's script would: each
+      // survivor gets the Kubernetes worker role once a write goes through.
+      for (const node of survivors) {
+        await eventually(() => setWorker(node, true), { timeoutMs: 60_000, intervalMs: 200, what: `owner write after the leader was killed (${node.name})` });
+      }
+      expect(pool.leader).toBeDefined();
+      expect(pool.leader!.host).not.toBe(leader.address);
+      // Each survivor's role fetch sees the role, and its status push tells
+      // the new leader what became of it (no Kubernetes binaries here).
+      await eventually(
+        async () => {
+          const listed = await pool.call(Management, owner.endpoints, async (m) => {
+            const all = [];
+            for await (const n of m.getNodes({}, { timeoutMs: 5_000 })) all.push(n);
+            return all;
+          });
+          for (const node of survivors) {
+            const record = listed.find((n) => n.id === ids.get(node))!;
+            expect(Number(record.status?.timestampMs ?? 0)).toBeGreaterThan(killedAt);
+            expect(record.status?.services.find((s) => s.name === "kubernetes")?.state).toBe("unavailable");
+          }
+        },
+        { timeoutMs: 60_000, intervalMs: 500, what: "role fetch and status push of the survivors" },
+      );
+      for (const node of survivors) await setWorker(node, false);
+
+      const from = leader.logs.length;
+      leader.start();
+      const unlocked = await leader.waitForLog((l) => l.msg === "got the cluster unlock key", { from, what: "JoinNode through a survivor" });
+      expect(survivors.map((n) => `${n.address}:7835`)).toContain(String(unlocked.curator).split("@")[1] ?? "");
+      await leader.waitForLog((l) => l.msg === "node is UP", { from, what: "the killed node UP again" });
+      await eventually(async () => expect((await members(survivors[0]!)).filter((m) => !m.isLearner).length).toBe(3), { timeoutMs: 60_000, intervalMs: 1000 });
+    } finally {
+      pool.close();
+    }
+  }, 240_000);
 
   test("removing the consensus role from node 3 shrinks etcd to two members", async () => {
     // Right after node 1 rejoined, etcd may still refuse to reconfigure.

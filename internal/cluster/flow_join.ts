@@ -13,7 +13,7 @@ import { Curator } from "../../proto/gen/curator/curator_pb.ts";
 import {
   CURATOR_PORT,
   NoCuratorError,
-  callAnyCurator,
+  CuratorPool,
   endpointsOfDirectory,
   formatEndpoint,
   sameAddress,
@@ -54,33 +54,38 @@ async function fetchClusterUnlockKey(options: JoinOptions): Promise<Uint8Array> 
   const credentials = { ca: new X509Certificate(sealed.clusterCa), certificate: selfSignedCertificate(joinKey), privateKey: joinKeyPrivate };
   const own: CuratorEndpoint = { host: options.ownAddress, port: options.curatorPort ?? CURATOR_PORT };
   const endpoints = endpointsOfDirectory(sealed.clusterDirectory, options.curatorPort).filter((e) => !sameAddress(e, own));
-  for (;;) {
-    signal.throwIfAborted();
-    let lastReason: string;
-    try {
-      const { clusterUnlockKey, curator } = await callAnyCurator(
-        Curator,
-        endpoints,
-        credentials,
-        async (client, endpoint) => ({ ...(await client.joinNode({}, { timeoutMs: JOIN_CALL_TIMEOUT_MS, signal })), curator: formatEndpoint(endpoint) }),
-        { tryNextAfter: (err) => !refusedForGood(err) },
-      );
-      logger.info("got the cluster unlock key", { curator });
-      return clusterUnlockKey;
-    } catch (err) {
-      if (refusedForGood(err)) throw new Error(`the cluster refused to let this node join: ${(err as RpcError).details}`, { cause: err });
-      if (!(err instanceof NoCuratorError)) throw err;
-      lastReason = err.message;
+  // One pool for all rounds: it remembers the leader between them.
+  const pool = new CuratorPool(credentials);
+  try {
+    for (;;) {
+      signal.throwIfAborted();
+      let lastReason: string;
+      try {
+        const { clusterUnlockKey, curator } = await pool.call(
+          Curator,
+          endpoints,
+          async (client, endpoint) => ({ ...(await client.joinNode({}, { timeoutMs: JOIN_CALL_TIMEOUT_MS, signal })), curator: formatEndpoint(endpoint) }),
+          { tryNextAfter: (err) => !refusedForGood(err) },
+        );
+        logger.info("got the cluster unlock key", { curator });
+        return clusterUnlockKey;
+      } catch (err) {
+        if (refusedForGood(err)) throw new Error(`the cluster refused to let this node join: ${(err as RpcError).details}`, { cause: err });
+        if (!(err instanceof NoCuratorError)) throw err;
+        lastReason = err.message;
+      }
+      if (sealed.coldStartClusterUnlockKey.length > 0) {
+        logger.warn(
+          endpoints.length ? "no other curator reachable; cold start with the locally kept cluster unlock key" : "this node is the only curator; starting with the locally kept cluster unlock key",
+          endpoints.length ? { lastError: lastReason } : {},
+        );
+        return sealed.coldStartClusterUnlockKey;
+      }
+      logger.info("waiting for a curator to let this node join", { tried: endpoints.length, lastError: lastReason });
+      await sleep(JOIN_RETRY_MS, signal);
     }
-    if (sealed.coldStartClusterUnlockKey.length > 0) {
-      logger.warn(
-        endpoints.length ? "no other curator reachable; cold start with the locally kept cluster unlock key" : "this node is the only curator; starting with the locally kept cluster unlock key",
-        endpoints.length ? { lastError: lastReason } : {},
-      );
-      return sealed.coldStartClusterUnlockKey;
-    }
-    logger.info("waiting for a curator to let this node join", { tried: endpoints.length, lastError: lastReason });
-    await sleep(JOIN_RETRY_MS, signal);
+  } finally {
+    pool.close();
   }
 }
 

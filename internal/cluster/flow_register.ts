@@ -15,7 +15,7 @@ import type { StorageLayout } from "../localstorage/mod.ts";
 import type { Logger } from "../log/mod.ts";
 import { Curator } from "../../proto/gen/curator/curator_pb.ts";
 import {
-  callAnyCurator,
+  CuratorPool,
   endpointsOfDirectory,
   NoCuratorError,
   type CuratorClientOf,
@@ -60,20 +60,26 @@ async function untilOneAnswers<T>(
   options: { logger: Logger; signal: AbortSignal; waiting: (err: unknown) => string | undefined },
 ): Promise<T> {
   let lastReason = "";
-  for (;;) {
-    options.signal.throwIfAborted();
-    let reason: string | undefined;
-    try {
-      return await callAnyCurator(Curator, endpoints, credentials, call, { tryNextAfter: (err) => options.waiting(err) !== undefined });
-    } catch (err) {
-      if (!(err instanceof NoCuratorError)) throw err;
-      // The reason of the last curator that answered at all, else why none did.
-      const answered = err.failures.findLast((f) => f.error !== undefined);
-      reason = answered ? options.waiting(answered.error) : `waiting for a curator: ${err.message}`;
+  // One pool for all rounds: it remembers the leader between them.
+  const pool = new CuratorPool(credentials);
+  try {
+    for (;;) {
+      options.signal.throwIfAborted();
+      let reason: string | undefined;
+      try {
+        return await pool.call(Curator, endpoints, call, { tryNextAfter: (err) => options.waiting(err) !== undefined });
+      } catch (err) {
+        if (!(err instanceof NoCuratorError)) throw err;
+        // The reason of the last curator that answered at all, else why none did.
+        const answered = err.failures.findLast((f) => f.error !== undefined);
+        reason = answered ? options.waiting(answered.error) : `waiting for a curator: ${err.message}`;
+      }
+      if (reason !== lastReason) options.logger.info(reason ?? "waiting for a curator");
+      lastReason = reason ?? "";
+      await sleep(REGISTER_RETRY_MS, options.signal);
     }
-    if (reason !== lastReason) options.logger.info(reason ?? "waiting for a curator");
-    lastReason = reason ?? "";
-    await sleep(REGISTER_RETRY_MS, options.signal);
+  } finally {
+    pool.close();
   }
 }
 
