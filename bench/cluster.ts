@@ -11,7 +11,7 @@ import { Management } from "../proto/gen/api/management_pb.ts";
 import { NodeParametersSchema } from "../proto/gen/api/configuration_pb.ts";
 import { Curator, WatchEvent_Progress } from "../proto/gen/curator/curator_pb.ts";
 import { AAA } from "../proto/gen/api/management_pb.ts";
-import { startTestCluster } from "../internal/curator/mod.ts";
+import { startTestCluster } from "../internal/curator/test_cluster.ts";
 import { generateKeyPair, privateKeyPem, rawPublicKey } from "../internal/pki/mod.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
 import { X509Certificate } from "node:crypto";

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { formatEndpoint } from "../internal/curator/client/mod.ts";
-import { startImpostorCurator, startTestCluster, type TestCluster } from "../internal/curator/mod.ts";
+import { startImpostorCurator, startTestCluster, type TestCluster } from "../internal/curator/test_cluster.ts";
 import { privateKeyPem, generateKeyPair, issueNodeCertificate } from "../internal/pki/mod.ts";
 import { tempDir } from "../internal/testing/mod.ts";
 

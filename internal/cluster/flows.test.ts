@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { create } from "@bufbuild/protobuf";
 import { join } from "node:path";
 import { SealedConfigurationSchema } from "../../proto/gen/api/configuration_pb.ts";
-import { startImpostorCurator, startTestCluster, type ImpostorCurator, type TestCluster } from "../curator/mod.ts";
+import { startImpostorCurator, startTestCluster, type ImpostorCurator, type TestCluster } from "../curator/test_cluster.ts";
 import { storageLayout } from "../localstorage/mod.ts";
 import { captureLogger } from "../log/mod.ts";
 import { generateKeyPair, issueNodeCertificate, rawPrivateKey, rawPublicKey } from "../pki/mod.ts";

@@ -1,10 +1,23 @@
-// The etcd peer CA and member certificates.
+// The etcd peer CA, member certificates, and the TLS material the member
+// and its clients are given. Both etcd_process.ts and etcd_client.ts import
+// this file; it imports neither.
 
 import type { KeyObject, X509Certificate } from "node:crypto";
 import { createCertificate, type CA, type KeyPair } from "../pki/mod.ts";
-import { ETCD_SERVER_NAME } from "./etcd_client.ts";
 
 export const ETCD_CA_COMMON_NAME = "nodecore etcd peer CA";
+/**
+ * The TLS server name clients verify: every etcd member certificate carries
+ * it (bun's TLS refuses IP addresses as server names).
+ */
+export const ETCD_SERVER_NAME = "localhost";
+
+/** Certificates for etcd's peer and client TLS, all under the etcd peer CA. */
+export interface EtcdTls {
+  ca: X509Certificate;
+  certificate: X509Certificate;
+  privateKey: KeyObject;
+}
 
 export function createEtcdCA(key: KeyPair): X509Certificate {
   return createCertificate({ commonName: ETCD_CA_COMMON_NAME, organization: "nodecore", publicKey: key.publicKey, kind: "ca" }, { privateKey: key.privateKey });

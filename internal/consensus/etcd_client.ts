@@ -2,13 +2,8 @@
 
 import { Etcd3 } from "etcd3";
 import { privateKeyPem } from "../pki/mod.ts";
-import type { EtcdTls } from "./etcd_process.ts";
+import { ETCD_SERVER_NAME, type EtcdTls } from "./certificates.ts";
 
-/**
- * The TLS server name clients verify: every etcd member certificate carries
- * it (bun's TLS refuses IP addresses as server names).
- */
-export const ETCD_SERVER_NAME = "localhost";
 /** A single etcd call's deadline. */
 export const ETCD_CALL_TIMEOUT_MS = 5_000;
 

@@ -2,9 +2,9 @@
 
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import type { X509Certificate, KeyObject } from "node:crypto";
 import { privateKeyPem } from "../pki/mod.ts";
 import { runProcess, sleep, type ParsedLine, type RunContext } from "../supervisor/mod.ts";
+import type { EtcdTls } from "./certificates.ts";
 import { connectEtcd } from "./etcd_client.ts";
 
 /** The etcd binary (Debian's etcd-server package, also in the node image). */
@@ -17,13 +17,6 @@ const READY_PROBE_INTERVAL_MS = 250;
 export interface EtcdPeer {
   name: string;
   peerUrl: string;
-}
-
-/** Certificates for etcd's peer and client TLS, all under the etcd peer CA. */
-export interface EtcdTls {
-  ca: X509Certificate;
-  certificate: X509Certificate;
-  privateKey: KeyObject;
 }
 
 export interface EtcdMemberOptions {

@@ -29,7 +29,6 @@ export {
   ETCD_CLIENT_PORT,
   type EtcdMemberOptions,
   type EtcdPeer,
-  type EtcdTls,
 } from "./etcd_process.ts";
-export { connectEtcd, ETCD_SERVER_NAME, ETCD_CALL_TIMEOUT_MS } from "./etcd_client.ts";
-export { createEtcdCA, issueMemberCertificate, ETCD_CA_COMMON_NAME } from "./certificates.ts";
+export { connectEtcd, ETCD_CALL_TIMEOUT_MS } from "./etcd_client.ts";
+export { createEtcdCA, issueMemberCertificate, ETCD_CA_COMMON_NAME, ETCD_SERVER_NAME, type EtcdTls } from "./certificates.ts";

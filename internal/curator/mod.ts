@@ -29,6 +29,10 @@
 //    stores it, join returns it to the holder of the node's join key).
 //  - Every refusal says why, with a gRPC status code (internal/rpc maps them).
 //  - State records are converted to wire messages in convert.ts only.
+//
+// Tests (of this package and of others) get a real one-node cluster on
+// loopback from test_cluster.ts, which they import directly: it is not
+// exported here, so product code that imports this package never bundles it.
 
 export { curatorRunnable, PROMOTE_INTERVAL_MS, type CuratorOptions } from "./server.ts";
 export { writeBootstrapState, REGISTER_TICKET_BYTES, type BootstrapState } from "./bootstrap.ts";
@@ -36,5 +40,3 @@ export { CuratorStore, ETCD_PREFIX, StoreError } from "./store.ts";
 export { consensusRole, etcdMembers, grantConsensus, revokeConsensus, promoteLearners, type EtcdMember } from "./consensus_membership.ts";
 export { ELECTION_NAME, LEADER_LEASE_TTL_S, type Leadership, type LeaderInfo } from "./leadership.ts";
 export { UNLOCK_KEY_BYTES } from "./service_curator.ts";
-// For tests of this and other packages: a real one-node cluster on loopback.
-export { startTestCluster, startImpostorCurator, type TestCluster, type Credentials, type ImpostorCurator } from "./test_cluster.ts";

@@ -7,9 +7,9 @@
 // and a short abortable sleep while nothing has arrived.
 
 import { sleep } from "../supervisor/mod.ts";
+import * as sys from "../sys/mod.ts";
 import { DHCP_CLIENT_PORT } from "./dhcp_message.ts";
-import { ANY_ADDRESS, formatIPv4 } from "./ipv4.ts";
-import * as libc from "./libc.ts";
+import { ANY_ADDRESS, SOCKADDR_IN_SIZE, formatIPv4, sockaddrIn } from "./ipv4.ts";
 
 export class DhcpSocketError extends Error {
   override name = "DhcpSocketError";
@@ -44,7 +44,7 @@ export interface DhcpTransport {
 
 export class DhcpSocket implements DhcpTransport, Disposable {
   private readonly buffer = new Uint8Array(RECEIVE_BUFFER_SIZE);
-  private readonly fromAddress = new Uint8Array(libc.SOCKADDR_IN_SIZE);
+  private readonly fromAddress = new Uint8Array(SOCKADDR_IN_SIZE);
   private readonly fromLength = new Uint32Array(1);
   private closed = false;
 
@@ -57,26 +57,26 @@ export class DhcpSocket implements DhcpTransport, Disposable {
   static open(interfaceName: string): DhcpSocket {
     let fd: number | undefined;
     try {
-      fd = libc.socket(libc.AF_INET, libc.SOCK_DGRAM | libc.SOCK_CLOEXEC, 0);
+      fd = sys.socket(sys.AF_INET, sys.SOCK_DGRAM | sys.SOCK_CLOEXEC, 0);
       const on = new Uint8Array(new Int32Array([1]).buffer);
-      libc.setsockopt(fd, libc.SOL_SOCKET, libc.SO_REUSEADDR, on, "SO_REUSEADDR");
-      libc.setsockopt(fd, libc.SOL_SOCKET, libc.SO_BROADCAST, on, "SO_BROADCAST");
-      libc.setsockopt(fd, libc.SOL_SOCKET, libc.SO_BINDTODEVICE, libc.cString(interfaceName), "SO_BINDTODEVICE");
-      libc.bind(fd, libc.sockaddrIn(ANY_ADDRESS, DHCP_CLIENT_PORT));
+      sys.setsockopt(fd, sys.SOL_SOCKET, sys.SO_REUSEADDR, on, "SO_REUSEADDR");
+      sys.setsockopt(fd, sys.SOL_SOCKET, sys.SO_BROADCAST, on, "SO_BROADCAST");
+      sys.setsockopt(fd, sys.SOL_SOCKET, sys.SO_BINDTODEVICE, sys.cString(interfaceName), "SO_BINDTODEVICE");
+      sys.bind(fd, sockaddrIn(ANY_ADDRESS, DHCP_CLIENT_PORT));
       return new DhcpSocket(fd, interfaceName);
     } catch (err) {
-      if (fd !== undefined) libc.close(fd);
+      if (fd !== undefined) sys.close(fd);
       throw new DhcpSocketError(`could not open DHCP socket on ${interfaceName}: ${(err as Error).message}`, { cause: err });
     }
   }
 
   send(data: Uint8Array, to: Destination): boolean {
     this.assertOpen();
-    const { result, errno } = libc.sendto(this.fd, data, libc.MSG_DONTWAIT, libc.sockaddrIn(to.address, to.port));
+    const { result, errno } = sys.sendto(this.fd, data, sys.MSG_DONTWAIT, sockaddrIn(to.address, to.port));
     if (result >= 0) return true;
     // A full send buffer is a lost packet; DHCP retransmits.
-    if (errno === libc.EAGAIN || errno === libc.ENOBUFS) return false;
-    const cause = new libc.ErrnoError("sendto", errno);
+    if (errno === sys.EAGAIN || errno === sys.ENOBUFS) return false;
+    const cause = new sys.SyscallError("sendto", errno);
     throw new DhcpSocketError(`could not send DHCP message to ${to.address}:${to.port} on ${this.interfaceName}: ${cause.message}`, {
       cause,
     });
@@ -97,15 +97,15 @@ export class DhcpSocket implements DhcpTransport, Disposable {
   /** A datagram waiting in the socket, without blocking. */
   private tryReceive(): Datagram | undefined {
     for (;;) {
-      this.fromLength[0] = libc.SOCKADDR_IN_SIZE;
-      const { result, errno } = libc.recvfrom(this.fd, this.buffer, libc.MSG_DONTWAIT, this.fromAddress, this.fromLength);
+      this.fromLength[0] = SOCKADDR_IN_SIZE;
+      const { result, errno } = sys.recvfrom(this.fd, this.buffer, sys.MSG_DONTWAIT, this.fromAddress, this.fromLength);
       if (result >= 0) {
         const from = formatIPv4(new DataView(this.fromAddress.buffer).getUint32(4));
         return { data: this.buffer.slice(0, result), from };
       }
-      if (errno === libc.EINTR) continue;
-      if (errno === libc.EAGAIN) return undefined;
-      const cause = new libc.ErrnoError("recvfrom", errno);
+      if (errno === sys.EINTR) continue;
+      if (errno === sys.EAGAIN) return undefined;
+      const cause = new sys.SyscallError("recvfrom", errno);
       throw new DhcpSocketError(`could not receive DHCP message on ${this.interfaceName}: ${cause.message}`, { cause });
     }
   }
@@ -117,7 +117,7 @@ export class DhcpSocket implements DhcpTransport, Disposable {
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    libc.close(this.fd);
+    sys.close(this.fd);
   }
 
   [Symbol.dispose](): void {

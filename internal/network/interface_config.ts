@@ -7,8 +7,8 @@
 
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { ANY_ADDRESS, netmaskOf } from "./ipv4.ts";
-import * as libc from "./libc.ts";
+import * as sys from "../sys/mod.ts";
+import { ANY_ADDRESS, netmaskOf, sockaddrIn } from "./ipv4.ts";
 
 export class InterfaceError extends Error {
   override name = "InterfaceError";
@@ -77,12 +77,12 @@ export function findInterface(options: { sysClassNet?: string } = {}): string | 
 export function setLinkUp(name: string): void {
   withControlSocket(name, "bring up", (fd) => {
     const request = ifreq(name);
-    libc.ioctl(fd, SIOCGIFFLAGS, request, "SIOCGIFFLAGS");
+    sys.ioctl(fd, SIOCGIFFLAGS, request, "SIOCGIFFLAGS");
     const view = new DataView(request.buffer);
     const flags = view.getUint16(IFREQ_UNION_OFFSET, true);
     if (flags & IFF_UP) return;
     view.setUint16(IFREQ_UNION_OFFSET, flags | IFF_UP, true);
-    libc.ioctl(fd, SIOCSIFFLAGS, request, "SIOCSIFFLAGS");
+    sys.ioctl(fd, SIOCSIFFLAGS, request, "SIOCSIFFLAGS");
   });
 }
 
@@ -90,7 +90,7 @@ export function setLinkUp(name: string): void {
 export function hardwareAddress(name: string): Uint8Array {
   return withControlSocket(name, "read the hardware address of", (fd) => {
     const request = ifreq(name);
-    libc.ioctl(fd, SIOCGIFHWADDR, request, "SIOCGIFHWADDR");
+    sys.ioctl(fd, SIOCGIFHWADDR, request, "SIOCGIFHWADDR");
     // ifr_hwaddr is a sockaddr: 2 bytes of family (ARPHRD_*), then the address.
     return request.slice(IFREQ_UNION_OFFSET + 2, IFREQ_UNION_OFFSET + 2 + ETHER_ADDRESS_LENGTH);
   });
@@ -103,8 +103,8 @@ export function hardwareAddress(name: string): Uint8Array {
  */
 export function setAddress(name: string, address: string, prefixLength: number): void {
   withControlSocket(name, `set address ${address}/${prefixLength} on`, (fd) => {
-    libc.ioctl(fd, SIOCSIFADDR, ifreq(name, address), "SIOCSIFADDR");
-    libc.ioctl(fd, SIOCSIFNETMASK, ifreq(name, netmaskOf(prefixLength)), "SIOCSIFNETMASK");
+    sys.ioctl(fd, SIOCSIFADDR, ifreq(name, address), "SIOCSIFADDR");
+    sys.ioctl(fd, SIOCSIFNETMASK, ifreq(name, netmaskOf(prefixLength)), "SIOCSIFNETMASK");
   });
 }
 
@@ -112,7 +112,7 @@ export function setAddress(name: string, address: string, prefixLength: number):
 export function clearAddress(name: string): void {
   withControlSocket(name, "remove the address of", (fd) => {
     // Setting 0.0.0.0 deletes the address, as `ifconfig eth0 0.0.0.0` does.
-    libc.ioctl(fd, SIOCSIFADDR, ifreq(name, ANY_ADDRESS), "SIOCSIFADDR");
+    sys.ioctl(fd, SIOCSIFADDR, ifreq(name, ANY_ADDRESS), "SIOCSIFADDR");
   });
 }
 
@@ -121,9 +121,9 @@ export function addDefaultRoute(name: string, gateway: string): void {
   withControlSocket(name, `add a default route via ${gateway} on`, (fd) => {
     const { entry, dev } = defaultRoute(name, gateway);
     try {
-      libc.ioctl(fd, SIOCADDRT, entry, "SIOCADDRT");
+      sys.ioctl(fd, SIOCADDRT, entry, "SIOCADDRT");
     } catch (err) {
-      if (!(err instanceof libc.ErrnoError && err.errno === libc.EEXIST)) throw err;
+      if (!(err instanceof sys.SyscallError && err.errno === sys.EEXIST)) throw err;
     }
     dev.fill(0); // Keeps the buffer that rt_dev points to alive until here.
   });
@@ -134,9 +134,9 @@ export function deleteDefaultRoute(name: string, gateway: string): void {
   withControlSocket(name, `delete the default route via ${gateway} on`, (fd) => {
     const { entry, dev } = defaultRoute(name, gateway);
     try {
-      libc.ioctl(fd, SIOCDELRT, entry, "SIOCDELRT");
+      sys.ioctl(fd, SIOCDELRT, entry, "SIOCDELRT");
     } catch (err) {
-      if (!(err instanceof libc.ErrnoError && err.errno === libc.ESRCH)) throw err;
+      if (!(err instanceof sys.SyscallError && err.errno === sys.ESRCH)) throw err;
     }
     dev.fill(0);
   });
@@ -153,23 +153,23 @@ export function configureLoopback(): void {
 function withControlSocket<T>(name: string, action: string, body: (fd: number) => T): T {
   let fd: number | undefined;
   try {
-    fd = libc.socket(libc.AF_INET, libc.SOCK_DGRAM | libc.SOCK_CLOEXEC, 0);
+    fd = sys.socket(sys.AF_INET, sys.SOCK_DGRAM | sys.SOCK_CLOEXEC, 0);
     return body(fd);
   } catch (err) {
     if (err instanceof InterfaceError) throw err;
     throw new InterfaceError(`could not ${action} ${name}: ${(err as Error).message}`, { cause: err });
   } finally {
-    if (fd !== undefined) libc.close(fd);
+    if (fd !== undefined) sys.close(fd);
   }
 }
 
 /** A struct ifreq for `name`, with an AF_INET sockaddr holding `address` if given. */
 function ifreq(name: string, address?: string): Uint8Array {
   const out = new Uint8Array(IFREQ_SIZE);
-  const nameBytes = libc.cString(name);
+  const nameBytes = sys.cString(name);
   if (nameBytes.byteLength > IFNAMSIZ) throw new InterfaceError(`interface name ${name} is longer than ${IFNAMSIZ - 1} bytes`);
   out.set(nameBytes);
-  if (address !== undefined) out.set(libc.sockaddrIn(address), IFREQ_UNION_OFFSET);
+  if (address !== undefined) out.set(sockaddrIn(address), IFREQ_UNION_OFFSET);
   return out;
 }
 
@@ -177,11 +177,11 @@ function ifreq(name: string, address?: string): Uint8Array {
 function defaultRoute(name: string, gateway: string): { entry: Uint8Array; dev: Uint8Array } {
   const entry = new Uint8Array(RTENTRY_SIZE);
   const view = new DataView(entry.buffer);
-  const dev = libc.cString(name);
-  entry.set(libc.sockaddrIn(ANY_ADDRESS), RTENTRY_DST_OFFSET);
-  entry.set(libc.sockaddrIn(gateway), RTENTRY_GATEWAY_OFFSET);
-  entry.set(libc.sockaddrIn(ANY_ADDRESS), RTENTRY_GENMASK_OFFSET);
+  const dev = sys.cString(name);
+  entry.set(sockaddrIn(ANY_ADDRESS), RTENTRY_DST_OFFSET);
+  entry.set(sockaddrIn(gateway), RTENTRY_GATEWAY_OFFSET);
+  entry.set(sockaddrIn(ANY_ADDRESS), RTENTRY_GENMASK_OFFSET);
   view.setUint16(RTENTRY_FLAGS_OFFSET, RTF_UP | RTF_GATEWAY, true);
-  view.setBigUint64(RTENTRY_DEV_OFFSET, BigInt(libc.addressOf(dev)), true);
+  view.setBigUint64(RTENTRY_DEV_OFFSET, BigInt(sys.addressOf(dev)), true);
   return { entry, dev };
 }

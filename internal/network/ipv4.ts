@@ -1,5 +1,8 @@
 // IPv4 addresses as this package passes them around: dotted strings in the
-// domain ("10.0.0.5"), 32-bit numbers or 4 network-order bytes on the wire.
+// domain ("10.0.0.5"), 32-bit numbers or 4 network-order bytes on the wire,
+// and struct sockaddr_in for the socket calls and ioctls.
+
+import { AF_INET } from "../sys/mod.ts";
 
 export class InvalidAddressError extends Error {
   override name = "InvalidAddressError";
@@ -51,4 +54,17 @@ export function classfulPrefixLength(address: string): number {
   if (first < 128) return 8;
   if (first < 192) return 16;
   return 24;
+}
+
+/** sizeof(struct sockaddr_in). */
+export const SOCKADDR_IN_SIZE = 16;
+
+/** A struct sockaddr_in: family in host order, port and address in network order. */
+export function sockaddrIn(address: string, port = 0): Uint8Array {
+  const out = new Uint8Array(SOCKADDR_IN_SIZE);
+  const view = new DataView(out.buffer);
+  view.setUint16(0, AF_INET, true);
+  view.setUint16(2, port);
+  out.set(ipv4Bytes(address), 4);
+  return out;
 }

@@ -4,8 +4,9 @@
 // The node image has no shell, no iproute2 and no DHCP client, so this
 // package does both jobs itself: interfaces are configured through the
 // kernel's classic ioctls (SIOCSIFFLAGS, SIOCSIFADDR, SIOCSIFNETMASK,
-// SIOCADDRT) called through bun:ffi, and the DHCP client (RFC 2131) is written
-// here, over a UDP socket bound to the NIC with SO_BINDTODEVICE.
+// SIOCADDRT) called through internal/sys's libc binding, and the DHCP client
+// (RFC 2131) is written here, over a UDP socket bound to the NIC with
+// SO_BINDTODEVICE.
 //
 //   /sys/class/net ──▶ first ethernet interface (or NetworkOptions.interfaceName)
 //                                  │
@@ -45,4 +46,3 @@ export { Network, NoInterfaceError, type NodeAddress, type NetworkOptions } from
 export { DEFAULT_DHCP_TIMINGS, type DhcpTimings } from "./dhcp_client.ts";
 export { InterfaceError } from "./interface_config.ts";
 export { DhcpSocketError } from "./dhcp_socket.ts";
-export { ErrnoError } from "./libc.ts";

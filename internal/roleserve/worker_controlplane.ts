@@ -2,18 +2,20 @@
 // is (or must become) a consensus member, and stops them when it is not.
 //
 //   membership ─┐
-//   roles ──────┼─▶ decide ─┬─ pending bootstrap ─▶ etcd "new" ─▶ write first state ─┐
-//               │           ├─ remembered member ─▶ etcd (existing data) ────────────┼─▶ curator
-//               │           ├─ consensus role, not a member yet ─▶ etcd "existing" ──┘   │
-//               │           └─ no consensus ─▶ nothing (leave etcd data if it had any)   ▼
-//               │                                                      localCurator (Value)
-//   A change of the consensus role that the running set-up cannot absorb
-//   is a RestartRequest: the worker starts over and decides again.
+//   roles ──────┼─▶ decide ─┬─ create: pending bootstrap ─▶ etcd "new" ─▶ write first state ─┐
+//               │           ├─ resume: remembered member ─▶ etcd (existing data) ─────────────┼─▶ curator
+//               │           ├─ join: consensus role, not a member yet ─▶ etcd "existing" ─────┘   │
+//               │           └─ leave / wait: no consensus ─▶ nothing (delete etcd data if any)    ▼
+//               │                                                           localCurator (Value)
+//   The decision is decideControlPlane (controlplane_decision.ts), a pure
+//   function; this file carries it out. A change of the consensus role that
+//   the running set-up cannot absorb is a RestartRequest: the worker starts
+//   over and decides again.
 
 import { create } from "@bufbuild/protobuf";
 import { NodeStatusSchema, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
-import { clearPendingBootstrap, type ClusterMembership } from "../cluster/mod.ts";
-import { clientUrl, connectEtcd, issueMemberCertificate, peerUrl, runEtcdMember, type EtcdPeer } from "../consensus/mod.ts";
+import { clearPendingBootstrap, type ClusterMembership, type PendingBootstrap } from "../cluster/mod.ts";
+import { clientUrl, connectEtcd, issueMemberCertificate, peerUrl, runEtcdMember } from "../consensus/mod.ts";
 import { consensusRole, curatorRunnable, etcdMembers, writeBootstrapState } from "../curator/mod.ts";
 import { CURATOR_PORT, type CuratorEndpoint } from "../curator/client/mod.ts";
 import type { Value } from "../event/mod.ts";
@@ -22,7 +24,7 @@ import { rawPublicKey } from "../pki/mod.ts";
 import { RestartRequest, sleep, type RunContext, type Runnable } from "../supervisor/mod.ts";
 import type { ServiceBoard } from "./service_status.ts";
 import { VERSION } from "../version/mod.ts";
-import { X509Certificate } from "node:crypto";
+import { decideControlPlane } from "./controlplane_decision.ts";
 import { clearEtcdMember, loadEtcdMemberState, saveEtcdMemberState, type EtcdMemberState } from "./etcd_member_state.ts";
 
 /** How often the node checks whether its etcd member votes yet (for its status). */
@@ -49,43 +51,61 @@ export interface ControlPlaneOptions {
 }
 
 export function controlPlaneWorker(options: ControlPlaneOptions): Runnable {
+  // The pending bootstrap is written once: after that, a restarted control
+  // plane resumes its etcd member without writing it again. Remembered
+  // here, across restarts, rather than by changing the membership value,
+  // which belongs to enrolment and is shared with every other worker.
+  let bootstrapWritten = false;
   return async (ctx) => {
     const membership = await options.membership.get({ signal: ctx.signal });
     const { credentials } = membership;
     const { layout } = options;
     options.localCurator.set(undefined);
-    // Roles are unknown until a curator answers; a node that remembers an
-    // etcd membership starts it anyway (that may be the only way a curator
-    // comes up at all).
-    const roles = options.roles.peek();
-    let member = loadEtcdMemberState(layout);
-    const pending = membership.pendingBootstrap;
+    const decision = decideControlPlane({
+      roles: options.roles.peek(),
+      remembered: loadEtcdMemberState(layout),
+      pendingBootstrap: membership.pendingBootstrap,
+      bootstrapWritten,
+    });
 
-    if (pending && !member) {
-      const certificate = issueMemberCertificate(pending.etcdCA, credentials.publicKey, { name: credentials.nodeId, addresses: [membership.address] });
-      member = {
-        ca: pending.etcdCA.certificate,
-        certificate,
-        clusterState: "new",
-        initialCluster: [{ name: credentials.nodeId, peerUrl: peerUrl(membership.address) }],
-      };
-      saveEtcdMemberState(layout, member);
-      ctx.logger.info("creating the cluster's etcd");
-    } else if (roles !== undefined && !roles.consensusMember && member) {
-      ctx.logger.info("consensus role removed: deleting this node's etcd data");
-      clearEtcdMember(layout);
-      member = undefined;
-    } else if (roles?.consensusMember && !member) {
-      const role = roles.consensusMember;
-      clearEtcdMember(layout);
-      member = {
-        ca: new X509Certificate(role.caCertificate),
-        certificate: new X509Certificate(role.peerCertificate),
-        clusterState: "existing",
-        initialCluster: role.peers.map((p): EtcdPeer => ({ name: p.name, peerUrl: p.url })),
-      };
-      saveEtcdMemberState(layout, member);
-      ctx.logger.info("got the consensus role: joining etcd", { members: member.initialCluster.length });
+    let member: EtcdMemberState | undefined;
+    let bootstrap: PendingBootstrap | undefined;
+    switch (decision.action) {
+      case "create": {
+        const { etcdCA } = decision.bootstrap;
+        const certificate = issueMemberCertificate(etcdCA, credentials.publicKey, { name: credentials.nodeId, addresses: [membership.address] });
+        member = {
+          ca: etcdCA.certificate,
+          certificate,
+          clusterState: "new",
+          initialCluster: [{ name: credentials.nodeId, peerUrl: peerUrl(membership.address) }],
+        };
+        saveEtcdMemberState(layout, member);
+        bootstrap = decision.bootstrap;
+        ctx.logger.info(decision.reason);
+        break;
+      }
+      case "resume":
+        member = decision.member;
+        bootstrap = decision.bootstrap;
+        ctx.logger.info(decision.reason);
+        break;
+      case "join":
+        clearEtcdMember(layout);
+        saveEtcdMemberState(layout, decision.member);
+        member = decision.member;
+        ctx.logger.info(decision.reason, { members: member.initialCluster.length });
+        break;
+      case "leave":
+        ctx.logger.info(decision.reason);
+        clearEtcdMember(layout);
+        break;
+      case "wait":
+        break;
+      default: {
+        const unreachable: never = decision;
+        throw new Error(`unknown control plane decision ${JSON.stringify(unreachable)}`);
+      }
     }
 
     if (!member) {
@@ -95,8 +115,26 @@ export function controlPlaneWorker(options: ControlPlaneOptions): Runnable {
       await options.roles.waitFor((r) => Boolean(r?.consensusMember), { signal: ctx.signal });
       throw new RestartRequest("got the consensus role");
     }
-    await runControlPlane(ctx, options, membership, member);
+    await runControlPlane(ctx, {
+      options,
+      membership,
+      member,
+      bootstrap,
+      onBootstrapWritten: () => {
+        bootstrapWritten = true;
+      },
+    });
   };
+}
+
+/** What runControlPlane runs: the decided member, and the bootstrap to write once etcd serves. */
+interface ControlPlaneRun {
+  options: ControlPlaneOptions;
+  membership: ClusterMembership;
+  member: EtcdMemberState;
+  bootstrap: PendingBootstrap | undefined;
+  /** Called once `bootstrap` is in etcd (and its file is gone). */
+  onBootstrapWritten: () => void;
 }
 
 /**
@@ -105,7 +143,8 @@ export function controlPlaneWorker(options: ControlPlaneOptions): Runnable {
  * the local curator disappears from the connection while the supervisor
  * backs off, and the next start decides again with the roles known by then.
  */
-async function runControlPlane(ctx: RunContext, options: ControlPlaneOptions, membership: ClusterMembership, member: EtcdMemberState): Promise<void> {
+async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<void> {
+  const { options, membership, member, bootstrap } = run;
   const { credentials } = membership;
   const etcdClientHost = options.etcdClientHost(membership);
   const tls = { ca: member.ca, certificate: member.certificate, privateKey: credentials.privateKey };
@@ -113,8 +152,7 @@ async function runControlPlane(ctx: RunContext, options: ControlPlaneOptions, me
   const port = options.curatorPort ?? CURATOR_PORT;
 
   const startCurator = async () => {
-    const pending = membership.pendingBootstrap;
-    if (pending) {
+    if (bootstrap) {
       const status = create(NodeStatusSchema, {
         externalAddress: membership.address,
         runningCurator: { port },
@@ -122,19 +160,19 @@ async function runControlPlane(ctx: RunContext, options: ControlPlaneOptions, me
         version: VERSION,
       });
       const record = { id: credentials.nodeId, publicKey: rawPublicKey(credentials.publicKey), status };
-      const consensusMember = consensusRole(pending.etcdCA, record, [
+      const consensusMember = consensusRole(bootstrap.etcdCA, record, [
         { id: "", name: credentials.nodeId, peerUrls: [peerUrl(membership.address)], isLearner: false },
       ]);
       const written = await writeBootstrapState(etcd, {
-        ownerPublicKey: pending.ownerPublicKey,
-        clusterCA: pending.clusterCA,
-        etcdCA: pending.etcdCA,
-        node: { ...record, joinKey: pending.joinPublicKey, clusterUnlockKey: pending.clusterUnlockKey, consensusMember },
+        ownerPublicKey: bootstrap.ownerPublicKey,
+        clusterCA: bootstrap.clusterCA,
+        etcdCA: bootstrap.etcdCA,
+        node: { ...record, joinKey: bootstrap.joinPublicKey, clusterUnlockKey: bootstrap.clusterUnlockKey, consensusMember },
       });
       ctx.logger.info(written ? "cluster created: first state written" : "cluster state already present (bootstrap resumed)");
       clearPendingBootstrap(options.layout);
       // Done for good: a restarted control plane must not try again.
-      delete membership.pendingBootstrap;
+      run.onBootstrapWritten();
     }
     ctx.run(
       "curator",

@@ -1,7 +1,21 @@
-// libc system calls through bun:ffi: what PID 1 needs and bun does not offer
-// (mount, reboot, waitpid on orphans, kernel modules, hostname).
+// The node's one binding of libc through bun:ffi: the system calls bun does
+// not offer. PID 1 needs mount, reboot, waitpid on orphans, kernel modules
+// and the hostname; internal/network needs socket(2), ioctl(2) and the BSD
+// socket calls, because the node image has no iproute2 and no DHCP client.
+//
+// libc is opened on the first call, not on import, so importing this file
+// costs nothing off-node (tests, ctl). A failed call throws a SyscallError
+// that names the call, its subject and the errno, read right after the call
+// through `__errno_location()` before anything else can overwrite it; the
+// socket send and receive calls instead return the errno for the caller to
+// judge (EAGAIN is not a failure there).
+//
+// Struct layouts are those of 64-bit Linux (x86_64, aarch64); the
+// finit_module syscall number is x86_64's. The socket wrappers keep the C functions' argument order,
+// more positional arguments than the codebase otherwise allows, so that
+// each can be checked against its man page at a glance.
 
-import { dlopen, FFIType, read, type Pointer } from "bun:ffi";
+import { dlopen, FFIType, ptr, read, type Pointer } from "bun:ffi";
 
 const LIBC = "libc.so.6";
 const SYS_finit_module = 313; // x86_64
@@ -18,6 +32,20 @@ function open() {
     waitpid: { args: [FFIType.i32, FFIType.ptr, FFIType.i32], returns: FFIType.i32 },
     syscall: { args: [FFIType.i64, FFIType.i32, FFIType.ptr, FFIType.i32], returns: FFIType.i64 },
     prctl: { args: [FFIType.i32, FFIType.u64, FFIType.u64, FFIType.u64, FFIType.u64], returns: FFIType.i32 },
+    socket: { args: [FFIType.i32, FFIType.i32, FFIType.i32], returns: FFIType.i32 },
+    close: { args: [FFIType.i32], returns: FFIType.i32 },
+    // ioctl is variadic; on 64-bit Linux its third argument travels like a fixed one.
+    ioctl: { args: [FFIType.i32, FFIType.u64, FFIType.ptr], returns: FFIType.i32 },
+    setsockopt: { args: [FFIType.i32, FFIType.i32, FFIType.i32, FFIType.ptr, FFIType.u32], returns: FFIType.i32 },
+    bind: { args: [FFIType.i32, FFIType.ptr, FFIType.u32], returns: FFIType.i32 },
+    sendto: {
+      args: [FFIType.i32, FFIType.ptr, FFIType.u64, FFIType.i32, FFIType.ptr, FFIType.u32],
+      returns: FFIType.i64_fast,
+    },
+    recvfrom: {
+      args: [FFIType.i32, FFIType.ptr, FFIType.u64, FFIType.i32, FFIType.ptr, FFIType.ptr],
+      returns: FFIType.i64_fast,
+    },
     strerror: { args: [FFIType.i32], returns: FFIType.cstring },
     __errno_location: { args: [], returns: FFIType.ptr },
   });
@@ -28,29 +56,92 @@ function libc() {
   return lib.symbols;
 }
 
-/** A failed system call: names the call, its subject and the errno. */
+export const ESRCH = 3;
+export const EINTR = 4;
+export const EAGAIN = 11;
+export const EEXIST = 17;
+export const ENOBUFS = 105;
+
+/** Names of the errnos the node can meet, for messages a reader can search for. */
+const ERRNO_NAMES: Record<number, string> = {
+  1: "EPERM",
+  2: "ENOENT",
+  3: "ESRCH",
+  4: "EINTR",
+  8: "ENOEXEC",
+  9: "EBADF",
+  11: "EAGAIN",
+  12: "ENOMEM",
+  13: "EACCES",
+  14: "EFAULT",
+  16: "EBUSY",
+  17: "EEXIST",
+  19: "ENODEV",
+  20: "ENOTDIR",
+  22: "EINVAL",
+  24: "EMFILE",
+  25: "ENOTTY",
+  30: "EROFS",
+  38: "ENOSYS",
+  90: "EMSGSIZE",
+  95: "EOPNOTSUPP",
+  97: "EAFNOSUPPORT",
+  98: "EADDRINUSE",
+  99: "EADDRNOTAVAIL",
+  100: "ENETDOWN",
+  101: "ENETUNREACH",
+  105: "ENOBUFS",
+  113: "EHOSTUNREACH",
+};
+
+/** "ENODEV", or "errno 123" for one this file does not name. */
+function errnoName(errno: number): string {
+  return ERRNO_NAMES[errno] ?? `errno ${errno}`;
+}
+
+/**
+ * A failed system call: names the call, its subject (a path, an ioctl
+ * request; may be empty) and the errno, as
+ * "ioctl SIOCGIFFLAGS: ENODEV (No such device)".
+ */
 export class SyscallError extends Error {
   override name = "SyscallError";
   constructor(
     readonly call: string,
     readonly errno: number,
-    subject: string,
+    subject = "",
   ) {
-    super(`${call} ${subject}: ${String(libc().strerror(errno))} (errno ${errno})`);
+    super(`${call}${subject ? ` ${subject}` : ""}: ${errnoName(errno)} (${String(libc().strerror(errno))})`);
   }
 }
 
-function errno(): number {
-  return read.i32(libc().__errno_location() as Pointer, 0);
+/** The calling thread's errno. Read it right after the failed call. */
+function lastErrno(): number {
+  const location = libc().__errno_location();
+  return location === null ? 0 : read.i32(location as Pointer, 0);
 }
 
-function cstr(s: string): Buffer {
-  return Buffer.from(`${s}\0`);
+/** Returns a libc result, or throws a SyscallError if it is negative. */
+function check(result: number | bigint, call: string, subject = ""): number {
+  const value = Number(result);
+  if (value < 0) throw new SyscallError(call, lastErrno(), subject);
+  return value;
 }
 
-function check(result: number | bigint, call: string, subject: string): void {
-  if (Number(result) < 0) throw new SyscallError(call, errno(), subject);
+/** A C string: the bytes of `text` and a terminating NUL. */
+export function cString(text: string): Uint8Array {
+  const bytes = new TextEncoder().encode(text);
+  const out = new Uint8Array(bytes.byteLength + 1);
+  out.set(bytes);
+  return out;
 }
+
+/** The address of a buffer, for structs that hold pointers (rtentry.rt_dev). Keep the buffer alive. */
+export function addressOf(buffer: Uint8Array): Pointer {
+  return ptr(buffer);
+}
+
+// Mounts, power, hostname, processes, modules: what PID 1 calls.
 
 export const MS_RDONLY = 1n;
 export const MS_NOSUID = 2n;
@@ -59,12 +150,12 @@ export const MS_NOEXEC = 8n;
 export const MNT_DETACH = 2;
 
 export function mount(source: string, target: string, fstype: string, flags = 0n, data = ""): void {
-  const result = libc().mount(cstr(source), cstr(target), cstr(fstype), flags, data ? cstr(data) : null);
+  const result = libc().mount(cString(source), cString(target), cString(fstype), flags, data ? cString(data) : null);
   check(result, "mount", `${fstype} ${source} on ${target}`);
 }
 
 export function umount(target: string, flags = 0): void {
-  check(libc().umount2(cstr(target), flags), "umount", target);
+  check(libc().umount2(cString(target), flags), "umount", target);
 }
 
 const LINUX_REBOOT_CMD_POWER_OFF = 0x4321fedc;
@@ -104,10 +195,9 @@ export function reap(pid: number): boolean {
 
 /** Loads a kernel module from an open file descriptor (finit_module(2)). */
 export function finitModule(fd: number, params = ""): void {
-  const result = libc().syscall(BigInt(SYS_finit_module), fd, cstr(params), 0);
+  const result = libc().syscall(BigInt(SYS_finit_module), fd, cString(params), 0);
   if (Number(result) < 0) {
-    const code = errno();
-    const EEXIST = 17;
+    const code = lastErrno();
     if (code === EEXIST) return; // already loaded (or built in)
     throw new SyscallError("finit_module", code, `fd ${fd}`);
   }
@@ -122,4 +212,56 @@ const PR_SET_CHILD_SUBREAPER = 36;
  */
 export function becomeSubreaper(): void {
   check(libc().prctl(PR_SET_CHILD_SUBREAPER, 1n, 0n, 0n, 0n), "prctl", "PR_SET_CHILD_SUBREAPER");
+}
+
+// Sockets and ioctls: what internal/network calls to configure interfaces
+// and to run its DHCP client.
+
+export const AF_INET = 2;
+export const SOCK_DGRAM = 2;
+export const SOCK_CLOEXEC = 0o2000000;
+export const SOL_SOCKET = 1;
+export const SO_REUSEADDR = 2;
+export const SO_BROADCAST = 6;
+export const SO_BINDTODEVICE = 25;
+export const MSG_DONTWAIT = 0x40;
+
+export function socket(domain: number, type: number, protocol: number): number {
+  return check(libc().socket(domain, type, protocol), "socket");
+}
+
+/** Closes a descriptor. Errors are ignored: Linux frees the descriptor even when close fails. */
+export function close(fd: number): void {
+  libc().close(fd);
+}
+
+/** ioctl(fd, request, arg); `name` is the request's name for error messages (SIOCSIFADDR). */
+export function ioctl(fd: number, request: number, arg: Uint8Array, name: string): void {
+  check(libc().ioctl(fd, request, arg), "ioctl", name);
+}
+
+export function setsockopt(fd: number, level: number, option: number, value: Uint8Array, name: string): void {
+  check(libc().setsockopt(fd, level, option, value, value.byteLength), "setsockopt", name);
+}
+
+export function bind(fd: number, address: Uint8Array): void {
+  check(libc().bind(fd, address, address.byteLength), "bind");
+}
+
+/** The number of bytes sent, or -1 with `errno` for the caller to judge (EAGAIN is not fatal). */
+export function sendto(fd: number, data: Uint8Array, flags: number, to: Uint8Array): { result: number; errno: number } {
+  const result = Number(libc().sendto(fd, data, data.byteLength, flags, to, to.byteLength));
+  return { result, errno: result < 0 ? lastErrno() : 0 };
+}
+
+/** The number of bytes received, or -1 with `errno` for the caller to judge (EAGAIN means nothing yet). */
+export function recvfrom(
+  fd: number,
+  buffer: Uint8Array,
+  flags: number,
+  from: Uint8Array,
+  fromLength: Uint32Array,
+): { result: number; errno: number } {
+  const result = Number(libc().recvfrom(fd, buffer, buffer.byteLength, flags, from, fromLength));
+  return { result, errno: result < 0 ? lastErrno() : 0 };
 }

@@ -1,14 +1,19 @@
-// Package sys: the Linux system interface PID 1 needs, through bun:ffi.
+// Package sys: the Linux system interface the node needs, through one
+// bun:ffi binding of libc (libc.ts).
 //
 //   cmd/init ──▶ mount / umount      (pseudo filesystems, ESP, data)
 //            ──▶ loadModules         (the image's load list, in order → finit_module)
 //            ──▶ reapOrphans         (zombies that are not bun's own children)
 //            ──▶ reboot / sync       (clean power-off and restart)
 //            ──▶ sethostname
+//   network  ──▶ socket / ioctl      (interface flags, address, default route)
+//            ──▶ setsockopt / bind / sendto / recvfrom  (the DHCP socket)
 //
 // Invariants: every failed call throws a SyscallError naming the call, its
-// subject and errno's text; nothing here retries or logs — callers decide.
-// libc is opened lazily, so importing this package costs nothing off-node.
+// subject and the errno (name and text), except sendto and recvfrom, which
+// return the errno for the caller to judge; nothing here retries or logs —
+// callers decide. libc is opened lazily, so importing this package costs
+// nothing off-node.
 
 export {
   mount,
@@ -26,6 +31,28 @@ export {
   MS_NODEV,
   MS_NOEXEC,
   MNT_DETACH,
+  socket,
+  close,
+  ioctl,
+  setsockopt,
+  bind,
+  sendto,
+  recvfrom,
+  cString,
+  addressOf,
+  AF_INET,
+  SOCK_DGRAM,
+  SOCK_CLOEXEC,
+  SOL_SOCKET,
+  SO_REUSEADDR,
+  SO_BROADCAST,
+  SO_BINDTODEVICE,
+  MSG_DONTWAIT,
+  ESRCH,
+  EINTR,
+  EAGAIN,
+  EEXIST,
+  ENOBUFS,
 } from "./libc.ts";
 export { loadModules, parseLoadList, ModuleError } from "./kmod.ts";
 export { reapOrphans, processState } from "./reaper.ts";
