@@ -87,6 +87,9 @@ export function etcdArgs(options: EtcdMemberOptions, files: { ca: string; cert: 
     // Members on slow (emulated) machines: keep elections from flapping.
     "--heartbeat-interval=250",
     "--election-timeout=2500",
+    // A member that comes back (a rebooted node) asks before it campaigns,
+    // instead of forcing an election on a cluster that has a leader.
+    "--pre-vote=true",
     "--snapshot-count=10000",
   ];
 }

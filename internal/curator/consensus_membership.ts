@@ -10,6 +10,7 @@
 
 import { create } from "@bufbuild/protobuf";
 import type { Etcd3 } from "etcd3";
+import { connect } from "node:net";
 import { NodeRoles_ConsensusMemberSchema, type NodeRoles_ConsensusMember } from "../../proto/gen/common/common_pb.ts";
 import type { NodeRecord } from "../../proto/gen/curator/state/state_pb.ts";
 import { issueMemberCertificate, peerUrl } from "../consensus/mod.ts";
@@ -109,4 +110,57 @@ export async function promoteLearners(etcd: Etcd3, logger: Logger): Promise<stri
     }
   }
   return promoted;
+}
+
+/** How long etcd gets to hand raft leadership over before the attempt is given up (and retried later). */
+export const RAFT_HANDOFF_TIMEOUT_MS = 5_000;
+
+/**
+ * Keeps etcd's raft leader off the curator leader's node. When the local
+ * etcd member leads raft, this hands raft leadership to another voting
+ * member (trying them in turn over successive calls), and returns its name;
+ * otherwise it does nothing and returns undefined.
+ *
+ * Why: when etcd's raft leader changes, the new raft leader extends every
+ * lease by an election timeout (etcd's lessor.Promote), because it cannot
+ * know when the old leader last saw a keepalive. If one node held both
+ * leaderships, losing it would cost an etcd election, then that extension,
+ * then the curator lease: about 10 s here instead of the lease TTL. With
+ * the two apart, losing the curator leader's node costs the curator lease
+ * alone, and losing the raft leader's node costs no curator failover at all
+ * (the extension keeps the living curator leader's lease).
+ */
+export async function handRaftLeadershipAway(etcd: Etcd3, logger: Logger, attempt = 0): Promise<string | undefined> {
+  const status = await etcd.maintenance.status();
+  if (status.leader !== status.header.member_id) return undefined;
+  const others = (await etcdMembers(etcd)).filter((m) => !m.isLearner && m.name && m.id !== status.header.member_id);
+  // A transfer to a member that is down stalls etcd's writes until it times
+  // out, so only members whose peer port answers are candidates.
+  for (let i = 0; i < others.length; i++) {
+    const target = others[(attempt + i) % others.length]!;
+    if (!(await peerPortAnswers(target))) continue;
+    await etcd.maintenance.moveLeader({ targetID: target.id }, { deadline: Date.now() + RAFT_HANDOFF_TIMEOUT_MS });
+    logger.info("handed etcd raft leadership to another member, away from the curator leader", { to: target.name });
+    return target.name;
+  }
+  return undefined;
+}
+
+/** How long a member's peer port gets to accept a TCP connection before the member counts as down. */
+const PEER_PROBE_TIMEOUT_MS = 1_000;
+
+function peerPortAnswers(member: EtcdMember): Promise<boolean> {
+  const url = member.peerUrls[0];
+  if (!url) return Promise.resolve(false);
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve) => {
+    const socket = connect({ host: hostname.replace(/^\[|\]$/g, ""), port: Number(port) });
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(PEER_PROBE_TIMEOUT_MS, () => done(false));
+    socket.once("connect", () => done(true));
+    socket.once("error", () => done(false));
+  });
 }

@@ -9,7 +9,7 @@ import { Value } from "../event/mod.ts";
 import { UnavailableError, addService, createServer, listen, serverCredentials } from "../rpc/mod.ts";
 import { sleep, untilCancelled, type Runnable } from "../supervisor/mod.ts";
 import { CURATOR_PORT, formatAddress, leaderTrailer, parseEndpoint } from "./client/mod.ts";
-import { promoteLearners } from "./consensus_membership.ts";
+import { handRaftLeadershipAway, promoteLearners } from "./consensus_membership.ts";
 import { CURATOR_CERTIFICATE_VALIDITY_MS, issueOwnCuratorCertificate } from "./curator_certificate.ts";
 import { leadershipRunnable, type Leadership } from "./leadership.ts";
 import { AAA_POLICY, aaaService } from "./service_aaa.ts";
@@ -65,6 +65,19 @@ export function curatorRunnable(options: CuratorOptions): Runnable {
       for (;;) {
         await leadership.waitFor((l) => l.isLeader, { signal: p.signal });
         await promoteLearners(options.etcd, p.logger);
+        await sleep(PROMOTE_INTERVAL_MS, p.signal);
+      }
+    });
+    // The leader keeps etcd's raft leadership on another node (see
+    // handRaftLeadershipAway for why); failures are retried, with the next
+    // member as target.
+    ctx.run("raft-handoff", async (p) => {
+      p.signalHealthy();
+      for (let attempt = 0; ; attempt++) {
+        await leadership.waitFor((l) => l.isLeader, { signal: p.signal });
+        await handRaftLeadershipAway(options.etcd, p.logger, attempt).catch((err: unknown) =>
+          p.logger.warn("could not hand etcd raft leadership away", { reason: (err as Error).message }),
+        );
         await sleep(PROMOTE_INTERVAL_MS, p.signal);
       }
     });
