@@ -1,5 +1,5 @@
 // Figures for the cluster: bootstrap time of a node process, curator unary
-// latency and throughput on loopback, Watch fan-out to 2000 watchers (time
+// latency (direct, and through the curator pool) and throughput on loopback, Watch fan-out to 2000 watchers (time
 // and the memory of the process serving them: before, during, after), and
 // the time for three node processes to form a cluster of three voting etcd
 // members. Prints figures; asserts nothing. `bun bench/cluster.ts`.
@@ -12,6 +12,7 @@ import { NodeParametersSchema } from "../proto/gen/api/configuration_pb.ts";
 import { Curator, WatchEvent_Progress } from "../proto/gen/curator/curator_pb.ts";
 import { AAA } from "../proto/gen/api/management_pb.ts";
 import { startTestCluster } from "../internal/curator/test_cluster.ts";
+import { CuratorPool } from "../internal/curator/client/mod.ts";
 import { generateKeyPair, privateKeyPem, rawPublicKey } from "../internal/pki/mod.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
 import { X509Certificate } from "node:crypto";
@@ -52,6 +53,34 @@ async function curatorFigures(): Promise<void> {
       writes.push(performance.now() - started);
     }
     figure(`curator write (UpdateNodeStatus) p50 / p99, ${LATENCY_CALLS} calls`, `${ms(percentile(writes, 50))} / ${ms(percentile(writes, 99))}`);
+
+    // The same calls through the curator pool every caller uses (leader
+    // first, clients kept open), with a second, following curator listed first.
+    const follower = await cluster.addCurator(cluster.curatorPort + 100);
+    await follower.leadership.waitFor((l) => l.leader?.nodeId === cluster.node.id);
+    const ownerPool = new CuratorPool({ ca: cluster.clusterCA.certificate, certificate: owner.certificate, privateKey: owner.privateKey });
+    const nodePool = new CuratorPool({ ca: cluster.clusterCA.certificate, certificate: cluster.node.certificate, privateKey: cluster.node.key.privateKey });
+    const endpoints = [follower.endpoint, cluster.endpoint];
+    try {
+      const poolReads: number[] = [];
+      const poolWrites: number[] = [];
+      for (let i = 0; i < LATENCY_CALLS; i++) {
+        let started = performance.now();
+        await ownerPool.call(Management, endpoints, (m) => m.getClusterInfo({}));
+        poolReads.push(performance.now() - started);
+        started = performance.now();
+        await nodePool.call(Curator, endpoints, (c) =>
+          c.updateNodeStatus({ nodeId: cluster.node.id, status: { externalAddress: cluster.host, timestampMs: BigInt(Date.now()) } }),
+        );
+        poolWrites.push(performance.now() - started);
+      }
+      figure(`through the pool: read p50 / p99, ${LATENCY_CALLS} calls`, `${ms(percentile(poolReads, 50))} / ${ms(percentile(poolReads, 99))}`);
+      figure(`through the pool: write p50 / p99, ${LATENCY_CALLS} calls`, `${ms(percentile(poolWrites, 50))} / ${ms(percentile(poolWrites, 99))}`);
+    } finally {
+      ownerPool.close();
+      nodePool.close();
+      await cluster.stopCurator(cluster.curatorPort + 100);
+    }
 
     let count = 0;
     const deadline = performance.now() + THROUGHPUT_SECONDS * 1000;
