@@ -8,16 +8,13 @@ import { join } from "node:path";
 import { writeFileSync, readFileSync } from "node:fs";
 import { fromBinary } from "@bufbuild/protobuf";
 import { NodeParametersSchema } from "../proto/gen/api/configuration_pb.ts";
-import { loadCredentials } from "../internal/cluster/mod.ts";
 import { CuratorPool } from "../internal/curator/client/mod.ts";
 import { configPaths, loadCredentials as loadOwnerCredentials } from "../internal/operator/mod.ts";
 import { Management } from "../proto/gen/api/management_pb.ts";
-import { clientUrl, connectEtcd } from "../internal/consensus/mod.ts";
-import { etcdMembers, type EtcdMember } from "../internal/curator/mod.ts";
 import { generateKeyPair, privateKeyPem, rawPublicKey } from "../internal/pki/mod.ts";
-import { loadEtcdMemberState } from "../internal/roleserve/mod.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
 import { NodeProcess, ctl as runCtl, loopbackBlock } from "./support/node_process.ts";
+import { etcdMembersVia } from "./support/process_cluster.ts";
 
 const dir = tempDir("nodecore-cluster-");
 const address = loopbackBlock();
@@ -34,17 +31,7 @@ afterAll(async () => {
   dir[Symbol.dispose]();
 }, 60_000);
 
-/** etcd's member list, asked through a node's own etcd member. */
-async function members(via: NodeProcess): Promise<EtcdMember[]> {
-  const credentials = loadCredentials(via.layout)!;
-  const member = loadEtcdMemberState(via.layout)!;
-  const client = connectEtcd({ endpoints: [clientUrl(via.address)], tls: { ca: member.ca, certificate: member.certificate, privateKey: credentials.privateKey } });
-  try {
-    return await etcdMembers(client);
-  } finally {
-    client.close();
-  }
-}
+const members = etcdMembersVia;
 
 async function nodeList(): Promise<{ id: string; state: string; roles: string[]; address: string }[]> {
   const result = await ctl("node", "list", "--json");

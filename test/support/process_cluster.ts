@@ -28,6 +28,18 @@ export interface ProcessCluster {
   stop(): Promise<void>;
 }
 
+/** etcd's member list, asked through a node's own etcd member with the node's credentials. */
+export async function etcdMembersVia(via: NodeProcess): Promise<EtcdMember[]> {
+  const credentials = loadCredentials(via.layout)!;
+  const member = loadEtcdMemberState(via.layout)!;
+  const client = connectEtcd({ endpoints: [clientUrl(via.address)], tls: { ca: member.ca, certificate: member.certificate, privateKey: credentials.privateKey } });
+  try {
+    return await etcdMembers(client);
+  } finally {
+    client.close();
+  }
+}
+
 /** Forms the cluster in `dir`; node i listens on the loopback address `<block>.<firstHost + i>`. */
 export async function formProcessCluster(dir: string, firstHost: number, onStep: (step: string) => void = () => {}): Promise<ProcessCluster> {
   const address = loopbackBlock();
@@ -49,16 +61,7 @@ export async function formProcessCluster(dir: string, firstHost: number, onStep:
     ctlDir,
     ownerKeyFile,
     ctl,
-    async etcdMembers(via) {
-      const credentials = loadCredentials(via.layout)!;
-      const member = loadEtcdMemberState(via.layout)!;
-      const client = connectEtcd({ endpoints: [clientUrl(via.address)], tls: { ca: member.ca, certificate: member.certificate, privateKey: credentials.privateKey } });
-      try {
-        return await etcdMembers(client);
-      } finally {
-        client.close();
-      }
-    },
+    etcdMembers: etcdMembersVia,
     stop: async () => void (await Promise.all(nodes.map((n) => n.stop()))),
   };
   try {
