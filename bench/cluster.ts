@@ -1,22 +1,19 @@
 // Figures for the cluster: bootstrap time of a node process, curator unary
-// latency (direct, and through the curator pool) and throughput on loopback, Watch fan-out to 2000 watchers (time
-// and the memory of the process serving them: before, during, after), and
-// the time for three node processes to form a cluster of three voting etcd
-// members. Prints figures; asserts nothing. `bun bench/cluster.ts`.
+// latency (direct, and through the curator pool) and throughput on
+// loopback, Watch fan-out to 2000 watchers (time and the memory of the
+// process serving them: before, during, after), and the time for three node
+// processes to form a cluster of three voting etcd members. Prints figures;
+// asserts nothing. `bun bench/cluster.ts`.
 
-import { join } from "node:path";
-import { writeFileSync, readFileSync } from "node:fs";
-import { fromBinary } from "@bufbuild/protobuf";
 import { Management } from "../proto/gen/api/management_pb.ts";
-import { NodeParametersSchema } from "../proto/gen/api/configuration_pb.ts";
 import { Curator, WatchEvent_Progress } from "../proto/gen/curator/curator_pb.ts";
 import { AAA } from "../proto/gen/api/management_pb.ts";
 import { startTestCluster } from "../internal/curator/test_cluster.ts";
 import { CuratorPool } from "../internal/curator/client/mod.ts";
-import { generateKeyPair, privateKeyPem, rawPublicKey } from "../internal/pki/mod.ts";
+import { figure, ms, percentile } from "./figures.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
 import { X509Certificate } from "node:crypto";
-import { NodeProcess, ctl as runCtl, loopbackBlock } from "../test/support/node_process.ts";
+import { formProcessCluster } from "../test/support/process_cluster.ts";
 
 const LATENCY_CALLS = 500;
 const THROUGHPUT_SECONDS = 5;
@@ -24,9 +21,6 @@ const THROUGHPUT_CONCURRENCY = 32;
 const WATCHERS = 2000;
 const WATCHERS_PER_CLIENT = 100;
 
-const figure = (name: string, value: string) => console.log(`${name.padEnd(62)} ${value}`);
-const ms = (n: number) => `${n.toFixed(1)} ms`;
-const percentile = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 
 async function curatorFigures(): Promise<void> {
   const cluster = await startTestCluster();
@@ -143,50 +137,16 @@ async function curatorFigures(): Promise<void> {
 
 async function processFigures(): Promise<void> {
   using dir = tempDir("nodecore-bench-");
-  const address = loopbackBlock();
-  const nodes = [1, 2, 3].map((i) => new NodeProcess(`node${i}`, join(dir.path, `node${i}`), address(200 + i)));
-  const [node1, node2, node3] = nodes as [NodeProcess, NodeProcess, NodeProcess];
-  const owner = generateKeyPair();
-  const ownerKey = join(dir.path, "owner.key");
-  writeFileSync(ownerKey, privateKeyPem(owner.privateKey));
-  const ctl = (...args: string[]) => runCtl(join(dir.path, "ctl"), "--owner-key", ownerKey, ...args);
-  try {
-    const started = performance.now();
-    node1.writeParameters({ cluster: { case: "clusterBootstrap", value: { ownerPublicKey: rawPublicKey(owner.publicKey) } } } as never);
-    node1.start();
-    await node1.waitForLog((l) => l.msg === "node is UP");
-    figure("bootstrap: process start → node UP (one node, processes)", ms(performance.now() - started));
-    await ctl("takeownership", node1.address);
-    await ctl("params", "register", join(dir.path, "register.pb"));
-    const params = fromBinary(NodeParametersSchema, readFileSync(join(dir.path, "register.pb")));
-    for (const node of [node2, node3]) {
-      node.writeParameters(params);
-      node.start();
-    }
-    for (const node of [node2, node3]) {
-      const waiting = await node.waitForLog((l) => l.msg.startsWith("waiting for the owner to approve node"));
-      const id = String(waiting.msg).split(" ")[7]!;
-      await ctl("node", "approve", id);
-      await node.waitForLog((l) => l.msg === "node is UP");
-      const roleSet = performance.now();
-      await eventually(async () => {
-        const r = await ctl("node", "roles", "set", id, "consensus");
-        if (r.code !== 0) throw new Error(r.stderr);
-      }, { timeoutMs: 120_000, intervalMs: 200 });
-      await node.waitForLog((l) => l.msg === "etcd is serving", { timeoutMs: 120_000 });
-      figure(`role change → etcd member serving on ${node.name}`, ms(performance.now() - roleSet));
-    }
-    await eventually(
-      async () => {
-        const list = JSON.parse((await ctl("node", "list", "--json")).stdout) as { roles: string[] }[];
-        return list.filter((n) => n.roles.includes("consensus")).length === 3;
-      },
-      { timeoutMs: 120_000, intervalMs: 200 },
-    );
-    figure("three-node cluster formed (all UP, three consensus members)", ms(performance.now() - started));
-  } finally {
-    await Promise.all(nodes.map((n) => n.stop()));
-  }
+  const started = performance.now();
+  let upAt = started;
+  const cluster = await formProcessCluster(dir.path, 200, (step) => {
+    const now = performance.now();
+    if (step === "node1 UP") figure("bootstrap: process start → node UP (one node, processes)", ms(now - started));
+    else if (step.endsWith(" UP")) upAt = now;
+    else if (step.endsWith(" etcd serving")) figure(`role change → etcd member serving on ${step.split(" ")[0]}`, ms(now - upAt));
+    else if (step === "three consensus members") figure("three-node cluster formed (all UP, three consensus members)", ms(now - started));
+  });
+  await cluster.stop();
 }
 
 console.log(`cluster figures (${new Date().toISOString()}, ${navigator.hardwareConcurrency} cores, loopback)`);

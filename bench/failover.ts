@@ -18,17 +18,15 @@ import { CuratorPool } from "../internal/curator/client/mod.ts";
 import { LEADER_LEASE_TTL_S } from "../internal/curator/mod.ts";
 import { configPaths, loadCredentials } from "../internal/operator/mod.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
+import { figure, ms, percentile, seconds } from "./figures.ts";
 import { formProcessCluster, type ProcessCluster } from "../test/support/process_cluster.ts";
 import type { NodeProcess } from "../test/support/node_process.ts";
 
 const TRIALS = Number(process.argv[2] ?? 5);
 const WRITE_INTERVAL_MS = 100;
 
-const figure = (name: string, value: string) => console.log(`${name.padEnd(66)} ${value}`);
-const seconds = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
-const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b);
-const p50 = (xs: number[]) => sorted(xs)[Math.floor((xs.length - 1) / 2)]!;
-const percentile = (xs: number[], p: number) => sorted(xs)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
+const WIDTH = 66;
+const s2 = (n: number) => seconds(n, 2);
 
 async function latency(pool: CuratorPool, cluster: ProcessCluster, endpoints: Parameters<CuratorPool["call"]>[1]): Promise<void> {
   const reads: number[] = [];
@@ -42,9 +40,8 @@ async function latency(pool: CuratorPool, cluster: ProcessCluster, endpoints: Pa
     await pool.call(Management, endpoints, (m) => m.updateNodeRoles({ id, kubernetesWorker: false }, { timeoutMs: 5_000 }));
     writes.push(performance.now() - t);
   }
-  const ms = (n: number) => `${n.toFixed(1)} ms`;
-  figure("owner read (GetClusterInfo) through the pool, p50 / p99", `${ms(p50(reads))} / ${ms(percentile(reads, 99))}`);
-  figure("owner write (UpdateNodeRoles) through the pool, p50 / p99", `${ms(p50(writes))} / ${ms(percentile(writes, 99))}`);
+  figure("owner read (GetClusterInfo) through the pool, p50 / p99", `${ms(percentile(reads, 50))} / ${ms(percentile(reads, 99))}`, WIDTH);
+  figure("owner write (UpdateNodeRoles) through the pool, p50 / p99", `${ms(percentile(writes, 50))} / ${ms(percentile(writes, 99))}`, WIDTH);
 }
 
 async function trial(cluster: ProcessCluster, pool: CuratorPool, endpoints: Parameters<CuratorPool["call"]>[1], n: number) {
@@ -108,8 +105,8 @@ async function trial(cluster: ProcessCluster, pool: CuratorPool, endpoints: Para
     .map((l) => Date.parse(l.time) - killedAtWall)
     .sort((a, b) => a - b)[0];
   console.log(
-    `  trial ${n + 1}: killed ${leader.name}; new curator leader after ${elected === undefined ? "?" : seconds(elected)}, ` +
-      `owner write after ${seconds(firstWrite!)}, survivors' role fetch + status push after ${seconds(nodesWorking)}`,
+    `  trial ${n + 1}: killed ${leader.name}; new curator leader after ${elected === undefined ? "?" : s2(elected)}, ` +
+      `owner write after ${s2(firstWrite!)}, survivors' role fetch + status push after ${s2(nodesWorking)}`,
   );
   // Back to three voters before the next trial.
   const from = leader.logs.length;
@@ -135,9 +132,9 @@ try {
   const writes = results.map((r) => r.write);
   const nodes = results.map((r) => r.nodes);
   const elected = results.map((r) => r.elected);
-  figure(`leader's node SIGKILLed → new curator leader elected, p50 / max`, `${seconds(p50(elected))} / ${seconds(Math.max(...elected))}`);
-  figure(`leader's node SIGKILLed → owner's next write (${TRIALS} trials), p50 / max`, `${seconds(p50(writes))} / ${seconds(Math.max(...writes))}`);
-  figure(`leader's node SIGKILLed → survivors' role fetch + status push, p50 / max`, `${seconds(p50(nodes))} / ${seconds(Math.max(...nodes))}`);
+  figure(`leader's node SIGKILLed → new curator leader elected, p50 / max`, `${s2(percentile(elected, 50))} / ${s2(Math.max(...elected))}`, WIDTH);
+  figure(`leader's node SIGKILLed → owner's next write (${TRIALS} trials), p50 / max`, `${s2(percentile(writes, 50))} / ${s2(Math.max(...writes))}`, WIDTH);
+  figure(`leader's node SIGKILLed → survivors' role fetch + status push, p50 / max`, `${s2(percentile(nodes, 50))} / ${s2(Math.max(...nodes))}`, WIDTH);
 } finally {
   pool.close();
   await cluster.stop();

@@ -16,6 +16,7 @@ import { OUT_DIR, REPO_ROOT } from "../image/mod.ts";
 import { createLogger } from "../internal/log/mod.ts";
 import { LEADER_LEASE_TTL_S } from "../internal/curator/mod.ts";
 import { eventually } from "../internal/testing/mod.ts";
+import { figure, percentile, seconds } from "./figures.ts";
 import { CONSOLE, createCluster, ensureBuilt, formCluster, waitForVoters, type NodeVm } from "../test/launch/mod.ts";
 
 const args = process.argv.slice(2);
@@ -24,10 +25,7 @@ const STEP_TIMEOUT_MS = 600_000;
 const ELECTED = /curator\.leadership elected curator leader/;
 
 const logger = createLogger("bench");
-const figure = (name: string, value: string) => console.log(`${name.padEnd(66)} ${value}`);
-const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
-const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b);
-const p50 = (xs: number[]) => sorted(xs)[Math.floor((xs.length - 1) / 2)]!;
+const WIDTH = 66;
 
 if (!args.includes("--no-build")) await ensureBuilt(logger);
 const cluster = await createCluster({ name: "bench-failover", nodes: 3, subnetIndex: 5, quiet: true, imageDir: join(REPO_ROOT, OUT_DIR), logger: logger.child("launch") });
@@ -94,8 +92,8 @@ try {
     await waitForVoters(formed.ctl, 3, STEP_TIMEOUT_MS);
     await leader.waitForConsole(/curator serving/, STEP_TIMEOUT_MS);
   }
-  figure(`leader VM powered off → owner's next write (${TRIALS} trials), p50 / max`, `${seconds(p50(writes))} / ${seconds(Math.max(...writes))}`);
-  figure(`leader VM powered off → survivors' role fetch + status push, p50 / max`, `${seconds(p50(nodes))} / ${seconds(Math.max(...nodes))}`);
+  figure(`leader VM powered off → owner's next write (${TRIALS} trials), p50 / max`, `${seconds(percentile(writes, 50))} / ${seconds(Math.max(...writes))}`, WIDTH);
+  figure(`leader VM powered off → survivors' role fetch + status push, p50 / max`, `${seconds(percentile(nodes, 50))} / ${seconds(Math.max(...nodes))}`, WIDTH);
 } finally {
   await cluster.close();
 }

@@ -9,6 +9,7 @@ import { Value } from "../internal/event/mod.ts";
 import { captureLogger } from "../internal/log/mod.ts";
 import { supervise, untilCancelled } from "../internal/supervisor/mod.ts";
 import { tempDir } from "../internal/testing/mod.ts";
+import { ms } from "./figures.ts";
 
 const ROOT = join(import.meta.dir, "..");
 const INIT = join(ROOT, "out/init");
@@ -17,7 +18,6 @@ const STARTUP_RUNS = 20;
 const RESTART_SAMPLES = 5;
 const EVENT_COUNT = 1_000_000;
 
-const ms = (n: number) => `${n.toFixed(1)} ms`;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 function figure(name: string, value: string): void {

@@ -1,8 +1,10 @@
 // A three-node cluster of node processes, formed as an operator would with
 // ctl: node 1 bootstraps, the owner takes ownership, nodes 2 and 3 register
 // with a ticket, are approved and get the consensus role one after the
-// other. For benches that need a formed cluster to work on; the process
-// test (cluster_process.test.ts) walks the same steps with assertions.
+// other. For benches that need a formed cluster to work on or time its
+// formation (onStep: "node1 UP", "node2 UP", "node2 etcd serving", ...,
+// "three consensus members"); the process test (cluster_process.test.ts)
+// walks the same steps with assertions.
 
 import { fromBinary } from "@bufbuild/protobuf";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -95,12 +97,12 @@ export async function formProcessCluster(dir: string, firstHost: number, onStep:
       },
       { timeoutMs: 120_000, intervalMs: 200 },
     );
+    onStep("three consensus members");
     // The owner's endpoints file lists every curator.
     await eventually(async () => {
       const info = await ctl("cluster", "info");
       for (const node of nodes) if (!info.stdout.includes(node.address)) throw new Error(`${node.name} is not a curator yet`);
     }, { timeoutMs: 60_000, intervalMs: 500 });
-    onStep("three consensus members");
     return cluster;
   } catch (err) {
     await cluster.stop();

@@ -1,0 +1,16 @@
+// How the bench scripts print and summarise what they measure: one figure
+// per line, name then value, and percentiles over the sorted samples.
+
+/** Prints "name ........ value", names padded to `width` so values line up. */
+export function figure(name: string, value: string, width = 62): void {
+  console.log(`${name.padEnd(width)} ${value}`);
+}
+
+export const ms = (n: number) => `${n.toFixed(1)} ms`;
+export const seconds = (n: number, digits = 1) => `${(n / 1000).toFixed(digits)} s`;
+
+/** The sample at the p-th percentile (nearest rank from below; p50 of 5 samples is the 3rd). */
+export function percentile(samples: readonly number[], p: number): number {
+  const sorted = [...samples].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
