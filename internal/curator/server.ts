@@ -7,6 +7,7 @@ import { AAA, Management } from "../../proto/gen/api/management_pb.ts";
 import { Curator } from "../../proto/gen/curator/curator_pb.ts";
 import { Value } from "../event/mod.ts";
 import { UnavailableError, addService, createServer, listen, serverCredentials } from "../rpc/mod.ts";
+import type { Logger } from "../log/mod.ts";
 import { sleep, untilCancelled, type Runnable } from "../supervisor/mod.ts";
 import { CURATOR_PORT, formatAddress, leaderTrailer, parseEndpoint } from "./client/mod.ts";
 import { handRaftLeadershipAway, promoteLearners } from "./consensus_membership.ts";
@@ -60,27 +61,27 @@ export function curatorRunnable(options: CuratorOptions): Runnable {
       throw new UnavailableError(`this curator is not the leader; the leader is ${leader.nodeId} at ${leader.address}`, { trailers });
     };
     ctx.run("leadership", leadershipRunnable(store.etcd, { nodeId: options.nodeId, address: formatAddress({ host: identity.address, port }) }, leadership));
-    ctx.run("promoter", async (p) => {
+    // What the leader does besides serving, every PROMOTE_INTERVAL_MS while
+    // it leads: promote etcd learners that caught up, and keep etcd's raft
+    // leadership on another node (see handRaftLeadershipAway for why; a
+    // failed hand-off is retried with the next member as target).
+    const whileLeading = (step: (logger: Logger, round: number) => Promise<unknown>): Runnable => async (p) => {
       p.signalHealthy();
-      for (;;) {
+      for (let round = 0; ; round++) {
         await leadership.waitFor((l) => l.isLeader, { signal: p.signal });
-        await promoteLearners(options.etcd, p.logger);
+        await step(p.logger, round);
         await sleep(PROMOTE_INTERVAL_MS, p.signal);
       }
-    });
-    // The leader keeps etcd's raft leadership on another node (see
-    // handRaftLeadershipAway for why); failures are retried, with the next
-    // member as target.
-    ctx.run("raft-handoff", async (p) => {
-      p.signalHealthy();
-      for (let attempt = 0; ; attempt++) {
-        await leadership.waitFor((l) => l.isLeader, { signal: p.signal });
-        await handRaftLeadershipAway(options.etcd, p.logger, attempt).catch((err: unknown) =>
-          p.logger.warn("could not hand etcd raft leadership away", { reason: (err as Error).message }),
-        );
-        await sleep(PROMOTE_INTERVAL_MS, p.signal);
-      }
-    });
+    };
+    ctx.run("promoter", whileLeading((logger) => promoteLearners(options.etcd, logger)));
+    ctx.run(
+      "raft-handoff",
+      whileLeading((logger, round) =>
+        handRaftLeadershipAway(options.etcd, logger, round).catch((err: unknown) =>
+          logger.warn("could not hand etcd raft leadership away", { reason: (err as Error).message }),
+        ),
+      ),
+    );
 
     const server = createServer();
     const watches = new NodeWatchHub(store);

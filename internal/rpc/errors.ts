@@ -69,6 +69,7 @@ export function toStatus(err: unknown): { code: Status; details: string; trailer
 /** An error returned by a remote call: the status code, the server's message and its string trailers. */
 export class RpcError extends Error {
   override name = "RpcError";
+  readonly trailers: Readonly<Record<string, string>>;
   constructor(
     readonly code: Status,
     readonly details: string,
@@ -78,7 +79,6 @@ export class RpcError extends Error {
     super(`${method}: ${Status[code] ?? code}: ${details}`, options);
     this.trailers = options?.trailers ?? {};
   }
-  readonly trailers: Readonly<Record<string, string>>;
 }
 
 export function fromServiceError(err: ServiceError, method: string): RpcError {
