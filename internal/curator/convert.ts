@@ -4,15 +4,18 @@ import { create } from "@bufbuild/protobuf";
 import { NodeSchema as ApiNodeSchema, type Node as ApiNode } from "../../proto/gen/api/management_pb.ts";
 import { NodeSchema as CuratorNodeSchema, type Node as CuratorNode } from "../../proto/gen/curator/curator_pb.ts";
 import type { NodeRecord } from "../../proto/gen/curator/state/state_pb.ts";
+import type { Health } from "./heartbeats.ts";
 
-/** A node as the owner sees it: never its unlock key or join key. */
-export function toApiNode(record: NodeRecord): ApiNode {
+/** A node as the owner sees it, with its health as the leader knows it: never its unlock key or join key. */
+export function toApiNode(record: NodeRecord, health: Health): ApiNode {
   return create(ApiNodeSchema, {
     id: record.id,
     publicKey: record.publicKey,
     state: record.state,
     ...(record.status ? { status: record.status } : {}),
     ...(record.roles ? { roles: record.roles } : {}),
+    health: health.health,
+    ...(health.sinceBeatMs !== undefined ? { timeSinceHeartbeatMs: BigInt(Math.round(health.sinceBeatMs)) } : {}),
   });
 }
 

@@ -2,7 +2,7 @@
 
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { X509Certificate } from "node:crypto";
-import { AAA, Management } from "../../proto/gen/api/management_pb.ts";
+import { AAA, Management, Node_Health } from "../../proto/gen/api/management_pb.ts";
 import { NodeState } from "../../proto/gen/common/common_pb.ts";
 import { Curator, WatchEvent_Progress, type WatchEvent } from "../../proto/gen/curator/curator_pb.ts";
 import { generateKeyPair, issueOwnerCertificate, nodeIdFromPublicKey, rawPublicKey, createClusterCA, type KeyPair } from "../pki/mod.ts";
@@ -14,8 +14,11 @@ import { refusal, startTestCluster, type TestCluster } from "./test_cluster.ts";
 let cluster: TestCluster;
 let owner: { kind: "owner"; certificate: X509Certificate; privateKey: KeyPair["privateKey"] };
 
+/** Short, so that the health tests see timeouts without waiting the product's 12 s. */
+const HEARTBEAT_TIMEOUT_MS = 1_500;
+
 beforeAll(async () => {
-  cluster = await startTestCluster();
+  cluster = await startTestCluster({ heartbeatTimeoutMs: HEARTBEAT_TIMEOUT_MS });
 }, 60_000);
 
 afterAll(async () => {
@@ -196,6 +199,113 @@ describe("register, approve, commit, join", () => {
   });
 });
 
+describe("health and removal", () => {
+  const key = generateKeyPair();
+  const joinKey = generateKeyPair();
+  const id = nodeIdFromPublicKey(rawPublicKey(key.publicKey));
+  let certificate: X509Certificate;
+  const healthOf = async (nodeId: string) => {
+    const management = cluster.client(Management, owner);
+    try {
+      for await (const node of management.getNodes({})) if (node.id === nodeId) return node;
+      return undefined;
+    } finally {
+      management.close();
+    }
+  };
+
+  beforeAll(async () => {
+    const management = cluster.client(Management, owner);
+    const { ticket } = await management.getRegisterTicket({});
+    const curator = cluster.client(Curator, { kind: "self-signed", key });
+    await curator.registerNode({ registerTicket: ticket, joinKey: rawPublicKey(joinKey.publicKey) });
+    await management.approveNode({ id });
+    certificate = new X509Certificate((await curator.commitNode({ clusterUnlockKey: new Uint8Array(32).fill(3) })).nodeCertificate);
+    curator.close();
+    management.close();
+  });
+
+  test("a node that sends heartbeats is HEALTHY, and HEARTBEAT_TIMEOUT once it falls silent", async () => {
+    const curator = cluster.client(Curator, { kind: "node", certificate, privateKey: key.privateKey });
+    const stop = new AbortController();
+    async function* beats() {
+      while (!stop.signal.aborted) {
+        yield {};
+        await Bun.sleep(100);
+      }
+    }
+    let answers = 0;
+    const stream = (async () => {
+      for await (const _ of curator.heartbeat(beats(), { signal: stop.signal })) answers++;
+    })().catch(() => {});
+    await eventually(async () => expect((await healthOf(id))?.health).toBe(Node_Health.HEALTHY));
+    expect(answers).toBeGreaterThan(0);
+    const healthy = (await healthOf(id))!;
+    expect(Number(healthy.timeSinceHeartbeatMs)).toBeLessThan(HEARTBEAT_TIMEOUT_MS);
+    stop.abort();
+    await stream;
+    curator.close();
+    await eventually(async () => expect((await healthOf(id))?.health).toBe(Node_Health.HEARTBEAT_TIMEOUT), { timeoutMs: 10_000 });
+    expect(Number((await healthOf(id))!.timeSinceHeartbeatMs)).toBeGreaterThan(HEARTBEAT_TIMEOUT_MS);
+  });
+
+  test("the owner cannot send heartbeats as a node", async () => {
+    const asOwner = cluster.client(Curator, owner);
+    const refusedOwner = await refusal((async () => {
+      for await (const _ of asOwner.heartbeat((async function* () { yield {}; })())) return;
+    })());
+    asOwner.close();
+    expect(refusedOwner.code).toBe(Status.PERMISSION_DENIED);
+  });
+
+  test("a consensus member cannot be deleted; another node can, and then can neither join nor call as a node", async () => {
+    const management = cluster.client(Management, owner);
+    const member = await refusal(management.deleteNode({ id: cluster.node.id }));
+    expect(member.code).toBe(Status.FAILED_PRECONDITION);
+    expect(member.details).toContain("is a consensus member; take the role away first");
+
+    await management.deleteNode({ id });
+    expect(await healthOf(id)).toBeUndefined();
+    const again = await refusal(management.deleteNode({ id }));
+    expect(again.code).toBe(Status.NOT_FOUND);
+    management.close();
+
+    const joining = cluster.client(Curator, { kind: "self-signed", key: joinKey });
+    const join = await refusal(joining.joinNode({}));
+    joining.close();
+    expect(join.code).toBe(Status.NOT_FOUND);
+    expect(join.details).toBe("no node has this join key");
+
+    // Its certificate is still signed by the CA, but the cluster's records no longer know it.
+    const asDeleted = cluster.client(Curator, { kind: "node", certificate, privateKey: key.privateKey });
+    const watch = await refusal((async () => {
+      for await (const _ of asDeleted.watch({ kind: { case: "nodesInCluster", value: {} } })) return;
+    })());
+    expect(watch.code).toBe(Status.PERMISSION_DENIED);
+    expect(watch.details).toBe(`node ${id} is not part of the cluster (it was deleted)`);
+    const beat = await refusal((async () => {
+      for await (const _ of asDeleted.heartbeat((async function* () { yield {}; })())) return;
+    })());
+    expect(beat.code).toBe(Status.PERMISSION_DENIED);
+    asDeleted.close();
+  });
+
+  test("a registration that never committed can be deleted", async () => {
+    const management = cluster.client(Management, owner);
+    const { ticket } = await management.getRegisterTicket({});
+    const stray = generateKeyPair();
+    const strayId = nodeIdFromPublicKey(rawPublicKey(stray.publicKey));
+    const curator = cluster.client(Curator, { kind: "self-signed", key: stray });
+    await curator.registerNode({ registerTicket: ticket, joinKey: rawPublicKey(generateKeyPair().publicKey) });
+    curator.close();
+    expect((await healthOf(strayId))?.state).toBe(NodeState.NEW);
+    expect((await healthOf(strayId))?.health).toBe(Node_Health.UNKNOWN);
+    await management.deleteNode({ publicKey: rawPublicKey(stray.publicKey) });
+    expect(await healthOf(strayId)).toBeUndefined();
+    management.close();
+  });
+});
+
 describe("watch", () => {
   test("sends the backlog, a marker, then updates and deletions, until cancelled", async () => {
     const curator = cluster.client(Curator, asNode());
@@ -251,12 +361,28 @@ describe("leader election", () => {
     const err = await refusal(management.approveNode({ id: cluster.node.id }));
     expect(err.code).toBe(Status.UNAVAILABLE);
     expect(err.details).toBe(`this curator is not the leader; the leader is ${cluster.node.id} at ${cluster.target}`);
-    // Reads are served by any curator.
+    // Reads are served by any curator, except node health: only the leader hears heartbeats.
     expect((await management.getClusterInfo({})).caCertificate.length).toBeGreaterThan(0);
+    const list = await refusal((async () => {
+      for await (const _ of management.getNodes({})) return;
+    })());
+    expect(list.code).toBe(Status.UNAVAILABLE);
+    expect(list.trailers?.["nodecore-leader"]).toBe(`${cluster.node.id}@${cluster.target}`);
+    const asNode = cluster.client(Curator, { kind: "node", certificate: cluster.node.certificate, privateKey: cluster.node.key.privateKey }, endpoint);
+    const beat = await refusal((async () => {
+      for await (const _ of asNode.heartbeat((async function* () { yield {}; })())) return;
+    })());
+    asNode.close();
+    expect(beat.code).toBe(Status.UNAVAILABLE);
 
     await cluster.stopCurator(cluster.curatorPort);
     await eventually(() => expect(second.peek()?.isLeader).toBe(true), { timeoutMs: 30_000 });
     await management.approveNode({ id: cluster.node.id });
+    // A new leader has heard no heartbeats yet: the nodes are UNKNOWN until
+    // the grace period ends, not timed out.
+    const nodes = [];
+    for await (const node of management.getNodes({})) nodes.push(node);
+    expect(nodes.find((n) => n.id === cluster.node.id)?.health).toBe(Node_Health.UNKNOWN);
     management.close();
   }, 60_000);
 });

@@ -9,7 +9,7 @@ import { Value } from "../event/mod.ts";
 import { UnavailableError, addService, createServer, listen, serverCredentials } from "../rpc/mod.ts";
 import type { Logger } from "../log/mod.ts";
 import { sleep, untilCancelled, type Runnable } from "../supervisor/mod.ts";
-import { CURATOR_PORT, formatAddress, leaderTrailer, parseEndpoint } from "./client/mod.ts";
+import { CURATOR_PORT, HEARTBEAT_TIMEOUT_MS, formatAddress, leaderTrailer, parseEndpoint } from "./client/mod.ts";
 import { handRaftLeadershipAway, promoteLearners } from "./consensus_membership.ts";
 import { CURATOR_CERTIFICATE_VALIDITY_MS, issueOwnCuratorCertificate } from "./curator_certificate.ts";
 import { leadershipRunnable, type Leadership } from "./leadership.ts";
@@ -18,6 +18,7 @@ import { CURATOR_POLICY, curatorService } from "./service_curator.ts";
 import { MANAGEMENT_POLICY, managementService } from "./service_management.ts";
 import { CuratorStore, ETCD_PREFIX } from "./store.ts";
 import { NodeWatchHub } from "./watch.ts";
+import { HeartbeatTracker } from "./heartbeats.ts";
 /** How often the leader tries to promote etcd learners that caught up. */
 export const PROMOTE_INTERVAL_MS = 2_000;
 
@@ -35,6 +36,8 @@ export interface CuratorOptions {
   certificateValidityMs?: number;
   /** Written by the curator: who leads. */
   leadership?: Value<Leadership>;
+  /** How long without a heartbeat makes a node timed out (HEARTBEAT_TIMEOUT_MS); for tests. */
+  heartbeatTimeoutMs?: number;
 }
 
 export function curatorRunnable(options: CuratorOptions): Runnable {
@@ -83,15 +86,27 @@ export function curatorRunnable(options: CuratorOptions): Runnable {
       ),
     );
 
+    // Heartbeats count from the moment this curator begins to lead.
+    const heartbeats = new HeartbeatTracker(undefined, options.heartbeatTimeoutMs);
+    ctx.run("heartbeat-terms", async (t) => {
+      t.signalHealthy();
+      for (;;) {
+        await leadership.waitFor((l) => l.isLeader, { signal: t.signal });
+        heartbeats.newTerm();
+        t.logger.info("leading: node health is UNKNOWN until nodes reach this curator", { graceMs: options.heartbeatTimeoutMs ?? HEARTBEAT_TIMEOUT_MS });
+        await leadership.waitFor((l) => !l.isLeader, { signal: t.signal });
+      }
+    });
+
     const server = createServer();
     const watches = new NodeWatchHub(store);
     const serveOptions = { ca: () => options.clusterCA, onError: (method: string, err: unknown) => ctx.logger.debug("call failed", { method, error: String(err) }) };
     addService(server, AAA, aaaService(store), { ...serveOptions, policy: AAA_POLICY });
-    addService(server, Management, managementService({ store, etcd: options.etcd, requireLeader, logger: ctx.logger }), {
+    addService(server, Management, managementService({ store, etcd: options.etcd, requireLeader, heartbeats, logger: ctx.logger }), {
       ...serveOptions,
       policy: MANAGEMENT_POLICY,
     });
-    addService(server, Curator, curatorService({ store, watches, requireLeader, logger: ctx.logger }), { ...serveOptions, policy: CURATOR_POLICY });
+    addService(server, Curator, curatorService({ store, watches, requireLeader, heartbeats, logger: ctx.logger }), { ...serveOptions, policy: CURATOR_POLICY });
     const address = formatAddress({ host: options.listenHost, port });
     const credentials = serverCredentials({ certificate: identity.certificate, privateKey: options.privateKey });
     try {

@@ -23,6 +23,7 @@ import { toCuratorNode } from "./convert.ts";
 import type { CuratorStore } from "./store.ts";
 import { checkNodeId, checkNodeStatus, checkPublicKey, MAX_TICKET_BYTES } from "./validate.ts";
 import type { NodeWatchHub } from "./watch.ts";
+import type { HeartbeatTracker } from "./heartbeats.ts";
 
 export const CURATOR_POLICY: ServicePolicy<typeof Curator> = {
   watch: "cluster",
@@ -30,6 +31,7 @@ export const CURATOR_POLICY: ServicePolicy<typeof Curator> = {
   registerNode: "key",
   commitNode: "key",
   joinNode: "key",
+  heartbeat: "node",
 };
 
 /** Unlock keys are 32 random bytes. */
@@ -39,7 +41,20 @@ export interface CuratorServiceDeps {
   store: CuratorStore;
   watches: NodeWatchHub;
   requireLeader: () => void;
+  heartbeats: HeartbeatTracker;
   logger: Logger;
+}
+
+/**
+ * A node certificate proves the CA issued it, not that the node still
+ * belongs: a deleted node keeps its certificate. Node callers must also
+ * have a record, and be UP.
+ */
+async function requireMember(store: CuratorStore, ctx: CallContext): Promise<void> {
+  if (ctx.peer.kind !== "node") return;
+  const node = await store.node(ctx.peer.nodeId);
+  if (!node) throw new PermissionDeniedError(`node ${ctx.peer.nodeId} is not part of the cluster (it was deleted)`);
+  if (node.value.state !== NodeState.UP) throw new PermissionDeniedError(`node ${ctx.peer.nodeId} is ${NodeState[node.value.state]}, not UP`);
 }
 
 /** The key a handshake caller proved it holds. */
@@ -66,6 +81,7 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
       const filter = request.kind.case === "nodeInCluster" ? { nodeId: request.kind.value.nodeId } : {};
       if (request.kind.case === undefined) throw new InvalidArgumentError("watch what: set node_in_cluster or nodes_in_cluster");
       if (request.kind.case === "nodeInCluster") checkNodeId("node_in_cluster.node_id", request.kind.value.nodeId);
+      await requireMember(store, ctx);
       for await (const event of deps.watches.subscribe(filter, ctx.signal)) {
         switch (event.kind) {
           case "backlog":
@@ -96,6 +112,7 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
       if (!request.status) throw new InvalidArgumentError("status is missing");
       checkNodeStatus(request.status);
       deps.requireLeader();
+      await requireMember(store, ctx);
       const status = create(NodeStatusSchema, request.status);
       await store.updateNode(request.nodeId, (r) => {
         r.status = status;
@@ -171,6 +188,22 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
       const certificate = issueNodeCertificate(ca, publicKeyFromRaw(publicKey));
       logger.info("node committed, it is UP", { node: id });
       return { caCertificate: new Uint8Array(ca.certificate.raw), nodeCertificate: new Uint8Array(certificate.raw) };
+    },
+
+    async *heartbeat(requests, ctx) {
+      if (ctx.peer.kind !== "node") throw new Error("unreachable: policy is node");
+      const id = ctx.peer.nodeId;
+      deps.requireLeader();
+      await requireMember(store, ctx);
+      logger.debug("heartbeat stream opened", { node: id });
+      for await (const _update of requests) {
+        // A curator that stopped leading, or a node deleted meanwhile, ends
+        // the stream: the node then finds the leader, or learns it is out.
+        deps.requireLeader();
+        await requireMember(store, ctx);
+        deps.heartbeats.beat(id);
+        yield {};
+      }
     },
 
     async joinNode(_request, ctx) {

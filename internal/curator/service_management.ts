@@ -1,5 +1,5 @@
-// Management: the owner's API. Reads are served by any curator; writes only
-// by the leader.
+// Management: the owner's API. Reads are served by any curator, except the
+// node list (only the leader knows node health); writes only by the leader.
 
 import type { Etcd3 } from "etcd3";
 import type { Management } from "../../proto/gen/api/management_pb.ts";
@@ -25,6 +25,7 @@ import { directoryOf } from "./client/mod.ts";
 import { toApiNode } from "./convert.ts";
 import { checkNodeId, checkPublicKey } from "./validate.ts";
 import type { CuratorStore } from "./store.ts";
+import type { HeartbeatTracker } from "./heartbeats.ts";
 
 export const MANAGEMENT_POLICY: ServicePolicy<typeof Management> = {
   getRegisterTicket: "owner",
@@ -33,6 +34,7 @@ export const MANAGEMENT_POLICY: ServicePolicy<typeof Management> = {
   approveNode: "owner",
   updateNodeRoles: "owner",
   getEtcdCredentials: "owner",
+  deleteNode: "owner",
 };
 
 export interface ManagementDeps {
@@ -40,6 +42,8 @@ export interface ManagementDeps {
   etcd: Etcd3;
   /** Throws UNAVAILABLE (naming the leader) unless this curator leads. */
   requireLeader: () => void;
+  /** Heartbeats this curator heard while leading: node health. */
+  heartbeats: HeartbeatTracker;
   logger: Logger;
 }
 
@@ -78,8 +82,24 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
     },
 
     async *getNodes() {
+      // Only the leader hears heartbeats, so only it can say how nodes are.
+      deps.requireLeader();
       const { nodes } = await store.nodes();
-      for (const node of nodes.sort((a, b) => a.id.localeCompare(b.id))) yield toApiNode(node);
+      for (const node of nodes.sort((a, b) => a.id.localeCompare(b.id))) yield toApiNode(node, deps.heartbeats.health(node.id, node.state));
+    },
+
+    async deleteNode(request) {
+      deps.requireLeader();
+      const id = requestedNodeId(request);
+      const result = await store.deleteNode(id, (r) => {
+        if (r.roles?.consensusMember) {
+          throw new FailedPreconditionError(`node ${id} is a consensus member; take the role away first (ctl node roles unset ${id} consensus)`);
+        }
+      });
+      if (result === "not-found") throw new NotFoundError(`node ${id} not found`);
+      deps.heartbeats.forget(id);
+      logger.info("node deleted", { node: id });
+      return {};
     },
 
     async approveNode(request) {

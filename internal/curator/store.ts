@@ -118,6 +118,27 @@ export class CuratorStore {
   }
 
   /**
+   * Deletes a node record and its join key index together, if the record is
+   * still the version `check` approved (it throws to refuse). "deleted", or
+   * "not-found" if there is no such node.
+   */
+  async deleteNode(id: string, check: (record: NodeRecord) => void): Promise<"deleted" | "not-found"> {
+    const key = NODES_PREFIX + id;
+    for (let attempt = 0; attempt < MAX_UPDATE_ATTEMPTS; attempt++) {
+      const current = await this.node(id);
+      if (!current) return "not-found";
+      check(current.value);
+      const index = joinKeyIndex(current.value.joinKey);
+      const result = await this.etcd
+        .if(key, "Mod", "==", current.modRevision)
+        .then(this.etcd.delete().key(key), this.etcd.delete().key(index))
+        .commit();
+      if (result.succeeded) return "deleted";
+    }
+    throw new StoreError(`node ${id} kept changing under ${MAX_UPDATE_ATTEMPTS} attempts to delete it`);
+  }
+
+  /**
    * Writes the initial state of a new cluster in one transaction, unless a
    * cluster record exists (then it returns false and writes nothing).
    */

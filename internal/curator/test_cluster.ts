@@ -82,7 +82,12 @@ function ports(): { peer: number; client: number; curator: number } {
   return { peer: base, client: base + 1, curator: base + 2 };
 }
 
-export async function startTestCluster(): Promise<TestCluster> {
+export interface TestClusterOptions {
+  /** How long without a heartbeat makes a node timed out (default: the product's). */
+  heartbeatTimeoutMs?: number;
+}
+
+export async function startTestCluster(options: TestClusterOptions = {}): Promise<TestCluster> {
   const dir = tempDir("nodecore-curator-");
   const host = "127.0.0.1";
   const p = ports();
@@ -110,6 +115,7 @@ export async function startTestCluster(): Promise<TestCluster> {
     privateKey: key.privateKey,
     clusterCA: clusterCA.certificate,
     leadership: l,
+    ...(options.heartbeatTimeoutMs !== undefined ? { heartbeatTimeoutMs: options.heartbeatTimeoutMs } : {}),
   });
   const supervisor = supervise(
     async (ctx) => {
@@ -251,10 +257,11 @@ export async function startImpostorCurator(
       approveNode: async () => record("Management/ApproveNode", {}),
       updateNodeRoles: async () => record("Management/UpdateNodeRoles", {}),
       getEtcdCredentials: async () => record("Management/GetEtcdCredentials", {}),
+      deleteNode: async () => record("Management/DeleteNode", {}),
     },
     {
       ...serveOptions,
-      policy: { getRegisterTicket: "key", getClusterInfo: "key", getNodes: "key", approveNode: "key", updateNodeRoles: "key", getEtcdCredentials: "key" },
+      policy: { getRegisterTicket: "key", getClusterInfo: "key", getNodes: "key", approveNode: "key", updateNodeRoles: "key", getEtcdCredentials: "key", deleteNode: "key" },
     },
   );
   addService(
@@ -268,8 +275,11 @@ export async function startImpostorCurator(
       registerNode: async () => record("Curator/RegisterNode", {}),
       commitNode: async () => record("Curator/CommitNode", {}),
       joinNode: async () => record("Curator/JoinNode", { clusterUnlockKey: new Uint8Array(32) }),
+      heartbeat: async function* (requests) {
+        for await (const _ of requests) yield record("Curator/Heartbeat", {});
+      },
     },
-    { ...serveOptions, policy: { watch: "key", updateNodeStatus: "key", registerNode: "key", commitNode: "key", joinNode: "key" } },
+    { ...serveOptions, policy: { watch: "key", updateNodeStatus: "key", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "key" } },
   );
   const { port } = await listen(server, formatAddress({ host, port: 0 }), serverCredentials({ certificate: node.certificate, privateKey: node.key.privateKey }));
   return { endpoint: { host, port, nodeId }, calls, close: () => server.forceShutdown() };

@@ -17,6 +17,6 @@ export interface CuratorConnection {
 export type CuratorClient = CuratorClientOf<typeof Curator>;
 
 /** Calls `call` with a client of each curator in turn until one succeeds (NoCuratorError if none does). */
-export function withCurator<T>(connection: CuratorConnection, call: (client: CuratorClient) => Promise<T>): Promise<T> {
+export function withCurator<T>(connection: CuratorConnection, call: (client: CuratorClient, endpoint: CuratorEndpoint) => Promise<T>): Promise<T> {
   return connection.pool.call(Curator, connection.endpoints, call);
 }

@@ -15,6 +15,7 @@
 //                                        │                      ▲          then remote)  │
 //                                        │  rolefetch ──────────┴── roles ◀── Watch ─────┤
 //                                        │  statuspush ── address, curator, services ───▶│ curator
+//                                        │  heartbeat ── an update every 5 s, a stream ──▶│ (leader)
 //                                        │  kubernetes ── binaries present? ─▶ services   │
 //                                        │  sealed ── directory, cold-start key ─▶ ESP    │
 //                                        └───────────────────────────────────────────────┘
@@ -28,7 +29,8 @@
 //    roles are known, so that a cluster whose every node restarted can come
 //    back at all.
 //  - A role change restarts only the worker it concerns (RestartRequest).
-//  - Status is pushed when it changes, not on a timer.
+//  - Status is pushed when it changes, not on a timer; liveness is the
+//    heartbeat stream's job.
 
 import { create } from "@bufbuild/protobuf";
 import { ClusterDirectorySchema, type ClusterDirectory, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
@@ -43,6 +45,7 @@ import { controlPlaneWorker, type LocalCurator } from "./worker_controlplane.ts"
 import { kubernetesWorker } from "./worker_kubernetes.ts";
 import { roleFetchWorker } from "./worker_rolefetch.ts";
 import { statusPushWorker } from "./worker_statuspush.ts";
+import { heartbeatWorker } from "./worker_heartbeat.ts";
 import { sealedUpdateWorker } from "./worker_sealed.ts";
 
 export { withCurator, type CuratorConnection, type CuratorClient } from "./curator_connection.ts";
@@ -50,6 +53,7 @@ export { ServiceBoard } from "./service_status.ts";
 export { controlPlaneWorker, type LocalCurator, type ControlPlaneOptions } from "./worker_controlplane.ts";
 export { roleFetchWorker, type RoleFetchOptions } from "./worker_rolefetch.ts";
 export { statusPushWorker, type StatusPushOptions } from "./worker_statuspush.ts";
+export { heartbeatWorker, type HeartbeatOptions } from "./worker_heartbeat.ts";
 export { sealedUpdateWorker, type SealedUpdateOptions } from "./worker_sealed.ts";
 export { kubernetesWorker, DEFAULT_KUBERNETES_BIN_DIR, type KubernetesOptions } from "./worker_kubernetes.ts";
 export { loadEtcdMemberState, clearEtcdMember, type EtcdMemberState } from "./etcd_member_state.ts";
@@ -144,6 +148,7 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
       "statuspush",
       statusPushWorker({ membership: options.membership, connection: values.connection, localCurator: values.localCurator, services: values.board.value }),
     );
+    ctx.run("heartbeat", heartbeatWorker({ membership: options.membership, connection: values.connection }));
     ctx.run("sealed", sealedUpdateWorker({ layout: options.layout, membership: options.membership, roles: values.roles, directory: values.directory }));
     ctx.run("kubernetes", kubernetesWorker({ roles: values.roles, board: values.board, ...(options.kubernetesBinDir ? { binDir: options.kubernetesBinDir } : {}) }));
     ctx.signalHealthy();

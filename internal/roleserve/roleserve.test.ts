@@ -24,6 +24,7 @@ import {
   newRoleServerValues,
   roleFetchWorker,
   statusPushWorker,
+  heartbeatWorker,
   type CuratorConnection,
   type LocalCurator,
 } from "./mod.ts";
@@ -42,6 +43,8 @@ const nodeCertificate = issueNodeCertificate(ca, nodeKey.publicKey);
  */
 class FakeCurator {
   readonly statuses: NodeStatus[] = [];
+  /** The node ID of every heartbeat update received. */
+  readonly heartbeats: string[] = [];
   private readonly subscribers = new Set<(event: WatchEvent | "end") => void>();
   private backlog: WatchEvent[] = [];
   server = new Server();
@@ -91,8 +94,14 @@ class FakeCurator {
         async joinNode() {
           return {};
         },
+        async *heartbeat(requests, ctx) {
+          for await (const _ of requests) {
+            if (ctx.peer.kind === "node") self.heartbeats.push(ctx.peer.nodeId);
+            yield {};
+          }
+        },
       },
-      { ca: () => ca.certificate, policy: { watch: "cluster", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key" } },
+      { ca: () => ca.certificate, policy: { watch: "cluster", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "node" } },
     );
     const serverKey = generateKeyPair();
     const certificate =
@@ -243,6 +252,26 @@ describe("status push worker", () => {
     await eventually(() => expect(fake.statuses.length).toBeGreaterThanOrEqual(4));
     expect(fake.statuses.length).toBe(4);
     expect(fake.statuses[3]!.services[0]!.message).toBe("binaries removed");
+  });
+});
+
+describe("heartbeat worker", () => {
+  test("sends its updates on one stream, to the first curator that answers", async () => {
+    fake.heartbeats.length = 0;
+    // The first curator is down: the pool moves on to the fake.
+    const conn = connection([{ host: "127.0.0.1", port: 1 }, fake.endpoint]);
+    const { entries } = run(heartbeatWorker({ membership: membership(), connection: conn, intervalMs: 50 }));
+    await eventually(() => expect(fake.heartbeats.length).toBeGreaterThanOrEqual(3));
+    expect(new Set(fake.heartbeats)).toEqual(new Set([nodeId]));
+    // One stream carried them all: it was opened once.
+    expect(entries.filter((e) => e.message === "heartbeat stream open").length).toBe(1);
+  });
+
+  test("an impostor curator never receives a heartbeat", async () => {
+    impostor.heartbeats.length = 0;
+    const { entries } = run(heartbeatWorker({ membership: membership(), connection: connection([impostor.endpoint]), intervalMs: 50 }));
+    await eventually(() => expect(entries.some((e) => String(e.fields.reason ?? "").includes("not a curator certificate"))).toBe(true));
+    expect(impostor.heartbeats).toEqual([]);
   });
 });
 

@@ -37,10 +37,11 @@ function managementServer() {
       approveNode: unused,
       updateNodeRoles: unused,
       getEtcdCredentials: unused,
+      deleteNode: unused,
     },
     {
       ca: () => ca.certificate,
-      policy: { getRegisterTicket: "owner", getClusterInfo: "owner", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner" },
+      policy: { getRegisterTicket: "owner", getClusterInfo: "owner", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner", deleteNode: "owner" },
     },
   );
   return server;

@@ -53,6 +53,7 @@ const foreignOwnerCert = issueOwnerCertificate(foreignCA, foreignOwnerKey.public
 let server: Server;
 let target: string;
 const watchCancelled: string[] = [];
+const heartbeatsSeen: string[] = [];
 
 beforeAll(async () => {
   server = new Server();
@@ -79,10 +80,13 @@ beforeAll(async () => {
       async getEtcdCredentials() {
         return {};
       },
+      async deleteNode() {
+        return {};
+      },
     },
     {
       ca: () => ca.certificate,
-      policy: { getRegisterTicket: "owner", getClusterInfo: "cluster", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner" },
+      policy: { getRegisterTicket: "owner", getClusterInfo: "cluster", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner", deleteNode: "owner" },
     },
   );
   addService(
@@ -122,8 +126,17 @@ beforeAll(async () => {
       async joinNode() {
         return {};
       },
+      // Answers every update, then says how many there were once the client half-closes.
+      async *heartbeat(requests, ctx) {
+        let count = 0;
+        for await (const _ of requests) {
+          count++;
+          yield {};
+        }
+        heartbeatsSeen.push(`${ctx.peer.kind}:${count}`);
+      },
     },
-    { ca: () => ca.certificate, policy: { watch: "node", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key" } },
+    { ca: () => ca.certificate, policy: { watch: "node", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "node" } },
   );
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync("127.0.0.1:0", serverCredentials({ certificate: serverCert, privateKey: serverKey.privateKey }), (err, p) =>
@@ -258,6 +271,36 @@ describe("grpc adapter over mutual TLS", () => {
     expect((caught as Error).message).toBe("done watching");
     const { eventually } = await import("../testing/mod.ts");
     await eventually(() => expect(watchCancelled).toEqual(["Curator/Watch"]));
+    client.close();
+  });
+
+  test("bidirectional streams answer each request and end when the client half-closes", async () => {
+    const client = clientOf(Curator, asNode);
+    async function* three() {
+      for (let i = 0; i < 3; i++) yield {};
+    }
+    let answers = 0;
+    for await (const _ of client.heartbeat(three())) answers++;
+    expect(answers).toBe(3);
+    const { eventually } = await import("../testing/mod.ts");
+    await eventually(() => expect(heartbeatsSeen).toContain("node:3"));
+    client.close();
+  });
+
+  test("a bidirectional stream is checked against its policy like any call", async () => {
+    const client = clientOf(Curator, asOwner);
+    async function* one() {
+      yield {};
+    }
+    let caught: unknown;
+    try {
+      for await (const _ of client.heartbeat(one())) throw new Error("the owner got an answer");
+    } catch (err) {
+      caught = err;
+    }
+    expect(caught).toBeInstanceOf(RpcError);
+    expect((caught as RpcError).code).toBe(status.PERMISSION_DENIED);
+    expect((caught as RpcError).details).toBe("only cluster nodes may call this");
     client.close();
   });
 

@@ -13,6 +13,8 @@ import {
   type ChannelOptions,
   type ClientReadableStream,
   type Server,
+  type ClientDuplexStream,
+  type ServerDuplexStream,
   type ServerUnaryCall,
   type ServerWritableStream,
   type ServiceDefinition,
@@ -51,7 +53,9 @@ type Handler<M> = M extends { methodKind: "unary"; input: infer I extends DescMe
   ? (request: MessageShape<I>, ctx: CallContext) => Promise<MessageInitShape<O>>
   : M extends { methodKind: "server_streaming"; input: infer I extends DescMessage; output: infer O extends DescMessage }
     ? (request: MessageShape<I>, ctx: CallContext) => AsyncIterable<MessageInitShape<O>>
-    : never;
+    : M extends { methodKind: "bidi_streaming"; input: infer I extends DescMessage; output: infer O extends DescMessage }
+      ? (requests: AsyncIterable<MessageShape<I>>, ctx: CallContext) => AsyncIterable<MessageInitShape<O>>
+      : never;
 
 /** An implementation of every method of a service. */
 export type ServiceImpl<S> = { [K in keyof MethodsOf<S>]: Handler<MethodsOf<S>[K]> };
@@ -89,7 +93,7 @@ function check(peer: Peer, policy: Policy): void {
   throw new PermissionDeniedError(refused.reason);
 }
 
-type RawCall = ServerUnaryCall<Buffer, Buffer> | ServerWritableStream<Buffer, Buffer>;
+type RawCall = ServerUnaryCall<Buffer, Buffer> | ServerWritableStream<Buffer, Buffer> | ServerDuplexStream<Buffer, Buffer>;
 
 function contextOf<S>(call: RawCall, method: string, policy: Policy, options: ServeOptions<S>): CallContext {
   const certificate = clientCertificateOf(call);
@@ -98,6 +102,70 @@ function contextOf<S>(call: RawCall, method: string, policy: Policy, options: Se
   const controller = new AbortController();
   (call as NodeJS.EventEmitter).once("cancelled", () => controller.abort(new Error(`${method}: cancelled by client`)));
   return { peer, signal: controller.signal, method };
+}
+
+/** Writes a handler's responses to a stream, waiting for the client to drain, then ends it. */
+async function writeResponses(
+  call: ServerWritableStream<Buffer, Buffer> | ServerDuplexStream<Buffer, Buffer>,
+  responses: AsyncIterable<MessageInitShape<DescMessage>>,
+  serialize: (message: MessageInitShape<DescMessage>) => Buffer,
+  signal: AbortSignal,
+): Promise<void> {
+  for await (const message of responses) {
+    if (signal.aborted) break;
+    if (!call.write(serialize(message))) {
+      await new Promise<void>((resolve) => {
+        call.once("drain", resolve);
+        signal.addEventListener("abort", () => resolve(), { once: true });
+      });
+    }
+  }
+  if (!call.cancelled) call.end();
+}
+
+/**
+ * A client's stream of requests, each checked and parsed like a unary
+ * request; a malformed one ends the call with INVALID_ARGUMENT. The
+ * iterable ends when the client half-closes or cancels.
+ */
+async function* parseRequests<I extends DescMessage>(schema: I, call: ServerDuplexStream<Buffer, Buffer>, signal: AbortSignal): AsyncIterable<MessageShape<I>> {
+  // Read through events, not the stream's async iterator: under bun, that
+  // iterator never sees a grpc-js server stream's end.
+  const queue: Buffer[] = [];
+  let ended = false;
+  let wake: (() => void) | undefined;
+  const onData = (bytes: Buffer) => {
+    queue.push(bytes);
+    // Backpressure: read on once the handler has taken what is queued.
+    call.pause();
+    wake?.();
+  };
+  const onEnd = () => {
+    ended = true;
+    wake?.();
+  };
+  call.on("data", onData);
+  call.once("end", onEnd);
+  call.once("close", onEnd);
+  signal.addEventListener("abort", onEnd, { once: true });
+  try {
+    for (;;) {
+      const bytes = queue.shift();
+      if (bytes) {
+        yield parseRequest(schema, bytes);
+        continue;
+      }
+      if (ended || signal.aborted) return;
+      call.resume();
+      await new Promise<void>((resolve) => (wake = resolve));
+      wake = undefined;
+    }
+  } finally {
+    call.off("data", onData);
+    call.off("end", onEnd);
+    call.off("close", onEnd);
+    signal.removeEventListener("abort", onEnd);
+  }
 }
 
 /** Adds a service implementation to a grpc-js server. */
@@ -146,16 +214,19 @@ export function addService<S extends DescService>(server: Server, service: S, im
           try {
             const ctx = contextOf(call, name, policy, options);
             const request = parseRequest(method.input, call.request);
-            for await (const message of handler(request, ctx) as AsyncIterable<MessageInitShape<DescMessage>>) {
-              if (ctx.signal.aborted) break;
-              if (!call.write(serialize(message))) {
-                await new Promise<void>((resolve) => {
-                  call.once("drain", resolve);
-                  ctx.signal.addEventListener("abort", () => resolve(), { once: true });
-                });
-              }
-            }
-            if (!call.cancelled) call.end();
+            await writeResponses(call, handler(request, ctx) as AsyncIterable<MessageInitShape<DescMessage>>, serialize, ctx.signal);
+          } catch (err) {
+            if (!call.cancelled) call.emit("error", fail(err));
+          }
+        }) as never;
+        break;
+      case "bidi_streaming":
+        definition[method.localName] = { ...base, requestStream: true, responseStream: true, originalName: method.name };
+        handlers[method.localName] = (async (call: ServerDuplexStream<Buffer, Buffer>) => {
+          try {
+            const ctx = contextOf(call, name, policy, options);
+            const requests = parseRequests(method.input, call, ctx.signal);
+            await writeResponses(call, handler(requests, ctx) as AsyncIterable<MessageInitShape<DescMessage>>, serialize, ctx.signal);
           } catch (err) {
             if (!call.cancelled) call.emit("error", fail(err));
           }
@@ -179,7 +250,9 @@ type ClientMethod<M> = M extends { methodKind: "unary"; input: infer I extends D
   ? (request: MessageInitShape<I>, options?: CallOptions) => Promise<MessageShape<O>>
   : M extends { methodKind: "server_streaming"; input: infer I extends DescMessage; output: infer O extends DescMessage }
     ? (request: MessageInitShape<I>, options?: CallOptions) => AsyncIterable<MessageShape<O>>
-    : never;
+    : M extends { methodKind: "bidi_streaming"; input: infer I extends DescMessage; output: infer O extends DescMessage }
+      ? (requests: AsyncIterable<MessageInitShape<I>>, options?: CallOptions) => AsyncIterable<MessageShape<O>>
+      : never;
 
 /** How a connection attempt ended: connected, failed (refused, TLS or identity refused), or still trying at the deadline. */
 export type ConnectResult = "ready" | "failed" | "timeout";
@@ -234,6 +307,12 @@ export function createClient<S extends DescService>(service: S, target: string, 
         out[method.localName] = (request: MessageInitShape<DescMessage>, callOptions?: CallOptions) =>
           streamResponses(client.makeServerStreamRequest(path, serialize, deserialize, request, new Metadata(), callOptionsOf(callOptions)), name, callOptions?.signal);
         break;
+      case "bidi_streaming":
+        out[method.localName] = (requests: AsyncIterable<MessageInitShape<DescMessage>>, callOptions?: CallOptions) => {
+          const call = client.makeBidiStreamRequest(path, serialize, deserialize, new Metadata(), callOptionsOf(callOptions));
+          return streamResponses(call, name, callOptions?.signal, sendRequests(call, requests));
+        };
+        break;
       default:
         throw new Error(`${name}: ${method.methodKind} methods are not supported`);
     }
@@ -254,7 +333,36 @@ function connect(client: GrpcClient, deadline: number): Promise<ConnectResult> {
   });
 }
 
-async function* streamResponses<T>(call: ClientReadableStream<T>, name: string, signal: AbortSignal | undefined): AsyncIterable<T> {
+/**
+ * Feeds a client's requests into a bidirectional call, half-closing when
+ * they run out. Returns a stop function that ends the feeding (and the
+ * request iterable) once the call is over.
+ */
+function sendRequests<T>(call: ClientDuplexStream<T, unknown>, requests: AsyncIterable<T>): () => void {
+  const iterator = requests[Symbol.asyncIterator]();
+  let stopped = false;
+  const stop = () => {
+    if (stopped) return;
+    stopped = true;
+    void iterator.return?.();
+  };
+  void (async () => {
+    try {
+      for (;;) {
+        const next = await iterator.next();
+        if (stopped || next.done) break;
+        if (!call.write(next.value)) await new Promise<void>((resolve) => call.once("drain", resolve));
+      }
+      if (!stopped) call.end();
+    } catch {
+      // The requests failed (their signal aborted, most likely): end the call.
+      if (!stopped) call.cancel();
+    }
+  })();
+  return stop;
+}
+
+async function* streamResponses<T>(call: ClientReadableStream<T> | ClientDuplexStream<unknown, T>, name: string, signal: AbortSignal | undefined, onEnd?: () => void): AsyncIterable<T> {
   const onAbort = () => call.cancel();
   signal?.addEventListener("abort", onAbort, { once: true });
   try {
@@ -265,5 +373,6 @@ async function* streamResponses<T>(call: ClientReadableStream<T>, name: string, 
   } finally {
     signal?.removeEventListener("abort", onAbort);
     call.cancel();
+    onEnd?.();
   }
 }

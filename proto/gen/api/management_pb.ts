@@ -4,8 +4,8 @@
 
 // The owner-facing API of the cluster, served by every curator.
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { ClusterDirectory, NodeRoles, NodeState, NodeStatus } from "../common/common_pb.ts";
 import { file_common_common } from "../common/common_pb.ts";
 import type { Message } from "@bufbuild/protobuf";
@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file api/management.proto.
  */
 export const file_api_management: GenFile = /*@__PURE__*/
-  fileDesc("ChRhcGkvbWFuYWdlbWVudC5wcm90bxIMbm9kZWNvcmUuYXBpIg8KDUVzY3Jvd1JlcXVlc3QiQwoORXNjcm93UmVzcG9uc2USGQoRb3duZXJfY2VydGlmaWNhdGUYASABKAwSFgoOY2FfY2VydGlmaWNhdGUYAiABKAwiLwoZR2V0RXRjZENyZWRlbnRpYWxzUmVxdWVzdBISCgpwdWJsaWNfa2V5GAEgASgMIlAKGkdldEV0Y2RDcmVkZW50aWFsc1Jlc3BvbnNlEhYKDmNhX2NlcnRpZmljYXRlGAEgASgMEhoKEmNsaWVudF9jZXJ0aWZpY2F0ZRgCIAEoDCIaChhHZXRSZWdpc3RlclRpY2tldFJlcXVlc3QiKwoZR2V0UmVnaXN0ZXJUaWNrZXRSZXNwb25zZRIOCgZ0aWNrZXQYASABKAwiFwoVR2V0Q2x1c3RlckluZm9SZXF1ZXN0Im4KFkdldENsdXN0ZXJJbmZvUmVzcG9uc2USPAoRY2x1c3Rlcl9kaXJlY3RvcnkYASABKAsyIS5ub2RlY29yZS5jb21tb24uQ2x1c3RlckRpcmVjdG9yeRIWCg5jYV9jZXJ0aWZpY2F0ZRgCIAEoDCIRCg9HZXROb2Rlc1JlcXVlc3QiqQEKBE5vZGUSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDBIpCgVzdGF0ZRgDIAEoDjIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdGUSKwoGc3RhdHVzGAQgASgLMhsubm9kZWNvcmUuY29tbW9uLk5vZGVTdGF0dXMSKQoFcm9sZXMYBSABKAsyGi5ub2RlY29yZS5jb21tb24uTm9kZVJvbGVzIjQKEkFwcHJvdmVOb2RlUmVxdWVzdBIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMIhUKE0FwcHJvdmVOb2RlUmVzcG9uc2Ui4AEKFlVwZGF0ZU5vZGVSb2xlc1JlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDBIdChBjb25zZW5zdXNfbWVtYmVyGAMgASgISACIAQESIgoVa3ViZXJuZXRlc19jb250cm9sbGVyGAQgASgISAGIAQESHgoRa3ViZXJuZXRlc193b3JrZXIYBSABKAhIAogBAUITChFfY29uc2Vuc3VzX21lbWJlckIYChZfa3ViZXJuZXRlc19jb250cm9sbGVyQhQKEl9rdWJlcm5ldGVzX3dvcmtlciIZChdVcGRhdGVOb2RlUm9sZXNSZXNwb25zZTJKCgNBQUESQwoGRXNjcm93Ehsubm9kZWNvcmUuYXBpLkVzY3Jvd1JlcXVlc3QaHC5ub2RlY29yZS5hcGkuRXNjcm93UmVzcG9uc2UyrQQKCk1hbmFnZW1lbnQSZAoRR2V0UmVnaXN0ZXJUaWNrZXQSJi5ub2RlY29yZS5hcGkuR2V0UmVnaXN0ZXJUaWNrZXRSZXF1ZXN0Gicubm9kZWNvcmUuYXBpLkdldFJlZ2lzdGVyVGlja2V0UmVzcG9uc2USWwoOR2V0Q2x1c3RlckluZm8SIy5ub2RlY29yZS5hcGkuR2V0Q2x1c3RlckluZm9SZXF1ZXN0GiQubm9kZWNvcmUuYXBpLkdldENsdXN0ZXJJbmZvUmVzcG9uc2USPwoIR2V0Tm9kZXMSHS5ub2RlY29yZS5hcGkuR2V0Tm9kZXNSZXF1ZXN0GhIubm9kZWNvcmUuYXBpLk5vZGUwARJSCgtBcHByb3ZlTm9kZRIgLm5vZGVjb3JlLmFwaS5BcHByb3ZlTm9kZVJlcXVlc3QaIS5ub2RlY29yZS5hcGkuQXBwcm92ZU5vZGVSZXNwb25zZRJeCg9VcGRhdGVOb2RlUm9sZXMSJC5ub2RlY29yZS5hcGkuVXBkYXRlTm9kZVJvbGVzUmVxdWVzdBolLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlUm9sZXNSZXNwb25zZRJnChJHZXRFdGNkQ3JlZGVudGlhbHMSJy5ub2RlY29yZS5hcGkuR2V0RXRjZENyZWRlbnRpYWxzUmVxdWVzdBooLm5vZGVjb3JlLmFwaS5HZXRFdGNkQ3JlZGVudGlhbHNSZXNwb25zZWIGcHJvdG8z", [file_common_common]);
+  fileDesc("ChRhcGkvbWFuYWdlbWVudC5wcm90bxIMbm9kZWNvcmUuYXBpIg8KDUVzY3Jvd1JlcXVlc3QiQwoORXNjcm93UmVzcG9uc2USGQoRb3duZXJfY2VydGlmaWNhdGUYASABKAwSFgoOY2FfY2VydGlmaWNhdGUYAiABKAwiMwoRRGVsZXRlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDCIUChJEZWxldGVOb2RlUmVzcG9uc2UiLwoZR2V0RXRjZENyZWRlbnRpYWxzUmVxdWVzdBISCgpwdWJsaWNfa2V5GAEgASgMIlAKGkdldEV0Y2RDcmVkZW50aWFsc1Jlc3BvbnNlEhYKDmNhX2NlcnRpZmljYXRlGAEgASgMEhoKEmNsaWVudF9jZXJ0aWZpY2F0ZRgCIAEoDCIaChhHZXRSZWdpc3RlclRpY2tldFJlcXVlc3QiKwoZR2V0UmVnaXN0ZXJUaWNrZXRSZXNwb25zZRIOCgZ0aWNrZXQYASABKAwiFwoVR2V0Q2x1c3RlckluZm9SZXF1ZXN0Im4KFkdldENsdXN0ZXJJbmZvUmVzcG9uc2USPAoRY2x1c3Rlcl9kaXJlY3RvcnkYASABKAsyIS5ub2RlY29yZS5jb21tb24uQ2x1c3RlckRpcmVjdG9yeRIWCg5jYV9jZXJ0aWZpY2F0ZRgCIAEoDCIRCg9HZXROb2Rlc1JlcXVlc3Qi5gIKBE5vZGUSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDBIpCgVzdGF0ZRgDIAEoDjIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdGUSKwoGc3RhdHVzGAQgASgLMhsubm9kZWNvcmUuY29tbW9uLk5vZGVTdGF0dXMSKQoFcm9sZXMYBSABKAsyGi5ub2RlY29yZS5jb21tb24uTm9kZVJvbGVzEikKBmhlYWx0aBgGIAEoDjIZLm5vZGVjb3JlLmFwaS5Ob2RlLkhlYWx0aBIkChd0aW1lX3NpbmNlX2hlYXJ0YmVhdF9tcxgHIAEoA0gAiAEBIk4KBkhlYWx0aBISCg5IRUFMVEhfVU5LTk9XThAAEhIKDkhFQUxUSF9IRUFMVEhZEAESHAoYSEVBTFRIX0hFQVJUQkVBVF9USU1FT1VUEAJCGgoYX3RpbWVfc2luY2VfaGVhcnRiZWF0X21zIjQKEkFwcHJvdmVOb2RlUmVxdWVzdBIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMIhUKE0FwcHJvdmVOb2RlUmVzcG9uc2Ui4AEKFlVwZGF0ZU5vZGVSb2xlc1JlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDBIdChBjb25zZW5zdXNfbWVtYmVyGAMgASgISACIAQESIgoVa3ViZXJuZXRlc19jb250cm9sbGVyGAQgASgISAGIAQESHgoRa3ViZXJuZXRlc193b3JrZXIYBSABKAhIAogBAUITChFfY29uc2Vuc3VzX21lbWJlckIYChZfa3ViZXJuZXRlc19jb250cm9sbGVyQhQKEl9rdWJlcm5ldGVzX3dvcmtlciIZChdVcGRhdGVOb2RlUm9sZXNSZXNwb25zZTJKCgNBQUESQwoGRXNjcm93Ehsubm9kZWNvcmUuYXBpLkVzY3Jvd1JlcXVlc3QaHC5ub2RlY29yZS5hcGkuRXNjcm93UmVzcG9uc2Uy/gQKCk1hbmFnZW1lbnQSZAoRR2V0UmVnaXN0ZXJUaWNrZXQSJi5ub2RlY29yZS5hcGkuR2V0UmVnaXN0ZXJUaWNrZXRSZXF1ZXN0Gicubm9kZWNvcmUuYXBpLkdldFJlZ2lzdGVyVGlja2V0UmVzcG9uc2USWwoOR2V0Q2x1c3RlckluZm8SIy5ub2RlY29yZS5hcGkuR2V0Q2x1c3RlckluZm9SZXF1ZXN0GiQubm9kZWNvcmUuYXBpLkdldENsdXN0ZXJJbmZvUmVzcG9uc2USPwoIR2V0Tm9kZXMSHS5ub2RlY29yZS5hcGkuR2V0Tm9kZXNSZXF1ZXN0GhIubm9kZWNvcmUuYXBpLk5vZGUwARJSCgtBcHByb3ZlTm9kZRIgLm5vZGVjb3JlLmFwaS5BcHByb3ZlTm9kZVJlcXVlc3QaIS5ub2RlY29yZS5hcGkuQXBwcm92ZU5vZGVSZXNwb25zZRJeCg9VcGRhdGVOb2RlUm9sZXMSJC5ub2RlY29yZS5hcGkuVXBkYXRlTm9kZVJvbGVzUmVxdWVzdBolLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlUm9sZXNSZXNwb25zZRJnChJHZXRFdGNkQ3JlZGVudGlhbHMSJy5ub2RlY29yZS5hcGkuR2V0RXRjZENyZWRlbnRpYWxzUmVxdWVzdBooLm5vZGVjb3JlLmFwaS5HZXRFdGNkQ3JlZGVudGlhbHNSZXNwb25zZRJPCgpEZWxldGVOb2RlEh8ubm9kZWNvcmUuYXBpLkRlbGV0ZU5vZGVSZXF1ZXN0GiAubm9kZWNvcmUuYXBpLkRlbGV0ZU5vZGVSZXNwb25zZWIGcHJvdG8z", [file_common_common]);
 
 /**
  * @generated from message nodecore.api.EscrowRequest
@@ -56,6 +56,41 @@ export const EscrowResponseSchema: GenMessage<EscrowResponse> = /*@__PURE__*/
   messageDesc(file_api_management, 1);
 
 /**
+ * @generated from message nodecore.api.DeleteNodeRequest
+ */
+export type DeleteNodeRequest = Message<"nodecore.api.DeleteNodeRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: bytes public_key = 2;
+   */
+  publicKey: Uint8Array;
+};
+
+/**
+ * Describes the message nodecore.api.DeleteNodeRequest.
+ * Use `create(DeleteNodeRequestSchema)` to create a new message.
+ */
+export const DeleteNodeRequestSchema: GenMessage<DeleteNodeRequest> = /*@__PURE__*/
+  messageDesc(file_api_management, 2);
+
+/**
+ * @generated from message nodecore.api.DeleteNodeResponse
+ */
+export type DeleteNodeResponse = Message<"nodecore.api.DeleteNodeResponse"> & {
+};
+
+/**
+ * Describes the message nodecore.api.DeleteNodeResponse.
+ * Use `create(DeleteNodeResponseSchema)` to create a new message.
+ */
+export const DeleteNodeResponseSchema: GenMessage<DeleteNodeResponse> = /*@__PURE__*/
+  messageDesc(file_api_management, 3);
+
+/**
  * @generated from message nodecore.api.GetEtcdCredentialsRequest
  */
 export type GetEtcdCredentialsRequest = Message<"nodecore.api.GetEtcdCredentialsRequest"> & {
@@ -72,7 +107,7 @@ export type GetEtcdCredentialsRequest = Message<"nodecore.api.GetEtcdCredentials
  * Use `create(GetEtcdCredentialsRequestSchema)` to create a new message.
  */
 export const GetEtcdCredentialsRequestSchema: GenMessage<GetEtcdCredentialsRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 2);
+  messageDesc(file_api_management, 4);
 
 /**
  * @generated from message nodecore.api.GetEtcdCredentialsResponse
@@ -96,7 +131,7 @@ export type GetEtcdCredentialsResponse = Message<"nodecore.api.GetEtcdCredential
  * Use `create(GetEtcdCredentialsResponseSchema)` to create a new message.
  */
 export const GetEtcdCredentialsResponseSchema: GenMessage<GetEtcdCredentialsResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 3);
+  messageDesc(file_api_management, 5);
 
 /**
  * @generated from message nodecore.api.GetRegisterTicketRequest
@@ -109,7 +144,7 @@ export type GetRegisterTicketRequest = Message<"nodecore.api.GetRegisterTicketRe
  * Use `create(GetRegisterTicketRequestSchema)` to create a new message.
  */
 export const GetRegisterTicketRequestSchema: GenMessage<GetRegisterTicketRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 4);
+  messageDesc(file_api_management, 6);
 
 /**
  * @generated from message nodecore.api.GetRegisterTicketResponse
@@ -126,7 +161,7 @@ export type GetRegisterTicketResponse = Message<"nodecore.api.GetRegisterTicketR
  * Use `create(GetRegisterTicketResponseSchema)` to create a new message.
  */
 export const GetRegisterTicketResponseSchema: GenMessage<GetRegisterTicketResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 5);
+  messageDesc(file_api_management, 7);
 
 /**
  * @generated from message nodecore.api.GetClusterInfoRequest
@@ -139,7 +174,7 @@ export type GetClusterInfoRequest = Message<"nodecore.api.GetClusterInfoRequest"
  * Use `create(GetClusterInfoRequestSchema)` to create a new message.
  */
 export const GetClusterInfoRequestSchema: GenMessage<GetClusterInfoRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 6);
+  messageDesc(file_api_management, 8);
 
 /**
  * @generated from message nodecore.api.GetClusterInfoResponse
@@ -161,7 +196,7 @@ export type GetClusterInfoResponse = Message<"nodecore.api.GetClusterInfoRespons
  * Use `create(GetClusterInfoResponseSchema)` to create a new message.
  */
 export const GetClusterInfoResponseSchema: GenMessage<GetClusterInfoResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 7);
+  messageDesc(file_api_management, 9);
 
 /**
  * @generated from message nodecore.api.GetNodesRequest
@@ -174,7 +209,7 @@ export type GetNodesRequest = Message<"nodecore.api.GetNodesRequest"> & {
  * Use `create(GetNodesRequestSchema)` to create a new message.
  */
 export const GetNodesRequestSchema: GenMessage<GetNodesRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 8);
+  messageDesc(file_api_management, 10);
 
 /**
  * @generated from message nodecore.api.Node
@@ -206,6 +241,19 @@ export type Node = Message<"nodecore.api.Node"> & {
    * @generated from field: nodecore.common.NodeRoles roles = 5;
    */
   roles?: NodeRoles | undefined;
+
+  /**
+   * @generated from field: nodecore.api.Node.Health health = 6;
+   */
+  health: Node_Health;
+
+  /**
+   * How long ago the leader last heard the node's heartbeat, in
+   * milliseconds; unset if it has not heard one since it began to lead.
+   *
+   * @generated from field: optional int64 time_since_heartbeat_ms = 7;
+   */
+  timeSinceHeartbeatMs?: bigint | undefined;
 };
 
 /**
@@ -213,7 +261,43 @@ export type Node = Message<"nodecore.api.Node"> & {
  * Use `create(NodeSchema)` to create a new message.
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
-  messageDesc(file_api_management, 9);
+  messageDesc(file_api_management, 11);
+
+/**
+ * Whether the node's heartbeats reach the curator leader. Only nodes that
+ * are UP send heartbeats; every other node's health is UNKNOWN.
+ *
+ * @generated from enum nodecore.api.Node.Health
+ */
+export enum Node_Health {
+  /**
+   * Not known: the node is not UP, or the leader is new and the node has
+   * not had the time to reach it yet (the grace period).
+   *
+   * @generated from enum value: HEALTH_UNKNOWN = 0;
+   */
+  UNKNOWN = 0,
+
+  /**
+   * A heartbeat arrived within the timeout.
+   *
+   * @generated from enum value: HEALTH_HEALTHY = 1;
+   */
+  HEALTHY = 1,
+
+  /**
+   * No heartbeat within the timeout.
+   *
+   * @generated from enum value: HEALTH_HEARTBEAT_TIMEOUT = 2;
+   */
+  HEARTBEAT_TIMEOUT = 2,
+}
+
+/**
+ * Describes the enum nodecore.api.Node.Health.
+ */
+export const Node_HealthSchema: GenEnum<Node_Health> = /*@__PURE__*/
+  enumDesc(file_api_management, 11, 0);
 
 /**
  * @generated from message nodecore.api.ApproveNodeRequest
@@ -237,7 +321,7 @@ export type ApproveNodeRequest = Message<"nodecore.api.ApproveNodeRequest"> & {
  * Use `create(ApproveNodeRequestSchema)` to create a new message.
  */
 export const ApproveNodeRequestSchema: GenMessage<ApproveNodeRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 10);
+  messageDesc(file_api_management, 12);
 
 /**
  * @generated from message nodecore.api.ApproveNodeResponse
@@ -250,7 +334,7 @@ export type ApproveNodeResponse = Message<"nodecore.api.ApproveNodeResponse"> & 
  * Use `create(ApproveNodeResponseSchema)` to create a new message.
  */
 export const ApproveNodeResponseSchema: GenMessage<ApproveNodeResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 11);
+  messageDesc(file_api_management, 13);
 
 /**
  * @generated from message nodecore.api.UpdateNodeRolesRequest
@@ -289,7 +373,7 @@ export type UpdateNodeRolesRequest = Message<"nodecore.api.UpdateNodeRolesReques
  * Use `create(UpdateNodeRolesRequestSchema)` to create a new message.
  */
 export const UpdateNodeRolesRequestSchema: GenMessage<UpdateNodeRolesRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 12);
+  messageDesc(file_api_management, 14);
 
 /**
  * @generated from message nodecore.api.UpdateNodeRolesResponse
@@ -302,7 +386,7 @@ export type UpdateNodeRolesResponse = Message<"nodecore.api.UpdateNodeRolesRespo
  * Use `create(UpdateNodeRolesResponseSchema)` to create a new message.
  */
 export const UpdateNodeRolesResponseSchema: GenMessage<UpdateNodeRolesResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 13);
+  messageDesc(file_api_management, 15);
 
 /**
  * Authentication, authorization and accounting. The only service (with
@@ -393,6 +477,19 @@ export const Management: GenService<{
     methodKind: "unary";
     input: typeof GetEtcdCredentialsRequestSchema;
     output: typeof GetEtcdCredentialsResponseSchema;
+  },
+  /**
+   * Removes a node from the cluster: its record, its join key and its
+   * credentials' standing go, so it can neither join again nor call the
+   * cluster as a node. Refused while the node is a consensus member (take
+   * the role away first). Also removes registrations that never committed.
+   *
+   * @generated from rpc nodecore.api.Management.DeleteNode
+   */
+  deleteNode: {
+    methodKind: "unary";
+    input: typeof DeleteNodeRequestSchema;
+    output: typeof DeleteNodeResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_api_management, 1);

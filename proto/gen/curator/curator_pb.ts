@@ -14,7 +14,33 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file curator/curator.proto.
  */
 export const file_curator_curator: GenFile = /*@__PURE__*/
-  fileDesc("ChVjdXJhdG9yL2N1cmF0b3IucHJvdG8SEG5vZGVjb3JlLmN1cmF0b3Ii3gEKDFdhdGNoUmVxdWVzdBJHCg9ub2RlX2luX2NsdXN0ZXIYASABKAsyLC5ub2RlY29yZS5jdXJhdG9yLldhdGNoUmVxdWVzdC5Ob2RlSW5DbHVzdGVySAASSQoQbm9kZXNfaW5fY2x1c3RlchgCIAEoCzItLm5vZGVjb3JlLmN1cmF0b3IuV2F0Y2hSZXF1ZXN0Lk5vZGVzSW5DbHVzdGVySAAaIAoNTm9kZUluQ2x1c3RlchIPCgdub2RlX2lkGAEgASgJGhAKDk5vZGVzSW5DbHVzdGVyQgYKBGtpbmQiqQEKBE5vZGUSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDBIpCgVzdGF0ZRgDIAEoDjIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdGUSKQoFcm9sZXMYBCABKAsyGi5ub2RlY29yZS5jb21tb24uTm9kZVJvbGVzEisKBnN0YXR1cxgFIAEoCzIbLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdHVzIiAKDU5vZGVUb21ic3RvbmUSDwoHbm9kZV9pZBgBIAEoCSLmAQoKV2F0Y2hFdmVudBIlCgVub2RlcxgBIAMoCzIWLm5vZGVjb3JlLmN1cmF0b3IuTm9kZRI4Cg9ub2RlX3RvbWJzdG9uZXMYAiADKAsyHy5ub2RlY29yZS5jdXJhdG9yLk5vZGVUb21ic3RvbmUSNwoIcHJvZ3Jlc3MYAyABKA4yJS5ub2RlY29yZS5jdXJhdG9yLldhdGNoRXZlbnQuUHJvZ3Jlc3MiPgoIUHJvZ3Jlc3MSFAoQUFJPR1JFU1NfSU5WQUxJRBAAEhwKGFBST0dSRVNTX0xBU1RfQkFDS0xPR0dFRBABIlcKF1VwZGF0ZU5vZGVTdGF0dXNSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSKwoGc3RhdHVzGAIgASgLMhsubm9kZWNvcmUuY29tbW9uLk5vZGVTdGF0dXMiGgoYVXBkYXRlTm9kZVN0YXR1c1Jlc3BvbnNlIkAKE1JlZ2lzdGVyTm9kZVJlcXVlc3QSFwoPcmVnaXN0ZXJfdGlja2V0GAEgASgMEhAKCGpvaW5fa2V5GAIgASgMIhYKFFJlZ2lzdGVyTm9kZVJlc3BvbnNlIi8KEUNvbW1pdE5vZGVSZXF1ZXN0EhoKEmNsdXN0ZXJfdW5sb2NrX2tleRgBIAEoDCJGChJDb21taXROb2RlUmVzcG9uc2USFgoOY2FfY2VydGlmaWNhdGUYASABKAwSGAoQbm9kZV9jZXJ0aWZpY2F0ZRgCIAEoDCIRCg9Kb2luTm9kZVJlcXVlc3QiLgoQSm9pbk5vZGVSZXNwb25zZRIaChJjbHVzdGVyX3VubG9ja19rZXkYASABKAwyyAMKB0N1cmF0b3ISRwoFV2F0Y2gSHi5ub2RlY29yZS5jdXJhdG9yLldhdGNoUmVxdWVzdBocLm5vZGVjb3JlLmN1cmF0b3IuV2F0Y2hFdmVudDABEmkKEFVwZGF0ZU5vZGVTdGF0dXMSKS5ub2RlY29yZS5jdXJhdG9yLlVwZGF0ZU5vZGVTdGF0dXNSZXF1ZXN0Gioubm9kZWNvcmUuY3VyYXRvci5VcGRhdGVOb2RlU3RhdHVzUmVzcG9uc2USXQoMUmVnaXN0ZXJOb2RlEiUubm9kZWNvcmUuY3VyYXRvci5SZWdpc3Rlck5vZGVSZXF1ZXN0GiYubm9kZWNvcmUuY3VyYXRvci5SZWdpc3Rlck5vZGVSZXNwb25zZRJXCgpDb21taXROb2RlEiMubm9kZWNvcmUuY3VyYXRvci5Db21taXROb2RlUmVxdWVzdBokLm5vZGVjb3JlLmN1cmF0b3IuQ29tbWl0Tm9kZVJlc3BvbnNlElEKCEpvaW5Ob2RlEiEubm9kZWNvcmUuY3VyYXRvci5Kb2luTm9kZVJlcXVlc3QaIi5ub2RlY29yZS5jdXJhdG9yLkpvaW5Ob2RlUmVzcG9uc2ViBnByb3RvMw", [file_common_common]);
+  fileDesc("ChVjdXJhdG9yL2N1cmF0b3IucHJvdG8SEG5vZGVjb3JlLmN1cmF0b3IiGAoWSGVhcnRiZWF0VXBkYXRlUmVxdWVzdCIZChdIZWFydGJlYXRVcGRhdGVSZXNwb25zZSLeAQoMV2F0Y2hSZXF1ZXN0EkcKD25vZGVfaW5fY2x1c3RlchgBIAEoCzIsLm5vZGVjb3JlLmN1cmF0b3IuV2F0Y2hSZXF1ZXN0Lk5vZGVJbkNsdXN0ZXJIABJJChBub2Rlc19pbl9jbHVzdGVyGAIgASgLMi0ubm9kZWNvcmUuY3VyYXRvci5XYXRjaFJlcXVlc3QuTm9kZXNJbkNsdXN0ZXJIABogCg1Ob2RlSW5DbHVzdGVyEg8KB25vZGVfaWQYASABKAkaEAoOTm9kZXNJbkNsdXN0ZXJCBgoEa2luZCKpAQoETm9kZRIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMEikKBXN0YXRlGAMgASgOMhoubm9kZWNvcmUuY29tbW9uLk5vZGVTdGF0ZRIpCgVyb2xlcxgEIAEoCzIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlUm9sZXMSKwoGc3RhdHVzGAUgASgLMhsubm9kZWNvcmUuY29tbW9uLk5vZGVTdGF0dXMiIAoNTm9kZVRvbWJzdG9uZRIPCgdub2RlX2lkGAEgASgJIuYBCgpXYXRjaEV2ZW50EiUKBW5vZGVzGAEgAygLMhYubm9kZWNvcmUuY3VyYXRvci5Ob2RlEjgKD25vZGVfdG9tYnN0b25lcxgCIAMoCzIfLm5vZGVjb3JlLmN1cmF0b3IuTm9kZVRvbWJzdG9uZRI3Cghwcm9ncmVzcxgDIAEoDjIlLm5vZGVjb3JlLmN1cmF0b3IuV2F0Y2hFdmVudC5Qcm9ncmVzcyI+CghQcm9ncmVzcxIUChBQUk9HUkVTU19JTlZBTElEEAASHAoYUFJPR1JFU1NfTEFTVF9CQUNLTE9HR0VEEAEiVwoXVXBkYXRlTm9kZVN0YXR1c1JlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIrCgZzdGF0dXMYAiABKAsyGy5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cyIaChhVcGRhdGVOb2RlU3RhdHVzUmVzcG9uc2UiQAoTUmVnaXN0ZXJOb2RlUmVxdWVzdBIXCg9yZWdpc3Rlcl90aWNrZXQYASABKAwSEAoIam9pbl9rZXkYAiABKAwiFgoUUmVnaXN0ZXJOb2RlUmVzcG9uc2UiLwoRQ29tbWl0Tm9kZVJlcXVlc3QSGgoSY2x1c3Rlcl91bmxvY2tfa2V5GAEgASgMIkYKEkNvbW1pdE5vZGVSZXNwb25zZRIWCg5jYV9jZXJ0aWZpY2F0ZRgBIAEoDBIYChBub2RlX2NlcnRpZmljYXRlGAIgASgMIhEKD0pvaW5Ob2RlUmVxdWVzdCIuChBKb2luTm9kZVJlc3BvbnNlEhoKEmNsdXN0ZXJfdW5sb2NrX2tleRgBIAEoDDKuBAoHQ3VyYXRvchJHCgVXYXRjaBIeLm5vZGVjb3JlLmN1cmF0b3IuV2F0Y2hSZXF1ZXN0Ghwubm9kZWNvcmUuY3VyYXRvci5XYXRjaEV2ZW50MAESaQoQVXBkYXRlTm9kZVN0YXR1cxIpLm5vZGVjb3JlLmN1cmF0b3IuVXBkYXRlTm9kZVN0YXR1c1JlcXVlc3QaKi5ub2RlY29yZS5jdXJhdG9yLlVwZGF0ZU5vZGVTdGF0dXNSZXNwb25zZRJdCgxSZWdpc3Rlck5vZGUSJS5ub2RlY29yZS5jdXJhdG9yLlJlZ2lzdGVyTm9kZVJlcXVlc3QaJi5ub2RlY29yZS5jdXJhdG9yLlJlZ2lzdGVyTm9kZVJlc3BvbnNlElcKCkNvbW1pdE5vZGUSIy5ub2RlY29yZS5jdXJhdG9yLkNvbW1pdE5vZGVSZXF1ZXN0GiQubm9kZWNvcmUuY3VyYXRvci5Db21taXROb2RlUmVzcG9uc2USUQoISm9pbk5vZGUSIS5ub2RlY29yZS5jdXJhdG9yLkpvaW5Ob2RlUmVxdWVzdBoiLm5vZGVjb3JlLmN1cmF0b3IuSm9pbk5vZGVSZXNwb25zZRJkCglIZWFydGJlYXQSKC5ub2RlY29yZS5jdXJhdG9yLkhlYXJ0YmVhdFVwZGF0ZVJlcXVlc3QaKS5ub2RlY29yZS5jdXJhdG9yLkhlYXJ0YmVhdFVwZGF0ZVJlc3BvbnNlKAEwAWIGcHJvdG8z", [file_common_common]);
+
+/**
+ * @generated from message nodecore.curator.HeartbeatUpdateRequest
+ */
+export type HeartbeatUpdateRequest = Message<"nodecore.curator.HeartbeatUpdateRequest"> & {
+};
+
+/**
+ * Describes the message nodecore.curator.HeartbeatUpdateRequest.
+ * Use `create(HeartbeatUpdateRequestSchema)` to create a new message.
+ */
+export const HeartbeatUpdateRequestSchema: GenMessage<HeartbeatUpdateRequest> = /*@__PURE__*/
+  messageDesc(file_curator_curator, 0);
+
+/**
+ * @generated from message nodecore.curator.HeartbeatUpdateResponse
+ */
+export type HeartbeatUpdateResponse = Message<"nodecore.curator.HeartbeatUpdateResponse"> & {
+};
+
+/**
+ * Describes the message nodecore.curator.HeartbeatUpdateResponse.
+ * Use `create(HeartbeatUpdateResponseSchema)` to create a new message.
+ */
+export const HeartbeatUpdateResponseSchema: GenMessage<HeartbeatUpdateResponse> = /*@__PURE__*/
+  messageDesc(file_curator_curator, 1);
 
 /**
  * @generated from message nodecore.curator.WatchRequest
@@ -43,7 +69,7 @@ export type WatchRequest = Message<"nodecore.curator.WatchRequest"> & {
  * Use `create(WatchRequestSchema)` to create a new message.
  */
 export const WatchRequestSchema: GenMessage<WatchRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 0);
+  messageDesc(file_curator_curator, 2);
 
 /**
  * @generated from message nodecore.curator.WatchRequest.NodeInCluster
@@ -60,7 +86,7 @@ export type WatchRequest_NodeInCluster = Message<"nodecore.curator.WatchRequest.
  * Use `create(WatchRequest_NodeInClusterSchema)` to create a new message.
  */
 export const WatchRequest_NodeInClusterSchema: GenMessage<WatchRequest_NodeInCluster> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 0, 0);
+  messageDesc(file_curator_curator, 2, 0);
 
 /**
  * @generated from message nodecore.curator.WatchRequest.NodesInCluster
@@ -73,7 +99,7 @@ export type WatchRequest_NodesInCluster = Message<"nodecore.curator.WatchRequest
  * Use `create(WatchRequest_NodesInClusterSchema)` to create a new message.
  */
 export const WatchRequest_NodesInClusterSchema: GenMessage<WatchRequest_NodesInCluster> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 0, 1);
+  messageDesc(file_curator_curator, 2, 1);
 
 /**
  * @generated from message nodecore.curator.Node
@@ -110,7 +136,7 @@ export type Node = Message<"nodecore.curator.Node"> & {
  * Use `create(NodeSchema)` to create a new message.
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 1);
+  messageDesc(file_curator_curator, 3);
 
 /**
  * @generated from message nodecore.curator.NodeTombstone
@@ -127,7 +153,7 @@ export type NodeTombstone = Message<"nodecore.curator.NodeTombstone"> & {
  * Use `create(NodeTombstoneSchema)` to create a new message.
  */
 export const NodeTombstoneSchema: GenMessage<NodeTombstone> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 2);
+  messageDesc(file_curator_curator, 4);
 
 /**
  * @generated from message nodecore.curator.WatchEvent
@@ -154,7 +180,7 @@ export type WatchEvent = Message<"nodecore.curator.WatchEvent"> & {
  * Use `create(WatchEventSchema)` to create a new message.
  */
 export const WatchEventSchema: GenMessage<WatchEvent> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 3);
+  messageDesc(file_curator_curator, 5);
 
 /**
  * @generated from enum nodecore.curator.WatchEvent.Progress
@@ -177,7 +203,7 @@ export enum WatchEvent_Progress {
  * Describes the enum nodecore.curator.WatchEvent.Progress.
  */
 export const WatchEvent_ProgressSchema: GenEnum<WatchEvent_Progress> = /*@__PURE__*/
-  enumDesc(file_curator_curator, 3, 0);
+  enumDesc(file_curator_curator, 5, 0);
 
 /**
  * @generated from message nodecore.curator.UpdateNodeStatusRequest
@@ -199,7 +225,7 @@ export type UpdateNodeStatusRequest = Message<"nodecore.curator.UpdateNodeStatus
  * Use `create(UpdateNodeStatusRequestSchema)` to create a new message.
  */
 export const UpdateNodeStatusRequestSchema: GenMessage<UpdateNodeStatusRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 4);
+  messageDesc(file_curator_curator, 6);
 
 /**
  * @generated from message nodecore.curator.UpdateNodeStatusResponse
@@ -212,7 +238,7 @@ export type UpdateNodeStatusResponse = Message<"nodecore.curator.UpdateNodeStatu
  * Use `create(UpdateNodeStatusResponseSchema)` to create a new message.
  */
 export const UpdateNodeStatusResponseSchema: GenMessage<UpdateNodeStatusResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 5);
+  messageDesc(file_curator_curator, 7);
 
 /**
  * @generated from message nodecore.curator.RegisterNodeRequest
@@ -236,7 +262,7 @@ export type RegisterNodeRequest = Message<"nodecore.curator.RegisterNodeRequest"
  * Use `create(RegisterNodeRequestSchema)` to create a new message.
  */
 export const RegisterNodeRequestSchema: GenMessage<RegisterNodeRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 6);
+  messageDesc(file_curator_curator, 8);
 
 /**
  * @generated from message nodecore.curator.RegisterNodeResponse
@@ -249,7 +275,7 @@ export type RegisterNodeResponse = Message<"nodecore.curator.RegisterNodeRespons
  * Use `create(RegisterNodeResponseSchema)` to create a new message.
  */
 export const RegisterNodeResponseSchema: GenMessage<RegisterNodeResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 7);
+  messageDesc(file_curator_curator, 9);
 
 /**
  * @generated from message nodecore.curator.CommitNodeRequest
@@ -268,7 +294,7 @@ export type CommitNodeRequest = Message<"nodecore.curator.CommitNodeRequest"> & 
  * Use `create(CommitNodeRequestSchema)` to create a new message.
  */
 export const CommitNodeRequestSchema: GenMessage<CommitNodeRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 8);
+  messageDesc(file_curator_curator, 10);
 
 /**
  * @generated from message nodecore.curator.CommitNodeResponse
@@ -290,7 +316,7 @@ export type CommitNodeResponse = Message<"nodecore.curator.CommitNodeResponse"> 
  * Use `create(CommitNodeResponseSchema)` to create a new message.
  */
 export const CommitNodeResponseSchema: GenMessage<CommitNodeResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 9);
+  messageDesc(file_curator_curator, 11);
 
 /**
  * @generated from message nodecore.curator.JoinNodeRequest
@@ -303,7 +329,7 @@ export type JoinNodeRequest = Message<"nodecore.curator.JoinNodeRequest"> & {
  * Use `create(JoinNodeRequestSchema)` to create a new message.
  */
 export const JoinNodeRequestSchema: GenMessage<JoinNodeRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 10);
+  messageDesc(file_curator_curator, 12);
 
 /**
  * @generated from message nodecore.curator.JoinNodeResponse
@@ -320,7 +346,7 @@ export type JoinNodeResponse = Message<"nodecore.curator.JoinNodeResponse"> & {
  * Use `create(JoinNodeResponseSchema)` to create a new message.
  */
 export const JoinNodeResponseSchema: GenMessage<JoinNodeResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 11);
+  messageDesc(file_curator_curator, 13);
 
 /**
  * @generated from service nodecore.curator.Curator
@@ -383,6 +409,20 @@ export const Curator: GenService<{
     methodKind: "unary";
     input: typeof JoinNodeRequestSchema;
     output: typeof JoinNodeResponseSchema;
+  },
+  /**
+   * Tells the leader the calling node is alive: the node sends an update at
+   * least every 5 s for as long as the stream lasts, and the leader answers
+   * each one. Only the leader accepts the stream; a curator that stops
+   * leading ends it with UNAVAILABLE, naming the new leader. Callers: nodes
+   * (the node is the one its certificate names).
+   *
+   * @generated from rpc nodecore.curator.Curator.Heartbeat
+   */
+  heartbeat: {
+    methodKind: "bidi_streaming";
+    input: typeof HeartbeatUpdateRequestSchema;
+    output: typeof HeartbeatUpdateResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_curator_curator, 0);
