@@ -11,6 +11,7 @@ import { NodeParametersSchema } from "../../proto/gen/api/configuration_pb.ts";
 import { FW_CFG_PARAMETERS_PATH, encryptedPartition, plainDirectory } from "../../internal/cluster/mod.ts";
 import { dataPartitionDevice, mountESP, mountEphemeral, storageLayout, type StorageLayout } from "../../internal/localstorage/mod.ts";
 import { createLogger, type Logger } from "../../internal/log/mod.ts";
+import { LogTree, followKernelMessages } from "../../internal/logtree/mod.ts";
 import { Network } from "../../internal/network/mod.ts";
 import { supervise, type Supervisor } from "../../internal/supervisor/mod.ts";
 import { becomeSubreaper } from "../../internal/sys/mod.ts";
@@ -35,7 +36,7 @@ function selfcheck(): void {
 }
 
 /** PID 1's start-up before the supervision tree. Failures here are shown, never fatal to the process. */
-function bootVm(logger: Logger, layout: StorageLayout): void {
+function bootVm(logger: Logger, layout: StorageLayout, logs: LogTree): void {
   const step = (what: string, fn: () => void) => {
     try {
       fn();
@@ -45,6 +46,7 @@ function bootVm(logger: Logger, layout: StorageLayout): void {
     }
   };
   step("mounting pseudo file systems", () => mountPseudoFilesystems(logger));
+  followKernelMessages(logs, (message) => logger.warn(message));
   startReaper(logger);
   step("loading kernel modules", () => loadKernelModules(logger));
   step("mounting the ESP", () => logger.info("ESP mounted", { device: mountESP(layout) }));
@@ -54,44 +56,59 @@ function bootVm(logger: Logger, layout: StorageLayout): void {
 /** The Kubernetes server binaries' place in the node image. */
 const KUBERNETES_BIN_DIR = "/kubernetes/bin";
 
-function runNode(logger: Logger, isPid1: boolean, root: string, address: string | undefined): void {
+function runNode(logger: Logger, logs: LogTree, isPid1: boolean, root: string, address: string | undefined): void {
   const layout = storageLayout(root);
-  if (isPid1) bootVm(logger, layout);
+  if (isPid1) bootVm(logger, layout, logs);
   else becomeSubreaper();
 
   // Pending promises do not keep bun's event loop alive, and a runnable may
   // be waiting on nothing but a signal: hold the process open.
   setInterval(() => {}, KEEPALIVE_INTERVAL_MS);
-  const supervisor: Supervisor = supervise(
-    nodeRoot({
-      layout,
-      parameterPaths: {
-        fwCfg: isPid1 ? FW_CFG_PARAMETERS_PATH : `${root}/fw_cfg/parameters.pb`,
-        esp: layout.esp.parameters,
-        sealed: layout.esp.sealed,
-      },
-      storage: isPid1 ? encryptedPartition(layout, dataPartitionDevice) : plainDirectory(layout),
-      network: isPid1 || !address ? { kind: "dhcp", network: new Network({ hostname: "nodecore" }) } : { kind: "fixed", address },
-      etcdClientHost: isPid1 ? "loopback" : "node-address",
-      kubernetesBinDir: isPid1 ? KUBERNETES_BIN_DIR : `${root}/kubernetes/bin`,
-      onFatal: showFatal,
-    }),
-    { logger },
-  );
-
   let stopping = false;
+  const start = (): Supervisor =>
+    supervise(
+      nodeRoot({
+        layout,
+        parameterPaths: {
+          fwCfg: isPid1 ? FW_CFG_PARAMETERS_PATH : `${root}/fw_cfg/parameters.pb`,
+          esp: layout.esp.parameters,
+          sealed: layout.esp.sealed,
+        },
+        storage: isPid1 ? encryptedPartition(layout, dataPartitionDevice) : plainDirectory(layout),
+        network: isPid1 || !address ? { kind: "dhcp", network: new Network({ hostname: "nodecore" }) } : { kind: "fixed", address },
+        etcdClientHost: isPid1 ? "loopback" : "node-address",
+        kubernetesBinDir: isPid1 ? KUBERNETES_BIN_DIR : `${root}/kubernetes/bin`,
+        onFatal: showFatal,
+        logs,
+        services: () => supervisor.dump(),
+        power: (action, why) => void stop(action === "reboot" ? "restart" : "poweroff", why),
+      }),
+      { logger },
+    );
+
   const stop = async (action: PowerAction, why: string) => {
     if (stopping) return;
     stopping = true;
     logger.info("stopping the node", { action, why });
     await Promise.race([supervisor.stop(), Bun.sleep(SHUTDOWN_GRACE_MS)]);
-    if (!isPid1) process.exit(0);
+    if (!isPid1) {
+      // A node running as a process has no machine to restart: it starts
+      // its tree again from the same directory, as a rebooted VM would.
+      if (action === "restart") {
+        logger.info("starting the node again (process mode)");
+        supervisor = start();
+        stopping = false;
+        return;
+      }
+      process.exit(0);
+    }
     try {
       powerDown(action, [layout.data.path, layout.esp.path], logger);
     } catch (err) {
       showFatal(`could not ${action}: ${(err as Error).message}`);
     }
   };
+  let supervisor: Supervisor = start();
   if (isPid1) watchPowerRequests((action, why) => void stop(action, why), logger);
   else {
     process.on("SIGTERM", () => void stop("poweroff", "SIGTERM"));
@@ -109,7 +126,9 @@ function main(argv: string[]): void {
     return;
   }
   const isPid1 = process.pid === 1;
-  const logger = createLogger("root");
+  // Every entry also lands in the node's log rings, for `ctl node logs`.
+  const logs = new LogTree();
+  const logger = createLogger("root", { sinks: [logs.sink] });
   // PID 1 must never die: the kernel would panic. Anything that escapes is
   // logged and the node carries on.
   process.on("uncaughtException", (err) => logger.error("uncaught exception", { error: err.message, stack: err.stack }));
@@ -126,7 +145,7 @@ function main(argv: string[]): void {
     return;
   }
   try {
-    runNode(logger, isPid1, root, address);
+    runNode(logger, logs, isPid1, root, address);
   } catch (err) {
     showFatal(`node core could not start: ${(err as Error).message}`);
     if (!isPid1) process.exit(1);

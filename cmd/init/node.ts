@@ -4,7 +4,8 @@
 //   root
 //   ├── network      DHCP on the NIC (VM only) ──▶ address
 //   ├── enrolment    parameters ─▶ bootstrap | register | join ──▶ membership
-//   ├── roleserve    controlplane, curatorconnection, rolefetch, statuspush, kubernetes
+//   ├── roleserve    controlplane, curatorconnection, rolefetch, statuspush, heartbeat, kubernetes
+//   ├── nodemgmt     the owner's view into this node: logs, services, power (port 7836)
 //   └── status       narrates where the node stands on the console
 
 import { Value } from "../../internal/event/mod.ts";
@@ -12,7 +13,9 @@ import { enrolmentRunnable, type ClusterMembership, type DataStorage, type Enrol
 import type { StorageLayout } from "../../internal/localstorage/mod.ts";
 import type { Network } from "../../internal/network/mod.ts";
 import { newRoleServerValues, roleServer } from "../../internal/roleserve/mod.ts";
-import { untilCancelled, type Runnable } from "../../internal/supervisor/mod.ts";
+import type { LogTree } from "../../internal/logtree/mod.ts";
+import { nodeManagementRunnable, type PowerRequest } from "../../internal/nodemgmt/mod.ts";
+import { untilCancelled, type Runnable, type RunnableDump } from "../../internal/supervisor/mod.ts";
 import { VERSION } from "../../internal/version/mod.ts";
 
 export interface NodeConfig {
@@ -25,6 +28,12 @@ export interface NodeConfig {
   etcdClientHost: "loopback" | "node-address";
   kubernetesBinDir?: string;
   onFatal: (message: string) => void;
+  /** The node's log rings, served by node management. */
+  logs: LogTree;
+  /** The supervision tree as data. */
+  services: () => RunnableDump[];
+  /** Reboots or powers off the node the way the ACPI button does. */
+  power: (action: PowerRequest, why: string) => void;
 }
 
 export function nodeRoot(config: NodeConfig): Runnable {
@@ -62,6 +71,7 @@ export function nodeRoot(config: NodeConfig): Runnable {
         roleValues,
       ),
     );
+    ctx.run("nodemgmt", nodeManagementRunnable({ membership, logs: config.logs, services: config.services, power: config.power }));
     ctx.run("status", async (status) => {
       status.signalHealthy();
       const nodeAddress = await address(status.signal);

@@ -57,6 +57,7 @@ export {
   type CommandOptions,
   ProcessExitError,
   ProcessStartError,
+  PROCESS_OUTPUT_NAME,
   DEFAULT_KILL_GRACE_MS,
   DEFAULT_HEALTHY_AFTER_MS,
   type ProcessOptions,

@@ -42,7 +42,7 @@ describe("process runner", () => {
       `process.stdout.write("first\\nsecond\\r\\nthird"); console.error("to stderr"); setInterval(() => {}, 1000);`,
     );
     await eventually(() => {
-      const lines = entries.filter((e) => e.component === "root.proc" && e.fields.stream);
+      const lines = entries.filter((e) => e.component === "root.proc.output" && e.fields.stream);
       expect(lines.map((l) => [l.message, l.fields.stream])).toEqual(
         expect.arrayContaining([
           ["first", "stdout"],

@@ -1,5 +1,5 @@
 // The one way the node runs child processes (etcd, the Kubernetes binaries):
-// spawn, stream output into the runnable's logger line by line, stop with
+// spawn, stream output line by line into the runnable's `output` logger, stop with
 // SIGTERM then SIGKILL on cancellation, and always wait for the exit.
 
 import type { Subprocess } from "bun";
@@ -82,6 +82,9 @@ export class ProcessExitError extends Error {
     );
   }
 }
+
+/** The last name of the logger a child process's output goes to: `root.x.consensus.output`. */
+export const PROCESS_OUTPUT_NAME = "output";
 
 export class ProcessStartError extends Error {
   override name = "ProcessStartError";
@@ -215,9 +218,13 @@ export async function runProcess(ctx: RunContext, options: ProcessOptions): Prom
   options.onSpawn?.(child.pid);
   if (options.pidFile) writePidFile(options.pidFile, child.pid);
   ctx.logger.info("process started", { command, pid: child.pid });
+  // The process's own lines go to a logger of their own, `<path>.output`,
+  // so that a chatty process cannot push the runnable's narrative out of
+  // its log ring (internal/logtree).
+  const outputLogger = ctx.logger.child(PROCESS_OUTPUT_NAME);
   const output = Promise.all([
-    pipeLines(child.stdout, ctx.logger, "stdout", options.parseLine),
-    pipeLines(child.stderr, ctx.logger, "stderr", options.parseLine),
+    pipeLines(child.stdout, outputLogger, "stdout", options.parseLine),
+    pipeLines(child.stderr, outputLogger, "stderr", options.parseLine),
   ]).catch(() => {});
 
   let killTimer: ReturnType<typeof setTimeout> | undefined;

@@ -1,0 +1,38 @@
+// Package logtree: the node's recent logs, kept in memory, one bounded ring
+// per component, for the node management service to serve.
+//
+//   logger.info(...)  (every runnable logs under its dotted path)
+//        │  internal/log sink
+//        ▼
+//   LogTree.append ──▶ ring "root.roleserve.controlplane"          (RING_ENTRIES each)
+//                 ──▶ ring "root.roleserve.controlplane.consensus.output"  (a child process's lines)
+//                 ──▶ ring "kernel"                                (kernel messages, /dev/kmsg)
+//        │
+//        ├── backlog(filter, n): the newest n entries of the rings the filter selects, oldest first
+//        └── follow(filter, signal): entries as they are appended, until the signal aborts
+//
+//   filter = { path, subtree, minLevel }:  "" is everything; "a.b" is that ring
+//            (and a.b.* with subtree); entries below minLevel are left out.
+//
+// Invariants:
+//  - Memory is bounded: at most MAX_RINGS rings of RING_ENTRIES entries,
+//    each message at most MAX_MESSAGE_CHARS and each field value at most
+//    MAX_FIELD_CHARS. A chatty component evicts only its own old entries.
+//  - Appending never blocks and never throws. A follower that does not keep
+//    up loses entries, not memory: its queue is bounded, and it is told how
+//    many it lost.
+//  - Entries carry a sequence number, so a backlog drawn from many rings
+//    comes out in the order the entries were written.
+
+export {
+  LogTree,
+  matches,
+  RING_ENTRIES,
+  MAX_RINGS,
+  MAX_MESSAGE_CHARS,
+  MAX_FIELD_CHARS,
+  FOLLOW_QUEUE_ENTRIES,
+  type LogFilter,
+  type TreeEntry,
+} from "./log_tree.ts";
+export { parseKmsgRecord, followKernelMessages, KERNEL_PATH } from "./kmsg.ts";

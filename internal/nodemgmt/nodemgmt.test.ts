@@ -1,0 +1,180 @@
+// The node management service over real mutual TLS on loopback, with a real
+// log tree; the supervision tree and the power path are stand-ins that
+// record what they were asked.
+
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { create } from "@bufbuild/protobuf";
+import { LogLevel, NodeManagement } from "../../proto/gen/api/node_management_pb.ts";
+import { ClusterDirectorySchema } from "../../proto/gen/common/common_pb.ts";
+import type { ClusterMembership } from "../cluster/mod.ts";
+import { Value } from "../event/mod.ts";
+import { captureLogger } from "../log/mod.ts";
+import { LogTree } from "../logtree/mod.ts";
+import { createClusterCA, generateKeyPair, issueNodeCertificate, issueOwnerCertificate, nodeIdFromPublicKey, rawPublicKey, type CA } from "../pki/mod.ts";
+import { RpcError, Status, channelCredentials, channelOptions, createClient } from "../rpc/mod.ts";
+import { supervise, type Supervisor } from "../supervisor/mod.ts";
+import { eventually } from "../testing/mod.ts";
+import { MAX_BACKLOG, dialNodeManagement, nodeManagementRunnable, type PowerRequest } from "./mod.ts";
+
+const caKey = generateKeyPair();
+const ca: CA = { certificate: createClusterCA(caKey), privateKey: caKey.privateKey };
+const nodeKey = generateKeyPair();
+const nodeId = nodeIdFromPublicKey(rawPublicKey(nodeKey.publicKey));
+const nodeCertificate = issueNodeCertificate(ca, nodeKey.publicKey);
+const ownerKey = generateKeyPair();
+const owner = { ca: ca.certificate, certificate: issueOwnerCertificate(ca, ownerKey.publicKey), privateKey: ownerKey.privateKey };
+const port = 22_000 + (process.pid % 10_000);
+
+const logs = new LogTree();
+const powered: string[] = [];
+let supervisor: Supervisor;
+
+beforeAll(async () => {
+  const membership = new Value<ClusterMembership>();
+  membership.set({
+    credentials: { nodeId, privateKey: nodeKey.privateKey, publicKey: nodeKey.publicKey, certificate: nodeCertificate, ca: ca.certificate },
+    address: "127.0.0.1",
+    directory: create(ClusterDirectorySchema),
+    clusterUnlockKey: new Uint8Array(32),
+  });
+  const { logger } = captureLogger("root");
+  supervisor = supervise(
+    nodeManagementRunnable({
+      membership,
+      port,
+      logs,
+      services: () => [
+        { path: "root", state: "healthy", restarts: 0, sinceMs: 1_000, backoffMs: 500 },
+        { path: "root.roleserve.controlplane.consensus", state: "dead", restarts: 3, lastError: "etcd exited with code 1", sinceMs: 250, backoffMs: 1_125 },
+      ],
+      power: (action: PowerRequest, why: string) => powered.push(`${action}: ${why}`),
+    }),
+    { logger },
+  );
+  await eventually(() => expect(supervisor.dump()[0]!.state).toBe("healthy"));
+});
+
+afterAll(async () => {
+  await supervisor.stop();
+});
+
+const client = () => dialNodeManagement(nodeId, "127.0.0.1", owner, port);
+
+async function collect(iterable: AsyncIterable<{ entries: { path: string; message: string; level: LogLevel }[] }>, limit = Number.POSITIVE_INFINITY) {
+  const out: { path: string; message: string; level: LogLevel }[] = [];
+  for await (const response of iterable) {
+    out.push(...response.entries);
+    if (out.length >= limit) break;
+  }
+  return out;
+}
+
+async function refusal(promise: Promise<unknown>): Promise<RpcError> {
+  try {
+    await promise;
+  } catch (err) {
+    if (err instanceof RpcError) return err;
+    throw err;
+  }
+  throw new Error("call succeeded but should have been refused");
+}
+
+describe("logs", () => {
+  test("a backlog of one runnable, of a subtree, and above a level", async () => {
+    logs.append({ time: new Date(), level: "info", path: "root.roleserve", message: "role server starting" });
+    logs.append({ time: new Date(), level: "debug", path: "root.roleserve.controlplane", message: "checking roles" });
+    logs.append({ time: new Date(), level: "warn", path: "root.roleserve.controlplane.consensus.output", message: "etcd: slow fdatasync" });
+    logs.append({ time: new Date(), level: "info", path: "kernel", message: "virtio_net virtio0 eth0: renamed" });
+    const c = client();
+    expect((await collect(c.getLogs({ path: "root.roleserve", backlog: -1 }))).map((e) => e.message)).toEqual(["role server starting"]);
+    expect((await collect(c.getLogs({ path: "root.roleserve", subtree: true, backlog: -1 }))).map((e) => e.message)).toEqual([
+      "role server starting",
+      "checking roles",
+      "etcd: slow fdatasync",
+    ]);
+    const warnings = await collect(c.getLogs({ path: "root", subtree: true, backlog: -1, minLevel: LogLevel.WARN }));
+    expect(warnings.map((e) => [e.path, e.level])).toEqual([["root.roleserve.controlplane.consensus.output", LogLevel.WARN]]);
+    expect((await collect(c.getLogs({ path: "kernel", backlog: 1 }))).map((e) => e.message)).toEqual(["virtio_net virtio0 eth0: renamed"]);
+    expect((await collect(c.getLogs({ backlog: 2 }))).map((e) => e.path)).toEqual(["root.roleserve.controlplane.consensus.output", "kernel"]);
+    c.close();
+  });
+
+  test("a follower gets the backlog, then new lines as they are written, once each", async () => {
+    const c = client();
+    const controller = new AbortController();
+    const seen: string[] = [];
+    const following = (async () => {
+      for await (const response of c.getLogs({ path: "root.follow", subtree: true, backlog: -1, follow: true }, { signal: controller.signal })) {
+        seen.push(...response.entries.map((e) => e.message));
+      }
+    })().catch(() => {});
+    logs.append({ time: new Date(), level: "info", path: "root.follow", message: "first" });
+    await eventually(() => expect(seen).toEqual(["first"]));
+    logs.append({ time: new Date(), level: "info", path: "root.follow.child", message: "second" });
+    logs.append({ time: new Date(), level: "info", path: "root.elsewhere", message: "not for this follower" });
+    await eventually(() => expect(seen).toEqual(["first", "second"]));
+    controller.abort();
+    await following;
+    c.close();
+  });
+
+  test("bad requests are refused with what is wrong", async () => {
+    const c = client();
+    const badPath = await refusal(collect(c.getLogs({ path: "root..x", backlog: 1 })));
+    expect(badPath.code).toBe(Status.INVALID_ARGUMENT);
+    expect(badPath.details).toBe("path: 'root..x' is not a dotted path like root.roleserve.controlplane");
+    const badBacklog = await refusal(collect(c.getLogs({ backlog: MAX_BACKLOG + 1 })));
+    expect(badBacklog.code).toBe(Status.INVALID_ARGUMENT);
+    const badLevel = await refusal(collect(c.getLogs({ backlog: 1, minLevel: 42 as LogLevel })));
+    expect(badLevel.code).toBe(Status.INVALID_ARGUMENT);
+    c.close();
+  });
+});
+
+describe("services and power", () => {
+  test("the supervision tree as a table", async () => {
+    const c = client();
+    const { services } = await c.getServices({});
+    c.close();
+    expect(services.map((s) => [s.path, s.state, s.restarts, s.lastError])).toEqual([
+      ["root", "healthy", 0, ""],
+      ["root.roleserve.controlplane.consensus", "dead", 3, "etcd exited with code 1"],
+    ]);
+    expect(Number(services[1]!.sinceMs)).toBe(250);
+  });
+
+  test("reboot and power-off are answered, then carried out", async () => {
+    const c = client();
+    await c.reboot({});
+    await c.powerOff({});
+    c.close();
+    await eventually(() =>
+      expect(powered).toEqual(["reboot: owner asked through NodeManagement.Reboot", "poweroff: owner asked through NodeManagement.PowerOff"]),
+    );
+  });
+});
+
+describe("who may call", () => {
+  test("a node certificate gets nothing, not even logs", async () => {
+    const asNode = createClient(NodeManagement, `127.0.0.1:${port}`, {
+      credentials: channelCredentials({ server: { ca: ca.certificate, verify: () => undefined }, certificate: nodeCertificate, privateKey: nodeKey.privateKey }),
+      channelOptions: channelOptions(nodeId),
+    });
+    const err = await refusal(asNode.powerOff({}));
+    expect(err.code).toBe(Status.PERMISSION_DENIED);
+    expect(err.details).toBe("only the cluster owner may call this");
+    const logsErr = await refusal(collect(asNode.getLogs({ backlog: 1 })));
+    expect(logsErr.code).toBe(Status.PERMISSION_DENIED);
+    asNode.close();
+  });
+
+  test("the owner's client refuses a node that is not the one it asked for", async () => {
+    const other = generateKeyPair();
+    const wrong = dialNodeManagement(nodeIdFromPublicKey(rawPublicKey(other.publicKey)), "127.0.0.1", owner, port);
+    const err = await refusal(wrong.getServices({}, { timeoutMs: 5_000 }));
+    wrong.close();
+    expect(err.code).toBe(Status.UNAVAILABLE);
+    expect(err.details).toContain(`but ${nodeId} answered`);
+    expect(powered.length).toBe(2);
+  });
+});

@@ -1,0 +1,124 @@
+// NodeManagement: the owner's view into one node. Logs, services, power.
+
+import type { NodeManagement } from "../../proto/gen/api/node_management_pb.ts";
+import { LogLevel, LogEntrySchema } from "../../proto/gen/api/node_management_pb.ts";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { Level } from "../log/mod.ts";
+import type { LogFilter, LogTree, TreeEntry } from "../logtree/mod.ts";
+import { InvalidArgumentError, ResourceExhaustedError, type ServiceImpl, type ServicePolicy } from "../rpc/mod.ts";
+import type { RunnableDump } from "../supervisor/mod.ts";
+
+/** Only the owner manages nodes; nodes never call each other here. */
+export const NODE_MANAGEMENT_POLICY: ServicePolicy<typeof NodeManagement> = {
+  getLogs: "owner",
+  getServices: "owner",
+  reboot: "owner",
+  powerOff: "owner",
+};
+
+export type PowerRequest = "reboot" | "poweroff";
+
+/** Followers served at once; more are refused (each holds a queue of entries). */
+export const MAX_FOLLOWERS = 16;
+/** The largest backlog one call may ask for. */
+export const MAX_BACKLOG = 100_000;
+/** Entries per response message. */
+export const ENTRIES_PER_MESSAGE = 200;
+const MAX_PATH_CHARS = 256;
+const PATH_PATTERN = /^[a-z0-9_-]+(\.[a-z0-9_-]+)*$/i;
+/** How long after answering a power request the node acts on it, so the answer gets out first. */
+export const POWER_DELAY_MS = 200;
+
+export interface NodeManagementDeps {
+  logs: LogTree;
+  /** The supervision tree, as data. */
+  services: () => RunnableDump[];
+  /** Powers the node off or reboots it, through the same path as the ACPI button. */
+  power: (action: PowerRequest, why: string) => void;
+}
+
+const TO_LEVEL: Record<LogLevel, Level | undefined> = {
+  [LogLevel.UNSPECIFIED]: undefined,
+  [LogLevel.DEBUG]: "debug",
+  [LogLevel.INFO]: "info",
+  [LogLevel.WARN]: "warn",
+  [LogLevel.ERROR]: "error",
+};
+const FROM_LEVEL: Record<Level, LogLevel> = { debug: LogLevel.DEBUG, info: LogLevel.INFO, warn: LogLevel.WARN, error: LogLevel.ERROR };
+
+type WireEntry = MessageInitShape<typeof LogEntrySchema>;
+
+function toWire(entry: TreeEntry): WireEntry {
+  return {
+    path: entry.path,
+    timeMs: BigInt(entry.time.getTime()),
+    level: FROM_LEVEL[entry.level],
+    message: entry.message,
+    fields: entry.fields.map(([key, value]) => ({ key, value })),
+  };
+}
+
+function* batches(entries: TreeEntry[]): Iterable<{ entries: WireEntry[] }> {
+  for (let i = 0; i < entries.length; i += ENTRIES_PER_MESSAGE) yield { entries: entries.slice(i, i + ENTRIES_PER_MESSAGE).map(toWire) };
+}
+
+export function nodeManagementService(deps: NodeManagementDeps): ServiceImpl<typeof NodeManagement> {
+  let followers = 0;
+  return {
+    async *getLogs(request, ctx) {
+      if (request.path.length > MAX_PATH_CHARS) throw new InvalidArgumentError(`path: ${request.path.length} characters, more than ${MAX_PATH_CHARS}`);
+      if (request.path !== "" && !PATH_PATTERN.test(request.path)) {
+        throw new InvalidArgumentError(`path: '${request.path}' is not a dotted path like root.roleserve.controlplane`);
+      }
+      if (!Number.isInteger(request.backlog) || request.backlog < -1 || request.backlog > MAX_BACKLOG) {
+        throw new InvalidArgumentError(`backlog: ${request.backlog}; use -1 (all kept), 0, or up to ${MAX_BACKLOG} entries`);
+      }
+      if (!(request.minLevel in TO_LEVEL)) throw new InvalidArgumentError(`min_level: unknown level ${request.minLevel}`);
+      const minLevel = TO_LEVEL[request.minLevel];
+      const filter: LogFilter = { path: request.path, subtree: request.subtree || request.path === "", ...(minLevel ? { minLevel } : {}) };
+      if (request.follow && followers >= MAX_FOLLOWERS) throw new ResourceExhaustedError(`this node already serves ${MAX_FOLLOWERS} log followers`);
+      // Subscribe before reading the backlog, so nothing falls between the two.
+      const live = request.follow ? deps.logs.follow(filter, ctx.signal)[Symbol.asyncIterator]() : undefined;
+      if (live) followers++;
+      try {
+        const backlog = deps.logs.backlog(filter, request.backlog);
+        const lastBacklogged = backlog.at(-1)?.seq ?? 0;
+        yield* batches(backlog);
+        if (!live) return;
+        for (;;) {
+          const next = await live.next();
+          if (next.done) return;
+          if (next.value.seq <= lastBacklogged && next.value.path !== "logtree") continue;
+          yield { entries: [toWire(next.value)] };
+        }
+      } finally {
+        if (live) {
+          followers--;
+          await live.return?.();
+        }
+      }
+    },
+
+    async getServices() {
+      return {
+        services: deps.services().map((d) => ({
+          path: d.path,
+          state: d.state,
+          restarts: d.restarts,
+          lastError: d.lastError ?? "",
+          sinceMs: BigInt(d.sinceMs),
+        })),
+      };
+    },
+
+    async reboot() {
+      setTimeout(() => deps.power("reboot", "owner asked through NodeManagement.Reboot"), POWER_DELAY_MS);
+      return {};
+    },
+
+    async powerOff() {
+      setTimeout(() => deps.power("poweroff", "owner asked through NodeManagement.PowerOff"), POWER_DELAY_MS);
+      return {};
+    },
+  };
+}
