@@ -1,12 +1,28 @@
 // out/ctl (run from source) against a real one-node cluster: etcd and a
-// curator on loopback.
+// curator on loopback; and a corpus of bad command lines and bad config
+// files, each of which must fail with one line that names its cause.
 
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { readFileSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { createServer as createNetServer, type AddressInfo } from "node:net";
 import { join } from "node:path";
-import { formatEndpoint } from "../internal/curator/client/mod.ts";
+import type { DescService } from "@bufbuild/protobuf";
+import { Management } from "../proto/gen/api/management_pb.ts";
+import { Curator } from "../proto/gen/curator/curator_pb.ts";
+import { formatEndpoint, type CuratorEndpoint } from "../internal/curator/client/mod.ts";
 import { startImpostorCurator, startTestCluster, type TestCluster } from "../internal/curator/test_cluster.ts";
-import { privateKeyPem, generateKeyPair, issueNodeCertificate } from "../internal/pki/mod.ts";
+import {
+  createClusterCA,
+  generateKeyPair,
+  issueCuratorCertificate,
+  issueNodeCertificate,
+  issueOwnerCertificate,
+  nodeIdFromPublicKey,
+  privateKeyPem,
+  rawPublicKey,
+  type CA,
+} from "../internal/pki/mod.ts";
+import { addService, createServer, listen, serverCredentials, type ServiceImpl, type ServicePolicy } from "../internal/rpc/mod.ts";
 import { tempDir } from "../internal/testing/mod.ts";
 
 const CTL = join(import.meta.dir, "..", "cmd", "ctl", "main.ts");
@@ -22,32 +38,90 @@ afterAll(async () => {
   config[Symbol.dispose]();
 });
 
-/** Runs ctl asynchronously: the curator it talks to lives in this process. */
-async function ctl(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const child = Bun.spawn([process.execPath, CTL, "--config", config.path, ...args], { stdout: "pipe", stderr: "pipe" });
+/** Runs ctl asynchronously (the curator it talks to lives in this process), with `dir` as its config dir. */
+async function ctlIn(dir: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const child = Bun.spawn([process.execPath, CTL, "--config", dir, ...args], { stdout: "pipe", stderr: "pipe" });
   const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
   return { code, stdout, stderr };
+}
+
+const ctl = (...args: string[]) => ctlIn(config.path, ...args);
+
+/** Sets the owner's endpoints file for the duration of `body`. */
+async function withEndpoints<T>(line: string, body: () => Promise<T>): Promise<T> {
+  writeFileSync(join(config.path, "endpoints"), `${line}\n`);
+  try {
+    return await body();
+  } finally {
+    writeFileSync(join(config.path, "endpoints"), `${formatEndpoint(cluster.endpoint)}\n`);
+  }
+}
+
+/** A loopback port that nothing listens on. */
+async function closedPort(): Promise<number> {
+  const server = createNetServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/**
+ * A genuine curator (a curator certificate under the cluster CA for
+ * 127.0.0.1) that takes every call and never answers it.
+ */
+async function startSilentCurator(ca: CA): Promise<{ endpoint: CuratorEndpoint; close(): void }> {
+  const key = generateKeyPair();
+  const server = createServer();
+  const hang = (signal: AbortSignal) => new Promise<never>((_, reject) => signal.addEventListener("abort", () => reject(signal.reason), { once: true }));
+  const silent = <S extends DescService>(service: S) => {
+    const impl: Record<string, unknown> = {};
+    const policy: Record<string, string> = {};
+    for (const method of service.methods) {
+      policy[method.localName] = "key";
+      impl[method.localName] =
+        method.methodKind === "unary"
+          ? (_: unknown, ctx: { signal: AbortSignal }) => hang(ctx.signal)
+          : async function* (_: unknown, ctx: { signal: AbortSignal }) {
+              yield await hang(ctx.signal);
+            };
+    }
+    addService(server, service, impl as ServiceImpl<S>, { ca: () => ca.certificate, policy: policy as ServicePolicy<S> });
+  };
+  silent(Management);
+  const certificate = issueCuratorCertificate(ca, key.publicKey, { address: "127.0.0.1", validForMs: 3600_000 });
+  const { port } = await listen(server, "127.0.0.1:0", serverCredentials({ certificate, privateKey: key.privateKey }));
+  return { endpoint: { host: "127.0.0.1", port, nodeId: nodeIdFromPublicKey(rawPublicKey(key.publicKey)) }, close: () => server.forceShutdown() };
+}
+
+/** What every failure must look like: one line on stderr that starts "ctl: ", no stack frames, no source. */
+function expectOneLineError(result: { code: number; stderr: string }, code: 1 | 2, cause: string | RegExp): void {
+  const lines = result.stderr.split("\n").filter((l) => l !== "");
+  expect({ code: result.code, lines: lines.length }).toEqual({ code, lines: 1 });
+  expect(result.stderr).toStartWith("ctl: ");
+  expect(result.stderr).not.toMatch(/^\s+at |\bat .*:\d+:\d+|^\s*\d+ \| /m);
+  if (typeof cause === "string") expect(result.stderr).toContain(cause);
+  else expect(result.stderr).toMatch(cause);
 }
 
 describe("ctl", () => {
   test("without credentials it says to take ownership first", async () => {
     const result = await ctl("node", "list");
-    expect(result.code).toBe(1);
-    expect(result.stderr).toContain("run 'ctl takeownership <node address>' first");
+    expectOneLineError(result, 1, "run 'ctl takeownership <node address>' first");
   });
 
   test("takeownership with the wrong key is refused with the reason", async () => {
     const wrong = join(config.path, "wrong.key");
     writeFileSync(wrong, privateKeyPem(generateKeyPair().privateKey));
     const result = await ctl("--owner-key", wrong, "takeownership", cluster.target);
-    expect(result.code).toBe(1);
-    expect(result.stderr).toContain("the presented key is not the cluster owner's key [PERMISSION_DENIED]");
+    expectOneLineError(result, 1, "the presented key is not the cluster owner's key [PERMISSION_DENIED]");
   });
 
   test("takeownership with the owner key saves credentials, and the node list shows the node UP with the consensus role", async () => {
     writeFileSync(join(config.path, "owner.key"), privateKeyPem(cluster.ownerKey.privateKey), { mode: 0o600 });
     const taken = await ctl("takeownership", cluster.target);
-    expect(taken.stderr).toBe(`ctl: proving the owner key to ${cluster.target} ...\n`);
+    // Progress goes to a terminal only; here stderr is a pipe.
+    expect(taken.stderr).toBe("");
     expect(taken.stdout).toContain(`curators: ${cluster.node.id}@${cluster.target}`);
     expect(taken.code).toBe(0);
 
@@ -66,20 +140,62 @@ describe("ctl", () => {
     const set = await ctl("node", "roles", "set", cluster.node.id, "kubernetes-worker");
     expect(set.stdout.trim()).toBe(`set kubernetes-worker on ${cluster.node.id}`);
     expect((await ctl("node", "list")).stdout).toContain("consensus,kubernetes-controller,kubernetes-worker");
-    const unknown = await ctl("node", "approve", "node-ffffffffffffffff");
-    expect(unknown.code).toBe(1);
-    expect(unknown.stderr).toContain("node node-ffffffffffffffff not found [NOT_FOUND]");
-    const badRole = await ctl("node", "roles", "set", cluster.node.id, "wizard");
-    expect(badRole.code).toBe(2);
-    expect(badRole.stderr).toContain("unknown role 'wizard'");
+    expectOneLineError(await ctl("node", "approve", "node-ffffffffffffffff"), 1, "node node-ffffffffffffffff not found [NOT_FOUND]");
+    expectOneLineError(await ctl("node", "roles", "set", cluster.node.id, "wizard"), 2, "unknown role 'wizard'");
   });
 
-  test("an unreachable cluster is reported with every endpoint tried", async () => {
-    writeFileSync(join(config.path, "endpoints"), "127.0.0.1:1\n");
-    const result = await ctl("--timeout", "3000", "node", "list");
-    expect(result.code).toBe(1);
-    expect(result.stderr).toContain("ctl: no curator answered (1 tried): 127.0.0.1:1: connection failed");
-    writeFileSync(join(config.path, "endpoints"), `${cluster.target}\n`);
+  test("approve approves a NEW node, and says so when the node is approved already", async () => {
+    const key = generateKeyPair();
+    const id = nodeIdFromPublicKey(rawPublicKey(key.publicKey));
+    const ticket = Buffer.from((await ctl("ticket")).stdout.trim(), "hex");
+    const curator = cluster.client(Curator, { kind: "self-signed", key });
+    try {
+      await curator.registerNode({ registerTicket: ticket, joinKey: rawPublicKey(generateKeyPair().publicKey) });
+    } finally {
+      curator.close();
+    }
+    const approved = await ctl("node", "approve", id);
+    expect({ code: approved.code, stdout: approved.stdout.trim() }).toEqual({ code: 0, stdout: `approved ${id} (now STANDBY)` });
+    const again = await ctl("node", "approve", id);
+    expect({ code: again.code, stdout: again.stdout.trim() }).toEqual({ code: 0, stdout: `${id} is STANDBY already: nothing to approve` });
+    const up = await ctl("node", "approve", cluster.node.id);
+    expect({ code: up.code, stdout: up.stdout.trim() }).toEqual({ code: 0, stdout: `${cluster.node.id} is UP already: nothing to approve` });
+    expect(JSON.parse((await ctl("node", "approve", cluster.node.id, "--json")).stdout)).toEqual({ node: cluster.node.id, before: "UP", after: "UP", approved: false });
+  });
+
+  test("a refused connection is reported as refused, at its address", async () => {
+    const port = await closedPort();
+    const result = await withEndpoints(`127.0.0.1:${port}`, () => ctl("node", "list"));
+    expectOneLineError(result, 1, `ctl: no curator answered (1 tried): 127.0.0.1:${port}: connection refused at 127.0.0.1:${port}`);
+    const taken = await ctl("takeownership", `127.0.0.1:${port}`);
+    expectOneLineError(taken, 1, `ctl: could not reach 127.0.0.1:${port}: connection refused at 127.0.0.1:${port}`);
+  });
+
+  test("a curator whose certificate the saved CA does not trust (an earlier cluster's credentials) is named as such", async () => {
+    const otherKey = generateKeyPair();
+    const other: CA = { certificate: createClusterCA(otherKey), privateKey: otherKey.privateKey };
+    const key = generateKeyPair();
+    const relaunched = await startImpostorCurator({ key, certificate: issueCuratorCertificate(other, key.publicKey, { address: "127.0.0.1", validForMs: 3600_000 }) }, other.certificate);
+    try {
+      const result = await withEndpoints(`${relaunched.endpoint.host}:${relaunched.endpoint.port}`, () => ctl("node", "list"));
+      expectOneLineError(result, 1, "ctl: no curator could be trusted (1 tried): ");
+      expect(result.stderr).toContain("its certificate is not signed by the cluster CA");
+      expect(result.stderr).toContain(`the curator's certificate is not trusted by the saved CA (${join(config.path, "ca.crt")})`);
+      expect(result.stderr).toContain("run 'ctl takeownership <node address>' again");
+      expect(relaunched.calls).toEqual([]);
+    } finally {
+      relaunched.close();
+    }
+  });
+
+  test("a curator that does not answer within --timeout is reported as a deadline", async () => {
+    const silent = await startSilentCurator(cluster.clusterCA);
+    try {
+      const result = await withEndpoints(formatEndpoint(silent.endpoint), () => ctl("--timeout", "300", "node", "list"));
+      expectOneLineError(result, 1, /deadline exceeded: no answer within 0\.[34] s/);
+    } finally {
+      silent.close();
+    }
   });
 
   test("a fake curator holding a genuine node certificate is refused, and gets no call", async () => {
@@ -90,19 +206,18 @@ describe("ctl", () => {
     );
     try {
       // As if the impostor had got itself into the owner's endpoints.
-      writeFileSync(join(config.path, "endpoints"), `${impostor.endpoint.host}:${impostor.endpoint.port}\n`);
-      const approve = await ctl("node", "approve", cluster.node.id);
-      expect(approve.code).toBe(1);
-      expect(approve.stdout).toBe("");
-      expect(approve.stderr).toContain("ctl: no curator could be trusted (1 tried): ");
-      expect(approve.stderr).toContain("not a curator certificate");
-      const list = await ctl("node", "list");
-      expect(list.code).toBe(1);
-      expect(list.stdout).not.toContain("node-0000000000000bad");
+      const [approve, list] = await withEndpoints(`${impostor.endpoint.host}:${impostor.endpoint.port}`, async () => [
+        await ctl("node", "approve", cluster.node.id),
+        await ctl("node", "list"),
+      ]);
+      expectOneLineError(approve!, 1, "ctl: no curator could be trusted (1 tried): ");
+      expect(approve!.stdout).toBe("");
+      expect(approve!.stderr).toContain("not a curator certificate");
+      expect(list!.code).toBe(1);
+      expect(list!.stdout).not.toContain("node-0000000000000bad");
       expect(impostor.calls).toEqual([]);
     } finally {
       impostor.close();
-      writeFileSync(join(config.path, "endpoints"), `${formatEndpoint(cluster.endpoint)}\n`);
     }
   });
 
@@ -114,8 +229,115 @@ describe("ctl", () => {
   });
 
   test("genkey refuses to overwrite an owner key", async () => {
-    const result = await ctl("genkey");
-    expect(result.code).toBe(1);
-    expect(result.stderr).toContain("an owner key already exists");
+    expectOneLineError(await ctl("genkey"), 1, "an owner key already exists");
   });
+
+  test("help lists a command's actions, one line each, and completion covers commands, actions and flags", async () => {
+    const help = await ctl("node", "--help");
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/^Actions:\n {2}list +\S.*\n {2}approve <node id> +\S.*\n {2}roles set\|unset <node id> <role\.\.\.> +\S.*$/m);
+    const bash = await ctl("completion", "bash");
+    expect(bash.code).toBe(0);
+    expect(bash.stdout).toContain("complete -F _ctl_complete ctl");
+    const zsh = await ctl("completion", "zsh");
+    expect(zsh.stdout).toStartWith("#compdef ctl\n");
+  });
+});
+
+describe("every bad command line and config fails with one line that names its cause", () => {
+  // exit 2: mistakes in the command line.
+  const usage: [string[], string | RegExp][] = [
+    [[], "missing command (commands: version, genkey, takeownership, cluster, ticket, node, etcd, params, completion)"],
+    [["nod", "list"], "unknown command 'nod' (did you mean 'node'?)"],
+    [["x"], "unknown command 'x' (commands: "],
+    [["node"], "missing action for node (actions: list, approve, roles)"],
+    [["node", "lst"], "unknown action 'lst' for node (did you mean 'node list'?)"],
+    [["node", "frobnicate"], "unknown action 'frobnicate' for node (actions: list, approve, roles)"],
+    [["node", "list", "--nodez"], "unknown flag '--nodez' (see 'ctl node list --help')"],
+    [["--nodez", "node", "list"], "unknown flag '--nodez'"],
+    [["node", "list", "--jsn"], "unknown flag '--jsn' (did you mean '--json'?)"],
+    [["node", "list", "-z"], "unknown flag '-z'"],
+    [["node", "list", "--timeout"], "flag '--timeout' needs a value: --timeout <ms>"],
+    [["node", "list", "--timeout", "--json"], "flag '--timeout' needs a value"],
+    [["node", "list", "--timeout", "abc"], "invalid value 'abc' for --timeout: not a positive integer (milliseconds)"],
+    [["node", "list", "--timeout", "-1"], "invalid value '-1' for --timeout: not a positive integer"],
+    [["node", "list", "--timeout=0"], "invalid value '0' for --timeout"],
+    [["node", "list", "--timeout", "1.5"], "invalid value '1.5' for --timeout"],
+    [["node", "list", "--timeout", "99999999999"], "invalid value '99999999999' for --timeout: more than 2147483647 milliseconds"],
+    [["node", "list", "--json=yes"], "flag '--json' takes no value (got '--json=yes')"],
+    [["node", "list", "--config"], "flag '--config' needs a value: --config <dir>"],
+    [["node", "list", "--config="], "invalid value '' for --config: empty"],
+    [["node", "list", "extra"], "unexpected argument 'extra': usage: ctl node list"],
+    [["node", "approve"], "missing <node id>: usage: ctl node approve <node id>"],
+    [["node", "roles"], "missing set|unset: usage: ctl node roles set|unset <node id> <role...>"],
+    [["node", "roles", "set", "node-0123456789abcdef"], "missing <role...>"],
+    [["node", "roles", "grant", "node-0123456789abcdef", "consensus"], "unknown operation 'grant' (expected: set, unset)"],
+    [["node", "roles", "set", "node-0123456789abcdef", "consensu"], "unknown role 'consensu' (did you mean 'consensus'?"],
+    [["takeownership"], "missing <endpoint>: usage: ctl takeownership <endpoint>"],
+    [["takeownership", "a", "b"], "unexpected argument 'b'"],
+    [["params", "bootstrap"], "missing <file>"],
+    [["params", "nonsense", "file"], "unknown action 'nonsense' for params"],
+    [["etcd", "credentials"], "missing <dir>"],
+    [["completion"], "missing bash|zsh"],
+    [["completion", "fish"], "unknown shell 'fish' (expected: bash, zsh)"],
+    [["version", "now"], "unexpected argument 'now'"],
+    [["nod", "--help"], "unknown command 'nod'"],
+  ];
+  for (const [args, cause] of usage) {
+    test(`ctl ${args.join(" ") || "(nothing)"}: exit 2`, async () => {
+      expectOneLineError(await ctlIn(config.path, ...args), 2, cause);
+    });
+  }
+
+  /** A config dir with credentials as takeownership saves them, then `damage` done to it. */
+  function damagedConfig(damage: (dir: string) => void): string {
+    const dir = join(config.path, `damaged-${crypto.randomUUID()}`);
+    mkdirSync(dir);
+    const ownerKey = generateKeyPair();
+    writeFileSync(join(dir, "owner.key"), privateKeyPem(ownerKey.privateKey), { mode: 0o600 });
+    writeFileSync(join(dir, "owner.crt"), issueOwnerCertificate(cluster.clusterCA, ownerKey.publicKey).toString());
+    writeFileSync(join(dir, "ca.crt"), cluster.clusterCA.certificate.toString());
+    writeFileSync(join(dir, "endpoints"), `${formatEndpoint(cluster.endpoint)}\n`);
+    damage(dir);
+    return dir;
+  }
+
+  // exit 1: the command line is fine, the files or the world are not.
+  const runtime: [string, (dir: string) => void, string[], string | RegExp][] = [
+    ["a corrupt owner certificate", (d) => writeFileSync(join(d, "owner.crt"), "garbage"), ["node", "list"], /owner certificate \S+\/owner\.crt is not a valid PEM certificate/],
+    [
+      "a truncated CA certificate",
+      (d) => writeFileSync(join(d, "ca.crt"), readFileSync(join(d, "ca.crt"), "utf8").slice(0, 100)),
+      ["node", "list"],
+      /cluster CA certificate \S+\/ca\.crt is not a valid PEM certificate/,
+    ],
+    ["a corrupt owner key", (d) => writeFileSync(join(d, "owner.key"), "-----BEGIN PRIVATE KEY-----\nnope\n-----END PRIVATE KEY-----\n"), ["node", "list"], /owner key \S+\/owner\.key is not a valid PEM private key/],
+    [
+      "an owner key that owner.crt does not certify",
+      (d) => writeFileSync(join(d, "owner.key"), privateKeyPem(generateKeyPair().privateKey)),
+      ["node", "list"],
+      /owner key \S+\/owner\.key does not match owner certificate \S+\/owner\.crt/,
+    ],
+    [
+      "an owner certificate of another CA",
+      (d) => {
+        const key = generateKeyPair();
+        writeFileSync(join(d, "ca.crt"), createClusterCA(key).toString());
+      },
+      ["ticket"],
+      /owner certificate \S+\/owner\.crt is not signed by the CA in \S+\/ca\.crt/,
+    ],
+    ["an empty endpoints file", (d) => writeFileSync(join(d, "endpoints"), "\n"), ["ticket"], /endpoints lists no curator endpoints/],
+    ["a bad endpoint line", (d) => writeFileSync(join(d, "endpoints"), "10.0.0.1:99999\n"), ["ticket"], /endpoints, line 1: '10\.0\.0\.1:99999': port must be 1-65535/],
+    ["a missing CA", (d) => writeFileSync(join(d, "ca.crt"), ""), ["node", "list"], /ca\.crt is not a valid PEM certificate/],
+    ["an owner key that is a directory", () => {}, ["--owner-key", "/", "node", "list"], "cannot read /: it is a directory"],
+    ["no owner key to bootstrap with", () => {}, ["--owner-key", "/nonexistent/owner.key", "params", "bootstrap", "/tmp/x.pb"], "no owner key at /nonexistent/owner.key"],
+    ["a parameters file in a missing directory", () => {}, ["params", "bootstrap", "/nonexistent/dir/x.pb"], /ENOENT.*\/nonexistent\/dir\/x\.pb/],
+    ["an endpoint that is not one", () => {}, ["takeownership", "10.0.0.1:99999"], "'10.0.0.1:99999': port must be 1-65535"],
+  ];
+  for (const [what, damage, args, cause] of runtime) {
+    test(`${what}: exit 1`, async () => {
+      expectOneLineError(await ctlIn(damagedConfig(damage), ...args), 1, cause);
+    });
+  }
 });

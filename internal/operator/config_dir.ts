@@ -35,17 +35,46 @@ export function configPaths(dir: string) {
 
 export type ConfigPaths = ReturnType<typeof configPaths>;
 
-/** Reads the owner key; a clear error if it is missing or not an Ed25519 key. */
+/** Reads the owner key; a clear error if it is missing, not PEM, or not an Ed25519 key. */
 export function readOwnerKey(path: string): KeyPair {
   if (!existsSync(path)) throw new OperatorError(`no owner key at ${path}: pass --owner-key with the key the cluster was bootstrapped with`);
+  const pem = readConfigFile(path);
   let privateKey: KeyObject;
   try {
-    privateKey = createPrivateKey(readFileSync(path));
-  } catch (err) {
-    throw new OperatorError(`owner key at ${path} does not parse: ${(err as Error).message}`);
+    if (!pem.includes("-----BEGIN ")) throw new Error("no PEM header");
+    privateKey = createPrivateKey(pem);
+  } catch {
+    throw new OperatorError(`owner key ${path} is not a valid PEM private key`);
   }
-  if (privateKey.asymmetricKeyType !== "ed25519") throw new OperatorError(`owner key at ${path} is ${privateKey.asymmetricKeyType}, not ed25519`);
+  if (privateKey.asymmetricKeyType !== "ed25519") throw new OperatorError(`owner key ${path} is ${privateKey.asymmetricKeyType}, not ed25519`);
   return { privateKey, publicKey: createPublicKey(privateKey) };
+}
+
+/** A certificate file of the config dir; an error naming the file if it is not one. */
+function readCertificate(path: string, what: string): X509Certificate {
+  const pem = readConfigFile(path);
+  try {
+    if (!pem.includes("-----BEGIN CERTIFICATE-----")) throw new Error("no PEM header");
+    return new X509Certificate(pem);
+  } catch {
+    throw new OperatorError(`${what} ${path} is not a valid PEM certificate: run 'ctl takeownership <node address>' again to rewrite it`);
+  }
+}
+
+/** A file's text; an error that names the file and why it cannot be read (permissions, a directory). */
+function readConfigFile(path: string): string {
+  try {
+    return readFileSync(path, "utf8");
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new OperatorError(`cannot read ${path}: ${code === "EACCES" ? "permission denied" : code === "EISDIR" ? "it is a directory" : (err as Error).message}`);
+  }
+}
+
+/** Whether `certificate` certifies `key`'s public key. */
+function certifies(certificate: X509Certificate, key: KeyPair): boolean {
+  const der = (k: KeyObject) => k.export({ format: "der", type: "spki" });
+  return der(certificate.publicKey).equals(der(key.publicKey));
 }
 
 /** Creates a new owner key at `path`, refusing to overwrite one. */
@@ -62,6 +91,8 @@ export interface OwnerCredentials {
   certificate: X509Certificate;
   ca: X509Certificate;
   endpoints: CuratorEndpoint[];
+  /** Where they were read from, for errors that name the files. */
+  files?: ConfigPaths;
 }
 
 export function saveCredentials(paths: ConfigPaths, credentials: { certificate: X509Certificate; ca: X509Certificate; endpoints: CuratorEndpoint[] }): void {
@@ -71,12 +102,17 @@ export function saveCredentials(paths: ConfigPaths, credentials: { certificate: 
   writeFileSync(paths.endpoints, credentials.endpoints.map(formatEndpoint).join("\n") + "\n");
 }
 
-/** Everything needed to call the cluster as its owner, or an error saying what to run first. */
+/**
+ * Everything needed to call the cluster as its owner, or an error that
+ * names the file at fault and says what to run: files missing, not PEM, an
+ * owner key that is not the one owner.crt certifies, an owner.crt not
+ * signed by ca.crt (files of two different takeovers).
+ */
 export function loadCredentials(paths: ConfigPaths, ownerKeyPath = paths.ownerKey): OwnerCredentials {
   for (const file of [paths.ownerCertificate, paths.ca, paths.endpoints]) {
     if (!existsSync(file)) throw new OperatorError(`no cluster credentials in ${paths.dir} (missing ${file}): run 'ctl takeownership <node address>' first`);
   }
-  const lines = readFileSync(paths.endpoints, "utf8").split("\n").map((l) => l.trim()).filter(Boolean);
+  const lines = readConfigFile(paths.endpoints).split("\n").map((l) => l.trim()).filter(Boolean);
   if (lines.length === 0) throw new OperatorError(`${paths.endpoints} lists no curator endpoints`);
   const endpoints = lines.map((line, i) => {
     try {
@@ -86,10 +122,16 @@ export function loadCredentials(paths: ConfigPaths, ownerKeyPath = paths.ownerKe
       throw err;
     }
   });
-  return {
-    key: readOwnerKey(ownerKeyPath),
-    certificate: new X509Certificate(readFileSync(paths.ownerCertificate)),
-    ca: new X509Certificate(readFileSync(paths.ca)),
-    endpoints,
-  };
+  const key = readOwnerKey(ownerKeyPath);
+  const certificate = readCertificate(paths.ownerCertificate, "owner certificate");
+  const ca = readCertificate(paths.ca, "cluster CA certificate");
+  if (!certifies(certificate, key)) {
+    throw new OperatorError(
+      `owner key ${ownerKeyPath} does not match owner certificate ${paths.ownerCertificate}: pass --owner-key with the key that took ownership, or run 'ctl takeownership <node address>' with this one`,
+    );
+  }
+  if (!certificate.checkIssued(ca) || !certificate.verify(ca.publicKey)) {
+    throw new OperatorError(`owner certificate ${paths.ownerCertificate} is not signed by the CA in ${paths.ca} (files of two different takeovers): run 'ctl takeownership <node address>' again`);
+  }
+  return { key, certificate, ca, endpoints, files: paths };
 }

@@ -15,8 +15,10 @@ import {
   type CuratorEndpoint,
 } from "../curator/client/mod.ts";
 import { selfSignedCertificate, verifyIssuedBy, type KeyPair } from "../pki/mod.ts";
-import { channelCredentials, channelOptions, createClient } from "../rpc/mod.ts";
+import { RpcError, Status, channelCredentials, channelOptions, createClient } from "../rpc/mod.ts";
 import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
+import { curatorFailureLine, deadlineText } from "./explain.ts";
+import { namespaceHint } from "./network_hint.ts";
 
 /** Per-call deadline unless the caller sets one. */
 export const DEFAULT_CALL_TIMEOUT_MS = 15_000;
@@ -25,7 +27,8 @@ export const DEFAULT_CALL_TIMEOUT_MS = 15_000;
  * Runs `call` against each curator of the owner's endpoints in turn until
  * one succeeds, reporting each attempt through `progress`. Refusals
  * (permission, not found, ...) are final; unreachable, untrusted or
- * non-leading curators make it try the next one.
+ * non-leading curators make it try the next one. When none answers, the
+ * error says what happened at each, with hints (explain.ts).
  */
 export async function withFailover<S extends DescService, T>(
   service: S,
@@ -42,7 +45,7 @@ export async function withFailover<S extends DescService, T>(
       { progress },
     );
   } catch (err) {
-    if (err instanceof NoCuratorError) throw new OperatorError(err.message, { cause: err });
+    if (err instanceof NoCuratorError) throw new OperatorError(curatorFailureLine(err, { files: credentials.files }), { cause: err });
     throw err;
   }
 }
@@ -65,9 +68,12 @@ export async function takeOwnership(
     credentials: channelCredentials({ server: "unverified", certificate: selfSignedCertificate(ownerKey), privateKey: ownerKey.privateKey }),
     channelOptions: channelOptions(endpoint.nodeId),
   });
+  const timeoutMs = options.timeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
   let response;
   try {
-    response = await aaa.escrow({}, { timeoutMs: options.timeoutMs ?? DEFAULT_CALL_TIMEOUT_MS });
+    response = await aaa.escrow({}, { timeoutMs });
+  } catch (err) {
+    throw unreached(err, endpoint) ?? err;
   } finally {
     aaa.close();
   }
@@ -86,4 +92,18 @@ export async function takeOwnership(
   }
   const endpoints = endpointsOfDirectory(info.clusterDirectory, endpoint.port);
   return { certificate, ca, endpoints: endpoints.length ? endpoints : [endpoint] };
+}
+
+/** The error for a node that could not be reached at all (refused, no route, no answer), naming why; undefined for other errors. */
+function unreached(err: unknown, endpoint: CuratorEndpoint): OperatorError | undefined {
+  if (!(err instanceof RpcError)) return undefined;
+  const address = formatAddress(endpoint);
+  const failure = err.connectionFailure;
+  let reason: string;
+  if (failure) reason = failure.kind === "refused" ? `connection refused at ${address}` : failure.reason;
+  else if (err.code === Status.DEADLINE_EXCEEDED) reason = deadlineText(err.details);
+  else return undefined;
+  // Refused, no route or no answer: perhaps ctl runs outside the cluster's network namespace.
+  const hint = failure === undefined || failure.kind === "refused" || failure.kind === "unreachable" ? namespaceHint([endpoint.host]) : undefined;
+  return new OperatorError(`could not reach ${address}: ${reason}${hint ? `; ${hint}` : ""}`, { cause: err });
 }

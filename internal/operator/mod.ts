@@ -8,8 +8,17 @@
 //        └──▶ withFailover(endpoints): mutual TLS as owner; UNAVAILABLE (down or not leader)
 //             moves on to the next curator, refusals are final and shown as they are.
 //
+//   The command line (cmd/ctl/commands.ts is the table of commands and actions):
+//     argv ──cli_parse──▶ command, action, args, flags ──▶ handler
+//                │ unknown words: "did you mean" (nearest.ts)
+//     the table ──cli_help──▶ help;  ──cli_completion──▶ bash and zsh scripts
+//     any error ──explain──▶ "ctl: <cause>", exit 2 (usage) or 1; hints for an
+//                            untrusted curator (an earlier cluster's credentials)
+//                            and for addresses not routed here (network_hint.ts)
+//
 // Invariants: the owner key never leaves the machine (only a TLS handshake
-// proves it); every error names what was tried and what to do next.
+// proves it); every error is one line that names its cause (the file, the
+// address, the flag as typed) and what to do next; no input prints a stack.
 
 export {
   configPaths,
@@ -25,3 +34,22 @@ export {
 } from "./config_dir.ts";
 export { takeOwnership, withFailover, DEFAULT_CALL_TIMEOUT_MS } from "./connection.ts";
 export { nodeTable, rolesOf, summarize, ROLE_FIELDS, type NodeSummary, type RoleName } from "./format.ts";
+export { approveNode, listNodes, type Approval, type CallSettings } from "./nodes.ts";
+export {
+  UsageError,
+  argUsage,
+  flagUsage,
+  positiveInteger,
+  usageLine,
+  type ActionSpec,
+  type ArgSpec,
+  type CommandSpec,
+  type FlagSpec,
+  type Invocable,
+  type Program,
+} from "./cli_table.ts";
+export { checkInvocation, parseCommandLine, type Invocation } from "./cli_parse.ts";
+export { helpText } from "./cli_help.ts";
+export { completionScript, SHELLS, type Shell } from "./cli_completion.ts";
+export { explain, curatorFailureLine, type ExitStatus } from "./explain.ts";
+export { namespaceHint, isRoutableFromHere } from "./network_hint.ts";

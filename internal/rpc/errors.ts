@@ -79,6 +79,82 @@ export class RpcError extends Error {
     super(`${method}: ${Status[code] ?? code}: ${details}`, options);
     this.trailers = options?.trailers ?? {};
   }
+
+  /** Why the call found no connection to its server, when that is why it failed (see connectionFailureOf). */
+  get connectionFailure(): ConnectionFailure | undefined {
+    return this.code === Status.UNAVAILABLE ? connectionFailureOf(this.details) : undefined;
+  }
+}
+
+/**
+ * Why a connection to a server failed, from what grpc-js says:
+ *  - refused:     nothing listens there (ECONNREFUSED)
+ *  - unreachable: no route to the address (EHOSTUNREACH, ENETUNREACH)
+ *  - untrusted:   TLS: the server's certificate does not chain to the CA the client trusts
+ *  - identity:    the certificate chains, but does not prove who the server must be (tls.ts)
+ *  - failed:      anything else (reset, a handshake that broke off), in grpc-js's words
+ */
+export type ConnectionFailureKind = "refused" | "unreachable" | "untrusted" | "identity" | "failed";
+
+export interface ConnectionFailure {
+  kind: ConnectionFailureKind;
+  /** What the socket or TLS said, without grpc-js's wrapping: "connect ECONNREFUSED 10.0.0.2:7835". */
+  cause: string;
+  /** The socket's error code, for refused and unreachable: "ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH". */
+  errno?: string;
+  /** The address the socket error names, as host:port ([host]:port for IPv6), when it names one. */
+  address?: string;
+  /** One line that names the cause: "connection refused at 10.0.0.2:7835". */
+  reason: string;
+}
+
+/** How grpc-js opens the details of a call that its channel failed without connecting (pick-first, in TRANSIENT_FAILURE). */
+const NO_CONNECTION = "No connection established. Last error: ";
+
+/**
+ * Classifies the details of a call that failed because its channel could
+ * not connect, as grpc-js words them ("No connection established. Last
+ * error: Error: connect ECONNREFUSED 10.0.0.2:7835 (<time>). Resolution
+ * note: "); undefined for any other details. grpc-js keeps only the
+ * message of the socket's error, not its code, so the codes are read from
+ * the message, as Node and bun word them.
+ */
+export function connectionFailureOf(details: string): ConnectionFailure | undefined {
+  const start = details.indexOf(NO_CONNECTION);
+  if (start === -1) return undefined;
+  const cause = details
+    .slice(start + NO_CONNECTION.length)
+    .replace(/\. Resolution note: .*$/s, "")
+    .replace(/ \(\d{4}-\d\d-\d\dT[^)]*\)$/, "")
+    .replace(/^(\w*Error: )+/, "")
+    .trim();
+  const socket = /\b(ECONNREFUSED|EHOSTUNREACH|ENETUNREACH)\b(?: (\S+))?/.exec(cause);
+  if (socket) {
+    const errno = socket[1]!;
+    const address = socket[2] ? bracketed(socket[2]) : undefined;
+    const at = address ?? "the server";
+    const reason = errno === "ECONNREFUSED"
+      ? `connection refused at ${at}`
+      : `no route to ${at} (${errno === "ENETUNREACH" ? "network" : "host"} unreachable)`;
+    return { kind: errno === "ECONNREFUSED" ? "refused" : "unreachable", cause, errno, ...(address ? { address } : {}), reason };
+  }
+  // ServerIdentityError (tls.ts): the chain was fine, the identity was not.
+  if (/^server identity refused: |^the server presented no certificate/.test(cause)) {
+    return { kind: "identity", cause, reason: cause.replace(/^server identity refused: /, "") };
+  }
+  // OpenSSL's verify errors, as Node ("self-signed certificate ...") and bun ("self signed certificate ...") word them.
+  if (/certificate|self[- ]signed|issuer/i.test(cause)) {
+    return { kind: "untrusted", cause, reason: `the server's certificate is not signed by the CA this client trusts (${cause})` };
+  }
+  return { kind: "failed", cause, reason: `connection failed: ${cause || "no reason given"}` };
+}
+
+/** "fd00::2:7835" (how socket errors name IPv6 addresses) as "[fd00::2]:7835". */
+function bracketed(hostPort: string): string {
+  const colon = hostPort.lastIndexOf(":");
+  if (colon === -1) return hostPort;
+  const host = hostPort.slice(0, colon);
+  return host.includes(":") && !host.startsWith("[") ? `[${host}]${hostPort.slice(colon)}` : hostPort;
 }
 
 export function fromServiceError(err: ServiceError, method: string): RpcError {

@@ -20,8 +20,9 @@ import {
 import { refusal, startImpostorCurator, startTestCluster, type ImpostorCurator, type TestCluster } from "../test_cluster.ts";
 import { createServer as createNetServer, type AddressInfo, type Server } from "node:net";
 import type { Value } from "../../event/mod.ts";
-import { Status } from "../../rpc/mod.ts";
+import { RpcError, Status } from "../../rpc/mod.ts";
 import type { Leadership } from "../leadership.ts";
+import { answerFailure, connectFailure } from "./failover.ts";
 import {
   CuratorPool,
   LEADER_TRAILER,
@@ -154,7 +155,37 @@ describe("failover against real servers", () => {
     expect(err).toBeInstanceOf(NoCuratorError);
     expect((err as Error).message).toStartWith("no curator could be trusted (1 tried): ");
     expect((err as Error).message).toContain("not a curator certificate");
+    expect((err as NoCuratorError).failures.map((f) => f.kind)).toEqual(["identity"]);
     expect(impostor.calls).toEqual([]);
+  });
+
+  test("a refused connection is named as refused, at the address dialled", async () => {
+    const server = createNetServer();
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as AddressInfo;
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    const err = await callAnyCurator(Management, [{ host: "127.0.0.1", port }], owner, (m) => m.getClusterInfo({})).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(NoCuratorError);
+    expect((err as NoCuratorError).failures.map((f) => [f.kind, f.reason])).toEqual([["refused", `connection refused at 127.0.0.1:${port}`]]);
+    expect((err as Error).message).toBe(`no curator answered (1 tried): 127.0.0.1:${port}: connection refused at 127.0.0.1:${port}`);
+  });
+
+  test("a curator under another CA (a cluster launched again) is untrusted, says so, and gets no call", async () => {
+    const otherKey = generateKeyPair();
+    const other: CA = { certificate: createClusterCA(otherKey), privateKey: otherKey.privateKey };
+    const key = generateKeyPair();
+    const relaunched = await startImpostorCurator({ key, certificate: issueCuratorCertificate(other, key.publicKey, { address: "127.0.0.1", validForMs: 3600_000 }) }, other.certificate);
+    try {
+      const err = await callAnyCurator(Management, [relaunched.endpoint], owner, (m) => m.getClusterInfo({})).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(NoCuratorError);
+      const [failure] = (err as NoCuratorError).failures;
+      expect(failure!.kind).toBe("untrusted");
+      expect(failure!.reason).toStartWith("its certificate is not signed by the cluster CA (");
+      expect((err as Error).message).toStartWith("no curator could be trusted (1 tried): ");
+      expect(relaunched.calls).toEqual([]);
+    } finally {
+      relaunched.close();
+    }
   });
 
   test("a genuine curator certificate for another address is refused at this one", async () => {
@@ -244,7 +275,7 @@ describe("the pool: leader first, hints followed, dead curators passed over", ()
       expect(tried).toEqual([`calling ${formatEndpoint(cluster.endpoint)} ...`]);
       const err = await pool.call(Management, [silent], (m) => m.getClusterInfo({})).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(NoCuratorError);
-      expect((err as NoCuratorError).failures.map((f) => [f.kind, f.reason])).toEqual([["unreachable", "no connection within 0.3 s"]]);
+      expect((err as NoCuratorError).failures.map((f) => [f.kind, f.reason])).toEqual([["timeout", "timed out: no connection within 0.3 s"]]);
     } finally {
       pool.close();
     }
@@ -280,5 +311,35 @@ describe("the pool: leader first, hints followed, dead curators passed over", ()
     } finally {
       pool.close();
     }
+  });
+});
+
+describe("failure descriptions", () => {
+  const endpoint = { host: "fd00::2", port: 7835 };
+
+  test("each connection failure names its cause and the address dialled", () => {
+    const failure = (details: string) => new RpcError(Status.UNAVAILABLE, details, "Management/GetNodes").connectionFailure;
+    const described = (details: string) => connectFailure(endpoint, { result: "failed", failure: failure(details) });
+    expect(described("No connection established. Last error: Error: connect ECONNREFUSED fd00::2:7835. Resolution note: ")).toEqual({
+      endpoint,
+      kind: "refused",
+      reason: "connection refused at [fd00::2]:7835",
+    });
+    expect(described("No connection established. Last error: Error: connect EHOSTUNREACH fd00::2:7835 - Local (:::0). Resolution note: ").reason).toBe(
+      "no route to [fd00::2]:7835 (host unreachable)",
+    );
+    expect(described("No connection established. Last error: connect ENETUNREACH fd00::2:7835. Resolution note: ").reason).toBe("no route to [fd00::2]:7835 (network unreachable)");
+    expect(described("No connection established. Last error: Error: read ECONNRESET. Resolution note: ")).toMatchObject({ kind: "failed", reason: "connection failed: read ECONNRESET" });
+    expect(connectFailure(endpoint, { result: "failed" })).toMatchObject({ kind: "failed", reason: "connection failed (no reason given)" });
+    expect(connectFailure(endpoint, { result: "failed", identityProblem: "expected curator a, but b answered" })).toMatchObject({ kind: "identity" });
+    expect(connectFailure(endpoint, { result: "timeout", timeoutMs: 3000 })).toMatchObject({ kind: "timeout", reason: "timed out: no connection within 3 s" });
+  });
+
+  test("a call's deadline says deadline, in seconds", () => {
+    const late = new RpcError(Status.DEADLINE_EXCEEDED, "Deadline exceeded after 0.502s,LB pick: 0.000s,remote_addr=127.0.0.1:1", "Management/GetNodes");
+    expect(answerFailure(endpoint, late)).toMatchObject({ kind: "deadline", reason: "deadline exceeded: no answer within 0.5 s" });
+    const server = new RpcError(Status.DEADLINE_EXCEEDED, "etcd did not answer", "Management/GetNodes");
+    expect(answerFailure(endpoint, server).reason).toBe("deadline exceeded: etcd did not answer");
+    expect(answerFailure(endpoint, new RpcError(Status.UNAVAILABLE, "not the leader", "Management/ApproveNode"))).toMatchObject({ kind: "unavailable", reason: "not the leader" });
   });
 });

@@ -1,34 +1,51 @@
-// Calling "the cluster": what counts as a curator failing, and the error
-// that lists them when none answered.
+// Calling "the cluster": what counts as a curator failing, how each failure
+// is described, and the error that lists them when none answered.
 //
 // Each endpoint gets CONNECT_TIMEOUT_MS to connect. A curator that is down,
 // refuses the connection, fails its identity check, or answers UNAVAILABLE
 // (not the leader) or DEADLINE_EXCEEDED makes the call move on; any other
 // answer (a refusal, a not-found) is final and returned as it is. When none
-// answers, the error lists what happened at each, saying which were
-// unreachable and which were not trusted. The order of the attempts is the
-// pool's (pool.ts).
+// answers, the error lists what happened at each, each in words that name
+// the cause:
+//
+//   refused      connection refused at 10.0.0.2:7835           (nothing listens there)
+//   unreachable  no route to 10.0.0.2:7835 (host unreachable)  (EHOSTUNREACH, ENETUNREACH)
+//   timeout      timed out: no connection within 3 s           (SYN or handshake unanswered)
+//   untrusted    its certificate is not signed by the cluster CA (...)
+//   identity     expected curator node-… at 10.0.0.2, but node-… answered (identity.ts)
+//   failed       connection failed: <what the socket said>
+//   unavailable  what it answered (not the leader, ...)
+//   deadline     deadline exceeded: no answer within 15 s
+//
+// The order of the attempts is the pool's (pool.ts); it also reads why a
+// connection failed, which grpc-js tells only to calls (RpcError.connectionFailure).
 
 import { RpcError, Status } from "../../rpc/mod.ts";
-import { formatEndpoint, type CuratorEndpoint } from "./endpoint.ts";
+import { formatAddress, formatEndpoint, type CuratorEndpoint } from "./endpoint.ts";
 
 /** How long a curator gets to accept a connection before the next one is tried. */
 export const CONNECT_TIMEOUT_MS = 3_000;
 
+/** What happened at one curator; see the file comment. */
+export type CuratorFailureKind = "refused" | "unreachable" | "timeout" | "untrusted" | "identity" | "failed" | "unavailable" | "deadline";
+
 /** What happened at one curator. */
 export interface CuratorFailure {
   endpoint: CuratorEndpoint;
-  kind: "unreachable" | "untrusted" | "unavailable";
+  kind: CuratorFailureKind;
   reason: string;
   /** The error the curator answered with, when it answered. */
   error?: unknown;
 }
 
+/** Why a connection failed, as grpc-js said it (see RpcError.connectionFailure). */
+export type ConnectionFailure = NonNullable<RpcError["connectionFailure"]>;
+
 export class NoCuratorError extends Error {
   override name = "NoCuratorError";
   readonly failures: CuratorFailure[];
   constructor(failures: CuratorFailure[]) {
-    const untrusted = failures.filter((f) => f.kind === "untrusted");
+    const untrusted = failures.filter((f) => f.kind === "untrusted" || f.kind === "identity");
     const head = failures.length === 0
       ? "no curator is known"
       : untrusted.length === failures.length
@@ -49,4 +66,46 @@ export interface FailoverOptions {
 
 export function unavailableOrDeadline(err: unknown): boolean {
   return err instanceof RpcError && (err.code === Status.UNAVAILABLE || err.code === Status.DEADLINE_EXCEEDED);
+}
+
+/** How a connection attempt to a curator ended when it did not connect. */
+export type ConnectOutcome =
+  | { result: "timeout"; timeoutMs: number }
+  | { result: "failed"; identityProblem?: string | undefined; failure?: ConnectionFailure | undefined };
+
+/** A curator that did not connect, described by what stopped it. */
+export function connectFailure(endpoint: CuratorEndpoint, outcome: ConnectOutcome): CuratorFailure {
+  if (outcome.result === "timeout") return { endpoint, kind: "timeout", reason: `timed out: no connection within ${outcome.timeoutMs / 1000} s` };
+  if (outcome.identityProblem !== undefined) return { endpoint, kind: "identity", reason: outcome.identityProblem };
+  const failure = outcome.failure;
+  const address = formatAddress(endpoint);
+  if (failure === undefined) return { endpoint, kind: "failed", reason: "connection failed (no reason given)" };
+  switch (failure.kind) {
+    case "refused":
+      return { endpoint, kind: "refused", reason: `connection refused at ${address}` };
+    case "unreachable":
+      return { endpoint, kind: "unreachable", reason: `no route to ${address} (${failure.errno === "ENETUNREACH" ? "network" : "host"} unreachable)` };
+    case "untrusted":
+      return { endpoint, kind: "untrusted", reason: `its certificate is not signed by the cluster CA (${failure.cause})` };
+    case "identity":
+      return { endpoint, kind: "identity", reason: failure.reason };
+    case "failed":
+      return { endpoint, kind: "failed", reason: failure.reason };
+    default: {
+      const never: never = failure.kind;
+      throw new Error(`unknown connection failure ${String(never)}`);
+    }
+  }
+}
+
+/** A curator that answered an error that makes the call move on (tryNextAfter). */
+export function answerFailure(endpoint: CuratorEndpoint, err: unknown): CuratorFailure {
+  if (err instanceof RpcError && err.code === Status.DEADLINE_EXCEEDED) {
+    // grpc-js: "Deadline exceeded after 15.002s,LB pick: 0.000s,remote_addr=…"; a server's own words otherwise.
+    const after = /^Deadline exceeded after (\d+(?:\.\d+)?)s/.exec(err.details);
+    const reason = after ? `deadline exceeded: no answer within ${Number(after[1]).toFixed(1).replace(/\.0$/, "")} s` : `deadline exceeded: ${err.details}`;
+    return { endpoint, kind: "deadline", reason, error: err };
+  }
+  const reason = err instanceof RpcError ? err.details : err instanceof Error ? err.message : String(err);
+  return { endpoint, kind: "unavailable", reason, error: err };
 }

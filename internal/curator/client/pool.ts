@@ -12,6 +12,8 @@
 //          UNAVAILABLE / DEADLINE    → next candidate; forget it as leader
 //          anything else             → final, returned to the caller
 //     4. none answered → NoCuratorError, saying what happened at each
+//        (failover.ts words it; why a connection failed is read from
+//        grpc-js as it fails: lastConnectionFailure)
 //
 // Clients stay open between calls (keepalive and reconnect backoff: dial.ts),
 // so a long-lived caller such as the role server pays for a connection once
@@ -20,17 +22,35 @@
 // one-shot form, for callers such as ctl.
 
 import type { DescService } from "@bufbuild/protobuf";
-import type { ConnectResult } from "../../rpc/mod.ts";
+import { RpcError, type CallOptions } from "../../rpc/mod.ts";
 import { dialCurator, type CuratorClientOf, type DialCredentials } from "./dial.ts";
 import { formatEndpoint, sameAddress, type CuratorEndpoint } from "./endpoint.ts";
-import { CONNECT_TIMEOUT_MS, NoCuratorError, unavailableOrDeadline, type CuratorFailure, type FailoverOptions } from "./failover.ts";
+import {
+  CONNECT_TIMEOUT_MS,
+  NoCuratorError,
+  answerFailure,
+  connectFailure,
+  unavailableOrDeadline,
+  type ConnectOutcome,
+  type ConnectionFailure,
+  type CuratorFailure,
+  type FailoverOptions,
+} from "./failover.ts";
 import { leaderHintOf } from "./leader.ts";
+
+/**
+ * How long lastConnectionFailure waits for its call to fail. A channel that
+ * has just failed fails calls at once; the bound is only there so that a
+ * call that was queued instead (which the comment there rules out) could not
+ * wait for a connection.
+ */
+const FAILURE_READ_TIMEOUT_MS = 100;
 
 interface Attempt<S> {
   endpoint: CuratorEndpoint;
   client: CuratorClientOf<S>;
-  connecting: Promise<ConnectResult>;
-  settled?: ConnectResult;
+  connecting: Promise<{ result: "ready" } | ConnectOutcome>;
+  settled?: { result: "ready" } | ConnectOutcome;
 }
 
 export class CuratorPool {
@@ -62,7 +82,15 @@ export class CuratorPool {
       let attempt = attempts.get(key);
       if (!attempt) {
         const client = this.client(service, endpoint);
-        const created: Attempt<S> = { endpoint, client, connecting: client.connect(connectTimeoutMs) };
+        const connecting = client.connect(connectTimeoutMs).then(async (result): Promise<{ result: "ready" } | ConnectOutcome> => {
+          if (result === "ready") return { result };
+          if (result === "timeout") return { result, timeoutMs: connectTimeoutMs };
+          // Read why in this same turn of the event loop, while the channel is still failed.
+          const identityProblem = client.identityProblem();
+          if (identityProblem !== undefined) return { result, identityProblem };
+          return { result, failure: await lastConnectionFailure(service, client) };
+        });
+        const created: Attempt<S> = { endpoint, client, connecting };
         created.connecting.then((result) => (created.settled = result));
         attempts.set(key, (attempt = created));
       }
@@ -88,13 +116,12 @@ export class CuratorPool {
       const connected = await next.connecting;
       const identity = client.identityProblem();
       if (identity !== undefined) {
-        failures.push({ endpoint, kind: "untrusted", reason: identity });
+        failures.push({ endpoint, kind: "identity", reason: identity });
         this.drop(endpoint);
         continue;
       }
-      if (connected !== "ready") {
-        const reason = connected === "timeout" ? `no connection within ${connectTimeoutMs / 1000} s` : "connection failed (refused, reset, or TLS handshake failed)";
-        failures.push({ endpoint, kind: "unreachable", reason });
+      if (connected.result !== "ready") {
+        failures.push(connectFailure(endpoint, connected));
         this.forgetLeader(endpoint);
         continue;
       }
@@ -104,7 +131,7 @@ export class CuratorPool {
         return result;
       } catch (err) {
         if (!tryNext(err)) throw err;
-        failures.push({ endpoint, kind: "unavailable", reason: (err as { details?: string }).details ?? (err as Error).message, error: err });
+        failures.push(answerFailure(endpoint, err));
         this.forgetLeader(endpoint);
         const hint = leaderHintOf(err);
         if (hint) {
@@ -167,6 +194,34 @@ export class CuratorPool {
       client.close();
       this.clients.delete(key);
     }
+  }
+}
+
+/**
+ * Why `client` failed to connect, as grpc-js recorded it. grpc-js keeps the
+ * last connection error only in the picker of a channel in
+ * TRANSIENT_FAILURE, and tells it only to calls: as the details of the
+ * UNAVAILABLE status of a call that it fails at once (no waitForReady). So
+ * this starts one unary call and reads that status
+ * (RpcError.connectionFailure). The call never leaves the process: it is
+ * started as the connection attempt settles and picked in the same turn of
+ * the event loop (grpc-js gets there through promises and nextTicks, no
+ * I/O), and a failed channel stays failed (sticky TRANSIENT_FAILURE) until a
+ * new connection is up, which takes I/O, after a reconnect backoff.
+ */
+async function lastConnectionFailure<S extends DescService>(service: S, client: CuratorClientOf<S>): Promise<ConnectionFailure | undefined> {
+  // Only a read (Management's Get* calls, which the owner may make anyway),
+  // so that even a call that did leave the process would change nothing.
+  // Services without one (Curator, AAA) get the generic "connection failed".
+  const method = service.methods.find((m) => m.methodKind === "unary" && m.name.startsWith("Get"));
+  if (!method) return undefined;
+  const call = (client as unknown as Record<string, (request: object, options: CallOptions) => Promise<unknown>>)[method.localName];
+  if (!call) return undefined;
+  try {
+    await call({}, { timeoutMs: FAILURE_READ_TIMEOUT_MS });
+    return undefined;
+  } catch (err) {
+    return err instanceof RpcError ? err.connectionFailure : undefined;
   }
 }
 

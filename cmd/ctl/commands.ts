@@ -1,0 +1,246 @@
+// ctl's commands: one table, from which its parsing, help, "unknown
+// action" errors and shell completion are all generated
+// (internal/operator/cli_*.ts). Adding an action is one entry in its
+// command's `actions`: name, arguments, one line of description, handler.
+// The handlers only wire flags to internal/operator and print the result.
+
+import { create, toBinary } from "@bufbuild/protobuf";
+import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
+import { X509Certificate } from "node:crypto";
+import { join } from "node:path";
+import { Management } from "../../proto/gen/api/management_pb.ts";
+import { NodeParametersSchema } from "../../proto/gen/api/configuration_pb.ts";
+import {
+  ROLE_FIELDS,
+  SHELLS,
+  approveNode,
+  completionScript,
+  generateOwnerKey,
+  listNodes,
+  nodeTable,
+  positiveInteger,
+  readOwnerKey,
+  saveCredentials,
+  takeOwnership,
+  withFailover,
+  DEFAULT_CALL_TIMEOUT_MS,
+  type ArgSpec,
+  type CallSettings,
+  type ConfigPaths,
+  type FlagSpec,
+  type OwnerCredentials,
+  type Program,
+  type RoleName,
+  type Shell,
+} from "../../internal/operator/mod.ts";
+import { endpointsOfDirectory, formatEndpoint } from "../../internal/curator/client/mod.ts";
+import { generateKeyPair, privateKeyPem, rawPublicKey } from "../../internal/pki/mod.ts";
+import { VERSION } from "../../internal/version/mod.ts";
+
+/** What every handler gets: the program's flags, resolved, and ways to reach the cluster and print. */
+export interface Ctl {
+  json: boolean;
+  /** --owner-key, if given. */
+  ownerKey: string | undefined;
+  /** The config dir's files (--config, $NODECORE_CONFIG, ~/.config/nodecore). */
+  paths(): ConfigPaths;
+  /** The owner's credentials from the config dir, checked (internal/operator/config_dir.ts). */
+  credentials(): OwnerCredentials;
+  /** The per-call deadline (--timeout) and where progress goes. */
+  settings: CallSettings;
+  /** Prints `value` as JSON with --json, `human` otherwise. */
+  print(value: unknown, human: string): void;
+  /** Tells the owner what ctl is doing (a line that the next replaces, on a terminal only). */
+  progress(line: string): void;
+}
+
+const FLAGS: readonly FlagSpec[] = [
+  { name: "config", value: "dir", description: "Where the owner's credentials live", default: "$NODECORE_CONFIG or ~/.config/nodecore", complete: "dir" },
+  { name: "owner-key", value: "file", description: "The owner's Ed25519 private key", default: "<config>/owner.key", complete: "file" },
+  { name: "timeout", value: "ms", description: "Deadline of each call, in milliseconds", default: String(DEFAULT_CALL_TIMEOUT_MS), parse: positiveInteger("milliseconds") },
+  { name: "json", description: "Print JSON instead of text" },
+  { name: "help", short: "h", description: "Show what ctl, a command or an action takes" },
+  { name: "version", description: "Print the version" },
+];
+
+const NODE_ID: ArgSpec = { name: "node id" };
+const FILE: ArgSpec = { name: "file", complete: "file" };
+const ROLE_NAMES = Object.keys(ROLE_FIELDS) as RoleName[];
+
+export const program: Program<Ctl> = {
+  name: "ctl",
+  description: "the owner's command line for a nodecore cluster",
+  flags: FLAGS,
+  commands: [
+    { name: "version", description: "Print the version", run: () => console.log(VERSION) },
+    {
+      name: "genkey",
+      description: "Create a new owner key and print its public key",
+      run: (ctl) => {
+        const file = ctl.ownerKey ?? ctl.paths().ownerKey;
+        const key = generateOwnerKey(file);
+        const publicKey = Buffer.from(rawPublicKey(key.publicKey)).toString("hex");
+        ctl.print({ ownerKey: file, publicKey }, `owner key written to ${file}\npublic key: ${publicKey}`);
+      },
+    },
+    {
+      name: "takeownership",
+      args: [{ name: "endpoint" }],
+      description: "Prove the owner key to a node and save the owner's credentials",
+      run: async (ctl, [endpoint]) => {
+        const paths = ctl.paths();
+        const key = readOwnerKey(ctl.ownerKey ?? paths.ownerKey);
+        ctl.progress(`proving the owner key to ${endpoint} ...`);
+        const result = await takeOwnership(endpoint!, key, ctl.settings);
+        saveCredentials(paths, result);
+        const curators = result.endpoints.map(formatEndpoint);
+        ctl.print({ config: paths.dir, endpoints: curators }, `took ownership; credentials saved in ${paths.dir}\ncurators: ${curators.join(", ")}`);
+      },
+    },
+    {
+      name: "cluster",
+      description: "The cluster as a whole",
+      actions: [
+        {
+          name: "info",
+          description: "Show the curators and the CA fingerprint, and save the curator list",
+          run: async (ctl) => {
+            const paths = ctl.paths();
+            const credentials = ctl.credentials();
+            const { info, port } = await withFailover(
+              Management,
+              credentials,
+              async (m, e) => ({ info: await m.getClusterInfo({}, ctl.settings), port: e.port }),
+              ctl.progress,
+            );
+            // Curators all listen on one port: the one that answered.
+            const endpoints = endpointsOfDirectory(info.clusterDirectory, port);
+            if (endpoints.length) saveCredentials(paths, { certificate: credentials.certificate, ca: credentials.ca, endpoints });
+            const curators = endpoints.map(formatEndpoint);
+            const fingerprint = new X509Certificate(info.caCertificate).fingerprint256;
+            ctl.print({ curators, caFingerprint: fingerprint }, `curators: ${curators.join(", ") || "(none)"}\nCA fingerprint (SHA-256): ${fingerprint}`);
+          },
+        },
+      ],
+    },
+    {
+      name: "ticket",
+      description: "Print the register ticket new nodes need",
+      run: async (ctl) => {
+        const { ticket } = await withFailover(Management, ctl.credentials(), (m) => m.getRegisterTicket({}, ctl.settings), ctl.progress);
+        const hex = Buffer.from(ticket).toString("hex");
+        ctl.print({ ticket: hex }, hex);
+      },
+    },
+    {
+      name: "node",
+      description: "The cluster's nodes",
+      actions: [
+        {
+          name: "list",
+          description: "List the nodes with their state, address and roles",
+          run: async (ctl) => {
+            const nodes = await listNodes(ctl.credentials(), ctl.settings);
+            ctl.print(nodes, nodeTable(nodes));
+          },
+        },
+        {
+          name: "approve",
+          args: [NODE_ID],
+          description: "Let a NEW node commit and become part of the cluster",
+          run: async (ctl, [id]) => {
+            const approval = await approveNode(ctl.credentials(), { id: id!, ...ctl.settings });
+            const human = approval.approved ? `approved ${id}${approval.after ? ` (now ${approval.after})` : ""}` : `${id} is ${approval.before} already: nothing to approve`;
+            ctl.print(approval, human);
+          },
+        },
+        {
+          name: "roles",
+          args: [{ name: "operation", choices: ["set", "unset"] }, NODE_ID, { name: "role", variadic: true, choices: ROLE_NAMES }],
+          description: "Set or clear roles of a node",
+          run: async (ctl, [verb, id, ...roles]) => {
+            const request: Record<string, unknown> = { id };
+            for (const role of roles) request[ROLE_FIELDS[role as RoleName]] = verb === "set";
+            await withFailover(Management, ctl.credentials(), (m) => m.updateNodeRoles(request, ctl.settings), ctl.progress);
+            ctl.print({ node: id, [verb!]: roles }, `${verb} ${roles.join(", ")} on ${id}`);
+          },
+        },
+      ],
+    },
+    {
+      name: "etcd",
+      description: "etcd itself, for inspection and disaster recovery",
+      actions: [
+        {
+          name: "credentials",
+          args: [{ name: "dir", complete: "dir" }],
+          description: "Write a client certificate and key for etcdctl into <dir>",
+          run: async (ctl, [dir]) => {
+            const key = generateKeyPair();
+            const response = await withFailover(
+              Management,
+              ctl.credentials(),
+              (m) => m.getEtcdCredentials({ publicKey: rawPublicKey(key.publicKey) }, ctl.settings),
+              ctl.progress,
+            );
+            mkdirSync(dir!, { recursive: true, mode: 0o700 });
+            const pem = (der: Uint8Array) => new X509Certificate(der).toString();
+            writeFileSync(join(dir!, "ca.pem"), pem(response.caCertificate));
+            writeFileSync(join(dir!, "client.pem"), pem(response.clientCertificate));
+            writeFileSync(join(dir!, "client.key"), privateKeyPem(key.privateKey), { mode: 0o600 });
+            const example = `etcdctl --cacert ${join(dir!, "ca.pem")} --cert ${join(dir!, "client.pem")} --key ${join(dir!, "client.key")} --endpoints https://<node address>:2379 member list`;
+            ctl.print({ dir, example }, `etcd client credentials written to ${dir}\n${example}`);
+          },
+        },
+      ],
+    },
+    {
+      name: "params",
+      description: "Node parameters, for new nodes",
+      actions: [
+        {
+          name: "bootstrap",
+          args: [FILE],
+          description: "Write parameters that bootstrap a new cluster owned by the owner key",
+          run: (ctl, [file]) => {
+            const key = readOwnerKey(ctl.ownerKey ?? ctl.paths().ownerKey);
+            const params = create(NodeParametersSchema, { cluster: { case: "clusterBootstrap", value: { ownerPublicKey: rawPublicKey(key.publicKey) } } });
+            writeParameters(ctl, file!, "bootstrap", toBinary(NodeParametersSchema, params));
+          },
+        },
+        {
+          name: "register",
+          args: [FILE],
+          description: "Write parameters that register a new node with this cluster (they carry the ticket)",
+          run: async (ctl, [file]) => {
+            const { ticket, info } = await withFailover(
+              Management,
+              ctl.credentials(),
+              async (m) => ({ ticket: (await m.getRegisterTicket({}, ctl.settings)).ticket, info: await m.getClusterInfo({}, ctl.settings) }),
+              ctl.progress,
+            );
+            const params = create(NodeParametersSchema, {
+              cluster: { case: "clusterRegister", value: { registerTicket: ticket, ...(info.clusterDirectory ? { clusterDirectory: info.clusterDirectory } : {}), caCertificate: info.caCertificate } },
+            });
+            writeParameters(ctl, file!, "register", toBinary(NodeParametersSchema, params));
+          },
+        },
+      ],
+    },
+    {
+      name: "completion",
+      args: [{ name: "shell", choices: SHELLS }],
+      description: "Print a shell completion script for ctl",
+      run: (_ctl, [shell]) => {
+        process.stdout.write(completionScript(program, shell as Shell));
+      },
+    },
+  ],
+};
+
+/** Register parameters carry the ticket: readable by their owner only. */
+function writeParameters(ctl: Ctl, file: string, kind: string, bytes: Uint8Array): void {
+  writeFileSync(file, bytes, { mode: 0o600 });
+  chmodSync(file, 0o600);
+  ctl.print({ written: file, kind }, `${kind} parameters written to ${file}`);
+}
