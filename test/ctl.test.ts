@@ -127,7 +127,10 @@ describe("ctl", () => {
 
     const table = await ctl("node", "list");
     expect(table.code).toBe(0);
-    expect(table.stdout).toMatch(new RegExp(`^NODE\\s+STATE\\s+ADDRESS\\s+ROLES\\n${cluster.node.id}\\s+UP\\s+${cluster.host}\\s+consensus,kubernetes-controller$`, "m"));
+    // No heartbeats here (no role server runs): health is UNKNOWN, or HEARTBEAT_TIMEOUT after the grace period.
+    expect(table.stdout).toMatch(
+      new RegExp(`^NODE\\s+STATE\\s+HEALTH\\s+LAST SEEN\\s+ADDRESS\\s+ROLES\\n${cluster.node.id}\\s+UP\\s+(UNKNOWN|HEARTBEAT_TIMEOUT)\\s+-\\s+${cluster.host}\\s+consensus,kubernetes-controller$`, "m"),
+    );
     const json = JSON.parse((await ctl("node", "list", "--json")).stdout);
     expect(json).toEqual([expect.objectContaining({ id: cluster.node.id, state: "UP", roles: ["consensus", "kubernetes-controller"], curator: true })]);
   });
@@ -235,7 +238,9 @@ describe("ctl", () => {
   test("help lists a command's actions, one line each, and completion covers commands, actions and flags", async () => {
     const help = await ctl("node", "--help");
     expect(help.code).toBe(0);
-    expect(help.stdout).toMatch(/^Actions:\n {2}list +\S.*\n {2}approve <node id> +\S.*\n {2}roles set\|unset <node id> <role\.\.\.> +\S.*$/m);
+    expect(help.stdout).toMatch(
+      /^Actions:\n {2}list +\S.*\n {2}approve <node id> +\S.*\n {2}delete <node id> +\S.*\n {2}logs <node id> \[path\] +\S.*\n {2}services <node id> +\S.*\n {2}reboot <node id> +\S.*\n {2}poweroff <node id> +\S.*\n {2}roles set\|unset <node id> <role\.\.\.> +\S.*$/m,
+    );
     const bash = await ctl("completion", "bash");
     expect(bash.code).toBe(0);
     expect(bash.stdout).toContain("complete -F _ctl_complete ctl");
@@ -250,9 +255,17 @@ describe("every bad command line and config fails with one line that names its c
     [[], "missing command (commands: version, genkey, takeownership, cluster, ticket, node, etcd, params, completion)"],
     [["nod", "list"], "unknown command 'nod' (did you mean 'node'?)"],
     [["x"], "unknown command 'x' (commands: "],
-    [["node"], "missing action for node (actions: list, approve, roles)"],
+    [["node"], "missing action for node (actions: list, approve, delete, logs, services, reboot, poweroff, roles)"],
     [["node", "lst"], "unknown action 'lst' for node (did you mean 'node list'?)"],
-    [["node", "frobnicate"], "unknown action 'frobnicate' for node (actions: list, approve, roles)"],
+    [["node", "frobnicate"], "unknown action 'frobnicate' for node (actions: list, approve, delete, logs, services, reboot, poweroff, roles)"],
+    [["node", "logs"], "missing <node id>: usage: ctl node logs <node id> [path]"],
+    [["node", "logs", "node-1", "-n", "abc"], "invalid value 'abc' for -n: not a positive integer (lines)"],
+    [["node", "logs", "node-1", "--level", "loud"], "invalid value 'loud' for --level"],
+    [["node", "logs", "node-1", "--follw"], "unknown flag '--follw' (did you mean '--follow'?)"],
+    [["node", "list", "-f"], "unknown flag '-f'"],
+    [["node", "delete"], "missing <node id>: usage: ctl node delete <node id>"],
+    [["node", "reboot", "a", "b"], "unexpected argument 'b': usage: ctl node reboot <node id>"],
+    [["node", "poweroff"], "missing <node id>: usage: ctl node poweroff <node id>"],
     [["node", "list", "--nodez"], "unknown flag '--nodez' (see 'ctl node list --help')"],
     [["--nodez", "node", "list"], "unknown flag '--nodez'"],
     [["node", "list", "--jsn"], "unknown flag '--jsn' (did you mean '--json'?)"],

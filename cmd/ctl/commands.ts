@@ -11,8 +11,13 @@ import { join } from "node:path";
 import { Management } from "../../proto/gen/api/management_pb.ts";
 import { NodeParametersSchema } from "../../proto/gen/api/configuration_pb.ts";
 import {
+  LOG_LEVELS,
   ROLE_FIELDS,
   SHELLS,
+  formatLogEntry,
+  logEntryJson,
+  serviceTable,
+  withNode,
   approveNode,
   completionScript,
   generateOwnerKey,
@@ -50,6 +55,8 @@ export interface Ctl {
   settings: CallSettings;
   /** Prints `value` as JSON with --json, `human` otherwise. */
   print(value: unknown, human: string): void;
+  /** Prints one line as it is (for streams of entries). */
+  printLine(line: string): void;
   /** Tells the owner what ctl is doing (a line that the next replaces, on a terminal only). */
   progress(line: string): void;
 }
@@ -66,6 +73,10 @@ const FLAGS: readonly FlagSpec[] = [
 const NODE_ID: ArgSpec = { name: "node id" };
 const FILE: ArgSpec = { name: "file", complete: "file" };
 const ROLE_NAMES = Object.keys(ROLE_FIELDS) as RoleName[];
+const LEVEL_NAMES = Object.keys(LOG_LEVELS);
+/** `ctl node logs` prints this many entries unless -n says otherwise. */
+const DEFAULT_LOG_LINES = 100;
+const MAX_LOG_LINES = 100_000;
 
 export const program: Program<Ctl> = {
   name: "ctl",
@@ -152,6 +163,86 @@ export const program: Program<Ctl> = {
             const approval = await approveNode(ctl.credentials(), { id: id!, ...ctl.settings });
             const human = approval.approved ? `approved ${id}${approval.after ? ` (now ${approval.after})` : ""}` : `${id} is ${approval.before} already: nothing to approve`;
             ctl.print(approval, human);
+          },
+        },
+        {
+          name: "delete",
+          args: [NODE_ID],
+          description: "Remove a node from the cluster (not a consensus member); it cannot join again",
+          run: async (ctl, [id]) => {
+            await withFailover(Management, ctl.credentials(), (m) => m.deleteNode({ id: id! }, ctl.settings), ctl.progress);
+            ctl.print({ deleted: id }, `deleted ${id}: its record and join key are gone, and its certificate no longer gets it in`);
+          },
+        },
+        {
+          name: "logs",
+          args: [NODE_ID, { name: "path", optional: true }],
+          flags: [
+            { name: "follow", short: "f", description: "Keep printing new entries until interrupted" },
+            { name: "lines", short: "n", value: "N", description: "How many of the latest entries to print first", default: String(DEFAULT_LOG_LINES), parse: positiveInteger("lines", MAX_LOG_LINES) },
+            { name: "level", value: "level", description: "Leave out entries below this level", choices: LEVEL_NAMES },
+          ],
+          description: "Print a node's logs: a runnable and those below it (root.roleserve), or kernel",
+          run: async (ctl, [id, path], flags) => {
+            const follow = flags.follow === true;
+            const stop = new AbortController();
+            if (follow) process.once("SIGINT", () => stop.abort(new Error("interrupted")));
+            await withNode(
+              ctl.credentials(),
+              id!,
+              async (client) => {
+                const request = {
+                  path: path ?? "",
+                  subtree: true,
+                  backlog: (flags.lines as number | undefined) ?? DEFAULT_LOG_LINES,
+                  follow,
+                  ...(flags.level ? { minLevel: LOG_LEVELS[flags.level as keyof typeof LOG_LEVELS] } : {}),
+                };
+                ctl.progress(`reading the logs of ${id} ...`);
+                try {
+                  for await (const response of client.getLogs(request, { signal: stop.signal, ...(follow ? {} : { timeoutMs: ctl.settings.timeoutMs }) })) {
+                    // --json: one object per line, so that a follower can be piped.
+                    for (const entry of response.entries) ctl.printLine(ctl.json ? JSON.stringify(logEntryJson(entry)) : formatLogEntry(entry));
+                  }
+                } catch (err) {
+                  if (!stop.signal.aborted) throw err;
+                }
+              },
+              ctl.settings,
+            );
+          },
+        },
+        {
+          name: "services",
+          args: [NODE_ID],
+          description: "List what runs on a node: state, restarts, time since the last change, last error",
+          run: async (ctl, [id]) => {
+            const rows = await withNode(
+              ctl.credentials(),
+              id!,
+              async (client) =>
+                (await client.getServices({}, ctl.settings)).services.map((s) => ({ path: s.path, state: s.state, restarts: s.restarts, lastError: s.lastError, sinceMs: Number(s.sinceMs) })),
+              ctl.settings,
+            );
+            ctl.print(rows, serviceTable(rows));
+          },
+        },
+        {
+          name: "reboot",
+          args: [NODE_ID],
+          description: "Stop a node's services cleanly and restart it",
+          run: async (ctl, [id]) => {
+            await withNode(ctl.credentials(), id!, (client) => client.reboot({}, ctl.settings), ctl.settings);
+            ctl.print({ rebooting: id }, `${id} is stopping its services and will restart`);
+          },
+        },
+        {
+          name: "poweroff",
+          args: [NODE_ID],
+          description: "Stop a node's services cleanly and power it off",
+          run: async (ctl, [id]) => {
+            await withNode(ctl.credentials(), id!, (client) => client.powerOff({}, ctl.settings), ctl.settings);
+            ctl.print({ poweringOff: id }, `${id} is stopping its services and will power off`);
           },
         },
         {

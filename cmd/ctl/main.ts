@@ -49,9 +49,13 @@ async function main(argv: readonly string[]): Promise<number> {
       clearProgress();
       console.log(flags.json ? JSON.stringify(value, null, 2) : human);
     },
+    printLine: (line) => {
+      clearProgress();
+      console.log(line);
+    },
     progress,
   };
-  await target.run(ctl, invocation.args);
+  await target.run(ctl, invocation.args, invocation.flags);
   return 0;
 }
 

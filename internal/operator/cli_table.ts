@@ -55,7 +55,8 @@ export interface Invocable<C> {
   args?: readonly ArgSpec[];
   /** Flags of its own, besides the program's. */
   flags?: readonly FlagSpec[];
-  run: (context: C, args: string[]) => Promise<void> | void;
+  /** `flags`: every flag given, by long name (the program's and this one's own). */
+  run: (context: C, args: string[], flags: Readonly<Record<string, unknown>>) => Promise<void> | void;
 }
 
 export type ActionSpec<C> = { name: string; /** One line. */ description: string } & Invocable<C>;

@@ -1,7 +1,8 @@
 // How the CLI shows nodes: a table for people, JSON for machines.
 
 import { NodeState } from "../../proto/gen/common/common_pb.ts";
-import type { Node } from "../../proto/gen/api/management_pb.ts";
+import { Node_Health, type Node } from "../../proto/gen/api/management_pb.ts";
+import { formatDuration } from "./node_management.ts";
 
 export function rolesOf(node: Node): string[] {
   const roles: string[] = [];
@@ -17,6 +18,10 @@ export interface NodeSummary {
   address: string;
   roles: string[];
   curator: boolean;
+  /** HEALTHY, HEARTBEAT_TIMEOUT or UNKNOWN, as the curator leader sees it. */
+  health: string;
+  /** Milliseconds since the leader last heard the node's heartbeat, if it has. */
+  lastSeenMs?: number;
   lastStatusMs?: number;
   services: { name: string; state: string; message: string }[];
 }
@@ -28,13 +33,18 @@ export function summarize(node: Node): NodeSummary {
     address: node.status?.externalAddress ?? "",
     roles: rolesOf(node),
     curator: Boolean(node.status?.runningCurator),
+    health: Node_Health[node.health] ?? String(node.health),
+    ...(node.timeSinceHeartbeatMs !== undefined ? { lastSeenMs: Number(node.timeSinceHeartbeatMs) } : {}),
     ...(node.status?.timestampMs ? { lastStatusMs: Number(node.status.timestampMs) } : {}),
     services: (node.status?.services ?? []).map((s) => ({ name: s.name, state: s.state, message: s.message })),
   };
 }
 
 export function nodeTable(nodes: NodeSummary[]): string {
-  const rows = [["NODE", "STATE", "ADDRESS", "ROLES"], ...nodes.map((n) => [n.id, n.state, n.address || "-", n.roles.join(",") || "-"])];
+  const rows = [
+    ["NODE", "STATE", "HEALTH", "LAST SEEN", "ADDRESS", "ROLES"],
+    ...nodes.map((n) => [n.id, n.state, n.health, n.lastSeenMs === undefined ? "-" : `${formatDuration(n.lastSeenMs)} ago`, n.address || "-", n.roles.join(",") || "-"]),
+  ];
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
   return rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd()).join("\n");
 }

@@ -53,3 +53,4 @@ export { helpText } from "./cli_help.ts";
 export { completionScript, SHELLS, type Shell } from "./cli_completion.ts";
 export { explain, curatorFailureLine, type ExitStatus } from "./explain.ts";
 export { namespaceHint, isRoutableFromHere } from "./network_hint.ts";
+export { withNode, findNode, formatLogEntry, logEntryJson, formatDuration, serviceTable, LOG_LEVELS, type NodeManagementClient, type ServiceRow } from "./node_management.ts";

@@ -107,9 +107,14 @@ export class NodeProcess {
   }
 }
 
+/** The command line that runs out/ctl (from source) with a config dir, for callers that keep it running (ctl node logs -f). */
+export function ctlCommand(configDir: string, ...args: string[]): string[] {
+  return [process.execPath, CTL, "--config", configDir, ...args];
+}
+
 /** Runs out/ctl (from source) with a config dir; asynchronous, so in-process servers keep serving. */
 export async function ctl(configDir: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const child = Bun.spawn([process.execPath, CTL, "--config", configDir, ...args], { stdout: "pipe", stderr: "pipe" });
+  const child = Bun.spawn(ctlCommand(configDir, ...args), { stdout: "pipe", stderr: "pipe" });
   const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
   return { code, stdout, stderr };
 }
