@@ -6,6 +6,13 @@ import type { Level, LogEntry } from "../log/mod.ts";
 export const RING_ENTRIES = 1_000;
 /** Components kept; beyond it, the ring written to least recently goes. */
 export const MAX_RINGS = 512;
+/**
+ * Characters kept in all rings together (messages, paths, fields): about
+ * 16 MiB of text at two bytes each. Beyond it, the ring that holds the most
+ * gives up its oldest entries: rings and entries alone would allow
+ * gigabytes of long lines, more than a node has.
+ */
+export const MAX_TOTAL_CHARS = 8 * 1024 * 1024;
 export const MAX_MESSAGE_CHARS = 2_000;
 export const MAX_FIELD_CHARS = 500;
 /** Entries a follower may fall behind by before it loses some. */
@@ -39,6 +46,10 @@ export function matches(filter: LogFilter, entry: Pick<TreeEntry, "path" | "leve
   return filter.subtree && entry.path.startsWith(`${filter.path}.`);
 }
 
+function charsOf(entry: TreeEntry): number {
+  return entry.path.length + entry.message.length + entry.fields.reduce((sum, [k, v]) => sum + k.length + v.length, 0);
+}
+
 function clip(text: string, max: number): string {
   return text.length <= max ? text : `${text.slice(0, max)}… (${text.length - max} more characters)`;
 }
@@ -59,16 +70,34 @@ class Ring {
   private next = 0;
   private size = 0;
   lastWrite = 0;
+  /** Characters held (charsOf each entry). */
+  chars = 0;
 
   constructor(readonly capacity: number) {
     this.entries = new Array(capacity);
   }
 
-  push(entry: TreeEntry): void {
+  /** Keeps an entry; returns the characters freed by the entry it pushed out, if any. */
+  push(entry: TreeEntry): number {
+    const evicted = this.size === this.capacity ? this.entries[this.next] : undefined;
     this.entries[this.next] = entry;
     this.next = (this.next + 1) % this.capacity;
     this.size = Math.min(this.size + 1, this.capacity);
     this.lastWrite = entry.seq;
+    const freed = evicted ? charsOf(evicted) : 0;
+    this.chars += charsOf(entry) - freed;
+    return freed;
+  }
+
+  /** Drops the oldest entry; returns the characters freed. */
+  dropOldest(): number {
+    if (this.size === 0) return 0;
+    const index = (this.next - this.size + this.capacity) % this.capacity;
+    const freed = charsOf(this.entries[index]!);
+    this.entries[index] = undefined;
+    this.size--;
+    this.chars -= freed;
+    return freed;
   }
 
   /** The newest `n` entries that pass `keep`, oldest first. */
@@ -96,6 +125,7 @@ interface Follower {
 export interface LogTreeOptions {
   ringEntries?: number;
   maxRings?: number;
+  maxTotalChars?: number;
   followQueueEntries?: number;
 }
 
@@ -106,10 +136,13 @@ export class LogTree {
   private readonly ringEntries: number;
   private readonly maxRings: number;
   private readonly followQueueEntries: number;
+  private readonly maxTotalChars: number;
+  private totalChars = 0;
 
   constructor(options: LogTreeOptions = {}) {
     this.ringEntries = options.ringEntries ?? RING_ENTRIES;
     this.maxRings = options.maxRings ?? MAX_RINGS;
+    this.maxTotalChars = options.maxTotalChars ?? MAX_TOTAL_CHARS;
     this.followQueueEntries = options.followQueueEntries ?? FOLLOW_QUEUE_ENTRIES;
   }
 
@@ -129,7 +162,13 @@ export class LogTree {
         message: clip(entry.message, MAX_MESSAGE_CHARS),
         fields: Object.entries(entry.fields ?? {}).map(([k, v]) => [k, clip(fieldText(v), MAX_FIELD_CHARS)]),
       };
-      this.ringOf(entry.path).push(kept);
+      this.totalChars += charsOf(kept) - this.ringOf(entry.path).push(kept);
+      while (this.totalChars > this.maxTotalChars) {
+        let largest: Ring | undefined;
+        for (const ring of this.rings.values()) if (!largest || ring.chars > largest.chars) largest = ring;
+        if (!largest || largest.length === 0) break;
+        this.totalChars -= largest.dropOldest();
+      }
       for (const follower of this.followers) {
         if (!matches(follower.filter, kept)) continue;
         if (follower.queue.length >= this.followQueueEntries) follower.dropped++;
@@ -191,18 +230,11 @@ export class LogTree {
     return [...this.rings.keys()].sort();
   }
 
-  /** How much is kept: rings, entries, and an estimate of the bytes they hold. */
-  stats(): { rings: number; entries: number; approxBytes: number } {
+  /** How much is kept: rings, entries, and the characters of their text. */
+  stats(): { rings: number; entries: number; chars: number } {
     let entries = 0;
-    let chars = 0;
-    for (const ring of this.rings.values()) {
-      for (const entry of ring.newest(ring.length, () => true)) {
-        entries++;
-        chars += entry.path.length + entry.message.length + entry.fields.reduce((sum, [k, v]) => sum + k.length + v.length, 0);
-      }
-    }
-    // Per entry: the object, its Date and arrays (~200 bytes), plus 2 bytes per character at worst.
-    return { rings: this.rings.size, entries, approxBytes: entries * 200 + chars * 2 };
+    for (const ring of this.rings.values()) entries += ring.length;
+    return { rings: this.rings.size, entries, chars: this.totalChars };
   }
 
   private ringOf(path: string): Ring {
@@ -217,7 +249,10 @@ export class LogTree {
           stalest = p;
         }
       }
-      if (stalest !== undefined) this.rings.delete(stalest);
+      if (stalest !== undefined) {
+        this.totalChars -= this.rings.get(stalest)!.chars;
+        this.rings.delete(stalest);
+      }
     }
     ring = new Ring(this.ringEntries);
     this.rings.set(path, ring);

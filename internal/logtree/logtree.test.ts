@@ -59,6 +59,18 @@ describe("rings", () => {
     expect(tree.paths()).toEqual(["one", "three"]);
   });
 
+  test("at the bound on all text, the ring holding the most gives up its oldest entries", () => {
+    const tree = new LogTree({ maxTotalChars: 100 });
+    tree.append({ time: at(0), level: "info", path: "q", message: "quiet" });
+    for (let i = 0; i < 20; i++) tree.append({ time: at(i), level: "info", path: "c", message: `chatty line ${i}` });
+    expect(tree.stats().chars).toBeLessThanOrEqual(100);
+    expect(tree.backlog({ path: "q", subtree: false }, -1).map((e) => e.message)).toEqual(["quiet"]);
+    const kept = tree.backlog({ path: "c", subtree: false }, -1).map((e) => e.message);
+    expect(kept.at(-1)).toBe("chatty line 19");
+    expect(kept.length).toBeLessThan(20);
+    expect(tree.stats().entries).toBe(kept.length + 1);
+  });
+
   test("every logger under a root feeds its own ring through the sink", () => {
     const tree = new LogTree();
     const root = createLogger("root", { format: "none", level: "debug", sinks: [tree.sink] });

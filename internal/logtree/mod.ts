@@ -17,7 +17,9 @@
 // Invariants:
 //  - Memory is bounded: at most MAX_RINGS rings of RING_ENTRIES entries,
 //    each message at most MAX_MESSAGE_CHARS and each field value at most
-//    MAX_FIELD_CHARS. A chatty component evicts only its own old entries.
+//    MAX_FIELD_CHARS, and MAX_TOTAL_CHARS of text in all. A chatty
+//    component evicts its own old entries first; at the total bound, the
+//    ring holding the most text gives up its oldest.
 //  - Appending never blocks and never throws. A follower that does not keep
 //    up loses entries, not memory: its queue is bounded, and it is told how
 //    many it lost.
@@ -29,6 +31,7 @@ export {
   matches,
   RING_ENTRIES,
   MAX_RINGS,
+  MAX_TOTAL_CHARS,
   MAX_MESSAGE_CHARS,
   MAX_FIELD_CHARS,
   FOLLOW_QUEUE_ENTRIES,
