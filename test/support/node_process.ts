@@ -47,6 +47,11 @@ export class NodeProcess {
     return storageLayout(this.root);
   }
 
+  /** The exit code once the process has ended on its own (or been stopped); undefined while it runs. */
+  get exitCode(): number | null | undefined {
+    return this.child ? (this.child.exitCode ?? undefined) : null;
+  }
+
   writeParameters(params: NodeParameters): void {
     mkdirSync(join(this.layout.esp.parameters, ".."), { recursive: true });
     writeFileSync(this.layout.esp.parameters, toBinary(NodeParametersSchema, create(NodeParametersSchema, params)));
