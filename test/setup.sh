@@ -40,6 +40,10 @@ BUN="$(pwd)/node_modules/.bin/bun"
 case "${1:-}" in
   test) exec "$BUN" run test ;;
   cluster) shift; exec "$BUN" run cluster "$@" ;;
-  "") echo "setup: done; run 'sh test/setup.sh test' or 'sh test/setup.sh cluster'" ;;
+  "")
+    echo "setup: done; run 'sh test/setup.sh test' or 'sh test/setup.sh cluster'"
+    # bun lives in node_modules/.bin, which a fresh shell does not search.
+    echo "setup: for the README's bun commands: export PATH=\"$(pwd)/node_modules/.bin:\$PATH\""
+    ;;
   *) echo "setup: unknown command '$1' (expected: test, cluster)" >&2; exit 2 ;;
 esac

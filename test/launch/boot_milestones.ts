@@ -31,6 +31,36 @@ export const CONSOLE = {
   ext4Recovery: /EXT4-fs \(dm-\d+\): recovery complete/,
 } as const;
 
+/**
+ * What waiting for each console line means, completing "waiting for node2 ...".
+ * Progress lines say this, never the pattern: a person reads milestones.
+ */
+const AWAITED: Record<keyof typeof CONSOLE, string> = {
+  kernelRunsInit: "to run /init",
+  initLogLine: "to print its first init log line",
+  modulesLoaded: "to load its kernel modules",
+  espMounted: "to mount its ESP",
+  parametersRead: "to read its parameters",
+  enrolmentDecided: "to decide how to enrol",
+  dataFormatted: "to format its data partition",
+  dataMounted: "to mount its storage",
+  addressAcquired: "to get an address via DHCP",
+  memberOfCluster: "to be part of the cluster",
+  nodeUp: "to be UP",
+  fatalBanner: "to show a FATAL banner",
+  kernelPanic: "to panic",
+  powerButton: "to see the power button",
+  poweringOff: "to power off",
+  unmountFailed: "to fail an unmount",
+  ext4Recovery: "to replay its ext4 journal",
+};
+
+/** "to be UP" for CONSOLE.nodeUp; patterns of the caller's own get a generic phrase. */
+export function awaitedMilestone(pattern: RegExp): string {
+  const key = (Object.keys(CONSOLE) as (keyof typeof CONSOLE)[]).find((k) => CONSOLE[k] === pattern);
+  return key ? AWAITED[key] : `to print a line matching /${pattern.source}/`;
+}
+
 export interface Milestone {
   name: string;
   /** Milliseconds after qemu started, or undefined if the boot never got there. */

@@ -3,73 +3,84 @@
 // (node 1 bootstraps; the owner takes ownership with out/ctl; the others
 // register, are approved and get the consensus role), prints where
 // everything is and how to reach it, and runs until Ctrl-C, then tears it
-// all down.
+// all down and dies of the signal (status 130).
 //
-//   bun run cluster [--nodes N] [--name dev] [--quiet] [--keep]
-//                   [--timeout seconds] [--memory MiB] [--no-build] [--image-dir dir]
+// The terminal shows the launcher's narrative (what it waits for, each
+// node's boot milestones) and then the summary; the node consoles go to
+// files, and to the terminal too only with --verbose, so the summary stays
+// on screen. Usage: launcher_args.ts, or --help.
 
 import { existsSync } from "node:fs";
 import { relative } from "node:path";
-import { parseArgs } from "node:util";
 import { readManifest, REPO_ROOT } from "../../image/mod.ts";
 import { createLogger } from "../../internal/log/mod.ts";
 import { ensureBuilt } from "./build_outputs.ts";
-import { BOOT_MILESTONES, CONSOLE, createCluster, DEFAULT_CLUSTER_NAME, formCluster, type Cluster, type FormedCluster, type NodeVm } from "./mod.ts";
+import { parseLauncherArgs, USAGE } from "./launcher_args.ts";
+import { BOOT_MILESTONES, CONSOLE, createCluster, DEFAULT_CLUSTER_NAME, formCluster, type Cluster, type NodeVm } from "./mod.ts";
+import { interrupted } from "./teardown.ts";
 
-/** A cluster of three: every node a consensus member, as issue #5 asks of the main command. */
-const DEFAULT_NODES = 3;
-
-/** TCG is slow and the host may be busy: generous, per node. */
-const DEFAULT_UP_TIMEOUT_S = 300;
 /** Keeps the process alive while it waits for Ctrl-C. */
 const KEEPALIVE_MS = 1 << 30;
+/**
+ * A terminal's Ctrl-C reaches the launcher and the commands it runs in the
+ * foreground (builds, cp) at once, and the launcher may see a command die
+ * of it before it sees the signal: a failure waits this long for the signal.
+ */
+const SIGNAL_GRACE_MS = 200;
 
-const { values } = parseArgs({
-  options: {
-    nodes: { type: "string", default: String(DEFAULT_NODES) },
-    name: { type: "string", default: DEFAULT_CLUSTER_NAME },
-    quiet: { type: "boolean", default: false },
-    keep: { type: "boolean", default: false },
-    timeout: { type: "string", default: String(DEFAULT_UP_TIMEOUT_S) },
-    memory: { type: "string" },
-    "no-build": { type: "boolean", default: false },
-    "image-dir": { type: "string" },
-    help: { type: "boolean", default: false },
-  },
-  strict: true,
-});
-if (values.help) {
-  process.stdout.write(
-    "usage: bun run cluster [--nodes N] [--name dev] [--quiet] [--keep] [--timeout seconds] [--memory MiB] [--no-build] [--image-dir dir]\n" +
-      "  --quiet     do not echo the consoles (they are in out/cluster/<name>/<node>.console.log)\n" +
-      "  --keep      boot the disks of the last launch again instead of fresh ones\n" +
-      "  --image-dir boot the image in dir instead of out/image (with --no-build: one built elsewhere)\n",
-  );
-  process.exit(0);
+const parsed = parseLauncherArgs(process.argv.slice(2));
+switch (parsed.kind) {
+  case "help":
+    process.stdout.write(USAGE);
+    process.exit(0);
+  case "error":
+    process.stderr.write(`cluster: ${parsed.message}\n`);
+    process.exit(2);
+  case "launch":
+    break;
+  default: {
+    const unreachable: never = parsed;
+    throw new Error(`unknown parse result ${JSON.stringify(unreachable)}`);
+  }
 }
+const options = parsed.options;
 
 const log = createLogger("cluster");
-const nodeCount = Number(values.nodes);
-const timeoutMs = Number(values.timeout) * 1000;
 const shown = (path: string) => relative(process.cwd(), path) || path;
 
-/** Prints each boot milestone as the node reaches it; resolves when the node is UP. */
-async function followBoot(node: NodeVm): Promise<void> {
-  for (const { name, pattern } of BOOT_MILESTONES.filter((m) => m.pattern !== CONSOLE.nodeUp)) {
-    void node.console.waitFor(pattern, { timeoutMs }).then(
+/**
+ * Ends the launcher after a failure: says what failed, tears down, exits 1.
+ * Once a signal has started the teardown, the failure is its consequence (a
+ * console that ended, a namespace that is gone): say nothing and let the
+ * teardown end the process.
+ */
+async function fail(message: string, extra: { detail?: string; cluster?: Cluster } = {}): Promise<never> {
+  await Bun.sleep(SIGNAL_GRACE_MS);
+  if (interrupted()) return new Promise<never>(() => {});
+  log.error(message);
+  if (extra.detail) process.stderr.write(`${extra.detail}\n`);
+  await extra.cluster?.close();
+  process.exit(1);
+}
+
+/**
+ * Logs each boot milestone as the node reaches it (without progress lines:
+ * formation already says what it waits for). Rejects if the node shows a
+ * FATAL banner, which means it will never get UP.
+ */
+function watchBoot(node: NodeVm): Promise<never> {
+  for (const { name, pattern } of BOOT_MILESTONES) {
+    void node.console.waitFor(pattern, { timeoutMs: options.timeoutMs }).then(
       (line) => log.info(`${node.name}: ${name}`, { after: `${(line.ms / 1000).toFixed(1)}s` }),
       () => {},
     );
   }
-  // A node with bad parameters says so in a banner and never gets UP: stop waiting at once.
-  const fatal = node.console.waitFor(CONSOLE.fatalBanner, { timeoutMs }).then(
+  return node.console.waitFor(CONSOLE.fatalBanner, { timeoutMs: options.timeoutMs }).then(
     () => {
       throw new Error(`${node.name} showed a FATAL banner; see ${shown(node.files.consoleLog)}`);
     },
     () => new Promise<never>(() => {}),
   );
-  const up = await Promise.race([node.waitForConsole(CONSOLE.nodeUp, timeoutMs), fatal]);
-  log.info(`${node.name}: node is UP`, { after: `${(up.ms / 1000).toFixed(1)}s` });
 }
 
 /** A field of the node's last "node is UP" line (node=..., roles=...). */
@@ -78,13 +89,15 @@ function upField(node: NodeVm, field: string): string {
   return new RegExp(`\\b${field}=(\\S+)`).exec(line)?.[1] ?? "?";
 }
 
-function summary(cluster: Cluster, formed: FormedCluster): string {
+function summary(cluster: Cluster, imageDir: string): string {
   const rows = cluster.nodes.map((n) => [n.name, n.address, upField(n, "node"), upField(n, "roles"), shown(n.files.consoleLog)]);
   const header = ["node", "address", "node ID", "roles", "console log"];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const table = [header, ...rows].map((r) => "  " + r.map((c, i) => c.padEnd(widths[i]!)).join("   ")).join("\n");
   const first = cluster.nodes[0]!;
-  const ctl = `ip netns exec ${cluster.ns.name} ${shown(`${REPO_ROOT}/out/ctl`)} --config ${shown(formed.ctlConfig)} --owner-key ${shown(cluster.owner.pemPath)}`;
+  const ctl = shown(cluster.dir.ctlWrapper);
+  // package.json's ctl script runs the default cluster's wrapper.
+  const viaBun = cluster.name === DEFAULT_CLUSTER_NAME ? ` (or: bun run ctl ...)` : "";
   const missingKubernetes = !readManifest(imageDir).initramfs.binaries.some((b) => b.endsWith("/kube-apiserver"));
   return [
     "",
@@ -92,12 +105,13 @@ function summary(cluster: Cluster, formed: FormedCluster): string {
     "",
     table,
     "",
-    `  owner key     ${shown(cluster.owner.pemPath)}   (node1 was bootstrapped with its public key)`,
-    `  QMP sockets   ${shown(first.files.qmpSocket).replace(first.name, "<node>")}`,
-    `  out/ctl       the owner has taken ownership; the nodes are reachable only inside the namespace:`,
+    `  ctl           ${ctl} runs out/ctl as the owner inside the namespace${viaBun}:`,
     `                ${ctl} node list`,
     `                ${ctl} cluster info`,
-    `                ${ctl} etcd credentials ${shown(cluster.dir.path)}/etcd   (then etcdctl, inside the namespace too)`,
+    `                ${ctl} etcd credentials ${shown(cluster.dir.path)}/etcd   (then: ip netns exec ${cluster.ns.name} etcdctl ...)`,
+    `  ctl config    ${shown(cluster.dir.ctlConfig)}   (ctl --config: owner key, certificate, CA, endpoints)`,
+    `  owner key     ${shown(cluster.owner.pemPath)}   (node1 was bootstrapped with its public key)`,
+    `  QMP sockets   ${shown(first.files.qmpSocket).replace(first.name, "<node>")}`,
     "",
     ...(missingKubernetes
       ? [
@@ -111,45 +125,40 @@ function summary(cluster: Cluster, formed: FormedCluster): string {
   ].join("\n");
 }
 
-if (!Number.isInteger(nodeCount) || nodeCount < 1) {
-  log.error("--nodes must be a positive integer", { nodes: values.nodes });
-  process.exit(2);
+if (options.build) {
+  try {
+    await ensureBuilt(log);
+  } catch (err) {
+    await fail("could not build", { detail: (err as Error).message });
+  }
 }
-if (!values["no-build"]) await ensureBuilt(log);
-const imageDir = values["image-dir"] ?? `${REPO_ROOT}/out/image`;
-if (!existsSync(`${imageDir}/manifest.json`)) {
-  log.error(`no image in ${imageDir}: run without --no-build`);
-  process.exit(1);
-}
+const imageDir = options.imageDir ?? `${REPO_ROOT}/out/image`;
+if (!existsSync(`${imageDir}/manifest.json`)) await fail(`no image in ${imageDir}: run without --no-build`);
 
 let cluster: Cluster;
 try {
   cluster = await createCluster({
-    name: values.name,
-    nodes: nodeCount,
-    fresh: !values.keep,
-    quiet: values.quiet,
+    name: options.name,
+    nodes: options.nodes,
+    fresh: !options.keep,
+    quiet: !options.verbose,
     logger: log,
     imageDir,
-    ...(values.memory !== undefined ? { memoryMiB: Number(values.memory) } : {}),
+    ...(options.memoryMiB !== undefined ? { memoryMiB: options.memoryMiB } : {}),
   });
 } catch (err) {
-  log.error("could not launch the cluster", { error: (err as Error).message });
-  process.exit(1);
+  cluster = await fail(`could not launch the cluster: ${(err as Error).message}`);
 }
 
-let formed: FormedCluster;
 try {
-  const following: Promise<void>[] = [];
-  formed = await formCluster(cluster, { timeoutMs, logger: log, onStart: (node) => following.push(followBoot(node)) });
-  await Promise.all(following);
+  // A node with bad parameters says so in a banner and never gets UP: stop waiting at once.
+  let fatal!: (err: unknown) => void;
+  const fatalBanner = new Promise<never>((_, reject) => (fatal = reject));
+  await Promise.race([formCluster(cluster, { timeoutMs: options.timeoutMs, logger: log, onStart: (node) => void watchBoot(node).catch(fatal) }), fatalBanner]);
 } catch (err) {
-  log.error("the cluster did not come up; what the node said last:");
-  process.stderr.write(`${(err as Error).message}\n`);
-  await cluster.close();
-  process.exit(1);
+  await fail("the cluster did not come up; what the node said last:", { detail: (err as Error).message, cluster });
 }
-process.stdout.write(summary(cluster, formed));
+process.stdout.write(summary(cluster, imageDir));
 for (const node of cluster.nodes) {
   void node.exited().then((exit) => cluster.closing || log.warn(`${node.name} stopped; the others keep running until Ctrl-C`, { reason: exit.reason ?? exit.signal ?? exit.exitCode }));
 }

@@ -4,17 +4,26 @@
 //   out/cluster/<name>/
 //   ├── .nodecore-cluster        marker: this directory belongs to the launcher
 //   ├── launcher.pid             the launcher using it (one at a time)
-//   ├── owner.key.pem            the cluster owner's Ed25519 private key
+//   ├── owner/                   out/ctl's config directory (ctl --config): the owner's
+//   │   ├── owner.key            Ed25519 private key, and once ownership is taken
+//   │   └── owner.crt, ca.crt, endpoints
+//   ├── ctl                      out/ctl inside the cluster's namespace, as its owner
+//   ├── register.pb              register parameters for nodes 2..N
 //   ├── dnsmasq.leases, dnsmasq.log
 //   └── <node>.disk.img, <node>.parameters.pb, <node>.storage-test-key,
 //       <node>.console.log, <node>.qmp.sock
 
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
 const MARKER = ".nodecore-cluster";
 const LOCK = "launcher.pid";
+/** out/ctl's config directory; the owner key sits where ctl looks by default (<config>/owner.key). */
+const OWNER_DIR = "owner";
+/** Where launchers before owner/ kept the ctl config and, beside it, the owner key. */
+const OLD_CTL_CONFIG = "ctl";
+const OLD_OWNER_KEY = "owner.key.pem";
 /** sun_path holds 108 bytes with the terminating NUL. */
 const MAX_UNIX_SOCKET_PATH = 107;
 
@@ -39,6 +48,20 @@ function processExists(pid: number): boolean {
   }
 }
 
+/**
+ * Creates owner/ (private: it holds the owner key). A directory kept (--keep)
+ * from a launcher before owner/ existed has its config in ctl/, which must make
+ * way for the wrapper script, and its key beside it: its disks were
+ * bootstrapped with that key, so both move in.
+ */
+function prepareOwnerDir(dir: string): void {
+  const oldConfig = join(dir, OLD_CTL_CONFIG);
+  if (existsSync(oldConfig) && statSync(oldConfig).isDirectory() && !existsSync(join(dir, OWNER_DIR))) renameSync(oldConfig, join(dir, OWNER_DIR));
+  mkdirSync(join(dir, OWNER_DIR), { recursive: true, mode: 0o700 });
+  const oldKey = join(dir, OLD_OWNER_KEY);
+  if (existsSync(oldKey) && !existsSync(join(dir, OWNER_DIR, "owner.key"))) renameSync(oldKey, join(dir, OWNER_DIR, "owner.key"));
+}
+
 export class ClusterDir {
   private constructor(readonly path: string) {}
 
@@ -61,13 +84,22 @@ export class ClusterDir {
       for (const entry of readdirSync(dir)) rmSync(join(dir, entry), { recursive: true, force: true });
     }
     mkdirSync(dir, { recursive: true });
+    prepareOwnerDir(dir);
     writeFileSync(join(dir, MARKER), "created by test/launch; the launcher empties it at the next fresh launch\n");
     writeFileSync(lock, `${process.pid}\n`);
     return new ClusterDir(dir);
   }
 
+  /** The directory handed to out/ctl as --config. */
+  get ctlConfig(): string {
+    return join(this.path, OWNER_DIR);
+  }
   get ownerKey(): string {
-    return join(this.path, "owner.key.pem");
+    return join(this.ctlConfig, "owner.key");
+  }
+  /** The script that runs out/ctl in the cluster (ctl_wrapper.ts). */
+  get ctlWrapper(): string {
+    return join(this.path, "ctl");
   }
   get dhcpLeases(): string {
     return join(this.path, "dnsmasq.leases");

@@ -7,17 +7,17 @@
 //
 // out/ctl runs inside the cluster's network namespace (the only place the
 // nodes' addresses are reachable), with its config directory in the cluster
-// directory.
+// directory (owner/, which holds the owner key too). Each step says what it
+// waits for: formation takes minutes under TCG.
 
 import { join } from "node:path";
-import { REPO_ROOT } from "../../image/mod.ts";
 import type { Logger } from "../../internal/log/mod.ts";
 import { eventually } from "../../internal/testing/mod.ts";
 import type { Cluster } from "./launcher.ts";
 import { CONSOLE } from "./boot_milestones.ts";
+import { CTL_BINARY } from "./ctl_wrapper.ts";
 import type { NodeVm } from "./node_vm.ts";
 
-export const CTL_BINARY = join(REPO_ROOT, "out", "ctl");
 /** Register nodes print this once registered; the node ID follows. */
 const WAITING_FOR_APPROVAL = /waiting for the owner to approve node (node-[0-9a-f]+)/;
 const ROLE_RETRY_MS = 3_000;
@@ -35,16 +35,15 @@ export interface FormationOptions {
 export interface FormedCluster {
   /** Node name → node ID. */
   ids: Map<string, string>;
-  /** The ctl config directory (owner credentials). */
+  /** The ctl config directory (owner key and credentials). */
   ctlConfig: string;
   /** Runs out/ctl inside the namespace with the owner's credentials. */
   ctl(...args: string[]): Promise<{ exitCode: number; stdout: string; stderr: string }>;
 }
 
 export function ctlFor(cluster: Cluster): FormedCluster["ctl"] {
-  const config = join(cluster.dir.path, "ctl");
-  return (...args) =>
-    cluster.exec([CTL_BINARY, "--config", config, "--owner-key", cluster.owner.pemPath, ...args], { okExitCodes: [0, 1, 2] });
+  // No --owner-key: the key is where ctl looks by default, <config>/owner.key.
+  return (...args) => cluster.exec([CTL_BINARY, "--config", cluster.dir.ctlConfig, ...args], { okExitCodes: [0, 1, 2] });
 }
 
 /** The node ID a node printed when it came UP. */
@@ -72,11 +71,12 @@ export async function formCluster(cluster: Cluster, options: FormationOptions): 
   if (first.state === "stopped") await start(first);
   await first.waitForConsole(CONSOLE.nodeUp, timeoutMs);
   ids.set(first.name, upNodeId(first)!);
-  logger.info(`${first.name} bootstrapped the cluster`, { node: ids.get(first.name) });
+  logger.info(`${first.name} bootstrapped the cluster; taking ownership`, { node: ids.get(first.name) });
   await must("take ownership", "takeownership", first.address);
-  logger.info("owner took ownership", { config: join(cluster.dir.path, "ctl") });
-  if (others.length === 0) return { ids, ctlConfig: join(cluster.dir.path, "ctl"), ctl };
+  logger.info("owner took ownership", { config: cluster.dir.ctlConfig });
+  if (others.length === 0) return { ids, ctlConfig: cluster.dir.ctlConfig, ctl };
 
+  logger.info("fetching register parameters for the other nodes");
   const registerParameters = join(cluster.dir.path, "register.pb");
   await must("register parameters", "params", "register", registerParameters);
   for (const node of others) {
@@ -84,11 +84,11 @@ export async function formCluster(cluster: Cluster, options: FormationOptions): 
     await start(node);
   }
   for (const node of others) {
-    const line = await node.waitForConsole(WAITING_FOR_APPROVAL, timeoutMs);
+    const line = await node.waitForConsole(WAITING_FOR_APPROVAL, timeoutMs, { milestone: "to register and ask for approval" });
     const id = WAITING_FOR_APPROVAL.exec(line.text)![1]!;
     ids.set(node.name, id);
     await must("approve", "node", "approve", id);
-    logger.info(`${node.name} registered; approved`, { node: id });
+    logger.info(`${node.name} registered; approved it`, { node: id });
   }
   for (const node of others) await node.waitForConsole(CONSOLE.nodeUp, timeoutMs);
   logger.info("every node is UP");
@@ -96,6 +96,7 @@ export async function formCluster(cluster: Cluster, options: FormationOptions): 
   const consensus = others.slice(0, Math.max(0, (options.consensusNodes ?? cluster.nodes.length) - 1));
   for (const node of consensus) {
     const id = ids.get(node.name)!;
+    logger.info(`giving ${node.name} the consensus role`, { node: id });
     await eventually(
       async () => {
         const result = await ctl("node", "roles", "set", id, "consensus");
@@ -109,9 +110,10 @@ export async function formCluster(cluster: Cluster, options: FormationOptions): 
     );
     logger.info(`${node.name} got the consensus role`, { node: id });
   }
+  logger.info(`waiting for ${consensus.length + 1} voting etcd members`);
   await waitForVoters(ctl, consensus.length + 1, timeoutMs);
   logger.info("consensus formed", { voters: consensus.length + 1 });
-  return { ids, ctlConfig: join(cluster.dir.path, "ctl"), ctl };
+  return { ids, ctlConfig: cluster.dir.ctlConfig, ctl };
 }
 
 /** Waits until `count` nodes report their etcd member as a voter (node status, services). */

@@ -1,6 +1,6 @@
 // The launcher's parts that need no root, network namespace or qemu: what it
-// writes for the node, how it names things, and how it reads consoles. (The
-// qemu e2e test, test/e2e, exercises the rest.)
+// writes for the node, how it names things, how it reads consoles, and its
+// command line. (The qemu e2e test, test/e2e, exercises the rest.)
 
 import { describe, expect, test } from "bun:test";
 import { fromBinary } from "@bufbuild/protobuf";
@@ -9,12 +9,15 @@ import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "no
 import { join } from "node:path";
 import { NodeParametersSchema } from "../../proto/gen/api/configuration_pb.ts";
 import { validateParameters } from "../../internal/cluster/mod.ts";
+import { configPaths } from "../../internal/operator/mod.ts";
 import { tempDir } from "../../internal/testing/mod.ts";
-import { bootMilestones } from "./boot_milestones.ts";
+import { awaitedMilestone, bootMilestones, BOOT_MILESTONES, CONSOLE } from "./boot_milestones.ts";
 import { ClusterDir, ClusterDirError } from "./cluster_dir.ts";
+import { ctlWrapperScript } from "./ctl_wrapper.ts";
 import { dnsmasqArgs } from "./dhcp_server.ts";
 import { nodeMac } from "./launcher.ts";
-import { nodeAddress, subnetOf } from "./network_namespace.ts";
+import { DEFAULT_NODES, DEFAULT_UP_TIMEOUT_S, MAX_NODES, parseLauncherArgs } from "./launcher_args.ts";
+import { namespaceName, nodeAddress, subnetOf } from "./network_namespace.ts";
 import { encodeNodeParameters, loadOrCreateOwnerKey, loadOrCreateStorageTestKey } from "./node_parameters.ts";
 import { ConsoleWaitError, SerialConsole, type ConsoleLine } from "./serial_console.ts";
 
@@ -76,6 +79,11 @@ describe("addressing", () => {
     expect(args).toContain("--dhcp-option=option:router");
     expect(args).toContain("--dhcp-option=option:dns-server");
   });
+
+  test("a cluster's network namespace has the same name at every launch", () => {
+    expect(namespaceName("dev")).toBe("nodecore-dev");
+    expect(namespaceName("dev")).toBe(namespaceName("dev"));
+  });
 });
 
 describe("cluster directory", () => {
@@ -93,6 +101,29 @@ describe("cluster directory", () => {
     const again = ClusterDir.open(ours.path, { fresh: true });
     expect(existsSync(again.node("node1").disk)).toBe(false);
     again.release();
+  });
+
+  test("the owner key lives in the ctl config directory, where ctl --config looks for it", () => {
+    using dir = tempDir();
+    const cluster = ClusterDir.open(join(dir.path, "dev"), { fresh: true });
+    expect(cluster.ownerKey).toBe(configPaths(cluster.ctlConfig).ownerKey);
+    expect(statSync(cluster.ctlConfig).mode & 0o777).toBe(0o700);
+    expect(cluster.ctlWrapper).not.toBe(cluster.ctlConfig);
+    cluster.release();
+  });
+
+  test("a kept directory from before owner/ keeps its owner key and credentials", () => {
+    using dir = tempDir();
+    const path = join(dir.path, "dev");
+    mkdirSync(join(path, "ctl"), { recursive: true });
+    writeFileSync(join(path, ".nodecore-cluster"), "");
+    writeFileSync(join(path, "owner.key.pem"), "old key");
+    writeFileSync(join(path, "ctl", "owner.crt"), "old certificate");
+    const cluster = ClusterDir.open(path, { fresh: false });
+    expect(readFileSync(cluster.ownerKey, "utf8")).toBe("old key");
+    expect(readFileSync(join(cluster.ctlConfig, "owner.crt"), "utf8")).toBe("old certificate");
+    expect(existsSync(cluster.ctlWrapper)).toBe(false);
+    cluster.release();
   });
 
   test("a directory held by a live launcher is refused", () => {
@@ -146,4 +177,121 @@ describe("consoles", () => {
     await expect(serial.waitFor(/never/, { timeoutMs: 10_000 })).rejects.toThrow(/qemu exited \(guest-panic\).*second line/s);
     expect(readFileSync(join(dir.path, "node1.console.log"), "utf8")).toBe("first line\nsecond line\n");
   });
+
+  test("a failed wait names the milestone it waited for, not its pattern", async () => {
+    using dir = tempDir();
+    const serial = new SerialConsole("node2", join(dir.path, "node2.console.log"), false);
+    const up = serial.waitFor(CONSOLE.nodeUp, { timeoutMs: 10_000, awaited: `node2 ${awaitedMilestone(CONSOLE.nodeUp)}` });
+    serial.end("qemu exited (signal SIGKILL)");
+    const error = await up.catch((err: Error) => err);
+    expect(error).toBeInstanceOf(ConsoleWaitError);
+    expect((error as Error).message).toStartWith("node2: qemu exited (signal SIGKILL) while waiting for node2 to be UP;");
+    expect((error as Error).message).not.toContain(CONSOLE.nodeUp.source);
+  });
+
+  test("every console pattern has a milestone phrase for waiting messages", () => {
+    for (const pattern of [...Object.values(CONSOLE), ...BOOT_MILESTONES.map((m) => m.pattern)]) {
+      const phrase = awaitedMilestone(pattern);
+      expect(phrase).toStartWith("to ");
+      expect(phrase).not.toContain(pattern.source);
+    }
+  });
+});
+
+describe("ctl wrapper", () => {
+  test("runs out/ctl in the cluster's namespace with its config directory, and no --owner-key", () => {
+    const script = ctlWrapperScript({ cluster: "dev", namespace: "nodecore-dev", config: "/repo/out/cluster/dev/owner", ctl: "/repo/out/ctl" });
+    expect(script).toStartWith("#!/bin/sh\n");
+    expect(script).toContain(`exec ip netns exec 'nodecore-dev' '/repo/out/ctl' --config '/repo/out/cluster/dev/owner' "$@"`);
+    expect(script).not.toContain("--owner-key");
+    expect(script).toContain("cluster dev is not running");
+  });
+
+  test("quotes paths for sh, and sh accepts the script", () => {
+    using dir = tempDir();
+    const script = ctlWrapperScript({ cluster: "dev", namespace: "nodecore-dev", config: "/it's here/owner", ctl: "/repo/out/ctl" });
+    expect(script).toContain(`--config '/it'\\''s here/owner'`);
+    const path = join(dir.path, "ctl");
+    writeFileSync(path, script);
+    expect(Bun.spawnSync(["sh", "-n", path]).exitCode).toBe(0);
+  });
+});
+
+describe("launcher arguments", () => {
+  test("no arguments launch the default cluster: three quiet nodes, built first", () => {
+    expect(parseLauncherArgs([])).toEqual({
+      kind: "launch",
+      options: { nodes: DEFAULT_NODES, name: "dev", verbose: false, keep: false, timeoutMs: DEFAULT_UP_TIMEOUT_S * 1000, memoryMiB: undefined, build: true, imageDir: undefined },
+    });
+  });
+
+  test("every option is read, as '--option value' or '--option=value'", () => {
+    const parsed = parseLauncherArgs(["--nodes", "1", "--name=e2e", "--verbose", "--keep", "--timeout=60", "--memory", "2048", "--no-build", "--image-dir", "/images"]);
+    expect(parsed).toEqual({
+      kind: "launch",
+      options: { nodes: 1, name: "e2e", verbose: true, keep: true, timeoutMs: 60_000, memoryMiB: 2048, build: false, imageDir: "/images" },
+    });
+  });
+
+  test("--help and -h ask for the usage", () => {
+    expect(parseLauncherArgs(["--help"]).kind).toBe("help");
+    expect(parseLauncherArgs(["--nodes", "2", "-h"]).kind).toBe("help");
+  });
+
+  test("each mistake is one line naming the option and what is wrong with it", () => {
+    const message = (argv: string[]) => {
+      const parsed = parseLauncherArgs(argv);
+      return parsed.kind === "error" ? parsed.message : `accepted: ${JSON.stringify(parsed)}`;
+    };
+    expect(message(["--nodes", "-1"])).toBe(`--nodes must be a whole number from 1 to ${MAX_NODES}, got '-1'`);
+    expect(message(["--nodes"])).toBe("--nodes needs a value (see --help)");
+    expect(message(["--nodes", "--verbose"])).toBe("--nodes needs a value (see --help)");
+    expect(message(["--nodez", "3"])).toBe("unknown option '--nodez' (see --help)");
+    expect(message(["--nodes", "abc"])).toContain("got 'abc'");
+    expect(message(["--nodes", "0"])).toContain("got '0'");
+    expect(message(["--nodes", "100"])).toContain("got '100'");
+    expect(message(["--nodes", "2.5"])).toContain("got '2.5'");
+    expect(message(["--name", "Dev"])).toStartWith("--name must be");
+    expect(message(["--verbose=yes"])).toBe("--verbose takes no value, got '--verbose=yes'");
+    expect(message(["3"])).toStartWith("unexpected argument '3'");
+    expect(message(["--timeout", "1e9"])).toStartWith("--timeout must be a whole number");
+  });
+});
+
+/**
+ * Bad argument lists for `bun run cluster`. Each run gets --no-build and an
+ * image directory that does not exist first, so that a list the launcher
+ * wrongly accepted fails with exit 1 instead of launching a cluster.
+ */
+const BAD_ARGUMENT_LISTS: readonly string[][] = [
+  ["--nodes", "-1"],
+  ["--nodes"],
+  ["--nodez"],
+  ["--nodes", "abc"],
+  ["--nodes", "0"],
+  ["--nodes", "100"],
+  ["--nodes", ""],
+  ["--nodes="],
+  ["--nodes", "--verbose"],
+  ["--name"],
+  ["--name", "no/slashes"],
+  ["--timeout", "-5"],
+  ["--memory", "lots"],
+  ["--image-dir"],
+  ["--verbose=1"],
+  ["-n", "3"],
+  ["node", "list"],
+];
+const LAUNCHER = join(import.meta.dir, "cluster.ts");
+
+describe("the launcher's command line", () => {
+  for (const argv of BAD_ARGUMENT_LISTS) {
+    test(`bun run cluster ${argv.map((a) => JSON.stringify(a)).join(" ")} exits 2 with a one-line error and no stack`, async () => {
+      const child = Bun.spawn([process.execPath, LAUNCHER, "--no-build", "--image-dir", "/nonexistent", ...argv], { stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+      const [exitCode, stdout, stderr] = await Promise.all([child.exited, new Response(child.stdout).text(), new Response(child.stderr).text()]);
+      expect({ exitCode, stdout }).toEqual({ exitCode: 2, stdout: "" });
+      expect(stderr).toMatch(/^cluster: [^\n]+\n$/);
+      expect(stderr).not.toMatch(/TypeError|\bat \S+:\d+/);
+    });
+  }
 });

@@ -8,7 +8,8 @@ import { createLogger, type Logger } from "../../internal/log/mod.ts";
 import { ClusterDir } from "./cluster_dir.ts";
 import { DhcpServer, type StaticLease } from "./dhcp_server.ts";
 import type { HostCommandOptions, HostCommandResult } from "./host_command.ts";
-import { namespaceName, NetworkNamespace, nodeAddress, subnetOf, sweepStaleNamespaces } from "./network_namespace.ts";
+import { writeCtlWrapper } from "./ctl_wrapper.ts";
+import { deleteNamespaceSync, namespaceName, NetworkNamespace, nodeAddress, removeStaleNamespace, subnetOf } from "./network_namespace.ts";
 import { NodeVm } from "./node_vm.ts";
 import { encodeNodeParameters, loadOrCreateOwnerKey, loadOrCreateStorageTestKey, type NodeParametersSpec, type OwnerKey } from "./node_parameters.ts";
 import { registerTeardown } from "./teardown.ts";
@@ -19,7 +20,7 @@ export const CLUSTER_DIRS = "out/cluster";
 export const DEFAULT_NODE_COUNT = 1;
 export const DEFAULT_SUBNET_INDEX = 0;
 /** Cluster names become file and namespace names. */
-const CLUSTER_NAME = /^[a-z0-9][a-z0-9-]{0,23}$/;
+export const CLUSTER_NAME = /^[a-z0-9][a-z0-9-]{0,23}$/;
 
 export interface NodeSpec {
   /** Default: bootstrap for node 1; nodes 2..N need register parameters (not available yet). */
@@ -164,18 +165,29 @@ export async function createCluster(options: ClusterOptions = {}): Promise<Clust
   const image = manifestPaths(readManifest(imageDir), imageDir);
   for (const file of Object.values(image)) if (!existsSync(file)) throw new Error(`image file ${file} is missing: run bun image/build.ts`);
 
-  const swept = sweepStaleNamespaces();
-  if (swept.removed.length) logger.info("removed network namespaces of launchers that are gone", { namespaces: swept.removed.join(",") });
-  if (swept.busy.length) logger.warn("stale launcher namespaces still hold processes; left alone", { namespaces: swept.busy.join(",") });
-
   const dir = ClusterDir.open(options.dir ?? join(REPO_ROOT, CLUSTER_DIRS, name), { fresh: options.fresh ?? true });
-  const owner = loadOrCreateOwnerKey(dir.ownerKey);
   const subnetIndex = options.subnetIndex ?? DEFAULT_SUBNET_INDEX;
   const subnet = subnetOf(subnetIndex);
+  const nsName = namespaceName(name);
+  let creatingNs = false;
   let ns: NetworkNamespace | undefined;
   let dhcp: DhcpServer | undefined;
+  // Until the Cluster exists to own them, a Ctrl-C must still take down
+  // what is set up so far (no node runs yet). The namespace goes by name
+  // when the signal comes while NetworkNamespace.create() runs, before ns is set.
+  const undo = () => {
+    dhcp?.stopSync();
+    if (ns) ns.destroySync();
+    else if (creatingNs) deleteNamespaceSync(nsName);
+    dir.release();
+  };
+  const unregister = registerTeardown({ label: `cluster ${name} (preparing)`, close: async () => undo(), closeSync: undo });
   try {
-    ns = await NetworkNamespace.create(namespaceName(name), subnet);
+    const owner = loadOrCreateOwnerKey(dir.ownerKey);
+    if (removeStaleNamespace(nsName)) logger.info("removed the network namespace an earlier launch left behind", { namespace: nsName });
+    creatingNs = true;
+    ns = await NetworkNamespace.create(nsName, subnet);
+    writeCtlWrapper(dir.ctlWrapper, { cluster: name, namespace: ns.name, config: dir.ctlConfig });
     const nodes: NodeVm[] = [];
     const leases: StaticLease[] = [];
     for (const [i, spec] of specs.entries()) {
@@ -216,9 +228,9 @@ export async function createCluster(options: ClusterOptions = {}): Promise<Clust
     logger.info(`cluster ${name} prepared`, { namespace: ns.name, subnet: `${subnet.prefix}.0/24`, nodes: nodes.length, dir: dir.path });
     return new Cluster(name, dir, ns, owner, nodes, dhcp, logger);
   } catch (err) {
-    await dhcp?.stop();
-    await ns?.destroy();
-    dir.release();
+    undo();
     throw err;
+  } finally {
+    unregister();
   }
 }

@@ -10,16 +10,17 @@
 // of the disk template, its parameters in fw_cfg, a QMP socket to press its
 // power button, and its serial console captured line by line.
 //
-//   host                          ┌─── network namespace nodecore-<pid>-<name> ───────────┐
+//   host                          ┌─── network namespace nodecore-<name> ──────────────────┐
 //   ────                          │                                                        │
 //   createCluster()               │   br0 10.77.<n>.1/24 ◀── dnsmasq (DHCP, static leases) │
 //     ├─ out/cluster/<name>/      │    ├── tap1 ◀── qemu node1 (virtio-net 52:54:00:77:n:01)│
-//     │   owner.key.pem           │    ├── tap2 ◀── qemu node2                              │
+//     │   owner/owner.key         │    ├── tap2 ◀── qemu node2                              │
 //     │   node1.disk.img ◀────────┼────┼── virtio disk                                     │
 //     │   node1.parameters.pb ────┼────┼─▶ fw_cfg dev.nodecore/parameters.pb                │
 //     │  (node1.storage-test-key ─┼────┼─▶ fw_cfg dev.nodecore/storage-test-key, optional)  │
 //     │   node1.qmp.sock ◀────────┼────┼── QMP (system_powerdown, system_reset, quit, ...)  │
-//     │   node1.console.log ◀─────┼────┴── serial console ──▶ also "[node1] ..." on stdout  │
+//     │   node1.console.log ◀─────┼────┴── serial console (echoed as "[node1] ...")        │
+//     │   ctl ────────────────────┼─▶ ip netns exec ... out/ctl --config owner "$@"        │
 //     └─ Cluster.exec(argv) ──────┼─▶ ip netns exec ... argv  (reaches 10.77.<n>.x)        │
 //                                 └────────────────────────────────────────────────────────┘
 //
@@ -32,7 +33,9 @@
 // node_vm.ts (one qemu), qmp.ts (QMP client), serial_console.ts (console
 // lines and waits), boot_milestones.ts (what the console says when),
 // teardown.ts (signals and exit), launcher.ts (createCluster, Cluster),
-// build_outputs.ts (bring out/ up to date), cluster.ts (`bun run cluster`).
+// ctl_wrapper.ts (the cluster's ctl script), build_outputs.ts (bring out/
+// up to date), cluster.ts (`bun run cluster`) and launcher_args.ts (its
+// command line).
 //
 // Node 1 gets bootstrap parameters (the launcher's owner key). Nodes 2..N
 // need register parameters, whose ticket only the running cluster can issue:
@@ -47,7 +50,11 @@
 //    bridge and namespace, and runs on Ctrl-C, SIGTERM, SIGHUP and process
 //    exit. Children run in their own session (a terminal's Ctrl-C reaches
 //    only the launcher) with a parent-death signal, so even a SIGKILLed
-//    launcher leaves no VM, and the next launch removes its namespace.
+//    launcher leaves no VM, and the next launch of that cluster removes its
+//    namespace. A Ctrl-C while the cluster is being prepared undoes what is
+//    there so far.
+//  - A cluster's namespace is nodecore-<name> at every launch, so its ctl
+//    script keeps working.
 //  - Node i always has the same name, MAC, tap and address.
 //  - A node's disk, parameters and storage test key stay the same across
 //    its reboots; a fresh launch starts from new ones. The launcher only ever
@@ -60,9 +67,10 @@ export { createCluster, Cluster, nodeMac, CLUSTER_DIRS, DEFAULT_CLUSTER_NAME, DE
 export { NodeVm, NodeVmError, DEFAULT_POWERDOWN_TIMEOUT_MS, type NodeExit, type NodeState } from "./node_vm.ts";
 export { SerialConsole, ConsoleWaitError, type ConsoleLine } from "./serial_console.ts";
 export { QmpClient, QmpError, type QmpEvent } from "./qmp.ts";
-export { bootMilestones, formatMilestones, BOOT_MILESTONES, CONSOLE, type Milestone } from "./boot_milestones.ts";
+export { awaitedMilestone, bootMilestones, formatMilestones, BOOT_MILESTONES, CONSOLE, type Milestone } from "./boot_milestones.ts";
 export { ensureBuilt } from "./build_outputs.ts";
-export { formCluster, ctlFor, waitForVoters, CTL_BINARY, type FormedCluster, type FormationOptions } from "./cluster_formation.ts";
+export { formCluster, ctlFor, waitForVoters, type FormedCluster, type FormationOptions } from "./cluster_formation.ts";
+export { CTL_BINARY, ctlWrapperScript, writeCtlWrapper, type CtlWrapperSpec } from "./ctl_wrapper.ts";
 export {
   encodeNodeParameters,
   loadOrCreateOwnerKey,
@@ -72,6 +80,6 @@ export {
   type NodeParametersSpec,
   type OwnerKey,
 } from "./node_parameters.ts";
-export { NetworkNamespace, nodeAddress, subnetOf, BRIDGE_NAME, NAMESPACE_PREFIX, type Subnet } from "./network_namespace.ts";
+export { NetworkNamespace, namespaceName, nodeAddress, subnetOf, BRIDGE_NAME, NAMESPACE_PREFIX, type Subnet } from "./network_namespace.ts";
 export { runHostCommand, type HostCommandResult } from "./host_command.ts";
 export type { NodeFiles } from "./cluster_dir.ts";

@@ -3,16 +3,20 @@
 // no forwarding), so guest traffic can reach the other guests, dnsmasq on the
 // bridge, and processes started inside the namespace — nothing else.
 
-import { existsSync, readdirSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { runHostCommand, runHostCommandSync, type HostCommandOptions, type HostCommandResult } from "./host_command.ts";
 
-/** Every namespace the launcher creates is named `${NAMESPACE_PREFIX}<launcher pid>-<cluster name>`. */
+/**
+ * Every namespace the launcher creates is named `${NAMESPACE_PREFIX}<cluster name>`:
+ * the same name at every launch, so commands and scripts written for a
+ * cluster (out/cluster/<name>/ctl) keep working. One launcher at a time
+ * holds a cluster's directory, so a namespace of that name found at launch
+ * is a leftover (see removeStaleNamespace).
+ */
 export const NAMESPACE_PREFIX = "nodecore-";
 export const BRIDGE_NAME = "br0";
 /** Where `ip netns add` puts named namespaces. */
-const NETNS_DIR = "/run/netns";
-/** Namespace names are files; keep them short enough to read in `ip netns list`. */
-const MAX_NAME_CHARS = 48;
+export const NETNS_DIR = "/run/netns";
 
 /**
  * Every child the launcher starts in the namespace (qemu, dnsmasq, commands)
@@ -44,8 +48,12 @@ export function nodeAddress(subnet: Subnet, index: number): string {
   return `${subnet.prefix}.${FIRST_NODE_HOST + index}`;
 }
 
-export function namespaceName(clusterName: string, pid = process.pid): string {
-  return `${NAMESPACE_PREFIX}${pid}-${clusterName}`.slice(0, MAX_NAME_CHARS);
+export function namespaceName(clusterName: string): string {
+  return `${NAMESPACE_PREFIX}${clusterName}`;
+}
+
+export class NamespaceBusyError extends Error {
+  override name = "NamespaceBusyError";
 }
 
 export class NetworkNamespace {
@@ -117,34 +125,22 @@ export class NetworkNamespace {
   }
 }
 
-function processExists(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
+/**
+ * Removes the namespace `name` if a launcher that died without cleaning up
+ * (SIGKILL) left it behind. Its VMs died with that launcher (parent-death
+ * signal); if processes still run inside, something else uses it, and this
+ * throws rather than pull the network from under them. Returns whether there
+ * was one to remove.
+ */
+export function removeStaleNamespace(name: string): boolean {
+  if (!existsSync(`${NETNS_DIR}/${name}`)) return false;
+  const pids = runHostCommandSync(["ip", "netns", "pids", name]).stdout.trim().split(/\s+/).filter(Boolean);
+  if (pids.length > 0) throw new NamespaceBusyError(`network namespace ${name} still holds processes (pids ${pids.join(",")}); stop them, or launch under another --name`);
+  deleteNamespaceSync(name);
+  return true;
 }
 
-/**
- * Removes namespaces left by launchers that died without cleaning up (killed
- * with SIGKILL): those named by our prefix whose launcher pid is gone and
- * which hold no process. Returns what it removed and what it left (busy).
- */
-export function sweepStaleNamespaces(): { removed: string[]; busy: string[] } {
-  const removed: string[] = [];
-  const busy: string[] = [];
-  if (!existsSync(NETNS_DIR)) return { removed, busy };
-  for (const name of readdirSync(NETNS_DIR)) {
-    const match = new RegExp(`^${NAMESPACE_PREFIX}(\\d+)-`).exec(name);
-    if (!match || processExists(Number(match[1]))) continue;
-    const pids = runHostCommandSync(["ip", "netns", "pids", name]).stdout.trim();
-    if (pids !== "") {
-      busy.push(name);
-      continue;
-    }
-    runHostCommandSync(["ip", "netns", "del", name]);
-    removed.push(name);
-  }
-  return { removed, busy };
+/** Deletes the namespace called name, if there is one (the kernel frees its taps and bridge). Never throws. */
+export function deleteNamespaceSync(name: string): void {
+  runHostCommandSync(["ip", "netns", "del", name]);
 }

@@ -4,7 +4,8 @@
 //
 // The owner key is the cluster owner's Ed25519 key: the launcher makes one
 // per cluster directory and puts its public half into node 1's bootstrap
-// parameters; whoever holds owner.key.pem may take ownership of the cluster.
+// parameters; whoever holds that key (owner/owner.key, where out/ctl looks)
+// may take ownership of the cluster.
 
 import { create, toBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import { createPrivateKey, createPublicKey, randomBytes, type KeyObject } from "node:crypto";

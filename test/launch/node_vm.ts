@@ -11,6 +11,7 @@ import { existsSync, rmSync } from "node:fs";
 import type { Subprocess } from "bun";
 import { qemuArgs } from "../../image/mod.ts";
 import type { Logger } from "../../internal/log/mod.ts";
+import { awaitedMilestone } from "./boot_milestones.ts";
 import type { NodeFiles } from "./cluster_dir.ts";
 import type { NetworkNamespace } from "./network_namespace.ts";
 import { FW_CFG_PARAMETERS, FW_CFG_STORAGE_TEST_KEY } from "./node_parameters.ts";
@@ -251,13 +252,23 @@ export class NodeVm {
     await this.start();
   }
 
-  /** The first line of the current boot matching pattern (seen or yet to come), with progress lines while waiting. */
-  async waitForConsole(pattern: RegExp, timeoutMs: number): Promise<ConsoleLine> {
+  /**
+   * The first line of the current boot matching pattern (seen or yet to
+   * come). Unless it is already there, says what it waits for ("waiting for
+   * node2 to be UP"), and again every WAIT_PROGRESS_INTERVAL_MS with the last
+   * console line. milestone completes "waiting for node2 ..." (default: the
+   * CONSOLE pattern's own, see awaitedMilestone()).
+   */
+  async waitForConsole(pattern: RegExp, timeoutMs: number, options: { milestone?: string } = {}): Promise<ConsoleLine> {
+    const seen = this.console.find(pattern);
+    if (seen) return seen;
+    const awaited = `${this.name} ${options.milestone ?? awaitedMilestone(pattern)}`;
+    this.config.logger.info(`waiting for ${awaited}`);
     return this.console.waitFor(pattern, {
       timeoutMs,
+      awaited,
       onProgress: (elapsedMs, last) => {
-        const lastText = last ? last.text.slice(0, 100) : "(console empty)";
-        this.config.logger.info(`${this.name}: still waiting for /${pattern.source}/ (${Math.round(elapsedMs / 1000)} s)`, { last: lastText });
+        this.config.logger.info(`still waiting for ${awaited} (${Math.round(elapsedMs / 1000)} s)`, { last: last ? last.text.slice(0, 100) : "(console empty)" });
       },
     });
   }

@@ -25,12 +25,15 @@ export class ConsoleWaitError extends Error {
 
 export interface WaitOptions {
   timeoutMs: number;
+  /** What the wait is for, as errors say it: "node2 to be UP" (default: the pattern). */
+  awaited?: string;
   /** Called every WAIT_PROGRESS_INTERVAL_MS while waiting. */
   onProgress?: (elapsedMs: number, lastLine: ConsoleLine | undefined) => void;
 }
 
 interface Waiter {
   pattern: RegExp;
+  awaited: string;
   resolve: (line: ConsoleLine) => void;
   reject: (err: Error) => void;
 }
@@ -89,7 +92,7 @@ export class SerialConsole {
   /** Says that no more lines will come (qemu exited): pending waits fail with why. */
   end(why: string): void {
     this.ended = why;
-    for (const waiter of this.waiters) waiter.reject(new ConsoleWaitError(`${this.nodeName}: ${why} before /${waiter.pattern.source}/ appeared on the console${this.tail()}`));
+    for (const waiter of this.waiters) waiter.reject(this.endedError(why, waiter.awaited));
     this.waiters.clear();
   }
 
@@ -105,17 +108,18 @@ export class SerialConsole {
   async waitFor(pattern: RegExp, options: WaitOptions): Promise<ConsoleLine> {
     const seen = this.find(pattern);
     if (seen) return seen;
-    if (this.ended !== undefined) throw new ConsoleWaitError(`${this.nodeName}: ${this.ended} before /${pattern.source}/ appeared on the console${this.tail()}`);
+    const awaited = options.awaited ?? `/${pattern.source}/ on ${this.nodeName}'s console`;
+    if (this.ended !== undefined) throw this.endedError(this.ended, awaited);
     const started = performance.now();
     let waiter: Waiter | undefined;
     let timeout: ReturnType<typeof setTimeout> | undefined;
     let progress: ReturnType<typeof setInterval> | undefined;
     try {
       return await new Promise<ConsoleLine>((resolve, reject) => {
-        waiter = { pattern, resolve, reject };
+        waiter = { pattern, awaited, resolve, reject };
         this.waiters.add(waiter);
         timeout = setTimeout(() => {
-          reject(new ConsoleWaitError(`${this.nodeName}: /${pattern.source}/ did not appear on the console within ${Math.round(options.timeoutMs / 1000)} s${this.tail()}`));
+          reject(new ConsoleWaitError(`waited ${Math.round(options.timeoutMs / 1000)} s for ${awaited}${this.tail()}`));
         }, options.timeoutMs);
         if (options.onProgress) {
           const report = options.onProgress;
@@ -127,6 +131,10 @@ export class SerialConsole {
       clearTimeout(timeout);
       clearInterval(progress);
     }
+  }
+
+  private endedError(why: string, awaited: string): ConsoleWaitError {
+    return new ConsoleWaitError(`${this.nodeName}: ${why} while waiting for ${awaited}${this.tail()}`);
   }
 
   private tail(): string {

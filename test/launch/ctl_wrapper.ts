@@ -1,0 +1,54 @@
+// The short way to run out/ctl against a launched cluster: a script next to
+// the cluster (out/cluster/<name>/ctl) that enters the cluster's network
+// namespace, the only place the nodes' addresses exist, and hands out/ctl
+// the owner's config directory:
+//
+//   out/cluster/dev/ctl node list
+//     = ip netns exec nodecore-dev <repo>/out/ctl --config <repo>/out/cluster/dev/owner node list
+//
+// The namespace name is stable for a cluster name, so the script stays right
+// across launches; between them it says that the cluster is not running.
+
+import { chmodSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { REPO_ROOT } from "../../image/mod.ts";
+import { NETNS_DIR } from "./network_namespace.ts";
+
+export const CTL_BINARY = join(REPO_ROOT, "out", "ctl");
+
+export interface CtlWrapperSpec {
+  cluster: string;
+  namespace: string;
+  /** out/ctl's --config directory. */
+  config: string;
+  ctl?: string;
+}
+
+/** Quotes a word for sh. */
+function quote(word: string): string {
+  return `'${word.replaceAll("'", `'\\''`)}'`;
+}
+
+/** The wrapper's text. */
+export function ctlWrapperScript(spec: CtlWrapperSpec): string {
+  const ns = quote(spec.namespace);
+  return [
+    "#!/bin/sh",
+    `# out/ctl as the owner of cluster ${spec.cluster}, inside its network namespace. Written by test/launch.`,
+    "set -eu",
+    // Entering a namespace needs root, as the launcher did.
+    `[ "$(id -u)" -eq 0 ] || exec sudo "$0" "$@"`,
+    `if [ ! -e ${quote(NETNS_DIR)}/${ns} ]; then`,
+    `  echo "ctl: cluster ${spec.cluster} is not running (no network namespace ${spec.namespace}); launch it with: bun run cluster --name ${spec.cluster}" >&2`,
+    "  exit 1",
+    "fi",
+    `exec ip netns exec ${ns} ${quote(spec.ctl ?? CTL_BINARY)} --config ${quote(spec.config)} "$@"`,
+    "",
+  ].join("\n");
+}
+
+/** Writes the wrapper to path, executable. */
+export function writeCtlWrapper(path: string, spec: CtlWrapperSpec): void {
+  writeFileSync(path, ctlWrapperScript(spec));
+  chmodSync(path, 0o755);
+}
