@@ -12,9 +12,13 @@
 //                                  Curator / Management / AAA client
 //   CuratorPool.call(endpoints, call): all dialled at once, the leader first,
 //   then in the order they connect, following the leader hint that
-//   followers send (leader.ts) until one answers; the error says which were
-//   unreachable, which were not trusted and which refused. callAnyCurator
-//   is the one-shot form.
+//   followers send (leader.ts) until one answers; the error says, for each
+//   curator, what happened (failover.ts): connection refused, no route,
+//   no connection in time, a certificate not under the CA, the wrong
+//   identity, not the leader, or a deadline. callAnyCurator is the
+//   one-shot form.
+//   heartbeat.ts: how often nodes beat and when the leader calls them
+//   timed out; both sides read it from here.
 //
 // Enrolment (register, join), the role server and ctl import this package,
 // never the curator server. It knows the port, how endpoints are written,
