@@ -11,7 +11,8 @@ import { Value } from "../event/mod.ts";
 import { captureLogger } from "../log/mod.ts";
 import { LogTree } from "../logtree/mod.ts";
 import { createClusterCA, generateKeyPair, issueNodeCertificate, issueOwnerCertificate, nodeIdFromPublicKey, rawPublicKey, type CA } from "../pki/mod.ts";
-import { RpcError, Status, channelCredentials, channelOptions, createClient } from "../rpc/mod.ts";
+import { Status, channelCredentials, channelOptions, createClient } from "../rpc/mod.ts";
+import { refusal } from "../curator/test_cluster.ts";
 import { supervise, type Supervisor } from "../supervisor/mod.ts";
 import { eventually } from "../testing/mod.ts";
 import { MAX_BACKLOG, dialNodeManagement, nodeManagementRunnable, type PowerRequest } from "./mod.ts";
@@ -67,16 +68,6 @@ async function collect(iterable: AsyncIterable<{ entries: { path: string; messag
     if (out.length >= limit) break;
   }
   return out;
-}
-
-async function refusal(promise: Promise<unknown>): Promise<RpcError> {
-  try {
-    await promise;
-  } catch (err) {
-    if (err instanceof RpcError) return err;
-    throw err;
-  }
-  throw new Error("call succeeded but should have been refused");
 }
 
 describe("logs", () => {
