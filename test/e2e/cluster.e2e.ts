@@ -6,6 +6,8 @@
 //   node1 powered off ─ owner still served (node2/node3) ─ node1 back: JoinNode
 //     through a survivor, its etcd member in sync (reads the data locally)
 //   consensus role removed from node3 ─ etcdctl: two members
+//   day-2: node1 powered off shows HEARTBEAT_TIMEOUT; ctl node logs and
+//     services read node3; ctl node reboot node3 ─ it boots again, UP, HEALTHY
 //
 // VMs run concurrently (three under TCG: slow). Disks and consoles stay in
 // out/cluster/e2e3/.
@@ -91,6 +93,17 @@ e2eTest("with node1 powered off the cluster keeps serving the owner, and node1 r
   await node1.stop({ clean: true });
   const poweredOff = performance.now();
   ctx.logger.info("node1 powered off");
+  // The owner's view of node1's health, asked alongside the writes below.
+  const timedOut = eventually(
+    async () => {
+      const result = await f.ctl("node", "list", "--json");
+      if (result.exitCode !== 0) throw new Error(result.stderr.trim());
+      const health = (JSON.parse(result.stdout) as { id: string; health: string }[]).find((n) => n.id === f.ids.get("node1"))?.health;
+      assertEqual(health, "HEARTBEAT_TIMEOUT", "node1's health");
+      return performance.now();
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "node1 shown as HEARTBEAT_TIMEOUT" },
+  );
   let lastRefusal = "";
   await eventually(
     async () => {
@@ -108,6 +121,8 @@ e2eTest("with node1 powered off the cluster keeps serving the owner, and node1 r
   ctx.report(`node1 powered off → the owner's next write succeeded: ${((performance.now() - poweredOff) / 1000).toFixed(1)} s`);
   const list = JSON.parse((await f.ctl("node", "list", "--json")).stdout) as { id: string; roles: string[] }[];
   assert(list.find((n) => n.id === f.ids.get("node2"))!.roles.includes("kubernetes-worker"), "the owner's write took effect");
+  // A figure, not an assertion: it includes the polling interval and ctl's own start-up in the namespace.
+  ctx.report(`node1 powered off → shown as HEARTBEAT_TIMEOUT: ${(((await timedOut) - poweredOff) / 1000).toFixed(1)} s (polled every ${POLL_MS / 1000} s)`);
 
   const restarted = performance.now();
   const from = node1.console.lines.length;
@@ -146,6 +161,45 @@ e2eTest("removing the consensus role from node3 shrinks etcd to two members", as
     { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "etcd without node3" },
   );
   await need(cluster, "the cluster").node("node3").waitForConsole(/consensus role removed: deleting this node's etcd data/, STEP_TIMEOUT_MS);
+});
+
+e2eTest("ctl node logs and services read a VM, and ctl node reboot brings it back UP and HEALTHY", async (ctx) => {
+  const c = need(cluster, "the cluster");
+  const f = need(formed, "the formed cluster");
+  const id3 = f.ids.get("node3")!;
+  const run = async (...args: string[]) => {
+    const result = await f.ctl(...args);
+    assertEqual(result.exitCode, 0, `ctl ${args.join(" ")} (${result.stderr.trim()})`);
+    return result.stdout;
+  };
+  const services = JSON.parse(await run("node", "services", id3, "--json")) as { path: string; state: string }[];
+  for (const path of ["root.roleserve.heartbeat", "root.nodemgmt", "root.roleserve.rolefetch"]) {
+    assertEqual(services.find((s) => s.path === path)?.state, "healthy", `${path} on node3`);
+  }
+  const status = await run("node", "logs", id3, "root.status", "-n", "50");
+  assert(/ I root\.status node is UP /.test(status), `node3's status log says it is UP:\n${status}`);
+  const kernel = await run("node", "logs", id3, "kernel", "-n", "5");
+  assert(kernel.trim().split("\n").length === 5 && kernel.split("\n").filter(Boolean).every((l) => / kernel /.test(l)), `five kernel messages:\n${kernel}`);
+
+  const node3 = c.node("node3");
+  const asked = performance.now();
+  await run("node", "reboot", id3);
+  // qemu runs with -no-reboot: the guest's restart ends the qemu process,
+  // and the machine is started again, as a reset button would.
+  const exit = await Promise.race([node3.exited(), Bun.sleep(STEP_TIMEOUT_MS).then(() => undefined)]);
+  assert(exit !== undefined, "node3 restarted after ctl node reboot");
+  ctx.logger.info("node3 left qemu after ctl node reboot", { reason: exit.reason ?? "", after: `${((performance.now() - asked) / 1000).toFixed(1)}s` });
+  assert(node3.console.lines.some((l) => /stopping the node action=restart why="owner asked through NodeManagement.Reboot"/.test(l.text)), "node3 stopped its services for the reboot");
+  await node3.start();
+  await node3.waitForConsole(CONSOLE.nodeUp, STEP_TIMEOUT_MS);
+  await eventually(
+    async () => {
+      const nodes = JSON.parse(await run("node", "list", "--json")) as { id: string; health: string }[];
+      assertEqual(nodes.find((n) => n.id === id3)?.health, "HEALTHY", "node3's health after the reboot");
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "node3 HEALTHY after the reboot" },
+  );
+  ctx.report(`ctl node reboot → node3 UP and HEALTHY again: ${((performance.now() - asked) / 1000).toFixed(1)} s`);
 });
 
 e2eCleanup(async () => {
