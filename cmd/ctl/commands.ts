@@ -149,7 +149,7 @@ export const program: Program<Ctl> = {
       actions: [
         {
           name: "list",
-          description: "List the nodes with their state, address and roles",
+          description: "List the nodes with their state, health, last heartbeat, address and roles",
           run: async (ctl) => {
             const nodes = await listNodes(ctl.credentials(), ctl.settings);
             ctl.print(nodes, nodeTable(nodes));
