@@ -129,7 +129,7 @@ describe("ctl", () => {
     expect(table.code).toBe(0);
     // No heartbeats here (no role server runs): health is UNKNOWN, or HEARTBEAT_TIMEOUT after the grace period.
     expect(table.stdout).toMatch(
-      new RegExp(`^NODE\\s+STATE\\s+HEALTH\\s+LAST SEEN\\s+ADDRESS\\s+ROLES\\n${cluster.node.id}\\s+UP\\s+(UNKNOWN|HEARTBEAT_TIMEOUT)\\s+-\\s+${cluster.host}\\s+consensus,kubernetes-controller$`, "m"),
+      new RegExp(`^NODE\\s+STATE\\s+HEALTH\\s+LAST SEEN\\s+ADDRESS\\s+ROLES\\s+LABELS\\n${cluster.node.id}\\s+UP\\s+(UNKNOWN|HEARTBEAT_TIMEOUT)\\s+-\\s+${cluster.host}\\s+consensus,kubernetes-controller\\s+-$`, "m"),
     );
     const json = JSON.parse((await ctl("node", "list", "--json")).stdout);
     expect(json).toEqual([expect.objectContaining({ id: cluster.node.id, state: "UP", roles: ["consensus", "kubernetes-controller"], curator: true })]);
@@ -145,6 +145,16 @@ describe("ctl", () => {
     expect((await ctl("node", "list")).stdout).toContain("consensus,kubernetes-controller,kubernetes-worker");
     expectOneLineError(await ctl("node", "approve", "node-ffffffffffffffff"), 1, "node node-ffffffffffffffff not found [NOT_FOUND]");
     expectOneLineError(await ctl("node", "roles", "set", cluster.node.id, "wizard"), 2, "unknown role 'wizard'");
+  });
+
+  test("labels are set and removed kubectl-style, shown in the node list, and bad ones refused with why", async () => {
+    const set = await ctl("node", "label", cluster.node.id, "zone=a", "example.com/rack=7");
+    expect(set.stdout.trim()).toBe(`labels of ${cluster.node.id}: example.com/rack=7, zone=a`);
+    expect((await ctl("node", "list")).stdout).toMatch(/\sexample\.com\/rack=7,zone=a\n$/);
+    const changed = await ctl("node", "label", cluster.node.id, "zone-", "empty=");
+    expect(changed.stdout.trim()).toBe(`labels of ${cluster.node.id}: empty=, example.com/rack=7`);
+    expectOneLineError(await ctl("node", "label", cluster.node.id, "bad!=x"), 1, "upsert[0].key: \"bad!\": the name must be");
+    await ctl("node", "label", cluster.node.id, "empty-", "example.com/rack-");
   });
 
   test("approve approves a NEW node, and says so when the node is approved already", async () => {
@@ -239,7 +249,7 @@ describe("ctl", () => {
     const help = await ctl("node", "--help");
     expect(help.code).toBe(0);
     expect(help.stdout).toMatch(
-      /^Actions:\n {2}list +\S.*\n {2}approve <node id> +\S.*\n {2}delete <node id> +\S.*\n {2}logs <node id> \[path\] +\S.*\n {2}services <node id> +\S.*\n {2}reboot <node id> +\S.*\n {2}poweroff <node id> +\S.*\n {2}roles set\|unset <node id> <role\.\.\.> +\S.*$/m,
+      /^Actions:\n {2}list +\S.*\n {2}approve <node id> +\S.*\n {2}delete <node id> +\S.*\n {2}logs <node id> \[path\] +\S.*\n {2}services <node id> +\S.*\n {2}reboot <node id> +\S.*\n {2}poweroff <node id> +\S.*\n {2}label <node id> <key=value\|key-\.\.\.> +\S.*\n {2}roles set\|unset <node id> <role\.\.\.> +\S.*$/m,
     );
     const bash = await ctl("completion", "bash");
     expect(bash.code).toBe(0);
@@ -255,15 +265,18 @@ describe("every bad command line and config fails with one line that names its c
     [[], "missing command (commands: version, genkey, takeownership, cluster, ticket, node, etcd, params, completion)"],
     [["nod", "list"], "unknown command 'nod' (did you mean 'node'?)"],
     [["x"], "unknown command 'x' (commands: "],
-    [["node"], "missing action for node (actions: list, approve, delete, logs, services, reboot, poweroff, roles)"],
+    [["node"], "missing action for node (actions: list, approve, delete, logs, services, reboot, poweroff, label, roles)"],
     [["node", "lst"], "unknown action 'lst' for node (did you mean 'node list'?)"],
-    [["node", "frobnicate"], "unknown action 'frobnicate' for node (actions: list, approve, delete, logs, services, reboot, poweroff, roles)"],
+    [["node", "frobnicate"], "unknown action 'frobnicate' for node (actions: list, approve, delete, logs, services, reboot, poweroff, label, roles)"],
     [["node", "logs"], "missing <node id>: usage: ctl node logs <node id> [path]"],
     [["node", "logs", "node-1", "-n", "abc"], "invalid value 'abc' for -n: not a positive integer (lines)"],
     [["node", "logs", "node-1", "--level", "loud"], "invalid value 'loud' for --level"],
     [["node", "logs", "node-1", "--follw"], "unknown flag '--follw' (did you mean '--follow'?)"],
     [["node", "list", "-f"], "unknown flag '-f'"],
     [["node", "delete"], "missing <node id>: usage: ctl node delete <node id>"],
+    [["node", "label", "node-1"], "missing <key=value|key-...>: usage: ctl node label <node id> <key=value|key-...>"],
+    [["node", "label", "node-1", "zone"], "'zone' is neither key=value (set a label) nor key- (remove one)"],
+    [["node", "label", "node-1", "=a"], "'=a' is neither key=value (set a label) nor key- (remove one)"],
     [["node", "reboot", "a", "b"], "unexpected argument 'b': usage: ctl node reboot <node id>"],
     [["node", "poweroff"], "missing <node id>: usage: ctl node poweroff <node id>"],
     [["node", "list", "--nodez"], "unknown flag '--nodez' (see 'ctl node list --help')"],

@@ -16,6 +16,8 @@ import {
   SHELLS,
   formatLogEntry,
   logEntryJson,
+  parseLabelArgs,
+  UsageError,
   serviceTable,
   withNode,
   approveNode,
@@ -243,6 +245,27 @@ export const program: Program<Ctl> = {
           run: async (ctl, [id]) => {
             await withNode(ctl.credentials(), id!, (client) => client.powerOff({}, ctl.settings), ctl.settings);
             ctl.print({ poweringOff: id }, `${id} is stopping its services and will power off`);
+          },
+        },
+        {
+          name: "label",
+          args: [NODE_ID, { name: "key=value|key-", variadic: true }],
+          description: "Set (key=value) or remove (key-) labels of a node, in one change",
+          run: async (ctl, [id, ...changes]) => {
+            let parsed;
+            try {
+              parsed = parseLabelArgs(changes);
+            } catch (err) {
+              throw new UsageError((err as Error).message);
+            }
+            const { labels } = await withFailover(
+              Management,
+              ctl.credentials(),
+              (m) => m.updateNodeLabels({ id: id!, upsert: parsed.upsert, delete: parsed.remove }, ctl.settings),
+              ctl.progress,
+            );
+            const now = labels.map((l) => `${l.key}=${l.value}`);
+            ctl.print({ node: id, labels: now }, `labels of ${id}: ${now.join(", ") || "(none)"}`);
           },
         },
         {

@@ -14,6 +14,7 @@ export function toApiNode(record: NodeRecord, health: Health): ApiNode {
     state: record.state,
     ...(record.status ? { status: record.status } : {}),
     ...(record.roles ? { roles: record.roles } : {}),
+    labels: record.labels,
     health: health.health,
     ...(health.sinceBeatMs !== undefined ? { timeSinceHeartbeatMs: BigInt(Math.round(health.sinceBeatMs)) } : {}),
   });

@@ -8,7 +8,7 @@ import { Curator, WatchEvent_Progress, type WatchEvent } from "../../proto/gen/c
 import { generateKeyPair, issueOwnerCertificate, nodeIdFromPublicKey, rawPublicKey, createClusterCA, type KeyPair } from "../pki/mod.ts";
 import { Status } from "../rpc/mod.ts";
 import { eventually } from "../testing/mod.ts";
-import { NODES_PREFIX } from "./store.ts";
+import { CuratorStore, ETCD_PREFIX, FencedError, NODES_PREFIX } from "./store.ts";
 import { refusal, startTestCluster, type TestCluster } from "./test_cluster.ts";
 
 let cluster: TestCluster;
@@ -196,6 +196,53 @@ describe("register, approve, commit, join", () => {
     stranger.close();
     expect(err.code).toBe(Status.NOT_FOUND);
     expect(err.details).toBe("no node has this join key");
+  });
+});
+
+describe("labels", () => {
+  test("the owner upserts and deletes labels; the node list shows them sorted", async () => {
+    const management = cluster.client(Management, owner);
+    const id = cluster.node.id;
+    const first = await management.updateNodeLabels({ id, upsert: [{ key: "zone", value: "a" }, { key: "example.com/rack", value: "7" }] });
+    expect(first.labels.map((l) => `${l.key}=${l.value}`)).toEqual(["example.com/rack=7", "zone=a"]);
+    const second = await management.updateNodeLabels({ id, upsert: [{ key: "zone", value: "b" }], delete: ["example.com/rack", "never-set"] });
+    expect(second.labels.map((l) => `${l.key}=${l.value}`)).toEqual(["zone=b"]);
+    const listed = [];
+    for await (const node of management.getNodes({})) listed.push(node);
+    expect(listed.find((n) => n.id === id)!.labels.map((l) => `${l.key}=${l.value}`)).toEqual(["zone=b"]);
+    await management.updateNodeLabels({ id, delete: ["zone"] });
+    management.close();
+  });
+
+  test("bad labels and unknown nodes are refused, naming what is wrong", async () => {
+    const management = cluster.client(Management, owner);
+    const bad = await refusal(management.updateNodeLabels({ id: cluster.node.id, upsert: [{ key: "-zone", value: "a" }] }));
+    expect(bad.code).toBe(Status.INVALID_ARGUMENT);
+    expect(bad.details).toStartWith("upsert[0].key:");
+    const unknown = await refusal(management.updateNodeLabels({ id: "node-00000000000000aa", upsert: [{ key: "zone", value: "a" }] }));
+    expect(unknown.code).toBe(Status.NOT_FOUND);
+    management.close();
+  });
+
+  test("a write fenced on a term that has ended, or on no term, is refused and changes nothing", async () => {
+    const id = cluster.node.id;
+    const before = (await cluster.store.node(id))!.modRevision;
+    const failure = (promise: Promise<unknown>) => promise.then(() => new Error("the write went through"), (err: unknown) => err as Error);
+    const ended = new CuratorStore(cluster.etcd.namespace(ETCD_PREFIX), { fence: () => "election/curator-leader/7fffffffffffffff" });
+    const endedError = await failure(ended.updateNode(id, (r) => r));
+    expect(endedError).toBeInstanceOf(FencedError);
+    expect(endedError.message).toBe("this curator's term as leader ended during the write; the write was not made");
+    const none = new CuratorStore(cluster.etcd.namespace(ETCD_PREFIX), { fence: () => undefined });
+    const noneError = await failure(none.updateNode(id, (r) => r));
+    expect(noneError).toBeInstanceOf(FencedError);
+    expect(noneError.message).toBe("this curator is not the leader; the write was not made");
+    expect((await cluster.store.node(id))!.modRevision).toBe(before);
+    // The live leader's fence lets the same write through.
+    const fence = cluster.leadership.peek()?.fenceKey;
+    expect(fence).toStartWith("election/curator-leader/");
+    const leading = new CuratorStore(cluster.etcd.namespace(ETCD_PREFIX), { fence: () => fence });
+    await leading.updateNode(id, (r) => r);
+    expect((await cluster.store.node(id))!.modRevision).not.toBe(before);
   });
 });
 

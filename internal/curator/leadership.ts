@@ -24,6 +24,12 @@ export interface Leadership {
   isLeader: boolean;
   /** The leader's identity (its node ID and curator address), if anyone leads. */
   leader?: LeaderInfo;
+  /**
+   * Set while this curator leads: its campaign key, relative to the
+   * curator's etcd namespace. The key exists exactly as long as this term
+   * (its lease); writes are fenced on it (store.ts).
+   */
+  fenceKey?: string;
 }
 
 export interface LeaderInfo {
@@ -65,9 +71,10 @@ export function leadershipRunnable(etcd: Namespace, self: LeaderInfo, state: Val
       }
     };
     let isLeader = false;
+    let fenceKey: string | undefined;
     const publish = () => {
       const leader = isLeader ? self : describe(observer.leader());
-      state.set({ isLeader, ...(leader ? { leader } : {}) });
+      state.set({ isLeader, ...(leader ? { leader } : {}), ...(isLeader && fenceKey ? { fenceKey } : {}) });
     };
     observer.on("change", publish);
     publish();
@@ -82,9 +89,17 @@ export function leadershipRunnable(etcd: Namespace, self: LeaderInfo, state: Val
     });
     failed.catch(() => {});
     campaign.on("elected", () => {
-      isLeader = true;
-      ctx.logger.info("elected curator leader");
-      publish();
+      // Leading only counts once the fence is known: every write is fenced on it.
+      campaign
+        .getCampaignKey()
+        .then((key) => {
+          fenceKey = key.slice(etcd.prefix.length);
+          isLeader = true;
+          ctx.logger.info("elected curator leader", { fence: fenceKey });
+          publish();
+        })
+        // Without a fence there is no safe leading: end the term, and the runnable campaigns again.
+        .catch((err: unknown) => campaign.emit("error", new Error(`elected, but the campaign key is unknown: ${(err as Error).message}`)));
     });
     ctx.logger.info("campaigning for curator leadership");
     ctx.signalHealthy();

@@ -43,12 +43,13 @@ export interface CuratorOptions {
 export function curatorRunnable(options: CuratorOptions): Runnable {
   return async (ctx) => {
     const port = options.port ?? CURATOR_PORT;
-    const store = new CuratorStore(options.etcd.namespace(ETCD_PREFIX));
+    const leadership = options.leadership ?? new Value<Leadership>();
+    // Every write is fenced on this curator's term as leader (store.ts).
+    const store = new CuratorStore(options.etcd.namespace(ETCD_PREFIX), { fence: () => leadership.peek()?.fenceKey });
     const publicKey = createPublicKey(options.privateKey);
     const validity = options.certificateValidityMs ?? CURATOR_CERTIFICATE_VALIDITY_MS;
     // No certificate, no curator: only the cluster's records make this node one.
     const identity = await issueOwnCuratorCertificate(store, publicKey, validity);
-    const leadership = options.leadership ?? new Value<Leadership>();
     const requireLeader = () => {
       const state = leadership.peek();
       if (state?.isLeader) return;

@@ -24,6 +24,7 @@ import { grantConsensus, revokeConsensus } from "./consensus_membership.ts";
 import { directoryOf } from "./client/mod.ts";
 import { toApiNode } from "./convert.ts";
 import { checkNodeId, checkPublicKey } from "./validate.ts";
+import { applyLabelChanges, checkLabelChanges } from "./labels.ts";
 import type { CuratorStore } from "./store.ts";
 import type { HeartbeatTracker } from "./heartbeats.ts";
 
@@ -35,6 +36,7 @@ export const MANAGEMENT_POLICY: ServicePolicy<typeof Management> = {
   updateNodeRoles: "owner",
   getEtcdCredentials: "owner",
   deleteNode: "owner",
+  updateNodeLabels: "owner",
 };
 
 export interface ManagementDeps {
@@ -86,6 +88,20 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
       deps.requireLeader();
       const { nodes } = await store.nodes();
       for (const node of nodes.sort((a, b) => a.id.localeCompare(b.id))) yield toApiNode(node, deps.heartbeats.health(node.id, node.state));
+    },
+
+    async updateNodeLabels(request) {
+      deps.requireLeader();
+      const id = requestedNodeId(request);
+      checkLabelChanges(request.upsert, request.delete);
+      if (!(await store.node(id))) throw new NotFoundError(`node ${id} not found`);
+      // One compare-and-swap on the node record, fenced on this curator's term (store.ts).
+      const record = await store.updateNode(id, (r) => {
+        r.labels = applyLabelChanges(r.labels, request.upsert, request.delete);
+        return r;
+      });
+      logger.info("node labels updated", { node: id, upserted: request.upsert.length, deleted: request.delete.length });
+      return { labels: record.labels };
     },
 
     async deleteNode(request) {

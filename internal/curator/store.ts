@@ -1,6 +1,12 @@
 // The curator's state in etcd: key layout, typed reads and compare-and-swap
 // writes. Every write is an etcd transaction, so concurrent curators (and a
 // leader that lost its lease mid-write) can never overwrite each other.
+//
+// Writes are fenced on leadership: when the store has a fence (the
+// server's), each transaction also requires the leader's campaign key to
+// exist. That key lives exactly as long as the term's lease, so a curator
+// that lost its lease, however slow to notice, cannot write: its
+// transaction fails and the caller gets UNAVAILABLE.
 
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import type { Namespace } from "etcd3";
@@ -13,6 +19,7 @@ import {
   type NodeRecord,
 } from "../../proto/gen/curator/state/state_pb.ts";
 import { privateKeyFromRaw, rawPrivateKey, type CA } from "../pki/mod.ts";
+import { UnavailableError } from "../rpc/mod.ts";
 
 /** All curator keys live under this etcd prefix. */
 export const ETCD_PREFIX = "/nodecore/";
@@ -36,11 +43,43 @@ export interface Versioned<T> {
   modRevision: string;
 }
 
+/** A write refused because this curator does not (or no longer) lead. */
+export class FencedError extends UnavailableError {
+  override name = "FencedError";
+}
+
+export interface StoreOptions {
+  /**
+   * The leader's campaign key while this curator leads (Leadership.fenceKey),
+   * undefined otherwise. Without this option writes are not fenced (tests
+   * that write state directly, bootstrap).
+   */
+  fence?: () => string | undefined;
+}
+
 export class CuratorStore {
   readonly etcd: Namespace;
 
-  constructor(etcd: Namespace) {
+  constructor(
+    etcd: Namespace,
+    private readonly options: StoreOptions = {},
+  ) {
     this.etcd = etcd;
+  }
+
+  /** The key writes are fenced on, or undefined when unfenced; FencedError when fenced and not leading. */
+  private fenceKey(): string | undefined {
+    if (!this.options.fence) return undefined;
+    const key = this.options.fence();
+    if (!key) throw new FencedError("this curator is not the leader; the write was not made");
+    return key;
+  }
+
+  /** After a failed transaction: FencedError if the fence is gone (the term ended), else nothing. */
+  private async checkFence(key: string | undefined): Promise<void> {
+    if (key === undefined) return;
+    const fence = await this.etcd.get(key).exec();
+    if (fence.kvs.length === 0) throw new FencedError("this curator's term as leader ended during the write; the write was not made");
   }
 
   async cluster(): Promise<ClusterRecord | undefined> {
@@ -89,12 +128,12 @@ export class CuratorStore {
   async createNode(record: NodeRecord): Promise<"created" | "node-exists" | "join-key-in-use"> {
     const key = NODES_PREFIX + record.id;
     const index = joinKeyIndex(record.joinKey);
-    const result = await this.etcd
-      .if(key, "Create", "==", 0)
-      .and(index, "Create", "==", 0)
-      .then(this.etcd.put(key).value(Buffer.from(toBinary(NodeRecordSchema, record))), this.etcd.put(index).value(record.id))
-      .commit();
+    const fence = this.fenceKey();
+    let txn = this.etcd.if(key, "Create", "==", 0).and(index, "Create", "==", 0);
+    if (fence !== undefined) txn = txn.and(fence, "Version", ">", 0);
+    const result = await txn.then(this.etcd.put(key).value(Buffer.from(toBinary(NodeRecordSchema, record))), this.etcd.put(index).value(record.id)).commit();
     if (result.succeeded) return "created";
+    await this.checkFence(fence);
     return (await this.node(record.id)) ? "node-exists" : "join-key-in-use";
   }
 
@@ -108,11 +147,12 @@ export class CuratorStore {
       const current = await this.node(id);
       if (!current) throw new StoreError(`node ${id} does not exist`);
       const next = change(create(NodeRecordSchema, current.value));
-      const result = await this.etcd
-        .if(key, "Mod", "==", current.modRevision)
-        .then(this.etcd.put(key).value(Buffer.from(toBinary(NodeRecordSchema, next))))
-        .commit();
+      const fence = this.fenceKey();
+      let txn = this.etcd.if(key, "Mod", "==", current.modRevision);
+      if (fence !== undefined) txn = txn.and(fence, "Version", ">", 0);
+      const result = await txn.then(this.etcd.put(key).value(Buffer.from(toBinary(NodeRecordSchema, next)))).commit();
       if (result.succeeded) return next;
+      await this.checkFence(fence);
     }
     throw new StoreError(`node ${id} kept changing under ${MAX_UPDATE_ATTEMPTS} attempts to update it`);
   }
@@ -129,11 +169,12 @@ export class CuratorStore {
       if (!current) return "not-found";
       check(current.value);
       const index = joinKeyIndex(current.value.joinKey);
-      const result = await this.etcd
-        .if(key, "Mod", "==", current.modRevision)
-        .then(this.etcd.delete().key(key), this.etcd.delete().key(index))
-        .commit();
+      const fence = this.fenceKey();
+      let txn = this.etcd.if(key, "Mod", "==", current.modRevision);
+      if (fence !== undefined) txn = txn.and(fence, "Version", ">", 0);
+      const result = await txn.then(this.etcd.delete().key(key), this.etcd.delete().key(index)).commit();
       if (result.succeeded) return "deleted";
+      await this.checkFence(fence);
     }
     throw new StoreError(`node ${id} kept changing under ${MAX_UPDATE_ATTEMPTS} attempts to delete it`);
   }

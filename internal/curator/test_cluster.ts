@@ -258,10 +258,11 @@ export async function startImpostorCurator(
       updateNodeRoles: async () => record("Management/UpdateNodeRoles", {}),
       getEtcdCredentials: async () => record("Management/GetEtcdCredentials", {}),
       deleteNode: async () => record("Management/DeleteNode", {}),
+      updateNodeLabels: async () => record("Management/UpdateNodeLabels", {}),
     },
     {
       ...serveOptions,
-      policy: { getRegisterTicket: "key", getClusterInfo: "key", getNodes: "key", approveNode: "key", updateNodeRoles: "key", getEtcdCredentials: "key", deleteNode: "key" },
+      policy: { getRegisterTicket: "key", getClusterInfo: "key", getNodes: "key", approveNode: "key", updateNodeRoles: "key", getEtcdCredentials: "key", deleteNode: "key", updateNodeLabels: "key" },
     },
   );
   addService(

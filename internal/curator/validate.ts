@@ -87,7 +87,7 @@ export function checkNodeStatus(status: NodeStatus, now = Date.now()): void {
   });
 }
 
-/** A value safe to quote in an error message. */
-function printable(value: string): string {
+/** A value safe to quote in an error message: unprintable characters written as \u{…} escapes. */
+export function printable(value: string): string {
   return value.replace(new RegExp(UNPRINTABLE.source, "gu"), (c) => `\\u{${c.codePointAt(0)!.toString(16)}}`);
 }

@@ -18,6 +18,8 @@ export interface NodeSummary {
   address: string;
   roles: string[];
   curator: boolean;
+  /** The owner's labels, key=value, sorted by key. */
+  labels: string[];
   /** HEALTHY, HEARTBEAT_TIMEOUT or UNKNOWN, as the curator leader sees it. */
   health: string;
   /** Milliseconds since the leader last heard the node's heartbeat, if it has. */
@@ -33,6 +35,7 @@ export function summarize(node: Node): NodeSummary {
     address: node.status?.externalAddress ?? "",
     roles: rolesOf(node),
     curator: Boolean(node.status?.runningCurator),
+    labels: node.labels.map((l) => `${l.key}=${l.value}`),
     health: Node_Health[node.health] ?? String(node.health),
     ...(node.timeSinceHeartbeatMs !== undefined ? { lastSeenMs: Number(node.timeSinceHeartbeatMs) } : {}),
     ...(node.status?.timestampMs ? { lastStatusMs: Number(node.status.timestampMs) } : {}),
@@ -42,8 +45,16 @@ export function summarize(node: Node): NodeSummary {
 
 export function nodeTable(nodes: NodeSummary[]): string {
   const rows = [
-    ["NODE", "STATE", "HEALTH", "LAST SEEN", "ADDRESS", "ROLES"],
-    ...nodes.map((n) => [n.id, n.state, n.health, n.lastSeenMs === undefined ? "-" : `${formatDuration(n.lastSeenMs)} ago`, n.address || "-", n.roles.join(",") || "-"]),
+    ["NODE", "STATE", "HEALTH", "LAST SEEN", "ADDRESS", "ROLES", "LABELS"],
+    ...nodes.map((n) => [
+      n.id,
+      n.state,
+      n.health,
+      n.lastSeenMs === undefined ? "-" : `${formatDuration(n.lastSeenMs)} ago`,
+      n.address || "-",
+      n.roles.join(",") || "-",
+      n.labels.join(",") || "-",
+    ]),
   ];
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
   return rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd()).join("\n");
@@ -57,3 +68,20 @@ export const ROLE_FIELDS = {
 } as const;
 
 export type RoleName = keyof typeof ROLE_FIELDS;
+
+/**
+ * Label arguments as kubectl takes them: `key=value` sets a label (the value
+ * may be empty), `key-` removes one. Throws an Error naming the argument
+ * that is neither; the syntax of keys and values is the curator's to check.
+ */
+export function parseLabelArgs(args: readonly string[]): { upsert: { key: string; value: string }[]; remove: string[] } {
+  const upsert: { key: string; value: string }[] = [];
+  const remove: string[] = [];
+  for (const arg of args) {
+    const eq = arg.indexOf("=");
+    if (eq > 0) upsert.push({ key: arg.slice(0, eq), value: arg.slice(eq + 1) });
+    else if (eq < 0 && arg.length > 1 && arg.endsWith("-")) remove.push(arg.slice(0, -1));
+    else throw new Error(`'${arg}' is neither key=value (set a label) nor key- (remove one)`);
+  }
+  return { upsert, remove };
+}

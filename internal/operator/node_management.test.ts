@@ -3,7 +3,7 @@ import { create } from "@bufbuild/protobuf";
 import { NodeSchema, Node_Health } from "../../proto/gen/api/management_pb.ts";
 import { LogEntrySchema, LogLevel } from "../../proto/gen/api/node_management_pb.ts";
 import { NodeState } from "../../proto/gen/common/common_pb.ts";
-import { nodeTable, summarize } from "./format.ts";
+import { nodeTable, parseLabelArgs, summarize } from "./format.ts";
 import { formatDuration, formatLogEntry, logEntryJson, serviceTable } from "./node_management.ts";
 
 describe("how ctl shows a node's day-2 state", () => {
@@ -25,16 +25,24 @@ describe("how ctl shows a node's day-2 state", () => {
 
   test("the node list shows health and how long ago the leader heard from each node", () => {
     const nodes = [
-      create(NodeSchema, { id: "node-a", state: NodeState.UP, health: Node_Health.HEALTHY, timeSinceHeartbeatMs: 2_400n, status: { externalAddress: "10.0.0.2" } }),
+      create(NodeSchema, { id: "node-a", state: NodeState.UP, health: Node_Health.HEALTHY, timeSinceHeartbeatMs: 2_400n, status: { externalAddress: "10.0.0.2" }, labels: [{ key: "zone", value: "a" }, { key: "rack", value: "" }] }),
       create(NodeSchema, { id: "node-b", state: NodeState.UP, health: Node_Health.HEARTBEAT_TIMEOUT, timeSinceHeartbeatMs: 31_000n }),
       create(NodeSchema, { id: "node-c", state: NodeState.NEW }),
     ].map(summarize);
     expect(nodeTable(nodes).split("\n")).toEqual([
-      "NODE    STATE  HEALTH             LAST SEEN  ADDRESS   ROLES",
-      "node-a  UP     HEALTHY            2s ago     10.0.0.2  -",
-      "node-b  UP     HEARTBEAT_TIMEOUT  31s ago    -         -",
-      "node-c  NEW    UNKNOWN            -          -         -",
+      "NODE    STATE  HEALTH             LAST SEEN  ADDRESS   ROLES  LABELS",
+      "node-a  UP     HEALTHY            2s ago     10.0.0.2  -      zone=a,rack=",
+      "node-b  UP     HEARTBEAT_TIMEOUT  31s ago    -         -      -",
+      "node-c  NEW    UNKNOWN            -          -         -      -",
     ]);
+  });
+
+  test("label arguments: key=value sets (the value may be empty), key- removes, anything else is refused", () => {
+    expect(parseLabelArgs(["zone=a", "rack=", "old-", "example.com/x=y=z"])).toEqual({
+      upsert: [{ key: "zone", value: "a" }, { key: "rack", value: "" }, { key: "example.com/x", value: "y=z" }],
+      remove: ["old"],
+    });
+    for (const bad of ["zone", "=a", "-", ""]) expect(() => parseLabelArgs([bad])).toThrow(`'${bad}' is neither key=value`);
   });
 
   test("a log entry prints like the node's console, or as one JSON object", () => {

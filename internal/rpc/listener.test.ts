@@ -38,10 +38,11 @@ function managementServer() {
       updateNodeRoles: unused,
       getEtcdCredentials: unused,
       deleteNode: unused,
+      updateNodeLabels: unused,
     },
     {
       ca: () => ca.certificate,
-      policy: { getRegisterTicket: "owner", getClusterInfo: "owner", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner", deleteNode: "owner" },
+      policy: { getRegisterTicket: "owner", getClusterInfo: "owner", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner", deleteNode: "owner", updateNodeLabels: "owner" },
     },
   );
   return server;

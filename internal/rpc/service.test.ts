@@ -83,10 +83,13 @@ beforeAll(async () => {
       async deleteNode() {
         return {};
       },
+      async updateNodeLabels() {
+        return {};
+      },
     },
     {
       ca: () => ca.certificate,
-      policy: { getRegisterTicket: "owner", getClusterInfo: "cluster", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner", deleteNode: "owner" },
+      policy: { getRegisterTicket: "owner", getClusterInfo: "cluster", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner", deleteNode: "owner", updateNodeLabels: "owner" },
     },
   );
   addService(

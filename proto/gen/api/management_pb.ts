@@ -6,7 +6,7 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { ClusterDirectory, NodeRoles, NodeState, NodeStatus } from "../common/common_pb.ts";
+import type { ClusterDirectory, NodeLabel, NodeRoles, NodeState, NodeStatus } from "../common/common_pb.ts";
 import { file_common_common } from "../common/common_pb.ts";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file api/management.proto.
  */
 export const file_api_management: GenFile = /*@__PURE__*/
-  fileDesc("ChRhcGkvbWFuYWdlbWVudC5wcm90bxIMbm9kZWNvcmUuYXBpIg8KDUVzY3Jvd1JlcXVlc3QiQwoORXNjcm93UmVzcG9uc2USGQoRb3duZXJfY2VydGlmaWNhdGUYASABKAwSFgoOY2FfY2VydGlmaWNhdGUYAiABKAwiMwoRRGVsZXRlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDCIUChJEZWxldGVOb2RlUmVzcG9uc2UiLwoZR2V0RXRjZENyZWRlbnRpYWxzUmVxdWVzdBISCgpwdWJsaWNfa2V5GAEgASgMIlAKGkdldEV0Y2RDcmVkZW50aWFsc1Jlc3BvbnNlEhYKDmNhX2NlcnRpZmljYXRlGAEgASgMEhoKEmNsaWVudF9jZXJ0aWZpY2F0ZRgCIAEoDCIaChhHZXRSZWdpc3RlclRpY2tldFJlcXVlc3QiKwoZR2V0UmVnaXN0ZXJUaWNrZXRSZXNwb25zZRIOCgZ0aWNrZXQYASABKAwiFwoVR2V0Q2x1c3RlckluZm9SZXF1ZXN0Im4KFkdldENsdXN0ZXJJbmZvUmVzcG9uc2USPAoRY2x1c3Rlcl9kaXJlY3RvcnkYASABKAsyIS5ub2RlY29yZS5jb21tb24uQ2x1c3RlckRpcmVjdG9yeRIWCg5jYV9jZXJ0aWZpY2F0ZRgCIAEoDCIRCg9HZXROb2Rlc1JlcXVlc3Qi5gIKBE5vZGUSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDBIpCgVzdGF0ZRgDIAEoDjIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdGUSKwoGc3RhdHVzGAQgASgLMhsubm9kZWNvcmUuY29tbW9uLk5vZGVTdGF0dXMSKQoFcm9sZXMYBSABKAsyGi5ub2RlY29yZS5jb21tb24uTm9kZVJvbGVzEikKBmhlYWx0aBgGIAEoDjIZLm5vZGVjb3JlLmFwaS5Ob2RlLkhlYWx0aBIkChd0aW1lX3NpbmNlX2hlYXJ0YmVhdF9tcxgHIAEoA0gAiAEBIk4KBkhlYWx0aBISCg5IRUFMVEhfVU5LTk9XThAAEhIKDkhFQUxUSF9IRUFMVEhZEAESHAoYSEVBTFRIX0hFQVJUQkVBVF9USU1FT1VUEAJCGgoYX3RpbWVfc2luY2VfaGVhcnRiZWF0X21zIjQKEkFwcHJvdmVOb2RlUmVxdWVzdBIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMIhUKE0FwcHJvdmVOb2RlUmVzcG9uc2Ui4AEKFlVwZGF0ZU5vZGVSb2xlc1JlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDBIdChBjb25zZW5zdXNfbWVtYmVyGAMgASgISACIAQESIgoVa3ViZXJuZXRlc19jb250cm9sbGVyGAQgASgISAGIAQESHgoRa3ViZXJuZXRlc193b3JrZXIYBSABKAhIAogBAUITChFfY29uc2Vuc3VzX21lbWJlckIYChZfa3ViZXJuZXRlc19jb250cm9sbGVyQhQKEl9rdWJlcm5ldGVzX3dvcmtlciIZChdVcGRhdGVOb2RlUm9sZXNSZXNwb25zZTJKCgNBQUESQwoGRXNjcm93Ehsubm9kZWNvcmUuYXBpLkVzY3Jvd1JlcXVlc3QaHC5ub2RlY29yZS5hcGkuRXNjcm93UmVzcG9uc2Uy/gQKCk1hbmFnZW1lbnQSZAoRR2V0UmVnaXN0ZXJUaWNrZXQSJi5ub2RlY29yZS5hcGkuR2V0UmVnaXN0ZXJUaWNrZXRSZXF1ZXN0Gicubm9kZWNvcmUuYXBpLkdldFJlZ2lzdGVyVGlja2V0UmVzcG9uc2USWwoOR2V0Q2x1c3RlckluZm8SIy5ub2RlY29yZS5hcGkuR2V0Q2x1c3RlckluZm9SZXF1ZXN0GiQubm9kZWNvcmUuYXBpLkdldENsdXN0ZXJJbmZvUmVzcG9uc2USPwoIR2V0Tm9kZXMSHS5ub2RlY29yZS5hcGkuR2V0Tm9kZXNSZXF1ZXN0GhIubm9kZWNvcmUuYXBpLk5vZGUwARJSCgtBcHByb3ZlTm9kZRIgLm5vZGVjb3JlLmFwaS5BcHByb3ZlTm9kZVJlcXVlc3QaIS5ub2RlY29yZS5hcGkuQXBwcm92ZU5vZGVSZXNwb25zZRJeCg9VcGRhdGVOb2RlUm9sZXMSJC5ub2RlY29yZS5hcGkuVXBkYXRlTm9kZVJvbGVzUmVxdWVzdBolLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlUm9sZXNSZXNwb25zZRJnChJHZXRFdGNkQ3JlZGVudGlhbHMSJy5ub2RlY29yZS5hcGkuR2V0RXRjZENyZWRlbnRpYWxzUmVxdWVzdBooLm5vZGVjb3JlLmFwaS5HZXRFdGNkQ3JlZGVudGlhbHNSZXNwb25zZRJPCgpEZWxldGVOb2RlEh8ubm9kZWNvcmUuYXBpLkRlbGV0ZU5vZGVSZXF1ZXN0GiAubm9kZWNvcmUuYXBpLkRlbGV0ZU5vZGVSZXNwb25zZWIGcHJvdG8z", [file_common_common]);
+  fileDesc("ChRhcGkvbWFuYWdlbWVudC5wcm90bxIMbm9kZWNvcmUuYXBpIg8KDUVzY3Jvd1JlcXVlc3QiQwoORXNjcm93UmVzcG9uc2USGQoRb3duZXJfY2VydGlmaWNhdGUYASABKAwSFgoOY2FfY2VydGlmaWNhdGUYAiABKAwidQoXVXBkYXRlTm9kZUxhYmVsc1JlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDBIqCgZ1cHNlcnQYAyADKAsyGi5ub2RlY29yZS5jb21tb24uTm9kZUxhYmVsEg4KBmRlbGV0ZRgEIAMoCSJGChhVcGRhdGVOb2RlTGFiZWxzUmVzcG9uc2USKgoGbGFiZWxzGAEgAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbCIzChFEZWxldGVOb2RlUmVxdWVzdBIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMIhQKEkRlbGV0ZU5vZGVSZXNwb25zZSIvChlHZXRFdGNkQ3JlZGVudGlhbHNSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAwiUAoaR2V0RXRjZENyZWRlbnRpYWxzUmVzcG9uc2USFgoOY2FfY2VydGlmaWNhdGUYASABKAwSGgoSY2xpZW50X2NlcnRpZmljYXRlGAIgASgMIhoKGEdldFJlZ2lzdGVyVGlja2V0UmVxdWVzdCIrChlHZXRSZWdpc3RlclRpY2tldFJlc3BvbnNlEg4KBnRpY2tldBgBIAEoDCIXChVHZXRDbHVzdGVySW5mb1JlcXVlc3QibgoWR2V0Q2x1c3RlckluZm9SZXNwb25zZRI8ChFjbHVzdGVyX2RpcmVjdG9yeRgBIAEoCzIhLm5vZGVjb3JlLmNvbW1vbi5DbHVzdGVyRGlyZWN0b3J5EhYKDmNhX2NlcnRpZmljYXRlGAIgASgMIhEKD0dldE5vZGVzUmVxdWVzdCKSAwoETm9kZRIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMEikKBXN0YXRlGAMgASgOMhoubm9kZWNvcmUuY29tbW9uLk5vZGVTdGF0ZRIrCgZzdGF0dXMYBCABKAsyGy5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cxIpCgVyb2xlcxgFIAEoCzIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlUm9sZXMSKQoGaGVhbHRoGAYgASgOMhkubm9kZWNvcmUuYXBpLk5vZGUuSGVhbHRoEiQKF3RpbWVfc2luY2VfaGVhcnRiZWF0X21zGAcgASgDSACIAQESKgoGbGFiZWxzGAggAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbCJOCgZIZWFsdGgSEgoOSEVBTFRIX1VOS05PV04QABISCg5IRUFMVEhfSEVBTFRIWRABEhwKGEhFQUxUSF9IRUFSVEJFQVRfVElNRU9VVBACQhoKGF90aW1lX3NpbmNlX2hlYXJ0YmVhdF9tcyI0ChJBcHByb3ZlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDCIVChNBcHByb3ZlTm9kZVJlc3BvbnNlIuABChZVcGRhdGVOb2RlUm9sZXNSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSHQoQY29uc2Vuc3VzX21lbWJlchgDIAEoCEgAiAEBEiIKFWt1YmVybmV0ZXNfY29udHJvbGxlchgEIAEoCEgBiAEBEh4KEWt1YmVybmV0ZXNfd29ya2VyGAUgASgISAKIAQFCEwoRX2NvbnNlbnN1c19tZW1iZXJCGAoWX2t1YmVybmV0ZXNfY29udHJvbGxlckIUChJfa3ViZXJuZXRlc193b3JrZXIiGQoXVXBkYXRlTm9kZVJvbGVzUmVzcG9uc2UySgoDQUFBEkMKBkVzY3JvdxIbLm5vZGVjb3JlLmFwaS5Fc2Nyb3dSZXF1ZXN0Ghwubm9kZWNvcmUuYXBpLkVzY3Jvd1Jlc3BvbnNlMuEFCgpNYW5hZ2VtZW50EmQKEUdldFJlZ2lzdGVyVGlja2V0EiYubm9kZWNvcmUuYXBpLkdldFJlZ2lzdGVyVGlja2V0UmVxdWVzdBonLm5vZGVjb3JlLmFwaS5HZXRSZWdpc3RlclRpY2tldFJlc3BvbnNlElsKDkdldENsdXN0ZXJJbmZvEiMubm9kZWNvcmUuYXBpLkdldENsdXN0ZXJJbmZvUmVxdWVzdBokLm5vZGVjb3JlLmFwaS5HZXRDbHVzdGVySW5mb1Jlc3BvbnNlEj8KCEdldE5vZGVzEh0ubm9kZWNvcmUuYXBpLkdldE5vZGVzUmVxdWVzdBoSLm5vZGVjb3JlLmFwaS5Ob2RlMAESUgoLQXBwcm92ZU5vZGUSIC5ub2RlY29yZS5hcGkuQXBwcm92ZU5vZGVSZXF1ZXN0GiEubm9kZWNvcmUuYXBpLkFwcHJvdmVOb2RlUmVzcG9uc2USXgoPVXBkYXRlTm9kZVJvbGVzEiQubm9kZWNvcmUuYXBpLlVwZGF0ZU5vZGVSb2xlc1JlcXVlc3QaJS5ub2RlY29yZS5hcGkuVXBkYXRlTm9kZVJvbGVzUmVzcG9uc2USZwoSR2V0RXRjZENyZWRlbnRpYWxzEicubm9kZWNvcmUuYXBpLkdldEV0Y2RDcmVkZW50aWFsc1JlcXVlc3QaKC5ub2RlY29yZS5hcGkuR2V0RXRjZENyZWRlbnRpYWxzUmVzcG9uc2USTwoKRGVsZXRlTm9kZRIfLm5vZGVjb3JlLmFwaS5EZWxldGVOb2RlUmVxdWVzdBogLm5vZGVjb3JlLmFwaS5EZWxldGVOb2RlUmVzcG9uc2USYQoQVXBkYXRlTm9kZUxhYmVscxIlLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlTGFiZWxzUmVxdWVzdBomLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlTGFiZWxzUmVzcG9uc2ViBnByb3RvMw", [file_common_common]);
 
 /**
  * @generated from message nodecore.api.EscrowRequest
@@ -56,6 +56,61 @@ export const EscrowResponseSchema: GenMessage<EscrowResponse> = /*@__PURE__*/
   messageDesc(file_api_management, 1);
 
 /**
+ * @generated from message nodecore.api.UpdateNodeLabelsRequest
+ */
+export type UpdateNodeLabelsRequest = Message<"nodecore.api.UpdateNodeLabelsRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: bytes public_key = 2;
+   */
+  publicKey: Uint8Array;
+
+  /**
+   * Labels to add, or to change the value of.
+   *
+   * @generated from field: repeated nodecore.common.NodeLabel upsert = 3;
+   */
+  upsert: NodeLabel[];
+
+  /**
+   * Keys of labels to remove. A key may not be both upserted and removed.
+   *
+   * @generated from field: repeated string delete = 4;
+   */
+  delete: string[];
+};
+
+/**
+ * Describes the message nodecore.api.UpdateNodeLabelsRequest.
+ * Use `create(UpdateNodeLabelsRequestSchema)` to create a new message.
+ */
+export const UpdateNodeLabelsRequestSchema: GenMessage<UpdateNodeLabelsRequest> = /*@__PURE__*/
+  messageDesc(file_api_management, 2);
+
+/**
+ * @generated from message nodecore.api.UpdateNodeLabelsResponse
+ */
+export type UpdateNodeLabelsResponse = Message<"nodecore.api.UpdateNodeLabelsResponse"> & {
+  /**
+   * The node's labels after the change.
+   *
+   * @generated from field: repeated nodecore.common.NodeLabel labels = 1;
+   */
+  labels: NodeLabel[];
+};
+
+/**
+ * Describes the message nodecore.api.UpdateNodeLabelsResponse.
+ * Use `create(UpdateNodeLabelsResponseSchema)` to create a new message.
+ */
+export const UpdateNodeLabelsResponseSchema: GenMessage<UpdateNodeLabelsResponse> = /*@__PURE__*/
+  messageDesc(file_api_management, 3);
+
+/**
  * @generated from message nodecore.api.DeleteNodeRequest
  */
 export type DeleteNodeRequest = Message<"nodecore.api.DeleteNodeRequest"> & {
@@ -75,7 +130,7 @@ export type DeleteNodeRequest = Message<"nodecore.api.DeleteNodeRequest"> & {
  * Use `create(DeleteNodeRequestSchema)` to create a new message.
  */
 export const DeleteNodeRequestSchema: GenMessage<DeleteNodeRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 2);
+  messageDesc(file_api_management, 4);
 
 /**
  * @generated from message nodecore.api.DeleteNodeResponse
@@ -88,7 +143,7 @@ export type DeleteNodeResponse = Message<"nodecore.api.DeleteNodeResponse"> & {
  * Use `create(DeleteNodeResponseSchema)` to create a new message.
  */
 export const DeleteNodeResponseSchema: GenMessage<DeleteNodeResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 3);
+  messageDesc(file_api_management, 5);
 
 /**
  * @generated from message nodecore.api.GetEtcdCredentialsRequest
@@ -107,7 +162,7 @@ export type GetEtcdCredentialsRequest = Message<"nodecore.api.GetEtcdCredentials
  * Use `create(GetEtcdCredentialsRequestSchema)` to create a new message.
  */
 export const GetEtcdCredentialsRequestSchema: GenMessage<GetEtcdCredentialsRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 4);
+  messageDesc(file_api_management, 6);
 
 /**
  * @generated from message nodecore.api.GetEtcdCredentialsResponse
@@ -131,7 +186,7 @@ export type GetEtcdCredentialsResponse = Message<"nodecore.api.GetEtcdCredential
  * Use `create(GetEtcdCredentialsResponseSchema)` to create a new message.
  */
 export const GetEtcdCredentialsResponseSchema: GenMessage<GetEtcdCredentialsResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 5);
+  messageDesc(file_api_management, 7);
 
 /**
  * @generated from message nodecore.api.GetRegisterTicketRequest
@@ -144,7 +199,7 @@ export type GetRegisterTicketRequest = Message<"nodecore.api.GetRegisterTicketRe
  * Use `create(GetRegisterTicketRequestSchema)` to create a new message.
  */
 export const GetRegisterTicketRequestSchema: GenMessage<GetRegisterTicketRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 6);
+  messageDesc(file_api_management, 8);
 
 /**
  * @generated from message nodecore.api.GetRegisterTicketResponse
@@ -161,7 +216,7 @@ export type GetRegisterTicketResponse = Message<"nodecore.api.GetRegisterTicketR
  * Use `create(GetRegisterTicketResponseSchema)` to create a new message.
  */
 export const GetRegisterTicketResponseSchema: GenMessage<GetRegisterTicketResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 7);
+  messageDesc(file_api_management, 9);
 
 /**
  * @generated from message nodecore.api.GetClusterInfoRequest
@@ -174,7 +229,7 @@ export type GetClusterInfoRequest = Message<"nodecore.api.GetClusterInfoRequest"
  * Use `create(GetClusterInfoRequestSchema)` to create a new message.
  */
 export const GetClusterInfoRequestSchema: GenMessage<GetClusterInfoRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 8);
+  messageDesc(file_api_management, 10);
 
 /**
  * @generated from message nodecore.api.GetClusterInfoResponse
@@ -196,7 +251,7 @@ export type GetClusterInfoResponse = Message<"nodecore.api.GetClusterInfoRespons
  * Use `create(GetClusterInfoResponseSchema)` to create a new message.
  */
 export const GetClusterInfoResponseSchema: GenMessage<GetClusterInfoResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 9);
+  messageDesc(file_api_management, 11);
 
 /**
  * @generated from message nodecore.api.GetNodesRequest
@@ -209,7 +264,7 @@ export type GetNodesRequest = Message<"nodecore.api.GetNodesRequest"> & {
  * Use `create(GetNodesRequestSchema)` to create a new message.
  */
 export const GetNodesRequestSchema: GenMessage<GetNodesRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 10);
+  messageDesc(file_api_management, 12);
 
 /**
  * @generated from message nodecore.api.Node
@@ -254,6 +309,13 @@ export type Node = Message<"nodecore.api.Node"> & {
    * @generated from field: optional int64 time_since_heartbeat_ms = 7;
    */
   timeSinceHeartbeatMs?: bigint | undefined;
+
+  /**
+   * The owner's labels, sorted by key.
+   *
+   * @generated from field: repeated nodecore.common.NodeLabel labels = 8;
+   */
+  labels: NodeLabel[];
 };
 
 /**
@@ -261,7 +323,7 @@ export type Node = Message<"nodecore.api.Node"> & {
  * Use `create(NodeSchema)` to create a new message.
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
-  messageDesc(file_api_management, 11);
+  messageDesc(file_api_management, 13);
 
 /**
  * Whether the node's heartbeats reach the curator leader. Only nodes that
@@ -297,7 +359,7 @@ export enum Node_Health {
  * Describes the enum nodecore.api.Node.Health.
  */
 export const Node_HealthSchema: GenEnum<Node_Health> = /*@__PURE__*/
-  enumDesc(file_api_management, 11, 0);
+  enumDesc(file_api_management, 13, 0);
 
 /**
  * @generated from message nodecore.api.ApproveNodeRequest
@@ -321,7 +383,7 @@ export type ApproveNodeRequest = Message<"nodecore.api.ApproveNodeRequest"> & {
  * Use `create(ApproveNodeRequestSchema)` to create a new message.
  */
 export const ApproveNodeRequestSchema: GenMessage<ApproveNodeRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 12);
+  messageDesc(file_api_management, 14);
 
 /**
  * @generated from message nodecore.api.ApproveNodeResponse
@@ -334,7 +396,7 @@ export type ApproveNodeResponse = Message<"nodecore.api.ApproveNodeResponse"> & 
  * Use `create(ApproveNodeResponseSchema)` to create a new message.
  */
 export const ApproveNodeResponseSchema: GenMessage<ApproveNodeResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 13);
+  messageDesc(file_api_management, 15);
 
 /**
  * @generated from message nodecore.api.UpdateNodeRolesRequest
@@ -373,7 +435,7 @@ export type UpdateNodeRolesRequest = Message<"nodecore.api.UpdateNodeRolesReques
  * Use `create(UpdateNodeRolesRequestSchema)` to create a new message.
  */
 export const UpdateNodeRolesRequestSchema: GenMessage<UpdateNodeRolesRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 14);
+  messageDesc(file_api_management, 16);
 
 /**
  * @generated from message nodecore.api.UpdateNodeRolesResponse
@@ -386,7 +448,7 @@ export type UpdateNodeRolesResponse = Message<"nodecore.api.UpdateNodeRolesRespo
  * Use `create(UpdateNodeRolesResponseSchema)` to create a new message.
  */
 export const UpdateNodeRolesResponseSchema: GenMessage<UpdateNodeRolesResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 15);
+  messageDesc(file_api_management, 17);
 
 /**
  * Authentication, authorization and accounting. The only service (with
@@ -490,6 +552,18 @@ export const Management: GenService<{
     methodKind: "unary";
     input: typeof DeleteNodeRequestSchema;
     output: typeof DeleteNodeResponseSchema;
+  },
+  /**
+   * Adds, changes and removes labels of a node in one compare-and-swap,
+   * fenced on this curator's leadership: a curator that lost its lease
+   * cannot write. Removing a label that is not there is not an error.
+   *
+   * @generated from rpc nodecore.api.Management.UpdateNodeLabels
+   */
+  updateNodeLabels: {
+    methodKind: "unary";
+    input: typeof UpdateNodeLabelsRequestSchema;
+    output: typeof UpdateNodeLabelsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_api_management, 1);

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file common/common.proto.
  */
 export const file_common_common: GenFile = /*@__PURE__*/
-  fileDesc("ChNjb21tb24vY29tbW9uLnByb3RvEg9ub2RlY29yZS5jb21tb24izwMKCU5vZGVSb2xlcxJEChBjb25zZW5zdXNfbWVtYmVyGAEgASgLMioubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcy5Db25zZW5zdXNNZW1iZXISTgoVa3ViZXJuZXRlc19jb250cm9sbGVyGAIgASgLMi8ubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcy5LdWJlcm5ldGVzQ29udHJvbGxlchJGChFrdWJlcm5ldGVzX3dvcmtlchgDIAEoCzIrLm5vZGVjb3JlLmNvbW1vbi5Ob2RlUm9sZXMuS3ViZXJuZXRlc1dvcmtlchq3AQoPQ29uc2Vuc3VzTWVtYmVyEhYKDmNhX2NlcnRpZmljYXRlGAEgASgMEhgKEHBlZXJfY2VydGlmaWNhdGUYAiABKAwSPgoFcGVlcnMYAyADKAsyLy5ub2RlY29yZS5jb21tb24uTm9kZVJvbGVzLkNvbnNlbnN1c01lbWJlci5QZWVyEg8KB2FkZHJlc3MYBCABKAkaIQoEUGVlchIMCgRuYW1lGAEgASgJEgsKA3VybBgCIAEoCRoWChRLdWJlcm5ldGVzQ29udHJvbGxlchoSChBLdWJlcm5ldGVzV29ya2VyIj0KDVNlcnZpY2VTdGF0dXMSDAoEbmFtZRgBIAEoCRINCgVzdGF0ZRgCIAEoCRIPCgdtZXNzYWdlGAMgASgJIuQBCgpOb2RlU3RhdHVzEhgKEGV4dGVybmFsX2FkZHJlc3MYASABKAkSQwoPcnVubmluZ19jdXJhdG9yGAIgASgLMioubm9kZWNvcmUuY29tbW9uLk5vZGVTdGF0dXMuUnVubmluZ0N1cmF0b3ISFAoMdGltZXN0YW1wX21zGAMgASgDEg8KB3ZlcnNpb24YBCABKAkSMAoIc2VydmljZXMYBSADKAsyHi5ub2RlY29yZS5jb21tb24uU2VydmljZVN0YXR1cxoeCg5SdW5uaW5nQ3VyYXRvchIMCgRwb3J0GAEgASgFIsEBChBDbHVzdGVyRGlyZWN0b3J5EjUKBW5vZGVzGAEgAygLMiYubm9kZWNvcmUuY29tbW9uLkNsdXN0ZXJEaXJlY3RvcnkuTm9kZRp2CgROb2RlEhIKCnB1YmxpY19rZXkYASABKAwSQQoJYWRkcmVzc2VzGAIgAygLMi4ubm9kZWNvcmUuY29tbW9uLkNsdXN0ZXJEaXJlY3RvcnkuTm9kZS5BZGRyZXNzGhcKB0FkZHJlc3MSDAoEaG9zdBgBIAEoCSqBAQoJTm9kZVN0YXRlEhYKEk5PREVfU1RBVEVfSU5WQUxJRBAAEhIKDk5PREVfU1RBVEVfTkVXEAESFgoSTk9ERV9TVEFURV9TVEFOREJZEAISEQoNTk9ERV9TVEFURV9VUBADEh0KGU5PREVfU1RBVEVfREVDT01NSVNTSU9ORUQQBGIGcHJvdG8z");
+  fileDesc("ChNjb21tb24vY29tbW9uLnByb3RvEg9ub2RlY29yZS5jb21tb24izwMKCU5vZGVSb2xlcxJEChBjb25zZW5zdXNfbWVtYmVyGAEgASgLMioubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcy5Db25zZW5zdXNNZW1iZXISTgoVa3ViZXJuZXRlc19jb250cm9sbGVyGAIgASgLMi8ubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcy5LdWJlcm5ldGVzQ29udHJvbGxlchJGChFrdWJlcm5ldGVzX3dvcmtlchgDIAEoCzIrLm5vZGVjb3JlLmNvbW1vbi5Ob2RlUm9sZXMuS3ViZXJuZXRlc1dvcmtlchq3AQoPQ29uc2Vuc3VzTWVtYmVyEhYKDmNhX2NlcnRpZmljYXRlGAEgASgMEhgKEHBlZXJfY2VydGlmaWNhdGUYAiABKAwSPgoFcGVlcnMYAyADKAsyLy5ub2RlY29yZS5jb21tb24uTm9kZVJvbGVzLkNvbnNlbnN1c01lbWJlci5QZWVyEg8KB2FkZHJlc3MYBCABKAkaIQoEUGVlchIMCgRuYW1lGAEgASgJEgsKA3VybBgCIAEoCRoWChRLdWJlcm5ldGVzQ29udHJvbGxlchoSChBLdWJlcm5ldGVzV29ya2VyIicKCU5vZGVMYWJlbBILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAkiPQoNU2VydmljZVN0YXR1cxIMCgRuYW1lGAEgASgJEg0KBXN0YXRlGAIgASgJEg8KB21lc3NhZ2UYAyABKAki5AEKCk5vZGVTdGF0dXMSGAoQZXh0ZXJuYWxfYWRkcmVzcxgBIAEoCRJDCg9ydW5uaW5nX2N1cmF0b3IYAiABKAsyKi5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cy5SdW5uaW5nQ3VyYXRvchIUCgx0aW1lc3RhbXBfbXMYAyABKAMSDwoHdmVyc2lvbhgEIAEoCRIwCghzZXJ2aWNlcxgFIAMoCzIeLm5vZGVjb3JlLmNvbW1vbi5TZXJ2aWNlU3RhdHVzGh4KDlJ1bm5pbmdDdXJhdG9yEgwKBHBvcnQYASABKAUiwQEKEENsdXN0ZXJEaXJlY3RvcnkSNQoFbm9kZXMYASADKAsyJi5ub2RlY29yZS5jb21tb24uQ2x1c3RlckRpcmVjdG9yeS5Ob2RlGnYKBE5vZGUSEgoKcHVibGljX2tleRgBIAEoDBJBCglhZGRyZXNzZXMYAiADKAsyLi5ub2RlY29yZS5jb21tb24uQ2x1c3RlckRpcmVjdG9yeS5Ob2RlLkFkZHJlc3MaFwoHQWRkcmVzcxIMCgRob3N0GAEgASgJKoEBCglOb2RlU3RhdGUSFgoSTk9ERV9TVEFURV9JTlZBTElEEAASEgoOTk9ERV9TVEFURV9ORVcQARIWChJOT0RFX1NUQVRFX1NUQU5EQlkQAhIRCg1OT0RFX1NUQVRFX1VQEAMSHQoZTk9ERV9TVEFURV9ERUNPTU1JU1NJT05FRBAEYgZwcm90bzM");
 
 /**
  * The roles the cluster assigns a node. A role is held when its field is set.
@@ -137,6 +137,32 @@ export const NodeRoles_KubernetesWorkerSchema: GenMessage<NodeRoles_KubernetesWo
   messageDesc(file_common_common, 0, 2);
 
 /**
+ * A label the owner put on a node: Kubernetes label syntax. The key is an
+ * optional DNS-subdomain prefix and '/', then a name of at most 63
+ * characters; the value is at most 63 characters, possibly empty.
+ *
+ * @generated from message nodecore.common.NodeLabel
+ */
+export type NodeLabel = Message<"nodecore.common.NodeLabel"> & {
+  /**
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * @generated from field: string value = 2;
+   */
+  value: string;
+};
+
+/**
+ * Describes the message nodecore.common.NodeLabel.
+ * Use `create(NodeLabelSchema)` to create a new message.
+ */
+export const NodeLabelSchema: GenMessage<NodeLabel> = /*@__PURE__*/
+  messageDesc(file_common_common, 1);
+
+/**
  * The state of one service on a node, as the node reports it.
  *
  * @generated from message nodecore.common.ServiceStatus
@@ -169,7 +195,7 @@ export type ServiceStatus = Message<"nodecore.common.ServiceStatus"> & {
  * Use `create(ServiceStatusSchema)` to create a new message.
  */
 export const ServiceStatusSchema: GenMessage<ServiceStatus> = /*@__PURE__*/
-  messageDesc(file_common_common, 1);
+  messageDesc(file_common_common, 2);
 
 /**
  * What a node reports about itself to the curator.
@@ -216,7 +242,7 @@ export type NodeStatus = Message<"nodecore.common.NodeStatus"> & {
  * Use `create(NodeStatusSchema)` to create a new message.
  */
 export const NodeStatusSchema: GenMessage<NodeStatus> = /*@__PURE__*/
-  messageDesc(file_common_common, 2);
+  messageDesc(file_common_common, 3);
 
 /**
  * @generated from message nodecore.common.NodeStatus.RunningCurator
@@ -233,7 +259,7 @@ export type NodeStatus_RunningCurator = Message<"nodecore.common.NodeStatus.Runn
  * Use `create(NodeStatus_RunningCuratorSchema)` to create a new message.
  */
 export const NodeStatus_RunningCuratorSchema: GenMessage<NodeStatus_RunningCurator> = /*@__PURE__*/
-  messageDesc(file_common_common, 2, 0);
+  messageDesc(file_common_common, 3, 0);
 
 /**
  * Where a cluster's curators can be reached.
@@ -252,7 +278,7 @@ export type ClusterDirectory = Message<"nodecore.common.ClusterDirectory"> & {
  * Use `create(ClusterDirectorySchema)` to create a new message.
  */
 export const ClusterDirectorySchema: GenMessage<ClusterDirectory> = /*@__PURE__*/
-  messageDesc(file_common_common, 3);
+  messageDesc(file_common_common, 4);
 
 /**
  * @generated from message nodecore.common.ClusterDirectory.Node
@@ -274,7 +300,7 @@ export type ClusterDirectory_Node = Message<"nodecore.common.ClusterDirectory.No
  * Use `create(ClusterDirectory_NodeSchema)` to create a new message.
  */
 export const ClusterDirectory_NodeSchema: GenMessage<ClusterDirectory_Node> = /*@__PURE__*/
-  messageDesc(file_common_common, 3, 0);
+  messageDesc(file_common_common, 4, 0);
 
 /**
  * @generated from message nodecore.common.ClusterDirectory.Node.Address
@@ -291,7 +317,7 @@ export type ClusterDirectory_Node_Address = Message<"nodecore.common.ClusterDire
  * Use `create(ClusterDirectory_Node_AddressSchema)` to create a new message.
  */
 export const ClusterDirectory_Node_AddressSchema: GenMessage<ClusterDirectory_Node_Address> = /*@__PURE__*/
-  messageDesc(file_common_common, 3, 0, 0);
+  messageDesc(file_common_common, 4, 0, 0);
 
 /**
  * A node's lifecycle in the cluster.
