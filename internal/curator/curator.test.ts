@@ -231,7 +231,7 @@ describe("labels", () => {
     const ended = new CuratorStore(cluster.etcd.namespace(ETCD_PREFIX), { fence: () => "election/curator-leader/7fffffffffffffff" });
     const endedError = await failure(ended.updateNode(id, (r) => r));
     expect(endedError).toBeInstanceOf(FencedError);
-    expect(endedError.message).toBe("this curator's term as leader ended during the write; the write was not made");
+    expect(endedError.message).toBe("this curator's term as leader ended during the write; whether the write was made is not known");
     const none = new CuratorStore(cluster.etcd.namespace(ETCD_PREFIX), { fence: () => undefined });
     const noneError = await failure(none.updateNode(id, (r) => r));
     expect(noneError).toBeInstanceOf(FencedError);

@@ -75,11 +75,16 @@ export class CuratorStore {
     return key;
   }
 
-  /** After a failed transaction: FencedError if the fence is gone (the term ended), else nothing. */
+  /**
+   * After a failed transaction: FencedError if the fence is gone (the term
+   * ended), else nothing. It cannot say the write was not made: this
+   * attempt failed, but the etcd client retries a call whose answer was
+   * lost, so an earlier attempt may have been applied.
+   */
   private async checkFence(key: string | undefined): Promise<void> {
     if (key === undefined) return;
     const fence = await this.etcd.get(key).exec();
-    if (fence.kvs.length === 0) throw new FencedError("this curator's term as leader ended during the write; the write was not made");
+    if (fence.kvs.length === 0) throw new FencedError("this curator's term as leader ended during the write; whether the write was made is not known");
   }
 
   async cluster(): Promise<ClusterRecord | undefined> {

@@ -64,5 +64,10 @@ figure("linearizability violations (keys)", String(report.check.linearizabilityV
 figure("operations answered twice differently", String(report.check.duplicates), 40);
 figure("node processes that exited on their own", report.unexpectedExits.join(", ") || "none", 40);
 for (const violation of report.check.violations) console.log(`VIOLATION ${violation.kind}: ${violation.message}`);
+if (report.check.violations.length) {
+  const file = `faults-seed-${seed}.json`;
+  await Bun.write(file, JSON.stringify(report.history, null, 1));
+  console.log(`history written to ${file}`);
+}
 const clean = report.check.violations.length === 0 && report.unexpectedExits.length === 0 && report.runs.every((r) => r.recoveryMs !== undefined);
 process.exit(clean ? 0 : 1);

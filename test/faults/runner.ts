@@ -62,6 +62,8 @@ export interface FaultReport {
   check: CheckResult;
   /** Node processes that exited without the runner killing them (PID 1 must never die). */
   unexpectedExits: string[];
+  /** The recorded operations and the end state, for a closer look at a violation. */
+  history: { ops: HistoryRecorder["ops"]; final: Record<string, (string | null)[]> };
 }
 
 /** mulberry32: a small seeded PRNG, so that a seed replays the same faults and timing. */
@@ -97,22 +99,41 @@ function classify(err: unknown): "failed" | "unknown" {
   return "unknown";
 }
 
-/** Each member's own copy of node `id`'s labels (a serializable read, no quorum). */
+/**
+ * Each member's own copy of node `id`'s labels (serializable reads, no
+ * quorum), once that member has applied everything the cluster had
+ * committed when the reads began: a member that restarted in the last run
+ * may still be catching up, and a copy read before then is merely late,
+ * not lost.
+ */
 async function labelsAtEachMember(cluster: ProcessCluster, id: string): Promise<Map<string, string>[]> {
-  const copies: Map<string, string>[] = [];
-  for (const node of cluster.nodes) {
+  const connections = cluster.nodes.map((node) => {
     const credentials = loadNodeCredentials(node.layout)!;
     const member = loadEtcdMemberState(node.layout)!;
-    const client = connectEtcd({ endpoints: [clientUrl(node.address)], tls: { ca: member.ca, certificate: member.certificate, privateKey: credentials.privateKey } });
-    try {
-      const value = await client.namespace(ETCD_PREFIX).get(`nodes/${id}`).serializable(true).buffer();
+    return connectEtcd({ endpoints: [clientUrl(node.address)], tls: { ca: member.ca, certificate: member.certificate, privateKey: credentials.privateKey } });
+  });
+  const clients = connections.map((c) => c.namespace(ETCD_PREFIX));
+  try {
+    // A linearizable read: its revision is everything committed so far.
+    const committed = BigInt((await clients[0]!.get(`nodes/${id}`).exec()).header.revision);
+    const copies: Map<string, string>[] = [];
+    for (const client of clients) {
+      const response = await eventually(
+        async () => {
+          const read = await client.get(`nodes/${id}`).serializable(true).exec();
+          if (BigInt(read.header.revision) < committed) throw new Error(`member at revision ${read.header.revision}, behind ${committed}`);
+          return read;
+        },
+        { timeoutMs: RECOVERY_BOUND_MS, intervalMs: 200, what: "every member caught up" },
+      );
+      const value = response.kvs[0]?.value;
       const record = value ? fromBinary(NodeRecordSchema, value) : undefined;
       copies.push(new Map((record?.labels ?? []).map((l) => [l.key, l.value])));
-    } finally {
-      client.close();
     }
+    return copies;
+  } finally {
+    for (const connection of connections) connection.close();
   }
-  return copies;
 }
 
 function etcdPid(node: NodeProcess): number | undefined {
@@ -252,11 +273,11 @@ export async function runFaults(options: FaultOptions): Promise<FaultReport> {
     await Promise.all(clients);
   }
   try {
-    const copies = await eventually(() => labelsAtEachMember(cluster, target), { timeoutMs: RECOVERY_BOUND_MS, intervalMs: 1_000, what: "every member's copy" });
+    const copies = await labelsAtEachMember(cluster, target);
     const keys = new Set(history.ops.map((o) => o.key));
     const final = new Map([...keys].map((key) => [key, copies.map((c) => c.get(key) ?? null)]));
     const unexpectedExits = cluster.nodes.filter((n) => !killedByUs.has(n) && n.exitCode !== undefined).map((n) => n.name);
-    return { seed: options.seed, runs, check: checkHistory(history.ops, final), unexpectedExits };
+    return { seed: options.seed, runs, check: checkHistory(history.ops, final), unexpectedExits, history: { ops: history.ops, final: Object.fromEntries(final) } };
   } finally {
     for (const pool of pools) pool.close();
     await cluster.stop();
