@@ -190,7 +190,7 @@ describe("a three-node cluster of processes", () => {
       { timeoutMs: 60_000, intervalMs: 1000, what: "every node HEALTHY" },
     );
     const table = await ctl("node", "list");
-    expect(table.stdout.split("\n")[0]).toMatch(/^NODE\s+STATE\s+HEALTH\s+LAST SEEN\s+ADDRESS\s+ROLES$/);
+    expect(table.stdout.split("\n")[0]).toMatch(/^NODE\s+STATE\s+HEALTH\s+LAST SEEN\s+ADDRESS\s+ROLES\s+LABELS$/);
   }, 90_000);
 
   test("following node 2's logs shows its etcd killed and started again, and its services count the restart", async () => {
