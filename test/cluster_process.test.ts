@@ -194,8 +194,8 @@ describe("a three-node cluster of processes", () => {
   }, 90_000);
 
   test("following node 2's logs shows its etcd killed and started again, and its services count the restart", async () => {
-    const started = [...node2.logs].reverse().find((l) => l.msg === "process started" && l.command === "/usr/bin/etcd");
-    expect(started).toBeDefined();
+    const pid = node2.etcdPid();
+    expect(pid).toBeDefined();
     const follower = Bun.spawn(ctlCommand(join(dir.path, "ctl"), "--owner-key", ownerKeyFile, "node", "logs", ids.get(node2)!, "root.roleserve.controlplane", "-f", "-n", "1"), {
       stdout: "pipe",
       stderr: "pipe",
@@ -208,7 +208,7 @@ describe("a three-node cluster of processes", () => {
     try {
       // The backlog line shows the follower is connected before etcd dies.
       await eventually(() => expect(output).toContain("root.roleserve.controlplane"), { timeoutMs: 30_000, what: "the follower's first line" });
-      process.kill(Number(started!.pid), "SIGKILL");
+      process.kill(pid!, "SIGKILL");
       await eventually(() => expect(output).toMatch(/root\.roleserve\.controlplane runnable died/), { timeoutMs: 30_000, what: "the death, followed" });
       await eventually(() => expect(output).toMatch(/runnable died[\s\S]*root\.roleserve\.controlplane process started/), { timeoutMs: 60_000, what: "etcd started again, followed" });
     } finally {

@@ -54,7 +54,7 @@ describe("a one-node cluster of processes", () => {
     expect(after.state).toBe("UP");
   }, 120_000);
 
-  const etcdPid = (from: number) => Number(node.logs.slice(from).findLast((l) => l.msg === "process started" && l.command === "/usr/bin/etcd")?.pid);
+  const etcdPid = (from: number) => Number(node.etcdPid(from));
   const running = (pid: number) => {
     try {
       return !readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.startsWith("Z");

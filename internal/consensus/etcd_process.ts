@@ -3,6 +3,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { privateKeyPem } from "../pki/mod.ts";
+import { hostPort } from "../rpc/mod.ts";
 import { runProcess, sleep, type ParsedLine, type RunContext } from "../supervisor/mod.ts";
 import type { EtcdTls } from "./certificates.ts";
 import { connectEtcd } from "./etcd_client.ts";
@@ -43,11 +44,11 @@ export interface EtcdMemberOptions {
 }
 
 export function peerUrl(host: string, port = ETCD_PEER_PORT): string {
-  return `https://${host.includes(":") ? `[${host}]` : host}:${port}`;
+  return `https://${hostPort(host, port)}`;
 }
 
 export function clientUrl(host: string, port = ETCD_CLIENT_PORT): string {
-  return `https://${host.includes(":") ? `[${host}]` : host}:${port}`;
+  return `https://${hostPort(host, port)}`;
 }
 
 function writeTlsFiles(dir: string, tls: EtcdTls): { ca: string; cert: string; key: string } {

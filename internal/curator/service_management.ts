@@ -94,7 +94,7 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
       deps.requireLeader();
       const id = requestedNodeId(request);
       checkLabelChanges(request.upsert, request.delete);
-      if (!(await store.node(id))) throw new NotFoundError(`node ${id} not found`);
+      await existingNode(store, id);
       // One compare-and-swap on the node record, fenced on this curator's term (store.ts).
       const record = await store.updateNode(id, (r) => {
         r.labels = applyLabelChanges(r.labels, request.upsert, request.delete);

@@ -9,7 +9,7 @@
 // transaction fails and the caller gets UNAVAILABLE.
 
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
-import type { Namespace } from "etcd3";
+import type { ComparatorBuilder, Namespace } from "etcd3";
 import { X509Certificate } from "node:crypto";
 import {
   CertificateAuthoritySchema,
@@ -67,24 +67,24 @@ export class CuratorStore {
     this.etcd = etcd;
   }
 
-  /** The key writes are fenced on, or undefined when unfenced; FencedError when fenced and not leading. */
-  private fenceKey(): string | undefined {
-    if (!this.options.fence) return undefined;
-    const key = this.options.fence();
-    if (!key) throw new FencedError("this curator is not the leader; the write was not made");
-    return key;
-  }
-
   /**
-   * After a failed transaction: FencedError if the fence is gone (the term
-   * ended), else nothing. It cannot say the write was not made: this
-   * attempt failed, but the etcd client retries a call whose answer was
-   * lost, so an earlier attempt may have been applied.
+   * Commits `txn` (its comparisons and operations set) with the fence added
+   * to its comparisons; returns whether it succeeded. FencedError when
+   * fenced and not leading (nothing sent), or when the transaction failed
+   * and the fence is gone: the term ended. That error cannot say the write
+   * was not made: this attempt failed, but the etcd client retries a call
+   * whose answer was lost, so an earlier attempt may have been applied.
    */
-  private async checkFence(key: string | undefined): Promise<void> {
-    if (key === undefined) return;
-    const fence = await this.etcd.get(key).exec();
-    if (fence.kvs.length === 0) throw new FencedError("this curator's term as leader ended during the write; whether the write was made is not known");
+  private async commitFenced(txn: ComparatorBuilder): Promise<boolean> {
+    const fence = this.options.fence ? this.options.fence() : undefined;
+    if (this.options.fence && !fence) throw new FencedError("this curator is not the leader; the write was not made");
+    if (fence !== undefined) txn.and(fence, "Version", ">", 0);
+    const result = await txn.commit();
+    if (result.succeeded) return true;
+    if (fence !== undefined && (await this.etcd.get(fence).exec()).kvs.length === 0) {
+      throw new FencedError("this curator's term as leader ended during the write; whether the write was made is not known");
+    }
+    return false;
   }
 
   async cluster(): Promise<ClusterRecord | undefined> {
@@ -133,12 +133,13 @@ export class CuratorStore {
   async createNode(record: NodeRecord): Promise<"created" | "node-exists" | "join-key-in-use"> {
     const key = NODES_PREFIX + record.id;
     const index = joinKeyIndex(record.joinKey);
-    const fence = this.fenceKey();
-    let txn = this.etcd.if(key, "Create", "==", 0).and(index, "Create", "==", 0);
-    if (fence !== undefined) txn = txn.and(fence, "Version", ">", 0);
-    const result = await txn.then(this.etcd.put(key).value(Buffer.from(toBinary(NodeRecordSchema, record))), this.etcd.put(index).value(record.id)).commit();
-    if (result.succeeded) return "created";
-    await this.checkFence(fence);
+    const created = await this.commitFenced(
+      this.etcd
+        .if(key, "Create", "==", 0)
+        .and(index, "Create", "==", 0)
+        .then(this.etcd.put(key).value(Buffer.from(toBinary(NodeRecordSchema, record))), this.etcd.put(index).value(record.id)),
+    );
+    if (created) return "created";
     return (await this.node(record.id)) ? "node-exists" : "join-key-in-use";
   }
 
@@ -152,12 +153,9 @@ export class CuratorStore {
       const current = await this.node(id);
       if (!current) throw new StoreError(`node ${id} does not exist`);
       const next = change(create(NodeRecordSchema, current.value));
-      const fence = this.fenceKey();
-      let txn = this.etcd.if(key, "Mod", "==", current.modRevision);
-      if (fence !== undefined) txn = txn.and(fence, "Version", ">", 0);
-      const result = await txn.then(this.etcd.put(key).value(Buffer.from(toBinary(NodeRecordSchema, next)))).commit();
-      if (result.succeeded) return next;
-      await this.checkFence(fence);
+      if (await this.commitFenced(this.etcd.if(key, "Mod", "==", current.modRevision).then(this.etcd.put(key).value(Buffer.from(toBinary(NodeRecordSchema, next)))))) {
+        return next;
+      }
     }
     throw new StoreError(`node ${id} kept changing under ${MAX_UPDATE_ATTEMPTS} attempts to update it`);
   }
@@ -174,12 +172,9 @@ export class CuratorStore {
       if (!current) return "not-found";
       check(current.value);
       const index = joinKeyIndex(current.value.joinKey);
-      const fence = this.fenceKey();
-      let txn = this.etcd.if(key, "Mod", "==", current.modRevision);
-      if (fence !== undefined) txn = txn.and(fence, "Version", ">", 0);
-      const result = await txn.then(this.etcd.delete().key(key), this.etcd.delete().key(index)).commit();
-      if (result.succeeded) return "deleted";
-      await this.checkFence(fence);
+      if (await this.commitFenced(this.etcd.if(key, "Mod", "==", current.modRevision).then(this.etcd.delete().key(key), this.etcd.delete().key(index)))) {
+        return "deleted";
+      }
     }
     throw new StoreError(`node ${id} kept changing under ${MAX_UPDATE_ATTEMPTS} attempts to delete it`);
   }

@@ -5,8 +5,8 @@
 
 import type { KeyObject, X509Certificate } from "node:crypto";
 import { NodeManagement } from "../../proto/gen/api/node_management_pb.ts";
-import { NODE_ORGANIZATION, commonNameOf, nodeIdFromPublicKey, organizationOf, rawPublicKey } from "../pki/mod.ts";
-import { channelCredentials, channelOptions, createClient, type ServiceClient } from "../rpc/mod.ts";
+import { NODE_ORGANIZATION, commonNameOf, namesItsOwnKey, organizationOf } from "../pki/mod.ts";
+import { channelCredentials, channelOptions, createClient, hostPort, type ServiceClient } from "../rpc/mod.ts";
 
 /** The port every node serves NodeManagement on (the curator is on 7835). */
 export const NODE_MANAGEMENT_PORT = 7836;
@@ -15,7 +15,7 @@ export const NODE_MANAGEMENT_PORT = 7836;
 export function nodeIdentityProblem(certificate: X509Certificate, nodeId: string): string | undefined {
   const name = commonNameOf(certificate);
   if (organizationOf(certificate) !== NODE_ORGANIZATION) return `the server presented a certificate of '${name}', not a node certificate`;
-  if (certificate.publicKey.asymmetricKeyType !== "ed25519" || nodeIdFromPublicKey(rawPublicKey(certificate.publicKey)) !== name) {
+  if (!namesItsOwnKey(certificate)) {
     return `the node certificate names ${name}, which does not match its key`;
   }
   if (name !== nodeId) return `expected node ${nodeId}, but ${name} answered`;
@@ -28,14 +28,9 @@ export interface OwnerTls {
   privateKey: KeyObject;
 }
 
-/** Formats host:port, with brackets for IPv6. */
-export function nodeManagementTarget(host: string, port = NODE_MANAGEMENT_PORT): string {
-  return host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`;
-}
-
 /** A client of node `nodeId`'s management service at `host`. */
 export function dialNodeManagement(nodeId: string, host: string, owner: OwnerTls, port = NODE_MANAGEMENT_PORT): ServiceClient<typeof NodeManagement> {
-  return createClient(NodeManagement, nodeManagementTarget(host, port), {
+  return createClient(NodeManagement, hostPort(host, port), {
     credentials: channelCredentials({
       server: { ca: owner.ca, verify: (certificate) => nodeIdentityProblem(certificate, nodeId) },
       certificate: owner.certificate,

@@ -27,4 +27,5 @@ export {
   type NodeManagementDeps,
   type PowerRequest,
 } from "./service.ts";
-export { dialNodeManagement, nodeIdentityProblem, nodeManagementTarget, NODE_MANAGEMENT_PORT, type OwnerTls } from "./client.ts";
+export { WIRE_LEVELS, levelOfWire } from "./levels.ts";
+export { dialNodeManagement, nodeIdentityProblem, NODE_MANAGEMENT_PORT, type OwnerTls } from "./client.ts";

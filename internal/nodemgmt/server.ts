@@ -4,9 +4,9 @@
 import { NodeManagement } from "../../proto/gen/api/node_management_pb.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
 import type { Value } from "../event/mod.ts";
-import { addService, createServer, listen, serverCredentials } from "../rpc/mod.ts";
+import { addService, createServer, hostPort, listen, serverCredentials } from "../rpc/mod.ts";
 import { untilCancelled, type Runnable } from "../supervisor/mod.ts";
-import { NODE_MANAGEMENT_PORT, nodeManagementTarget } from "./client.ts";
+import { NODE_MANAGEMENT_PORT } from "./client.ts";
 import { NODE_MANAGEMENT_POLICY, nodeManagementService, type NodeManagementDeps } from "./service.ts";
 
 export interface NodeManagementOptions extends NodeManagementDeps {
@@ -24,7 +24,7 @@ export function nodeManagementRunnable(options: NodeManagementOptions): Runnable
       policy: NODE_MANAGEMENT_POLICY,
       onError: (method, err) => ctx.logger.debug("call failed", { method, error: String(err) }),
     });
-    const address = nodeManagementTarget(membership.address, options.port ?? NODE_MANAGEMENT_PORT);
+    const address = hostPort(membership.address, options.port ?? NODE_MANAGEMENT_PORT);
     try {
       await listen(server, address, serverCredentials({ certificate: credentials.certificate, privateKey: credentials.privateKey }));
     } catch (err) {

@@ -5,6 +5,7 @@ import { LogLevel, LogEntrySchema } from "../../proto/gen/api/node_management_pb
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { Level } from "../log/mod.ts";
 import type { LogFilter, LogTree, TreeEntry } from "../logtree/mod.ts";
+import { WIRE_LEVELS, levelOfWire } from "./levels.ts";
 import { InvalidArgumentError, ResourceExhaustedError, type ServiceImpl, type ServicePolicy } from "../rpc/mod.ts";
 import type { RunnableDump } from "../supervisor/mod.ts";
 
@@ -37,14 +38,6 @@ export interface NodeManagementDeps {
   power: (action: PowerRequest, why: string) => void;
 }
 
-const TO_LEVEL: Record<LogLevel, Level | undefined> = {
-  [LogLevel.UNSPECIFIED]: undefined,
-  [LogLevel.DEBUG]: "debug",
-  [LogLevel.INFO]: "info",
-  [LogLevel.WARN]: "warn",
-  [LogLevel.ERROR]: "error",
-};
-const FROM_LEVEL: Record<Level, LogLevel> = { debug: LogLevel.DEBUG, info: LogLevel.INFO, warn: LogLevel.WARN, error: LogLevel.ERROR };
 
 type WireEntry = MessageInitShape<typeof LogEntrySchema>;
 
@@ -52,7 +45,7 @@ function toWire(entry: TreeEntry): WireEntry {
   return {
     path: entry.path,
     timeMs: BigInt(entry.time.getTime()),
-    level: FROM_LEVEL[entry.level],
+    level: WIRE_LEVELS[entry.level],
     message: entry.message,
     fields: entry.fields.map(([key, value]) => ({ key, value })),
   };
@@ -73,8 +66,8 @@ export function nodeManagementService(deps: NodeManagementDeps): ServiceImpl<typ
       if (!Number.isInteger(request.backlog) || request.backlog < -1 || request.backlog > MAX_BACKLOG) {
         throw new InvalidArgumentError(`backlog: ${request.backlog}; use -1 (all kept), 0, or up to ${MAX_BACKLOG} entries`);
       }
-      if (!(request.minLevel in TO_LEVEL)) throw new InvalidArgumentError(`min_level: unknown level ${request.minLevel}`);
-      const minLevel = TO_LEVEL[request.minLevel];
+      const minLevel = levelOfWire(request.minLevel);
+      if (request.minLevel !== LogLevel.UNSPECIFIED && minLevel === undefined) throw new InvalidArgumentError(`min_level: unknown level ${request.minLevel}`);
       const filter: LogFilter = { path: request.path, subtree: request.subtree || request.path === "", ...(minLevel ? { minLevel } : {}) };
       if (request.follow && followers >= MAX_FOLLOWERS) throw new ResourceExhaustedError(`this node already serves ${MAX_FOLLOWERS} log followers`);
       // Subscribe before reading the backlog, so nothing falls between the two.

@@ -2,7 +2,6 @@
 
 import { NodeState } from "../../proto/gen/common/common_pb.ts";
 import { Node_Health, type Node } from "../../proto/gen/api/management_pb.ts";
-import { formatDuration } from "./node_management.ts";
 
 export function rolesOf(node: Node): string[] {
   const roles: string[] = [];
@@ -41,6 +40,16 @@ export function summarize(node: Node): NodeSummary {
     ...(node.status?.timestampMs ? { lastStatusMs: Number(node.status.timestampMs) } : {}),
     services: (node.status?.services ?? []).map((s) => ({ name: s.name, state: s.state, message: s.message })),
   };
+}
+
+/** Durations as people read them: 850ms, 12s, 4m10s, 3h02m, 2d04h. */
+export function formatDuration(ms: number): string {
+  if (ms < 1_000) return `${Math.round(ms)}ms`;
+  const s = Math.floor(ms / 1_000);
+  if (s < 60) return `${s}s`;
+  if (s < 3_600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, "0")}s`;
+  if (s < 86_400) return `${Math.floor(s / 3_600)}h${String(Math.floor((s % 3_600) / 60)).padStart(2, "0")}m`;
+  return `${Math.floor(s / 86_400)}d${String(Math.floor((s % 86_400) / 3_600)).padStart(2, "0")}h`;
 }
 
 export function nodeTable(nodes: NodeSummary[]): string {

@@ -33,7 +33,7 @@ export {
   type OwnerCredentials,
 } from "./config_dir.ts";
 export { takeOwnership, withFailover, DEFAULT_CALL_TIMEOUT_MS } from "./connection.ts";
-export { nodeTable, parseLabelArgs, rolesOf, summarize, ROLE_FIELDS, type NodeSummary, type RoleName } from "./format.ts";
+export { formatDuration, nodeTable, parseLabelArgs, rolesOf, summarize, ROLE_FIELDS, type NodeSummary, type RoleName } from "./format.ts";
 export { approveNode, listNodes, type Approval, type CallSettings } from "./nodes.ts";
 export {
   UsageError,
@@ -53,4 +53,4 @@ export { helpText } from "./cli_help.ts";
 export { completionScript, SHELLS, type Shell } from "./cli_completion.ts";
 export { explain, curatorFailureLine, type ExitStatus } from "./explain.ts";
 export { namespaceHint, isRoutableFromHere } from "./network_hint.ts";
-export { withNode, findNode, formatLogEntry, logEntryJson, formatDuration, serviceTable, LOG_LEVELS, type NodeManagementClient, type ServiceRow } from "./node_management.ts";
+export { withNode, formatLogEntry, logEntryJson, serviceTable, LOG_LEVELS, type NodeManagementClient, type ServiceRow } from "./node_management.ts";

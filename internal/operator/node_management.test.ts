@@ -3,8 +3,8 @@ import { create } from "@bufbuild/protobuf";
 import { NodeSchema, Node_Health } from "../../proto/gen/api/management_pb.ts";
 import { LogEntrySchema, LogLevel } from "../../proto/gen/api/node_management_pb.ts";
 import { NodeState } from "../../proto/gen/common/common_pb.ts";
-import { nodeTable, parseLabelArgs, summarize } from "./format.ts";
-import { formatDuration, formatLogEntry, logEntryJson, serviceTable } from "./node_management.ts";
+import { formatDuration, nodeTable, parseLabelArgs, summarize } from "./format.ts";
+import { formatLogEntry, logEntryJson, serviceTable } from "./node_management.ts";
 
 describe("how ctl shows a node's day-2 state", () => {
   test("durations read as people read them", () => {

@@ -111,6 +111,15 @@ export function selfSignedCertificate(key: KeyPair): X509Certificate {
   );
 }
 
+/**
+ * Whether a certificate's name is the node ID of its own key: an Ed25519
+ * key and CN = nodeIdFromPublicKey(key). Node and curator certificates must
+ * pass this; it is what makes "node X" unforgeable without X's key.
+ */
+export function namesItsOwnKey(certificate: X509Certificate): boolean {
+  return certificate.publicKey.asymmetricKeyType === "ed25519" && nodeIdFromPublicKey(rawPublicKey(certificate.publicKey)) === commonNameOf(certificate);
+}
+
 /** The O field of a certificate's subject. */
 export function organizationOf(certificate: X509Certificate): string | undefined {
   return fieldOf(certificate.subject, "O");

@@ -46,6 +46,7 @@ export {
   nodeIdFromPublicKey,
   organizationOf,
   commonNameOf,
+  namesItsOwnKey,
   CA_COMMON_NAME,
   NODE_ORGANIZATION,
   CURATOR_ORGANIZATION,

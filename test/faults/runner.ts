@@ -23,16 +23,13 @@
 import { fromBinary } from "@bufbuild/protobuf";
 import { Management, Node_Health } from "../../proto/gen/api/management_pb.ts";
 import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
-import { loadCredentials as loadNodeCredentials } from "../../internal/cluster/mod.ts";
-import { clientUrl, connectEtcd } from "../../internal/consensus/mod.ts";
 import { CuratorPool, NoCuratorError } from "../../internal/curator/client/mod.ts";
 import { ETCD_PREFIX } from "../../internal/curator/mod.ts";
 import { configPaths, loadCredentials } from "../../internal/operator/mod.ts";
-import { loadEtcdMemberState } from "../../internal/roleserve/mod.ts";
 import { RpcError, Status } from "../../internal/rpc/mod.ts";
 import { eventually, tempDir } from "../../internal/testing/mod.ts";
 import type { NodeProcess } from "../support/node_process.ts";
-import { etcdMembersVia, formProcessCluster, type ProcessCluster } from "../support/process_cluster.ts";
+import { etcdClientOf, etcdMembersVia, formProcessCluster, type ProcessCluster } from "../support/process_cluster.ts";
 import { checkHistory, type CheckResult } from "./checker.ts";
 import { HistoryRecorder } from "./history.ts";
 
@@ -107,11 +104,7 @@ function classify(err: unknown): "failed" | "unknown" {
  * not lost.
  */
 async function labelsAtEachMember(cluster: ProcessCluster, id: string): Promise<Map<string, string>[]> {
-  const connections = cluster.nodes.map((node) => {
-    const credentials = loadNodeCredentials(node.layout)!;
-    const member = loadEtcdMemberState(node.layout)!;
-    return connectEtcd({ endpoints: [clientUrl(node.address)], tls: { ca: member.ca, certificate: member.certificate, privateKey: credentials.privateKey } });
-  });
+  const connections = cluster.nodes.map(etcdClientOf);
   const clients = connections.map((c) => c.namespace(ETCD_PREFIX));
   try {
     // A linearizable read: its revision is everything committed so far.
@@ -134,11 +127,6 @@ async function labelsAtEachMember(cluster: ProcessCluster, id: string): Promise<
   } finally {
     for (const connection of connections) connection.close();
   }
-}
-
-function etcdPid(node: NodeProcess): number | undefined {
-  const line = [...node.logs].reverse().find((l) => l.msg === "process started" && l.command === "/usr/bin/etcd");
-  return line ? Number(line.pid) : undefined;
 }
 
 export interface FaultOptions {
@@ -223,7 +211,7 @@ export async function runFaults(options: FaultOptions): Promise<FaultReport> {
       const logsFrom = victim.logs.length;
       switch (kind) {
         case "etcd-kill": {
-          const pid = etcdPid(victim);
+          const pid = victim.etcdPid();
           if (pid === undefined) throw new Error(`no etcd pid known for ${victim.name}`);
           log(`run ${run + 1}: SIGKILL etcd of ${victim.name} (pid ${pid})`);
           process.kill(pid, "SIGKILL");

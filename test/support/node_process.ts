@@ -29,6 +29,9 @@ export function loopbackBlock(): (n: number) => string {
   return (n) => `127.${a}.${b}.${n}`;
 }
 
+/** The etcd binary nodes run (Debian's). */
+export const ETCD_COMMAND = "/usr/bin/etcd";
+
 export class NodeProcess {
   readonly logs: LogLine[] = [];
   private child: ReturnType<typeof Bun.spawn> | undefined;
@@ -45,6 +48,12 @@ export class NodeProcess {
 
   get layout() {
     return storageLayout(this.root);
+  }
+
+  /** The pid of the etcd this node started last (at or after log line `from`), as its log says; undefined if none. */
+  etcdPid(from = 0): number | undefined {
+    const line = this.logs.slice(from).findLast((l) => l.msg === "process started" && l.command === ETCD_COMMAND);
+    return line ? Number(line.pid) : undefined;
   }
 
   /** The exit code once the process has ended on its own (or been stopped); undefined while it runs. */

@@ -11,6 +11,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { NodeParametersSchema } from "../../proto/gen/api/configuration_pb.ts";
 import { loadCredentials } from "../../internal/cluster/mod.ts";
+import type { Etcd3 } from "etcd3";
 import { clientUrl, connectEtcd } from "../../internal/consensus/mod.ts";
 import { etcdMembers, type EtcdMember } from "../../internal/curator/mod.ts";
 import { generateKeyPair, privateKeyPem, rawPublicKey } from "../../internal/pki/mod.ts";
@@ -30,11 +31,16 @@ export interface ProcessCluster {
   stop(): Promise<void>;
 }
 
+/** A client of a node's own etcd member, with the node's credentials (the node must be a consensus member). */
+export function etcdClientOf(node: NodeProcess): Etcd3 {
+  const credentials = loadCredentials(node.layout)!;
+  const member = loadEtcdMemberState(node.layout)!;
+  return connectEtcd({ endpoints: [clientUrl(node.address)], tls: { ca: member.ca, certificate: member.certificate, privateKey: credentials.privateKey } });
+}
+
 /** etcd's member list, asked through a node's own etcd member with the node's credentials. */
 export async function etcdMembersVia(via: NodeProcess): Promise<EtcdMember[]> {
-  const credentials = loadCredentials(via.layout)!;
-  const member = loadEtcdMemberState(via.layout)!;
-  const client = connectEtcd({ endpoints: [clientUrl(via.address)], tls: { ca: member.ca, certificate: member.certificate, privateKey: credentials.privateKey } });
+  const client = etcdClientOf(via);
   try {
     return await etcdMembers(client);
   } finally {

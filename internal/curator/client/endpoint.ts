@@ -4,6 +4,7 @@
 import { isIP } from "node:net";
 import type { ClusterDirectory } from "../../../proto/gen/common/common_pb.ts";
 import { canonicalIp, nodeIdFromPublicKey } from "../../pki/mod.ts";
+import { hostPort } from "../../rpc/mod.ts";
 
 /** The port every curator listens on. */
 export const CURATOR_PORT = 7835;
@@ -24,7 +25,7 @@ const NODE_ID = /^node-[0-9a-f]{16}$/;
 
 /** "10.0.0.2:7835", "[fd00::2]:7835". */
 export function formatAddress(endpoint: Pick<CuratorEndpoint, "host" | "port">): string {
-  return endpoint.host.includes(":") ? `[${endpoint.host}]:${endpoint.port}` : `${endpoint.host}:${endpoint.port}`;
+  return hostPort(endpoint.host, endpoint.port);
 }
 
 /** "node-…@10.0.0.2:7835" when the node is known, else the address alone. */

@@ -2,7 +2,7 @@
 
 import type { X509Certificate } from "node:crypto";
 import { isIP } from "node:net";
-import { CURATOR_ORGANIZATION, canonicalIp, commonNameOf, ipAddressesOf, nodeIdFromPublicKey, organizationOf, rawPublicKey } from "../../pki/mod.ts";
+import { CURATOR_ORGANIZATION, canonicalIp, commonNameOf, ipAddressesOf, namesItsOwnKey, organizationOf } from "../../pki/mod.ts";
 import type { CuratorEndpoint } from "./endpoint.ts";
 
 /**
@@ -18,7 +18,7 @@ export function curatorIdentityProblem(certificate: X509Certificate, endpoint: C
   if (organization !== CURATOR_ORGANIZATION) {
     return `the server at ${endpoint.host} presented a certificate of '${name}' (${organization ?? "no organization"}), not a curator certificate`;
   }
-  if (certificate.publicKey.asymmetricKeyType !== "ed25519" || nodeIdFromPublicKey(rawPublicKey(certificate.publicKey)) !== name) {
+  if (!namesItsOwnKey(certificate)) {
     return `the curator certificate at ${endpoint.host} names ${name}, which does not match its key`;
   }
   if (endpoint.nodeId !== undefined && name !== endpoint.nodeId) {
