@@ -1,12 +1,14 @@
 // A real etcd member (Debian's etcd binary) on loopback with mutual TLS.
 
 import { afterEach, describe, expect, test } from "bun:test";
+import { rmSync } from "node:fs";
 import { join } from "node:path";
+import { freeSpace } from "../localstorage/mod.ts";
 import { captureLogger } from "../log/mod.ts";
 import { generateKeyPair } from "../pki/mod.ts";
-import { supervise, untilCancelled, type Supervisor } from "../supervisor/mod.ts";
+import { runCommand, supervise, untilCancelled, type Supervisor } from "../supervisor/mod.ts";
 import { eventually, tempDir } from "../testing/mod.ts";
-import { clientUrl, connectEtcd, createEtcdCA, issueMemberCertificate, peerUrl, runEtcdMember, type EtcdTls } from "./mod.ts";
+import { clientUrl, connectEtcd, createEtcdCA, ETCD_MIN_FREE_BYTES, issueMemberCertificate, peerUrl, runEtcdMember, type EtcdTls } from "./mod.ts";
 
 const running: Supervisor[] = [];
 afterEach(async () => {
@@ -101,6 +103,82 @@ describe("etcd member", () => {
     await expect(client.get("x").string()).rejects.toThrow();
     client.close();
   }, 60_000);
+});
+
+/** A small file system of its own (tmpfs) to fill up: needs root to mount. */
+const CAN_MOUNT = process.getuid?.() === 0;
+
+describe.skipIf(!CAN_MOUNT)("etcd member on a data partition that fills up", () => {
+  test("dies at its next commit, is reported as a full partition, waits for space instead of crash-looping, and comes back with its data", async () => {
+    using dir = tempDir("nodecore-etcd-full-");
+    const dataRoot = join(dir.path, "data-partition");
+    await runCommand(["mkdir", "-p", dataRoot]);
+    await runCommand(["mount", "-t", "tmpfs", "-o", "size=192m", "tmpfs", dataRoot]);
+    try {
+      const tls = memberTls();
+      const { logger, entries } = captureLogger("root");
+      const supervisor = supervise(
+        async (ctx) => {
+          ctx.run("etcd", (c) =>
+            runEtcdMember(c, {
+              name: "node-a",
+              dataDir: join(dataRoot, "etcd"),
+              tlsDir: join(dir.path, "tls"),
+              peerHost: HOST,
+              clientHost: HOST,
+              peerPort: PEER_PORT + 2,
+              clientPort: CLIENT_PORT + 2,
+              tls,
+              clusterState: "new",
+              initialCluster: [{ name: "node-a", peerUrl: peerUrl(HOST, PEER_PORT + 2) }],
+            }),
+          );
+          await untilCancelled(ctx.signal);
+        },
+        { logger, backoff: { initialMs: 50, multiplier: 1.5, maxMs: 1000, jitter: 0 } },
+      );
+      running.push(supervisor);
+      const etcd = () => supervisor.dump().find((d) => d.path === "root.etcd")!;
+      await eventually(() => expect(etcd().state).toBe("healthy"), { timeoutMs: 30_000 });
+      const client = connectEtcd({ endpoints: [clientUrl(HOST, CLIENT_PORT + 2)], tls });
+      const acknowledged: string[] = [];
+      for (let i = 0; i < 20; i++) {
+        await client.put(`key-${i}`).value(`value-${i}`);
+        acknowledged.push(`key-${i}`);
+      }
+
+      // Fill the partition, then write until etcd cannot commit and dies.
+      const fill = join(dataRoot, "fill");
+      await runCommand(["fallocate", "-l", String(freeSpace(dataRoot).freeBytes), fill]);
+      const big = "x".repeat(4096);
+      for (let i = 0; i < 2000 && etcd().restarts === 0; i++) {
+        try {
+          await client.put(`filler-${i}`).value(big);
+        } catch {
+          await Bun.sleep(100);
+        }
+      }
+      await eventually(() => expect(etcd().restarts).toBe(1), { timeoutMs: 30_000 });
+      expect(etcd().lastError).toContain("the data partition is full (");
+      // Started again, it waits for space: no second death, one clear line.
+      await eventually(() => expect(entries.some((e) => e.message === "data partition full: etcd waits for space before it starts")).toBe(true), { timeoutMs: 10_000 });
+      await Bun.sleep(3_000);
+      expect(etcd().restarts).toBe(1);
+      expect(etcd().state).toBe("starting");
+      expect(entries.filter((e) => e.message === "data partition full: etcd waits for space before it starts").length).toBe(1);
+
+      rmSync(fill);
+      expect(freeSpace(dataRoot).freeBytes).toBeGreaterThanOrEqual(ETCD_MIN_FREE_BYTES);
+      await eventually(() => expect(etcd().state).toBe("healthy"), { timeoutMs: 30_000 });
+      expect(entries.some((e) => e.message === "data partition has room again: starting etcd")).toBe(true);
+      const all = await client.getAll().prefix("key-").strings();
+      for (const key of acknowledged) expect(all[key]).toBe(key.replace("key-", "value-"));
+      client.close();
+      await supervisor.stop();
+    } finally {
+      await runCommand(["umount", "-l", dataRoot]).catch(() => {});
+    }
+  }, 120_000);
 });
 
 describe("etcd log lines", () => {

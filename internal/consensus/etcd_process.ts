@@ -2,6 +2,7 @@
 
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { describeSpace, formatBytes, freeSpace, waitForFreeSpace } from "../localstorage/mod.ts";
 import { privateKeyPem } from "../pki/mod.ts";
 import { hostPort } from "../rpc/mod.ts";
 import { runProcess, sleep, type ParsedLine, type RunContext } from "../supervisor/mod.ts";
@@ -12,6 +13,12 @@ import { connectEtcd } from "./etcd_client.ts";
 export const ETCD_BINARY = "/usr/bin/etcd";
 export const ETCD_PEER_PORT = 2380;
 export const ETCD_CLIENT_PORT = 2379;
+/**
+ * The free space etcd needs to start: one write-ahead log segment, which
+ * etcd preallocates (64 MiB). With less, it would die at its next commit or
+ * log cut, and start again only to die again.
+ */
+export const ETCD_MIN_FREE_BYTES = 64 * 1024 * 1024;
 /** How often readiness is probed while etcd starts. */
 const READY_PROBE_INTERVAL_MS = 250;
 
@@ -41,6 +48,8 @@ export interface EtcdMemberOptions {
   initialCluster: EtcdPeer[];
   /** Called once etcd answers requests. */
   onReady?: () => void;
+  /** Free space on the data directory's file system below which etcd is not started (default ETCD_MIN_FREE_BYTES). */
+  minFreeBytes?: number;
 }
 
 export function peerUrl(host: string, port = ETCD_PEER_PORT): string {
@@ -114,9 +123,22 @@ export function parseEtcdLine(line: string): ParsedLine | undefined {
 
 /**
  * Runs this node's etcd member until cancelled. Healthy once it answers a
- * read through its client URL.
+ * read through its client URL. On a full data partition it does not start
+ * etcd: it says so once and waits for space (no crash loop), and an etcd
+ * that dies because the partition filled up is reported as that.
  */
 export async function runEtcdMember(ctx: RunContext, options: EtcdMemberOptions): Promise<void> {
+  const dataRoot = dirname(options.dataDir);
+  mkdirSync(dataRoot, { recursive: true, mode: 0o700 });
+  await waitForFreeSpace(dataRoot, options.minFreeBytes ?? ETCD_MIN_FREE_BYTES, {
+    signal: ctx.signal,
+    onFull: (space) =>
+      ctx.logger.error("data partition full: etcd waits for space before it starts", {
+        space: describeSpace(space),
+        needs: formatBytes(options.minFreeBytes ?? ETCD_MIN_FREE_BYTES),
+      }),
+    onFreed: (space, waitedMs) => ctx.logger.info("data partition has room again: starting etcd", { space: describeSpace(space), waitedMs: Math.round(waitedMs) }),
+  });
   mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
   const files = writeTlsFiles(options.tlsDir, options.tls);
   ctx.logger.info("starting etcd", { name: options.name, state: options.clusterState, members: options.initialCluster.length });
@@ -127,7 +149,7 @@ export async function runEtcdMember(ctx: RunContext, options: EtcdMemberOptions)
     parseLine: parseEtcdLine,
     // An etcd left running by an earlier run of this node (killed before it
     // could stop it) would hold the ports and the data: kill it first.
-    pidFile: join(dirname(options.dataDir), "etcd.pid"),
+    pidFile: join(dataRoot, "etcd.pid"),
     ready: async (signal) => {
       // A fresh client per probe: the client's circuit breaker would
       // otherwise hold off probes for seconds after the first failures.
@@ -146,5 +168,10 @@ export async function runEtcdMember(ctx: RunContext, options: EtcdMemberOptions)
       ctx.logger.info("etcd is serving");
       options.onReady?.();
     },
+  }).catch((err: unknown) => {
+    if (ctx.signal.aborted) throw err;
+    const space = freeSpace(dataRoot);
+    if (space.freeBytes >= (options.minFreeBytes ?? ETCD_MIN_FREE_BYTES)) throw err;
+    throw new Error(`etcd stopped and the data partition is full (${describeSpace(space)}): ${(err as Error).message}`, { cause: err });
   });
 }

@@ -25,6 +25,7 @@ export {
   peerUrl,
   clientUrl,
   ETCD_BINARY,
+  ETCD_MIN_FREE_BYTES,
   ETCD_PEER_PORT,
   ETCD_CLIENT_PORT,
   type EtcdMemberOptions,
