@@ -1,18 +1,22 @@
-// bun run faults [--seed S] [--runs N] [--mode process]
-// Runs the fault suite (runner.ts) and prints its table. The same seed
+// bun run faults [--seed S] [--runs N] [--mode process|qemu] [--kinds a,b]
+// Runs the fault suite (mod.ts) and prints its table. The same seed
 // replays the same faults in the same order with the same timing.
 
 import { figure, percentile, seconds } from "../../bench/figures.ts";
-import { FAULT_KINDS, runFaults, type RunRecord } from "./runner.ts";
+import { checksOf, PROCESS_FAULTS, QEMU_FAULTS, runFaults, type FaultKind, type FaultMode, type RunRecord } from "./mod.ts";
+
+const USAGE = "usage: bun run faults [--seed S] [--runs N] [--mode process|qemu] [--kinds kind,kind]";
 
 function usage(problem: string): never {
-  process.stderr.write(`faults: ${problem}\nusage: bun run faults [--seed S] [--runs N] [--mode process]\n`);
+  process.stderr.write(`faults: ${problem}\n${USAGE}\n  process faults: ${PROCESS_FAULTS.join(", ")}\n  qemu faults: ${QEMU_FAULTS.join(", ")}\n`);
   process.exit(2);
 }
 
-function parse(argv: readonly string[]): { seed: number; runs: number } {
+function parse(argv: readonly string[]): { seed: number; runs: number | undefined; mode: FaultMode; kinds: FaultKind[] | undefined } {
   let seed = Date.now() % 1_000_000;
-  let runs: number = FAULT_KINDS.length;
+  let runs: number | undefined;
+  let mode: FaultMode = "process";
+  let kinds: FaultKind[] | undefined;
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i]!;
     const value = argv[i + 1];
@@ -31,43 +35,72 @@ function parse(argv: readonly string[]): { seed: number; runs: number } {
         break;
       case "--mode":
         i++;
-        if (value === "qemu") usage("--mode qemu is not built yet (network partitions, netem and full disks need it); use --mode process");
-        if (value !== "process") usage(`unknown mode '${value ?? ""}' (expected: process)`);
+        if (value !== "process" && value !== "qemu") usage(`unknown mode '${value ?? ""}' (expected: process or qemu)`);
+        mode = value;
+        break;
+      case "--kinds":
+        i++;
+        kinds = (value ?? "").split(",").filter(Boolean) as FaultKind[];
+        if (kinds.length === 0) usage("--kinds needs a comma-separated list of fault kinds");
         break;
       default:
         usage(`unknown argument '${flag}'`);
     }
   }
-  return { seed, runs };
+  const known: readonly string[] = mode === "process" ? PROCESS_FAULTS : QEMU_FAULTS;
+  for (const kind of kinds ?? []) if (!known.includes(kind)) usage(`fault '${kind}' is not a ${mode}-mode fault (${known.join(", ")})`);
+  return { seed, runs, mode, kinds };
 }
 
-const { seed, runs } = parse(process.argv.slice(2));
-console.log(`fault suite, process mode: seed ${seed}, ${runs} runs (replay with --seed ${seed} --runs ${runs})`);
-const report = await runFaults({ seed, runs, log: (line) => console.log(`  ${line}`) });
+const options = parse(process.argv.slice(2));
+const kinds = options.kinds ?? (options.mode === "process" ? [...PROCESS_FAULTS] : [...QEMU_FAULTS]);
+const runs = options.runs ?? kinds.length;
+const replay = `--mode ${options.mode} --seed ${options.seed} --runs ${runs}${options.kinds ? ` --kinds ${kinds.join(",")}` : ""}`;
+console.log(`fault suite, ${options.mode} mode: seed ${options.seed}, ${runs} runs of ${kinds.join(", ")} (replay with ${replay})`);
+const began = performance.now();
+const report = await runFaults({ mode: options.mode, seed: options.seed, runs, kinds, log: (line) => console.log(`  ${line}`) });
 const span = (samples: (number | undefined)[]) => {
   const known = samples.filter((s): s is number => s !== undefined);
   const missing = samples.length - known.length;
   const text = known.length ? `${seconds(percentile(known, 50))} / ${seconds(Math.max(...known))}` : "-";
   return missing ? `${text} (${missing} never)` : text;
 };
+const columns: [string, number][] = [
+  ["fault", 12],
+  ["runs", 4],
+  ["acked", 6],
+  ["lost", 4],
+  ["viol.", 5],
+  ["first good write p50 / max", 28],
+  ["back to healthy p50 / max", 28],
+];
+const row = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(columns[i]![1]) : c.padStart(columns[i]![1]))).join("  ");
 console.log("");
-console.log(["fault".padEnd(10), "runs".padStart(4), "first good write p50 / max".padStart(30), "back to healthy p50 / max".padStart(30)].join("  "));
-for (const kind of FAULT_KINDS) {
+console.log(row(columns.map(([name]) => name)));
+for (const kind of new Set(kinds)) {
   const of: RunRecord[] = report.runs.filter((r) => r.kind === kind);
   if (of.length === 0) continue;
-  console.log([kind.padEnd(10), String(of.length).padStart(4), span(of.map((r) => r.firstWriteMs)).padStart(30), span(of.map((r) => r.recoveryMs)).padStart(30)].join("  "));
+  const check = checksOf(report, kind);
+  console.log(
+    row([kind, String(of.length), String(check.acknowledged), String(check.lost), String(check.linearizabilityViolations + check.duplicates), span(of.map((r) => r.firstWriteMs)), span(of.map((r) => r.recoveryMs))]),
+  );
 }
 console.log("");
-figure("acknowledged writes", String(report.check.acknowledged), 40);
-figure("acknowledged writes lost", String(report.check.lost), 40);
-figure("linearizability violations (keys)", String(report.check.linearizabilityViolations), 40);
-figure("operations answered twice differently", String(report.check.duplicates), 40);
-figure("node processes that exited on their own", report.unexpectedExits.join(", ") || "none", 40);
+console.log("acked: writes acknowledged; lost: acknowledged writes missing from a member's copy at the end of their run;");
+console.log("viol.: keys whose history is not linearizable, plus operations answered twice differently");
+const notes = report.runs.flatMap((r) => r.notes.map((n) => `${r.kind} on ${r.victim}: ${n}`));
+if (notes.length) {
+  console.log("");
+  for (const note of [...new Set(notes)]) console.log(`  ${note}`);
+}
+console.log("");
+figure("node processes / VMs that exited on their own", report.unexpectedExits.join(", ") || "none", 48);
+figure("wall time", seconds(performance.now() - began), 48);
 for (const violation of report.check.violations) console.log(`VIOLATION ${violation.kind}: ${violation.message}`);
 if (report.check.violations.length) {
-  const file = `faults-seed-${seed}.json`;
+  const file = `faults-seed-${options.seed}.json`;
   await Bun.write(file, JSON.stringify(report.history, null, 1));
-  console.log(`history written to ${file}`);
+  console.log(`history of the runs with a violation written to ${file}`);
 }
 const clean = report.check.violations.length === 0 && report.unexpectedExits.length === 0 && report.runs.every((r) => r.recoveryMs !== undefined);
 process.exit(clean ? 0 : 1);

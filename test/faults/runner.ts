@@ -1,66 +1,93 @@
-// The fault runner, process mode: a three-node cluster of node processes
-// (all consensus members), a workload of owner clients writing and reading
-// node labels, and one fault per run, in an order and with timing fixed by
-// the seed. After the runs, every etcd member's own copy is read and the
-// history checked (checker.ts).
+// The fault runner: a three-node cluster (all consensus members), the
+// workload (workload.ts) writing and reading node labels through the owner
+// API, and one fault per run, in an order and with timing fixed by the seed.
+// The cluster and its faults come from a mode (process_mode.ts: node
+// processes on loopback; qemu_mode.ts: VMs in a network namespace); this
+// file is what both share.
 //
-//   seed ──▶ PRNG ──▶ per run: fault kind, victim, delays
-//   workload (CLIENTS owner clients, one CuratorPool each)
-//        │ write  c<i>-k<j> = c<i>-<n>   (UpdateNodeLabels on node 1, fenced CAS)
-//        │ read   every label of node 1   (GetNodes)
-//        ▼
-//   history ──▶ checkHistory(…, final values from each member's copy)
-//
-// Fault kinds (process mode): SIGKILL of a node's etcd (its node starts it
-// again), SIGKILL of a whole node process (the curator's host; started
-// again by the runner after a pause). Network partitions, netem and full
-// disks need the qemu mode and its network namespace (not built yet).
+//   seed ──▶ PRNG ──▶ per run r: fault kind (in turn), victim, delays
+//   run r:  clients move to r's keys ─ pause ─ fault ─ fault ends ─▶ victim
+//           back, every node HEALTHY, three voters (≤ 60 s) ─▶ clients move
+//           on ─▶ each etcd member's own copy of r's keys ─▶ check(r's ops)
+//           ─▶ r's labels removed
 //
 // Per run it measures the time from the fault to the first acknowledged
-// write after it, and to the cluster being healthy again (every node
-// HEALTHY, every etcd member a voter), with a 60 s bound.
+// write after it (over the whole history: it may come after the cluster
+// counts as healthy again) and from the fault's end to healthy.
 
 import { fromBinary } from "@bufbuild/protobuf";
-import { Management, Node_Health } from "../../proto/gen/api/management_pb.ts";
+import type { Etcd3 } from "etcd3";
+import { Node_Health } from "../../proto/gen/api/management_pb.ts";
 import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
-import { CuratorPool, NoCuratorError } from "../../internal/curator/client/mod.ts";
 import { ETCD_PREFIX } from "../../internal/curator/mod.ts";
-import { configPaths, loadCredentials } from "../../internal/operator/mod.ts";
-import { RpcError, Status } from "../../internal/rpc/mod.ts";
-import { eventually, tempDir } from "../../internal/testing/mod.ts";
-import type { NodeProcess } from "../support/node_process.ts";
-import { etcdClientOf, etcdMembersVia, formProcessCluster, type ProcessCluster } from "../support/process_cluster.ts";
+import { eventually } from "../../internal/testing/mod.ts";
 import { checkHistory, type CheckResult } from "./checker.ts";
-import { HistoryRecorder } from "./history.ts";
+import type { Op } from "./history.ts";
+import { CALL_TIMEOUT_MS, Workload, type OwnerAccess } from "./workload.ts";
 
-export const FAULT_KINDS = ["etcd-kill", "node-kill"] as const;
-export type FaultKind = (typeof FAULT_KINDS)[number];
+export const PROCESS_FAULTS = ["etcd-kill", "node-kill", "leader-kill", "disk-full"] as const;
+export const QEMU_FAULTS = ["vm-power", "partition", "slow-network"] as const;
+export type FaultKind = (typeof PROCESS_FAULTS)[number] | (typeof QEMU_FAULTS)[number];
+export type FaultMode = "process" | "qemu";
 
-/** Owner clients writing and reading at once. */
-export const CLIENTS = 3;
-/** Keys each client writes (each a register). */
-const KEYS_PER_CLIENT = 3;
-const CALL_TIMEOUT_MS = 2_000;
 /** How long the cluster has to be healthy again after a fault ends. */
 export const RECOVERY_BOUND_MS = 60_000;
+
+/** The seeded choices of a run. */
+export interface Chance {
+  /** A whole number of ms in [lo, hi]. */
+  between(lo: number, hi: number): number;
+  pick<T>(items: readonly T[]): T;
+}
+
+/** What a fault left behind for the runner. */
+export interface InjectedFault {
+  /** Throws until the victim is back (its services running again after the fault). */
+  back(): void | Promise<void>;
+  /** What was seen during the fault, for the log and the report. */
+  notes: string[];
+}
+
+/** A cluster to break, as a mode provides it. */
+export interface FaultDriver {
+  readonly mode: FaultMode;
+  readonly kinds: readonly FaultKind[];
+  readonly nodeNames: readonly string[];
+  readonly owner: OwnerAccess;
+  /** The node whose labels the workload writes. */
+  readonly target: string;
+  /** Injects `kind` on node `victim` (an index into nodeNames); resolves once the fault has ended. */
+  inject(kind: FaultKind, victim: number, chance: Chance, log: (line: string) => void): Promise<InjectedFault>;
+  /** Throws unless every node's etcd member is a voter (three of them). */
+  voters(): Promise<void>;
+  /** New clients of each member's own etcd (the caller closes them). */
+  memberClients(): Etcd3[];
+  /** Nodes whose PID 1 (or node process) ended without the runner ending it. */
+  unexpectedExits(): string[];
+  stop(): Promise<void>;
+}
 
 export interface RunRecord {
   kind: FaultKind;
   victim: string;
   /** Fault → the first acknowledged write invoked after it. */
   firstWriteMs: number | undefined;
-  /** Fault ended → every node HEALTHY and every member a voter; undefined if not within the bound. */
+  /** Fault ended → victim back, every node HEALTHY and every member a voter; undefined if not within the bound. */
   recoveryMs: number | undefined;
+  /** The checks over this run's own keys. */
+  check: CheckResult;
+  notes: string[];
 }
 
 export interface FaultReport {
   seed: number;
+  mode: FaultMode;
   runs: RunRecord[];
+  /** Every run's checks together. */
   check: CheckResult;
-  /** Node processes that exited without the runner killing them (PID 1 must never die). */
   unexpectedExits: string[];
-  /** The recorded operations and the end state, for a closer look at a violation. */
-  history: { ops: HistoryRecorder["ops"]; final: Record<string, (string | null)[]> };
+  /** The recorded operations and the end states of runs with a violation, for a closer look. */
+  history: { ops: Op[]; final: Record<string, (string | null)[]> };
 }
 
 /** mulberry32: a small seeded PRNG, so that a seed replays the same faults and timing. */
@@ -75,25 +102,12 @@ export function seededRandom(seed: number): () => number {
   };
 }
 
-/** Whether one curator's answer proves the call did not take effect there. */
-function refusedBeforeEffect(err: unknown): boolean {
-  if (!(err instanceof RpcError)) return false;
-  if (err.code === Status.UNAVAILABLE) return /not the leader|write was not made/.test(err.details);
-  return err.code === Status.INVALID_ARGUMENT || err.code === Status.NOT_FOUND || err.code === Status.FAILED_PRECONDITION || err.code === Status.PERMISSION_DENIED;
-}
-
-/**
- * failed: provably did not take effect (every curator tried either never
- * got the call, or refused it before writing); unknown: anything else, such
- * as a deadline or a connection lost mid-call.
- */
-function classify(err: unknown): "failed" | "unknown" {
-  if (refusedBeforeEffect(err)) return "failed";
-  if (err instanceof NoCuratorError) {
-    const neverSent = new Set(["refused", "unreachable", "timeout", "untrusted", "identity", "failed"]);
-    return err.failures.every((f) => neverSent.has(f.kind) || refusedBeforeEffect(f.error)) ? "failed" : "unknown";
-  }
-  return "unknown";
+export function chanceOf(seed: number): Chance {
+  const random = seededRandom(seed);
+  return {
+    between: (lo, hi) => Math.round(lo + random() * (hi - lo)),
+    pick: (items) => items[Math.floor(random() * items.length)]!,
+  };
 }
 
 /**
@@ -103,12 +117,16 @@ function classify(err: unknown): "failed" | "unknown" {
  * may still be catching up, and a copy read before then is merely late,
  * not lost.
  */
-async function labelsAtEachMember(cluster: ProcessCluster, id: string): Promise<Map<string, string>[]> {
-  const connections = cluster.nodes.map(etcdClientOf);
+async function labelsAtEachMember(driver: FaultDriver, id: string): Promise<Map<string, string>[]> {
+  const connections = driver.memberClients();
   const clients = connections.map((c) => c.namespace(ETCD_PREFIX));
   try {
     // A linearizable read: its revision is everything committed so far.
-    const committed = BigInt((await clients[0]!.get(`nodes/${id}`).exec()).header.revision);
+    const committed = await eventually(async () => BigInt((await clients[0]!.get(`nodes/${id}`).exec()).header.revision), {
+      timeoutMs: RECOVERY_BOUND_MS,
+      intervalMs: 500,
+      what: "a linearizable read of the committed revision",
+    });
     const copies: Map<string, string>[] = [];
     for (const client of clients) {
       const response = await eventually(
@@ -129,153 +147,106 @@ async function labelsAtEachMember(cluster: ProcessCluster, id: string): Promise<
   }
 }
 
-export interface FaultOptions {
+function sumChecks(checks: readonly CheckResult[]): CheckResult {
+  return {
+    acknowledged: checks.reduce((n, c) => n + c.acknowledged, 0),
+    lost: checks.reduce((n, c) => n + c.lost, 0),
+    linearizabilityViolations: checks.reduce((n, c) => n + c.linearizabilityViolations, 0),
+    duplicates: checks.reduce((n, c) => n + c.duplicates, 0),
+    violations: checks.flatMap((c) => c.violations),
+  };
+}
+
+export interface RunOptions {
   seed: number;
   runs: number;
+  /** Fault kinds taken in turn (default: all of the driver's). */
   kinds?: readonly FaultKind[];
-  /** First loopback host number of the cluster (processes of other tests use others). */
-  firstHost?: number;
   log?: (line: string) => void;
 }
 
-export async function runFaults(options: FaultOptions): Promise<FaultReport> {
+/** Runs the faults against a formed cluster, then stops it. */
+export async function runFaultsOn(driver: FaultDriver, options: RunOptions): Promise<FaultReport> {
   const log = options.log ?? (() => {});
-  const random = seededRandom(options.seed);
-  const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
-  const between = (lo: number, hi: number) => Math.round(lo + random() * (hi - lo));
-  const kinds = options.kinds ?? FAULT_KINDS;
-  const dir = tempDir("nodecore-faults-");
-  const cluster = await formProcessCluster(dir.path, options.firstHost ?? 240, (step) => log(`cluster: ${step}`));
-  const owner = loadCredentials(configPaths(cluster.ctlDir), cluster.ownerKeyFile);
-  const target = cluster.ids.get(cluster.nodes[0]!)!;
-  const history = new HistoryRecorder();
-  const killedByUs = new Set<NodeProcess>();
-  const pools = Array.from({ length: CLIENTS }, () => new CuratorPool({ ca: owner.ca, certificate: owner.certificate, privateKey: owner.key.privateKey }));
-  const acked: number[] = [];
-  let stop = false;
-
-  const client = async (i: number) => {
-    const pool = pools[i]!;
-    const keys = Array.from({ length: KEYS_PER_CLIENT }, (_, j) => `c${i}-k${j}`);
-    for (let n = 0; !stop; n++) {
-      const key = keys[n % keys.length]!;
-      const value = `c${i}-${n}`;
-      const invoked = performance.now();
-      const result = await history.write(
-        i,
-        key,
-        value,
-        () => pool.call(Management, owner.endpoints, (m) => m.updateNodeLabels({ id: target, upsert: [{ key, value }] }, { timeoutMs: CALL_TIMEOUT_MS })).then(() => {}),
-        classify,
-      );
-      if (result === "ok") acked.push(invoked);
-      if (n % 2 === 1) {
-        await history.read(
-          i,
-          keys,
-          () =>
-            pool.call(Management, owner.endpoints, async (m) => {
-              for await (const node of m.getNodes({}, { timeoutMs: CALL_TIMEOUT_MS })) {
-                if (node.id === target) return new Map(node.labels.map((l) => [l.key, l.value]));
-              }
-              throw new Error(`node ${target} is not listed`);
-            }),
-          classify,
-        );
-      }
-      if (result !== "ok") await Bun.sleep(50);
-    }
-  };
-
+  const chance = chanceOf(options.seed);
+  const kinds = options.kinds ?? driver.kinds;
+  for (const kind of kinds) if (!driver.kinds.includes(kind)) throw new Error(`fault ${kind} needs another mode than ${driver.mode}`);
+  const workload = new Workload(driver.owner, driver.target);
   const healthy = async () => {
-    const nodes = await pools[0]!.call(Management, owner.endpoints, async (m) => {
+    const nodes = await workload.call(async (m) => {
       const all = [];
       for await (const node of m.getNodes({}, { timeoutMs: CALL_TIMEOUT_MS })) all.push(node);
       return all;
     });
-    if (!nodes.every((n) => n.health === Node_Health.HEALTHY)) throw new Error("not every node is HEALTHY");
-    const members = await etcdMembersVia(cluster.nodes[0]!);
-    if (members.length !== 3 || members.some((m) => m.isLearner)) throw new Error("not three voting members");
+    const unhealthy = nodes.filter((n) => n.health !== Node_Health.HEALTHY);
+    if (unhealthy.length) throw new Error(`not HEALTHY: ${unhealthy.map((n) => `${n.id} ${Node_Health[n.health]}`).join(", ")}`);
+    await driver.voters();
   };
 
   const runs: RunRecord[] = [];
   const faultTimes: number[] = [];
-  const clients = Array.from({ length: CLIENTS }, (_, i) => client(i));
+  const final: Record<string, (string | null)[]> = {};
+  const violating: Op[] = [];
   try {
-    await eventually(healthy, { timeoutMs: RECOVERY_BOUND_MS, intervalMs: 500, what: "a healthy cluster before the first fault" });
+    await eventually(healthy, { timeoutMs: RECOVERY_BOUND_MS * 2, intervalMs: 500, what: "a healthy cluster before the first fault" });
     for (let run = 0; run < options.runs; run++) {
       const kind = kinds[run % kinds.length]!;
-      const victim = pick(cluster.nodes);
-      await Bun.sleep(between(1_000, 3_000));
+      const victim = chance.pick(driver.nodeNames.map((_, i) => i));
+      await workload.beginRun(run);
+      await Bun.sleep(chance.between(1_000, 3_000));
       const faultAt = performance.now();
-      const logsFrom = victim.logs.length;
-      switch (kind) {
-        case "etcd-kill": {
-          const pid = victim.etcdPid();
-          if (pid === undefined) throw new Error(`no etcd pid known for ${victim.name}`);
-          log(`run ${run + 1}: SIGKILL etcd of ${victim.name} (pid ${pid})`);
-          process.kill(pid, "SIGKILL");
-          break;
-        }
-        case "node-kill": {
-          log(`run ${run + 1}: SIGKILL node process ${victim.name}`);
-          killedByUs.add(victim);
-          await victim.stop("SIGKILL");
-          await Bun.sleep(between(2_000, 5_000));
-          victim.start();
-          killedByUs.delete(victim);
-          break;
-        }
-        default: {
-          const unreachable: never = kind;
-          throw new Error(`unknown fault ${String(unreachable)}`);
-        }
-      }
+      const fault = await driver.inject(kind, victim, chance, (line) => log(`run ${run + 1}: ${line}`));
       const faultEnded = performance.now();
       let recoveryMs: number | undefined;
-      // Healthy again means the victim came back too: its etcd serving again
-      // (and, after a node kill, the node UP), then every node HEALTHY and
-      // every member a voter. A heartbeat from before the fault is not enough.
-      const back = () => {
-        const since = victim.logs.slice(logsFrom);
-        if (!since.some((l) => l.msg === "etcd is serving")) throw new Error(`${victim.name}'s etcd is not serving again yet`);
-        if (kind === "node-kill" && !since.some((l) => l.msg === "node is UP")) throw new Error(`${victim.name} is not UP again yet`);
-      };
+      let stillFailing = "";
       try {
         await eventually(
           async () => {
-            back();
+            await fault.back();
             await healthy();
           },
           { timeoutMs: RECOVERY_BOUND_MS, intervalMs: 250, what: "the cluster healthy again" },
         );
         recoveryMs = performance.now() - faultEnded;
-      } catch {
-        recoveryMs = undefined;
+      } catch (err) {
+        stillFailing = (err as Error).message;
       }
+      // Let the clients work on this run's keys a little after recovery, then move them on.
+      await Bun.sleep(500);
+      await workload.beginRun(run + 1);
+      const ops = workload.opsOf(run);
+      const copies = await labelsAtEachMember(driver, driver.target);
+      const keys = new Set(ops.map((o) => o.key));
+      const ends = new Map([...keys].map((key) => [key, copies.map((c) => c.get(key) ?? null)]));
+      const check = checkHistory(ops, ends);
+      if (check.violations.length) {
+        violating.push(...ops);
+        Object.assign(final, Object.fromEntries(ends));
+      }
+      await workload.removeLabels(run);
       faultTimes.push(faultAt);
-      runs.push({ kind, victim: victim.name, firstWriteMs: undefined, recoveryMs });
-      log(`run ${run + 1}: healthy again after ${recoveryMs === undefined ? "more than 60 s" : `${Math.round(recoveryMs)} ms`}`);
+      runs.push({ kind, victim: driver.nodeNames[victim]!, firstWriteMs: undefined, recoveryMs, check, notes: fault.notes });
+      const outcome = recoveryMs === undefined ? `NOT healthy within ${RECOVERY_BOUND_MS / 1000} s (${stillFailing})` : `healthy again after ${Math.round(recoveryMs)} ms`;
+      log(`run ${run + 1}: ${outcome}; ${check.acknowledged} writes acknowledged, ${check.lost} lost, ${check.linearizabilityViolations} keys not linearizable`);
     }
   } finally {
-    stop = true;
-    await Promise.all(clients);
+    await workload.stop();
   }
-  // Fault → the first acknowledged write invoked after it, over the whole
-  // history (it may come after the cluster counted as healthy again).
   runs.forEach((record, i) => {
-    const first = acked.filter((t) => t >= faultTimes[i]!).sort((a, b) => a - b)[0];
+    const first = workload.acked.filter((t) => t >= faultTimes[i]!).sort((a, b) => a - b)[0];
     if (first !== undefined) record.firstWriteMs = first - faultTimes[i]!;
   });
-  try {
-    const copies = await labelsAtEachMember(cluster, target);
-    const keys = new Set(history.ops.map((o) => o.key));
-    const final = new Map([...keys].map((key) => [key, copies.map((c) => c.get(key) ?? null)]));
-    const unexpectedExits = cluster.nodes.filter((n) => !killedByUs.has(n) && n.exitCode !== undefined).map((n) => n.name);
-    return { seed: options.seed, runs, check: checkHistory(history.ops, final), unexpectedExits, history: { ops: history.ops, final: Object.fromEntries(final) } };
-  } finally {
-    for (const pool of pools) pool.close();
-    await cluster.stop();
-    dir[Symbol.dispose]();
-  }
+  return {
+    seed: options.seed,
+    mode: driver.mode,
+    runs,
+    check: sumChecks(runs.map((r) => r.check)),
+    unexpectedExits: driver.unexpectedExits(),
+    history: { ops: violating, final },
+  };
+}
+
+/** The runs of one kind, summed: for the table. */
+export function checksOf(report: FaultReport, kind: FaultKind): CheckResult {
+  return sumChecks(report.runs.filter((r) => r.kind === kind).map((r) => r.check));
 }

@@ -80,6 +80,6 @@ export {
   type NodeParametersSpec,
   type OwnerKey,
 } from "./node_parameters.ts";
-export { NetworkNamespace, namespaceName, nodeAddress, subnetOf, BRIDGE_NAME, NAMESPACE_PREFIX, type Subnet } from "./network_namespace.ts";
+export { NetworkNamespace, enterNamespace, namespaceName, nodeAddress, subnetOf, BRIDGE_NAME, NAMESPACE_PREFIX, type Subnet } from "./network_namespace.ts";
 export { runHostCommand, type HostCommandResult } from "./host_command.ts";
 export type { NodeFiles } from "./cluster_dir.ts";

@@ -3,7 +3,8 @@
 // no forwarding), so guest traffic can reach the other guests, dnsmasq on the
 // bridge, and processes started inside the namespace — nothing else.
 
-import { existsSync } from "node:fs";
+import { dlopen, FFIType } from "bun:ffi";
+import { closeSync, existsSync, openSync } from "node:fs";
 import { runHostCommand, runHostCommandSync, type HostCommandOptions, type HostCommandResult } from "./host_command.ts";
 
 /**
@@ -143,4 +144,26 @@ export function removeStaleNamespace(name: string): boolean {
 /** Deletes the namespace called name, if there is one (the kernel frees its taps and bridge). Never throws. */
 export function deleteNamespaceSync(name: string): void {
   runHostCommandSync(["ip", "netns", "del", name]);
+}
+
+/** setns(2)'s flag for a network namespace. */
+const CLONE_NEWNET = 0x40000000;
+
+/**
+ * Moves this process's JavaScript thread into namespace `name`, so that the
+ * sockets it opens from now on reach the cluster's addresses (the fault
+ * suite's owner clients talk to VMs this way, in-process). Sockets opened
+ * before stay where they were, and children spawned after start inside.
+ * Linux keeps a network namespace per thread: bun opens sockets on the
+ * JavaScript thread, and starts threads for fetch lazily (they inherit it).
+ */
+export function enterNamespace(name: string): void {
+  const libc = dlopen("libc.so.6", { setns: { args: [FFIType.i32, FFIType.i32], returns: FFIType.i32 } });
+  const fd = openSync(`${NETNS_DIR}/${name}`, "r");
+  try {
+    if (libc.symbols.setns(fd, CLONE_NEWNET) !== 0) throw new Error(`could not enter network namespace ${name} (setns failed; root is needed)`);
+  } finally {
+    closeSync(fd);
+    libc.close();
+  }
 }

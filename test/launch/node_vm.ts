@@ -87,6 +87,10 @@ export class NodeVm {
   get address(): string {
     return this.config.address;
   }
+  /** The host side of its NIC: a tap on the cluster bridge, inside the namespace. */
+  get tap(): string {
+    return this.config.tap;
+  }
   get state(): NodeState {
     return this.state_;
   }

@@ -49,9 +49,15 @@ export async function etcdMembersVia(via: NodeProcess): Promise<EtcdMember[]> {
 }
 
 /** Forms the cluster in `dir`; node i listens on the loopback address `<block>.<firstHost + i>`. */
-export async function formProcessCluster(dir: string, firstHost: number, onStep: (step: string) => void = () => {}): Promise<ProcessCluster> {
+export async function formProcessCluster(
+  dir: string,
+  firstHost: number,
+  onStep: (step: string) => void = () => {},
+  options: { /** Runs for each node before it first starts (the fault suite mounts a data file system here). */ prepare?: (node: NodeProcess) => Promise<void> } = {},
+): Promise<ProcessCluster> {
   const address = loopbackBlock();
   const nodes = [1, 2, 3].map((i) => new NodeProcess(`node${i}`, join(dir, `node${i}`), address(firstHost + i)));
+  for (const node of nodes) await options.prepare?.(node);
   const [node1, ...joiners] = nodes as [NodeProcess, NodeProcess, NodeProcess];
   const owner = generateKeyPair();
   const ownerKeyFile = join(dir, "owner.key");
