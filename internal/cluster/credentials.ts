@@ -2,9 +2,9 @@
 // the CA. Kept on the (encrypted) data partition.
 
 import { X509Certificate, type KeyObject } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { dirname } from "node:path";
-import type { StorageLayout } from "../localstorage/mod.ts";
+import { writeFileDurably, type StorageLayout } from "../localstorage/mod.ts";
 import { createPublicKey } from "node:crypto";
 import { nodeIdFromPublicKey, privateKeyFromRaw, rawPrivateKey, rawPublicKey, verifyIssuedBy } from "../pki/mod.ts";
 
@@ -23,9 +23,21 @@ export class CredentialsError extends Error {
 export function saveCredentials(layout: StorageLayout, credentials: NodeCredentials): void {
   const files = layout.data.node;
   mkdirSync(dirname(files.privateKey), { recursive: true, mode: 0o700 });
-  writeFileSync(files.privateKey, rawPrivateKey(credentials.privateKey), { mode: 0o600 });
-  writeFileSync(files.certificate, credentials.certificate.raw);
-  writeFileSync(files.caCertificate, credentials.ca.raw);
+  // The private key last: its presence says the credentials are there.
+  writeFileDurably(files.certificate, credentials.certificate.raw, { mode: 0o644 });
+  writeFileDurably(files.caCertificate, credentials.ca.raw, { mode: 0o644 });
+  writeFileDurably(files.privateKey, rawPrivateKey(credentials.privateKey), { mode: 0o600 });
+}
+
+/** Reads and parses one saved file; an error names the file and what is wrong with it. */
+function readSaved<T>(file: string, what: string, parse: (bytes: Buffer) => T): T {
+  const bytes = readFileSync(file);
+  if (bytes.length === 0) throw new CredentialsError(`${what} ${file} is empty (written just before a power cut by an older version?)`);
+  try {
+    return parse(bytes);
+  } catch (err) {
+    throw new CredentialsError(`${what} ${file} is corrupt: ${(err as Error).message}`, { cause: err });
+  }
 }
 
 /** The saved credentials, or undefined if this node has none yet. */
@@ -35,10 +47,10 @@ export function loadCredentials(layout: StorageLayout): NodeCredentials | undefi
   for (const file of [files.certificate, files.caCertificate]) {
     if (!existsSync(file)) throw new CredentialsError(`node credentials are incomplete: ${file} is missing`);
   }
-  const privateKey = privateKeyFromRaw(readFileSync(files.privateKey));
+  const privateKey = readSaved(files.privateKey, "node private key", (b) => privateKeyFromRaw(b));
   const publicKey = createPublicKey(privateKey);
-  const certificate = new X509Certificate(readFileSync(files.certificate));
-  const ca = new X509Certificate(readFileSync(files.caCertificate));
+  const certificate = readSaved(files.certificate, "node certificate", (b) => new X509Certificate(b));
+  const ca = readSaved(files.caCertificate, "cluster CA certificate", (b) => new X509Certificate(b));
   const problem = verifyIssuedBy(certificate, ca);
   if (problem) throw new CredentialsError(`saved node certificate is unusable: ${problem}`);
   return { nodeId: nodeIdFromPublicKey(rawPublicKey(publicKey)), privateKey, publicKey, certificate, ca };

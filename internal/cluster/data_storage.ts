@@ -2,7 +2,7 @@
 // plain directory when the node core runs as a process (tests, development).
 
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   DATA_MAPPER_NAME,
@@ -10,6 +10,7 @@ import {
   mountDataPartition,
   type DataMountResult,
   type StorageLayout,
+  writeFileDurably,
 } from "../localstorage/mod.ts";
 import type { Logger } from "../log/mod.ts";
 
@@ -52,8 +53,8 @@ export function plainDirectory(layout: StorageLayout): DataStorage {
         logger.info("data directory opened (process mode: not encrypted)", { path: layout.data.path });
         return "mounted";
       }
-      writeFileSync(check, digest + "\n");
-      writeFileSync(layout.data.formatted, `${new Date().toISOString()}\n`);
+      writeFileDurably(check, digest + "\n");
+      writeFileDurably(layout.data.formatted, `${new Date().toISOString()}\n`);
       logger.warn("data directory created (process mode: not encrypted)", { path: layout.data.path });
       return "formatted";
     },

@@ -13,11 +13,11 @@
 // pending bootstrap is still there.
 
 import { create } from "@bufbuild/protobuf";
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { SealedConfigurationSchema } from "../../proto/gen/api/configuration_pb.ts";
 import { createEtcdCA } from "../consensus/mod.ts";
-import type { StorageLayout } from "../localstorage/mod.ts";
+import { writeFileDurably, type StorageLayout } from "../localstorage/mod.ts";
 import type { Logger } from "../log/mod.ts";
 import {
   createClusterCA,
@@ -67,7 +67,7 @@ function decodeCA(json: { certificate: string; privateKey: string }): CA {
 
 export function savePendingBootstrap(layout: StorageLayout, pending: PendingBootstrap): void {
   const b64 = (b: Uint8Array) => Buffer.from(b).toString("base64");
-  writeFileSync(
+  writeFileDurably(
     pendingBootstrapPath(layout),
     JSON.stringify({
       ownerPublicKey: b64(pending.ownerPublicKey),

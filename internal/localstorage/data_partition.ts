@@ -3,7 +3,8 @@
 // holds LUKS is only ever opened, and a wrong key is an error, never a reason
 // to format.
 
-import { existsSync, mkdirSync, openSync, readFileSync, readSync, closeSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, openSync, readFileSync, readSync, closeSync } from "node:fs";
+import { writeFileDurably } from "./durable_file.ts";
 import type { Logger } from "../log/mod.ts";
 import { CommandError, runCommand } from "../supervisor/mod.ts";
 import { mount, umount } from "../sys/mod.ts";
@@ -118,7 +119,7 @@ export async function mountDataPartition(options: DataPartitionOptions): Promise
   } catch (err) {
     throw new StorageError(`could not mount data partition on ${options.mountpoint}: ${(err as Error).message}`, { cause: err });
   }
-  if (result === "formatted") writeFileSync(options.formattedMarker, `${new Date().toISOString()}\n`);
+  if (result === "formatted") writeFileDurably(options.formattedMarker, `${new Date().toISOString()}\n`);
   const formattedAt = existsSync(options.formattedMarker) ? readFileSync(options.formattedMarker, "utf8").trim() : undefined;
   if (!formattedAt) logger.warn("data partition has no format marker; it was formatted by something else");
   logger.info(result === "formatted" ? "data partition formatted and mounted" : "data partition mounted", {

@@ -25,6 +25,7 @@ import { MS_NODEV, MS_NOEXEC, MS_NOSUID, mount } from "../sys/mod.ts";
 import { DATA_PARTITION_NAME, ESP_PARTITION_NAME, storageLayout, type StorageLayout } from "./layout.ts";
 import { findPartition } from "./partitions.ts";
 import { StorageError } from "./data_partition.ts";
+export { writeFileDurably, syncDirectory } from "./durable_file.ts";
 export { freeSpace, formatBytes, describeSpace, waitForFreeSpace, FREE_SPACE_POLL_MS, type FreeSpace, type SpaceWaitOptions } from "./free_space.ts";
 
 export {

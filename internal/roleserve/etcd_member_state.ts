@@ -3,9 +3,9 @@
 // to know whether it has to leave when the consensus role goes away.
 
 import { X509Certificate } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import type { StorageLayout } from "../localstorage/mod.ts";
+import { writeFileDurably, type StorageLayout } from "../localstorage/mod.ts";
 import type { EtcdPeer } from "../consensus/mod.ts";
 
 export interface EtcdMemberState {
@@ -25,18 +25,22 @@ function statePath(layout: StorageLayout): string {
 export function loadEtcdMemberState(layout: StorageLayout): EtcdMemberState | undefined {
   const path = statePath(layout);
   if (!existsSync(path)) return undefined;
-  const json = JSON.parse(readFileSync(path, "utf8"));
-  return {
-    ca: new X509Certificate(Buffer.from(json.ca, "base64")),
-    certificate: new X509Certificate(Buffer.from(json.certificate, "base64")),
-    initialCluster: json.initialCluster,
-    clusterState: json.clusterState,
-  };
+  try {
+    const json = JSON.parse(readFileSync(path, "utf8"));
+    return {
+      ca: new X509Certificate(Buffer.from(json.ca, "base64")),
+      certificate: new X509Certificate(Buffer.from(json.certificate, "base64")),
+      initialCluster: json.initialCluster,
+      clusterState: json.clusterState,
+    };
+  } catch (err) {
+    throw new Error(`etcd member state ${path} is empty or corrupt: ${(err as Error).message}`, { cause: err });
+  }
 }
 
 export function saveEtcdMemberState(layout: StorageLayout, state: EtcdMemberState): void {
   mkdirSync(layout.data.etcd.path, { recursive: true, mode: 0o700 });
-  writeFileSync(
+  writeFileDurably(
     statePath(layout),
     JSON.stringify({
       ca: state.ca.raw.toString("base64"),

@@ -50,6 +50,7 @@ export class QemuFaults implements FaultDriver {
     readonly owner: FaultDriver["owner"],
     readonly target: string,
     private readonly etcd: EtcdTls,
+    private readonly leaveNamespace: () => void,
   ) {}
 
   /** nft inside the cluster's namespace. */
@@ -61,11 +62,12 @@ export class QemuFaults implements FaultDriver {
     const logger = createLogger("faults");
     if (!options.imageDir) await ensureBuilt(logger.child("build"));
     const cluster = await createCluster({ name: CLUSTER_NAME, nodes: 3, subnetIndex: SUBNET_INDEX, quiet: true, ...(options.imageDir ? { imageDir: options.imageDir } : {}), logger: logger.child("launch") });
+    let leave: (() => void) | undefined;
     try {
       options.log("cluster: three VMs booting and forming (minutes under TCG)");
       const formed = await formCluster(cluster, { timeoutMs: STEP_TIMEOUT_MS, logger: logger.child("formation") });
       options.log("cluster: formed; the runner moves into its network namespace");
-      enterNamespace(namespaceName(CLUSTER_NAME));
+      leave = enterNamespace(namespaceName(CLUSTER_NAME));
       const credentials = loadCredentials(configPaths(formed.ctlConfig));
       const owner = { ca: credentials.ca, certificate: credentials.certificate, privateKey: credentials.key.privateKey, endpoints: credentials.endpoints };
       const key = generateKeyPair();
@@ -73,8 +75,9 @@ export class QemuFaults implements FaultDriver {
       const response = await pool.call(Management, owner.endpoints, (m) => m.getEtcdCredentials({ publicKey: rawPublicKey(key.publicKey) }, { timeoutMs: 10_000 }));
       pool.close();
       const etcd = { ca: new X509Certificate(response.caCertificate), certificate: new X509Certificate(response.clientCertificate), privateKey: key.privateKey };
-      return new QemuFaults(cluster, owner, formed.ids.get(cluster.nodes[0]!.name)!, etcd);
+      return new QemuFaults(cluster, owner, formed.ids.get(cluster.nodes[0]!.name)!, etcd, leave);
     } catch (err) {
+      leave?.();
       await cluster.close({ clean: false });
       throw err;
     }
@@ -169,6 +172,7 @@ export class QemuFaults implements FaultDriver {
 
   async stop(): Promise<void> {
     await this.nft(`delete table bridge ${TABLE}\n`).catch(() => {});
+    this.leaveNamespace();
     await this.cluster.close({ clean: false });
   }
 }

@@ -156,14 +156,27 @@ const CLONE_NEWNET = 0x40000000;
  * before stay where they were, and children spawned after start inside.
  * Linux keeps a network namespace per thread: bun opens sockets on the
  * JavaScript thread, and starts threads for fetch lazily (they inherit it).
+ * Returns a function that moves the thread back.
  */
-export function enterNamespace(name: string): void {
+export function enterNamespace(name: string): () => void {
   const libc = dlopen("libc.so.6", { setns: { args: [FFIType.i32, FFIType.i32], returns: FFIType.i32 } });
-  const fd = openSync(`${NETNS_DIR}/${name}`, "r");
+  const home = openSync("/proc/thread-self/ns/net", "r");
+  const target = openSync(`${NETNS_DIR}/${name}`, "r");
   try {
-    if (libc.symbols.setns(fd, CLONE_NEWNET) !== 0) throw new Error(`could not enter network namespace ${name} (setns failed; root is needed)`);
-  } finally {
-    closeSync(fd);
+    if (libc.symbols.setns(target, CLONE_NEWNET) !== 0) throw new Error(`could not enter network namespace ${name} (setns failed; root is needed)`);
+  } catch (err) {
+    closeSync(home);
     libc.close();
+    throw err;
+  } finally {
+    closeSync(target);
   }
+  return () => {
+    try {
+      if (libc.symbols.setns(home, CLONE_NEWNET) !== 0) throw new Error(`could not leave network namespace ${name} (setns failed)`);
+    } finally {
+      closeSync(home);
+      libc.close();
+    }
+  };
 }
