@@ -211,7 +211,14 @@ export async function runFaultsOn(driver: FaultDriver, options: RunOptions): Pro
       } catch (err) {
         stillFailing = (err as Error).message;
       }
-      // Let the clients work on this run's keys a little after recovery, then move them on.
+      // Let the clients work on this run's keys until a write after the
+      // fault has been acknowledged (bounded), then move them on.
+      await eventually(
+        () => {
+          if (!workload.acked.some((t) => t >= faultAt)) throw new Error("no write acknowledged since the fault");
+        },
+        { timeoutMs: RECOVERY_BOUND_MS, intervalMs: 100, what: "a write acknowledged after the fault" },
+      ).catch(() => {});
       await Bun.sleep(500);
       await workload.beginRun(run + 1);
       const ops = workload.opsOf(run);
