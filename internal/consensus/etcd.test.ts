@@ -8,7 +8,7 @@ import { captureLogger } from "../log/mod.ts";
 import { generateKeyPair } from "../pki/mod.ts";
 import { runCommand, supervise, untilCancelled, type Supervisor } from "../supervisor/mod.ts";
 import { eventually, tempDir } from "../testing/mod.ts";
-import { clientUrl, connectEtcd, createEtcdCA, ETCD_MIN_FREE_BYTES, issueMemberCertificate, peerUrl, runEtcdMember, type EtcdTls } from "./mod.ts";
+import { clientUrl, connectEtcd, createEtcdCA, ETCD_MIN_FREE_BYTES, issueMemberCertificate, peerUrl, runEtcdMember, type EtcdMemberOptions, type EtcdTls } from "./mod.ts";
 
 const running: Supervisor[] = [];
 afterEach(async () => {
@@ -27,6 +27,22 @@ function memberTls(): EtcdTls {
   return { ca: ca.certificate, certificate: issueMemberCertificate(ca, key.publicKey, { name: "node-a", addresses: [HOST] }), privateKey: key.privateKey };
 }
 
+/** A one-member cluster on loopback; `offset` keeps each test's ports apart. */
+function singleMember(dataDir: string, tlsDir: string, tls: EtcdTls, offset: number): EtcdMemberOptions {
+  return {
+    name: "node-a",
+    dataDir,
+    tlsDir,
+    peerHost: HOST,
+    clientHost: HOST,
+    peerPort: PEER_PORT + offset,
+    clientPort: CLIENT_PORT + offset,
+    tls,
+    clusterState: "new",
+    initialCluster: [{ name: "node-a", peerUrl: peerUrl(HOST, PEER_PORT + offset) }],
+  };
+}
+
 describe("etcd member", () => {
   test("serves over mutual TLS, and after SIGKILL the supervisor restarts it with every acknowledged write", async () => {
     using dir = tempDir("nodecore-etcd-");
@@ -36,18 +52,7 @@ describe("etcd member", () => {
     const supervisor = supervise(
       async (ctx) => {
         ctx.run("etcd", (c) =>
-          runEtcdMember(c, {
-            name: "node-a",
-            dataDir: join(dir.path, "data"),
-            tlsDir: join(dir.path, "tls"),
-            peerHost: HOST,
-            clientHost: HOST,
-            peerPort: PEER_PORT,
-            clientPort: CLIENT_PORT,
-            tls,
-            clusterState: "new",
-            initialCluster: [{ name: "node-a", peerUrl: peerUrl(HOST, PEER_PORT) }],
-          }),
+          runEtcdMember(c, singleMember(join(dir.path, "data"), join(dir.path, "tls"), tls, 0)),
         );
         await untilCancelled(ctx.signal);
       },
@@ -79,18 +84,7 @@ describe("etcd member", () => {
     const supervisor = supervise(
       async (ctx) => {
         ctx.run("etcd", (c) =>
-          runEtcdMember(c, {
-            name: "node-a",
-            dataDir: join(dir.path, "data"),
-            tlsDir: join(dir.path, "tls"),
-            peerHost: HOST,
-            clientHost: HOST,
-            peerPort: PEER_PORT + 1,
-            clientPort: CLIENT_PORT + 1,
-            tls,
-            clusterState: "new",
-            initialCluster: [{ name: "node-a", peerUrl: peerUrl(HOST, PEER_PORT + 1) }],
-          }),
+          runEtcdMember(c, singleMember(join(dir.path, "data"), join(dir.path, "tls"), tls, 1)),
         );
         await untilCancelled(ctx.signal);
       },
@@ -120,18 +114,7 @@ describe.skipIf(!CAN_MOUNT)("etcd member on a data partition that fills up", () 
       const supervisor = supervise(
         async (ctx) => {
           ctx.run("etcd", (c) =>
-            runEtcdMember(c, {
-              name: "node-a",
-              dataDir: join(dataRoot, "etcd"),
-              tlsDir: join(dir.path, "tls"),
-              peerHost: HOST,
-              clientHost: HOST,
-              peerPort: PEER_PORT + 2,
-              clientPort: CLIENT_PORT + 2,
-              tls,
-              clusterState: "new",
-              initialCluster: [{ name: "node-a", peerUrl: peerUrl(HOST, PEER_PORT + 2) }],
-            }),
+            runEtcdMember(c, singleMember(join(dataRoot, "etcd"), join(dir.path, "tls"), tls, 2)),
           );
           await untilCancelled(ctx.signal);
         },

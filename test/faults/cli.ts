@@ -97,10 +97,13 @@ console.log("");
 figure("node processes / VMs that exited on their own", report.unexpectedExits.join(", ") || "none", 48);
 figure("wall time", seconds(performance.now() - began), 48);
 for (const violation of report.check.violations) console.log(`VIOLATION ${violation.kind}: ${violation.message}`);
+for (const key of report.check.undecided) console.log(`UNDECIDED (neither proven nor refuted): ${key}`);
 if (report.check.violations.length) {
   const file = `faults-seed-${options.seed}.json`;
   await Bun.write(file, JSON.stringify(report.history, null, 1));
   console.log(`history of the runs with a violation written to ${file}`);
 }
-const clean = report.check.violations.length === 0 && report.unexpectedExits.length === 0 && report.runs.every((r) => r.recoveryMs !== undefined);
+const problems = report.runs.flatMap((r) => r.problems);
+for (const problem of problems) console.log(`PROBLEM: ${problem}`);
+const clean = problems.length === 0 && report.check.violations.length === 0 && report.unexpectedExits.length === 0 && report.runs.every((r) => r.recoveryMs !== undefined);
 process.exit(clean ? 0 : 1);

@@ -16,6 +16,7 @@ describe("the short fault run", () => {
     const report = await runFaults({ mode: "process", seed: SEED, runs: PROCESS_FAULTS.length, firstHost: 250 });
     expect(report.check.violations).toEqual([]);
     expect(report.unexpectedExits).toEqual([]);
+    expect(report.runs.flatMap((r) => r.problems)).toEqual([]);
     expect(report.runs.map((r) => r.kind)).toEqual([...PROCESS_FAULTS]);
     for (const run of report.runs) {
       // Writes went on in every run, and the cluster was back within RECOVERY_BOUND_MS (undefined: it was not).

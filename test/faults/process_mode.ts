@@ -144,6 +144,8 @@ export class ProcessFaults implements FaultDriver {
         const died = sinceFault().filter((l) => l.msg === "runnable died" && String(l.error ?? "").includes("the data partition is full")).length;
         const waits = sinceFault().filter((l) => l.msg === ETCD_WAITS).length;
         notes.push(died ? `etcd died on the full disk ${died}× and waited for space ${waits}×` : "etcd did not notice");
+        // Once dead, etcd must wait for space, not start and die again.
+        const problems = died > 1 ? [`etcd on ${victim.name} died ${died} times on the full disk: a crash loop`] : [];
         log(`freed ${victim.name}'s data file system: ${notes[0]}`);
         return {
           back: () => {
@@ -153,6 +155,7 @@ export class ProcessFaults implements FaultDriver {
             if (lastDeath >= 0 && !lines.slice(lastDeath).some((l) => l.msg === "etcd is serving")) throw new Error(`${victim.name}'s etcd is not serving again yet`);
           },
           notes,
+          problems,
         };
       }
       default:

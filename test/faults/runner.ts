@@ -46,6 +46,8 @@ export interface InjectedFault {
   back(): void | Promise<void>;
   /** What was seen during the fault, for the log and the report. */
   notes: string[];
+  /** What went wrong that the history cannot show (a crash loop on a full disk). */
+  problems?: string[];
 }
 
 /** A cluster to break, as a mode provides it. */
@@ -77,6 +79,7 @@ export interface RunRecord {
   /** The checks over this run's own keys. */
   check: CheckResult;
   notes: string[];
+  problems: string[];
 }
 
 export interface FaultReport {
@@ -150,6 +153,7 @@ async function labelsAtEachMember(driver: FaultDriver, id: string): Promise<Map<
 function sumChecks(checks: readonly CheckResult[]): CheckResult {
   return {
     acknowledged: checks.reduce((n, c) => n + c.acknowledged, 0),
+    undecided: checks.flatMap((c) => c.undecided),
     lost: checks.reduce((n, c) => n + c.lost, 0),
     linearizabilityViolations: checks.reduce((n, c) => n + c.linearizabilityViolations, 0),
     duplicates: checks.reduce((n, c) => n + c.duplicates, 0),
@@ -232,7 +236,8 @@ export async function runFaultsOn(driver: FaultDriver, options: RunOptions): Pro
       }
       await workload.removeLabels(run);
       faultTimes.push(faultAt);
-      runs.push({ kind, victim: driver.nodeNames[victim]!, firstWriteMs: undefined, recoveryMs, check, notes: fault.notes });
+      runs.push({ kind, victim: driver.nodeNames[victim]!, firstWriteMs: undefined, recoveryMs, check, notes: fault.notes, problems: fault.problems ?? [] });
+      for (const problem of fault.problems ?? []) log(`run ${run + 1}: PROBLEM ${problem}`);
       const outcome = recoveryMs === undefined ? `NOT healthy within ${RECOVERY_BOUND_MS / 1000} s (${stillFailing})` : `healthy again after ${Math.round(recoveryMs)} ms`;
       log(`run ${run + 1}: ${outcome}; ${check.acknowledged} writes acknowledged, ${check.lost} lost, ${check.linearizabilityViolations} keys not linearizable`);
     }
