@@ -24,8 +24,12 @@ import type { NodeProcess } from "../support/node_process.ts";
 import { etcdClientOf, etcdMembersVia, formProcessCluster, type ProcessCluster } from "../support/process_cluster.ts";
 import { PROCESS_FAULTS, type Chance, type FaultDriver, type FaultKind, type InjectedFault } from "./runner.ts";
 
-/** Each node's data file system: room for etcd's two 64 MiB log segments and its database. */
-const DATA_TMPFS = "size=256m";
+/**
+ * Each node's data file system: etcd keeps up to five 64 MiB log segments
+ * and a spare, plus its database and snapshots; a long run fills 256 MiB.
+ * (tmpfs takes memory only as it fills; the disk-full fault fills one.)
+ */
+const DATA_TMPFS = "size=1g";
 const ETCD_WAITS = "data partition full: etcd waits for space before it starts";
 
 /**

@@ -226,7 +226,17 @@ export async function runFaultsOn(driver: FaultDriver, options: RunOptions): Pro
       await Bun.sleep(500);
       await workload.beginRun(run + 1);
       const ops = workload.opsOf(run);
-      const copies = await labelsAtEachMember(driver, driver.target);
+      let copies: Map<string, string>[];
+      try {
+        copies = await labelsAtEachMember(driver, driver.target);
+      } catch (err) {
+        // The cluster did not come back far enough to read its state: the runs end here.
+        const problem = `run ${run + 1} (${kind} on ${driver.nodeNames[victim]}): every member's copy could not be read, so the runs stop here: ${(err as Error).message}`;
+        log(`PROBLEM ${problem}`);
+        faultTimes.push(faultAt);
+        runs.push({ kind, victim: driver.nodeNames[victim]!, firstWriteMs: undefined, recoveryMs, check: checkHistory([], new Map()), notes: fault.notes, problems: [...(fault.problems ?? []), problem] });
+        break;
+      }
       const keys = new Set(ops.map((o) => o.key));
       const ends = new Map([...keys].map((key) => [key, copies.map((c) => c.get(key) ?? null)]));
       const check = checkHistory(ops, ends);
