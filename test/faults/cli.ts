@@ -58,7 +58,11 @@ const runs = options.runs ?? kinds.length;
 const replay = `--mode ${options.mode} --seed ${options.seed} --runs ${runs}${options.kinds ? ` --kinds ${kinds.join(",")}` : ""}`;
 console.log(`fault suite, ${options.mode} mode: seed ${options.seed}, ${runs} runs of ${kinds.join(", ")} (replay with ${replay})`);
 const began = performance.now();
-const report = await runFaults({ mode: options.mode, seed: options.seed, runs, kinds, log: (line) => console.log(`  ${line}`) });
+const report = await runFaults({ mode: options.mode, seed: options.seed, runs, kinds, log: (line) => console.log(`  ${line}`) }).catch((err: unknown) => {
+  // Forming the cluster failed, or it broke beyond what the runner reads: one line, no stack.
+  process.stderr.write(`faults: ${(err as Error).message}\n`);
+  process.exit(1);
+});
 const span = (samples: (number | undefined)[]) => {
   const known = samples.filter((s): s is number => s !== undefined);
   const missing = samples.length - known.length;

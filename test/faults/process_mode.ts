@@ -19,10 +19,10 @@ import { join } from "node:path";
 import { configPaths, loadCredentials } from "../../internal/operator/mod.ts";
 import { freeSpace } from "../../internal/localstorage/mod.ts";
 import { runCommand } from "../../internal/supervisor/mod.ts";
-import { tempDir } from "../../internal/testing/mod.ts";
+import { eventually, tempDir } from "../../internal/testing/mod.ts";
 import type { NodeProcess } from "../support/node_process.ts";
 import { etcdClientOf, etcdMembersVia, formProcessCluster, type ProcessCluster } from "../support/process_cluster.ts";
-import { PROCESS_FAULTS, type Chance, type FaultDriver, type FaultKind, type InjectedFault } from "./runner.ts";
+import { PROCESS_FAULTS, RECOVERY_BOUND_MS, type Chance, type FaultDriver, type FaultKind, type InjectedFault } from "./runner.ts";
 
 /**
  * Each node's data file system: etcd keeps up to five 64 MiB log segments
@@ -114,8 +114,18 @@ export class ProcessFaults implements FaultDriver {
     };
     switch (kind) {
       case "etcd-kill": {
-        const pid = victim.etcdPid();
-        if (pid === undefined) throw new Error(`no etcd pid known for ${victim.name}`);
+        // The etcd running now: the last one started may have died since
+        // (a full disk can kill it at its next log cut, after the fault that
+        // filled it) and its successor not be started yet.
+        const pid = await eventually(
+          () => {
+            const pid = victim.etcdPid();
+            if (pid === undefined) throw new Error(`no etcd pid known for ${victim.name}`);
+            process.kill(pid, 0);
+            return pid;
+          },
+          { timeoutMs: RECOVERY_BOUND_MS, intervalMs: 100, what: `a running etcd on ${victim.name}` },
+        );
         log(`SIGKILL etcd of ${victim.name} (pid ${pid})`);
         process.kill(pid, "SIGKILL");
         return { back: etcdServing, notes };
