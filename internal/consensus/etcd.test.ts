@@ -8,7 +8,7 @@ import { captureLogger } from "../log/mod.ts";
 import { generateKeyPair } from "../pki/mod.ts";
 import { runCommand, supervise, untilCancelled, type Supervisor } from "../supervisor/mod.ts";
 import { eventually, tempDir } from "../testing/mod.ts";
-import { clientUrl, connectEtcd, createEtcdCA, issueMemberCertificate, peerUrl, runEtcdMember, type EtcdMemberOptions, type EtcdTls } from "./mod.ts";
+import { clientUrl, connectEtcd, createEtcdCA, ETCD_MIN_FREE_BYTES, issueMemberCertificate, peerUrl, runEtcdMember, type EtcdMemberOptions, type EtcdTls } from "./mod.ts";
 
 const running: Supervisor[] = [];
 afterEach(async () => {
@@ -99,14 +99,6 @@ describe("etcd member", () => {
   }, 60_000);
 });
 
-/**
- * More than etcd's preallocated log segment (64 MiB), which it deletes when
- * it starts and which therefore counts as free: with the default, etcd
- * would start again on the full disk with that segment's room, and this
- * test would not see the wait.
- */
-const MIN_FREE = 100 * 1024 * 1024;
-
 /** A small file system of its own (tmpfs) to fill up: needs root to mount. */
 const CAN_MOUNT = process.getuid?.() === 0;
 
@@ -122,7 +114,7 @@ describe.skipIf(!CAN_MOUNT)("etcd member on a data partition that fills up", () 
       const supervisor = supervise(
         async (ctx) => {
           ctx.run("etcd", (c) =>
-            runEtcdMember(c, { ...singleMember(join(dataRoot, "etcd"), join(dir.path, "tls"), tls, 2), minFreeBytes: MIN_FREE }),
+            runEtcdMember(c, singleMember(join(dataRoot, "etcd"), join(dir.path, "tls"), tls, 2)),
           );
           await untilCancelled(ctx.signal);
         },
@@ -159,7 +151,7 @@ describe.skipIf(!CAN_MOUNT)("etcd member on a data partition that fills up", () 
       expect(entries.filter((e) => e.message === "data partition full: etcd waits for space before it starts").length).toBe(1);
 
       rmSync(fill);
-      expect(freeSpace(dataRoot).freeBytes).toBeGreaterThanOrEqual(MIN_FREE);
+      expect(freeSpace(dataRoot).freeBytes).toBeGreaterThanOrEqual(ETCD_MIN_FREE_BYTES);
       await eventually(() => expect(etcd().state).toBe("healthy"), { timeoutMs: 30_000 });
       expect(entries.some((e) => e.message === "data partition has room again: starting etcd")).toBe(true);
       const all = await client.getAll().prefix("key-").strings();

@@ -49,13 +49,11 @@ export interface SpaceWaitOptions {
   onFull?: (space: FreeSpace) => void;
   onFreed?: (space: FreeSpace, waitedMs: number) => void;
   pollMs?: number;
-  /** Bytes the writer will free itself when it starts (etcd deletes its preallocated log segment), counted as free. */
-  reclaimable?: () => number;
 }
 
 /** Resolves once `path`'s file system has at least `minBytes` free; rejects when the signal aborts. */
 export async function waitForFreeSpace(path: string, minBytes: number, options: SpaceWaitOptions): Promise<FreeSpace> {
-  const enough = (space: FreeSpace) => space.freeBytes + (options.reclaimable?.() ?? 0) >= minBytes;
+  const enough = (space: FreeSpace) => space.freeBytes >= minBytes;
   let space = freeSpace(path);
   if (enough(space)) return space;
   const began = performance.now();
