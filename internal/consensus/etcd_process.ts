@@ -124,6 +124,9 @@ export function parseEtcdLine(line: string): ParsedLine | undefined {
   }
 }
 
+/** Data directories whose etcd died on a full partition and has not served since. */
+const diedOnFullDisk = new Set<string>();
+
 /**
  * Runs this node's etcd member until cancelled. Healthy once it answers a
  * read through its client URL. On a full data partition it does not start
@@ -133,12 +136,19 @@ export function parseEtcdLine(line: string): ParsedLine | undefined {
 export async function runEtcdMember(ctx: RunContext, options: EtcdMemberOptions): Promise<void> {
   const dataRoot = dirname(options.dataDir);
   mkdirSync(dataRoot, { recursive: true, mode: 0o700 });
-  await waitForFreeSpace(dataRoot, options.minFreeBytes ?? ETCD_MIN_FREE_BYTES, {
+  const minFree = options.minFreeBytes ?? ETCD_MIN_FREE_BYTES;
+  // After a death on a full partition, twice the room: a dying etcd leaves
+  // behind about one log segment's worth (its unused spare goes), and
+  // starting on just that let it preallocate a new spare, fill the disk
+  // again and die again (the fault suite saw two and three deaths in one
+  // fill).
+  const needs = diedOnFullDisk.has(dataRoot) ? 2 * minFree : minFree;
+  await waitForFreeSpace(dataRoot, needs, {
     signal: ctx.signal,
     onFull: (space) =>
       ctx.logger.error("data partition full: etcd waits for space before it starts", {
         space: describeSpace(space),
-        needs: formatBytes(options.minFreeBytes ?? ETCD_MIN_FREE_BYTES),
+        needs: formatBytes(needs),
       }),
     onFreed: (space, waitedMs) => ctx.logger.info("data partition has room again: starting etcd", { space: describeSpace(space), waitedMs: Math.round(waitedMs) }),
   });
@@ -169,12 +179,14 @@ export async function runEtcdMember(ctx: RunContext, options: EtcdMemberOptions)
         }
       }
       ctx.logger.info("etcd is serving");
+      diedOnFullDisk.delete(dataRoot);
       options.onReady?.();
     },
   }).catch((err: unknown) => {
     if (ctx.signal.aborted) throw err;
     const space = freeSpace(dataRoot);
-    if (space.freeBytes >= (options.minFreeBytes ?? ETCD_MIN_FREE_BYTES)) throw err;
+    if (space.freeBytes >= minFree) throw err;
+    diedOnFullDisk.add(dataRoot);
     throw new Error(`etcd stopped and the data partition is full (${describeSpace(space)}): ${(err as Error).message}`, { cause: err });
   });
 }
