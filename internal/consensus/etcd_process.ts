@@ -137,13 +137,11 @@ export async function runEtcdMember(ctx: RunContext, options: EtcdMemberOptions)
   const dataRoot = dirname(options.dataDir);
   mkdirSync(dataRoot, { recursive: true, mode: 0o700 });
   const minFree = options.minFreeBytes ?? ETCD_MIN_FREE_BYTES;
-  // After a death on a full partition, twice the room: a dying etcd leaves
-  // behind about one log segment's worth (its unused spare goes), and
-  // starting on just that let it preallocate a new spare, fill the disk
-  // again and die again (the fault suite saw two and three deaths in one
-  // fill).
+  // After a death on a full partition, twice the room: a dying etcd gives
+  // back some space itself (58 MiB was seen), which it would take again as
+  // it starts; only room beyond that lets it run.
   const needs = diedOnFullDisk.has(dataRoot) ? 2 * minFree : minFree;
-  await waitForFreeSpace(dataRoot, needs, {
+  const space = await waitForFreeSpace(dataRoot, needs, {
     signal: ctx.signal,
     onFull: (space) =>
       ctx.logger.error("data partition full: etcd waits for space before it starts", {
@@ -154,7 +152,7 @@ export async function runEtcdMember(ctx: RunContext, options: EtcdMemberOptions)
   });
   mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
   const files = writeTlsFiles(options.tlsDir, options.tls);
-  ctx.logger.info("starting etcd", { name: options.name, state: options.clusterState, members: options.initialCluster.length });
+  ctx.logger.info("starting etcd", { name: options.name, state: options.clusterState, members: options.initialCluster.length, space: describeSpace(space) });
   await runProcess(ctx, {
     command: ETCD_BINARY,
     args: etcdArgs(options, files),

@@ -14,7 +14,7 @@
 //                come back with its data
 
 import type { Etcd3 } from "etcd3";
-import { existsSync, rmSync } from "node:fs";
+import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { configPaths, loadCredentials } from "../../internal/operator/mod.ts";
 import { freeSpace } from "../../internal/localstorage/mod.ts";
@@ -32,21 +32,36 @@ import { PROCESS_FAULTS, RECOVERY_BOUND_MS, type Chance, type FaultDriver, type 
 const DATA_TMPFS = "size=1g";
 const ETCD_WAITS = "data partition full: etcd waits for space before it starts";
 
+/** Chunk sizes the fill uses, largest first. */
+const FILL_CHUNKS = [64 * 2 ** 20, 4 * 2 ** 20, 256 * 2 ** 10, 4 * 2 ** 10];
+
 /**
- * Fills the file system at `dir` to its last block with fallocate: etcd
- * writes in between, so the space left is read again and filled again until
- * none is left. Returns the files made.
+ * Fills the file system at `dir` to its last block with fallocate, in
+ * chunks of falling size: each chunk that no longer fits fails, and the
+ * next size down goes on. A failed fallocate on tmpfs gives back what it
+ * had taken, so one call for all the free space raced with etcd: etcd saw
+ * the disk full and died, the call failed and returned the space, the node
+ * saw room and started etcd, and the next call took it away again (a
+ * second death the harness made, not the disk). Now a failure returns at
+ * most one chunk. Returns the files made.
  */
 async function fillUp(dir: string): Promise<string[]> {
   const files: string[] = [];
-  for (let i = 0; i < 20; i++) {
-    const free = freeSpace(dir).freeBytes;
-    if (free === 0) break;
-    const file = join(dir, `fault-fill-${i}`);
-    files.push(file);
-    await runCommand(["fallocate", "-l", String(free), file]).catch(() => {});
+  for (const chunk of FILL_CHUNKS) {
+    for (;;) {
+      const file = join(dir, `fault-fill-${files.length}`);
+      const made = await runCommand(["fallocate", "-l", String(chunk), file]).then(
+        () => true,
+        () => false,
+      );
+      if (!made) {
+        rmSync(file, { force: true });
+        break;
+      }
+      files.push(file);
+    }
   }
-  return files.filter((f) => existsSync(f));
+  return files;
 }
 
 export class ProcessFaults implements FaultDriver {
