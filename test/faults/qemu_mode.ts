@@ -40,6 +40,16 @@ const BUFFER_INTERVAL_US = 125_000;
 const LOSS_PERCENT = 30;
 
 
+/**
+ * The nft script for the fault table: `verdict` applied to every frame from
+ * and to `tap` on the bridge (forwarded between nodes, and to and from the
+ * namespace's own stack, where the owner clients and dnsmasq are).
+ */
+function tapTable(tap: string, verdict: string): string {
+  const chains = ["forward", "input", "output"].map((hook) => `  chain ${hook} { type filter hook ${hook} priority 0; iifname "${tap}" ${verdict}; oifname "${tap}" ${verdict}; }`);
+  return `table bridge ${TABLE} {\n${chains.join("\n")}\n}\n`;
+}
+
 export class QemuFaults implements FaultDriver {
   readonly mode = "qemu";
   readonly kinds = QEMU_FAULTS;
@@ -123,10 +133,7 @@ export class QemuFaults implements FaultDriver {
       case "partition": {
         const holdMs = chance.between(5_000, 15_000);
         log(`cut ${vm.name} off (drop everything on ${vm.tap}) for ${(holdMs / 1000).toFixed(1)} s`);
-        const chains = ["forward", "input", "output"]
-          .map((hook) => `  chain cut_${hook} { type filter hook ${hook} priority 0; iifname "${vm.tap}" drop; oifname "${vm.tap}" drop; }`)
-          .join("\n");
-        await this.nft(`table bridge ${TABLE} {\n${chains}\n}\n`);
+        await this.nft(tapTable(vm.tap, "drop"));
         await Bun.sleep(holdMs);
         await this.nft(`delete table bridge ${TABLE}\n`);
         return { back: etcdAnswers, notes };
@@ -134,10 +141,7 @@ export class QemuFaults implements FaultDriver {
       case "slow-network": {
         const holdMs = chance.between(10_000, 20_000);
         log(`slow ${vm.name}'s network (${LOSS_PERCENT} % loss, 0–${BUFFER_INTERVAL_US / 1000} ms delay) for ${(holdMs / 1000).toFixed(1)} s`);
-        const chains = ["forward", "input", "output"]
-          .map((hook) => `  chain lossy_${hook} { type filter hook ${hook} priority 0; iifname "${vm.tap}" numgen random mod 100 < ${LOSS_PERCENT} drop; oifname "${vm.tap}" numgen random mod 100 < ${LOSS_PERCENT} drop; }`)
-          .join("\n");
-        await this.nft(`table bridge ${TABLE} {\n${chains}\n}\n`);
+        await this.nft(tapTable(vm.tap, `numgen random mod 100 < ${LOSS_PERCENT} drop`));
         await vm.qmp().execute("object-add", { "qom-type": "filter-buffer", id: "fault-delay", netdev: "net0", interval: BUFFER_INTERVAL_US });
         await Bun.sleep(holdMs);
         await vm.qmp().execute("object-del", { id: "fault-delay" });
