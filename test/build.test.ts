@@ -24,10 +24,10 @@ function runWithoutNodeModules(command: string[]): { exitCode: number; stdout: s
 }
 
 describe("bun run build", () => {
-  test("out/init runs its self-check without node_modules", () => {
+  test("out/init runs its self-check without node_modules, loading its lazily loaded parts", () => {
     const result = runWithoutNodeModules([join(ROOT, "out/init"), "selfcheck"]);
     expect(result.stderr).toBe("");
-    expect(result.stdout).toContain("selfcheck ok: etcd client and API messages load");
+    expect(result.stdout).toContain("selfcheck ok: etcd client, API messages and node code load");
     expect(result.exitCode).toBe(0);
   });
 

@@ -20,6 +20,8 @@ import {
   umount,
 } from "../../internal/sys/mod.ts";
 
+/** An interval that holds the process open: pending promises do not keep bun's event loop alive. */
+export const KEEPALIVE_INTERVAL_MS = 1 << 30;
 /** How often PID 1 looks for zombies (a SIGCHLD also triggers a look). */
 export const REAP_INTERVAL_MS = 1_000;
 /** The image's module load list in /lib/modules/<release>/ (see image/layout.ts). */

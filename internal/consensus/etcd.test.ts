@@ -8,7 +8,7 @@ import { captureLogger } from "../log/mod.ts";
 import { generateKeyPair } from "../pki/mod.ts";
 import { runCommand, supervise, untilCancelled, type Supervisor } from "../supervisor/mod.ts";
 import { eventually, tempDir } from "../testing/mod.ts";
-import { clientUrl, connectEtcd, createEtcdCA, ETCD_MIN_FREE_BYTES, issueMemberCertificate, peerUrl, runEtcdMember, type EtcdMemberOptions, type EtcdTls } from "./mod.ts";
+import { clientUrl, connectEtcd, createEtcdCA, ETCD_MIN_FREE_BYTES, etcdArgs, issueMemberCertificate, peerUrl, runEtcdMember, type EtcdMemberOptions, type EtcdTls } from "./mod.ts";
 
 const running: Supervisor[] = [];
 afterEach(async () => {
@@ -62,7 +62,7 @@ describe("etcd member", () => {
     const etcd = () => supervisor.dump().find((d) => d.path === "root.etcd")!;
     await eventually(() => expect(etcd().state).toBe("healthy"), { timeoutMs: 30_000 });
 
-    const client = connectEtcd({ endpoints: [clientUrl(HOST, CLIENT_PORT)], tls });
+    const client = await connectEtcd({ endpoints: [clientUrl(HOST, CLIENT_PORT)], tls });
     for (let i = 0; i < 50; i++) await client.put(`key-${i}`).value(`value-${i}`);
 
     for (const e of entries) if (e.message === "process started") pids.push(Number(e.fields.pid));
@@ -93,7 +93,7 @@ describe("etcd member", () => {
     running.push(supervisor);
     await eventually(() => expect(supervisor.dump().find((d) => d.path === "root.etcd")!.state).toBe("healthy"), { timeoutMs: 30_000 });
     const stranger = memberTls();
-    const client = connectEtcd({ endpoints: [clientUrl(HOST, CLIENT_PORT + 1)], tls: { ...stranger, ca: tls.ca } });
+    const client = await connectEtcd({ endpoints: [clientUrl(HOST, CLIENT_PORT + 1)], tls: { ...stranger, ca: tls.ca } });
     await expect(client.get("x").string()).rejects.toThrow();
     client.close();
   }, 60_000);
@@ -123,7 +123,7 @@ describe.skipIf(!CAN_MOUNT)("etcd member on a data partition that fills up", () 
       running.push(supervisor);
       const etcd = () => supervisor.dump().find((d) => d.path === "root.etcd")!;
       await eventually(() => expect(etcd().state).toBe("healthy"), { timeoutMs: 30_000 });
-      const client = connectEtcd({ endpoints: [clientUrl(HOST, CLIENT_PORT + 2)], tls });
+      const client = await connectEtcd({ endpoints: [clientUrl(HOST, CLIENT_PORT + 2)], tls });
       const acknowledged: string[] = [];
       for (let i = 0; i < 20; i++) {
         await client.put(`key-${i}`).value(`value-${i}`);
@@ -162,6 +162,24 @@ describe.skipIf(!CAN_MOUNT)("etcd member on a data partition that fills up", () 
       await runCommand(["umount", "-l", dataRoot]).catch(() => {});
     }
   }, 120_000);
+});
+
+describe("etcd's raft timing", () => {
+  const files = { ca: "/tls/ca.pem", cert: "/tls/member.pem", key: "/tls/member.key" };
+  const timing = (options: EtcdMemberOptions) => etcdArgs(options, files).filter((a) => a.startsWith("--heartbeat-interval=") || a.startsWith("--election-timeout="));
+  const alone = singleMember("/data/etcd", "/tls", memberTls(), 0);
+
+  test("a member that expects to be alone elects itself quickly; one of several keeps the slower timing", () => {
+    expect(timing(alone)).toEqual(["--heartbeat-interval=100", "--election-timeout=1000"]);
+    const joining = { ...alone, clusterState: "existing" as const, initialCluster: [...alone.initialCluster, { name: "node-b", peerUrl: peerUrl("127.0.0.2") }] };
+    expect(timing(joining)).toEqual(["--heartbeat-interval=250", "--election-timeout=2500"]);
+  });
+
+  test("the member count the node last saw wins over the cluster it started with", () => {
+    // The first node started alone, and the cluster grew to three since.
+    expect(timing({ ...alone, expectedMembers: 3 })).toEqual(["--heartbeat-interval=250", "--election-timeout=2500"]);
+    expect(timing({ ...alone, expectedMembers: 1 })).toEqual(["--heartbeat-interval=100", "--election-timeout=1000"]);
+  });
 });
 
 describe("etcd log lines", () => {

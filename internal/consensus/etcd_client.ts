@@ -1,6 +1,11 @@
 // Connecting to etcd with mutual TLS under the etcd peer CA.
+//
+// etcd3 is loaded on first use, not with the binary: evaluating it (its
+// gRPC service definitions are built from etcd's protos at load time) is
+// the largest single part of the node core's start-up, about 3 s of a VM's
+// boot under emulation, and only consensus members ever talk to etcd.
 
-import { Etcd3, type IOptions } from "etcd3";
+import type { Etcd3, IOptions } from "etcd3";
 import { privateKeyPem } from "../pki/mod.ts";
 import { ETCD_SERVER_NAME, type EtcdTls } from "./certificates.ts";
 
@@ -23,7 +28,16 @@ const passThrough = {
   onFailure: () => ({ dispose() {} }),
 } as unknown as HostPolicy;
 
-export function connectEtcd(options: { endpoints: string[]; tls: EtcdTls }): Etcd3 {
+let etcd3Module: Promise<typeof import("etcd3")> | undefined;
+
+/** The etcd3 module, loaded once on first call. */
+export function loadEtcd3(): Promise<typeof import("etcd3")> {
+  etcd3Module ??= import("etcd3");
+  return etcd3Module;
+}
+
+export async function connectEtcd(options: { endpoints: string[]; tls: EtcdTls }): Promise<Etcd3> {
+  const { Etcd3 } = await loadEtcd3();
   return new Etcd3({
     hosts: options.endpoints,
     credentials: {

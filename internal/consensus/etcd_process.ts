@@ -20,8 +20,40 @@ export const ETCD_CLIENT_PORT = 2379;
  * counts, not the spare segment etcd preallocated before.
  */
 export const ETCD_MIN_FREE_BYTES = 64 * 1024 * 1024;
-/** How often readiness is probed while etcd starts. */
-const READY_PROBE_INTERVAL_MS = 250;
+/**
+ * How often readiness is probed while etcd starts, when its log has not
+ * yet said it serves clients (that line triggers a probe at once).
+ */
+const READY_PROBE_INTERVAL_MS = 1_000;
+/** etcd's log message once it serves clients (after it has published itself through raft). */
+const SERVING_CLIENTS_MESSAGE = "serving client traffic securely";
+
+/** Raft's clock: heartbeat interval (one tick) and election timeout, in ms. */
+export interface RaftTiming {
+  heartbeatMs: number;
+  electionMs: number;
+}
+
+/**
+ * A member that expects to be alone. It waits one election timeout
+ * (randomised between 1x and 2x) before it elects itself, and etcd
+ * shortens that only on a fresh single-node start, not on a restart
+ * without a snapshot: with the shared timing every reboot of a one-node
+ * cluster waited 2.5-5 s for its own vote. These are etcd's defaults.
+ * If others join later, this member keeps the timing until its next start:
+ * leading, it sends heartbeats more often and steps down when no quorum
+ * answered within an election timeout (etcd's CheckQuorum); following,
+ * pre-vote and CheckQuorum keep its shorter timeout from disturbing a
+ * leader the others still hear.
+ */
+export const SOLO_RAFT_TIMING: RaftTiming = { heartbeatMs: 100, electionMs: 1_000 };
+/** Members of a cluster of several, on slow (emulated) machines: elections must not flap. */
+export const SHARED_RAFT_TIMING: RaftTiming = { heartbeatMs: 250, electionMs: 2_500 };
+
+/** The raft timing for a member that expects `members` members (itself included). */
+export function raftTimingFor(members: number): RaftTiming {
+  return members <= 1 ? SOLO_RAFT_TIMING : SHARED_RAFT_TIMING;
+}
 
 export interface EtcdPeer {
   name: string;
@@ -51,6 +83,8 @@ export interface EtcdMemberOptions {
   onReady?: () => void;
   /** Free space on the data directory's file system below which etcd is not started (default ETCD_MIN_FREE_BYTES). */
   minFreeBytes?: number;
+  /** How many members the cluster has as far as this node knows (default: initialCluster's size); chooses the raft timing. */
+  expectedMembers?: number;
 }
 
 export function peerUrl(host: string, port = ETCD_PEER_PORT): string {
@@ -75,6 +109,7 @@ export function etcdArgs(options: EtcdMemberOptions, files: { ca: string; cert: 
   const ownPeerUrl = peerUrl(options.peerHost, options.peerPort);
   const ownClientUrl = clientUrl(options.clientHost, options.clientPort);
   const clientUrls = [ownClientUrl, ...(options.extraClientHosts ?? []).map((h) => clientUrl(h, options.clientPort))].join(",");
+  const timing = raftTimingFor(options.expectedMembers ?? options.initialCluster.length);
   return [
     `--name=${options.name}`,
     `--data-dir=${options.dataDir}`,
@@ -95,9 +130,8 @@ export function etcdArgs(options: EtcdMemberOptions, files: { ca: string; cert: 
     `--peer-key-file=${files.key}`,
     "--logger=zap",
     "--log-outputs=stderr",
-    // Members on slow (emulated) machines: keep elections from flapping.
-    "--heartbeat-interval=250",
-    "--election-timeout=2500",
+    `--heartbeat-interval=${timing.heartbeatMs}`,
+    `--election-timeout=${timing.electionMs}`,
     // A member that comes back (a rebooted node) asks before it campaigns,
     // instead of forcing an election on a cluster that has a leader.
     "--pre-vote=true",
@@ -152,26 +186,46 @@ export async function runEtcdMember(ctx: RunContext, options: EtcdMemberOptions)
   });
   mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
   const files = writeTlsFiles(options.tlsDir, options.tls);
-  ctx.logger.info("starting etcd", { name: options.name, state: options.clusterState, members: options.initialCluster.length, space: describeSpace(space) });
+  const args = etcdArgs(options, files);
+  ctx.logger.info("starting etcd", {
+    name: options.name,
+    state: options.clusterState,
+    members: options.initialCluster.length,
+    expectedMembers: options.expectedMembers ?? options.initialCluster.length,
+    electionTimeoutMs: raftTimingFor(options.expectedMembers ?? options.initialCluster.length).electionMs,
+    space: describeSpace(space),
+  });
+  let servingClients!: () => void;
+  const serving = new Promise<void>((resolve) => (servingClients = resolve));
   await runProcess(ctx, {
     command: ETCD_BINARY,
-    args: etcdArgs(options, files),
+    args,
     env: { ETCD_UNSUPPORTED_ARCH: process.arch === "x64" ? "" : process.arch },
-    parseLine: parseEtcdLine,
+    parseLine: (line) => {
+      const parsed = parseEtcdLine(line);
+      if (parsed?.message === SERVING_CLIENTS_MESSAGE) servingClients();
+      return parsed;
+    },
     // An etcd left running by an earlier run of this node (killed before it
     // could stop it) would hold the ports and the data: kill it first.
     pidFile: join(dataRoot, "etcd.pid"),
     ready: async (signal) => {
-      // A fresh client per probe: the client's circuit breaker would
-      // otherwise hold off probes for seconds after the first failures.
+      // A fresh client per probe: a client whose first connection failed
+      // (etcd not listening yet) waits out gRPC's reconnect backoff, a
+      // second and growing. Probes come every READY_PROBE_INTERVAL_MS, and
+      // once at once when etcd logs that it serves clients.
+      let servingSeen = false;
+      const serviceLine = serving.then(() => {
+        servingSeen = true;
+      });
       for (;;) {
         signal.throwIfAborted();
-        const client = connectEtcd({ endpoints: [clientUrl(options.clientHost, options.clientPort)], tls: options.tls });
+        const client = await connectEtcd({ endpoints: [clientUrl(options.clientHost, options.clientPort)], tls: options.tls });
         try {
           await client.get("nodecore/ready-probe").exec();
           break;
         } catch {
-          await sleep(READY_PROBE_INTERVAL_MS, signal);
+          await (servingSeen ? sleep(READY_PROBE_INTERVAL_MS, signal) : Promise.race([sleep(READY_PROBE_INTERVAL_MS, signal), serviceLine]));
         } finally {
           client.close();
         }

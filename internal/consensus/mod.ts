@@ -31,5 +31,5 @@ export {
   type EtcdMemberOptions,
   type EtcdPeer,
 } from "./etcd_process.ts";
-export { connectEtcd, ETCD_CALL_TIMEOUT_MS } from "./etcd_client.ts";
+export { connectEtcd, loadEtcd3, ETCD_CALL_TIMEOUT_MS } from "./etcd_client.ts";
 export { createEtcdCA, issueMemberCertificate, ETCD_CA_COMMON_NAME, ETCD_SERVER_NAME, type EtcdTls } from "./certificates.ts";

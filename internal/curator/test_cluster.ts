@@ -105,7 +105,7 @@ export async function startTestCluster(options: TestClusterOptions = {}): Promis
   const leadership = new Value<Leadership>();
   let etcdReady!: () => void;
   const ready = new Promise<void>((resolve) => (etcdReady = resolve));
-  const etcd = connectEtcd({ endpoints: [clientUrl(host, p.client)], tls: etcdTls });
+  const etcd = await connectEtcd({ endpoints: [clientUrl(host, p.client)], tls: etcdTls });
 
   const curatorOptions = (port: number, l: Value<Leadership>, key: KeyPair) => ({
     etcd,

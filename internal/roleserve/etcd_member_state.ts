@@ -14,6 +14,12 @@ export interface EtcdMemberState {
   /** The members this node started with ("new" for the first node, "existing" for the others). */
   initialCluster: EtcdPeer[];
   clusterState: "new" | "existing";
+  /**
+   * How many members etcd listed when this node last looked (its status
+   * loop records every change). It chooses the raft timing of the member's
+   * next start (raftTimingFor); until first recorded, initialCluster's size.
+   */
+  lastSeenMembers?: number;
 }
 
 const STATE_FILE = "member.json";
@@ -32,6 +38,7 @@ export function loadEtcdMemberState(layout: StorageLayout): EtcdMemberState | un
       certificate: new X509Certificate(Buffer.from(json.certificate, "base64")),
       initialCluster: json.initialCluster,
       clusterState: json.clusterState,
+      ...(typeof json.lastSeenMembers === "number" ? { lastSeenMembers: json.lastSeenMembers } : {}),
     };
   } catch (err) {
     throw new Error(`etcd member state ${path} is empty or corrupt: ${(err as Error).message}`, { cause: err });
@@ -47,6 +54,7 @@ export function saveEtcdMemberState(layout: StorageLayout, state: EtcdMemberStat
       certificate: state.certificate.raw.toString("base64"),
       initialCluster: state.initialCluster,
       clusterState: state.clusterState,
+      lastSeenMembers: state.lastSeenMembers,
     }),
     { mode: 0o600 },
   );

@@ -16,9 +16,9 @@ import { create } from "@bufbuild/protobuf";
 import { NodeStatusSchema, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
 import { clearPendingBootstrap, type ClusterMembership, type PendingBootstrap } from "../cluster/mod.ts";
 import { clientUrl, connectEtcd, issueMemberCertificate, peerUrl, runEtcdMember } from "../consensus/mod.ts";
-import { consensusRole, curatorRunnable, etcdMembers, writeBootstrapState } from "../curator/mod.ts";
+import { consensusRole, curatorRunnable, etcdMembers, writeBootstrapState, type Leadership } from "../curator/mod.ts";
 import { CURATOR_PORT, type CuratorEndpoint } from "../curator/client/mod.ts";
-import type { Value } from "../event/mod.ts";
+import { Value } from "../event/mod.ts";
 import type { StorageLayout } from "../localstorage/mod.ts";
 import { rawPublicKey } from "../pki/mod.ts";
 import { RestartRequest, sleep, type RunContext, type Runnable } from "../supervisor/mod.ts";
@@ -148,7 +148,7 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
   const { credentials } = membership;
   const etcdClientHost = options.etcdClientHost(membership);
   const tls = { ca: member.ca, certificate: member.certificate, privateKey: credentials.privateKey };
-  const etcd = connectEtcd({ endpoints: [clientUrl(etcdClientHost)], tls });
+  const etcd = await connectEtcd({ endpoints: [clientUrl(etcdClientHost)], tls });
   const port = options.curatorPort ?? CURATOR_PORT;
 
   const startCurator = async () => {
@@ -174,23 +174,45 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
       // Done for good: a restarted control plane must not try again.
       run.onBootstrapWritten();
     }
-    ctx.run(
-      "curator",
-      curatorRunnable({
-        etcd,
-        nodeId: credentials.nodeId,
-        listenHost: membership.address,
-        port,
-        privateKey: credentials.privateKey,
-        clusterCA: credentials.ca,
+    // The local curator is offered to the other workers once it serves and
+    // knows who leads: before that, their calls would only fail and back off.
+    const leadership = new Value<Leadership>();
+    const curator = curatorRunnable({
+      etcd,
+      nodeId: credentials.nodeId,
+      listenHost: membership.address,
+      port,
+      privateKey: credentials.privateKey,
+      clusterCA: credentials.ca,
+      leadership,
+    });
+    ctx.run("curator", (c) =>
+      curator({
+        ...c,
+        signalHealthy: () => {
+          c.signalHealthy();
+          leadership
+            .waitFor((l) => l.leader !== undefined, { signal: c.signal })
+            .then(() => {
+              // Once: a restarted curator serves at the same endpoint.
+              if (!options.localCurator.peek()) options.localCurator.set({ endpoint: { host: membership.address, port, nodeId: credentials.nodeId } });
+            })
+            .catch(() => {});
+        },
       }),
     );
-    options.localCurator.set({ endpoint: { host: membership.address, port, nodeId: credentials.nodeId } });
     ctx.run("memberstatus", async (m) => {
       m.signalHealthy();
+      let lastSeen = member.lastSeenMembers;
       for (;;) {
-        const self = (await etcdMembers(etcd).catch(() => [])).find((e) => e.name === credentials.nodeId);
+        const members = await etcdMembers(etcd).catch(() => undefined);
+        const self = members?.find((e) => e.name === credentials.nodeId);
         if (self) options.board.report("consensus", self.isLearner ? "learner" : "voter", self.isLearner ? "catching up with the other etcd members" : "");
+        // Remembered for the member's next start: it chooses etcd's raft timing.
+        if (self && members && members.length !== lastSeen && !m.signal.aborted) {
+          lastSeen = members.length;
+          saveEtcdMemberState(options.layout, { ...member, lastSeenMembers: lastSeen });
+        }
         await sleep(MEMBER_STATUS_INTERVAL_MS, m.signal);
       }
     });
@@ -226,6 +248,7 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
         tls,
         clusterState: member.clusterState,
         initialCluster: member.initialCluster,
+        expectedMembers: member.lastSeenMembers ?? member.initialCluster.length,
         onReady: () => {
           startCurator().catch((err) => curatorFailed(new Error(`could not start the curator: ${(err as Error).message}`, { cause: err })));
         },

@@ -197,8 +197,8 @@ export class ProcessFaults implements FaultDriver {
     if (members.length !== 3 || members.some((m) => m.isLearner)) throw new Error("not three voting members");
   }
 
-  memberClients(): Etcd3[] {
-    return this.cluster.nodes.map(etcdClientOf);
+  memberClients(): Promise<Etcd3[]> {
+    return Promise.all(this.cluster.nodes.map(etcdClientOf));
   }
 
   unexpectedExits(): string[] {

@@ -97,7 +97,7 @@ export class QemuFaults implements FaultDriver {
     return this.cluster.nodes.map((n) => n.name);
   }
 
-  private etcdOf(vm: NodeVm): Etcd3 {
+  private etcdOf(vm: NodeVm): Promise<Etcd3> {
     return connectEtcd({ endpoints: [clientUrl(vm.address)], tls: this.etcd });
   }
 
@@ -106,7 +106,7 @@ export class QemuFaults implements FaultDriver {
     const notes: string[] = [];
     // The victim's own etcd answers again (a serializable read needs no quorum).
     const etcdAnswers = async () => {
-      const client = this.etcdOf(vm);
+      const client = await this.etcdOf(vm);
       try {
         await client.get("nodecore/fault-probe").serializable(true).exec();
       } finally {
@@ -154,7 +154,7 @@ export class QemuFaults implements FaultDriver {
   }
 
   async voters(): Promise<void> {
-    const client = this.etcdOf(this.cluster.nodes.find((n) => n.state === "running")!);
+    const client = await this.etcdOf(this.cluster.nodes.find((n) => n.state === "running")!);
     try {
       const members = await etcdMembers(client);
       if (members.length !== 3 || members.some((m) => m.isLearner)) throw new Error("not three voting members");
@@ -163,8 +163,8 @@ export class QemuFaults implements FaultDriver {
     }
   }
 
-  memberClients(): Etcd3[] {
-    return this.cluster.nodes.map((vm) => this.etcdOf(vm));
+  memberClients(): Promise<Etcd3[]> {
+    return Promise.all(this.cluster.nodes.map((vm) => this.etcdOf(vm)));
   }
 
   /** VMs that stopped, or whose kernel panicked (PID 1 exited), without the runner doing it. */

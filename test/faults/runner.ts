@@ -63,7 +63,7 @@ export interface FaultDriver {
   /** Throws unless every node's etcd member is a voter (three of them). */
   voters(): Promise<void>;
   /** New clients of each member's own etcd (the caller closes them). */
-  memberClients(): Etcd3[];
+  memberClients(): Promise<Etcd3[]>;
   /** Nodes whose PID 1 (or node process) ended without the runner ending it. */
   unexpectedExits(): string[];
   stop(): Promise<void>;
@@ -121,7 +121,7 @@ export function chanceOf(seed: number): Chance {
  * not lost.
  */
 async function labelsAtEachMember(driver: FaultDriver, id: string): Promise<Map<string, string>[]> {
-  const connections = driver.memberClients();
+  const connections = await driver.memberClients();
   const clients = connections.map((c) => c.namespace(ETCD_PREFIX));
   try {
     // A linearizable read: its revision is everything committed so far.

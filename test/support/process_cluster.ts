@@ -32,7 +32,7 @@ export interface ProcessCluster {
 }
 
 /** A client of a node's own etcd member, with the node's credentials (the node must be a consensus member). */
-export function etcdClientOf(node: NodeProcess): Etcd3 {
+export function etcdClientOf(node: NodeProcess): Promise<Etcd3> {
   const credentials = loadCredentials(node.layout)!;
   const member = loadEtcdMemberState(node.layout)!;
   return connectEtcd({ endpoints: [clientUrl(node.address)], tls: { ca: member.ca, certificate: member.certificate, privateKey: credentials.privateKey } });
@@ -40,7 +40,7 @@ export function etcdClientOf(node: NodeProcess): Etcd3 {
 
 /** etcd's member list, asked through a node's own etcd member with the node's credentials. */
 export async function etcdMembersVia(via: NodeProcess): Promise<EtcdMember[]> {
-  const client = etcdClientOf(via);
+  const client = await etcdClientOf(via);
   try {
     return await etcdMembers(client);
   } finally {

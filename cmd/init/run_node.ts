@@ -1,0 +1,90 @@
+// The node core proper, loaded by main.ts once PID 1's own start-up is done:
+// the supervision tree with the node's root runnable, and a clean power-down
+// on request. Loaded lazily so that the code only a running node needs (the
+// cluster flows, gRPC, the generated API) is not on the path to PID 1's
+// first console line and its pseudo file systems; etcd's client is loaded
+// later still, by consensus members only (internal/consensus/etcd_client.ts).
+
+import { FW_CFG_PARAMETERS_PATH, encryptedPartition, plainDirectory } from "../../internal/cluster/mod.ts";
+import { dataPartitionDevice, type StorageLayout } from "../../internal/localstorage/mod.ts";
+import type { Logger } from "../../internal/log/mod.ts";
+import type { LogTree } from "../../internal/logtree/mod.ts";
+import { Network } from "../../internal/network/mod.ts";
+import { supervise, type Supervisor } from "../../internal/supervisor/mod.ts";
+import { becomeSubreaper } from "../../internal/sys/mod.ts";
+import { nodeRoot } from "./node.ts";
+import { KEEPALIVE_INTERVAL_MS, powerDown, showFatal, watchPowerRequests, type PowerAction } from "./pid1.ts";
+
+/** How long services get to stop before the node powers down anyway. */
+const SHUTDOWN_GRACE_MS = 30_000;
+/** The Kubernetes server binaries' place in the node image. */
+const KUBERNETES_BIN_DIR = "/kubernetes/bin";
+
+export interface RunNodeOptions {
+  logger: Logger;
+  logs: LogTree;
+  isPid1: boolean;
+  /** The root the node's storage layout hangs off: / on a VM, a directory for a node process. */
+  root: string;
+  layout: StorageLayout;
+  /** A node process's fixed address; a VM gets its address by DHCP. */
+  address: string | undefined;
+}
+
+export function runNode({ logger, logs, isPid1, root, layout, address }: RunNodeOptions): void {
+  if (!isPid1) becomeSubreaper();
+  // Pending promises do not keep bun's event loop alive, and a runnable may
+  // be waiting on nothing but a signal: hold the process open.
+  setInterval(() => {}, KEEPALIVE_INTERVAL_MS);
+  let stopping = false;
+  const start = (): Supervisor =>
+    supervise(
+      nodeRoot({
+        layout,
+        parameterPaths: {
+          fwCfg: isPid1 ? FW_CFG_PARAMETERS_PATH : `${root}/fw_cfg/parameters.pb`,
+          esp: layout.esp.parameters,
+          sealed: layout.esp.sealed,
+        },
+        storage: isPid1 ? encryptedPartition(layout, dataPartitionDevice) : plainDirectory(layout),
+        network: isPid1 || !address ? { kind: "dhcp", network: new Network({ hostname: "nodecore" }) } : { kind: "fixed", address },
+        etcdClientHost: isPid1 ? "loopback" : "node-address",
+        kubernetesBinDir: isPid1 ? KUBERNETES_BIN_DIR : `${root}/kubernetes/bin`,
+        onFatal: showFatal,
+        logs,
+        services: () => supervisor.dump(),
+        power: (action, why) => void stop(action === "reboot" ? "restart" : "poweroff", why),
+      }),
+      { logger },
+    );
+
+  const stop = async (action: PowerAction, why: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info("stopping the node", { action, why });
+    await Promise.race([supervisor.stop(), Bun.sleep(SHUTDOWN_GRACE_MS)]);
+    if (!isPid1) {
+      // A node running as a process has no machine to restart: it starts
+      // its tree again from the same directory, as a rebooted VM would.
+      if (action === "restart") {
+        logger.info("starting the node again (process mode)");
+        supervisor = start();
+        stopping = false;
+        return;
+      }
+      process.exit(0);
+    }
+    try {
+      powerDown(action, [layout.data.path, layout.esp.path], logger);
+    } catch (err) {
+      showFatal(`could not ${action}: ${(err as Error).message}`);
+    }
+  };
+  let supervisor: Supervisor = start();
+  if (isPid1) watchPowerRequests((action, why) => void stop(action, why), logger);
+  else {
+    process.on("SIGTERM", () => void stop("poweroff", "SIGTERM"));
+    process.on("SIGINT", () => void stop("poweroff", "SIGINT"));
+  }
+}
+
