@@ -7,6 +7,7 @@ import { privateKeyPem } from "../pki/mod.ts";
 import { hostPort } from "../rpc/mod.ts";
 import { runProcess, sleep, type ParsedLine, type RunContext } from "../supervisor/mod.ts";
 import type { EtcdTls } from "./certificates.ts";
+import type { Etcd3 } from "etcd3";
 import { connectEtcd } from "./etcd_client.ts";
 
 /** The etcd binary (Debian's etcd-server package, also in the node image). */
@@ -20,11 +21,10 @@ export const ETCD_CLIENT_PORT = 2379;
  * counts, not the spare segment etcd preallocated before.
  */
 export const ETCD_MIN_FREE_BYTES = 64 * 1024 * 1024;
-/**
- * How often readiness is probed while etcd starts, when its log has not
- * yet said it serves clients (that line triggers a probe at once).
- */
-const READY_PROBE_INTERVAL_MS = 1_000;
+/** How often readiness is probed when a probe failed. */
+const READY_PROBE_INTERVAL_MS = 500;
+/** How long etcd gets to say it serves clients before readiness is probed without that cue. */
+const SERVING_LINE_WAIT_MS = 20_000;
 /** etcd's log message once it serves clients (after it has published itself through raft). */
 const SERVING_CLIENTS_MESSAGE = "serving client traffic securely";
 
@@ -81,6 +81,8 @@ export interface EtcdMemberOptions {
   initialCluster: EtcdPeer[];
   /** Called once etcd answers requests. */
   onReady?: () => void;
+  /** A client of this member that the caller goes on to use: readiness is checked through it (its connection made once). */
+  client?: Etcd3;
   /** Free space on the data directory's file system below which etcd is not started (default ETCD_MIN_FREE_BYTES). */
   minFreeBytes?: number;
   /** How many members the cluster has as far as this node knows (default: initialCluster's size); chooses the raft timing. */
@@ -210,24 +212,27 @@ export async function runEtcdMember(ctx: RunContext, options: EtcdMemberOptions)
     // could stop it) would hold the ports and the data: kill it first.
     pidFile: join(dataRoot, "etcd.pid"),
     ready: async (signal) => {
-      // A fresh client per probe: a client whose first connection failed
-      // (etcd not listening yet) waits out gRPC's reconnect backoff, a
-      // second and growing. Probes come every READY_PROBE_INTERVAL_MS, and
-      // once at once when etcd logs that it serves clients.
-      let servingSeen = false;
-      const serviceLine = serving.then(() => {
-        servingSeen = true;
-      });
+      // etcd logs that it serves clients once it has published itself
+      // through raft; that line is the cue. The check after it is one read,
+      // through the caller's own client when it gave one, so that the
+      // client's connection is made once, here, and kept. Without the line
+      // (another etcd version's wording), probing goes on at an interval.
+      // Each later probe uses a fresh client: a client whose connection
+      // failed waits out gRPC's reconnect backoff, a second and growing.
+      const cue = await Promise.race([serving.then(() => "line" as const), sleep(SERVING_LINE_WAIT_MS, signal).then(() => "no line" as const)]);
+      if (cue === "no line") ctx.logger.warn("etcd has not said it serves clients; probing it", { waitedMs: SERVING_LINE_WAIT_MS });
+      let kept = cue === "line" ? options.client : undefined;
       for (;;) {
         signal.throwIfAborted();
-        const client = await connectEtcd({ endpoints: [clientUrl(options.clientHost, options.clientPort)], tls: options.tls });
+        const client = kept ?? (await connectEtcd({ endpoints: [clientUrl(options.clientHost, options.clientPort)], tls: options.tls }));
         try {
           await client.get("nodecore/ready-probe").exec();
           break;
         } catch {
-          await (servingSeen ? sleep(READY_PROBE_INTERVAL_MS, signal) : Promise.race([sleep(READY_PROBE_INTERVAL_MS, signal), serviceLine]));
+          await sleep(READY_PROBE_INTERVAL_MS, signal);
         } finally {
-          client.close();
+          if (client !== kept) client.close();
+          kept = undefined;
         }
       }
       ctx.logger.info("etcd is serving");

@@ -246,6 +246,7 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
         clientHost: etcdClientHost,
         ...(etcdClientHost !== membership.address ? { extraClientHosts: [membership.address] } : {}),
         tls,
+        client: etcd,
         clusterState: member.clusterState,
         initialCluster: member.initialCluster,
         expectedMembers: member.lastSeenMembers ?? member.initialCluster.length,
