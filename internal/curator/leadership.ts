@@ -9,7 +9,7 @@
 // leader is" itself. One node runs one curator, so a key with this node's
 // ID that this runnable did not create is always a ghost.
 
-import type { Namespace } from "etcd3";
+import type { ElectionObserver, Namespace } from "etcd3";
 import { Value } from "../event/mod.ts";
 import { untilCancelled, type Runnable } from "../supervisor/mod.ts";
 
@@ -61,7 +61,6 @@ export function leadershipRunnable(etcd: Namespace, self: LeaderInfo, state: Val
     const ghosts = await removeOwnGhostCampaigns(etcd, self.nodeId);
     if (ghosts > 0) ctx.logger.info("removed this node's campaign left from an earlier run", { keys: ghosts });
     const election = etcd.election(ELECTION_NAME, LEADER_LEASE_TTL_S);
-    const observer = await election.observe();
     const describe = (value: string | undefined): LeaderInfo | undefined => {
       if (!value) return undefined;
       try {
@@ -72,22 +71,23 @@ export function leadershipRunnable(etcd: Namespace, self: LeaderInfo, state: Val
     };
     let isLeader = false;
     let fenceKey: string | undefined;
+    let observer: ElectionObserver | undefined;
     const publish = () => {
-      const leader = isLeader ? self : describe(observer.leader());
+      const leader = isLeader ? self : describe(observer?.leader());
       state.set({ isLeader, ...(leader ? { leader } : {}), ...(isLeader && fenceKey ? { fenceKey } : {}) });
     };
-    observer.on("change", publish);
-    publish();
-    const campaign = election.campaign(JSON.stringify(self));
-    const failed = new Promise<never>((_, reject) => {
-      campaign.on("error", (err) => {
-        isLeader = false;
-        publish();
-        reject(new Error(`lost the curator election: ${err.message}`, { cause: err }));
-      });
-      observer.on("error", (err) => reject(new Error(`election observer failed: ${err.message}`, { cause: err })));
-    });
+    let fail!: (err: Error) => void;
+    const failed = new Promise<never>((_, reject) => (fail = reject));
     failed.catch(() => {});
+    // The campaign and the observer start together: independent round
+    // trips, each slow on an emulated machine. (Only after the ghosts are
+    // gone: the observer must never see this node's ghost as the leader.)
+    const campaign = election.campaign(JSON.stringify(self));
+    campaign.on("error", (err) => {
+      isLeader = false;
+      publish();
+      fail(new Error(`lost the curator election: ${err.message}`, { cause: err }));
+    });
     campaign.on("elected", () => {
       // Leading only counts once the fence is known: every write is fenced on it.
       campaign
@@ -101,6 +101,15 @@ export function leadershipRunnable(etcd: Namespace, self: LeaderInfo, state: Val
         // Without a fence there is no safe leading: end the term, and the runnable campaigns again.
         .catch((err: unknown) => campaign.emit("error", new Error(`elected, but the campaign key is unknown: ${(err as Error).message}`)));
     });
+    try {
+      observer = await election.observe();
+    } catch (err) {
+      await campaign.resign().catch(() => {});
+      throw new Error(`could not observe the curator election: ${(err as Error).message}`, { cause: err });
+    }
+    observer.on("change", publish);
+    observer.on("error", (err) => fail(new Error(`election observer failed: ${err.message}`, { cause: err })));
+    publish();
     ctx.logger.info("campaigning for curator leadership");
     ctx.signalHealthy();
     try {
@@ -109,7 +118,7 @@ export function leadershipRunnable(etcd: Namespace, self: LeaderInfo, state: Val
       isLeader = false;
       publish();
       await campaign.resign().catch(() => {});
-      await observer.cancel().catch(() => {});
+      await observer?.cancel().catch(() => {});
     }
   };
 }
