@@ -132,7 +132,7 @@ const out: string[] = [
   "",
   "sizes",
   `  kernel (${manifest.kernel.format})${"".padEnd(8)} ${mib(manifest.kernel.bytes)}`,
-  `  initramfs                ${mib(manifest.initramfs.bytes)} (its out/init: ${mib(statSync(resolve(REPO_ROOT, manifest.initramfs.init.source)).size)})`,
+  `  initramfs (lz4)          ${mib(manifest.initramfs.bytes)} (its out/init: ${mib(statSync(resolve(REPO_ROOT, manifest.initramfs.init.source)).size)})`,
   `  disk template            ${mib(manifest.disk.bytes)} apparent, ${mib(allocated(image.disk))} allocated`,
   `  node disk after boot 1   ${mib(median(nodeRuns.map((r) => r.diskAllocatedBytes))!)} allocated`,
   "",

@@ -9,6 +9,7 @@ export const BUILD_PACKAGES = [
   "kmod", // depmod: module dependency order
   "xz-utils", // kernel payload and .ko.xz decompression
   "zstd", // the same, for kernels built with zstd
+  "lz4", // compressing the initramfs
   "gcc", // compiling the static pre-init
   "libc6-dev", // its static libc
   "etcd-server", // /usr/bin/etcd, shipped in the initramfs

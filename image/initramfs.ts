@@ -13,10 +13,14 @@
 //   /dev/console               so the kernel can give /init its stdio
 //   /proc /sys /run /tmp /mnt  mount points; /bin, /sbin → usr/bin, usr/sbin
 //
-// Uncompressed on purpose: under TCG the kernel would spend seconds
-// decompressing, while copying the archive into memory is cheap.
+// Compressed with lz4 in its legacy frame format (the one the kernel's
+// unpacker reads), at level 9: half the size (145.7 → 72.5 MiB), and under
+// TCG /init runs no later than with the plain archive (median 5.0 against
+// 6.1 s from qemu start, 3 boots each), where zstd -3 and gzip -6, though
+// smaller still, cost 1-2 s of decompression per boot. bench/initramfs.ts
+// prints the comparison.
 
-import { readdirSync, realpathSync, statSync } from "node:fs";
+import { readdirSync, realpathSync, renameSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 import type { CpioEntry } from "./cpio.ts";
 import { ImageBuildError } from "./errors.ts";
@@ -43,6 +47,16 @@ const CONSOLE_MAJOR = 5;
 const CONSOLE_MINOR = 1;
 
 const PREINIT_CFLAGS = ["-static", "-Os", "-s", "-Wall", "-Wextra", "-Werror"] as const;
+
+/** lz4's legacy frames at level 9 (see the header). */
+const LZ4_ARGS = ["-l", "-9", "-f", "-q"] as const;
+
+/** Compresses the cpio at source into dest (atomically, via dest.partial) for the kernel's lz4 unpacker. */
+export async function compressInitramfs(source: string, dest: string): Promise<void> {
+  const partial = `${dest}.partial`;
+  await run(["lz4", ...LZ4_ARGS, source, partial]);
+  renameSync(partial, dest);
+}
 
 /** Compiles preinit.c into a static binary at dest. */
 export async function compilePreinit(source: string, dest: string): Promise<void> {

@@ -27,7 +27,10 @@ export type KernelFormat = "vmlinux" | "bzImage";
  */
 export const DEFAULT_KERNEL_FORMAT: KernelFormat = "vmlinux";
 
-export const INITRAMFS_FILE = "initramfs.cpio";
+/** The newc cpio, lz4-compressed (legacy frames): see compressInitramfs. */
+export const INITRAMFS_FILE = "initramfs.cpio.lz4";
+/** What earlier builds wrote: removed, so that nothing boots a stale archive. */
+export const OLD_INITRAMFS_FILE = "initramfs.cpio";
 export const DISK_FILE = "disk.img";
 export const MANIFEST_FILE = "manifest.json";
 /** Beside every cached output: the fingerprint of the inputs it was built from. */

@@ -24,7 +24,8 @@
 //   image/preinit.c ──gcc -static──▶ preinit ─────────┐                    │
 //   out/init, etcd, mke2fs, e2fsck, cryptsetup ──ldd──┼─▶ newc cpio ◀──────┘
 //                                                     ▼
-//                                              out/image/initramfs.cpio
+//                                              │ lz4 -l -9
+//                                              out/image/initramfs.cpio.lz4
 //   sgdisk (GPT) + mkfs.vfat -C (ESP) ─────────▶ out/image/disk.img
 //                                                     │
 //   all of the above ──────────────────────────▶ out/image/manifest.json
@@ -50,7 +51,7 @@ import { BUILD_PACKAGES, ensurePackages } from "./deps.ts";
 import { buildDisk, readPartitions, type PartitionInfo } from "./disk.ts";
 import { ImageBuildError } from "./errors.ts";
 import { run } from "./exec.ts";
-import { compilePreinit, describeEntries, HOST_BINARIES, initramfsContents } from "./initramfs.ts";
+import { compilePreinit, compressInitramfs, describeEntries, HOST_BINARIES, initramfsContents } from "./initramfs.ts";
 import { extractVmlinux, fetchKernel, resolveKernelPackage } from "./kernel.ts";
 import {
   CACHE_DIR,
@@ -62,6 +63,7 @@ import {
   GUEST_PREINIT,
   imagePaths,
   MANIFEST_FILE,
+  OLD_INITRAMFS_FILE,
   OUT_DIR,
   REPO_ROOT,
   type KernelFormat,
@@ -199,9 +201,15 @@ export async function buildImage(options: BuildImageOptions = {}): Promise<Image
     inputs: { params: { step: "initramfs", entries: describeEntries(contents.entries) }, files: [...contents.sources, source("cpio.ts"), source("initramfs.ts")] },
     build: async () => {
       log.info("writing initramfs", { entries: contents.entries.length });
-      writeCpio(paths.initramfs, contents.entries);
+      const cpio = `${paths.initramfs}.cpio`;
+      const bytes = writeCpio(cpio, contents.entries);
+      log.info("compressing initramfs (lz4)", { uncompressed: mib(bytes) });
+      await compressInitramfs(cpio, paths.initramfs);
+      rmSync(cpio, { force: true });
     },
   });
+  rmSync(join(paths.outDir, OLD_INITRAMFS_FILE), { force: true });
+  rmSync(join(paths.outDir, OLD_INITRAMFS_FILE + FINGERPRINT_SUFFIX), { force: true });
   log.info(initramfsBuilt ? "initramfs written" : "initramfs up to date", { file: paths.initramfs, size: mib(statSync(paths.initramfs).size) });
 
   const diskBuilt = await cachedStep(paths.disk, {
