@@ -27,8 +27,14 @@ import { VERSION } from "../version/mod.ts";
 import { decideControlPlane } from "./controlplane_decision.ts";
 import { clearEtcdMember, loadEtcdMemberState, saveEtcdMemberState, type EtcdMemberState } from "./etcd_member_state.ts";
 
-/** How often the node checks whether its etcd member votes yet (for its status). */
+/** How often the node checks its etcd member's standing (for its status) once it votes. */
 export const MEMBER_STATUS_INTERVAL_MS = 2_000;
+/**
+ * The same while the member does not vote yet: becoming a voter is the step
+ * a cluster's formation waits for (the next node joins etcd only then), so
+ * it is noticed within half a second.
+ */
+export const LEARNER_STATUS_INTERVAL_MS = 500;
 
 /** A curator running on this node. */
 export interface LocalCurator {
@@ -213,7 +219,7 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
           lastSeen = members.length;
           saveEtcdMemberState(options.layout, { ...member, lastSeenMembers: lastSeen });
         }
-        await sleep(MEMBER_STATUS_INTERVAL_MS, m.signal);
+        await sleep(self && !self.isLearner ? MEMBER_STATUS_INTERVAL_MS : LEARNER_STATUS_INTERVAL_MS, m.signal);
       }
     });
   };

@@ -20,7 +20,8 @@ import type { NodeVm } from "./node_vm.ts";
 
 /** Register nodes print this once registered; the node ID follows. */
 const WAITING_FOR_APPROVAL = /waiting for the owner to approve node (node-[0-9a-f]+)/;
-const ROLE_RETRY_MS = 3_000;
+/** How often a refused consensus role is asked for again, and the voters counted (each a ctl run). */
+const ROLE_RETRY_MS = 1_000;
 
 export interface FormationOptions {
   /** How many nodes get the consensus role (default: all). */
