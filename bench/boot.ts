@@ -41,6 +41,21 @@ const allocated = (path: string) => statSync(path).blocks * 512;
 const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const secs = (ms: number | undefined) => (ms === undefined ? "—" : `${(ms / 1000).toFixed(1)} s`);
 
+/** The time from one milestone to another in one boot, if both were seen. */
+function span(timings: Timings, from: string, to: string): number | undefined {
+  const a = timings.get(from);
+  const b = timings.get(to);
+  return a === undefined || b === undefined ? undefined : b - a;
+}
+
+const seconds2 = (ms: number | undefined) => (ms === undefined ? "—" : `${(ms / 1000).toFixed(2)} s`);
+/** "min / median / max" in seconds. */
+function spread(values: readonly number[]): string {
+  if (values.length === 0) return "—";
+  const sorted = [...values].sort((a, b) => a - b);
+  return `${(sorted[0]! / 1000).toFixed(2)} / ${(median(sorted)! / 1000).toFixed(2)} / ${(sorted.at(-1)! / 1000).toFixed(2)} s`;
+}
+
 /** Milestone name → ms after qemu started, for one boot. */
 type Timings = Map<string, number>;
 
@@ -58,7 +73,8 @@ function timingsOf(lines: readonly ConsoleLine[], extra: Record<string, number |
 async function floorBoot(): Promise<Timings> {
   mkdirSync(FLOOR_DIR, { recursive: true });
   const init = join(FLOOR_DIR, "init");
-  await runHostCommand([process.execPath, "build", "--compile", join(import.meta.dir, "floor_init.ts"), "--outfile", init]);
+  // Compiled as out/init is (build.ts): minified, with bytecode.
+  await runHostCommand([process.execPath, "build", "--compile", "--minify", "--bytecode", join(import.meta.dir, "floor_init.ts"), "--outfile", init]);
   const outDir = join(FLOOR_DIR, "out");
   const manifest = await buildImage({ init, outDir, installPackages: false, logger: createLogger("bench.floor", { format: "none" }) });
   const paths = manifestPaths(manifest, outDir);
@@ -129,6 +145,24 @@ const out: string[] = [
   ...rows.map((name) => `${name.padEnd(width)}  ${secs(floor.get(name)).padStart(8)}  ${secs(firstOf(name)).padStart(8)}  ${secs(secondOf(name)).padStart(8)}`),
   "  floor: same kernel and initramfs contents, a stand-in init that powers off at once (no NIC)",
   "  boot 1: fresh disk (formats LUKS2 + ext4, bootstraps the cluster); boot 2: same disk (mounts, cold start)",
+  "",
+  "init start (kernel runs /init) → first init log line; the floor is a bun hello-world (minified, bytecode), as out/init is built",
+  `  floor ${seconds2(span(floor, "kernel runs /init", "first init log line"))}`,
+  ...(["first", "second"] as const).map((boot) => {
+    const spans = nodeRuns.flatMap((r) => {
+      const v = span(r[boot], "kernel runs /init", "first init log line");
+      return v === undefined ? [] : [v];
+    });
+    const floorSpan = span(floor, "kernel runs /init", "first init log line");
+    const ratio = spans.length === 0 || floorSpan === undefined || floorSpan <= 0 ? "—" : `${(median(spans)! / floorSpan).toFixed(2)}x the floor`;
+    return `  boot ${boot === "first" ? 1 : 2} ${spread(spans)} (median ${ratio})`;
+  }),
+  "",
+  `min / median / max over ${runs} run${runs === 1 ? "" : "s"}`,
+  ...(["first", "second"] as const).flatMap((boot) => [
+    `  boot ${boot === "first" ? 1 : 2}: qemu start → node is UP        ${spread(nodeRuns.flatMap((r) => (r[boot].has("node is UP") ? [r[boot].get("node is UP")!] : [])))}`,
+    `  boot ${boot === "first" ? 1 : 2}: part of the cluster → UP    ${spread(nodeRuns.flatMap((r) => { const v = span(r[boot], "part of the cluster", "node is UP"); return v === undefined ? [] : [v]; }))}`,
+  ]),
   "",
   "sizes",
   `  kernel (${manifest.kernel.format})${"".padEnd(8)} ${mib(manifest.kernel.bytes)}`,

@@ -11,9 +11,9 @@ const STEPS: readonly { what: string; argv: readonly string[] }[] = [
   { what: "image (bun image/build.ts)", argv: ["image/build.ts"] },
 ];
 
-/** Runs both builds in the repository, in order; a failure throws with the build's own output. */
-export async function ensureBuilt(logger: Logger): Promise<void> {
-  for (const step of STEPS) {
+/** Runs both builds in the repository, in order (the binaries alone for node processes); a failure throws with the build's own output. */
+export async function ensureBuilt(logger: Logger, options: { binariesOnly?: boolean } = {}): Promise<void> {
+  for (const step of options.binariesOnly ? STEPS.slice(0, 1) : STEPS) {
     const started = performance.now();
     logger.info(`building ${step.what}`);
     await runHostCommand([process.execPath, ...step.argv], { cwd: REPO_ROOT });

@@ -5,6 +5,9 @@
 // everything is and how to reach it, and runs until Ctrl-C, then tears it
 // all down and dies of the signal (status 130).
 //
+// With --processes the nodes are processes of out/init on loopback instead
+// (process_launcher.ts): no VMs, no namespace, unencrypted, for development.
+//
 // The terminal shows the launcher's narrative (what it waits for, each
 // node's boot milestones) and then the summary; the node consoles go to
 // files, and to the terminal too only with --verbose, so the summary stays
@@ -17,7 +20,9 @@ import { createLogger } from "../../internal/log/mod.ts";
 import { ensureBuilt } from "./build_outputs.ts";
 import { parseLauncherArgs, USAGE } from "./launcher_args.ts";
 import { BOOT_MILESTONES, CONSOLE, createCluster, DEFAULT_CLUSTER_NAME, formCluster, type Cluster, type NodeVm } from "./mod.ts";
-import { interrupted } from "./teardown.ts";
+import { PROCESS_CONSENSUS_NODES } from "./launcher_args.ts";
+import { launchProcessCluster, type ProcessCluster, type ProcessLaunchFigures } from "./process_launcher.ts";
+import { interrupted, registerTeardown } from "./teardown.ts";
 
 /** Keeps the process alive while it waits for Ctrl-C. */
 const KEEPALIVE_MS = 1 << 30;
@@ -125,41 +130,111 @@ function summary(cluster: Cluster, imageDir: string): string {
   ].join("\n");
 }
 
-if (options.build) {
-  try {
-    await ensureBuilt(log);
-  } catch (err) {
-    await fail("could not build", { detail: (err as Error).message });
+/** What the launcher prints once node processes form a cluster. */
+function processSummary(cluster: ProcessCluster, figures: ProcessLaunchFigures): string {
+  const rows = cluster.nodes.map((n) => [n.name, n.address, cluster.ids.get(n.name) ?? "?", shown(n.logFile)]);
+  const header = ["node", "address", "node ID", "log (JSON lines)"];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const table = [header, ...rows].map((r) => "  " + r.map((c, i) => c.padEnd(widths[i]!)).join("   ")).join("\n");
+  const ctl = shown(cluster.dir.ctlWrapper);
+  const viaBun = cluster.name === DEFAULT_CLUSTER_NAME ? ` (or: bun run ctl ...)` : "";
+  const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+  return [
+    "",
+    `cluster ${cluster.name} is up: ${cluster.nodes.length} node processes on loopback — UNENCRYPTED, FOR DEVELOPMENT (plain directories, nothing sealed)`,
+    "",
+    table,
+    "",
+    `  ctl           ${ctl} runs out/ctl as the owner${viaBun}:`,
+    `                ${ctl} node list`,
+    `                ${ctl} cluster info`,
+    `  ctl config    ${shown(cluster.dir.ctlConfig)}   (ctl --config: owner key, certificate, CA, endpoints)`,
+    `  node roots    ${shown(cluster.dir.path)}/<node>/   (esp/, data/ — the node's disk, as plain files)`,
+    "",
+    `  figures       node1 UP ${s(figures.node1Up)}; all ${cluster.nodes.length} UP ${s(figures.allUp)}; formed (${Math.min(PROCESS_CONSENSUS_NODES, cluster.nodes.length)} voters) ${s(figures.formed)};`,
+    `                owner calls ${figures.ownerCalls}, of which reached no curator: ${figures.ownerCallFailures}`,
+    "",
+    `Press Ctrl-C to stop: the node processes are stopped; their directories and logs stay in ${shown(cluster.dir.path)} until the next launch.`,
+    "",
+  ].join("\n");
+}
+
+/** Node processes on loopback (--processes). */
+async function launchProcesses(): Promise<void> {
+  if (options.build) {
+    try {
+      await ensureBuilt(log, { binariesOnly: true });
+    } catch (err) {
+      await fail("could not build", { detail: (err as Error).message });
+    }
   }
+  let launched: Awaited<ReturnType<typeof launchProcessCluster>>;
+  const teardown = (cluster: ProcessCluster) =>
+    registerTeardown({
+      label: `cluster ${cluster.name} (${cluster.nodes.length} node processes)`,
+      close: () => cluster.close(),
+      closeSync: () => {
+        for (const node of cluster.nodes) node.kill();
+      },
+    });
+  try {
+    launched = await launchProcessCluster({
+      name: options.name,
+      nodes: options.nodes,
+      consensus: Math.min(PROCESS_CONSENSUS_NODES, options.nodes),
+      timeoutMs: options.timeoutMs,
+      logger: log,
+      onCluster: teardown,
+    });
+  } catch (err) {
+    launched = await fail("the cluster did not come up:", { detail: (err as Error).message });
+  }
+  const { cluster: processes, figures } = launched;
+  process.stdout.write(processSummary(processes, figures));
+  for (const node of processes.nodes) node.onExit((code) => processes.closing || log.warn(`${node.name} stopped; the others keep running until Ctrl-C`, { exitCode: code }));
+  setInterval(() => {}, KEEPALIVE_MS);
 }
-const imageDir = options.imageDir ?? `${REPO_ROOT}/out/image`;
-if (!existsSync(`${imageDir}/manifest.json`)) await fail(`no image in ${imageDir}: run without --no-build`);
 
-let cluster: Cluster;
-try {
-  cluster = await createCluster({
-    name: options.name,
-    nodes: options.nodes,
-    fresh: !options.keep,
-    quiet: !options.verbose,
-    logger: log,
-    imageDir,
-    ...(options.memoryMiB !== undefined ? { memoryMiB: options.memoryMiB } : {}),
-  });
-} catch (err) {
-  cluster = await fail(`could not launch the cluster: ${(err as Error).message}`);
+/** VMs under qemu in the cluster's network namespace. */
+async function launchVms(): Promise<void> {
+  if (options.build) {
+    try {
+      await ensureBuilt(log);
+    } catch (err) {
+      await fail("could not build", { detail: (err as Error).message });
+    }
+  }
+  const imageDir = options.imageDir ?? `${REPO_ROOT}/out/image`;
+  if (!existsSync(`${imageDir}/manifest.json`)) await fail(`no image in ${imageDir}: run without --no-build`);
+
+  let cluster: Cluster;
+  try {
+    cluster = await createCluster({
+      name: options.name,
+      nodes: options.nodes,
+      fresh: !options.keep,
+      quiet: !options.verbose,
+      logger: log,
+      imageDir,
+      ...(options.memoryMiB !== undefined ? { memoryMiB: options.memoryMiB } : {}),
+    });
+  } catch (err) {
+    cluster = await fail(`could not launch the cluster: ${(err as Error).message}`);
+  }
+
+  try {
+    // A node with bad parameters says so in a banner and never gets UP: stop waiting at once.
+    let fatal!: (err: unknown) => void;
+    const fatalBanner = new Promise<never>((_, reject) => (fatal = reject));
+    await Promise.race([formCluster(cluster, { timeoutMs: options.timeoutMs, logger: log, onStart: (node) => void watchBoot(node).catch(fatal) }), fatalBanner]);
+  } catch (err) {
+    await fail("the cluster did not come up; what the node said last:", { detail: (err as Error).message, cluster });
+  }
+  process.stdout.write(summary(cluster, imageDir));
+  for (const node of cluster.nodes) {
+    void node.exited().then((exit) => cluster.closing || log.warn(`${node.name} stopped; the others keep running until Ctrl-C`, { reason: exit.reason ?? exit.signal ?? exit.exitCode }));
+  }
+  setInterval(() => {}, KEEPALIVE_MS);
 }
 
-try {
-  // A node with bad parameters says so in a banner and never gets UP: stop waiting at once.
-  let fatal!: (err: unknown) => void;
-  const fatalBanner = new Promise<never>((_, reject) => (fatal = reject));
-  await Promise.race([formCluster(cluster, { timeoutMs: options.timeoutMs, logger: log, onStart: (node) => void watchBoot(node).catch(fatal) }), fatalBanner]);
-} catch (err) {
-  await fail("the cluster did not come up; what the node said last:", { detail: (err as Error).message, cluster });
-}
-process.stdout.write(summary(cluster, imageDir));
-for (const node of cluster.nodes) {
-  void node.exited().then((exit) => cluster.closing || log.warn(`${node.name} stopped; the others keep running until Ctrl-C`, { reason: exit.reason ?? exit.signal ?? exit.exitCode }));
-}
-setInterval(() => {}, KEEPALIVE_MS);
+await (options.processes ? launchProcesses() : launchVms());

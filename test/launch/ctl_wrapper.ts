@@ -18,7 +18,8 @@ export const CTL_BINARY = join(REPO_ROOT, "out", "ctl");
 
 export interface CtlWrapperSpec {
   cluster: string;
-  namespace: string;
+  /** The cluster's network namespace; none for node processes on loopback. */
+  namespace?: string;
   /** out/ctl's --config directory. */
   config: string;
   ctl?: string;
@@ -31,6 +32,14 @@ function quote(word: string): string {
 
 /** The wrapper's text. */
 export function ctlWrapperScript(spec: CtlWrapperSpec): string {
+  if (spec.namespace === undefined) {
+    return [
+      "#!/bin/sh",
+      `# out/ctl as the owner of cluster ${spec.cluster} (node processes on loopback). Written by test/launch.`,
+      `exec ${quote(spec.ctl ?? CTL_BINARY)} --config ${quote(spec.config)} "$@"`,
+      "",
+    ].join("\n");
+  }
   const ns = quote(spec.namespace);
   return [
     "#!/bin/sh",

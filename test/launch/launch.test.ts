@@ -16,7 +16,7 @@ import { ClusterDir, ClusterDirError } from "./cluster_dir.ts";
 import { ctlWrapperScript } from "./ctl_wrapper.ts";
 import { dnsmasqArgs } from "./dhcp_server.ts";
 import { nodeMac } from "./launcher.ts";
-import { DEFAULT_NODES, DEFAULT_UP_TIMEOUT_S, MAX_NODES, parseLauncherArgs } from "./launcher_args.ts";
+import { DEFAULT_NODES, DEFAULT_UP_TIMEOUT_S, MAX_NODES, MAX_PROCESS_NODES, parseLauncherArgs } from "./launcher_args.ts";
 import { namespaceName, nodeAddress, subnetOf } from "./network_namespace.ts";
 import { encodeNodeParameters, loadOrCreateOwnerKey, loadOrCreateStorageTestKey } from "./node_parameters.ts";
 import { ConsoleWaitError, SerialConsole, type ConsoleLine } from "./serial_console.ts";
@@ -221,7 +221,7 @@ describe("launcher arguments", () => {
   test("no arguments launch the default cluster: three quiet nodes, built first", () => {
     expect(parseLauncherArgs([])).toEqual({
       kind: "launch",
-      options: { nodes: DEFAULT_NODES, name: "dev", verbose: false, keep: false, timeoutMs: DEFAULT_UP_TIMEOUT_S * 1000, memoryMiB: undefined, build: true, imageDir: undefined },
+      options: { nodes: DEFAULT_NODES, processes: false, name: "dev", verbose: false, keep: false, timeoutMs: DEFAULT_UP_TIMEOUT_S * 1000, memoryMiB: undefined, build: true, imageDir: undefined },
     });
   });
 
@@ -229,8 +229,24 @@ describe("launcher arguments", () => {
     const parsed = parseLauncherArgs(["--nodes", "1", "--name=e2e", "--verbose", "--keep", "--timeout=60", "--memory", "2048", "--no-build", "--image-dir", "/images"]);
     expect(parsed).toEqual({
       kind: "launch",
-      options: { nodes: 1, name: "e2e", verbose: true, keep: true, timeoutMs: 60_000, memoryMiB: 2048, build: false, imageDir: "/images" },
+      options: { nodes: 1, processes: false, name: "e2e", verbose: true, keep: true, timeoutMs: 60_000, memoryMiB: 2048, build: false, imageDir: "/images" },
     });
+  });
+
+  test("--processes launches node processes, up to MAX_PROCESS_NODES, without the VM-only options", () => {
+    const parsed = parseLauncherArgs(["--processes", "--nodes", "50", "--name", "many"]);
+    expect(parsed).toEqual({
+      kind: "launch",
+      options: { nodes: 50, processes: true, name: "many", verbose: false, keep: false, timeoutMs: DEFAULT_UP_TIMEOUT_S * 1000, memoryMiB: undefined, build: true, imageDir: undefined },
+    });
+    const message = (argv: string[]) => {
+      const result = parseLauncherArgs(argv);
+      return result.kind === "error" ? result.message : `accepted: ${JSON.stringify(result)}`;
+    };
+    expect(message(["--processes", "--nodes", String(MAX_PROCESS_NODES + 1)])).toBe(`--nodes must be a whole number from 1 to ${MAX_NODES} (up to ${MAX_PROCESS_NODES} with --processes), got '${MAX_PROCESS_NODES + 1}'`);
+    expect(message(["--nodes", "50"])).toBe(`--nodes must be a whole number from 1 to ${MAX_NODES} (up to ${MAX_PROCESS_NODES} with --processes), got '50'`);
+    expect(message(["--processes", "--memory", "2048"])).toBe("--memory is for VMs; node processes do without it (drop it, or drop --processes)");
+    expect(message(["--processes", "--keep"])).toBe("--keep is for VMs; node processes do without it (drop it, or drop --processes)");
   });
 
   test("--help and -h ask for the usage", () => {
@@ -243,7 +259,7 @@ describe("launcher arguments", () => {
       const parsed = parseLauncherArgs(argv);
       return parsed.kind === "error" ? parsed.message : `accepted: ${JSON.stringify(parsed)}`;
     };
-    expect(message(["--nodes", "-1"])).toBe(`--nodes must be a whole number from 1 to ${MAX_NODES}, got '-1'`);
+    expect(message(["--nodes", "-1"])).toBe(`--nodes must be a whole number from 1 to ${MAX_NODES} (up to ${MAX_PROCESS_NODES} with --processes), got '-1'`);
     expect(message(["--nodes"])).toBe("--nodes needs a value (see --help)");
     expect(message(["--nodes", "--verbose"])).toBe("--nodes needs a value (see --help)");
     expect(message(["--nodez", "3"])).toBe("unknown option '--nodez' (see --help)");

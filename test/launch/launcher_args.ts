@@ -10,6 +10,9 @@ import { CLUSTER_NAME, DEFAULT_CLUSTER_NAME } from "./launcher.ts";
 export const DEFAULT_NODES = 3;
 /** Every launched node becomes an etcd voter, and etcd advises against more than seven members. */
 export const MAX_NODES = 7;
+/** Node processes: the first PROCESS_CONSENSUS_NODES are etcd voters, the rest plain nodes. */
+export const MAX_PROCESS_NODES = 100;
+export const PROCESS_CONSENSUS_NODES = 3;
 /** TCG is slow and the host may be busy: generous, per step. */
 export const DEFAULT_UP_TIMEOUT_S = 300;
 /** setTimeout holds at most 2^31-1 ms (about 24 days); a day is more than any step needs. */
@@ -20,7 +23,11 @@ export const MAX_MEMORY_MIB = 65_536;
 
 export const USAGE = [
   "usage: bun run cluster [--nodes N] [--name dev] [--verbose] [--keep] [--timeout seconds] [--memory MiB] [--no-build] [--image-dir dir]",
-  `  --nodes N     how many nodes, 1..${MAX_NODES} (default ${DEFAULT_NODES}); each gets the consensus role`,
+  "       bun run cluster --processes [--nodes N] [--name dev] [--timeout seconds] [--no-build]",
+  `  --nodes N     how many nodes, 1..${MAX_NODES} VMs (default ${DEFAULT_NODES}), each with the consensus role;`,
+  `                with --processes 1..${MAX_PROCESS_NODES}, the first ${PROCESS_CONSENSUS_NODES} with the consensus role`,
+  "  --processes   node processes on loopback instead of VMs: the same out/init, plain directories for",
+  "                disks, UNENCRYPTED, FOR DEVELOPMENT; starts in seconds, and scales to many nodes",
   `  --name name   the cluster's name: out/cluster/<name>/ and network namespace nodecore-<name> (default ${DEFAULT_CLUSTER_NAME})`,
   "  --verbose     echo the node consoles (always in out/cluster/<name>/<node>.console.log)",
   "  --keep        boot the disks of the last launch again instead of fresh ones",
@@ -33,6 +40,8 @@ export const USAGE = [
 
 export interface LaunchOptions {
   nodes: number;
+  /** Node processes on loopback instead of VMs. */
+  processes: boolean;
   name: string;
   verbose: boolean;
   keep: boolean;
@@ -44,7 +53,7 @@ export interface LaunchOptions {
 
 export type LauncherArgs = { kind: "launch"; options: LaunchOptions } | { kind: "help" } | { kind: "error"; message: string };
 
-const FLAGS = ["verbose", "keep", "no-build", "help"] as const;
+const FLAGS = ["verbose", "keep", "no-build", "help", "processes"] as const;
 const VALUED = ["nodes", "name", "timeout", "memory", "image-dir"] as const;
 type Flag = (typeof FLAGS)[number];
 type Valued = (typeof VALUED)[number];
@@ -62,10 +71,15 @@ function wholeNumber(option: string, value: string, min: number, max: number): n
   return n;
 }
 
+function nodesMessage(value: string): string {
+  return `--nodes must be a whole number from 1 to ${MAX_NODES} (up to ${MAX_PROCESS_NODES} with --processes), got '${value}'`;
+}
+
 function checkValue(option: Valued, value: string): void {
   switch (option) {
     case "nodes":
-      wholeNumber("--nodes", value, 1, MAX_NODES);
+      // The bound depends on --processes: checked again once every option is read.
+      if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > MAX_PROCESS_NODES) throw new ArgumentError(nodesMessage(value));
       return;
     case "name":
       if (!CLUSTER_NAME.test(value)) throw new ArgumentError(`--name must be 1 to 24 lowercase letters, digits and dashes, starting with a letter or digit, got '${value}'`);
@@ -119,11 +133,19 @@ export function parseLauncherArgs(argv: readonly string[]): LauncherArgs {
     throw err;
   }
   if (flags.has("help")) return { kind: "help" };
+  const processes = flags.has("processes");
+  const nodes = Number(values.get("nodes") ?? DEFAULT_NODES);
+  if (!processes && nodes > MAX_NODES) return { kind: "error", message: nodesMessage(String(nodes)) };
+  if (processes) {
+    const vmOnly = [...(["keep", "verbose"] as const).filter((f) => flags.has(f)), ...(["memory", "image-dir"] as const).filter((v) => values.has(v))];
+    if (vmOnly.length > 0) return { kind: "error", message: `--${vmOnly[0]} is for VMs; node processes do without it (drop it, or drop --processes)` };
+  }
   const memory = values.get("memory");
   return {
     kind: "launch",
     options: {
-      nodes: Number(values.get("nodes") ?? DEFAULT_NODES),
+      nodes,
+      processes,
       name: values.get("name") ?? DEFAULT_CLUSTER_NAME,
       verbose: flags.has("verbose"),
       keep: flags.has("keep"),
