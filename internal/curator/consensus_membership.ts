@@ -95,21 +95,29 @@ export async function revokeConsensus(etcd: Etcd3, record: NodeRecord, logger: L
 
 /**
  * Promotes every learner that etcd agrees has caught up. etcd refuses to
- * promote one that has not; that is expected, and retried later.
+ * promote one that has not; that is expected, and retried later. Returns
+ * the promoted members' names, and how many learners are left (including
+ * one that has not started yet, and so has no name).
  */
-export async function promoteLearners(etcd: Etcd3, logger: Logger): Promise<string[]> {
+export async function promoteLearners(etcd: Etcd3, logger: Logger): Promise<{ promoted: string[]; waiting: number }> {
   const promoted: string[] = [];
+  let waiting = 0;
   for (const member of await etcdMembers(etcd)) {
-    if (!member.isLearner || !member.name) continue;
+    if (!member.isLearner) continue;
+    if (!member.name) {
+      waiting++;
+      continue;
+    }
     try {
       await etcd.cluster.memberPromote({ ID: member.id });
       logger.info("promoted etcd learner to voting member", { member: member.name });
       promoted.push(member.name);
     } catch (err) {
+      waiting++;
       logger.debug("learner not promoted yet", { member: member.name, reason: (err as Error).message });
     }
   }
-  return promoted;
+  return { promoted, waiting };
 }
 
 /** How long etcd gets to hand raft leadership over before the attempt is given up (and retried later). */

@@ -22,6 +22,12 @@ import { NodeWatchHub } from "./watch.ts";
 import { HeartbeatTracker } from "./heartbeats.ts";
 /** How often the leader tries to promote etcd learners that caught up. */
 export const PROMOTE_INTERVAL_MS = 2_000;
+/**
+ * How often a learner that has not caught up is tried again. A node's join
+ * waits on its promotion, and the next node's join waits on that, so the
+ * leader tries right after it adds a learner, and then at this pace.
+ */
+export const LEARNER_RETRY_MS = 250;
 
 export interface CuratorOptions {
   /** A client of the local etcd member. */
@@ -66,8 +72,8 @@ export function curatorRunnable(options: CuratorOptions): Runnable {
       throw new UnavailableError(`this curator is not the leader; the leader is ${leader.nodeId} at ${leader.address}`, { trailers });
     };
     ctx.run("leadership", leadershipRunnable(store.etcd, { nodeId: options.nodeId, address: formatAddress({ host: identity.address, port }) }, leadership));
-    // What the leader does besides serving, every PROMOTE_INTERVAL_MS while
-    // it leads: promote etcd learners that caught up, and keep etcd's raft
+    // What the leader does besides serving: promote etcd learners that
+    // caught up (below), and every PROMOTE_INTERVAL_MS keep etcd's raft
     // leadership on another node (see handRaftLeadershipAway for why; a
     // failed hand-off is retried with the next member as target).
     const whileLeading = (step: (logger: Logger, round: number) => Promise<unknown>): Runnable => async (p) => {
@@ -78,7 +84,27 @@ export function curatorRunnable(options: CuratorOptions): Runnable {
         await sleep(PROMOTE_INTERVAL_MS, p.signal);
       }
     };
-    ctx.run("promoter", whileLeading((logger) => promoteLearners(options.etcd, logger)));
+    // Bumped when this curator adds an etcd learner: the promoter looks at once.
+    const learnerAdded = new Value<number>();
+    let learnersAdded = 0;
+    ctx.run("promoter", async (p) => {
+      p.signalHealthy();
+      for (;;) {
+        await leadership.waitFor((l) => l.isLeader, { signal: p.signal });
+        const seen = learnerAdded.peek();
+        const { waiting } = await promoteLearners(options.etcd, p.logger);
+        if (waiting > 0) {
+          await sleep(LEARNER_RETRY_MS, p.signal);
+          continue;
+        }
+        const idle = new AbortController();
+        const signal = AbortSignal.any([p.signal, idle.signal]);
+        await Promise.race([sleep(PROMOTE_INTERVAL_MS, signal), learnerAdded.waitFor((n) => n !== seen, { signal })]).catch((err: unknown) => {
+          if (p.signal.aborted) throw err;
+        });
+        idle.abort();
+      }
+    });
     ctx.run(
       "raft-handoff",
       whileLeading((logger, round) =>
@@ -107,7 +133,8 @@ export function curatorRunnable(options: CuratorOptions): Runnable {
     const watches = new NodeWatchHub(store);
     const serveOptions = { ca: () => options.clusterCA, onError: (method: string, err: unknown) => ctx.logger.debug("call failed", { method, error: String(err) }) };
     addService(server, AAA, aaaService(state), { ...serveOptions, policy: AAA_POLICY });
-    addService(server, Management, managementService({ store, state, etcd: options.etcd, requireLeader, heartbeats, logger: ctx.logger }), {
+    const onLearnerAdded = () => learnerAdded.set(++learnersAdded);
+    addService(server, Management, managementService({ store, state, etcd: options.etcd, requireLeader, heartbeats, logger: ctx.logger, onLearnerAdded }), {
       ...serveOptions,
       policy: MANAGEMENT_POLICY,
     });

@@ -51,6 +51,8 @@ export interface ManagementDeps {
   /** Heartbeats this curator heard while leading: node health. */
   heartbeats: HeartbeatTracker;
   logger: Logger;
+  /** Called after a node got the consensus role (an etcd learner may have been added): the promoter looks at once. */
+  onLearnerAdded?: () => void;
 }
 
 /** The node a request names, by ID or by public key. */
@@ -155,7 +157,10 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
         throw new FailedPreconditionError(`node ${id} is ${NodeState[node.state]}; roles can only be given to nodes that are UP`);
       }
       let consensusMember = node.roles?.consensusMember;
-      if (request.consensusMember === true && !consensusMember) consensusMember = await grantConsensus(etcd, store, node, logger);
+      if (request.consensusMember === true && !consensusMember) {
+        consensusMember = await grantConsensus(etcd, store, node, logger);
+        deps.onLearnerAdded?.();
+      }
       if (request.consensusMember === false && consensusMember) {
         await revokeConsensus(etcd, node, logger);
         consensusMember = undefined;
