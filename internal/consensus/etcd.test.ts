@@ -7,7 +7,7 @@ import { freeSpace } from "../localstorage/mod.ts";
 import { captureLogger } from "../log/mod.ts";
 import { generateKeyPair } from "../pki/mod.ts";
 import { runCommand, supervise, untilCancelled, type Supervisor } from "../supervisor/mod.ts";
-import { eventually, tempDir } from "../testing/mod.ts";
+import { eventually, fillFileSystem, tempDir } from "../testing/mod.ts";
 import { clientUrl, connectEtcd, createEtcdCA, ETCD_MIN_FREE_BYTES, etcdArgs, issueMemberCertificate, peerUrl, runEtcdMember, type EtcdMemberOptions, type EtcdTls } from "./mod.ts";
 
 const running: Supervisor[] = [];
@@ -131,8 +131,7 @@ describe.skipIf(!CAN_MOUNT)("etcd member on a data partition that fills up", () 
       }
 
       // Fill the partition, then write until etcd cannot commit and dies.
-      const fill = join(dataRoot, "fill");
-      await runCommand(["fallocate", "-l", String(freeSpace(dataRoot).freeBytes), fill]);
+      const fills = await fillFileSystem(dataRoot);
       const big = "x".repeat(4096);
       for (let i = 0; i < 2000 && etcd().restarts === 0; i++) {
         try {
@@ -150,7 +149,7 @@ describe.skipIf(!CAN_MOUNT)("etcd member on a data partition that fills up", () 
       expect(etcd().state).toBe("starting");
       expect(entries.filter((e) => e.message === "data partition full: etcd waits for space before it starts").length).toBe(1);
 
-      rmSync(fill);
+      for (const file of fills) rmSync(file);
       expect(freeSpace(dataRoot).freeBytes).toBeGreaterThanOrEqual(ETCD_MIN_FREE_BYTES);
       await eventually(() => expect(etcd().state).toBe("healthy"), { timeoutMs: 30_000 });
       expect(entries.some((e) => e.message === "data partition has room again: starting etcd")).toBe(true);

@@ -5,6 +5,7 @@
 // holds.
 
 import { mkdtempSync, rmSync } from "node:fs";
+import { runCommand } from "../supervisor/mod.ts";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -41,4 +42,37 @@ export async function eventually<T>(
 export function tempDir(prefix = "nodecore-test-"): { path: string } & Disposable {
   const path = mkdtempSync(join(tmpdir(), prefix));
   return { path, [Symbol.dispose]: () => rmSync(path, { recursive: true, force: true }) };
+}
+
+/** Chunk sizes the fill uses, largest first. */
+const FILL_CHUNKS = [64 * 2 ** 20, 4 * 2 ** 20, 256 * 2 ** 10, 4 * 2 ** 10];
+
+/**
+ * Fills the file system at `dir` to its last block with fallocate, in
+ * chunks of falling size: each chunk that no longer fits fails, and the
+ * next size down goes on. A failed fallocate on tmpfs gives back what it
+ * had taken, so one call for all the free space raced with etcd: etcd saw
+ * the disk full and died, the call failed and returned the space, the node
+ * saw room and started etcd, and the next call took it away again (a
+ * second death the harness made, not the disk; test/faults). Now a failure
+ * returns at most one chunk. Returns the files made (removing them frees
+ * the space).
+ */
+export async function fillFileSystem(dir: string): Promise<string[]> {
+  const files: string[] = [];
+  for (const chunk of FILL_CHUNKS) {
+    for (;;) {
+      const file = join(dir, `fill-${files.length}`);
+      const made = await runCommand(["fallocate", "-l", String(chunk), file]).then(
+        () => true,
+        () => false,
+      );
+      if (!made) {
+        rmSync(file, { force: true });
+        break;
+      }
+      files.push(file);
+    }
+  }
+  return files;
 }

@@ -19,7 +19,7 @@ import { join } from "node:path";
 import { configPaths, loadCredentials } from "../../internal/operator/mod.ts";
 import { freeSpace } from "../../internal/localstorage/mod.ts";
 import { runCommand } from "../../internal/supervisor/mod.ts";
-import { eventually, tempDir } from "../../internal/testing/mod.ts";
+import { eventually, fillFileSystem, tempDir } from "../../internal/testing/mod.ts";
 import type { NodeProcess } from "../support/node_process.ts";
 import { etcdClientOf, etcdMembersVia, formProcessCluster, type ProcessCluster } from "../support/process_cluster.ts";
 import { PROCESS_FAULTS, RECOVERY_BOUND_MS, type Chance, type FaultDriver, type FaultKind, type InjectedFault } from "./runner.ts";
@@ -31,38 +31,6 @@ import { PROCESS_FAULTS, RECOVERY_BOUND_MS, type Chance, type FaultDriver, type 
  */
 const DATA_TMPFS = "size=1g";
 const ETCD_WAITS = "data partition full: etcd waits for space before it starts";
-
-/** Chunk sizes the fill uses, largest first. */
-const FILL_CHUNKS = [64 * 2 ** 20, 4 * 2 ** 20, 256 * 2 ** 10, 4 * 2 ** 10];
-
-/**
- * Fills the file system at `dir` to its last block with fallocate, in
- * chunks of falling size: each chunk that no longer fits fails, and the
- * next size down goes on. A failed fallocate on tmpfs gives back what it
- * had taken, so one call for all the free space raced with etcd: etcd saw
- * the disk full and died, the call failed and returned the space, the node
- * saw room and started etcd, and the next call took it away again (a
- * second death the harness made, not the disk). Now a failure returns at
- * most one chunk. Returns the files made.
- */
-async function fillUp(dir: string): Promise<string[]> {
-  const files: string[] = [];
-  for (const chunk of FILL_CHUNKS) {
-    for (;;) {
-      const file = join(dir, `fault-fill-${files.length}`);
-      const made = await runCommand(["fallocate", "-l", String(chunk), file]).then(
-        () => true,
-        () => false,
-      );
-      if (!made) {
-        rmSync(file, { force: true });
-        break;
-      }
-      files.push(file);
-    }
-  }
-  return files;
-}
 
 export class ProcessFaults implements FaultDriver {
   readonly mode = "process";
@@ -167,7 +135,7 @@ export class ProcessFaults implements FaultDriver {
       case "disk-full": {
         const data = victim.layout.data.path;
         log(`fill ${victim.name}'s data file system (${Math.round(freeSpace(data).freeBytes / 2 ** 20)} MiB free)`);
-        const fills = await fillUp(data);
+        const fills = await fillFileSystem(data);
         await Bun.sleep(chance.between(3_000, 6_000));
         for (const fill of fills) rmSync(fill);
         const died = sinceFault().filter((l) => l.msg === "runnable died" && String(l.error ?? "").includes("the data partition is full")).length;

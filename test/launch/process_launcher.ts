@@ -254,10 +254,15 @@ export async function launchProcessCluster(options: ProcessLaunchOptions): Promi
   const [first, ...others] = nodes as [LaunchedNode, ...LaunchedNode[]];
   const votes = (node: LaunchedNode) => node.waitFor((l) => l.msg === "status pushed" && String(l.services ?? "").includes("consensus=voter"), "report a voting etcd member", timeoutMs);
   const upLine = (node: LaunchedNode) => node.waitFor((l) => l.msg === NODE_UP, "get UP", timeoutMs);
+  // Rejects when the node says it cannot enrol; otherwise never settles (its
+  // exit or the deadline is left to the wait it races with).
   const fatal = (node: LaunchedNode) =>
-    node.waitFor((l) => typeof l.msg === "string" && l.msg.startsWith(FATAL), "", 2 ** 31 - 1).then((line) => {
-      throw new Error(`${node.name} cannot start: ${String(line.error ?? line.msg)}`);
-    });
+    node.waitFor((l) => typeof l.msg === "string" && l.msg.startsWith(FATAL), "say why it cannot enrol", timeoutMs).then(
+      (line): never => {
+        throw new Error(`${node.name} cannot start: ${String(line.error ?? line.msg)}`);
+      },
+      () => new Promise<never>(() => {}),
+    );
 
   // The owner's calls, in process: each one that reaches no curator is counted and tried again.
   let credentials: OwnerCredentials | undefined;
