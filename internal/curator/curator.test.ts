@@ -7,7 +7,7 @@ import { NodeState } from "../../proto/gen/common/common_pb.ts";
 import { Curator, WatchEvent_Progress, type WatchEvent } from "../../proto/gen/curator/curator_pb.ts";
 import { generateKeyPair, issueOwnerCertificate, nodeIdFromPublicKey, rawPublicKey, createClusterCA, type KeyPair } from "../pki/mod.ts";
 import { Status } from "../rpc/mod.ts";
-import { eventually } from "../testing/mod.ts";
+import { eventually, freePort } from "../testing/mod.ts";
 import { CuratorStore, ETCD_PREFIX, FencedError, NODES_PREFIX } from "./store.ts";
 import { refusal, startTestCluster, type TestCluster } from "./test_cluster.ts";
 
@@ -400,7 +400,7 @@ describe("watch", () => {
 
 describe("leader election", () => {
   test("a second curator refuses writes naming the leader, and takes over when the leader stops", async () => {
-    const secondPort = cluster.curatorPort + 100;
+    const secondPort = await freePort();
     const { leadership: second, endpoint } = await cluster.addCurator(secondPort);
     await eventually(() => expect(second.peek()?.leader?.address).toBe(cluster.target), { timeoutMs: 20_000 });
     expect(second.peek()?.isLeader).toBe(false);

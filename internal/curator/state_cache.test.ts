@@ -15,7 +15,7 @@ import { ClusterRecordSchema, NodeRecordSchema } from "../../proto/gen/curator/s
 import { captureLogger } from "../log/mod.ts";
 import { generateKeyPair, nodeIdFromPublicKey, rawPublicKey } from "../pki/mod.ts";
 import { supervise } from "../supervisor/mod.ts";
-import { eventually } from "../testing/mod.ts";
+import { eventually, freePort } from "../testing/mod.ts";
 import type { CuratorEndpoint } from "./client/mod.ts";
 import { StateCache, type StateCacheOptions } from "./state_cache.ts";
 import { CLUSTER_KEY } from "./store.ts";
@@ -149,7 +149,7 @@ describe("state cache", () => {
 
   test("each curator's reads see the writes acknowledged before them, before and after a leader change", async () => {
     const owner = await ownerCredentials();
-    const secondPort = cluster.curatorPort + 200;
+    const secondPort = await freePort();
     const second = await cluster.addCurator(secondPort);
     await eventually(() => second.leadership.peek()?.leader?.nodeId === cluster.node.id, { timeoutMs: 20_000, what: "the second curator following" });
     const ticketVia = async (endpoint: CuratorEndpoint) => {

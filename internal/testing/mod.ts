@@ -5,6 +5,7 @@
 // holds.
 
 import { mkdtempSync, rmSync } from "node:fs";
+import { createServer, type AddressInfo } from "node:net";
 import { runCommand } from "../supervisor/mod.ts";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -75,4 +76,20 @@ export async function fillFileSystem(dir: string): Promise<string[]> {
     }
   }
   return files;
+}
+
+/**
+ * A TCP port on `host` that the system says is free now (listen on port 0,
+ * close). Better than a fixed offset from another test cluster's ports,
+ * which can land on a third cluster's.
+ */
+export async function freePort(host = "127.0.0.1"): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((resolve, reject) => {
+    probe.once("error", reject);
+    probe.listen(0, host, resolve);
+  });
+  const { port } = probe.address() as AddressInfo;
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+  return port;
 }

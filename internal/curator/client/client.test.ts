@@ -21,6 +21,7 @@ import { refusal, startImpostorCurator, startTestCluster, type ImpostorCurator, 
 import { createServer as createNetServer, type AddressInfo, type Server } from "node:net";
 import type { Value } from "../../event/mod.ts";
 import { RpcError, Status } from "../../rpc/mod.ts";
+import { eventually, freePort } from "../../testing/mod.ts";
 import type { Leadership } from "../leadership.ts";
 import { answerFailure, connectFailure } from "./failover.ts";
 import {
@@ -217,10 +218,19 @@ describe("the pool: leader first, hints followed, dead curators passed over", ()
     aaa.close();
     owner = { ca: cluster.clusterCA.certificate, certificate: new X509Certificate(escrow.ownerCertificate), privateKey: cluster.ownerKey.privateKey };
     await cluster.leadership.waitFor((l) => l.isLeader);
-    const second = await cluster.addCurator(cluster.curatorPort + 100);
+    const second = await cluster.addCurator(await freePort());
     follower = second.endpoint;
     followerLeadership = second.leadership;
     await followerLeadership.waitFor((l) => l.leader?.nodeId === cluster.node.id);
+    // Knowing the leader does not mean serving: the follower's server may
+    // still be starting (or unable to listen). Wait until it answers, and
+    // say what its curator logged if it never does.
+    try {
+      await eventually(() => callAnyCurator(Management, [follower], owner, (m) => m.getClusterInfo({})), { timeoutMs: 30_000, intervalMs: 100, what: "the follower curator answering" });
+    } catch (err) {
+      const logged = cluster.logs.filter((e) => e.level !== "debug").slice(-15).map((e) => `${e.component} ${e.message} ${JSON.stringify(e.fields ?? {})}`);
+      throw new Error(`${(err as Error).message}\n${logged.join("\n")}`);
+    }
   }, 60_000);
   afterAll(async () => {
     for (const b of blackholes) b.close();
