@@ -25,6 +25,7 @@ export function toCuratorNode(record: NodeRecord): CuratorNode {
   return create(CuratorNodeSchema, {
     id: record.id,
     publicKey: record.publicKey,
+    joinKey: record.joinKey,
     state: record.state,
     ...(record.status ? { status: record.status } : {}),
     ...(record.roles ? { roles: record.roles } : {}),

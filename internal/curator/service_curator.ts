@@ -8,7 +8,7 @@ import { NodeState, NodeStatusSchema } from "../../proto/gen/common/common_pb.ts
 import { WatchEvent_Progress, type Curator } from "../../proto/gen/curator/curator_pb.ts";
 import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
 import type { Logger } from "../log/mod.ts";
-import { issueNodeCertificate, nodeIdFromPublicKey, publicKeyFromRaw } from "../pki/mod.ts";
+import { issueJoinCertificate, issueNodeCertificate, nodeIdFromPublicKey, publicKeyFromRaw } from "../pki/mod.ts";
 import {
   AlreadyExistsError,
   FailedPreconditionError,
@@ -32,6 +32,7 @@ export const CURATOR_POLICY: ServicePolicy<typeof Curator> = {
   commitNode: "key",
   joinNode: "key",
   heartbeat: "node",
+  prepareColdStart: "node",
 };
 
 /** Unlock keys are 32 random bytes. */
@@ -204,6 +205,20 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
         deps.heartbeats.beat(id);
         yield {};
       }
+    },
+
+    async prepareColdStart(_request, ctx) {
+      if (ctx.peer.kind !== "node") throw new Error("unreachable: policy is node");
+      await requireMember(store, ctx);
+      const node = await store.node(ctx.peer.nodeId);
+      if (!node?.value.roles?.consensusMember) {
+        throw new FailedPreconditionError(`node ${ctx.peer.nodeId} is not a consensus member; only consensus members take part in cold starts`);
+      }
+      const cluster = await store.cluster();
+      if (!cluster) throw new FailedPreconditionError("the cluster is not bootstrapped");
+      const ca = await store.ca("cluster");
+      const certificate = issueJoinCertificate(ca, publicKeyFromRaw(node.value.joinKey), node.value.id);
+      return { joinCertificate: new Uint8Array(certificate.raw), unlockShareThreshold: cluster.unlockShareThreshold };
     },
 
     async joinNode(_request, ctx) {

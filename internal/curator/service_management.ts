@@ -82,7 +82,8 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
     async getClusterInfo() {
       const { nodes } = await store.nodes();
       const ca = await store.ca("cluster");
-      return { clusterDirectory: directoryOf(nodes), caCertificate: new Uint8Array(ca.certificate.raw) };
+      const cluster = await store.cluster();
+      return { clusterDirectory: directoryOf(nodes), caCertificate: new Uint8Array(ca.certificate.raw), unlockShareThreshold: cluster?.unlockShareThreshold ?? 0 };
     },
 
     async *getNodes() {

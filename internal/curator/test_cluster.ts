@@ -276,11 +276,12 @@ export async function startImpostorCurator(
       registerNode: async () => record("Curator/RegisterNode", {}),
       commitNode: async () => record("Curator/CommitNode", {}),
       joinNode: async () => record("Curator/JoinNode", { clusterUnlockKey: new Uint8Array(32) }),
+      prepareColdStart: async () => record("Curator/PrepareColdStart", {}),
       heartbeat: async function* (requests) {
         for await (const _ of requests) yield record("Curator/Heartbeat", {});
       },
     },
-    { ...serveOptions, policy: { watch: "key", updateNodeStatus: "key", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "key" } },
+    { ...serveOptions, policy: { watch: "key", updateNodeStatus: "key", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "key", prepareColdStart: "key" } },
   );
   const { port } = await listen(server, formatAddress({ host, port: 0 }), serverCredentials({ certificate: node.certificate, privateKey: node.key.privateKey }));
   return { endpoint: { host, port, nodeId }, calls, close: () => server.forceShutdown() };

@@ -23,6 +23,8 @@ export function storageLayout(root = "/") {
       parameters: join(esp, "nodecore", "parameters.pb"),
       /** Written once the node is part of a cluster; see SealedConfiguration. */
       sealed: join(esp, "nodecore", "sealed.pb"),
+      /** Cold-start shares this node holds for other consensus members (internal/coldstart). */
+      heldShares: join(esp, "nodecore", "held_shares.pb"),
     },
     /** The data partition (ext4 on dm-crypt): everything the node must keep. */
     data: {

@@ -3,7 +3,8 @@
 //   cluster CA   CN="nodecore cluster CA"  O="nodecore"          (self-signed, path length 0)
 //   ├─ node      CN=<node id>              O="nodecore node"     (server+client, SAN: node id, IPs)
 //   ├─ curator   CN=<node id>              O="nodecore curator"  (server, SAN: node id + its address; short-lived)
-//   └─ owner     CN="owner"                O="nodecore owner"    (client)
+//   ├─ owner     CN="owner"                O="nodecore owner"    (client)
+//   └─ join      CN=<node id>              O="nodecore join"     (server+client; the node's join key)
 //
 // A node's ID is derived from its public key, so nobody can claim another
 // node's ID without its private key. Only a curator certificate makes a
@@ -13,13 +14,20 @@
 // (internal/curator, identity.ts); every client checks for one.
 
 import { createHash, type KeyObject, type X509Certificate } from "node:crypto";
-import { createCertificate, rawPublicKey, type KeyPair } from "./certificate.ts";
+import { createCertificate, rawPublicKey, verifyIssuedBy, type KeyPair } from "./certificate.ts";
 
 export const CA_COMMON_NAME = "nodecore cluster CA";
 export const CA_ORGANIZATION = "nodecore";
 export const NODE_ORGANIZATION = "nodecore node";
 export const OWNER_ORGANIZATION = "nodecore owner";
 export const CURATOR_ORGANIZATION = "nodecore curator";
+/**
+ * A join certificate: "this join key is node X", for the time before X's
+ * data (and so its node key) is unlocked. It is neither a node nor an owner
+ * certificate, so it opens no cluster API; only the cold-start share
+ * holders (internal/coldstart) accept it.
+ */
+export const JOIN_ORGANIZATION = "nodecore join";
 export const OWNER_COMMON_NAME = "owner";
 /** Self-signed certificates carry this organization; they prove key possession only. */
 export const SELF_SIGNED_ORGANIZATION = "nodecore self-signed";
@@ -79,6 +87,22 @@ export function issueCuratorCertificate(ca: CA, publicKey: KeyObject, options: {
     },
     ca,
   );
+}
+
+/** Node `nodeId`'s join certificate, for its join public key. The curator issues it from the node's record. */
+export function issueJoinCertificate(ca: CA, joinPublicKey: KeyObject, nodeId: string): X509Certificate {
+  return createCertificate({ commonName: nodeId, organization: JOIN_ORGANIZATION, publicKey: joinPublicKey, kind: "peer", dnsNames: [nodeId] }, ca);
+}
+
+/** Why `certificate` is not node `nodeId`'s join certificate under `ca`, or undefined if it is. */
+export function joinCertificateProblem(certificate: X509Certificate, ca: X509Certificate, nodeId: string): string | undefined {
+  const chain = verifyIssuedBy(certificate, ca);
+  if (chain) return chain;
+  const name = commonNameOf(certificate);
+  if (organizationOf(certificate) !== JOIN_ORGANIZATION) return `the certificate of '${name}' is not a join certificate`;
+  if (certificate.publicKey.asymmetricKeyType !== "ed25519") return "the join certificate's key is not ed25519";
+  if (name !== nodeId) return `expected node ${nodeId}'s join certificate, but it names ${name}`;
+  return undefined;
 }
 
 /** The IP addresses a certificate names, in canonical text form (IPv6 compressed, lower case). */

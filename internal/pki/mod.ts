@@ -40,6 +40,8 @@ export {
   issueNodeCertificate,
   issueCuratorCertificate,
   issueOwnerCertificate,
+  issueJoinCertificate,
+  joinCertificateProblem,
   ipAddressesOf,
   canonicalIp,
   selfSignedCertificate,
@@ -53,6 +55,7 @@ export {
   OWNER_ORGANIZATION,
   OWNER_COMMON_NAME,
   SELF_SIGNED_ORGANIZATION,
+  JOIN_ORGANIZATION,
   type CA,
 } from "./identity.ts";
 export { isCanonicalEd25519PublicKey } from "./ed25519_point.ts";

@@ -15,7 +15,7 @@ import { captureLogger } from "../log/mod.ts";
 import { storageLayout } from "../localstorage/mod.ts";
 import { CuratorPool, formatEndpoint, type CuratorEndpoint } from "../curator/client/mod.ts";
 import { createClusterCA, generateKeyPair, issueCuratorCertificate, issueNodeCertificate, nodeIdFromPublicKey, rawPublicKey, type CA } from "../pki/mod.ts";
-import { addService, serverCredentials } from "../rpc/mod.ts";
+import { addService, FailedPreconditionError, serverCredentials } from "../rpc/mod.ts";
 import { supervise, untilCancelled, type Runnable, type Supervisor } from "../supervisor/mod.ts";
 import { eventually, tempDir } from "../testing/mod.ts";
 import {
@@ -94,6 +94,9 @@ class FakeCurator {
         async joinNode() {
           return {};
         },
+        async prepareColdStart() {
+          throw new FailedPreconditionError("this fake curator issues no join certificates");
+        },
         async *heartbeat(requests, ctx) {
           for await (const _ of requests) {
             if (ctx.peer.kind === "node") self.heartbeats.push(ctx.peer.nodeId);
@@ -101,7 +104,7 @@ class FakeCurator {
           }
         },
       },
-      { ca: () => ca.certificate, policy: { watch: "cluster", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "node" } },
+      { ca: () => ca.certificate, policy: { watch: "cluster", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "node", prepareColdStart: "node" } },
     );
     const serverKey = generateKeyPair();
     const certificate =

@@ -27,14 +27,14 @@ export function consensusAddressOf(node: { id: string; roles?: NodeRoles | undef
  * Serves both the curator (from its records) and the role server (from
  * what Watch sends).
  */
-export function directoryOf(nodes: readonly { id: string; publicKey: Uint8Array; roles?: NodeRoles | undefined }[]): ClusterDirectory {
+export function directoryOf(nodes: readonly { id: string; publicKey: Uint8Array; joinKey?: Uint8Array; roles?: NodeRoles | undefined }[]): ClusterDirectory {
   return create(ClusterDirectorySchema, {
     nodes: nodes
       .flatMap((n) => {
         const address = consensusAddressOf(n);
-        return address ? [{ id: n.id, publicKey: n.publicKey, address }] : [];
+        return address ? [{ id: n.id, publicKey: n.publicKey, joinKey: n.joinKey ?? new Uint8Array(), address }] : [];
       })
       .sort((a, b) => a.id.localeCompare(b.id))
-      .map((n) => ({ publicKey: n.publicKey, addresses: [{ host: n.address }] })),
+      .map((n) => ({ publicKey: n.publicKey, joinKey: n.joinKey, addresses: [{ host: n.address }] })),
   });
 }

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file api/configuration.proto.
  */
 export const file_api_configuration: GenFile = /*@__PURE__*/
-  fileDesc("ChdhcGkvY29uZmlndXJhdGlvbi5wcm90bxIMbm9kZWNvcmUuYXBpIuICCg5Ob2RlUGFyYW1ldGVycxJKChFjbHVzdGVyX2Jvb3RzdHJhcBgBIAEoCzItLm5vZGVjb3JlLmFwaS5Ob2RlUGFyYW1ldGVycy5DbHVzdGVyQm9vdHN0cmFwSAASSAoQY2x1c3Rlcl9yZWdpc3RlchgCIAEoCzIsLm5vZGVjb3JlLmFwaS5Ob2RlUGFyYW1ldGVycy5DbHVzdGVyUmVnaXN0ZXJIABosChBDbHVzdGVyQm9vdHN0cmFwEhgKEG93bmVyX3B1YmxpY19rZXkYASABKAwagAEKD0NsdXN0ZXJSZWdpc3RlchIXCg9yZWdpc3Rlcl90aWNrZXQYASABKAwSPAoRY2x1c3Rlcl9kaXJlY3RvcnkYAiABKAsyIS5ub2RlY29yZS5jb21tb24uQ2x1c3RlckRpcmVjdG9yeRIWCg5jYV9jZXJ0aWZpY2F0ZRgDIAEoDEIJCgdjbHVzdGVyIrkBChNTZWFsZWRDb25maWd1cmF0aW9uEhcKD25vZGVfdW5sb2NrX2tleRgBIAEoDBIQCghqb2luX2tleRgCIAEoDBISCgpjbHVzdGVyX2NhGAMgASgMEjwKEWNsdXN0ZXJfZGlyZWN0b3J5GAQgASgLMiEubm9kZWNvcmUuY29tbW9uLkNsdXN0ZXJEaXJlY3RvcnkSJQodY29sZF9zdGFydF9jbHVzdGVyX3VubG9ja19rZXkYBSABKAxiBnByb3RvMw", [file_common_common]);
+  fileDesc("ChdhcGkvY29uZmlndXJhdGlvbi5wcm90bxIMbm9kZWNvcmUuYXBpIoIDCg5Ob2RlUGFyYW1ldGVycxJKChFjbHVzdGVyX2Jvb3RzdHJhcBgBIAEoCzItLm5vZGVjb3JlLmFwaS5Ob2RlUGFyYW1ldGVycy5DbHVzdGVyQm9vdHN0cmFwSAASSAoQY2x1c3Rlcl9yZWdpc3RlchgCIAEoCzIsLm5vZGVjb3JlLmFwaS5Ob2RlUGFyYW1ldGVycy5DbHVzdGVyUmVnaXN0ZXJIABpMChBDbHVzdGVyQm9vdHN0cmFwEhgKEG93bmVyX3B1YmxpY19rZXkYASABKAwSHgoWdW5sb2NrX3NoYXJlX3RocmVzaG9sZBgCIAEoDRqAAQoPQ2x1c3RlclJlZ2lzdGVyEhcKD3JlZ2lzdGVyX3RpY2tldBgBIAEoDBI8ChFjbHVzdGVyX2RpcmVjdG9yeRgCIAEoCzIhLm5vZGVjb3JlLmNvbW1vbi5DbHVzdGVyRGlyZWN0b3J5EhYKDmNhX2NlcnRpZmljYXRlGAMgASgMQgkKB2NsdXN0ZXIihgIKE1NlYWxlZENvbmZpZ3VyYXRpb24SFwoPbm9kZV91bmxvY2tfa2V5GAEgASgMEhAKCGpvaW5fa2V5GAIgASgMEhIKCmNsdXN0ZXJfY2EYAyABKAwSPAoRY2x1c3Rlcl9kaXJlY3RvcnkYBCABKAsyIS5ub2RlY29yZS5jb21tb24uQ2x1c3RlckRpcmVjdG9yeRIlCh1jb2xkX3N0YXJ0X2NsdXN0ZXJfdW5sb2NrX2tleRgFIAEoDBIYChBqb2luX2NlcnRpZmljYXRlGAYgASgMEjEKDXVubG9ja19zaGFyZXMYByABKAsyGi5ub2RlY29yZS5hcGkuVW5sb2NrU2hhcmVzIkEKDFVubG9ja1NoYXJlcxINCgVlcG9jaBgBIAEoBBIRCgl0aHJlc2hvbGQYAiABKA0SDwoHaG9sZGVycxgDIAMoCWIGcHJvdG8z", [file_common_common]);
 
 /**
  * Given to a node by its operator (qemu fw_cfg or the EFI system partition).
@@ -61,6 +61,15 @@ export type NodeParameters_ClusterBootstrap = Message<"nodecore.api.NodeParamete
    * @generated from field: bytes owner_public_key = 1;
    */
   ownerPublicKey: Uint8Array;
+
+  /**
+   * How many of the other consensus members' shares open a consensus
+   * member's data at a cold start (README, "Cold start"); 0: a majority
+   * of them. Fixed for the cluster's life.
+   *
+   * @generated from field: uint32 unlock_share_threshold = 2;
+   */
+  unlockShareThreshold: number;
 };
 
 /**
@@ -144,14 +153,33 @@ export type SealedConfiguration = Message<"nodecore.api.SealedConfiguration"> & 
   clusterDirectory?: ClusterDirectory | undefined;
 
   /**
-   * Set only while the node is a consensus member: the cluster's half of the
-   * data partition key, so that a consensus node can restart when no other
-   * curator is reachable (a one-node cluster, or a cold start of every
-   * consensus node). README, "Cold start", explains the trade-off.
+   * Set only while the node is the cluster's only consensus member: the
+   * cluster's half of the data partition key, so that a one-node cluster
+   * can restart (the disk alone unlocks it; README, "Cold start"). With
+   * other consensus members the node relies on its shares instead
+   * (unlock_shares) and this is erased.
    *
    * @generated from field: bytes cold_start_cluster_unlock_key = 5;
    */
   coldStartClusterUnlockKey: Uint8Array;
+
+  /**
+   * This node's join certificate (DER, under the cluster CA): it proves the
+   * node's identity with its join key before its data is unlocked, to the
+   * holders of its shares, and it is what the node's share holder service
+   * presents.
+   *
+   * @generated from field: bytes join_certificate = 6;
+   */
+  joinCertificate: Uint8Array;
+
+  /**
+   * The split of this node's cluster half that every holder has
+   * acknowledged, while the node is a consensus member with others.
+   *
+   * @generated from field: nodecore.api.UnlockShares unlock_shares = 7;
+   */
+  unlockShares?: UnlockShares | undefined;
 };
 
 /**
@@ -160,4 +188,33 @@ export type SealedConfiguration = Message<"nodecore.api.SealedConfiguration"> & 
  */
 export const SealedConfigurationSchema: GenMessage<SealedConfiguration> = /*@__PURE__*/
   messageDesc(file_api_configuration, 1);
+
+/**
+ * @generated from message nodecore.api.UnlockShares
+ */
+export type UnlockShares = Message<"nodecore.api.UnlockShares"> & {
+  /**
+   * @generated from field: uint64 epoch = 1;
+   */
+  epoch: bigint;
+
+  /**
+   * @generated from field: uint32 threshold = 2;
+   */
+  threshold: number;
+
+  /**
+   * Node IDs of the holders, sorted.
+   *
+   * @generated from field: repeated string holders = 3;
+   */
+  holders: string[];
+};
+
+/**
+ * Describes the message nodecore.api.UnlockShares.
+ * Use `create(UnlockSharesSchema)` to create a new message.
+ */
+export const UnlockSharesSchema: GenMessage<UnlockShares> = /*@__PURE__*/
+  messageDesc(file_api_configuration, 2);
 

@@ -14,7 +14,47 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file curator/curator.proto.
  */
 export const file_curator_curator: GenFile = /*@__PURE__*/
-  fileDesc("ChVjdXJhdG9yL2N1cmF0b3IucHJvdG8SEG5vZGVjb3JlLmN1cmF0b3IiGAoWSGVhcnRiZWF0VXBkYXRlUmVxdWVzdCIZChdIZWFydGJlYXRVcGRhdGVSZXNwb25zZSLeAQoMV2F0Y2hSZXF1ZXN0EkcKD25vZGVfaW5fY2x1c3RlchgBIAEoCzIsLm5vZGVjb3JlLmN1cmF0b3IuV2F0Y2hSZXF1ZXN0Lk5vZGVJbkNsdXN0ZXJIABJJChBub2Rlc19pbl9jbHVzdGVyGAIgASgLMi0ubm9kZWNvcmUuY3VyYXRvci5XYXRjaFJlcXVlc3QuTm9kZXNJbkNsdXN0ZXJIABogCg1Ob2RlSW5DbHVzdGVyEg8KB25vZGVfaWQYASABKAkaEAoOTm9kZXNJbkNsdXN0ZXJCBgoEa2luZCKpAQoETm9kZRIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMEikKBXN0YXRlGAMgASgOMhoubm9kZWNvcmUuY29tbW9uLk5vZGVTdGF0ZRIpCgVyb2xlcxgEIAEoCzIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlUm9sZXMSKwoGc3RhdHVzGAUgASgLMhsubm9kZWNvcmUuY29tbW9uLk5vZGVTdGF0dXMiIAoNTm9kZVRvbWJzdG9uZRIPCgdub2RlX2lkGAEgASgJIuYBCgpXYXRjaEV2ZW50EiUKBW5vZGVzGAEgAygLMhYubm9kZWNvcmUuY3VyYXRvci5Ob2RlEjgKD25vZGVfdG9tYnN0b25lcxgCIAMoCzIfLm5vZGVjb3JlLmN1cmF0b3IuTm9kZVRvbWJzdG9uZRI3Cghwcm9ncmVzcxgDIAEoDjIlLm5vZGVjb3JlLmN1cmF0b3IuV2F0Y2hFdmVudC5Qcm9ncmVzcyI+CghQcm9ncmVzcxIUChBQUk9HUkVTU19JTlZBTElEEAASHAoYUFJPR1JFU1NfTEFTVF9CQUNLTE9HR0VEEAEiVwoXVXBkYXRlTm9kZVN0YXR1c1JlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIrCgZzdGF0dXMYAiABKAsyGy5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cyIaChhVcGRhdGVOb2RlU3RhdHVzUmVzcG9uc2UiQAoTUmVnaXN0ZXJOb2RlUmVxdWVzdBIXCg9yZWdpc3Rlcl90aWNrZXQYASABKAwSEAoIam9pbl9rZXkYAiABKAwiFgoUUmVnaXN0ZXJOb2RlUmVzcG9uc2UiLwoRQ29tbWl0Tm9kZVJlcXVlc3QSGgoSY2x1c3Rlcl91bmxvY2tfa2V5GAEgASgMIkYKEkNvbW1pdE5vZGVSZXNwb25zZRIWCg5jYV9jZXJ0aWZpY2F0ZRgBIAEoDBIYChBub2RlX2NlcnRpZmljYXRlGAIgASgMIhEKD0pvaW5Ob2RlUmVxdWVzdCIuChBKb2luTm9kZVJlc3BvbnNlEhoKEmNsdXN0ZXJfdW5sb2NrX2tleRgBIAEoDDKuBAoHQ3VyYXRvchJHCgVXYXRjaBIeLm5vZGVjb3JlLmN1cmF0b3IuV2F0Y2hSZXF1ZXN0Ghwubm9kZWNvcmUuY3VyYXRvci5XYXRjaEV2ZW50MAESaQoQVXBkYXRlTm9kZVN0YXR1cxIpLm5vZGVjb3JlLmN1cmF0b3IuVXBkYXRlTm9kZVN0YXR1c1JlcXVlc3QaKi5ub2RlY29yZS5jdXJhdG9yLlVwZGF0ZU5vZGVTdGF0dXNSZXNwb25zZRJdCgxSZWdpc3Rlck5vZGUSJS5ub2RlY29yZS5jdXJhdG9yLlJlZ2lzdGVyTm9kZVJlcXVlc3QaJi5ub2RlY29yZS5jdXJhdG9yLlJlZ2lzdGVyTm9kZVJlc3BvbnNlElcKCkNvbW1pdE5vZGUSIy5ub2RlY29yZS5jdXJhdG9yLkNvbW1pdE5vZGVSZXF1ZXN0GiQubm9kZWNvcmUuY3VyYXRvci5Db21taXROb2RlUmVzcG9uc2USUQoISm9pbk5vZGUSIS5ub2RlY29yZS5jdXJhdG9yLkpvaW5Ob2RlUmVxdWVzdBoiLm5vZGVjb3JlLmN1cmF0b3IuSm9pbk5vZGVSZXNwb25zZRJkCglIZWFydGJlYXQSKC5ub2RlY29yZS5jdXJhdG9yLkhlYXJ0YmVhdFVwZGF0ZVJlcXVlc3QaKS5ub2RlY29yZS5jdXJhdG9yLkhlYXJ0YmVhdFVwZGF0ZVJlc3BvbnNlKAEwAWIGcHJvdG8z", [file_common_common]);
+  fileDesc("ChVjdXJhdG9yL2N1cmF0b3IucHJvdG8SEG5vZGVjb3JlLmN1cmF0b3IiGQoXUHJlcGFyZUNvbGRTdGFydFJlcXVlc3QiVAoYUHJlcGFyZUNvbGRTdGFydFJlc3BvbnNlEhgKEGpvaW5fY2VydGlmaWNhdGUYASABKAwSHgoWdW5sb2NrX3NoYXJlX3RocmVzaG9sZBgCIAEoDSIYChZIZWFydGJlYXRVcGRhdGVSZXF1ZXN0IhkKF0hlYXJ0YmVhdFVwZGF0ZVJlc3BvbnNlIt4BCgxXYXRjaFJlcXVlc3QSRwoPbm9kZV9pbl9jbHVzdGVyGAEgASgLMiwubm9kZWNvcmUuY3VyYXRvci5XYXRjaFJlcXVlc3QuTm9kZUluQ2x1c3RlckgAEkkKEG5vZGVzX2luX2NsdXN0ZXIYAiABKAsyLS5ub2RlY29yZS5jdXJhdG9yLldhdGNoUmVxdWVzdC5Ob2Rlc0luQ2x1c3RlckgAGiAKDU5vZGVJbkNsdXN0ZXISDwoHbm9kZV9pZBgBIAEoCRoQCg5Ob2Rlc0luQ2x1c3RlckIGCgRraW5kIrsBCgROb2RlEgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSKQoFc3RhdGUYAyABKA4yGi5ub2RlY29yZS5jb21tb24uTm9kZVN0YXRlEikKBXJvbGVzGAQgASgLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcxIrCgZzdGF0dXMYBSABKAsyGy5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cxIQCghqb2luX2tleRgGIAEoDCIgCg1Ob2RlVG9tYnN0b25lEg8KB25vZGVfaWQYASABKAki5gEKCldhdGNoRXZlbnQSJQoFbm9kZXMYASADKAsyFi5ub2RlY29yZS5jdXJhdG9yLk5vZGUSOAoPbm9kZV90b21ic3RvbmVzGAIgAygLMh8ubm9kZWNvcmUuY3VyYXRvci5Ob2RlVG9tYnN0b25lEjcKCHByb2dyZXNzGAMgASgOMiUubm9kZWNvcmUuY3VyYXRvci5XYXRjaEV2ZW50LlByb2dyZXNzIj4KCFByb2dyZXNzEhQKEFBST0dSRVNTX0lOVkFMSUQQABIcChhQUk9HUkVTU19MQVNUX0JBQ0tMT0dHRUQQASJXChdVcGRhdGVOb2RlU3RhdHVzUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEisKBnN0YXR1cxgCIAEoCzIbLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdHVzIhoKGFVwZGF0ZU5vZGVTdGF0dXNSZXNwb25zZSJAChNSZWdpc3Rlck5vZGVSZXF1ZXN0EhcKD3JlZ2lzdGVyX3RpY2tldBgBIAEoDBIQCghqb2luX2tleRgCIAEoDCIWChRSZWdpc3Rlck5vZGVSZXNwb25zZSIvChFDb21taXROb2RlUmVxdWVzdBIaChJjbHVzdGVyX3VubG9ja19rZXkYASABKAwiRgoSQ29tbWl0Tm9kZVJlc3BvbnNlEhYKDmNhX2NlcnRpZmljYXRlGAEgASgMEhgKEG5vZGVfY2VydGlmaWNhdGUYAiABKAwiEQoPSm9pbk5vZGVSZXF1ZXN0Ii4KEEpvaW5Ob2RlUmVzcG9uc2USGgoSY2x1c3Rlcl91bmxvY2tfa2V5GAEgASgMMpkFCgdDdXJhdG9yEkcKBVdhdGNoEh4ubm9kZWNvcmUuY3VyYXRvci5XYXRjaFJlcXVlc3QaHC5ub2RlY29yZS5jdXJhdG9yLldhdGNoRXZlbnQwARJpChBVcGRhdGVOb2RlU3RhdHVzEikubm9kZWNvcmUuY3VyYXRvci5VcGRhdGVOb2RlU3RhdHVzUmVxdWVzdBoqLm5vZGVjb3JlLmN1cmF0b3IuVXBkYXRlTm9kZVN0YXR1c1Jlc3BvbnNlEl0KDFJlZ2lzdGVyTm9kZRIlLm5vZGVjb3JlLmN1cmF0b3IuUmVnaXN0ZXJOb2RlUmVxdWVzdBomLm5vZGVjb3JlLmN1cmF0b3IuUmVnaXN0ZXJOb2RlUmVzcG9uc2USVwoKQ29tbWl0Tm9kZRIjLm5vZGVjb3JlLmN1cmF0b3IuQ29tbWl0Tm9kZVJlcXVlc3QaJC5ub2RlY29yZS5jdXJhdG9yLkNvbW1pdE5vZGVSZXNwb25zZRJRCghKb2luTm9kZRIhLm5vZGVjb3JlLmN1cmF0b3IuSm9pbk5vZGVSZXF1ZXN0GiIubm9kZWNvcmUuY3VyYXRvci5Kb2luTm9kZVJlc3BvbnNlEmQKCUhlYXJ0YmVhdBIoLm5vZGVjb3JlLmN1cmF0b3IuSGVhcnRiZWF0VXBkYXRlUmVxdWVzdBopLm5vZGVjb3JlLmN1cmF0b3IuSGVhcnRiZWF0VXBkYXRlUmVzcG9uc2UoATABEmkKEFByZXBhcmVDb2xkU3RhcnQSKS5ub2RlY29yZS5jdXJhdG9yLlByZXBhcmVDb2xkU3RhcnRSZXF1ZXN0Gioubm9kZWNvcmUuY3VyYXRvci5QcmVwYXJlQ29sZFN0YXJ0UmVzcG9uc2ViBnByb3RvMw", [file_common_common]);
+
+/**
+ * @generated from message nodecore.curator.PrepareColdStartRequest
+ */
+export type PrepareColdStartRequest = Message<"nodecore.curator.PrepareColdStartRequest"> & {
+};
+
+/**
+ * Describes the message nodecore.curator.PrepareColdStartRequest.
+ * Use `create(PrepareColdStartRequestSchema)` to create a new message.
+ */
+export const PrepareColdStartRequestSchema: GenMessage<PrepareColdStartRequest> = /*@__PURE__*/
+  messageDesc(file_curator_curator, 0);
+
+/**
+ * @generated from message nodecore.curator.PrepareColdStartResponse
+ */
+export type PrepareColdStartResponse = Message<"nodecore.curator.PrepareColdStartResponse"> & {
+  /**
+   * DER, organization "nodecore join", CN the node ID, key the node's join key.
+   *
+   * @generated from field: bytes join_certificate = 1;
+   */
+  joinCertificate: Uint8Array;
+
+  /**
+   * How many of the other consensus members' shares open a member's data
+   * key; 0: a majority of them. Set at bootstrap.
+   *
+   * @generated from field: uint32 unlock_share_threshold = 2;
+   */
+  unlockShareThreshold: number;
+};
+
+/**
+ * Describes the message nodecore.curator.PrepareColdStartResponse.
+ * Use `create(PrepareColdStartResponseSchema)` to create a new message.
+ */
+export const PrepareColdStartResponseSchema: GenMessage<PrepareColdStartResponse> = /*@__PURE__*/
+  messageDesc(file_curator_curator, 1);
 
 /**
  * @generated from message nodecore.curator.HeartbeatUpdateRequest
@@ -27,7 +67,7 @@ export type HeartbeatUpdateRequest = Message<"nodecore.curator.HeartbeatUpdateRe
  * Use `create(HeartbeatUpdateRequestSchema)` to create a new message.
  */
 export const HeartbeatUpdateRequestSchema: GenMessage<HeartbeatUpdateRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 0);
+  messageDesc(file_curator_curator, 2);
 
 /**
  * @generated from message nodecore.curator.HeartbeatUpdateResponse
@@ -40,7 +80,7 @@ export type HeartbeatUpdateResponse = Message<"nodecore.curator.HeartbeatUpdateR
  * Use `create(HeartbeatUpdateResponseSchema)` to create a new message.
  */
 export const HeartbeatUpdateResponseSchema: GenMessage<HeartbeatUpdateResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 1);
+  messageDesc(file_curator_curator, 3);
 
 /**
  * @generated from message nodecore.curator.WatchRequest
@@ -69,7 +109,7 @@ export type WatchRequest = Message<"nodecore.curator.WatchRequest"> & {
  * Use `create(WatchRequestSchema)` to create a new message.
  */
 export const WatchRequestSchema: GenMessage<WatchRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 2);
+  messageDesc(file_curator_curator, 4);
 
 /**
  * @generated from message nodecore.curator.WatchRequest.NodeInCluster
@@ -86,7 +126,7 @@ export type WatchRequest_NodeInCluster = Message<"nodecore.curator.WatchRequest.
  * Use `create(WatchRequest_NodeInClusterSchema)` to create a new message.
  */
 export const WatchRequest_NodeInClusterSchema: GenMessage<WatchRequest_NodeInCluster> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 2, 0);
+  messageDesc(file_curator_curator, 4, 0);
 
 /**
  * @generated from message nodecore.curator.WatchRequest.NodesInCluster
@@ -99,7 +139,7 @@ export type WatchRequest_NodesInCluster = Message<"nodecore.curator.WatchRequest
  * Use `create(WatchRequest_NodesInClusterSchema)` to create a new message.
  */
 export const WatchRequest_NodesInClusterSchema: GenMessage<WatchRequest_NodesInCluster> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 2, 1);
+  messageDesc(file_curator_curator, 4, 1);
 
 /**
  * @generated from message nodecore.curator.Node
@@ -129,6 +169,13 @@ export type Node = Message<"nodecore.curator.Node"> & {
    * @generated from field: nodecore.common.NodeStatus status = 5;
    */
   status?: NodeStatus | undefined;
+
+  /**
+   * The public part of the node's join key.
+   *
+   * @generated from field: bytes join_key = 6;
+   */
+  joinKey: Uint8Array;
 };
 
 /**
@@ -136,7 +183,7 @@ export type Node = Message<"nodecore.curator.Node"> & {
  * Use `create(NodeSchema)` to create a new message.
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 3);
+  messageDesc(file_curator_curator, 5);
 
 /**
  * @generated from message nodecore.curator.NodeTombstone
@@ -153,7 +200,7 @@ export type NodeTombstone = Message<"nodecore.curator.NodeTombstone"> & {
  * Use `create(NodeTombstoneSchema)` to create a new message.
  */
 export const NodeTombstoneSchema: GenMessage<NodeTombstone> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 4);
+  messageDesc(file_curator_curator, 6);
 
 /**
  * @generated from message nodecore.curator.WatchEvent
@@ -180,7 +227,7 @@ export type WatchEvent = Message<"nodecore.curator.WatchEvent"> & {
  * Use `create(WatchEventSchema)` to create a new message.
  */
 export const WatchEventSchema: GenMessage<WatchEvent> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 5);
+  messageDesc(file_curator_curator, 7);
 
 /**
  * @generated from enum nodecore.curator.WatchEvent.Progress
@@ -203,7 +250,7 @@ export enum WatchEvent_Progress {
  * Describes the enum nodecore.curator.WatchEvent.Progress.
  */
 export const WatchEvent_ProgressSchema: GenEnum<WatchEvent_Progress> = /*@__PURE__*/
-  enumDesc(file_curator_curator, 5, 0);
+  enumDesc(file_curator_curator, 7, 0);
 
 /**
  * @generated from message nodecore.curator.UpdateNodeStatusRequest
@@ -225,7 +272,7 @@ export type UpdateNodeStatusRequest = Message<"nodecore.curator.UpdateNodeStatus
  * Use `create(UpdateNodeStatusRequestSchema)` to create a new message.
  */
 export const UpdateNodeStatusRequestSchema: GenMessage<UpdateNodeStatusRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 6);
+  messageDesc(file_curator_curator, 8);
 
 /**
  * @generated from message nodecore.curator.UpdateNodeStatusResponse
@@ -238,7 +285,7 @@ export type UpdateNodeStatusResponse = Message<"nodecore.curator.UpdateNodeStatu
  * Use `create(UpdateNodeStatusResponseSchema)` to create a new message.
  */
 export const UpdateNodeStatusResponseSchema: GenMessage<UpdateNodeStatusResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 7);
+  messageDesc(file_curator_curator, 9);
 
 /**
  * @generated from message nodecore.curator.RegisterNodeRequest
@@ -262,7 +309,7 @@ export type RegisterNodeRequest = Message<"nodecore.curator.RegisterNodeRequest"
  * Use `create(RegisterNodeRequestSchema)` to create a new message.
  */
 export const RegisterNodeRequestSchema: GenMessage<RegisterNodeRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 8);
+  messageDesc(file_curator_curator, 10);
 
 /**
  * @generated from message nodecore.curator.RegisterNodeResponse
@@ -275,7 +322,7 @@ export type RegisterNodeResponse = Message<"nodecore.curator.RegisterNodeRespons
  * Use `create(RegisterNodeResponseSchema)` to create a new message.
  */
 export const RegisterNodeResponseSchema: GenMessage<RegisterNodeResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 9);
+  messageDesc(file_curator_curator, 11);
 
 /**
  * @generated from message nodecore.curator.CommitNodeRequest
@@ -294,7 +341,7 @@ export type CommitNodeRequest = Message<"nodecore.curator.CommitNodeRequest"> & 
  * Use `create(CommitNodeRequestSchema)` to create a new message.
  */
 export const CommitNodeRequestSchema: GenMessage<CommitNodeRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 10);
+  messageDesc(file_curator_curator, 12);
 
 /**
  * @generated from message nodecore.curator.CommitNodeResponse
@@ -316,7 +363,7 @@ export type CommitNodeResponse = Message<"nodecore.curator.CommitNodeResponse"> 
  * Use `create(CommitNodeResponseSchema)` to create a new message.
  */
 export const CommitNodeResponseSchema: GenMessage<CommitNodeResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 11);
+  messageDesc(file_curator_curator, 13);
 
 /**
  * @generated from message nodecore.curator.JoinNodeRequest
@@ -329,7 +376,7 @@ export type JoinNodeRequest = Message<"nodecore.curator.JoinNodeRequest"> & {
  * Use `create(JoinNodeRequestSchema)` to create a new message.
  */
 export const JoinNodeRequestSchema: GenMessage<JoinNodeRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 12);
+  messageDesc(file_curator_curator, 14);
 
 /**
  * @generated from message nodecore.curator.JoinNodeResponse
@@ -346,7 +393,7 @@ export type JoinNodeResponse = Message<"nodecore.curator.JoinNodeResponse"> & {
  * Use `create(JoinNodeResponseSchema)` to create a new message.
  */
 export const JoinNodeResponseSchema: GenMessage<JoinNodeResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 13);
+  messageDesc(file_curator_curator, 15);
 
 /**
  * @generated from service nodecore.curator.Curator
@@ -423,6 +470,18 @@ export const Curator: GenService<{
     methodKind: "bidi_streaming";
     input: typeof HeartbeatUpdateRequestSchema;
     output: typeof HeartbeatUpdateResponseSchema;
+  },
+  /**
+   * Issues the calling node a join certificate (its join key, named as the
+   * node, under the cluster CA) and says how cold-start shares are to be
+   * split. Callers: consensus members (their own only).
+   *
+   * @generated from rpc nodecore.curator.Curator.PrepareColdStart
+   */
+  prepareColdStart: {
+    methodKind: "unary";
+    input: typeof PrepareColdStartRequestSchema;
+    output: typeof PrepareColdStartResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_curator_curator, 0);

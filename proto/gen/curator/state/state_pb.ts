@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file curator/state/state.proto.
  */
 export const file_curator_state_state: GenFile = /*@__PURE__*/
-  fileDesc("ChljdXJhdG9yL3N0YXRlL3N0YXRlLnByb3RvEhZub2RlY29yZS5jdXJhdG9yLnN0YXRlIokCCgpOb2RlUmVjb3JkEgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSEAoIam9pbl9rZXkYAyABKAwSKQoFc3RhdGUYBCABKA4yGi5ub2RlY29yZS5jb21tb24uTm9kZVN0YXRlEikKBXJvbGVzGAUgASgLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcxIrCgZzdGF0dXMYBiABKAsyGy5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cxIaChJjbHVzdGVyX3VubG9ja19rZXkYByABKAwSKgoGbGFiZWxzGAggAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbCJAChRDZXJ0aWZpY2F0ZUF1dGhvcml0eRITCgtjZXJ0aWZpY2F0ZRgBIAEoDBITCgtwcml2YXRlX2tleRgCIAEoDCJWCg1DbHVzdGVyUmVjb3JkEhgKEG93bmVyX3B1YmxpY19rZXkYASABKAwSFwoPcmVnaXN0ZXJfdGlja2V0GAIgASgMEhIKCmNyZWF0ZWRfbXMYAyABKANiBnByb3RvMw", [file_common_common]);
+  fileDesc("ChljdXJhdG9yL3N0YXRlL3N0YXRlLnByb3RvEhZub2RlY29yZS5jdXJhdG9yLnN0YXRlIokCCgpOb2RlUmVjb3JkEgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSEAoIam9pbl9rZXkYAyABKAwSKQoFc3RhdGUYBCABKA4yGi5ub2RlY29yZS5jb21tb24uTm9kZVN0YXRlEikKBXJvbGVzGAUgASgLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcxIrCgZzdGF0dXMYBiABKAsyGy5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cxIaChJjbHVzdGVyX3VubG9ja19rZXkYByABKAwSKgoGbGFiZWxzGAggAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbCJAChRDZXJ0aWZpY2F0ZUF1dGhvcml0eRITCgtjZXJ0aWZpY2F0ZRgBIAEoDBITCgtwcml2YXRlX2tleRgCIAEoDCJ2Cg1DbHVzdGVyUmVjb3JkEhgKEG93bmVyX3B1YmxpY19rZXkYASABKAwSFwoPcmVnaXN0ZXJfdGlja2V0GAIgASgMEhIKCmNyZWF0ZWRfbXMYAyABKAMSHgoWdW5sb2NrX3NoYXJlX3RocmVzaG9sZBgEIAEoDWIGcHJvdG8z", [file_common_common]);
 
 /**
  * /nodecore/nodes/<node id>
@@ -131,6 +131,14 @@ export type ClusterRecord = Message<"nodecore.curator.state.ClusterRecord"> & {
    * @generated from field: int64 created_ms = 3;
    */
   createdMs: bigint;
+
+  /**
+   * How many of the other consensus members' shares open a member's data
+   * key at a cold start; 0: a majority of them (README, "Cold start").
+   *
+   * @generated from field: uint32 unlock_share_threshold = 4;
+   */
+  unlockShareThreshold: number;
 };
 
 /**

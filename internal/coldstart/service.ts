@@ -1,0 +1,80 @@
+// The ShareHolder service: keeps the other consensus members' shares, and
+// hands each member its own shares back when it cold-starts.
+
+import { fromBinary } from "@bufbuild/protobuf";
+import type { X509Certificate } from "node:crypto";
+import type { SealedConfiguration } from "../../proto/gen/api/configuration_pb.ts";
+import { WrappedShareSchema, type ShareHolder } from "../../proto/gen/coldstart/coldstart_pb.ts";
+import type { ClusterDirectory } from "../../proto/gen/common/common_pb.ts";
+import type { Logger } from "../log/mod.ts";
+import { joinCertificateProblem, nodeIdFromPublicKey } from "../pki/mod.ts";
+import { InvalidArgumentError, NotFoundError, PermissionDeniedError, type ServiceImpl, type ServicePolicy } from "../rpc/mod.ts";
+import { checkNodeId } from "../curator/validate.ts";
+import { holdShare, sharesHeldFor } from "./held_shares.ts";
+import { MAX_SEALED_SHARE_BYTES, ShareError, openAsHolder } from "./shares.ts";
+
+export const SHARE_HOLDER_POLICY: ServicePolicy<typeof ShareHolder> = {
+  holdShare: "node",
+  // The caller has only its join certificate, which is no node certificate:
+  // the handler checks it.
+  getShares: "key",
+};
+
+export interface ShareHolderDeps {
+  /** This node's ID (its join certificate names it). */
+  nodeId: string;
+  /** The held shares file on the ESP. */
+  heldPath: string;
+  /** The node's sealed configuration as it is now: the cluster CA and the join key. */
+  sealed: () => SealedConfiguration;
+  /** The consensus members as the cluster last reported them. */
+  directory: () => ClusterDirectory;
+  logger: Logger;
+}
+
+export function isConsensusMember(directory: ClusterDirectory, nodeId: string): boolean {
+  return directory.nodes.some((n) => nodeIdFromPublicKey(n.publicKey) === nodeId);
+}
+
+export function shareHolderService(deps: ShareHolderDeps, ca: () => X509Certificate): ServiceImpl<typeof ShareHolder> {
+  return {
+    async holdShare(request, ctx) {
+      if (ctx.peer.kind !== "node") throw new Error("unreachable: policy is node");
+      const owner = ctx.peer.nodeId;
+      if (owner === deps.nodeId) throw new InvalidArgumentError("a node does not hold a share of its own key");
+      if (!isConsensusMember(deps.directory(), owner)) {
+        throw new PermissionDeniedError(`node ${owner} is not a consensus member in this node's directory; only consensus members leave shares here`);
+      }
+      if (request.epoch < 1n) throw new InvalidArgumentError("epoch: must be at least 1");
+      if (request.committedEpoch > request.epoch) throw new InvalidArgumentError(`committed_epoch ${request.committedEpoch} is after epoch ${request.epoch}`);
+      if (request.sealedShare.length === 0 || request.sealedShare.length > MAX_SEALED_SHARE_BYTES) {
+        throw new InvalidArgumentError(`sealed_share: ${request.sealedShare.length} bytes, must be 1 to ${MAX_SEALED_SHARE_BYTES}`);
+      }
+      // A share this node could not open later is refused now, not kept.
+      try {
+        openAsHolder(deps.sealed().joinKey, owner, deps.nodeId, request.sealedShare);
+      } catch (err) {
+        if (err instanceof ShareError) throw new InvalidArgumentError(`sealed_share: not sealed to this node's join key: ${err.message}`);
+        throw err;
+      }
+      holdShare(deps.heldPath, { owner, epoch: request.epoch, committedEpoch: request.committedEpoch, sealedShare: request.sealedShare });
+      deps.logger.info("holding a cold-start share", { owner, epoch: String(request.epoch), committed: String(request.committedEpoch) });
+      return {};
+    },
+
+    async getShares(request, ctx) {
+      checkNodeId("node_id", request.nodeId);
+      if (ctx.peer.kind !== "key") {
+        throw new PermissionDeniedError("shares are handed out only to the node's join certificate, not to a node or owner certificate");
+      }
+      const problem = joinCertificateProblem(ctx.peer.certificate, ca(), request.nodeId);
+      if (problem) throw new PermissionDeniedError(`not node ${request.nodeId}: ${problem}`);
+      const held = sharesHeldFor(deps.heldPath, request.nodeId);
+      if (held.length === 0) throw new NotFoundError(`this node (${deps.nodeId}) holds no share for ${request.nodeId}`);
+      const joinSeed = deps.sealed().joinKey;
+      const shares = held.map((s) => fromBinary(WrappedShareSchema, openAsHolder(joinSeed, request.nodeId, deps.nodeId, s.sealedShare)));
+      deps.logger.info("handed out cold-start shares", { to: request.nodeId, shares: shares.length });
+      return { shares };
+    },
+  };
+}
