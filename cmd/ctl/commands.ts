@@ -4,6 +4,7 @@
 // command's `actions`: name, arguments, one line of description, handler.
 // The handlers only wire flags to internal/operator and print the result.
 
+import { describeColdStart } from "../../internal/coldstart/threshold.ts";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { X509Certificate } from "node:crypto";
@@ -131,7 +132,11 @@ export const program: Program<Ctl> = {
             if (endpoints.length) saveCredentials(paths, { certificate: credentials.certificate, ca: credentials.ca, endpoints });
             const curators = endpoints.map(formatEndpoint);
             const fingerprint = new X509Certificate(info.caCertificate).fingerprint256;
-            ctl.print({ curators, caFingerprint: fingerprint }, `curators: ${curators.join(", ") || "(none)"}\nCA fingerprint (SHA-256): ${fingerprint}`);
+            const coldStart = describeColdStart(info.clusterDirectory?.nodes.length ?? 0, info.unlockShareThreshold);
+            ctl.print(
+              { curators, caFingerprint: fingerprint, unlockShareThreshold: info.unlockShareThreshold, coldStart },
+              `curators: ${curators.join(", ") || "(none)"}\nCA fingerprint (SHA-256): ${fingerprint}\ncold start: ${coldStart}`,
+            );
           },
         },
       ],

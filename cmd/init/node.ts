@@ -6,6 +6,7 @@
 //   ├── enrolment    parameters ─▶ bootstrap | register | join ──▶ membership
 //   ├── roleserve    controlplane, curatorconnection, rolefetch, statuspush, heartbeat, kubernetes
 //   ├── nodemgmt     the owner's view into this node: logs, services, power (port 7836)
+//   ├── shareholder  other consensus members' cold-start shares, from boot on (port 7837)
 //   └── status       narrates where the node stands on the console
 
 import { Value } from "../../internal/event/mod.ts";
@@ -15,6 +16,7 @@ import type { Network } from "../../internal/network/mod.ts";
 import { newRoleServerValues, roleServer } from "../../internal/roleserve/mod.ts";
 import type { LogTree } from "../../internal/logtree/mod.ts";
 import { nodeManagementRunnable, type PowerRequest } from "../../internal/nodemgmt/mod.ts";
+import { shareHolderRunnable } from "../../internal/coldstart/mod.ts";
 import { untilCancelled, type Runnable, type RunnableDump } from "../../internal/supervisor/mod.ts";
 import { VERSION } from "../../internal/version/mod.ts";
 
@@ -72,6 +74,7 @@ export function nodeRoot(config: NodeConfig): Runnable {
       ),
     );
     ctx.run("nodemgmt", nodeManagementRunnable({ membership, logs: config.logs, services: config.services, power: config.power }));
+    ctx.run("shareholder", shareHolderRunnable({ layout: config.layout, address, sealed: roleValues.sealed, directory: roleValues.directory }));
     ctx.run("status", async (status) => {
       status.signalHealthy();
       const nodeAddress = await address(status.signal);

@@ -2,7 +2,8 @@
 //
 //   sealed configuration (ESP): join key, node unlock key, CA, directory
 //     ─▶ JoinNode on any other curator (proving the join key) ─▶ cluster unlock key
-//        (none reachable and this node keeps a cold-start key: use it)
+//        (none reachable: a consensus member combines the shares the other
+//         members hold for it, or, the only member, uses its cold-start key)
 //     ─▶ data partition opened with the combined key ─▶ node credentials
 
 import { X509Certificate, createPublicKey } from "node:crypto";
@@ -19,7 +20,10 @@ import {
   sameAddress,
   type CuratorEndpoint,
 } from "../curator/client/mod.ts";
-import { privateKeyFromRaw, selfSignedCertificate } from "../pki/mod.ts";
+import { commonNameOf, privateKeyFromRaw, selfSignedCertificate } from "../pki/mod.ts";
+import { gatherShares, peersOf } from "../coldstart/mod.ts";
+import { create } from "@bufbuild/protobuf";
+import { ClusterDirectorySchema } from "../../proto/gen/common/common_pb.ts";
 import { RpcError, Status } from "../rpc/mod.ts";
 import { sleep } from "../supervisor/mod.ts";
 import { CredentialsError, loadCredentials } from "./credentials.ts";
@@ -56,6 +60,7 @@ async function fetchClusterUnlockKey(options: JoinOptions): Promise<Uint8Array> 
   const endpoints = endpointsOfDirectory(sealed.clusterDirectory, options.curatorPort).filter((e) => !sameAddress(e, own));
   // One pool for all rounds: it remembers the leader between them.
   const pool = new CuratorPool(credentials);
+  let lastShareMessage = "";
   try {
     for (;;) {
       signal.throwIfAborted();
@@ -81,12 +86,51 @@ async function fetchClusterUnlockKey(options: JoinOptions): Promise<Uint8Array> 
         );
         return sealed.coldStartClusterUnlockKey;
       }
+      if ((sealed.unlockShares?.holders.length ?? 0) > 0) {
+        const fromShares = await coldStartWithShares(sealed, logger, signal, (message) => {
+          if (message !== lastShareMessage) logger.warn(message, { lastCuratorError: lastReason });
+          lastShareMessage = message;
+        });
+        if (fromShares) return fromShares;
+        await sleep(JOIN_RETRY_MS, signal);
+        continue;
+      }
       logger.info("waiting for a curator to let this node join", { tried: endpoints.length, lastError: lastReason });
       await sleep(JOIN_RETRY_MS, signal);
     }
   } finally {
     pool.close();
   }
+}
+
+/**
+ * A cold start: no curator answers, so this consensus member asks the
+ * holders of its shares (the other consensus members, by its sealed
+ * directory) and combines them. Undefined, with `report` told who it waits
+ * for, until enough of them answer.
+ */
+async function coldStartWithShares(sealed: SealedConfiguration, logger: Logger, signal: AbortSignal, report: (message: string) => void): Promise<Uint8Array | undefined> {
+  if (sealed.joinCertificate.length === 0) throw new Error("the sealed configuration has shares but no join certificate to ask for them with");
+  const joinCertificate = new X509Certificate(sealed.joinCertificate);
+  const ownId = commonNameOf(joinCertificate) ?? "";
+  const joinPrivate = privateKeyFromRaw(sealed.joinKey);
+  const peers = peersOf(sealed.clusterDirectory ?? create(ClusterDirectorySchema), ownId);
+  const gathered = await gatherShares({
+    ownId,
+    nodeUnlockKey: sealed.nodeUnlockKey,
+    peers,
+    tls: { ca: new X509Certificate(sealed.clusterCa), certificate: joinCertificate, privateKey: joinPrivate },
+    signal,
+  });
+  const { result } = gathered;
+  if (result.kind === "combined") {
+    logger.info("cold start: this node's cluster half is whole again from its shares", { holders: gathered.answered.join(","), epoch: String(result.epoch) });
+    return result.clusterHalf;
+  }
+  const need = result.need || sealed.unlockShares?.threshold || 1;
+  const waiting = gathered.failed.map((f) => `${f.peer} (${f.reason})`).join("; ");
+  report(`cold start: no curator answers; have ${result.have} of ${need} shares of this node's key; waiting for ${waiting || "more holders"}`);
+  return undefined;
 }
 
 export async function joinCluster(options: JoinOptions): Promise<Enrolled> {

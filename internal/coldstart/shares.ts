@@ -55,17 +55,6 @@ export interface Holder {
   joinKey: Uint8Array;
 }
 
-/** The default threshold: a majority of the other consensus members, at least 1. */
-export function defaultThreshold(holders: number): number {
-  return Math.max(1, Math.floor(holders / 2) + 1);
-}
-
-/** The threshold a split uses: the configured one (0: the default), never more than there are holders. */
-export function effectiveThreshold(configured: number, holders: number): number {
-  if (holders < 1) throw new Error("a split needs at least one holder");
-  return configured > 0 ? Math.min(configured, holders) : defaultThreshold(holders);
-}
-
 function associatedData(layer: string, owner: string, holder: string): Buffer {
   return Buffer.from(`${layer}\0owner=${owner}\0holder=${holder}`);
 }

@@ -18,6 +18,8 @@
 //                                        │  heartbeat ── an update every 5 s, a stream ──▶│ (leader)
 //                                        │  kubernetes ── binaries present? ─▶ services   │
 //                                        │  sealed ── directory, cold-start key ─▶ ESP    │
+//                                        │  coldstart ── shares of the cluster half ─▶    │ other members'
+//                                        │      ShareHolder; join certificate ─▶ ESP       │ share holders
 //                                        └───────────────────────────────────────────────┘
 //
 // Workers talk only through watchable values (internal/event). Each worker
@@ -34,6 +36,7 @@
 
 import { create } from "@bufbuild/protobuf";
 import { ClusterDirectorySchema, type ClusterDirectory, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
+import type { SealedConfiguration } from "../../proto/gen/api/configuration_pb.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
 import { CURATOR_PORT, CuratorPool, endpointsOfDirectory, formatEndpoint, sameAddress } from "../curator/client/mod.ts";
 import { Value, followValues } from "../event/mod.ts";
@@ -47,6 +50,7 @@ import { roleFetchWorker } from "./worker_rolefetch.ts";
 import { statusPushWorker } from "./worker_statuspush.ts";
 import { heartbeatWorker } from "./worker_heartbeat.ts";
 import { sealedUpdateWorker } from "./worker_sealed.ts";
+import { coldStartWorker } from "./worker_coldstart.ts";
 
 export { withCurator, type CuratorConnection, type CuratorClient } from "./curator_connection.ts";
 export { ServiceBoard } from "./service_status.ts";
@@ -55,6 +59,7 @@ export { roleFetchWorker, type RoleFetchOptions } from "./worker_rolefetch.ts";
 export { statusPushWorker, type StatusPushOptions } from "./worker_statuspush.ts";
 export { heartbeatWorker, type HeartbeatOptions } from "./worker_heartbeat.ts";
 export { sealedUpdateWorker, type SealedUpdateOptions } from "./worker_sealed.ts";
+export { coldStartWorker, type ColdStartOptions } from "./worker_coldstart.ts";
 export { kubernetesWorker, DEFAULT_KUBERNETES_BIN_DIR, type KubernetesOptions } from "./worker_kubernetes.ts";
 export { loadEtcdMemberState, clearEtcdMember, type EtcdMemberState } from "./etcd_member_state.ts";
 
@@ -65,6 +70,7 @@ export interface RoleServerOptions {
   etcdClientHost: (membership: ClusterMembership) => string;
   kubernetesBinDir?: string;
   curatorPort?: number;
+  shareHolderPort?: number;
 }
 
 /** The values the Role Server keeps, for observers (status, tests). */
@@ -74,6 +80,8 @@ export interface RoleServerValues {
   directory: Value<ClusterDirectory>;
   connection: Value<CuratorConnection>;
   board: ServiceBoard;
+  /** The sealed configuration each time the role server rewrites it. */
+  sealed: Value<SealedConfiguration>;
 }
 
 export function newRoleServerValues(): RoleServerValues {
@@ -83,6 +91,7 @@ export function newRoleServerValues(): RoleServerValues {
     directory: new Value<ClusterDirectory>(),
     connection: new Value<CuratorConnection>(),
     board: new ServiceBoard(),
+    sealed: new Value<SealedConfiguration>(),
   };
 }
 
@@ -149,7 +158,20 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
       statusPushWorker({ membership: options.membership, connection: values.connection, localCurator: values.localCurator, services: values.board.value }),
     );
     ctx.run("heartbeat", heartbeatWorker({ membership: options.membership, connection: values.connection }));
-    ctx.run("sealed", sealedUpdateWorker({ layout: options.layout, membership: options.membership, roles: values.roles, directory: values.directory }));
+    ctx.run("sealed", sealedUpdateWorker({ layout: options.layout, membership: options.membership, roles: values.roles, directory: values.directory, sealed: values.sealed }));
+    ctx.run(
+      "coldstart",
+      coldStartWorker({
+        layout: options.layout,
+        membership: options.membership,
+        roles: values.roles,
+        directory: values.directory,
+        connection: values.connection,
+        board: values.board,
+        sealed: values.sealed,
+        ...(options.shareHolderPort !== undefined ? { shareHolderPort: options.shareHolderPort } : {}),
+      }),
+    );
     ctx.run("kubernetes", kubernetesWorker({ roles: values.roles, board: values.board, ...(options.kubernetesBinDir ? { binDir: options.kubernetesBinDir } : {}) }));
     ctx.signalHealthy();
     await untilCancelled(ctx.signal);

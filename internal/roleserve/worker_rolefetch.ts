@@ -5,7 +5,7 @@
 import { create } from "@bufbuild/protobuf";
 import { NodeRolesSchema, type ClusterDirectory, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
 import { directoryOf, formatEndpoint } from "../curator/client/mod.ts";
-import type { Node } from "../../proto/gen/curator/curator_pb.ts";
+import { WatchEvent_Progress, type Node } from "../../proto/gen/curator/curator_pb.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
 import type { Value } from "../event/mod.ts";
 import { RestartRequest, type Runnable } from "../supervisor/mod.ts";
@@ -34,9 +34,15 @@ export function roleFetchWorker(options: RoleFetchOptions): Runnable {
     });
     reconnect.catch(() => {});
     const watching = withCurator(connection, async (client) => {
+      // Published once the backlog is complete: a directory from half a
+      // backlog would tell the sealed and cold-start workers that members
+      // left who did not.
+      let backlogDone = false;
       for await (const event of client.watch({ kind: { case: "nodesInCluster", value: {} } }, { signal: ctx.signal })) {
         for (const node of event.nodes) nodes.set(node.id, node);
         for (const tombstone of event.nodeTombstones) nodes.delete(tombstone.nodeId);
+        if (event.progress === WatchEvent_Progress.LAST_BACKLOGGED) backlogDone = true;
+        if (!backlogDone) continue;
         const own = nodes.get(credentials.nodeId);
         const roles = own?.roles ?? create(NodeRolesSchema);
         const summary = JSON.stringify({

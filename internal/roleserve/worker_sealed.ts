@@ -1,11 +1,12 @@
 // The sealed-configuration worker: keeps what the node needs at its next
 // boot current on the ESP — the curators to join through (so a rebooting
 // node finds the survivors, not just the curators it knew when it enrolled),
-// and, while the node is a consensus member, the cold-start key (README,
-// "Cold start").
+// and, while the node is a consensus member whose cluster half is not split
+// among other members yet, the cold-start key (README, "Cold start"; the
+// cold-start worker makes the split and erases the key).
 
 import { clone, create, equals } from "@bufbuild/protobuf";
-import { SealedConfigurationSchema } from "../../proto/gen/api/configuration_pb.ts";
+import { SealedConfigurationSchema, type SealedConfiguration } from "../../proto/gen/api/configuration_pb.ts";
 import { ClusterDirectorySchema, type ClusterDirectory, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
 import { readSealedConfiguration, writeSealedConfiguration, type ClusterMembership } from "../cluster/mod.ts";
 import { followValues, type Value } from "../event/mod.ts";
@@ -17,6 +18,8 @@ export interface SealedUpdateOptions {
   membership: Value<ClusterMembership>;
   roles: Value<NodeRoles | undefined>;
   directory: Value<ClusterDirectory>;
+  /** Written: every sealed configuration this worker writes. */
+  sealed: Value<SealedConfiguration>;
 }
 
 export function sealedUpdateWorker(options: SealedUpdateOptions): Runnable {
@@ -33,9 +36,11 @@ export function sealedUpdateWorker(options: SealedUpdateOptions): Runnable {
       if (!current) continue;
       const next = clone(SealedConfigurationSchema, current);
       if (directory && directory.nodes.length > 0) next.clusterDirectory = create(ClusterDirectorySchema, directory);
-      next.coldStartClusterUnlockKey = roles.consensusMember ? membership.clusterUnlockKey : new Uint8Array();
+      const split = (next.unlockShares?.holders.length ?? 0) > 0;
+      next.coldStartClusterUnlockKey = roles.consensusMember && !split ? membership.clusterUnlockKey : new Uint8Array();
       if (equals(SealedConfigurationSchema, current, next)) continue;
       writeSealedConfiguration(options.layout.esp.sealed, next);
+      options.sealed.set(next);
       ctx.logger.info("sealed configuration updated", {
         curators: next.clusterDirectory?.nodes.length ?? 0,
         coldStartKey: next.coldStartClusterUnlockKey.length > 0,

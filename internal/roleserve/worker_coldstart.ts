@@ -1,0 +1,205 @@
+// The cold-start worker: while this node is a consensus member, keeps its
+// cluster half split among the other consensus members (internal/coldstart)
+// and its ESP free of the cluster half; while it is not, holds nobody's
+// shares.
+//
+//   roles, directory ─▶ consensus member?
+//     no  ─▶ drop held shares; forget the split
+//     yes ─▶ join certificate (curator PrepareColdStart) ─▶ ESP
+//            drop shares of owners that left consensus
+//            no other member ─▶ "local-key": the sealed worker keeps the cluster half on the ESP
+//            holders or threshold changed ─▶ split, HoldShare to every holder
+//              all acknowledged ─▶ ESP: unlock_shares, cold-start key erased ─▶ "shared"
+//              some not ─▶ "sharing" (who is missing, why) ─▶ retry with backoff
+//
+// Reads: membership, roles, directory, connection. Writes: the ESP's sealed
+// configuration and held shares, the "coldstart" line of the node's status,
+// and `sealed` (each sealed configuration it writes).
+
+import { clone, create } from "@bufbuild/protobuf";
+import { SealedConfigurationSchema, UnlockSharesSchema, type SealedConfiguration } from "../../proto/gen/api/configuration_pb.ts";
+import type { ClusterDirectory, NodeRoles } from "../../proto/gen/common/common_pb.ts";
+import { readSealedConfiguration, writeSealedConfiguration, type ClusterMembership } from "../cluster/mod.ts";
+import {
+  dialShareHolder,
+  dropShares,
+  effectiveThreshold,
+  isConsensusMember,
+  peersOf,
+  splitClusterHalf,
+  SHARE_CALL_TIMEOUT_MS,
+  type Peer,
+} from "../coldstart/mod.ts";
+import type { Value } from "../event/mod.ts";
+import type { StorageLayout } from "../localstorage/mod.ts";
+import { Backoff, sleep, type RunContext, type Runnable } from "../supervisor/mod.ts";
+import { withCurator, type CuratorConnection } from "./curator_connection.ts";
+import type { ServiceBoard } from "./service_status.ts";
+
+const SERVICE = "coldstart";
+/** Retries of a split that some holder did not take: from 1 s, doubling, up to 30 s. */
+const RETRY_INITIAL_MS = 1_000;
+const RETRY_MAX_MS = 30_000;
+
+export interface ColdStartOptions {
+  layout: StorageLayout;
+  membership: Value<ClusterMembership>;
+  roles: Value<NodeRoles | undefined>;
+  directory: Value<ClusterDirectory>;
+  connection: Value<CuratorConnection>;
+  board: ServiceBoard;
+  /** Written: every sealed configuration this worker writes (the share holder serves from it). */
+  sealed: Value<SealedConfiguration>;
+  /** The port the other members' share holders listen on (SHARE_HOLDER_PORT unless a test says otherwise). */
+  shareHolderPort?: number;
+}
+
+type Outcome = "settled" | "retry";
+
+export function coldStartWorker(options: ColdStartOptions): Runnable {
+  return async (ctx) => {
+    const membership = await options.membership.get({ signal: ctx.signal });
+    const ownId = membership.credentials.nodeId;
+    let threshold: number | undefined;
+    const backoff = new Backoff({ initialMs: RETRY_INITIAL_MS, multiplier: 2, maxMs: RETRY_MAX_MS, jitter: 0.2 });
+    ctx.signalHealthy();
+    for (;;) {
+      const roles = options.roles.peek();
+      const directory = options.directory.peek();
+      let outcome: Outcome = "settled";
+      if (roles !== undefined && directory !== undefined) {
+        if (!roles.consensusMember) {
+          notAMember();
+        } else {
+          if (threshold === undefined) threshold = await prepare();
+          outcome = threshold === undefined ? "retry" : await member(directory, threshold);
+        }
+      }
+      if (outcome === "settled") backoff.reset();
+      // Until the roles or the directory change, or the retry is due.
+      const waits = new AbortController();
+      const onAbort = () => waits.abort();
+      ctx.signal.addEventListener("abort", onAbort, { once: true });
+      try {
+        await Promise.race([
+          options.roles.waitFor((r) => r !== roles, { signal: waits.signal }),
+          options.directory.waitFor((d) => d !== directory, { signal: waits.signal }),
+          ...(outcome === "retry" ? [sleep(backoff.next(), waits.signal)] : []),
+        ]).catch(() => {});
+      } finally {
+        ctx.signal.removeEventListener("abort", onAbort);
+        waits.abort();
+      }
+      ctx.signal.throwIfAborted();
+    }
+
+    function sealedNow(): SealedConfiguration {
+      const sealed = readSealedConfiguration(options.layout.esp.sealed);
+      if (!sealed) throw new Error(`the sealed configuration ${options.layout.esp.sealed} is gone`);
+      return sealed;
+    }
+
+    function writeSealed(change: (next: SealedConfiguration) => void): void {
+      const next = clone(SealedConfigurationSchema, sealedNow());
+      change(next);
+      writeSealedConfiguration(options.layout.esp.sealed, next);
+      options.sealed.set(next);
+    }
+
+    function notAMember(): void {
+      const dropped = dropShares(options.layout.esp.heldShares, () => false);
+      if (dropped.length) ctx.logger.info("not a consensus member: dropped the shares held for others", { owners: dropped.join(",") });
+      if (sealedNow().unlockShares) {
+        writeSealed((s) => void (s.unlockShares = undefined));
+        options.board.report(SERVICE, "not-assigned", "not a consensus member");
+      }
+    }
+
+    /** The join certificate on the ESP, and the cluster's threshold; undefined when no curator answered. */
+    async function prepare(): Promise<number | undefined> {
+      try {
+        const connection = await options.connection.get({ signal: ctx.signal });
+        const response = await withCurator(connection, (client) => client.prepareColdStart({}, { timeoutMs: SHARE_CALL_TIMEOUT_MS, signal: ctx.signal }));
+        if (!Buffer.from(sealedNow().joinCertificate).equals(Buffer.from(response.joinCertificate))) {
+          writeSealed((s) => void (s.joinCertificate = response.joinCertificate));
+          ctx.logger.info("join certificate stored on the ESP");
+        }
+        return response.unlockShareThreshold;
+      } catch (err) {
+        ctx.signal.throwIfAborted();
+        options.board.report(SERVICE, "waiting", `waiting for a curator to issue the join certificate: ${(err as Error).message}`);
+        return undefined;
+      }
+    }
+
+    async function member(directory: ClusterDirectory, configured: number): Promise<Outcome> {
+      // A directory without this node is not the full picture yet: prune only on one that has it.
+      if (isConsensusMember(directory, ownId)) {
+        const dropped = dropShares(options.layout.esp.heldShares, (owner) => isConsensusMember(directory, owner));
+        if (dropped.length) ctx.logger.info("dropped the shares of nodes no longer in consensus", { owners: dropped.join(",") });
+      }
+      const peers = peersOf(directory, ownId).filter((p) => p.joinKey.length === 32);
+      const sealed = sealedNow();
+      if (peers.length === 0) {
+        if (sealed.unlockShares) writeSealed((s) => void (s.unlockShares = undefined));
+        options.board.report(SERVICE, "local-key", "the only consensus member: its own disk unlocks it; a second consensus member turns sharing on");
+        return "settled";
+      }
+      const holders = peers.map((p) => p.id).sort();
+      const threshold = effectiveThreshold(configured, holders.length);
+      const committed = sealed.unlockShares;
+      const summary = `any ${threshold} of ${holders.length} other consensus members unlock it: ${holders.join(", ")}`;
+      if (committed && committed.threshold === threshold && committed.holders.join(",") === holders.join(",")) {
+        if (sealed.coldStartClusterUnlockKey.length > 0) writeSealed((s) => void (s.coldStartClusterUnlockKey = new Uint8Array()));
+        options.board.report(SERVICE, "shared", summary);
+        return "settled";
+      }
+      return split(peers, threshold, committed?.epoch ?? 0n, summary, ctx);
+    }
+
+    async function split(peers: Peer[], threshold: number, committedEpoch: bigint, summary: string, run: RunContext): Promise<Outcome> {
+      const epoch = committedEpoch + 1n;
+      const shares = await splitClusterHalf({
+        clusterHalf: membership.clusterUnlockKey,
+        nodeUnlockKey: sealedNow().nodeUnlockKey,
+        owner: ownId,
+        holders: peers.map((p) => ({ id: p.id, joinKey: p.joinKey })),
+        threshold,
+        epoch,
+      });
+      const tls = { ca: membership.credentials.ca, certificate: membership.credentials.certificate, privateKey: membership.credentials.privateKey };
+      const leave = (committed: bigint) =>
+        Promise.all(
+          peers.map(async (peer, i) => {
+            const client = dialShareHolder(peer.id, peer.host, tls, options.shareHolderPort);
+            try {
+              await client.holdShare({ epoch, committedEpoch: committed, sealedShare: shares[i]!.sealedShare }, { timeoutMs: SHARE_CALL_TIMEOUT_MS, signal: run.signal });
+              return undefined;
+            } catch (err) {
+              return { peer: peer.id, reason: (err as Error).message };
+            } finally {
+              client.close();
+            }
+          }),
+        ).then((results) => results.filter((r) => r !== undefined));
+      const failed = await leave(committedEpoch);
+      if (failed.length > 0) {
+        run.signal.throwIfAborted();
+        const message = `making shares: ${peers.length - failed.length} of ${peers.length} holders have theirs; waiting for ${failed.map((f) => `${f.peer} (${f.reason})`).join("; ")}`;
+        options.board.report(SERVICE, "sharing", message);
+        run.logger.warn("not every holder took its cold-start share; retrying", { epoch: String(epoch), missing: failed.map((f) => f.peer).join(",") });
+        return "retry";
+      }
+      writeSealed((s) => {
+        s.unlockShares = create(UnlockSharesSchema, { epoch, threshold, holders: peers.map((p) => p.id).sort() });
+        s.coldStartClusterUnlockKey = new Uint8Array();
+      });
+      run.logger.info("cold-start shares made; the cluster half is off the ESP", { epoch: String(epoch), threshold, holders: peers.length });
+      options.board.report(SERVICE, "shared", summary);
+      // Let the holders drop the older split: best effort, the next split tells them again.
+      const late = await leave(epoch);
+      if (late.length) run.logger.debug("some holders did not hear that the split is committed", { holders: late.map((f) => f.peer).join(",") });
+      return "settled";
+    }
+  };
+}

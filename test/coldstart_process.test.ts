@@ -1,0 +1,145 @@
+// A cold start of the whole cluster with no key on any ESP that opens that
+// node's own data: three consensus node processes split their cluster
+// halves among each other, all three stop, and they come back in different
+// orders (and with one held back) by combining the shares the others hold,
+// with every acknowledged write. The test reads the ESP files itself.
+
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { fromBinary } from "@bufbuild/protobuf";
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
+import type { Etcd3 } from "etcd3";
+import { readSealedConfiguration } from "../internal/cluster/mod.ts";
+import { NodeRecordSchema } from "../proto/gen/curator/state/state_pb.ts";
+import { eventually, tempDir } from "../internal/testing/mod.ts";
+import type { NodeProcess } from "./support/node_process.ts";
+import { etcdClientOf, formProcessCluster, type ProcessCluster } from "./support/process_cluster.ts";
+
+const dir = tempDir("nodecore-coldstart-");
+let cluster: ProcessCluster;
+/** Each node's cluster half, as the cluster's records hold it. */
+const halves = new Map<NodeProcess, Uint8Array>();
+const acknowledged: string[] = [];
+
+beforeAll(async () => {
+  cluster = await formProcessCluster(dir.path, 60);
+}, 240_000);
+
+afterAll(async () => {
+  await cluster?.stop();
+  dir[Symbol.dispose]();
+}, 60_000);
+
+async function withEtcd<T>(via: NodeProcess, use: (etcd: Etcd3) => Promise<T>): Promise<T> {
+  const etcd = await etcdClientOf(via);
+  try {
+    return await use(etcd);
+  } finally {
+    etcd.close();
+  }
+}
+
+/** Every file under `path`, read whole. */
+function filesUnder(path: string): { path: string; bytes: Buffer }[] {
+  return readdirSync(path, { recursive: true, encoding: "utf8" })
+    .map((name) => join(path, name))
+    .filter((file) => statSync(file).isFile())
+    .map((file) => ({ path: file, bytes: readFileSync(file) }));
+}
+
+function expectNoOwnHalfOnEsp(node: NodeProcess): void {
+  const half = Buffer.from(halves.get(node)!);
+  const sealed = readSealedConfiguration(node.layout.esp.sealed)!;
+  expect(sealed.coldStartClusterUnlockKey.length).toBe(0);
+  for (const file of filesUnder(node.layout.esp.path)) {
+    if (file.bytes.includes(half)) throw new Error(`${node.name}'s ESP file ${file.path} contains its own cluster half`);
+  }
+}
+
+async function writeAcknowledged(via: NodeProcess, key: string): Promise<void> {
+  await eventually(() => withEtcd(via, (etcd) => etcd.put(key).value("acknowledged").exec()), { timeoutMs: 60_000, intervalMs: 500 });
+  acknowledged.push(key);
+}
+
+async function expectEveryWrite(via: NodeProcess): Promise<void> {
+  const keys = await eventually(() => withEtcd(via, (etcd) => etcd.getAll().prefix("coldstart-test/").keys()), { timeoutMs: 60_000, intervalMs: 500 });
+  expect(keys.sort()).toEqual([...acknowledged].sort());
+}
+
+async function stopAll(): Promise<void> {
+  await Promise.all(cluster.nodes.map((n) => n.stop()));
+}
+
+/** Starts the nodes in this order, `gapMs` apart; resolves once every one is UP again. */
+async function startInOrder(order: NodeProcess[], gapMs: number): Promise<void> {
+  const from = new Map(order.map((n) => [n, n.logs.length]));
+  for (const node of order) {
+    node.start();
+    await Bun.sleep(gapMs);
+  }
+  for (const node of order) {
+    await node.waitForLog((l) => l.msg === "cold start: this node's cluster half is whole again from its shares", { from: from.get(node)!, timeoutMs: 120_000, what: "opened from shares" });
+    await node.waitForLog((l) => l.msg === "node is UP", { from: from.get(node)!, timeoutMs: 120_000, what: "UP after the cold start" });
+  }
+}
+
+describe("cold start with threshold shares", () => {
+  test("every consensus member's cluster half is split among the other two, and off its ESP", async () => {
+    const [node1] = cluster.nodes as [NodeProcess];
+    const records = await withEtcd(node1, (etcd) => etcd.getAll().prefix("/nodecore/nodes/").buffers());
+    for (const node of cluster.nodes) {
+      const record = Object.values(records)
+        .map((b) => fromBinary(NodeRecordSchema, b))
+        .find((r) => r.id === cluster.ids.get(node));
+      halves.set(node, record!.clusterUnlockKey);
+    }
+    for (const node of cluster.nodes) {
+      await eventually(
+        () => {
+          const shares = readSealedConfiguration(node.layout.esp.sealed)?.unlockShares;
+          if (!shares) throw new Error(`${node.name} has not committed its shares yet`);
+          const others = cluster.nodes.filter((n) => n !== node).map((n) => cluster.ids.get(n)!);
+          expect(shares.holders).toEqual(others.sort());
+          expect(shares.threshold).toBe(2);
+        },
+        { timeoutMs: 60_000, intervalMs: 200 },
+      );
+      expectNoOwnHalfOnEsp(node);
+    }
+    for (let i = 0; i < 5; i++) await writeAcknowledged(cluster.nodes[i % 3]!, `coldstart-test/before-${i}`);
+  }, 120_000);
+
+  test("all three stop, and come back in reverse order with every write", async () => {
+    await stopAll();
+    const [node1, node2, node3] = cluster.nodes as [NodeProcess, NodeProcess, NodeProcess];
+    await startInOrder([node3, node2, node1], 1_000);
+    await expectEveryWrite(node1);
+    await writeAcknowledged(node2, "coldstart-test/after-first");
+    for (const node of cluster.nodes) expectNoOwnHalfOnEsp(node);
+  }, 300_000);
+
+  test("with one node held back, the others say whose share they wait for, and come back when it does", async () => {
+    await stopAll();
+    const [node1, node2, node3] = cluster.nodes as [NodeProcess, NodeProcess, NodeProcess];
+    const from = new Map(cluster.nodes.map((n) => [n, n.logs.length]));
+    node1.start();
+    node3.start();
+    // Each needs both other shares (threshold 2): node2's is missing.
+    const waiting = await node1.waitForLog((l) => l.msg.startsWith("cold start: no curator answers; have 1 of 2 shares"), { from: from.get(node1)!, timeoutMs: 60_000, what: "waiting for node2's share" });
+    expect(waiting.msg).toContain(cluster.ids.get(node2)!);
+    await Bun.sleep(5_000);
+    expect(node1.logs.slice(from.get(node1)!).some((l) => l.msg === "node is UP")).toBe(false);
+    await startInOrder([node2], 0);
+    for (const node of [node1, node3]) await node.waitForLog((l) => l.msg === "node is UP", { from: from.get(node)!, timeoutMs: 120_000 });
+    await expectEveryWrite(node3);
+    await writeAcknowledged(node1, "coldstart-test/after-second");
+  }, 300_000);
+
+  test("all three stop once more and start together, in yet another order", async () => {
+    await stopAll();
+    const [node1, node2, node3] = cluster.nodes as [NodeProcess, NodeProcess, NodeProcess];
+    await startInOrder([node2, node3, node1], 0);
+    await expectEveryWrite(node2);
+    for (const node of cluster.nodes) expectNoOwnHalfOnEsp(node);
+  }, 300_000);
+});
