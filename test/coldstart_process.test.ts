@@ -10,6 +10,7 @@ import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import type { Etcd3 } from "etcd3";
 import { readSealedConfiguration } from "../internal/cluster/mod.ts";
+import { readHeldShares } from "../internal/coldstart/mod.ts";
 import { NodeRecordSchema } from "../proto/gen/curator/state/state_pb.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
 import type { NodeProcess } from "./support/node_process.ts";
@@ -107,6 +108,8 @@ describe("cold start with threshold shares", () => {
       expectNoOwnHalfOnEsp(node);
     }
     for (let i = 0; i < 5; i++) await writeAcknowledged(cluster.nodes[i % 3]!, `coldstart-test/before-${i}`);
+    const info = await cluster.ctl("cluster", "info");
+    expect(info.stdout).toContain("cold start: each consensus member needs shares from any 2 of the other 2 (a majority)");
   }, 120_000);
 
   test("all three stop, and come back in reverse order with every write", async () => {
@@ -142,4 +145,31 @@ describe("cold start with threshold shares", () => {
     await expectEveryWrite(node2);
     for (const node of cluster.nodes) expectNoOwnHalfOnEsp(node);
   }, 300_000);
+
+  test("when a node leaves consensus the others split again without it, and it holds no shares any more", async () => {
+    const [node1, node2, node3] = cluster.nodes as [NodeProcess, NodeProcess, NodeProcess];
+    const id = (n: NodeProcess) => cluster.ids.get(n)!;
+    await eventually(() => cluster.ctl("node", "roles", "unset", id(node3), "consensus"), { timeoutMs: 60_000, intervalMs: 500 });
+    for (const [node, other] of [[node1, node2], [node2, node1]] as const) {
+      await eventually(
+        () => {
+          const shares = readSealedConfiguration(node.layout.esp.sealed)?.unlockShares;
+          expect(shares?.holders).toEqual([id(other)]);
+          expect(shares?.threshold).toBe(1);
+          expect(readHeldShares(node.layout.esp.heldShares).shares.map((s) => s.owner)).toEqual([id(other)]);
+        },
+        { timeoutMs: 60_000, intervalMs: 200 },
+      );
+      expectNoOwnHalfOnEsp(node);
+    }
+    await eventually(
+      () => {
+        const sealed = readSealedConfiguration(node3.layout.esp.sealed)!;
+        expect(sealed.unlockShares).toBeUndefined();
+        expect(sealed.coldStartClusterUnlockKey.length).toBe(0);
+        expect(readHeldShares(node3.layout.esp.heldShares).shares).toEqual([]);
+      },
+      { timeoutMs: 60_000, intervalMs: 200 },
+    );
+  }, 120_000);
 });

@@ -4,7 +4,7 @@
 // command's `actions`: name, arguments, one line of description, handler.
 // The handlers only wire flags to internal/operator and print the result.
 
-import { describeColdStart } from "../../internal/coldstart/threshold.ts";
+import { describeColdStart, MAX_UNLOCK_SHARE_THRESHOLD } from "../../internal/coldstart/threshold.ts";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { X509Certificate } from "node:crypto";
@@ -320,10 +320,19 @@ export const program: Program<Ctl> = {
         {
           name: "bootstrap",
           args: [FILE],
+          flags: [
+            {
+              name: "unlock-threshold",
+              value: "N",
+              description: "How many of the other consensus members' shares open a consensus member's data at a cold start (default: a majority)",
+              parse: positiveInteger("shares", MAX_UNLOCK_SHARE_THRESHOLD),
+            },
+          ],
           description: "Write parameters that bootstrap a new cluster owned by the owner key",
-          run: (ctl, [file]) => {
+          run: (ctl, [file], flags) => {
             const key = readOwnerKey(ctl.ownerKey ?? ctl.paths().ownerKey);
-            const params = create(NodeParametersSchema, { cluster: { case: "clusterBootstrap", value: { ownerPublicKey: rawPublicKey(key.publicKey) } } });
+            const unlockShareThreshold = (flags["unlock-threshold"] as number | undefined) ?? 0;
+            const params = create(NodeParametersSchema, { cluster: { case: "clusterBootstrap", value: { ownerPublicKey: rawPublicKey(key.publicKey), unlockShareThreshold } } });
             writeParameters(ctl, file!, "bootstrap", toBinary(NodeParametersSchema, params));
           },
         },

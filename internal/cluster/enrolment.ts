@@ -70,7 +70,7 @@ export function enrolmentRunnable(options: EnrolmentOptions): Runnable {
     try {
       switch (decision.kind) {
         case "bootstrap":
-          enrolled = await bootstrapCluster({ ...common, ownerPublicKey: decision.ownerPublicKey, address });
+          enrolled = await bootstrapCluster({ ...common, ownerPublicKey: decision.ownerPublicKey, unlockShareThreshold: decision.unlockShareThreshold, address });
           directory = create(ClusterDirectorySchema, { nodes: [{ publicKey: rawPublicKey(enrolled.credentials.publicKey), addresses: [{ host: address }] }] });
           break;
         case "register": {

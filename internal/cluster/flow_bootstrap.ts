@@ -49,6 +49,8 @@ export interface PendingBootstrap {
   etcdCA: CA;
   joinPublicKey: Uint8Array;
   clusterUnlockKey: Uint8Array;
+  /** The cluster's cold-start share threshold (0: a majority). */
+  unlockShareThreshold: number;
 }
 
 const PENDING_FILE = "bootstrap-pending.json";
@@ -75,6 +77,7 @@ export function savePendingBootstrap(layout: StorageLayout, pending: PendingBoot
       etcdCA: encodeCA(pending.etcdCA),
       joinPublicKey: b64(pending.joinPublicKey),
       clusterUnlockKey: b64(pending.clusterUnlockKey),
+      unlockShareThreshold: pending.unlockShareThreshold,
     }),
     { mode: 0o600 },
   );
@@ -91,6 +94,7 @@ export function loadPendingBootstrap(layout: StorageLayout): PendingBootstrap | 
     etcdCA: decodeCA(json.etcdCA),
     joinPublicKey: bytes(json.joinPublicKey),
     clusterUnlockKey: bytes(json.clusterUnlockKey),
+    unlockShareThreshold: typeof json.unlockShareThreshold === "number" ? json.unlockShareThreshold : 0,
   };
 }
 
@@ -100,6 +104,8 @@ export function clearPendingBootstrap(layout: StorageLayout): void {
 
 export interface BootstrapOptions {
   ownerPublicKey: Uint8Array;
+  /** From the node parameters: the cluster's cold-start share threshold (0: a majority). */
+  unlockShareThreshold?: number;
   layout: StorageLayout;
   storage: DataStorage;
   /** This node's address (goes into its certificate and the directory). */
@@ -127,7 +133,7 @@ export async function bootstrapCluster(options: BootstrapOptions): Promise<Enrol
       nodeUnlockKey,
       joinKey: rawPrivateKey(joinKey.privateKey),
       clusterCa: new Uint8Array(clusterCA.certificate.raw),
-      clusterDirectory: { nodes: [{ publicKey: rawPublicKey(nodeKey.publicKey), addresses: [{ host: options.address }] }] },
+      clusterDirectory: { nodes: [{ publicKey: rawPublicKey(nodeKey.publicKey), joinKey: rawPublicKey(joinKey.publicKey), addresses: [{ host: options.address }] }] },
       coldStartClusterUnlockKey: clusterUnlockKey,
     }),
   );
@@ -149,6 +155,7 @@ export async function bootstrapCluster(options: BootstrapOptions): Promise<Enrol
     etcdCA,
     joinPublicKey: rawPublicKey(joinKey.publicKey),
     clusterUnlockKey,
+    unlockShareThreshold: options.unlockShareThreshold ?? 0,
   });
   logger.info("node credentials saved; the control plane will create the cluster", { node: nodeId });
   return { credentials, clusterUnlockKey };

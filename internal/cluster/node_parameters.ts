@@ -1,6 +1,7 @@
 // Reading what the node was given: node parameters (fw_cfg or ESP) and the
 // sealed configuration (ESP), with every way they can be wrong named.
 
+import { MAX_UNLOCK_SHARE_THRESHOLD } from "../coldstart/threshold.ts";
 import { existsSync, readFileSync } from "node:fs";
 import { X509Certificate } from "node:crypto";
 import { fromBinary } from "@bufbuild/protobuf";
@@ -25,7 +26,7 @@ export type ParametersSource = "fw_cfg" | "esp";
 
 /** Node parameters that passed validation, tagged by what they ask for. */
 export type ValidParameters =
-  | { kind: "bootstrap"; ownerPublicKey: Uint8Array; raw: NodeParameters }
+  | { kind: "bootstrap"; ownerPublicKey: Uint8Array; unlockShareThreshold: number; raw: NodeParameters }
   | { kind: "register"; ticket: Uint8Array; caCertificate: X509Certificate; raw: NodeParameters };
 
 export interface ParameterPaths {
@@ -49,7 +50,11 @@ export function validateParameters(params: NodeParameters, where: string): Valid
     case "clusterBootstrap": {
       const key = cluster.value.ownerPublicKey;
       if (key.length !== 32) throw new ParametersError(`node parameters at ${where}: bootstrap owner public key must be 32 bytes (ed25519), got ${key.length}`);
-      return { kind: "bootstrap", ownerPublicKey: key, raw: params };
+      const threshold = cluster.value.unlockShareThreshold;
+      if (threshold > MAX_UNLOCK_SHARE_THRESHOLD) {
+        throw new ParametersError(`node parameters at ${where}: unlock share threshold ${threshold} is more than ${MAX_UNLOCK_SHARE_THRESHOLD} (0 means a majority)`);
+      }
+      return { kind: "bootstrap", ownerPublicKey: key, unlockShareThreshold: threshold, raw: params };
     }
     case "clusterRegister": {
       const { registerTicket, caCertificate, clusterDirectory } = cluster.value;

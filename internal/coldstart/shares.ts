@@ -31,6 +31,7 @@ import {
   type ShareBody,
   type WrappedShare,
 } from "../../proto/gen/coldstart/coldstart_pb.ts";
+import { MAX_UNLOCK_SHARE_THRESHOLD } from "./threshold.ts";
 
 const WRAP_KEY_INFO = "nodecore unlock share wrap v1";
 const HOLDER_KEY_INFO = "nodecore unlock share to holder v1";
@@ -40,7 +41,7 @@ const TAG_BYTES = 16;
 const SPLIT_ID_BYTES = 16;
 const KEY_CHECK_BYTES = 16;
 /** The most holders a split can have (the library's limit). */
-export const MAX_HOLDERS = 255;
+export const MAX_HOLDERS = MAX_UNLOCK_SHARE_THRESHOLD;
 /** No sealed share is larger than this (a 32-byte key in two layers is about 200 bytes). */
 export const MAX_SEALED_SHARE_BYTES = 1024;
 

@@ -1,6 +1,9 @@
 // How many shares open a consensus member's data key. Its own file, free of
 // crypto imports, so that ctl can say it without loading them.
 
+/** The most holders a split can have, and so the largest threshold that means anything (shamir-secret-sharing's limit). */
+export const MAX_UNLOCK_SHARE_THRESHOLD = 255;
+
 /** The default threshold: a majority of the other consensus members, at least 1. */
 export function defaultThreshold(holders: number): number {
   return Math.max(1, Math.floor(holders / 2) + 1);

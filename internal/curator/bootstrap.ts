@@ -14,6 +14,8 @@ export const REGISTER_TICKET_BYTES = 16;
 
 export interface BootstrapState {
   ownerPublicKey: Uint8Array;
+  /** The cold-start share threshold (0: a majority of the other consensus members). */
+  unlockShareThreshold?: number;
   clusterCA: CA;
   etcdCA: CA;
   node: {
@@ -38,6 +40,7 @@ export async function writeBootstrapState(etcd: Etcd3, state: BootstrapState): P
       ownerPublicKey: state.ownerPublicKey,
       registerTicket: new Uint8Array(randomBytes(REGISTER_TICKET_BYTES)),
       createdMs: BigInt(Date.now()),
+      unlockShareThreshold: state.unlockShareThreshold ?? 0,
     }),
     clusterCA: state.clusterCA,
     etcdCA: state.etcdCA,

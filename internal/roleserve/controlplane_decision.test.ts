@@ -23,6 +23,7 @@ const pending: PendingBootstrap = {
   etcdCA,
   joinPublicKey: new Uint8Array(32).fill(2),
   clusterUnlockKey: new Uint8Array(32).fill(3),
+  unlockShareThreshold: 0,
 };
 
 const remembered: EtcdMemberState = {

@@ -171,6 +171,7 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
       ]);
       const written = await writeBootstrapState(etcd, {
         ownerPublicKey: bootstrap.ownerPublicKey,
+        unlockShareThreshold: bootstrap.unlockShareThreshold,
         clusterCA: bootstrap.clusterCA,
         etcdCA: bootstrap.etcdCA,
         node: { ...record, joinKey: bootstrap.joinPublicKey, clusterUnlockKey: bootstrap.clusterUnlockKey, consensusMember },
