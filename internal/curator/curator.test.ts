@@ -3,7 +3,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { X509Certificate } from "node:crypto";
 import { AAA, Management, Node_Health } from "../../proto/gen/api/management_pb.ts";
-import { NodeState } from "../../proto/gen/common/common_pb.ts";
+import { NodeLabelSchema, NodeState } from "../../proto/gen/common/common_pb.ts";
+import { create } from "@bufbuild/protobuf";
 import { Curator, WatchEvent_Progress, type WatchEvent } from "../../proto/gen/curator/curator_pb.ts";
 import { generateKeyPair, issueOwnerCertificate, nodeIdFromPublicKey, rawPublicKey, createClusterCA, type KeyPair } from "../pki/mod.ts";
 import { Status } from "../rpc/mod.ts";
@@ -243,6 +244,35 @@ describe("labels", () => {
     const leading = new CuratorStore(cluster.etcd.namespace(ETCD_PREFIX), { fence: () => fence });
     await leading.updateNode(id, (r) => r);
     expect((await cluster.store.node(id))!.modRevision).not.toBe(before);
+  });
+
+  test("updates of one record queue instead of racing: none is lost, each commits at its first attempt; a caller that gave up gets no write", async () => {
+    const id = cluster.node.id;
+    const store = new CuratorStore(cluster.etcd.namespace(ETCD_PREFIX));
+    let attempts = 0;
+    await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        store.updateNode(id, (r) => {
+          attempts++;
+          r.labels = [...r.labels.filter((l) => l.key !== `queue-${i}`), create(NodeLabelSchema, { key: `queue-${i}`, value: "x" })].sort((a, b) => a.key.localeCompare(b.key));
+          return r;
+        }),
+      ),
+    );
+    expect(attempts).toBe(12);
+    const labels = (await store.node(id))!.value.labels.map((l) => l.key).filter((k) => k.startsWith("queue-"));
+    expect(labels.length).toBe(12);
+    const before = (await store.node(id))!.modRevision;
+    const gaveUp = new AbortController();
+    gaveUp.abort(new Error("the caller's deadline passed"));
+    let refused: unknown;
+    try {
+      await store.updateNode(id, (r) => r, gaveUp.signal);
+    } catch (err) {
+      refused = err;
+    }
+    expect((refused as Error).message).toBe("the caller's deadline passed");
+    expect((await store.node(id))!.modRevision).toBe(before);
   });
 });
 

@@ -70,6 +70,7 @@ export function leadershipRunnable(etcd: Namespace, self: LeaderInfo, state: Val
       }
     };
     let isLeader = false;
+    let ended = false;
     let fenceKey: string | undefined;
     let observer: ElectionObserver | undefined;
     const publish = () => {
@@ -93,6 +94,9 @@ export function leadershipRunnable(etcd: Namespace, self: LeaderInfo, state: Val
       campaign
         .getCampaignKey()
         .then((key) => {
+          // etcd3's campaign can report "elected" after it resigned: a term
+          // of a run that ended is no term (its lease is revoked).
+          if (ended) return;
           fenceKey = key.slice(etcd.prefix.length);
           isLeader = true;
           ctx.logger.info("elected curator leader", { fence: fenceKey });
@@ -115,6 +119,7 @@ export function leadershipRunnable(etcd: Namespace, self: LeaderInfo, state: Val
     try {
       await Promise.race([untilCancelled(ctx.signal), failed]);
     } finally {
+      ended = true;
       isLeader = false;
       publish();
       await campaign.resign().catch(() => {});

@@ -115,10 +115,15 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
       deps.requireLeader();
       await requireMember(store, ctx);
       const status = create(NodeStatusSchema, request.status);
-      await store.updateNode(request.nodeId, (r) => {
-        r.status = status;
-        return r;
-      });
+      // A status push whose caller gave up is dropped, not retried: a newer one follows.
+      await store.updateNode(
+        request.nodeId,
+        (r) => {
+          r.status = status;
+          return r;
+        },
+        ctx.signal,
+      );
       return {};
     },
 

@@ -93,7 +93,7 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
       for (const node of nodes.sort((a, b) => a.id.localeCompare(b.id))) yield toApiNode(node, deps.heartbeats.health(node.id, node.state));
     },
 
-    async updateNodeLabels(request) {
+    async updateNodeLabels(request, ctx) {
       deps.requireLeader();
       const id = requestedNodeId(request);
       checkLabelChanges(request.upsert, request.delete);
@@ -102,26 +102,26 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
       const record = await store.updateNode(id, (r) => {
         r.labels = applyLabelChanges(r.labels, request.upsert, request.delete);
         return r;
-      });
+      }, ctx.signal);
       logger.info("node labels updated", { node: id, upserted: request.upsert.length, deleted: request.delete.length });
       return { labels: record.labels };
     },
 
-    async deleteNode(request) {
+    async deleteNode(request, ctx) {
       deps.requireLeader();
       const id = requestedNodeId(request);
       const result = await store.deleteNode(id, (r) => {
         if (r.roles?.consensusMember) {
           throw new FailedPreconditionError(`node ${id} is a consensus member; take the role away first (ctl node roles unset ${id} consensus)`);
         }
-      });
+      }, ctx.signal);
       if (result === "not-found") throw new NotFoundError(`node ${id} not found`);
       deps.heartbeats.forget(id);
       logger.info("node deleted", { node: id });
       return {};
     },
 
-    async approveNode(request) {
+    async approveNode(request, ctx) {
       deps.requireLeader();
       const id = requestedNodeId(request);
       const node = await existingNode(store, id);
@@ -130,7 +130,7 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
       await store.updateNode(id, (r) => {
         if (r.state === NodeState.NEW) r.state = NodeState.STANDBY;
         return r;
-      });
+      }, ctx.signal);
       logger.info("node approved", { node: id });
       return {};
     },

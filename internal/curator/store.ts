@@ -59,6 +59,8 @@ export interface StoreOptions {
 
 export class CuratorStore {
   readonly etcd: Namespace;
+  /** The last queued write of each node record (oneAtATime). */
+  private readonly recordQueues = new Map<string, Promise<void>>();
 
   constructor(
     etcd: Namespace,
@@ -85,6 +87,28 @@ export class CuratorStore {
       throw new FencedError("this curator's term as leader ended during the write; whether the write was made is not known");
     }
     return false;
+  }
+
+  /**
+   * Runs the read-modify-writes of one node record one after another. While
+   * leading, this curator is the record's only writer (writes are fenced),
+   * so its own calls queue here rather than race each other through etcd:
+   * racing, each lost compare-and-swap costs two more round trips, and under
+   * load (the owner's retries, status pushes) the losers' retries grew until
+   * the leader missed its lease keepalives (qemu fault run, seed 11).
+   */
+  private oneAtATime<T>(id: string, work: () => Promise<T>): Promise<T> {
+    const previous = this.recordQueues.get(id) ?? Promise.resolve();
+    const result = previous.then(work);
+    const tail = result.then(
+      () => {},
+      () => {},
+    );
+    this.recordQueues.set(id, tail);
+    void tail.then(() => {
+      if (this.recordQueues.get(id) === tail) this.recordQueues.delete(id);
+    });
+    return result;
   }
 
   async cluster(): Promise<ClusterRecord | undefined> {
@@ -147,9 +171,15 @@ export class CuratorStore {
    * Read-modify-write of one node record. `change` gets the current record
    * and returns the new one (or throws to refuse). Retries on conflicts.
    */
-  async updateNode(id: string, change: (record: NodeRecord) => NodeRecord): Promise<NodeRecord> {
+  async updateNode(id: string, change: (record: NodeRecord) => NodeRecord, signal?: AbortSignal): Promise<NodeRecord> {
+    return this.oneAtATime(id, () => this.updateNodeNow(id, change, signal));
+  }
+
+  private async updateNodeNow(id: string, change: (record: NodeRecord) => NodeRecord, signal: AbortSignal | undefined): Promise<NodeRecord> {
     const key = NODES_PREFIX + id;
     for (let attempt = 0; attempt < MAX_UPDATE_ATTEMPTS; attempt++) {
+      // A caller that gave up (its deadline passed) gets no more attempts.
+      signal?.throwIfAborted();
       const current = await this.node(id);
       if (!current) throw new StoreError(`node ${id} does not exist`);
       const next = change(create(NodeRecordSchema, current.value));
@@ -165,9 +195,14 @@ export class CuratorStore {
    * still the version `check` approved (it throws to refuse). "deleted", or
    * "not-found" if there is no such node.
    */
-  async deleteNode(id: string, check: (record: NodeRecord) => void): Promise<"deleted" | "not-found"> {
+  async deleteNode(id: string, check: (record: NodeRecord) => void, signal?: AbortSignal): Promise<"deleted" | "not-found"> {
+    return this.oneAtATime(id, () => this.deleteNodeNow(id, check, signal));
+  }
+
+  private async deleteNodeNow(id: string, check: (record: NodeRecord) => void, signal: AbortSignal | undefined): Promise<"deleted" | "not-found"> {
     const key = NODES_PREFIX + id;
     for (let attempt = 0; attempt < MAX_UPDATE_ATTEMPTS; attempt++) {
+      signal?.throwIfAborted();
       const current = await this.node(id);
       if (!current) return "not-found";
       check(current.value);
