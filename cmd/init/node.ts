@@ -11,7 +11,7 @@
 
 import { Value } from "../../internal/event/mod.ts";
 import { enrolmentRunnable, type ClusterMembership, type DataStorage, type EnrolmentState, type ParameterPaths } from "../../internal/cluster/mod.ts";
-import type { StorageLayout } from "../../internal/localstorage/mod.ts";
+import { scrubFreeSpace, type StorageLayout } from "../../internal/localstorage/mod.ts";
 import type { Network } from "../../internal/network/mod.ts";
 import { newRoleServerValues, roleServer } from "../../internal/roleserve/mod.ts";
 import type { LogTree } from "../../internal/logtree/mod.ts";
@@ -29,6 +29,8 @@ export interface NodeConfig {
   /** Where etcd's client port listens: loopback on a VM; the node's own address when nodes share a host. */
   etcdClientHost: "loopback" | "node-address";
   kubernetesBinDir?: string;
+  /** Overwrite the ESP's free space when a secret leaves it (a real FAT ESP; not a node process's directory). */
+  scrubEsp: boolean;
   onFatal: (message: string) => void;
   /** The node's log rings, served by node management. */
   logs: LogTree;
@@ -69,6 +71,7 @@ export function nodeRoot(config: NodeConfig): Runnable {
           membership,
           etcdClientHost: (m) => (config.etcdClientHost === "loopback" ? "127.0.0.1" : m.address),
           ...(config.kubernetesBinDir ? { kubernetesBinDir: config.kubernetesBinDir } : {}),
+          ...(config.scrubEsp ? { scrubEsp: () => scrubFreeSpace(config.layout.esp.path).then(() => {}) } : {}),
         },
         roleValues,
       ),

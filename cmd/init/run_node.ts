@@ -50,6 +50,7 @@ export function runNode({ logger, logs, isPid1, root, layout, address }: RunNode
         network: isPid1 || !address ? { kind: "dhcp", network: new Network({ hostname: "nodecore" }) } : { kind: "fixed", address },
         etcdClientHost: isPid1 ? "loopback" : "node-address",
         kubernetesBinDir: isPid1 ? KUBERNETES_BIN_DIR : `${root}/kubernetes/bin`,
+        scrubEsp: isPid1,
         onFatal: showFatal,
         logs,
         services: () => supervisor.dump(),

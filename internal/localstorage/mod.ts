@@ -26,6 +26,7 @@ import { DATA_PARTITION_NAME, ESP_PARTITION_NAME, storageLayout, type StorageLay
 import { findPartition } from "./partitions.ts";
 import { StorageError } from "./data_partition.ts";
 export { writeFileDurably, syncDirectory } from "./durable_file.ts";
+export { scrubFreeSpace } from "./scrub.ts";
 export { freeSpace, formatBytes, describeSpace, waitForFreeSpace, FREE_SPACE_POLL_MS, type FreeSpace, type SpaceWaitOptions } from "./free_space.ts";
 
 export {

@@ -71,6 +71,12 @@ export interface RoleServerOptions {
   kubernetesBinDir?: string;
   curatorPort?: number;
   shareHolderPort?: number;
+  /**
+   * Overwrites the ESP's free space (on a VM, where the ESP is a FAT
+   * partition whose freed clusters keep old file contents); absent for a
+   * node process, whose "ESP" is a directory on the host.
+   */
+  scrubEsp?: () => Promise<void>;
 }
 
 /** The values the Role Server keeps, for observers (status, tests). */
@@ -158,7 +164,17 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
       statusPushWorker({ membership: options.membership, connection: values.connection, localCurator: values.localCurator, services: values.board.value }),
     );
     ctx.run("heartbeat", heartbeatWorker({ membership: options.membership, connection: values.connection }));
-    ctx.run("sealed", sealedUpdateWorker({ layout: options.layout, membership: options.membership, roles: values.roles, directory: values.directory, sealed: values.sealed }));
+    ctx.run(
+      "sealed",
+      sealedUpdateWorker({
+        layout: options.layout,
+        membership: options.membership,
+        roles: values.roles,
+        directory: values.directory,
+        sealed: values.sealed,
+        ...(options.scrubEsp ? { scrubEsp: options.scrubEsp } : {}),
+      }),
+    );
     ctx.run(
       "coldstart",
       coldStartWorker({
@@ -170,6 +186,7 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
         board: values.board,
         sealed: values.sealed,
         ...(options.shareHolderPort !== undefined ? { shareHolderPort: options.shareHolderPort } : {}),
+        ...(options.scrubEsp ? { scrubEsp: options.scrubEsp } : {}),
       }),
     );
     ctx.run("kubernetes", kubernetesWorker({ roles: values.roles, board: values.board, ...(options.kubernetesBinDir ? { binDir: options.kubernetesBinDir } : {}) }));

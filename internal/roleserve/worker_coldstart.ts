@@ -52,6 +52,8 @@ export interface ColdStartOptions {
   sealed: Value<SealedConfiguration>;
   /** The port the other members' share holders listen on (SHARE_HOLDER_PORT unless a test says otherwise). */
   shareHolderPort?: number;
+  /** Overwrites the ESP's free space, where a replaced file's old contents stay (VMs only). */
+  scrubEsp?: () => Promise<void>;
 }
 
 type Outcome = "settled" | "retry";
@@ -106,6 +108,13 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
       options.sealed.set(next);
     }
 
+    /** After the cold-start key left the sealed configuration: its old copies leave the disk too. */
+    async function scrub(): Promise<void> {
+      if (!options.scrubEsp) return;
+      await options.scrubEsp();
+      ctx.logger.info("the cold-start key left the ESP; its free space is overwritten");
+    }
+
     function notAMember(): void {
       const dropped = dropShares(options.layout.esp.heldShares, () => false);
       if (dropped.length) ctx.logger.info("not a consensus member: dropped the shares held for others", { owners: dropped.join(",") });
@@ -150,7 +159,10 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
       const committed = sealed.unlockShares;
       const summary = `any ${threshold} of ${holders.length} other consensus members unlock it: ${holders.join(", ")}`;
       if (committed && committed.threshold === threshold && committed.holders.join(",") === holders.join(",")) {
-        if (sealed.coldStartClusterUnlockKey.length > 0) writeSealed((s) => void (s.coldStartClusterUnlockKey = new Uint8Array()));
+        if (sealed.coldStartClusterUnlockKey.length > 0) {
+          writeSealed((s) => void (s.coldStartClusterUnlockKey = new Uint8Array()));
+          await scrub();
+        }
         options.board.report(SERVICE, "shared", summary);
         return "settled";
       }
@@ -190,10 +202,12 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
         run.logger.warn("not every holder took its cold-start share; retrying", { epoch: String(epoch), missing: failed.map((f) => f.peer).join(",") });
         return "retry";
       }
+      const hadKey = sealedNow().coldStartClusterUnlockKey.length > 0;
       writeSealed((s) => {
         s.unlockShares = create(UnlockSharesSchema, { epoch, threshold, holders: peers.map((p) => p.id).sort() });
         s.coldStartClusterUnlockKey = new Uint8Array();
       });
+      if (hadKey) await scrub();
       run.logger.info("cold-start shares made; the cluster half is off the ESP", { epoch: String(epoch), threshold, holders: peers.length });
       options.board.report(SERVICE, "shared", summary);
       // Let the holders drop the older split: best effort, the next split tells them again.

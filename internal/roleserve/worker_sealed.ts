@@ -20,6 +20,8 @@ export interface SealedUpdateOptions {
   directory: Value<ClusterDirectory>;
   /** Written: every sealed configuration this worker writes. */
   sealed: Value<SealedConfiguration>;
+  /** Overwrites the ESP's free space, where a replaced file's old contents stay (VMs only). */
+  scrubEsp?: () => Promise<void>;
 }
 
 export function sealedUpdateWorker(options: SealedUpdateOptions): Runnable {
@@ -41,6 +43,10 @@ export function sealedUpdateWorker(options: SealedUpdateOptions): Runnable {
       if (equals(SealedConfigurationSchema, current, next)) continue;
       writeSealedConfiguration(options.layout.esp.sealed, next);
       options.sealed.set(next);
+      if (current.coldStartClusterUnlockKey.length > 0 && next.coldStartClusterUnlockKey.length === 0 && options.scrubEsp) {
+        await options.scrubEsp();
+        ctx.logger.info("the cold-start key left the ESP; its free space is overwritten");
+      }
       ctx.logger.info("sealed configuration updated", {
         curators: next.clusterDirectory?.nodes.length ?? 0,
         coldStartKey: next.coldStartClusterUnlockKey.length > 0,

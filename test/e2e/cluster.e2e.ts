@@ -5,6 +5,9 @@
 //   consensus role on node2, node3 ─ etcdctl: three voting members; data written
 //   node1 powered off ─ owner still served (node2/node3) ─ node1 back: JoinNode
 //     through a survivor, its etcd member in sync (reads the data locally)
+//   all three powered off ─ node2's disk alone (on the host) holds no cluster
+//     half and does not open ─ all three booted: each combines the shares the
+//     others hold, three voters again, data intact (README, "Cold start")
 //   consensus role removed from node3 ─ etcdctl: two members
 //   day-2: node1 powered off shows HEARTBEAT_TIMEOUT; ctl node logs and
 //     services read node3; ctl node reboot node3 ─ it boots again, UP, HEALTHY
@@ -12,8 +15,15 @@
 // VMs run concurrently (three under TCG: slow). Disks and consoles stay in
 // out/cluster/e2e3/.
 
+import { fromBinary } from "@bufbuild/protobuf";
+import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { CONSOLE, createCluster, formCluster, type Cluster, type FormedCluster } from "../launch/mod.ts";
+import { SealedConfigurationSchema } from "../../proto/gen/api/configuration_pb.ts";
+import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
+import { dataPartitionKey } from "../../internal/cluster/keys.ts";
+import { ESP_PARTITION_NUMBER } from "../../image/layout.ts";
+import { CONSOLE, createCluster, formCluster, runHostCommand, type Cluster, type FormedCluster } from "../launch/mod.ts";
+import { partitionContains, partitionExtent } from "./disk_inspection.ts";
 import { eventually } from "../../internal/testing/mod.ts";
 import { assert, assertEqual, e2eCleanup, e2eTest, type E2eContext } from "./harness.ts";
 
@@ -21,6 +31,8 @@ import { assert, assertEqual, e2eCleanup, e2eTest, type E2eContext } from "./har
 const STEP_TIMEOUT_MS = 600_000;
 const POLL_MS = 3_000;
 const ETCD_CLIENT_PORT = 2379;
+/** The disk image's partitions (image/disk.ts). */
+const DATA_PARTITION_NUMBER = 2;
 
 let cluster: Cluster | undefined;
 let formed: FormedCluster | undefined;
@@ -142,6 +154,90 @@ e2eTest("with node1 powered off the cluster keeps serving the owner, and node1 r
   );
   const back = await members("node2");
   assertEqual(back.filter((m) => !m.isLearner).length, 3, "voting members after node1 rejoined");
+});
+
+/** The cluster half of a node's data key, as the cluster's records hold it (read with the owner's etcd credentials). */
+async function clusterHalfOf(nodeId: string): Promise<Uint8Array> {
+  const listed = JSON.parse(await etcdctl("node2", "--write-out=json", "get", `/nodecore/nodes/${nodeId}`)) as { kvs?: { value: string }[] };
+  const value = listed.kvs?.[0]?.value;
+  assert(value !== undefined, `no record of ${nodeId} in etcd`);
+  return fromBinary(NodeRecordSchema, Buffer.from(value, "base64")).clusterUnlockKey;
+}
+
+/** Whether the LUKS2 header on the DATA partition of `disk` opens with `key`, tried on the host (read-only loop device). */
+async function luksOpensWith(disk: string, key: Uint8Array): Promise<boolean> {
+  const data = await partitionExtent(disk, DATA_PARTITION_NUMBER);
+  const loop = (await runHostCommand(["losetup", "--find", "--show", "--read-only", "--offset", String(data.startBytes), "--sizelimit", String(data.sizeBytes), disk])).stdout.trim();
+  try {
+    const tried = await runHostCommand(["cryptsetup", "open", "--test-passphrase", "--type", "luks2", "--key-file", "-", loop], { stdin: key, okExitCodes: [0, 1, 2] });
+    return tried.exitCode === 0;
+  } finally {
+    await runHostCommand(["losetup", "--detach", loop]);
+  }
+}
+
+/** A file from the FAT ESP of a powered-off node's disk, read on the host with mtools. */
+async function espFile(disk: string, path: string): Promise<Buffer> {
+  const esp = await partitionExtent(disk, ESP_PARTITION_NUMBER);
+  const out = join(need(cluster, "the cluster").dir.path, `esp-${Date.now()}.bin`);
+  await runHostCommand(["mcopy", "-n", "-i", `${disk}@@${esp.startBytes}`, `::${path}`, out]);
+  try {
+    return readFileSync(out);
+  } finally {
+    rmSync(out, { force: true });
+  }
+}
+
+e2eTest("all three powered off and booted again: the cluster comes back with no operator, by threshold shares, and no disk alone opens its data", async (ctx) => {
+  const c = need(cluster, "the cluster");
+  const f = need(formed, "the formed cluster");
+  const names = ["node1", "node2", "node3"];
+  // Every member has split its cluster half among the other two and erased it from its ESP.
+  for (const name of names) await c.node(name).waitForConsole(/cold-start shares made; the cluster half is off the ESP/, STEP_TIMEOUT_MS);
+  const half = await clusterHalfOf(f.ids.get("node2")!);
+  await etcdctl("node3", "put", "e2e/written-before-cold-start", "survives a full stop");
+
+  await Promise.all(names.map((name) => c.node(name).stop({ clean: true })));
+  ctx.logger.info("all three powered off");
+
+  // node2's disk alone, on the host: its ESP no longer holds its cluster half, in any file or freed cluster ...
+  const disk = c.node("node2").files.disk;
+  const esp = await partitionExtent(disk, ESP_PARTITION_NUMBER);
+  assert(!partitionContains(disk, esp, Buffer.from(half)), "node2's cluster half is still somewhere on its ESP partition");
+  const sealed = fromBinary(SealedConfigurationSchema, await espFile(disk, "/nodecore/sealed.pb"));
+  assertEqual(sealed.coldStartClusterUnlockKey.length, 0, "bytes of cold-start key in node2's sealed configuration");
+  assertEqual(sealed.unlockShares?.holders.length ?? 0, 2, "holders of node2's shares");
+  // ... so what the disk holds does not open its data, while the same method with the cluster's half does.
+  for (const [what, candidate] of [["the node half with itself", sealed.nodeUnlockKey], ["the node half with the join key", sealed.joinKey], ["the node half with zeros", new Uint8Array(32)]] as const) {
+    assert(!(await luksOpensWith(disk, dataPartitionKey(sealed.nodeUnlockKey, candidate))), `node2's data opened from its disk alone (${what})`);
+  }
+  assert(await luksOpensWith(disk, dataPartitionKey(sealed.nodeUnlockKey, half)), "the control failed: node2's data does not open with its two real halves");
+  ctx.report("node2's disk alone (ESP + DATA, on the host): no cluster half on the ESP partition, its data does not open; with the cluster's half it does");
+
+  const started = performance.now();
+  const from = new Map(names.map((name) => [name, c.node(name).console.lines.length]));
+  await Promise.all(names.map((name) => c.node(name).start()));
+  for (const name of names) {
+    const node = c.node(name);
+    await eventually(
+      () => {
+        const lines = node.console.lines.slice(from.get(name)!);
+        assert(lines.some((l) => /cluster half is whole again from its shares/.test(l.text)), `${name} has not combined its shares yet`);
+        assert(lines.some((l) => CONSOLE.nodeUp.test(l.text)), `${name} is not UP yet`);
+      },
+      { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: `${name} back from the cold start` },
+    );
+  }
+  await eventually(
+    async () => {
+      const list = await members("node1");
+      assertEqual(list.filter((m) => !m.isLearner).length, 3, "voting members after the cold start");
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "three voters after the cold start" },
+  );
+  ctx.report(`full stop → all three powered on → three voters, every node UP: ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  assertEqual((await etcdctl("node1", "get", "e2e/written-before-cold-start", "--print-value-only")).trim(), "survives a full stop", "a write from before the full stop");
+  assertEqual((await etcdctl("node3", "get", "e2e/written-before", "--print-value-only")).trim(), "survives node1", "the first write");
 });
 
 e2eTest("removing the consensus role from node3 shrinks etcd to two members", async () => {
