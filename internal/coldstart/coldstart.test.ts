@@ -93,6 +93,13 @@ describe("splitting and combining", () => {
     expect(await combineShares([bodies[1]!, bodies[1]!])).toEqual({ kind: "short", have: 1, need: 2 });
   });
 
+  test("a cluster half that arrived as a Buffer (from the wire or the disk) splits and combines too", async () => {
+    const fromWire = Buffer.from(clusterHalf);
+    const sealed = await splitClusterHalf({ clusterHalf: fromWire, nodeUnlockKey: Buffer.from(owner.nodeUnlockKey), owner: owner.id, holders: asHolders(holders), threshold: 2, epoch: 2n });
+    const bodies = sealed.map(handBack).map((b) => ({ ...b, share: Buffer.from(b.share) }));
+    expect(await combineShares(bodies.slice(1))).toEqual({ kind: "combined", clusterHalf, epoch: 2n });
+  });
+
   test("with a threshold of 1 each share opens the key alone", async () => {
     const sealed = await splitClusterHalf({ clusterHalf, nodeUnlockKey: owner.nodeUnlockKey, owner: owner.id, holders: asHolders(holders.slice(0, 1)), threshold: 1, epoch: 1n });
     expect(await combineShares([handBack(sealed[0]!)])).toEqual({ kind: "combined", clusterHalf, epoch: 1n });

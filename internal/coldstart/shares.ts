@@ -136,12 +136,15 @@ export interface SplitOptions {
 
 /** One sealed share per holder, in the holders' order. */
 export async function splitClusterHalf(options: SplitOptions): Promise<{ holder: string; sealedShare: Uint8Array }[]> {
-  const { holders, threshold, clusterHalf } = options;
+  const { holders, threshold } = options;
   if (holders.length < 1 || holders.length > MAX_HOLDERS) throw new Error(`a split needs 1 to ${MAX_HOLDERS} holders, not ${holders.length}`);
   if (threshold < 1 || threshold > holders.length) throw new Error(`threshold ${threshold} is not between 1 and the ${holders.length} holders`);
-  const shares = threshold === 1 ? holders.map(() => clusterHalf) : await split(clusterHalf, holders.length, threshold);
+  // The library accepts plain Uint8Arrays only (not Buffers, which keys
+  // read from the wire or the disk are).
+  const secret = new Uint8Array(options.clusterHalf);
+  const shares = threshold === 1 ? holders.map(() => secret) : await split(secret, holders.length, threshold);
   const splitId = new Uint8Array(randomBytes(SPLIT_ID_BYTES));
-  const check = keyCheck(clusterHalf);
+  const check = keyCheck(secret);
   const key = wrapKey(options.nodeUnlockKey);
   return holders.map((holder, i) => {
     const body = create(ShareBodySchema, { splitId, epoch: options.epoch, threshold, count: holders.length, share: shares[i]!, keyCheck: check });
@@ -192,7 +195,7 @@ export async function combineShares(bodies: readonly ShareBody[]): Promise<Combi
       }
       continue;
     }
-    const clusterHalf = first.threshold === 1 ? first.share : await combine(group.slice(0, first.threshold).map((b) => b.share));
+    const clusterHalf = first.threshold === 1 ? first.share : await combine(group.slice(0, first.threshold).map((b) => new Uint8Array(b.share)));
     const check = keyCheck(clusterHalf);
     if (check.length !== first.keyCheck.length || !timingSafeEqual(check, first.keyCheck)) {
       throw new ShareError(`the shares of split ${first.epoch} combine to a key that fails its check`);

@@ -33,6 +33,8 @@ import {
 import type { Value } from "../event/mod.ts";
 import type { StorageLayout } from "../localstorage/mod.ts";
 import { Backoff, sleep, type RunContext, type Runnable } from "../supervisor/mod.ts";
+import { X509Certificate } from "node:crypto";
+import { joinCertificateProblem } from "../pki/mod.ts";
 import { withCurator, type CuratorConnection } from "./curator_connection.ts";
 import type { ServiceBoard } from "./service_status.ts";
 
@@ -129,7 +131,12 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
       try {
         const connection = await options.connection.get({ signal: ctx.signal });
         const response = await withCurator(connection, (client) => client.prepareColdStart({}, { timeoutMs: SHARE_CALL_TIMEOUT_MS, signal: ctx.signal }));
-        if (!Buffer.from(sealedNow().joinCertificate).equals(Buffer.from(response.joinCertificate))) {
+        // Each call issues a new certificate: keep the one on the ESP while it is good.
+        const stored = sealedNow();
+        const good =
+          stored.joinCertificate.length > 0 &&
+          joinCertificateProblem(new X509Certificate(stored.joinCertificate), membership.credentials.ca, ownId) === undefined;
+        if (!good) {
           writeSealed((s) => void (s.joinCertificate = response.joinCertificate));
           ctx.logger.info("join certificate stored on the ESP");
         }
