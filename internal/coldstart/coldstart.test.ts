@@ -281,4 +281,23 @@ describe("the ShareHolder service", () => {
       client.close();
     }
   });
+
+  test("an owner releases the shares a holder keeps for it, and only its own", async () => {
+    const before = readHeldShares(layout.esp.heldShares).shares.map((s) => s.owner);
+    expect(before).toContain(owner.id);
+    const client = dialShareHolder(holder.id, "127.0.0.1", nodeTls(owner), port);
+    try {
+      await client.releaseShares({});
+    } finally {
+      client.close();
+    }
+    expect(readHeldShares(layout.esp.heldShares).shares.map((s) => s.owner)).not.toContain(owner.id);
+    const asking = dialShareHolder(holder.id, "127.0.0.1", joinTls(owner), port);
+    try {
+      const err = await refused(asking.getShares({ nodeId: owner.id }, { timeoutMs: 5_000 }));
+      expect(err.code).toBe(Status.NOT_FOUND);
+    } finally {
+      asking.close();
+    }
+  });
 });

@@ -10,7 +10,7 @@ import type { Logger } from "../log/mod.ts";
 import { joinCertificateProblem, nodeIdFromPublicKey } from "../pki/mod.ts";
 import { InvalidArgumentError, NotFoundError, PermissionDeniedError, type ServiceImpl, type ServicePolicy } from "../rpc/mod.ts";
 import { checkNodeId } from "../curator/validate.ts";
-import { holdShare, sharesHeldFor } from "./held_shares.ts";
+import { dropShares, holdShare, sharesHeldFor } from "./held_shares.ts";
 import { MAX_SEALED_SHARE_BYTES, ShareError, openAsHolder } from "./shares.ts";
 
 export const SHARE_HOLDER_POLICY: ServicePolicy<typeof ShareHolder> = {
@@ -18,6 +18,7 @@ export const SHARE_HOLDER_POLICY: ServicePolicy<typeof ShareHolder> = {
   // The caller has only its join certificate, which is no node certificate:
   // the handler checks it.
   getShares: "key",
+  releaseShares: "node",
 };
 
 export interface ShareHolderDeps {
@@ -59,6 +60,14 @@ export function shareHolderService(deps: ShareHolderDeps, ca: () => X509Certific
       }
       holdShare(deps.heldPath, { owner, epoch: request.epoch, committedEpoch: request.committedEpoch, sealedShare: request.sealedShare });
       deps.logger.info("holding a cold-start share", { owner, epoch: String(request.epoch), committed: String(request.committedEpoch) });
+      return {};
+    },
+
+    async releaseShares(_request, ctx) {
+      if (ctx.peer.kind !== "node") throw new Error("unreachable: policy is node");
+      const owner = ctx.peer.nodeId;
+      const dropped = dropShares(deps.heldPath, (o) => o !== owner);
+      if (dropped.length) deps.logger.info("dropped the cold-start shares of a node whose split left this node out", { owner });
       return {};
     },
 

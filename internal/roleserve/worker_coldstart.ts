@@ -73,7 +73,7 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
       let outcome: Outcome = "settled";
       if (roles !== undefined && directory !== undefined) {
         if (!roles.consensusMember) {
-          notAMember();
+          notAMember(directory);
         } else {
           if (threshold === undefined) threshold = await prepare();
           outcome = threshold === undefined ? "retry" : await member(directory, threshold);
@@ -117,9 +117,21 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
       ctx.logger.info("the cold-start key left the ESP; its free space is overwritten");
     }
 
-    function notAMember(): void {
-      const dropped = dropShares(options.layout.esp.heldShares, () => false);
-      if (dropped.length) ctx.logger.info("not a consensus member: dropped the shares held for others", { owners: dropped.join(",") });
+    /**
+     * Drops the shares of owners that left consensus. The shares of owners
+     * still in it stay, even on a node that left consensus itself: until
+     * each owner's next split is complete they may be all it has, and the
+     * owner releases them (ReleaseShares) once it is.
+     */
+    function pruneHeld(directory: ClusterDirectory): void {
+      // A directory without any member is not the full picture: prune only on one that has some.
+      if (directory.nodes.length === 0) return;
+      const dropped = dropShares(options.layout.esp.heldShares, (owner) => isConsensusMember(directory, owner));
+      if (dropped.length) ctx.logger.info("dropped the shares of nodes no longer in consensus", { owners: dropped.join(",") });
+    }
+
+    function notAMember(directory: ClusterDirectory): void {
+      pruneHeld(directory);
       if (sealedNow().unlockShares) {
         writeSealed((s) => void (s.unlockShares = undefined));
         options.board.report(SERVICE, "not-assigned", "not a consensus member");
@@ -149,11 +161,7 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
     }
 
     async function member(directory: ClusterDirectory, configured: number): Promise<Outcome> {
-      // A directory without this node is not the full picture yet: prune only on one that has it.
-      if (isConsensusMember(directory, ownId)) {
-        const dropped = dropShares(options.layout.esp.heldShares, (owner) => isConsensusMember(directory, owner));
-        if (dropped.length) ctx.logger.info("dropped the shares of nodes no longer in consensus", { owners: dropped.join(",") });
-      }
+      pruneHeld(directory);
       const peers = peersOf(directory, ownId).filter((p) => p.joinKey.length === 32);
       const sealed = sealedNow();
       if (peers.length === 0) {
@@ -166,6 +174,7 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
       const committed = sealed.unlockShares;
       const summary = `any ${threshold} of ${holders.length} other consensus members unlock it: ${holders.join(", ")}`;
       if (committed && committed.threshold === threshold && committed.holders.join(",") === holders.join(",")) {
+        await release(committed.releasing);
         if (sealed.coldStartClusterUnlockKey.length > 0) {
           writeSealed((s) => void (s.coldStartClusterUnlockKey = new Uint8Array()));
           await scrub();
@@ -209,9 +218,20 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
         run.logger.warn("not every holder took its cold-start share; retrying", { epoch: String(epoch), missing: failed.map((f) => f.peer).join(",") });
         return "retry";
       }
-      const hadKey = sealedNow().coldStartClusterUnlockKey.length > 0;
+      const previous = sealedNow();
+      const hadKey = previous.coldStartClusterUnlockKey.length > 0;
+      // Holders of earlier splits that this one leaves out: told to drop their shares below.
+      const releasing: Record<string, string> = { ...previous.unlockShares?.releasing };
+      for (const [id, address] of Object.entries(previous.unlockShares?.holderAddresses ?? {})) releasing[id] = address;
+      for (const peer of peers) delete releasing[peer.id];
       writeSealed((s) => {
-        s.unlockShares = create(UnlockSharesSchema, { epoch, threshold, holders: peers.map((p) => p.id).sort() });
+        s.unlockShares = create(UnlockSharesSchema, {
+          epoch,
+          threshold,
+          holders: peers.map((p) => p.id).sort(),
+          holderAddresses: Object.fromEntries(peers.map((p) => [p.id, p.host])),
+          releasing,
+        });
         s.coldStartClusterUnlockKey = new Uint8Array();
       });
       if (hadKey) await scrub();
@@ -220,7 +240,37 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
       // Let the holders drop the older split: best effort, the next split tells them again.
       const late = await leave(epoch);
       if (late.length) run.logger.debug("some holders did not hear that the split is committed", { holders: late.map((f) => f.peer).join(",") });
+      await release(releasing);
       return "settled";
+    }
+
+    /**
+     * Tells holders of earlier splits to drop their shares of this node's
+     * key; forgets those that did. Best effort: the rest are asked again at
+     * the next change of roles or directory.
+     */
+    async function release(releasing: Record<string, string>): Promise<void> {
+      const tls = { ca: membership.credentials.ca, certificate: membership.credentials.certificate, privateKey: membership.credentials.privateKey };
+      const told: string[] = [];
+      await Promise.all(
+        Object.entries(releasing).map(async ([id, host]) => {
+          const client = dialShareHolder(id, host, tls, options.shareHolderPort);
+          try {
+            await client.releaseShares({}, { timeoutMs: SHARE_CALL_TIMEOUT_MS, signal: ctx.signal });
+            told.push(id);
+          } catch (err) {
+            ctx.logger.info("could not tell a former holder to drop its share; asking again later", { holder: id, error: (err as Error).message });
+          } finally {
+            client.close();
+          }
+        }),
+      );
+      if (told.length === 0) return;
+      writeSealed((s) => {
+        if (!s.unlockShares) return;
+        for (const id of told) delete s.unlockShares.releasing[id];
+      });
+      ctx.logger.info("former holders dropped their shares of this node's key", { holders: told.sort().join(",") });
     }
   };
 }

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file api/configuration.proto.
  */
 export const file_api_configuration: GenFile = /*@__PURE__*/
-  fileDesc("ChdhcGkvY29uZmlndXJhdGlvbi5wcm90bxIMbm9kZWNvcmUuYXBpIoIDCg5Ob2RlUGFyYW1ldGVycxJKChFjbHVzdGVyX2Jvb3RzdHJhcBgBIAEoCzItLm5vZGVjb3JlLmFwaS5Ob2RlUGFyYW1ldGVycy5DbHVzdGVyQm9vdHN0cmFwSAASSAoQY2x1c3Rlcl9yZWdpc3RlchgCIAEoCzIsLm5vZGVjb3JlLmFwaS5Ob2RlUGFyYW1ldGVycy5DbHVzdGVyUmVnaXN0ZXJIABpMChBDbHVzdGVyQm9vdHN0cmFwEhgKEG93bmVyX3B1YmxpY19rZXkYASABKAwSHgoWdW5sb2NrX3NoYXJlX3RocmVzaG9sZBgCIAEoDRqAAQoPQ2x1c3RlclJlZ2lzdGVyEhcKD3JlZ2lzdGVyX3RpY2tldBgBIAEoDBI8ChFjbHVzdGVyX2RpcmVjdG9yeRgCIAEoCzIhLm5vZGVjb3JlLmNvbW1vbi5DbHVzdGVyRGlyZWN0b3J5EhYKDmNhX2NlcnRpZmljYXRlGAMgASgMQgkKB2NsdXN0ZXIihgIKE1NlYWxlZENvbmZpZ3VyYXRpb24SFwoPbm9kZV91bmxvY2tfa2V5GAEgASgMEhAKCGpvaW5fa2V5GAIgASgMEhIKCmNsdXN0ZXJfY2EYAyABKAwSPAoRY2x1c3Rlcl9kaXJlY3RvcnkYBCABKAsyIS5ub2RlY29yZS5jb21tb24uQ2x1c3RlckRpcmVjdG9yeRIlCh1jb2xkX3N0YXJ0X2NsdXN0ZXJfdW5sb2NrX2tleRgFIAEoDBIYChBqb2luX2NlcnRpZmljYXRlGAYgASgMEjEKDXVubG9ja19zaGFyZXMYByABKAsyGi5ub2RlY29yZS5hcGkuVW5sb2NrU2hhcmVzIkEKDFVubG9ja1NoYXJlcxINCgVlcG9jaBgBIAEoBBIRCgl0aHJlc2hvbGQYAiABKA0SDwoHaG9sZGVycxgDIAMoCWIGcHJvdG8z", [file_common_common]);
+  fileDesc("ChdhcGkvY29uZmlndXJhdGlvbi5wcm90bxIMbm9kZWNvcmUuYXBpIoIDCg5Ob2RlUGFyYW1ldGVycxJKChFjbHVzdGVyX2Jvb3RzdHJhcBgBIAEoCzItLm5vZGVjb3JlLmFwaS5Ob2RlUGFyYW1ldGVycy5DbHVzdGVyQm9vdHN0cmFwSAASSAoQY2x1c3Rlcl9yZWdpc3RlchgCIAEoCzIsLm5vZGVjb3JlLmFwaS5Ob2RlUGFyYW1ldGVycy5DbHVzdGVyUmVnaXN0ZXJIABpMChBDbHVzdGVyQm9vdHN0cmFwEhgKEG93bmVyX3B1YmxpY19rZXkYASABKAwSHgoWdW5sb2NrX3NoYXJlX3RocmVzaG9sZBgCIAEoDRqAAQoPQ2x1c3RlclJlZ2lzdGVyEhcKD3JlZ2lzdGVyX3RpY2tldBgBIAEoDBI8ChFjbHVzdGVyX2RpcmVjdG9yeRgCIAEoCzIhLm5vZGVjb3JlLmNvbW1vbi5DbHVzdGVyRGlyZWN0b3J5EhYKDmNhX2NlcnRpZmljYXRlGAMgASgMQgkKB2NsdXN0ZXIihgIKE1NlYWxlZENvbmZpZ3VyYXRpb24SFwoPbm9kZV91bmxvY2tfa2V5GAEgASgMEhAKCGpvaW5fa2V5GAIgASgMEhIKCmNsdXN0ZXJfY2EYAyABKAwSPAoRY2x1c3Rlcl9kaXJlY3RvcnkYBCABKAsyIS5ub2RlY29yZS5jb21tb24uQ2x1c3RlckRpcmVjdG9yeRIlCh1jb2xkX3N0YXJ0X2NsdXN0ZXJfdW5sb2NrX2tleRgFIAEoDBIYChBqb2luX2NlcnRpZmljYXRlGAYgASgMEjEKDXVubG9ja19zaGFyZXMYByABKAsyGi5ub2RlY29yZS5hcGkuVW5sb2NrU2hhcmVzIrQCCgxVbmxvY2tTaGFyZXMSDQoFZXBvY2gYASABKAQSEQoJdGhyZXNob2xkGAIgASgNEg8KB2hvbGRlcnMYAyADKAkSSQoQaG9sZGVyX2FkZHJlc3NlcxgEIAMoCzIvLm5vZGVjb3JlLmFwaS5VbmxvY2tTaGFyZXMuSG9sZGVyQWRkcmVzc2VzRW50cnkSPAoJcmVsZWFzaW5nGAUgAygLMikubm9kZWNvcmUuYXBpLlVubG9ja1NoYXJlcy5SZWxlYXNpbmdFbnRyeRo2ChRIb2xkZXJBZGRyZXNzZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjAKDlJlbGVhc2luZ0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFiBnByb3RvMw", [file_common_common]);
 
 /**
  * Given to a node by its operator (qemu fw_cfg or the EFI system partition).
@@ -209,6 +209,23 @@ export type UnlockShares = Message<"nodecore.api.UnlockShares"> & {
    * @generated from field: repeated string holders = 3;
    */
   holders: string[];
+
+  /**
+   * Where each holder was reached (node ID → address), so that it can be
+   * told to drop its share once a later split leaves it out, even when it is
+   * no longer a consensus member (and so in no directory).
+   *
+   * @generated from field: map<string, string> holder_addresses = 4;
+   */
+  holderAddresses: { [key: string]: string };
+
+  /**
+   * Holders of earlier splits not yet told to drop their shares (node ID →
+   * address).
+   *
+   * @generated from field: map<string, string> releasing = 5;
+   */
+  releasing: { [key: string]: string };
 };
 
 /**

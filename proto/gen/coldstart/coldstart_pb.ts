@@ -15,7 +15,33 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file coldstart/coldstart.proto.
  */
 export const file_coldstart_coldstart: GenFile = /*@__PURE__*/
-  fileDesc("Chljb2xkc3RhcnQvY29sZHN0YXJ0LnByb3RvEhJub2RlY29yZS5jb2xkc3RhcnQiUAoQSG9sZFNoYXJlUmVxdWVzdBINCgVlcG9jaBgBIAEoBBIUCgxzZWFsZWRfc2hhcmUYAiABKAwSFwoPY29tbWl0dGVkX2Vwb2NoGAMgASgEIhMKEUhvbGRTaGFyZVJlc3BvbnNlIiMKEEdldFNoYXJlc1JlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSJFChFHZXRTaGFyZXNSZXNwb25zZRIwCgZzaGFyZXMYASADKAsyIC5ub2RlY29yZS5jb2xkc3RhcnQuV3JhcHBlZFNoYXJlIjEKDFdyYXBwZWRTaGFyZRINCgVub25jZRgBIAEoDBISCgpjaXBoZXJ0ZXh0GAIgASgMInAKCVNoYXJlQm9keRIQCghzcGxpdF9pZBgBIAEoDBINCgVlcG9jaBgCIAEoBBIRCgl0aHJlc2hvbGQYAyABKA0SDQoFY291bnQYBCABKA0SDQoFc2hhcmUYBSABKAwSEQoJa2V5X2NoZWNrGAYgASgMIk4KC1NlYWxlZFNoYXJlEhwKFGVwaGVtZXJhbF9wdWJsaWNfa2V5GAEgASgMEg0KBW5vbmNlGAIgASgMEhIKCmNpcGhlcnRleHQYAyABKAwifwoKSGVsZFNoYXJlcxI0CgZzaGFyZXMYASADKAsyJC5ub2RlY29yZS5jb2xkc3RhcnQuSGVsZFNoYXJlcy5TaGFyZRo7CgVTaGFyZRINCgVvd25lchgBIAEoCRINCgVlcG9jaBgCIAEoBBIUCgxzZWFsZWRfc2hhcmUYAyABKAwywQEKC1NoYXJlSG9sZGVyElgKCUhvbGRTaGFyZRIkLm5vZGVjb3JlLmNvbGRzdGFydC5Ib2xkU2hhcmVSZXF1ZXN0GiUubm9kZWNvcmUuY29sZHN0YXJ0LkhvbGRTaGFyZVJlc3BvbnNlElgKCUdldFNoYXJlcxIkLm5vZGVjb3JlLmNvbGRzdGFydC5HZXRTaGFyZXNSZXF1ZXN0GiUubm9kZWNvcmUuY29sZHN0YXJ0LkdldFNoYXJlc1Jlc3BvbnNlYgZwcm90bzM");
+  fileDesc("Chljb2xkc3RhcnQvY29sZHN0YXJ0LnByb3RvEhJub2RlY29yZS5jb2xkc3RhcnQiFgoUUmVsZWFzZVNoYXJlc1JlcXVlc3QiFwoVUmVsZWFzZVNoYXJlc1Jlc3BvbnNlIlAKEEhvbGRTaGFyZVJlcXVlc3QSDQoFZXBvY2gYASABKAQSFAoMc2VhbGVkX3NoYXJlGAIgASgMEhcKD2NvbW1pdHRlZF9lcG9jaBgDIAEoBCITChFIb2xkU2hhcmVSZXNwb25zZSIjChBHZXRTaGFyZXNSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkiRQoRR2V0U2hhcmVzUmVzcG9uc2USMAoGc2hhcmVzGAEgAygLMiAubm9kZWNvcmUuY29sZHN0YXJ0LldyYXBwZWRTaGFyZSIxCgxXcmFwcGVkU2hhcmUSDQoFbm9uY2UYASABKAwSEgoKY2lwaGVydGV4dBgCIAEoDCJwCglTaGFyZUJvZHkSEAoIc3BsaXRfaWQYASABKAwSDQoFZXBvY2gYAiABKAQSEQoJdGhyZXNob2xkGAMgASgNEg0KBWNvdW50GAQgASgNEg0KBXNoYXJlGAUgASgMEhEKCWtleV9jaGVjaxgGIAEoDCJOCgtTZWFsZWRTaGFyZRIcChRlcGhlbWVyYWxfcHVibGljX2tleRgBIAEoDBINCgVub25jZRgCIAEoDBISCgpjaXBoZXJ0ZXh0GAMgASgMIn8KCkhlbGRTaGFyZXMSNAoGc2hhcmVzGAEgAygLMiQubm9kZWNvcmUuY29sZHN0YXJ0LkhlbGRTaGFyZXMuU2hhcmUaOwoFU2hhcmUSDQoFb3duZXIYASABKAkSDQoFZXBvY2gYAiABKAQSFAoMc2VhbGVkX3NoYXJlGAMgASgMMqcCCgtTaGFyZUhvbGRlchJYCglIb2xkU2hhcmUSJC5ub2RlY29yZS5jb2xkc3RhcnQuSG9sZFNoYXJlUmVxdWVzdBolLm5vZGVjb3JlLmNvbGRzdGFydC5Ib2xkU2hhcmVSZXNwb25zZRJYCglHZXRTaGFyZXMSJC5ub2RlY29yZS5jb2xkc3RhcnQuR2V0U2hhcmVzUmVxdWVzdBolLm5vZGVjb3JlLmNvbGRzdGFydC5HZXRTaGFyZXNSZXNwb25zZRJkCg1SZWxlYXNlU2hhcmVzEigubm9kZWNvcmUuY29sZHN0YXJ0LlJlbGVhc2VTaGFyZXNSZXF1ZXN0Gikubm9kZWNvcmUuY29sZHN0YXJ0LlJlbGVhc2VTaGFyZXNSZXNwb25zZWIGcHJvdG8z");
+
+/**
+ * @generated from message nodecore.coldstart.ReleaseSharesRequest
+ */
+export type ReleaseSharesRequest = Message<"nodecore.coldstart.ReleaseSharesRequest"> & {
+};
+
+/**
+ * Describes the message nodecore.coldstart.ReleaseSharesRequest.
+ * Use `create(ReleaseSharesRequestSchema)` to create a new message.
+ */
+export const ReleaseSharesRequestSchema: GenMessage<ReleaseSharesRequest> = /*@__PURE__*/
+  messageDesc(file_coldstart_coldstart, 0);
+
+/**
+ * @generated from message nodecore.coldstart.ReleaseSharesResponse
+ */
+export type ReleaseSharesResponse = Message<"nodecore.coldstart.ReleaseSharesResponse"> & {
+};
+
+/**
+ * Describes the message nodecore.coldstart.ReleaseSharesResponse.
+ * Use `create(ReleaseSharesResponseSchema)` to create a new message.
+ */
+export const ReleaseSharesResponseSchema: GenMessage<ReleaseSharesResponse> = /*@__PURE__*/
+  messageDesc(file_coldstart_coldstart, 1);
 
 /**
  * @generated from message nodecore.coldstart.HoldShareRequest
@@ -49,7 +75,7 @@ export type HoldShareRequest = Message<"nodecore.coldstart.HoldShareRequest"> & 
  * Use `create(HoldShareRequestSchema)` to create a new message.
  */
 export const HoldShareRequestSchema: GenMessage<HoldShareRequest> = /*@__PURE__*/
-  messageDesc(file_coldstart_coldstart, 0);
+  messageDesc(file_coldstart_coldstart, 2);
 
 /**
  * @generated from message nodecore.coldstart.HoldShareResponse
@@ -62,7 +88,7 @@ export type HoldShareResponse = Message<"nodecore.coldstart.HoldShareResponse"> 
  * Use `create(HoldShareResponseSchema)` to create a new message.
  */
 export const HoldShareResponseSchema: GenMessage<HoldShareResponse> = /*@__PURE__*/
-  messageDesc(file_coldstart_coldstart, 1);
+  messageDesc(file_coldstart_coldstart, 3);
 
 /**
  * @generated from message nodecore.coldstart.GetSharesRequest
@@ -79,7 +105,7 @@ export type GetSharesRequest = Message<"nodecore.coldstart.GetSharesRequest"> & 
  * Use `create(GetSharesRequestSchema)` to create a new message.
  */
 export const GetSharesRequestSchema: GenMessage<GetSharesRequest> = /*@__PURE__*/
-  messageDesc(file_coldstart_coldstart, 2);
+  messageDesc(file_coldstart_coldstart, 4);
 
 /**
  * @generated from message nodecore.coldstart.GetSharesResponse
@@ -99,7 +125,7 @@ export type GetSharesResponse = Message<"nodecore.coldstart.GetSharesResponse"> 
  * Use `create(GetSharesResponseSchema)` to create a new message.
  */
 export const GetSharesResponseSchema: GenMessage<GetSharesResponse> = /*@__PURE__*/
-  messageDesc(file_coldstart_coldstart, 3);
+  messageDesc(file_coldstart_coldstart, 5);
 
 /**
  * The inner layer, made by the owner: AES-256-GCM under a key derived from
@@ -125,7 +151,7 @@ export type WrappedShare = Message<"nodecore.coldstart.WrappedShare"> & {
  * Use `create(WrappedShareSchema)` to create a new message.
  */
 export const WrappedShareSchema: GenMessage<WrappedShare> = /*@__PURE__*/
-  messageDesc(file_coldstart_coldstart, 4);
+  messageDesc(file_coldstart_coldstart, 6);
 
 /**
  * What a WrappedShare holds.
@@ -178,7 +204,7 @@ export type ShareBody = Message<"nodecore.coldstart.ShareBody"> & {
  * Use `create(ShareBodySchema)` to create a new message.
  */
 export const ShareBodySchema: GenMessage<ShareBody> = /*@__PURE__*/
-  messageDesc(file_coldstart_coldstart, 5);
+  messageDesc(file_coldstart_coldstart, 7);
 
 /**
  * The outer layer, made for the holder: X25519 between a fresh key and the
@@ -208,7 +234,7 @@ export type SealedShare = Message<"nodecore.coldstart.SealedShare"> & {
  * Use `create(SealedShareSchema)` to create a new message.
  */
 export const SealedShareSchema: GenMessage<SealedShare> = /*@__PURE__*/
-  messageDesc(file_coldstart_coldstart, 6);
+  messageDesc(file_coldstart_coldstart, 8);
 
 /**
  * The holder's file on its ESP (esp/nodecore/held_shares.pb).
@@ -227,7 +253,7 @@ export type HeldShares = Message<"nodecore.coldstart.HeldShares"> & {
  * Use `create(HeldSharesSchema)` to create a new message.
  */
 export const HeldSharesSchema: GenMessage<HeldShares> = /*@__PURE__*/
-  messageDesc(file_coldstart_coldstart, 7);
+  messageDesc(file_coldstart_coldstart, 9);
 
 /**
  * @generated from message nodecore.coldstart.HeldShares.Share
@@ -256,7 +282,7 @@ export type HeldShares_Share = Message<"nodecore.coldstart.HeldShares.Share"> & 
  * Use `create(HeldShares_ShareSchema)` to create a new message.
  */
 export const HeldShares_ShareSchema: GenMessage<HeldShares_Share> = /*@__PURE__*/
-  messageDesc(file_coldstart_coldstart, 7, 0);
+  messageDesc(file_coldstart_coldstart, 9, 0);
 
 /**
  * Served by every consensus member on port 7837, from boot on: before its
@@ -288,6 +314,18 @@ export const ShareHolder: GenService<{
     methodKind: "unary";
     input: typeof GetSharesRequestSchema;
     output: typeof GetSharesResponseSchema;
+  },
+  /**
+   * Drops every share this node holds for the caller: the caller's current
+   * split no longer includes this node. Callers: nodes (node certificate),
+   * for their own shares only.
+   *
+   * @generated from rpc nodecore.coldstart.ShareHolder.ReleaseShares
+   */
+  releaseShares: {
+    methodKind: "unary";
+    input: typeof ReleaseSharesRequestSchema;
+    output: typeof ReleaseSharesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_coldstart_coldstart, 0);
