@@ -42,6 +42,11 @@ const SERVICE = "coldstart";
 /** Retries of a split that some holder did not take: from 1 s, doubling, up to 30 s. */
 const RETRY_INITIAL_MS = 1_000;
 const RETRY_MAX_MS = 30_000;
+/**
+ * How long a holder gets to store a share: it syncs a file on its ESP, which
+ * takes seconds on an emulated machine that is busy forming a cluster.
+ */
+const HOLD_SHARE_TIMEOUT_MS = 15_000;
 
 export interface ColdStartOptions {
   layout: StorageLayout;
@@ -65,6 +70,8 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
     const membership = await options.membership.get({ signal: ctx.signal });
     const ownId = membership.credentials.nodeId;
     let threshold: number | undefined;
+    /** The split being handed out, kept across retries. */
+    let attempt: { key: string; shares: Map<string, Uint8Array>; acknowledged: Set<string> } | undefined;
     const backoff = new Backoff({ initialMs: RETRY_INITIAL_MS, multiplier: 2, maxMs: RETRY_MAX_MS, jitter: 0.2 });
     ctx.signalHealthy();
     for (;;) {
@@ -187,21 +194,32 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
 
     async function split(peers: Peer[], threshold: number, committedEpoch: bigint, summary: string, run: RunContext): Promise<Outcome> {
       const epoch = committedEpoch + 1n;
-      const shares = await splitClusterHalf({
-        clusterHalf: membership.clusterUnlockKey,
-        nodeUnlockKey: sealedNow().nodeUnlockKey,
-        owner: ownId,
-        holders: peers.map((p) => ({ id: p.id, joinKey: p.joinKey })),
-        threshold,
-        epoch,
-      });
+      // A retry goes on with the same split, to the holders that have not
+      // taken theirs yet; a new split only when the holders or the threshold change.
+      const key = `${peers.map((p) => `${p.id}@${p.host}`).join(",")}|${threshold}|${epoch}`;
+      if (attempt?.key !== key) {
+        const made = await splitClusterHalf({
+          clusterHalf: membership.clusterUnlockKey,
+          nodeUnlockKey: sealedNow().nodeUnlockKey,
+          owner: ownId,
+          holders: peers.map((p) => ({ id: p.id, joinKey: p.joinKey })),
+          threshold,
+          epoch,
+        });
+        attempt = { key, shares: new Map(made.map((m) => [m.holder, m.sealedShare])), acknowledged: new Set() };
+      }
+      const current = attempt;
       const tls = { ca: membership.credentials.ca, certificate: membership.credentials.certificate, privateKey: membership.credentials.privateKey };
-      const leave = (committed: bigint) =>
+      const leave = (committed: bigint, to: Peer[]) =>
         Promise.all(
-          peers.map(async (peer, i) => {
+          to.map(async (peer) => {
             const client = dialShareHolder(peer.id, peer.host, tls, options.shareHolderPort);
             try {
-              await client.holdShare({ epoch, committedEpoch: committed, sealedShare: shares[i]!.sealedShare }, { timeoutMs: SHARE_CALL_TIMEOUT_MS, signal: run.signal });
+              await client.holdShare(
+                { epoch, committedEpoch: committed, sealedShare: current.shares.get(peer.id)! },
+                { timeoutMs: HOLD_SHARE_TIMEOUT_MS, signal: run.signal },
+              );
+              current.acknowledged.add(peer.id);
               return undefined;
             } catch (err) {
               return { peer: peer.id, reason: (err as Error).message };
@@ -210,7 +228,10 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
             }
           }),
         ).then((results) => results.filter((r) => r !== undefined));
-      const failed = await leave(committedEpoch);
+      const failed = await leave(
+        committedEpoch,
+        peers.filter((p) => !current.acknowledged.has(p.id)),
+      );
       if (failed.length > 0) {
         run.signal.throwIfAborted();
         const message = `making shares: ${peers.length - failed.length} of ${peers.length} holders have theirs; waiting for ${failed.map((f) => `${f.peer} (${f.reason})`).join("; ")}`;
@@ -238,7 +259,8 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
       run.logger.info("cold-start shares made; the cluster half is off the ESP", { epoch: String(epoch), threshold, holders: peers.length });
       options.board.report(SERVICE, "shared", summary);
       // Let the holders drop the older split: best effort, the next split tells them again.
-      const late = await leave(epoch);
+      attempt = undefined;
+      const late = await leave(epoch, peers);
       if (late.length) run.logger.debug("some holders did not hear that the split is committed", { holders: late.map((f) => f.peer).join(",") });
       await release(releasing);
       return "settled";

@@ -85,8 +85,15 @@ e2eTest("three nodes form a cluster: bootstrap, takeownership, register, approve
 e2eTest("etcdctl sees three voting etcd members, and data written to etcd is there", async () => {
   const f = need(formed, "the formed cluster");
   etcdDir = join(need(cluster, "the cluster").dir.path, "etcd");
-  const credentials = await f.ctl("etcd", "credentials", etcdDir);
-  assertEqual(credentials.exitCode, 0, `ctl etcd credentials (${credentials.stderr.trim()})`);
+  // Right after formation the VMs are busy (three under TCG on two cores),
+  // and the owner knows only node1 yet: an operator would run it again.
+  await eventually(
+    async () => {
+      const credentials = await f.ctl("etcd", "credentials", etcdDir);
+      assertEqual(credentials.exitCode, 0, `ctl etcd credentials (${credentials.stderr.trim()})`);
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "etcd client credentials" },
+  );
   const list = await members("node1");
   assertEqual(list.length, 3, "etcd members");
   assert(list.every((m) => !m.isLearner), `no learners left: ${JSON.stringify(list)}`);
@@ -94,8 +101,13 @@ e2eTest("etcdctl sees three voting etcd members, and data written to etcd is the
   await etcdctl("node2", "put", "e2e/written-before", "survives node1");
   assertEqual((await etcdctl("node3", "get", "e2e/written-before", "--print-value-only")).trim(), "survives node1", "value read back");
   // The owner's client follows every curator from now on.
-  const info = await f.ctl("cluster", "info");
-  assertEqual(info.exitCode, 0, `ctl cluster info (${info.stderr.trim()})`);
+  await eventually(
+    async () => {
+      const info = await f.ctl("cluster", "info");
+      assertEqual(info.exitCode, 0, `ctl cluster info (${info.stderr.trim()})`);
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "ctl cluster info" },
+  );
 });
 
 e2eTest("with node1 powered off the cluster keeps serving the owner, and node1 rejoins through the survivors", async (ctx) => {
