@@ -69,6 +69,8 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
   return async (ctx) => {
     const membership = await options.membership.get({ signal: ctx.signal });
     const ownId = membership.credentials.nodeId;
+    /** This node's credentials, for leaving and releasing shares at other members' share holders. */
+    const tls = { ca: membership.credentials.ca, certificate: membership.credentials.certificate, privateKey: membership.credentials.privateKey };
     let threshold: number | undefined;
     /** The split being handed out, kept across retries. */
     let attempt: { key: string; shares: Map<string, Uint8Array>; acknowledged: Set<string> } | undefined;
@@ -209,7 +211,6 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
         attempt = { key, shares: new Map(made.map((m) => [m.holder, m.sealedShare])), acknowledged: new Set() };
       }
       const current = attempt;
-      const tls = { ca: membership.credentials.ca, certificate: membership.credentials.certificate, privateKey: membership.credentials.privateKey };
       const leave = (committed: bigint, to: Peer[]) =>
         Promise.all(
           to.map(async (peer) => {
@@ -272,7 +273,6 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
      * the next change of roles or directory.
      */
     async function release(releasing: Record<string, string>): Promise<void> {
-      const tls = { ca: membership.credentials.ca, certificate: membership.credentials.certificate, privateKey: membership.credentials.privateKey };
       const told: string[] = [];
       await Promise.all(
         Object.entries(releasing).map(async ([id, host]) => {
