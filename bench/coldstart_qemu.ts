@@ -67,6 +67,17 @@ async function stopAll(): Promise<void> {
 
 try {
   const formed = await formCluster(cluster, { timeoutMs: STEP_TIMEOUT_MS, logger: logger.child("formation") });
+  // The owner's ctl learns every member's address from the cluster; until
+  // then it knows only node1, which may be the one still powered off.
+  await eventually(
+    async () => {
+      const info = await formed.ctl("cluster", "info", "--json");
+      if (info.exitCode !== 0) throw new Error(info.stderr.trim());
+      const curators = (JSON.parse(info.stdout) as { curators: string[] }).curators;
+      if (curators.length !== cluster.nodes.length) throw new Error(`ctl knows ${curators.length} curators`);
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "ctl cluster info" },
+  );
   for (const node of cluster.nodes) await node.waitForConsole(SHARES_MADE, STEP_TIMEOUT_MS); // first boots: the lines are there
   console.log(`cold-start figures under qemu (${new Date().toISOString()}, ${navigator.hardwareConcurrency} cores, TCG), 3 consensus members, threshold 2 of 2`);
 
