@@ -15,6 +15,10 @@ export const BUILD_PACKAGES = [
   "etcd-server", // /usr/bin/etcd, shipped in the initramfs
   "e2fsprogs", // mke2fs/e2fsck, shipped in the initramfs
   "cryptsetup-bin", // cryptsetup, shipped in the initramfs
+  "containerd", // containerd, its runc shim and ctr, shipped in the system image
+  "runc", // shipped in the system image
+  "busybox-static", // the runtime probe's container image
+  "squashfs-tools", // mksquashfs: the system image
   "dosfstools", // mkfs.vfat for the ESP
   "gdisk", // sgdisk for the GPT
 ] as const;

@@ -5,7 +5,8 @@
 //   /usr/bin/etcd              Debian's etcd-server
 //   /usr/sbin/{mke2fs,e2fsck,cryptsetup}   for the data partition
 //   /lib/x86_64-linux-gnu/*, /lib64/ld-linux-x86-64.so.2
-//                              shared libraries of all of the above, at the
+//                              shared libraries of all of the above and of
+//                              the system image's binaries, at the
 //                              paths ldd reports (the loader's default search
 //                              path; there is no ld.so.cache)
 //   /lib/modules/<release>/    kernel modules, modules.dep, modules.load
@@ -27,6 +28,7 @@ import { ImageBuildError } from "./errors.ts";
 import { run } from "./exec.ts";
 import { GUEST_CRYPTSETUP, GUEST_E2FSCK, GUEST_ETCD, GUEST_INIT, GUEST_MKE2FS, GUEST_PREINIT, guestModulesDir } from "./layout.ts";
 import { SHIPPED_INDEX_FILES, type StagedModules } from "./modules.ts";
+import { RUNTIME_BINARIES } from "../internal/containerd/mod.ts";
 
 /** Host binaries shipped at the same path in the guest (Debian 12 is merged-/usr). */
 export const HOST_BINARIES = [GUEST_ETCD, GUEST_MKE2FS, GUEST_E2FSCK, GUEST_CRYPTSETUP] as const;
@@ -118,8 +120,11 @@ export async function initramfsContents(inputs: InitramfsInputs): Promise<Initra
   file(GUEST_INIT, inputs.init, EXECUTABLE_MODE);
   for (const binary of HOST_BINARIES) file(binary, binary, EXECUTABLE_MODE);
 
+  // The system image's binaries (image/system.ts) load their libraries
+  // from here: runc re-executes itself for every container with an
+  // environment of its own, so LD_LIBRARY_PATH would not reach it.
   const libraries = new Set<string>();
-  for (const binary of [inputs.init, ...HOST_BINARIES]) {
+  for (const binary of [inputs.init, ...HOST_BINARIES, ...Object.values(RUNTIME_BINARIES)]) {
     for (const library of await sharedLibraries(binary)) libraries.add(library);
   }
   // Copied as regular files at the reported path (the real file's contents),

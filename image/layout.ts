@@ -32,6 +32,8 @@ export const INITRAMFS_FILE = "initramfs.cpio.lz4";
 /** What earlier builds wrote: removed, so that nothing boots a stale archive. */
 export const OLD_INITRAMFS_FILE = "initramfs.cpio";
 export const DISK_FILE = "disk.img";
+/** The system image (image/system.ts). */
+export const SYSTEM_FILE = "system.squashfs";
 export const MANIFEST_FILE = "manifest.json";
 /** Beside every cached output: the fingerprint of the inputs it was built from. */
 export const FINGERPRINT_SUFFIX = ".inputs";
@@ -44,6 +46,7 @@ export interface ImagePaths {
   kernel: string;
   initramfs: string;
   disk: string;
+  system: string;
   manifest: string;
 }
 
@@ -54,6 +57,7 @@ export function imagePaths(format: KernelFormat, outDir: string = join(REPO_ROOT
     kernel: join(outDir, format),
     initramfs: join(outDir, INITRAMFS_FILE),
     disk: join(outDir, DISK_FILE),
+    system: join(outDir, SYSTEM_FILE),
     manifest: join(outDir, MANIFEST_FILE),
   };
 }

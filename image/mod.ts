@@ -9,6 +9,9 @@
 // paths ldd reports), the kernel modules for virtio disk/net, fw_cfg, vfat,
 // ext4 and dm-crypt (plain .ko, loaded in the order of modules.load), and a
 // few /etc files. initramfs.ts lists the layout; layout.ts has the paths.
+// Beside it, the system image (system.ts): a read-only squashfs with what
+// only some roles need (the container runtime), mounted by a node when a
+// role first needs it, attached by the launcher as a read-only drive.
 //
 // Build steps (`bun image/build.ts`), each skipped when its inputs did not
 // change (cache.ts: a fingerprint beside each output):
@@ -26,6 +29,9 @@
 //                                                     ▼
 //                                              │ lz4 -l -9
 //                                              out/image/initramfs.cpio.lz4
+//   containerd, runc, ctr ──ldd──, busybox ──oci.ts──┐ mksquashfs (zstd)
+//                                                     ▼
+//                                              out/image/system.squashfs
 //   sgdisk (GPT) + mkfs.vfat -C (ESP) ─────────▶ out/image/disk.img
 //                                                     │
 //   all of the above ──────────────────────────▶ out/image/manifest.json
@@ -52,6 +58,7 @@ import { buildDisk, readPartitions, type PartitionInfo } from "./disk.ts";
 import { ImageBuildError } from "./errors.ts";
 import { run } from "./exec.ts";
 import { compilePreinit, compressInitramfs, describeEntries, HOST_BINARIES, initramfsContents } from "./initramfs.ts";
+import { buildSystemImage, describeSystem, systemContents } from "./system.ts";
 import { extractVmlinux, fetchKernel, resolveKernelPackage } from "./kernel.ts";
 import {
   CACHE_DIR,
@@ -109,6 +116,13 @@ export interface ImageManifest {
     /** Apparent size; the file is sparse. */
     bytes: number;
     partitions: PartitionInfo[];
+  };
+  system: {
+    file: string;
+    bytes: number;
+    sha256: string;
+    /** Paths inside the image. */
+    files: string[];
   };
   cmdline: string;
 }
@@ -212,6 +226,16 @@ export async function buildImage(options: BuildImageOptions = {}): Promise<Image
   rmSync(join(paths.outDir, OLD_INITRAMFS_FILE + FINGERPRINT_SUFFIX), { force: true });
   log.info(initramfsBuilt ? "initramfs written" : "initramfs up to date", { file: paths.initramfs, size: mib(statSync(paths.initramfs).size) });
 
+  const system = systemContents();
+  const systemBuilt = await cachedStep(paths.system, {
+    inputs: { params: { step: "system", files: describeSystem(system) }, files: [...system.sources, source("system.ts"), source("oci.ts")] },
+    build: async () => {
+      log.info("writing the system image (squashfs, zstd)", { files: system.files.length });
+      await buildSystemImage(system, join(cacheDir, "system"), paths.system);
+    },
+  });
+  log.info(systemBuilt ? "system image written" : "system image up to date", { file: paths.system, size: mib(statSync(paths.system).size) });
+
   const diskBuilt = await cachedStep(paths.disk, {
     inputs: { params: { step: "disk" }, files: [source("disk.ts"), source("layout.ts")] },
     build: async () => {
@@ -223,7 +247,7 @@ export async function buildImage(options: BuildImageOptions = {}): Promise<Image
 
   // The manifest hashes the outputs; the outputs' own fingerprints say
   // whether that is needed again.
-  const stamps = [paths.kernel, paths.initramfs, paths.disk].map((output) => output + FINGERPRINT_SUFFIX);
+  const stamps = [paths.kernel, paths.initramfs, paths.disk, paths.system].map((output) => output + FINGERPRINT_SUFFIX);
   const manifestInputs = { params: { step: "manifest", format, pkg, release: kernel.release, init: repoRelative(init) }, files: [...stamps, source("mod.ts")] };
   const manifestBuilt = await cachedStep(paths.manifest, {
     inputs: manifestInputs,
@@ -253,6 +277,12 @@ export async function buildImage(options: BuildImageOptions = {}): Promise<Image
           bytes: statSync(paths.disk).size,
           partitions: await readPartitions(paths.disk),
         },
+        system: {
+          file: relative(paths.outDir, paths.system),
+          bytes: statSync(paths.system).size,
+          sha256: await hashFile(paths.system),
+          files: system.files.map((file) => file.path),
+        },
         cmdline: DEFAULT_KERNEL_CMDLINE,
       };
       writeFileSync(paths.manifest, JSON.stringify(manifest, null, 2) + "\n");
@@ -270,8 +300,13 @@ export function readManifest(outDir: string = join(REPO_ROOT, OUT_DIR)): ImageMa
 }
 
 /** Absolute paths of a manifest's files. */
-export function manifestPaths(manifest: ImageManifest, outDir: string = join(REPO_ROOT, OUT_DIR)): { kernel: string; initramfs: string; disk: string } {
-  return { kernel: join(outDir, manifest.kernel.file), initramfs: join(outDir, manifest.initramfs.file), disk: join(outDir, manifest.disk.file) };
+export function manifestPaths(manifest: ImageManifest, outDir: string = join(REPO_ROOT, OUT_DIR)): { kernel: string; initramfs: string; disk: string; system: string } {
+  return {
+    kernel: join(outDir, manifest.kernel.file),
+    initramfs: join(outDir, manifest.initramfs.file),
+    disk: join(outDir, manifest.disk.file),
+    system: join(outDir, manifest.system.file),
+  };
 }
 
 /** Copies the disk template for one node, keeping it sparse. */

@@ -39,6 +39,8 @@ export const MODULE_ROOTS = [
   "ecb", // xts(aes) is built on ecb(aes) (softdep of xts)
   "xts", // aes-xts-plain64, cryptsetup's LUKS2 default cipher
   "dm_crypt", // the encrypted data partition
+  "overlay", // containerd's overlayfs snapshotter (Kubernetes worker role)
+  "squashfs", // the system image (image/system.ts)
   "af_alg", // AF_ALG sockets: libcryptsetup runs keyslot crypto in the kernel
   "algif_skcipher",
   "algif_hash",

@@ -1,7 +1,16 @@
 // Pre-init: the first program the kernel runs from the initramfs (/init).
 //
+// First it makes "/" a mount of its own: the initramfs is the kernel's
+// rootfs, which pivot_root(2) cannot move (it has no parent mount), and runc
+// pivot_roots into every container (containerd issues 1973 and 4828). A bind
+// mount of rootfs, moved on top of rootfs and chrooted into, is a root like
+// that of a system booted from disk: rootfs stays underneath, unreachable,
+// as it always is. This costs a few syscalls and copies nothing; the
+// alternative, copying the initramfs into a tmpfs, costs its size in memory
+// and time.
+//
 // bun aborts at startup without /proc, and the node's init wants /dev, so
-// this mounts both and then replaces itself with the bun-compiled init
+// this then mounts both and replaces itself with the bun-compiled init
 // (/init.bin), passing argv and envp through unchanged. It is PID 1 until the
 // exec: it never exits (PID 1 exiting panics the kernel); when something
 // fails it says why on /dev/console and sleeps forever.
@@ -59,8 +68,22 @@ static void ensure_console_fds(void) {
   if (fd > 2) close(fd);
 }
 
+#define BIND_POINT "/.root"
+
+// mount --bind / /.root; cd /.root; mount --move . /; chroot . (see the header).
+static void root_on_own_mount(void) {
+  if (mkdir(BIND_POINT, 0700) != 0 && errno != EEXIST) halt(BIND_POINT, errno);
+  if (mount("/", BIND_POINT, NULL, MS_BIND, NULL) != 0) halt("bind mount of / on " BIND_POINT, errno);
+  if (chdir(BIND_POINT) != 0) halt("chdir " BIND_POINT, errno);
+  if (mount(".", "/", NULL, MS_MOVE, NULL) != 0) halt("move " BIND_POINT " onto /", errno);
+  if (chroot(".") != 0) halt("chroot into the bind mount", errno);
+  if (chdir("/") != 0) halt("chdir /", errno);
+  rmdir(BIND_POINT);  // the same rootfs directory, now unused
+}
+
 int main(int argc, char **argv, char **envp) {
   (void)argc;
+  root_on_own_mount();
   mount_at("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
   mount_at("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
   ensure_console_fds();

@@ -4,6 +4,7 @@
 // Always TCG (this host's /dev/kvm cannot run a normal guest) with -cpu max
 // (bun dies on an invalid opcode with qemu's default CPU model).
 
+import { SYSTEM_IMAGE_SERIAL } from "../internal/localstorage/mod.ts";
 import { DEFAULT_KERNEL_CMDLINE } from "./layout.ts";
 
 export const QEMU_BINARY = "qemu-system-x86_64";
@@ -16,6 +17,8 @@ export interface QemuOptions {
   initramfs: string;
   /** A per-node copy of the disk template (qemu writes to it). */
   disk: string;
+  /** The system image, attached read-only (shared by every VM). */
+  system?: string;
   memoryMiB?: number;
   cmdline?: string;
   /** fw_cfg string items, by name ("opt/..."): the node reads them from sysfs. */
@@ -56,6 +59,15 @@ export function qemuArgs(options: QemuOptions): string[] {
     "-drive",
     `file=${escapeOptionValue(options.disk)},if=virtio,format=raw`,
   ];
+  // The serial is how the node finds it (internal/localstorage/system_image.ts).
+  if (options.system) {
+    argv.push(
+      "-drive",
+      `file=${escapeOptionValue(options.system)},if=none,id=system,format=raw,readonly=on`,
+      "-device",
+      `virtio-blk-pci,drive=system,serial=${SYSTEM_IMAGE_SERIAL}`,
+    );
+  }
   for (const [name, value] of Object.entries(options.fwCfg ?? {})) {
     argv.push("-fw_cfg", `name=${escapeOptionValue(name)},string=${escapeOptionValue(value)}`);
   }

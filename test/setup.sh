@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 
 # Debian packages the node image, the launcher and the tests use. node and
 # npm count as present when the commands exist, however they were installed.
-PACKAGES="git openssl util-linux etcd-server etcd-client qemu-system-x86 qemu-utils dnsmasq-base cryptsetup-bin dosfstools mtools e2fsprogs gdisk iproute2 nftables cpio kmod gcc libc6-dev"
+PACKAGES="git openssl util-linux etcd-server etcd-client qemu-system-x86 qemu-utils dnsmasq-base cryptsetup-bin dosfstools mtools e2fsprogs gdisk iproute2 nftables cpio kmod gcc libc6-dev containerd runc busybox-static squashfs-tools"
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

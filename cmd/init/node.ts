@@ -13,7 +13,7 @@ import { Value } from "../../internal/event/mod.ts";
 import { enrolmentRunnable, type ClusterMembership, type DataStorage, type EnrolmentState, type ParameterPaths } from "../../internal/cluster/mod.ts";
 import { scrubFreeSpace, type StorageLayout } from "../../internal/localstorage/mod.ts";
 import type { Network } from "../../internal/network/mod.ts";
-import { newRoleServerValues, roleServer } from "../../internal/roleserve/mod.ts";
+import { newRoleServerValues, roleServer, type RuntimeSetup } from "../../internal/roleserve/mod.ts";
 import type { LogTree } from "../../internal/logtree/mod.ts";
 import { nodeManagementRunnable, type PowerRequest } from "../../internal/nodemgmt/mod.ts";
 import { shareHolderRunnable } from "../../internal/coldstart/mod.ts";
@@ -29,6 +29,8 @@ export interface NodeConfig {
   /** Where etcd's client port listens: loopback on a VM; the node's own address when nodes share a host. */
   etcdClientHost: "loopback" | "node-address";
   kubernetesBinDir?: string;
+  /** The container runtime's place (see internal/containerd); absent where the node cannot run containers. */
+  runtime?: RuntimeSetup;
   /** Overwrite the ESP's free space when a secret leaves it (a real FAT ESP; not a node process's directory). */
   scrubEsp: boolean;
   onFatal: (message: string) => void;
@@ -71,6 +73,7 @@ export function nodeRoot(config: NodeConfig): Runnable {
           membership,
           etcdClientHost: (m) => (config.etcdClientHost === "loopback" ? "127.0.0.1" : m.address),
           ...(config.kubernetesBinDir ? { kubernetesBinDir: config.kubernetesBinDir } : {}),
+          ...(config.runtime ? { runtime: config.runtime } : {}),
           ...(config.scrubEsp ? { scrubEsp: () => scrubFreeSpace(config.layout.esp.path).then(() => {}) } : {}),
         },
         roleValues,

@@ -5,13 +5,16 @@
 // first console line and its pseudo file systems; etcd's client is loaded
 // later still, by consensus members only (internal/consensus/etcd_client.ts).
 
+import { join } from "node:path";
 import { FW_CFG_PARAMETERS_PATH, encryptedPartition, plainDirectory } from "../../internal/cluster/mod.ts";
-import { dataPartitionDevice, type StorageLayout } from "../../internal/localstorage/mod.ts";
+import { PROBE_IMAGE_PATH, runtimePaths, unifiedCgroupRoot } from "../../internal/containerd/mod.ts";
+import { dataPartitionDevice, mountSystemImage, type StorageLayout } from "../../internal/localstorage/mod.ts";
 import type { Logger } from "../../internal/log/mod.ts";
 import type { LogTree } from "../../internal/logtree/mod.ts";
 import { Network } from "../../internal/network/mod.ts";
 import { supervise, type Supervisor } from "../../internal/supervisor/mod.ts";
 import { becomeSubreaper } from "../../internal/sys/mod.ts";
+import type { RuntimeSetup } from "../../internal/roleserve/mod.ts";
 import { nodeRoot } from "./node.ts";
 import { KEEPALIVE_INTERVAL_MS, powerDown, showFatal, watchPowerRequests, type PowerAction } from "./pid1.ts";
 
@@ -19,6 +22,38 @@ import { KEEPALIVE_INTERVAL_MS, powerDown, showFatal, watchPowerRequests, type P
 const SHUTDOWN_GRACE_MS = 30_000;
 /** The Kubernetes server binaries' place in the node image. */
 const KUBERNETES_BIN_DIR = "/kubernetes/bin";
+/** The container runtime's cgroup on a VM (below /sys/fs/cgroup). */
+const RUNTIME_CGROUP = "nodecore-runtime";
+/** Where a VM mounts the system image (image/system.ts), when a role first needs it. */
+const SYSTEM_IMAGE_DIR = "/system";
+
+/**
+ * Where the container runtime lives: on a VM, the node's own cgroup
+ * hierarchy and the system image's binaries and probe image; for a node
+ * process, the host's binaries (Debian's containerd and runc), a cgroup
+ * named after its directory (several share the host) and the probe image
+ * below that directory (the process launcher writes it). Absent without
+ * cgroup v2.
+ */
+function runtimeSetup(isPid1: boolean, root: string, layout: StorageLayout, logger: Logger): RuntimeSetup | undefined {
+  const cgroupRoot = unifiedCgroupRoot();
+  if (cgroupRoot === undefined) {
+    logger.warn("no cgroup v2 hierarchy is mounted: this node cannot run containers");
+    return undefined;
+  }
+  const cgroup = isPid1 ? RUNTIME_CGROUP : `${RUNTIME_CGROUP}-${new Bun.CryptoHasher("sha256").update(root).digest("hex").slice(0, 12)}`;
+  try {
+    if (!isPid1) return { paths: runtimePaths(layout.data.path, layout.ephemeral.path, cgroupRoot, cgroup), probeImage: join(root, PROBE_IMAGE_PATH) };
+    return {
+      paths: runtimePaths(layout.data.path, layout.ephemeral.path, cgroupRoot, cgroup, SYSTEM_IMAGE_DIR),
+      probeImage: join(SYSTEM_IMAGE_DIR, PROBE_IMAGE_PATH),
+      prepare: () => mountSystemImage(SYSTEM_IMAGE_DIR),
+    };
+  } catch (error) {
+    logger.warn(`this node cannot run containers: ${(error as Error).message}`);
+    return undefined;
+  }
+}
 
 export interface RunNodeOptions {
   logger: Logger;
@@ -37,6 +72,7 @@ export function runNode({ logger, logs, isPid1, root, layout, address }: RunNode
   // be waiting on nothing but a signal: hold the process open.
   setInterval(() => {}, KEEPALIVE_INTERVAL_MS);
   let stopping = false;
+  const runtime = runtimeSetup(isPid1, root, layout, logger);
   const start = (): Supervisor =>
     supervise(
       nodeRoot({
@@ -50,6 +86,7 @@ export function runNode({ logger, logs, isPid1, root, layout, address }: RunNode
         network: isPid1 || !address ? { kind: "dhcp", network: new Network({ hostname: "nodecore" }) } : { kind: "fixed", address },
         etcdClientHost: isPid1 ? "loopback" : "node-address",
         kubernetesBinDir: isPid1 ? KUBERNETES_BIN_DIR : `${root}/kubernetes/bin`,
+        ...(runtime ? { runtime } : {}),
         scrubEsp: isPid1,
         onFatal: showFatal,
         logs,

@@ -46,6 +46,8 @@ export {
   type DataMountResult,
 } from "./data_partition.ts";
 
+export { findSystemImageDevice, mountSystemImage, SYSTEM_IMAGE_SERIAL } from "./system_image.ts";
+
 /** Mounts the ESP (FAT) at its place in the layout. */
 export function mountESP(layout: StorageLayout, device = findPartition(ESP_PARTITION_NAME)?.path): string {
   if (!device) throw new StorageError(`no partition named ${ESP_PARTITION_NAME} found: is the node's disk attached?`);

@@ -45,7 +45,7 @@ import { untilCancelled, type Runnable } from "../supervisor/mod.ts";
 import type { CuratorConnection } from "./curator_connection.ts";
 import { ServiceBoard } from "./service_status.ts";
 import { controlPlaneWorker, type LocalCurator } from "./worker_controlplane.ts";
-import { kubernetesWorker } from "./worker_kubernetes.ts";
+import { kubernetesWorker, type RuntimeSetup } from "./worker_kubernetes.ts";
 import { roleFetchWorker } from "./worker_rolefetch.ts";
 import { statusPushWorker } from "./worker_statuspush.ts";
 import { heartbeatWorker } from "./worker_heartbeat.ts";
@@ -60,7 +60,7 @@ export { statusPushWorker, type StatusPushOptions } from "./worker_statuspush.ts
 export { heartbeatWorker, type HeartbeatOptions } from "./worker_heartbeat.ts";
 export { sealedUpdateWorker, type SealedUpdateOptions } from "./worker_sealed.ts";
 export { coldStartWorker, type ColdStartOptions } from "./worker_coldstart.ts";
-export { kubernetesWorker, DEFAULT_KUBERNETES_BIN_DIR, type KubernetesOptions } from "./worker_kubernetes.ts";
+export { kubernetesWorker, DEFAULT_KUBERNETES_BIN_DIR, type KubernetesOptions, type RuntimeSetup } from "./worker_kubernetes.ts";
 export { loadEtcdMemberState, clearEtcdMember, type EtcdMemberState } from "./etcd_member_state.ts";
 
 export interface RoleServerOptions {
@@ -69,6 +69,8 @@ export interface RoleServerOptions {
   /** Where etcd's client port listens: loopback on a VM, the node's address when nodes share a host. */
   etcdClientHost: (membership: ClusterMembership) => string;
   kubernetesBinDir?: string;
+  /** The container runtime's place (Kubernetes worker role); absent where the node cannot run containers. */
+  runtime?: RuntimeSetup;
   curatorPort?: number;
   shareHolderPort?: number;
   /**
@@ -189,7 +191,15 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
         ...(options.scrubEsp ? { scrubEsp: options.scrubEsp } : {}),
       }),
     );
-    ctx.run("kubernetes", kubernetesWorker({ roles: values.roles, board: values.board, ...(options.kubernetesBinDir ? { binDir: options.kubernetesBinDir } : {}) }));
+    ctx.run(
+      "kubernetes",
+      kubernetesWorker({
+        roles: values.roles,
+        board: values.board,
+        ...(options.kubernetesBinDir ? { binDir: options.kubernetesBinDir } : {}),
+        ...(options.runtime ? { runtime: options.runtime } : {}),
+      }),
+    );
     ctx.signalHealthy();
     await untilCancelled(ctx.signal);
   };

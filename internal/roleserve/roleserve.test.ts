@@ -2,10 +2,11 @@
 // over mutual TLS implementing the generated Curator service, fed by the
 // test.
 
+import { joinCgroup, runtimePaths, unifiedCgroupRoot } from "../containerd/mod.ts";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { Server } from "@grpc/grpc-js";
 import { create } from "@bufbuild/protobuf";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ClusterDirectorySchema, NodeRolesSchema, type NodeRoles, type NodeStatus } from "../../proto/gen/common/common_pb.ts";
 import { Curator, WatchEvent_Progress, type WatchEvent } from "../../proto/gen/curator/curator_pb.ts";
@@ -320,20 +321,52 @@ describe("curator connection", () => {
 });
 
 describe("kubernetes worker", () => {
+  const line = (board: ServiceBoard, name: string) => board.value.peek()?.find((s) => s.name === name);
+
   test("says plainly when the Kubernetes binaries are missing, and re-checks when roles change", async () => {
     const binDir = join(dir.path, "k8s");
     const roles = new Value<NodeRoles | undefined>();
     const board = new ServiceBoard();
     const { entries } = run(kubernetesWorker({ roles, board, binDir }));
     roles.set(create(NodeRolesSchema, {}));
-    await eventually(() => expect(board.value.peek()?.[0]?.state).toBe("not-assigned"));
+    await eventually(() => expect(line(board, "kubernetes")?.state).toBe("not-assigned"));
     roles.set(create(NodeRolesSchema, { kubernetesWorker: {} }));
-    await eventually(() => expect(board.value.peek()?.[0]?.state).toBe("unavailable"));
-    expect(board.value.peek()![0]!.message).toContain(`Kubernetes binaries not found in ${binDir} (missing: kubelet)`);
+    await eventually(() => expect(line(board, "kubernetes")?.state).toBe("unavailable"));
+    expect(line(board, "kubernetes")!.message).toContain(`Kubernetes binaries not found in ${binDir} (missing: kubelet)`);
+    // No runtime given: this node cannot run containers, and says so.
+    expect(line(board, "containerd")).toMatchObject({ state: "unavailable", message: "this node cannot run containers: no cgroup v2 hierarchy is mounted" });
     mkdirSync(binDir, { recursive: true });
     writeFileSync(join(binDir, "kubelet"), "#!/bin/sh\n");
     roles.set(create(NodeRolesSchema, { kubernetesWorker: {}, kubernetesController: {} }));
-    await eventually(() => expect(board.value.peek()![0]!.message).toContain("missing: kube-apiserver, kube-controller-manager, kube-scheduler"));
+    await eventually(() => expect(line(board, "kubernetes")!.message).toContain("missing: kube-apiserver, kube-controller-manager, kube-scheduler"));
     expect(entries.some((e) => e.message === "restart requested" && e.fields.reason === "Kubernetes roles changed")).toBe(true);
+  });
+
+  test("the runtime: a missing system image is named; without the role, leftovers in its cgroup are killed and the node says none is left", async () => {
+    const cgroupRoot = unifiedCgroupRoot();
+    if (!cgroupRoot) throw new Error("no cgroup v2 hierarchy on this host");
+    const paths = runtimePaths(join(dir.path, "data"), join(dir.path, "run"), cgroupRoot, `nodecore-test-kw-${process.pid}`);
+    const roles = new Value<NodeRoles | undefined>();
+    const board = new ServiceBoard();
+    const prepare = () => {
+      throw new Error("the system image is not attached: no drive with serial nodecore-system");
+    };
+    run(kubernetesWorker({ roles, board, binDir: join(dir.path, "k8s"), runtime: { paths, probeImage: join(dir.path, "probe.tar"), prepare } }));
+    roles.set(create(NodeRolesSchema, { kubernetesWorker: {} }));
+    await eventually(() => expect(line(board, "containerd")?.state).toBe("unavailable"));
+    expect(line(board, "containerd")!.message).toBe("container runtime files missing: the system image is not attached: no drive with serial nodecore-system");
+
+    // A process an earlier run left in the runtime's cgroup (a shim, say).
+    const leftover = Bun.spawn(["sleep", "300"]);
+    try {
+      joinCgroup(join(paths.cgroup, "containerd"), leftover.pid);
+      roles.set(create(NodeRolesSchema, {}));
+      await eventually(() => expect(line(board, "containerd")?.state).toBe("not-assigned"));
+      expect(line(board, "containerd")!.message).toBe(`no kubernetes-worker role; no container process left (${paths.cgroup} is empty)`);
+      expect(await leftover.exited).toBe(137);
+      expect(existsSync(paths.cgroup)).toBe(false);
+    } finally {
+      leftover.kill("SIGKILL");
+    }
   });
 });

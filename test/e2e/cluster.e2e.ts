@@ -9,6 +9,9 @@
 //     half and does not open ─ all three booted: each combines the shares the
 //     others hold, three voters again, data intact (README, "Cold start")
 //   consensus role removed from node3 ─ etcdctl: two members
+//   kubernetes-worker on node3 ─ containerd from the system image runs a
+//     busybox container (it reports PID 1, an overlay root, its cgroup);
+//     role removed ─ no container process left
 //   day-2: node1 powered off shows HEARTBEAT_TIMEOUT; ctl node logs and
 //     services read node3; ctl node reboot node3 ─ it boots again, UP, HEALTHY
 //
@@ -282,6 +285,59 @@ e2eTest("removing the consensus role from node3 shrinks etcd to two members", as
     { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "etcd without node3" },
   );
   await need(cluster, "the cluster").node("node3").waitForConsole(/consensus role removed: deleting this node's etcd data/, STEP_TIMEOUT_MS);
+});
+
+/** The node's services line for `name`, from the owner's node list. */
+async function serviceLine(f: FormedCluster, id: string, name: string): Promise<{ state: string; message: string } | undefined> {
+  const listed = await f.ctl("node", "list", "--json");
+  if (listed.exitCode !== 0) throw new Error(listed.stderr.trim());
+  const nodes = JSON.parse(listed.stdout) as { id: string; services: { name: string; state: string; message: string }[] }[];
+  return nodes.find((n) => n.id === id)?.services.find((s) => s.name === name);
+}
+
+e2eTest("a Kubernetes worker runs a real container (the system image's busybox, pivot_root, own PID namespace and cgroup), and it goes with the role", async (ctx) => {
+  const c = need(cluster, "the cluster");
+  const f = need(formed, "the formed cluster");
+  const id3 = f.ids.get("node3")!;
+  const node3 = c.node("node3");
+  const roles = async (action: "set" | "unset") => {
+    await eventually(
+      async () => {
+        const result = await f.ctl("node", "roles", action, id3, "kubernetes-worker");
+        if (result.exitCode !== 0) throw new Error(result.stderr.trim());
+      },
+      { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: `kubernetes-worker ${action} on node3` },
+    );
+  };
+  const from = node3.console.lines.length;
+  const started = performance.now();
+  await roles("set");
+  await node3.waitForConsole(/root\.roleserve\.kubernetes\.containerd containerd answers/, STEP_TIMEOUT_MS);
+  const answers = performance.now() - started;
+  // Printed by the container itself: PID 1 of its own namespace, an overlay
+  // root (runc pivot_rooted into it), and the cgroup the node gave it.
+  const probe = await node3.waitForConsole(/runtime probe: pid \d+, root \S+, cgroup \S+/, STEP_TIMEOUT_MS);
+  const running = performance.now() - started;
+  assert(/runtime probe: pid 1, root overlay, cgroup 0::\/nodecore-runtime\/containers\/runtime-probe /.test(probe.text), `the container's own report: ${probe.text}`);
+  ctx.report(`kubernetes-worker set → containerd answers: ${(answers / 1000).toFixed(1)} s; → the probe container runs: ${(running / 1000).toFixed(1)} s`);
+  await eventually(
+    async () => assertEqual((await serviceLine(f, id3, "containerd"))?.state, "running", "node3's containerd line"),
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "containerd running in node3's status" },
+  );
+
+  await roles("unset");
+  const stopped = await node3.waitForConsole(/stopped what the container runtime left running processes=(\d+)/, STEP_TIMEOUT_MS);
+  // The shim and the container's processes outlive containerd; the node kills them with the cgroup.
+  assert(Number(/processes=(\d+)/.exec(stopped.text)![1]) >= 2, `the shim and the container were still there to stop: ${stopped.text}`);
+  await eventually(
+    async () => {
+      const line = await serviceLine(f, id3, "containerd");
+      assertEqual(line?.state, "not-assigned", "node3's containerd line");
+      assert(/no container process left \(\/sys\/fs\/cgroup\/nodecore-runtime is empty\)/.test(line!.message), `node3 says no container is left: ${line!.message}`);
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "containerd not-assigned in node3's status" },
+  );
+  assert(node3.console.lines.slice(from).every((l) => !/could not move containerd into the runtime's cgroup/.test(l.text)), "containerd ran in the runtime's cgroup");
 });
 
 e2eTest("ctl node logs and services read a VM, and ctl node reboot brings it back UP and HEALTHY", async (ctx) => {

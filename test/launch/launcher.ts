@@ -214,6 +214,7 @@ export async function createCluster(options: ClusterOptions = {}): Promise<Clust
           files,
           kernel: image.kernel,
           initramfs: image.initramfs,
+          system: image.system,
           hasParameters: parameters !== undefined || parameterSpecs[i]!.kind === "register-later",
           hasStorageTestKey: withKey,
           memoryMiB: options.memoryMiB ?? DEFAULT_MEMORY_MIB,

@@ -41,6 +41,8 @@ export interface NodeVmConfig {
   files: NodeFiles;
   kernel: string;
   initramfs: string;
+  /** The image's system image (read-only, shared by every VM). */
+  system?: string;
   /** Whether files.parameters / files.storageTestKey are handed to the guest. */
   hasParameters: boolean;
   hasStorageTestKey: boolean;
@@ -113,6 +115,7 @@ export class NodeVm {
     return qemuArgs({
       kernel: this.config.kernel,
       initramfs: this.config.initramfs,
+      ...(this.config.system ? { system: this.config.system } : {}),
       disk: files.disk,
       memoryMiB: this.config.memoryMiB,
       ...(this.config.cmdline !== undefined ? { cmdline: this.config.cmdline } : {}),

@@ -1,0 +1,99 @@
+// The runtime's cgroup: containerd, its shims and every container live below
+// one cgroup v2 directory, so that "no container process is left" is a fact
+// the kernel states (cgroup.events: populated 0), and stopping them all is
+// one write (cgroup.kill, Linux 5.14+).
+
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { sleep } from "../supervisor/mod.ts";
+
+/** Where the unified (v2) hierarchy is mounted: the node's own mount, or a hybrid host's. */
+export function unifiedCgroupRoot(): string | undefined {
+  for (const root of ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]) {
+    if (existsSync(join(root, "cgroup.controllers"))) return root;
+  }
+  return undefined;
+}
+
+/** Every cgroup directory at and below `dir`, deepest first. */
+function cgroupsBelow(dir: string): string[] {
+  const found: string[] = [];
+  const walk = (d: string): void => {
+    for (const entry of readdirSync(d, { withFileTypes: true })) if (entry.isDirectory()) walk(join(d, entry.name));
+    found.push(d);
+  };
+  if (existsSync(dir)) walk(dir);
+  return found;
+}
+
+/** The pids in `dir` and below. */
+export function processesIn(dir: string): number[] {
+  const pids: number[] = [];
+  for (const cgroup of cgroupsBelow(dir)) {
+    try {
+      for (const line of readFileSync(join(cgroup, "cgroup.procs"), "utf8").split("\n")) if (line) pids.push(Number(line));
+    } catch {
+      // Removed while we looked.
+    }
+  }
+  return pids;
+}
+
+/** Whether any process is in `dir` or below (cgroup.events "populated"). */
+function populated(dir: string): boolean {
+  try {
+    return /^populated 1$/m.test(readFileSync(join(dir, "cgroup.events"), "utf8"));
+  } catch {
+    return false;
+  }
+}
+
+/** Moves `pid` into `dir` (created if missing). */
+export function joinCgroup(dir: string, pid: number): void {
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, "cgroup.procs"), `${pid}\n`);
+}
+
+export class CgroupCleanupError extends Error {
+  override name = "CgroupCleanupError";
+}
+
+const GONE_POLL_MS = 50;
+const GONE_WAIT_MS = 10_000;
+
+/**
+ * Kills every process in `dir` and below and removes the cgroups. Returns
+ * how many processes there were. Throws if some are still there after
+ * GONE_WAIT_MS (a process stuck in the kernel): the caller says so.
+ */
+export async function killCgroup(dir: string, signal?: AbortSignal): Promise<number> {
+  if (!existsSync(dir)) return 0;
+  const pids = processesIn(dir);
+  if (pids.length > 0) {
+    try {
+      writeFileSync(join(dir, "cgroup.kill"), "1");
+    } catch {
+      // A kernel without cgroup.kill: one process at a time.
+      for (const pid of pids) {
+        try {
+          process.kill(pid, "SIGKILL");
+        } catch {
+          // Already gone.
+        }
+      }
+    }
+    const deadline = Date.now() + GONE_WAIT_MS;
+    while (populated(dir) && processesIn(dir).length > 0) {
+      if (Date.now() > deadline) throw new CgroupCleanupError(`processes still in ${dir} ${GONE_WAIT_MS / 1000} s after SIGKILL: ${processesIn(dir).join(", ")}`);
+      await sleep(GONE_POLL_MS, signal);
+    }
+  }
+  for (const cgroup of cgroupsBelow(dir)) {
+    try {
+      rmdirSync(cgroup);
+    } catch {
+      // Busy for a moment longer; the next cleanup takes it.
+    }
+  }
+  return pids.length;
+}

@@ -1,0 +1,42 @@
+// Package containerd: the container runtime of a Kubernetes worker node.
+// Debian's containerd 1.6 with runc 1.1, supervised like etcd, with its
+// images and snapshots on the data partition and its state on tmpfs.
+//
+//   roleserve (kubernetes worker, role kubernetes-worker)
+//        │
+//        ├── containerd   containerdService: config.toml → containerd
+//        │                 process in <cgroup>/containerd; ready = `ctr
+//        │                 version` answers                 ──► ready Value
+//        │                                                          │
+//        └── probe        runtimeProbe: waits for ready, imports the image's
+//                          busybox OCI tarball, runs it (`ctr run --rm`) in
+//                          <cgroup>/containers/runtime-probe; its output
+//                          goes to the node's log
+//
+//   role taken away → both stopped (SIGTERM); then killCgroup(<cgroup>)
+//   kills what runs on without them (shims and their containers) and
+//   reports how many processes there were; the kernel's empty cgroup is
+//   the proof that none is left.
+//
+// Invariants:
+//  - Everything the runtime starts lives below one cgroup (RuntimePaths.
+//    cgroup), so a node without the worker role can prove that no container
+//    process is left: the kernel's cgroup.procs are empty.
+//  - "/" is a mount of its own (image/preinit.c), so runc's pivot_root works
+//    and containers get the same isolation as on a system booted from disk.
+//  - CRI is off until the kubelet runs; nothing here talks to Kubernetes.
+
+export {
+  CONTAINERD_NAMESPACE,
+  containerdConfig,
+  DISABLED_PLUGINS,
+  RUNTIME_BINARIES,
+  runtimeBinaries,
+  runtimeEnv,
+  RuntimePathError,
+  runtimePaths,
+  type RuntimePaths,
+} from "./config.ts";
+export { containerdService, ctr, parseContainerdLine, type ContainerdOptions } from "./service.ts";
+export { PROBE_IMAGE_PATH, PROBE_CONTAINER_ID, PROBE_IMAGE_REF, PROBE_SCRIPT, runtimeProbe, type ProbeOptions } from "./probe.ts";
+export { CgroupCleanupError, joinCgroup, killCgroup, processesIn, unifiedCgroupRoot } from "./cgroup.ts";

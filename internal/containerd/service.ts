@@ -1,0 +1,88 @@
+// containerd as a supervised child process, and ctr, its command-line
+// client, for the few calls the node makes (image import, run, task list).
+
+import { mkdirSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import type { Value } from "../event/mod.ts";
+import { runCommand, runProcess, sleep, type ParsedLine, type Runnable } from "../supervisor/mod.ts";
+import { joinCgroup } from "./cgroup.ts";
+import { containerdConfig, CONTAINERD_NAMESPACE, runtimeBinaries, runtimeEnv, type RuntimePaths } from "./config.ts";
+
+const READY_POLL_MS = 200;
+
+export interface ContainerdOptions {
+  paths: RuntimePaths;
+  /** Written: true once containerd answers on its socket, false once it stopped. */
+  ready: Value<boolean>;
+}
+
+/** Runs `ctr <args>` against this node's containerd, in the node's namespace; returns its stdout. */
+export async function ctr(paths: RuntimePaths, args: readonly string[], signal?: AbortSignal): Promise<string> {
+  const argv = [runtimeBinaries(paths.prefix).ctr, "--address", paths.socket, "--namespace", CONTAINERD_NAMESPACE, ...args];
+  const { stdout } = await runCommand(argv, { env: runtimeEnv(paths.prefix), ...(signal ? { signal } : {}) });
+  return stdout;
+}
+
+const LEVELS: Record<string, ParsedLine["level"]> = { debug: "debug", info: "info", warning: "warn", error: "error", fatal: "error", panic: "error" };
+
+/**
+ * One line of containerd's (logrus, logfmt) output as a log entry:
+ * `time="…" level=info msg="…" key=value …`. Lines of another shape are
+ * left as they are (undefined).
+ */
+export function parseContainerdLine(line: string): ParsedLine | undefined {
+  const fields: Record<string, string> = {};
+  const pair = /([\w.-]+)=("(?:[^"\\]|\\.)*"|\S*)/g;
+  for (const match of line.matchAll(pair)) {
+    const [, key = "", raw = ""] = match;
+    fields[key] = raw.startsWith('"') ? (JSON.parse(raw) as string) : raw;
+  }
+  const level = LEVELS[fields.level ?? ""];
+  if (level === undefined || fields.msg === undefined) return undefined;
+  const { time: _time, level: _level, msg, ...rest } = fields;
+  return { level, message: msg, ...(Object.keys(rest).length ? { fields: rest } : {}) };
+}
+
+/**
+ * The containerd runnable: writes its configuration, starts it in the
+ * runtime's cgroup, and is healthy once `ctr version` gets an answer.
+ */
+export function containerdService(options: ContainerdOptions): Runnable {
+  const { paths } = options;
+  return async (ctx) => {
+    mkdirSync(paths.root, { recursive: true, mode: 0o700 });
+    mkdirSync(paths.state, { recursive: true, mode: 0o700 });
+    mkdirSync(dirname(paths.socket), { recursive: true });
+    writeFileSync(paths.config, containerdConfig(paths), { mode: 0o600 });
+    try {
+      await runProcess(ctx, {
+        command: runtimeBinaries(paths.prefix).containerd,
+        args: ["--config", paths.config],
+        env: runtimeEnv(paths.prefix),
+        // Its shims are its children, so they land in this cgroup too.
+        onSpawn: (pid) => {
+          try {
+            joinCgroup(join(paths.cgroup, "containerd"), pid);
+          } catch (error) {
+            ctx.logger.warn("could not move containerd into the runtime's cgroup; stopping the role will not find its shims", { cgroup: paths.cgroup, error: (error as Error).message });
+          }
+        },
+        parseLine: parseContainerdLine,
+        ready: async (signal) => {
+          for (;;) {
+            try {
+              await ctr(paths, ["version"], signal);
+              break;
+            } catch {
+              await sleep(READY_POLL_MS, signal);
+            }
+          }
+          ctx.logger.info("containerd answers", { socket: paths.socket });
+          options.ready.set(true);
+        },
+      });
+    } finally {
+      options.ready.set(false);
+    }
+  };
+}
