@@ -30,7 +30,8 @@ export const PROBE_IMAGE_PATH = "/usr/share/nodecore/images/runtime-probe.oci.ta
 /** What the container runs: say where it is, then stay. */
 export const PROBE_SCRIPT = [
   'root=$(awk \'$5=="/"{print $9}\' /proc/self/mountinfo)',
-  'echo "runtime probe: pid $$, root $root, cgroup $(cat /proc/self/cgroup)"',
+  // The unified hierarchy's line only (a hybrid host lists v1 ones too).
+  'echo "runtime probe: pid $$, root $root, cgroup $(grep ^0:: /proc/self/cgroup)"',
   "while :; do sleep 1; done",
 ].join("; ");
 

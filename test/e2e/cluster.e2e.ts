@@ -134,7 +134,8 @@ e2eTest("with node1 powered off the cluster keeps serving the owner, and node1 r
   let lastRefusal = "";
   await eventually(
     async () => {
-      const result = await f.ctl("node", "roles", "set", f.ids.get("node2")!, "kubernetes-worker");
+      // A label: a write that starts nothing on the node (a role would).
+      const result = await f.ctl("node", "label", f.ids.get("node2")!, "e2e-failover=written");
       if (result.exitCode !== 0) {
         const refusal = result.stderr.trim().split("\n").at(-1) ?? "";
         if (refusal !== lastRefusal) ctx.logger.info("owner write not served yet", { after: `${((performance.now() - poweredOff) / 1000).toFixed(1)}s`, ctl: refusal });
@@ -146,8 +147,15 @@ e2eTest("with node1 powered off the cluster keeps serving the owner, and node1 r
   );
   // A figure, not an assertion (issue: fast failover).
   ctx.report(`node1 powered off → the owner's next write succeeded: ${((performance.now() - poweredOff) / 1000).toFixed(1)} s`);
-  const list = JSON.parse((await f.ctl("node", "list", "--json")).stdout) as { id: string; roles: string[] }[];
-  assert(list.find((n) => n.id === f.ids.get("node2"))!.roles.includes("kubernetes-worker"), "the owner's write took effect");
+  await eventually(
+    async () => {
+      const listed = await f.ctl("node", "list", "--json");
+      assertEqual(listed.exitCode, 0, `ctl node list (${listed.stderr.trim()})`);
+      const list = JSON.parse(listed.stdout) as { id: string; labels: string[] }[];
+      assert(list.find((n) => n.id === f.ids.get("node2"))!.labels.includes("e2e-failover=written"), "the owner's write took effect");
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "the owner's write listed" },
+  );
   // A figure, not an assertion: it includes the polling interval and ctl's own start-up in the namespace.
   ctx.report(`node1 powered off → shown as HEARTBEAT_TIMEOUT: ${(((await timedOut) - poweredOff) / 1000).toFixed(1)} s (polled every ${POLL_MS / 1000} s)`);
 

@@ -23,8 +23,11 @@
 // sleeps for a fixed time. The owner's calls are counted, with every one
 // that reached no curator, so a connect failure shows in the figures.
 
-import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { appendFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { busyboxImageFrom } from "../../image/oci.ts";
+import { HOST_BUSYBOX } from "../../image/system.ts";
+import { PROBE_IMAGE_PATH } from "../../internal/containerd/mod.ts";
+import { dirname, join } from "node:path";
 import { Management } from "../../proto/gen/api/management_pb.ts";
 import type { Logger } from "../../internal/log/mod.ts";
 import { configPaths, listNodes, loadCredentials, OperatorError, withFailover, type OwnerCredentials } from "../../internal/operator/mod.ts";
@@ -67,6 +70,22 @@ interface Waiter {
   resolve: (line: ProcessLogLine) => void;
 }
 
+let probeImage: Uint8Array | undefined;
+
+/**
+ * A node process with the kubernetes-worker role runs the host's containerd
+ * and its runtime probe, whose image the node finds below its root, where a
+ * VM finds it in the system image. Without busybox on the host the node
+ * says the file is missing.
+ */
+function writeProbeImage(root: string): void {
+  if (!existsSync(HOST_BUSYBOX)) return;
+  probeImage ??= busyboxImageFrom(HOST_BUSYBOX);
+  const path = join(root, PROBE_IMAGE_PATH);
+  mkdirSync(dirname(path), { recursive: true });
+  writeFileSync(path, probeImage);
+}
+
 /** One node process: out/init with a root directory and a loopback address; its log to a file, lines matched as they come. */
 export class LaunchedNode {
   readonly logFile: string;
@@ -84,6 +103,7 @@ export class LaunchedNode {
   ) {
     mkdirSync(root, { recursive: true });
     this.logFile = join(logDir, `${name}.log`);
+    writeProbeImage(root);
   }
 
   get running(): boolean {
