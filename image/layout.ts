@@ -100,7 +100,7 @@ export const ESP_VOLUME_ID = "6e6f6465";
 
 // ---- Guest ------------------------------------------------------------------
 
-/** The static pre-init the kernel runs: mounts /proc and /dev, then execs GUEST_INIT. */
+/** The static pre-init the kernel runs: makes / a mount of its own, mounts /proc and /dev, then execs GUEST_INIT. */
 export const GUEST_PREINIT = "/init";
 /** The bun-compiled node init (a copy of out/init). */
 export const GUEST_INIT = "/init.bin";
