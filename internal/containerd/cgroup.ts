@@ -88,12 +88,20 @@ export async function killCgroup(dir: string, signal?: AbortSignal): Promise<num
       await sleep(GONE_POLL_MS, signal);
     }
   }
-  for (const cgroup of cgroupsBelow(dir)) {
-    try {
-      rmdirSync(cgroup);
-    } catch {
-      // Busy for a moment longer; the next cleanup takes it.
+  // An emptied cgroup can stay busy for a moment (the kernel releases it
+  // after its last task is reaped): retry, deepest first, until it is gone.
+  const deadline = Date.now() + GONE_WAIT_MS;
+  for (;;) {
+    for (const cgroup of cgroupsBelow(dir)) {
+      try {
+        rmdirSync(cgroup);
+      } catch {
+        // Busy still; the next round takes it.
+      }
     }
+    if (!existsSync(dir)) break;
+    if (Date.now() > deadline) throw new CgroupCleanupError(`could not remove ${dir} within ${GONE_WAIT_MS / 1000} s of emptying it`);
+    await sleep(GONE_POLL_MS, signal);
   }
   return pids.length;
 }
