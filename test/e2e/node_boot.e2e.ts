@@ -8,6 +8,7 @@
 //
 // One VM runs at a time. Disks and consoles stay in out/cluster/e2e/.
 
+import { eventually } from "../../internal/testing/mod.ts";
 import { fromBinary } from "@bufbuild/protobuf";
 import { randomBytes } from "node:crypto";
 import { NodeParametersSchema } from "../../proto/gen/api/configuration_pb.ts";
@@ -29,8 +30,16 @@ let firstNodeId: string | undefined;
 
 /** The owner's node list (out/ctl inside the namespace) shows this node UP with the consensus role. */
 async function assertListedUp(ctl: ReturnType<typeof ctlFor>, nodeId: string | undefined): Promise<void> {
-  const listed = await ctl("node", "list", "--json");
-  assertEqual(listed.exitCode, 0, `ctl node list (${listed.stderr.trim()})`);
+  // Retried as an operator would: right after UP, under TCG, a first
+  // connection can miss ctl's 3 s connect timeout (seen once in CI).
+  const listed = await eventually(
+    async () => {
+      const result = await ctl("node", "list", "--json");
+      assertEqual(result.exitCode, 0, `ctl node list (${result.stderr.trim()})`);
+      return result;
+    },
+    { timeoutMs: 60_000, intervalMs: 2_000, what: "ctl node list" },
+  );
   const nodes = JSON.parse(listed.stdout) as { id: string; state: string; roles: string[] }[];
   const entry = nodes.find((n) => n.id === nodeId);
   assert(entry !== undefined, `ctl node list should show ${nodeId}: ${listed.stdout}`);
