@@ -17,8 +17,8 @@
 import { existsSync } from "node:fs";
 import type { Value } from "../event/mod.ts";
 import { runProcess, sleep, type Runnable } from "../supervisor/mod.ts";
-import { CONTAINERD_NAMESPACE, runtimeBinaries, runtimeEnv, type RuntimePaths } from "./config.ts";
-import { ctr } from "./service.ts";
+import { runtimeEnv, type RuntimePaths } from "./config.ts";
+import { ctr, ctrArgv } from "./service.ts";
 
 /** The probe container's id in containerd. */
 export const PROBE_CONTAINER_ID = "runtime-probe";
@@ -72,23 +72,20 @@ export function runtimeProbe(options: ProbeOptions): Runnable {
     await ctr(paths, ["images", "import", options.image], ctx.signal);
     if (await removeLeftover(paths, ctx.signal)) ctx.logger.warn("removed a probe container an earlier run left");
     ctx.logger.info("starting the probe container", { image: PROBE_IMAGE_REF, id: PROBE_CONTAINER_ID });
+    const [command = "", ...args] = ctrArgv(paths, [
+      "run",
+      "--rm",
+      "--cgroup",
+      `${paths.cgroupPath}/containers/${PROBE_CONTAINER_ID}`,
+      PROBE_IMAGE_REF,
+      PROBE_CONTAINER_ID,
+      "sh",
+      "-c",
+      PROBE_SCRIPT,
+    ]);
     await runProcess(ctx, {
-      command: runtimeBinaries(paths.prefix).ctr,
-      args: [
-        "--address",
-        paths.socket,
-        "--namespace",
-        CONTAINERD_NAMESPACE,
-        "run",
-        "--rm",
-        "--cgroup",
-        `${paths.cgroupPath}/containers/${PROBE_CONTAINER_ID}`,
-        PROBE_IMAGE_REF,
-        PROBE_CONTAINER_ID,
-        "sh",
-        "-c",
-        PROBE_SCRIPT,
-      ],
+      command,
+      args,
       env: runtimeEnv(paths.prefix),
       ready: async (signal) => {
         while (!(await probeRunning(paths, signal).catch(() => false))) await sleep(RUNNING_POLL_MS, signal);

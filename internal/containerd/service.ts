@@ -2,7 +2,7 @@
 // client, for the few calls the node makes (image import, run, task list).
 
 import { mkdirSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import type { Value } from "../event/mod.ts";
 import { runCommand, runProcess, sleep, type ParsedLine, type Runnable } from "../supervisor/mod.ts";
 import { joinCgroup } from "./cgroup.ts";
@@ -16,10 +16,14 @@ export interface ContainerdOptions {
   ready: Value<boolean>;
 }
 
-/** Runs `ctr <args>` against this node's containerd, in the node's namespace; returns its stdout. */
+/** The argv of `ctr <args>` against this node's containerd, in the node's namespace. */
+export function ctrArgv(paths: RuntimePaths, args: readonly string[]): string[] {
+  return [runtimeBinaries(paths.prefix).ctr, "--address", paths.socket, "--namespace", CONTAINERD_NAMESPACE, ...args];
+}
+
+/** Runs `ctr <args>` (ctrArgv) to completion; returns its stdout. */
 export async function ctr(paths: RuntimePaths, args: readonly string[], signal?: AbortSignal): Promise<string> {
-  const argv = [runtimeBinaries(paths.prefix).ctr, "--address", paths.socket, "--namespace", CONTAINERD_NAMESPACE, ...args];
-  const { stdout } = await runCommand(argv, { env: runtimeEnv(paths.prefix), ...(signal ? { signal } : {}) });
+  const { stdout } = await runCommand(ctrArgv(paths, args), { env: runtimeEnv(paths.prefix), ...(signal ? { signal } : {}) });
   return stdout;
 }
 
@@ -51,8 +55,7 @@ export function containerdService(options: ContainerdOptions): Runnable {
   const { paths } = options;
   return async (ctx) => {
     mkdirSync(paths.root, { recursive: true, mode: 0o700 });
-    mkdirSync(paths.state, { recursive: true, mode: 0o700 });
-    mkdirSync(dirname(paths.socket), { recursive: true });
+    mkdirSync(paths.state, { recursive: true, mode: 0o700 }); // the socket's directory too
     writeFileSync(paths.config, containerdConfig(paths), { mode: 0o600 });
     try {
       await runProcess(ctx, {
