@@ -40,3 +40,12 @@ export function issueMemberCertificate(ca: CA, publicKey: KeyObject, options: { 
     ca,
   );
 }
+
+/**
+ * A client-only certificate of the local etcd member, for a program that is
+ * not a member (the Kubernetes apiserver): it can read and write etcd but
+ * can never serve as, or pass for, a peer.
+ */
+export function issueEtcdClientCertificate(ca: CA, publicKey: KeyObject, name: string): X509Certificate {
+  return createCertificate({ commonName: name, organization: "nodecore etcd client", publicKey, kind: "client" }, ca);
+}

@@ -32,4 +32,4 @@ export {
   type EtcdPeer,
 } from "./etcd_process.ts";
 export { connectEtcd, loadEtcd3, ETCD_CALL_TIMEOUT_MS } from "./etcd_client.ts";
-export { createEtcdCA, issueMemberCertificate, ETCD_CA_COMMON_NAME, ETCD_SERVER_NAME, type EtcdTls } from "./certificates.ts";
+export { createEtcdCA, issueMemberCertificate, issueEtcdClientCertificate, ETCD_CA_COMMON_NAME, ETCD_SERVER_NAME, type EtcdTls } from "./certificates.ts";

@@ -49,6 +49,8 @@ export interface TestCluster {
   ownerKey: KeyPair;
   node: { id: string; key: KeyPair; certificate: X509Certificate; joinKey: KeyPair; clusterUnlockKey: Uint8Array };
   etcd: Etcd3;
+  /** The etcd member's client URL (mutual TLS under etcdCA). */
+  etcdUrl: string;
   store: CuratorStore;
   leadership: Value<Leadership>;
   supervisor: Supervisor;
@@ -169,6 +171,7 @@ export async function startTestCluster(options: TestClusterOptions = {}): Promis
     ownerKey,
     node: { id: nodeId, key: nodeKey, certificate: nodeCertificate, joinKey, clusterUnlockKey },
     etcd,
+    etcdUrl: clientUrl(host, p.client),
     store,
     leadership,
     supervisor,

@@ -1,0 +1,106 @@
+// The command lines of the controller's three components, after the
+// upstream documentation's secure setup (and Metropolis's launcher, except
+// where noted): Node,RBAC authorization, NodeRestriction admission, client
+// certificates everywhere, service-account keys, and the service and pod
+// networks. File names are controller_files.ts's, inside `dir`.
+//
+// Deliberate differences from Metropolis: the apiserver verifies kubelets'
+// serving certificates (--kubelet-certificate-authority), and the
+// front-proxy names only its own client.
+
+import { join } from "node:path";
+import { CONTROLLER_FILES, type ControllerFile } from "./controller_files.ts";
+import { CLUSTER_CIDR, CLUSTER_DOMAIN, FRONT_PROXY_CLIENT, SERVICE_CIDR } from "./pki.ts";
+
+export const APISERVER_PORT = 6443;
+export const CONTROLLER_MANAGER_PORT = 10257;
+export const SCHEDULER_PORT = 10259;
+/** The apiserver's own keys in etcd: apart from the curator's /nodecore/ and the PKI's /kubernetes/pki. */
+export const APISERVER_ETCD_PREFIX = "/kubernetes/registry";
+export const SERVICE_ACCOUNT_ISSUER = `https://kubernetes.default.svc.${CLUSTER_DOMAIN}`;
+
+export interface ControllerFlagOptions {
+  /** Where controller_files.ts wrote the files. */
+  dir: string;
+  /** The node's address: the components listen on it (nodes of a process cluster share one host). */
+  address: string;
+  /** The local etcd member's client URL. */
+  etcdUrl: string;
+}
+
+const file = (dir: string, name: ControllerFile) => join(dir, CONTROLLER_FILES[name]);
+
+export function apiserverArgs(o: ControllerFlagOptions): string[] {
+  const f = (name: ControllerFile) => file(o.dir, name);
+  return [
+    `--advertise-address=${o.address}`,
+    `--bind-address=${o.address}`,
+    `--secure-port=${APISERVER_PORT}`,
+    `--tls-cert-file=${f("apiserverCert")}`,
+    `--tls-private-key-file=${f("apiserverKey")}`,
+    `--client-ca-file=${f("ca")}`,
+    "--authorization-mode=Node,RBAC",
+    "--enable-admission-plugins=NodeRestriction",
+    "--anonymous-auth=false",
+    `--etcd-servers=${o.etcdUrl}`,
+    `--etcd-cafile=${f("etcdCA")}`,
+    `--etcd-certfile=${f("etcdClientCert")}`,
+    `--etcd-keyfile=${f("etcdClientKey")}`,
+    `--etcd-prefix=${APISERVER_ETCD_PREFIX}`,
+    `--kubelet-client-certificate=${f("kubeletClientCert")}`,
+    `--kubelet-client-key=${f("kubeletClientKey")}`,
+    `--kubelet-certificate-authority=${f("ca")}`,
+    "--kubelet-preferred-address-types=InternalIP",
+    `--service-account-issuer=${SERVICE_ACCOUNT_ISSUER}`,
+    `--service-account-key-file=${f("serviceAccountPublic")}`,
+    `--service-account-signing-key-file=${f("serviceAccountPrivate")}`,
+    `--service-cluster-ip-range=${SERVICE_CIDR}`,
+    `--requestheader-client-ca-file=${f("frontProxyCA")}`,
+    `--requestheader-allowed-names=${FRONT_PROXY_CLIENT}`,
+    "--requestheader-username-headers=X-Remote-User",
+    "--requestheader-group-headers=X-Remote-Group",
+    "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+    `--proxy-client-cert-file=${f("frontProxyClientCert")}`,
+    `--proxy-client-key-file=${f("frontProxyClientKey")}`,
+    "--profiling=false",
+  ];
+}
+
+export function controllerManagerArgs(o: ControllerFlagOptions): string[] {
+  const f = (name: ControllerFile) => file(o.dir, name);
+  return [
+    `--kubeconfig=${f("controllerManagerKubeconfig")}`,
+    `--authentication-kubeconfig=${f("controllerManagerKubeconfig")}`,
+    `--authorization-kubeconfig=${f("controllerManagerKubeconfig")}`,
+    `--bind-address=${o.address}`,
+    `--secure-port=${CONTROLLER_MANAGER_PORT}`,
+    `--tls-cert-file=${f("controllerManagerCert")}`,
+    `--tls-private-key-file=${f("controllerManagerKey")}`,
+    `--client-ca-file=${f("ca")}`,
+    `--requestheader-client-ca-file=${f("frontProxyCA")}`,
+    `--root-ca-file=${f("ca")}`,
+    `--service-account-private-key-file=${f("serviceAccountPrivate")}`,
+    "--use-service-account-credentials=true",
+    "--allocate-node-cidrs=true",
+    `--cluster-cidr=${CLUSTER_CIDR}`,
+    `--service-cluster-ip-range=${SERVICE_CIDR}`,
+    "--leader-elect=true",
+    "--profiling=false",
+  ];
+}
+
+export function schedulerArgs(o: ControllerFlagOptions): string[] {
+  const f = (name: ControllerFile) => file(o.dir, name);
+  return [
+    `--kubeconfig=${f("schedulerKubeconfig")}`,
+    `--authentication-kubeconfig=${f("schedulerKubeconfig")}`,
+    `--authorization-kubeconfig=${f("schedulerKubeconfig")}`,
+    `--bind-address=${o.address}`,
+    `--secure-port=${SCHEDULER_PORT}`,
+    `--tls-cert-file=${f("schedulerCert")}`,
+    `--tls-private-key-file=${f("schedulerKey")}`,
+    `--client-ca-file=${f("ca")}`,
+    "--leader-elect=true",
+    "--profiling=false",
+  ];
+}

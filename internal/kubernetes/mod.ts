@@ -1,0 +1,68 @@
+// Package kubernetes: what a node needs to run the Kubernetes components
+// the user supplies (they are in neither npm nor Debian): their PKI, their
+// files and kubeconfigs, their command lines, and the controller service
+// that launches them on a controller node.
+//
+//   etcd ──/kubernetes/pki (one key, created once: ensureKubernetesPKI)──┐
+//                                                                        ▼
+//   controller role + local consensus ──▶ controllerService
+//        │ per start: the apiserver's serving certificate (this node's
+//        │ address), its etcd client certificate (etcd CA), the
+//        │ controller-manager's and scheduler's serving certificates
+//        ▼
+//   tmpfs <ephemeral>/kubernetes/controller/*.crt|key|kubeconfig (0600)
+//        │
+//        ├── kube-apiserver            ──▶ ready when /readyz answers (admin identity)
+//        ├── kube-controller-manager   ─┐ started only after that
+//        └── kube-scheduler            ─┘
+//
+// Invariants:
+//  - Keys and kubeconfigs exist only in etcd and on tmpfs, never on the ESP
+//    or the data partition.
+//  - Every component is a child process of the supervisor (restart with
+//    backoff, SIGTERM then SIGKILL); none of them is started before what it
+//    needs is ready.
+//  - The command lines follow the upstream secure setup (controller_flags.ts);
+//    the stand-in (test/support/kube_stub) checks them independently.
+
+export {
+  ADMIN_USER,
+  API_SERVICE_IP,
+  APISERVER_KUBELET_CLIENT,
+  CLUSTER_CIDR,
+  CLUSTER_DOMAIN,
+  CONTROLLER_MANAGER_USER,
+  FRONT_PROXY_CLIENT,
+  KubernetesPKIError,
+  MASTERS_GROUP,
+  NODES_GROUP,
+  PKI_KEY,
+  SCHEDULER_USER,
+  SERVICE_CIDR,
+  createKubernetesPKI,
+  decodeKubernetesPKI,
+  encodeKubernetesPKI,
+  ensureKubernetesPKI,
+  issueApiserverCertificate,
+  issueComponentServingCertificate,
+  issueCredential,
+  issueKubeletCertificates,
+  kubeletUser,
+  loadKubernetesPKI,
+  serviceAccountPublicKeyPem,
+  type Credential,
+  type KubernetesPKI,
+} from "./pki.ts";
+export { buildKubeconfig, parseKubeconfig, KUBECONFIG_CLUSTER, type KubeconfigOptions, type ParsedKubeconfig } from "./kubeconfig.ts";
+export { CONTROLLER_FILES, controllerFiles, writeControllerFiles, type ControllerFile, type ControllerNode } from "./controller_files.ts";
+export {
+  APISERVER_ETCD_PREFIX,
+  APISERVER_PORT,
+  CONTROLLER_MANAGER_PORT,
+  SCHEDULER_PORT,
+  SERVICE_ACCOUNT_ISSUER,
+  apiserverArgs,
+  controllerManagerArgs,
+  schedulerArgs,
+  type ControllerFlagOptions,
+} from "./controller_flags.ts";
