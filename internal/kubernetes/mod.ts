@@ -66,3 +66,4 @@ export {
   schedulerArgs,
   type ControllerFlagOptions,
 } from "./controller_flags.ts";
+export { controllerService, answersOk, parseKlogLine, type ComponentState, type ControllerServiceOptions } from "./service_controller.ts";

@@ -51,6 +51,8 @@ export function storageLayout(root = "/") {
       path: ephemeral,
       etcd: join(ephemeral, "etcd"),
       curator: join(ephemeral, "curator"),
+      /** The Kubernetes components' certificates, keys and kubeconfigs. */
+      kubernetes: join(ephemeral, "kubernetes"),
     },
   } as const;
 }

@@ -16,7 +16,8 @@
 //                                        │  rolefetch ──────────┴── roles ◀── Watch ─────┤
 //                                        │  statuspush ── address, curator, services ───▶│ curator
 //                                        │  heartbeat ── an update every 5 s, a stream ──▶│ (leader)
-//                                        │  kubernetes ── binaries present? ─▶ services   │
+//                                        │  kubernetes ── controller (beside etcd),       │
+//                                        │    containerd; binaries present? ─▶ services   │
 //                                        │  sealed ── directory, cold-start key ─▶ ESP    │
 //                                        │  coldstart ── shares of the cluster half ─▶    │ other members'
 //                                        │      ShareHolder; join certificate ─▶ ESP       │ share holders
@@ -44,7 +45,7 @@ import type { StorageLayout } from "../localstorage/mod.ts";
 import { untilCancelled, type Runnable } from "../supervisor/mod.ts";
 import type { CuratorConnection } from "./curator_connection.ts";
 import { ServiceBoard } from "./service_status.ts";
-import { controlPlaneWorker, type LocalCurator } from "./worker_controlplane.ts";
+import { controlPlaneWorker, type LocalConsensus, type LocalCurator } from "./worker_controlplane.ts";
 import { kubernetesWorker, type RuntimeSetup } from "./worker_kubernetes.ts";
 import { roleFetchWorker } from "./worker_rolefetch.ts";
 import { statusPushWorker } from "./worker_statuspush.ts";
@@ -54,7 +55,7 @@ import { coldStartWorker } from "./worker_coldstart.ts";
 
 export { withCurator, type CuratorConnection, type CuratorClient } from "./curator_connection.ts";
 export { ServiceBoard } from "./service_status.ts";
-export { controlPlaneWorker, type LocalCurator, type ControlPlaneOptions } from "./worker_controlplane.ts";
+export { controlPlaneWorker, type LocalConsensus, type LocalCurator, type ControlPlaneOptions } from "./worker_controlplane.ts";
 export { roleFetchWorker, type RoleFetchOptions } from "./worker_rolefetch.ts";
 export { statusPushWorker, type StatusPushOptions } from "./worker_statuspush.ts";
 export { heartbeatWorker, type HeartbeatOptions } from "./worker_heartbeat.ts";
@@ -85,6 +86,7 @@ export interface RoleServerOptions {
 export interface RoleServerValues {
   roles: Value<NodeRoles | undefined>;
   localCurator: Value<LocalCurator | undefined>;
+  localConsensus: Value<LocalConsensus | undefined>;
   directory: Value<ClusterDirectory>;
   connection: Value<CuratorConnection>;
   board: ServiceBoard;
@@ -96,6 +98,7 @@ export function newRoleServerValues(): RoleServerValues {
   return {
     roles: new Value<NodeRoles | undefined>(),
     localCurator: new Value<LocalCurator | undefined>(),
+    localConsensus: new Value<LocalConsensus | undefined>(),
     directory: new Value<ClusterDirectory>(),
     connection: new Value<CuratorConnection>(),
     board: new ServiceBoard(),
@@ -154,6 +157,7 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
         membership: options.membership,
         roles: values.roles,
         localCurator: values.localCurator,
+        localConsensus: values.localConsensus,
         board: values.board,
         etcdClientHost: options.etcdClientHost,
         ...(options.curatorPort !== undefined ? { curatorPort: options.curatorPort } : {}),
@@ -194,8 +198,11 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
     ctx.run(
       "kubernetes",
       kubernetesWorker({
+        membership: options.membership,
         roles: values.roles,
+        localConsensus: values.localConsensus,
         board: values.board,
+        ephemeralDir: options.layout.ephemeral.kubernetes,
         ...(options.kubernetesBinDir ? { binDir: options.kubernetesBinDir } : {}),
         ...(options.runtime ? { runtime: options.runtime } : {}),
       }),

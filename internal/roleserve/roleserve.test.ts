@@ -27,6 +27,7 @@ import {
   statusPushWorker,
   heartbeatWorker,
   type CuratorConnection,
+  type LocalConsensus,
   type LocalCurator,
 } from "./mod.ts";
 
@@ -322,12 +323,18 @@ describe("curator connection", () => {
 
 describe("kubernetes worker", () => {
   const line = (board: ServiceBoard, name: string) => board.value.peek()?.find((s) => s.name === name);
+  /** What the worker reads besides roles: no membership or etcd member (none of these tests gets as far as launching a controller). */
+  const unused = () => ({
+    membership: new Value<ClusterMembership>(),
+    localConsensus: new Value<LocalConsensus | undefined>(),
+    ephemeralDir: join(dir.path, "ephemeral-kubernetes"),
+  });
 
   test("says plainly when the Kubernetes binaries are missing, and re-checks when roles change", async () => {
     const binDir = join(dir.path, "k8s");
     const roles = new Value<NodeRoles | undefined>();
     const board = new ServiceBoard();
-    const { entries } = run(kubernetesWorker({ roles, board, binDir }));
+    const { entries } = run(kubernetesWorker({ ...unused(), roles, board, binDir }));
     roles.set(create(NodeRolesSchema, {}));
     await eventually(() => expect(line(board, "kubernetes")?.state).toBe("not-assigned"));
     roles.set(create(NodeRolesSchema, { kubernetesWorker: {} }));
@@ -351,7 +358,7 @@ describe("kubernetes worker", () => {
     const prepare = () => {
       throw new Error("the system image is not attached: no drive with serial nodecore-system");
     };
-    run(kubernetesWorker({ roles, board, binDir: join(dir.path, "k8s"), runtime: { paths, probeImage: join(dir.path, "probe.tar"), prepare } }));
+    run(kubernetesWorker({ ...unused(), roles, board, binDir: join(dir.path, "k8s"), runtime: { paths, probeImage: join(dir.path, "probe.tar"), prepare } }));
     roles.set(create(NodeRolesSchema, { kubernetesWorker: {} }));
     await eventually(() => expect(line(board, "containerd")?.state).toBe("unavailable"));
     expect(line(board, "containerd")!.message).toBe("container runtime files missing: the system image is not attached: no drive with serial nodecore-system");

@@ -14,6 +14,15 @@ export class ServiceBoard {
     const current = this.lines.get(name);
     if (current && current.state === state && current.message === message) return;
     this.lines.set(name, create(ServiceStatusSchema, { name, state, message }));
+    this.publish();
+  }
+
+  /** Takes a line off the board (a service that no longer applies to this node). */
+  withdraw(name: string): void {
+    if (this.lines.delete(name)) this.publish();
+  }
+
+  private publish(): void {
     this.value.set([...this.lines.values()].sort((a, b) => a.name.localeCompare(b.name)));
   }
 }

@@ -13,6 +13,8 @@
 //   over and decides again.
 
 import { create } from "@bufbuild/protobuf";
+import type { Etcd3 } from "etcd3";
+import type { X509Certificate } from "node:crypto";
 import { NodeStatusSchema, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
 import { clearPendingBootstrap, type ClusterMembership, type PendingBootstrap } from "../cluster/mod.ts";
 import { clientUrl, connectEtcd, issueMemberCertificate, peerUrl, runEtcdMember } from "../consensus/mod.ts";
@@ -41,6 +43,16 @@ export interface LocalCurator {
   endpoint: CuratorEndpoint;
 }
 
+/** This node's etcd member while it serves: for what runs only beside it (the Kubernetes controller). */
+export interface LocalConsensus {
+  /** A client of the member, under the etcd peer CA (the control plane's own). */
+  etcd: Etcd3;
+  /** The member's client URL. */
+  url: string;
+  /** The etcd peer CA's certificate. */
+  ca: X509Certificate;
+}
+
 export interface ControlPlaneOptions {
   layout: StorageLayout;
   /** Read. */
@@ -49,6 +61,8 @@ export interface ControlPlaneOptions {
   roles: Value<NodeRoles | undefined>;
   /** Written: the local curator while it runs. */
   localCurator: Value<LocalCurator | undefined>;
+  /** Written: the local etcd member while it serves. */
+  localConsensus?: Value<LocalConsensus | undefined>;
   /** Written: the "consensus" line of the node's status (voter, learner, not-assigned). */
   board: ServiceBoard;
   /** Where etcd's client port listens: loopback on a VM, the node's address when nodes share a host. */
@@ -67,6 +81,7 @@ export function controlPlaneWorker(options: ControlPlaneOptions): Runnable {
     const { credentials } = membership;
     const { layout } = options;
     options.localCurator.set(undefined);
+    options.localConsensus?.set(undefined);
     const decision = decideControlPlane({
       roles: options.roles.peek(),
       remembered: loadEtcdMemberState(layout),
@@ -258,12 +273,14 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
         initialCluster: member.initialCluster,
         expectedMembers: member.lastSeenMembers ?? member.initialCluster.length,
         onReady: () => {
+          options.localConsensus?.set({ etcd, url: clientUrl(etcdClientHost), ca: member.ca });
           startCurator().catch((err) => curatorFailed(new Error(`could not start the curator: ${(err as Error).message}`, { cause: err })));
         },
       })),
     ]);
   } finally {
     options.localCurator.set(undefined);
+    options.localConsensus?.set(undefined);
     etcd.close();
     etcdScope.abort();
     await etcdRun?.catch(() => {});

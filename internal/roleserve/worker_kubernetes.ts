@@ -1,19 +1,33 @@
 // The Kubernetes worker: runs what this node's Kubernetes roles need.
 //
+//  - kubernetes-controller (only beside consensus, as in Metropolis: the
+//    apiserver stores its objects in the local etcd member): the
+//    controller service (internal/kubernetes), once the local member
+//    serves: kube-apiserver, then kube-controller-manager and
+//    kube-scheduler, with the PKI from etcd and their files on tmpfs.
 //  - kubernetes-worker: the container runtime (internal/containerd):
 //    containerd, and the runtime probe, a real container kept running
 //    while the node holds the role. Without the role, the runtime's cgroup
-//    is emptied and the node says that no container process is left.
-//  - Both roles: the Kubernetes server binaries are checked for and the
-//    node says plainly whether they are there. Launching them is still to
-//    come (issue 13); this worker does not pretend to.
+//    is emptied and the node says that no container process is left. The
+//    kubelet is still to come (issue 13).
+//  - Both roles: the Kubernetes server binaries are checked for, and a node
+//    without them says which are missing.
 //
-// Board lines: "containerd" (not-assigned | unavailable | starting |
-// running) and "kubernetes" (not-assigned | unavailable | not-started).
+// Board lines: "kubernetes" (not-assigned | unavailable | waiting |
+// launched | not-started), "kube-apiserver", "kube-controller-manager",
+// "kube-scheduler" (waiting | starting | running | restarting; only on a
+// controller) and "containerd" (not-assigned | unavailable | starting |
+// running).
 
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import type { NodeRoles } from "../../proto/gen/common/common_pb.ts";
+import type { ClusterMembership } from "../cluster/mod.ts";
+import { issueEtcdClientCertificate } from "../consensus/mod.ts";
+import { CuratorStore, ETCD_PREFIX } from "../curator/mod.ts";
+import { controllerService } from "../kubernetes/mod.ts";
+import { generateKeyPair } from "../pki/mod.ts";
+import type { LocalConsensus } from "./worker_controlplane.ts";
 import { containerdService, killCgroup, runtimeBinaries, runtimeProbe, type RuntimePaths } from "../containerd/mod.ts";
 import { Value } from "../event/mod.ts";
 import { RestartRequest, untilCancelled, type Runnable } from "../supervisor/mod.ts";
@@ -33,40 +47,105 @@ export interface RuntimeSetup {
   prepare?: () => void;
 }
 
+export const CONTROLLER_COMPONENTS = ["kube-apiserver", "kube-controller-manager", "kube-scheduler"] as const;
+
 export interface KubernetesOptions {
+  /** Read: the node's address. */
+  membership: Value<ClusterMembership>;
+  /** Read. */
   roles: Value<NodeRoles | undefined>;
+  /** Read: the local etcd member while it serves (the controller needs it). */
+  localConsensus: Value<LocalConsensus | undefined>;
+  /** Written: the lines named above. */
   board: ServiceBoard;
   binDir?: string;
+  /** A tmpfs directory for the components' certificates, keys and kubeconfigs. */
+  ephemeralDir: string;
   /** Absent where the node cannot run containers (no cgroup v2): it says so when given the worker role. */
   runtime?: RuntimeSetup;
 }
 
-const wantsOf = (roles: NodeRoles | undefined) => ({ controller: Boolean(roles?.kubernetesController), worker: Boolean(roles?.kubernetesWorker) });
+const wantsOf = (roles: NodeRoles | undefined) => ({
+  controller: Boolean(roles?.kubernetesController),
+  worker: Boolean(roles?.kubernetesWorker),
+  // The controller runs only beside a consensus member, so losing or
+  // gaining that role decides again too.
+  consensus: Boolean(roles?.kubernetesController && roles.consensusMember),
+});
+type Wants = ReturnType<typeof wantsOf>;
 
-function reportBinaries(options: KubernetesOptions, wants: ReturnType<typeof wantsOf>, log: (message: string, missing: boolean) => void): void {
+/**
+ * Checks the binaries the roles need and says so on the "kubernetes" line;
+ * returns whether the controller can be launched.
+ */
+function reportBinaries(options: KubernetesOptions, wants: Wants, log: (message: string, missing: boolean) => void): boolean {
   const binDir = options.binDir ?? DEFAULT_KUBERNETES_BIN_DIR;
   if (!wants.controller && !wants.worker) {
     options.board.report("kubernetes", "not-assigned", "this node has no Kubernetes role");
-    return;
+    return false;
   }
   const needed = [...(wants.controller ? CONTROLLER_BINARIES : []), ...(wants.worker ? WORKER_BINARIES : [])];
   const missing = needed.filter((b) => !existsSync(join(binDir, b)));
+  let message: string;
+  let state: string;
   if (missing.length) {
-    const message = `Kubernetes binaries not found in ${binDir} (missing: ${missing.join(", ")}); build the image with the Kubernetes server binaries to run them`;
-    log(message, true);
-    options.board.report("kubernetes", "unavailable", message);
+    message = `Kubernetes binaries not found in ${binDir} (missing: ${missing.join(", ")}); build the image with the Kubernetes server binaries to run them`;
+    state = "unavailable";
+  } else if (wants.controller && !wants.consensus) {
+    message = "the kubernetes-controller role runs only on a consensus member (the apiserver keeps its objects in the local etcd); give this node the consensus role too";
+    state = "unavailable";
+  } else if (wants.controller) {
+    message = `controller: waiting for the local etcd member${wants.worker ? "; worker: the kubelet is not launched yet" : ""}`;
+    state = "waiting";
   } else {
-    const message = "Kubernetes binaries present; launching them is not implemented yet";
-    log(message, false);
-    options.board.report("kubernetes", "not-started", message);
+    message = "worker: the kubelet is not launched yet";
+    state = "not-started";
   }
+  log(message, state === "unavailable");
+  options.board.report("kubernetes", state, message);
+  return state === "waiting";
+}
+
+/**
+ * The controller: waits for the local etcd member, gives the apiserver an
+ * etcd client certificate of its own, and runs the controller service.
+ * When the member stops, the controller stops with it and starts over.
+ */
+function controllerRunnable(options: KubernetesOptions, wants: Wants): Runnable {
+  return async (ctx) => {
+    const local = await options.localConsensus.waitFor((l) => l !== undefined, { signal: ctx.signal });
+    const membership = await options.membership.get({ signal: ctx.signal });
+    const etcdCA = await new CuratorStore(local!.etcd.namespace(ETCD_PREFIX)).ca("etcd");
+    const key = generateKeyPair();
+    const client = { certificate: issueEtcdClientCertificate(etcdCA, key.publicKey, "kube-apiserver"), privateKey: key.privateKey };
+    options.board.report("kubernetes", "launched", `controller: kube-apiserver, kube-controller-manager and kube-scheduler run under the supervisor${wants.worker ? "; worker: the kubelet is not launched yet" : ""}`);
+    ctx.run(
+      "controller",
+      controllerService({
+        etcd: local!.etcd,
+        etcdAccess: { url: local!.url, ca: local!.ca, client },
+        address: membership.address,
+        binDir: options.binDir ?? DEFAULT_KUBERNETES_BIN_DIR,
+        dir: join(options.ephemeralDir, "controller"),
+        report: (component, state, message) => options.board.report(component, state, message),
+      }),
+    );
+    ctx.signalHealthy();
+    await options.localConsensus.waitFor((l) => l !== local, { signal: ctx.signal });
+    throw new RestartRequest("the local etcd member stopped");
+  };
 }
 
 export function kubernetesWorker(options: KubernetesOptions): Runnable {
   return async (ctx) => {
     const roles = await options.roles.waitFor((r) => r !== undefined, { signal: ctx.signal });
     const wants = wantsOf(roles);
-    reportBinaries(options, wants, (message, missing) => (missing ? ctx.logger.warn(message) : ctx.logger.info(message)));
+    const launchController = reportBinaries(options, wants, (message, missing) => (missing ? ctx.logger.warn(message) : ctx.logger.info(message)));
+    if (launchController) {
+      ctx.run("controller", controllerRunnable(options, wants));
+    } else {
+      for (const component of CONTROLLER_COMPONENTS) options.board.withdraw(component);
+    }
 
     const runtime = options.runtime;
     if (!wants.worker) {

@@ -162,7 +162,6 @@ function serve(
       record(component, { event: "request", method: request.method, path: url.pathname, user, groups, ...(body ? { body: JSON.parse(body) } : {}) });
       if (health) {
         return send(response, 200, "text/plain", "ok");
-        return;
       }
       if (!objects) return status(response, 404, "NotFound", `${component} stand-in serves only health endpoints`);
       const path = url.pathname;
@@ -253,7 +252,7 @@ async function main(): Promise<void> {
   const c = component as Component;
   try {
     const flags = parseFlags(c, args);
-    record(c, { event: "started", args });
+    record(c, { event: "started", pid: process.pid, args });
     if (c === "kube-apiserver") {
       const checked = checkApiserver(flags);
       say(c, "flags and certificates check out");

@@ -1,0 +1,103 @@
+// The Kubernetes controller in a node process, against kube-stub (the
+// labelled stand-in for the Kubernetes binaries, test/support/kube_stub):
+// the role launches the apiserver against the node's own etcd, then the
+// controller-manager and scheduler once /readyz answers; a component that
+// dies is restarted and says so; removing the role stops all three.
+// What the stand-in checks (flags, certificate chains and names, etcd over
+// mutual TLS) is in its own file; what it cannot prove is in the README.
+
+import { afterAll, expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { generateKeyPair, privateKeyPem, rawPublicKey } from "../internal/pki/mod.ts";
+import { eventually, tempDir } from "../internal/testing/mod.ts";
+import { installKubeStub, readStubRecord } from "./support/kube_stub/install.ts";
+import { NodeProcess, ctl as runCtl, loopbackBlock } from "./support/node_process.ts";
+
+const dir = tempDir("nodecore-kube-controller-");
+const address = loopbackBlock();
+const node = new NodeProcess("node1", join(dir.path, "node1"), address(21));
+const owner = generateKeyPair();
+const ownerKeyFile = join(dir.path, "owner.key");
+writeFileSync(ownerKeyFile, privateKeyPem(owner.privateKey));
+const ctl = (...args: string[]) => runCtl(join(dir.path, "ctl"), "--owner-key", ownerKeyFile, ...args);
+const recordPath = join(dir.path, "kube-stub.jsonl");
+const COMPONENTS = ["kube-apiserver", "kube-controller-manager", "kube-scheduler"];
+
+afterAll(async () => {
+  await node.stop();
+  dir[Symbol.dispose]();
+}, 60_000);
+
+type Line = { name: string; state: string; message: string };
+async function services(id: string): Promise<Map<string, Line>> {
+  const result = await ctl("node", "list", "--json");
+  if (result.code !== 0) throw new Error(`ctl node list failed: ${result.stderr}`);
+  const nodes = JSON.parse(result.stdout) as { id: string; services: Line[] }[];
+  return new Map((nodes.find((n) => n.id === id)?.services ?? []).map((s) => [s.name, s]));
+}
+
+test("kubernetes-controller launches the three components in order, restarts one that dies, stops them with the role, and launches them again with the same PKI", async () => {
+  // A node process looks for the Kubernetes binaries in <root>/kubernetes/bin (cmd/init/run_node.ts).
+  installKubeStub(join(node.root, "kubernetes", "bin"), { record: recordPath });
+  node.writeParameters({ cluster: { case: "clusterBootstrap", value: { ownerPublicKey: rawPublicKey(owner.publicKey) } } } as never);
+  node.start();
+  const up = await node.waitForLog((l) => l.msg === "node is UP", { what: "UP" });
+  const id = String(up.node);
+  // The first node of a cluster is a controller from the start (internal/curator/bootstrap.ts).
+  expect(up.roles).toBe("consensus,kubernetes-controller");
+  expect((await ctl("takeownership", node.address)).code).toBe(0);
+  await node.waitForLog((l) => l.msg === "created the Kubernetes PKI in etcd", { what: "the PKI created" });
+  const allRunning = () =>
+    eventually(
+    async () => {
+      const lines = await services(id);
+      for (const name of COMPONENTS) expect(lines.get(name)?.state).toBe("running");
+      expect(lines.get("kubernetes")?.state).toBe("launched");
+    },
+    { timeoutMs: 60_000, what: "all three components running in the node's status" },
+  );
+  await allRunning();
+
+  const record = await readStubRecord(recordPath);
+  expect(record.filter((r) => r.event === "refused")).toEqual([]);
+  const first = (component: string, event: string) => record.find((r) => r.component === component && r.event === event);
+  // The apiserver reached the node's own etcd with its own client certificate.
+  expect(first("kube-apiserver", "etcd-healthy")?.url).toBe(`https://${node.address}:2379/health`);
+  // Gating: the other two were started only after the apiserver served.
+  const served = first("kube-apiserver", "serving")!.at;
+  for (const component of ["kube-controller-manager", "kube-scheduler"]) expect(first(component, "started")!.at).toBeGreaterThanOrEqual(served);
+  // Readiness came from /readyz, asked by the node core's admin identity.
+  expect(record.some((r) => r.event === "request" && r.path === "/readyz" && r.user === "nodecore:admin" && (r.groups as string[]).includes("system:masters"))).toBe(true);
+
+  // The apiserver dies: the supervisor starts it again, and the status says so.
+  const pid = Number(first("kube-apiserver", "started")!.pid);
+  process.kill(pid, "SIGKILL");
+  await eventually(
+    async () => {
+      const line = (await services(id)).get("kube-apiserver");
+      expect(line?.state).toBe("running");
+      expect(line?.message).toBe("after 2 starts");
+    },
+    { timeoutMs: 60_000, what: "the apiserver running again after its second start" },
+  );
+
+  // The role goes: all three are stopped with SIGTERM, and their lines with them.
+  expect((await ctl("node", "roles", "unset", id, "kubernetes-controller")).code).toBe(0);
+  await eventually(
+    async () => {
+      const stopped = (await readStubRecord(recordPath)).filter((r) => r.event === "stopped").map((r) => r.component);
+      for (const name of COMPONENTS) expect(stopped).toContain(name);
+      const lines = await services(id);
+      for (const name of COMPONENTS) expect(lines.has(name)).toBe(false);
+      expect(lines.get("kubernetes")?.state).toBe("not-assigned");
+    },
+    { timeoutMs: 60_000, what: "the components stopped and off the status" },
+  );
+
+  // The role comes back: the same PKI is read from etcd, not made again.
+  const from = node.logs.length;
+  expect((await ctl("node", "roles", "set", id, "kubernetes-controller")).code).toBe(0);
+  await node.waitForLog((l) => l.msg === "read the Kubernetes PKI from etcd", { from, what: "the PKI read again" });
+  await allRunning();
+}, 240_000);
