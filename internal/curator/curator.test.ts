@@ -9,6 +9,7 @@ import { Curator, WatchEvent_Progress, type WatchEvent } from "../../proto/gen/c
 import { generateKeyPair, issueOwnerCertificate, nodeIdFromPublicKey, rawPublicKey, createClusterCA, type KeyPair } from "../pki/mod.ts";
 import { Status } from "../rpc/mod.ts";
 import { eventually, freePort } from "../testing/mod.ts";
+import { loadKubernetesPKI } from "../kubernetes/mod.ts";
 import { CuratorStore, ETCD_PREFIX, FencedError, NODES_PREFIX } from "./store.ts";
 import { refusal, startTestCluster, type TestCluster } from "./test_cluster.ts";
 
@@ -124,6 +125,57 @@ describe("management", () => {
     expect(lastVoter.code).toBe(Status.FAILED_PRECONDITION);
     expect(lastVoter.details).toContain("last voting etcd member");
     management.close();
+  });
+});
+
+describe("Kubernetes credentials", () => {
+  test("the owner gets a client certificate as nodecore:owner under the Kubernetes CA in etcd, and the controllers' apiservers", async () => {
+    const management = cluster.client(Management, owner);
+    const key = generateKeyPair();
+    const response = await management.getKubernetesCredentials({ publicKey: rawPublicKey(key.publicKey) });
+    management.close();
+    const pki = await loadKubernetesPKI(cluster.etcd);
+    const ca = new X509Certificate(response.caCertificate);
+    expect(ca.fingerprint256).toBe(pki!.ca.certificate.fingerprint256);
+    const certificate = new X509Certificate(response.clientCertificate);
+    expect(certificate.subject).toBe("CN=nodecore:owner");
+    expect(certificate.verify(ca.publicKey)).toBe(true);
+    expect(certificate.publicKey.export({ format: "der", type: "spki" })).toEqual(key.publicKey.export({ format: "der", type: "spki" }));
+    // The bootstrap node is a controller and a consensus member, at the address its status gives.
+    const record = (await cluster.store.node(cluster.node.id))!.value;
+    expect(response.apiservers).toEqual([`https://${record.status!.externalAddress}:6443`]);
+  });
+
+  test("a node gets kubelet certificates only while it holds the kubernetes-worker role, named for itself and the addresses its certificate carries", async () => {
+    const curator = cluster.client(Curator, asNode());
+    const management = cluster.client(Management, owner);
+    const kubelet = generateKeyPair();
+    const withoutRole = await refusal(curator.issueKubeletCertificates({ kubeletPublicKey: rawPublicKey(kubelet.publicKey) }));
+    expect(withoutRole.code).toBe(Status.PERMISSION_DENIED);
+    expect(withoutRole.details).toBe(`node ${cluster.node.id} does not hold the kubernetes-worker role; only workers get kubelet certificates`);
+    await management.updateNodeRoles({ id: cluster.node.id, kubernetesWorker: true });
+    try {
+      const response = await curator.issueKubeletCertificates({ kubeletPublicKey: rawPublicKey(kubelet.publicKey) });
+      const ca = new X509Certificate(response.caCertificate);
+      for (const der of [response.serverCertificate, response.clientCertificate]) {
+        const certificate = new X509Certificate(der);
+        expect(certificate.subject).toBe(`O=system:nodes\nCN=system:node:${cluster.node.id}`);
+        expect(certificate.verify(ca.publicKey)).toBe(true);
+        expect(certificate.publicKey.export({ format: "der", type: "spki" })).toEqual(kubelet.publicKey.export({ format: "der", type: "spki" }));
+      }
+      expect(new X509Certificate(response.serverCertificate).checkIP(cluster.host)).toBe(cluster.host);
+      const bad = await refusal(curator.issueKubeletCertificates({ kubeletPublicKey: new Uint8Array(31) }));
+      expect(bad.code).toBe(Status.INVALID_ARGUMENT);
+      expect(bad.details).toContain("kubelet_public_key");
+      // The owner is not a node.
+      const asOwner = cluster.client(Curator, owner);
+      expect((await refusal(asOwner.issueKubeletCertificates({ kubeletPublicKey: rawPublicKey(kubelet.publicKey) }))).code).toBe(Status.PERMISSION_DENIED);
+      asOwner.close();
+    } finally {
+      await management.updateNodeRoles({ id: cluster.node.id, kubernetesWorker: false });
+      management.close();
+      curator.close();
+    }
   });
 });
 

@@ -19,6 +19,7 @@ import { MANAGEMENT_POLICY, managementService } from "./service_management.ts";
 import { CuratorStore, ETCD_PREFIX } from "./store.ts";
 import { NodeWatchHub } from "./watch.ts";
 import { HeartbeatTracker } from "./heartbeats.ts";
+import { kubernetesPKISource } from "./kubernetes_credentials.ts";
 /** How often the leader tries to promote etcd learners that caught up. */
 export const PROMOTE_INTERVAL_MS = 2_000;
 /**
@@ -130,11 +131,12 @@ export function curatorRunnable(options: CuratorOptions): Runnable {
     const serveOptions = { ca: () => options.clusterCA, onError: (method: string, err: unknown) => ctx.logger.debug("call failed", { method, error: String(err) }) };
     addService(server, AAA, aaaService(store), { ...serveOptions, policy: AAA_POLICY });
     const onLearnerAdded = () => learnerAdded.set(++learnersAdded);
-    addService(server, Management, managementService({ store, etcd: options.etcd, requireLeader, heartbeats, logger: ctx.logger, onLearnerAdded }), {
+    const kubernetesPKI = kubernetesPKISource(options.etcd);
+    addService(server, Management, managementService({ store, etcd: options.etcd, requireLeader, heartbeats, logger: ctx.logger, onLearnerAdded, kubernetesPKI }), {
       ...serveOptions,
       policy: MANAGEMENT_POLICY,
     });
-    addService(server, Curator, curatorService({ store, watches, requireLeader, heartbeats, logger: ctx.logger }), { ...serveOptions, policy: CURATOR_POLICY });
+    addService(server, Curator, curatorService({ store, watches, requireLeader, heartbeats, logger: ctx.logger, kubernetesPKI }), { ...serveOptions, policy: CURATOR_POLICY });
     const address = formatAddress({ host: options.listenHost, port });
     const credentials = serverCredentials({ certificate: identity.certificate, privateKey: options.privateKey });
     try {

@@ -8,7 +8,9 @@ import { NodeState, NodeStatusSchema } from "../../proto/gen/common/common_pb.ts
 import { WatchEvent_Progress, type Curator } from "../../proto/gen/curator/curator_pb.ts";
 import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
 import type { Logger } from "../log/mod.ts";
-import { issueJoinCertificate, issueNodeCertificate, nodeIdFromPublicKey, publicKeyFromRaw } from "../pki/mod.ts";
+import { issueKubeletCertificates, type KubernetesPKI } from "../kubernetes/mod.ts";
+import { ipAddressesOf, issueJoinCertificate, issueNodeCertificate, nodeIdFromPublicKey, publicKeyFromRaw } from "../pki/mod.ts";
+import { apiserverUrls } from "./kubernetes_credentials.ts";
 import {
   AlreadyExistsError,
   FailedPreconditionError,
@@ -33,6 +35,7 @@ export const CURATOR_POLICY: ServicePolicy<typeof Curator> = {
   joinNode: "key",
   heartbeat: "node",
   prepareColdStart: "node",
+  issueKubeletCertificates: "node",
 };
 
 /** Unlock keys are 32 random bytes. */
@@ -44,6 +47,8 @@ export interface CuratorServiceDeps {
   requireLeader: () => void;
   heartbeats: HeartbeatTracker;
   logger: Logger;
+  /** The Kubernetes PKI (read from etcd, created there if absent). */
+  kubernetesPKI: () => Promise<KubernetesPKI>;
 }
 
 /**
@@ -224,6 +229,27 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
       const ca = await store.ca("cluster");
       const certificate = issueJoinCertificate(ca, publicKeyFromRaw(node.value.joinKey), node.value.id);
       return { joinCertificate: new Uint8Array(certificate.raw), unlockShareThreshold: cluster.unlockShareThreshold };
+    },
+
+    async issueKubeletCertificates(request, ctx) {
+      if (ctx.peer.kind !== "node") throw new Error("unreachable: policy is node");
+      checkPublicKey("kubelet_public_key", request.kubeletPublicKey);
+      await requireMember(store, ctx);
+      const node = await store.node(ctx.peer.nodeId);
+      if (!node?.value.roles?.kubernetesWorker) {
+        throw new PermissionDeniedError(`node ${ctx.peer.nodeId} does not hold the kubernetes-worker role; only workers get kubelet certificates`);
+      }
+      const pki = await deps.kubernetesPKI();
+      // The addresses the cluster CA certified for this node, not what it says now.
+      const addresses = ipAddressesOf(ctx.peer.certificate);
+      const { server, client } = issueKubeletCertificates(pki, ctx.peer.nodeId, publicKeyFromRaw(request.kubeletPublicKey), addresses);
+      logger.info("issued kubelet certificates", { node: ctx.peer.nodeId, addresses: addresses.join(",") });
+      return {
+        serverCertificate: new Uint8Array(server.raw),
+        clientCertificate: new Uint8Array(client.raw),
+        caCertificate: new Uint8Array(pki.ca.certificate.raw),
+        apiservers: await apiserverUrls(store),
+      };
     },
 
     async joinNode(_request, ctx) {

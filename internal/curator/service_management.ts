@@ -12,6 +12,7 @@ import {
 } from "../../proto/gen/common/common_pb.ts";
 import type { NodeRecord } from "../../proto/gen/curator/state/state_pb.ts";
 import type { Logger } from "../log/mod.ts";
+import { issueOwnerKubernetesCertificate, type KubernetesPKI } from "../kubernetes/mod.ts";
 import { createCertificate, nodeIdFromPublicKey, publicKeyFromRaw } from "../pki/mod.ts";
 import {
   FailedPreconditionError,
@@ -21,6 +22,7 @@ import {
   type ServicePolicy,
 } from "../rpc/mod.ts";
 import { grantConsensus, revokeConsensus } from "./consensus_membership.ts";
+import { apiserverUrls } from "./kubernetes_credentials.ts";
 import { directoryOf } from "./client/mod.ts";
 import { toApiNode } from "./convert.ts";
 import { checkNodeId, checkPublicKey } from "./validate.ts";
@@ -37,6 +39,7 @@ export const MANAGEMENT_POLICY: ServicePolicy<typeof Management> = {
   getEtcdCredentials: "owner",
   deleteNode: "owner",
   updateNodeLabels: "owner",
+  getKubernetesCredentials: "owner",
 };
 
 export interface ManagementDeps {
@@ -47,6 +50,8 @@ export interface ManagementDeps {
   /** Heartbeats this curator heard while leading: node health. */
   heartbeats: HeartbeatTracker;
   logger: Logger;
+  /** The Kubernetes PKI (read from etcd, created there if absent). */
+  kubernetesPKI: () => Promise<KubernetesPKI>;
   /** Called after a node got the consensus role (an etcd learner may have been added): the promoter looks at once. */
   onLearnerAdded?: () => void;
 }
@@ -144,6 +149,18 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
       );
       logger.info("issued an etcd client certificate to the owner");
       return { caCertificate: new Uint8Array(ca.certificate.raw), clientCertificate: new Uint8Array(certificate.raw) };
+    },
+
+    async getKubernetesCredentials(request) {
+      checkPublicKey("public_key", request.publicKey);
+      const pki = await deps.kubernetesPKI();
+      const certificate = issueOwnerKubernetesCertificate(pki, publicKeyFromRaw(request.publicKey));
+      logger.info("issued a Kubernetes client certificate to the owner");
+      return {
+        clientCertificate: new Uint8Array(certificate.raw),
+        caCertificate: new Uint8Array(pki.ca.certificate.raw),
+        apiservers: await apiserverUrls(store),
+      };
     },
 
     async updateNodeRoles(request) {

@@ -262,10 +262,11 @@ export async function startImpostorCurator(
       getEtcdCredentials: async () => record("Management/GetEtcdCredentials", {}),
       deleteNode: async () => record("Management/DeleteNode", {}),
       updateNodeLabels: async () => record("Management/UpdateNodeLabels", {}),
+      getKubernetesCredentials: async () => record("Management/GetKubernetesCredentials", {}),
     },
     {
       ...serveOptions,
-      policy: { getRegisterTicket: "key", getClusterInfo: "key", getNodes: "key", approveNode: "key", updateNodeRoles: "key", getEtcdCredentials: "key", deleteNode: "key", updateNodeLabels: "key" },
+      policy: { getRegisterTicket: "key", getClusterInfo: "key", getNodes: "key", approveNode: "key", updateNodeRoles: "key", getEtcdCredentials: "key", deleteNode: "key", updateNodeLabels: "key", getKubernetesCredentials: "key" },
     },
   );
   addService(
@@ -280,11 +281,12 @@ export async function startImpostorCurator(
       commitNode: async () => record("Curator/CommitNode", {}),
       joinNode: async () => record("Curator/JoinNode", { clusterUnlockKey: new Uint8Array(32) }),
       prepareColdStart: async () => record("Curator/PrepareColdStart", {}),
+      issueKubeletCertificates: async () => record("Curator/IssueKubeletCertificates", {}),
       heartbeat: async function* (requests) {
         for await (const _ of requests) yield record("Curator/Heartbeat", {});
       },
     },
-    { ...serveOptions, policy: { watch: "key", updateNodeStatus: "key", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "key", prepareColdStart: "key" } },
+    { ...serveOptions, policy: { watch: "key", updateNodeStatus: "key", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "key", prepareColdStart: "key", issueKubeletCertificates: "key" } },
   );
   const { port } = await listen(server, formatAddress({ host, port: 0 }), serverCredentials({ certificate: node.certificate, privateKey: node.key.privateKey }));
   return { endpoint: { host, port, nodeId }, calls, close: () => server.forceShutdown() };

@@ -38,6 +38,8 @@ export const FRONT_PROXY_CLIENT = "front-proxy-client";
 /** The node core's own client: readiness checks and the reconciler. */
 export const ADMIN_USER = "nodecore:admin";
 export const MASTERS_GROUP = "system:masters";
+/** The cluster owner in Kubernetes (ctl kubeconfig); the reconciler binds it to cluster-admin. */
+export const OWNER_USER = "nodecore:owner";
 export const NODES_GROUP = "system:nodes";
 
 /** The Service network, and the apiserver's address in it (its first host). */
@@ -133,6 +135,11 @@ export function issueApiserverCertificate(pki: KubernetesPKI, addresses: readonl
 /** The serving certificate of the controller-manager or scheduler, which listen on the node's address. */
 export function issueComponentServingCertificate(pki: KubernetesPKI, component: string, address: string): Credential {
   return issueCredential(pki.ca, { commonName: component, kind: "server", dnsNames: ["localhost"], ipAddresses: [...new Set(["127.0.0.1", address])] });
+}
+
+/** The owner's Kubernetes client certificate, over a key the owner keeps. */
+export function issueOwnerKubernetesCertificate(pki: KubernetesPKI, publicKey: KeyObject): X509Certificate {
+  return createCertificate({ commonName: OWNER_USER, publicKey, kind: "client" }, pki.ca);
 }
 
 /** The kubelet's identity to the Node authorizer. */

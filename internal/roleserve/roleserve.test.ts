@@ -99,6 +99,9 @@ class FakeCurator {
         async prepareColdStart() {
           throw new FailedPreconditionError("this fake curator issues no join certificates");
         },
+        async issueKubeletCertificates() {
+          throw new FailedPreconditionError("this fake curator issues no kubelet certificates");
+        },
         async *heartbeat(requests, ctx) {
           for await (const _ of requests) {
             if (ctx.peer.kind === "node") self.heartbeats.push(ctx.peer.nodeId);
@@ -106,7 +109,7 @@ class FakeCurator {
           }
         },
       },
-      { ca: () => ca.certificate, policy: { watch: "cluster", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "node", prepareColdStart: "node" } },
+      { ca: () => ca.certificate, policy: { watch: "cluster", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "node", prepareColdStart: "node", issueKubeletCertificates: "node" } },
     );
     const serverKey = generateKeyPair();
     const certificate =

@@ -39,10 +39,11 @@ function managementServer() {
       getEtcdCredentials: unused,
       deleteNode: unused,
       updateNodeLabels: unused,
+      getKubernetesCredentials: unused,
     },
     {
       ca: () => ca.certificate,
-      policy: { getRegisterTicket: "owner", getClusterInfo: "owner", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner", deleteNode: "owner", updateNodeLabels: "owner" },
+      policy: { getRegisterTicket: "owner", getClusterInfo: "owner", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner", deleteNode: "owner", updateNodeLabels: "owner", getKubernetesCredentials: "owner" },
     },
   );
   return server;

@@ -86,10 +86,13 @@ beforeAll(async () => {
       async updateNodeLabels() {
         return {};
       },
+      async getKubernetesCredentials() {
+        return {};
+      },
     },
     {
       ca: () => ca.certificate,
-      policy: { getRegisterTicket: "owner", getClusterInfo: "cluster", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner", deleteNode: "owner", updateNodeLabels: "owner" },
+      policy: { getRegisterTicket: "owner", getClusterInfo: "cluster", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner", deleteNode: "owner", updateNodeLabels: "owner", getKubernetesCredentials: "owner" },
     },
   );
   addService(
@@ -132,6 +135,9 @@ beforeAll(async () => {
       async prepareColdStart() {
         return {};
       },
+      async issueKubeletCertificates() {
+        return {};
+      },
       // Answers every update, then says how many there were once the client half-closes.
       async *heartbeat(requests, ctx) {
         let count = 0;
@@ -142,7 +148,7 @@ beforeAll(async () => {
         heartbeatsSeen.push(`${ctx.peer.kind}:${count}`);
       },
     },
-    { ca: () => ca.certificate, policy: { watch: "node", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "node", prepareColdStart: "node" } },
+    { ca: () => ca.certificate, policy: { watch: "node", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "node", prepareColdStart: "node", issueKubeletCertificates: "node" } },
   );
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync("127.0.0.1:0", serverCredentials({ certificate: serverCert, privateKey: serverKey.privateKey }), (err, p) =>

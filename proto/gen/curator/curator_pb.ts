@@ -14,7 +14,67 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file curator/curator.proto.
  */
 export const file_curator_curator: GenFile = /*@__PURE__*/
-  fileDesc("ChVjdXJhdG9yL2N1cmF0b3IucHJvdG8SEG5vZGVjb3JlLmN1cmF0b3IiGQoXUHJlcGFyZUNvbGRTdGFydFJlcXVlc3QiVAoYUHJlcGFyZUNvbGRTdGFydFJlc3BvbnNlEhgKEGpvaW5fY2VydGlmaWNhdGUYASABKAwSHgoWdW5sb2NrX3NoYXJlX3RocmVzaG9sZBgCIAEoDSIYChZIZWFydGJlYXRVcGRhdGVSZXF1ZXN0IhkKF0hlYXJ0YmVhdFVwZGF0ZVJlc3BvbnNlIt4BCgxXYXRjaFJlcXVlc3QSRwoPbm9kZV9pbl9jbHVzdGVyGAEgASgLMiwubm9kZWNvcmUuY3VyYXRvci5XYXRjaFJlcXVlc3QuTm9kZUluQ2x1c3RlckgAEkkKEG5vZGVzX2luX2NsdXN0ZXIYAiABKAsyLS5ub2RlY29yZS5jdXJhdG9yLldhdGNoUmVxdWVzdC5Ob2Rlc0luQ2x1c3RlckgAGiAKDU5vZGVJbkNsdXN0ZXISDwoHbm9kZV9pZBgBIAEoCRoQCg5Ob2Rlc0luQ2x1c3RlckIGCgRraW5kIrsBCgROb2RlEgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSKQoFc3RhdGUYAyABKA4yGi5ub2RlY29yZS5jb21tb24uTm9kZVN0YXRlEikKBXJvbGVzGAQgASgLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcxIrCgZzdGF0dXMYBSABKAsyGy5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cxIQCghqb2luX2tleRgGIAEoDCIgCg1Ob2RlVG9tYnN0b25lEg8KB25vZGVfaWQYASABKAki5gEKCldhdGNoRXZlbnQSJQoFbm9kZXMYASADKAsyFi5ub2RlY29yZS5jdXJhdG9yLk5vZGUSOAoPbm9kZV90b21ic3RvbmVzGAIgAygLMh8ubm9kZWNvcmUuY3VyYXRvci5Ob2RlVG9tYnN0b25lEjcKCHByb2dyZXNzGAMgASgOMiUubm9kZWNvcmUuY3VyYXRvci5XYXRjaEV2ZW50LlByb2dyZXNzIj4KCFByb2dyZXNzEhQKEFBST0dSRVNTX0lOVkFMSUQQABIcChhQUk9HUkVTU19MQVNUX0JBQ0tMT0dHRUQQASJXChdVcGRhdGVOb2RlU3RhdHVzUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEisKBnN0YXR1cxgCIAEoCzIbLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdHVzIhoKGFVwZGF0ZU5vZGVTdGF0dXNSZXNwb25zZSJAChNSZWdpc3Rlck5vZGVSZXF1ZXN0EhcKD3JlZ2lzdGVyX3RpY2tldBgBIAEoDBIQCghqb2luX2tleRgCIAEoDCIWChRSZWdpc3Rlck5vZGVSZXNwb25zZSIvChFDb21taXROb2RlUmVxdWVzdBIaChJjbHVzdGVyX3VubG9ja19rZXkYASABKAwiRgoSQ29tbWl0Tm9kZVJlc3BvbnNlEhYKDmNhX2NlcnRpZmljYXRlGAEgASgMEhgKEG5vZGVfY2VydGlmaWNhdGUYAiABKAwiEQoPSm9pbk5vZGVSZXF1ZXN0Ii4KEEpvaW5Ob2RlUmVzcG9uc2USGgoSY2x1c3Rlcl91bmxvY2tfa2V5GAEgASgMMpkFCgdDdXJhdG9yEkcKBVdhdGNoEh4ubm9kZWNvcmUuY3VyYXRvci5XYXRjaFJlcXVlc3QaHC5ub2RlY29yZS5jdXJhdG9yLldhdGNoRXZlbnQwARJpChBVcGRhdGVOb2RlU3RhdHVzEikubm9kZWNvcmUuY3VyYXRvci5VcGRhdGVOb2RlU3RhdHVzUmVxdWVzdBoqLm5vZGVjb3JlLmN1cmF0b3IuVXBkYXRlTm9kZVN0YXR1c1Jlc3BvbnNlEl0KDFJlZ2lzdGVyTm9kZRIlLm5vZGVjb3JlLmN1cmF0b3IuUmVnaXN0ZXJOb2RlUmVxdWVzdBomLm5vZGVjb3JlLmN1cmF0b3IuUmVnaXN0ZXJOb2RlUmVzcG9uc2USVwoKQ29tbWl0Tm9kZRIjLm5vZGVjb3JlLmN1cmF0b3IuQ29tbWl0Tm9kZVJlcXVlc3QaJC5ub2RlY29yZS5jdXJhdG9yLkNvbW1pdE5vZGVSZXNwb25zZRJRCghKb2luTm9kZRIhLm5vZGVjb3JlLmN1cmF0b3IuSm9pbk5vZGVSZXF1ZXN0GiIubm9kZWNvcmUuY3VyYXRvci5Kb2luTm9kZVJlc3BvbnNlEmQKCUhlYXJ0YmVhdBIoLm5vZGVjb3JlLmN1cmF0b3IuSGVhcnRiZWF0VXBkYXRlUmVxdWVzdBopLm5vZGVjb3JlLmN1cmF0b3IuSGVhcnRiZWF0VXBkYXRlUmVzcG9uc2UoATABEmkKEFByZXBhcmVDb2xkU3RhcnQSKS5ub2RlY29yZS5jdXJhdG9yLlByZXBhcmVDb2xkU3RhcnRSZXF1ZXN0Gioubm9kZWNvcmUuY3VyYXRvci5QcmVwYXJlQ29sZFN0YXJ0UmVzcG9uc2ViBnByb3RvMw", [file_common_common]);
+  fileDesc("ChVjdXJhdG9yL2N1cmF0b3IucHJvdG8SEG5vZGVjb3JlLmN1cmF0b3IiPQofSXNzdWVLdWJlbGV0Q2VydGlmaWNhdGVzUmVxdWVzdBIaChJrdWJlbGV0X3B1YmxpY19rZXkYASABKAwihgEKIElzc3VlS3ViZWxldENlcnRpZmljYXRlc1Jlc3BvbnNlEhoKEnNlcnZlcl9jZXJ0aWZpY2F0ZRgBIAEoDBIaChJjbGllbnRfY2VydGlmaWNhdGUYAiABKAwSFgoOY2FfY2VydGlmaWNhdGUYAyABKAwSEgoKYXBpc2VydmVycxgEIAMoCSIZChdQcmVwYXJlQ29sZFN0YXJ0UmVxdWVzdCJUChhQcmVwYXJlQ29sZFN0YXJ0UmVzcG9uc2USGAoQam9pbl9jZXJ0aWZpY2F0ZRgBIAEoDBIeChZ1bmxvY2tfc2hhcmVfdGhyZXNob2xkGAIgASgNIhgKFkhlYXJ0YmVhdFVwZGF0ZVJlcXVlc3QiGQoXSGVhcnRiZWF0VXBkYXRlUmVzcG9uc2Ui3gEKDFdhdGNoUmVxdWVzdBJHCg9ub2RlX2luX2NsdXN0ZXIYASABKAsyLC5ub2RlY29yZS5jdXJhdG9yLldhdGNoUmVxdWVzdC5Ob2RlSW5DbHVzdGVySAASSQoQbm9kZXNfaW5fY2x1c3RlchgCIAEoCzItLm5vZGVjb3JlLmN1cmF0b3IuV2F0Y2hSZXF1ZXN0Lk5vZGVzSW5DbHVzdGVySAAaIAoNTm9kZUluQ2x1c3RlchIPCgdub2RlX2lkGAEgASgJGhAKDk5vZGVzSW5DbHVzdGVyQgYKBGtpbmQiuwEKBE5vZGUSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDBIpCgVzdGF0ZRgDIAEoDjIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdGUSKQoFcm9sZXMYBCABKAsyGi5ub2RlY29yZS5jb21tb24uTm9kZVJvbGVzEisKBnN0YXR1cxgFIAEoCzIbLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdHVzEhAKCGpvaW5fa2V5GAYgASgMIiAKDU5vZGVUb21ic3RvbmUSDwoHbm9kZV9pZBgBIAEoCSLmAQoKV2F0Y2hFdmVudBIlCgVub2RlcxgBIAMoCzIWLm5vZGVjb3JlLmN1cmF0b3IuTm9kZRI4Cg9ub2RlX3RvbWJzdG9uZXMYAiADKAsyHy5ub2RlY29yZS5jdXJhdG9yLk5vZGVUb21ic3RvbmUSNwoIcHJvZ3Jlc3MYAyABKA4yJS5ub2RlY29yZS5jdXJhdG9yLldhdGNoRXZlbnQuUHJvZ3Jlc3MiPgoIUHJvZ3Jlc3MSFAoQUFJPR1JFU1NfSU5WQUxJRBAAEhwKGFBST0dSRVNTX0xBU1RfQkFDS0xPR0dFRBABIlcKF1VwZGF0ZU5vZGVTdGF0dXNSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSKwoGc3RhdHVzGAIgASgLMhsubm9kZWNvcmUuY29tbW9uLk5vZGVTdGF0dXMiGgoYVXBkYXRlTm9kZVN0YXR1c1Jlc3BvbnNlIkAKE1JlZ2lzdGVyTm9kZVJlcXVlc3QSFwoPcmVnaXN0ZXJfdGlja2V0GAEgASgMEhAKCGpvaW5fa2V5GAIgASgMIhYKFFJlZ2lzdGVyTm9kZVJlc3BvbnNlIi8KEUNvbW1pdE5vZGVSZXF1ZXN0EhoKEmNsdXN0ZXJfdW5sb2NrX2tleRgBIAEoDCJGChJDb21taXROb2RlUmVzcG9uc2USFgoOY2FfY2VydGlmaWNhdGUYASABKAwSGAoQbm9kZV9jZXJ0aWZpY2F0ZRgCIAEoDCIRCg9Kb2luTm9kZVJlcXVlc3QiLgoQSm9pbk5vZGVSZXNwb25zZRIaChJjbHVzdGVyX3VubG9ja19rZXkYASABKAwynQYKB0N1cmF0b3ISRwoFV2F0Y2gSHi5ub2RlY29yZS5jdXJhdG9yLldhdGNoUmVxdWVzdBocLm5vZGVjb3JlLmN1cmF0b3IuV2F0Y2hFdmVudDABEmkKEFVwZGF0ZU5vZGVTdGF0dXMSKS5ub2RlY29yZS5jdXJhdG9yLlVwZGF0ZU5vZGVTdGF0dXNSZXF1ZXN0Gioubm9kZWNvcmUuY3VyYXRvci5VcGRhdGVOb2RlU3RhdHVzUmVzcG9uc2USXQoMUmVnaXN0ZXJOb2RlEiUubm9kZWNvcmUuY3VyYXRvci5SZWdpc3Rlck5vZGVSZXF1ZXN0GiYubm9kZWNvcmUuY3VyYXRvci5SZWdpc3Rlck5vZGVSZXNwb25zZRJXCgpDb21taXROb2RlEiMubm9kZWNvcmUuY3VyYXRvci5Db21taXROb2RlUmVxdWVzdBokLm5vZGVjb3JlLmN1cmF0b3IuQ29tbWl0Tm9kZVJlc3BvbnNlElEKCEpvaW5Ob2RlEiEubm9kZWNvcmUuY3VyYXRvci5Kb2luTm9kZVJlcXVlc3QaIi5ub2RlY29yZS5jdXJhdG9yLkpvaW5Ob2RlUmVzcG9uc2USZAoJSGVhcnRiZWF0Eigubm9kZWNvcmUuY3VyYXRvci5IZWFydGJlYXRVcGRhdGVSZXF1ZXN0Gikubm9kZWNvcmUuY3VyYXRvci5IZWFydGJlYXRVcGRhdGVSZXNwb25zZSgBMAESaQoQUHJlcGFyZUNvbGRTdGFydBIpLm5vZGVjb3JlLmN1cmF0b3IuUHJlcGFyZUNvbGRTdGFydFJlcXVlc3QaKi5ub2RlY29yZS5jdXJhdG9yLlByZXBhcmVDb2xkU3RhcnRSZXNwb25zZRKBAQoYSXNzdWVLdWJlbGV0Q2VydGlmaWNhdGVzEjEubm9kZWNvcmUuY3VyYXRvci5Jc3N1ZUt1YmVsZXRDZXJ0aWZpY2F0ZXNSZXF1ZXN0GjIubm9kZWNvcmUuY3VyYXRvci5Jc3N1ZUt1YmVsZXRDZXJ0aWZpY2F0ZXNSZXNwb25zZWIGcHJvdG8z", [file_common_common]);
+
+/**
+ * @generated from message nodecore.curator.IssueKubeletCertificatesRequest
+ */
+export type IssueKubeletCertificatesRequest = Message<"nodecore.curator.IssueKubeletCertificatesRequest"> & {
+  /**
+   * Ed25519, 32 bytes.
+   *
+   * @generated from field: bytes kubelet_public_key = 1;
+   */
+  kubeletPublicKey: Uint8Array;
+};
+
+/**
+ * Describes the message nodecore.curator.IssueKubeletCertificatesRequest.
+ * Use `create(IssueKubeletCertificatesRequestSchema)` to create a new message.
+ */
+export const IssueKubeletCertificatesRequestSchema: GenMessage<IssueKubeletCertificatesRequest> = /*@__PURE__*/
+  messageDesc(file_curator_curator, 0);
+
+/**
+ * @generated from message nodecore.curator.IssueKubeletCertificatesResponse
+ */
+export type IssueKubeletCertificatesResponse = Message<"nodecore.curator.IssueKubeletCertificatesResponse"> & {
+  /**
+   * DER: the kubelet's serving certificate (apiservers verify it against the CA).
+   *
+   * @generated from field: bytes server_certificate = 1;
+   */
+  serverCertificate: Uint8Array;
+
+  /**
+   * DER: the kubelet's client certificate (its identity to the apiserver).
+   *
+   * @generated from field: bytes client_certificate = 2;
+   */
+  clientCertificate: Uint8Array;
+
+  /**
+   * The Kubernetes CA certificate (DER).
+   *
+   * @generated from field: bytes ca_certificate = 3;
+   */
+  caCertificate: Uint8Array;
+
+  /**
+   * https://<address>:6443 of every UP node holding the kubernetes-controller
+   * and consensus roles, as the cluster's records have them; may be empty.
+   *
+   * @generated from field: repeated string apiservers = 4;
+   */
+  apiservers: string[];
+};
+
+/**
+ * Describes the message nodecore.curator.IssueKubeletCertificatesResponse.
+ * Use `create(IssueKubeletCertificatesResponseSchema)` to create a new message.
+ */
+export const IssueKubeletCertificatesResponseSchema: GenMessage<IssueKubeletCertificatesResponse> = /*@__PURE__*/
+  messageDesc(file_curator_curator, 1);
 
 /**
  * @generated from message nodecore.curator.PrepareColdStartRequest
@@ -27,7 +87,7 @@ export type PrepareColdStartRequest = Message<"nodecore.curator.PrepareColdStart
  * Use `create(PrepareColdStartRequestSchema)` to create a new message.
  */
 export const PrepareColdStartRequestSchema: GenMessage<PrepareColdStartRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 0);
+  messageDesc(file_curator_curator, 2);
 
 /**
  * @generated from message nodecore.curator.PrepareColdStartResponse
@@ -54,7 +114,7 @@ export type PrepareColdStartResponse = Message<"nodecore.curator.PrepareColdStar
  * Use `create(PrepareColdStartResponseSchema)` to create a new message.
  */
 export const PrepareColdStartResponseSchema: GenMessage<PrepareColdStartResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 1);
+  messageDesc(file_curator_curator, 3);
 
 /**
  * @generated from message nodecore.curator.HeartbeatUpdateRequest
@@ -67,7 +127,7 @@ export type HeartbeatUpdateRequest = Message<"nodecore.curator.HeartbeatUpdateRe
  * Use `create(HeartbeatUpdateRequestSchema)` to create a new message.
  */
 export const HeartbeatUpdateRequestSchema: GenMessage<HeartbeatUpdateRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 2);
+  messageDesc(file_curator_curator, 4);
 
 /**
  * @generated from message nodecore.curator.HeartbeatUpdateResponse
@@ -80,7 +140,7 @@ export type HeartbeatUpdateResponse = Message<"nodecore.curator.HeartbeatUpdateR
  * Use `create(HeartbeatUpdateResponseSchema)` to create a new message.
  */
 export const HeartbeatUpdateResponseSchema: GenMessage<HeartbeatUpdateResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 3);
+  messageDesc(file_curator_curator, 5);
 
 /**
  * @generated from message nodecore.curator.WatchRequest
@@ -109,7 +169,7 @@ export type WatchRequest = Message<"nodecore.curator.WatchRequest"> & {
  * Use `create(WatchRequestSchema)` to create a new message.
  */
 export const WatchRequestSchema: GenMessage<WatchRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 4);
+  messageDesc(file_curator_curator, 6);
 
 /**
  * @generated from message nodecore.curator.WatchRequest.NodeInCluster
@@ -126,7 +186,7 @@ export type WatchRequest_NodeInCluster = Message<"nodecore.curator.WatchRequest.
  * Use `create(WatchRequest_NodeInClusterSchema)` to create a new message.
  */
 export const WatchRequest_NodeInClusterSchema: GenMessage<WatchRequest_NodeInCluster> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 4, 0);
+  messageDesc(file_curator_curator, 6, 0);
 
 /**
  * @generated from message nodecore.curator.WatchRequest.NodesInCluster
@@ -139,7 +199,7 @@ export type WatchRequest_NodesInCluster = Message<"nodecore.curator.WatchRequest
  * Use `create(WatchRequest_NodesInClusterSchema)` to create a new message.
  */
 export const WatchRequest_NodesInClusterSchema: GenMessage<WatchRequest_NodesInCluster> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 4, 1);
+  messageDesc(file_curator_curator, 6, 1);
 
 /**
  * @generated from message nodecore.curator.Node
@@ -183,7 +243,7 @@ export type Node = Message<"nodecore.curator.Node"> & {
  * Use `create(NodeSchema)` to create a new message.
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 5);
+  messageDesc(file_curator_curator, 7);
 
 /**
  * @generated from message nodecore.curator.NodeTombstone
@@ -200,7 +260,7 @@ export type NodeTombstone = Message<"nodecore.curator.NodeTombstone"> & {
  * Use `create(NodeTombstoneSchema)` to create a new message.
  */
 export const NodeTombstoneSchema: GenMessage<NodeTombstone> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 6);
+  messageDesc(file_curator_curator, 8);
 
 /**
  * @generated from message nodecore.curator.WatchEvent
@@ -227,7 +287,7 @@ export type WatchEvent = Message<"nodecore.curator.WatchEvent"> & {
  * Use `create(WatchEventSchema)` to create a new message.
  */
 export const WatchEventSchema: GenMessage<WatchEvent> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 7);
+  messageDesc(file_curator_curator, 9);
 
 /**
  * @generated from enum nodecore.curator.WatchEvent.Progress
@@ -250,7 +310,7 @@ export enum WatchEvent_Progress {
  * Describes the enum nodecore.curator.WatchEvent.Progress.
  */
 export const WatchEvent_ProgressSchema: GenEnum<WatchEvent_Progress> = /*@__PURE__*/
-  enumDesc(file_curator_curator, 7, 0);
+  enumDesc(file_curator_curator, 9, 0);
 
 /**
  * @generated from message nodecore.curator.UpdateNodeStatusRequest
@@ -272,7 +332,7 @@ export type UpdateNodeStatusRequest = Message<"nodecore.curator.UpdateNodeStatus
  * Use `create(UpdateNodeStatusRequestSchema)` to create a new message.
  */
 export const UpdateNodeStatusRequestSchema: GenMessage<UpdateNodeStatusRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 8);
+  messageDesc(file_curator_curator, 10);
 
 /**
  * @generated from message nodecore.curator.UpdateNodeStatusResponse
@@ -285,7 +345,7 @@ export type UpdateNodeStatusResponse = Message<"nodecore.curator.UpdateNodeStatu
  * Use `create(UpdateNodeStatusResponseSchema)` to create a new message.
  */
 export const UpdateNodeStatusResponseSchema: GenMessage<UpdateNodeStatusResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 9);
+  messageDesc(file_curator_curator, 11);
 
 /**
  * @generated from message nodecore.curator.RegisterNodeRequest
@@ -309,7 +369,7 @@ export type RegisterNodeRequest = Message<"nodecore.curator.RegisterNodeRequest"
  * Use `create(RegisterNodeRequestSchema)` to create a new message.
  */
 export const RegisterNodeRequestSchema: GenMessage<RegisterNodeRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 10);
+  messageDesc(file_curator_curator, 12);
 
 /**
  * @generated from message nodecore.curator.RegisterNodeResponse
@@ -322,7 +382,7 @@ export type RegisterNodeResponse = Message<"nodecore.curator.RegisterNodeRespons
  * Use `create(RegisterNodeResponseSchema)` to create a new message.
  */
 export const RegisterNodeResponseSchema: GenMessage<RegisterNodeResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 11);
+  messageDesc(file_curator_curator, 13);
 
 /**
  * @generated from message nodecore.curator.CommitNodeRequest
@@ -341,7 +401,7 @@ export type CommitNodeRequest = Message<"nodecore.curator.CommitNodeRequest"> & 
  * Use `create(CommitNodeRequestSchema)` to create a new message.
  */
 export const CommitNodeRequestSchema: GenMessage<CommitNodeRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 12);
+  messageDesc(file_curator_curator, 14);
 
 /**
  * @generated from message nodecore.curator.CommitNodeResponse
@@ -363,7 +423,7 @@ export type CommitNodeResponse = Message<"nodecore.curator.CommitNodeResponse"> 
  * Use `create(CommitNodeResponseSchema)` to create a new message.
  */
 export const CommitNodeResponseSchema: GenMessage<CommitNodeResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 13);
+  messageDesc(file_curator_curator, 15);
 
 /**
  * @generated from message nodecore.curator.JoinNodeRequest
@@ -376,7 +436,7 @@ export type JoinNodeRequest = Message<"nodecore.curator.JoinNodeRequest"> & {
  * Use `create(JoinNodeRequestSchema)` to create a new message.
  */
 export const JoinNodeRequestSchema: GenMessage<JoinNodeRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 14);
+  messageDesc(file_curator_curator, 16);
 
 /**
  * @generated from message nodecore.curator.JoinNodeResponse
@@ -393,7 +453,7 @@ export type JoinNodeResponse = Message<"nodecore.curator.JoinNodeResponse"> & {
  * Use `create(JoinNodeResponseSchema)` to create a new message.
  */
 export const JoinNodeResponseSchema: GenMessage<JoinNodeResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 15);
+  messageDesc(file_curator_curator, 17);
 
 /**
  * @generated from service nodecore.curator.Curator
@@ -482,6 +542,19 @@ export const Curator: GenService<{
     methodKind: "unary";
     input: typeof PrepareColdStartRequestSchema;
     output: typeof PrepareColdStartResponseSchema;
+  },
+  /**
+   * Issues the calling node's kubelet its certificates, over a key the node
+   * generated and keeps: "system:node:<id>" in "system:nodes" under the
+   * Kubernetes CA, serving for the addresses of the node's own certificate.
+   * Callers: nodes holding the kubernetes-worker role (their own only).
+   *
+   * @generated from rpc nodecore.curator.Curator.IssueKubeletCertificates
+   */
+  issueKubeletCertificates: {
+    methodKind: "unary";
+    input: typeof IssueKubeletCertificatesRequestSchema;
+    output: typeof IssueKubeletCertificatesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_curator_curator, 0);
