@@ -5,9 +5,10 @@
 // dies is restarted and says so; removing the role stops all three.
 // What the stand-in checks (flags, certificate chains and names, etcd over
 // mutual TLS) is in its own file; what it cannot prove is in the README.
+// The owner's kubeconfig (ctl kubeconfig) is read by the real kubectl.
 
 import { afterAll, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
+import { statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { generateKeyPair, privateKeyPem, rawPublicKey } from "../internal/pki/mod.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
@@ -69,6 +70,19 @@ test("kubernetes-controller launches the three components in order, restarts one
   for (const component of ["kube-controller-manager", "kube-scheduler"]) expect(first(component, "started")!.at).toBeGreaterThanOrEqual(served);
   // Readiness came from /readyz, asked by the node core's admin identity.
   expect(record.some((r) => r.event === "request" && r.path === "/readyz" && r.user === "nodecore:admin" && (r.groups as string[]).includes("system:masters"))).toBe(true);
+
+  // The owner's kubeconfig: a certificate as nodecore:owner over a key made by
+  // ctl, pointed at the controller; the real kubectl reads it and is let in.
+  const kubeconfig = join(dir.path, "owner.kubeconfig");
+  const written = await ctl("kubeconfig", kubeconfig);
+  expect(written.stderr).toBe("");
+  expect(written.stdout).toContain(`kubeconfig written to ${kubeconfig} (server https://${node.address}:6443, user nodecore:owner)`);
+  expect(statSync(kubeconfig).mode & 0o777).toBe(0o600);
+  const kubectl = Bun.spawnSync(["kubectl", "--kubeconfig", kubeconfig, "get", "--raw", "/readyz"]);
+  expect(kubectl.stderr.toString()).toBe("");
+  expect(kubectl.stdout.toString()).toBe("ok");
+  const asOwner = (await readStubRecord(recordPath)).filter((r) => r.event === "request" && r.user === "nodecore:owner");
+  expect(asOwner.map((r) => r.path)).toContain("/readyz");
 
   // The apiserver dies: the supervisor starts it again, and the status says so.
   const pid = Number(first("kube-apiserver", "started")!.pid);

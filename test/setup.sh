@@ -19,6 +19,9 @@ SUDO=""
 
 missing=""
 command -v npm >/dev/null 2>&1 || missing="nodejs npm"
+# kubectl (Debian's kubernetes-client): the tests read the owner's
+# kubeconfig with it. Any kubectl already on the PATH will do.
+command -v kubectl >/dev/null 2>&1 || missing="$missing kubernetes-client"
 for p in $PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done

@@ -18,6 +18,7 @@ import {
   formatLogEntry,
   logEntryJson,
   parseLabelArgs,
+  OperatorError,
   UsageError,
   serviceTable,
   withNode,
@@ -42,6 +43,7 @@ import {
   type Shell,
 } from "../../internal/operator/mod.ts";
 import { endpointsOfDirectory, formatEndpoint } from "../../internal/curator/client/mod.ts";
+import { buildKubeconfig, OWNER_USER } from "../../internal/kubernetes/mod.ts";
 import { generateKeyPair, privateKeyPem, rawPublicKey } from "../../internal/pki/mod.ts";
 import { VERSION } from "../../internal/version/mod.ts";
 
@@ -312,6 +314,33 @@ export const program: Program<Ctl> = {
           },
         },
       ],
+    },
+    {
+      name: "kubeconfig",
+      args: [{ name: "file", complete: "file" }],
+      description: "Write a kubeconfig for kubectl: a Kubernetes client certificate for the owner (user nodecore:owner, cluster-admin), over a key made here and written only into <file>",
+      run: async (ctl, [file]) => {
+        const key = generateKeyPair();
+        const response = await withFailover(
+          Management,
+          ctl.credentials(),
+          (m) => m.getKubernetesCredentials({ publicKey: rawPublicKey(key.publicKey) }, ctl.settings),
+          ctl.progress,
+        );
+        const server = response.apiservers[0];
+        if (!server) throw new OperatorError("no apiserver to point the kubeconfig at: no UP node holds both the kubernetes-controller and the consensus role");
+        const text = buildKubeconfig({
+          server,
+          ca: new X509Certificate(response.caCertificate),
+          certificate: new X509Certificate(response.clientCertificate),
+          privateKey: key.privateKey,
+          user: OWNER_USER,
+        });
+        writeFileSync(file!, text, { mode: 0o600 });
+        chmodSync(file!, 0o600);
+        const example = `kubectl --kubeconfig ${file} get nodes`;
+        ctl.print({ file, server, apiservers: response.apiservers, user: OWNER_USER, example }, `kubeconfig written to ${file} (server ${server}, user ${OWNER_USER})\n${example}`);
+      },
     },
     {
       name: "params",
