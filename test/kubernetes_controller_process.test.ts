@@ -71,6 +71,14 @@ test("kubernetes-controller launches the three components in order, restarts one
   // Readiness came from /readyz, asked by the node core's admin identity.
   expect(record.some((r) => r.event === "request" && r.path === "/readyz" && r.user === "nodecore:admin" && (r.groups as string[]).includes("system:masters"))).toBe(true);
 
+  // The reconciler made the base bindings, as the node core's admin identity.
+  await node.waitForLog((l) => l.msg === "base objects reconciled", { what: "the reconciler done" });
+  const created = (await readStubRecord(recordPath)).filter((r) => r.event === "request" && r.method === "POST");
+  expect(created.map((r) => `${r.path} ${(r.body as { metadata: { name: string } }).metadata.name} ${String(r.user)}`).sort()).toEqual([
+    "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings nodecore:apiserver-kubelet-api-admin nodecore:admin",
+    "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings nodecore:owner-cluster-admin nodecore:admin",
+  ]);
+
   // The owner's kubeconfig: a certificate as nodecore:owner over a key made by
   // ctl, pointed at the controller; the real kubectl reads it and is let in.
   const kubeconfig = join(dir.path, "owner.kubeconfig");

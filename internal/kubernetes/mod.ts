@@ -69,3 +69,4 @@ export {
   type ControllerFlagOptions,
 } from "./controller_flags.ts";
 export { controllerService, answersOk, parseKlogLine, type ComponentState, type ControllerServiceOptions } from "./service_controller.ts";
+export { reconcile, bindingObject, BASE_BINDINGS, type ClusterRoleBindingSpec, type ReconcileAction } from "./reconciler.ts";

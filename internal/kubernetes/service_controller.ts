@@ -6,6 +6,7 @@
 //   controllerService
 //     ├── ensureKubernetesPKI (etcd), then this node's files on tmpfs
 //     ├── kube-apiserver            healthy = GET /readyz answers "ok" (as ADMIN_USER)
+//     ├── reconciler                once the apiserver was ready: the base RBAC bindings
 //     ├── kube-controller-manager   started once the apiserver was ready
 //     └── kube-scheduler            started once the apiserver was ready
 //
@@ -22,6 +23,7 @@ import { runProcess, sleep, untilCancelled, type ParsedLine, type RunContext, ty
 import { controllerFiles, writeControllerFiles } from "./controller_files.ts";
 import { APISERVER_PORT, CONTROLLER_MANAGER_PORT, SCHEDULER_PORT, apiserverArgs, controllerManagerArgs, schedulerArgs, type ControllerFlagOptions } from "./controller_flags.ts";
 import { ensureKubernetesPKI, type Credential, type KubernetesPKI } from "./pki.ts";
+import { reconcile } from "./reconciler.ts";
 
 /** How often a starting component's health endpoint is asked, and how long one answer may take. */
 const HEALTH_POLL_MS = 250;
@@ -133,6 +135,15 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
     const afterApiserver = async (c: RunContext) => {
       await wasReady.waitFor((r) => r, { signal: c.signal });
     };
+    // The cluster's base objects, once the apiserver is ready; a failure is a
+    // death, retried with the supervisor's backoff.
+    ctx.run("reconciler", async (c) => {
+      await wasReady.waitFor((r) => r, { signal: c.signal });
+      const actions = await reconcile(url, pki);
+      c.logger.info("base objects reconciled", actions);
+      c.signalHealthy();
+      await untilCancelled(c.signal);
+    });
     ctx.run(
       "controller-manager",
       component(options, "kube-controller-manager", controllerManagerArgs(flags), {

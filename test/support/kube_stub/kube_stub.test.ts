@@ -8,7 +8,11 @@ import { join } from "node:path";
 import { issueEtcdClientCertificate } from "../../../internal/consensus/mod.ts";
 import { startTestCluster, type TestCluster } from "../../../internal/curator/test_cluster.ts";
 import {
+  BASE_BINDINGS,
   CONTROLLER_FILES,
+  answersOk,
+  bindingObject,
+  reconcile,
   apiserverArgs,
   controllerFiles,
   controllerManagerArgs,
@@ -110,6 +114,31 @@ describe("kube-stub, the stand-in for the Kubernetes control plane", () => {
     expect(await ok.text()).toBe("ok");
     for (const child of [apiserver, controllerManager, scheduler]) child.kill("SIGTERM");
     expect(await Promise.all([apiserver.exited, controllerManager.exited, scheduler.exited])).toEqual([0, 0, 0]);
+  }, 60_000);
+
+  test("the reconciler creates the base bindings through @kubernetes/client-node, leaves them the second time, and replaces one whose role differs", async () => {
+    const apiserver = start("kube-apiserver", apiserverArgs(flagOptions()));
+    const url = `https://${ADDRESS}:6443`;
+    try {
+      await eventually(async () => expect(await answersOk(`${url}/readyz`, pki)).toBe(true), { timeoutMs: 30_000 });
+      expect(await reconcile(url, pki)).toEqual({ "nodecore:owner-cluster-admin": "created", "nodecore:apiserver-kubelet-api-admin": "created" });
+      expect(await reconcile(url, pki)).toEqual({ "nodecore:owner-cluster-admin": "unchanged", "nodecore:apiserver-kubelet-api-admin": "unchanged" });
+      // Someone pointed the owner's binding at another role.
+      const path = `${url}/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/nodecore:owner-cluster-admin`;
+      const tls = { ca: toPem(pki.ca.certificate), cert: toPem(pki.admin.certificate), key: privateKeyPem(pki.admin.privateKey) };
+      const changed = { ...bindingObject(BASE_BINDINGS[0]!), roleRef: { kind: "ClusterRole", apiGroup: "rbac.authorization.k8s.io", name: "view" } };
+      expect((await fetch(path, { method: "PUT", body: JSON.stringify(changed), tls } as RequestInit)).status).toBe(200);
+      expect(await reconcile(url, pki)).toEqual({ "nodecore:owner-cluster-admin": "replaced", "nodecore:apiserver-kubelet-api-admin": "unchanged" });
+      const stored = (await (await fetch(path, { tls } as RequestInit)).json()) as { roleRef: { name: string }; subjects: { name: string }[] };
+      expect(stored.roleRef.name).toBe("cluster-admin");
+      expect(stored.subjects.map((s) => s.name)).toEqual(["nodecore:owner"]);
+      // Every write was made as the node core's admin identity.
+      const writes = (await readStubRecord(recordPath)).filter((r) => r.event === "request" && r.method !== "GET" && String(r.path).includes("clusterrolebindings"));
+      expect(new Set(writes.map((r) => `${String(r.user)} ${(r.groups as string[]).join(",")}`))).toEqual(new Set(["nodecore:admin system:masters"]));
+    } finally {
+      apiserver.kill("SIGTERM");
+      await apiserver.exited;
+    }
   }, 60_000);
 
   test("refuses a command line without a flag a secure setup needs, naming it", async () => {

@@ -164,7 +164,8 @@ function serve(
         return send(response, 200, "text/plain", "ok");
       }
       if (!objects) return status(response, 404, "NotFound", `${component} stand-in serves only health endpoints`);
-      const path = url.pathname;
+      // Names may arrive percent-encoded ("a%3Ab" for "a:b"), as real clients send them.
+      const path = decodeURIComponent(url.pathname);
       switch (request.method) {
         case "GET": {
           const stored = objects.get(path);

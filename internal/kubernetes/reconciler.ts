@@ -1,0 +1,122 @@
+// The reconciler: the cluster's base objects, applied through the
+// apiserver with @kubernetes/client-node as the node core's admin identity
+// once the apiserver is ready, and again whenever a controller starts.
+//
+//   nodecore:owner-cluster-admin          user nodecore:owner → cluster-admin
+//                                         (ctl kubeconfig's identity)
+//   nodecore:apiserver-kubelet-api-admin  user kube-apiserver-kubelet-client →
+//                                         system:kubelet-api-admin (logs, exec,
+//                                         metrics on kubelets)
+//
+// Every controller runs it; the objects are the same everywhere, and each
+// step (read, create when absent, replace when different) is safe to race.
+// A binding whose role changed is deleted and created again: Kubernetes
+// does not let a binding's roleRef change.
+//
+// @kubernetes/client-node is loaded on first use, so that nodes that never
+// run a controller never pay for loading it. Its requests go through bun's
+// fetch with the client certificate given directly (apiHttp below): the
+// library's own HTTP layer hands its TLS settings to undici as a
+// dispatcher, which bun's fetch ignores, so the CA and the client
+// certificate would never be used.
+
+import { privateKeyPem, toPem } from "../pki/mod.ts";
+import { APISERVER_KUBELET_CLIENT, OWNER_USER, type KubernetesPKI } from "./pki.ts";
+
+type ClientNode = typeof import("@kubernetes/client-node");
+
+/** client-node's configuration for one apiserver, as the node core's admin identity, over bun's fetch. */
+function apiConfiguration(k8s: ClientNode, server: string, pki: KubernetesPKI) {
+  const tls = { ca: toPem(pki.ca.certificate), cert: toPem(pki.admin.certificate), key: privateKeyPem(pki.admin.privateKey) };
+  const httpApi = k8s.wrapHttpLibrary({
+    async send(request) {
+      const response = await fetch(request.getUrl(), {
+        method: request.getHttpMethod().toString(),
+        headers: request.getHeaders(),
+        body: request.getBody() as string | undefined,
+        signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+        tls,
+      } as RequestInit);
+      const headers: Record<string, string> = {};
+      response.headers.forEach((value, name) => (headers[name] = value));
+      const body = Buffer.from(await response.arrayBuffer());
+      return new k8s.ResponseContext(response.status, headers, {
+        text: async () => body.toString(),
+        binary: async () => body,
+        stream: () => null,
+      });
+    },
+  });
+  return k8s.createConfiguration({ baseServer: new k8s.ServerConfiguration(server, {}), httpApi });
+}
+
+/** One request's deadline. */
+const REQUEST_TIMEOUT_MS = 10_000;
+
+const RBAC_GROUP = "rbac.authorization.k8s.io";
+
+export interface ClusterRoleBindingSpec {
+  name: string;
+  user: string;
+  clusterRole: string;
+}
+
+export const BASE_BINDINGS: readonly ClusterRoleBindingSpec[] = [
+  { name: "nodecore:owner-cluster-admin", user: OWNER_USER, clusterRole: "cluster-admin" },
+  { name: "nodecore:apiserver-kubelet-api-admin", user: APISERVER_KUBELET_CLIENT, clusterRole: "system:kubelet-api-admin" },
+];
+
+const LABELS = { "app.kubernetes.io/managed-by": "nodecore" };
+
+export function bindingObject(spec: ClusterRoleBindingSpec) {
+  return {
+    apiVersion: `${RBAC_GROUP}/v1`,
+    kind: "ClusterRoleBinding",
+    metadata: { name: spec.name, labels: LABELS },
+    subjects: [{ kind: "User", apiGroup: RBAC_GROUP, name: spec.user }],
+    roleRef: { kind: "ClusterRole", apiGroup: RBAC_GROUP, name: spec.clusterRole },
+  };
+}
+
+export type ReconcileAction = "created" | "unchanged" | "replaced";
+
+/** HTTP status of a client-node error, if it has one. */
+function statusOf(error: unknown): number | undefined {
+  const code = (error as { code?: unknown }).code;
+  return typeof code === "number" ? code : undefined;
+}
+
+/** Applies BASE_BINDINGS against the apiserver at `server`; returns what it did to each. */
+export async function reconcile(server: string, pki: KubernetesPKI): Promise<Record<string, ReconcileAction>> {
+  const k8s = await import("@kubernetes/client-node");
+  const rbac = new k8s.RbacAuthorizationV1Api(apiConfiguration(k8s, server, pki));
+  const done: Record<string, ReconcileAction> = {};
+  for (const spec of BASE_BINDINGS) {
+    const wanted = bindingObject(spec);
+    let existing: Awaited<ReturnType<typeof rbac.readClusterRoleBinding>> | undefined;
+    try {
+      existing = await rbac.readClusterRoleBinding({ name: spec.name });
+    } catch (error) {
+      if (statusOf(error) !== 404) throw new Error(`could not read ClusterRoleBinding ${spec.name}: ${(error as Error).message}`, { cause: error });
+    }
+    if (!existing) {
+      await rbac.createClusterRoleBinding({ body: wanted });
+      done[spec.name] = "created";
+      continue;
+    }
+    const same =
+      existing.roleRef.name === spec.clusterRole &&
+      existing.roleRef.kind === "ClusterRole" &&
+      existing.subjects?.length === 1 &&
+      existing.subjects[0]!.kind === "User" &&
+      existing.subjects[0]!.name === spec.user;
+    if (same) {
+      done[spec.name] = "unchanged";
+      continue;
+    }
+    await rbac.deleteClusterRoleBinding({ name: spec.name });
+    await rbac.createClusterRoleBinding({ body: wanted });
+    done[spec.name] = "replaced";
+  }
+  return done;
+}
