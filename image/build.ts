@@ -1,7 +1,12 @@
 // CLI: builds the node image into out/image (see mod.ts).
 //
 //   bun image/build.ts [--init out/init] [--kernel-format vmlinux|bzImage]
-//                      [--out out/image] [--no-install]
+//                      [--out out/image] [--no-install] [--kubernetes DIR]
+//
+// --kubernetes DIR puts the Kubernetes server binaries from DIR
+// (kube-apiserver, kube-controller-manager, kube-scheduler, kubelet) into
+// the system image; without it, nodes say in their status that they are
+// missing.
 
 import { statSync } from "node:fs";
 import { resolve } from "node:path";
@@ -30,6 +35,7 @@ const { values } = parseArgs({
     "kernel-format": { type: "string" },
     out: { type: "string" },
     "no-install": { type: "boolean", default: false },
+    kubernetes: { type: "string" },
   },
   strict: true,
 });
@@ -42,6 +48,7 @@ try {
     outDir: values.out === undefined ? undefined : resolve(values.out),
     kernelFormat: kernelFormat(values["kernel-format"]),
     installPackages: !values["no-install"],
+    ...(values.kubernetes === undefined ? {} : { kubernetesDir: resolve(values.kubernetes) }),
     logger: log,
   });
   const paths = imagePaths(manifest.kernel.format, values.out === undefined ? undefined : resolve(values.out));

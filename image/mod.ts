@@ -138,6 +138,8 @@ export interface BuildImageOptions {
   kernelFormat?: KernelFormat;
   /** Install missing Debian packages (default: true). */
   installPackages?: boolean;
+  /** The user's Kubernetes server binaries, put into the system image (image/system.ts). */
+  kubernetesDir?: string;
   logger?: Logger;
 }
 
@@ -226,7 +228,7 @@ export async function buildImage(options: BuildImageOptions = {}): Promise<Image
   rmSync(join(paths.outDir, OLD_INITRAMFS_FILE + FINGERPRINT_SUFFIX), { force: true });
   log.info(initramfsBuilt ? "initramfs written" : "initramfs up to date", { file: paths.initramfs, size: mib(statSync(paths.initramfs).size) });
 
-  const system = systemContents();
+  const system = systemContents(options.kubernetesDir);
   const systemBuilt = await cachedStep(paths.system, {
     inputs: { params: { step: "system", files: describeSystem(system) }, files: [...system.sources, source("system.ts"), source("oci.ts")] },
     build: async () => {

@@ -10,14 +10,20 @@
 //                              Debian's container runtime (worker role)
 //   /usr/share/nodecore/images/runtime-probe.oci.tar
 //                              busybox-static as an OCI image (image/oci.ts)
+//   /kubernetes/bin/{kube-apiserver,kube-controller-manager,kube-scheduler,kubelet}
+//                              only with `bun run image --kubernetes DIR`: the
+//                              user's Kubernetes server binaries (in neither
+//                              npm nor Debian), checked to be ELF executables
+//                              and never the test stand-in
 //
 // Their shared libraries (runc's libseccomp) are in the initramfs, where
 // the loader looks by default. zstd-compressed; built reproducibly (every file owned by root, every time
 // 0), so the same inputs give the same bytes.
 
-import { chmodSync, copyFileSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, closeSync, copyFileSync, mkdirSync, openSync, readSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { PROBE_IMAGE_PATH, RUNTIME_BINARIES } from "../internal/containerd/mod.ts";
+import { ImageBuildError } from "./errors.ts";
 import { run } from "./exec.ts";
 import { busyboxImageFrom } from "./oci.ts";
 
@@ -40,13 +46,63 @@ export interface SystemContents {
   sources: string[];
 }
 
-/** What the system image holds. */
-export function systemContents(): SystemContents {
+/** The Kubernetes binaries a system image built with --kubernetes holds, and where. */
+export const KUBERNETES_BINARIES = ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet"] as const;
+export const KUBERNETES_IMAGE_DIR = "/kubernetes/bin";
+
+/** The first bytes of a file. */
+function head(path: string, bytes: number): Buffer {
+  const fd = openSync(path, "r");
+  try {
+    const buffer = Buffer.alloc(bytes);
+    return buffer.subarray(0, readSync(fd, buffer, 0, bytes, 0));
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * The user's Kubernetes binaries in `dir`, checked: all four present,
+ * executable ELF files. A script (the test stand-in's wrappers among them)
+ * is refused: it could not run in the image, and must never pass for
+ * Kubernetes.
+ */
+export function kubernetesBinaries(dir: string): string[] {
+  const problems: string[] = [];
+  const found: string[] = [];
+  for (const name of KUBERNETES_BINARIES) {
+    const path = join(dir, name);
+    let mode: number;
+    try {
+      const stat = statSync(path);
+      if (!stat.isFile()) {
+        problems.push(`${name} is not a file`);
+        continue;
+      }
+      mode = stat.mode;
+    } catch {
+      problems.push(`${name} is missing`);
+      continue;
+    }
+    const start = head(path, 4096);
+    if (start.includes("kube-stub")) problems.push(`${name} is the test stand-in (kube-stub), not a Kubernetes binary`);
+    else if (!start.subarray(0, 4).equals(Buffer.from([0x7f, 0x45, 0x4c, 0x46]))) problems.push(`${name} is not an ELF executable`);
+    else if ((mode & 0o111) === 0) problems.push(`${name} is not executable`);
+    else found.push(path);
+  }
+  if (problems.length) throw new ImageBuildError(`--kubernetes ${dir}: ${problems.join("; ")} (needed: ${KUBERNETES_BINARIES.join(", ")})`);
+  return found;
+}
+
+/** What the system image holds; with `kubernetesDir`, the user's Kubernetes binaries too. */
+export function systemContents(kubernetesDir?: string): SystemContents {
   const files: SystemFile[] = [];
-  const binaries = Object.values(RUNTIME_BINARIES);
+  const binaries: string[] = Object.values(RUNTIME_BINARIES);
   for (const binary of binaries) files.push({ path: binary, contents: binary, mode: 0o755 });
   files.push({ path: PROBE_IMAGE_PATH, contents: busyboxImageFrom(HOST_BUSYBOX), mode: 0o644 });
-  return { files, sources: [...binaries].sort() };
+  const kubernetes = kubernetesDir ? kubernetesBinaries(kubernetesDir) : [];
+  for (const binary of kubernetes) files.push({ path: join(KUBERNETES_IMAGE_DIR, binary.split("/").at(-1)!), contents: binary, mode: 0o755 });
+  return { files, sources: [...binaries, ...kubernetes].sort() };
 }
 
 /** A stable description of the contents, for the build's fingerprint. */

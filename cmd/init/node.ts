@@ -29,6 +29,8 @@ export interface NodeConfig {
   /** Where etcd's client port listens: loopback on a VM; the node's own address when nodes share a host. */
   etcdClientHost: "loopback" | "node-address";
   kubernetesBinDir?: string;
+  /** Makes the Kubernetes binaries available (a VM mounts the system image); throws, naming what is missing. */
+  kubernetesPrepare?: () => void;
   /** The container runtime's place (see internal/containerd); absent where the node cannot run containers. */
   runtime?: RuntimeSetup;
   /** Overwrite the ESP's free space when a secret leaves it (a real FAT ESP; not a node process's directory). */
@@ -73,6 +75,7 @@ export function nodeRoot(config: NodeConfig): Runnable {
           membership,
           etcdClientHost: (m) => (config.etcdClientHost === "loopback" ? "127.0.0.1" : m.address),
           ...(config.kubernetesBinDir ? { kubernetesBinDir: config.kubernetesBinDir } : {}),
+          ...(config.kubernetesPrepare ? { kubernetesPrepare: config.kubernetesPrepare } : {}),
           ...(config.runtime ? { runtime: config.runtime } : {}),
           ...(config.scrubEsp ? { scrubEsp: () => scrubFreeSpace(config.layout.esp.path).then(() => {}) } : {}),
         },

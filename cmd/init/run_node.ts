@@ -20,13 +20,12 @@ import { KEEPALIVE_INTERVAL_MS, powerDown, showFatal, watchPowerRequests, type P
 
 /** How long services get to stop before the node powers down anyway. */
 const SHUTDOWN_GRACE_MS = 30_000;
-/** The Kubernetes server binaries' place in the node image. */
-const KUBERNETES_BIN_DIR = "/kubernetes/bin";
-/** The container runtime's cgroup on a VM (below /sys/fs/cgroup). */
-const RUNTIME_CGROUP = "nodecore-runtime";
 /** Where a VM mounts the system image (image/system.ts), when a role first needs it. */
 const SYSTEM_IMAGE_DIR = "/system";
-
+/** The Kubernetes server binaries' place: in the system image (bun run image --kubernetes DIR). */
+const KUBERNETES_BIN_DIR = `${SYSTEM_IMAGE_DIR}/kubernetes/bin`;
+/** The container runtime's cgroup on a VM (below /sys/fs/cgroup). */
+const RUNTIME_CGROUP = "nodecore-runtime";
 /**
  * Where the container runtime lives: on a VM, the node's own cgroup
  * hierarchy and the system image's binaries and probe image; for a node
@@ -86,6 +85,7 @@ export function runNode({ logger, logs, isPid1, root, layout, address }: RunNode
         network: isPid1 || !address ? { kind: "dhcp", network: new Network({ hostname: "nodecore" }) } : { kind: "fixed", address },
         etcdClientHost: isPid1 ? "loopback" : "node-address",
         kubernetesBinDir: isPid1 ? KUBERNETES_BIN_DIR : `${root}/kubernetes/bin`,
+        ...(isPid1 ? { kubernetesPrepare: () => mountSystemImage(SYSTEM_IMAGE_DIR) } : {}),
         ...(runtime ? { runtime } : {}),
         scrubEsp: isPid1,
         onFatal: showFatal,

@@ -70,6 +70,8 @@ export interface RoleServerOptions {
   /** Where etcd's client port listens: loopback on a VM, the node's address when nodes share a host. */
   etcdClientHost: (membership: ClusterMembership) => string;
   kubernetesBinDir?: string;
+  /** Makes the Kubernetes binaries available (a VM mounts the system image); throws, naming what is missing. */
+  kubernetesPrepare?: () => void;
   /** The container runtime's place (Kubernetes worker role); absent where the node cannot run containers. */
   runtime?: RuntimeSetup;
   curatorPort?: number;
@@ -204,6 +206,7 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
         board: values.board,
         ephemeralDir: options.layout.ephemeral.kubernetes,
         ...(options.kubernetesBinDir ? { binDir: options.kubernetesBinDir } : {}),
+        ...(options.kubernetesPrepare ? { prepare: options.kubernetesPrepare } : {}),
         ...(options.runtime ? { runtime: options.runtime } : {}),
       }),
     );

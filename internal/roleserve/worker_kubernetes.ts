@@ -34,7 +34,7 @@ import { RestartRequest, untilCancelled, type Runnable } from "../supervisor/mod
 import type { ServiceBoard } from "./service_status.ts";
 
 /** Where the node image puts the Kubernetes binaries the user supplied. */
-export const DEFAULT_KUBERNETES_BIN_DIR = "/kubernetes/bin";
+export const DEFAULT_KUBERNETES_BIN_DIR = "/system/kubernetes/bin";
 export const CONTROLLER_BINARIES = ["kube-apiserver", "kube-controller-manager", "kube-scheduler"] as const;
 export const WORKER_BINARIES = ["kubelet"] as const;
 
@@ -59,6 +59,8 @@ export interface KubernetesOptions {
   /** Written: the lines named above. */
   board: ServiceBoard;
   binDir?: string;
+  /** Makes binDir available (on a VM: mounts the system image); throws, naming what is missing. */
+  prepare?: () => void;
   /** A tmpfs directory for the components' certificates, keys and kubeconfigs. */
   ephemeralDir: string;
   /** Absent where the node cannot run containers (no cgroup v2): it says so when given the worker role. */
@@ -85,10 +87,19 @@ function reportBinaries(options: KubernetesOptions, wants: Wants, log: (message:
     return false;
   }
   const needed = [...(wants.controller ? CONTROLLER_BINARIES : []), ...(wants.worker ? WORKER_BINARIES : [])];
+  let unprepared: string | undefined;
+  try {
+    options.prepare?.();
+  } catch (error) {
+    unprepared = (error as Error).message;
+  }
   const missing = needed.filter((b) => !existsSync(join(binDir, b)));
   let message: string;
   let state: string;
-  if (missing.length) {
+  if (unprepared) {
+    message = `Kubernetes binaries unavailable: ${unprepared}`;
+    state = "unavailable";
+  } else if (missing.length) {
     message = `Kubernetes binaries not found in ${binDir} (missing: ${missing.join(", ")}); build the image with the Kubernetes server binaries to run them`;
     state = "unavailable";
   } else if (wants.controller && !wants.consensus) {

@@ -12,11 +12,12 @@ const STEPS: readonly { what: string; argv: readonly string[] }[] = [
 ];
 
 /** Runs both builds in the repository, in order (the binaries alone for node processes); a failure throws with the build's own output. */
-export async function ensureBuilt(logger: Logger, options: { binariesOnly?: boolean } = {}): Promise<void> {
+export async function ensureBuilt(logger: Logger, options: { binariesOnly?: boolean; kubernetesDir?: string } = {}): Promise<void> {
   for (const step of options.binariesOnly ? STEPS.slice(0, 1) : STEPS) {
     const started = performance.now();
     logger.info(`building ${step.what}`);
-    await runHostCommand([process.execPath, ...step.argv], { cwd: REPO_ROOT });
+    const extra = step === STEPS[1] && options.kubernetesDir ? ["--kubernetes", options.kubernetesDir] : [];
+    await runHostCommand([process.execPath, ...step.argv, ...extra], { cwd: REPO_ROOT });
     logger.info(`built ${step.what}`, { seconds: ((performance.now() - started) / 1000).toFixed(1) });
   }
 }

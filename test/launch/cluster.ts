@@ -14,7 +14,7 @@
 // on screen. Usage: launcher_args.ts, or --help.
 
 import { existsSync } from "node:fs";
-import { relative } from "node:path";
+import { relative, resolve } from "node:path";
 import { readManifest, REPO_ROOT } from "../../image/mod.ts";
 import { createLogger } from "../../internal/log/mod.ts";
 import { ensureBuilt } from "./build_outputs.ts";
@@ -103,7 +103,7 @@ function summary(cluster: Cluster, imageDir: string): string {
   const ctl = shown(cluster.dir.ctlWrapper);
   // package.json's ctl script runs the default cluster's wrapper.
   const viaBun = cluster.name === DEFAULT_CLUSTER_NAME ? ` (or: bun run ctl ...)` : "";
-  const missingKubernetes = !readManifest(imageDir).initramfs.binaries.some((b) => b.endsWith("/kube-apiserver"));
+  const missingKubernetes = !readManifest(imageDir).system.files.some((f) => f.endsWith("/kube-apiserver"));
   return [
     "",
     `cluster ${cluster.name} is up: ${cluster.nodes.length} node${cluster.nodes.length === 1 ? "" : "s"} on ${cluster.ns.subnet.prefix}.0/24 inside network namespace ${cluster.ns.name}`,
@@ -120,10 +120,10 @@ function summary(cluster: Cluster, imageDir: string): string {
     "",
     ...(missingKubernetes
       ? [
-          "  Not there yet: Kubernetes. The image carries no Kubernetes server binaries, so nodes with",
-          "  Kubernetes roles say in their status that the binaries are missing (see node list --json).",
+          "  No Kubernetes: the image carries no Kubernetes server binaries, so nodes with Kubernetes roles",
+          "  say in their status that they are missing. Launch with --kubernetes <dir> to build them in.",
         ]
-      : []),
+      : [`  kubernetes    ${ctl} kubeconfig ${shown(cluster.dir.path)}/kubeconfig   (node1 is a controller; then kubectl --kubeconfig ...)`]),
     "",
     `Press Ctrl-C to stop: the VMs are killed and the namespace removed; disks and logs stay in ${shown(cluster.dir.path)} until the next launch.`,
     "",
@@ -199,7 +199,7 @@ async function launchProcesses(): Promise<void> {
 async function launchVms(): Promise<void> {
   if (options.build) {
     try {
-      await ensureBuilt(log);
+      await ensureBuilt(log, options.kubernetesDir ? { kubernetesDir: resolve(options.kubernetesDir) } : {});
     } catch (err) {
       await fail("could not build", { detail: (err as Error).message });
     }

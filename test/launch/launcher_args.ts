@@ -22,7 +22,7 @@ export const MIN_MEMORY_MIB = 256;
 export const MAX_MEMORY_MIB = 65_536;
 
 export const USAGE = [
-  "usage: bun run cluster [--nodes N] [--name dev] [--verbose] [--keep] [--timeout seconds] [--memory MiB] [--no-build] [--image-dir dir]",
+  "usage: bun run cluster [--nodes N] [--name dev] [--verbose] [--keep] [--timeout seconds] [--memory MiB] [--no-build] [--image-dir dir] [--kubernetes dir]",
   "       bun run cluster --processes [--nodes N] [--name dev] [--timeout seconds] [--no-build]",
   `  --nodes N     how many nodes, 1..${MAX_NODES} VMs (default ${DEFAULT_NODES}), each with the consensus role;`,
   `                with --processes 1..${MAX_PROCESS_NODES}, the first ${PROCESS_CONSENSUS_NODES} with the consensus role`,
@@ -35,6 +35,8 @@ export const USAGE = [
   "  --memory MiB  memory per node",
   "  --no-build    do not bring out/ up to date first",
   "  --image-dir   boot the image in dir instead of out/image (with --no-build: one built elsewhere)",
+  "  --kubernetes  build the Kubernetes server binaries in dir (kube-apiserver, kube-controller-manager,",
+  "                kube-scheduler, kubelet) into the image; without them nodes say they are missing",
   "",
 ].join("\n");
 
@@ -49,12 +51,14 @@ export interface LaunchOptions {
   memoryMiB: number | undefined;
   build: boolean;
   imageDir: string | undefined;
+  /** The user's Kubernetes server binaries, built into the image. */
+  kubernetesDir: string | undefined;
 }
 
 export type LauncherArgs = { kind: "launch"; options: LaunchOptions } | { kind: "help" } | { kind: "error"; message: string };
 
 const FLAGS = ["verbose", "keep", "no-build", "help", "processes"] as const;
-const VALUED = ["nodes", "name", "timeout", "memory", "image-dir"] as const;
+const VALUED = ["nodes", "name", "timeout", "memory", "image-dir", "kubernetes"] as const;
 type Flag = (typeof FLAGS)[number];
 type Valued = (typeof VALUED)[number];
 
@@ -91,7 +95,8 @@ function checkValue(option: Valued, value: string): void {
       wholeNumber("--memory", value, MIN_MEMORY_MIB, MAX_MEMORY_MIB);
       return;
     case "image-dir":
-      if (value === "") throw new ArgumentError("--image-dir must not be empty");
+    case "kubernetes":
+      if (value === "") throw new ArgumentError(`--${option} must not be empty`);
       return;
     default: {
       const unreachable: never = option;
@@ -137,9 +142,10 @@ export function parseLauncherArgs(argv: readonly string[]): LauncherArgs {
   const nodes = Number(values.get("nodes") ?? DEFAULT_NODES);
   if (!processes && nodes > MAX_NODES) return { kind: "error", message: nodesMessage(String(nodes)) };
   if (processes) {
-    const vmOnly = [...(["keep", "verbose"] as const).filter((f) => flags.has(f)), ...(["memory", "image-dir"] as const).filter((v) => values.has(v))];
+    const vmOnly = [...(["keep", "verbose"] as const).filter((f) => flags.has(f)), ...(["memory", "image-dir", "kubernetes"] as const).filter((v) => values.has(v))];
     if (vmOnly.length > 0) return { kind: "error", message: `--${vmOnly[0]} is for VMs; node processes do without it (drop it, or drop --processes)` };
   }
+  if (values.has("kubernetes") && flags.has("no-build")) return { kind: "error", message: "--kubernetes builds the binaries into the image; it needs a build (drop --no-build)" };
   const memory = values.get("memory");
   return {
     kind: "launch",
@@ -153,6 +159,7 @@ export function parseLauncherArgs(argv: readonly string[]): LauncherArgs {
       memoryMiB: memory === undefined ? undefined : Number(memory),
       build: !flags.has("no-build"),
       imageDir: values.get("image-dir"),
+      kubernetesDir: values.get("kubernetes"),
     },
   };
 }
