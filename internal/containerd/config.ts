@@ -83,13 +83,14 @@ export function runtimePaths(dataDir: string, ephemeralDir: string, cgroupRoot: 
 /** A TOML basic string. */
 const toml = (value: string): string => JSON.stringify(value);
 
+export const CRI_PLUGIN = "io.containerd.grpc.v1.cri";
+
 /**
- * Plugins the node does not use. CRI is off until the kubelet runs (issue
- * 13's kubelet slice turns it on); the others are storage drivers this
- * kernel or layout does not have, and /opt installation.
+ * Plugins the node does not use: storage drivers this kernel or layout
+ * does not have, and /opt installation. CRI is off too unless a kubelet
+ * runs (containerdConfig's `cri`).
  */
 export const DISABLED_PLUGINS = [
-  "io.containerd.grpc.v1.cri",
   "io.containerd.internal.v1.opt",
   "io.containerd.snapshotter.v1.aufs",
   "io.containerd.snapshotter.v1.btrfs",
@@ -97,13 +98,36 @@ export const DISABLED_PLUGINS = [
   "io.containerd.snapshotter.v1.zfs",
 ] as const;
 
-/** containerd's config.toml (format version 2) for these paths. */
-export function containerdConfig(paths: RuntimePaths): string {
+/**
+ * containerd's config.toml (format version 2) for these paths. With `cri`
+ * (a kubelet runs), the CRI plugin serves on the same socket: runc through
+ * the v2 shim, overlayfs snapshots, cgroupfs (the kubelet's driver), CNI
+ * configuration in the state directory. Without it, CRI is disabled.
+ */
+export function containerdConfig(paths: RuntimePaths, options: { cri?: boolean } = {}): string {
+  const disabled = options.cri ? DISABLED_PLUGINS : [CRI_PLUGIN, ...DISABLED_PLUGINS];
+  const cri = options.cri
+    ? [
+        `[plugins.${toml(CRI_PLUGIN)}]`,
+        `  [plugins.${toml(CRI_PLUGIN)}.containerd]`,
+        '    snapshotter = "overlayfs"',
+        '    default_runtime_name = "runc"',
+        `    [plugins.${toml(CRI_PLUGIN)}.containerd.runtimes.runc]`,
+        '      runtime_type = "io.containerd.runc.v2"',
+        `      [plugins.${toml(CRI_PLUGIN)}.containerd.runtimes.runc.options]`,
+        "        SystemdCgroup = false",
+        `        BinaryName = ${toml(runtimeBinaries(paths.prefix).runc)}`,
+        `  [plugins.${toml(CRI_PLUGIN)}.cni]`,
+        `    bin_dir = ${toml(`${paths.prefix}/usr/lib/cni`)}`,
+        `    conf_dir = ${toml(join(paths.state, "cni"))}`,
+        "",
+      ]
+    : [];
   return [
     "version = 2",
     `root = ${toml(paths.root)}`,
     `state = ${toml(paths.state)}`,
-    `disabled_plugins = [${DISABLED_PLUGINS.map(toml).join(", ")}]`,
+    `disabled_plugins = [${disabled.map(toml).join(", ")}]`,
     "",
     "[grpc]",
     `  address = ${toml(paths.socket)}`,
@@ -111,5 +135,6 @@ export function containerdConfig(paths: RuntimePaths): string {
     "[ttrpc]",
     `  address = ${toml(`${paths.socket}.ttrpc`)}`,
     "",
+    ...cri,
   ].join("\n");
 }

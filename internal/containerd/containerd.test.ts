@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { tempDir } from "../testing/mod.ts";
 import {
   containerdConfig,
+  CRI_PLUGIN,
   DISABLED_PLUGINS,
   joinCgroup,
   killCgroup,
@@ -51,7 +52,7 @@ describe("runtime paths and configuration", () => {
         "version = 2",
         'root = "/data/containerd"',
         'state = "/ephemeral/containerd"',
-        `disabled_plugins = [${DISABLED_PLUGINS.map((p) => `"${p}"`).join(", ")}]`,
+        `disabled_plugins = [${[CRI_PLUGIN, ...DISABLED_PLUGINS].map((p) => `"${p}"`).join(", ")}]`,
         "",
         "[grpc]",
         '  address = "/ephemeral/containerd/containerd.sock"',
@@ -61,7 +62,30 @@ describe("runtime paths and configuration", () => {
         "",
       ].join("\n"),
     );
-    expect(DISABLED_PLUGINS).toContain("io.containerd.grpc.v1.cri");
+    expect(CRI_PLUGIN).toBe("io.containerd.grpc.v1.cri");
+  });
+
+  test("config.toml with CRI, for a kubelet (golden tail)", () => {
+    const config = containerdConfig(runtimePaths("/data", "/ephemeral", "/sys/fs/cgroup", "nodecore-runtime", "/system"), { cri: true });
+    expect(config).toContain(`disabled_plugins = [${DISABLED_PLUGINS.map((p) => `"${p}"`).join(", ")}]`);
+    expect(config).not.toContain(`"${CRI_PLUGIN}",`);
+    expect(config.slice(config.indexOf("[plugins."))).toBe(
+      [
+        '[plugins."io.containerd.grpc.v1.cri"]',
+        '  [plugins."io.containerd.grpc.v1.cri".containerd]',
+        '    snapshotter = "overlayfs"',
+        '    default_runtime_name = "runc"',
+        '    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]',
+        '      runtime_type = "io.containerd.runc.v2"',
+        '      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]',
+        "        SystemdCgroup = false",
+        '        BinaryName = "/system/usr/sbin/runc"',
+        '  [plugins."io.containerd.grpc.v1.cri".cni]',
+        '    bin_dir = "/system/usr/lib/cni"',
+        '    conf_dir = "/ephemeral/containerd/cni"',
+        "",
+      ].join("\n"),
+    );
   });
 
   test("the host's containerd accepts the configuration", async () => {
@@ -69,12 +93,17 @@ describe("runtime paths and configuration", () => {
     using dir = tempDir("ctd");
     const paths = runtimePaths(join(dir.path, "data"), join(dir.path, "run"), "/sys/fs/cgroup", "t");
     mkdirSync(paths.state, { recursive: true });
-    await Bun.write(paths.config, containerdConfig(paths));
-    const dumped = Bun.spawnSync(["/usr/bin/containerd", "--config", paths.config, "config", "dump"]);
-    expect(dumped.exitCode).toBe(0);
-    const text = dumped.stdout.toString();
-    expect(text).toContain(`root = "${paths.root}"`);
-    expect(text).toContain(`address = "${paths.socket}"`);
+    for (const cri of [false, true]) {
+      await Bun.write(paths.config, containerdConfig(paths, { cri }));
+      const dumped = Bun.spawnSync(["/usr/bin/containerd", "--config", paths.config, "config", "dump"]);
+      expect(dumped.exitCode).toBe(0);
+      const text = dumped.stdout.toString();
+      expect(text).toContain(`root = "${paths.root}"`);
+      expect(text).toContain(`address = "${paths.socket}"`);
+      // containerd read the CRI settings (its dump shows them), or left CRI out.
+      expect(text.includes(`conf_dir = "${join(paths.state, "cni")}"`)).toBe(cri);
+      expect(text.includes(`"${CRI_PLUGIN}"`) && text.split("disabled_plugins")[1]!.split("\n")[0]!.includes(CRI_PLUGIN)).toBe(!cri);
+    }
   });
 });
 

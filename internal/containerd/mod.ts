@@ -24,11 +24,13 @@
 //    process is left: the kernel's cgroup.procs are empty.
 //  - "/" is a mount of its own (image/preinit.c), so runc's pivot_root works
 //    and containers get the same isolation as on a system booted from disk.
-//  - CRI is off until the kubelet runs; nothing here talks to Kubernetes.
+//  - CRI is on only while a kubelet runs (ContainerdOptions.cri); nothing
+//    here talks to Kubernetes.
 
 export {
   CONTAINERD_NAMESPACE,
   containerdConfig,
+  CRI_PLUGIN,
   DISABLED_PLUGINS,
   RUNTIME_BINARIES,
   runtimeBinaries,

@@ -14,6 +14,8 @@ export interface ContainerdOptions {
   paths: RuntimePaths;
   /** Written: true once containerd answers on its socket, false once it stopped. */
   ready: Value<boolean>;
+  /** Serve CRI too (a kubelet runs beside it). */
+  cri?: boolean;
 }
 
 /** The argv of `ctr <args>` against this node's containerd, in the node's namespace. */
@@ -56,7 +58,7 @@ export function containerdService(options: ContainerdOptions): Runnable {
   return async (ctx) => {
     mkdirSync(paths.root, { recursive: true, mode: 0o700 });
     mkdirSync(paths.state, { recursive: true, mode: 0o700 }); // the socket's directory too
-    writeFileSync(paths.config, containerdConfig(paths), { mode: 0o600 });
+    writeFileSync(paths.config, containerdConfig(paths, { cri: options.cri ?? false }), { mode: 0o600 });
     try {
       await runProcess(ctx, {
         command: runtimeBinaries(paths.prefix).containerd,

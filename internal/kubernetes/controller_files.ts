@@ -6,11 +6,10 @@
 // controller_flags.ts and the tests agree on them without passing paths
 // around.
 
-import { chmodSync, mkdirSync, renameSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
 import type { X509Certificate } from "node:crypto";
 import { privateKeyPem, toPem } from "../pki/mod.ts";
 import { buildKubeconfig } from "./kubeconfig.ts";
+import { writePrivateFiles } from "./private_files.ts";
 import {
   CONTROLLER_MANAGER_USER,
   SCHEDULER_USER,
@@ -85,16 +84,7 @@ export function controllerFiles(pki: KubernetesPKI, node: ControllerNode): Recor
   };
 }
 
-/**
- * Writes the files into `dir` (created 0700), each 0600 and replaced
- * atomically, so a component restarting meanwhile never reads half a key.
- */
+/** Writes the files into `dir`, under their CONTROLLER_FILES names (private_files.ts). */
 export function writeControllerFiles(dir: string, files: Record<ControllerFile, string>): void {
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
-  chmodSync(dir, 0o700);
-  for (const [key, contents] of Object.entries(files)) {
-    const path = join(dir, CONTROLLER_FILES[key as ControllerFile]);
-    writeFileSync(`${path}.new`, contents, { mode: 0o600 });
-    renameSync(`${path}.new`, path);
-  }
+  writePrivateFiles(dir, Object.fromEntries(Object.entries(files).map(([key, contents]) => [CONTROLLER_FILES[key as ControllerFile], contents])));
 }

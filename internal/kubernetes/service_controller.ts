@@ -14,22 +14,18 @@
 // "kube-scheduler": waiting (for what), starting, running, restarting
 // (with how many starts and the last failure).
 
-import { join } from "node:path";
 import type { Namespace } from "etcd3";
 import type { X509Certificate } from "node:crypto";
 import { Value } from "../event/mod.ts";
-import { privateKeyPem, toPem } from "../pki/mod.ts";
-import { runProcess, sleep, untilCancelled, type ParsedLine, type RunContext, type Runnable } from "../supervisor/mod.ts";
+import { sleep, untilCancelled, type RunContext, type Runnable } from "../supervisor/mod.ts";
+import { answersOk, component, type ComponentState } from "./component.ts";
 import { controllerFiles, writeControllerFiles } from "./controller_files.ts";
 import { APISERVER_PORT, CONTROLLER_MANAGER_PORT, SCHEDULER_PORT, apiserverArgs, controllerManagerArgs, schedulerArgs, type ControllerFlagOptions } from "./controller_flags.ts";
-import { ensureKubernetesPKI, type Credential, type KubernetesPKI } from "./pki.ts";
+import { ensureKubernetesPKI, type Credential } from "./pki.ts";
 import { reconcile } from "./reconciler.ts";
 
-/** How often a starting component's health endpoint is asked, and how long one answer may take. */
+/** How often a starting component's health endpoint is asked. */
 const HEALTH_POLL_MS = 250;
-const HEALTH_TIMEOUT_MS = 2_000;
-
-export type ComponentState = "waiting" | "starting" | "running" | "restarting";
 
 export interface ControllerServiceOptions {
   /** The local etcd member: the PKI is read (or created) through this client. */
@@ -46,65 +42,6 @@ export interface ControllerServiceOptions {
   report: (component: string, state: ComponentState, message: string) => void;
 }
 
-const KLOG_LEVELS: Record<string, ParsedLine["level"]> = { I: "info", W: "warn", E: "error", F: "error" };
-
-/**
- * One klog line (`I1123 17:40:00.123456    1234 file.go:12] message`) as a
- * log entry; other lines are left as they are.
- */
-export function parseKlogLine(line: string): ParsedLine | undefined {
-  const match = /^([IWEF])\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+ ([^\]]+)\] (.*)$/s.exec(line);
-  if (!match) return undefined;
-  const [, severity = "I", source = "", message = ""] = match;
-  return { level: KLOG_LEVELS[severity] ?? "info", message, fields: { source } };
-}
-
-/**
- * Whether a component's health endpoint (`url`: the apiserver's /readyz, the
- * others' /healthz) answers "ok" to the node core's admin identity.
- */
-export async function answersOk(url: string, pki: KubernetesPKI, signal?: AbortSignal): Promise<boolean> {
-  try {
-    const response = await fetch(url, {
-      signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(HEALTH_TIMEOUT_MS)]) : AbortSignal.timeout(HEALTH_TIMEOUT_MS),
-      tls: { ca: toPem(pki.ca.certificate), cert: toPem(pki.admin.certificate), key: privateKeyPem(pki.admin.privateKey) },
-    } as RequestInit);
-    return response.ok && (await response.text()).trim() === "ok";
-  } catch {
-    return false;
-  }
-}
-
-/** A component as a runnable that counts its starts and says how its last run ended. */
-function component(
-  options: ControllerServiceOptions,
-  name: string,
-  args: string[],
-  extra: { ready: (signal: AbortSignal) => Promise<void>; after?: (ctx: RunContext) => Promise<void> },
-): Runnable {
-  let starts = 0;
-  let lastFailure = "";
-  return async (ctx) => {
-    if (extra.after) await extra.after(ctx);
-    starts++;
-    options.report(name, starts === 1 ? "starting" : "restarting", starts === 1 ? "" : `start ${starts}; the last run ended: ${lastFailure}`);
-    try {
-      await runProcess(ctx, {
-        command: join(options.binDir, name),
-        args,
-        parseLine: parseKlogLine,
-        ready: async (signal) => {
-          await extra.ready(signal);
-          options.report(name, "running", starts === 1 ? "" : `after ${starts} starts`);
-        },
-      });
-    } catch (error) {
-      lastFailure = (error as Error).message;
-      throw error;
-    }
-  };
-}
-
 export function controllerService(options: ControllerServiceOptions): Runnable {
   return async (ctx) => {
     for (const name of ["kube-apiserver", "kube-controller-manager", "kube-scheduler"]) options.report(name, "waiting", "for the Kubernetes PKI");
@@ -112,7 +49,7 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
     ctx.logger.info(created ? "created the Kubernetes PKI in etcd" : "read the Kubernetes PKI from etcd");
     const url = `https://${options.address}:${APISERVER_PORT}`;
     const healthy = (name: string, healthUrl: string) => async (signal: AbortSignal) => {
-      while (!(await answersOk(healthUrl, pki, signal))) await sleep(HEALTH_POLL_MS, signal);
+      while (!(await answersOk(healthUrl, { ca: pki.ca.certificate, client: pki.admin }, signal))) await sleep(HEALTH_POLL_MS, signal);
       ctx.logger.info(`${name} is ready`, { url: healthUrl });
     };
     writeControllerFiles(options.dir, controllerFiles(pki, { address: options.address, apiserverUrl: url, etcd: { ca: options.etcdAccess.ca, client: options.etcdAccess.client } }));

@@ -331,6 +331,8 @@ describe("kubernetes worker", () => {
     membership: new Value<ClusterMembership>(),
     localConsensus: new Value<LocalConsensus | undefined>(),
     ephemeralDir: join(dir.path, "ephemeral-kubernetes"),
+    dataDir: join(dir.path, "data-kubernetes"),
+    connection: new Value<CuratorConnection>(),
   });
 
   test("says plainly when the Kubernetes binaries are missing, and re-checks when roles change", async () => {

@@ -25,10 +25,12 @@ import type { NodeRoles } from "../../proto/gen/common/common_pb.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
 import { issueEtcdClientCertificate } from "../consensus/mod.ts";
 import { CuratorStore, ETCD_PREFIX } from "../curator/mod.ts";
-import { controllerService } from "../kubernetes/mod.ts";
+import { controllerService, kubeletService } from "../kubernetes/mod.ts";
 import { generateKeyPair } from "../pki/mod.ts";
+import { X509Certificate } from "node:crypto";
+import { withCurator, type CuratorConnection } from "./curator_connection.ts";
 import type { LocalConsensus } from "./worker_controlplane.ts";
-import { containerdService, killCgroup, runtimeBinaries, runtimeProbe, type RuntimePaths } from "../containerd/mod.ts";
+import { joinCgroup, containerdService, killCgroup, runtimeBinaries, runtimeProbe, type RuntimePaths } from "../containerd/mod.ts";
 import { Value } from "../event/mod.ts";
 import { RestartRequest, untilCancelled, type Runnable } from "../supervisor/mod.ts";
 import type { ServiceBoard } from "./service_status.ts";
@@ -63,6 +65,10 @@ export interface KubernetesOptions {
   prepare?: () => void;
   /** A tmpfs directory for the components' certificates, keys and kubeconfigs. */
   ephemeralDir: string;
+  /** On the data partition: the kubelet's key and root directory. */
+  dataDir: string;
+  /** Read: the curator (the kubelet's certificates). */
+  connection: Value<CuratorConnection>;
   /** Absent where the node cannot run containers (no cgroup v2): it says so when given the worker role. */
   runtime?: RuntimeSetup;
 }
@@ -76,15 +82,22 @@ const wantsOf = (roles: NodeRoles | undefined) => ({
 });
 type Wants = ReturnType<typeof wantsOf>;
 
+/** What may be launched, once the binaries were checked. */
+interface Launch {
+  controller: boolean;
+  kubelet: boolean;
+}
+
 /**
  * Checks the binaries the roles need and says so on the "kubernetes" line;
- * returns whether the controller can be launched.
+ * returns what can be launched.
  */
-function reportBinaries(options: KubernetesOptions, wants: Wants, log: (message: string, missing: boolean) => void): boolean {
+function reportBinaries(options: KubernetesOptions, wants: Wants, log: (message: string, missing: boolean) => void): Launch {
   const binDir = options.binDir ?? DEFAULT_KUBERNETES_BIN_DIR;
+  const none = { controller: false, kubelet: false };
   if (!wants.controller && !wants.worker) {
     options.board.report("kubernetes", "not-assigned", "this node has no Kubernetes role");
-    return false;
+    return none;
   }
   const needed = [...(wants.controller ? CONTROLLER_BINARIES : []), ...(wants.worker ? WORKER_BINARIES : [])];
   let unprepared: string | undefined;
@@ -94,27 +107,26 @@ function reportBinaries(options: KubernetesOptions, wants: Wants, log: (message:
     unprepared = (error as Error).message;
   }
   const missing = needed.filter((b) => !existsSync(join(binDir, b)));
-  let message: string;
-  let state: string;
-  if (unprepared) {
-    message = `Kubernetes binaries unavailable: ${unprepared}`;
-    state = "unavailable";
-  } else if (missing.length) {
-    message = `Kubernetes binaries not found in ${binDir} (missing: ${missing.join(", ")}); build the image with the Kubernetes server binaries to run them`;
-    state = "unavailable";
-  } else if (wants.controller && !wants.consensus) {
-    message = "the kubernetes-controller role runs only on a consensus member (the apiserver keeps its objects in the local etcd); give this node the consensus role too";
-    state = "unavailable";
-  } else if (wants.controller) {
-    message = `controller: waiting for the local etcd member${wants.worker ? "; worker: the kubelet is not launched yet" : ""}`;
-    state = "waiting";
-  } else {
-    message = "worker: the kubelet is not launched yet";
-    state = "not-started";
+  const unavailable = (message: string): Launch => {
+    log(message, true);
+    options.board.report("kubernetes", "unavailable", message);
+    return none;
+  };
+  if (unprepared) return unavailable(`Kubernetes binaries unavailable: ${unprepared}`);
+  if (missing.length) {
+    return unavailable(`Kubernetes binaries not found in ${binDir} (missing: ${missing.join(", ")}); build the image with the Kubernetes server binaries to run them`);
   }
-  log(message, state === "unavailable");
-  options.board.report("kubernetes", state, message);
-  return state === "waiting";
+  if (wants.controller && !wants.consensus) {
+    return unavailable("the kubernetes-controller role runs only on a consensus member (the apiserver keeps its objects in the local etcd); give this node the consensus role too");
+  }
+  const parts = [
+    ...(wants.controller ? ["controller: kube-apiserver, kube-controller-manager, kube-scheduler"] : []),
+    ...(wants.worker ? [options.runtime ? "worker: kubelet beside containerd" : "worker: no kubelet, this node cannot run containers (see containerd)"] : []),
+  ];
+  const message = `${parts.join("; ")} (each has its own line)`;
+  log(message, false);
+  options.board.report("kubernetes", "launched", message);
+  return { controller: wants.controller, kubelet: wants.worker && options.runtime !== undefined };
 }
 
 /**
@@ -122,14 +134,14 @@ function reportBinaries(options: KubernetesOptions, wants: Wants, log: (message:
  * etcd client certificate of its own, and runs the controller service.
  * When the member stops, the controller stops with it and starts over.
  */
-function controllerRunnable(options: KubernetesOptions, wants: Wants): Runnable {
+function controllerRunnable(options: KubernetesOptions): Runnable {
   return async (ctx) => {
+    for (const component of CONTROLLER_COMPONENTS) options.board.report(component, "waiting", "for the local etcd member");
     const local = await options.localConsensus.waitFor((l) => l !== undefined, { signal: ctx.signal });
     const membership = await options.membership.get({ signal: ctx.signal });
     const etcdCA = await new CuratorStore(local!.etcd.namespace(ETCD_PREFIX)).ca("etcd");
     const key = generateKeyPair();
     const client = { certificate: issueEtcdClientCertificate(etcdCA, key.publicKey, "kube-apiserver"), privateKey: key.privateKey };
-    options.board.report("kubernetes", "launched", `controller: kube-apiserver, kube-controller-manager and kube-scheduler run under the supervisor${wants.worker ? "; worker: the kubelet is not launched yet" : ""}`);
     ctx.run(
       "controller",
       controllerService({
@@ -147,16 +159,54 @@ function controllerRunnable(options: KubernetesOptions, wants: Wants): Runnable 
   };
 }
 
+/** The kubelet, beside containerd, in the runtime's cgroup; its certificates come from the curator. */
+function kubeletRunnable(options: KubernetesOptions, runtime: RuntimeSetup, containerdReady: Value<boolean>): Runnable {
+  return async (ctx) => {
+    const membership = await options.membership.get({ signal: ctx.signal });
+    const { paths } = runtime;
+    await kubeletService({
+      nodeId: membership.credentials.nodeId,
+      address: membership.address,
+      binDir: options.binDir ?? DEFAULT_KUBERNETES_BIN_DIR,
+      dir: join(options.ephemeralDir, "kubelet"),
+      rootDir: join(options.dataDir, "kubelet"),
+      keyFile: join(options.dataDir, "kubelet.key"),
+      containerdSocket: paths.socket,
+      containerdReady,
+      cgroupRoot: `${paths.cgroupPath}/pods`,
+      onSpawn: (pid) => {
+        try {
+          joinCgroup(join(paths.cgroup, "kubelet"), pid);
+        } catch (error) {
+          ctx.logger.warn("could not move the kubelet into the runtime's cgroup", { cgroup: paths.cgroup, error: (error as Error).message });
+        }
+      },
+      issue: async (publicKey, signal) => {
+        const connection = await options.connection.get({ signal });
+        const response = await withCurator(connection, (client) => client.issueKubeletCertificates({ kubeletPublicKey: publicKey }, { signal }));
+        return {
+          ca: new X509Certificate(response.caCertificate),
+          server: new X509Certificate(response.serverCertificate),
+          client: new X509Certificate(response.clientCertificate),
+          apiservers: response.apiservers,
+        };
+      },
+      report: (component, state, message) => options.board.report(component, state, message),
+    })(ctx);
+  };
+}
+
 export function kubernetesWorker(options: KubernetesOptions): Runnable {
   return async (ctx) => {
     const roles = await options.roles.waitFor((r) => r !== undefined, { signal: ctx.signal });
     const wants = wantsOf(roles);
-    const launchController = reportBinaries(options, wants, (message, missing) => (missing ? ctx.logger.warn(message) : ctx.logger.info(message)));
-    if (launchController) {
-      ctx.run("controller", controllerRunnable(options, wants));
+    const launch = reportBinaries(options, wants, (message, missing) => (missing ? ctx.logger.warn(message) : ctx.logger.info(message)));
+    if (launch.controller) {
+      ctx.run("controller", controllerRunnable(options));
     } else {
       for (const component of CONTROLLER_COMPONENTS) options.board.withdraw(component);
     }
+    if (!launch.kubelet) options.board.withdraw("kubelet");
 
     const runtime = options.runtime;
     if (!wants.worker) {
@@ -189,7 +239,8 @@ export function kubernetesWorker(options: KubernetesOptions): Runnable {
         const ready = new Value<boolean>();
         ready.set(false);
         options.board.report("containerd", "starting", "waiting for containerd to answer");
-        ctx.run("containerd", containerdService({ paths: runtime.paths, ready }));
+        ctx.run("containerd", containerdService({ paths: runtime.paths, ready, cri: launch.kubelet }));
+        if (launch.kubelet) ctx.run("kubelet", kubeletRunnable(options, runtime, ready));
         ctx.run(
           "probe",
           runtimeProbe({

@@ -7,8 +7,8 @@
 
 import { StubError } from "./checks.ts";
 
-export type Component = "kube-apiserver" | "kube-controller-manager" | "kube-scheduler";
-export const COMPONENTS: readonly Component[] = ["kube-apiserver", "kube-controller-manager", "kube-scheduler"];
+export type Component = "kube-apiserver" | "kube-controller-manager" | "kube-scheduler" | "kubelet";
+export const COMPONENTS: readonly Component[] = ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet"];
 
 interface FlagSpec {
   /** Flags a secure setup must pass, each with a check of its value (undefined: any non-empty value). */
@@ -93,6 +93,17 @@ export const FLAG_SPECS: Record<Component, FlagSpec> = {
       "secure-port": port,
     },
     optional: ["leader-elect", "profiling", "requestheader-client-ca-file"],
+  },
+  kubelet: {
+    required: {
+      config: undefined,
+      kubeconfig: undefined,
+      "root-dir": undefined,
+      // The node's name must be the one its certificate carries (the Node authorizer).
+      "hostname-override": undefined,
+      "node-ip": undefined,
+    },
+    optional: ["v"],
   },
 };
 

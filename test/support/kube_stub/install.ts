@@ -23,7 +23,7 @@ export function installKubeStub(binDir: string, options: { record?: string } = {
 export interface StubRecord {
   component: string;
   at: number;
-  event: "started" | "checked" | "refused" | "etcd-healthy" | "serving" | "apiserver-ready" | "request" | "stopped";
+  event: "started" | "checked" | "refused" | "etcd-healthy" | "serving" | "apiserver-ready" | "registered" | "request" | "stopped";
   [key: string]: unknown;
 }
 

@@ -120,7 +120,7 @@ describe("kube-stub, the stand-in for the Kubernetes control plane", () => {
     const apiserver = start("kube-apiserver", apiserverArgs(flagOptions()));
     const url = `https://${ADDRESS}:6443`;
     try {
-      await eventually(async () => expect(await answersOk(`${url}/readyz`, pki)).toBe(true), { timeoutMs: 30_000 });
+      await eventually(async () => expect(await answersOk(`${url}/readyz`, { ca: pki.ca.certificate, client: pki.admin })).toBe(true), { timeoutMs: 30_000 });
       expect(await reconcile(url, pki)).toEqual({ "nodecore:owner-cluster-admin": "created", "nodecore:apiserver-kubelet-api-admin": "created" });
       expect(await reconcile(url, pki)).toEqual({ "nodecore:owner-cluster-admin": "unchanged", "nodecore:apiserver-kubelet-api-admin": "unchanged" });
       // Someone pointed the owner's binding at another role.

@@ -203,19 +203,96 @@ function serve(
   });
 }
 
+/** A kubeconfig's identity, checked: chains to its CA, a client certificate, the key its own. */
+function kubeconfigIdentity(path: string) {
+  const kubeconfig = parseKubeconfig(readFlagFile("kubeconfig", path));
+  const ca = certificatesOf("kubeconfig (certificate-authority-data)", path, kubeconfig.ca);
+  const [certificate] = certificatesOf("kubeconfig (client-certificate-data)", path, kubeconfig.certificate);
+  checkKeyMatches("kubeconfig (client-key-data)", certificate!, privateKeyOf("kubeconfig (client-key-data)", path, kubeconfig.privateKey));
+  checkChain("--kubeconfig's client certificate", certificate!, ca);
+  checkUsage("--kubeconfig's client certificate", certificate!, "clientAuth");
+  return { kubeconfig, certificate: certificate!, user: subjectField(certificate!, "CN")[0] ?? "", groups: subjectField(certificate!, "O") };
+}
+
+/** Waits, like the real components, until the apiserver answers /readyz to this identity. */
+async function waitForApiserver(component: Component, kubeconfig: ReturnType<typeof parseKubeconfig>): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const response = await fetch(`${kubeconfig.server}/readyz`, { tls: { ca: kubeconfig.ca, cert: kubeconfig.certificate, key: kubeconfig.privateKey } } as RequestInit);
+      if (response.ok) break;
+    } catch (error) {
+      if (attempt === 1 || attempt % 25 === 0) say(component, `apiserver at ${kubeconfig.server} not ready yet (${(error as Error).message})`);
+    }
+    await sleep(RETRY_MS);
+  }
+  say(component, `apiserver at ${kubeconfig.server} is ready`);
+  record(component, { event: "apiserver-ready", server: kubeconfig.server });
+}
+
+/**
+ * The kubelet's checks: its configuration (authentication, authorization,
+ * ports, CRI endpoint), its serving and client certificates (the node's
+ * name in system:nodes), and containerd serving CRI on that socket; then it
+ * registers its Node and serves /healthz.
+ */
+async function runKubelet(flags: Record<string, string>): Promise<void> {
+  const component: Component = "kubelet";
+  const name = flags["hostname-override"]!;
+  const nodeIp = flags["node-ip"]!;
+  let config: Record<string, any>;
+  try {
+    config = JSON.parse(readFlagFile("config", flags.config!)) as Record<string, any>;
+  } catch (error) {
+    if (error instanceof StubError) throw error;
+    throw new StubError(`--config=${flags.config}: not JSON (${(error as Error).message})`);
+  }
+  const expect = (ok: boolean, what: string) => {
+    if (!ok) throw new StubError(`--config: ${what}`);
+  };
+  expect(config.kind === "KubeletConfiguration", "kind must be KubeletConfiguration");
+  expect(config.authentication?.anonymous?.enabled === false, "authentication.anonymous.enabled must be false");
+  expect(config.authentication?.webhook?.enabled === true, "authentication.webhook.enabled must be true");
+  expect(config.authorization?.mode === "Webhook", "authorization.mode must be Webhook");
+  expect(config.readOnlyPort === 0, "readOnlyPort must be 0 (no unauthenticated port)");
+  expect(config.address === nodeIp, `address must be the node IP ${nodeIp}`);
+  expect(config.cgroupDriver === "cgroupfs", "cgroupDriver must be cgroupfs (no systemd on a node)");
+  const clientCAs = certificatesOf("config authentication.x509.clientCAFile", config.authentication?.x509?.clientCAFile ?? "");
+  const serving = checkPair({ cert: config.tlsCertFile, key: config.tlsPrivateKeyFile }, "cert", "key", clientCAs, "serverAuth");
+  checkNames("config tlsCertFile", serving.certificate, { ips: [nodeIp] });
+  const servingName = subjectField(serving.certificate, "CN")[0];
+  if (servingName !== `system:node:${name}`) throw new StubError(`config tlsCertFile: is ${servingName}, must be system:node:${name}`);
+  const identity = kubeconfigIdentity(flags.kubeconfig!);
+  if (identity.user !== `system:node:${name}` || !identity.groups.includes("system:nodes")) {
+    throw new StubError(`--kubeconfig's client certificate is ${identity.user} in ${identity.groups.join(",") || "no group"}; the Node authorizer needs system:node:${name} in system:nodes`);
+  }
+  const endpoint = String(config.containerRuntimeEndpoint ?? "");
+  if (!endpoint.startsWith("unix://")) throw new StubError(`--config: containerRuntimeEndpoint must be a unix:// socket, got ${endpoint}`);
+  const socket = endpoint.slice("unix://".length);
+  // containerd answers on that socket with its CRI plugin loaded (ctr: the host's, as this stand-in runs on hosts only).
+  const plugins = Bun.spawnSync(["ctr", "--address", socket, "plugins", "ls"]);
+  const criLoaded = plugins.stdout.toString().split("\n").some((line) => /io\.containerd\.grpc\.v1\s+cri\s+.*\bok\b/.test(line));
+  if (!criLoaded) throw new StubError(`containerRuntimeEndpoint ${socket}: containerd does not serve CRI there (${plugins.stderr.toString().trim() || "plugin not ok"})`);
+  say(component, `flags, configuration and certificates check out; identity system:node:${name}; containerd serves CRI on ${socket}`);
+  record(component, { event: "checked", user: identity.user, socket });
+  await waitForApiserver(component, identity.kubeconfig);
+  // Registration, as the kubelet does it: a Node named for itself.
+  const node = { apiVersion: "v1", kind: "Node", metadata: { name }, status: { addresses: [{ type: "InternalIP", address: nodeIp }] } };
+  const tls = { ca: identity.kubeconfig.ca, cert: identity.kubeconfig.certificate, key: identity.kubeconfig.privateKey };
+  const registered = await fetch(`${identity.kubeconfig.server}/api/v1/nodes`, { method: "POST", body: JSON.stringify(node), tls } as RequestInit);
+  if (registered.status !== 201 && registered.status !== 409) throw new StubError(`registering Node ${name} failed: ${registered.status} ${await registered.text()}`);
+  record(component, { event: "registered", name });
+  // /healthz on the healthz address, plain HTTP as the real kubelet's.
+  Bun.serve({ hostname: config.healthzBindAddress, port: config.healthzPort, fetch: () => new Response("ok") });
+  await serve(component, { "bind-address": config.address, "secure-port": String(config.port) }, { cert: serving.cert, key: serving.keyText, ca: clientCAs }, undefined);
+}
+
 /** The controller-manager's or scheduler's checks, then waiting for the apiserver with its identity. */
 async function runClient(component: Component, flags: Record<string, string>): Promise<void> {
   const expectedUser = component === "kube-controller-manager" ? "system:kube-controller-manager" : "system:kube-scheduler";
   for (const flag of ["authentication-kubeconfig", "authorization-kubeconfig"]) {
     if (flags[flag] !== flags.kubeconfig) throw new StubError(`--${flag} differs from --kubeconfig; this setup uses one identity per component`);
   }
-  const kubeconfig = parseKubeconfig(readFlagFile("kubeconfig", flags.kubeconfig!));
-  const ca = certificatesOf("kubeconfig (certificate-authority-data)", flags.kubeconfig!, kubeconfig.ca);
-  const [certificate] = certificatesOf("kubeconfig (client-certificate-data)", flags.kubeconfig!, kubeconfig.certificate);
-  checkKeyMatches("kubeconfig (client-key-data)", certificate!, privateKeyOf("kubeconfig (client-key-data)", flags.kubeconfig!, kubeconfig.privateKey));
-  checkChain("--kubeconfig's client certificate", certificate!, ca);
-  checkUsage("--kubeconfig's client certificate", certificate!, "clientAuth");
-  const user = subjectField(certificate!, "CN")[0];
+  const { kubeconfig, user } = kubeconfigIdentity(flags.kubeconfig!);
   if (user !== expectedUser) throw new StubError(`--kubeconfig's client certificate is ${user}; ${component} must be ${expectedUser} to get its default RBAC permissions`);
   const clientCAs = certificatesOf("client-ca-file", flags["client-ca-file"]!);
   const serving = checkPair(flags, "tls-cert-file", "tls-private-key-file", clientCAs, "serverAuth");
@@ -229,18 +306,7 @@ async function runClient(component: Component, flags: Record<string, string>): P
   }
   say(component, `flags and certificates check out; identity ${user}`);
   record(component, { event: "checked", user });
-  // Like the real components, wait for the apiserver before doing anything.
-  for (let attempt = 1; ; attempt++) {
-    try {
-      const response = await fetch(`${kubeconfig.server}/readyz`, { tls: { ca: kubeconfig.ca, cert: kubeconfig.certificate, key: kubeconfig.privateKey } } as RequestInit);
-      if (response.ok) break;
-    } catch (error) {
-      if (attempt === 1 || attempt % 25 === 0) say(component, `apiserver at ${kubeconfig.server} not ready yet (${(error as Error).message})`);
-    }
-    await sleep(RETRY_MS);
-  }
-  say(component, `apiserver at ${kubeconfig.server} is ready`);
-  record(component, { event: "apiserver-ready", server: kubeconfig.server });
+  await waitForApiserver(component, kubeconfig);
   await serve(component, flags, { cert: serving.cert, key: serving.keyText, ca: clientCAs }, undefined);
 }
 
@@ -260,6 +326,8 @@ async function main(): Promise<void> {
       record(c, { event: "checked" });
       await waitForEtcd(c, flags, { ca: checked.etcdCAs, cert: checked.etcdClient.cert, key: checked.etcdClient.keyText });
       await serve(c, flags, { cert: checked.serving.cert, key: checked.serving.keyText, ca: checked.clientCAs }, new Map());
+    } else if (c === "kubelet") {
+      await runKubelet(flags);
     } else {
       await runClient(c, flags);
     }

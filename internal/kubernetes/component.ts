@@ -1,0 +1,80 @@
+// One Kubernetes binary as a supervised child process: its klog output
+// parsed into the node's log, its status line kept (starting, running,
+// restarting with the number of starts and how the last run ended), and
+// healthy only once its own readiness check passes.
+
+import { join } from "node:path";
+import { privateKeyPem, toPem } from "../pki/mod.ts";
+import { runProcess, type ParsedLine, type RunContext, type Runnable } from "../supervisor/mod.ts";
+import type { Credential } from "./pki.ts";
+
+export type ComponentState = "waiting" | "starting" | "running" | "restarting";
+
+/** How long one health answer may take. */
+const HEALTH_TIMEOUT_MS = 2_000;
+
+const KLOG_LEVELS: Record<string, ParsedLine["level"]> = { I: "info", W: "warn", E: "error", F: "error" };
+
+/**
+ * One klog line (`I1123 17:40:00.123456    1234 file.go:12] message`) as a
+ * log entry; other lines are left as they are.
+ */
+export function parseKlogLine(line: string): ParsedLine | undefined {
+  const match = /^([IWEF])\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+ ([^\]]+)\] (.*)$/s.exec(line);
+  if (!match) return undefined;
+  const [, severity = "I", source = "", message = ""] = match;
+  return { level: KLOG_LEVELS[severity] ?? "info", message, fields: { source } };
+}
+
+/**
+ * Whether a health endpoint answers "ok": over TLS with a client
+ * certificate (`as`) and the CA the server's certificate chains to, or
+ * plain HTTP without them.
+ */
+export async function answersOk(url: string, as?: { ca: Credential["certificate"]; client: Credential }, signal?: AbortSignal): Promise<boolean> {
+  try {
+    const response = await fetch(url, {
+      signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(HEALTH_TIMEOUT_MS)]) : AbortSignal.timeout(HEALTH_TIMEOUT_MS),
+      ...(as ? { tls: { ca: toPem(as.ca), cert: toPem(as.client.certificate), key: privateKeyPem(as.client.privateKey) } } : {}),
+    } as RequestInit);
+    return response.ok && (await response.text()).trim() === "ok";
+  } catch {
+    return false;
+  }
+}
+
+export interface ComponentOptions {
+  binDir: string;
+  report: (component: string, state: ComponentState, message: string) => void;
+}
+
+/** A component as a runnable that counts its starts and says how its last run ended. */
+export function component(
+  options: ComponentOptions,
+  name: string,
+  args: readonly string[],
+  extra: { ready: (signal: AbortSignal) => Promise<void>; after?: (ctx: RunContext) => Promise<void>; onSpawn?: (pid: number) => void },
+): Runnable {
+  let starts = 0;
+  let lastFailure = "";
+  return async (ctx) => {
+    if (extra.after) await extra.after(ctx);
+    starts++;
+    options.report(name, starts === 1 ? "starting" : "restarting", starts === 1 ? "" : `start ${starts}; the last run ended: ${lastFailure}`);
+    try {
+      await runProcess(ctx, {
+        command: join(options.binDir, name),
+        args,
+        parseLine: parseKlogLine,
+        ...(extra.onSpawn ? { onSpawn: extra.onSpawn } : {}),
+        ready: async (signal) => {
+          await extra.ready(signal);
+          options.report(name, "running", starts === 1 ? "" : `after ${starts} starts`);
+        },
+      });
+    } catch (error) {
+      lastFailure = (error as Error).message;
+      throw error;
+    }
+  };
+}

@@ -1,0 +1,112 @@
+// The kubelet on a worker node: once containerd answers, the node's
+// kubelet key (kept on the data partition) gets fresh certificates from the
+// curator, and the kubelet runs with them against an apiserver the cluster
+// names. Healthy once its /healthz answers.
+//
+//   kubeletService
+//     ├── waits for containerd (the CRI socket)
+//     ├── issue(kubelet public key) ──▶ curator IssueKubeletCertificates
+//     │       (server and client certificates, the CA, the apiservers)
+//     ├── files on tmpfs: config, kubeconfig, certificates, key
+//     └── kubelet (in the runtime's cgroup, so role removal stops its pods too)
+//
+// Status line "kubelet": waiting (for what), starting, running, restarting.
+
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname } from "node:path";
+import { createPublicKey, type X509Certificate } from "node:crypto";
+import { Value } from "../event/mod.ts";
+import { generateKeyPair, privateKeyFromRaw, rawPrivateKey, rawPublicKey } from "../pki/mod.ts";
+import { sleep, untilCancelled, type Runnable } from "../supervisor/mod.ts";
+import { answersOk, component, type ComponentState } from "./component.ts";
+import { KUBELET_HEALTHZ_PORT, kubeletArgs, kubeletFiles, KUBELET_FILES } from "./kubelet.ts";
+import { writePrivateFiles } from "./private_files.ts";
+
+const HEALTH_POLL_MS = 250;
+
+export interface KubeletCertificates {
+  ca: X509Certificate;
+  server: X509Certificate;
+  client: X509Certificate;
+  /** https://address:6443 of the controllers, as the cluster has them. */
+  apiservers: string[];
+}
+
+export interface KubeletServiceOptions {
+  nodeId: string;
+  address: string;
+  binDir: string;
+  /** tmpfs: the kubelet's files. */
+  dir: string;
+  /** The data partition: the kubelet's root directory. */
+  rootDir: string;
+  /** The kubelet's Ed25519 key seed, kept across boots (data partition). */
+  keyFile: string;
+  containerdSocket: string;
+  /** Read: true while containerd answers. */
+  containerdReady: Value<boolean>;
+  /** The pods' cgroup parent, from the hierarchy's root. */
+  cgroupRoot: string;
+  /** Puts the kubelet process where it belongs (the runtime's cgroup). */
+  onSpawn?: (pid: number) => void;
+  /** Asks the cluster for the kubelet's certificates over this public key. */
+  issue: (publicKey: Uint8Array, signal: AbortSignal) => Promise<KubeletCertificates>;
+  report: (component: string, state: ComponentState, message: string) => void;
+}
+
+export class KubeletError extends Error {
+  override name = "KubeletError";
+}
+
+/** The kubelet's key: made once, then read back at every start. */
+function kubeletKey(file: string) {
+  if (existsSync(file)) return privateKeyFromRaw(new Uint8Array(readFileSync(file)));
+  const key = generateKeyPair();
+  mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+  writeFileSync(file, rawPrivateKey(key.privateKey), { mode: 0o600 });
+  return key.privateKey;
+}
+
+export function kubeletService(options: KubeletServiceOptions): Runnable {
+  return async (ctx) => {
+    options.report("kubelet", "waiting", "for containerd to answer");
+    await options.containerdReady.waitFor((r) => r, { signal: ctx.signal });
+    options.report("kubelet", "waiting", "for its certificates from the curator");
+    const privateKey = kubeletKey(options.keyFile);
+    const issued = await options.issue(rawPublicKey(createPublicKey(privateKey)), ctx.signal);
+    const apiserver = issued.apiservers[0];
+    if (!apiserver) {
+      const message = "no apiserver: no UP node holds both the kubernetes-controller and the consensus role";
+      options.report("kubelet", "waiting", message);
+      throw new KubeletError(message);
+    }
+    ctx.logger.info("kubelet certificates issued", { apiserver, validUntil: issued.client.validTo });
+    const node = {
+      nodeId: options.nodeId,
+      address: options.address,
+      containerdSocket: options.containerdSocket,
+      cgroupRoot: options.cgroupRoot,
+      apiserver,
+      ca: issued.ca,
+      server: issued.server,
+      client: issued.client,
+      key: privateKey,
+    };
+    const files = kubeletFiles(options.dir, node);
+    writePrivateFiles(options.dir, Object.fromEntries(Object.entries(files).map(([key, contents]) => [KUBELET_FILES[key as keyof typeof KUBELET_FILES], contents])));
+    mkdirSync(options.rootDir, { recursive: true, mode: 0o700 });
+    const healthz = `http://${options.address}:${KUBELET_HEALTHZ_PORT}/healthz`;
+    ctx.run(
+      "kubelet",
+      component({ binDir: options.binDir, report: options.report }, "kubelet", kubeletArgs(options.dir, options.rootDir, node), {
+        ...(options.onSpawn ? { onSpawn: options.onSpawn } : {}),
+        ready: async (signal) => {
+          while (!(await answersOk(healthz, undefined, signal))) await sleep(HEALTH_POLL_MS, signal);
+          ctx.logger.info("kubelet is ready", { url: healthz });
+        },
+      }),
+    );
+    ctx.signalHealthy();
+    await untilCancelled(ctx.signal);
+  };
+}
