@@ -1,0 +1,104 @@
+// Role-change reaction of the Kubernetes roles, process mode: one node
+// process on loopback with the host's containerd and runc, and kube-stub
+// (test/support/kube_stub, the labelled stand-in) for the Kubernetes
+// binaries. Each trial measures, from the owner's ctl being started (ctl's
+// own start-up and call included) to the node's own log line (its
+// timestamps; same host, same clock):
+//  - kubernetes-worker set → containerd answers, → the probe container runs,
+//    → the kubelet's /healthz answers (the stand-in's kubelet);
+//  - kubernetes-worker unset → the runtime's cgroup is empty again;
+//  - kubernetes-controller set → the apiserver's /readyz answers, → the
+//    controller-manager and scheduler are healthy (stand-ins).
+// The stand-in starts in milliseconds, so the Kubernetes figures are the
+// node core's own share only; real components add their start-up. The
+// same worker figures in a VM under TCG come from the qemu e2e.
+// Prints min / median / max; asserts nothing.
+//   bun bench/kubernetes_roles.ts [trials=3]
+
+import { mkdirSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { busyboxImageFrom } from "../image/oci.ts";
+import { HOST_BUSYBOX } from "../image/system.ts";
+import { killCgroup, PROBE_IMAGE_PATH, unifiedCgroupRoot } from "../internal/containerd/mod.ts";
+import { generateKeyPair, privateKeyPem, rawPublicKey } from "../internal/pki/mod.ts";
+import { eventually, tempDir } from "../internal/testing/mod.ts";
+import { installKubeStub } from "../test/support/kube_stub/install.ts";
+import { NodeProcess, ctl as runCtl, loopbackBlock, type LogLine } from "../test/support/node_process.ts";
+import { figure, percentile, seconds } from "./figures.ts";
+
+const TRIALS = Number(process.argv[2] ?? 3);
+const WIDTH = 70;
+const STEP_TIMEOUT_MS = 120_000;
+
+const dir = tempDir("nodecore-bench-kube-");
+const node = new NodeProcess("node1", join(dir.path, "node1"), loopbackBlock()(41));
+const owner = generateKeyPair();
+const ownerKeyFile = join(dir.path, "owner.key");
+writeFileSync(ownerKeyFile, privateKeyPem(owner.privateKey));
+const ctl = async (...args: string[]) => {
+  const result = await runCtl(join(dir.path, "ctl"), "--owner-key", ownerKeyFile, ...args);
+  if (result.code !== 0) throw new Error(`ctl ${args.join(" ")}: ${result.stderr}`);
+  return result;
+};
+const cgroup = join(unifiedCgroupRoot() ?? "/sys/fs/cgroup", `nodecore-runtime-${new Bun.CryptoHasher("sha256").update(node.root).digest("hex").slice(0, 12)}`);
+
+/** The wall-clock time of the first log line after `from` that matches, in ms since the epoch. */
+async function logged(from: number, match: (l: LogLine) => boolean, what: string): Promise<number> {
+  const line = await node.waitForLog(match, { from, timeoutMs: STEP_TIMEOUT_MS, what });
+  return Date.parse(line.time);
+}
+
+const samples = new Map<string, number[]>();
+const add = (name: string, value: number) => samples.set(name, [...(samples.get(name) ?? []), value]);
+
+try {
+  const image = join(node.root, PROBE_IMAGE_PATH);
+  mkdirSync(dirname(image), { recursive: true });
+  writeFileSync(image, busyboxImageFrom(HOST_BUSYBOX));
+  installKubeStub(join(node.root, "kubernetes", "bin"));
+  node.writeParameters({ cluster: { case: "clusterBootstrap", value: { ownerPublicKey: rawPublicKey(owner.publicKey) } } } as never);
+  node.start();
+  const up = await node.waitForLog((l) => l.msg === "node is UP", { what: "UP", timeoutMs: STEP_TIMEOUT_MS });
+  const id = String(up.node);
+  await ctl("takeownership", node.address);
+  await node.waitForLog((l) => l.msg === "kube-scheduler is ready", { what: "the first controller ready", timeoutMs: STEP_TIMEOUT_MS });
+
+  for (let trial = 1; trial <= TRIALS; trial++) {
+    let from = node.logs.length;
+    let t0 = Date.now();
+    await ctl("node", "roles", "set", id, "kubernetes-worker");
+    add("worker set → containerd answers", (await logged(from, (l) => l.msg === "containerd answers", "containerd answers")) - t0);
+    add("worker set → the probe container runs", (await logged(from, (l) => /^runtime probe: pid /.test(l.msg), "the probe's report")) - t0);
+    add("worker set → the kubelet's /healthz answers (stand-in)", (await logged(from, (l) => l.msg === "kubelet is ready", "the kubelet ready")) - t0);
+
+    from = node.logs.length;
+    t0 = Date.now();
+    await ctl("node", "roles", "unset", id, "kubernetes-worker");
+    add("worker unset → the runtime's cgroup is empty", (await logged(from, (l) => l.msg === "stopped what the container runtime left running", "the runtime stopped")) - t0);
+
+    await ctl("node", "roles", "unset", id, "kubernetes-controller");
+    await eventually(
+      async () => {
+        const nodes = JSON.parse((await ctl("node", "list", "--json")).stdout) as { id: string; services: { name: string }[] }[];
+        if (nodes.find((n) => n.id === id)?.services.some((s) => s.name === "kube-apiserver")) throw new Error("the controller still runs");
+      },
+      { timeoutMs: STEP_TIMEOUT_MS, what: "the controller stopped" },
+    );
+    from = node.logs.length;
+    t0 = Date.now();
+    await ctl("node", "roles", "set", id, "kubernetes-controller");
+    add("controller set → the apiserver's /readyz answers (stand-in)", (await logged(from, (l) => l.msg === "kube-apiserver is ready", "the apiserver ready")) - t0);
+    const cm = await logged(from, (l) => l.msg === "kube-controller-manager is ready", "the controller-manager ready");
+    const scheduler = await logged(from, (l) => l.msg === "kube-scheduler is ready", "the scheduler ready");
+    add("controller set → controller-manager and scheduler healthy (stand-in)", Math.max(cm, scheduler) - t0);
+    console.log(`  trial ${trial} done`);
+  }
+  console.log(`\nKubernetes role reaction, one node process on loopback (${TRIALS} trials; min / median / max)`);
+  for (const [name, values] of samples) {
+    figure(name, `${seconds(Math.min(...values), 2)} / ${seconds(percentile(values, 50), 2)} / ${seconds(Math.max(...values), 2)}`, WIDTH);
+  }
+} finally {
+  await node.stop();
+  await killCgroup(cgroup);
+  dir[Symbol.dispose]();
+}
