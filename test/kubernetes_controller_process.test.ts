@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { generateKeyPair, privateKeyPem, rawPublicKey } from "../internal/pki/mod.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
 import { installKubeStub, readStubRecord } from "./support/kube_stub/install.ts";
-import { NodeProcess, ctl as runCtl, loopbackBlock } from "./support/node_process.ts";
+import { NodeProcess, ctl as runCtl, loopbackBlock, serviceLines } from "./support/node_process.ts";
 
 const dir = tempDir("nodecore-kube-controller-");
 const address = loopbackBlock();
@@ -30,13 +30,7 @@ afterAll(async () => {
   dir[Symbol.dispose]();
 }, 60_000);
 
-type Line = { name: string; state: string; message: string };
-async function services(id: string): Promise<Map<string, Line>> {
-  const result = await ctl("node", "list", "--json");
-  if (result.code !== 0) throw new Error(`ctl node list failed: ${result.stderr}`);
-  const nodes = JSON.parse(result.stdout) as { id: string; services: Line[] }[];
-  return new Map((nodes.find((n) => n.id === id)?.services ?? []).map((s) => [s.name, s]));
-}
+const services = (id: string) => serviceLines(ctl, id);
 
 test("kubernetes-controller launches the three components in order, restarts one that dies, stops them with the role, and launches them again with the same PKI", async () => {
   // A node process looks for the Kubernetes binaries in <root>/kubernetes/bin (cmd/init/run_node.ts).

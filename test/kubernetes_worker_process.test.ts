@@ -15,7 +15,7 @@ import { killCgroup, PROBE_IMAGE_PATH, processesIn, unifiedCgroupRoot } from "..
 import { generateKeyPair, privateKeyPem, rawPublicKey } from "../internal/pki/mod.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
 import { installKubeStub, readStubRecord } from "./support/kube_stub/install.ts";
-import { NodeProcess, ctl as runCtl, loopbackBlock } from "./support/node_process.ts";
+import { NodeProcess, ctl as runCtl, loopbackBlock, serviceLines } from "./support/node_process.ts";
 
 const dir = tempDir("nodecore-kubelet-");
 const address = loopbackBlock();
@@ -34,13 +34,7 @@ afterAll(async () => {
   dir[Symbol.dispose]();
 }, 60_000);
 
-type Line = { name: string; state: string; message: string };
-async function services(id: string): Promise<Map<string, Line>> {
-  const result = await ctl("node", "list", "--json");
-  if (result.code !== 0) throw new Error(`ctl node list failed: ${result.stderr}`);
-  const nodes = JSON.parse(result.stdout) as { id: string; services: Line[] }[];
-  return new Map((nodes.find((n) => n.id === id)?.services ?? []).map((s) => [s.name, s]));
-}
+const services = (id: string) => serviceLines(ctl, id);
 
 test("kubernetes-worker runs the kubelet with curator-issued certificates beside containerd's CRI, and removing the role stops it", async () => {
   for (const needed of ["/usr/bin/containerd", "/usr/sbin/runc", "/usr/bin/ctr", HOST_BUSYBOX]) {

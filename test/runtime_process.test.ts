@@ -12,7 +12,7 @@ import { HOST_BUSYBOX } from "../image/system.ts";
 import { killCgroup, PROBE_IMAGE_PATH, processesIn, unifiedCgroupRoot } from "../internal/containerd/mod.ts";
 import { generateKeyPair, privateKeyPem, rawPublicKey } from "../internal/pki/mod.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
-import { NodeProcess, ctl as runCtl, loopbackBlock } from "./support/node_process.ts";
+import { NodeProcess, ctl as runCtl, loopbackBlock, serviceLines } from "./support/node_process.ts";
 
 const dir = tempDir("nodecore-runtime-");
 const address = loopbackBlock();
@@ -30,12 +30,7 @@ afterAll(async () => {
   dir[Symbol.dispose]();
 }, 60_000);
 
-async function containerdLine(id: string): Promise<{ state: string; message: string } | undefined> {
-  const result = await ctl("node", "list", "--json");
-  if (result.code !== 0) throw new Error(`ctl node list failed: ${result.stderr}`);
-  const nodes = JSON.parse(result.stdout) as { id: string; services: { name: string; state: string; message: string }[] }[];
-  return nodes.find((n) => n.id === id)?.services.find((s) => s.name === "containerd");
-}
+const containerdLine = async (id: string) => (await serviceLines(ctl, id)).get("containerd");
 
 test("kubernetes-worker runs the probe container with the host's containerd, and removing the role leaves no process behind", async () => {
   for (const needed of ["/usr/bin/containerd", "/usr/sbin/runc", HOST_BUSYBOX]) {

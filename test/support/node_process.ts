@@ -126,6 +126,17 @@ export function ctlCommand(configDir: string, ...args: string[]): string[] {
   return [process.execPath, CTL, "--config", configDir, ...args];
 }
 
+/** A node's service lines (its status) as `ctl node list --json` shows them, by name. */
+export async function serviceLines(
+  run: (...args: string[]) => Promise<{ code: number; stdout: string; stderr: string }>,
+  id: string,
+): Promise<Map<string, { name: string; state: string; message: string }>> {
+  const result = await run("node", "list", "--json");
+  if (result.code !== 0) throw new Error(`ctl node list failed: ${result.stderr}`);
+  const nodes = JSON.parse(result.stdout) as { id: string; services: { name: string; state: string; message: string }[] }[];
+  return new Map((nodes.find((n) => n.id === id)?.services ?? []).map((s) => [s.name, s]));
+}
+
 /** Runs out/ctl (from source) with a config dir; asynchronous, so in-process servers keep serving. */
 export async function ctl(configDir: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   const child = Bun.spawn(ctlCommand(configDir, ...args), { stdout: "pipe", stderr: "pipe" });

@@ -27,7 +27,10 @@ const httpsUrl = (value: string) => (/^https:\/\/[^/\s]+/.test(value) ? undefine
 const httpsUrls = (value: string) => (value.split(",").every((v) => httpsUrl(v) === undefined) ? undefined : "must be https URLs (etcd over TLS)");
 const port = (value: string) => (/^\d+$/.test(value) && Number(value) > 0 && Number(value) < 65536 ? undefined : "must be a port number");
 
-const SERVING = ["bind-address", "tls-cert-file", "tls-private-key-file", "client-ca-file"];
+/** A controller-manager's or scheduler's identity and serving: one kubeconfig for all three uses, its own TLS. */
+const CLIENT_COMPONENT = Object.fromEntries(
+  ["kubeconfig", "authentication-kubeconfig", "authorization-kubeconfig", "bind-address", "tls-cert-file", "tls-private-key-file", "client-ca-file"].map((f) => [f, undefined]),
+);
 
 export const FLAG_SPECS: Record<Component, FlagSpec> = {
   "kube-apiserver": {
@@ -70,10 +73,7 @@ export const FLAG_SPECS: Record<Component, FlagSpec> = {
   },
   "kube-controller-manager": {
     required: {
-      kubeconfig: undefined,
-      "authentication-kubeconfig": undefined,
-      "authorization-kubeconfig": undefined,
-      ...Object.fromEntries(SERVING.map((f) => [f, undefined])),
+      ...CLIENT_COMPONENT,
       "secure-port": port,
       "root-ca-file": undefined,
       "service-account-private-key-file": undefined,
@@ -86,10 +86,7 @@ export const FLAG_SPECS: Record<Component, FlagSpec> = {
   },
   "kube-scheduler": {
     required: {
-      kubeconfig: undefined,
-      "authentication-kubeconfig": undefined,
-      "authorization-kubeconfig": undefined,
-      ...Object.fromEntries(SERVING.map((f) => [f, undefined])),
+      ...CLIENT_COMPONENT,
       "secure-port": port,
     },
     optional: ["leader-elect", "profiling", "requestheader-client-ca-file"],
