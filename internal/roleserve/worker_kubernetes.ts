@@ -50,6 +50,8 @@ export interface RuntimeSetup {
 }
 
 export const CONTROLLER_COMPONENTS = ["kube-apiserver", "kube-controller-manager", "kube-scheduler"] as const;
+/** The deadline of the kubelet's certificate call. */
+const ISSUE_TIMEOUT_MS = 10_000;
 
 export interface KubernetesOptions {
   /** Read: the node's address. */
@@ -183,7 +185,7 @@ function kubeletRunnable(options: KubernetesOptions, runtime: RuntimeSetup, cont
       },
       issue: async (publicKey, signal) => {
         const connection = await options.connection.get({ signal });
-        const response = await withCurator(connection, (client) => client.issueKubeletCertificates({ kubeletPublicKey: publicKey }, { signal }));
+        const response = await withCurator(connection, (client) => client.issueKubeletCertificates({ kubeletPublicKey: publicKey }, { timeoutMs: ISSUE_TIMEOUT_MS, signal }));
         return {
           ca: new X509Certificate(response.caCertificate),
           server: new X509Certificate(response.serverCertificate),
