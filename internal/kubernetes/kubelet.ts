@@ -18,15 +18,15 @@
 
 import { join } from "node:path";
 import type { X509Certificate } from "node:crypto";
-import { privateKeyPem, toPem } from "../pki/mod.ts";
 import type { KeyObject } from "node:crypto";
+import { privateKeyPem, toPem } from "../pki/mod.ts";
 import { buildKubeconfig } from "./kubeconfig.ts";
-import { API_SERVICE_IP, CLUSTER_DOMAIN, kubeletUser } from "./pki.ts";
+import { CLUSTER_DOMAIN, kubeletUser } from "./pki.ts";
 
 export const KUBELET_PORT = 10250;
 export const KUBELET_HEALTHZ_PORT = 10248;
-/** The cluster DNS service's address (the tenth of the Service network, as kubeadm has it). */
-export const CLUSTER_DNS_IP = API_SERVICE_IP.replace(/\.1$/, ".10");
+/** The cluster DNS service's address: the tenth of the Service network (SERVICE_CIDR), as kubeadm has it. */
+export const CLUSTER_DNS_IP = "10.96.0.10";
 
 export const KUBELET_FILES = {
   ca: "ca.crt",

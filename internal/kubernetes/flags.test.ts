@@ -1,0 +1,137 @@
+// The components' command lines and the kubelet's configuration, golden:
+// a change to any flag shows here, next to the reason in the builders.
+
+import { describe, expect, test } from "bun:test";
+import { apiserverArgs, controllerManagerArgs, schedulerArgs } from "./controller_flags.ts";
+import { kubeletArgs, kubeletConfig } from "./kubelet.ts";
+import { createKubernetesPKI, issueKubeletCertificates } from "./pki.ts";
+import { generateKeyPair } from "../pki/mod.ts";
+
+const options = { dir: "/run/k", address: "10.77.0.11", etcdUrl: "https://127.0.0.1:2379" };
+
+describe("the controller's command lines (golden)", () => {
+  test("kube-apiserver", () => {
+    expect(apiserverArgs(options)).toEqual([
+      "--advertise-address=10.77.0.11",
+      "--bind-address=10.77.0.11",
+      "--secure-port=6443",
+      "--tls-cert-file=/run/k/apiserver.crt",
+      "--tls-private-key-file=/run/k/apiserver.key",
+      "--client-ca-file=/run/k/ca.crt",
+      "--authorization-mode=Node,RBAC",
+      "--enable-admission-plugins=NodeRestriction",
+      "--anonymous-auth=false",
+      "--etcd-servers=https://127.0.0.1:2379",
+      "--etcd-cafile=/run/k/etcd-ca.crt",
+      "--etcd-certfile=/run/k/apiserver-etcd-client.crt",
+      "--etcd-keyfile=/run/k/apiserver-etcd-client.key",
+      "--etcd-prefix=/kubernetes/registry",
+      "--kubelet-client-certificate=/run/k/apiserver-kubelet-client.crt",
+      "--kubelet-client-key=/run/k/apiserver-kubelet-client.key",
+      "--kubelet-certificate-authority=/run/k/ca.crt",
+      "--kubelet-preferred-address-types=InternalIP",
+      "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+      "--service-account-key-file=/run/k/sa.pub",
+      "--service-account-signing-key-file=/run/k/sa.key",
+      "--service-cluster-ip-range=10.96.0.0/12",
+      "--requestheader-client-ca-file=/run/k/front-proxy-ca.crt",
+      "--requestheader-allowed-names=front-proxy-client",
+      "--requestheader-username-headers=X-Remote-User",
+      "--requestheader-group-headers=X-Remote-Group",
+      "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+      "--proxy-client-cert-file=/run/k/front-proxy-client.crt",
+      "--proxy-client-key-file=/run/k/front-proxy-client.key",
+      "--profiling=false",
+    ]);
+  });
+
+  test("kube-controller-manager", () => {
+    expect(controllerManagerArgs(options)).toEqual([
+      "--kubeconfig=/run/k/controller-manager.kubeconfig",
+      "--authentication-kubeconfig=/run/k/controller-manager.kubeconfig",
+      "--authorization-kubeconfig=/run/k/controller-manager.kubeconfig",
+      "--bind-address=10.77.0.11",
+      "--secure-port=10257",
+      "--tls-cert-file=/run/k/controller-manager.crt",
+      "--tls-private-key-file=/run/k/controller-manager.key",
+      "--client-ca-file=/run/k/ca.crt",
+      "--requestheader-client-ca-file=/run/k/front-proxy-ca.crt",
+      "--root-ca-file=/run/k/ca.crt",
+      "--service-account-private-key-file=/run/k/sa.key",
+      "--use-service-account-credentials=true",
+      "--allocate-node-cidrs=true",
+      "--cluster-cidr=10.244.0.0/16",
+      "--service-cluster-ip-range=10.96.0.0/12",
+      "--leader-elect=true",
+      "--profiling=false",
+    ]);
+  });
+
+  test("kube-scheduler", () => {
+    expect(schedulerArgs(options)).toEqual([
+      "--kubeconfig=/run/k/scheduler.kubeconfig",
+      "--authentication-kubeconfig=/run/k/scheduler.kubeconfig",
+      "--authorization-kubeconfig=/run/k/scheduler.kubeconfig",
+      "--bind-address=10.77.0.11",
+      "--secure-port=10259",
+      "--tls-cert-file=/run/k/scheduler.crt",
+      "--tls-private-key-file=/run/k/scheduler.key",
+      "--client-ca-file=/run/k/ca.crt",
+      "--leader-elect=true",
+      "--profiling=false",
+    ]);
+  });
+});
+
+describe("the kubelet (golden)", () => {
+  const pki = createKubernetesPKI();
+  const key = generateKeyPair();
+  const { server, client } = issueKubeletCertificates(pki, "node-00000000000000aa", key.publicKey, ["10.77.0.13"]);
+  const node = {
+    nodeId: "node-00000000000000aa",
+    address: "10.77.0.13",
+    containerdSocket: "/ephemeral/containerd/containerd.sock",
+    cgroupRoot: "/nodecore-runtime/pods",
+    apiserver: "https://10.77.0.11:6443",
+    ca: pki.ca.certificate,
+    server,
+    client,
+    key: key.privateKey,
+  };
+
+  test("command line", () => {
+    expect(kubeletArgs("/run/kubelet", "/data/kubernetes/kubelet", node)).toEqual([
+      "--config=/run/kubelet/kubelet-config.json",
+      "--kubeconfig=/run/kubelet/kubelet.kubeconfig",
+      "--root-dir=/data/kubernetes/kubelet",
+      "--hostname-override=node-00000000000000aa",
+      "--node-ip=10.77.0.13",
+    ]);
+  });
+
+  test("KubeletConfiguration", () => {
+    expect(kubeletConfig("/run/kubelet", node)).toEqual({
+      apiVersion: "kubelet.config.k8s.io/v1beta1",
+      kind: "KubeletConfiguration",
+      address: "10.77.0.13",
+      port: 10250,
+      readOnlyPort: 0,
+      healthzBindAddress: "10.77.0.13",
+      healthzPort: 10248,
+      tlsCertFile: "/run/kubelet/kubelet.crt",
+      tlsPrivateKeyFile: "/run/kubelet/kubelet.key",
+      tlsMinVersion: "VersionTLS12",
+      rotateCertificates: false,
+      serverTLSBootstrap: false,
+      authentication: { anonymous: { enabled: false }, webhook: { enabled: true }, x509: { clientCAFile: "/run/kubelet/ca.crt" } },
+      authorization: { mode: "Webhook" },
+      containerRuntimeEndpoint: "unix:///ephemeral/containerd/containerd.sock",
+      cgroupDriver: "cgroupfs",
+      cgroupRoot: "/nodecore-runtime/pods",
+      clusterDomain: "cluster.local",
+      clusterDNS: ["10.96.0.10"],
+      failSwapOn: false,
+      registerNode: true,
+    });
+  });
+});
