@@ -329,7 +329,14 @@ e2eTest("a Kubernetes worker runs a real container (the system image's busybox, 
   assert(/runtime probe: pid 1, root overlay, cgroup 0::\/nodecore-runtime\/containers\/runtime-probe /.test(probe.text), `the container's own report: ${probe.text}`);
   ctx.report(`kubernetes-worker set → containerd answers: ${(answers / 1000).toFixed(1)} s; → the probe container runs: ${(running / 1000).toFixed(1)} s`);
   await eventually(
-    async () => assertEqual((await serviceLine(f, id3, "containerd"))?.state, "running", "node3's containerd line"),
+    async () => {
+      assertEqual((await serviceLine(f, id3, "containerd"))?.state, "running", "node3's containerd line");
+      // This image was built without --kubernetes: the node looked in the
+      // mounted system image and names the binary it lacks.
+      const kubernetes = await serviceLine(f, id3, "kubernetes");
+      assertEqual(kubernetes?.state, "unavailable", "node3's kubernetes line");
+      assert(kubernetes!.message.startsWith("Kubernetes binaries not found in /system/kubernetes/bin (missing: kubelet)"), `node3 names the missing kubelet: ${kubernetes!.message}`);
+    },
     { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "containerd running in node3's status" },
   );
 
