@@ -71,5 +71,5 @@ export {
 export { controllerService, type ControllerServiceOptions } from "./service_controller.ts";
 export { answersOk, parseKlogLine, type ComponentState } from "./component.ts";
 export { reconcile, bindingObject, BASE_BINDINGS, type ClusterRoleBindingSpec, type ReconcileAction } from "./reconciler.ts";
-export { kubeletService, KubeletError, type KubeletCertificates, type KubeletServiceOptions } from "./service_kubelet.ts";
+export { kubeletService, chooseApiserver, KubeletError, APISERVER_CHECK_MS, APISERVER_MISSES, type KubeletCertificates, type KubeletServiceOptions } from "./service_kubelet.ts";
 export { kubeletArgs, kubeletConfig, kubeletFiles, KUBELET_FILES, KUBELET_HEALTHZ_PORT, KUBELET_PORT, CLUSTER_DNS_IP, type KubeletNode } from "./kubelet.ts";

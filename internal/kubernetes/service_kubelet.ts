@@ -7,8 +7,12 @@
 //     ├── waits for containerd (the CRI socket)
 //     ├── issue(kubelet public key) ──▶ curator IssueKubeletCertificates
 //     │       (server and client certificates, the CA, the apiservers)
+//     ├── the first of those apiservers that answers /readyz to the kubelet's identity
 //     ├── files on tmpfs: config, kubeconfig, certificates, key
-//     └── kubelet (in the runtime's cgroup, so role removal stops its pods too)
+//     ├── kubelet (in the runtime's cgroup, so role removal stops its pods too)
+//     └── watches that apiserver: when it stops answering (APISERVER_MISSES
+//         checks in a row), the service starts over and chooses again, so a
+//         kubelet follows the controllers instead of staying with a dead one
 //
 // Status line "kubelet": waiting (for what), starting, running, restarting.
 
@@ -17,12 +21,16 @@ import { dirname } from "node:path";
 import { createPublicKey, type X509Certificate } from "node:crypto";
 import { Value } from "../event/mod.ts";
 import { generateKeyPair, privateKeyFromRaw, rawPrivateKey, rawPublicKey } from "../pki/mod.ts";
-import { sleep, untilCancelled, type Runnable } from "../supervisor/mod.ts";
+import { RestartRequest, sleep, type Runnable } from "../supervisor/mod.ts";
 import { answersOk, component, type ComponentState } from "./component.ts";
 import { KUBELET_HEALTHZ_PORT, kubeletArgs, kubeletFiles, KUBELET_FILES } from "./kubelet.ts";
+import type { Credential } from "./pki.ts";
 import { writePrivateFiles } from "./private_files.ts";
 
 const HEALTH_POLL_MS = 250;
+/** How often the kubelet's apiserver is checked, and how many misses in a row mean choosing again. */
+export const APISERVER_CHECK_MS = 5_000;
+export const APISERVER_MISSES = 3;
 
 export interface KubeletCertificates {
   ca: X509Certificate;
@@ -52,10 +60,21 @@ export interface KubeletServiceOptions {
   /** Asks the cluster for the kubelet's certificates over this public key. */
   issue: (publicKey: Uint8Array, signal: AbortSignal) => Promise<KubeletCertificates>;
   report: (component: string, state: ComponentState, message: string) => void;
+  /** The apiserver watch's timing (tests shorten it). */
+  apiserverCheck?: { intervalMs: number; misses: number };
 }
 
 export class KubeletError extends Error {
   override name = "KubeletError";
+}
+
+/**
+ * The first of `apiservers` whose /readyz answers "ok" to this identity
+ * (the kubelet's own: what the kubelet will be), or undefined.
+ */
+export async function chooseApiserver(apiservers: readonly string[], identity: { ca: X509Certificate; client: Credential }, signal?: AbortSignal): Promise<string | undefined> {
+  for (const url of apiservers) if (await answersOk(`${url}/readyz`, identity, signal)) return url;
+  return undefined;
 }
 
 /** The kubelet's key: made once, then read back at every start. */
@@ -74,9 +93,15 @@ export function kubeletService(options: KubeletServiceOptions): Runnable {
     options.report("kubelet", "waiting", "for its certificates from the curator");
     const privateKey = kubeletKey(options.keyFile);
     const issued = await options.issue(rawPublicKey(createPublicKey(privateKey)), ctx.signal);
-    const apiserver = issued.apiservers[0];
-    if (!apiserver) {
+    if (issued.apiservers.length === 0) {
       const message = "no apiserver: no UP node holds both the kubernetes-controller and the consensus role";
+      options.report("kubelet", "waiting", message);
+      throw new KubeletError(message);
+    }
+    const identity = { ca: issued.ca, client: { certificate: issued.client, privateKey } };
+    const apiserver = await chooseApiserver(issued.apiservers, identity, ctx.signal);
+    if (!apiserver) {
+      const message = `no apiserver answers /readyz (tried ${issued.apiservers.join(", ")})`;
       options.report("kubelet", "waiting", message);
       throw new KubeletError(message);
     }
@@ -107,6 +132,11 @@ export function kubeletService(options: KubeletServiceOptions): Runnable {
       }),
     );
     ctx.signalHealthy();
-    await untilCancelled(ctx.signal);
+    const check = options.apiserverCheck ?? { intervalMs: APISERVER_CHECK_MS, misses: APISERVER_MISSES };
+    for (let misses = 0; misses < check.misses; ) {
+      await sleep(check.intervalMs, ctx.signal);
+      misses = (await answersOk(`${apiserver}/readyz`, identity, ctx.signal)) ? 0 : misses + 1;
+    }
+    throw new RestartRequest(`apiserver ${apiserver} stopped answering /readyz (${check.misses} checks in a row); choosing again`);
   };
 }

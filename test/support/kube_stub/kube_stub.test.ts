@@ -3,12 +3,19 @@
 // real component would refuse (or what a secure setup must not do).
 
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { Value } from "../../../internal/event/mod.ts";
+import { captureLogger } from "../../../internal/log/mod.ts";
+import { supervise, untilCancelled, type Supervisor } from "../../../internal/supervisor/mod.ts";
 import { join } from "node:path";
 import { issueEtcdClientCertificate } from "../../../internal/consensus/mod.ts";
 import { startTestCluster, type TestCluster } from "../../../internal/curator/test_cluster.ts";
 import {
   BASE_BINDINGS,
+  chooseApiserver,
+  issueKubeletCertificates,
+  kubeletService,
+  parseKubeconfig,
   CONTROLLER_FILES,
   answersOk,
   bindingObject,
@@ -21,7 +28,7 @@ import {
   writeControllerFiles,
   type KubernetesPKI,
 } from "../../../internal/kubernetes/mod.ts";
-import { generateKeyPair, privateKeyPem, toPem } from "../../../internal/pki/mod.ts";
+import { generateKeyPair, privateKeyPem, publicKeyFromRaw, toPem } from "../../../internal/pki/mod.ts";
 import { eventually, tempDir } from "../../../internal/testing/mod.ts";
 import { installKubeStub, readStubRecord } from "./install.ts";
 
@@ -138,6 +145,65 @@ describe("kube-stub, the stand-in for the Kubernetes control plane", () => {
     } finally {
       apiserver.kill("SIGTERM");
       await apiserver.exited;
+    }
+  }, 60_000);
+
+  test("a kubelet is pointed at an apiserver that answers, and starts over when it stops answering", async () => {
+    const apiserver = start("kube-apiserver", apiserverArgs(flagOptions()));
+    const url = `https://${ADDRESS}:6443`;
+    const nowhere = "https://127.0.42.9:6443";
+    const key = generateKeyPair();
+    const { client } = issueKubeletCertificates(pki, "node-00000000000000bb", key.publicKey, ["127.0.42.3"]);
+    const identity = { ca: pki.ca.certificate, client: { certificate: client, privateKey: key.privateKey } };
+    // A stand-in for the kubelet binary that only waits: this test is about the service around it.
+    const fakeBin = join(dir.path, "fake-kubelet-bin");
+    mkdirSync(fakeBin, { recursive: true });
+    writeFileSync(join(fakeBin, "kubelet"), "#!/bin/sh\n# test fake: waits, serves nothing\nexec sleep 300\n", { mode: 0o755 });
+    const containerdReady = new Value<boolean>();
+    containerdReady.set(true);
+    const { logger, entries } = captureLogger("root");
+    let supervisor: Supervisor | undefined;
+    try {
+      await eventually(async () => expect(await answersOk(`${url}/readyz`, identity)).toBe(true), { timeoutMs: 30_000 });
+      expect(await chooseApiserver([nowhere, url], identity)).toBe(url);
+      expect(await chooseApiserver([nowhere], identity)).toBeUndefined();
+      const kubelet = kubeletService({
+        nodeId: "node-00000000000000bb",
+        address: "127.0.42.3",
+        binDir: fakeBin,
+        dir: join(dir.path, "kubelet-files"),
+        rootDir: join(dir.path, "kubelet-root"),
+        keyFile: join(dir.path, "kubelet.key"),
+        containerdSocket: join(dir.path, "containerd.sock"),
+        containerdReady,
+        cgroupRoot: "/nodecore-test/pods",
+        // The curator's answer, over the key the service made: a dead controller listed first.
+        issue: async (publicKey) => {
+          const issued = issueKubeletCertificates(pki, "node-00000000000000bb", publicKeyFromRaw(publicKey), ["127.0.42.3"]);
+          return { ca: pki.ca.certificate, ...issued, apiservers: [nowhere, url] };
+        },
+        report: () => {},
+        apiserverCheck: { intervalMs: 100, misses: 2 },
+      });
+      supervisor = supervise(
+        async (ctx) => {
+          ctx.run("kubelet", kubelet);
+          await untilCancelled(ctx.signal);
+        },
+        { logger, backoff: { initialMs: 50, multiplier: 1.5, maxMs: 500, jitter: 0 } },
+      );
+      // The service wrote a kubeconfig for the controller that answers.
+      await eventually(() => expect(parseKubeconfig(readFileSync(join(dir.path, "kubelet-files", "kubelet.kubeconfig"), "utf8")).server).toBe(url));
+      apiserver.kill("SIGTERM");
+      await apiserver.exited;
+      await eventually(() =>
+        expect(entries.some((e) => e.message === "restart requested" && String(e.fields.reason).includes(`apiserver ${url} stopped answering /readyz (2 checks in a row); choosing again`))).toBe(true),
+      );
+      // Starting over finds no apiserver that answers, and says so.
+      await eventually(() => expect(entries.some((e) => String(e.fields.error ?? e.fields.reason ?? "").includes(`no apiserver answers /readyz (tried ${nowhere}, ${url})`))).toBe(true));
+    } finally {
+      await supervisor?.stop();
+      apiserver.kill("SIGKILL");
     }
   }, 60_000);
 
