@@ -29,8 +29,8 @@ export interface NodeConfig {
   /** Where etcd's client port listens: loopback on a VM; the node's own address when nodes share a host. */
   etcdClientHost: "loopback" | "node-address";
   kubernetesBinDir?: string;
-  /** Makes the Kubernetes binaries available (a VM mounts the system image); throws, naming what is missing. */
-  kubernetesPrepare?: () => void;
+  /** Makes the system image's files available to the Kubernetes roles, their binaries and the container runtime (a VM mounts it); throws, naming what is missing. */
+  prepareSystemImage?: () => void;
   /** The container runtime's place (see internal/containerd); absent where the node cannot run containers. */
   runtime?: RuntimeSetup;
   /** Overwrite the ESP's free space when a secret leaves it (a real FAT ESP; not a node process's directory). */
@@ -75,7 +75,7 @@ export function nodeRoot(config: NodeConfig): Runnable {
           membership,
           etcdClientHost: (m) => (config.etcdClientHost === "loopback" ? "127.0.0.1" : m.address),
           ...(config.kubernetesBinDir ? { kubernetesBinDir: config.kubernetesBinDir } : {}),
-          ...(config.kubernetesPrepare ? { kubernetesPrepare: config.kubernetesPrepare } : {}),
+          ...(config.prepareSystemImage ? { prepareSystemImage: config.prepareSystemImage } : {}),
           ...(config.runtime ? { runtime: config.runtime } : {}),
           ...(config.scrubEsp ? { scrubEsp: () => scrubFreeSpace(config.layout.esp.path).then(() => {}) } : {}),
         },

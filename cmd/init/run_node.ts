@@ -46,7 +46,6 @@ function runtimeSetup(isPid1: boolean, root: string, layout: StorageLayout, logg
     return {
       paths: runtimePaths(layout.data.path, layout.ephemeral.path, cgroupRoot, cgroup, SYSTEM_IMAGE_DIR),
       probeImage: join(SYSTEM_IMAGE_DIR, PROBE_IMAGE_PATH),
-      prepare: () => mountSystemImage(SYSTEM_IMAGE_DIR),
     };
   } catch (error) {
     logger.warn(`this node cannot run containers: ${(error as Error).message}`);
@@ -85,7 +84,7 @@ export function runNode({ logger, logs, isPid1, root, layout, address }: RunNode
         network: isPid1 || !address ? { kind: "dhcp", network: new Network({ hostname: "nodecore" }) } : { kind: "fixed", address },
         etcdClientHost: isPid1 ? "loopback" : "node-address",
         kubernetesBinDir: isPid1 ? KUBERNETES_BIN_DIR : `${root}/kubernetes/bin`,
-        ...(isPid1 ? { kubernetesPrepare: () => mountSystemImage(SYSTEM_IMAGE_DIR) } : {}),
+        ...(isPid1 ? { prepareSystemImage: () => mountSystemImage(SYSTEM_IMAGE_DIR) } : {}),
         ...(runtime ? { runtime } : {}),
         scrubEsp: isPid1,
         onFatal: showFatal,

@@ -70,8 +70,8 @@ export interface RoleServerOptions {
   /** Where etcd's client port listens: loopback on a VM, the node's address when nodes share a host. */
   etcdClientHost: (membership: ClusterMembership) => string;
   kubernetesBinDir?: string;
-  /** Makes the Kubernetes binaries available (a VM mounts the system image); throws, naming what is missing. */
-  kubernetesPrepare?: () => void;
+  /** Makes the system image's files available to the Kubernetes roles, their binaries and the container runtime (a VM mounts it); throws, naming what is missing. */
+  prepareSystemImage?: () => void;
   /** The container runtime's place (Kubernetes worker role); absent where the node cannot run containers. */
   runtime?: RuntimeSetup;
   curatorPort?: number;
@@ -208,7 +208,7 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
         ephemeralDir: options.layout.ephemeral.kubernetes,
         dataDir: options.layout.data.kubernetes.path,
         ...(options.kubernetesBinDir ? { binDir: options.kubernetesBinDir } : {}),
-        ...(options.kubernetesPrepare ? { prepare: options.kubernetesPrepare } : {}),
+        ...(options.prepareSystemImage ? { prepare: options.prepareSystemImage } : {}),
         ...(options.runtime ? { runtime: options.runtime } : {}),
       }),
     );

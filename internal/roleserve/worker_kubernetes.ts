@@ -7,17 +7,18 @@
 //    kube-scheduler, with the PKI from etcd and their files on tmpfs.
 //  - kubernetes-worker: the container runtime (internal/containerd):
 //    containerd, and the runtime probe, a real container kept running
-//    while the node holds the role. Without the role, the runtime's cgroup
-//    is emptied and the node says that no container process is left. The
-//    kubelet is still to come (issue 13).
-//  - Both roles: the Kubernetes server binaries are checked for, and a node
-//    without them says which are missing.
+//    while the node holds the role; with the binaries, the kubelet beside
+//    it (CRI on). Without the role, the runtime's cgroup is emptied and the
+//    node says that no container process is left.
+//  - Both roles: the system image is prepared (mounted on a VM) and the
+//    Kubernetes server binaries are checked for; a node without them says
+//    which are missing.
 //
-// Board lines: "kubernetes" (not-assigned | unavailable | waiting |
-// launched | not-started), "kube-apiserver", "kube-controller-manager",
-// "kube-scheduler" (waiting | starting | running | restarting; only on a
-// controller) and "containerd" (not-assigned | unavailable | starting |
-// running).
+// Board lines: "kubernetes" (not-assigned | unavailable | launched),
+// "kube-apiserver", "kube-controller-manager", "kube-scheduler" (only on a
+// controller) and "kubelet" (only on a worker with the binaries), each
+// waiting | starting | running | restarting; and "containerd"
+// (not-assigned | unavailable | starting | running).
 
 import { existsSync } from "node:fs";
 import { join } from "node:path";
@@ -45,8 +46,6 @@ export interface RuntimeSetup {
   paths: RuntimePaths;
   /** The probe's OCI image tarball. */
   probeImage: string;
-  /** Makes the binaries available (on a VM: mounts the system image); throws, naming what is missing, if it cannot. */
-  prepare?: () => void;
 }
 
 export const CONTROLLER_COMPONENTS = ["kube-apiserver", "kube-controller-manager", "kube-scheduler"] as const;
@@ -63,7 +62,11 @@ export interface KubernetesOptions {
   /** Written: the lines named above. */
   board: ServiceBoard;
   binDir?: string;
-  /** Makes binDir available (on a VM: mounts the system image); throws, naming what is missing. */
+  /**
+   * Makes the system image's files available, the Kubernetes binaries and
+   * the container runtime's (on a VM: mounts it); throws, naming what is
+   * missing. Called once per decision, when the node has a Kubernetes role.
+   */
   prepare?: () => void;
   /** A tmpfs directory for the components' certificates, keys and kubeconfigs. */
   ephemeralDir: string;
@@ -94,7 +97,7 @@ interface Launch {
  * Checks the binaries the roles need and says so on the "kubernetes" line;
  * returns what can be launched.
  */
-function reportBinaries(options: KubernetesOptions, wants: Wants, log: (message: string, missing: boolean) => void): Launch {
+function reportBinaries(options: KubernetesOptions, wants: Wants, unprepared: string | undefined, log: (message: string, missing: boolean) => void): Launch {
   const binDir = options.binDir ?? DEFAULT_KUBERNETES_BIN_DIR;
   const none = { controller: false, kubelet: false };
   if (!wants.controller && !wants.worker) {
@@ -102,12 +105,6 @@ function reportBinaries(options: KubernetesOptions, wants: Wants, log: (message:
     return none;
   }
   const needed = [...(wants.controller ? CONTROLLER_BINARIES : []), ...(wants.worker ? WORKER_BINARIES : [])];
-  let unprepared: string | undefined;
-  try {
-    options.prepare?.();
-  } catch (error) {
-    unprepared = (error as Error).message;
-  }
   const missing = needed.filter((b) => !existsSync(join(binDir, b)));
   const unavailable = (message: string): Launch => {
     log(message, true);
@@ -202,7 +199,16 @@ export function kubernetesWorker(options: KubernetesOptions): Runnable {
   return async (ctx) => {
     const roles = await options.roles.waitFor((r) => r !== undefined, { signal: ctx.signal });
     const wants = wantsOf(roles);
-    const launch = reportBinaries(options, wants, (message, missing) => (missing ? ctx.logger.warn(message) : ctx.logger.info(message)));
+    // Why the system image's files cannot be had, if they cannot.
+    let unprepared: string | undefined;
+    if (wants.controller || wants.worker) {
+      try {
+        options.prepare?.();
+      } catch (error) {
+        unprepared = (error as Error).message;
+      }
+    }
+    const launch = reportBinaries(options, wants, unprepared, (message, missing) => (missing ? ctx.logger.warn(message) : ctx.logger.info(message)));
     if (launch.controller) {
       ctx.run("controller", controllerRunnable(options));
     } else {
@@ -226,13 +232,9 @@ export function kubernetesWorker(options: KubernetesOptions): Runnable {
       ctx.logger.warn(message);
       options.board.report("containerd", "unavailable", message);
     } else {
-      let missing: string[];
-      try {
-        runtime.prepare?.();
-        missing = [...Object.values(runtimeBinaries(runtime.paths.prefix)), runtime.probeImage].filter((file) => !existsSync(file));
-      } catch (error) {
-        missing = [(error as Error).message];
-      }
+      const missing = unprepared
+        ? [unprepared]
+        : [...Object.values(runtimeBinaries(runtime.paths.prefix)), runtime.probeImage].filter((file) => !existsSync(file));
       if (missing.length) {
         const message = `container runtime files missing: ${missing.join(", ")}`;
         ctx.logger.warn(message);
