@@ -16,10 +16,10 @@
 //
 // Status line "kubelet": waiting (for what), starting, running, restarting.
 
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { dirname } from "node:path";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { createPublicKey, type X509Certificate } from "node:crypto";
 import { Value } from "../event/mod.ts";
+import { writeFileDurably } from "../localstorage/mod.ts";
 import { generateKeyPair, privateKeyFromRaw, rawPrivateKey, rawPublicKey } from "../pki/mod.ts";
 import { RestartRequest, sleep, type Runnable } from "../supervisor/mod.ts";
 import { answersOk, component, type ComponentState } from "./component.ts";
@@ -77,12 +77,15 @@ export async function chooseApiserver(apiservers: readonly string[], identity: {
   return undefined;
 }
 
-/** The kubelet's key: made once, then read back at every start. */
+/**
+ * The kubelet's key: made once, then read back at every start. Written
+ * durably, as every file the node must find after a power cut: a key file
+ * left empty would keep the kubelet from ever starting again.
+ */
 function kubeletKey(file: string) {
   if (existsSync(file)) return privateKeyFromRaw(new Uint8Array(readFileSync(file)));
   const key = generateKeyPair();
-  mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
-  writeFileSync(file, rawPrivateKey(key.privateKey), { mode: 0o600 });
+  writeFileDurably(file, rawPrivateKey(key.privateKey), { mode: 0o600 });
   return key.privateKey;
 }
 
