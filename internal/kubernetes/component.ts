@@ -5,13 +5,14 @@
 
 import { join } from "node:path";
 import { privateKeyPem, toPem } from "../pki/mod.ts";
-import { runProcess, type ParsedLine, type RunContext, type Runnable } from "../supervisor/mod.ts";
+import { runProcess, sleep, type ParsedLine, type RunContext, type Runnable } from "../supervisor/mod.ts";
 import type { Credential } from "./pki.ts";
 
 export type ComponentState = "waiting" | "starting" | "running" | "restarting";
 
-/** How long one health answer may take. */
+/** How long one health answer may take, and how often a starting component is asked. */
 const HEALTH_TIMEOUT_MS = 2_000;
+const HEALTH_POLL_MS = 250;
 
 const KLOG_LEVELS: Record<string, ParsedLine["level"]> = { I: "info", W: "warn", E: "error", F: "error" };
 
@@ -41,6 +42,11 @@ export async function answersOk(url: string, as?: { ca: Credential["certificate"
   } catch {
     return false;
   }
+}
+
+/** Waits until answersOk(url, as) holds: a starting component's readiness. */
+export async function untilOk(url: string, as: Parameters<typeof answersOk>[1], signal: AbortSignal): Promise<void> {
+  while (!(await answersOk(url, as, signal))) await sleep(HEALTH_POLL_MS, signal);
 }
 
 export interface ComponentOptions {

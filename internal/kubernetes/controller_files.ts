@@ -86,5 +86,5 @@ export function controllerFiles(pki: KubernetesPKI, node: ControllerNode): Recor
 
 /** Writes the files into `dir`, under their CONTROLLER_FILES names (private_files.ts). */
 export function writeControllerFiles(dir: string, files: Record<ControllerFile, string>): void {
-  writePrivateFiles(dir, Object.fromEntries(Object.entries(files).map(([key, contents]) => [CONTROLLER_FILES[key as ControllerFile], contents])));
+  writePrivateFiles(dir, CONTROLLER_FILES, files);
 }

@@ -17,15 +17,12 @@
 import type { Namespace } from "etcd3";
 import type { X509Certificate } from "node:crypto";
 import { Value } from "../event/mod.ts";
-import { sleep, untilCancelled, type RunContext, type Runnable } from "../supervisor/mod.ts";
-import { answersOk, component, type ComponentState } from "./component.ts";
+import { untilCancelled, type RunContext, type Runnable } from "../supervisor/mod.ts";
+import { component, untilOk, type ComponentState } from "./component.ts";
 import { controllerFiles, writeControllerFiles } from "./controller_files.ts";
 import { APISERVER_PORT, CONTROLLER_MANAGER_PORT, SCHEDULER_PORT, apiserverArgs, controllerManagerArgs, schedulerArgs, type ControllerFlagOptions } from "./controller_flags.ts";
 import { ensureKubernetesPKI, type Credential } from "./pki.ts";
 import { reconcile } from "./reconciler.ts";
-
-/** How often a starting component's health endpoint is asked. */
-const HEALTH_POLL_MS = 250;
 
 export interface ControllerServiceOptions {
   /** The local etcd member: the PKI is read (or created) through this client. */
@@ -49,7 +46,7 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
     ctx.logger.info(created ? "created the Kubernetes PKI in etcd" : "read the Kubernetes PKI from etcd");
     const url = `https://${options.address}:${APISERVER_PORT}`;
     const healthy = (name: string, healthUrl: string) => async (signal: AbortSignal) => {
-      while (!(await answersOk(healthUrl, { ca: pki.ca.certificate, client: pki.admin }, signal))) await sleep(HEALTH_POLL_MS, signal);
+      await untilOk(healthUrl, { ca: pki.ca.certificate, client: pki.admin }, signal);
       ctx.logger.info(`${name} is ready`, { url: healthUrl });
     };
     writeControllerFiles(options.dir, controllerFiles(pki, { address: options.address, apiserverUrl: url, etcd: { ca: options.etcdAccess.ca, client: options.etcdAccess.client } }));

@@ -22,12 +22,11 @@ import { Value } from "../event/mod.ts";
 import { writeFileDurably } from "../localstorage/mod.ts";
 import { generateKeyPair, privateKeyFromRaw, rawPrivateKey, rawPublicKey } from "../pki/mod.ts";
 import { RestartRequest, sleep, type Runnable } from "../supervisor/mod.ts";
-import { answersOk, component, type ComponentState } from "./component.ts";
+import { answersOk, component, untilOk, type ComponentState } from "./component.ts";
 import { KUBELET_HEALTHZ_PORT, kubeletArgs, kubeletFiles, KUBELET_FILES } from "./kubelet.ts";
 import type { Credential } from "./pki.ts";
 import { writePrivateFiles } from "./private_files.ts";
 
-const HEALTH_POLL_MS = 250;
 /** How often the kubelet's apiserver is checked, and how many misses in a row mean choosing again. */
 export const APISERVER_CHECK_MS = 5_000;
 export const APISERVER_MISSES = 3;
@@ -120,8 +119,7 @@ export function kubeletService(options: KubeletServiceOptions): Runnable {
       client: issued.client,
       key: privateKey,
     };
-    const files = kubeletFiles(options.dir, node);
-    writePrivateFiles(options.dir, Object.fromEntries(Object.entries(files).map(([key, contents]) => [KUBELET_FILES[key as keyof typeof KUBELET_FILES], contents])));
+    writePrivateFiles(options.dir, KUBELET_FILES, kubeletFiles(options.dir, node));
     mkdirSync(options.rootDir, { recursive: true, mode: 0o700 });
     const healthz = `http://${options.address}:${KUBELET_HEALTHZ_PORT}/healthz`;
     ctx.run(
@@ -129,7 +127,7 @@ export function kubeletService(options: KubeletServiceOptions): Runnable {
       component({ binDir: options.binDir, report: options.report }, "kubelet", kubeletArgs(options.dir, options.rootDir, node), {
         ...(options.onSpawn ? { onSpawn: options.onSpawn } : {}),
         ready: async (signal) => {
-          while (!(await answersOk(healthz, undefined, signal))) await sleep(HEALTH_POLL_MS, signal);
+          await untilOk(healthz, undefined, signal);
           ctx.logger.info("kubelet is ready", { url: healthz });
         },
       }),
