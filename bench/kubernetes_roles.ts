@@ -15,15 +15,14 @@
 // Prints min / median / max; asserts nothing.
 //   bun bench/kubernetes_roles.ts [trials=3]
 
-import { mkdirSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { busyboxImageFrom } from "../image/oci.ts";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { HOST_BUSYBOX } from "../image/system.ts";
-import { killCgroup, PROBE_IMAGE_PATH, unifiedCgroupRoot } from "../internal/containerd/mod.ts";
-import { generateKeyPair, privateKeyPem, rawPublicKey } from "../internal/pki/mod.ts";
+import { killCgroup, runtimeCgroupName, unifiedCgroupRoot } from "../internal/containerd/mod.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
 import { installKubeStub } from "../test/support/kube_stub/install.ts";
-import { NodeProcess, ctl as runCtl, loopbackBlock, type LogLine } from "../test/support/node_process.ts";
+import { writeProbeImage } from "../test/launch/process_launcher.ts";
+import { NodeProcess, loopbackBlock, ownedNode, type LogLine } from "../test/support/node_process.ts";
 import { figure, percentile, seconds } from "./figures.ts";
 
 const TRIALS = Number(process.argv[2] ?? 3);
@@ -32,15 +31,13 @@ const STEP_TIMEOUT_MS = 120_000;
 
 const dir = tempDir("nodecore-bench-kube-");
 const node = new NodeProcess("node1", join(dir.path, "node1"), loopbackBlock()(41));
-const owner = generateKeyPair();
-const ownerKeyFile = join(dir.path, "owner.key");
-writeFileSync(ownerKeyFile, privateKeyPem(owner.privateKey));
+const owned = ownedNode(node, dir.path);
 const ctl = async (...args: string[]) => {
-  const result = await runCtl(join(dir.path, "ctl"), "--owner-key", ownerKeyFile, ...args);
+  const result = await owned.ctl(...args);
   if (result.code !== 0) throw new Error(`ctl ${args.join(" ")}: ${result.stderr}`);
   return result;
 };
-const cgroup = join(unifiedCgroupRoot() ?? "/sys/fs/cgroup", `nodecore-runtime-${new Bun.CryptoHasher("sha256").update(node.root).digest("hex").slice(0, 12)}`);
+const cgroup = join(unifiedCgroupRoot() ?? "/sys/fs/cgroup", runtimeCgroupName(node.root));
 
 /** The wall-clock time of the first log line after `from` that matches, in ms since the epoch. */
 async function logged(from: number, match: (l: LogLine) => boolean, what: string): Promise<number> {
@@ -52,15 +49,10 @@ const samples = new Map<string, number[]>();
 const add = (name: string, value: number) => samples.set(name, [...(samples.get(name) ?? []), value]);
 
 try {
-  const image = join(node.root, PROBE_IMAGE_PATH);
-  mkdirSync(dirname(image), { recursive: true });
-  writeFileSync(image, busyboxImageFrom(HOST_BUSYBOX));
+  if (!existsSync(HOST_BUSYBOX)) throw new Error(`${HOST_BUSYBOX} is missing: test/setup.sh installs busybox-static`);
+  writeProbeImage(node.root);
   installKubeStub(join(node.root, "kubernetes", "bin"));
-  node.writeParameters({ cluster: { case: "clusterBootstrap", value: { ownerPublicKey: rawPublicKey(owner.publicKey) } } } as never);
-  node.start();
-  const up = await node.waitForLog((l) => l.msg === "node is UP", { what: "UP", timeoutMs: STEP_TIMEOUT_MS });
-  const id = String(up.node);
-  await ctl("takeownership", node.address);
+  const id = String((await owned.bootstrap({ timeoutMs: STEP_TIMEOUT_MS })).node);
   await node.waitForLog((l) => l.msg === "kube-scheduler is ready", { what: "the first controller ready", timeoutMs: STEP_TIMEOUT_MS });
 
   for (let trial = 1; trial <= TRIALS; trial++) {

@@ -8,20 +8,16 @@
 // The owner's kubeconfig (ctl kubeconfig) is read by the real kubectl.
 
 import { afterAll, expect, test } from "bun:test";
-import { statSync, writeFileSync } from "node:fs";
+import { statSync } from "node:fs";
 import { join } from "node:path";
-import { generateKeyPair, privateKeyPem, rawPublicKey } from "../internal/pki/mod.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
 import { installKubeStub, readStubRecord } from "./support/kube_stub/install.ts";
-import { NodeProcess, ctl as runCtl, loopbackBlock, serviceLines } from "./support/node_process.ts";
+import { NodeProcess, loopbackBlock, ownedNode, serviceLines } from "./support/node_process.ts";
 
 const dir = tempDir("nodecore-kube-controller-");
 const address = loopbackBlock();
 const node = new NodeProcess("node1", join(dir.path, "node1"), address(21));
-const owner = generateKeyPair();
-const ownerKeyFile = join(dir.path, "owner.key");
-writeFileSync(ownerKeyFile, privateKeyPem(owner.privateKey));
-const ctl = (...args: string[]) => runCtl(join(dir.path, "ctl"), "--owner-key", ownerKeyFile, ...args);
+const { ctl, bootstrap } = ownedNode(node, dir.path);
 const recordPath = join(dir.path, "kube-stub.jsonl");
 const COMPONENTS = ["kube-apiserver", "kube-controller-manager", "kube-scheduler"];
 
@@ -35,13 +31,10 @@ const services = (id: string) => serviceLines(ctl, id);
 test("kubernetes-controller launches the three components in order, restarts one that dies, stops them with the role, and launches them again with the same PKI", async () => {
   // A node process looks for the Kubernetes binaries in <root>/kubernetes/bin (cmd/init/run_node.ts).
   installKubeStub(join(node.root, "kubernetes", "bin"), { record: recordPath });
-  node.writeParameters({ cluster: { case: "clusterBootstrap", value: { ownerPublicKey: rawPublicKey(owner.publicKey) } } } as never);
-  node.start();
-  const up = await node.waitForLog((l) => l.msg === "node is UP", { what: "UP" });
+  const up = await bootstrap();
   const id = String(up.node);
   // The first node of a cluster is a controller from the start (internal/curator/bootstrap.ts).
   expect(up.roles).toBe("consensus,kubernetes-controller");
-  expect((await ctl("takeownership", node.address)).code).toBe(0);
   await node.waitForLog((l) => l.msg === "created the Kubernetes PKI in etcd", { what: "the PKI created" });
   const allRunning = () =>
     eventually(

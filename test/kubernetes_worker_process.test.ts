@@ -7,26 +7,21 @@
 // role away stops it and leaves the runtime's cgroup empty.
 
 import { afterAll, expect, test } from "bun:test";
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { busyboxImageFrom } from "../image/oci.ts";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { HOST_BUSYBOX } from "../image/system.ts";
-import { killCgroup, PROBE_IMAGE_PATH, processesIn, unifiedCgroupRoot } from "../internal/containerd/mod.ts";
-import { generateKeyPair, privateKeyPem, rawPublicKey } from "../internal/pki/mod.ts";
+import { killCgroup, processesIn, runtimeCgroupName, unifiedCgroupRoot } from "../internal/containerd/mod.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
 import { installKubeStub, readStubRecord } from "./support/kube_stub/install.ts";
-import { NodeProcess, ctl as runCtl, loopbackBlock, serviceLines } from "./support/node_process.ts";
+import { writeProbeImage } from "./launch/process_launcher.ts";
+import { NodeProcess, loopbackBlock, ownedNode, serviceLines } from "./support/node_process.ts";
 
 const dir = tempDir("nodecore-kubelet-");
 const address = loopbackBlock();
 const node = new NodeProcess("node1", join(dir.path, "node1"), address(31));
-const owner = generateKeyPair();
-const ownerKeyFile = join(dir.path, "owner.key");
-writeFileSync(ownerKeyFile, privateKeyPem(owner.privateKey));
-const ctl = (...args: string[]) => runCtl(join(dir.path, "ctl"), "--owner-key", ownerKeyFile, ...args);
+const { ctl, bootstrap } = ownedNode(node, dir.path);
 const recordPath = join(dir.path, "kube-stub.jsonl");
-// cmd/init/run_node.ts names a node process's runtime cgroup after its root.
-const cgroup = join(unifiedCgroupRoot() ?? "/sys/fs/cgroup", `nodecore-runtime-${new Bun.CryptoHasher("sha256").update(node.root).digest("hex").slice(0, 12)}`);
+const cgroup = join(unifiedCgroupRoot() ?? "/sys/fs/cgroup", runtimeCgroupName(node.root));
 
 afterAll(async () => {
   await node.stop();
@@ -40,15 +35,9 @@ test("kubernetes-worker runs the kubelet with curator-issued certificates beside
   for (const needed of ["/usr/bin/containerd", "/usr/sbin/runc", "/usr/bin/ctr", HOST_BUSYBOX]) {
     if (!existsSync(needed)) throw new Error(`${needed} is missing: test/setup.sh installs containerd, runc and busybox-static`);
   }
-  const image = join(node.root, PROBE_IMAGE_PATH);
-  mkdirSync(dirname(image), { recursive: true });
-  writeFileSync(image, busyboxImageFrom(HOST_BUSYBOX));
+  writeProbeImage(node.root);
   installKubeStub(join(node.root, "kubernetes", "bin"), { record: recordPath });
-  node.writeParameters({ cluster: { case: "clusterBootstrap", value: { ownerPublicKey: rawPublicKey(owner.publicKey) } } } as never);
-  node.start();
-  const up = await node.waitForLog((l) => l.msg === "node is UP", { what: "UP" });
-  const id = String(up.node);
-  expect((await ctl("takeownership", node.address)).code).toBe(0);
+  const id = String((await bootstrap()).node);
   // node1 is a controller from the start: the apiserver the kubelet will find.
   await eventually(async () => expect((await services(id)).get("kube-apiserver")?.state).toBe("running"), { timeoutMs: 60_000, what: "the apiserver running" });
 

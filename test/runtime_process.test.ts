@@ -5,24 +5,19 @@
 // same in a VM (test/e2e/cluster.e2e.ts).
 
 import { afterAll, expect, test } from "bun:test";
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { busyboxImageFrom } from "../image/oci.ts";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { HOST_BUSYBOX } from "../image/system.ts";
-import { killCgroup, PROBE_IMAGE_PATH, processesIn, unifiedCgroupRoot } from "../internal/containerd/mod.ts";
-import { generateKeyPair, privateKeyPem, rawPublicKey } from "../internal/pki/mod.ts";
+import { killCgroup, processesIn, runtimeCgroupName, unifiedCgroupRoot } from "../internal/containerd/mod.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
-import { NodeProcess, ctl as runCtl, loopbackBlock, serviceLines } from "./support/node_process.ts";
+import { writeProbeImage } from "./launch/process_launcher.ts";
+import { NodeProcess, loopbackBlock, ownedNode, serviceLines } from "./support/node_process.ts";
 
 const dir = tempDir("nodecore-runtime-");
 const address = loopbackBlock();
 const node = new NodeProcess("node1", join(dir.path, "node1"), address(11));
-const owner = generateKeyPair();
-const ownerKeyFile = join(dir.path, "owner.key");
-writeFileSync(ownerKeyFile, privateKeyPem(owner.privateKey));
-const ctl = (...args: string[]) => runCtl(join(dir.path, "ctl"), "--owner-key", ownerKeyFile, ...args);
-// cmd/init/run_node.ts names a node process's runtime cgroup after its root.
-const cgroup = join(unifiedCgroupRoot() ?? "/sys/fs/cgroup", `nodecore-runtime-${new Bun.CryptoHasher("sha256").update(node.root).digest("hex").slice(0, 12)}`);
+const { ctl, bootstrap } = ownedNode(node, dir.path);
+const cgroup = join(unifiedCgroupRoot() ?? "/sys/fs/cgroup", runtimeCgroupName(node.root));
 
 afterAll(async () => {
   await node.stop();
@@ -36,15 +31,8 @@ test("kubernetes-worker runs the probe container with the host's containerd, and
   for (const needed of ["/usr/bin/containerd", "/usr/sbin/runc", HOST_BUSYBOX]) {
     if (!existsSync(needed)) throw new Error(`${needed} is missing: test/setup.sh installs containerd, runc and busybox-static`);
   }
-  const image = join(node.root, PROBE_IMAGE_PATH);
-  mkdirSync(dirname(image), { recursive: true });
-  writeFileSync(image, busyboxImageFrom(HOST_BUSYBOX));
-
-  node.writeParameters({ cluster: { case: "clusterBootstrap", value: { ownerPublicKey: rawPublicKey(owner.publicKey) } } } as never);
-  node.start();
-  const up = await node.waitForLog((l) => l.msg === "node is UP", { what: "UP" });
-  const id = String(up.node);
-  expect((await ctl("takeownership", node.address)).code).toBe(0);
+  writeProbeImage(node.root);
+  const id = String((await bootstrap()).node);
 
   const from = node.logs.length;
   expect((await ctl("node", "roles", "set", id, "kubernetes-worker")).code).toBe(0);

@@ -7,7 +7,7 @@
 
 import { join } from "node:path";
 import { FW_CFG_PARAMETERS_PATH, encryptedPartition, plainDirectory } from "../../internal/cluster/mod.ts";
-import { PROBE_IMAGE_PATH, runtimePaths, unifiedCgroupRoot } from "../../internal/containerd/mod.ts";
+import { PROBE_IMAGE_PATH, runtimeCgroupName, runtimePaths, unifiedCgroupRoot } from "../../internal/containerd/mod.ts";
 import { dataPartitionDevice, mountSystemImage, type StorageLayout } from "../../internal/localstorage/mod.ts";
 import type { Logger } from "../../internal/log/mod.ts";
 import type { LogTree } from "../../internal/logtree/mod.ts";
@@ -24,8 +24,6 @@ const SHUTDOWN_GRACE_MS = 30_000;
 const SYSTEM_IMAGE_DIR = "/system";
 /** The Kubernetes server binaries' place: in the system image (bun run image --kubernetes DIR). */
 const KUBERNETES_BIN_DIR = `${SYSTEM_IMAGE_DIR}/kubernetes/bin`;
-/** The container runtime's cgroup on a VM (below /sys/fs/cgroup). */
-const RUNTIME_CGROUP = "nodecore-runtime";
 /**
  * Where the container runtime lives: on a VM, the node's own cgroup
  * hierarchy and the system image's binaries and probe image; for a node
@@ -40,7 +38,7 @@ function runtimeSetup(isPid1: boolean, root: string, layout: StorageLayout, logg
     logger.warn("no cgroup v2 hierarchy is mounted: this node cannot run containers");
     return undefined;
   }
-  const cgroup = isPid1 ? RUNTIME_CGROUP : `${RUNTIME_CGROUP}-${new Bun.CryptoHasher("sha256").update(root).digest("hex").slice(0, 12)}`;
+  const cgroup = runtimeCgroupName(isPid1 ? undefined : root);
   try {
     if (!isPid1) return { paths: runtimePaths(layout.data.path, layout.ephemeral.path, cgroupRoot, cgroup), probeImage: join(root, PROBE_IMAGE_PATH) };
     return {

@@ -33,6 +33,19 @@ export function runtimeEnv(prefix: string): Record<string, string> {
   return { PATH: `${prefix}/usr/bin:${prefix}/usr/sbin` };
 }
 
+/** The runtime's cgroup on a VM (below the unified hierarchy's root). */
+export const RUNTIME_CGROUP = "nodecore-runtime";
+
+/**
+ * The runtime's cgroup name: RUNTIME_CGROUP on a VM; for a node process,
+ * whose root is a directory, a name of its own per root, since several
+ * node processes share the host's hierarchy.
+ */
+export function runtimeCgroupName(processRoot?: string): string {
+  if (processRoot === undefined) return RUNTIME_CGROUP;
+  return `${RUNTIME_CGROUP}-${new Bun.CryptoHasher("sha256").update(processRoot).digest("hex").slice(0, 12)}`;
+}
+
 /** The unix socket path limit (sun_path is 108 bytes, NUL included). */
 const MAX_SOCKET_PATH = 107;
 

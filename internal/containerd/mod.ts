@@ -33,6 +33,8 @@ export {
   CRI_PLUGIN,
   DISABLED_PLUGINS,
   RUNTIME_BINARIES,
+  RUNTIME_CGROUP,
+  runtimeCgroupName,
   runtimeBinaries,
   runtimeEnv,
   RuntimePathError,

@@ -78,7 +78,7 @@ let probeImage: Uint8Array | undefined;
  * VM finds it in the system image. Without busybox on the host the node
  * says the file is missing.
  */
-function writeProbeImage(root: string): void {
+export function writeProbeImage(root: string): void {
   if (!existsSync(HOST_BUSYBOX)) return;
   probeImage ??= busyboxImageFrom(HOST_BUSYBOX);
   const path = join(root, PROBE_IMAGE_PATH);

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { NodeParametersSchema, type NodeParameters } from "../../proto/gen/api/configuration_pb.ts";
 import { storageLayout } from "../../internal/localstorage/mod.ts";
 import { eventually } from "../../internal/testing/mod.ts";
+import { generateKeyPair, privateKeyPem, rawPublicKey } from "../../internal/pki/mod.ts";
 
 const INIT = join(import.meta.dir, "..", "..", "cmd", "init", "main.ts");
 const CTL = join(import.meta.dir, "..", "..", "cmd", "ctl", "main.ts");
@@ -142,4 +143,31 @@ export async function ctl(configDir: string, ...args: string[]): Promise<{ code:
   const child = Bun.spawn(ctlCommand(configDir, ...args), { stdout: "pipe", stderr: "pipe" });
   const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
   return { code, stdout, stderr };
+}
+
+/** A node process with an owner: what the single-node process tests and benches start from. */
+export interface OwnedNode {
+  /** The owner's ctl, with the owner's key. */
+  ctl: (...args: string[]) => Promise<{ code: number; stdout: string; stderr: string }>;
+  /** Bootstraps a cluster with the owner's key, waits until UP, takes ownership; the UP log line (node ID in `node`). */
+  bootstrap(options?: { timeoutMs?: number }): Promise<LogLine>;
+}
+
+/** The node process `node` (not started yet) and an owner whose files live in `dir`. */
+export function ownedNode(node: NodeProcess, dir: string): OwnedNode {
+  const owner = generateKeyPair();
+  const ownerKeyFile = join(dir, "owner.key");
+  writeFileSync(ownerKeyFile, privateKeyPem(owner.privateKey));
+  const run = (...args: string[]) => ctl(join(dir, "ctl"), "--owner-key", ownerKeyFile, ...args);
+  return {
+    ctl: run,
+    async bootstrap(options = {}) {
+      node.writeParameters(create(NodeParametersSchema, { cluster: { case: "clusterBootstrap", value: { ownerPublicKey: rawPublicKey(owner.publicKey) } } }));
+      node.start();
+      const up = await node.waitForLog((l) => l.msg === "node is UP", { what: "UP", ...options });
+      const taken = await run("takeownership", node.address);
+      if (taken.code !== 0) throw new Error(`ctl takeownership ${node.address} failed: ${taken.stderr}`);
+      return up;
+    },
+  };
 }
