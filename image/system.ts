@@ -23,6 +23,7 @@
 import { chmodSync, closeSync, copyFileSync, mkdirSync, openSync, readSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { PROBE_IMAGE_PATH, RUNTIME_BINARIES } from "../internal/containerd/mod.ts";
+import { CONTROLLER_COMPONENTS } from "../internal/kubernetes/mod.ts";
 import { ImageBuildError } from "./errors.ts";
 import { run } from "./exec.ts";
 import { busyboxImageFrom } from "./oci.ts";
@@ -47,7 +48,7 @@ export interface SystemContents {
 }
 
 /** The Kubernetes binaries a system image built with --kubernetes holds, and where. */
-export const KUBERNETES_BINARIES = ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet"] as const;
+export const KUBERNETES_BINARIES = [...CONTROLLER_COMPONENTS, "kubelet"] as const;
 export const KUBERNETES_IMAGE_DIR = "/kubernetes/bin";
 
 /** The first bytes of a file. */

@@ -68,7 +68,7 @@ export {
   schedulerArgs,
   type ControllerFlagOptions,
 } from "./controller_flags.ts";
-export { controllerService, type ControllerServiceOptions } from "./service_controller.ts";
+export { controllerService, CONTROLLER_COMPONENTS, type ControllerServiceOptions } from "./service_controller.ts";
 export { answersOk, parseKlogLine, type ComponentState } from "./component.ts";
 export { reconcile, bindingObject, BASE_BINDINGS, type ClusterRoleBindingSpec, type ReconcileAction } from "./reconciler.ts";
 export { kubeletService, chooseApiserver, KubeletError, APISERVER_CHECK_MS, APISERVER_MISSES, type KubeletCertificates, type KubeletServiceOptions } from "./service_kubelet.ts";

@@ -25,6 +25,9 @@ import { APISERVER_KUBELET_CLIENT, OWNER_USER, type KubernetesPKI } from "./pki.
 
 type ClientNode = typeof import("@kubernetes/client-node");
 
+/** One request's deadline. */
+const REQUEST_TIMEOUT_MS = 10_000;
+
 /** client-node's configuration for one apiserver, as the node core's admin identity, over bun's fetch. */
 function apiConfiguration(k8s: ClientNode, server: string, pki: KubernetesPKI) {
   const tls = { ca: toPem(pki.ca.certificate), cert: toPem(pki.admin.certificate), key: privateKeyPem(pki.admin.privateKey) };
@@ -49,9 +52,6 @@ function apiConfiguration(k8s: ClientNode, server: string, pki: KubernetesPKI) {
   });
   return k8s.createConfiguration({ baseServer: new k8s.ServerConfiguration(server, {}), httpApi });
 }
-
-/** One request's deadline. */
-const REQUEST_TIMEOUT_MS = 10_000;
 
 const RBAC_GROUP = "rbac.authorization.k8s.io";
 

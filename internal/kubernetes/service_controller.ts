@@ -24,6 +24,9 @@ import { APISERVER_PORT, CONTROLLER_MANAGER_PORT, SCHEDULER_PORT, apiserverArgs,
 import { ensureKubernetesPKI, type Credential } from "./pki.ts";
 import { reconcile } from "./reconciler.ts";
 
+/** The controller's components: each a binary of that name, and a status line. */
+export const CONTROLLER_COMPONENTS = ["kube-apiserver", "kube-controller-manager", "kube-scheduler"] as const;
+
 export interface ControllerServiceOptions {
   /** The local etcd member: the PKI is read (or created) through this client. */
   etcd: Namespace;
@@ -41,7 +44,7 @@ export interface ControllerServiceOptions {
 
 export function controllerService(options: ControllerServiceOptions): Runnable {
   return async (ctx) => {
-    for (const name of ["kube-apiserver", "kube-controller-manager", "kube-scheduler"]) options.report(name, "waiting", "for the Kubernetes PKI");
+    for (const name of CONTROLLER_COMPONENTS) options.report(name, "waiting", "for the Kubernetes PKI");
     const { pki, created } = await ensureKubernetesPKI(options.etcd);
     ctx.logger.info(created ? "created the Kubernetes PKI in etcd" : "read the Kubernetes PKI from etcd");
     const url = `https://${options.address}:${APISERVER_PORT}`;

@@ -26,7 +26,7 @@ import type { NodeRoles } from "../../proto/gen/common/common_pb.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
 import { issueEtcdClientCertificate } from "../consensus/mod.ts";
 import { CuratorStore, ETCD_PREFIX } from "../curator/mod.ts";
-import { controllerService, kubeletService } from "../kubernetes/mod.ts";
+import { CONTROLLER_COMPONENTS, controllerService, kubeletService } from "../kubernetes/mod.ts";
 import { generateKeyPair } from "../pki/mod.ts";
 import { X509Certificate } from "node:crypto";
 import { withCurator, type CuratorConnection } from "./curator_connection.ts";
@@ -38,8 +38,8 @@ import type { ServiceBoard } from "./service_status.ts";
 
 /** Where the node image puts the Kubernetes binaries the user supplied. */
 export const DEFAULT_KUBERNETES_BIN_DIR = "/system/kubernetes/bin";
-export const CONTROLLER_BINARIES = ["kube-apiserver", "kube-controller-manager", "kube-scheduler"] as const;
-export const WORKER_BINARIES = ["kubelet"] as const;
+/** The kubelet: the one binary the worker role adds. */
+const WORKER_BINARIES = ["kubelet"] as const;
 
 /** The container runtime's place on this node. */
 export interface RuntimeSetup {
@@ -48,7 +48,6 @@ export interface RuntimeSetup {
   probeImage: string;
 }
 
-export const CONTROLLER_COMPONENTS = ["kube-apiserver", "kube-controller-manager", "kube-scheduler"] as const;
 /** The deadline of the kubelet's certificate call. */
 const ISSUE_TIMEOUT_MS = 10_000;
 
@@ -104,7 +103,7 @@ function reportBinaries(options: KubernetesOptions, wants: Wants, unprepared: st
     options.board.report("kubernetes", "not-assigned", "this node has no Kubernetes role");
     return none;
   }
-  const needed = [...(wants.controller ? CONTROLLER_BINARIES : []), ...(wants.worker ? WORKER_BINARIES : [])];
+  const needed = [...(wants.controller ? CONTROLLER_COMPONENTS : []), ...(wants.worker ? WORKER_BINARIES : [])];
   const missing = needed.filter((b) => !existsSync(join(binDir, b)));
   const unavailable = (message: string): Launch => {
     log(message, true);
