@@ -6,9 +6,18 @@
 // node fills the ESP's free space with zeros, syncs, and deletes the filler
 // (internal/coldstart, README "Cold start"). The ESP is small (tens of MiB),
 // so this takes about a second, and it happens once per key removal.
+//
+// The deletion is synced too (the directory's fsync flushes FAT's table
+// with it). A qemu fault run (seed 11) pulled the plug about 10 s after a
+// scrub and a later durable ESP write, and the node came back with an ESP
+// whose reads all failed with EIO: "invalid cluster chain". The likely
+// cause is this deletion left in the page cache: a later fsync on the ESP
+// flushes the whole allocation table (the filler's clusters freed) but not
+// the directory that still named the filler.
 
 import { open, rm } from "node:fs/promises";
 import { join } from "node:path";
+import { syncDirectory } from "./durable_file.ts";
 
 const CHUNK_BYTES = 1024 * 1024;
 
@@ -33,6 +42,7 @@ export async function scrubFreeSpace(dir: string): Promise<number> {
   } finally {
     await handle.close();
     await rm(filler, { force: true });
+    syncDirectory(dir);
   }
   return written;
 }
