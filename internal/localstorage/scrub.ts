@@ -7,17 +7,19 @@
 // (internal/coldstart, README "Cold start"). The ESP is small (tens of MiB),
 // so this takes about a second, and it happens once per key removal.
 //
-// The deletion is synced too (the directory's fsync flushes FAT's table
-// with it). A qemu fault run (seed 11) pulled the plug about 10 s after a
-// scrub and a later durable ESP write, and the node came back with an ESP
-// whose reads all failed with EIO: "invalid cluster chain". The likely
-// cause is this deletion left in the page cache: a later fsync on the ESP
-// flushes the whole allocation table (the filler's clusters freed) but not
-// the directory that still named the filler.
+// The file systems are synced (sync(2)) before the zeros go out and after
+// the filler is gone. FAT's directories are not made durable by an fsync,
+// so a file just replaced (the sealed configuration, written with
+// writeFileDurably) can still have its old directory entry on disk, naming
+// the clusters the replacement freed; zeroing those clusters before that
+// entry is written, then losing power, left a node with a sealed
+// configuration of zeros, or with an ESP whose reads failed with "invalid
+// cluster chain" (qemu fault run, seed 11, plug pulled about 10 s after a
+// scrub).
 
 import { open, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { syncDirectory } from "./durable_file.ts";
+import { sync } from "../sys/mod.ts";
 
 const CHUNK_BYTES = 1024 * 1024;
 
@@ -25,6 +27,8 @@ const CHUNK_BYTES = 1024 * 1024;
 export async function scrubFreeSpace(dir: string): Promise<number> {
   const filler = join(dir, ".scrub");
   const zeros = Buffer.alloc(CHUNK_BYTES);
+  // Every earlier replacement's directory entry on disk before its old clusters are zeroed.
+  sync();
   let written = 0;
   const handle = await open(filler, "w", 0o600);
   try {
@@ -42,7 +46,7 @@ export async function scrubFreeSpace(dir: string): Promise<number> {
   } finally {
     await handle.close();
     await rm(filler, { force: true });
-    syncDirectory(dir);
+    sync();
   }
   return written;
 }
