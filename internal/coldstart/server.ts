@@ -51,6 +51,7 @@ export function shareHolderRunnable(options: ShareHolderOptions): Runnable {
         {
           nodeId,
           heldPath: options.layout.esp.heldShares,
+          espPath: options.layout.esp.path,
           sealed: current,
           // Live while the node is part of the cluster; before that, what the ESP remembers.
           directory: () => options.directory.peek() ?? current().clusterDirectory ?? create(ClusterDirectorySchema),

@@ -8,6 +8,7 @@ import { WrappedShareSchema, type ShareHolder } from "../../proto/gen/coldstart/
 import type { ClusterDirectory } from "../../proto/gen/common/common_pb.ts";
 import type { Logger } from "../log/mod.ts";
 import { joinCertificateProblem, nodeIdFromPublicKey } from "../pki/mod.ts";
+import { exclusively } from "../localstorage/mod.ts";
 import { InvalidArgumentError, NotFoundError, PermissionDeniedError, type ServiceImpl, type ServicePolicy } from "../rpc/mod.ts";
 import { checkNodeId } from "../curator/validate.ts";
 import { dropShares, holdShare, sharesHeldFor } from "./held_shares.ts";
@@ -26,6 +27,8 @@ export interface ShareHolderDeps {
   nodeId: string;
   /** The held shares file on the ESP. */
   heldPath: string;
+  /** The ESP's mount point: writes there take its lock (localstorage exclusively), as its scrub does. */
+  espPath: string;
   /** The node's sealed configuration as it is now: the cluster CA and the join key. */
   sealed: () => SealedConfiguration;
   /** The consensus members as the cluster last reported them. */
@@ -58,7 +61,7 @@ export function shareHolderService(deps: ShareHolderDeps, ca: () => X509Certific
         if (err instanceof ShareError) throw new InvalidArgumentError(`sealed_share: not sealed to this node's join key: ${err.message}`);
         throw err;
       }
-      holdShare(deps.heldPath, { owner, epoch: request.epoch, committedEpoch: request.committedEpoch, sealedShare: request.sealedShare });
+      await exclusively(deps.espPath, () => holdShare(deps.heldPath, { owner, epoch: request.epoch, committedEpoch: request.committedEpoch, sealedShare: request.sealedShare }));
       deps.logger.info("holding a cold-start share", { owner, epoch: String(request.epoch), committed: String(request.committedEpoch) });
       return {};
     },
@@ -66,7 +69,7 @@ export function shareHolderService(deps: ShareHolderDeps, ca: () => X509Certific
     async releaseShares(_request, ctx) {
       if (ctx.peer.kind !== "node") throw new Error("unreachable: policy is node");
       const owner = ctx.peer.nodeId;
-      const dropped = dropShares(deps.heldPath, (o) => o !== owner);
+      const dropped = await exclusively(deps.espPath, () => dropShares(deps.heldPath, (o) => o !== owner));
       if (dropped.length) deps.logger.info("dropped the cold-start shares of a node whose split left this node out", { owner });
       return {};
     },

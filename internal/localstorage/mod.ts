@@ -27,6 +27,7 @@ import { findPartition } from "./partitions.ts";
 import { StorageError } from "./data_partition.ts";
 export { writeFileDurably, syncDirectory } from "./durable_file.ts";
 export { scrubFreeSpace } from "./scrub.ts";
+export { exclusively } from "./exclusive.ts";
 export { freeSpace, formatBytes, describeSpace, waitForFreeSpace, FREE_SPACE_POLL_MS, type FreeSpace, type SpaceWaitOptions } from "./free_space.ts";
 
 export {

@@ -31,7 +31,7 @@ import {
   type Peer,
 } from "../coldstart/mod.ts";
 import type { Value } from "../event/mod.ts";
-import type { StorageLayout } from "../localstorage/mod.ts";
+import { exclusively, type StorageLayout } from "../localstorage/mod.ts";
 import { Backoff, sleep, type RunContext, type Runnable } from "../supervisor/mod.ts";
 import { X509Certificate } from "node:crypto";
 import { joinCertificateProblem } from "../pki/mod.ts";
@@ -82,7 +82,7 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
       let outcome: Outcome = "settled";
       if (roles !== undefined && directory !== undefined) {
         if (!roles.consensusMember) {
-          notAMember(directory);
+          await notAMember(directory);
         } else {
           if (threshold === undefined) threshold = await prepare();
           outcome = threshold === undefined ? "retry" : await member(directory, threshold);
@@ -112,11 +112,14 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
       return sealed;
     }
 
-    function writeSealed(change: (next: SealedConfiguration) => void): void {
-      const next = clone(SealedConfigurationSchema, sealedNow());
-      change(next);
-      writeSealedConfiguration(options.layout.esp.sealed, next);
-      options.sealed.set(next);
+    /** Reads, changes and writes the sealed configuration, under the ESP's lock (a scrub may have the ESP full). */
+    function writeSealed(change: (next: SealedConfiguration) => void): Promise<void> {
+      return exclusively(options.layout.esp.path, () => {
+        const next = clone(SealedConfigurationSchema, sealedNow());
+        change(next);
+        writeSealedConfiguration(options.layout.esp.sealed, next);
+        options.sealed.set(next);
+      });
     }
 
     /** After the cold-start key left the sealed configuration: its old copies leave the disk too. */
@@ -132,17 +135,17 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
      * each owner's next split is complete they may be all it has, and the
      * owner releases them (ReleaseShares) once it is.
      */
-    function pruneHeld(directory: ClusterDirectory): void {
+    async function pruneHeld(directory: ClusterDirectory): Promise<void> {
       // A directory without any member is not the full picture: prune only on one that has some.
       if (directory.nodes.length === 0) return;
-      const dropped = dropShares(options.layout.esp.heldShares, (owner) => isConsensusMember(directory, owner));
+      const dropped = await exclusively(options.layout.esp.path, () => dropShares(options.layout.esp.heldShares, (owner) => isConsensusMember(directory, owner)));
       if (dropped.length) ctx.logger.info("dropped the shares of nodes no longer in consensus", { owners: dropped.join(",") });
     }
 
-    function notAMember(directory: ClusterDirectory): void {
-      pruneHeld(directory);
+    async function notAMember(directory: ClusterDirectory): Promise<void> {
+      await pruneHeld(directory);
       if (sealedNow().unlockShares) {
-        writeSealed((s) => void (s.unlockShares = undefined));
+        await writeSealed((s) => void (s.unlockShares = undefined));
         options.board.report(SERVICE, "not-assigned", "not a consensus member");
       }
     }
@@ -158,7 +161,7 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
           stored.joinCertificate.length > 0 &&
           joinCertificateProblem(new X509Certificate(stored.joinCertificate), membership.credentials.ca, ownId) === undefined;
         if (!good) {
-          writeSealed((s) => void (s.joinCertificate = response.joinCertificate));
+          await writeSealed((s) => void (s.joinCertificate = response.joinCertificate));
           ctx.logger.info("join certificate stored on the ESP");
         }
         return response.unlockShareThreshold;
@@ -170,11 +173,11 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
     }
 
     async function member(directory: ClusterDirectory, configured: number): Promise<Outcome> {
-      pruneHeld(directory);
+      await pruneHeld(directory);
       const peers = peersOf(directory, ownId).filter((p) => p.joinKey.length === 32);
       const sealed = sealedNow();
       if (peers.length === 0) {
-        if (sealed.unlockShares) writeSealed((s) => void (s.unlockShares = undefined));
+        if (sealed.unlockShares) await writeSealed((s) => void (s.unlockShares = undefined));
         options.board.report(SERVICE, "local-key", "the only consensus member: its own disk unlocks it; a second consensus member turns sharing on");
         return "settled";
       }
@@ -185,7 +188,7 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
       if (committed && committed.threshold === threshold && committed.holders.join(",") === holders.join(",")) {
         await release(committed.releasing);
         if (sealed.coldStartClusterUnlockKey.length > 0) {
-          writeSealed((s) => void (s.coldStartClusterUnlockKey = new Uint8Array()));
+          await writeSealed((s) => void (s.coldStartClusterUnlockKey = new Uint8Array()));
           await scrub();
         }
         options.board.report(SERVICE, "shared", summary);
@@ -246,7 +249,7 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
       const releasing: Record<string, string> = { ...previous.unlockShares?.releasing };
       for (const [id, address] of Object.entries(previous.unlockShares?.holderAddresses ?? {})) releasing[id] = address;
       for (const peer of peers) delete releasing[peer.id];
-      writeSealed((s) => {
+      await writeSealed((s) => {
         s.unlockShares = create(UnlockSharesSchema, {
           epoch,
           threshold,
@@ -288,7 +291,7 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
         }),
       );
       if (told.length === 0) return;
-      writeSealed((s) => {
+      await writeSealed((s) => {
         if (!s.unlockShares) return;
         for (const id of told) delete s.unlockShares.releasing[id];
       });

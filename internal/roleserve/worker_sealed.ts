@@ -10,7 +10,7 @@ import { SealedConfigurationSchema, type SealedConfiguration } from "../../proto
 import { ClusterDirectorySchema, type ClusterDirectory, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
 import { readSealedConfiguration, writeSealedConfiguration, type ClusterMembership } from "../cluster/mod.ts";
 import { followValues, type Value } from "../event/mod.ts";
-import type { StorageLayout } from "../localstorage/mod.ts";
+import { exclusively, type StorageLayout } from "../localstorage/mod.ts";
 import type { Runnable } from "../supervisor/mod.ts";
 
 export interface SealedUpdateOptions {
@@ -34,14 +34,21 @@ export function sealedUpdateWorker(options: SealedUpdateOptions): Runnable {
       if (change.key === "roles") roles = change.value;
       else directory = change.value;
       if (roles === undefined) continue; // Until the cluster has spoken, keep what is there.
-      const current = readSealedConfiguration(options.layout.esp.sealed);
-      if (!current) continue;
-      const next = clone(SealedConfigurationSchema, current);
-      if (directory && directory.nodes.length > 0) next.clusterDirectory = create(ClusterDirectorySchema, directory);
-      const split = (next.unlockShares?.holders.length ?? 0) > 0;
-      next.coldStartClusterUnlockKey = roles.consensusMember && !split ? membership.clusterUnlockKey : new Uint8Array();
-      if (equals(SealedConfigurationSchema, current, next)) continue;
-      writeSealedConfiguration(options.layout.esp.sealed, next);
+      const seen = { roles, directory };
+      // Read, changed and written under the ESP's lock: a scrub may have the ESP full.
+      const written = await exclusively(options.layout.esp.path, () => {
+        const current = readSealedConfiguration(options.layout.esp.sealed);
+        if (!current) return undefined;
+        const next = clone(SealedConfigurationSchema, current);
+        if (seen.directory && seen.directory.nodes.length > 0) next.clusterDirectory = create(ClusterDirectorySchema, seen.directory);
+        const split = (next.unlockShares?.holders.length ?? 0) > 0;
+        next.coldStartClusterUnlockKey = seen.roles.consensusMember && !split ? membership.clusterUnlockKey : new Uint8Array();
+        if (equals(SealedConfigurationSchema, current, next)) return undefined;
+        writeSealedConfiguration(options.layout.esp.sealed, next);
+        return { current, next };
+      });
+      if (!written) continue;
+      const { current, next } = written;
       options.sealed.set(next);
       if (current.coldStartClusterUnlockKey.length > 0 && next.coldStartClusterUnlockKey.length === 0 && options.scrubEsp) {
         await options.scrubEsp();

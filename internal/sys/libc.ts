@@ -28,6 +28,7 @@ function open() {
     umount2: { args: [FFIType.ptr, FFIType.i32], returns: FFIType.i32 },
     reboot: { args: [FFIType.i32], returns: FFIType.i32 },
     sync: { args: [], returns: FFIType.void },
+    syncfs: { args: [FFIType.i32], returns: FFIType.i32 },
     sethostname: { args: [FFIType.ptr, FFIType.u64], returns: FFIType.i32 },
     waitpid: { args: [FFIType.i32, FFIType.ptr, FFIType.i32], returns: FFIType.i32 },
     syscall: { args: [FFIType.i64, FFIType.i32, FFIType.ptr, FFIType.i32], returns: FFIType.i64 },
@@ -177,6 +178,11 @@ export function disableCtrlAltDel(): void {
 
 export function sync(): void {
   libc().sync();
+}
+
+/** Flushes the one file system that open file descriptor `fd` is on (syncfs(2)), not every mounted one. */
+export function syncfs(fd: number, what: string): void {
+  check(libc().syncfs(fd), "syncfs", what);
 }
 
 export function sethostname(name: string): void {

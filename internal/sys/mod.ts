@@ -5,6 +5,7 @@
 //            ──▶ loadModules         (the image's load list, in order → finit_module)
 //            ──▶ reapOrphans         (zombies that are not bun's own children)
 //            ──▶ reboot / sync       (clean power-off and restart)
+//   localstorage ─▶ syncfs          (the ESP alone, around its scrub)
 //            ──▶ sethostname
 //   network  ──▶ socket / ioctl      (interface flags, address, default route)
 //            ──▶ setsockopt / bind / sendto / recvfrom  (the DHCP socket)
@@ -21,6 +22,7 @@ export {
   reboot,
   disableCtrlAltDel,
   sync,
+  syncfs,
   sethostname,
   reap,
   finitModule,

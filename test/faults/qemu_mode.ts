@@ -38,6 +38,8 @@ const TABLE = "nodecore_faults";
 /** The delay filter's flush interval: packets wait 0–125 ms. */
 const BUFFER_INTERVAL_US = 125_000;
 const LOSS_PERCENT = 30;
+/** Console lines per VM shown when the cluster did not come back. */
+const LAST_LINES = 25;
 
 
 /**
@@ -172,6 +174,14 @@ export class QemuFaults implements FaultDriver {
     return this.cluster.nodes
       .filter((vm) => (vm.state === "stopped" && !this.stoppedByUs.has(vm)) || vm.console.lines.some((l) => /Kernel panic/.test(l.text)))
       .map((vm) => vm.name);
+  }
+
+  /** Each VM's last node-core lines (etcd's own output left out), oldest first. */
+  lastLines(): string[] {
+    return this.cluster.nodes.flatMap((vm) => {
+      const own = vm.console.lines.filter((l) => !/controlplane\.output/.test(l.text)).slice(-LAST_LINES);
+      return [`${vm.name} (${vm.state}), its last ${own.length} lines:`, ...own.map((l) => `  ${vm.name}| ${l.text}`)];
+    });
   }
 
   async stop(): Promise<void> {

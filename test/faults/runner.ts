@@ -66,6 +66,8 @@ export interface FaultDriver {
   memberClients(): Promise<Etcd3[]>;
   /** Nodes whose PID 1 (or node process) ended without the runner ending it. */
   unexpectedExits(): string[];
+  /** Each node's last log lines, for the log when the cluster did not come back. */
+  lastLines?(): string[];
   stop(): Promise<void>;
 }
 
@@ -214,6 +216,7 @@ export async function runFaultsOn(driver: FaultDriver, options: RunOptions): Pro
         recoveryMs = performance.now() - faultEnded;
       } catch (err) {
         stillFailing = (err as Error).message;
+        for (const line of driver.lastLines?.() ?? []) log(`run ${run + 1}: ${line}`);
       }
       // Let the clients work on this run's keys until a write after the
       // fault has been acknowledged (bounded), then move them on.
