@@ -139,19 +139,19 @@ describe("splitting and combining", () => {
 });
 
 describe("the holder's file", () => {
-  test("keeps, per owner, the committed split and the newest, and drops owners on request", () => {
+  test("keeps, per owner, the committed split and the newest, and drops owners on request", async () => {
     using dir = tempDir();
     const path = join(dir.path, "held.pb");
     const bytes = (n: number) => new Uint8Array([n]);
-    holdShare(path, { owner: "node-a", epoch: 1n, committedEpoch: 0n, sealedShare: bytes(1) });
-    holdShare(path, { owner: "node-b", epoch: 1n, committedEpoch: 0n, sealedShare: bytes(9) });
-    holdShare(path, { owner: "node-a", epoch: 2n, committedEpoch: 1n, sealedShare: bytes(2) });
-    holdShare(path, { owner: "node-a", epoch: 3n, committedEpoch: 1n, sealedShare: bytes(3) });
+    await holdShare(path, { owner: "node-a", epoch: 1n, committedEpoch: 0n, sealedShare: bytes(1) });
+    await holdShare(path, { owner: "node-b", epoch: 1n, committedEpoch: 0n, sealedShare: bytes(9) });
+    await holdShare(path, { owner: "node-a", epoch: 2n, committedEpoch: 1n, sealedShare: bytes(2) });
+    await holdShare(path, { owner: "node-a", epoch: 3n, committedEpoch: 1n, sealedShare: bytes(3) });
     const epochsOf = (who: string) => readHeldShares(path).shares.filter((s) => s.owner === who).map((s) => Number(s.epoch));
     expect(epochsOf("node-a")).toEqual([1, 3]);
-    holdShare(path, { owner: "node-a", epoch: 3n, committedEpoch: 3n, sealedShare: bytes(3) });
+    await holdShare(path, { owner: "node-a", epoch: 3n, committedEpoch: 3n, sealedShare: bytes(3) });
     expect(epochsOf("node-a")).toEqual([3]);
-    expect(dropShares(path, (o) => o !== "node-b")).toEqual(["node-b"]);
+    expect(await dropShares(path, (o) => o !== "node-b")).toEqual(["node-b"]);
     expect(epochsOf("node-b")).toEqual([]);
     expect(epochsOf("node-a")).toEqual([3]);
   });

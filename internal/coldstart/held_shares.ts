@@ -10,7 +10,7 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { existsSync, readFileSync } from "node:fs";
 import { HeldSharesSchema, HeldShares_ShareSchema, type HeldShares, type HeldShares_Share } from "../../proto/gen/coldstart/coldstart_pb.ts";
-import { writeFileDurably } from "../localstorage/mod.ts";
+import { writeFileDurablyAsync } from "../localstorage/mod.ts";
 
 export class HeldSharesError extends Error {
   override name = "HeldSharesError";
@@ -25,17 +25,17 @@ export function readHeldShares(path: string): HeldShares {
   }
 }
 
-function write(path: string, held: HeldShares): void {
-  writeFileDurably(path, toBinary(HeldSharesSchema, held), { mode: 0o600 });
+function write(path: string, held: HeldShares): Promise<void> {
+  return writeFileDurablyAsync(path, toBinary(HeldSharesSchema, held), { mode: 0o600 });
 }
 
 /** Stores `owner`'s share of split `epoch`, keeping only that and the owner's committed split. */
-export function holdShare(path: string, share: { owner: string; epoch: bigint; committedEpoch: bigint; sealedShare: Uint8Array }): void {
+export async function holdShare(path: string, share: { owner: string; epoch: bigint; committedEpoch: bigint; sealedShare: Uint8Array }): Promise<void> {
   const held = readHeldShares(path);
   const others = held.shares.filter((s) => s.owner !== share.owner);
   const kept = held.shares.filter((s) => s.owner === share.owner && s.epoch === share.committedEpoch && s.epoch !== share.epoch);
   held.shares = [...others, ...kept, create(HeldShares_ShareSchema, { owner: share.owner, epoch: share.epoch, sealedShare: share.sealedShare })];
-  write(path, held);
+  await write(path, held);
 }
 
 /** The shares held for `owner`. */
@@ -44,12 +44,12 @@ export function sharesHeldFor(path: string, owner: string): HeldShares_Share[] {
 }
 
 /** Drops the shares of every owner `keep` refuses; returns those owners. */
-export function dropShares(path: string, keep: (owner: string) => boolean): string[] {
+export async function dropShares(path: string, keep: (owner: string) => boolean): Promise<string[]> {
   if (!existsSync(path)) return [];
   const held = readHeldShares(path);
   const dropped = [...new Set(held.shares.filter((s) => !keep(s.owner)).map((s) => s.owner))];
   if (dropped.length === 0) return [];
   held.shares = held.shares.filter((s) => keep(s.owner));
-  write(path, held);
+  await write(path, held);
   return dropped;
 }

@@ -8,11 +8,26 @@
 // file and could not start again. So every file the node must find after a
 // reboot goes through here:
 //
-//   write <path>.tmp ─ fsync ─ rename over <path> ─ fsync the directory
+//   write <path>.tmp ─ fsync ─ rename over <path> ─ fsync <path> ─ fsync the directory
 //
 // A reader then sees either the old file or the new one, both complete.
+// The fsync of <path> after the rename is for FAT (the ESP): there the
+// renamed file takes over the replaced file's directory entry, and that
+// entry is rewritten only when the renamed file's inode is written back,
+// not by a directory fsync; the replaced file's clusters are freed at once.
+// (The ESP is also mounted with dirsync, which writes the entry during the
+// rename: mountESP.)
+//
+// writeFileDurably blocks the thread for the fsyncs: fine while the node
+// enrols and nothing else runs yet. Once services run, an fsync behind a
+// busy disk (etcd's own writes through dm-crypt on a VM) can take seconds,
+// and PID 1's event loop would stand still with it — calls unanswered,
+// child output unread. So the writers that run beside the services (held
+// shares, the sealed configuration's updates) use writeFileDurablyAsync,
+// whose fsyncs run off the event loop.
 
 import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
+import { mkdir, open, rename, rm } from "node:fs/promises";
 import { dirname } from "node:path";
 
 export function writeFileDurably(path: string, data: string | Uint8Array, options: { mode?: number } = {}): void {
@@ -32,7 +47,47 @@ export function writeFileDurably(path: string, data: string | Uint8Array, option
   }
   closeSync(fd);
   renameSync(temporary, path);
+  const renamed = openSync(path, "r");
+  try {
+    fsyncSync(renamed);
+  } finally {
+    closeSync(renamed);
+  }
   syncDirectory(dir);
+}
+
+/** writeFileDurably with the writes and fsyncs off the event loop. */
+export async function writeFileDurablyAsync(path: string, data: string | Uint8Array, options: { mode?: number } = {}): Promise<void> {
+  const dir = dirname(path);
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const temporary = `${path}.tmp`;
+  const bytes = typeof data === "string" ? Buffer.from(data) : data;
+  const handle = await open(temporary, "w", options.mode ?? 0o600);
+  try {
+    let written = 0;
+    while (written < bytes.length) written += (await handle.write(bytes, written, bytes.length - written)).bytesWritten;
+    await handle.sync();
+  } catch (err) {
+    await handle.close();
+    await rm(temporary, { force: true });
+    throw err;
+  }
+  await handle.close();
+  await rename(temporary, path);
+  const renamed = await open(path, "r");
+  try {
+    await renamed.sync();
+  } finally {
+    await renamed.close();
+  }
+  const directory = await open(dir, "r");
+  try {
+    await directory.sync();
+  } catch {
+    // As in syncDirectory: FAT does not sync directories.
+  } finally {
+    await directory.close();
+  }
 }
 
 /** fsync on a directory makes its entries (a rename) durable. */

@@ -21,11 +21,11 @@
 //    runner, so PID 1's reaper leaves it alone and failures carry stderr.
 
 import { mkdirSync } from "node:fs";
-import { MS_NODEV, MS_NOEXEC, MS_NOSUID, mount } from "../sys/mod.ts";
+import { MS_DIRSYNC, MS_NODEV, MS_NOEXEC, MS_NOSUID, mount } from "../sys/mod.ts";
 import { DATA_PARTITION_NAME, ESP_PARTITION_NAME, storageLayout, type StorageLayout } from "./layout.ts";
 import { findPartition } from "./partitions.ts";
 import { StorageError } from "./data_partition.ts";
-export { writeFileDurably, syncDirectory } from "./durable_file.ts";
+export { writeFileDurably, writeFileDurablyAsync, syncDirectory } from "./durable_file.ts";
 export { scrubFreeSpace } from "./scrub.ts";
 export { exclusively } from "./exclusive.ts";
 export { freeSpace, formatBytes, describeSpace, waitForFreeSpace, FREE_SPACE_POLL_MS, type FreeSpace, type SpaceWaitOptions } from "./free_space.ts";
@@ -49,12 +49,20 @@ export {
 
 export { findSystemImageDevice, mountSystemImage, SYSTEM_IMAGE_SERIAL } from "./system_image.ts";
 
-/** Mounts the ESP (FAT) at its place in the layout. */
+/**
+ * Mounts the ESP (FAT) at its place in the layout, with dirsync. On FAT a
+ * file renamed over another takes over the other's directory entry, but
+ * without dirsync the entry is rewritten only when the renamed file's inode
+ * is written back, while the replaced file's clusters are freed at once: a
+ * power cut in between left the entry naming freed clusters ("invalid
+ * cluster chain", EIO on every read) or, after a scrub, zeros (qemu fault
+ * run, seed 11). With dirsync the rename writes the entry before it returns.
+ */
 export function mountESP(layout: StorageLayout, device = findPartition(ESP_PARTITION_NAME)?.path): string {
   if (!device) throw new StorageError(`no partition named ${ESP_PARTITION_NAME} found: is the node's disk attached?`);
   mkdirSync(layout.esp.path, { recursive: true });
   try {
-    mount(device, layout.esp.path, "vfat", MS_NOSUID | MS_NODEV | MS_NOEXEC, "umask=0077");
+    mount(device, layout.esp.path, "vfat", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_DIRSYNC, "umask=0077");
   } catch (err) {
     throw new StorageError(`could not mount the ESP ${device} on ${layout.esp.path}: ${(err as Error).message}`, { cause: err });
   }

@@ -9,14 +9,14 @@
 //   syncfs(ESP) ─▶ zeros, 1 MiB at a time, fdatasync every 8 MiB, until full
 //               ─▶ fdatasync ─▶ filler removed ─▶ syncfs(ESP)
 //
-// The ESP is synced before the zeros go out and after the filler is gone.
-// FAT's directories are not made durable by an fsync, so a file just
-// replaced (the sealed configuration, written with writeFileDurably) can
-// still have its old directory entry on disk, naming the clusters the
-// replacement freed; zeroing those clusters before that entry is written,
-// then losing power, left a node with a sealed configuration of zeros, or
-// with an ESP whose reads failed with "invalid cluster chain" (qemu fault
-// run, seed 11, plug pulled about 10 s after a scrub). The sync is the
+// The ESP is synced before the zeros go out and after the filler is gone,
+// so that no directory entry still on its way to the disk names a cluster
+// the zeros are about to overwrite. (A replaced file's entry used to reach
+// the disk only at its inode's writeback; zeroing the clusters it still
+// named, then losing power, left a node with a sealed configuration of
+// zeros — qemu fault run, seed 11. The ESP is now mounted with dirsync and
+// writeFileDurably fsyncs the renamed file, so that entry is on disk when
+// the write returns; the sync stays for any other write.) The sync is the
 // ESP's own (syncfs), not sync(2): that one also flushed etcd's data
 // partition and held PID 1's event loop for seconds on a busy VM, long
 // enough for the curator leader to miss its peers' calls. The zeros are

@@ -19,7 +19,7 @@
 import { clone, create } from "@bufbuild/protobuf";
 import { SealedConfigurationSchema, UnlockSharesSchema, type SealedConfiguration } from "../../proto/gen/api/configuration_pb.ts";
 import type { ClusterDirectory, NodeRoles } from "../../proto/gen/common/common_pb.ts";
-import { readSealedConfiguration, writeSealedConfiguration, type ClusterMembership } from "../cluster/mod.ts";
+import { readSealedConfiguration, writeSealedConfigurationAsync, type ClusterMembership } from "../cluster/mod.ts";
 import {
   dialShareHolder,
   dropShares,
@@ -114,10 +114,10 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
 
     /** Reads, changes and writes the sealed configuration, under the ESP's lock (a scrub may have the ESP full). */
     function writeSealed(change: (next: SealedConfiguration) => void): Promise<void> {
-      return exclusively(options.layout.esp.path, () => {
+      return exclusively(options.layout.esp.path, async () => {
         const next = clone(SealedConfigurationSchema, sealedNow());
         change(next);
-        writeSealedConfiguration(options.layout.esp.sealed, next);
+        await writeSealedConfigurationAsync(options.layout.esp.sealed, next);
         options.sealed.set(next);
       });
     }

@@ -8,7 +8,7 @@
 import { clone, create, equals } from "@bufbuild/protobuf";
 import { SealedConfigurationSchema, type SealedConfiguration } from "../../proto/gen/api/configuration_pb.ts";
 import { ClusterDirectorySchema, type ClusterDirectory, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
-import { readSealedConfiguration, writeSealedConfiguration, type ClusterMembership } from "../cluster/mod.ts";
+import { readSealedConfiguration, writeSealedConfigurationAsync, type ClusterMembership } from "../cluster/mod.ts";
 import { followValues, type Value } from "../event/mod.ts";
 import { exclusively, type StorageLayout } from "../localstorage/mod.ts";
 import type { Runnable } from "../supervisor/mod.ts";
@@ -36,7 +36,7 @@ export function sealedUpdateWorker(options: SealedUpdateOptions): Runnable {
       if (roles === undefined) continue; // Until the cluster has spoken, keep what is there.
       const seen = { roles, directory };
       // Read, changed and written under the ESP's lock: a scrub may have the ESP full.
-      const written = await exclusively(options.layout.esp.path, () => {
+      const written = await exclusively(options.layout.esp.path, async () => {
         const current = readSealedConfiguration(options.layout.esp.sealed);
         if (!current) return undefined;
         const next = clone(SealedConfigurationSchema, current);
@@ -44,7 +44,7 @@ export function sealedUpdateWorker(options: SealedUpdateOptions): Runnable {
         const split = (next.unlockShares?.holders.length ?? 0) > 0;
         next.coldStartClusterUnlockKey = seen.roles.consensusMember && !split ? membership.clusterUnlockKey : new Uint8Array();
         if (equals(SealedConfigurationSchema, current, next)) return undefined;
-        writeSealedConfiguration(options.layout.esp.sealed, next);
+        await writeSealedConfigurationAsync(options.layout.esp.sealed, next);
         return { current, next };
       });
       if (!written) continue;

@@ -148,6 +148,8 @@ export const MS_RDONLY = 1n;
 export const MS_NOSUID = 2n;
 export const MS_NODEV = 4n;
 export const MS_NOEXEC = 8n;
+/** Directory changes (create, rename, unlink) are written before the call returns. */
+export const MS_DIRSYNC = 128n;
 export const MNT_DETACH = 2;
 
 export function mount(source: string, target: string, fstype: string, flags = 0n, data = ""): void {

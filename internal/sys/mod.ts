@@ -32,6 +32,7 @@ export {
   MS_NOSUID,
   MS_NODEV,
   MS_NOEXEC,
+  MS_DIRSYNC,
   MNT_DETACH,
   socket,
   close,
