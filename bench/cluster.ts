@@ -1,9 +1,17 @@
 // Figures for the cluster: bootstrap time of a node process, curator unary
-// latency (direct, and through the curator pool) and throughput on
-// loopback, Watch fan-out to 2000 watchers (time and the memory of the
-// process serving them: before, during, after), and the time for three node
-// processes to form a cluster of three voting etcd members. Prints figures;
-// asserts nothing. `bun bench/cluster.ts`.
+// latency (direct, and through the curator pool) and read throughput on
+// loopback against a raw etcd get in the same run, Watch fan-out to 1000 and
+// 2000 watchers (time and the memory of the process serving them: before,
+// during, after), and the time for three node processes to form a cluster of
+// three voting etcd members. Prints figures; asserts nothing.
+//
+//   bun bench/cluster.ts                  everything
+//   bun bench/cluster.ts --curator-only   the curator's figures, not the node processes'
+//
+// The curator, its clients and etcd's client all run in this process; etcd
+// runs in its own. Read throughput alternates one-second rounds of curator
+// reads and raw etcd gets (THROUGHPUT_ROUNDS of each), so that whatever else
+// the machine does weighs on both alike.
 
 import { Management } from "../proto/gen/api/management_pb.ts";
 import { Curator, WatchEvent_Progress } from "../proto/gen/curator/curator_pb.ts";
@@ -16,9 +24,11 @@ import { X509Certificate } from "node:crypto";
 import { formProcessCluster } from "../test/support/process_cluster.ts";
 
 const LATENCY_CALLS = 500;
-const THROUGHPUT_SECONDS = 5;
+const THROUGHPUT_ROUNDS = 5;
+const THROUGHPUT_ROUND_MS = 1000;
 const THROUGHPUT_CONCURRENCY = 32;
-const WATCHERS = 2000;
+/** Fan-out is measured at each of these numbers of watchers, adding watchers between steps. */
+const WATCHER_STEPS = [1000, 2000];
 const WATCHERS_PER_CLIENT = 100;
 
 
@@ -76,59 +86,82 @@ async function curatorFigures(): Promise<void> {
       await cluster.stopCurator(cluster.curatorPort + 100);
     }
 
-    let count = 0;
-    const deadline = performance.now() + THROUGHPUT_SECONDS * 1000;
-    await Promise.all(
-      Array.from({ length: THROUGHPUT_CONCURRENCY }, async () => {
-        while (performance.now() < deadline) {
-          await management.getClusterInfo({});
-          count++;
-        }
-      }),
-    );
-    figure(`curator read throughput, ${THROUGHPUT_CONCURRENCY} concurrent`, `${Math.round(count / THROUGHPUT_SECONDS)} calls/s`);
+    // Read throughput: curator reads against raw etcd gets of one key, in
+    // alternating rounds at the same concurrency.
+    const callsPerSecond = async (call: () => Promise<unknown>): Promise<number> => {
+      let count = 0;
+      const started = performance.now();
+      const deadline = started + THROUGHPUT_ROUND_MS;
+      await Promise.all(
+        Array.from({ length: THROUGHPUT_CONCURRENCY }, async () => {
+          while (performance.now() < deadline) {
+            await call();
+            count++;
+          }
+        }),
+      );
+      return count / ((performance.now() - started) / 1000);
+    };
+    const curatorRounds: number[] = [];
+    const etcdRounds: number[] = [];
+    for (let round = 0; round < THROUGHPUT_ROUNDS; round++) {
+      curatorRounds.push(await callsPerSecond(() => management.getClusterInfo({})));
+      etcdRounds.push(await callsPerSecond(() => cluster.etcd.get("/nodecore/cluster").buffer()));
+    }
+    const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+    const rounds = (xs: number[]) => `${Math.round(mean(xs))} calls/s (rounds ${Math.round(Math.min(...xs))}–${Math.round(Math.max(...xs))})`;
+    figure(`curator read throughput, ${THROUGHPUT_CONCURRENCY} concurrent`, rounds(curatorRounds));
+    figure(`raw etcd get throughput, ${THROUGHPUT_CONCURRENCY} concurrent, same run`, rounds(etcdRounds));
+    figure("curator read / raw etcd get", `${(mean(curatorRounds) / mean(etcdRounds)).toFixed(2)}`);
 
-    // Watch fan-out: WATCHERS streams over several channels, then one write.
-    // The curator runs in this process, so its memory is this process's.
+    // Watch fan-out: watchers over several channels, then one write; more
+    // watchers, then another write. The curator runs in this process, so
+    // its memory is this process's.
     const rss = () => {
       Bun.gc(true);
       return `${Math.round(process.memoryUsage().rss / 1024 / 1024)} MiB`;
     };
     const rssBefore = rss();
-    const clients = Array.from({ length: WATCHERS / WATCHERS_PER_CLIENT }, () =>
-      cluster.client(Curator, { kind: "node", certificate: cluster.node.certificate, privateKey: cluster.node.key.privateKey }),
-    );
     const controller = new AbortController();
-    const marker = `fanout-${Date.now()}`;
+    const clients: ReturnType<typeof cluster.client<typeof Curator>>[] = [];
+    const streams: Promise<void>[] = [];
     let backlogged = 0;
-    const seenAt: number[] = [];
-    const streams = clients.flatMap((client) =>
-      Array.from({ length: WATCHERS_PER_CLIENT }, async () => {
-        try {
-          for await (const event of client.watch({ kind: { case: "nodesInCluster", value: {} } }, { signal: controller.signal })) {
-            if (event.progress === WatchEvent_Progress.LAST_BACKLOGGED) backlogged++;
-            if (event.nodes.some((n) => n.status?.version === marker)) {
-              seenAt.push(performance.now());
-              return;
-            }
-          }
-        } catch {
-          // Cancelled at the end.
+    /** Marker (a status version) → when each watcher saw it. */
+    const seenAt = new Map<string, number[]>();
+    const watch = (client: (typeof clients)[number]) => async () => {
+      try {
+        for await (const event of client.watch({ kind: { case: "nodesInCluster", value: {} } }, { signal: controller.signal })) {
+          if (event.progress === WatchEvent_Progress.LAST_BACKLOGGED) backlogged++;
+          for (const node of event.nodes) seenAt.get(node.status?.version ?? "")?.push(performance.now());
         }
-      }),
-    );
-    const setupStarted = performance.now();
-    await eventually(() => backlogged === WATCHERS, { timeoutMs: 120_000, what: "all watchers past their backlog" });
-    figure(`watch: ${WATCHERS} watchers established`, ms(performance.now() - setupStarted));
-    const written = performance.now();
-    await curator.updateNodeStatus({ nodeId: cluster.node.id, status: { externalAddress: cluster.host, version: marker, timestampMs: BigInt(Date.now()) } });
-    await eventually(() => seenAt.length === WATCHERS, { timeoutMs: 120_000, what: "update reached every watcher" });
-    figure(`watch: one update reaches all ${WATCHERS} watchers`, `${ms(Math.max(...seenAt) - written)} (median ${ms(percentile(seenAt.map((t) => t - written), 50))})`);
-    const rssDuring = rss();
+      } catch {
+        // Cancelled at the end.
+      }
+    };
+    let rssDuring = "";
+    for (const watchers of WATCHER_STEPS) {
+      const setupStarted = performance.now();
+      while (clients.length * WATCHERS_PER_CLIENT < watchers) {
+        const client = cluster.client(Curator, { kind: "node", certificate: cluster.node.certificate, privateKey: cluster.node.key.privateKey });
+        clients.push(client);
+        for (let i = 0; i < WATCHERS_PER_CLIENT; i++) streams.push(watch(client)());
+      }
+      await eventually(() => backlogged === watchers, { timeoutMs: 120_000, what: `all ${watchers} watchers past their backlog` });
+      figure(`watch: ${watchers} watchers established`, ms(performance.now() - setupStarted));
+      const marker = `fanout-${watchers}-${Date.now()}`;
+      const seen: number[] = [];
+      seenAt.set(marker, seen);
+      const written = performance.now();
+      await curator.updateNodeStatus({ nodeId: cluster.node.id, status: { externalAddress: cluster.host, version: marker, timestampMs: BigInt(Date.now()) } });
+      await eventually(() => seen.length === watchers, { timeoutMs: 120_000, what: "update reached every watcher" });
+      figure(`watch: one update reaches all ${watchers} watchers`, `${ms(Math.max(...seen) - written)} (median ${ms(percentile(seen.map((t) => t - written), 50))})`);
+      rssDuring = rss();
+    }
+    const most = WATCHER_STEPS.at(-1)!;
     controller.abort();
     await Promise.all(streams);
     await new Promise((resolve) => setTimeout(resolve, 2000));
-    figure(`watch: RSS before / with ${WATCHERS} watchers / after they end`, `${rssBefore} / ${rssDuring} / ${rss()}`);
+    figure(`watch: RSS before / with ${most} watchers / after they end`, `${rssBefore} / ${rssDuring} / ${rss()}`);
     for (const c of [...clients, management, curator]) c.close();
   } finally {
     await cluster.close();
@@ -151,4 +184,4 @@ async function processFigures(): Promise<void> {
 
 console.log(`cluster figures (${new Date().toISOString()}, ${navigator.hardwareConcurrency} cores, loopback)`);
 await curatorFigures();
-await processFigures();
+if (!process.argv.includes("--curator-only")) await processFigures();

@@ -3,14 +3,18 @@
 //   owner (ctl) ──mTLS──▶ AAA.Escrow (owner key → owner certificate)
 //               ──mTLS──▶ Management  (tickets, cluster info, nodes, approve, roles)
 //   nodes       ──mTLS──▶ Curator     (watch, status, register/commit/join)
-//                             │ Watch: one etcd watch per curator, fanned out (watch.ts)
+//                             │ Watch: one etcd watch for all its watchers, fanned out (watch.ts)
 //                             │
 //                 every handler: authenticated peer ✓ policy ✓
-//                             │        (internal/rpc)
+//                             │        (internal/rpc: once per connection)
 //                             ▼
-//              CuratorStore ── etcd txn ──▶ /nodecore/cluster, /nodecore/ca/{cluster,etcd},
+//   writes:    CuratorStore ── etcd txn ──▶ /nodecore/cluster, /nodecore/ca/{cluster,etcd},
 //                                           /nodecore/nodes/<id>  (NodeRecord protobufs)
 //                                           /nodecore/joinkeys/<hex> → id (one node per join key)
+//   reads:     StateCache ◀── one watch of /nodecore/, kept by the curator ── etcd
+//              (state_cache.ts)   answers from memory once the copy is proven at
+//                                 etcd's revision, learnt by one linearizable check
+//                                 shared by concurrent reads (read_index.ts)
 //              leadership ── etcd election (lease) ──▶ Value<Leadership>
 //              promoter   ── leader only: etcd learners → voters once caught up
 //
@@ -24,7 +28,9 @@
 //  - Every free-form request field is validated before use (validate.ts).
 //  - etcd is the only state; a curator can be killed at any time. Writes are
 //    compare-and-swap transactions, and only the elected leader accepts them
-//    (others answer UNAVAILABLE and name the leader); reads are served by any.
+//    (others answer UNAVAILABLE and name the leader); reads are served by any,
+//    from memory, and are linearizable all the same: a read never misses a
+//    write acknowledged before it began, whichever curator answers it.
 //  - A node's cluster unlock key leaves the curator only to that node (commit
 //    stores it, join returns it to the holder of the node's join key).
 //  - Every refusal says why, with a gRPC status code (internal/rpc maps them).

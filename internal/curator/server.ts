@@ -17,6 +17,7 @@ import { AAA_POLICY, aaaService } from "./service_aaa.ts";
 import { CURATOR_POLICY, curatorService } from "./service_curator.ts";
 import { MANAGEMENT_POLICY, managementService } from "./service_management.ts";
 import { CuratorStore, ETCD_PREFIX } from "./store.ts";
+import { StateCache } from "./state_cache.ts";
 import { NodeWatchHub } from "./watch.ts";
 import { HeartbeatTracker } from "./heartbeats.ts";
 import { kubernetesPKISource } from "./kubernetes_credentials.ts";
@@ -126,17 +127,20 @@ export function curatorRunnable(options: CuratorOptions): Runnable {
       }
     });
 
+    // Reads come from memory, proven current by revision (state_cache.ts).
+    const state = new StateCache(options.etcd);
+    ctx.run("state-cache", state.runnable());
     const server = createServer();
     const watches = new NodeWatchHub(store);
     const serveOptions = { ca: () => options.clusterCA, onError: (method: string, err: unknown) => ctx.logger.debug("call failed", { method, error: String(err) }) };
-    addService(server, AAA, aaaService(store), { ...serveOptions, policy: AAA_POLICY });
+    addService(server, AAA, aaaService(state), { ...serveOptions, policy: AAA_POLICY });
     const onLearnerAdded = () => learnerAdded.set(++learnersAdded);
     const kubernetesPKI = kubernetesPKISource(options.etcd);
-    addService(server, Management, managementService({ store, etcd: options.etcd, requireLeader, heartbeats, logger: ctx.logger, onLearnerAdded, kubernetesPKI }), {
+    addService(server, Management, managementService({ store, state, etcd: options.etcd, requireLeader, heartbeats, logger: ctx.logger, onLearnerAdded, kubernetesPKI }), {
       ...serveOptions,
       policy: MANAGEMENT_POLICY,
     });
-    addService(server, Curator, curatorService({ store, watches, requireLeader, heartbeats, logger: ctx.logger, kubernetesPKI }), { ...serveOptions, policy: CURATOR_POLICY });
+    addService(server, Curator, curatorService({ store, state, watches, requireLeader, heartbeats, logger: ctx.logger, kubernetesPKI }), { ...serveOptions, policy: CURATOR_POLICY });
     const address = formatAddress({ host: options.listenHost, port });
     const credentials = serverCredentials({ certificate: identity.certificate, privateKey: options.privateKey });
     try {

@@ -5,7 +5,7 @@
 import { create } from "@bufbuild/protobuf";
 import { timingSafeEqual } from "node:crypto";
 import { NodeState, NodeStatusSchema } from "../../proto/gen/common/common_pb.ts";
-import { WatchEvent_Progress, type Curator } from "../../proto/gen/curator/curator_pb.ts";
+import { WatchEventSchema, WatchEvent_Progress, type Curator, type WatchEvent } from "../../proto/gen/curator/curator_pb.ts";
 import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
 import type { Logger } from "../log/mod.ts";
 import { issueKubeletCertificates, type KubernetesPKI } from "../kubernetes/mod.ts";
@@ -23,8 +23,9 @@ import {
 } from "../rpc/mod.ts";
 import { toCuratorNode } from "./convert.ts";
 import type { CuratorStore } from "./store.ts";
+import type { StateReader } from "./state_cache.ts";
 import { checkNodeId, checkNodeStatus, checkPublicKey, MAX_TICKET_BYTES } from "./validate.ts";
-import type { NodeWatchHub } from "./watch.ts";
+import type { NodeEvent, NodeWatchHub } from "./watch.ts";
 import type { HeartbeatTracker } from "./heartbeats.ts";
 
 export const CURATOR_POLICY: ServicePolicy<typeof Curator> = {
@@ -42,7 +43,10 @@ export const CURATOR_POLICY: ServicePolicy<typeof Curator> = {
 export const UNLOCK_KEY_BYTES = 32;
 
 export interface CuratorServiceDeps {
+  /** Writes, and the reads they compare-and-swap on. */
   store: CuratorStore;
+  /** Linearizable reads, from memory (state_cache.ts). */
+  state: StateReader;
   watches: NodeWatchHub;
   requireLeader: () => void;
   heartbeats: HeartbeatTracker;
@@ -56,11 +60,11 @@ export interface CuratorServiceDeps {
  * belongs: a deleted node keeps its certificate. Node callers must also
  * have a record, and be UP.
  */
-async function requireMember(store: CuratorStore, ctx: CallContext): Promise<void> {
+async function requireMember(state: StateReader, ctx: CallContext): Promise<void> {
   if (ctx.peer.kind !== "node") return;
-  const node = await store.node(ctx.peer.nodeId);
+  const node = (await state.read(ctx.signal)).node(ctx.peer.nodeId);
   if (!node) throw new PermissionDeniedError(`node ${ctx.peer.nodeId} is not part of the cluster (it was deleted)`);
-  if (node.value.state !== NodeState.UP) throw new PermissionDeniedError(`node ${ctx.peer.nodeId} is ${NodeState[node.value.state]}, not UP`);
+  if (node.state !== NodeState.UP) throw new PermissionDeniedError(`node ${ctx.peer.nodeId} is ${NodeState[node.state]}, not UP`);
 }
 
 /** The key a handshake caller proved it holds. */
@@ -80,14 +84,29 @@ function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
+/**
+ * A change as Watch sends it, made once for all the watchers it goes to:
+ * the hub hands every subscriber the same event object. The message is
+ * complete (created), so the rpc layer only encodes it.
+ */
+const watchEvents = new WeakMap<NodeEvent, WatchEvent>();
+function watchEventOf(event: Extract<NodeEvent, { kind: "put" | "delete" }>): WatchEvent {
+  let message = watchEvents.get(event);
+  if (!message) {
+    message = create(WatchEventSchema, event.kind === "put" ? { nodes: [toCuratorNode(event.node)] } : { nodeTombstones: [{ nodeId: event.nodeId }] });
+    watchEvents.set(event, message);
+  }
+  return message;
+}
+
 export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Curator> {
-  const { store, logger } = deps;
+  const { store, state, logger } = deps;
   return {
     async *watch(request, ctx) {
       const filter = request.kind.case === "nodeInCluster" ? { nodeId: request.kind.value.nodeId } : {};
       if (request.kind.case === undefined) throw new InvalidArgumentError("watch what: set node_in_cluster or nodes_in_cluster");
       if (request.kind.case === "nodeInCluster") checkNodeId("node_in_cluster.node_id", request.kind.value.nodeId);
-      await requireMember(store, ctx);
+      await requireMember(state, ctx);
       for await (const event of deps.watches.subscribe(filter, ctx.signal)) {
         switch (event.kind) {
           case "backlog":
@@ -97,10 +116,8 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
             yield { progress: WatchEvent_Progress.LAST_BACKLOGGED };
             break;
           case "put":
-            yield { nodes: [toCuratorNode(event.node)] };
-            break;
           case "delete":
-            yield { nodeTombstones: [{ nodeId: event.nodeId }] };
+            yield watchEventOf(event);
             break;
           default: {
             const unreachable: never = event;
@@ -118,7 +135,7 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
       if (!request.status) throw new InvalidArgumentError("status is missing");
       checkNodeStatus(request.status);
       deps.requireLeader();
-      await requireMember(store, ctx);
+      await requireMember(state, ctx);
       const status = create(NodeStatusSchema, request.status);
       // A status push whose caller gave up is dropped, not retried: a newer one follows.
       await store.updateNode(
@@ -205,13 +222,13 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
       if (ctx.peer.kind !== "node") throw new Error("unreachable: policy is node");
       const id = ctx.peer.nodeId;
       deps.requireLeader();
-      await requireMember(store, ctx);
+      await requireMember(state, ctx);
       logger.debug("heartbeat stream opened", { node: id });
       for await (const _update of requests) {
         // A curator that stopped leading, or a node deleted meanwhile, ends
         // the stream: the node then finds the leader, or learns it is out.
         deps.requireLeader();
-        await requireMember(store, ctx);
+        await requireMember(state, ctx);
         deps.heartbeats.beat(id);
         yield {};
       }
@@ -219,7 +236,7 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
 
     async prepareColdStart(_request, ctx) {
       if (ctx.peer.kind !== "node") throw new Error("unreachable: policy is node");
-      await requireMember(store, ctx);
+      await requireMember(state, ctx);
       const node = await store.node(ctx.peer.nodeId);
       if (!node?.value.roles?.consensusMember) {
         throw new FailedPreconditionError(`node ${ctx.peer.nodeId} is not a consensus member; only consensus members take part in cold starts`);
@@ -234,7 +251,7 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
     async issueKubeletCertificates(request, ctx) {
       if (ctx.peer.kind !== "node") throw new Error("unreachable: policy is node");
       checkPublicKey("kubelet_public_key", request.kubeletPublicKey);
-      await requireMember(store, ctx);
+      await requireMember(state, ctx);
       const node = await store.node(ctx.peer.nodeId);
       if (!node?.value.roles?.kubernetesWorker) {
         throw new PermissionDeniedError(`node ${ctx.peer.nodeId} does not hold the kubernetes-worker role; only workers get kubelet certificates`);
@@ -254,7 +271,7 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
 
     async joinNode(_request, ctx) {
       const joinKey = presentedKey(ctx);
-      const node = await store.nodeByJoinKey(joinKey);
+      const node = (await state.read(ctx.signal)).nodeByJoinKey(joinKey);
       if (!node) throw new NotFoundError("no node has this join key");
       if (node.state !== NodeState.UP) throw new FailedPreconditionError(`node ${node.id} is ${NodeState[node.state]}, not UP`);
       logger.info("node joining", { node: node.id });

@@ -28,6 +28,7 @@ import { toApiNode } from "./convert.ts";
 import { checkNodeId, checkPublicKey } from "./validate.ts";
 import { applyLabelChanges, checkLabelChanges } from "./labels.ts";
 import type { CuratorStore } from "./store.ts";
+import type { StateReader } from "./state_cache.ts";
 import type { HeartbeatTracker } from "./heartbeats.ts";
 
 export const MANAGEMENT_POLICY: ServicePolicy<typeof Management> = {
@@ -43,7 +44,10 @@ export const MANAGEMENT_POLICY: ServicePolicy<typeof Management> = {
 };
 
 export interface ManagementDeps {
+  /** Writes, and the reads they compare-and-swap on. */
   store: CuratorStore;
+  /** Linearizable reads, from memory (state_cache.ts). */
+  state: StateReader;
   etcd: Etcd3;
   /** Throws UNAVAILABLE (naming the leader) unless this curator leads. */
   requireLeader: () => void;
@@ -76,26 +80,29 @@ async function existingNode(store: CuratorStore, id: string): Promise<NodeRecord
 }
 
 export function managementService(deps: ManagementDeps): ServiceImpl<typeof Management> {
-  const { store, etcd, logger } = deps;
+  const { store, state, etcd, logger } = deps;
   return {
-    async getRegisterTicket() {
-      const cluster = await store.cluster();
+    async getRegisterTicket(_request, ctx) {
+      const cluster = (await state.read(ctx.signal)).cluster();
       if (!cluster) throw new FailedPreconditionError("the cluster is not bootstrapped");
       return { ticket: cluster.registerTicket };
     },
 
-    async getClusterInfo() {
-      const { nodes } = await store.nodes();
-      const ca = await store.ca("cluster");
-      const cluster = await store.cluster();
-      return { clusterDirectory: directoryOf(nodes), caCertificate: new Uint8Array(ca.certificate.raw), unlockShareThreshold: cluster?.unlockShareThreshold ?? 0 };
+    async getClusterInfo(_request, ctx) {
+      const snapshot = await state.read(ctx.signal);
+      const ca = snapshot.ca("cluster");
+      return {
+        clusterDirectory: directoryOf(snapshot.nodes()),
+        caCertificate: new Uint8Array(ca.certificate.raw),
+        unlockShareThreshold: snapshot.cluster()?.unlockShareThreshold ?? 0,
+      };
     },
 
-    async *getNodes() {
+    async *getNodes(_request, ctx) {
       // Only the leader hears heartbeats, so only it can say how nodes are.
       deps.requireLeader();
-      const { nodes } = await store.nodes();
-      for (const node of nodes.sort((a, b) => a.id.localeCompare(b.id))) yield toApiNode(node, deps.heartbeats.health(node.id, node.state));
+      const nodes = (await state.read(ctx.signal)).nodes();
+      for (const node of nodes) yield toApiNode(node, deps.heartbeats.health(node.id, node.state));
     },
 
     async updateNodeLabels(request, ctx) {
@@ -140,9 +147,9 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
       return {};
     },
 
-    async getEtcdCredentials(request) {
+    async getEtcdCredentials(request, ctx) {
       checkPublicKey("public_key", request.publicKey);
-      const ca = await store.ca("etcd");
+      const ca = (await state.read(ctx.signal)).ca("etcd");
       const certificate = createCertificate(
         { commonName: "owner", organization: "nodecore etcd client", publicKey: publicKeyFromRaw(request.publicKey), kind: "client" },
         ca,

@@ -23,8 +23,8 @@ import { UnavailableError } from "../rpc/mod.ts";
 
 /** All curator keys live under this etcd prefix. */
 export const ETCD_PREFIX = "/nodecore/";
-const CLUSTER_KEY = "cluster";
-const CA_KEYS = { cluster: "ca/cluster", etcd: "ca/etcd" } as const;
+export const CLUSTER_KEY = "cluster";
+export const CA_KEYS = { cluster: "ca/cluster", etcd: "ca/etcd" } as const;
 export const NODES_PREFIX = "nodes/";
 /** joinkeys/<hex of a join public key> → the node ID it belongs to: one node per join key. */
 export const JOIN_KEYS_PREFIX = "joinkeys/";
@@ -118,9 +118,8 @@ export class CuratorStore {
 
   async ca(kind: CAKind): Promise<CA> {
     const bytes = await this.etcd.get(CA_KEYS[kind]).buffer();
-    if (!bytes) throw new StoreError(`the ${kind} CA is missing from etcd: was the cluster bootstrapped?`);
-    const record = fromBinary(CertificateAuthoritySchema, bytes);
-    return { certificate: new X509Certificate(record.certificate), privateKey: privateKeyFromRaw(record.privateKey) };
+    if (!bytes) throw missingCA(kind);
+    return decodeCA(bytes);
   }
 
   async node(id: string): Promise<Versioned<NodeRecord> | undefined> {
@@ -243,6 +242,16 @@ export class CuratorStore {
   }
 }
 
-function joinKeyIndex(joinKey: Uint8Array): string {
+/** A CA as stored under CA_KEYS. */
+export function decodeCA(bytes: Uint8Array): CA {
+  const record = fromBinary(CertificateAuthoritySchema, bytes);
+  return { certificate: new X509Certificate(record.certificate), privateKey: privateKeyFromRaw(record.privateKey) };
+}
+
+export function missingCA(kind: CAKind): StoreError {
+  return new StoreError(`the ${kind} CA is missing from etcd: was the cluster bootstrapped?`);
+}
+
+export function joinKeyIndex(joinKey: Uint8Array): string {
   return JOIN_KEYS_PREFIX + Buffer.from(joinKey).toString("hex");
 }

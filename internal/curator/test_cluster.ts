@@ -8,6 +8,7 @@
 // one exception to "other packages import a package only through mod.ts".
 
 import type { Etcd3 } from "etcd3";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { KeyObject, X509Certificate } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
@@ -66,6 +67,11 @@ export interface TestCluster {
   stopCurator(port: number): Promise<void>;
   /** Starts a curator for the first node again (after stopCurator), with a fresh leadership value. */
   restartFirstCurator(): Value<Leadership>;
+  /**
+   * Kills the etcd member (SIGKILL) and waits until the supervisor has it
+   * serving again, on the same data.
+   */
+  killEtcd(): Promise<void>;
   /** A client of a curator (the first by default), calling as `as`. */
   client<S extends Parameters<typeof createClient>[0]>(service: S, as: Credentials, endpoint?: CuratorEndpoint): ReturnType<typeof createClient<S>>;
   close(): Promise<void>;
@@ -202,6 +208,15 @@ export async function startTestCluster(options: TestClusterOptions = {}): Promis
       const l = new Value<Leadership>();
       startCurator(p.curator, l, nodeKey);
       return l;
+    },
+    async killEtcd() {
+      const pidFile = join(dir.path, "etcd.pid");
+      const pidOf = () => (existsSync(pidFile) ? Number(readFileSync(pidFile, "utf8").split(" ")[0]) : undefined);
+      const pid = pidOf();
+      if (pid === undefined) throw new Error(`no etcd pid file at ${pidFile}`);
+      process.kill(pid, "SIGKILL");
+      await eventually(() => pidOf() !== undefined && pidOf() !== pid, { timeoutMs: 30_000, what: "etcd started again" });
+      await eventually(() => etcd.get("cluster").then(() => true), { timeoutMs: 30_000, what: "etcd serving again" });
     },
     client(service, as, e = endpoint) {
       const tls =

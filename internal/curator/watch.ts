@@ -13,7 +13,9 @@
 // idle curator holds no records and no etcd watch. A subscriber whose queue
 // overflows (a reader that stopped reading) is ended with
 // RESOURCE_EXHAUSTED and may watch again; it never holds memory hostage.
-// When the etcd watch fails, every subscriber ends with UNAVAILABLE.
+// When the etcd watch fails or is interrupted, every subscriber ends with
+// UNAVAILABLE (and watches again). Each event is one object for all its
+// subscribers, so what the service makes of it can be made once.
 
 import { fromBinary } from "@bufbuild/protobuf";
 import type { Watcher } from "etcd3";
@@ -109,26 +111,40 @@ export class NodeWatchHub {
   async #open(): Promise<Running> {
     const { nodes, revision } = await this.#store.nodes();
     const records = new Map(nodes.map((n) => [n.id, n]));
-    const watcher = await this.#store.etcd.watch().prefix(NODES_PREFIX).startRevision(String(BigInt(revision) + 1n)).create();
+    // Listeners go on before the watch is created: events can follow its
+    // creation at once, before a promise of it would resolve.
+    const watcher = this.#store.etcd.watch().prefix(NODES_PREFIX).startRevision(String(BigInt(revision) + 1n)).watcher();
     const running: Running = { records, watcher };
     watcher.on("put", (kv) => {
+      if (this.#running !== running) return;
       const node = fromBinary(NodeRecordSchema, kv.value);
       records.set(node.id, node);
       this.#publish({ kind: "put", node }, node.id);
     });
     watcher.on("delete", (kv) => {
+      if (this.#running !== running) return;
       const key = kv.key.toString();
       const nodeId = key.slice(key.lastIndexOf("/") + 1);
       records.delete(nodeId);
       this.#publish({ kind: "delete", nodeId }, nodeId);
     });
-    watcher.on("error", (err) => {
-      const failure = new UnavailableError(`the curator lost its etcd watch: ${err.message}; watch again`);
+    const end = (why: string) => {
+      const failure = new UnavailableError(`the curator lost its etcd watch: ${why}; watch again`);
       for (const subscriber of this.#subscribers) fail(subscriber, failure);
       if (this.#running === running) this.#running = undefined;
       watcher.cancel().catch(() => {});
-    });
+    };
+    watcher.on("error", (err) => end(err.message));
+    // etcd3 would resume an interrupted watch from the last revision in a
+    // response header, which can be past events it never delivered: end it
+    // instead, and let every watcher start again from a fresh backlog.
+    watcher.on("disconnected", (err: Error) => end(`interrupted (${err.message})`));
     this.#running = running;
+    await new Promise<void>((resolve, reject) => {
+      watcher.once("connected", () => resolve());
+      watcher.once("error", reject);
+      watcher.once("disconnected", reject);
+    });
     return running;
   }
 

@@ -7,6 +7,7 @@
 //   addService(server, Svc, impl, {ca, policy})     createClient(Svc, target, {credentials})
 //     raw bytes ─▶ size check ─▶ fromBinary           create ─▶ toBinary ─▶ grpc-js
 //     TLS client cert ─▶ authenticate ─▶ Peer         errors ─▶ RpcError(code, details)
+//       (once per connection; validity per call)
 //     policy check ─▶ handler(request, ctx)
 //     thrown DomainError ─▶ toStatus ─▶ gRPC status
 //

@@ -1,11 +1,13 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, spyOn, test } from "bun:test";
 import { Client as GrpcClient, Metadata, Server, status } from "@grpc/grpc-js";
 import { AAA, Management } from "../../proto/gen/api/management_pb.ts";
 import { Curator, WatchEvent_Progress } from "../../proto/gen/curator/curator_pb.ts";
 import { NodeState } from "../../proto/gen/common/common_pb.ts";
 import {
+  createCertificate,
   createClusterCA,
   generateKeyPair,
+  NODE_ORGANIZATION,
   issueNodeCertificate,
   issueOwnerCertificate,
   commonNameOf,
@@ -26,7 +28,8 @@ import {
   type ClientTlsOptions,
   type ServerIdentity,
 } from "./mod.ts";
-import type { X509Certificate } from "node:crypto";
+import { X509Certificate } from "node:crypto";
+import { eventually } from "../testing/mod.ts";
 
 // A real grpc-js server and real clients over mutual TLS with Ed25519
 // certificates. The services are fakes implementing the generated interfaces.
@@ -244,6 +247,42 @@ describe("grpc adapter over mutual TLS", () => {
     const err = await rpcError(client.getRegisterTicket({}, { timeoutMs: 5000 }));
     expect(err.code).toBe(status.UNAVAILABLE);
     expect(err.details).toContain(`server identity refused: expected ${other}, got ${serverId}`);
+    client.close();
+  });
+
+  test("a caller's certificate is verified once per connection, not once per call", async () => {
+    const client = clientOf(Management, asNode);
+    const verify = spyOn(X509Certificate.prototype, "verify");
+    try {
+      for (let i = 0; i < 5; i++) await client.getClusterInfo({});
+      expect(verify).toHaveBeenCalledTimes(1);
+      // Another connection is verified on its own.
+      const another = clientOf(Management, asNode);
+      await another.getClusterInfo({});
+      another.close();
+      expect(verify).toHaveBeenCalledTimes(2);
+    } finally {
+      verify.mockRestore();
+      client.close();
+    }
+  });
+
+  test("a certificate that expires while its connection is open is refused on the connection's next call", async () => {
+    const key = generateKeyPair();
+    const nodeId = nodeIdFromPublicKey(rawPublicKey(key.publicKey));
+    // Valid from a minute ago until about three seconds from now (certificate times are whole seconds).
+    const notBefore = new Date(Math.floor(Date.now() / 1000) * 1000 - 60_000);
+    const shortLived = createCertificate({ commonName: nodeId, organization: NODE_ORGANIZATION, publicKey: key.publicKey, kind: "peer", notBefore, validForMs: 63_000 }, ca);
+    const client = clientOf(Management, { server: expecting(ca.certificate), certificate: shortLived, privateKey: key.privateKey });
+    await client.getClusterInfo({});
+    await eventually(
+      async () => {
+        const err = await rpcError(client.getClusterInfo({}));
+        expect(err.code).toBe(status.UNAUTHENTICATED);
+        expect(err.details).toBe("client certificate not accepted: certificate has expired");
+      },
+      { timeoutMs: 15_000, intervalMs: 250 },
+    );
     client.close();
   });
 

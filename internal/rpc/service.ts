@@ -32,7 +32,7 @@ import {
   toStatus,
 } from "./errors.ts";
 import { authenticate, refusal, type Peer, type Policy } from "./peer.ts";
-import { clientCertificateOf } from "./tls.ts";
+import { connectionOf, peerCertificateOf } from "./tls.ts";
 
 /** Requests larger than this are refused with INVALID_ARGUMENT. */
 export const MAX_REQUEST_BYTES = 1024 * 1024;
@@ -95,9 +95,43 @@ function check(peer: Peer, policy: Policy): void {
 
 type RawCall = ServerUnaryCall<Buffer, Buffer> | ServerWritableStream<Buffer, Buffer> | ServerDuplexStream<Buffer, Buffer>;
 
+/** A connection's caller, as authenticated under `ca`, and when that answer holds. */
+interface Authenticated {
+  ca: X509Certificate;
+  peer: Peer;
+  /** The certificate's validity, in ms since the epoch: the answer holds only between these. */
+  validFrom: number;
+  validTo: number;
+}
+
+/** Callers by connection (the HTTP/2 session); an entry goes with its connection. */
+const callers = new WeakMap<object, Authenticated>();
+
+/**
+ * Who is calling, authenticated once per connection rather than once per
+ * call: parsing the certificate and checking its signature cost more than a
+ * cached read. The client certificate of a TLS connection cannot change
+ * while it is open (TLS 1.3 has no renegotiation, HTTP/2 forbids it under
+ * TLS 1.2, and bun's BoringSSL never renegotiates as a server), so only
+ * what depends on the moment is checked per call: the answer is reused
+ * while now lies within the certificate's validity (an expired certificate
+ * is refused on its connection's next call) and the CA is the same object.
+ */
+function callerOf(call: RawCall, ca: X509Certificate): Peer {
+  const { session, socket } = connectionOf(call);
+  const now = Date.now();
+  const known = callers.get(session);
+  if (known && known.ca === ca && now >= known.validFrom && now <= known.validTo) return known.peer;
+  const certificate = peerCertificateOf(socket.getPeerCertificate());
+  const peer = authenticate(certificate, ca);
+  const validity = certificate ? { validFrom: Date.parse(certificate.validFrom), validTo: Date.parse(certificate.validTo) } : { validFrom: -Infinity, validTo: Infinity };
+  // An answer given outside the validity (expired, not yet valid) is never reused.
+  if (now >= validity.validFrom && now <= validity.validTo) callers.set(session, { ca, peer, ...validity });
+  return peer;
+}
+
 function contextOf<S>(call: RawCall, method: string, policy: Policy, options: ServeOptions<S>): CallContext {
-  const certificate = clientCertificateOf(call);
-  const peer = authenticate(certificate, options.ca());
+  const peer = callerOf(call, options.ca());
   check(peer, policy);
   const controller = new AbortController();
   (call as NodeJS.EventEmitter).once("cancelled", () => controller.abort(new Error(`${method}: cancelled by client`)));

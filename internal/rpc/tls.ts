@@ -3,7 +3,8 @@
 // that the two handshake calls (AAA.Escrow and Curator.RegisterNode/
 // CommitNode/JoinNode) can authenticate callers by a self-signed certificate.
 // Every other call is refused unless the certificate chains to the cluster CA
-// (checked per call by authenticate() in peer.ts).
+// (authenticate() in peer.ts: once per connection, its validity per call;
+// see callerOf in service.ts).
 
 import { ChannelCredentials, ServerCredentials, type ChannelOptions } from "@grpc/grpc-js";
 import { TLSSocket, type PeerCertificate, type SecureContextOptions } from "node:tls";
@@ -112,21 +113,24 @@ export function peerCertificateOf(peer: PeerCertificate | undefined): X509Certif
 }
 
 /**
- * The client certificate of a server call, whoever issued it.
+ * The connection a server call arrived on: its HTTP/2 session (one per
+ * connection, the same object for every call on it) and its TLS socket,
+ * which shows the client certificate whoever issued it.
  *
  * grpc-js's getAuthContext() shows the client certificate only when it
  * chains to a CA given to the TLS server, but the handshake calls must see
- * self-signed certificates too. So this reads it from the call's TLS socket,
- * which grpc-js keeps on its innermost call object. The grpc-js version is
+ * self-signed certificates too. So this reads the call's TLS socket, which
+ * grpc-js keeps on its innermost call object. The grpc-js version is
  * pinned, and the adapter's tests fail loudly if that layout changes.
  */
-export function clientCertificateOf(call: object): X509Certificate | undefined {
+export function connectionOf(call: object): { session: object; socket: TLSSocket } {
   type Inner = { stream?: { session?: { socket?: unknown } }; nextCall?: Inner; call?: Inner };
   let inner: Inner | undefined = (call as Inner).call;
   for (let depth = 0; inner && !inner.stream && depth < 8; depth++) inner = inner.nextCall;
-  const socket = inner?.stream?.session?.socket;
-  if (!(socket instanceof TLSSocket)) {
+  const session = inner?.stream?.session;
+  const socket = session?.socket;
+  if (!session || !(socket instanceof TLSSocket)) {
     throw new Error("cannot find the TLS socket of a grpc-js call (did the grpc-js version change?)");
   }
-  return peerCertificateOf(socket.getPeerCertificate());
+  return { session, socket };
 }
