@@ -3,7 +3,13 @@
 // vm-power, 2026-11-23). The node then came back with an empty certificate
 // file, written before the cut but never synced, and could not start again;
 // files the node must find after a power cut are now written durably
-// (internal/localstorage/durable_file.ts). The rest of the qemu mode
+// (internal/localstorage/durable_file.ts). Later it came back with an ESP
+// whose every read failed ("invalid cluster chain"), or a sealed
+// configuration of zeros: on FAT a file renamed over another kept the old
+// directory entry on disk, naming freed clusters, until its inode's
+// writeback; the ESP is now mounted with dirsync (localstorage mountESP).
+// When the cluster does not come back, the run prints each VM's last
+// lines. The rest of the qemu mode
 // (partition, slow-network) runs by hand: `bun run faults --mode qemu`.
 
 import { runFaults } from "../faults/mod.ts";
