@@ -6,7 +6,7 @@ import { NodeParametersSchema, SealedConfigurationSchema, type NodeParameters } 
 import { captureLogger } from "../log/mod.ts";
 import { createClusterCA, generateKeyPair } from "../pki/mod.ts";
 import { tempDir } from "../testing/mod.ts";
-import { decideEnrolment, readNodeParameters, ParametersError } from "./mod.ts";
+import { decideEnrolment, readNodeParameters, readSealedConfiguration, ParametersError } from "./mod.ts";
 
 const ownerKey = new Uint8Array(32).fill(7);
 const ca = createClusterCA(generateKeyPair());
@@ -129,5 +129,12 @@ describe("enrolment decision", () => {
     const { dir, paths } = setup({ fwCfg: bootstrap(), sealed: new Uint8Array([9, 9, 9]) });
     using _ = dir;
     expect(() => decideEnrolment(paths, captureLogger("t").logger)).toThrow("refusing to start over");
+  });
+
+  test("a sealed configuration that cannot be read (a directory here; EIO on a damaged ESP) is an error naming the file", () => {
+    const { dir, paths } = setup({ fwCfg: bootstrap() });
+    using _ = dir;
+    mkdirSync(paths.sealed, { recursive: true });
+    expect(() => readSealedConfiguration(paths.sealed)).toThrow(`sealed configuration at ${paths.sealed} could not be read (`);
   });
 });

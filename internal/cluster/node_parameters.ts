@@ -103,7 +103,12 @@ export function readNodeParameters(paths: ParameterPaths, logger: Logger): Valid
 /** The sealed configuration, if the node has one; corrupt is an error (never a reason to start over). */
 export function readSealedConfiguration(path: string): SealedConfiguration | undefined {
   if (!existsSync(path)) return undefined;
-  const bytes = readFileSync(path);
+  let bytes: Uint8Array;
+  try {
+    bytes = readFileSync(path);
+  } catch (err) {
+    throw new ParametersError(`sealed configuration at ${path} could not be read (${(err as Error).message}): is the ESP damaged?`, { cause: err });
+  }
   try {
     const sealed = fromBinary(SealedConfigurationSchema, bytes);
     if (sealed.nodeUnlockKey.length !== 32 || sealed.joinKey.length !== 32 || sealed.clusterCa.length === 0) {

@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { create } from "@bufbuild/protobuf";
 import { createPublicKey, randomBytes } from "node:crypto";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { SealedConfigurationSchema, type SealedConfiguration } from "../../proto/gen/api/configuration_pb.ts";
 import { ClusterDirectorySchema, type ClusterDirectory } from "../../proto/gen/common/common_pb.ts";
@@ -154,6 +155,13 @@ describe("the holder's file", () => {
     expect(await dropShares(path, (o) => o !== "node-b")).toEqual(["node-b"]);
     expect(epochsOf("node-b")).toEqual([]);
     expect(epochsOf("node-a")).toEqual([3]);
+  });
+
+  test("a file that cannot be read (a directory here; EIO on a damaged ESP) is an error naming it", () => {
+    using dir = tempDir();
+    const path = join(dir.path, "held.pb");
+    mkdirSync(path);
+    expect(() => readHeldShares(path)).toThrow(`the held shares file ${path} could not be read (`);
   });
 });
 

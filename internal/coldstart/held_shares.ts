@@ -18,8 +18,14 @@ export class HeldSharesError extends Error {
 
 export function readHeldShares(path: string): HeldShares {
   if (!existsSync(path)) return create(HeldSharesSchema);
+  let bytes: Uint8Array;
   try {
-    return fromBinary(HeldSharesSchema, readFileSync(path));
+    bytes = readFileSync(path);
+  } catch (err) {
+    throw new HeldSharesError(`the held shares file ${path} could not be read (${(err as Error).message}): is the ESP damaged?`, { cause: err });
+  }
+  try {
+    return fromBinary(HeldSharesSchema, bytes);
   } catch (err) {
     throw new HeldSharesError(`the held shares file ${path} is corrupt: ${(err as Error).message}`, { cause: err });
   }
