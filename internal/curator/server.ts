@@ -128,8 +128,17 @@ export function curatorRunnable(options: CuratorOptions): Runnable {
     });
 
     // Reads come from memory, proven current by revision (state_cache.ts).
+    // The copy is loaded once the first election is decided, not beside it:
+    // on a one-vCPU VM its load and watch delayed the campaign by about a
+    // second, and until it is there reads go to etcd, as they would anyway.
     const state = new StateCache(options.etcd);
-    ctx.run("state-cache", state.runnable());
+    const cacheRun = state.runnable();
+    let cacheStarted = false;
+    ctx.run("state-cache", async (c) => {
+      if (!cacheStarted) await leadership.waitFor((l) => l.isLeader || l.leader !== undefined, { signal: c.signal });
+      cacheStarted = true;
+      await cacheRun(c);
+    });
     const server = createServer();
     const watches = new NodeWatchHub(store);
     const serveOptions = { ca: () => options.clusterCA, onError: (method: string, err: unknown) => ctx.logger.debug("call failed", { method, error: String(err) }) };
