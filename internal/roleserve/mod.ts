@@ -195,6 +195,7 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
         sealed: values.sealed,
         ...(options.shareHolderPort !== undefined ? { shareHolderPort: options.shareHolderPort } : {}),
         ...(options.scrubEsp ? { scrubEsp: options.scrubEsp } : {}),
+        localConsensus: values.localConsensus,
       }),
     );
     ctx.run(

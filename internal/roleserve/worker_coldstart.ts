@@ -61,6 +61,13 @@ export interface ColdStartOptions {
   shareHolderPort?: number;
   /** Overwrites the ESP's free space, where a replaced file's old contents stay (VMs only). */
   scrubEsp?: () => Promise<void>;
+  /**
+   * Set while this node's etcd member serves. A new consensus member makes
+   * its shares only then: on a one-vCPU VM the split, the ESP writes and the
+   * holders' calls slowed the member's own join, and nothing is lost by
+   * waiting (the key stays on the ESP until the split is complete).
+   */
+  localConsensus?: Value<unknown>;
 }
 
 type Outcome = "settled" | "retry";
@@ -79,10 +86,13 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
     for (;;) {
       const roles = options.roles.peek();
       const directory = options.directory.peek();
+      const serving = options.localConsensus?.peek();
       let outcome: Outcome = "settled";
       if (roles !== undefined && directory !== undefined) {
         if (!roles.consensusMember) {
           await notAMember(directory);
+        } else if (options.localConsensus && serving === undefined) {
+          options.board.report(SERVICE, "waiting", "waiting for this node's etcd member to serve before making shares");
         } else {
           if (threshold === undefined) threshold = await prepare();
           outcome = threshold === undefined ? "retry" : await member(directory, threshold);
@@ -97,6 +107,7 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
         await Promise.race([
           options.roles.waitFor((r) => r !== roles, { signal: waits.signal }),
           options.directory.waitFor((d) => d !== directory, { signal: waits.signal }),
+          ...(options.localConsensus ? [options.localConsensus.waitFor((l) => (l === undefined) !== (serving === undefined), { signal: waits.signal })] : []),
           ...(outcome === "retry" ? [sleep(backoff.next(), waits.signal)] : []),
         ]).catch(() => {});
       } finally {
