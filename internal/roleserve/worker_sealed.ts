@@ -45,11 +45,12 @@ export function sealedUpdateWorker(options: SealedUpdateOptions): Runnable {
         next.coldStartClusterUnlockKey = seen.roles.consensusMember && !split ? membership.clusterUnlockKey : new Uint8Array();
         if (equals(SealedConfigurationSchema, current, next)) return undefined;
         await writeSealedConfigurationAsync(options.layout.esp.sealed, next);
+        // Published under the lock too, so that the cold-start worker's next write cannot be overtaken by this one.
+        options.sealed.set(next);
         return { current, next };
       });
       if (!written) continue;
       const { current, next } = written;
-      options.sealed.set(next);
       if (current.coldStartClusterUnlockKey.length > 0 && next.coldStartClusterUnlockKey.length === 0 && options.scrubEsp) {
         await options.scrubEsp();
         ctx.logger.info("the cold-start key left the ESP; its free space is overwritten");
