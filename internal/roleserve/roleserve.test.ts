@@ -8,7 +8,7 @@ import { Server } from "@grpc/grpc-js";
 import { create } from "@bufbuild/protobuf";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ClusterDirectorySchema, NodeRolesSchema, type NodeRoles, type NodeStatus } from "../../proto/gen/common/common_pb.ts";
+import { ClusterDirectorySchema, NodeRolesSchema, type ClusterDirectory, type NodeRoles, type NodeStatus } from "../../proto/gen/common/common_pb.ts";
 import { Curator, WatchEvent_Progress, type WatchEvent } from "../../proto/gen/curator/curator_pb.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
 import { Value } from "../event/mod.ts";
@@ -21,6 +21,7 @@ import { supervise, untilCancelled, type Runnable, type Supervisor } from "../su
 import { eventually, tempDir } from "../testing/mod.ts";
 import {
   ServiceBoard,
+  coldStartWorker,
   kubernetesWorker,
   newRoleServerValues,
   roleFetchWorker,
@@ -297,6 +298,24 @@ describe("an impostor curator", () => {
     expect(values.roles.peek()).toBeUndefined();
     expect(impostor.statuses).toEqual([]);
     expect(impostor.watchers).toBe(0);
+  });
+});
+
+describe("cold-start worker", () => {
+  test("a new consensus member makes no shares until its own etcd member serves, then asks a curator for its join certificate", async () => {
+    using dir = tempDir("nodecore-coldstart-worker-");
+    const roles = new Value<NodeRoles | undefined>();
+    const directory = new Value<ClusterDirectory>();
+    const localConsensus = new Value<object | undefined>();
+    const board = new ServiceBoard();
+    const line = () => board.value.peek()?.find((s) => s.name === "coldstart");
+    // No curator at all: once it may go on, the worker says it waits for one.
+    run(coldStartWorker({ layout: storageLayout(dir.path), membership: membership(), roles, directory, connection: connection([]), board, sealed: new Value(), localConsensus }));
+    roles.set(create(NodeRolesSchema, { consensusMember: {} }));
+    directory.set(create(ClusterDirectorySchema));
+    await eventually(() => expect(line()?.message).toBe("waiting for this node's etcd member to serve before making shares"));
+    localConsensus.set({});
+    await eventually(() => expect(line()?.message).toStartWith("waiting for a curator to issue the join certificate: "));
   });
 });
 
