@@ -35,6 +35,7 @@ const ETCD_WAITS = "data partition full: etcd waits for space before it starts";
 export class ProcessFaults implements FaultDriver {
   readonly mode = "process";
   readonly kinds = PROCESS_FAULTS;
+  readonly recoveryBoundMs = RECOVERY_BOUND_MS;
   private readonly killedByUs = new Set<NodeProcess>();
 
   private constructor(

@@ -27,7 +27,7 @@ import { createLogger } from "../../internal/log/mod.ts";
 import { configPaths, loadCredentials } from "../../internal/operator/mod.ts";
 import { generateKeyPair, rawPublicKey } from "../../internal/pki/mod.ts";
 import { CONSOLE, createCluster, enterNamespace, ensureBuilt, formCluster, namespaceName, type Cluster, type NodeVm } from "../launch/mod.ts";
-import { QEMU_FAULTS, type Chance, type FaultDriver, type FaultKind, type InjectedFault } from "./runner.ts";
+import { QEMU_FAULTS, QEMU_RECOVERY_BOUND_MS, type Chance, type FaultDriver, type FaultKind, type InjectedFault } from "./runner.ts";
 
 const CLUSTER_NAME = "faults";
 /** 10.77.5.0/24: apart from the e2e's and the dev cluster's subnets. */
@@ -55,6 +55,7 @@ function tapTable(tap: string, verdict: string): string {
 export class QemuFaults implements FaultDriver {
   readonly mode = "qemu";
   readonly kinds = QEMU_FAULTS;
+  readonly recoveryBoundMs = QEMU_RECOVERY_BOUND_MS;
   private readonly stoppedByUs = new Set<NodeVm>();
 
   private constructor(

@@ -7,7 +7,7 @@
 //
 //   seed ──▶ PRNG ──▶ per run r: fault kind (in turn), victim, delays
 //   run r:  clients move to r's keys ─ pause ─ fault ─ fault ends ─▶ victim
-//           back, every node HEALTHY, three voters (≤ 60 s) ─▶ clients move
+//           back, every node HEALTHY, three voters (≤ the mode's bound) ─▶ clients move
 //           on ─▶ each etcd member's own copy of r's keys ─▶ check(r's ops)
 //           ─▶ r's labels removed
 //
@@ -30,8 +30,18 @@ export const QEMU_FAULTS = ["vm-power", "partition", "slow-network"] as const;
 export type FaultKind = (typeof PROCESS_FAULTS)[number] | (typeof QEMU_FAULTS)[number];
 export type FaultMode = "process" | "qemu";
 
-/** How long the cluster has to be healthy again after a fault ends. */
+/** How long the cluster has to be healthy again after a fault ends: process mode. */
 export const RECOVERY_BOUND_MS = 60_000;
+/**
+ * The same in qemu mode, where it includes the victim's whole boot under
+ * emulation, three one-vCPU VMs on this machine's two cores. Recoveries
+ * after a pulled plug (seed 11) took 27–58 s in most runs, and one run on a
+ * slow hour took longer than 60 s: the victim's kernel reached /init after
+ * 12 s (4.5 s alone) and its etcd said it served 37 s after it started
+ * (2026-11-23). The bound is for "it comes back at all"; how long it took is
+ * printed with every run.
+ */
+export const QEMU_RECOVERY_BOUND_MS = 120_000;
 
 /** The seeded choices of a run. */
 export interface Chance {
@@ -53,6 +63,8 @@ export interface InjectedFault {
 /** A cluster to break, as a mode provides it. */
 export interface FaultDriver {
   readonly mode: FaultMode;
+  /** How long the cluster has to be healthy again after a fault ends (RECOVERY_BOUND_MS, QEMU_RECOVERY_BOUND_MS). */
+  readonly recoveryBoundMs: number;
   readonly kinds: readonly FaultKind[];
   readonly nodeNames: readonly string[];
   readonly owner: OwnerAccess;
@@ -128,7 +140,7 @@ async function labelsAtEachMember(driver: FaultDriver, id: string): Promise<Map<
   try {
     // A linearizable read: its revision is everything committed so far.
     const committed = await eventually(async () => BigInt((await clients[0]!.get(`nodes/${id}`).exec()).header.revision), {
-      timeoutMs: RECOVERY_BOUND_MS,
+      timeoutMs: driver.recoveryBoundMs,
       intervalMs: 500,
       what: "a linearizable read of the committed revision",
     });
@@ -140,7 +152,7 @@ async function labelsAtEachMember(driver: FaultDriver, id: string): Promise<Map<
           if (BigInt(read.header.revision) < committed) throw new Error(`member at revision ${read.header.revision}, behind ${committed}`);
           return read;
         },
-        { timeoutMs: RECOVERY_BOUND_MS, intervalMs: 200, what: "every member caught up" },
+        { timeoutMs: driver.recoveryBoundMs, intervalMs: 200, what: "every member caught up" },
       );
       const value = response.kvs[0]?.value;
       const record = value ? fromBinary(NodeRecordSchema, value) : undefined;
@@ -194,7 +206,7 @@ export async function runFaultsOn(driver: FaultDriver, options: RunOptions): Pro
   const final: Record<string, (string | null)[]> = {};
   const violating: Op[] = [];
   try {
-    await eventually(healthy, { timeoutMs: RECOVERY_BOUND_MS * 2, intervalMs: 500, what: "a healthy cluster before the first fault" });
+    await eventually(healthy, { timeoutMs: driver.recoveryBoundMs * 2, intervalMs: 500, what: "a healthy cluster before the first fault" });
     for (let run = 0; run < options.runs; run++) {
       const kind = kinds[run % kinds.length]!;
       const victim = chance.pick(driver.nodeNames.map((_, i) => i));
@@ -211,7 +223,7 @@ export async function runFaultsOn(driver: FaultDriver, options: RunOptions): Pro
             await fault.back();
             await healthy();
           },
-          { timeoutMs: RECOVERY_BOUND_MS, intervalMs: 250, what: "the cluster healthy again" },
+          { timeoutMs: driver.recoveryBoundMs, intervalMs: 250, what: "the cluster healthy again" },
         );
         recoveryMs = performance.now() - faultEnded;
       } catch (err) {
@@ -224,7 +236,7 @@ export async function runFaultsOn(driver: FaultDriver, options: RunOptions): Pro
         () => {
           if (!workload.acked.some((t) => t >= faultAt)) throw new Error("no write acknowledged since the fault");
         },
-        { timeoutMs: RECOVERY_BOUND_MS, intervalMs: 100, what: "a write acknowledged after the fault" },
+        { timeoutMs: driver.recoveryBoundMs, intervalMs: 100, what: "a write acknowledged after the fault" },
       ).catch(() => {});
       await Bun.sleep(500);
       await workload.beginRun(run + 1);
@@ -251,7 +263,7 @@ export async function runFaultsOn(driver: FaultDriver, options: RunOptions): Pro
       faultTimes.push(faultAt);
       runs.push({ kind, victim: driver.nodeNames[victim]!, firstWriteMs: undefined, recoveryMs, check, notes: fault.notes, problems: fault.problems ?? [] });
       for (const problem of fault.problems ?? []) log(`run ${run + 1}: PROBLEM ${problem}`);
-      const outcome = recoveryMs === undefined ? `NOT healthy within ${RECOVERY_BOUND_MS / 1000} s (${stillFailing})` : `healthy again after ${Math.round(recoveryMs)} ms`;
+      const outcome = recoveryMs === undefined ? `NOT healthy within ${driver.recoveryBoundMs / 1000} s (${stillFailing})` : `healthy again after ${Math.round(recoveryMs)} ms`;
       log(`run ${run + 1}: ${outcome}; ${check.acknowledged} writes acknowledged, ${check.lost} lost, ${check.linearizabilityViolations} keys not linearizable`);
     }
   } finally {
