@@ -92,6 +92,10 @@ export function nodeRoot(config: NodeConfig): Runnable {
       if (state.phase !== "member") return void status.signalDone();
       status.logger.info("storage mounted, node is part of the cluster", { node: state.nodeId, via: state.decision });
       using roles = roleValues.roles.watch();
+      // Once per change of roles: the roles value is set again on every
+      // change of any node record (a label write), which repeated the line
+      // about once a second under the fault suite's workload.
+      let printed: string | undefined;
       for (;;) {
         const current = await roles.getWhen((r) => r !== undefined, { signal: status.signal });
         const names = [
@@ -99,7 +103,10 @@ export function nodeRoot(config: NodeConfig): Runnable {
           ...(current?.kubernetesController ? ["kubernetes-controller"] : []),
           ...(current?.kubernetesWorker ? ["kubernetes-worker"] : []),
         ];
-        status.logger.info("node is UP", { node: state.nodeId, address: nodeAddress, roles: names.join(",") || "none" });
+        const line = names.join(",") || "none";
+        if (line === printed) continue;
+        printed = line;
+        status.logger.info("node is UP", { node: state.nodeId, address: nodeAddress, roles: line });
       }
     });
     ctx.signalHealthy();
