@@ -74,7 +74,12 @@ export function leadershipRunnable(etcd: Namespace, self: LeaderInfo, state: Val
     let fenceKey: string | undefined;
     let observer: ElectionObserver | undefined;
     const publish = () => {
-      const leader = isLeader ? self : describe(observer?.leader());
+      // The observer can see this node's own new campaign key as the leader
+      // before the campaign says "elected" (they start together), and a
+      // term that just ended keeps its key until its lease is revoked: this
+      // node never names itself as another leader, it then knows none yet.
+      const observed = describe(observer?.leader());
+      const leader = isLeader ? self : observed?.nodeId === self.nodeId ? undefined : observed;
       state.set({ isLeader, ...(leader ? { leader } : {}), ...(isLeader && fenceKey ? { fenceKey } : {}) });
     };
     let fail!: (err: Error) => void;
