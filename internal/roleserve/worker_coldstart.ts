@@ -16,10 +16,10 @@
 // configuration and held shares, the "coldstart" line of the node's status,
 // and `sealed` (each sealed configuration it writes).
 
-import { clone, create } from "@bufbuild/protobuf";
-import { SealedConfigurationSchema, UnlockSharesSchema, type SealedConfiguration } from "../../proto/gen/api/configuration_pb.ts";
+import { create } from "@bufbuild/protobuf";
+import { UnlockSharesSchema, type SealedConfiguration } from "../../proto/gen/api/configuration_pb.ts";
 import type { ClusterDirectory, NodeRoles } from "../../proto/gen/common/common_pb.ts";
-import { readSealedConfiguration, writeSealedConfigurationAsync, type ClusterMembership } from "../cluster/mod.ts";
+import { readSealedConfiguration, updateSealedConfiguration, type ClusterMembership } from "../cluster/mod.ts";
 import {
   dialShareHolder,
   dropShares,
@@ -117,20 +117,16 @@ export function coldStartWorker(options: ColdStartOptions): Runnable {
       ctx.signal.throwIfAborted();
     }
 
+    const gone = () => new Error(`the sealed configuration ${options.layout.esp.sealed} is gone`);
+
     function sealedNow(): SealedConfiguration {
       const sealed = readSealedConfiguration(options.layout.esp.sealed);
-      if (!sealed) throw new Error(`the sealed configuration ${options.layout.esp.sealed} is gone`);
+      if (!sealed) throw gone();
       return sealed;
     }
 
-    /** Reads, changes and writes the sealed configuration, under the ESP's lock (a scrub may have the ESP full). */
-    function writeSealed(change: (next: SealedConfiguration) => void): Promise<void> {
-      return exclusively(options.layout.esp.path, async () => {
-        const next = clone(SealedConfigurationSchema, sealedNow());
-        change(next);
-        await writeSealedConfigurationAsync(options.layout.esp.sealed, next);
-        options.sealed.set(next);
-      });
+    async function writeSealed(change: (next: SealedConfiguration) => void): Promise<void> {
+      if (!(await updateSealedConfiguration(options.layout.esp, options.sealed, change))) throw gone();
     }
 
     /** After the cold-start key left the sealed configuration: its old copies leave the disk too. */

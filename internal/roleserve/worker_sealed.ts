@@ -5,12 +5,12 @@
 // among other members yet, the cold-start key (README, "Cold start"; the
 // cold-start worker makes the split and erases the key).
 
-import { clone, create, equals } from "@bufbuild/protobuf";
+import { create, equals } from "@bufbuild/protobuf";
 import { SealedConfigurationSchema, type SealedConfiguration } from "../../proto/gen/api/configuration_pb.ts";
 import { ClusterDirectorySchema, type ClusterDirectory, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
-import { readSealedConfiguration, writeSealedConfigurationAsync, type ClusterMembership } from "../cluster/mod.ts";
+import { updateSealedConfiguration, type ClusterMembership } from "../cluster/mod.ts";
 import { followValues, type Value } from "../event/mod.ts";
-import { exclusively, type StorageLayout } from "../localstorage/mod.ts";
+import type { StorageLayout } from "../localstorage/mod.ts";
 import type { Runnable } from "../supervisor/mod.ts";
 
 export interface SealedUpdateOptions {
@@ -35,22 +35,13 @@ export function sealedUpdateWorker(options: SealedUpdateOptions): Runnable {
       else directory = change.value;
       if (roles === undefined) continue; // Until the cluster has spoken, keep what is there.
       const seen = { roles, directory };
-      // Read, changed and written under the ESP's lock: a scrub may have the ESP full.
-      const written = await exclusively(options.layout.esp.path, async () => {
-        const current = readSealedConfiguration(options.layout.esp.sealed);
-        if (!current) return undefined;
-        const next = clone(SealedConfigurationSchema, current);
+      const updated = await updateSealedConfiguration(options.layout.esp, options.sealed, (next) => {
         if (seen.directory && seen.directory.nodes.length > 0) next.clusterDirectory = create(ClusterDirectorySchema, seen.directory);
         const split = (next.unlockShares?.holders.length ?? 0) > 0;
         next.coldStartClusterUnlockKey = seen.roles.consensusMember && !split ? membership.clusterUnlockKey : new Uint8Array();
-        if (equals(SealedConfigurationSchema, current, next)) return undefined;
-        await writeSealedConfigurationAsync(options.layout.esp.sealed, next);
-        // Published under the lock too, so that the cold-start worker's next write cannot be overtaken by this one.
-        options.sealed.set(next);
-        return { current, next };
       });
-      if (!written) continue;
-      const { current, next } = written;
+      if (!updated || equals(SealedConfigurationSchema, updated.previous, updated.next)) continue;
+      const { previous: current, next } = updated;
       if (current.coldStartClusterUnlockKey.length > 0 && next.coldStartClusterUnlockKey.length === 0 && options.scrubEsp) {
         await options.scrubEsp();
         ctx.logger.info("the cold-start key left the ESP; its free space is overwritten");
