@@ -1,20 +1,23 @@
-// Boot figures of the node image under qemu (TCG, -cpu max, one vCPU): how
+// Boot figures of the node image under qemu (TCG, -cpu max, DEFAULT_CPUS vCPUs): how
 // long after qemu starts a node reaches each milestone on its first boot
 // (formats its data partition, bootstraps a cluster) and on its second (same
 // disk), how long a clean poweroff takes, the image's sizes, and the floor:
 // the same kernel and initramfs contents booting a stand-in init that
 // powers off at once (bench/floor_init.ts). Prints figures; asserts nothing.
 //
-//   bun bench/boot.ts [--runs N] [--no-build] [--image-dir dir]
+//   bun bench/boot.ts [--runs N] [--cpus N] [--no-build] [--image-dir dir] [--consoles dir]
+//
+// --consoles writes each boot's console, with host receive times, to
+// dir/run<N>-boot<B>.txt: where the time went.
 //
 // Times are host receive times of console lines (the guest's clocks are not
 // the host's). One VM runs at a time.
 
-import { mkdirSync, rmSync, statSync } from "node:fs";
+import { mkdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { bootAndWatch, buildImage, cloneDisk, manifestPaths, OUT_DIR, qemuArgs, readManifest, REPO_ROOT, type ConsoleLine } from "../image/mod.ts";
+import { bootAndWatch, buildImage, cloneDisk, DEFAULT_CPUS, manifestPaths, OUT_DIR, qemuArgs, readManifest, REPO_ROOT, type ConsoleLine } from "../image/mod.ts";
 import { createLogger } from "../internal/log/mod.ts";
 import { BOOT_MILESTONES, CONSOLE, createCluster, ensureBuilt, runHostCommand } from "../test/launch/mod.ts";
 
@@ -29,10 +32,14 @@ const { values } = parseArgs({
     runs: { type: "string", default: "1" },
     "no-build": { type: "boolean", default: false },
     "image-dir": { type: "string" },
+    cpus: { type: "string" },
+    consoles: { type: "string" },
   },
   strict: true,
 });
 const runs = Number(values.runs);
+const cpus = values.cpus === undefined ? DEFAULT_CPUS : Number(values.cpus);
+if (!Number.isInteger(cpus) || cpus < 1) throw new Error(`--cpus must be a whole number of at least 1, not ${values.cpus}`);
 const imageDir = values["image-dir"] ?? join(REPO_ROOT, OUT_DIR);
 const log = createLogger("bench.boot");
 
@@ -83,7 +90,7 @@ async function floorBoot(): Promise<Timings> {
   await cloneDisk(paths.disk, disk);
   log.info("booting the floor (stand-in init that powers off at once)");
   const started = performance.now();
-  const result = await bootAndWatch(qemuArgs({ kernel: paths.kernel, initramfs: paths.initramfs, disk }), { until: () => false, timeoutMs: FLOOR_TIMEOUT_MS });
+  const result = await bootAndWatch(qemuArgs({ kernel: paths.kernel, initramfs: paths.initramfs, disk, cpus }), { until: () => false, timeoutMs: FLOOR_TIMEOUT_MS });
   const exitedMs = performance.now() - started;
   rmSync(disk, { force: true });
   if (result.timedOut || !result.lines.some((l) => FLOOR_LINE.test(l.text))) throw new Error(`the floor boot did not power off by itself: ${result.lines.slice(-5).map((l) => l.text).join(" | ")}`);
@@ -100,14 +107,20 @@ interface NodeRun {
 }
 
 /** One fresh node: first boot to UP, clean poweroff, second boot to UP, clean poweroff. */
-async function nodeRun(): Promise<NodeRun> {
-  const cluster = await createCluster({ name: "bench", quiet: true, imageDir, logger: log.child("launch") });
+async function nodeRun(run: number): Promise<NodeRun> {
+  const cluster = await createCluster({ name: "bench", quiet: true, cpus, imageDir, logger: log.child("launch") });
   try {
     const node = cluster.node("node1");
+    let boots = 0;
     const boot = async (): Promise<Timings> => {
       await node.start();
       await node.waitForConsole(CONSOLE.nodeUp, UP_TIMEOUT_MS);
       const lines = [...node.console.lines];
+      if (values.consoles) {
+        mkdirSync(values.consoles, { recursive: true });
+        const text = lines.map((l) => `${(l.ms / 1000).toFixed(3).padStart(8)} ${l.text}`).join("\n");
+        writeFileSync(join(values.consoles, `run${run}-boot${++boots}.txt`), `${text}\n`);
+      }
       const pressed = performance.now();
       const exit = await node.stop({ clean: true });
       if (exit.reason !== "guest-shutdown") throw new Error(`node1 did not power off cleanly: ${JSON.stringify(exit)}`);
@@ -130,7 +143,7 @@ const floor = await floorBoot();
 const nodeRuns: NodeRun[] = [];
 for (let i = 0; i < runs; i++) {
   log.info(`node boots, run ${i + 1} of ${runs}`);
-  nodeRuns.push(await nodeRun());
+  nodeRuns.push(await nodeRun(i + 1));
 }
 
 const rows = [...BOOT_MILESTONES.map((m) => m.name), "clean poweroff (button to qemu exit)", "qemu exited (powered off)"];
@@ -140,7 +153,7 @@ const secondOf = column((r) => r.second);
 const width = Math.max(...rows.map((r) => r.length));
 const out: string[] = [
   "",
-  `boot figures: seconds after qemu started (host receive times), TCG -cpu max, 1 vCPU, ${runs === 1 ? "one run" : `median of ${runs} runs`}`,
+  `boot figures: seconds after qemu started (host receive times), TCG -cpu max, ${cpus} vCPU${cpus === 1 ? "" : "s"}, ${runs === 1 ? "one run" : `median of ${runs} runs`}`,
   `${"".padEnd(width)}  ${"floor".padStart(8)}  ${"boot 1".padStart(8)}  ${"boot 2".padStart(8)}`,
   ...rows.map((name) => `${name.padEnd(width)}  ${secs(floor.get(name)).padStart(8)}  ${secs(firstOf(name)).padStart(8)}  ${secs(secondOf(name)).padStart(8)}`),
   "  floor: same kernel and initramfs contents, a stand-in init that powers off at once (no NIC)",

@@ -14,7 +14,7 @@ import { mkdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { bootAndWatch, cloneDisk, manifestPaths, OUT_DIR, qemuArgs, readManifest, REPO_ROOT } from "../image/mod.ts";
+import { bootAndWatch, cloneDisk, DEFAULT_CPUS, manifestPaths, OUT_DIR, qemuArgs, readManifest, REPO_ROOT } from "../image/mod.ts";
 import { createLogger } from "../internal/log/mod.ts";
 import { CONSOLE, runHostCommand } from "../test/launch/mod.ts";
 
@@ -92,7 +92,7 @@ rmSync(workDir, { recursive: true, force: true });
 process.stdout.write(
   [
     "",
-    `initramfs variants: qemu start → kernel runs /init (TCG -cpu max, 1 vCPU, ${runs} boots each; min / median / max, seconds)`,
+    `initramfs variants: qemu start → kernel runs /init (TCG -cpu max, ${DEFAULT_CPUS} vCPUs, ${runs} boots each; min / median / max, seconds)`,
     `${"variant".padEnd(10)} ${"size".padStart(10)} ${"build".padStart(8)}   ${"host clock".padStart(20)}   ${"kernel clock".padStart(20)}`,
     ...rows,
     "",

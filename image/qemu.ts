@@ -9,6 +9,16 @@ import { DEFAULT_KERNEL_CMDLINE } from "./layout.ts";
 
 export const QEMU_BINARY = "qemu-system-x86_64";
 export const DEFAULT_MEMORY_MIB = 1024;
+/**
+ * vCPUs per VM: as many as this two-core machine has. qemu runs each vCPU
+ * on a host thread of its own (multi-threaded TCG), so with two a node's
+ * etcd, its bun event loop and bun's JIT and GC threads stop queueing for
+ * one emulated core. One VM, same host hour (bench/boot.ts): "part of the
+ * cluster" → UP took 11-18 s with 1 vCPU and 3.8-6.3 s with 2. A VM that
+ * idles halts its vCPUs, so several VMs on the host only share the cores
+ * that are busy.
+ */
+export const DEFAULT_CPUS = 2;
 /** How long a killed qemu gets to exit before the runner stops waiting. */
 const KILL_GRACE_MS = 5_000;
 
@@ -20,6 +30,8 @@ export interface QemuOptions {
   /** The system image, attached read-only (shared by every VM). */
   system?: string;
   memoryMiB?: number;
+  /** vCPUs (DEFAULT_CPUS unless given). */
+  cpus?: number;
   cmdline?: string;
   /** fw_cfg string items, by name ("opt/..."): the node reads them from sysfs. */
   fwCfg?: Record<string, string>;
@@ -44,6 +56,8 @@ export function qemuArgs(options: QemuOptions): string[] {
     "max",
     "-m",
     String(options.memoryMiB ?? DEFAULT_MEMORY_MIB),
+    "-smp",
+    String(options.cpus ?? DEFAULT_CPUS),
     "-nographic",
     "-no-reboot",
     // No default NIC: its iPXE option ROM waits about 1 s for Ctrl-B at every

@@ -31,7 +31,12 @@ export interface FormationOptions {
   logger: Logger;
   /** Called right after each node is started (to follow its boot). */
   onStart?: (node: NodeVm) => void;
+  /** Called as each stage ends (bench/formation.ts times them). */
+  onStage?: (stage: FormationStage) => void;
 }
+
+/** The stages of formCluster, in order. */
+export type FormationStage = "node1 UP" | "owner took ownership" | "every node registered" | "every node UP" | "consensus roles given" | "voters";
 
 export interface FormedCluster {
   /** Node name → node ID. */
@@ -71,10 +76,12 @@ export async function formCluster(cluster: Cluster, options: FormationOptions): 
   };
   if (first.state === "stopped") await start(first);
   await first.waitForConsole(CONSOLE.nodeUp, timeoutMs);
+  options.onStage?.("node1 UP");
   ids.set(first.name, upNodeId(first)!);
   logger.info(`${first.name} bootstrapped the cluster; taking ownership`, { node: ids.get(first.name) });
   await must("take ownership", "takeownership", first.address);
   logger.info("owner took ownership", { config: cluster.dir.ctlConfig });
+  options.onStage?.("owner took ownership");
   if (others.length === 0) return { ids, ctlConfig: cluster.dir.ctlConfig, ctl };
 
   logger.info("fetching register parameters for the other nodes");
@@ -91,8 +98,10 @@ export async function formCluster(cluster: Cluster, options: FormationOptions): 
     await must("approve", "node", "approve", id);
     logger.info(`${node.name} registered; approved it`, { node: id });
   }
+  options.onStage?.("every node registered");
   for (const node of others) await node.waitForConsole(CONSOLE.nodeUp, timeoutMs);
   logger.info("every node is UP");
+  options.onStage?.("every node UP");
 
   const consensus = others.slice(0, Math.max(0, (options.consensusNodes ?? cluster.nodes.length) - 1));
   for (const node of consensus) {
@@ -111,8 +120,10 @@ export async function formCluster(cluster: Cluster, options: FormationOptions): 
     );
     logger.info(`${node.name} got the consensus role`, { node: id });
   }
+  options.onStage?.("consensus roles given");
   logger.info(`waiting for ${consensus.length + 1} voting etcd members`);
   await waitForVoters(ctl, consensus.length + 1, timeoutMs);
+  options.onStage?.("voters");
   logger.info("consensus formed", { voters: consensus.length + 1 });
   return { ids, ctlConfig: cluster.dir.ctlConfig, ctl };
 }

@@ -3,7 +3,7 @@
 
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { cloneDisk, DEFAULT_MEMORY_MIB, manifestPaths, OUT_DIR, readManifest, REPO_ROOT } from "../../image/mod.ts";
+import { cloneDisk, DEFAULT_CPUS, DEFAULT_MEMORY_MIB, manifestPaths, OUT_DIR, readManifest, REPO_ROOT } from "../../image/mod.ts";
 import { createLogger, type Logger } from "../../internal/log/mod.ts";
 import { ClusterDir } from "./cluster_dir.ts";
 import { DhcpServer, type StaticLease } from "./dhcp_server.ts";
@@ -52,6 +52,8 @@ export interface ClusterOptions {
   /** Do not echo consoles to the terminal (they still go to <node>.console.log). */
   quiet?: boolean;
   memoryMiB?: number;
+  /** vCPUs per VM (default DEFAULT_CPUS). */
+  cpus?: number;
   /** Appended kernel command line (default: the image's). */
   cmdline?: string;
   /** Where the built image is (default out/image). */
@@ -218,6 +220,7 @@ export async function createCluster(options: ClusterOptions = {}): Promise<Clust
           hasParameters: parameters !== undefined || parameterSpecs[i]!.kind === "register-later",
           hasStorageTestKey: withKey,
           memoryMiB: options.memoryMiB ?? DEFAULT_MEMORY_MIB,
+          cpus: options.cpus ?? DEFAULT_CPUS,
           ...(options.cmdline !== undefined ? { cmdline: options.cmdline } : {}),
           echo: !(options.quiet ?? false),
           ns,

@@ -47,6 +47,7 @@ export interface NodeVmConfig {
   hasParameters: boolean;
   hasStorageTestKey: boolean;
   memoryMiB: number;
+  cpus: number;
   cmdline?: string;
   /** Echo the console to the terminal as "[node1] ...". */
   echo: boolean;
@@ -118,6 +119,7 @@ export class NodeVm {
       ...(this.config.system ? { system: this.config.system } : {}),
       disk: files.disk,
       memoryMiB: this.config.memoryMiB,
+      cpus: this.config.cpus,
       ...(this.config.cmdline !== undefined ? { cmdline: this.config.cmdline } : {}),
       fwCfgFiles,
       extraArgs: [
