@@ -81,8 +81,14 @@ export interface EtcdMemberOptions {
   initialCluster: EtcdPeer[];
   /** Called once etcd answers requests. */
   onReady?: () => void;
-  /** A client of this member that the caller goes on to use: readiness is checked through it (its connection made once). */
-  client?: Etcd3;
+  /**
+   * Makes the client of this member that the caller goes on to use; called
+   * once etcd's process is spawned, so that etcd3's code (seconds to load
+   * under emulation, the first time) loads while etcd starts, on a VM's
+   * other vCPU. Readiness is checked through that client (its connection
+   * made once). It should return the same client on every call.
+   */
+  client?: () => Promise<Etcd3>;
   /** Free space on the data directory's file system below which etcd is not started (default ETCD_MIN_FREE_BYTES). */
   minFreeBytes?: number;
   /** How many members the cluster has as far as this node knows (default: initialCluster's size); chooses the raft timing. */
@@ -197,6 +203,7 @@ export async function runEtcdMember(ctx: RunContext, options: EtcdMemberOptions)
     electionTimeoutMs: raftTimingFor(options.expectedMembers ?? options.initialCluster.length).electionMs,
     space: describeSpace(space),
   });
+  let client: Promise<Etcd3> | undefined;
   let servingClients!: () => void;
   const serving = new Promise<void>((resolve) => (servingClients = resolve));
   await runProcess(ctx, {
@@ -211,6 +218,10 @@ export async function runEtcdMember(ctx: RunContext, options: EtcdMemberOptions)
     // An etcd left running by an earlier run of this node (killed before it
     // could stop it) would hold the ports and the data: kill it first.
     pidFile: join(dataRoot, "etcd.pid"),
+    onSpawn: () => {
+      client = options.client?.();
+      client?.catch(() => {});
+    },
     ready: async (signal) => {
       // etcd logs that it serves clients once it has published itself
       // through raft; that line is the cue. The check after it is one read,
@@ -221,7 +232,7 @@ export async function runEtcdMember(ctx: RunContext, options: EtcdMemberOptions)
       // failed waits out gRPC's reconnect backoff, a second and growing.
       const cue = await Promise.race([serving.then(() => "line" as const), sleep(SERVING_LINE_WAIT_MS, signal).then(() => "no line" as const)]);
       if (cue === "no line") ctx.logger.warn("etcd has not said it serves clients; probing it", { waitedMs: SERVING_LINE_WAIT_MS });
-      let kept = cue === "line" ? options.client : undefined;
+      let kept = cue === "line" ? await client : undefined;
       for (;;) {
         signal.throwIfAborted();
         const client = kept ?? (await connectEtcd({ endpoints: [clientUrl(options.clientHost, options.clientPort)], tls: options.tls }));

@@ -169,10 +169,13 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
   const { credentials } = membership;
   const etcdClientHost = options.etcdClientHost(membership);
   const tls = { ca: member.ca, certificate: member.certificate, privateKey: credentials.privateKey };
-  const etcd = await connectEtcd({ endpoints: [clientUrl(etcdClientHost)], tls });
+  // Made once etcd's process is spawned (runEtcdMember calls it): etcd3's
+  // code loads while etcd starts. Nothing uses the client before etcd serves.
+  let connecting: Promise<Etcd3> | undefined;
+  const connect = () => (connecting ??= connectEtcd({ endpoints: [clientUrl(etcdClientHost)], tls }));
   const port = options.curatorPort ?? CURATOR_PORT;
 
-  const startCurator = async () => {
+  const startCurator = async (etcd: Etcd3) => {
     if (bootstrap) {
       const status = create(NodeStatusSchema, {
         externalAddress: membership.address,
@@ -268,20 +271,27 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
         clientHost: etcdClientHost,
         ...(etcdClientHost !== membership.address ? { extraClientHosts: [membership.address] } : {}),
         tls,
-        client: etcd,
+        client: connect,
         clusterState: member.clusterState,
         initialCluster: member.initialCluster,
         expectedMembers: member.lastSeenMembers ?? member.initialCluster.length,
         onReady: () => {
-          options.localConsensus?.set({ etcd, url: clientUrl(etcdClientHost), ca: member.ca });
-          startCurator().catch((err) => curatorFailed(new Error(`could not start the curator: ${(err as Error).message}`, { cause: err })));
+          connect()
+            .then((etcd) => {
+              options.localConsensus?.set({ etcd, url: clientUrl(etcdClientHost), ca: member.ca });
+              return startCurator(etcd);
+            })
+            .catch((err) => curatorFailed(new Error(`could not start the curator: ${(err as Error).message}`, { cause: err })));
         },
       })),
     ]);
   } finally {
     options.localCurator.set(undefined);
     options.localConsensus?.set(undefined);
-    etcd.close();
+    await connecting?.then(
+      (etcd) => etcd.close(),
+      () => {},
+    );
     etcdScope.abort();
     await etcdRun?.catch(() => {});
   }
