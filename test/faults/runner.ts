@@ -34,11 +34,11 @@ export type FaultMode = "process" | "qemu";
 export const RECOVERY_BOUND_MS = 60_000;
 /**
  * The same in qemu mode, where it includes the victim's whole boot under
- * emulation, three one-vCPU VMs on this machine's two cores. Recoveries
- * after a pulled plug (seed 11) took 27–58 s in most runs, and one run on a
- * slow hour took longer than 60 s: the victim's kernel reached /init after
- * 12 s (4.5 s alone) and its etcd said it served 37 s after it started
- * (2026-11-23). The bound is for "it comes back at all"; how long it took is
+ * emulation, three VMs on this machine's two cores. Recoveries after a
+ * pulled plug (seed 11) took 27–58 s in most runs with one vCPU per VM, and
+ * one run on a slow hour took longer than 60 s: the victim's kernel reached
+ * /init after 12 s (4.5 s alone) and its etcd said it served 37 s after it
+ * started (2026-11-23). The bound is for "it comes back at all"; how long it took is
  * printed with every run.
  */
 export const QEMU_RECOVERY_BOUND_MS = 120_000;
