@@ -72,17 +72,42 @@ async function stopAll(): Promise<void> {
   await Promise.all(cluster.nodes.map((n) => n.stop()));
 }
 
-/** Starts the nodes in this order, `gapMs` apart; resolves once every one is UP again. */
-async function startInOrder(order: NodeProcess[], gapMs: number): Promise<void> {
+/**
+ * Starts the nodes in this order, `gapMs` apart; resolves once every one is
+ * UP again, with how each opened its data: from its shares, or through a
+ * curator that was serving again by the time it asked.
+ */
+async function startInOrder(order: NodeProcess[], gapMs: number): Promise<Map<NodeProcess, "shares" | "curator">> {
   const from = new Map(order.map((n) => [n, n.logs.length]));
   for (const node of order) {
     node.start();
     await Bun.sleep(gapMs);
   }
-  for (const node of order) {
-    await node.waitForLog((l) => l.msg === "cold start: this node's cluster half is whole again from its shares", { from: from.get(node)!, timeoutMs: 120_000, what: "opened from shares" });
-    await node.waitForLog((l) => l.msg === "node is UP", { from: from.get(node)!, timeoutMs: 120_000, what: "UP after the cold start" });
-  }
+  const opened: Opened = new Map();
+  for (const node of order) opened.set(node, await openedAndUp(node, from.get(node)!));
+  return opened;
+}
+
+type Opened = Map<NodeProcess, "shares" | "curator">;
+const OPENED_FROM_SHARES = "cold start: this node's cluster half is whole again from its shares";
+const JOINED_THROUGH_A_CURATOR = "got the cluster unlock key";
+
+/** Waits for the node, after log line `from`, to open its data and be UP; says how it opened it. */
+async function openedAndUp(node: NodeProcess, from: number): Promise<"shares" | "curator"> {
+  const line = await node.waitForLog((l) => l.msg === OPENED_FROM_SHARES || l.msg === JOINED_THROUGH_A_CURATOR, { from, timeoutMs: 120_000, what: "opened from shares, or through a curator" });
+  await node.waitForLog((l) => l.msg === "node is UP", { from, timeoutMs: 120_000, what: "UP after the cold start" });
+  return line.msg === OPENED_FROM_SHARES ? "shares" : "curator";
+}
+
+/**
+ * No curator can answer before two members have opened their data (etcd
+ * needs two of three), and each needs the shares of both others: at least
+ * two open from shares. The last may find their curator serving by the
+ * time it asks, and join through it like any restarted node.
+ */
+function expectTwoFromShares(opened: Opened): void {
+  const fromShares = [...opened.values()].filter((how) => how === "shares").length;
+  if (fromShares < 2) throw new Error(`only ${fromShares} of 3 nodes opened from shares: ${[...opened].map(([n, how]) => `${n.name} ${how}`).join(", ")}`);
 }
 
 describe("cold start with threshold shares", () => {
@@ -125,7 +150,7 @@ describe("cold start with threshold shares", () => {
     ];
     for (const [i, order] of orders.entries()) {
       await stopAll();
-      await startInOrder(order, 1_000);
+      expectTwoFromShares(await startInOrder(order, 1_000));
       await expectEveryWrite(order[2]!);
       await writeAcknowledged(order[0]!, `coldstart-test/after-order-${i}`);
     }
@@ -143,8 +168,9 @@ describe("cold start with threshold shares", () => {
     expect(waiting.msg).toContain(cluster.ids.get(node2)!);
     await Bun.sleep(5_000);
     expect(node1.logs.slice(from.get(node1)!).some((l) => l.msg === "node is UP")).toBe(false);
-    await startInOrder([node2], 0);
-    for (const node of [node1, node3]) await node.waitForLog((l) => l.msg === "node is UP", { from: from.get(node)!, timeoutMs: 120_000 });
+    const opened = await startInOrder([node2], 0);
+    for (const node of [node1, node3]) opened.set(node, await openedAndUp(node, from.get(node)!));
+    expectTwoFromShares(opened);
     await expectEveryWrite(node3);
     await writeAcknowledged(node1, "coldstart-test/after-second");
   }, 300_000);
@@ -152,7 +178,7 @@ describe("cold start with threshold shares", () => {
   test("all three stop once more and start together, in yet another order", async () => {
     await stopAll();
     const [node1, node2, node3] = cluster.nodes as [NodeProcess, NodeProcess, NodeProcess];
-    await startInOrder([node2, node3, node1], 0);
+    expectTwoFromShares(await startInOrder([node2, node3, node1], 0));
     await expectEveryWrite(node2);
     for (const node of cluster.nodes) expectNoOwnHalfOnEsp(node);
   }, 300_000);
