@@ -43,24 +43,31 @@ function singleMember(dataDir: string, tlsDir: string, tls: EtcdTls, offset: num
   };
 }
 
+/**
+ * A single member run by a supervisor that restarts it quickly, once it
+ * serves: the supervisor, its log entries, and the runnable's state as `etcd()`.
+ */
+async function supervisedMember(dataDir: string, tlsDir: string, tls: EtcdTls, offset: number) {
+  const { logger, entries } = captureLogger("root");
+  const supervisor = supervise(
+    async (ctx) => {
+      ctx.run("etcd", (c) => runEtcdMember(c, singleMember(dataDir, tlsDir, tls, offset)));
+      await untilCancelled(ctx.signal);
+    },
+    { logger, backoff: { initialMs: 50, multiplier: 1.5, maxMs: 1000, jitter: 0 } },
+  );
+  running.push(supervisor);
+  const etcd = () => supervisor.dump().find((d) => d.path === "root.etcd")!;
+  await eventually(() => expect(etcd().state).toBe("healthy"), { timeoutMs: 30_000 });
+  return { supervisor, entries, etcd };
+}
+
 describe("etcd member", () => {
   test("serves over mutual TLS, and after SIGKILL the supervisor restarts it with every acknowledged write", async () => {
     using dir = tempDir("nodecore-etcd-");
     const tls = memberTls();
     const pids: number[] = [];
-    const { logger, entries } = captureLogger("root");
-    const supervisor = supervise(
-      async (ctx) => {
-        ctx.run("etcd", (c) =>
-          runEtcdMember(c, singleMember(join(dir.path, "data"), join(dir.path, "tls"), tls, 0)),
-        );
-        await untilCancelled(ctx.signal);
-      },
-      { logger, backoff: { initialMs: 50, multiplier: 1.5, maxMs: 1000, jitter: 0 } },
-    );
-    running.push(supervisor);
-    const etcd = () => supervisor.dump().find((d) => d.path === "root.etcd")!;
-    await eventually(() => expect(etcd().state).toBe("healthy"), { timeoutMs: 30_000 });
+    const { entries, etcd } = await supervisedMember(join(dir.path, "data"), join(dir.path, "tls"), tls, 0);
 
     const client = await connectEtcd({ endpoints: [clientUrl(HOST, CLIENT_PORT)], tls });
     for (let i = 0; i < 50; i++) await client.put(`key-${i}`).value(`value-${i}`);
@@ -81,17 +88,7 @@ describe("etcd member", () => {
   test("restarted alone, it finds a snapshot and elects itself without waiting out an election timeout (etcd's log says which)", async () => {
     using dir = tempDir("nodecore-etcd-");
     const tls = memberTls();
-    const { logger, entries } = captureLogger("root");
-    const supervisor = supervise(
-      async (ctx) => {
-        ctx.run("etcd", (c) => runEtcdMember(c, singleMember(join(dir.path, "data"), join(dir.path, "tls"), tls, 3)));
-        await untilCancelled(ctx.signal);
-      },
-      { logger, backoff: { initialMs: 50, multiplier: 1.5, maxMs: 1000, jitter: 0 } },
-    );
-    running.push(supervisor);
-    const etcd = () => supervisor.dump().find((d) => d.path === "root.etcd")!;
-    await eventually(() => expect(etcd().state).toBe("healthy"), { timeoutMs: 30_000 });
+    const { entries, etcd } = await supervisedMember(join(dir.path, "data"), join(dir.path, "tls"), tls, 3);
     const client = await connectEtcd({ endpoints: [clientUrl(HOST, CLIENT_PORT + 3)], tls });
     for (let i = 0; i < 10; i++) await client.put(`key-${i}`).value(`value-${i}`);
     client.close();
@@ -109,17 +106,7 @@ describe("etcd member", () => {
   test("refuses a client whose certificate is not under the etcd CA", async () => {
     using dir = tempDir("nodecore-etcd-");
     const tls = memberTls();
-    const supervisor = supervise(
-      async (ctx) => {
-        ctx.run("etcd", (c) =>
-          runEtcdMember(c, singleMember(join(dir.path, "data"), join(dir.path, "tls"), tls, 1)),
-        );
-        await untilCancelled(ctx.signal);
-      },
-      { logger: captureLogger("root").logger },
-    );
-    running.push(supervisor);
-    await eventually(() => expect(supervisor.dump().find((d) => d.path === "root.etcd")!.state).toBe("healthy"), { timeoutMs: 30_000 });
+    await supervisedMember(join(dir.path, "data"), join(dir.path, "tls"), tls, 1);
     const stranger = memberTls();
     const client = await connectEtcd({ endpoints: [clientUrl(HOST, CLIENT_PORT + 1)], tls: { ...stranger, ca: tls.ca } });
     await expect(client.get("x").string()).rejects.toThrow();
@@ -138,19 +125,7 @@ describe.skipIf(!CAN_MOUNT)("etcd member on a data partition that fills up", () 
     await runCommand(["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", dataRoot]);
     try {
       const tls = memberTls();
-      const { logger, entries } = captureLogger("root");
-      const supervisor = supervise(
-        async (ctx) => {
-          ctx.run("etcd", (c) =>
-            runEtcdMember(c, singleMember(join(dataRoot, "etcd"), join(dir.path, "tls"), tls, 2)),
-          );
-          await untilCancelled(ctx.signal);
-        },
-        { logger, backoff: { initialMs: 50, multiplier: 1.5, maxMs: 1000, jitter: 0 } },
-      );
-      running.push(supervisor);
-      const etcd = () => supervisor.dump().find((d) => d.path === "root.etcd")!;
-      await eventually(() => expect(etcd().state).toBe("healthy"), { timeoutMs: 30_000 });
+      const { supervisor, entries, etcd } = await supervisedMember(join(dataRoot, "etcd"), join(dir.path, "tls"), tls, 2);
       const client = await connectEtcd({ endpoints: [clientUrl(HOST, CLIENT_PORT + 2)], tls });
       const acknowledged: string[] = [];
       for (let i = 0; i < 20; i++) {
