@@ -20,6 +20,7 @@ import { parseArgs } from "node:util";
 import { bootAndWatch, buildImage, cloneDisk, DEFAULT_CPUS, manifestPaths, OUT_DIR, qemuArgs, readManifest, REPO_ROOT, type ConsoleLine } from "../image/mod.ts";
 import { createLogger } from "../internal/log/mod.ts";
 import { BOOT_MILESTONES, CONSOLE, createCluster, ensureBuilt, runHostCommand } from "../test/launch/mod.ts";
+import { spread } from "./figures.ts";
 
 const UP_TIMEOUT_MS = 300_000;
 const FLOOR_TIMEOUT_MS = 180_000;
@@ -56,12 +57,6 @@ function span(timings: Timings, from: string, to: string): number | undefined {
 }
 
 const seconds2 = (ms: number | undefined) => (ms === undefined ? "—" : `${(ms / 1000).toFixed(2)} s`);
-/** "min / median / max" in seconds. */
-function spread(values: readonly number[]): string {
-  if (values.length === 0) return "—";
-  const sorted = [...values].sort((a, b) => a - b);
-  return `${(sorted[0]! / 1000).toFixed(2)} / ${(median(sorted)! / 1000).toFixed(2)} / ${(sorted.at(-1)! / 1000).toFixed(2)} s`;
-}
 
 /** Milestone name → ms after qemu started, for one boot. */
 type Timings = Map<string, number>;
@@ -168,13 +163,13 @@ const out: string[] = [
     });
     const floorSpan = span(floor, "kernel runs /init", "first init log line");
     const ratio = spans.length === 0 || floorSpan === undefined || floorSpan <= 0 ? "—" : `${(median(spans)! / floorSpan).toFixed(2)}x the floor`;
-    return `  boot ${boot === "first" ? 1 : 2} ${spread(spans)} (median ${ratio})`;
+    return `  boot ${boot === "first" ? 1 : 2} ${spread(spans, 2)} (median ${ratio})`;
   }),
   "",
   `min / median / max over ${runs} run${runs === 1 ? "" : "s"}`,
   ...(["first", "second"] as const).flatMap((boot) => [
-    `  boot ${boot === "first" ? 1 : 2}: qemu start → node is UP        ${spread(nodeRuns.flatMap((r) => (r[boot].has("node is UP") ? [r[boot].get("node is UP")!] : [])))}`,
-    `  boot ${boot === "first" ? 1 : 2}: part of the cluster → UP    ${spread(nodeRuns.flatMap((r) => { const v = span(r[boot], "part of the cluster", "node is UP"); return v === undefined ? [] : [v]; }))}`,
+    `  boot ${boot === "first" ? 1 : 2}: qemu start → node is UP        ${spread(nodeRuns.flatMap((r) => (r[boot].has("node is UP") ? [r[boot].get("node is UP")!] : [])), 2)}`,
+    `  boot ${boot === "first" ? 1 : 2}: part of the cluster → UP    ${spread(nodeRuns.flatMap((r) => { const v = span(r[boot], "part of the cluster", "node is UP"); return v === undefined ? [] : [v]; }), 2)}`,
   ]),
   "",
   "sizes",

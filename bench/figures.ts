@@ -9,6 +9,12 @@ export function figure(name: string, value: string, width = 62): void {
 export const ms = (n: number) => `${n.toFixed(1)} ms`;
 export const seconds = (n: number, digits = 1) => `${(n / 1000).toFixed(digits)} s`;
 
+/** "min / median / max s" of samples in ms ("—" for none); the median is the 50th percentile below. */
+export function spread(samples: readonly number[], digits = 1): string {
+  if (samples.length === 0) return "—";
+  return `${(Math.min(...samples) / 1000).toFixed(digits)} / ${(percentile(samples, 50) / 1000).toFixed(digits)} / ${(Math.max(...samples) / 1000).toFixed(digits)} s`;
+}
+
 /** The sample at the p-th percentile (nearest rank from below; p50 of 5 samples is the 3rd). */
 export function percentile(samples: readonly number[], p: number): number {
   const sorted = [...samples].sort((a, b) => a - b);

@@ -12,6 +12,7 @@ import { parseArgs } from "node:util";
 import { DEFAULT_CPUS, OUT_DIR, REPO_ROOT } from "../image/mod.ts";
 import { createLogger } from "../internal/log/mod.ts";
 import { createCluster, ensureBuilt, formCluster, type FormationStage } from "../test/launch/mod.ts";
+import { spread } from "./figures.ts";
 
 const NODES = 3;
 const STEP_TIMEOUT_MS = 300_000;
@@ -58,10 +59,6 @@ const results: Stages[] = [];
 for (let i = 1; i <= runs; i++) results.push(await formOnce(i));
 
 const order: FormationStage[] = ["node1 UP", "owner took ownership", "every node registered", "every node UP", "consensus roles given", "voters"];
-const spread = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return `${(s[0]! / 1000).toFixed(1)} / ${(s[Math.floor(s.length / 2)]! / 1000).toFixed(1)} / ${(s.at(-1)! / 1000).toFixed(1)} s`;
-};
 const lines = [
   "",
   `three-node qemu formation (TCG -cpu max, ${cpus} vCPU${cpus === 1 ? "" : "s"} per VM, fresh disks): seconds after the first VM started, min / median / max of ${runs} run${runs === 1 ? "" : "s"}`,
