@@ -3,6 +3,10 @@
 //   proto/*.proto ──buf generate (local protoc-gen-es)──▶ proto/gen/
 //   cmd/init/main.ts ──Bun.build --compile──▶ out/init   (the node's PID 1)
 //   cmd/ctl/main.ts  ──Bun.build --compile──▶ out/ctl    (the operator CLI)
+//   image/upstream/  ──go build (cached by version)──▶ out/system
+//                    etcd, containerd, runc, CNI plugins and Kubernetes,
+//                    from their Go modules (image/upstream/mod.ts), and
+//                    the container images (image/oci.ts, image/pause.c)
 //
 // Nothing is downloaded: buf and protoc-gen-es come from node_modules, and
 // the executables embed bun from node_modules (@oven/bun-linux-x64).
@@ -17,10 +21,14 @@
 // and which was most of the etcd client's load time.
 
 import { $, type BunPlugin } from "bun";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import protobuf from "protobufjs";
 import pkg from "./package.json";
+import { buildUpstream, stageSystemTree, UpstreamBuildError, type ExtraFile } from "./image/upstream/mod.ts";
+import { busyboxImage, pauseImage } from "./image/oci.ts";
+import { PROBE_IMAGE_PATH, SANDBOX_IMAGE_PATH } from "./internal/containerd/mod.ts";
+import { KUBELET_TOOLS, KUBELET_TOOLS_DIR } from "./internal/kubernetes/mod.ts";
 
 const ROOT = import.meta.dir;
 const OUT = join(ROOT, "out");
@@ -133,8 +141,43 @@ export async function build(): Promise<void> {
   await generateProtos();
   const version = `${pkg.version}+${await gitRevision()}`;
   for (const name of Object.keys(BINARIES) as (keyof typeof BINARIES)[]) await compile(name, version);
+  await buildSystemTree();
+}
+
+/** Where the upstream binaries are laid out for node processes and the image. */
+export const SYSTEM_TREE = join(OUT, "system");
+
+/** Debian's busybox-static: the busybox container image, and mount/umount for the kubelet. */
+const HOST_BUSYBOX = "/bin/busybox";
+
+/** The tree's files besides the upstream binaries: container images, and the kubelet's mount tools. */
+async function systemExtras(): Promise<ExtraFile[]> {
+  const pause = join(OUT, "pause");
+  const compiled = await $`gcc -static -Os -s -Wall -Wextra -Werror -o ${pause} ${join(ROOT, "image", "pause.c")}`.quiet().nothrow();
+  if (compiled.exitCode !== 0) throw new Error(`compiling image/pause.c failed: ${compiled.stderr.toString().trim().split("\n").at(-1)}`);
+  const busybox = readFileSync(HOST_BUSYBOX);
+  return [
+    { path: PROBE_IMAGE_PATH.slice(1), contents: busyboxImage(busybox), mode: 0o644 },
+    { path: SANDBOX_IMAGE_PATH.slice(1), contents: pauseImage(readFileSync(pause)), mode: 0o644 },
+    { path: `${KUBELET_TOOLS_DIR.slice(1)}/busybox`, contents: busybox, mode: 0o755 },
+    ...KUBELET_TOOLS.map((tool) => ({ path: `${KUBELET_TOOLS_DIR.slice(1)}/${tool}`, contents: { link: "busybox" }, mode: 0o777 })),
+  ];
+}
+
+/** Builds (or finds in the cache) the upstream components and lays them out in out/system. */
+export async function buildSystemTree(): Promise<string> {
+  const dirs = await buildUpstream((line) => console.log(`build: ${line}`));
+  stageSystemTree(dirs, SYSTEM_TREE, await systemExtras());
+  console.log("build: out/system laid out");
+  return SYSTEM_TREE;
 }
 
 if (import.meta.main) {
-  await build();
+  try {
+    await build();
+  } catch (error) {
+    // One line naming the cause; the upstream build's errors already name the component, version and step.
+    console.error(`build: ${error instanceof UpstreamBuildError ? error.message : (error as Error).message.split("\n")[0]}`);
+    process.exit(1);
+  }
 }

@@ -17,11 +17,9 @@
 
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { HOST_BUSYBOX } from "../image/system.ts";
 import { killCgroup, runtimeCgroupName, unifiedCgroupRoot } from "../internal/containerd/mod.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
-import { installKubeStub } from "../test/support/kube_stub/install.ts";
-import { writeProbeImage } from "../test/launch/process_launcher.ts";
+import { stubSystemTree } from "../test/support/kube_stub/install.ts";
 import { NodeProcess, loopbackBlock, ownedNode, type LogLine } from "../test/support/node_process.ts";
 import { figure, percentile, seconds } from "./figures.ts";
 
@@ -49,9 +47,7 @@ const samples = new Map<string, number[]>();
 const add = (name: string, value: number) => samples.set(name, [...(samples.get(name) ?? []), value]);
 
 try {
-  if (!existsSync(HOST_BUSYBOX)) throw new Error(`${HOST_BUSYBOX} is missing: test/setup.sh installs busybox-static`);
-  writeProbeImage(node.root);
-  installKubeStub(join(node.root, "kubernetes", "bin"));
+  node.system = stubSystemTree(join(dir.path, "system"));
   const id = String((await owned.bootstrap({ timeoutMs: STEP_TIMEOUT_MS })).node);
   await node.waitForLog((l) => l.msg === "kube-scheduler is ready", { what: "the first controller ready", timeoutMs: STEP_TIMEOUT_MS });
 

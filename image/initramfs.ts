@@ -2,11 +2,10 @@
 //
 //   /init                      static pre-init (preinit.c): mounts /proc, /dev; execs /init.bin
 //   /init.bin                  the bun-compiled node init (out/init)
-//   /usr/bin/etcd              Debian's etcd-server
+//   /usr/bin/etcd              etcd built from its Go module (image/upstream), static
 //   /usr/sbin/{mke2fs,e2fsck,cryptsetup}   for the data partition
 //   /lib/x86_64-linux-gnu/*, /lib64/ld-linux-x86-64.so.2
-//                              shared libraries of all of the above and of
-//                              the system image's binaries, at the
+//                              shared libraries of all of the above, at the
 //                              paths ldd reports (the loader's default search
 //                              path; there is no ld.so.cache)
 //   /lib/modules/<release>/    kernel modules, modules.dep, modules.load
@@ -26,12 +25,15 @@ import { join, relative } from "node:path";
 import type { CpioEntry } from "./cpio.ts";
 import { ImageBuildError } from "./errors.ts";
 import { run } from "./exec.ts";
-import { GUEST_CRYPTSETUP, GUEST_E2FSCK, GUEST_ETCD, GUEST_INIT, GUEST_MKE2FS, GUEST_PREINIT, guestModulesDir } from "./layout.ts";
+import { GUEST_CRYPTSETUP, GUEST_E2FSCK, GUEST_INIT, GUEST_MKE2FS, GUEST_PREINIT, guestModulesDir } from "./layout.ts";
 import { SHIPPED_INDEX_FILES, type StagedModules } from "./modules.ts";
-import { RUNTIME_BINARIES } from "../internal/containerd/mod.ts";
+import { INITRAMFS_FILES } from "./upstream/mod.ts";
 
 /** Host binaries shipped at the same path in the guest (Debian 12 is merged-/usr). */
-export const HOST_BINARIES = [GUEST_ETCD, GUEST_MKE2FS, GUEST_E2FSCK, GUEST_CRYPTSETUP] as const;
+export const HOST_BINARIES = [GUEST_MKE2FS, GUEST_E2FSCK, GUEST_CRYPTSETUP] as const;
+
+/** The built binaries the initramfs carries (etcd: consensus starts before any role mounts the system image). */
+export const TREE_BINARIES = INITRAMFS_FILES.map((path) => `/${path}`);
 
 /** Host /etc files shipped as they are. */
 export const HOST_ETC_FILES = ["/etc/mke2fs.conf"] as const;
@@ -90,6 +92,8 @@ export interface InitramfsInputs {
   init: string;
   /** The compiled pre-init. */
   preinit: string;
+  /** The upstream system tree (out/system): etcd comes from there. */
+  systemTree: string;
   modules: StagedModules;
 }
 
@@ -119,12 +123,13 @@ export async function initramfsContents(inputs: InitramfsInputs): Promise<Initra
   file(GUEST_PREINIT, inputs.preinit, EXECUTABLE_MODE);
   file(GUEST_INIT, inputs.init, EXECUTABLE_MODE);
   for (const binary of HOST_BINARIES) file(binary, binary, EXECUTABLE_MODE);
+  const built = TREE_BINARIES.map((guest) => realpathSync(join(inputs.systemTree, guest)));
+  TREE_BINARIES.forEach((guest, i) => file(guest, built[i]!, EXECUTABLE_MODE));
 
-  // The system image's binaries (image/system.ts) load their libraries
-  // from here: runc re-executes itself for every container with an
-  // environment of its own, so LD_LIBRARY_PATH would not reach it.
+  // The built binaries are static (Go without cgo; runc linked statically),
+  // so only the host's need libraries here.
   const libraries = new Set<string>();
-  for (const binary of [inputs.init, ...HOST_BINARIES, ...Object.values(RUNTIME_BINARIES)]) {
+  for (const binary of [inputs.init, ...HOST_BINARIES, ...built]) {
     for (const library of await sharedLibraries(binary)) libraries.add(library);
   }
   // Copied as regular files at the reported path (the real file's contents),

@@ -19,6 +19,8 @@ export const OUT_DIR = "out/image";
 export const CACHE_DIR = ".cache/image";
 /** The bun-compiled node init the image boots, relative to the repository root. */
 export const DEFAULT_INIT_BINARY = "out/init";
+/** The upstream binaries and container images, as bun run build lays them out (image/upstream). */
+export const DEFAULT_SYSTEM_TREE = "out/system";
 
 export type KernelFormat = "vmlinux" | "bzImage";
 /**

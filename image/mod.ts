@@ -57,7 +57,7 @@ import { BUILD_PACKAGES, ensurePackages } from "./deps.ts";
 import { buildDisk, readPartitions, type PartitionInfo } from "./disk.ts";
 import { ImageBuildError } from "./errors.ts";
 import { run } from "./exec.ts";
-import { compilePreinit, compressInitramfs, describeEntries, HOST_BINARIES, initramfsContents } from "./initramfs.ts";
+import { compilePreinit, compressInitramfs, describeEntries, HOST_BINARIES, initramfsContents, TREE_BINARIES } from "./initramfs.ts";
 import { buildSystemImage, describeSystem, systemContents } from "./system.ts";
 import { extractVmlinux, fetchKernel, resolveKernelPackage } from "./kernel.ts";
 import {
@@ -65,6 +65,7 @@ import {
   DEFAULT_INIT_BINARY,
   DEFAULT_KERNEL_CMDLINE,
   DEFAULT_KERNEL_FORMAT,
+  DEFAULT_SYSTEM_TREE,
   FINGERPRINT_SUFFIX,
   GUEST_INIT,
   GUEST_PREINIT,
@@ -138,7 +139,9 @@ export interface BuildImageOptions {
   kernelFormat?: KernelFormat;
   /** Install missing Debian packages (default: true). */
   installPackages?: boolean;
-  /** The user's Kubernetes server binaries, put into the system image (image/system.ts). */
+  /** The upstream system tree (default: <repo>/out/system, laid out by bun run build). */
+  systemTree?: string;
+  /** The user's Kubernetes server binaries, put into the system image instead of the built ones (image/system.ts). */
   kubernetesDir?: string;
   logger?: Logger;
 }
@@ -163,6 +166,7 @@ export async function buildImage(options: BuildImageOptions = {}): Promise<Image
   const log = options.logger ?? createLogger("image");
   const format = options.kernelFormat ?? DEFAULT_KERNEL_FORMAT;
   const init = options.init ?? join(REPO_ROOT, DEFAULT_INIT_BINARY);
+  const systemTree = options.systemTree ?? join(REPO_ROOT, DEFAULT_SYSTEM_TREE);
   const cacheDir = options.cacheDir ?? join(REPO_ROOT, CACHE_DIR);
   const paths = imagePaths(format, options.outDir ?? join(REPO_ROOT, OUT_DIR));
   if (!existsSync(init)) throw new ImageBuildError(`no node init at ${init}: build it first (bun build.ts) or pass --init`);
@@ -212,7 +216,7 @@ export async function buildImage(options: BuildImageOptions = {}): Promise<Image
   if (!preinitBuilt) log.info("pre-init up to date");
 
   log.info("collecting initramfs contents", { init });
-  const contents = await initramfsContents({ init, preinit, modules });
+  const contents = await initramfsContents({ init, preinit, modules, systemTree });
   const initramfsBuilt = await cachedStep(paths.initramfs, {
     inputs: { params: { step: "initramfs", entries: describeEntries(contents.entries) }, files: [...contents.sources, source("cpio.ts"), source("initramfs.ts")] },
     build: async () => {
@@ -228,7 +232,7 @@ export async function buildImage(options: BuildImageOptions = {}): Promise<Image
   rmSync(join(paths.outDir, OLD_INITRAMFS_FILE + FINGERPRINT_SUFFIX), { force: true });
   log.info(initramfsBuilt ? "initramfs written" : "initramfs up to date", { file: paths.initramfs, size: mib(statSync(paths.initramfs).size) });
 
-  const system = systemContents(options.kubernetesDir);
+  const system = systemContents(systemTree, options.kubernetesDir);
   const systemBuilt = await cachedStep(paths.system, {
     inputs: { params: { step: "system", files: describeSystem(system) }, files: [...system.sources, source("system.ts"), source("oci.ts")] },
     build: async () => {
@@ -271,7 +275,7 @@ export async function buildImage(options: BuildImageOptions = {}): Promise<Image
           sha256: await hashFile(paths.initramfs),
           init: { source: repoRelative(init), sha256: await hashFile(init) },
           modules: modules.loadOrder,
-          binaries: [GUEST_PREINIT, GUEST_INIT, ...HOST_BINARIES],
+          binaries: [GUEST_PREINIT, GUEST_INIT, ...HOST_BINARIES, ...TREE_BINARIES],
           libraries: contents.libraries,
         },
         disk: {

@@ -1,8 +1,9 @@
-// A container image made at build time, with no registry: busybox-static as
-// a one-layer OCI image, written as the "OCI image layout" tarball that
-// `ctr images import` reads (oci-layout, index.json, blobs/sha256/<digest>).
-// The Kubernetes worker role runs it as the node's runtime probe; it is the
-// only container image in the node image.
+// Container images made at build time, with no registry: one-layer OCI
+// images, written as the "OCI image layout" tarball that `ctr images import`
+// reads (oci-layout, index.json, blobs/sha256/<digest>). Two are made:
+//  - busybox-static, tagged as the runtime probe (the worker role runs it)
+//    and as the test image pods use (imagePullPolicy: Never);
+//  - the sandbox ("pause") image of every pod: image/pause.c, static.
 //
 //   busybox.oci.tar
 //   ├── oci-layout                 {"imageLayoutVersion":"1.0.0"}
@@ -12,14 +13,14 @@
 //       ├── <config>               architecture, os, rootfs.diff_ids, Cmd /bin/sh
 //       └── <layer>                uncompressed tar: bin/busybox and bin/sh
 //
-// Invariants: the bytes depend only on busybox's bytes (ustar entries with
-// mtime 0, owner root, fixed order), so the build stays reproducible.
+// Invariants: the bytes depend only on the binaries' bytes (ustar entries
+// with mtime 0, owner root, fixed order), so the build stays reproducible.
 
 import { readFileSync } from "node:fs";
-import { PROBE_IMAGE_REF } from "../internal/containerd/mod.ts";
+import { PROBE_IMAGE_REF, SANDBOX_IMAGE_REF, TEST_IMAGE_REF } from "../internal/containerd/mod.ts";
 import { ImageBuildError } from "./errors.ts";
 
-export { PROBE_IMAGE_REF };
+export { PROBE_IMAGE_REF, SANDBOX_IMAGE_REF, TEST_IMAGE_REF };
 
 export type TarEntry =
   | { kind: "dir"; path: string; mode: number }
@@ -96,42 +97,23 @@ function blob(mediaType: string, data: Uint8Array): { descriptor: Descriptor; da
   return { descriptor: { mediaType, digest: `sha256:${sha256(data)}`, size: data.length }, data };
 }
 
-/**
- * The OCI layout tarball of an image whose one layer holds busybox (a static
- * binary) as /bin/busybox with /bin/sh pointing at it. Its default command
- * is a shell; the node gives the probe's command when it runs it.
- */
-export function busyboxImage(busybox: Uint8Array): Uint8Array {
-  if (busybox.length === 0) throw new ImageBuildError("busybox binary is empty");
-  const layer = tarArchive([
-    { kind: "dir", path: "bin", mode: 0o755 },
-    { kind: "file", path: "bin/busybox", mode: 0o755, contents: busybox },
-    { kind: "symlink", path: "bin/sh", target: "busybox" },
-    { kind: "dir", path: "proc", mode: 0o755 },
-    { kind: "dir", path: "sys", mode: 0o755 },
-    { kind: "dir", path: "dev", mode: 0o755 },
-    { kind: "dir", path: "tmp", mode: 0o1777 },
-  ]);
-  const layerBlob = blob("application/vnd.oci.image.layer.v1.tar", layer);
-  const config = blob(
+/** The OCI layout tarball of a one-layer image, listed under each of `refs`. */
+export function ociImage(refs: readonly string[], layerEntries: readonly TarEntry[], config: Record<string, unknown>): Uint8Array {
+  const layerBlob = blob("application/vnd.oci.image.layer.v1.tar", tarArchive(layerEntries));
+  const configBlob = blob(
     "application/vnd.oci.image.config.v1+json",
-    json({
-      architecture: "amd64",
-      os: "linux",
-      config: { Env: ["PATH=/bin"], Cmd: ["/bin/sh"] },
-      rootfs: { type: "layers", diff_ids: [layerBlob.descriptor.digest] },
-    }),
+    json({ architecture: "amd64", os: "linux", config, rootfs: { type: "layers", diff_ids: [layerBlob.descriptor.digest] } }),
   );
   const manifest = blob(
     "application/vnd.oci.image.manifest.v1+json",
-    json({ schemaVersion: 2, mediaType: "application/vnd.oci.image.manifest.v1+json", config: config.descriptor, layers: [layerBlob.descriptor] }),
+    json({ schemaVersion: 2, mediaType: "application/vnd.oci.image.manifest.v1+json", config: configBlob.descriptor, layers: [layerBlob.descriptor] }),
   );
   const index = json({
     schemaVersion: 2,
     mediaType: "application/vnd.oci.image.index.v1+json",
-    manifests: [{ ...manifest.descriptor, annotations: { "org.opencontainers.image.ref.name": PROBE_IMAGE_REF, "io.containerd.image.name": PROBE_IMAGE_REF } }],
+    manifests: refs.map((ref) => ({ ...manifest.descriptor, annotations: { "org.opencontainers.image.ref.name": ref, "io.containerd.image.name": ref } })),
   });
-  const blobs = [manifest, config, layerBlob].map(({ descriptor, data }) => ({ kind: "file" as const, path: `blobs/sha256/${descriptor.digest.slice("sha256:".length)}`, mode: 0o644, contents: data }));
+  const blobs = [manifest, configBlob, layerBlob].map(({ descriptor, data }) => ({ kind: "file" as const, path: `blobs/sha256/${descriptor.digest.slice("sha256:".length)}`, mode: 0o644, contents: data }));
   return tarArchive([
     { kind: "file", path: "oci-layout", mode: 0o644, contents: json({ imageLayoutVersion: "1.0.0" }) },
     { kind: "file", path: "index.json", mode: 0o644, contents: index },
@@ -139,6 +121,35 @@ export function busyboxImage(busybox: Uint8Array): Uint8Array {
     { kind: "dir", path: "blobs/sha256", mode: 0o755 },
     ...blobs,
   ]);
+}
+
+/**
+ * The image whose one layer holds busybox (a static binary) as /bin/busybox
+ * with /bin/sh pointing at it, as the runtime probe and the test image. Its
+ * default command is a shell; the probe and pods give their own.
+ */
+export function busyboxImage(busybox: Uint8Array): Uint8Array {
+  if (busybox.length === 0) throw new ImageBuildError("busybox binary is empty");
+  return ociImage(
+    [PROBE_IMAGE_REF, TEST_IMAGE_REF],
+    [
+      { kind: "dir", path: "bin", mode: 0o755 },
+      { kind: "file", path: "bin/busybox", mode: 0o755, contents: busybox },
+      { kind: "symlink", path: "bin/sh", target: "busybox" },
+      { kind: "dir", path: "proc", mode: 0o755 },
+      { kind: "dir", path: "sys", mode: 0o755 },
+      { kind: "dir", path: "dev", mode: 0o755 },
+      { kind: "dir", path: "etc", mode: 0o755 },
+      { kind: "dir", path: "tmp", mode: 0o1777 },
+    ],
+    { Env: ["PATH=/bin"], Cmd: ["/bin/sh"] },
+  );
+}
+
+/** The sandbox image: the static pause program (image/pause.c) as /pause, its entrypoint. */
+export function pauseImage(pause: Uint8Array): Uint8Array {
+  if (pause.length === 0) throw new ImageBuildError("pause binary is empty");
+  return ociImage([SANDBOX_IMAGE_REF], [{ kind: "file", path: "pause", mode: 0o755, contents: pause }], { Entrypoint: ["/pause"], User: "65535:65535" });
 }
 
 /** busyboxImage of the busybox binary at `path` (Debian's busybox-static: /bin/busybox). */

@@ -1,9 +1,9 @@
-// The system image's Kubernetes binaries (bun run image --kubernetes DIR):
-// what is accepted, what is refused and why, and that they land in the
-// squashfs where nodes look for them.
+// The system image: what of the system tree goes in, and the user's own
+// Kubernetes binaries (bun run image --kubernetes DIR): what is accepted,
+// what is refused and why, and that they land where nodes look for them.
 
 import { afterAll, describe, expect, test } from "bun:test";
-import { chmodSync, copyFileSync, mkdirSync } from "node:fs";
+import { chmodSync, copyFileSync, mkdirSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../internal/testing/mod.ts";
 import { installKubeStub } from "../test/support/kube_stub/install.ts";
@@ -52,18 +52,39 @@ describe("Kubernetes binaries in the system image", () => {
     expect(refusal(script)).toContain("kube-scheduler is not an ELF executable");
   });
 
-  test("all four ELF executables go to /kubernetes/bin in the squashfs, executable", async () => {
+  test("the system tree goes in less etcd and etcdctl, multicall links as links; --kubernetes DIR takes /kubernetes/bin's place", async () => {
+    // A small tree shaped like out/system: links into a cache, and a multicall link.
+    const cache = elfBinaries("cache", ["etcd", "etcdctl", "containerd", "runc", "hyperkube"]);
+    const tree = join(dir.path, "tree");
+    const put = (path: string, target: string) => {
+      mkdirSync(join(tree, path, ".."), { recursive: true });
+      symlinkSync(target, join(tree, path));
+    };
+    put("usr/bin/etcd", join(cache, "etcd"));
+    put("usr/bin/etcdctl", join(cache, "etcdctl"));
+    put("usr/bin/containerd", join(cache, "containerd"));
+    put("usr/sbin/runc", join(cache, "runc"));
+    put("kubernetes/bin/hyperkube", join(cache, "hyperkube"));
+    put("kubernetes/bin/kubelet", "hyperkube");
+    const built = systemContents(tree);
+    expect(built.files.map((f) => [f.path, typeof f.contents === "string" ? "copy" : "link", f.mode])).toEqual([
+      ["/kubernetes/bin/hyperkube", "copy", 0o755],
+      ["/kubernetes/bin/kubelet", "link", 0o777],
+      ["/usr/bin/containerd", "copy", 0o755],
+      ["/usr/sbin/runc", "copy", 0o755],
+    ]);
+    expect(built.sources).toEqual([join(cache, "containerd"), join(cache, "hyperkube"), join(cache, "runc")]);
+
     const good = elfBinaries("good");
-    const contents = systemContents(good);
-    expect(contents.files.filter((f) => f.path.startsWith("/kubernetes/bin/")).map((f) => [f.path, f.mode])).toEqual(
-      KUBERNETES_BINARIES.map((b) => [`/kubernetes/bin/${b}`, 0o755]),
-    );
-    // Without --kubernetes the image has none of them.
-    expect(systemContents().files.some((f) => f.path.startsWith("/kubernetes/"))).toBe(false);
+    const theirs = systemContents(tree, good);
+    expect(theirs.files.filter((f) => f.path.startsWith("/kubernetes/bin/")).map((f) => [f.path, f.mode])).toEqual(KUBERNETES_BINARIES.map((b) => [`/kubernetes/bin/${b}`, 0o755]));
+    expect(() => systemContents(join(dir.path, "nothing"))).toThrow(/no system tree at .*nothing: build it first \(bun run build\)/);
+
     const image = join(dir.path, "system.squashfs");
-    // Only these files, to keep the test quick (the runtime's are another 96 MB to compress).
-    await buildSystemImage({ files: contents.files.filter((f) => f.path.startsWith("/kubernetes/")), sources: [] }, join(dir.path, "stage"), image);
+    await buildSystemImage(built, join(dir.path, "stage"), image);
     const listing = Bun.spawnSync(["unsquashfs", "-lls", image]).stdout.toString();
-    for (const binary of KUBERNETES_BINARIES) expect(listing).toMatch(new RegExp(`-rwxr-xr-x root/root .* squashfs-root/kubernetes/bin/${binary}\\n`));
+    expect(listing).toMatch(/-rwxr-xr-x root\/root .* squashfs-root\/kubernetes\/bin\/hyperkube\n/);
+    expect(listing).toMatch(/lrwxrwxrwx root\/root .* squashfs-root\/kubernetes\/bin\/kubelet -> hyperkube\n/);
+    expect(listing).not.toContain("etcd");
   }, 60_000);
 });

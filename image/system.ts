@@ -6,38 +6,43 @@
 // the initramfs it grew from 72.5 to 109.2 MiB (lz4), and every boot under
 // TCG unpacks all of it.
 //
-//   /usr/bin/{containerd,containerd-shim-runc-v2,ctr}, /usr/sbin/runc
-//                              Debian's container runtime (worker role)
-//   /usr/share/nodecore/images/runtime-probe.oci.tar
-//                              busybox-static as an OCI image (image/oci.ts)
-//   /kubernetes/bin/{kube-apiserver,kube-controller-manager,kube-scheduler,kubelet}
-//                              only with `bun run image --kubernetes DIR`: the
-//                              user's Kubernetes server binaries (in neither
-//                              npm nor Debian), checked to be ELF executables
-//                              and never the test stand-in
+// Its contents are the system tree that `bun run build` lays out in
+// out/system (image/upstream/mod.ts), less what the initramfs carries (etcd)
+// and what no node runs (etcdctl):
 //
-// Their shared libraries (runc's libseccomp) are in the initramfs, where
-// the loader looks by default. zstd-compressed; built reproducibly (every file owned by root, every time
-// 0), so the same inputs give the same bytes.
+//   /usr/bin/{containerd,containerd-shim-runc-v2,ctr}, /usr/sbin/runc
+//                              the container runtime (worker role), static
+//   /usr/lib/cni/{bridge,host-local,loopback}   the pods' network
+//   /kubernetes/bin/hyperkube + kube-apiserver, kube-controller-manager,
+//                              kube-scheduler, kube-proxy, kubelet, kubectl
+//                              (symlinks: one multicall binary)
+//   /usr/libexec/nodecore/{busybox,mount,umount}   the kubelet's mount tools
+//   /usr/share/nodecore/images/{runtime-probe,pause}.oci.tar
+//                              busybox (the probe and test image) and the
+//                              sandbox image, imported into containerd
+//
+// With `bun run image --kubernetes DIR` the user's own Kubernetes binaries
+// take /kubernetes/bin's place: checked to be ELF executables, never the
+// test stand-in. zstd-compressed; built reproducibly (every file owned by
+// root, every time 0), so the same inputs give the same bytes.
 
-import { chmodSync, closeSync, copyFileSync, mkdirSync, openSync, readSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { PROBE_IMAGE_PATH, RUNTIME_BINARIES } from "../internal/containerd/mod.ts";
+import { chmodSync, closeSync, copyFileSync, lstatSync, mkdirSync, openSync, readdirSync, readlinkSync, readSync, realpathSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { dirname, isAbsolute, join, relative } from "node:path";
 import { CONTROLLER_COMPONENTS } from "../internal/kubernetes/mod.ts";
 import { ImageBuildError } from "./errors.ts";
 import { run } from "./exec.ts";
-import { busyboxImageFrom } from "./oci.ts";
+import { INITRAMFS_FILES, systemTreeReady } from "./upstream/mod.ts";
 
-/** Debian's busybox-static: the runtime probe image's one binary. */
-export const HOST_BUSYBOX = "/bin/busybox";
+/** Tree files no node runs. */
+const LEFT_OUT = ["usr/bin/etcdctl"];
 
 const MKSQUASHFS_ARGS = ["-noappend", "-comp", "zstd", "-all-root", "-mkfs-time", "0", "-all-time", "0", "-no-xattrs", "-quiet"] as const;
 
 export interface SystemFile {
   /** Path inside the image. */
   path: string;
-  /** A host file to copy, or the bytes. */
-  contents: string | Uint8Array;
+  /** A host file to copy, the bytes, or a symlink's target. */
+  contents: string | Uint8Array | { link: string };
   mode: number;
 }
 
@@ -95,15 +100,36 @@ export function kubernetesBinaries(dir: string): string[] {
   return found;
 }
 
-/** What the system image holds; with `kubernetesDir`, the user's Kubernetes binaries too. */
-export function systemContents(kubernetesDir?: string): SystemContents {
+/** What the system image holds: the system tree at `tree`; with `kubernetesDir`, the user's Kubernetes binaries instead of the built ones. */
+export function systemContents(tree: string, kubernetesDir?: string): SystemContents {
+  if (!systemTreeReady(tree)) throw new ImageBuildError(`no system tree at ${tree}: build it first (bun run build)`);
+  const leftOut = new Set<string>([...INITRAMFS_FILES, ...LEFT_OUT]);
   const files: SystemFile[] = [];
-  const binaries: string[] = Object.values(RUNTIME_BINARIES);
-  for (const binary of binaries) files.push({ path: binary, contents: binary, mode: 0o755 });
-  files.push({ path: PROBE_IMAGE_PATH, contents: busyboxImageFrom(HOST_BUSYBOX), mode: 0o644 });
-  const kubernetes = kubernetesDir ? kubernetesBinaries(kubernetesDir) : [];
-  for (const binary of kubernetes) files.push({ path: join(KUBERNETES_IMAGE_DIR, binary.split("/").at(-1)!), contents: binary, mode: 0o755 });
-  return { files, sources: [...binaries, ...kubernetes].sort() };
+  const sources: string[] = [];
+  const walk = (dir: string) => {
+    for (const name of readdirSync(dir).sort()) {
+      const path = join(dir, name);
+      const inside = relative(tree, path);
+      if (leftOut.has(inside) || (kubernetesDir && inside.startsWith(KUBERNETES_IMAGE_DIR.slice(1) + "/"))) continue;
+      const stat = lstatSync(path);
+      if (stat.isDirectory()) walk(path);
+      else if (stat.isSymbolicLink() && !isAbsolute(readlinkSync(path))) files.push({ path: `/${inside}`, contents: { link: readlinkSync(path) }, mode: 0o777 });
+      else {
+        // A link into the upstream cache: the built file itself.
+        const real = realpathSync(path);
+        files.push({ path: `/${inside}`, contents: real, mode: statSync(real).mode & 0o111 ? 0o755 : 0o644 });
+        sources.push(real);
+      }
+    }
+  };
+  walk(tree);
+  if (kubernetesDir) {
+    for (const binary of kubernetesBinaries(kubernetesDir)) {
+      files.push({ path: join(KUBERNETES_IMAGE_DIR, binary.split("/").at(-1)!), contents: binary, mode: 0o755 });
+      sources.push(binary);
+    }
+  }
+  return { files, sources: sources.sort() };
 }
 
 /** A stable description of the contents, for the build's fingerprint. */
@@ -111,7 +137,8 @@ export function describeSystem(contents: SystemContents): unknown[] {
   return contents.files.map((file) => ({
     path: file.path,
     mode: file.mode,
-    contents: typeof file.contents === "string" ? file.contents : new Bun.CryptoHasher("sha256").update(file.contents).digest("hex"),
+    contents:
+      typeof file.contents === "string" || !(file.contents instanceof Uint8Array) ? file.contents : new Bun.CryptoHasher("sha256").update(file.contents).digest("hex"),
   }));
 }
 
@@ -122,7 +149,11 @@ export async function buildSystemImage(contents: SystemContents, stageDir: strin
     const target = join(stageDir, file.path);
     mkdirSync(dirname(target), { recursive: true, mode: 0o755 });
     if (typeof file.contents === "string") copyFileSync(file.contents, target);
-    else writeFileSync(target, file.contents);
+    else if (file.contents instanceof Uint8Array) writeFileSync(target, file.contents);
+    else {
+      symlinkSync(file.contents.link, target);
+      continue;
+    }
     // copyFileSync keeps the source's mode; the image's is the one listed.
     chmodSync(target, file.mode);
   }

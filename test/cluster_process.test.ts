@@ -14,7 +14,7 @@ import { configPaths, loadCredentials as loadOwnerCredentials } from "../interna
 import { Management } from "../proto/gen/api/management_pb.ts";
 import { generateKeyPair, privateKeyPem, rawPublicKey } from "../internal/pki/mod.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
-import { NodeProcess, ctl as runCtl, ctlCommand, loopbackBlock } from "./support/node_process.ts";
+import { ETCD_COMMAND, NodeProcess, ctl as runCtl, ctlCommand, loopbackBlock } from "./support/node_process.ts";
 import { etcdMembersVia } from "./support/process_cluster.ts";
 
 const dir = tempDir("nodecore-cluster-");
@@ -227,7 +227,7 @@ describe("a three-node cluster of processes", () => {
     );
     const controlplane = rows.find((r) => r.path === "root.roleserve.controlplane")!;
     expect(controlplane.restarts).toBeGreaterThanOrEqual(1);
-    expect(controlplane.lastError).toBe("/usr/bin/etcd was killed by SIGKILL");
+    expect(controlplane.lastError).toBe(`${ETCD_COMMAND} was killed by SIGKILL`);
     expect(rows.some((r) => r.path === "root.roleserve.heartbeat")).toBe(true);
   }, 120_000);
 

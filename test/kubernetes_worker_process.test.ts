@@ -9,11 +9,9 @@
 import { afterAll, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { HOST_BUSYBOX } from "../image/system.ts";
 import { killCgroup, processesIn, runtimeCgroupName, unifiedCgroupRoot } from "../internal/containerd/mod.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
-import { installKubeStub, readStubRecord } from "./support/kube_stub/install.ts";
-import { writeProbeImage } from "./launch/process_launcher.ts";
+import { readStubRecord, stubSystemTree } from "./support/kube_stub/install.ts";
 import { NodeProcess, loopbackBlock, ownedNode, serviceLines } from "./support/node_process.ts";
 
 const dir = tempDir("nodecore-kubelet-");
@@ -32,11 +30,7 @@ afterAll(async () => {
 const services = (id: string) => serviceLines(ctl, id);
 
 test("kubernetes-worker runs the kubelet with curator-issued certificates beside containerd's CRI, and removing the role stops it", async () => {
-  for (const needed of ["/usr/bin/containerd", "/usr/sbin/runc", "/usr/bin/ctr", HOST_BUSYBOX]) {
-    if (!existsSync(needed)) throw new Error(`${needed} is missing: test/setup.sh installs containerd, runc and busybox-static`);
-  }
-  writeProbeImage(node.root);
-  installKubeStub(join(node.root, "kubernetes", "bin"), { record: recordPath });
+  node.system = stubSystemTree(join(dir.path, "system"), { record: recordPath });
   const id = String((await bootstrap()).node);
   // node1 is a controller from the start: the apiserver the kubelet will find.
   await eventually(async () => expect((await services(id)).get("kube-apiserver")?.state).toBe("running"), { timeoutMs: 60_000, what: "the apiserver running" });

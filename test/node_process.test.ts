@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { readFileSync, writeFileSync } from "node:fs";
 import { generateKeyPair, privateKeyPem, rawPublicKey } from "../internal/pki/mod.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
-import { NodeProcess, ctl, loopbackBlock } from "./support/node_process.ts";
+import { ETCD_COMMAND, NodeProcess, ctl, loopbackBlock } from "./support/node_process.ts";
 
 const dir = tempDir("nodecore-node-");
 const address = loopbackBlock();
@@ -89,7 +89,7 @@ describe("a one-node cluster of processes", () => {
     await node.waitForLog((l) => l.msg === "node is UP", { from, what: "node UP after the leftover", timeoutMs: 90_000 });
     expect(running(orphan)).toBe(false);
     // etcd started once: no "address already in use" crash loop.
-    expect(node.logs.slice(from).filter((l) => l.msg === "process started" && l.command === "/usr/bin/etcd").length).toBe(1);
+    expect(node.logs.slice(from).filter((l) => l.msg === "process started" && l.command === ETCD_COMMAND).length).toBe(1);
   }, 180_000);
 
   test("ctl node reboot starts the node's tree again in its process, and ctl node poweroff ends the process", async () => {

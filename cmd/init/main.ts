@@ -14,6 +14,7 @@
 import { mountESP, mountEphemeral, storageLayout, type StorageLayout } from "../../internal/localstorage/mod.ts";
 import { createLogger, type Logger } from "../../internal/log/mod.ts";
 import { LogTree, followKernelMessages } from "../../internal/logtree/mod.ts";
+import { resolve } from "node:path";
 import { VERSION } from "../../internal/version/mod.ts";
 import { KEEPALIVE_INTERVAL_MS, loadKernelModules, mountPseudoFilesystems, showFatal, startReaper } from "./pid1.ts";
 
@@ -77,8 +78,11 @@ async function main(argv: string[]): Promise<void> {
   };
   const root = flag("--root") ?? (isPid1 ? "/" : undefined);
   const address = flag("--address");
-  if (!root || (!isPid1 && !address)) {
-    console.error("usage: init [--version | selfcheck | --root <dir> --address <ip>]  (as PID 1: no arguments; the root is / and the address comes by DHCP)");
+  const system = flag("--system");
+  if (!root || (!isPid1 && (!address || !system))) {
+    console.error(
+      "usage: init [--version | selfcheck | --root <dir> --address <ip> --system <dir>]  (as PID 1: no arguments; the root is /, the address comes by DHCP, the system tree is the system image; a node process takes out/system, which bun run build lays out)",
+    );
     process.exitCode = 2;
     return;
   }
@@ -88,7 +92,7 @@ async function main(argv: string[]): Promise<void> {
     const started = performance.now();
     const { runNode } = await import("./run_node.ts");
     logger.info("node core loaded", { ms: Math.round(performance.now() - started) });
-    runNode({ logger, logs, isPid1, root, layout, address });
+    runNode({ logger, logs, isPid1, root, layout, address, system: system === undefined ? undefined : resolve(system) });
   } catch (err) {
     showFatal(`node core could not start: ${(err as Error).message}`);
     if (!isPid1) process.exit(1);

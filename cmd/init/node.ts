@@ -28,6 +28,8 @@ export interface NodeConfig {
   network: { kind: "dhcp"; network: Network } | { kind: "fixed"; address: string };
   /** Where etcd's client port listens: loopback on a VM; the node's own address when nodes share a host. */
   etcdClientHost: "loopback" | "node-address";
+  /** The etcd binary (default: the node image's). */
+  etcdBinary?: string;
   kubernetesBinDir?: string;
   /** Makes the system image's files available to the Kubernetes roles, their binaries and the container runtime (a VM mounts it); throws, naming what is missing. */
   prepareSystemImage?: () => void;
@@ -74,6 +76,7 @@ export function nodeRoot(config: NodeConfig): Runnable {
           layout: config.layout,
           membership,
           etcdClientHost: (m) => (config.etcdClientHost === "loopback" ? "127.0.0.1" : m.address),
+          ...(config.etcdBinary ? { etcdBinary: config.etcdBinary } : {}),
           ...(config.kubernetesBinDir ? { kubernetesBinDir: config.kubernetesBinDir } : {}),
           ...(config.prepareSystemImage ? { prepareSystemImage: config.prepareSystemImage } : {}),
           ...(config.runtime ? { runtime: config.runtime } : {}),

@@ -7,7 +7,7 @@
 
 import { join } from "node:path";
 import { FW_CFG_PARAMETERS_PATH, encryptedPartition, plainDirectory } from "../../internal/cluster/mod.ts";
-import { PROBE_IMAGE_PATH, runtimeCgroupName, runtimePaths, unifiedCgroupRoot } from "../../internal/containerd/mod.ts";
+import { PROBE_IMAGE_PATH, runtimeCgroupName, runtimePaths, SANDBOX_IMAGE_PATH, unifiedCgroupRoot } from "../../internal/containerd/mod.ts";
 import { dataPartitionDevice, mountSystemImage, type StorageLayout } from "../../internal/localstorage/mod.ts";
 import type { Logger } from "../../internal/log/mod.ts";
 import type { LogTree } from "../../internal/logtree/mod.ts";
@@ -22,17 +22,17 @@ import { KEEPALIVE_INTERVAL_MS, powerDown, showFatal, watchPowerRequests, type P
 const SHUTDOWN_GRACE_MS = 30_000;
 /** Where a VM mounts the system image (image/system.ts), when a role first needs it. */
 const SYSTEM_IMAGE_DIR = "/system";
-/** The Kubernetes server binaries' place: in the system image (bun run image --kubernetes DIR). */
-const KUBERNETES_BIN_DIR = `${SYSTEM_IMAGE_DIR}/kubernetes/bin`;
+/** The Kubernetes binaries' place in the system tree (image/upstream). */
+const KUBERNETES_BIN_DIR = "/kubernetes/bin";
+/** The etcd of the system tree; a VM runs the initramfs's copy (ETCD_BINARY), there before any role. */
+const TREE_ETCD = "/usr/bin/etcd";
 /**
  * Where the container runtime lives: on a VM, the node's own cgroup
- * hierarchy and the system image's binaries and probe image; for a node
- * process, the host's binaries (Debian's containerd and runc), a cgroup
- * named after its directory (several share the host) and the probe image
- * below that directory (the process launcher writes it). Absent without
- * cgroup v2.
+ * hierarchy and the system image's binaries and images; for a node
+ * process, the system tree's (out/system) and a cgroup named after its
+ * directory (several share the host). Absent without cgroup v2.
  */
-function runtimeSetup(isPid1: boolean, root: string, layout: StorageLayout, logger: Logger): RuntimeSetup | undefined {
+function runtimeSetup(isPid1: boolean, root: string, system: string, layout: StorageLayout, logger: Logger): RuntimeSetup | undefined {
   const cgroupRoot = unifiedCgroupRoot();
   if (cgroupRoot === undefined) {
     logger.warn("no cgroup v2 hierarchy is mounted: this node cannot run containers");
@@ -40,10 +40,10 @@ function runtimeSetup(isPid1: boolean, root: string, layout: StorageLayout, logg
   }
   const cgroup = runtimeCgroupName(isPid1 ? undefined : root);
   try {
-    if (!isPid1) return { paths: runtimePaths(layout.data.path, layout.ephemeral.path, cgroupRoot, cgroup), probeImage: join(root, PROBE_IMAGE_PATH) };
     return {
-      paths: runtimePaths(layout.data.path, layout.ephemeral.path, cgroupRoot, cgroup, SYSTEM_IMAGE_DIR),
-      probeImage: join(SYSTEM_IMAGE_DIR, PROBE_IMAGE_PATH),
+      paths: runtimePaths(layout.data.path, layout.ephemeral.path, cgroupRoot, cgroup, system),
+      probeImage: join(system, PROBE_IMAGE_PATH),
+      sandboxImage: join(system, SANDBOX_IMAGE_PATH),
     };
   } catch (error) {
     logger.warn(`this node cannot run containers: ${(error as Error).message}`);
@@ -60,15 +60,18 @@ export interface RunNodeOptions {
   layout: StorageLayout;
   /** A node process's fixed address; a VM gets its address by DHCP. */
   address: string | undefined;
+  /** A node process's system tree (out/system: etcd, the runtime, Kubernetes); a VM's is its system image. */
+  system: string | undefined;
 }
 
-export function runNode({ logger, logs, isPid1, root, layout, address }: RunNodeOptions): void {
+export function runNode({ logger, logs, isPid1, root, layout, address, system: processSystem }: RunNodeOptions): void {
   if (!isPid1) becomeSubreaper();
   // Pending promises do not keep bun's event loop alive, and a runnable may
   // be waiting on nothing but a signal: hold the process open.
   setInterval(() => {}, KEEPALIVE_INTERVAL_MS);
   let stopping = false;
-  const runtime = runtimeSetup(isPid1, root, layout, logger);
+  const system = isPid1 ? SYSTEM_IMAGE_DIR : processSystem!;
+  const runtime = runtimeSetup(isPid1, root, system, layout, logger);
   const start = (): Supervisor =>
     supervise(
       nodeRoot({
@@ -81,7 +84,8 @@ export function runNode({ logger, logs, isPid1, root, layout, address }: RunNode
         storage: isPid1 ? encryptedPartition(layout, dataPartitionDevice) : plainDirectory(layout),
         network: isPid1 || !address ? { kind: "dhcp", network: new Network({ hostname: "nodecore" }) } : { kind: "fixed", address },
         etcdClientHost: isPid1 ? "loopback" : "node-address",
-        kubernetesBinDir: isPid1 ? KUBERNETES_BIN_DIR : `${root}/kubernetes/bin`,
+        ...(isPid1 ? {} : { etcdBinary: join(system, TREE_ETCD) }),
+        kubernetesBinDir: join(system, KUBERNETES_BIN_DIR),
         ...(isPid1 ? { prepareSystemImage: () => mountSystemImage(SYSTEM_IMAGE_DIR) } : {}),
         ...(runtime ? { runtime } : {}),
         scrubEsp: isPid1,

@@ -7,7 +7,7 @@ import { freeSpace } from "../localstorage/mod.ts";
 import { captureLogger } from "../log/mod.ts";
 import { generateKeyPair } from "../pki/mod.ts";
 import { runCommand, supervise, untilCancelled, type Supervisor } from "../supervisor/mod.ts";
-import { eventually, fillFileSystem, tempDir } from "../testing/mod.ts";
+import { eventually, fillFileSystem, tempDir, treeEtcd } from "../testing/mod.ts";
 import { clientUrl, connectEtcd, createEtcdCA, ETCD_MIN_FREE_BYTES, etcdArgs, issueMemberCertificate, peerUrl, runEtcdMember, type EtcdMemberOptions, type EtcdTls } from "./mod.ts";
 
 const running: Supervisor[] = [];
@@ -30,6 +30,7 @@ function memberTls(): EtcdTls {
 /** A one-member cluster on loopback; `offset` keeps each test's ports apart. */
 function singleMember(dataDir: string, tlsDir: string, tls: EtcdTls, offset: number): EtcdMemberOptions {
   return {
+    binary: treeEtcd(),
     name: "node-a",
     dataDir,
     tlsDir,
@@ -76,7 +77,7 @@ describe("etcd member", () => {
     expect(pids.length).toBe(1);
     process.kill(pids[0]!, "SIGKILL");
     await eventually(() => expect(etcd().restarts).toBe(1), { timeoutMs: 30_000 });
-    expect(etcd().lastError).toBe("/usr/bin/etcd was killed by SIGKILL");
+    expect(etcd().lastError).toBe(`${treeEtcd()} was killed by SIGKILL`);
     await eventually(() => expect(etcd().state).toBe("healthy"), { timeoutMs: 30_000 });
 
     const all = await client.getAll().prefix("key-").strings();

@@ -10,7 +10,11 @@ import type { EtcdTls } from "./certificates.ts";
 import type { Etcd3 } from "etcd3";
 import { connectEtcd } from "./etcd_client.ts";
 
-/** The etcd binary (Debian's etcd-server package, also in the node image). */
+/**
+ * The etcd binary in the node image's initramfs, built from its Go module
+ * (image/upstream). A node process runs the one in its system tree
+ * (EtcdMemberOptions.binary).
+ */
 export const ETCD_BINARY = "/usr/bin/etcd";
 export const ETCD_PEER_PORT = 2380;
 export const ETCD_CLIENT_PORT = 2379;
@@ -75,6 +79,8 @@ export interface EtcdPeer {
 }
 
 export interface EtcdMemberOptions {
+  /** The etcd binary (default ETCD_BINARY). */
+  binary?: string;
   /** The member name: the node ID. */
   name: string;
   dataDir: string;
@@ -221,7 +227,7 @@ export async function runEtcdMember(ctx: RunContext, options: EtcdMemberOptions)
   let servingClients!: () => void;
   const serving = new Promise<void>((resolve) => (servingClients = resolve));
   await runProcess(ctx, {
-    command: ETCD_BINARY,
+    command: options.binary ?? ETCD_BINARY,
     args,
     env: { ETCD_UNSUPPORTED_ARCH: process.arch === "x64" ? "" : process.arch },
     parseLine: (line) => {

@@ -7,8 +7,9 @@ import { join } from "node:path";
 export const CONTAINERD_NAMESPACE = "nodecore";
 
 /**
- * Debian's containerd, runc and ctr, at their paths on a Debian host and
- * in the node's system image (mounted at /system on a VM: RuntimePaths.prefix).
+ * containerd, its runc shim, runc and ctr, built from their Go modules
+ * (image/upstream), at their paths in the system tree: out/system for a node
+ * process, the system image mounted at /system on a VM (RuntimePaths.prefix).
  */
 export const RUNTIME_BINARIES = {
   containerd: "/usr/bin/containerd",
@@ -50,7 +51,7 @@ export function runtimeCgroupName(processRoot?: string): string {
 const MAX_SOCKET_PATH = 107;
 
 export interface RuntimePaths {
-  /** Where the runtime's binaries are: "" (a Debian host) or a mounted system image. */
+  /** Where the runtime's binaries are: the system tree (out/system) or the mounted system image (/system). */
   prefix: string;
   /** Persistent: images, snapshots, container metadata (on the data partition). */
   root: string;
@@ -96,48 +97,113 @@ export function runtimePaths(dataDir: string, ephemeralDir: string, cgroupRoot: 
 /** A TOML basic string. */
 const toml = (value: string): string => JSON.stringify(value);
 
+/** The CRI plugins of containerd 2.x: the gRPC service and the two it is made of. */
 export const CRI_PLUGIN = "io.containerd.grpc.v1.cri";
+export const CRI_RUNTIME_PLUGIN = "io.containerd.cri.v1.runtime";
+export const CRI_IMAGES_PLUGIN = "io.containerd.cri.v1.images";
+const CRI_PLUGINS = [CRI_PLUGIN, CRI_RUNTIME_PLUGIN, CRI_IMAGES_PLUGIN] as const;
+
+/** The sandbox ("pause") image every pod starts with: built here (image/pause.c), imported and pinned, never pulled. */
+export const SANDBOX_IMAGE_REF = "nodecore.local/pause:1";
+/** Where the system image puts the sandbox image's OCI tarball (below its mount point). */
+export const SANDBOX_IMAGE_PATH = "/usr/share/nodecore/images/pause.oci.tar";
+/** The busybox image pods can use with imagePullPolicy: Never (the runtime probe's image, under a second name). */
+export const TEST_IMAGE_REF = "nodecore.local/busybox:1";
+/** The CRI's containerd namespace (the kubelet's containers live there, the node's own in CONTAINERD_NAMESPACE). */
+export const CRI_NAMESPACE = "k8s.io";
 
 /**
- * Plugins the node does not use: storage drivers this kernel or layout
- * does not have, and /opt installation. CRI is off too unless a kubelet
- * runs (containerdConfig's `cri`).
+ * Plugins the node does not use: storage drivers this kernel or layout does
+ * not have. (The build leaves btrfs, devmapper and zfs out; these are the
+ * ones that are in and would only log that they cannot start.) CRI is off
+ * too unless a kubelet runs (containerdConfig's `cri`).
  */
-export const DISABLED_PLUGINS = [
-  "io.containerd.internal.v1.opt",
-  "io.containerd.snapshotter.v1.aufs",
-  "io.containerd.snapshotter.v1.btrfs",
-  "io.containerd.snapshotter.v1.devmapper",
-  "io.containerd.snapshotter.v1.zfs",
-] as const;
+export const DISABLED_PLUGINS = ["io.containerd.snapshotter.v1.blockfile", "io.containerd.snapshotter.v1.erofs"] as const;
+
+/** The CNI configuration template, the conflist containerd writes from it, and the plugins' folder. */
+export function cniPaths(paths: RuntimePaths): { template: string; confDir: string; binDir: string; ipamDir: string } {
+  return {
+    template: join(paths.state, "cni-template.json"),
+    confDir: join(paths.state, "cni"),
+    binDir: `${paths.prefix}/usr/lib/cni`,
+    ipamDir: join(paths.state, "cni-ipam"),
+  };
+}
 
 /**
- * containerd's config.toml (format version 2) for these paths. With `cri`
- * (a kubelet runs), the CRI plugin serves on the same socket: runc through
- * the v2 shim, overlayfs snapshots, cgroupfs (the kubelet's driver), CNI
- * configuration in the state directory. Without it, CRI is disabled.
+ * The CNI network of this node's pods, as a containerd template: a bridge
+ * (the pods' gateway) with addresses from the node's pod range, which the
+ * kubelet learns from its Node object (the controller-manager allocates a
+ * /24 per node) and hands containerd through CRI, which then writes the
+ * conflist. Until then the node is NotReady ("cni plugin not initialized").
+ * Traffic between nodes' pod ranges is not routed here.
+ */
+export function cniTemplate(paths: RuntimePaths): string {
+  const network = {
+    cniVersion: "1.0.0",
+    name: "nodecore",
+    plugins: [
+      {
+        type: "bridge",
+        bridge: "nodecore0",
+        isGateway: true,
+        ipMasq: false,
+        hairpinMode: true,
+        ipam: { type: "host-local", ranges: "RANGES", routes: [{ dst: "0.0.0.0/0" }], dataDir: cniPaths(paths).ipamDir },
+      },
+    ],
+  };
+  // Go's text/template fills in one range list per pod CIDR.
+  return JSON.stringify(network, null, 2).replace('"RANGES"', '[{{range $i, $r := .PodCIDRRanges}}{{if $i}}, {{end}}[{"subnet": "{{$r}}"}]{{end}}]') + "\n";
+}
+
+/**
+ * containerd's config.toml (format version 3, containerd 2.x) for these
+ * paths. With `cri` (a kubelet runs), CRI serves on the same socket: runc
+ * through the v2 shim, overlayfs snapshots, cgroupfs (the kubelet takes the
+ * driver from containerd), the sandbox image pinned so that the kubelet's
+ * image collection never removes it, CNI from cniTemplate. Without it, CRI
+ * is disabled.
  */
 export function containerdConfig(paths: RuntimePaths, options: { cri?: boolean } = {}): string {
-  const disabled = options.cri ? DISABLED_PLUGINS : [CRI_PLUGIN, ...DISABLED_PLUGINS];
+  const disabled = options.cri ? DISABLED_PLUGINS : [...CRI_PLUGINS, ...DISABLED_PLUGINS];
+  const cni = cniPaths(paths);
+  const runtime = `plugins.${toml(CRI_RUNTIME_PLUGIN)}`;
+  const images = `plugins.${toml(CRI_IMAGES_PLUGIN)}`;
   const cri = options.cri
     ? [
-        `[plugins.${toml(CRI_PLUGIN)}]`,
-        `  [plugins.${toml(CRI_PLUGIN)}.containerd]`,
-        '    snapshotter = "overlayfs"',
+        `[${images}]`,
+        '  snapshotter = "overlayfs"',
+        `  [${images}.pinned_images]`,
+        `    sandbox = ${toml(SANDBOX_IMAGE_REF)}`,
+        "",
+        `[${runtime}]`,
+        "  enable_cdi = false",
+        // Network namespaces on tmpfs below the state, not in the host's /var/run/netns.
+        "  netns_mounts_under_state_dir = true",
+        `  [${runtime}.containerd]`,
         '    default_runtime_name = "runc"',
-        `    [plugins.${toml(CRI_PLUGIN)}.containerd.runtimes.runc]`,
+        `    [${runtime}.containerd.runtimes.runc]`,
         '      runtime_type = "io.containerd.runc.v2"',
-        `      [plugins.${toml(CRI_PLUGIN)}.containerd.runtimes.runc.options]`,
+        `      [${runtime}.containerd.runtimes.runc.options]`,
         "        SystemdCgroup = false",
         `        BinaryName = ${toml(runtimeBinaries(paths.prefix).runc)}`,
-        `  [plugins.${toml(CRI_PLUGIN)}.cni]`,
-        `    bin_dir = ${toml(`${paths.prefix}/usr/lib/cni`)}`,
-        `    conf_dir = ${toml(join(paths.state, "cni"))}`,
+        `  [${runtime}.cni]`,
+        `    bin_dirs = [${toml(cni.binDir)}]`,
+        `    conf_dir = ${toml(cni.confDir)}`,
+        `    conf_template = ${toml(cni.template)}`,
+        "    use_internal_loopback = true",
+        "",
+        `[plugins.${toml(CRI_PLUGIN)}]`,
+        "  disable_tcp_service = true",
+        // kubectl exec/attach/port-forward: the kubelet proxies to this server on loopback.
+        '  stream_server_address = "127.0.0.1"',
+        '  stream_server_port = "0"',
         "",
       ]
     : [];
   return [
-    "version = 2",
+    "version = 3",
     `root = ${toml(paths.root)}`,
     `state = ${toml(paths.state)}`,
     `disabled_plugins = [${disabled.map(toml).join(", ")}]`,

@@ -1,6 +1,7 @@
 // Package containerd: the container runtime of a Kubernetes worker node.
-// Debian's containerd 1.6 with runc 1.1, supervised like etcd, with its
-// images and snapshots on the data partition and its state on tmpfs.
+// containerd 2.x with runc, built from their Go modules (image/upstream),
+// supervised like etcd, with its images and snapshots on the data partition
+// and its state on tmpfs.
 //
 //   roleserve (kubernetes worker, role kubernetes-worker)
 //        │
@@ -30,8 +31,16 @@
 export {
   CONTAINERD_NAMESPACE,
   containerdConfig,
+  CRI_IMAGES_PLUGIN,
+  CRI_NAMESPACE,
   CRI_PLUGIN,
+  CRI_RUNTIME_PLUGIN,
+  cniPaths,
+  cniTemplate,
   DISABLED_PLUGINS,
+  SANDBOX_IMAGE_PATH,
+  SANDBOX_IMAGE_REF,
+  TEST_IMAGE_REF,
   RUNTIME_BINARIES,
   RUNTIME_CGROUP,
   runtimeCgroupName,

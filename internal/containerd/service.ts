@@ -1,12 +1,12 @@
 // containerd as a supervised child process, and ctr, its command-line
 // client, for the few calls the node makes (image import, run, task list).
 
-import { mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Value } from "../event/mod.ts";
 import { runCommand, runProcess, sleep, type ParsedLine, type Runnable } from "../supervisor/mod.ts";
 import { joinCgroup } from "./cgroup.ts";
-import { containerdConfig, CONTAINERD_NAMESPACE, runtimeBinaries, runtimeEnv, type RuntimePaths } from "./config.ts";
+import { cniPaths, cniTemplate, containerdConfig, CONTAINERD_NAMESPACE, CRI_NAMESPACE, runtimeBinaries, runtimeEnv, type RuntimePaths } from "./config.ts";
 
 const READY_POLL_MS = 200;
 
@@ -14,18 +14,22 @@ export interface ContainerdOptions {
   paths: RuntimePaths;
   /** Written: true once containerd answers on its socket, false once it stopped. */
   ready: Value<boolean>;
-  /** Serve CRI too (a kubelet runs beside it). */
-  cri?: boolean;
+  /**
+   * Serve CRI too (a kubelet runs beside it), with these OCI tarballs (the
+   * sandbox image, the test image) imported into CRI's namespace before it
+   * counts as ready: the kubelet never pulls.
+   */
+  cri?: { images: readonly string[] };
 }
 
-/** The argv of `ctr <args>` against this node's containerd, in the node's namespace. */
-export function ctrArgv(paths: RuntimePaths, args: readonly string[]): string[] {
-  return [runtimeBinaries(paths.prefix).ctr, "--address", paths.socket, "--namespace", CONTAINERD_NAMESPACE, ...args];
+/** The argv of `ctr <args>` against this node's containerd, in the node's namespace (or another). */
+export function ctrArgv(paths: RuntimePaths, args: readonly string[], namespace: string = CONTAINERD_NAMESPACE): string[] {
+  return [runtimeBinaries(paths.prefix).ctr, "--address", paths.socket, "--namespace", namespace, ...args];
 }
 
 /** Runs `ctr <args>` (ctrArgv) to completion; returns its stdout. */
-export async function ctr(paths: RuntimePaths, args: readonly string[], signal?: AbortSignal): Promise<string> {
-  const { stdout } = await runCommand(ctrArgv(paths, args), { env: runtimeEnv(paths.prefix), ...(signal ? { signal } : {}) });
+export async function ctr(paths: RuntimePaths, args: readonly string[], signal?: AbortSignal, namespace?: string): Promise<string> {
+  const { stdout } = await runCommand(ctrArgv(paths, args, namespace), { env: runtimeEnv(paths.prefix), ...(signal ? { signal } : {}) });
   return stdout;
 }
 
@@ -58,7 +62,13 @@ export function containerdService(options: ContainerdOptions): Runnable {
   return async (ctx) => {
     mkdirSync(paths.root, { recursive: true, mode: 0o700 });
     mkdirSync(paths.state, { recursive: true, mode: 0o700 }); // the socket's directory too
-    writeFileSync(paths.config, containerdConfig(paths, { cri: options.cri ?? false }), { mode: 0o600 });
+    writeFileSync(paths.config, containerdConfig(paths, { cri: options.cri !== undefined }), { mode: 0o600 });
+    if (options.cri) {
+      const cni = cniPaths(paths);
+      mkdirSync(cni.confDir, { recursive: true, mode: 0o700 });
+      writeFileSync(cni.template, cniTemplate(paths), { mode: 0o600 });
+      for (const image of options.cri.images) if (!existsSync(image)) throw new Error(`container image ${image} is missing: the node image was built without it`);
+    }
     try {
       await runProcess(ctx, {
         command: runtimeBinaries(paths.prefix).containerd,
@@ -83,6 +93,10 @@ export function containerdService(options: ContainerdOptions): Runnable {
             }
           }
           ctx.logger.info("containerd answers", { socket: paths.socket });
+          for (const image of options.cri?.images ?? []) {
+            await ctr(paths, ["images", "import", image], signal, CRI_NAMESPACE);
+            ctx.logger.info("container image imported for the kubelet", { image, namespace: CRI_NAMESPACE });
+          }
           options.ready.set(true);
         },
       });

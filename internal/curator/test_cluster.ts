@@ -34,7 +34,7 @@ import { Curator } from "../../proto/gen/curator/curator_pb.ts";
 import { RpcError, addService, createClient, createServer, listen, serverCredentials } from "../rpc/mod.ts";
 import { dialCurator, formatAddress, type CuratorEndpoint } from "./client/mod.ts";
 import { supervise, untilCancelled, type Supervisor } from "../supervisor/mod.ts";
-import { eventually, tempDir } from "../testing/mod.ts";
+import { eventually, tempDir, treeEtcd } from "../testing/mod.ts";
 import { writeBootstrapState } from "./bootstrap.ts";
 import { consensusRole, type EtcdMember } from "./consensus_membership.ts";
 import type { Leadership } from "./leadership.ts";
@@ -129,6 +129,7 @@ export async function startTestCluster(options: TestClusterOptions = {}): Promis
     async (ctx) => {
       ctx.run("etcd", (c) =>
         runEtcdMember(c, {
+          binary: treeEtcd(),
           name: nodeId,
           dataDir: join(dir.path, "etcd"),
           tlsDir: join(dir.path, "etcd-tls"),

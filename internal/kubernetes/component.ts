@@ -59,7 +59,12 @@ export function component(
   options: ComponentOptions,
   name: string,
   args: readonly string[],
-  extra: { ready: (signal: AbortSignal) => Promise<void>; after?: (ctx: RunContext) => Promise<void>; onSpawn?: (pid: number) => void },
+  extra: {
+    ready: (signal: AbortSignal) => Promise<void>;
+    after?: (ctx: RunContext) => Promise<void>;
+    onSpawn?: (pid: number) => void;
+    env?: Record<string, string>;
+  },
 ): Runnable {
   let starts = 0;
   let lastFailure = "";
@@ -72,6 +77,7 @@ export function component(
         command: join(options.binDir, name),
         args,
         parseLine: parseKlogLine,
+        ...(extra.env ? { env: extra.env } : {}),
         ...(extra.onSpawn ? { onSpawn: extra.onSpawn } : {}),
         ready: async (signal) => {
           await extra.ready(signal);

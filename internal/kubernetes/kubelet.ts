@@ -11,8 +11,10 @@
 //  - its own serving certificate (from the curator, named for the node and
 //    its address), no certificate rotation or TLS bootstrap: the curator is
 //    the only signer;
-//  - containerd's CRI socket; cgroupfs driver, with the pods' cgroups below
-//    the runtime's cgroup, so that taking the role away empties one cgroup;
+//  - containerd's CRI socket; the cgroup driver is containerd's (cgroupfs;
+//    the kubelet asks it through CRI), with the pods' cgroups below the
+//    runtime's cgroup, so that taking the role away empties one cgroup;
+//  - eviction thresholds for a small node (a 1 GiB data partition);
 //  - the node is registered under its node ID (the certificate's name), at
 //    its node address.
 
@@ -34,7 +36,22 @@ export const KUBELET_FILES = {
   key: "kubelet.key",
   kubeconfig: "kubelet.kubeconfig",
   config: "kubelet-config.json",
+  // The pods' resolver configuration until the cluster has DNS: empty.
+  resolvConf: "resolv.conf",
 } as const;
+
+/**
+ * Where the system tree keeps the tools the kubelet runs by name: mount and
+ * umount (for every pod's secret and projected volumes), busybox's. The
+ * node has no util-linux of its own.
+ */
+export const KUBELET_TOOLS_DIR = "/usr/libexec/nodecore";
+export const KUBELET_TOOLS = ["mount", "umount"] as const;
+
+/** The kubelet's PATH below a system tree: its tools first. */
+export function kubeletPath(system: string): string {
+  return [`${system}${KUBELET_TOOLS_DIR}`, `${system}/usr/bin`, `${system}/usr/sbin`, "/usr/bin", "/usr/sbin", "/bin", "/sbin"].join(":");
+}
 
 export interface KubeletNode {
   nodeId: string;
@@ -75,12 +92,13 @@ export function kubeletConfig(dir: string, node: KubeletNode): Record<string, un
     },
     authorization: { mode: "Webhook" },
     containerRuntimeEndpoint: `unix://${node.containerdSocket}`,
-    cgroupDriver: "cgroupfs",
     cgroupRoot: node.cgroupRoot,
     clusterDomain: CLUSTER_DOMAIN,
     clusterDNS: [CLUSTER_DNS_IP],
+    resolvConf: join(dir, KUBELET_FILES.resolvConf),
     failSwapOn: false,
     registerNode: true,
+    evictionHard: { "memory.available": "50Mi", "nodefs.available": "5%", "imagefs.available": "5%", "nodefs.inodesFree": "5%" },
   };
 }
 
@@ -92,6 +110,7 @@ export function kubeletFiles(dir: string, node: KubeletNode): Record<keyof typeo
     key: privateKeyPem(node.key),
     kubeconfig: buildKubeconfig({ server: node.apiserver, ca: node.ca, certificate: node.client, privateKey: node.key, user: kubeletUser(node.nodeId) }),
     config: JSON.stringify(kubeletConfig(dir, node), null, 2) + "\n",
+    resolvConf: "",
   };
 }
 

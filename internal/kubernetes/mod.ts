@@ -72,4 +72,16 @@ export { controllerService, CONTROLLER_COMPONENTS, type ControllerServiceOptions
 export { answersOk, parseKlogLine, type ComponentState } from "./component.ts";
 export { reconcile, bindingObject, BASE_BINDINGS, type ClusterRoleBindingSpec, type ReconcileAction } from "./reconciler.ts";
 export { kubeletService, chooseApiserver, KubeletError, APISERVER_CHECK_MS, APISERVER_MISSES, type KubeletCertificates, type KubeletServiceOptions } from "./service_kubelet.ts";
-export { kubeletArgs, kubeletConfig, kubeletFiles, KUBELET_FILES, KUBELET_HEALTHZ_PORT, KUBELET_PORT, CLUSTER_DNS_IP, type KubeletNode } from "./kubelet.ts";
+export {
+  kubeletArgs,
+  kubeletConfig,
+  kubeletFiles,
+  kubeletPath,
+  KUBELET_FILES,
+  KUBELET_HEALTHZ_PORT,
+  KUBELET_PORT,
+  KUBELET_TOOLS,
+  KUBELET_TOOLS_DIR,
+  CLUSTER_DNS_IP,
+  type KubeletNode,
+} from "./kubelet.ts";

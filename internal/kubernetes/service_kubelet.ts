@@ -54,6 +54,8 @@ export interface KubeletServiceOptions {
   containerdReady: Value<boolean>;
   /** The pods' cgroup parent, from the hierarchy's root. */
   cgroupRoot: string;
+  /** The kubelet's PATH (kubeletPath: its mount tools). */
+  path?: string;
   /** Puts the kubelet process where it belongs (the runtime's cgroup). */
   onSpawn?: (pid: number) => void;
   /** Asks the cluster for the kubelet's certificates over this public key. */
@@ -126,6 +128,7 @@ export function kubeletService(options: KubeletServiceOptions): Runnable {
       "kubelet",
       component({ binDir: options.binDir, report: options.report }, "kubelet", kubeletArgs(options.dir, options.rootDir, node), {
         ...(options.onSpawn ? { onSpawn: options.onSpawn } : {}),
+        ...(options.path ? { env: { PATH: options.path } } : {}),
         ready: async (signal) => {
           await untilOk(healthz, undefined, signal);
           ctx.logger.info("kubelet is ready", { url: healthz });

@@ -69,6 +69,8 @@ export interface RoleServerOptions {
   membership: Value<ClusterMembership>;
   /** Where etcd's client port listens: loopback on a VM, the node's address when nodes share a host. */
   etcdClientHost: (membership: ClusterMembership) => string;
+  /** The etcd binary (default: the node image's, /usr/bin/etcd). */
+  etcdBinary?: string;
   kubernetesBinDir?: string;
   /** Makes the system image's files available to the Kubernetes roles, their binaries and the container runtime (a VM mounts it); throws, naming what is missing. */
   prepareSystemImage?: () => void;
@@ -162,6 +164,7 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
         localConsensus: values.localConsensus,
         board: values.board,
         etcdClientHost: options.etcdClientHost,
+        ...(options.etcdBinary ? { etcdBinary: options.etcdBinary } : {}),
         ...(options.curatorPort !== undefined ? { curatorPort: options.curatorPort } : {}),
       }),
     );

@@ -67,6 +67,8 @@ export interface ControlPlaneOptions {
   board: ServiceBoard;
   /** Where etcd's client port listens: loopback on a VM, the node's address when nodes share a host. */
   etcdClientHost: (membership: ClusterMembership) => string;
+  /** The etcd binary (default: the node image's). */
+  etcdBinary?: string;
   curatorPort?: number;
 }
 
@@ -264,6 +266,7 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
       roleRemoved,
       curatorFailure,
       (etcdRun = runEtcdMember(etcdCtx, {
+        ...(options.etcdBinary ? { binary: options.etcdBinary } : {}),
         name: credentials.nodeId,
         dataDir: options.layout.data.etcd.data,
         tlsDir: `${options.layout.ephemeral.etcd}/tls`,

@@ -26,7 +26,7 @@ import type { NodeRoles } from "../../proto/gen/common/common_pb.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
 import { issueEtcdClientCertificate } from "../consensus/mod.ts";
 import { CuratorStore, ETCD_PREFIX } from "../curator/mod.ts";
-import { CONTROLLER_COMPONENTS, controllerService, kubeletService } from "../kubernetes/mod.ts";
+import { CONTROLLER_COMPONENTS, controllerService, kubeletPath, kubeletService } from "../kubernetes/mod.ts";
 import { generateKeyPair } from "../pki/mod.ts";
 import { X509Certificate } from "node:crypto";
 import { withCurator, type CuratorConnection } from "./curator_connection.ts";
@@ -36,7 +36,7 @@ import { Value } from "../event/mod.ts";
 import { RestartRequest, untilCancelled, type Runnable } from "../supervisor/mod.ts";
 import type { ServiceBoard } from "./service_status.ts";
 
-/** Where the node image puts the Kubernetes binaries the user supplied. */
+/** Where the node image puts the Kubernetes binaries (built from their Go modules, or the user's own). */
 export const DEFAULT_KUBERNETES_BIN_DIR = "/system/kubernetes/bin";
 /** The kubelet: the one binary the worker role adds. */
 const WORKER_BINARIES = ["kubelet"] as const;
@@ -44,8 +44,10 @@ const WORKER_BINARIES = ["kubelet"] as const;
 /** The container runtime's place on this node. */
 export interface RuntimeSetup {
   paths: RuntimePaths;
-  /** The probe's OCI image tarball. */
+  /** The probe's OCI image tarball (busybox; also the test image pods can run). */
   probeImage: string;
+  /** The sandbox (pause) image's OCI tarball, imported for the kubelet. */
+  sandboxImage: string;
 }
 
 /** The deadline of the kubelet's certificate call. */
@@ -172,6 +174,7 @@ function kubeletRunnable(options: KubernetesOptions, runtime: RuntimeSetup, cont
       containerdSocket: paths.socket,
       containerdReady,
       cgroupRoot: `${paths.cgroupPath}/pods`,
+      path: kubeletPath(paths.prefix),
       onSpawn: (pid) => {
         try {
           joinCgroup(join(paths.cgroup, "kubelet"), pid);
@@ -233,7 +236,7 @@ export function kubernetesWorker(options: KubernetesOptions): Runnable {
     } else {
       const missing = unprepared
         ? [unprepared]
-        : [...Object.values(runtimeBinaries(runtime.paths.prefix)), runtime.probeImage].filter((file) => !existsSync(file));
+        : [...Object.values(runtimeBinaries(runtime.paths.prefix)), runtime.probeImage, ...(launch.kubelet ? [runtime.sandboxImage] : [])].filter((file) => !existsSync(file));
       if (missing.length) {
         const message = `container runtime files missing: ${missing.join(", ")}`;
         ctx.logger.warn(message);
@@ -242,7 +245,7 @@ export function kubernetesWorker(options: KubernetesOptions): Runnable {
         const ready = new Value<boolean>();
         ready.set(false);
         options.board.report("containerd", "starting", "waiting for containerd to answer");
-        ctx.run("containerd", containerdService({ paths: runtime.paths, ready, cri: launch.kubelet }));
+        ctx.run("containerd", containerdService({ paths: runtime.paths, ready, ...(launch.kubelet ? { cri: { images: [runtime.sandboxImage, runtime.probeImage] } } : {}) }));
         if (launch.kubelet) ctx.run("kubelet", kubeletRunnable(options, runtime, ready));
         ctx.run(
           "probe",

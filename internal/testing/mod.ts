@@ -4,7 +4,7 @@
 // eventually() until a deadline, and fail with the last reason if it never
 // holds.
 
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer, type AddressInfo } from "node:net";
 import { runCommand } from "../supervisor/mod.ts";
 import { tmpdir } from "node:os";
@@ -92,4 +92,21 @@ export async function freePort(host = "127.0.0.1"): Promise<number> {
   const { port } = probe.address() as AddressInfo;
   await new Promise<void>((resolve) => probe.close(() => resolve()));
   return port;
+}
+
+/**
+ * The system tree `bun run build` lays out (out/system: etcd, containerd,
+ * runc, the CNI plugins and Kubernetes, built from their Go modules, and the
+ * container images). Tests run the real binaries from there; without it
+ * they fail at once, saying how to make it.
+ */
+export function systemTree(): string {
+  const tree = join(import.meta.dir, "..", "..", "out", "system");
+  if (!existsSync(join(tree, "usr", "bin", "etcd"))) throw new Error(`no system tree at ${tree}: run 'bun run build' (sh test/setup.sh does)`);
+  return tree;
+}
+
+/** The system tree's etcd. */
+export function treeEtcd(): string {
+  return join(systemTree(), "usr", "bin", "etcd");
 }

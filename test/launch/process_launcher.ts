@@ -24,9 +24,6 @@
 // that reached no curator, so a connect failure shows in the figures.
 
 import { appendFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
-import { busyboxImageFrom } from "../../image/oci.ts";
-import { HOST_BUSYBOX } from "../../image/system.ts";
-import { PROBE_IMAGE_PATH } from "../../internal/containerd/mod.ts";
 import { dirname, join } from "node:path";
 import { Management } from "../../proto/gen/api/management_pb.ts";
 import type { Logger } from "../../internal/log/mod.ts";
@@ -70,21 +67,8 @@ interface Waiter {
   resolve: (line: ProcessLogLine) => void;
 }
 
-let probeImage: Uint8Array | undefined;
-
-/**
- * A node process with the kubernetes-worker role runs the host's containerd
- * and its runtime probe, whose image the node finds below its root, where a
- * VM finds it in the system image. Without busybox on the host the node
- * says the file is missing.
- */
-export function writeProbeImage(root: string): void {
-  if (!existsSync(HOST_BUSYBOX)) return;
-  probeImage ??= busyboxImageFrom(HOST_BUSYBOX);
-  const path = join(root, PROBE_IMAGE_PATH);
-  mkdirSync(dirname(path), { recursive: true });
-  writeFileSync(path, probeImage);
-}
+/** The system tree node processes run etcd, the runtime and Kubernetes from (bun run build lays it out). */
+export const SYSTEM_TREE = join(REPO_ROOT, "out", "system");
 
 /** One node process: out/init with a root directory and a loopback address; its log to a file, lines matched as they come. */
 export class LaunchedNode {
@@ -103,7 +87,6 @@ export class LaunchedNode {
   ) {
     mkdirSync(root, { recursive: true });
     this.logFile = join(logDir, `${name}.log`);
-    writeProbeImage(root);
   }
 
   get running(): boolean {
@@ -117,7 +100,7 @@ export class LaunchedNode {
   }
 
   start(): void {
-    const child = Bun.spawn([INIT_BINARY, "--root", this.root, "--address", this.address], {
+    const child = Bun.spawn([INIT_BINARY, "--root", this.root, "--address", this.address, "--system", SYSTEM_TREE], {
       stdin: "ignore",
       stdout: "pipe",
       stderr: "pipe",

@@ -8,7 +8,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { NodeParametersSchema, type NodeParameters } from "../../proto/gen/api/configuration_pb.ts";
 import { storageLayout } from "../../internal/localstorage/mod.ts";
-import { eventually } from "../../internal/testing/mod.ts";
+import { eventually, systemTree, treeEtcd } from "../../internal/testing/mod.ts";
 import { generateKeyPair, privateKeyPem, rawPublicKey } from "../../internal/pki/mod.ts";
 
 const INIT = join(import.meta.dir, "..", "..", "cmd", "init", "main.ts");
@@ -30,11 +30,13 @@ export function loopbackBlock(): (n: number) => string {
   return (n) => `127.${a}.${b}.${n}`;
 }
 
-/** The etcd binary nodes run (Debian's). */
-export const ETCD_COMMAND = "/usr/bin/etcd";
+/** The etcd binary node processes run: the system tree's, built from its Go module. */
+export const ETCD_COMMAND = treeEtcd();
 
 export class NodeProcess {
   readonly logs: LogLine[] = [];
+  /** The system tree the node runs etcd, the runtime and Kubernetes from (a test may give its own). */
+  system = systemTree();
   private child: ReturnType<typeof Bun.spawn> | undefined;
   private reading: Promise<void> | undefined;
 
@@ -69,7 +71,7 @@ export class NodeProcess {
 
   /** Starts the node; `env` adds to (or overrides) the test's environment. */
   start(env: Record<string, string> = {}): void {
-    const child = Bun.spawn([process.execPath, INIT, "--root", this.root, "--address", this.address], {
+    const child = Bun.spawn([process.execPath, INIT, "--root", this.root, "--address", this.address, "--system", this.system], {
       stdout: "pipe",
       stderr: "pipe",
       env: { ...process.env, NODECORE_LOG_FORMAT: "json", ...env },

@@ -2,8 +2,9 @@
 // small shell script per component in `binDir`, each running main.ts with
 // this bun. Tests only; image/ never calls this.
 
-import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { systemTree } from "../../../internal/testing/mod.ts";
 import { COMPONENTS } from "./flags.ts";
 
 const MAIN = resolve(import.meta.dir, "main.ts");
@@ -18,6 +19,20 @@ export function installKubeStub(binDir: string, options: { record?: string } = {
     chmodSync(path, 0o755);
     return path;
   });
+}
+
+/**
+ * A system tree at `dest` that is the built one (out/system: etcd, the
+ * runtime, the images) except for its Kubernetes binaries, which are the
+ * stand-in's. For what the real binaries cannot show in a node process
+ * (a kubelet needs a machine of its own: see the README).
+ */
+export function stubSystemTree(dest: string, options: { record?: string } = {}): string {
+  const tree = systemTree();
+  mkdirSync(dest, { recursive: true });
+  for (const entry of readdirSync(tree)) if (entry !== "kubernetes") symlinkSync(join(tree, entry), join(dest, entry));
+  installKubeStub(join(dest, "kubernetes", "bin"), options);
+  return dest;
 }
 
 export interface StubRecord {

@@ -1,0 +1,165 @@
+// What each upstream wrapper module builds, and how. One entry per upstream:
+// its folder under image/upstream/ (a Go module of ours: go.mod, go.sum and,
+// where the upstream has no usable main package, a few lines of main), the
+// modules it requires, the packages it builds into which binaries, and the
+// flags. pin.ts writes the go.mod files from this; build.ts builds from it.
+//
+// Every wrapper is its own module, so that minimal version selection never
+// raises one upstream's dependencies (grpc, otel, x/net) to what another
+// requires.
+
+import { CNI_PLUGINS_VERSION, CONTAINERD_VERSION, ETCD_VERSION, KUBERNETES_VERSION, RUNC_VERSION } from "./versions.ts";
+
+export interface Binary {
+  /** File name in the output folder. */
+  name: string;
+  /** Go package path built into it (relative ones are inside the wrapper). */
+  pkg: string;
+}
+
+export interface Component {
+  /** Folder under image/upstream/, and the name the build prints. */
+  name: string;
+  /** The upstream module and version this component stands for. */
+  module: string;
+  version: string;
+  /** go.mod `require` lines the wrapper starts from (go mod tidy adds the rest). */
+  requires: Record<string, string>;
+  /** Main packages of the upstream built as they are (go.mod `tool` lines). */
+  tools: readonly string[];
+  binaries: readonly Binary[];
+  /** Names that are symlinks to a binary (multicall), name -> target. */
+  links: Record<string, string>;
+  cgo: boolean;
+  tags: readonly string[];
+  /** -X variable=value stamps, so that the binaries report their real version. */
+  stamps: Record<string, string>;
+  /** Static linking for cgo binaries. */
+  staticLink: boolean;
+}
+
+function kubernetesStamps(version: string): Record<string, string> {
+  const [major, minor] = version.replace(/^v/, "").split(".");
+  const fields = {
+    gitVersion: version,
+    gitMajor: major!,
+    gitMinor: minor!,
+    gitTreeState: "clean",
+    // Fixed, so that two builds of the same version are the same bytes. The
+    // module proxy does not say which commit a tag is, so gitCommit is unset.
+    buildDate: "1970-01-01T00:00:00Z",
+  };
+  const stamps: Record<string, string> = {};
+  for (const pkg of ["k8s.io/component-base/version", "k8s.io/client-go/pkg/version"]) {
+    for (const [field, value] of Object.entries(fields)) stamps[`${pkg}.${field}`] = value;
+  }
+  return stamps;
+}
+
+const KUBERNETES: Component = {
+  name: "kubernetes",
+  module: "k8s.io/kubernetes",
+  version: KUBERNETES_VERSION,
+  requires: { "k8s.io/kubernetes": KUBERNETES_VERSION },
+  tools: [],
+  binaries: [{ name: "hyperkube", pkg: "." }],
+  links: {
+    "kube-apiserver": "hyperkube",
+    "kube-controller-manager": "hyperkube",
+    "kube-scheduler": "hyperkube",
+    "kube-proxy": "hyperkube",
+    kubelet: "hyperkube",
+    kubectl: "hyperkube",
+  },
+  cgo: false,
+  tags: [],
+  stamps: kubernetesStamps(KUBERNETES_VERSION),
+  staticLink: false,
+};
+
+const ETCD: Component = {
+  name: "etcd",
+  module: "go.etcd.io/etcd/server/v3",
+  version: ETCD_VERSION,
+  requires: { "go.etcd.io/etcd/server/v3": ETCD_VERSION, "go.etcd.io/etcd/etcdctl/v3": ETCD_VERSION },
+  tools: [],
+  binaries: [
+    { name: "etcd", pkg: "./cmd/etcd" },
+    { name: "etcdctl", pkg: "./cmd/etcdctl" },
+  ],
+  links: {},
+  cgo: false,
+  tags: [],
+  // The version number is a constant in the module; only the commit is a stamp.
+  stamps: {},
+  staticLink: false,
+};
+
+const CONTAINERD_CMD = "github.com/containerd/containerd/v2/cmd";
+const CONTAINERD: Component = {
+  name: "containerd",
+  module: "github.com/containerd/containerd/v2",
+  version: CONTAINERD_VERSION,
+  requires: { "github.com/containerd/containerd/v2": CONTAINERD_VERSION },
+  tools: [`${CONTAINERD_CMD}/containerd`, `${CONTAINERD_CMD}/containerd-shim-runc-v2`, `${CONTAINERD_CMD}/ctr`],
+  binaries: [
+    { name: "containerd", pkg: `${CONTAINERD_CMD}/containerd` },
+    { name: "containerd-shim-runc-v2", pkg: `${CONTAINERD_CMD}/containerd-shim-runc-v2` },
+    { name: "ctr", pkg: `${CONTAINERD_CMD}/ctr` },
+  ],
+  links: {},
+  cgo: false,
+  // No btrfs (needs cgo anyway), devmapper or zfs snapshotters: overlayfs only.
+  tags: ["no_btrfs", "no_devmapper", "no_zfs"],
+  stamps: {
+    "github.com/containerd/containerd/v2/version.Version": CONTAINERD_VERSION,
+    "github.com/containerd/containerd/v2/version.Package": "github.com/containerd/containerd/v2",
+  },
+  staticLink: false,
+};
+
+const RUNC: Component = {
+  name: "runc",
+  module: "github.com/opencontainers/runc",
+  version: RUNC_VERSION,
+  requires: { "github.com/opencontainers/runc": RUNC_VERSION },
+  tools: ["github.com/opencontainers/runc"],
+  binaries: [{ name: "runc", pkg: "github.com/opencontainers/runc" }],
+  links: {},
+  // nsenter is a cgo constructor: runc cannot be built without cgo. seccomp
+  // needs libseccomp (static, from Debian's libseccomp-dev); libpathrs, 1.5's
+  // new default, is a Rust library and is left out.
+  cgo: true,
+  tags: ["seccomp", "netgo", "osusergo", "urfave_cli_no_docs"],
+  // runc embeds its VERSION file; nothing to stamp.
+  stamps: {},
+  staticLink: true,
+};
+
+const CNI_PLUGINS = "github.com/containernetworking/plugins/plugins";
+const CNI: Component = {
+  name: "cni",
+  module: "github.com/containernetworking/plugins",
+  version: CNI_PLUGINS_VERSION,
+  requires: { "github.com/containernetworking/plugins": CNI_PLUGINS_VERSION },
+  tools: [`${CNI_PLUGINS}/main/bridge`, `${CNI_PLUGINS}/ipam/host-local`, `${CNI_PLUGINS}/main/loopback`],
+  binaries: [
+    { name: "bridge", pkg: `${CNI_PLUGINS}/main/bridge` },
+    { name: "host-local", pkg: `${CNI_PLUGINS}/ipam/host-local` },
+    { name: "loopback", pkg: `${CNI_PLUGINS}/main/loopback` },
+  ],
+  links: {},
+  cgo: false,
+  tags: [],
+  stamps: { "github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion": CNI_PLUGINS_VERSION },
+  staticLink: false,
+};
+
+/** In build order: the small ones first, so that a broken set-up fails early. */
+export const COMPONENTS: readonly Component[] = [ETCD, CNI, RUNC, CONTAINERD, KUBERNETES];
+
+export function component(name: string): Component {
+  const found = COMPONENTS.find((c) => c.name === name);
+  if (!found) throw new Error(`no upstream component named '${name}' (known: ${COMPONENTS.map((c) => c.name).join(", ")})`);
+  return found;
+}
