@@ -63,7 +63,16 @@ export function apiserverArgs(o: ControllerFlagOptions): string[] {
     `--proxy-client-cert-file=${f("frontProxyClientCert")}`,
     `--proxy-client-key-file=${f("frontProxyClientKey")}`,
     "--profiling=false",
+    // The apiserver keeps the `kubernetes` Service's endpoints at the
+    // controllers' addresses, and refuses a loopback one. Nodes of a process
+    // cluster share a host on 127.0.0.0/8 and run no pods that could use
+    // the Service, so there the endpoints are left alone.
+    ...(isLoopback(o.address) ? ["--endpoint-reconciler-type=none"] : []),
   ];
+}
+
+function isLoopback(address: string): boolean {
+  return address.startsWith("127.") || address === "::1";
 }
 
 export function controllerManagerArgs(o: ControllerFlagOptions): string[] {
