@@ -84,7 +84,7 @@ export { CommandError, ImageBuildError } from "./errors.ts";
 export { run, type RunOptions, type RunResult } from "./exec.ts";
 export { MODULE_ROOTS } from "./modules.ts";
 export type { PartitionInfo } from "./disk.ts";
-export { bootAndWatch, qemuArgs, DEFAULT_CPUS, DEFAULT_MEMORY_MIB, QEMU_BINARY, type BootResult, type ConsoleLine, type QemuOptions } from "./qemu.ts";
+export { bootAndWatch, qemuArgs, CONTROLLER_MEMORY_MIB, DEFAULT_CPUS, DEFAULT_MEMORY_MIB, QEMU_BINARY, WORKER_MEMORY_MIB, type BootResult, type ConsoleLine, type QemuOptions } from "./qemu.ts";
 
 const MIB = 1024 * 1024;
 

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { mkdirSync, readFileSync, readlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../internal/testing/mod.ts";
-import { busyboxImage, PROBE_IMAGE_REF, tarArchive } from "./oci.ts";
+import { busyboxImage, pauseImage, PROBE_IMAGE_REF, SANDBOX_IMAGE_REF, TEST_IMAGE_REF, tarArchive } from "./oci.ts";
 
 const sha256 = (data: Uint8Array) => new Bun.CryptoHasher("sha256").update(data).digest("hex");
 
@@ -57,9 +57,10 @@ describe("busyboxImage", () => {
     expect(JSON.parse(read("oci-layout").toString())).toEqual({ imageLayoutVersion: "1.0.0" });
 
     const index = JSON.parse(read("index.json").toString());
-    expect(index.manifests).toHaveLength(1);
+    // One image under two names: the runtime probe's and the test image pods use.
+    expect(index.manifests.map((m: { annotations: Record<string, string> }) => m.annotations["org.opencontainers.image.ref.name"])).toEqual([PROBE_IMAGE_REF, TEST_IMAGE_REF]);
+    expect(index.manifests[1].digest).toBe(index.manifests[0].digest);
     const manifestRef = index.manifests[0];
-    expect(manifestRef.annotations["org.opencontainers.image.ref.name"]).toBe(PROBE_IMAGE_REF);
     const manifestBytes = blobOf(manifestRef.digest);
     expect(`sha256:${sha256(manifestBytes)}`).toBe(manifestRef.digest);
     expect(manifestBytes.length).toBe(manifestRef.size);
@@ -83,5 +84,25 @@ describe("busyboxImage", () => {
     expect(Bun.spawnSync(["tar", "-xf", join(layerDir, "layer.tar"), "-C", layerDir]).exitCode).toBe(0);
     expect(readFileSync(join(layerDir, "bin/busybox"))).toEqual(Buffer.from(fakeBusybox));
     expect(readlinkSync(join(layerDir, "bin/sh"))).toBe("busybox");
+  });
+});
+
+describe("pauseImage", () => {
+  test("holds the pause program as /pause, its entrypoint, as an unprivileged user, under the sandbox name", () => {
+    using dir = tempDir("oci");
+    const pause = new TextEncoder().encode("pause bytes");
+    untar(pauseImage(pause), dir.path);
+    const root = join(dir.path, "x");
+    const read = (path: string) => readFileSync(join(root, path));
+    const index = JSON.parse(read("index.json").toString());
+    expect(index.manifests.map((m: { annotations: Record<string, string> }) => m.annotations["io.containerd.image.name"])).toEqual([SANDBOX_IMAGE_REF]);
+    const manifest = JSON.parse(read(`blobs/sha256/${index.manifests[0].digest.slice(7)}`).toString());
+    const config = JSON.parse(read(`blobs/sha256/${manifest.config.digest.slice(7)}`).toString());
+    expect(config.config).toEqual({ Entrypoint: ["/pause"], User: "65535:65535" });
+    const layer = join(dir.path, "layer");
+    mkdirSync(layer);
+    writeFileSync(join(layer, "layer.tar"), read(`blobs/sha256/${manifest.layers[0].digest.slice(7)}`));
+    expect(Bun.spawnSync(["tar", "-xf", join(layer, "layer.tar"), "-C", layer]).exitCode).toBe(0);
+    expect(readFileSync(join(layer, "pause"))).toEqual(Buffer.from(pause));
   });
 });

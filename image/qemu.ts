@@ -8,7 +8,16 @@ import { SYSTEM_IMAGE_SERIAL } from "../internal/localstorage/mod.ts";
 import { DEFAULT_KERNEL_CMDLINE } from "./layout.ts";
 
 export const QEMU_BINARY = "qemu-system-x86_64";
+/** Memory of a VM without a Kubernetes role. */
 export const DEFAULT_MEMORY_MIB = 1024;
+/**
+ * Memory of a VM that will hold Kubernetes roles, as the launcher gives
+ * them: a worker runs containerd and the kubelet beside the node core and
+ * its etcd; the controller (node 1, the bootstrap node) runs the apiserver,
+ * controller-manager and scheduler too.
+ */
+export const WORKER_MEMORY_MIB = 1536;
+export const CONTROLLER_MEMORY_MIB = 2560;
 /**
  * vCPUs per VM: as many as this two-core machine has. qemu runs each vCPU
  * on a host thread of its own (multi-threaded TCG), so with two a node's

@@ -35,6 +35,8 @@ export interface NodeConfig {
   prepareSystemImage?: () => void;
   /** The container runtime's place (see internal/containerd); absent where the node cannot run containers. */
   runtime?: RuntimeSetup;
+  /** Why this node runs no kubelet, if it runs none (see roleserve's KubernetesOptions.noKubelet). */
+  noKubelet?: string;
   /** Overwrite the ESP's free space when a secret leaves it (a real FAT ESP; not a node process's directory). */
   scrubEsp: boolean;
   onFatal: (message: string) => void;
@@ -80,6 +82,7 @@ export function nodeRoot(config: NodeConfig): Runnable {
           ...(config.kubernetesBinDir ? { kubernetesBinDir: config.kubernetesBinDir } : {}),
           ...(config.prepareSystemImage ? { prepareSystemImage: config.prepareSystemImage } : {}),
           ...(config.runtime ? { runtime: config.runtime } : {}),
+          ...(config.noKubelet ? { noKubelet: config.noKubelet } : {}),
           ...(config.scrubEsp ? { scrubEsp: () => scrubFreeSpace(config.layout.esp.path).then(() => {}) } : {}),
         },
         roleValues,

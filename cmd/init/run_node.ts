@@ -88,6 +88,7 @@ export function runNode({ logger, logs, isPid1, root, layout, address, system: p
         kubernetesBinDir: join(system, KUBERNETES_BIN_DIR),
         ...(isPid1 ? { prepareSystemImage: () => mountSystemImage(SYSTEM_IMAGE_DIR) } : {}),
         ...(runtime ? { runtime } : {}),
+        ...(isPid1 ? {} : { noKubelet: "a node process shares its host; kubelets run on VMs" }),
         scrubEsp: isPid1,
         onFatal: showFatal,
         logs,

@@ -152,16 +152,25 @@ export function kubeletUser(nodeId: string): string {
  * (apiserver → kubelet, verified against the Kubernetes CA) and calls
  * (kubelet → apiserver, as a member of system:nodes).
  */
+/**
+ * How long a kubelet's certificates are valid. Short, so that a node that
+ * was deleted, or lost the worker role, loses its kubelet's identity soon
+ * after (the curator issues them only to a worker); the node asks for new
+ * ones at half their life (KUBELET_RENEW_FRACTION, service_kubelet.ts).
+ */
+export const KUBELET_CERTIFICATE_VALIDITY_MS = 2 * 3600 * 1000;
+
 export function issueKubeletCertificates(
   pki: KubernetesPKI,
   nodeId: string,
   publicKey: KeyObject,
   addresses: readonly string[],
+  validForMs: number = KUBELET_CERTIFICATE_VALIDITY_MS,
 ): { server: X509Certificate; client: X509Certificate } {
   const commonName = kubeletUser(nodeId);
   return {
-    server: createCertificate({ commonName, organization: NODES_GROUP, publicKey, kind: "server", dnsNames: [nodeId], ipAddresses: addresses }, pki.ca),
-    client: createCertificate({ commonName, organization: NODES_GROUP, publicKey, kind: "client" }, pki.ca),
+    server: createCertificate({ commonName, organization: NODES_GROUP, publicKey, kind: "server", dnsNames: [nodeId], ipAddresses: addresses, validForMs }, pki.ca),
+    client: createCertificate({ commonName, organization: NODES_GROUP, publicKey, kind: "client", validForMs }, pki.ca),
   };
 }
 

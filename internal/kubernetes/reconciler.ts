@@ -8,8 +8,14 @@
 //                                         system:kubelet-api-admin (logs, exec,
 //                                         metrics on kubelets)
 //
+// And the Node objects follow the cluster's records (pruneNodes): a Node
+// whose nodecore node is gone, or no longer holds the kubernetes-worker
+// role, is deleted, so that `kubectl get nodes` lists the workers and no
+// one else (its kubelet is stopped by its own node when the role goes).
+//
 // Every controller runs it; the objects are the same everywhere, and each
-// step (read, create when absent, replace when different) is safe to race.
+// step (read, create when absent, replace when different, delete) is safe
+// to race.
 // A binding whose role changed is deleted and created again: Kubernetes
 // does not let a binding's roleRef change.
 //
@@ -84,6 +90,27 @@ export type ReconcileAction = "created" | "unchanged" | "replaced";
 function statusOf(error: unknown): number | undefined {
   const code = (error as { code?: unknown }).code;
   return typeof code === "number" ? code : undefined;
+}
+
+/**
+ * Deletes the Node objects whose names are not in `workers` (the node IDs
+ * that hold the kubernetes-worker role); returns the names deleted.
+ */
+export async function pruneNodes(server: string, pki: KubernetesPKI, workers: ReadonlySet<string>): Promise<string[]> {
+  const k8s = await import("@kubernetes/client-node");
+  const core = new k8s.CoreV1Api(apiConfiguration(k8s, server, pki));
+  const deleted: string[] = [];
+  for (const node of (await core.listNode()).items) {
+    const name = node.metadata?.name;
+    if (!name || workers.has(name)) continue;
+    try {
+      await core.deleteNode({ name });
+      deleted.push(name);
+    } catch (error) {
+      if (statusOf(error) !== 404) throw new Error(`could not delete Node ${name}: ${(error as Error).message}`, { cause: error });
+    }
+  }
+  return deleted;
 }
 
 /** Applies BASE_BINDINGS against the apiserver at `server`; returns what it did to each. */

@@ -17,12 +17,12 @@
 import type { Namespace } from "etcd3";
 import type { X509Certificate } from "node:crypto";
 import { Value } from "../event/mod.ts";
-import { untilCancelled, type RunContext, type Runnable } from "../supervisor/mod.ts";
+import { sleep, untilCancelled, type RunContext, type Runnable } from "../supervisor/mod.ts";
 import { component, untilOk, type ComponentState } from "./component.ts";
 import { controllerFiles, writeControllerFiles } from "./controller_files.ts";
 import { APISERVER_PORT, CONTROLLER_MANAGER_PORT, SCHEDULER_PORT, apiserverArgs, controllerManagerArgs, schedulerArgs, type ControllerFlagOptions } from "./controller_flags.ts";
 import { ensureKubernetesPKI, type Credential } from "./pki.ts";
-import { reconcile } from "./reconciler.ts";
+import { pruneNodes, reconcile } from "./reconciler.ts";
 
 /** The controller's components: each a binary of that name, and a status line. */
 export const CONTROLLER_COMPONENTS = ["kube-apiserver", "kube-controller-manager", "kube-scheduler"] as const;
@@ -40,7 +40,12 @@ export interface ControllerServiceOptions {
   dir: string;
   /** Each component's status line. */
   report: (component: string, state: ComponentState, message: string) => void;
+  /** The node IDs that hold the kubernetes-worker role, as the cluster's records have them now. */
+  workers: () => Promise<ReadonlySet<string>>;
 }
+
+/** How often the Node objects are held against the cluster's records. */
+export const NODE_PRUNE_INTERVAL_MS = 5_000;
 
 export function controllerService(options: ControllerServiceOptions): Runnable {
   return async (ctx) => {
@@ -79,7 +84,11 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
       const actions = await reconcile(url, pki);
       c.logger.info("base objects reconciled", actions);
       c.signalHealthy();
-      await untilCancelled(c.signal);
+      for (;;) {
+        const deleted = await pruneNodes(url, pki, await options.workers());
+        if (deleted.length > 0) c.logger.info("deleted the Node objects of nodes without the kubernetes-worker role", { nodes: deleted.join(",") });
+        await sleep(NODE_PRUNE_INTERVAL_MS, c.signal);
+      }
     });
     ctx.run(
       "controller-manager",

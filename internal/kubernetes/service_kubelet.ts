@@ -27,6 +27,9 @@ import { KUBELET_HEALTHZ_PORT, kubeletArgs, kubeletFiles, KUBELET_FILES } from "
 import type { Credential } from "./pki.ts";
 import { writePrivateFiles } from "./private_files.ts";
 
+/** The part of its certificates' life after which the kubelet service asks for new ones (and restarts the kubelet with them). */
+export const KUBELET_RENEW_FRACTION = 0.5;
+
 /** How often the kubelet's apiserver is checked, and how many misses in a row mean choosing again. */
 export const APISERVER_CHECK_MS = 5_000;
 export const APISERVER_MISSES = 3;
@@ -137,8 +140,13 @@ export function kubeletService(options: KubeletServiceOptions): Runnable {
     );
     ctx.signalHealthy();
     const check = options.apiserverCheck ?? { intervalMs: APISERVER_CHECK_MS, misses: APISERVER_MISSES };
+    const notBefore = Date.parse(issued.client.validFrom);
+    const renewAt = notBefore + (Date.parse(issued.client.validTo) - notBefore) * KUBELET_RENEW_FRACTION;
     for (let misses = 0; misses < check.misses; ) {
-      await sleep(check.intervalMs, ctx.signal);
+      await sleep(Math.max(0, Math.min(check.intervalMs, renewAt - Date.now())), ctx.signal);
+      if (Date.now() >= renewAt) {
+        throw new RestartRequest(`the kubelet's certificates are past half their life (valid until ${issued.client.validTo}); asking the curator for new ones`);
+      }
       misses = (await answersOk(`${apiserver}/readyz`, identity, ctx.signal)) ? 0 : misses + 1;
     }
     throw new RestartRequest(`apiserver ${apiserver} stopped answering /readyz (${check.misses} checks in a row); choosing again`);

@@ -76,6 +76,8 @@ export interface RoleServerOptions {
   prepareSystemImage?: () => void;
   /** The container runtime's place (Kubernetes worker role); absent where the node cannot run containers. */
   runtime?: RuntimeSetup;
+  /** Why this node runs no kubelet, if it runs none (a node process: see KubernetesOptions.noKubelet). */
+  noKubelet?: string;
   curatorPort?: number;
   shareHolderPort?: number;
   /**
@@ -214,6 +216,7 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
         ...(options.kubernetesBinDir ? { binDir: options.kubernetesBinDir } : {}),
         ...(options.prepareSystemImage ? { prepare: options.prepareSystemImage } : {}),
         ...(options.runtime ? { runtime: options.runtime } : {}),
+        ...(options.noKubelet ? { noKubelet: options.noKubelet } : {}),
       }),
     );
     ctx.signalHealthy();

@@ -31,9 +31,9 @@ import { generateKeyPair } from "../pki/mod.ts";
 import { X509Certificate } from "node:crypto";
 import { withCurator, type CuratorConnection } from "./curator_connection.ts";
 import type { LocalConsensus } from "./worker_controlplane.ts";
-import { joinCgroup, containerdService, killCgroup, runtimeBinaries, runtimeProbe, type RuntimePaths } from "../containerd/mod.ts";
+import { CRI_NAMESPACE, ctr, joinCgroup, containerdService, killCgroup, runtimeBinaries, runtimeProbe, type RuntimePaths } from "../containerd/mod.ts";
 import { Value } from "../event/mod.ts";
-import { RestartRequest, untilCancelled, type Runnable } from "../supervisor/mod.ts";
+import { RestartRequest, sleep, untilCancelled, type Runnable } from "../supervisor/mod.ts";
 import type { ServiceBoard } from "./service_status.ts";
 
 /** Where the node image puts the Kubernetes binaries (built from their Go modules, or the user's own). */
@@ -77,6 +77,14 @@ export interface KubernetesOptions {
   connection: Value<CuratorConnection>;
   /** Absent where the node cannot run containers (no cgroup v2): it says so when given the worker role. */
   runtime?: RuntimeSetup;
+  /**
+   * Why this node runs no kubelet, if it runs none: a node process shares
+   * its host with others, and a kubelet needs a machine of its own (it sets
+   * kernel parameters, makes the pods' bridge in the host's network, and
+   * mounts below its root). The worker role then runs the container runtime
+   * only, and says so.
+   */
+  noKubelet?: string;
 }
 
 const wantsOf = (roles: NodeRoles | undefined) => ({
@@ -105,7 +113,8 @@ function reportBinaries(options: KubernetesOptions, wants: Wants, unprepared: st
     options.board.report("kubernetes", "not-assigned", "this node has no Kubernetes role");
     return none;
   }
-  const needed = [...(wants.controller ? CONTROLLER_COMPONENTS : []), ...(wants.worker ? WORKER_BINARIES : [])];
+  const kubelet = wants.worker && !options.noKubelet;
+  const needed = [...(wants.controller ? CONTROLLER_COMPONENTS : []), ...(kubelet ? WORKER_BINARIES : [])];
   const missing = needed.filter((b) => !existsSync(join(binDir, b)));
   const unavailable = (message: string): Launch => {
     log(message, true);
@@ -121,12 +130,20 @@ function reportBinaries(options: KubernetesOptions, wants: Wants, unprepared: st
   }
   const parts = [
     ...(wants.controller ? ["controller: kube-apiserver, kube-controller-manager, kube-scheduler"] : []),
-    ...(wants.worker ? [options.runtime ? "worker: kubelet beside containerd" : "worker: no kubelet, this node cannot run containers (see containerd)"] : []),
+    ...(wants.worker
+      ? [
+          options.noKubelet
+            ? `worker: containerd only, no kubelet (${options.noKubelet})`
+            : options.runtime
+              ? "worker: kubelet beside containerd"
+              : "worker: no kubelet, this node cannot run containers (see containerd)",
+        ]
+      : []),
   ];
   const message = `${parts.join("; ")} (each has its own line)`;
   log(message, false);
   options.board.report("kubernetes", "launched", message);
-  return { controller: wants.controller, kubelet: wants.worker && options.runtime !== undefined };
+  return { controller: wants.controller, kubelet: kubelet && options.runtime !== undefined };
 }
 
 /**
@@ -139,7 +156,8 @@ function controllerRunnable(options: KubernetesOptions): Runnable {
     for (const component of CONTROLLER_COMPONENTS) options.board.report(component, "waiting", "for the local etcd member");
     const local = await options.localConsensus.waitFor((l) => l !== undefined, { signal: ctx.signal });
     const membership = await options.membership.get({ signal: ctx.signal });
-    const etcdCA = await new CuratorStore(local!.etcd.namespace(ETCD_PREFIX)).ca("etcd");
+    const store = new CuratorStore(local!.etcd.namespace(ETCD_PREFIX));
+    const etcdCA = await store.ca("etcd");
     const key = generateKeyPair();
     const client = { certificate: issueEtcdClientCertificate(etcdCA, key.publicKey, "kube-apiserver"), privateKey: key.privateKey };
     ctx.run(
@@ -151,6 +169,7 @@ function controllerRunnable(options: KubernetesOptions): Runnable {
         binDir: options.binDir ?? DEFAULT_KUBERNETES_BIN_DIR,
         dir: join(options.ephemeralDir, "controller"),
         report: (component, state, message) => options.board.report(component, state, message),
+        workers: async () => new Set((await store.nodes()).nodes.filter((n) => n.roles?.kubernetesWorker).map((n) => n.id)),
       }),
     );
     ctx.signalHealthy();
@@ -194,6 +213,30 @@ function kubeletRunnable(options: KubernetesOptions, runtime: RuntimeSetup, cont
       },
       report: (component, state, message) => options.board.report(component, state, message),
     })(ctx);
+  };
+}
+
+/** How often the Kubernetes containers are counted for the containerd line. */
+const CENSUS_INTERVAL_MS = 3_000;
+
+/**
+ * Counts the containers CRI keeps for the kubelet (its pods' containers and
+ * sandboxes) and says so on the containerd line, so that the owner sees
+ * from `ctl node services` what runs on the node and that a deleted pod
+ * left nothing behind.
+ */
+function censusRunnable(options: KubernetesOptions, runtime: RuntimeSetup, probeRuns: Value<boolean>): Runnable {
+  return async (ctx) => {
+    ctx.signalHealthy();
+    let last = "";
+    for (;;) {
+      await probeRuns.waitFor((r) => r, { signal: ctx.signal });
+      const containers = (await ctr(runtime.paths, ["containers", "ls", "--quiet"], ctx.signal, CRI_NAMESPACE)).split("\n").filter(Boolean).length;
+      const message = `containerd answers; the runtime probe container runs; ${containers} Kubernetes container${containers === 1 ? "" : "s"} (pods and their sandboxes)`;
+      if (message !== last) options.board.report("containerd", "running", message);
+      last = message;
+      await sleep(CENSUS_INTERVAL_MS, ctx.signal);
+    }
   };
 }
 
@@ -246,14 +289,22 @@ export function kubernetesWorker(options: KubernetesOptions): Runnable {
         ready.set(false);
         options.board.report("containerd", "starting", "waiting for containerd to answer");
         ctx.run("containerd", containerdService({ paths: runtime.paths, ready, ...(launch.kubelet ? { cri: { images: [runtime.sandboxImage, runtime.probeImage] } } : {}) }));
-        if (launch.kubelet) ctx.run("kubelet", kubeletRunnable(options, runtime, ready));
+        const probeRuns = new Value<boolean>();
+        probeRuns.set(false);
+        if (launch.kubelet) {
+          ctx.run("kubelet", kubeletRunnable(options, runtime, ready));
+          ctx.run("census", censusRunnable(options, runtime, probeRuns));
+        }
         ctx.run(
           "probe",
           runtimeProbe({
             paths: runtime.paths,
             ready,
             image: runtime.probeImage,
-            onRunning: () => options.board.report("containerd", "running", "containerd answers; the runtime probe container runs"),
+            onRunning: () => {
+              probeRuns.set(true);
+              options.board.report("containerd", "running", "containerd answers; the runtime probe container runs");
+            },
           }),
         );
       }

@@ -9,9 +9,11 @@
 //     half and does not open ─ all three booted: each combines the shares the
 //     others hold, three voters again, data intact (README, "Cold start")
 //   consensus role removed from node3 ─ etcdctl: two members
-//   kubernetes-worker on node3 ─ containerd from the system image runs a
-//     busybox container (it reports PID 1, an overlay root, its cgroup);
-//     role removed ─ no container process left
+//   Kubernetes: node1 is the controller from the bootstrap; node2 and node3
+//     get kubernetes-worker ─ the owner's kubectl (ctl kubeconfig, the built
+//     kubectl) sees both Ready ─ a pod on each from the preloaded image,
+//     kubectl logs and exec ─ a deleted pod leaves no container ─ the role
+//     taken from node3: its Node and its containers go
 //   day-2: node1 powered off shows HEARTBEAT_TIMEOUT; ctl node logs and
 //     services read node3; ctl node reboot node3 ─ it boots again, UP, HEALTHY
 //
@@ -19,21 +21,25 @@
 // out/cluster/e2e3/.
 
 import { fromBinary } from "@bufbuild/protobuf";
-import { readFileSync, rmSync } from "node:fs";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { SealedConfigurationSchema } from "../../proto/gen/api/configuration_pb.ts";
 import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
 import { dataPartitionKey } from "../../internal/cluster/keys.ts";
-import { ESP_PARTITION_NUMBER } from "../../image/layout.ts";
+import { ESP_PARTITION_NUMBER, REPO_ROOT } from "../../image/layout.ts";
 import { CONSOLE, createCluster, formCluster, runHostCommand, type Cluster, type FormedCluster } from "../launch/mod.ts";
 import { partitionContains, partitionExtent } from "./disk_inspection.ts";
 import { eventually } from "../../internal/testing/mod.ts";
+import { TEST_IMAGE_REF } from "../../internal/containerd/mod.ts";
 import { assert, assertEqual, e2eCleanup, e2eTest, type E2eContext } from "./harness.ts";
 
 /** Per step: three VMs under TCG on two cores are slow. */
 const STEP_TIMEOUT_MS = 600_000;
 const POLL_MS = 3_000;
 const ETCD_CLIENT_PORT = 2379;
+/** The system tree's etcdctl and kubectl (built from their Go modules; bun run build). */
+const ETCDCTL = join(REPO_ROOT, "out", "system", "usr", "bin", "etcdctl");
+const KUBECTL = join(REPO_ROOT, "out", "system", "kubernetes", "bin", "kubectl");
 /** The disk image's partitions (image/disk.ts). */
 const DATA_PARTITION_NUMBER = 2;
 
@@ -54,7 +60,7 @@ async function etcdctl(endpointNode: string, ...args: string[]): Promise<string>
     [
       "env",
       "ETCDCTL_API=3",
-      "etcdctl",
+      ETCDCTL,
       "--cacert",
       join(etcdDir, "ca.pem"),
       "--cert",
@@ -303,54 +309,130 @@ async function serviceLine(f: FormedCluster, id: string, name: string): Promise<
   return nodes.find((n) => n.id === id)?.services.find((s) => s.name === name);
 }
 
-e2eTest("a Kubernetes worker runs a real container (the system image's busybox, pivot_root, own PID namespace and cgroup), and it goes with the role", async (ctx) => {
+/** The built kubectl, run in the cluster's namespace with the owner's kubeconfig (what the launcher's summary prints). */
+async function kubectl(...args: string[]): Promise<string> {
+  const c = need(cluster, "the cluster");
+  const result = await c.exec([KUBECTL, "--kubeconfig", join(c.dir.path, "owner.kubeconfig"), "--request-timeout=20s", ...args], { okExitCodes: [0, 1] });
+  if (result.exitCode !== 0) throw new Error(`kubectl ${args.join(" ")}: ${result.stderr.trim()}`);
+  return result.stdout;
+}
+
+interface NodeObject {
+  metadata: { name: string };
+  status: { conditions?: { type: string; status: string; message?: string }[]; nodeInfo?: { kubeletVersion?: string } };
+}
+
+/** A pod on one node, from the preloaded busybox image: says where it runs, then stays. */
+function markerPod(name: string, nodeId: string): unknown {
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name },
+    spec: {
+      nodeName: nodeId,
+      terminationGracePeriodSeconds: 1,
+      containers: [
+        {
+          name: "main",
+          image: TEST_IMAGE_REF,
+          imagePullPolicy: "Never",
+          command: ["sh", "-c", `echo marker ${name} on $NODE; exec sleep 3600`],
+          env: [{ name: "NODE", valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } }],
+        },
+      ],
+    },
+  };
+}
+
+e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and node3 as workers are Ready, run a pod each that logs and execs; a deleted pod leaves no container; the worker role going removes the Node and its containers", async (ctx) => {
   const c = need(cluster, "the cluster");
   const f = need(formed, "the formed cluster");
-  const id3 = f.ids.get("node3")!;
-  const node3 = c.node("node3");
-  const roles = async (action: "set" | "unset") => {
+  const workers = ["node2", "node3"];
+  const ids = workers.map((n) => f.ids.get(n)!);
+  const roles = async (id: string, action: "set" | "unset") => {
     await eventually(
       async () => {
-        const result = await f.ctl("node", "roles", action, id3, "kubernetes-worker");
+        const result = await f.ctl("node", "roles", action, id, "kubernetes-worker");
         if (result.exitCode !== 0) throw new Error(result.stderr.trim());
       },
-      { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: `kubernetes-worker ${action} on node3` },
+      { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: `kubernetes-worker ${action} on ${id}` },
     );
   };
-  const from = node3.console.lines.length;
   const started = performance.now();
-  await roles("set");
-  await node3.waitForConsole(/root\.roleserve\.kubernetes\.containerd containerd answers/, STEP_TIMEOUT_MS);
-  const answers = performance.now() - started;
-  // Printed by the container itself: PID 1 of its own namespace, an overlay
-  // root (runc pivot_rooted into it), and the cgroup the node gave it.
-  const probe = await node3.waitForConsole(/runtime probe: pid \d+, root \S+, cgroup \S+/, STEP_TIMEOUT_MS);
-  const running = performance.now() - started;
-  assert(/runtime probe: pid 1, root overlay, cgroup 0::\/nodecore-runtime\/containers\/runtime-probe /.test(probe.text), `the container's own report: ${probe.text}`);
-  ctx.report(`kubernetes-worker set → containerd answers: ${(answers / 1000).toFixed(1)} s; → the probe container runs: ${(running / 1000).toFixed(1)} s`);
+  for (const id of ids) await roles(id, "set");
+
+  // The owner's kubeconfig, as an operator gets it (node1 holds the controller role since the bootstrap).
   await eventually(
     async () => {
-      assertEqual((await serviceLine(f, id3, "containerd"))?.state, "running", "node3's containerd line");
-      // This image was built without --kubernetes: the node looked in the
-      // mounted system image and names the binary it lacks.
-      const kubernetes = await serviceLine(f, id3, "kubernetes");
-      assertEqual(kubernetes?.state, "unavailable", "node3's kubernetes line");
-      assert(kubernetes!.message.startsWith("Kubernetes binaries not found in /system/kubernetes/bin (missing: kubelet)"), `node3 names the missing kubelet: ${kubernetes!.message}`);
+      const written = await f.ctl("kubeconfig", join(c.dir.path, "owner.kubeconfig"));
+      assertEqual(written.exitCode, 0, `ctl kubeconfig (${written.stderr.trim()})`);
+      assertEqual((await kubectl("get", "--raw", "/readyz")).trim(), "ok", "the apiserver's /readyz");
     },
-    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "containerd running in node3's status" },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "the owner's kubectl reaching the apiserver" },
+  );
+  await eventually(
+    async () => {
+      const nodes = (JSON.parse(await kubectl("get", "nodes", "-o", "json")) as { items: NodeObject[] }).items;
+      for (const id of ids) {
+        const node = nodes.find((n) => n.metadata.name === id);
+        assert(node !== undefined, `no Node ${id} yet (have: ${nodes.map((n) => n.metadata.name).join(", ") || "none"})`);
+        const ready = node.status.conditions?.find((cond) => cond.type === "Ready");
+        assertEqual(ready?.status, "True", `${id} Ready (${ready?.message ?? "no condition yet"})`);
+        assert(/^v1\.37\.\d+$/.test(node.status.nodeInfo?.kubeletVersion ?? ""), `${id}'s kubelet reports a real version: ${node.status.nodeInfo?.kubeletVersion}`);
+      }
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "both workers Ready" },
+  );
+  ctx.report(`kubernetes-worker set on node2 and node3 → both Nodes Ready: ${((performance.now() - started) / 1000).toFixed(1)} s`);
+
+  // One pod on each worker, from the preloaded image; nothing is pulled.
+  const podsFile = join(c.dir.path, "pods.json");
+  const names = workers.map((n) => `marker-${n}`);
+  writeFileSync(podsFile, JSON.stringify({ apiVersion: "v1", kind: "List", items: names.map((name, i) => markerPod(name, ids[i]!)) }));
+  const applied = performance.now();
+  await kubectl("apply", "-f", podsFile);
+  await eventually(
+    async () => {
+      for (const name of names) assertEqual((await kubectl("get", "pod", name, "-o", "jsonpath={.status.phase}")).trim(), "Running", `pod ${name}'s phase`);
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "both pods Running" },
+  );
+  ctx.report(`kubectl apply → a pod Running on each worker: ${((performance.now() - applied) / 1000).toFixed(1)} s`);
+  // kubectl logs and exec go apiserver → kubelet (its serving certificate, webhook authorization).
+  for (const [i, name] of names.entries()) {
+    await eventually(async () => assertEqual((await kubectl("logs", name)).trim(), `marker ${name} on ${ids[i]}`, `${name}'s log`), {
+      timeoutMs: STEP_TIMEOUT_MS,
+      intervalMs: POLL_MS,
+      what: `kubectl logs ${name}`,
+    });
+  }
+  assertEqual((await kubectl("exec", names[0]!, "--", "sh", "-c", "echo exec in $(cat /proc/1/comm)")).trim(), "exec in sleep", "kubectl exec");
+
+  // The pod on node2 deleted: node2 says no Kubernetes container is left.
+  await kubectl("delete", "pod", names[0]!, "--wait=true", "--timeout=300s");
+  await eventually(
+    async () => {
+      const line = await serviceLine(f, ids[0]!, "containerd");
+      assert(/; 0 Kubernetes containers \(pods and their sandboxes\)$/.test(line?.message ?? ""), `node2's containerd line: ${line?.message}`);
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "node2 without Kubernetes containers" },
   );
 
-  await roles("unset");
+  // The worker role taken from node3: its Node goes, and its containers with the runtime.
+  const node3 = c.node("node3");
+  const from = node3.console.lines.length;
+  await roles(ids[1]!, "unset");
   const stopped = await node3.waitForConsole(/stopped what the container runtime left running processes=(\d+)/, STEP_TIMEOUT_MS);
-  // The shim and the container's processes outlive containerd; the node kills them with the cgroup.
-  assert(Number(/processes=(\d+)/.exec(stopped.text)![1]) >= 2, `the shim and the container were still there to stop: ${stopped.text}`);
+  assert(Number(/processes=(\d+)/.exec(stopped.text)![1]) >= 2, `the shims and containers were still there to stop: ${stopped.text}`);
   await eventually(
     async () => {
-      const line = await serviceLine(f, id3, "containerd");
+      const line = await serviceLine(f, ids[1]!, "containerd");
       assertEqual(line?.state, "not-assigned", "node3's containerd line");
       assert(/no container process left \(\/sys\/fs\/cgroup\/nodecore-runtime is empty\)/.test(line!.message), `node3 says no container is left: ${line!.message}`);
+      const nodes = (await kubectl("get", "nodes", "-o", "name")).trim().split("\n");
+      assertEqual(nodes.join(","), `node/${ids[0]}`, "the Nodes left");
     },
-    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "containerd not-assigned in node3's status" },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "node3's Node and containers gone" },
   );
   assert(node3.console.lines.slice(from).every((l) => !/could not move containerd into the runtime's cgroup/.test(l.text)), "containerd ran in the runtime's cgroup");
 });

@@ -3,7 +3,7 @@
 
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { cloneDisk, DEFAULT_CPUS, DEFAULT_MEMORY_MIB, manifestPaths, OUT_DIR, readManifest, REPO_ROOT } from "../../image/mod.ts";
+import { cloneDisk, CONTROLLER_MEMORY_MIB, DEFAULT_CPUS, manifestPaths, OUT_DIR, readManifest, REPO_ROOT, WORKER_MEMORY_MIB } from "../../image/mod.ts";
 import { createLogger, type Logger } from "../../internal/log/mod.ts";
 import { ClusterDir } from "./cluster_dir.ts";
 import { DhcpServer, type StaticLease } from "./dhcp_server.ts";
@@ -219,7 +219,9 @@ export async function createCluster(options: ClusterOptions = {}): Promise<Clust
           system: image.system,
           hasParameters: parameters !== undefined || parameterSpecs[i]!.kind === "register-later",
           hasStorageTestKey: withKey,
-          memoryMiB: options.memoryMiB ?? DEFAULT_MEMORY_MIB,
+          // Node 1 bootstraps, and the first node is the Kubernetes
+          // controller; every node of a launched cluster is a worker.
+          memoryMiB: options.memoryMiB ?? (index === 1 ? CONTROLLER_MEMORY_MIB : WORKER_MEMORY_MIB),
           cpus: options.cpus ?? DEFAULT_CPUS,
           ...(options.cmdline !== undefined ? { cmdline: options.cmdline } : {}),
           echo: !(options.quiet ?? false),
