@@ -1,25 +1,19 @@
 // Role-change reaction of the Kubernetes roles, process mode: one node
-// process on loopback with the host's containerd and runc, and kube-stub
-// (test/support/kube_stub, the labelled stand-in) for the Kubernetes
-// binaries. Each trial measures, from the owner's ctl being started (ctl's
-// own start-up and call included) to the node's own log line (its
-// timestamps; same host, same clock):
-//  - kubernetes-worker set → containerd answers, → the probe container runs,
-//    → the kubelet's /healthz answers (the stand-in's kubelet);
+// process on loopback with the system tree's binaries (out/system, built
+// from their Go modules). Each trial measures, from the owner's ctl being
+// started (ctl's own start-up and call included) to the node's own log line
+// (its timestamps; same host, same clock):
+//  - kubernetes-worker set → containerd answers, → the probe container runs
+//    (a node process runs no kubelet: the qemu e2e has the kubelet's figures);
 //  - kubernetes-worker unset → the runtime's cgroup is empty again;
-//  - kubernetes-controller set → the apiserver's /readyz answers, → the
-//    controller-manager and scheduler are healthy (stand-ins).
-// The stand-in starts in milliseconds, so the Kubernetes figures are the
-// node core's own share only; real components add their start-up. The
-// same worker figures in a VM under TCG come from the qemu e2e.
+//  - kubernetes-controller set → the real apiserver's /readyz answers,
+//    → the controller-manager and scheduler are healthy.
 // Prints min / median / max; asserts nothing.
 //   bun bench/kubernetes_roles.ts [trials=3]
 
-import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { killCgroup, runtimeCgroupName, unifiedCgroupRoot } from "../internal/containerd/mod.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
-import { stubSystemTree } from "../test/support/kube_stub/install.ts";
 import { NodeProcess, loopbackBlock, ownedNode, type LogLine } from "../test/support/node_process.ts";
 import { figure, percentile, seconds } from "./figures.ts";
 
@@ -47,7 +41,6 @@ const samples = new Map<string, number[]>();
 const add = (name: string, value: number) => samples.set(name, [...(samples.get(name) ?? []), value]);
 
 try {
-  node.system = stubSystemTree(join(dir.path, "system"));
   const id = String((await owned.bootstrap({ timeoutMs: STEP_TIMEOUT_MS })).node);
   await node.waitForLog((l) => l.msg === "kube-scheduler is ready", { what: "the first controller ready", timeoutMs: STEP_TIMEOUT_MS });
 
@@ -57,7 +50,6 @@ try {
     await ctl("node", "roles", "set", id, "kubernetes-worker");
     add("worker set → containerd answers", (await logged(from, (l) => l.msg === "containerd answers", "containerd answers")) - t0);
     add("worker set → the probe container runs", (await logged(from, (l) => /^runtime probe: pid /.test(l.msg), "the probe's report")) - t0);
-    add("worker set → the kubelet's /healthz answers (stand-in)", (await logged(from, (l) => l.msg === "kubelet is ready", "the kubelet ready")) - t0);
 
     from = node.logs.length;
     t0 = Date.now();
@@ -75,10 +67,10 @@ try {
     from = node.logs.length;
     t0 = Date.now();
     await ctl("node", "roles", "set", id, "kubernetes-controller");
-    add("controller set → the apiserver's /readyz answers (stand-in)", (await logged(from, (l) => l.msg === "kube-apiserver is ready", "the apiserver ready")) - t0);
+    add("controller set → the apiserver's /readyz answers", (await logged(from, (l) => l.msg === "kube-apiserver is ready", "the apiserver ready")) - t0);
     const cm = await logged(from, (l) => l.msg === "kube-controller-manager is ready", "the controller-manager ready");
     const scheduler = await logged(from, (l) => l.msg === "kube-scheduler is ready", "the scheduler ready");
-    add("controller set → controller-manager and scheduler healthy (stand-in)", Math.max(cm, scheduler) - t0);
+    add("controller set → controller-manager and scheduler healthy", Math.max(cm, scheduler) - t0);
     console.log(`  trial ${trial} done`);
   }
   console.log(`\nKubernetes role reaction, one node process on loopback (${TRIALS} trials; min / median / max)`);

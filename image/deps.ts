@@ -10,14 +10,13 @@ export const BUILD_PACKAGES = [
   "xz-utils", // kernel payload and .ko.xz decompression
   "zstd", // the same, for kernels built with zstd
   "lz4", // compressing the initramfs
-  "gcc", // compiling the static pre-init
-  "libc6-dev", // its static libc
-  "etcd-server", // /usr/bin/etcd, shipped in the initramfs
+  "gcc", // compiling the static pre-init, the pause program and runc (cgo)
+  "libc6-dev", // their static libc
+  "libseccomp-dev", // runc's seccomp support, linked statically (image/upstream)
+  "pkg-config", // how runc's build finds libseccomp
   "e2fsprogs", // mke2fs/e2fsck, shipped in the initramfs
   "cryptsetup-bin", // cryptsetup, shipped in the initramfs
-  "containerd", // containerd, its runc shim and ctr, shipped in the system image
-  "runc", // shipped in the system image
-  "busybox-static", // the runtime probe's container image
+  "busybox-static", // the busybox container image, and the kubelet's mount/umount
   "squashfs-tools", // mksquashfs: the system image
   "dosfstools", // mkfs.vfat for the ESP
   "gdisk", // sgdisk for the GPT

@@ -9,7 +9,7 @@
 //                              paths ldd reports (the loader's default search
 //                              path; there is no ld.so.cache)
 //   /lib/modules/<release>/    kernel modules, modules.dep, modules.load
-//   /etc/{hosts,nsswitch.conf,mke2fs.conf}
+//   /etc/{hosts,nsswitch.conf,mke2fs.conf,passwd,group}
 //   /dev/console               so the kernel can give /init its stdio
 //   /proc /sys /run /tmp /mnt  mount points; /bin, /sbin → usr/bin, usr/sbin
 //
@@ -41,6 +41,13 @@ export const HOST_ETC_FILES = ["/etc/mke2fs.conf"] as const;
 /** etcd (Go) resolves "localhost" through these; there is no other name service. */
 const ETC_HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost\n";
 const ETC_NSSWITCH = "hosts: files dns\n";
+/**
+ * Users and groups: root, and nobody for what runs unprivileged. The kubelet
+ * reads /etc/passwd at start (its user-namespace mappings) and will not
+ * start without one.
+ */
+const ETC_PASSWD = "root:x:0:0:root:/:/bin/false\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n";
+const ETC_GROUP = "root:x:0:\nnogroup:x:65534:\n";
 
 const EXECUTABLE_MODE = 0o755;
 const DATA_MODE = 0o644;
@@ -147,6 +154,8 @@ export async function initramfsContents(inputs: InitramfsInputs): Promise<Initra
   for (const etc of HOST_ETC_FILES) file(etc, etc, DATA_MODE);
   entries.push({ kind: "file", path: "/etc/hosts", mode: DATA_MODE, contents: new TextEncoder().encode(ETC_HOSTS) });
   entries.push({ kind: "file", path: "/etc/nsswitch.conf", mode: DATA_MODE, contents: new TextEncoder().encode(ETC_NSSWITCH) });
+  entries.push({ kind: "file", path: "/etc/passwd", mode: DATA_MODE, contents: new TextEncoder().encode(ETC_PASSWD) });
+  entries.push({ kind: "file", path: "/etc/group", mode: DATA_MODE, contents: new TextEncoder().encode(ETC_GROUP) });
 
   entries.push({ kind: "chardev", path: "/dev/console", mode: CONSOLE_MODE, major: CONSOLE_MAJOR, minor: CONSOLE_MINOR });
   for (const dir of ["/proc", "/sys", "/run", "/mnt"]) entries.push({ kind: "dir", path: dir, mode: DIR_MODE });

@@ -40,6 +40,8 @@ export const MODULE_ROOTS = [
   "xts", // aes-xts-plain64, cryptsetup's LUKS2 default cipher
   "dm_crypt", // the encrypted data partition
   "overlay", // containerd's overlayfs snapshotter (Kubernetes worker role)
+  "bridge", // the pods' bridge (the CNI bridge plugin; stp and llc follow)
+  "veth", // each pod's link to that bridge
   "squashfs", // the system image (image/system.ts)
   "af_alg", // AF_ALG sockets: libcryptsetup runs keyslot crypto in the kernel
   "algif_skcipher",

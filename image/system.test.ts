@@ -6,7 +6,6 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { chmodSync, copyFileSync, mkdirSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../internal/testing/mod.ts";
-import { installKubeStub } from "../test/support/kube_stub/install.ts";
 import { ImageBuildError } from "./errors.ts";
 import { KUBERNETES_BINARIES, buildSystemImage, kubernetesBinaries, systemContents } from "./system.ts";
 
@@ -35,15 +34,6 @@ function refusal(kubernetesDir: string): string {
 }
 
 describe("Kubernetes binaries in the system image", () => {
-  test("the test stand-in is refused, by name", () => {
-    const stub = join(dir.path, "stub");
-    installKubeStub(stub);
-    copyFileSync("/bin/true", join(stub, "kubelet"));
-    expect(refusal(stub)).toBe(
-      `--kubernetes ${stub}: kube-apiserver is the test stand-in (kube-stub), not a Kubernetes binary; kube-controller-manager is the test stand-in (kube-stub), not a Kubernetes binary; kube-scheduler is the test stand-in (kube-stub), not a Kubernetes binary (needed: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet)`,
-    );
-  });
-
   test("a missing binary and a non-ELF file are named", () => {
     const partial = elfBinaries("partial", ["kube-apiserver", "kube-controller-manager", "kube-scheduler"]);
     expect(refusal(partial)).toContain("kubelet is missing");

@@ -13,7 +13,7 @@ import { CuratorPool } from "../internal/curator/client/mod.ts";
 import { configPaths, loadCredentials as loadOwnerCredentials } from "../internal/operator/mod.ts";
 import { Management } from "../proto/gen/api/management_pb.ts";
 import { generateKeyPair, privateKeyPem, rawPublicKey } from "../internal/pki/mod.ts";
-import { eventually, tempDir } from "../internal/testing/mod.ts";
+import { eventually, systemTree, tempDir } from "../internal/testing/mod.ts";
 import { ETCD_COMMAND, NodeProcess, ctl as runCtl, ctlCommand, loopbackBlock } from "./support/node_process.ts";
 import { etcdMembersVia } from "./support/process_cluster.ts";
 
@@ -95,7 +95,7 @@ describe("a three-node cluster of processes", () => {
     const etcdDir = join(dir.path, "etcd-client");
     expect((await ctl("etcd", "credentials", etcdDir)).code).toBe(0);
     const etcdctl = Bun.spawn(
-      ["etcdctl", "--cacert", join(etcdDir, "ca.pem"), "--cert", join(etcdDir, "client.pem"), "--key", join(etcdDir, "client.key"), "--endpoints", `https://${node2.address}:2379`, "--write-out=json", "member", "list"],
+      [join(systemTree(), "usr", "bin", "etcdctl"), "--cacert", join(etcdDir, "ca.pem"), "--cert", join(etcdDir, "client.pem"), "--key", join(etcdDir, "client.key"), "--endpoints", `https://${node2.address}:2379`, "--write-out=json", "member", "list"],
       { stdout: "pipe", stderr: "pipe", env: { ...process.env, ETCDCTL_API: "3" } },
     );
     const [out, err] = await Promise.all([new Response(etcdctl.stdout).text(), new Response(etcdctl.stderr).text(), etcdctl.exited]);

@@ -12,16 +12,30 @@ cd "$(dirname "$0")/.."
 
 # Debian packages the node image, the launcher and the tests use. node and
 # npm count as present when the commands exist, however they were installed.
-PACKAGES="git openssl util-linux etcd-server etcd-client qemu-system-x86 qemu-utils dnsmasq-base cryptsetup-bin dosfstools mtools e2fsprogs gdisk iproute2 nftables cpio kmod gcc libc6-dev containerd runc busybox-static squashfs-tools"
+# etcd, containerd, runc, the CNI plugins and Kubernetes are not among them:
+# `bun run build` builds them from their Go modules (image/upstream), with
+# gcc, libseccomp-dev and pkg-config for runc.
+PACKAGES="git openssl util-linux qemu-system-x86 qemu-utils dnsmasq-base cryptsetup-bin dosfstools mtools e2fsprogs gdisk iproute2 nftables cpio kmod gcc libc6-dev libseccomp-dev pkg-config busybox-static squashfs-tools"
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
+# Go builds the upstream components; Debian's Go (1.19) is too old for
+# them, so the machine's own Go must be there (GOTOOLCHAIN=local: nothing
+# fetches another).
+GO_NEEDED="1.26.8"
+if ! command -v go >/dev/null 2>&1; then
+  echo "setup: go is not installed: the upstream build (etcd, containerd, Kubernetes) needs Go $GO_NEEDED or newer on the PATH" >&2
+  exit 1
+fi
+go_version="$(GOTOOLCHAIN=local go env GOVERSION | sed 's/^go//')"
+if [ "$(printf '%s\n%s\n' "$GO_NEEDED" "$go_version" | sort -V | head -n1)" != "$GO_NEEDED" ]; then
+  echo "setup: go $go_version is too old: the upstream build needs Go $GO_NEEDED or newer" >&2
+  exit 1
+fi
+
 missing=""
 command -v npm >/dev/null 2>&1 || missing="nodejs npm"
-# kubectl (Debian's kubernetes-client): the tests read the owner's
-# kubeconfig with it. Any kubectl already on the PATH will do.
-command -v kubectl >/dev/null 2>&1 || missing="$missing kubernetes-client"
 for p in $PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
@@ -41,7 +55,10 @@ fi
 
 BUN="$(pwd)/node_modules/.bin/bun"
 case "${1:-}" in
-  test) exec "$BUN" run test ;;
+  # The tests run the built binaries (out/system: etcd, containerd,
+  # Kubernetes); the build prints one line per component, and builds nothing
+  # that is cached already.
+  test) "$BUN" run build && exec "$BUN" run test ;;
   cluster) shift; exec "$BUN" run cluster "$@" ;;
   "")
     echo "setup: done; run 'sh test/setup.sh test' or 'sh test/setup.sh cluster'"

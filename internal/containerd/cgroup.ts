@@ -54,6 +54,34 @@ export function joinCgroup(dir: string, pid: number): void {
   writeFileSync(join(dir, "cgroup.procs"), `${pid}\n`);
 }
 
+/**
+ * Makes `dir` a cgroup below the hierarchy's `root` in which child cgroups
+ * get every controller the root offers: each cgroup from the root down to
+ * `dir` delegates them in its cgroup.subtree_control (cgroup v2 enables a
+ * controller for a child only when its parent delegates it). The kubelet
+ * needs this of its cgroup root before it starts, and puts each pod below.
+ * A cgroup on the way that holds processes itself cannot delegate (the
+ * "no internal processes" rule); the write then fails, naming it.
+ */
+export function delegatingCgroup(root: string, dir: string): void {
+  const controllers = readFileSync(join(root, "cgroup.controllers"), "utf8").trim().split(/\s+/).filter(Boolean);
+  const parts = dir.slice(root.length).split("/").filter(Boolean);
+  let current = root;
+  for (const part of ["", ...parts]) {
+    current = part ? join(current, part) : current;
+    mkdirSync(current, { recursive: true });
+    const offered = readFileSync(join(current, "cgroup.controllers"), "utf8").trim().split(/\s+/).filter((c) => controllers.includes(c));
+    const delegated = readFileSync(join(current, "cgroup.subtree_control"), "utf8").trim().split(/\s+/).filter(Boolean);
+    const missing = offered.filter((c) => !delegated.includes(c));
+    if (missing.length === 0) continue;
+    try {
+      writeFileSync(join(current, "cgroup.subtree_control"), missing.map((c) => `+${c}`).join(" "));
+    } catch (error) {
+      throw new Error(`could not delegate the controllers ${missing.join(", ")} in ${current}: ${(error as Error).message}`, { cause: error });
+    }
+  }
+}
+
 export class CgroupCleanupError extends Error {
   override name = "CgroupCleanupError";
 }

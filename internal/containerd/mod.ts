@@ -52,4 +52,4 @@ export {
 } from "./config.ts";
 export { containerdService, ctr, parseContainerdLine, type ContainerdOptions } from "./service.ts";
 export { PROBE_IMAGE_PATH, PROBE_CONTAINER_ID, PROBE_IMAGE_REF, PROBE_SCRIPT, runtimeProbe, type ProbeOptions } from "./probe.ts";
-export { CgroupCleanupError, joinCgroup, killCgroup, processesIn, unifiedCgroupRoot } from "./cgroup.ts";
+export { CgroupCleanupError, delegatingCgroup, joinCgroup, killCgroup, processesIn, unifiedCgroupRoot } from "./cgroup.ts";

@@ -92,6 +92,7 @@ describe("the kubelet (golden)", () => {
     address: "10.77.0.13",
     containerdSocket: "/ephemeral/containerd/containerd.sock",
     cgroupRoot: "/nodecore-runtime/pods",
+    podLogsDir: "/data/kubernetes/pod-logs",
     apiserver: "https://10.77.0.11:6443",
     ca: pki.ca.certificate,
     server,
@@ -126,12 +127,14 @@ describe("the kubelet (golden)", () => {
       authentication: { anonymous: { enabled: false }, webhook: { enabled: true }, x509: { clientCAFile: "/run/kubelet/ca.crt" } },
       authorization: { mode: "Webhook" },
       containerRuntimeEndpoint: "unix:///ephemeral/containerd/containerd.sock",
-      cgroupDriver: "cgroupfs",
       cgroupRoot: "/nodecore-runtime/pods",
       clusterDomain: "cluster.local",
       clusterDNS: ["10.96.0.10"],
+      resolvConf: "/run/kubelet/resolv.conf",
+      podLogsDir: "/data/kubernetes/pod-logs",
       failSwapOn: false,
       registerNode: true,
+      evictionHard: { "memory.available": "50Mi", "nodefs.available": "5%", "imagefs.available": "5%", "nodefs.inodesFree": "5%" },
     });
   });
 });

@@ -61,6 +61,8 @@ export interface KubeletNode {
   containerdSocket: string;
   /** The pods' cgroup parent, as a path from the hierarchy's root ("/nodecore-runtime/pods"). */
   cgroupRoot: string;
+  /** Where the containers' logs go (the data partition: a VM's /var is memory). */
+  podLogsDir: string;
   /** The apiserver the kubelet talks to. */
   apiserver: string;
   /** From the curator: the CA, the serving and client certificates, over `key`. */
@@ -96,6 +98,7 @@ export function kubeletConfig(dir: string, node: KubeletNode): Record<string, un
     clusterDomain: CLUSTER_DOMAIN,
     clusterDNS: [CLUSTER_DNS_IP],
     resolvConf: join(dir, KUBELET_FILES.resolvConf),
+    podLogsDir: node.podLogsDir,
     failSwapOn: false,
     registerNode: true,
     evictionHard: { "memory.available": "50Mi", "nodefs.available": "5%", "imagefs.available": "5%", "nodefs.inodesFree": "5%" },

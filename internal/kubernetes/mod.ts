@@ -1,7 +1,8 @@
 // Package kubernetes: what a node needs to run the Kubernetes components
-// the user supplies (they are in neither npm nor Debian): their PKI, their
-// files and kubeconfigs, their command lines, and the controller service
-// that launches them on a controller node.
+// (built from the k8s.io/kubernetes Go module as one multicall binary,
+// image/upstream): their PKI, their files and kubeconfigs, their command
+// lines, the controller service that launches them on a controller node,
+// and the kubelet service on a worker.
 //
 //   etcd ──/kubernetes/pki (one key, created once: ensureKubernetesPKI)──┐
 //                                                                        ▼
@@ -23,7 +24,8 @@
 //    backoff, SIGTERM then SIGKILL); none of them is started before what it
 //    needs is ready.
 //  - The command lines follow the upstream secure setup (controller_flags.ts);
-//    the stand-in (test/support/kube_stub) checks them independently.
+//    the real components run with them in test/kubernetes_controller_process
+//    and the qemu e2e.
 
 export {
   ADMIN_USER,

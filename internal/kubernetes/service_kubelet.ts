@@ -17,6 +17,7 @@
 // Status line "kubelet": waiting (for what), starting, running, restarting.
 
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { createPublicKey, type X509Certificate } from "node:crypto";
 import { Value } from "../event/mod.ts";
 import { writeFileDurably } from "../localstorage/mod.ts";
@@ -118,6 +119,7 @@ export function kubeletService(options: KubeletServiceOptions): Runnable {
       address: options.address,
       containerdSocket: options.containerdSocket,
       cgroupRoot: options.cgroupRoot,
+      podLogsDir: join(options.rootDir, "..", "pod-logs"),
       apiserver,
       ca: issued.ca,
       server: issued.server,

@@ -31,7 +31,7 @@ import { generateKeyPair } from "../pki/mod.ts";
 import { X509Certificate } from "node:crypto";
 import { withCurator, type CuratorConnection } from "./curator_connection.ts";
 import type { LocalConsensus } from "./worker_controlplane.ts";
-import { CRI_NAMESPACE, ctr, joinCgroup, containerdService, killCgroup, runtimeBinaries, runtimeProbe, type RuntimePaths } from "../containerd/mod.ts";
+import { CRI_NAMESPACE, ctr, delegatingCgroup, joinCgroup, containerdService, killCgroup, runtimeBinaries, runtimeProbe, type RuntimePaths } from "../containerd/mod.ts";
 import { Value } from "../event/mod.ts";
 import { RestartRequest, sleep, untilCancelled, type Runnable } from "../supervisor/mod.ts";
 import type { ServiceBoard } from "./service_status.ts";
@@ -183,6 +183,8 @@ function kubeletRunnable(options: KubernetesOptions, runtime: RuntimeSetup, cont
   return async (ctx) => {
     const membership = await options.membership.get({ signal: ctx.signal });
     const { paths } = runtime;
+    // The pods' cgroup root, with every controller delegated down to it.
+    delegatingCgroup(paths.cgroup.slice(0, paths.cgroup.length - paths.cgroupPath.length), join(paths.cgroup, "pods"));
     await kubeletService({
       nodeId: membership.credentials.nodeId,
       address: membership.address,

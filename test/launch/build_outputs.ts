@@ -1,6 +1,8 @@
 // Brings the binaries and the image up to date before a launch: `bun run
-// build` (out/init, out/ctl) and `bun image/build.ts` (out/image). Both skip
-// what did not change, so this is quick when nothing did.
+// build` (out/init, out/ctl, and out/system: the upstream binaries built
+// from their Go modules, cached by version) and `bun image/build.ts`
+// (out/image). Both skip what did not change, so this is quick when nothing
+// did.
 
 import { REPO_ROOT } from "../../image/mod.ts";
 import type { Logger } from "../../internal/log/mod.ts";

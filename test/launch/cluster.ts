@@ -23,6 +23,9 @@ import { BOOT_MILESTONES, CONSOLE, createCluster, DEFAULT_CLUSTER_NAME, formClus
 import { PROCESS_CONSENSUS_NODES } from "./launcher_args.ts";
 import { launchProcessCluster, type ProcessCluster, type ProcessLaunchFigures } from "./process_launcher.ts";
 import { interrupted, registerTeardown } from "./teardown.ts";
+import { startKubernetes } from "./kubernetes_start.ts";
+import { TEST_IMAGE_REF } from "../../internal/containerd/mod.ts";
+import type { FormedCluster } from "./cluster_formation.ts";
 
 /** Keeps the process alive while it waits for Ctrl-C. */
 const KEEPALIVE_MS = 1 << 30;
@@ -94,7 +97,12 @@ function upField(node: NodeVm, field: string): string {
   return new RegExp(`\\b${field}=(\\S+)`).exec(line)?.[1] ?? "?";
 }
 
-function summary(cluster: Cluster, imageDir: string): string {
+/** Whether the image carries Kubernetes (built by default; a user's own with --kubernetes). */
+function hasKubernetes(imageDir: string): boolean {
+  return readManifest(imageDir).system.files.some((f) => f.endsWith("/kube-apiserver"));
+}
+
+function summary(cluster: Cluster, imageDir: string, kubernetesMs: number | undefined): string {
   const rows = cluster.nodes.map((n) => [n.name, n.address, upField(n, "node"), upField(n, "roles"), shown(n.files.consoleLog)]);
   const header = ["node", "address", "node ID", "roles", "console log"];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
@@ -103,7 +111,7 @@ function summary(cluster: Cluster, imageDir: string): string {
   const ctl = shown(cluster.dir.ctlWrapper);
   // package.json's ctl script runs the default cluster's wrapper.
   const viaBun = cluster.name === DEFAULT_CLUSTER_NAME ? ` (or: bun run ctl ...)` : "";
-  const missingKubernetes = !readManifest(imageDir).system.files.some((f) => f.endsWith("/kube-apiserver"));
+  const kubectl = shown(cluster.dir.kubectlWrapper);
   return [
     "",
     `cluster ${cluster.name} is up: ${cluster.nodes.length} node${cluster.nodes.length === 1 ? "" : "s"} on ${cluster.ns.subnet.prefix}.0/24 inside network namespace ${cluster.ns.name}`,
@@ -118,12 +126,17 @@ function summary(cluster: Cluster, imageDir: string): string {
     `  owner key     ${shown(cluster.owner.pemPath)}   (node1 was bootstrapped with its public key)`,
     `  QMP sockets   ${shown(first.files.qmpSocket).replace(first.name, "<node>")}`,
     "",
-    ...(missingKubernetes
-      ? [
-          "  No Kubernetes: the image carries no Kubernetes server binaries, so nodes with Kubernetes roles",
-          "  say in their status that they are missing. Launch with --kubernetes <dir> to build them in.",
-        ]
-      : [`  kubernetes    ${ctl} kubeconfig ${shown(cluster.dir.path)}/kubeconfig   (node1 is a controller; then kubectl --kubeconfig ...)`]),
+    ...(kubernetesMs === undefined
+      ? ["  No Kubernetes: the image carries no Kubernetes binaries (it was built with --kubernetes and a folder without them)."]
+      : [
+          `  kubernetes    node1 is the controller, every node a worker; all Ready ${(kubernetesMs / 1000).toFixed(0)} s after the roles were set.`,
+          `                ${kubectl} runs the built kubectl as the owner inside the namespace (kubeconfig: ${shown(cluster.dir.kubeconfig)}):`,
+          `                ${kubectl} get nodes -o wide`,
+          `                ${kubectl} run hello --image=${TEST_IMAGE_REF} --image-pull-policy=Never --restart=Never -- sh -c 'echo hello from $(hostname); sleep 3600'`,
+          `                ${kubectl} wait --for=condition=Ready pod/hello --timeout=300s`,
+          `                ${kubectl} logs hello`,
+          `                (images are never pulled: ${TEST_IMAGE_REF} is busybox, preloaded on every worker)`,
+        ]),
     "",
     `Press Ctrl-C to stop: the VMs are killed and the namespace removed; disks and logs stay in ${shown(cluster.dir.path)} until the next launch.`,
     "",
@@ -222,15 +235,24 @@ async function launchVms(): Promise<void> {
     cluster = await fail(`could not launch the cluster: ${(err as Error).message}`);
   }
 
+  let formed: FormedCluster | undefined;
   try {
     // A node with bad parameters says so in a banner and never gets UP: stop waiting at once.
     let fatal!: (err: unknown) => void;
     const fatalBanner = new Promise<never>((_, reject) => (fatal = reject));
-    await Promise.race([formCluster(cluster, { timeoutMs: options.timeoutMs, logger: log, onStart: (node) => void watchBoot(node).catch(fatal) }), fatalBanner]);
+    formed = await Promise.race([formCluster(cluster, { timeoutMs: options.timeoutMs, logger: log, onStart: (node) => void watchBoot(node).catch(fatal) }), fatalBanner]);
   } catch (err) {
     await fail("the cluster did not come up; what the node said last:", { detail: (err as Error).message, cluster });
   }
-  process.stdout.write(summary(cluster, imageDir));
+  let kubernetesMs: number | undefined;
+  if (hasKubernetes(imageDir)) {
+    try {
+      kubernetesMs = await startKubernetes(cluster, formed!, { timeoutMs: options.timeoutMs, logger: log });
+    } catch (err) {
+      await fail("Kubernetes did not come up:", { detail: `${(err as Error).message}\nthe node consoles: ${shown(cluster.dir.path)}/<node>.console.log`, cluster });
+    }
+  }
+  process.stdout.write(summary(cluster, imageDir, kubernetesMs));
   for (const node of cluster.nodes) {
     void node.exited().then((exit) => cluster.closing || log.warn(`${node.name} stopped; the others keep running until Ctrl-C`, { reason: exit.reason ?? exit.signal ?? exit.exitCode }));
   }

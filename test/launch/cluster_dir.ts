@@ -101,6 +101,14 @@ export class ClusterDir {
   get ctlWrapper(): string {
     return join(this.path, "ctl");
   }
+  /** The script that runs the built kubectl in the cluster as the owner (ctl_wrapper.ts). */
+  get kubectlWrapper(): string {
+    return join(this.path, "kubectl");
+  }
+  /** The owner's kubeconfig (ctl kubeconfig). */
+  get kubeconfig(): string {
+    return join(this.path, "kubeconfig");
+  }
   get dhcpLeases(): string {
     return join(this.path, "dnsmasq.leases");
   }

@@ -61,3 +61,32 @@ export function writeCtlWrapper(path: string, spec: CtlWrapperSpec): void {
   writeFileSync(path, ctlWrapperScript(spec));
   chmodSync(path, 0o755);
 }
+
+/** The system tree's kubectl (built from the k8s.io/kubernetes module, the same version as the cluster). */
+export const KUBECTL_BINARY = join(REPO_ROOT, "out", "system", "kubernetes", "bin", "kubectl");
+
+/**
+ * The same for kubectl: out/cluster/<name>/kubectl runs the built kubectl
+ * inside the cluster's namespace with the owner's kubeconfig (written by
+ * `ctl kubeconfig`).
+ */
+export function kubectlWrapperScript(spec: { cluster: string; namespace: string; kubeconfig: string; kubectl?: string }): string {
+  const ns = quote(spec.namespace);
+  return [
+    "#!/bin/sh",
+    `# kubectl as the owner of cluster ${spec.cluster}, inside its network namespace. Written by test/launch.`,
+    "set -eu",
+    `[ "$(id -u)" -eq 0 ] || exec sudo "$0" "$@"`,
+    `if [ ! -e ${quote(NETNS_DIR)}/${ns} ]; then`,
+    `  echo "kubectl: cluster ${spec.cluster} is not running (no network namespace ${spec.namespace}); launch it with: bun run cluster --name ${spec.cluster}" >&2`,
+    "  exit 1",
+    "fi",
+    `exec ip netns exec ${ns} ${quote(spec.kubectl ?? KUBECTL_BINARY)} --kubeconfig ${quote(spec.kubeconfig)} "$@"`,
+    "",
+  ].join("\n");
+}
+
+export function writeKubectlWrapper(path: string, spec: Parameters<typeof kubectlWrapperScript>[0]): void {
+  writeFileSync(path, kubectlWrapperScript(spec));
+  chmodSync(path, 0o755);
+}

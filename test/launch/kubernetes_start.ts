@@ -1,0 +1,56 @@
+// The launcher's last step: the cluster runs Kubernetes, as an owner would
+// set it up. Node 1 is the controller since it bootstrapped; every node gets
+// the kubernetes-worker role; the owner's kubeconfig is written with
+// `ctl kubeconfig`; the launcher waits, saying so, until every node's Node
+// is Ready, and leaves out/cluster/<name>/kubectl (the built kubectl in the
+// namespace, as the owner).
+
+import type { Logger } from "../../internal/log/mod.ts";
+import { eventually } from "../../internal/testing/mod.ts";
+import type { FormedCluster } from "./cluster_formation.ts";
+import { KUBECTL_BINARY, writeKubectlWrapper } from "./ctl_wrapper.ts";
+import type { Cluster } from "./launcher.ts";
+
+const POLL_MS = 3_000;
+
+interface NodeList {
+  items: { metadata: { name: string }; status: { conditions?: { type: string; status: string }[] } }[];
+}
+
+/** Gives every node the worker role and waits until every Node is Ready; returns how long that took, in ms. */
+export async function startKubernetes(cluster: Cluster, formed: FormedCluster, options: { timeoutMs: number; logger: Logger }): Promise<number> {
+  const started = performance.now();
+  const log = options.logger;
+  const ids = [...formed.ids.values()];
+  for (const [name, id] of formed.ids) {
+    const result = await formed.ctl("node", "roles", "set", id, "kubernetes-worker");
+    if (result.exitCode !== 0) throw new Error(`ctl node roles set ${id} kubernetes-worker: ${result.stderr.trim()}`);
+    log.info(`${name}: kubernetes-worker role set`, { node: id });
+  }
+  log.info("waiting for the apiserver on node1 to answer the owner (under emulation it takes a minute to start)");
+  await eventually(
+    async () => {
+      const written = await formed.ctl("kubeconfig", cluster.dir.kubeconfig);
+      if (written.exitCode !== 0) throw new Error(written.stderr.trim());
+      const ready = await cluster.exec([KUBECTL_BINARY, "--kubeconfig", cluster.dir.kubeconfig, "--request-timeout=10s", "get", "--raw", "/readyz"], { okExitCodes: [0, 1] });
+      if (ready.stdout.trim() !== "ok") throw new Error(ready.stderr.trim() || ready.stdout.trim());
+    },
+    { timeoutMs: options.timeoutMs, intervalMs: POLL_MS, what: "the apiserver answering the owner's kubeconfig" },
+  );
+  writeKubectlWrapper(cluster.dir.kubectlWrapper, { cluster: cluster.name, namespace: cluster.ns.name, kubeconfig: cluster.dir.kubeconfig });
+  log.info(`waiting for ${ids.length} Node${ids.length === 1 ? "" : "s"} to be Ready`);
+  let lastReady = -1;
+  await eventually(
+    async () => {
+      const listed = await cluster.exec([KUBECTL_BINARY, "--kubeconfig", cluster.dir.kubeconfig, "--request-timeout=10s", "get", "nodes", "-o", "json"], { okExitCodes: [0, 1] });
+      if (listed.exitCode !== 0) throw new Error(listed.stderr.trim());
+      const nodes = (JSON.parse(listed.stdout) as NodeList).items;
+      const ready = ids.filter((id) => nodes.find((n) => n.metadata.name === id)?.status.conditions?.some((c) => c.type === "Ready" && c.status === "True"));
+      if (ready.length !== lastReady) log.info(`${ready.length} of ${ids.length} Nodes Ready`);
+      lastReady = ready.length;
+      if (ready.length !== ids.length) throw new Error(`Ready: ${ready.length} of ${ids.length}`);
+    },
+    { timeoutMs: options.timeoutMs, intervalMs: POLL_MS, what: "every Node Ready" },
+  );
+  return performance.now() - started;
+}
