@@ -162,6 +162,8 @@ describe("Kubernetes credentials", () => {
         expect(certificate.subject).toBe(`O=system:nodes\nCN=system:node:${cluster.node.id}`);
         expect(certificate.verify(ca.publicKey)).toBe(true);
         expect(certificate.publicKey.export({ format: "der", type: "spki" })).toEqual(kubelet.publicKey.export({ format: "der", type: "spki" }));
+        // Short-lived: a node that loses the role loses its kubelet's identity within hours.
+        expect(Date.parse(certificate.validTo) - Date.parse(certificate.validFrom)).toBe(2 * 3600 * 1000);
       }
       expect(new X509Certificate(response.serverCertificate).checkIP(cluster.host)).toBe(cluster.host);
       const bad = await refusal(curator.issueKubeletCertificates({ kubeletPublicKey: new Uint8Array(31) }));

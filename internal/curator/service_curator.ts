@@ -28,6 +28,11 @@ import { checkNodeId, checkNodeStatus, checkPublicKey, MAX_TICKET_BYTES } from "
 import type { NodeEvent, NodeWatchHub } from "./watch.ts";
 import type { HeartbeatTracker } from "./heartbeats.ts";
 
+/** Whether an address is a loopback one (127.0.0.0/8, ::1). */
+function isLoopback(address: string): boolean {
+  return address.startsWith("127.") || address === "::1";
+}
+
 export const CURATOR_POLICY: ServicePolicy<typeof Curator> = {
   watch: "cluster",
   updateNodeStatus: "node",
@@ -257,8 +262,13 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
         throw new PermissionDeniedError(`node ${ctx.peer.nodeId} does not hold the kubernetes-worker role; only workers get kubelet certificates`);
       }
       const pki = await deps.kubernetesPKI();
-      // The addresses the cluster CA certified for this node, not what it says now.
-      const addresses = ipAddressesOf(ctx.peer.certificate);
+      // The kubelet serves at the node's address, where the apiserver dials it
+      // and checks the serving certificate's IP names. Which addresses: those
+      // the cluster CA certified for this node (a bootstrap node's), and the
+      // one this call came from, which the TCP handshake proved the node
+      // holds (never an address the node states). Loopback is no address
+      // another node could dial.
+      const addresses = [...new Set([...ipAddressesOf(ctx.peer.certificate), ...(ctx.remoteAddress && !isLoopback(ctx.remoteAddress) ? [ctx.remoteAddress] : [])])];
       const { server, client } = issueKubeletCertificates(pki, ctx.peer.nodeId, publicKeyFromRaw(request.kubeletPublicKey), addresses);
       logger.info("issued kubelet certificates", { node: ctx.peer.nodeId, addresses: addresses.join(",") });
       return {

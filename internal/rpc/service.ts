@@ -47,6 +47,12 @@ export interface CallContext {
   signal: AbortSignal;
   /** `Service/Method`, for logs and errors. */
   method: string;
+  /**
+   * The address the call came from, as the connection shows it (an IPv4
+   * address mapped into IPv6 given as IPv4): proven by the TCP handshake,
+   * not claimed by the caller. Undefined when the socket does not say.
+   */
+  remoteAddress: string | undefined;
 }
 
 type Handler<M> = M extends { methodKind: "unary"; input: infer I extends DescMessage; output: infer O extends DescMessage }
@@ -135,7 +141,8 @@ function contextOf<S>(call: RawCall, method: string, policy: Policy, options: Se
   check(peer, policy);
   const controller = new AbortController();
   (call as NodeJS.EventEmitter).once("cancelled", () => controller.abort(new Error(`${method}: cancelled by client`)));
-  return { peer, signal: controller.signal, method };
+  const remote = connectionOf(call).socket.remoteAddress;
+  return { peer, signal: controller.signal, method, remoteAddress: remote?.replace(/^::ffff:(\d+\.\d+\.\d+\.\d+)$/, "$1") };
 }
 
 /** Writes a handler's responses to a stream, waiting for the client to drain, then ends it. */
