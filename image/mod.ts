@@ -4,14 +4,16 @@
 //
 // What the guest runs: the kernel starts /init, a static pre-init
 // (preinit.c) that mounts /proc and devtmpfs on /dev and execs /init.bin,
-// the bun-compiled node init (out/init). From there the node has: Debian's
-// etcd, mke2fs/e2fsck and cryptsetup (with their shared libraries at the
-// paths ldd reports), the kernel modules for virtio disk/net, fw_cfg, vfat,
+// the bun-compiled node init (out/init). From there the node has: etcd
+// (built from its Go module, image/upstream), Debian's mke2fs/e2fsck and
+// cryptsetup (with their shared libraries at the paths ldd reports), the kernel modules for virtio disk/net, fw_cfg, vfat,
 // ext4 and dm-crypt (plain .ko, loaded in the order of modules.load), and a
 // few /etc files. initramfs.ts lists the layout; layout.ts has the paths.
 // Beside it, the system image (system.ts): a read-only squashfs with what
-// only some roles need (the container runtime), mounted by a node when a
-// role first needs it, attached by the launcher as a read-only drive.
+// only some roles need (the container runtime, the CNI plugins, Kubernetes,
+// the container images: out/system, which `bun run build` lays out),
+// mounted by a node when a role first needs it, attached by the launcher as
+// a read-only drive.
 //
 // Build steps (`bun image/build.ts`), each skipped when its inputs did not
 // change (cache.ts: a fingerprint beside each output):
@@ -25,11 +27,12 @@
 //     └─▶ modules.dep ──closure of MODULE_ROOTS, decompress, depmod -b──▶ staged modules
 //                                                                          │
 //   image/preinit.c ──gcc -static──▶ preinit ─────────┐                    │
-//   out/init, etcd, mke2fs, e2fsck, cryptsetup ──ldd──┼─▶ newc cpio ◀──────┘
+//   out/init, out/system's etcd, mke2fs, e2fsck,      │                    │
+//   cryptsetup ──ldd──────────────────────────────────┼─▶ newc cpio ◀──────┘
 //                                                     ▼
 //                                              │ lz4 -l -9
 //                                              out/image/initramfs.cpio.lz4
-//   containerd, runc, ctr ──ldd──, busybox ──oci.ts──┐ mksquashfs (zstd)
+//   out/system (less etcd, etcdctl) ──────────────────┐ mksquashfs (zstd)
 //                                                     ▼
 //                                              out/image/system.squashfs
 //   sgdisk (GPT) + mkfs.vfat -C (ESP) ─────────▶ out/image/disk.img

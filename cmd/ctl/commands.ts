@@ -340,6 +340,15 @@ export const program: Program<Ctl> = {
         chmodSync(file!, 0o600);
         const example = `kubectl --kubeconfig ${file} get nodes`;
         ctl.print({ file, server, apiservers: response.apiservers, user: OWNER_USER, example }, `kubeconfig written to ${file} (server ${server}, user ${OWNER_USER})\n${example}`);
+        // The controllers the cluster names may not serve yet (an apiserver
+        // starting, or failing): say so, from their own status lines.
+        const nodes = await listNodes(ctl.credentials(), ctl.settings).catch(() => undefined);
+        const controllers = (nodes ?? []).filter((n) => response.apiservers.includes(`https://${n.address}:6443`));
+        const serving = controllers.filter((n) => n.services.some((l) => l.name === "kube-apiserver" && l.state === "running"));
+        if (nodes && serving.length === 0) {
+          const states = controllers.map((n) => `${n.id}: ${n.services.find((l) => l.name === "kube-apiserver")?.state ?? "no kube-apiserver line"}`).join("; ");
+          process.stderr.write(`ctl: warning: no controller's kube-apiserver is running yet (${states || "none reported"}); kubectl fails until one is\n`);
+        }
       },
     },
     {
