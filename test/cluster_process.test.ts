@@ -96,7 +96,7 @@ describe("a three-node cluster of processes", () => {
     expect((await ctl("etcd", "credentials", etcdDir)).code).toBe(0);
     const etcdctl = Bun.spawn(
       [join(systemTree(), "usr", "bin", "etcdctl"), "--cacert", join(etcdDir, "ca.pem"), "--cert", join(etcdDir, "client.pem"), "--key", join(etcdDir, "client.key"), "--endpoints", `https://${node2.address}:2379`, "--write-out=json", "member", "list"],
-      { stdout: "pipe", stderr: "pipe", env: { ...process.env, ETCDCTL_API: "3" } },
+      { stdout: "pipe", stderr: "pipe" },
     );
     const [out, err] = await Promise.all([new Response(etcdctl.stdout).text(), new Response(etcdctl.stderr).text(), etcdctl.exited]);
     expect(err).toBe("");

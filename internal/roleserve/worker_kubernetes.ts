@@ -242,11 +242,26 @@ function censusRunnable(options: KubernetesOptions, runtime: RuntimeSetup, probe
   };
 }
 
-export function kubernetesWorker(options: KubernetesOptions): Runnable {
+/** What the decision says, for the two parts that act on it. */
+interface Decision {
+  wants: Wants;
+  launch: Launch;
+  /** Why the system image's files cannot be had, if they cannot. */
+  unprepared: string | undefined;
+}
+
+/**
+ * The decision: waits for the roles, makes the system image's files
+ * available, checks the binaries, says so on the "kubernetes" line, and
+ * publishes what may run. A change of the Kubernetes roles means deciding
+ * again; the controller and worker parts restart only when their own part
+ * of the decision changed, so that giving a controller the worker role
+ * does not restart its apiserver.
+ */
+function decide(options: KubernetesOptions, decision: Value<Decision>): Runnable {
   return async (ctx) => {
     const roles = await options.roles.waitFor((r) => r !== undefined, { signal: ctx.signal });
     const wants = wantsOf(roles);
-    // Why the system image's files cannot be had, if they cannot.
     let unprepared: string | undefined;
     if (wants.controller || wants.worker) {
       try {
@@ -256,13 +271,41 @@ export function kubernetesWorker(options: KubernetesOptions): Runnable {
       }
     }
     const launch = reportBinaries(options, wants, unprepared, (message, missing) => (missing ? ctx.logger.warn(message) : ctx.logger.info(message)));
+    decision.set({ wants, launch, unprepared });
+    ctx.signalHealthy();
+    await options.roles.waitFor((r) => JSON.stringify(wantsOf(r)) !== JSON.stringify(wants), { signal: ctx.signal });
+    throw new RestartRequest("Kubernetes roles changed");
+  };
+}
+
+/** The controller part: the controller service while the decision launches it. */
+function controllerPart(options: KubernetesOptions, decision: Value<Decision>): Runnable {
+  return async (ctx) => {
+    const { launch } = await decision.get({ signal: ctx.signal });
     if (launch.controller) {
       ctx.run("controller", controllerRunnable(options));
     } else {
       for (const component of CONTROLLER_COMPONENTS) options.board.withdraw(component);
     }
-    if (!launch.kubelet) options.board.withdraw("kubelet");
+    ctx.signalHealthy();
+    await decision.waitFor((d) => d.launch.controller !== launch.controller, { signal: ctx.signal });
+    throw new RestartRequest(launch.controller ? "the controller is no longer launched" : "the controller is launched");
+  };
+}
 
+/** What the worker part acts on: when it differs, the part starts over. */
+const workerKey = (d: Decision) => JSON.stringify({ worker: d.wants.worker, kubelet: d.launch.kubelet, unprepared: d.unprepared });
+
+/**
+ * The worker part: without the worker role, empties the runtime's cgroup
+ * (what an earlier run left); with it, containerd, the probe, and the
+ * kubelet with the container census when the decision launches it.
+ */
+function workerPart(options: KubernetesOptions, decision: Value<Decision>): Runnable {
+  return async (ctx) => {
+    const current = await decision.get({ signal: ctx.signal });
+    const { wants, launch, unprepared } = current;
+    if (!launch.kubelet) options.board.withdraw("kubelet");
     const runtime = options.runtime;
     if (!wants.worker) {
       // The children of an earlier run (the role was just taken away) are
@@ -312,12 +355,18 @@ export function kubernetesWorker(options: KubernetesOptions): Runnable {
       }
     }
     ctx.signalHealthy();
-    // A change of the Kubernetes roles means deciding again.
-    await Promise.race([
-      untilCancelled(ctx.signal),
-      options.roles.waitFor((r) => JSON.stringify(wantsOf(r)) !== JSON.stringify(wants), { signal: ctx.signal }).then(() => {
-        throw new RestartRequest("Kubernetes roles changed");
-      }),
-    ]);
+    await decision.waitFor((d) => workerKey(d) !== workerKey(current), { signal: ctx.signal });
+    throw new RestartRequest("the worker's part of the Kubernetes roles changed");
+  };
+}
+
+export function kubernetesWorker(options: KubernetesOptions): Runnable {
+  return async (ctx) => {
+    const decision = new Value<Decision>();
+    ctx.run("decision", decide(options, decision));
+    ctx.run("controller", controllerPart(options, decision));
+    ctx.run("worker", workerPart(options, decision));
+    ctx.signalHealthy();
+    await untilCancelled(ctx.signal);
   };
 }

@@ -58,8 +58,6 @@ async function etcdctl(endpointNode: string, ...args: string[]): Promise<string>
   const endpoint = `https://${c.node(endpointNode).address}:${ETCD_CLIENT_PORT}`;
   const result = await c.exec(
     [
-      "env",
-      "ETCDCTL_API=3",
       ETCDCTL,
       "--cacert",
       join(etcdDir, "ca.pem"),
