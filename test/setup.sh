@@ -24,6 +24,12 @@ SUDO=""
 # them, so the machine's own Go must be there (GOTOOLCHAIN=local: nothing
 # fetches another).
 GO_NEEDED="1.26.8"
+# Go's own installer puts it in /usr/local/go, which a non-login shell may
+# not have on its PATH.
+if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
+  PATH="$PATH:/usr/local/go/bin"
+  export PATH
+fi
 if ! command -v go >/dev/null 2>&1; then
   echo "setup: go is not installed: the upstream build (etcd, containerd, Kubernetes) needs Go $GO_NEEDED or newer on the PATH" >&2
   exit 1
