@@ -11,6 +11,7 @@
 // Prints min / median / max; asserts nothing.
 //   bun bench/kubernetes_roles.ts [trials=3]
 
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { killCgroup, runtimeCgroupName, unifiedCgroupRoot } from "../internal/containerd/mod.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
@@ -20,6 +21,17 @@ import { figure, percentile, seconds } from "./figures.ts";
 const TRIALS = Number(process.argv[2] ?? 3);
 const WIDTH = 70;
 const STEP_TIMEOUT_MS = 120_000;
+const IDLE_MS = 30_000;
+
+/** A process's resident memory in MiB, from /proc; undefined if it is gone. */
+function rssMiB(pid: number): number | undefined {
+  try {
+    const kib = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1];
+    return kib === undefined ? undefined : Number(kib) / 1024;
+  } catch {
+    return undefined;
+  }
+}
 
 const dir = tempDir("nodecore-bench-kube-");
 const node = new NodeProcess("node1", join(dir.path, "node1"), loopbackBlock()(41));
@@ -76,6 +88,19 @@ try {
   console.log(`\nKubernetes role reaction, one node process on loopback (${TRIALS} trials; min / median / max)`);
   for (const [name, values] of samples) {
     figure(name, `${seconds(Math.min(...values), 2)} / ${seconds(percentile(values, 50), 2)} / ${seconds(Math.max(...values), 2)}`, WIDTH);
+  }
+
+  // Resident memory once idle: the controller's components, and containerd
+  // with the probe (the worker role as a node process runs; a kubelet's is
+  // in a VM only). Read from /proc after IDLE_MS with nothing asked of them.
+  await ctl("node", "roles", "set", id, "kubernetes-worker");
+  await node.waitForLog((l) => /^runtime probe: pid /.test(l.msg), { from: node.logs.length - 1, timeoutMs: STEP_TIMEOUT_MS, what: "the probe running" }).catch(() => {});
+  await Bun.sleep(IDLE_MS);
+  console.log(`\nResident memory after ${IDLE_MS / 1000} s idle (VmRSS, one node process)`);
+  for (const name of ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd"]) {
+    const started = node.logs.findLast((l) => l.msg === "process started" && String(l.command).endsWith(`/${name}`));
+    const rss = started ? rssMiB(Number(started.pid)) : undefined;
+    figure(name, rss === undefined ? "not running" : `${rss.toFixed(0)} MiB`, WIDTH);
   }
 } finally {
   await node.stop();
