@@ -28,7 +28,7 @@ import { KUBELET_HEALTHZ_PORT, kubeletArgs, kubeletFiles, KUBELET_FILES } from "
 import type { Credential } from "./pki.ts";
 import { writePrivateFiles } from "./private_files.ts";
 
-/** The part of its certificates' life after which the kubelet service asks for new ones (and restarts the kubelet with them). */
+/** The part of its certificates' remaining life after which the kubelet service asks for new ones (and restarts the kubelet with them). */
 export const KUBELET_RENEW_FRACTION = 0.5;
 
 /** How often the kubelet's apiserver is checked, and how many misses in a row mean choosing again. */
@@ -101,6 +101,7 @@ export function kubeletService(options: KubeletServiceOptions): Runnable {
     options.report("kubelet", "waiting", "for its certificates from the curator");
     const privateKey = kubeletKey(options.keyFile);
     const issued = await options.issue(rawPublicKey(createPublicKey(privateKey)), ctx.signal);
+    const receivedAt = Date.now();
     if (issued.apiservers.length === 0) {
       const message = "no apiserver: no UP node holds both the kubernetes-controller and the consensus role";
       options.report("kubelet", "waiting", message);
@@ -142,8 +143,9 @@ export function kubeletService(options: KubeletServiceOptions): Runnable {
     );
     ctx.signalHealthy();
     const check = options.apiserverCheck ?? { intervalMs: APISERVER_CHECK_MS, misses: APISERVER_MISSES };
-    const notBefore = Date.parse(issued.client.validFrom);
-    const renewAt = notBefore + (Date.parse(issued.client.validTo) - notBefore) * KUBELET_RENEW_FRACTION;
+    // Half of the life left when they arrived (their start is backdated for
+    // clocks that differ a little).
+    const renewAt = receivedAt + (Date.parse(issued.client.validTo) - receivedAt) * KUBELET_RENEW_FRACTION;
     for (let misses = 0; misses < check.misses; ) {
       await sleep(Math.max(0, Math.min(check.intervalMs, renewAt - Date.now())), ctx.signal);
       if (Date.now() >= renewAt) {

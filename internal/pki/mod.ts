@@ -29,6 +29,7 @@ export {
   toPem,
   verifyIssuedBy,
   CertificateError,
+  BACKDATE_MS,
   DEFAULT_VALIDITY_MS,
   type CertificateKind,
   type CertificateTemplate,

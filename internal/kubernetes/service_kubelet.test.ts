@@ -1,0 +1,99 @@
+// The kubelet service's certificates: asked of the curator at start, and
+// asked again at half their life, when the service starts over with the new
+// ones. The kubelet binary here is a labelled stand-in (a shell script that
+// sleeps): what is under test is the service around it, against a real TLS
+// apiserver endpoint (/readyz, the Kubernetes CA, the kubelet's identity)
+// and a /healthz endpoint on the kubelet's port.
+
+import { afterAll, expect, test } from "bun:test";
+import { chmodSync, writeFileSync } from "node:fs";
+import type { X509Certificate } from "node:crypto";
+import { join } from "node:path";
+import { Value } from "../event/mod.ts";
+import { captureLogger } from "../log/mod.ts";
+import { BACKDATE_MS, privateKeyPem, publicKeyFromRaw, toPem } from "../pki/mod.ts";
+import { supervise, untilCancelled } from "../supervisor/mod.ts";
+import { eventually, tempDir } from "../testing/mod.ts";
+import { KUBELET_HEALTHZ_PORT } from "./kubelet.ts";
+import { createKubernetesPKI, issueApiserverCertificate, issueKubeletCertificates } from "./pki.ts";
+import { kubeletService, KUBELET_RENEW_FRACTION, type KubeletCertificates } from "./service_kubelet.ts";
+
+const dir = tempDir("nodecore-kubelet-service-");
+// An address of this test's own on loopback, for the kubelet's fixed healthz port.
+const address = `127.${100 + (process.pid % 100)}.${Math.floor(process.pid / 100) % 250}.77`;
+const pki = createKubernetesPKI();
+const servers: { stop(force?: boolean): unknown }[] = [];
+afterAll(() => {
+  for (const server of servers) server.stop(true);
+  dir[Symbol.dispose]();
+});
+
+test("the kubelet's certificates are asked again at half their life, and the kubelet starts over with them", async () => {
+  const apiserverCredential = issueApiserverCertificate(pki, [address]);
+  const apiserver = Bun.serve({
+    hostname: address,
+    port: 0,
+    tls: { cert: toPem(apiserverCredential.certificate), key: privateKeyPem(apiserverCredential.privateKey) },
+    fetch: (request) => new Response(new URL(request.url).pathname === "/readyz" ? "ok" : "not found"),
+  });
+  servers.push(apiserver);
+  servers.push(Bun.serve({ hostname: address, port: KUBELET_HEALTHZ_PORT, fetch: () => new Response("ok") }));
+  const binDir = join(dir.path, "bin");
+  Bun.spawnSync(["mkdir", "-p", binDir]);
+  writeFileSync(join(binDir, "kubelet"), "#!/bin/sh\n# a test stand-in for the kubelet: it only stays up\nexec sleep 600\n");
+  chmodSync(join(binDir, "kubelet"), 0o755);
+
+  // Certificates start BACKDATE_MS in the past: these have 4 s left when issued.
+  const validForMs = BACKDATE_MS + 4_000;
+  const issued: X509Certificate[] = [];
+  const issuedAt: number[] = [];
+  const issue = async (publicKey: Uint8Array): Promise<KubeletCertificates> => {
+    const { server, client } = issueKubeletCertificates(pki, "node-00000000000000aa", publicKeyFromRaw(publicKey), [address], validForMs);
+    issued.push(client);
+    issuedAt.push(Date.now());
+    return { ca: pki.ca.certificate, server, client, apiservers: [`https://${address}:${apiserver.port}`] };
+  };
+  const ready = new Value<boolean>();
+  ready.set(true);
+  const { logger, entries } = captureLogger("root");
+  const supervisor = supervise(
+    async (ctx) => {
+      ctx.run(
+        "kubelet",
+        kubeletService({
+          nodeId: "node-00000000000000aa",
+          address,
+          binDir,
+          dir: join(dir.path, "run"),
+          rootDir: join(dir.path, "data", "kubelet"),
+          keyFile: join(dir.path, "data", "kubelet.key"),
+          containerdSocket: join(dir.path, "containerd.sock"),
+          containerdReady: ready,
+          cgroupRoot: "/test/pods",
+          issue,
+          report: () => {},
+        }),
+      );
+      await untilCancelled(ctx.signal);
+    },
+    { logger, backoff: { initialMs: 50, multiplier: 1.5, maxMs: 1000, jitter: 0 } },
+  );
+  try {
+    await eventually(() => expect(issued.length).toBeGreaterThanOrEqual(2), { timeoutMs: 20_000, what: "a second issue" });
+    // The first set was given up at half its remaining life (2 s of 4): not
+    // at once, and before it expired.
+    const renewal = entries.find((e) => e.message === "restart requested" && /^the kubelet's certificates are past half their life/.test(String(e.fields.reason)));
+    expect(renewal).toBeDefined();
+    const first = issued[0]!;
+    // (validTo has whole seconds: the life left is what it says, from the issue.)
+    const halfLeft = (Date.parse(first.validTo) - issuedAt[0]!) * KUBELET_RENEW_FRACTION;
+    expect(issuedAt[1]! - issuedAt[0]!).toBeGreaterThanOrEqual(halfLeft - 50);
+    expect(issuedAt[1]!).toBeLessThan(Date.parse(first.validTo) + 1000);
+    // The same kubelet key, so the same identity across renewals.
+    expect(issued[1]!.publicKey.export({ type: "spki", format: "der" })).toEqual(first.publicKey.export({ type: "spki", format: "der" }));
+    // The kubelet was started again with the new files.
+    await eventually(() => expect(entries.filter((e) => e.message === "process started").length).toBeGreaterThanOrEqual(2), { what: "the kubelet started again" });
+  } finally {
+    await supervisor.stop();
+  }
+}, 60_000);
