@@ -97,3 +97,48 @@ test("the kubelet's certificates are asked again at half their life, and the kub
     await supervisor.stop();
   }
 }, 60_000);
+
+test("with no apiserver answering, the kubelet line says so, naming what was tried, and the service asks again with backoff", async () => {
+  // A port nothing listens on, on this test's address.
+  const unreachable = `https://${address}:1`;
+  const binDir = join(dir.path, "bin-none");
+  const lines: { state: string; message: string }[] = [];
+  let asked = 0;
+  const ready = new Value<boolean>();
+  ready.set(true);
+  const { logger } = captureLogger("root");
+  const supervisor = supervise(
+    async (ctx) => {
+      ctx.run(
+        "kubelet",
+        kubeletService({
+          nodeId: "node-00000000000000aa",
+          address,
+          binDir,
+          dir: join(dir.path, "run-none"),
+          rootDir: join(dir.path, "data-none", "kubelet"),
+          keyFile: join(dir.path, "data-none.key"),
+          containerdSocket: join(dir.path, "containerd.sock"),
+          containerdReady: ready,
+          cgroupRoot: "/test/pods",
+          issue: async (publicKey) => {
+            asked++;
+            const { server, client } = issueKubeletCertificates(pki, "node-00000000000000aa", publicKeyFromRaw(publicKey), [address]);
+            return { ca: pki.ca.certificate, server, client, apiservers: [unreachable] };
+          },
+          report: (_component, state, message) => lines.push({ state, message }),
+        }),
+      );
+      await untilCancelled(ctx.signal);
+    },
+    { logger, backoff: { initialMs: 50, multiplier: 1.5, maxMs: 1000, jitter: 0 } },
+  );
+  try {
+    await eventually(() => expect(asked).toBeGreaterThanOrEqual(3), { timeoutMs: 20_000, what: "the service trying again" });
+    expect(lines).toContainEqual({ state: "waiting", message: `no apiserver answers /readyz (tried ${unreachable})` });
+    // The kubelet itself was never started without an apiserver.
+    expect(lines.some((l) => l.state === "starting")).toBe(false);
+  } finally {
+    await supervisor.stop();
+  }
+}, 60_000);
