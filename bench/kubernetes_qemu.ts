@@ -1,0 +1,108 @@
+// Kubernetes in qemu, as an owner sees it: two VMs formed as the launcher
+// forms them (node1 bootstraps and is the controller; node2 registers), then
+//  - node1's apiserver ready for the owner's kubectl, from node1 UP;
+//  - kubernetes-worker set on node2 → its Node Ready;
+//  - pods, one after another, each `kubectl apply` → Running (the preloaded
+//    busybox image, imagePullPolicy Never, on node2).
+// Fresh disks. Prints figures (min / median / max, and p50 / max over the
+// pods); asserts nothing. One cluster at a time: two VMs with two vCPUs
+// each already share this machine's two cores.
+//
+//   bun bench/kubernetes_qemu.ts [--pods N] [--no-build] [--image-dir dir]
+
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { DEFAULT_CPUS, OUT_DIR, REPO_ROOT } from "../image/mod.ts";
+import { TEST_IMAGE_REF } from "../internal/containerd/mod.ts";
+import { createLogger } from "../internal/log/mod.ts";
+import { eventually } from "../internal/testing/mod.ts";
+import { createCluster, ensureBuilt, formCluster, KUBECTL_BINARY } from "../test/launch/mod.ts";
+import { figure, percentile, seconds } from "./figures.ts";
+
+const STEP_TIMEOUT_MS = 600_000;
+const POLL_MS = 1_000;
+
+const { values } = parseArgs({
+  options: {
+    pods: { type: "string", default: "5" },
+    "no-build": { type: "boolean", default: false },
+    "image-dir": { type: "string" },
+  },
+  strict: true,
+});
+const pods = Number(values.pods);
+if (!Number.isInteger(pods) || pods < 1) throw new Error(`--pods must be a whole number of at least 1, not ${values.pods}`);
+const imageDir = values["image-dir"] ?? join(REPO_ROOT, OUT_DIR);
+const log = createLogger("bench.kubernetes");
+
+if (!values["no-build"]) await ensureBuilt(log);
+const cluster = await createCluster({ name: "benchk8s", nodes: 2, quiet: true, imageDir, logger: log.child("launch") });
+try {
+  let node1Up = 0;
+  const formed = await formCluster(cluster, {
+    timeoutMs: STEP_TIMEOUT_MS,
+    logger: log.child("formation"),
+    onStage: (stage) => {
+      if (stage === "node1 UP") node1Up = performance.now();
+    },
+  });
+  const kubeconfig = join(cluster.dir.path, "owner.kubeconfig");
+  const kubectl = async (...args: string[]) => {
+    const result = await cluster.exec([KUBECTL_BINARY, "--kubeconfig", kubeconfig, "--request-timeout=20s", ...args], { okExitCodes: [0, 1] });
+    if (result.exitCode !== 0) throw new Error(`kubectl ${args.join(" ")}: ${result.stderr.trim()}`);
+    return result.stdout;
+  };
+  await eventually(
+    async () => {
+      const written = await formed.ctl("kubeconfig", kubeconfig);
+      if (written.exitCode !== 0) throw new Error(written.stderr.trim());
+      if ((await kubectl("get", "--raw", "/readyz")).trim() !== "ok") throw new Error("not ready");
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "the apiserver ready for the owner" },
+  );
+  const apiserverReady = performance.now() - node1Up;
+
+  const worker = formed.ids.get("node2")!;
+  const roleSet = performance.now();
+  const set = await formed.ctl("node", "roles", "set", worker, "kubernetes-worker");
+  if (set.exitCode !== 0) throw new Error(set.stderr.trim());
+  await eventually(
+    async () => {
+      const ready = (await kubectl("get", "node", worker, "-o", "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}")).trim();
+      if (ready !== "True") throw new Error(`Ready: ${ready || "no Node yet"}`);
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "node2's Node Ready" },
+  );
+  const nodeReady = performance.now() - roleSet;
+
+  const running: number[] = [];
+  for (let i = 1; i <= pods; i++) {
+    const name = `bench-${i}`;
+    const file = join(cluster.dir.path, `${name}.json`);
+    writeFileSync(
+      file,
+      JSON.stringify({
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name },
+        spec: { terminationGracePeriodSeconds: 1, containers: [{ name: "main", image: TEST_IMAGE_REF, imagePullPolicy: "Never", command: ["sleep", "3600"] }] },
+      }),
+    );
+    const applied = performance.now();
+    await kubectl("apply", "-f", file);
+    await eventually(async () => {
+      const phase = (await kubectl("get", "pod", name, "-o", "jsonpath={.status.phase}")).trim();
+      if (phase !== "Running") throw new Error(`phase ${phase || "none yet"}`);
+    }, { timeoutMs: STEP_TIMEOUT_MS, intervalMs: 250, what: `${name} Running` });
+    running.push(performance.now() - applied);
+    log.info(`${name} Running`, { seconds: (running.at(-1)! / 1000).toFixed(1) });
+  }
+
+  console.log(`\nKubernetes in qemu (TCG -cpu max, ${DEFAULT_CPUS} vCPUs per VM, node1 controller, node2 worker, fresh disks)`);
+  figure("node1 UP → its apiserver ready for the owner's kubectl", seconds(apiserverReady));
+  figure("kubernetes-worker set on node2 → its Node Ready", seconds(nodeReady));
+  figure(`kubectl apply → pod Running, ${pods} pods one after another: p50 / max`, `${seconds(percentile(running, 50))} / ${seconds(Math.max(...running))}`);
+} finally {
+  await cluster.close();
+}
