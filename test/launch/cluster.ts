@@ -121,7 +121,7 @@ function summary(cluster: Cluster, imageDir: string, kubernetesMs: number | unde
     `  ctl           ${ctl} runs out/ctl as the owner inside the namespace${viaBun}:`,
     `                ${ctl} node list`,
     `                ${ctl} cluster info`,
-    `                ${ctl} etcd credentials ${shown(cluster.dir.path)}/etcd   (then: ip netns exec ${cluster.ns.name} etcdctl ...)`,
+    `                ${ctl} etcd credentials ${shown(cluster.dir.path)}/etcd   (then: ip netns exec ${cluster.ns.name} out/system/usr/bin/etcdctl ...)`,
     `  ctl config    ${shown(cluster.dir.ctlConfig)}   (ctl --config: owner key, certificate, CA, endpoints)`,
     `  owner key     ${shown(cluster.owner.pemPath)}   (node1 was bootstrapped with its public key)`,
     `  QMP sockets   ${shown(first.files.qmpSocket).replace(first.name, "<node>")}`,

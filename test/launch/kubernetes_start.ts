@@ -23,8 +23,20 @@ export async function startKubernetes(cluster: Cluster, formed: FormedCluster, o
   const log = options.logger;
   const ids = [...formed.ids.values()];
   for (const [name, id] of formed.ids) {
-    const result = await formed.ctl("node", "roles", "set", id, "kubernetes-worker");
-    if (result.exitCode !== 0) throw new Error(`ctl node roles set ${id} kubernetes-worker: ${result.stderr.trim()}`);
+    // Right after formation the VMs are busy (node1's apiserver starts under
+    // emulation) and a call can miss its deadline: an operator would run it
+    // again, and so does the launcher, saying why.
+    await eventually(
+      async () => {
+        const result = await formed.ctl("node", "roles", "set", id, "kubernetes-worker");
+        if (result.exitCode !== 0) {
+          const why = result.stderr.trim().split("\n").at(-1) ?? "";
+          log.info(`${name}: setting the kubernetes-worker role failed; trying again`, { why });
+          throw new Error(`ctl node roles set ${id} kubernetes-worker: ${why}`);
+        }
+      },
+      { timeoutMs: options.timeoutMs, intervalMs: POLL_MS, what: `the kubernetes-worker role on ${name}` },
+    );
     log.info(`${name}: kubernetes-worker role set`, { node: id });
   }
   log.info("waiting for the apiserver on node1 to answer the owner (under emulation it takes a minute to start)");
