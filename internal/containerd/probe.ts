@@ -29,13 +29,20 @@ export const PROBE_IMAGE_PATH = "/usr/share/nodecore/images/runtime-probe.oci.ta
 
 /** What the container runs: say where it is, then stay. */
 export const PROBE_SCRIPT = [
+  // PID 1 ignores signals it has no handler for, and ctr passes its SIGTERM
+  // on to the container: without the trap, stopping the probe waited out
+  // the runner's kill grace (5 s) every time.
+  "trap 'exit 0' TERM",
   'root=$(awk \'$5=="/"{print $9}\' /proc/self/mountinfo)',
   // The unified hierarchy's line only (a hybrid host lists v1 ones too).
   'echo "runtime probe: pid $$, root $root, cgroup $(grep ^0:: /proc/self/cgroup)"',
-  "while :; do sleep 1; done",
+  // A wait the trap interrupts at once, where a sleep would finish first.
+  "while :; do sleep 1 & wait $!; done",
 ].join("; ");
 
 const RUNNING_POLL_MS = 250;
+/** How long ctr gets to end after SIGTERM before it is killed. */
+const PROBE_KILL_GRACE_MS = 1_000;
 
 export interface ProbeOptions {
   paths: RuntimePaths;
@@ -87,6 +94,10 @@ export function runtimeProbe(options: ProbeOptions): Runnable {
       command,
       args,
       env: runtimeEnv(paths.prefix),
+      // ctr passes SIGTERM on to the container and waits for it through
+      // containerd, which is being stopped beside it: then it waits forever.
+      // It is only a client; what it leaves, the runtime's cgroup takes.
+      killGraceMs: PROBE_KILL_GRACE_MS,
       ready: async (signal) => {
         while (!(await probeRunning(paths, signal).catch(() => false))) await sleep(RUNNING_POLL_MS, signal);
         ctx.logger.info("probe container running", { id: PROBE_CONTAINER_ID });
