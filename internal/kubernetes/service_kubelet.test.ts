@@ -16,7 +16,7 @@ import { supervise, untilCancelled } from "../supervisor/mod.ts";
 import { eventually, tempDir } from "../testing/mod.ts";
 import { KUBELET_HEALTHZ_PORT } from "./kubelet.ts";
 import { createKubernetesPKI, issueApiserverCertificate, issueKubeletCertificates } from "./pki.ts";
-import { kubeletService, KUBELET_RENEW_FRACTION, type KubeletCertificates } from "./service_kubelet.ts";
+import { kubeletService, KUBELET_RENEW_FRACTION, type KubeletCertificates, type KubeletServiceOptions } from "./service_kubelet.ts";
 
 const dir = tempDir("nodecore-kubelet-service-");
 // An address of this test's own on loopback, for the kubelet's fixed healthz port.
@@ -27,6 +27,36 @@ afterAll(() => {
   for (const server of servers) server.stop(true);
   dir[Symbol.dispose]();
 });
+
+/** A kubelet service under a supervisor with quick backoff, its files below `name` in this test's folder. */
+function supervisedKubelet(name: string, binDir: string, issue: KubeletServiceOptions["issue"], report: KubeletServiceOptions["report"] = () => {}) {
+  const ready = new Value<boolean>();
+  ready.set(true);
+  const { logger, entries } = captureLogger("root");
+  const supervisor = supervise(
+    async (ctx) => {
+      ctx.run(
+        "kubelet",
+        kubeletService({
+          nodeId: "node-00000000000000aa",
+          address,
+          binDir,
+          dir: join(dir.path, name, "run"),
+          rootDir: join(dir.path, name, "data", "kubelet"),
+          keyFile: join(dir.path, name, "data", "kubelet.key"),
+          containerdSocket: join(dir.path, "containerd.sock"),
+          containerdReady: ready,
+          cgroupRoot: "/test/pods",
+          issue,
+          report,
+        }),
+      );
+      await untilCancelled(ctx.signal);
+    },
+    { logger, backoff: { initialMs: 50, multiplier: 1.5, maxMs: 1000, jitter: 0 } },
+  );
+  return { supervisor, entries };
+}
 
 test("the kubelet's certificates are asked again at half their life, and the kubelet starts over with them", async () => {
   const apiserverCredential = issueApiserverCertificate(pki, [address]);
@@ -53,31 +83,7 @@ test("the kubelet's certificates are asked again at half their life, and the kub
     issuedAt.push(Date.now());
     return { ca: pki.ca.certificate, server, client, apiservers: [`https://${address}:${apiserver.port}`] };
   };
-  const ready = new Value<boolean>();
-  ready.set(true);
-  const { logger, entries } = captureLogger("root");
-  const supervisor = supervise(
-    async (ctx) => {
-      ctx.run(
-        "kubelet",
-        kubeletService({
-          nodeId: "node-00000000000000aa",
-          address,
-          binDir,
-          dir: join(dir.path, "run"),
-          rootDir: join(dir.path, "data", "kubelet"),
-          keyFile: join(dir.path, "data", "kubelet.key"),
-          containerdSocket: join(dir.path, "containerd.sock"),
-          containerdReady: ready,
-          cgroupRoot: "/test/pods",
-          issue,
-          report: () => {},
-        }),
-      );
-      await untilCancelled(ctx.signal);
-    },
-    { logger, backoff: { initialMs: 50, multiplier: 1.5, maxMs: 1000, jitter: 0 } },
-  );
+  const { supervisor, entries } = supervisedKubelet("renewal", binDir, issue);
   try {
     await eventually(() => expect(issued.length).toBeGreaterThanOrEqual(2), { timeoutMs: 20_000, what: "a second issue" });
     // The first set was given up at half its remaining life (2 s of 4): not
@@ -104,34 +110,15 @@ test("with no apiserver answering, the kubelet line says so, naming what was tri
   const binDir = join(dir.path, "bin-none");
   const lines: { state: string; message: string }[] = [];
   let asked = 0;
-  const ready = new Value<boolean>();
-  ready.set(true);
-  const { logger } = captureLogger("root");
-  const supervisor = supervise(
-    async (ctx) => {
-      ctx.run(
-        "kubelet",
-        kubeletService({
-          nodeId: "node-00000000000000aa",
-          address,
-          binDir,
-          dir: join(dir.path, "run-none"),
-          rootDir: join(dir.path, "data-none", "kubelet"),
-          keyFile: join(dir.path, "data-none.key"),
-          containerdSocket: join(dir.path, "containerd.sock"),
-          containerdReady: ready,
-          cgroupRoot: "/test/pods",
-          issue: async (publicKey) => {
-            asked++;
-            const { server, client } = issueKubeletCertificates(pki, "node-00000000000000aa", publicKeyFromRaw(publicKey), [address]);
-            return { ca: pki.ca.certificate, server, client, apiservers: [unreachable] };
-          },
-          report: (_component, state, message) => lines.push({ state, message }),
-        }),
-      );
-      await untilCancelled(ctx.signal);
+  const { supervisor } = supervisedKubelet(
+    "none",
+    binDir,
+    async (publicKey) => {
+      asked++;
+      const { server, client } = issueKubeletCertificates(pki, "node-00000000000000aa", publicKeyFromRaw(publicKey), [address]);
+      return { ca: pki.ca.certificate, server, client, apiservers: [unreachable] };
     },
-    { logger, backoff: { initialMs: 50, multiplier: 1.5, maxMs: 1000, jitter: 0 } },
+    (_component, state, message) => lines.push({ state, message }),
   );
   try {
     await eventually(() => expect(asked).toBeGreaterThanOrEqual(3), { timeoutMs: 20_000, what: "the service trying again" });

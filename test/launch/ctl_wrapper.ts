@@ -30,6 +30,27 @@ function quote(word: string): string {
   return `'${word.replaceAll("'", `'\\''`)}'`;
 }
 
+/**
+ * A script that runs `command "$@"` inside the cluster's namespace, as root
+ * (entering a namespace needs it, as the launcher did), and says plainly
+ * when the cluster is not running.
+ */
+function inNamespaceScript(cluster: string, namespace: string, tool: string, what: string, command: string): string {
+  const ns = quote(namespace);
+  return [
+    "#!/bin/sh",
+    `# ${what}, inside its network namespace. Written by test/launch.`,
+    "set -eu",
+    `[ "$(id -u)" -eq 0 ] || exec sudo "$0" "$@"`,
+    `if [ ! -e ${quote(NETNS_DIR)}/${ns} ]; then`,
+    `  echo "${tool}: cluster ${cluster} is not running (no network namespace ${namespace}); launch it with: bun run cluster --name ${cluster}" >&2`,
+    "  exit 1",
+    "fi",
+    `exec ip netns exec ${ns} ${command} "$@"`,
+    "",
+  ].join("\n");
+}
+
 /** The wrapper's text. */
 export function ctlWrapperScript(spec: CtlWrapperSpec): string {
   if (spec.namespace === undefined) {
@@ -40,20 +61,7 @@ export function ctlWrapperScript(spec: CtlWrapperSpec): string {
       "",
     ].join("\n");
   }
-  const ns = quote(spec.namespace);
-  return [
-    "#!/bin/sh",
-    `# out/ctl as the owner of cluster ${spec.cluster}, inside its network namespace. Written by test/launch.`,
-    "set -eu",
-    // Entering a namespace needs root, as the launcher did.
-    `[ "$(id -u)" -eq 0 ] || exec sudo "$0" "$@"`,
-    `if [ ! -e ${quote(NETNS_DIR)}/${ns} ]; then`,
-    `  echo "ctl: cluster ${spec.cluster} is not running (no network namespace ${spec.namespace}); launch it with: bun run cluster --name ${spec.cluster}" >&2`,
-    "  exit 1",
-    "fi",
-    `exec ip netns exec ${ns} ${quote(spec.ctl ?? CTL_BINARY)} --config ${quote(spec.config)} "$@"`,
-    "",
-  ].join("\n");
+  return inNamespaceScript(spec.cluster, spec.namespace, "ctl", `out/ctl as the owner of cluster ${spec.cluster}`, `${quote(spec.ctl ?? CTL_BINARY)} --config ${quote(spec.config)}`);
 }
 
 /** Writes the wrapper to path, executable. */
@@ -71,19 +79,7 @@ export const KUBECTL_BINARY = join(REPO_ROOT, "out", "system", "kubernetes", "bi
  * `ctl kubeconfig`).
  */
 export function kubectlWrapperScript(spec: { cluster: string; namespace: string; kubeconfig: string; kubectl?: string }): string {
-  const ns = quote(spec.namespace);
-  return [
-    "#!/bin/sh",
-    `# kubectl as the owner of cluster ${spec.cluster}, inside its network namespace. Written by test/launch.`,
-    "set -eu",
-    `[ "$(id -u)" -eq 0 ] || exec sudo "$0" "$@"`,
-    `if [ ! -e ${quote(NETNS_DIR)}/${ns} ]; then`,
-    `  echo "kubectl: cluster ${spec.cluster} is not running (no network namespace ${spec.namespace}); launch it with: bun run cluster --name ${spec.cluster}" >&2`,
-    "  exit 1",
-    "fi",
-    `exec ip netns exec ${ns} ${quote(spec.kubectl ?? KUBECTL_BINARY)} --kubeconfig ${quote(spec.kubeconfig)} "$@"`,
-    "",
-  ].join("\n");
+  return inNamespaceScript(spec.cluster, spec.namespace, "kubectl", `kubectl as the owner of cluster ${spec.cluster}`, `${quote(spec.kubectl ?? KUBECTL_BINARY)} --kubeconfig ${quote(spec.kubeconfig)}`);
 }
 
 export function writeKubectlWrapper(path: string, spec: Parameters<typeof kubectlWrapperScript>[0]): void {
