@@ -7,12 +7,20 @@
 //    kube-scheduler, with the PKI from etcd and their files on tmpfs.
 //  - kubernetes-worker: the container runtime (internal/containerd):
 //    containerd, and the runtime probe, a real container kept running
-//    while the node holds the role; with the binaries, the kubelet beside
-//    it (CRI on). Without the role, the runtime's cgroup is emptied and the
-//    node says that no container process is left.
+//    while the node holds the role; on a VM, the kubelet beside it (CRI on,
+//    the sandbox and test images imported) and a census of its containers.
+//    A node process runs no kubelet (noKubelet). Without the role, the
+//    runtime's cgroup is emptied and the node says that no container
+//    process is left.
 //  - Both roles: the system image is prepared (mounted on a VM) and the
-//    Kubernetes server binaries are checked for; a node without them says
-//    which are missing.
+//    Kubernetes binaries are checked for; a node without them says which
+//    are missing.
+//
+//   roles ──▶ decision ──(what may run)──┬──▶ controller part ─▶ controller service
+//             "kubernetes" line          └──▶ worker part ─────▶ containerd, probe,
+//                                                                 kubelet, census
+//   Each part starts over only when its own part of the decision changes:
+//   a controller given the worker role keeps its apiserver running.
 //
 // Board lines: "kubernetes" (not-assigned | unavailable | launched),
 // "kube-apiserver", "kube-controller-manager", "kube-scheduler" (only on a
