@@ -3,7 +3,9 @@
 //  - node1's apiserver ready for the owner's kubectl, from node1 UP;
 //  - kubernetes-worker set on node2 → its Node Ready;
 //  - pods, one after another, each `kubectl apply` → Running (the preloaded
-//    busybox image, imagePullPolicy Never, on node2).
+//    busybox image, imagePullPolicy Never, on node2);
+//  - the apiserver's and the kubelet's resident memory once idle, from
+//    their own metrics.
 // Fresh disks. Prints figures (min / median / max, and p50 / max over the
 // pods); asserts nothing. One cluster at a time: two VMs with two vCPUs
 // each already share this machine's two cores.
@@ -22,6 +24,7 @@ import { figure, percentile, seconds } from "./figures.ts";
 
 const STEP_TIMEOUT_MS = 600_000;
 const POLL_MS = 1_000;
+const IDLE_MS = 30_000;
 
 const { values } = parseArgs({
   options: {
@@ -99,10 +102,24 @@ try {
     log.info(`${name} Running`, { seconds: (running.at(-1)! / 1000).toFixed(1) });
   }
 
+  // Resident memory once idle, as the components report it themselves
+  // (process_resident_memory_bytes), read as the owner: the apiserver's own
+  // /metrics, and the kubelet's through the apiserver's node proxy.
+  await Bun.sleep(IDLE_MS);
+  const rss = async (path: string) => {
+    const metrics = await kubectl("get", "--raw", path);
+    const bytes = /^process_resident_memory_bytes ([0-9.e+]+)$/m.exec(metrics)?.[1];
+    return bytes === undefined ? "not reported" : `${(Number(bytes) / 1024 / 1024).toFixed(0)} MiB`;
+  };
+  const apiserverRss = await rss("/metrics");
+  const kubeletRss = await rss(`/api/v1/nodes/${worker}/proxy/metrics`);
+
   console.log(`\nKubernetes in qemu (TCG -cpu max, ${DEFAULT_CPUS} vCPUs per VM, node1 controller, node2 worker, fresh disks)`);
   figure("node1 UP → its apiserver ready for the owner's kubectl", seconds(apiserverReady));
   figure("kubernetes-worker set on node2 → its Node Ready", seconds(nodeReady));
   figure(`kubectl apply → pod Running, ${pods} pods one after another: p50 / max`, `${seconds(percentile(running, 50))} / ${seconds(Math.max(...running))}`);
+  figure(`resident memory after ${IDLE_MS / 1000} s idle: kube-apiserver (node1)`, apiserverRss);
+  figure(`resident memory after ${IDLE_MS / 1000} s idle: kubelet (node2, ${pods} pods)`, kubeletRss);
 } finally {
   await cluster.close();
 }
