@@ -15,6 +15,7 @@ import {
   AlreadyExistsError,
   FailedPreconditionError,
   InvalidArgumentError,
+  isLoopback,
   NotFoundError,
   PermissionDeniedError,
   type CallContext,
@@ -27,11 +28,6 @@ import type { StateReader } from "./state_cache.ts";
 import { checkNodeId, checkNodeStatus, checkPublicKey, MAX_TICKET_BYTES } from "./validate.ts";
 import type { NodeEvent, NodeWatchHub } from "./watch.ts";
 import type { HeartbeatTracker } from "./heartbeats.ts";
-
-/** Whether an address is a loopback one (127.0.0.0/8, ::1). */
-function isLoopback(address: string): boolean {
-  return address.startsWith("127.") || address === "::1";
-}
 
 export const CURATOR_POLICY: ServicePolicy<typeof Curator> = {
   watch: "cluster",

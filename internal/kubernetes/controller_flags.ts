@@ -9,6 +9,7 @@
 // front-proxy names only its own client.
 
 import { join } from "node:path";
+import { isLoopback } from "../rpc/mod.ts";
 import { CONTROLLER_FILES, type ControllerFile } from "./controller_files.ts";
 import { CLUSTER_CIDR, CLUSTER_DOMAIN, FRONT_PROXY_CLIENT, SERVICE_CIDR } from "./pki.ts";
 
@@ -69,10 +70,6 @@ export function apiserverArgs(o: ControllerFlagOptions): string[] {
     // the Service, so there the endpoints are left alone.
     ...(isLoopback(o.address) ? ["--endpoint-reconciler-type=none"] : []),
   ];
-}
-
-function isLoopback(address: string): boolean {
-  return address.startsWith("127.") || address === "::1";
 }
 
 export function controllerManagerArgs(o: ControllerFlagOptions): string[] {

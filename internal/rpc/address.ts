@@ -4,3 +4,8 @@
 export function hostPort(host: string, port: number): string {
   return host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`;
 }
+
+/** Whether an address is a loopback one (127.0.0.0/8, ::1): no other machine can reach it. */
+export function isLoopback(address: string): boolean {
+  return address.startsWith("127.") || address === "::1";
+}

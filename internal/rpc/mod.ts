@@ -26,7 +26,7 @@
 //    refusal always carries a message that says why.
 //  - Malformed or oversized requests are INVALID_ARGUMENT, never a crash.
 
-export { hostPort } from "./address.ts";
+export { hostPort, isLoopback } from "./address.ts";
 export {
   addService,
   createClient,

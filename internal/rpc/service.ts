@@ -123,8 +123,7 @@ const callers = new WeakMap<object, Authenticated>();
  * while now lies within the certificate's validity (an expired certificate
  * is refused on its connection's next call) and the CA is the same object.
  */
-function callerOf(call: RawCall, ca: X509Certificate): Peer {
-  const { session, socket } = connectionOf(call);
+function callerOf({ session, socket }: ReturnType<typeof connectionOf>, ca: X509Certificate): Peer {
   const now = Date.now();
   const known = callers.get(session);
   if (known && known.ca === ca && now >= known.validFrom && now <= known.validTo) return known.peer;
@@ -137,11 +136,12 @@ function callerOf(call: RawCall, ca: X509Certificate): Peer {
 }
 
 function contextOf<S>(call: RawCall, method: string, policy: Policy, options: ServeOptions<S>): CallContext {
-  const peer = callerOf(call, options.ca());
+  const connection = connectionOf(call);
+  const peer = callerOf(connection, options.ca());
   check(peer, policy);
   const controller = new AbortController();
   (call as NodeJS.EventEmitter).once("cancelled", () => controller.abort(new Error(`${method}: cancelled by client`)));
-  const remote = connectionOf(call).socket.remoteAddress;
+  const remote = connection.socket.remoteAddress;
   return { peer, signal: controller.signal, method, remoteAddress: remote?.replace(/^::ffff:(\d+\.\d+\.\d+\.\d+)$/, "$1") };
 }
 
