@@ -26,7 +26,8 @@ import { join } from "node:path";
 import protobuf from "protobufjs";
 import pkg from "./package.json";
 import { buildUpstream, stageSystemTree, UpstreamBuildError, type ExtraFile } from "./image/upstream/mod.ts";
-import { busyboxImage, pauseImage } from "./image/oci.ts";
+import { busyboxImage, pauseImage, readBusybox } from "./image/oci.ts";
+import { DEFAULT_SYSTEM_TREE } from "./image/layout.ts";
 import { PROBE_IMAGE_PATH, SANDBOX_IMAGE_PATH } from "./internal/containerd/mod.ts";
 import { KUBELET_TOOLS, KUBELET_TOOLS_DIR } from "./internal/kubernetes/mod.ts";
 
@@ -145,7 +146,7 @@ export async function build(): Promise<void> {
 }
 
 /** Where the upstream binaries are laid out for node processes and the image. */
-export const SYSTEM_TREE = join(OUT, "system");
+export const SYSTEM_TREE = join(ROOT, DEFAULT_SYSTEM_TREE);
 
 /** Debian's busybox-static: the busybox container image, and mount/umount for the kubelet. */
 const HOST_BUSYBOX = "/bin/busybox";
@@ -155,7 +156,7 @@ async function systemExtras(): Promise<ExtraFile[]> {
   const pause = join(OUT, "pause");
   const compiled = await $`gcc -static -Os -s -Wall -Wextra -Werror -o ${pause} ${join(ROOT, "image", "pause.c")}`.quiet().nothrow();
   if (compiled.exitCode !== 0) throw new Error(`compiling image/pause.c failed: ${compiled.stderr.toString().trim().split("\n").at(-1)}`);
-  const busybox = readFileSync(HOST_BUSYBOX);
+  const busybox = readBusybox(HOST_BUSYBOX);
   return [
     { path: PROBE_IMAGE_PATH.slice(1), contents: busyboxImage(busybox), mode: 0o644 },
     { path: SANDBOX_IMAGE_PATH.slice(1), contents: pauseImage(readFileSync(pause)), mode: 0o644 },

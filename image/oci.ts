@@ -152,13 +152,11 @@ export function pauseImage(pause: Uint8Array): Uint8Array {
   return ociImage([SANDBOX_IMAGE_REF], [{ kind: "file", path: "pause", mode: 0o755, contents: pause }], { Entrypoint: ["/pause"], User: "65535:65535" });
 }
 
-/** busyboxImage of the busybox binary at `path` (Debian's busybox-static: /bin/busybox). */
-export function busyboxImageFrom(path: string): Uint8Array {
-  let busybox: Uint8Array;
+/** The busybox binary at `path` (Debian's busybox-static: /bin/busybox), or an error naming the package. */
+export function readBusybox(path: string): Uint8Array {
   try {
-    busybox = readFileSync(path);
+    return readFileSync(path);
   } catch (error) {
-    throw new ImageBuildError(`could not read ${path} for the runtime probe image (Debian package busybox-static): ${(error as Error).message}`, { cause: error });
+    throw new ImageBuildError(`could not read ${path} for the busybox image and the kubelet's mount tools (Debian package busybox-static): ${(error as Error).message}`, { cause: error });
   }
-  return busyboxImage(busybox);
 }

@@ -18,7 +18,7 @@ import { join } from "node:path";
 import { CommandError } from "../errors.ts";
 import { run } from "../exec.ts";
 import { COMPONENTS, type Component } from "./components.ts";
-import { goEnv, UPSTREAM_DIR } from "./go.ts";
+import { GO_VERSION_LINE, goEnv, UPSTREAM_DIR } from "./go.ts";
 
 /** Where built components are kept between builds (and between clones). */
 export function upstreamCacheDir(): string {
@@ -52,7 +52,7 @@ async function goVersion(): Promise<string> {
     try {
       goVersionText = (await run(["go", "version"], { env: goEnv() })).stdout.trim();
     } catch (cause) {
-      throw new UpstreamBuildError(`go is not usable (${oneLine(cause)}); the upstream build needs Go ${"1.26.8"} (GOTOOLCHAIN=local)`);
+      throw new UpstreamBuildError(`go is not usable (${oneLine(cause)}); the upstream build needs ${GO_VERSION_LINE.replace(/^go /, "Go ")} or newer (GOTOOLCHAIN=local)`);
     }
   }
   return goVersionText;

@@ -1,7 +1,7 @@
 // containerd as a supervised child process, and ctr, its command-line
 // client, for the few calls the node makes (image import, run, task list).
 
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Value } from "../event/mod.ts";
 import { runCommand, runProcess, sleep, type ParsedLine, type Runnable } from "../supervisor/mod.ts";
@@ -67,7 +67,6 @@ export function containerdService(options: ContainerdOptions): Runnable {
       const cni = cniPaths(paths);
       mkdirSync(cni.confDir, { recursive: true, mode: 0o700 });
       writeFileSync(cni.template, cniTemplate(paths), { mode: 0o600 });
-      for (const image of options.cri.images) if (!existsSync(image)) throw new Error(`container image ${image} is missing: the node image was built without it`);
     }
     try {
       await runProcess(ctx, {

@@ -101,6 +101,7 @@ export async function freePort(host = "127.0.0.1"): Promise<number> {
  * they fail at once, saying how to make it.
  */
 export function systemTree(): string {
+  // image/layout.ts's DEFAULT_SYSTEM_TREE; internal/ does not import image/.
   const tree = join(import.meta.dir, "..", "..", "out", "system");
   if (!existsSync(join(tree, "usr", "bin", "etcd"))) throw new Error(`no system tree at ${tree}: run 'bun run build' (sh test/setup.sh does)`);
   return tree;

@@ -26,8 +26,8 @@ import { join } from "node:path";
 import { SealedConfigurationSchema } from "../../proto/gen/api/configuration_pb.ts";
 import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
 import { dataPartitionKey } from "../../internal/cluster/keys.ts";
-import { ESP_PARTITION_NUMBER, REPO_ROOT } from "../../image/layout.ts";
-import { CONSOLE, createCluster, formCluster, runHostCommand, type Cluster, type FormedCluster } from "../launch/mod.ts";
+import { ESP_PARTITION_NUMBER } from "../../image/layout.ts";
+import { CONSOLE, createCluster, ETCDCTL_BINARY as ETCDCTL, formCluster, KUBECTL_BINARY as KUBECTL, runHostCommand, type Cluster, type FormedCluster } from "../launch/mod.ts";
 import { partitionContains, partitionExtent } from "./disk_inspection.ts";
 import { eventually } from "../../internal/testing/mod.ts";
 import { TEST_IMAGE_REF } from "../../internal/containerd/mod.ts";
@@ -37,9 +37,6 @@ import { assert, assertEqual, e2eCleanup, e2eTest, type E2eContext } from "./har
 const STEP_TIMEOUT_MS = 600_000;
 const POLL_MS = 3_000;
 const ETCD_CLIENT_PORT = 2379;
-/** The system tree's etcdctl and kubectl (built from their Go modules; bun run build). */
-const ETCDCTL = join(REPO_ROOT, "out", "system", "usr", "bin", "etcdctl");
-const KUBECTL = join(REPO_ROOT, "out", "system", "kubernetes", "bin", "kubectl");
 /** The disk image's partitions (image/disk.ts). */
 const DATA_PARTITION_NUMBER = 2;
 

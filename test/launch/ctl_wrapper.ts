@@ -11,7 +11,7 @@
 
 import { chmodSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { REPO_ROOT } from "../../image/mod.ts";
+import { DEFAULT_SYSTEM_TREE, REPO_ROOT } from "../../image/mod.ts";
 import { NETNS_DIR } from "./network_namespace.ts";
 
 export const CTL_BINARY = join(REPO_ROOT, "out", "ctl");
@@ -71,7 +71,10 @@ export function writeCtlWrapper(path: string, spec: CtlWrapperSpec): void {
 }
 
 /** The system tree's kubectl (built from the k8s.io/kubernetes module, the same version as the cluster). */
-export const KUBECTL_BINARY = join(REPO_ROOT, "out", "system", "kubernetes", "bin", "kubectl");
+export const KUBECTL_BINARY = join(REPO_ROOT, DEFAULT_SYSTEM_TREE, "kubernetes", "bin", "kubectl");
+
+/** The system tree's etcdctl (built from the etcd module, the same version as the nodes' etcd). */
+export const ETCDCTL_BINARY = join(REPO_ROOT, DEFAULT_SYSTEM_TREE, "usr", "bin", "etcdctl");
 
 /**
  * The same for kubectl: out/cluster/<name>/kubectl runs the built kubectl

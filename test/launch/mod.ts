@@ -70,7 +70,7 @@ export { QmpClient, QmpError, type QmpEvent } from "./qmp.ts";
 export { awaitedMilestone, bootMilestones, formatMilestones, BOOT_MILESTONES, CONSOLE, type Milestone } from "./boot_milestones.ts";
 export { ensureBuilt } from "./build_outputs.ts";
 export { formCluster, ctlFor, waitForVoters, type FormedCluster, type FormationOptions, type FormationStage } from "./cluster_formation.ts";
-export { CTL_BINARY, KUBECTL_BINARY, ctlWrapperScript, kubectlWrapperScript, writeCtlWrapper, writeKubectlWrapper, type CtlWrapperSpec } from "./ctl_wrapper.ts";
+export { CTL_BINARY, ETCDCTL_BINARY, KUBECTL_BINARY, ctlWrapperScript, kubectlWrapperScript, writeCtlWrapper, writeKubectlWrapper, type CtlWrapperSpec } from "./ctl_wrapper.ts";
 export {
   encodeNodeParameters,
   loadOrCreateOwnerKey,

@@ -29,7 +29,7 @@ import { Management } from "../../proto/gen/api/management_pb.ts";
 import type { Logger } from "../../internal/log/mod.ts";
 import { configPaths, listNodes, loadCredentials, OperatorError, withFailover, type OwnerCredentials } from "../../internal/operator/mod.ts";
 import { NoCuratorError } from "../../internal/curator/client/mod.ts";
-import { REPO_ROOT } from "../../image/mod.ts";
+import { DEFAULT_SYSTEM_TREE, REPO_ROOT } from "../../image/mod.ts";
 import { ClusterDir } from "./cluster_dir.ts";
 import { CTL_BINARY, writeCtlWrapper } from "./ctl_wrapper.ts";
 import { encodeNodeParameters, loadOrCreateOwnerKey } from "./node_parameters.ts";
@@ -68,7 +68,7 @@ interface Waiter {
 }
 
 /** The system tree node processes run etcd, the runtime and Kubernetes from (bun run build lays it out). */
-export const SYSTEM_TREE = join(REPO_ROOT, "out", "system");
+export const SYSTEM_TREE = join(REPO_ROOT, DEFAULT_SYSTEM_TREE);
 
 /** One node process: out/init with a root directory and a loopback address; its log to a file, lines matched as they come. */
 export class LaunchedNode {
