@@ -10,6 +10,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { SealedConfigurationSchema, type SealedConfiguration } from "../../proto/gen/api/configuration_pb.ts";
 import { ClusterDirectorySchema, type ClusterDirectory } from "../../proto/gen/common/common_pb.ts";
+import { ShareHolder } from "../../proto/gen/coldstart/coldstart_pb.ts";
 import { Value } from "../event/mod.ts";
 import { captureLogger } from "../log/mod.ts";
 import { storageLayout } from "../localstorage/mod.ts";
@@ -27,6 +28,7 @@ import {
 import { RpcError, Status } from "../rpc/mod.ts";
 import { supervise, type Supervisor } from "../supervisor/mod.ts";
 import { eventually, freePort, tempDir } from "../testing/mod.ts";
+import { callEveryMethod, hostileString, isPrintableText, seeded, straddling, type TextSource } from "../testing/unicode.ts";
 import { openWrapped } from "./shares.ts";
 import {
   combineShares,
@@ -270,13 +272,22 @@ describe("the ShareHolder service", () => {
     // Another node's join certificate, even one under the cluster CA.
     const other = await ask(joinTls(stranger));
     expect(other.code).toBe(Status.PERMISSION_DENIED);
-    expect(other.details).toContain(`expected node ${owner.id}'s join certificate`);
+    expect(other.details).toContain(`this is node ${stranger.id}'s join certificate, not node ${owner.id}'s`);
     // The owner's own node certificate is not a join certificate.
     const node = await ask(nodeTls(owner));
     expect(node.code).toBe(Status.PERMISSION_DENIED);
     // A self-signed certificate for the owner's join key proves the key, not the name.
     const selfSigned = await ask({ ca: ca.certificate, certificate: selfSignedCertificate(owner.join), privateKey: owner.join.privateKey });
-    expect(selfSigned.code).toBe(Status.PERMISSION_DENIED);
+    expect(selfSigned.code).toBe(Status.UNAUTHENTICATED);
+    // The caller is checked before any field: a stranger's bad node ID (an
+    // emoji straddling the quoted length) gets the refusal of the caller.
+    const client = dialShareHolder(holder.id, "127.0.0.1", { ca: ca.certificate, certificate: selfSignedCertificate(owner.join), privateKey: owner.join.privateKey }, port);
+    try {
+      const bad = await refused(client.getShares({ nodeId: `${"x".repeat(39)}\u{1f600}` }, { timeoutMs: 5_000 }));
+      expect(bad.code).toBe(Status.UNAUTHENTICATED);
+    } finally {
+      client.close();
+    }
   });
 
   test("the client refuses a server that is not the holder it meant to reach", async () => {
@@ -308,4 +319,30 @@ describe("the ShareHolder service", () => {
       asking.close();
     }
   });
+
+  test("hostile text in every string field of every method, from every kind of caller: each call ends with a printable status, a stranger's for who it is", async () => {
+    const random = seeded(15);
+    const rounds: TextSource[] = [...[40, 60, 80].map(straddling), ...Array.from({ length: 4 }, () => () => hostileString(random))];
+    const stranger = generateKeyPair();
+    const callers = {
+      "a self-signed stranger": { ca: ca.certificate, certificate: selfSignedCertificate(stranger), privateKey: stranger.privateKey },
+      "a node": nodeTls(owner),
+      "a join certificate": joinTls(owner),
+    };
+    for (const [who, tls] of Object.entries(callers)) {
+      const client = dialShareHolder(holder.id, "127.0.0.1", tls, port);
+      try {
+        for (const text of rounds) {
+          for (const outcome of await callEveryMethod(ShareHolder, client, text)) {
+            const what = `${outcome.method} as ${who}: ${outcome.result === "served" ? "served" : Status[outcome.result]} ${JSON.stringify(outcome.details)}`;
+            expect(outcome.result === Status.DEADLINE_EXCEEDED || outcome.result === Status.UNKNOWN ? what : "ended").toBe("ended");
+            expect(isPrintableText(outcome.details) ? "printable" : what).toBe("printable");
+            if (who === "a self-signed stranger") expect(outcome.result === Status.UNAUTHENTICATED ? "refused for who it is" : what).toBe("refused for who it is");
+          }
+        }
+      } finally {
+        client.close();
+      }
+    }
+  }, 60_000);
 });

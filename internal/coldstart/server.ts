@@ -57,7 +57,6 @@ export function shareHolderRunnable(options: ShareHolderOptions): Runnable {
           directory: () => options.directory.peek() ?? current().clusterDirectory ?? create(ClusterDirectorySchema),
           logger: ctx.logger,
         },
-        ca,
       ),
       { ca, policy: SHARE_HOLDER_POLICY, onError: (method, err) => ctx.logger.info("share call refused", { method, error: (err as Error).message }) },
     );

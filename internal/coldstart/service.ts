@@ -2,12 +2,11 @@
 // hands each member its own shares back when it cold-starts.
 
 import { fromBinary } from "@bufbuild/protobuf";
-import type { X509Certificate } from "node:crypto";
 import type { SealedConfiguration } from "../../proto/gen/api/configuration_pb.ts";
 import { WrappedShareSchema, type ShareHolder } from "../../proto/gen/coldstart/coldstart_pb.ts";
 import type { ClusterDirectory } from "../../proto/gen/common/common_pb.ts";
 import type { Logger } from "../log/mod.ts";
-import { joinCertificateProblem, nodeIdFromPublicKey } from "../pki/mod.ts";
+import { nodeIdFromPublicKey } from "../pki/mod.ts";
 import { exclusively } from "../localstorage/mod.ts";
 import { InvalidArgumentError, NotFoundError, PermissionDeniedError, type ServiceImpl, type ServicePolicy } from "../rpc/mod.ts";
 import { checkNodeId } from "../curator/validate.ts";
@@ -16,9 +15,8 @@ import { MAX_SEALED_SHARE_BYTES, ShareError, openAsHolder } from "./shares.ts";
 
 export const SHARE_HOLDER_POLICY: ServicePolicy<typeof ShareHolder> = {
   holdShare: "node",
-  // The caller has only its join certificate, which is no node certificate:
-  // the handler checks it.
-  getShares: "key",
+  // A cold-starting node has only its join certificate.
+  getShares: "join",
   releaseShares: "node",
 };
 
@@ -40,7 +38,7 @@ export function isConsensusMember(directory: ClusterDirectory, nodeId: string): 
   return directory.nodes.some((n) => nodeIdFromPublicKey(n.publicKey) === nodeId);
 }
 
-export function shareHolderService(deps: ShareHolderDeps, ca: () => X509Certificate): ServiceImpl<typeof ShareHolder> {
+export function shareHolderService(deps: ShareHolderDeps): ServiceImpl<typeof ShareHolder> {
   return {
     async holdShare(request, ctx) {
       if (ctx.peer.kind !== "node") throw new Error("unreachable: policy is node");
@@ -75,12 +73,11 @@ export function shareHolderService(deps: ShareHolderDeps, ca: () => X509Certific
     },
 
     async getShares(request, ctx) {
+      // The caller is known before any field is read: the join policy let
+      // only a join certificate under the cluster CA through, and it names the node.
+      if (ctx.peer.kind !== "join") throw new Error("unreachable: policy is join");
       checkNodeId("node_id", request.nodeId);
-      if (ctx.peer.kind !== "key") {
-        throw new PermissionDeniedError("shares are handed out only to the node's join certificate, not to a node or owner certificate");
-      }
-      const problem = joinCertificateProblem(ctx.peer.certificate, ca(), request.nodeId);
-      if (problem) throw new PermissionDeniedError(`not node ${request.nodeId}: ${problem}`);
+      if (request.nodeId !== ctx.peer.nodeId) throw new PermissionDeniedError(`this is node ${ctx.peer.nodeId}'s join certificate, not node ${request.nodeId}'s`);
       const held = sharesHeldFor(deps.heldPath, request.nodeId);
       if (held.length === 0) throw new NotFoundError(`this node (${deps.nodeId}) holds no share for ${request.nodeId}`);
       const joinSeed = deps.sealed().joinKey;

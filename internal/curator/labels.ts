@@ -8,8 +8,7 @@
 
 import { create } from "@bufbuild/protobuf";
 import { NodeLabelSchema, type NodeLabel } from "../../proto/gen/common/common_pb.ts";
-import { InvalidArgumentError } from "../rpc/mod.ts";
-import { printable } from "./validate.ts";
+import { InvalidArgumentError, quote } from "../rpc/mod.ts";
 
 /** Labels one node may carry. */
 export const MAX_LABELS_PER_NODE = 64;
@@ -21,10 +20,7 @@ const NAME = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
 const DNS_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
 const DNS_SUBDOMAIN = new RegExp(`^${DNS_LABEL}(\\.${DNS_LABEL})*$`);
 
-/** At most 80 characters of what the caller sent, quoted, unprintable characters escaped (they must not reach a terminal). */
-function quoted(value: string): string {
-  return `"${printable(value.length > 80 ? `${value.slice(0, 80)}…` : value)}"`;
-}
+
 
 /** Why `key` is not a label key, or undefined if it is one. */
 export function labelKeyProblem(key: string): string | undefined {
@@ -33,21 +29,21 @@ export function labelKeyProblem(key: string): string | undefined {
   const prefix = slash >= 0 ? key.slice(0, slash) : undefined;
   const name = slash >= 0 ? key.slice(slash + 1) : key;
   if (prefix !== undefined) {
-    if (prefix.length === 0) return `${quoted(key)}: the prefix before '/' is empty`;
-    if (prefix.length > MAX_PREFIX_CHARS) return `${quoted(key)}: the prefix is ${prefix.length} characters, more than ${MAX_PREFIX_CHARS}`;
-    if (!DNS_SUBDOMAIN.test(prefix)) return `${quoted(key)}: the prefix is not a DNS subdomain (lower-case letters, digits, '-', '.')`;
+    if (prefix.length === 0) return `${quote(key)}: the prefix before '/' is empty`;
+    if (prefix.length > MAX_PREFIX_CHARS) return `${quote(key)}: the prefix is ${prefix.length} characters, more than ${MAX_PREFIX_CHARS}`;
+    if (!DNS_SUBDOMAIN.test(prefix)) return `${quote(key)}: the prefix is not a DNS subdomain (lower-case letters, digits, '-', '.')`;
   }
-  if (name.length === 0) return `${quoted(key)}: the name is empty`;
-  if (name.length > MAX_NAME_CHARS) return `${quoted(key)}: the name is ${name.length} characters, more than ${MAX_NAME_CHARS}`;
-  if (!NAME.test(name)) return `${quoted(key)}: the name must be letters, digits, '-', '_' or '.', with a letter or digit at both ends`;
+  if (name.length === 0) return `${quote(key)}: the name is empty`;
+  if (name.length > MAX_NAME_CHARS) return `${quote(key)}: the name is ${name.length} characters, more than ${MAX_NAME_CHARS}`;
+  if (!NAME.test(name)) return `${quote(key)}: the name must be letters, digits, '-', '_' or '.', with a letter or digit at both ends`;
   return undefined;
 }
 
 /** Why `value` is not a label value, or undefined if it is one. */
 export function labelValueProblem(value: string): string | undefined {
   if (value.length === 0) return undefined;
-  if (value.length > MAX_NAME_CHARS) return `${quoted(value)} is ${value.length} characters, more than ${MAX_NAME_CHARS}`;
-  if (!NAME.test(value)) return `${quoted(value)} must be letters, digits, '-', '_' or '.', with a letter or digit at both ends`;
+  if (value.length > MAX_NAME_CHARS) return `${quote(value)} is ${value.length} characters, more than ${MAX_NAME_CHARS}`;
+  if (!NAME.test(value)) return `${quote(value)} must be letters, digits, '-', '_' or '.', with a letter or digit at both ends`;
   return undefined;
 }
 
@@ -63,13 +59,13 @@ export function checkLabelChanges(upsert: readonly NodeLabel[], remove: readonly
     if (keyProblem) throw new InvalidArgumentError(`upsert[${i}].key: ${keyProblem}`);
     const valueProblem = labelValueProblem(label.value);
     if (valueProblem) throw new InvalidArgumentError(`upsert[${i}].value: ${valueProblem}`);
-    if (seen.has(label.key)) throw new InvalidArgumentError(`upsert[${i}].key: ${quoted(label.key)} is given twice`);
+    if (seen.has(label.key)) throw new InvalidArgumentError(`upsert[${i}].key: ${quote(label.key)} is given twice`);
     seen.add(label.key);
   });
   remove.forEach((key, i) => {
     const keyProblem = labelKeyProblem(key);
     if (keyProblem) throw new InvalidArgumentError(`delete[${i}]: ${keyProblem}`);
-    if (seen.has(key)) throw new InvalidArgumentError(`delete[${i}]: ${quoted(key)} is both upserted and deleted`);
+    if (seen.has(key)) throw new InvalidArgumentError(`delete[${i}]: ${quote(key)} is both upserted and deleted`);
     seen.add(key);
   });
 }

@@ -72,6 +72,7 @@ async function requireMember(state: StateReader, ctx: CallContext): Promise<void
 function presentedKey(ctx: CallContext): Uint8Array {
   switch (ctx.peer.kind) {
     case "key":
+    case "join":
     case "node":
       return ctx.peer.publicKey;
     case "owner":

@@ -10,7 +10,7 @@
 import { isIP } from "node:net";
 import type { NodeStatus } from "../../proto/gen/common/common_pb.ts";
 import { isCanonicalEd25519PublicKey } from "../pki/mod.ts";
-import { InvalidArgumentError } from "../rpc/mod.ts";
+import { firstUnprintable, InvalidArgumentError, quote } from "../rpc/mod.ts";
 
 export const NODE_ID_PATTERN = /^node-[0-9a-f]{16}$/;
 /** Service entries one node may report. */
@@ -26,8 +26,6 @@ export const MAX_TICKET_BYTES = 64;
 
 /** Names of services and states: lower-case words. */
 const TOKEN = /^[a-z0-9][a-z0-9._-]*$/;
-/** Control (Cc), format (Cf: bidi marks, zero-width), line and paragraph separators. */
-const UNPRINTABLE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u;
 
 function invalid(field: string, problem: string): never {
   throw new InvalidArgumentError(`${field}: ${problem}`);
@@ -36,24 +34,24 @@ function invalid(field: string, problem: string): never {
 /** A bounded string of printable characters. */
 export function checkPrintable(field: string, value: string, maxChars: number): void {
   if (value.length > maxChars) invalid(field, `${value.length} characters, more than ${maxChars}`);
-  const bad = UNPRINTABLE.exec(value);
-  if (bad) invalid(field, `contains an unprintable character (U+${bad[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, "0")})`);
+  const bad = firstUnprintable(value);
+  if (bad) invalid(field, `contains an unprintable character (U+${bad.codePointAt(0)!.toString(16).toUpperCase().padStart(4, "0")})`);
 }
 
 function checkToken(field: string, value: string, maxChars: number): void {
   if (value.length === 0) invalid(field, "is empty");
   if (value.length > maxChars) invalid(field, `${value.length} characters, more than ${maxChars}`);
-  if (!TOKEN.test(value)) invalid(field, `'${printable(value)}' is not a name (lower-case letters, digits, '.', '_', '-')`);
+  if (!TOKEN.test(value)) invalid(field, `${quote(value)} is not a name (lower-case letters, digits, '.', '_', '-')`);
 }
 
 /** A node ID as the cluster makes them. */
 export function checkNodeId(field: string, value: string): void {
-  if (!NODE_ID_PATTERN.test(value)) invalid(field, `'${printable(value.slice(0, 40))}' is not a node ID (node- and 16 hex digits)`);
+  if (!NODE_ID_PATTERN.test(value)) invalid(field, `${quote(value, 40)} is not a node ID (node- and 16 hex digits)`);
 }
 
 /** A unicast IP address, as other nodes will dial it. */
 export function checkAddress(field: string, value: string): void {
-  if (value.length > 45 || isIP(value) === 0) invalid(field, `'${printable(value.slice(0, 60))}' is not an IP address`);
+  if (value.length > 45 || isIP(value) === 0) invalid(field, `${quote(value, 60)} is not an IP address`);
   if (value === "0.0.0.0" || value === "::" || value === "255.255.255.255") invalid(field, `${value} is not an address other nodes can reach`);
 }
 
@@ -80,14 +78,9 @@ export function checkNodeStatus(status: NodeStatus, now = Date.now()): void {
   status.services.forEach((service, i) => {
     const field = `status.services[${i}]`;
     checkToken(`${field}.name`, service.name, MAX_SERVICE_NAME_CHARS);
-    if (names.has(service.name)) invalid(`${field}.name`, `'${service.name}' is listed twice`);
+    if (names.has(service.name)) invalid(`${field}.name`, `${quote(service.name)} is listed twice`);
     names.add(service.name);
     checkToken(`${field}.state`, service.state, MAX_SERVICE_STATE_CHARS);
     checkPrintable(`${field}.message`, service.message, MAX_SERVICE_MESSAGE_CHARS);
   });
-}
-
-/** A value safe to quote in an error message: unprintable characters written as \u{…} escapes. */
-export function printable(value: string): string {
-  return value.replace(new RegExp(UNPRINTABLE.source, "gu"), (c) => `\\u{${c.codePointAt(0)!.toString(16)}}`);
 }

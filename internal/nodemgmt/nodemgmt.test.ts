@@ -10,11 +10,12 @@ import type { ClusterMembership } from "../cluster/mod.ts";
 import { Value } from "../event/mod.ts";
 import { captureLogger } from "../log/mod.ts";
 import { LogTree } from "../logtree/mod.ts";
-import { createClusterCA, generateKeyPair, issueNodeCertificate, issueOwnerCertificate, nodeIdFromPublicKey, rawPublicKey, type CA } from "../pki/mod.ts";
+import { createClusterCA, generateKeyPair, issueNodeCertificate, issueOwnerCertificate, nodeIdFromPublicKey, rawPublicKey, selfSignedCertificate, type CA } from "../pki/mod.ts";
 import { Status, channelCredentials, channelOptions, createClient } from "../rpc/mod.ts";
 import { refusal } from "../curator/test_cluster.ts";
 import { supervise, type Supervisor } from "../supervisor/mod.ts";
 import { eventually } from "../testing/mod.ts";
+import { callEveryMethod, hostileString, isPrintableText, seeded, straddling, type TextSource } from "../testing/unicode.ts";
 import { MAX_BACKLOG, dialNodeManagement, nodeManagementRunnable, type PowerRequest } from "./mod.ts";
 
 const caKey = generateKeyPair();
@@ -168,4 +169,34 @@ describe("who may call", () => {
     expect(err.details).toContain(`but ${nodeId} answered`);
     expect(powered.length).toBe(2);
   });
+});
+
+describe("hostile text", () => {
+  test("in every string field of every method, from the owner and from strangers: each call ends with a printable status", async () => {
+    const random = seeded(7);
+    const rounds: TextSource[] = [...[40, 60, 80].map(straddling), ...Array.from({ length: 4 }, () => () => hostileString(random))];
+    const stranger = generateKeyPair();
+    const callers = {
+      owner: client(),
+      "a self-signed stranger": createClient(NodeManagement, `127.0.0.1:${port}`, {
+        credentials: channelCredentials({ server: { ca: ca.certificate, verify: () => undefined }, certificate: selfSignedCertificate(stranger), privateKey: stranger.privateKey }),
+        channelOptions: channelOptions(nodeId),
+      }),
+    };
+    const refusedPaths: string[] = [];
+    for (const [who, c] of Object.entries(callers)) {
+      for (const text of rounds) {
+        for (const outcome of await callEveryMethod(NodeManagement, c, text)) {
+          const what = `${outcome.method} as ${who}: ${outcome.result === "served" ? "served" : Status[outcome.result]} ${JSON.stringify(outcome.details)}`;
+          expect(outcome.result === Status.DEADLINE_EXCEEDED || outcome.result === Status.UNKNOWN ? what : "ended").toBe("ended");
+          expect(isPrintableText(outcome.details) ? "printable" : what).toBe("printable");
+          if (who !== "owner") expect(outcome.result === Status.UNAUTHENTICATED ? "refused for who it is" : what).toBe("refused for who it is");
+          if (outcome.method === "NodeManagement/GetLogs" && outcome.result === Status.INVALID_ARGUMENT) refusedPaths.push(outcome.details);
+        }
+      }
+      c.close();
+    }
+    // The requested path is quoted back, escaped: no NUL, no terminal escape.
+    expect(refusedPaths.some((d) => d.includes("\\u{1b}") || d.includes("\\u{0}"))).toBe(true);
+  }, 60_000);
 });

@@ -6,7 +6,7 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { Level } from "../log/mod.ts";
 import type { LogFilter, LogTree, TreeEntry } from "../logtree/mod.ts";
 import { WIRE_LEVELS, levelOfWire } from "./levels.ts";
-import { InvalidArgumentError, ResourceExhaustedError, type ServiceImpl, type ServicePolicy } from "../rpc/mod.ts";
+import { InvalidArgumentError, quote, ResourceExhaustedError, type ServiceImpl, type ServicePolicy } from "../rpc/mod.ts";
 import type { RunnableDump } from "../supervisor/mod.ts";
 
 /** Only the owner manages nodes; nodes never call each other here. */
@@ -61,7 +61,7 @@ export function nodeManagementService(deps: NodeManagementDeps): ServiceImpl<typ
     async *getLogs(request, ctx) {
       if (request.path.length > MAX_PATH_CHARS) throw new InvalidArgumentError(`path: ${request.path.length} characters, more than ${MAX_PATH_CHARS}`);
       if (request.path !== "" && !PATH_PATTERN.test(request.path)) {
-        throw new InvalidArgumentError(`path: '${request.path}' is not a dotted path like root.roleserve.controlplane`);
+        throw new InvalidArgumentError(`path: ${quote(request.path)} is not a dotted path like root.roleserve.controlplane`);
       }
       if (!Number.isInteger(request.backlog) || request.backlog < -1 || request.backlog > MAX_BACKLOG) {
         throw new InvalidArgumentError(`backlog: ${request.backlog}; use -1 (all kept), 0, or up to ${MAX_BACKLOG} entries`);

@@ -25,8 +25,12 @@
 //  - Domain errors map to status codes in errors.ts and nowhere else; a
 //    refusal always carries a message that says why.
 //  - Malformed or oversized requests are INVALID_ARGUMENT, never a crash.
+//  - Every status message is encodable (text.ts): bounded, printable,
+//    well-formed UTF-16, whatever input it quotes; an error that quotes
+//    input quotes it through quote().
 
 export { hostPort, isLoopback } from "./address.ts";
+export { encodable, firstUnprintable, printable, quote, QUOTE_MAX_CHARS, STATUS_MAX_CHARS } from "./text.ts";
 export {
   addService,
   createClient,

@@ -2,6 +2,7 @@
 
 import type { X509Certificate } from "node:crypto";
 import {
+  JOIN_ORGANIZATION,
   NODE_ORGANIZATION,
   OWNER_ORGANIZATION,
   commonNameOf,
@@ -15,6 +16,8 @@ import {
  * The authenticated caller of one call.
  *  owner:  holds the owner certificate under the cluster CA.
  *  node:   holds a node certificate under the cluster CA.
+ *  join:   holds a node's join certificate under the cluster CA (the key a
+ *          node unseals its share of the cluster with; it names the node).
  *  key:    presented some other certificate (self-signed, foreign CA, or
  *          expired): the handshake proves it holds that key, nothing more.
  *  anonymous: sent no certificate.
@@ -22,8 +25,12 @@ import {
 export type Peer =
   | { kind: "owner"; certificate: X509Certificate }
   | { kind: "node"; nodeId: string; publicKey: Uint8Array; certificate: X509Certificate }
+  | { kind: "join"; nodeId: string; publicKey: Uint8Array; certificate: X509Certificate }
   | { kind: "key"; publicKey: Uint8Array; certificate: X509Certificate; whyNotCluster: string }
   | { kind: "anonymous" };
+
+/** How the cluster names nodes (curator/validate.ts's NODE_ID_PATTERN; the rpc layer sits below it). */
+const NODE_ID = /^node-[0-9a-f]{16}$/;
 
 export function authenticate(certificate: X509Certificate | undefined, ca: X509Certificate): Peer {
   if (!certificate) return { kind: "anonymous" };
@@ -43,17 +50,23 @@ export function authenticate(certificate: X509Certificate | undefined, ca: X509C
       }
       return { kind: "node", nodeId, publicKey, certificate };
     }
+    case JOIN_ORGANIZATION: {
+      const nodeId = commonNameOf(certificate) ?? "";
+      if (!NODE_ID.test(nodeId)) return { kind: "key", publicKey, certificate, whyNotCluster: "join certificate names no node" };
+      return { kind: "join", nodeId, publicKey, certificate };
+    }
     default:
-      return { kind: "key", publicKey, certificate, whyNotCluster: "certificate is neither an owner nor a node certificate" };
+      return { kind: "key", publicKey, certificate, whyNotCluster: "certificate is neither an owner, a node nor a join certificate" };
   }
 }
 
 /**
  * Who may call a method:
  *  owner: the owner certificate.      node: a node certificate.
- *  cluster: owner or node.            key: any certificate (the handler checks the key).
+ *  cluster: owner or node.            join: a node's join certificate.
+ *  key: any certificate (the handler checks the key).
  */
-export type Policy = "owner" | "node" | "cluster" | "key";
+export type Policy = "owner" | "node" | "cluster" | "join" | "key";
 
 /** Why the peer may not call under this policy, or undefined if it may. */
 export function refusal(peer: Peer, policy: Policy): { code: "unauthenticated" | "permission-denied"; reason: string } | undefined {
@@ -70,7 +83,9 @@ export function refusal(peer: Peer, policy: Policy): { code: "unauthenticated" |
     case "node":
       return peer.kind === "node" ? undefined : { code: "permission-denied", reason: "only cluster nodes may call this" };
     case "cluster":
-      return undefined;
+      return peer.kind === "join" ? { code: "permission-denied", reason: "a join certificate may only fetch its node's cold-start shares" } : undefined;
+    case "join":
+      return peer.kind === "join" ? undefined : { code: "permission-denied", reason: "only a node's join certificate may call this" };
     default: {
       const unreachable: never = policy;
       throw new Error(`unknown policy ${unreachable}`);

@@ -27,11 +27,13 @@ import type { X509Certificate } from "node:crypto";
 import {
   InvalidArgumentError,
   PermissionDeniedError,
+  Status,
   UnauthenticatedError,
   fromServiceError,
   toStatus,
 } from "./errors.ts";
 import { authenticate, refusal, type Peer, type Policy } from "./peer.ts";
+import { encodable } from "./text.ts";
 import { connectionOf, peerCertificateOf } from "./tls.ts";
 
 /** Requests larger than this are refused with INVALID_ARGUMENT. */
@@ -232,8 +234,25 @@ export function addService<S extends DescService>(server: Server, service: S, im
       options.onError?.(name, err);
       const { code, details, trailers } = toStatus(err);
       const metadata = new Metadata();
-      for (const [key, value] of Object.entries(trailers ?? {})) metadata.set(key, value);
-      return { code, details, metadata } as Partial<ServiceError> as ServiceError;
+      // A header value is printable ASCII; anything else is escaped.
+      for (const [key, value] of Object.entries(trailers ?? {})) metadata.set(key, encodable(value).replace(/[^ -~]/g, (c) => `\\u{${c.codePointAt(0)!.toString(16)}}`));
+      return { code, details: encodable(details), metadata } as Partial<ServiceError> as ServiceError;
+    };
+    // Sending a status cannot fail with an encodable message; should grpc-js
+    // throw anyway, the call still ends, with a plain INTERNAL, rather than
+    // hanging while the node logs an unhandled rejection.
+    const plain = () => ({ code: Status.INTERNAL, details: "internal error: the status could not be sent", metadata: new Metadata() }) as Partial<ServiceError> as ServiceError;
+    const lastResort = (send: (status?: ServiceError) => void) => {
+      try {
+        send();
+      } catch (err) {
+        options.onError?.(name, err);
+        try {
+          send(plain());
+        } catch {
+          // Nothing more can be sent on this call.
+        }
+      }
     };
     switch (method.methodKind) {
       case "unary":
@@ -245,7 +264,7 @@ export function addService<S extends DescService>(server: Server, service: S, im
             const response = await (handler(request, ctx) as Promise<MessageInitShape<DescMessage>>);
             callback(null, serialize(response));
           } catch (err) {
-            callback(fail(err));
+            lastResort((status) => callback(status ?? fail(err)));
           }
         }) as never;
         break;
@@ -257,7 +276,7 @@ export function addService<S extends DescService>(server: Server, service: S, im
             const request = parseRequest(method.input, call.request);
             await writeResponses(call, handler(request, ctx) as AsyncIterable<MessageInitShape<DescMessage>>, serialize, ctx.signal);
           } catch (err) {
-            if (!call.cancelled) call.emit("error", fail(err));
+            if (!call.cancelled) lastResort((status) => call.emit("error", status ?? fail(err)));
           }
         }) as never;
         break;
@@ -269,7 +288,7 @@ export function addService<S extends DescService>(server: Server, service: S, im
             const requests = parseRequests(method.input, call, ctx.signal);
             await writeResponses(call, handler(requests, ctx) as AsyncIterable<MessageInitShape<DescMessage>>, serialize, ctx.signal);
           } catch (err) {
-            if (!call.cancelled) call.emit("error", fail(err));
+            if (!call.cancelled) lastResort((status) => call.emit("error", status ?? fail(err)));
           }
         }) as never;
         break;
