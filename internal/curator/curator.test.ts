@@ -389,13 +389,35 @@ describe("health and removal", () => {
     expect(refusedOwner.code).toBe(Status.PERMISSION_DENIED);
   });
 
-  test("a consensus member cannot be deleted; another node can, and then can neither join nor call as a node", async () => {
+  test("a consensus member cannot be deleted; another node can, and then can neither join nor call as a node, and its open streams end", async () => {
     const management = cluster.client(Management, owner);
     const member = await refusal(management.deleteNode({ id: cluster.node.id }));
     expect(member.code).toBe(Status.FAILED_PRECONDITION);
     expect(member.details).toContain("is a consensus member; take the role away first");
 
+    // The node's streams, open before the deletion: a watch of every node, and its heartbeats.
+    const asNode = cluster.client(Curator, { kind: "node", certificate, privateKey: key.privateKey });
+    const openWatch = asNode.watch({ kind: { case: "nodesInCluster", value: {} } })[Symbol.asyncIterator]();
+    expect((await openWatch.next()).done).toBe(false);
+    const beating = new AbortController();
+    const openBeats = asNode.heartbeat((async function* () {
+      while (!beating.signal.aborted) {
+        yield {};
+        await Bun.sleep(100); // a node's heartbeat pace, shortened
+      }
+    })())[Symbol.asyncIterator]();
+    expect((await openBeats.next()).done).toBe(false);
+    const endOf = (stream: AsyncIterator<unknown>) => refusal((async () => {
+      while (!(await stream.next()).done);
+    })());
+
     await management.deleteNode({ id });
+    for (const ended of [await endOf(openWatch), await endOf(openBeats)]) {
+      expect(ended.code).toBe(Status.PERMISSION_DENIED);
+      expect(ended.details).toBe(`node ${id} is not part of the cluster (it was deleted)`);
+    }
+    beating.abort();
+    asNode.close();
     expect(await healthOf(id)).toBeUndefined();
     const again = await refusal(management.deleteNode({ id }));
     expect(again.code).toBe(Status.NOT_FOUND);
@@ -419,6 +441,12 @@ describe("health and removal", () => {
     })());
     expect(beat.code).toBe(Status.PERMISSION_DENIED);
     asDeleted.close();
+    // Nor does it read the cluster's directory, join keys and CA any more.
+    const infoAsDeleted = cluster.client(Management, { kind: "node", certificate, privateKey: key.privateKey });
+    const info = await refusal(infoAsDeleted.getClusterInfo({}));
+    infoAsDeleted.close();
+    expect(info.code).toBe(Status.PERMISSION_DENIED);
+    expect(info.details).toBe(`node ${id} is not part of the cluster (it was deleted)`);
   });
 
   test("a registration that never committed can be deleted", async () => {

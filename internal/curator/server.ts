@@ -6,7 +6,8 @@ import { createPublicKey, type KeyObject, type X509Certificate } from "node:cryp
 import { AAA, Management } from "../../proto/gen/api/management_pb.ts";
 import { Curator } from "../../proto/gen/curator/curator_pb.ts";
 import { Value } from "../event/mod.ts";
-import { UnavailableError, addService, createServer, listen, serverCredentials } from "../rpc/mod.ts";
+import { UnavailableError, addService, createServer, listen, serverCredentials, type Peer } from "../rpc/mod.ts";
+import { admitMember, whenRightsEnd } from "./rights.ts";
 import type { Logger } from "../log/mod.ts";
 import { sleep, untilCancelled, type Runnable } from "../supervisor/mod.ts";
 import { CURATOR_PORT, HEARTBEAT_TIMEOUT_MS, formatAddress, leaderTrailer, parseEndpoint } from "./client/mod.ts";
@@ -141,7 +142,12 @@ export function curatorRunnable(options: CuratorOptions): Runnable {
     });
     const server = createServer();
     const watches = new NodeWatchHub(store);
-    const serveOptions = { ca: () => options.clusterCA, onError: (method: string, err: unknown) => ctx.logger.debug("call failed", { method, error: String(err) }) };
+    const serveOptions = {
+      ca: () => options.clusterCA,
+      onError: (method: string, err: unknown) => ctx.logger.debug("call failed", { method, error: String(err) }),
+      admit: (peer: Peer, signal: AbortSignal) => admitMember(state, peer, signal),
+      revoked: (peer: Peer, signal: AbortSignal) => whenRightsEnd(watches, peer, signal),
+    };
     addService(server, AAA, aaaService(state), { ...serveOptions, policy: AAA_POLICY });
     const onLearnerAdded = () => learnerAdded.set(++learnersAdded);
     const kubernetesPKI = kubernetesPKISource(options.etcd);

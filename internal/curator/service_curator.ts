@@ -56,17 +56,6 @@ export interface CuratorServiceDeps {
   kubernetesPKI: () => Promise<KubernetesPKI>;
 }
 
-/**
- * A node certificate proves the CA issued it, not that the node still
- * belongs: a deleted node keeps its certificate. Node callers must also
- * have a record, and be UP.
- */
-async function requireMember(state: StateReader, ctx: CallContext): Promise<void> {
-  if (ctx.peer.kind !== "node") return;
-  const node = (await state.read(ctx.signal)).node(ctx.peer.nodeId);
-  if (!node) throw new PermissionDeniedError(`node ${ctx.peer.nodeId} is not part of the cluster (it was deleted)`);
-  if (node.state !== NodeState.UP) throw new PermissionDeniedError(`node ${ctx.peer.nodeId} is ${NodeState[node.state]}, not UP`);
-}
 
 /** The key a handshake caller proved it holds. */
 function presentedKey(ctx: CallContext): Uint8Array {
@@ -108,7 +97,6 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
       const filter = request.kind.case === "nodeInCluster" ? { nodeId: request.kind.value.nodeId } : {};
       if (request.kind.case === undefined) throw new InvalidArgumentError("watch what: set node_in_cluster or nodes_in_cluster");
       if (request.kind.case === "nodeInCluster") checkNodeId("node_in_cluster.node_id", request.kind.value.nodeId);
-      await requireMember(state, ctx);
       for await (const event of deps.watches.subscribe(filter, ctx.signal)) {
         switch (event.kind) {
           case "backlog":
@@ -137,7 +125,6 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
       if (!request.status) throw new InvalidArgumentError("status is missing");
       checkNodeStatus(request.status);
       deps.requireLeader();
-      await requireMember(state, ctx);
       const status = create(NodeStatusSchema, request.status);
       // A status push whose caller gave up is dropped, not retried: a newer one follows.
       await store.updateNode(
@@ -224,13 +211,12 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
       if (ctx.peer.kind !== "node") throw new Error("unreachable: policy is node");
       const id = ctx.peer.nodeId;
       deps.requireLeader();
-      await requireMember(state, ctx);
       logger.debug("heartbeat stream opened", { node: id });
       for await (const _update of requests) {
-        // A curator that stopped leading, or a node deleted meanwhile, ends
-        // the stream: the node then finds the leader, or learns it is out.
+        // A curator that stopped leading ends the stream: the node then
+        // finds the leader. (A node deleted meanwhile loses the stream to
+        // the rpc adapter's rights guard: rights.ts.)
         deps.requireLeader();
-        await requireMember(state, ctx);
         deps.heartbeats.beat(id);
         yield {};
       }
@@ -238,7 +224,6 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
 
     async prepareColdStart(_request, ctx) {
       if (ctx.peer.kind !== "node") throw new Error("unreachable: policy is node");
-      await requireMember(state, ctx);
       const node = await store.node(ctx.peer.nodeId);
       if (!node?.value.roles?.consensusMember) {
         throw new FailedPreconditionError(`node ${ctx.peer.nodeId} is not a consensus member; only consensus members take part in cold starts`);
@@ -253,7 +238,6 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
     async issueKubeletCertificates(request, ctx) {
       if (ctx.peer.kind !== "node") throw new Error("unreachable: policy is node");
       checkPublicKey("kubelet_public_key", request.kubeletPublicKey);
-      await requireMember(state, ctx);
       const node = await store.node(ctx.peer.nodeId);
       if (!node?.value.roles?.kubernetesWorker) {
         throw new PermissionDeniedError(`node ${ctx.peer.nodeId} does not hold the kubernetes-worker role; only workers get kubelet certificates`);

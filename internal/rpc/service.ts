@@ -77,6 +77,53 @@ export interface ServeOptions<S> {
   policy: ServicePolicy<S>;
   /** Called for every call that fails, with the status it returned. */
   onError?: (method: string, err: unknown) => void;
+  /**
+   * Checks, for every call, after its policy and before its fields, that
+   * the caller's right still holds where a certificate alone cannot prove
+   * it (a node deleted from the cluster keeps its certificate); throws the
+   * refusal.
+   */
+  admit?: (peer: Peer, signal: AbortSignal) => Promise<void>;
+  /**
+   * When the caller of a stream loses its right to it (a node deleted, or
+   * no longer UP): resolves with the error the stream then ends with, and
+   * never resolves while the right holds. Called once per stream, with a
+   * signal that aborts when the stream ends. Streams also end when the
+   * caller's certificate expires, with or without this.
+   */
+  revoked?: (peer: Peer, signal: AbortSignal) => Promise<Error>;
+}
+
+/** The longest timer setTimeout keeps (about 24.8 days); longer ones fire at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * Watches a stream caller's rights while the stream lives: its certificate's
+ * expiry, and options.revoked. When one ends, `end` is called with the error
+ * the stream ends with. Returns the function that stops watching.
+ */
+function guardRights<S>(peer: Peer, options: ServeOptions<S>, end: (err: Error) => void): () => void {
+  const scope = new AbortController();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  if (peer.kind !== "anonymous") {
+    const validTo = Date.parse(peer.certificate.validTo);
+    const arm = () => {
+      const left = validTo - Date.now();
+      if (left <= 0) return end(new UnauthenticatedError("the client certificate expired while its stream was open"));
+      timer = setTimeout(arm, Math.min(left, MAX_TIMER_MS));
+    };
+    arm();
+  }
+  options.revoked?.(peer, scope.signal).then(
+    (err) => {
+      if (!scope.signal.aborted) end(err);
+    },
+    () => {},
+  );
+  return () => {
+    clearTimeout(timer);
+    scope.abort();
+  };
 }
 
 function methodPath(service: DescService, name: string): string {
@@ -137,14 +184,40 @@ function callerOf({ session, socket }: ReturnType<typeof connectionOf>, ca: X509
   return peer;
 }
 
-function contextOf<S>(call: RawCall, method: string, policy: Policy, options: ServeOptions<S>): CallContext {
+function contextOf<S>(call: RawCall, method: string, policy: Policy, options: ServeOptions<S>): { ctx: CallContext; controller: AbortController } {
   const connection = connectionOf(call);
   const peer = callerOf(connection, options.ca());
   check(peer, policy);
   const controller = new AbortController();
   (call as NodeJS.EventEmitter).once("cancelled", () => controller.abort(new Error(`${method}: cancelled by client`)));
   const remote = connection.socket.remoteAddress;
-  return { peer, signal: controller.signal, method, remoteAddress: remote?.replace(/^::ffff:(\d+\.\d+\.\d+\.\d+)$/, "$1") };
+  return { ctx: { peer, signal: controller.signal, method, remoteAddress: remote?.replace(/^::ffff:(\d+\.\d+\.\d+\.\d+)$/, "$1") }, controller };
+}
+
+/**
+ * Serves one stream: the handler's responses go out while the caller's
+ * rights hold (guardRights); when they end, the handler is stopped and the
+ * stream ends with the error that says why.
+ */
+async function serveStream<S>(
+  call: ServerWritableStream<Buffer, Buffer> | ServerDuplexStream<Buffer, Buffer>,
+  { ctx, controller }: ReturnType<typeof contextOf>,
+  options: ServeOptions<S>,
+  responses: (ctx: CallContext) => AsyncIterable<MessageInitShape<DescMessage>>,
+  serialize: (message: MessageInitShape<DescMessage>) => Buffer,
+): Promise<void> {
+  let revokedWith: Error | undefined;
+  const stop = guardRights(ctx.peer, options, (err) => {
+    revokedWith ??= err;
+    controller.abort(err);
+  });
+  try {
+    await writeResponses(call, responses(ctx), serialize, ctx.signal, () => revokedWith);
+  } catch (err) {
+    throw revokedWith ?? err;
+  } finally {
+    stop();
+  }
 }
 
 /** Writes a handler's responses to a stream, waiting for the client to drain, then ends it. */
@@ -153,6 +226,7 @@ async function writeResponses(
   responses: AsyncIterable<MessageInitShape<DescMessage>>,
   serialize: (message: MessageInitShape<DescMessage>) => Buffer,
   signal: AbortSignal,
+  revoked: () => Error | undefined,
 ): Promise<void> {
   for await (const message of responses) {
     if (signal.aborted) break;
@@ -163,6 +237,8 @@ async function writeResponses(
       });
     }
   }
+  const refusal = revoked();
+  if (refusal) throw refusal;
   if (!call.cancelled) call.end();
 }
 
@@ -259,7 +335,8 @@ export function addService<S extends DescService>(server: Server, service: S, im
         definition[method.localName] = { ...base, responseStream: false, originalName: method.name };
         handlers[method.localName] = (async (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => {
           try {
-            const ctx = contextOf(call, name, policy, options);
+            const { ctx } = contextOf(call, name, policy, options);
+            await options.admit?.(ctx.peer, ctx.signal);
             const request = parseRequest(method.input, call.request);
             const response = await (handler(request, ctx) as Promise<MessageInitShape<DescMessage>>);
             callback(null, serialize(response));
@@ -272,9 +349,10 @@ export function addService<S extends DescService>(server: Server, service: S, im
         definition[method.localName] = { ...base, responseStream: true, originalName: method.name };
         handlers[method.localName] = (async (call: ServerWritableStream<Buffer, Buffer>) => {
           try {
-            const ctx = contextOf(call, name, policy, options);
+            const context = contextOf(call, name, policy, options);
+            await options.admit?.(context.ctx.peer, context.ctx.signal);
             const request = parseRequest(method.input, call.request);
-            await writeResponses(call, handler(request, ctx) as AsyncIterable<MessageInitShape<DescMessage>>, serialize, ctx.signal);
+            await serveStream(call, context, options, (ctx) => handler(request, ctx) as AsyncIterable<MessageInitShape<DescMessage>>, serialize);
           } catch (err) {
             if (!call.cancelled) lastResort((status) => call.emit("error", status ?? fail(err)));
           }
@@ -284,9 +362,9 @@ export function addService<S extends DescService>(server: Server, service: S, im
         definition[method.localName] = { ...base, requestStream: true, responseStream: true, originalName: method.name };
         handlers[method.localName] = (async (call: ServerDuplexStream<Buffer, Buffer>) => {
           try {
-            const ctx = contextOf(call, name, policy, options);
-            const requests = parseRequests(method.input, call, ctx.signal);
-            await writeResponses(call, handler(requests, ctx) as AsyncIterable<MessageInitShape<DescMessage>>, serialize, ctx.signal);
+            const context = contextOf(call, name, policy, options);
+            await options.admit?.(context.ctx.peer, context.ctx.signal);
+            await serveStream(call, context, options, (ctx) => handler(parseRequests(method.input, call, ctx.signal), ctx) as AsyncIterable<MessageInitShape<DescMessage>>, serialize);
           } catch (err) {
             if (!call.cancelled) lastResort((status) => call.emit("error", status ?? fail(err)));
           }
