@@ -325,6 +325,24 @@ describe("grpc adapter over mutual TLS", () => {
     client.close();
   });
 
+  test("a stream whose caller's certificate expires while it is open ends, UNAUTHENTICATED, and its handler is stopped", async () => {
+    const key = generateKeyPair();
+    const nodeId = nodeIdFromPublicKey(rawPublicKey(key.publicKey));
+    // Valid from a minute ago until about three seconds from now (certificate times are whole seconds).
+    const notBefore = new Date(Math.floor(Date.now() / 1000) * 1000 - 60_000);
+    const shortLived = createCertificate({ commonName: nodeId, organization: NODE_ORGANIZATION, publicKey: key.publicKey, kind: "peer", notBefore, validForMs: 63_000 }, ca);
+    const client = clientOf(Curator, { server: expecting(ca.certificate), certificate: shortLived, privateKey: key.privateKey });
+    const seen: number[] = [];
+    const ended = await rpcError((async () => {
+      for await (const event of client.watch({ kind: { case: "nodesInCluster", value: {} } })) seen.push(event.nodes.length);
+    })());
+    expect(seen).toEqual([1, 0]);
+    expect(ended.code).toBe(status.UNAUTHENTICATED);
+    expect(ended.details).toBe("the client certificate expired while its stream was open");
+    await eventually(() => expect(watchCancelled).toEqual(["Curator/Watch", "Curator/Watch"]));
+    client.close();
+  });
+
   test("bidirectional streams answer each request and end when the client half-closes", async () => {
     const client = clientOf(Curator, asNode);
     async function* three() {
