@@ -9,3 +9,8 @@ export function hostPort(host: string, port: number): string {
 export function isLoopback(address: string): boolean {
   return address.startsWith("127.") || address === "::1";
 }
+
+/** A socket's remote address as the system names it: an IPv4 address mapped into IPv6 ("::ffff:10.0.0.2") as IPv4. */
+export function sourceAddress(remote: string | undefined): string | undefined {
+  return remote?.replace(/^::ffff:(\d+\.\d+\.\d+\.\d+)$/, "$1");
+}

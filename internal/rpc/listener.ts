@@ -2,18 +2,35 @@
 // here, so that no server accepts unbounded connections, handshakes,
 // streams or idle peers.
 //
-//   TCP connect ─▶ over MAX_CONNECTIONS or MAX_PENDING_HANDSHAKES? ─▶ dropped
+//   TCP connect ─▶ over a bound? ─▶ dropped at once
+//                    - MAX_CONNECTIONS open, MAX_PENDING_HANDSHAKES handshaking (all sources)
+//                    - MAX_CONNECTIONS_PER_SOURCE, MAX_PENDING_HANDSHAKES_PER_SOURCE (one address)
+//                    - a source never seen to finish a handshake gets only the pending
+//                      handshakes outside RESERVED_SHARE_FOR_KNOWN_SOURCES
 //               ─▶ TLS handshake, TLS_HANDSHAKE_TIMEOUT_MS at most ─▶ HTTP/2 session
 //               ─▶ at most MAX_CONCURRENT_STREAMS calls at once per connection
 //               ─▶ keepalive pings: a peer that stops answering is dropped
+//
+// So one address that floods a port with idle connections holds at most
+// MAX_PENDING_HANDSHAKES_PER_SOURCE of its handshake slots, and the nodes
+// and the owner, who have connected before, keep a share of their own.
 
 import { Server, type ServerOptions } from "@grpc/grpc-js";
+import { sourceAddress } from "./address.ts";
 import type { RotatingServerCredentials } from "./tls.ts";
 
 /** Open connections per server, authenticated or not. */
 export const MAX_CONNECTIONS = 2048;
 /** Connections still in their TLS handshake, per server. */
 export const MAX_PENDING_HANDSHAKES = 256;
+/** Open connections from one address (a node keeps a few; node processes on one host all dial from 127.0.0.1). */
+export const MAX_CONNECTIONS_PER_SOURCE = 512;
+/** Connections from one address still in their TLS handshake. */
+export const MAX_PENDING_HANDSHAKES_PER_SOURCE = 32;
+/** The share of pending handshakes that only sources seen to finish a handshake before may take. */
+export const RESERVED_SHARE_FOR_KNOWN_SOURCES = 0.25;
+/** How many sources that finished a handshake are remembered (the least recent go first). */
+const KNOWN_SOURCES_REMEMBERED = 4096;
 /** Concurrent calls (streams) on one connection. */
 export const MAX_CONCURRENT_STREAMS = 1024;
 /** The server pings an idle connection this often, and drops it if the ping is not answered in KEEPALIVE_TIMEOUT_MS. */
@@ -36,6 +53,9 @@ export function createServer(): Server {
 export interface ListenLimits {
   maxConnections: number;
   maxPendingHandshakes: number;
+  maxConnectionsPerSource?: number;
+  maxPendingHandshakesPerSource?: number;
+  reservedForKnownSources?: number;
 }
 
 /** What a listener refused, for logs and tests. */
@@ -45,7 +65,7 @@ export interface ListenerCounters {
   refused: number;
 }
 
-type Socket = { destroy(): void; once(event: string, listener: () => void): void };
+type Socket = { destroy(): void; once(event: string, listener: () => void): void; remoteAddress?: string | undefined };
 type Http2Listener = { on(event: string, listener: (socket: Socket) => void): void; prependListener(event: string, listener: (socket: Socket) => void): void };
 
 /**
@@ -79,25 +99,63 @@ function http2ServersOf(server: Server): unknown[] {
   return [...map.keys()];
 }
 
+/** Per address: open connections and pending handshakes. */
+interface SourceCount {
+  open: number;
+  handshaking: number;
+}
+
 function bound(listener: Http2Listener, limits: ListenLimits, counters: ListenerCounters): void {
-  const handshaking = new WeakSet<Socket>();
+  const perSource = {
+    connections: limits.maxConnectionsPerSource ?? MAX_CONNECTIONS_PER_SOURCE,
+    handshakes: limits.maxPendingHandshakesPerSource ?? MAX_PENDING_HANDSHAKES_PER_SOURCE,
+  };
+  const reserved = Math.min(limits.reservedForKnownSources ?? Math.floor(limits.maxPendingHandshakes * RESERVED_SHARE_FOR_KNOWN_SOURCES), limits.maxPendingHandshakes);
+  const sources = new Map<string, SourceCount>();
+  // Insertion order is recency: a source is re-inserted when it finishes a handshake.
+  const known = new Map<string, true>();
+  const handshaking = new Map<Socket, SourceCount>();
+  const finished = (socket: Socket) => {
+    const count = handshaking.get(socket);
+    if (!count) return;
+    handshaking.delete(socket);
+    count.handshaking--;
+    counters.handshaking--;
+  };
   // Runs before grpc-js's own listeners, so a refused socket never reaches them.
   listener.prependListener("connection", (socket) => {
-    if (counters.open >= limits.maxConnections || counters.handshaking >= limits.maxPendingHandshakes) {
+    const source = sourceAddress(socket.remoteAddress) ?? "";
+    const count = sources.get(source) ?? { open: 0, handshaking: 0 };
+    const handshakeRoom = known.has(source) ? limits.maxPendingHandshakes : limits.maxPendingHandshakes - reserved;
+    if (
+      counters.open >= limits.maxConnections ||
+      counters.handshaking >= handshakeRoom ||
+      count.open >= perSource.connections ||
+      count.handshaking >= perSource.handshakes
+    ) {
       counters.refused++;
       socket.destroy();
       return;
     }
+    sources.set(source, count);
+    count.open++;
+    count.handshaking++;
     counters.open++;
     counters.handshaking++;
-    handshaking.add(socket);
+    handshaking.set(socket, count);
     socket.once("close", () => {
+      finished(socket);
       counters.open--;
-      if (handshaking.delete(socket)) counters.handshaking--;
+      if (--count.open === 0) sources.delete(source);
     });
   });
   // bun hands the same TLS socket to "connection" and "secureConnection".
   listener.on("secureConnection", (socket) => {
-    if (handshaking.delete(socket)) counters.handshaking--;
+    if (!handshaking.has(socket)) return;
+    finished(socket);
+    const source = sourceAddress(socket.remoteAddress) ?? "";
+    known.delete(source);
+    known.set(source, true);
+    if (known.size > KNOWN_SOURCES_REMEMBERED) known.delete(known.keys().next().value!);
   });
 }

@@ -29,7 +29,7 @@
 //    well-formed UTF-16, whatever input it quotes; an error that quotes
 //    input quotes it through quote().
 
-export { hostPort, isLoopback } from "./address.ts";
+export { hostPort, isLoopback, sourceAddress } from "./address.ts";
 export { encodable, firstUnprintable, printable, quote, QUOTE_MAX_CHARS, STATUS_MAX_CHARS } from "./text.ts";
 export {
   addService,
@@ -77,6 +77,8 @@ export {
   listen,
   MAX_CONNECTIONS,
   MAX_PENDING_HANDSHAKES,
+  MAX_CONNECTIONS_PER_SOURCE,
+  MAX_PENDING_HANDSHAKES_PER_SOURCE,
   MAX_CONCURRENT_STREAMS,
   KEEPALIVE_TIME_MS,
   KEEPALIVE_TIMEOUT_MS,

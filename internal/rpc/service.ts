@@ -33,6 +33,7 @@ import {
   toStatus,
 } from "./errors.ts";
 import { authenticate, refusal, type Peer, type Policy } from "./peer.ts";
+import { sourceAddress } from "./address.ts";
 import { encodable } from "./text.ts";
 import { connectionOf, peerCertificateOf } from "./tls.ts";
 
@@ -191,7 +192,7 @@ function contextOf<S>(call: RawCall, method: string, policy: Policy, options: Se
   const controller = new AbortController();
   (call as NodeJS.EventEmitter).once("cancelled", () => controller.abort(new Error(`${method}: cancelled by client`)));
   const remote = connection.socket.remoteAddress;
-  return { ctx: { peer, signal: controller.signal, method, remoteAddress: remote?.replace(/^::ffff:(\d+\.\d+\.\d+\.\d+)$/, "$1") }, controller };
+  return { ctx: { peer, signal: controller.signal, method, remoteAddress: sourceAddress(remote) }, controller };
 }
 
 /**
