@@ -7,7 +7,7 @@ import { NodeLabelSchema, NodeState } from "../../proto/gen/common/common_pb.ts"
 import { create } from "@bufbuild/protobuf";
 import { Curator, WatchEvent_Progress, type WatchEvent } from "../../proto/gen/curator/curator_pb.ts";
 import { generateKeyPair, issueOwnerCertificate, nodeIdFromPublicKey, rawPublicKey, createClusterCA, type KeyPair } from "../pki/mod.ts";
-import { Status } from "../rpc/mod.ts";
+import { Status, type RpcError } from "../rpc/mod.ts";
 import { eventually, freePort } from "../testing/mod.ts";
 import { loadKubernetesPKI } from "../kubernetes/mod.ts";
 import { CuratorStore, ETCD_PREFIX, FencedError, NODES_PREFIX } from "./store.ts";
@@ -462,6 +462,35 @@ describe("health and removal", () => {
     await management.deleteNode({ publicKey: rawPublicKey(stray.publicKey) });
     expect(await healthOf(strayId)).toBeUndefined();
     management.close();
+  });
+});
+
+describe("races a client can start", () => {
+  test("approving and committing a node while the owner deletes it never reach a caller as INTERNAL", async () => {
+    const management = cluster.client(Management, owner);
+    const codes = new Set<string>();
+    for (let round = 0; round < 8; round++) {
+      const { ticket } = await management.getRegisterTicket({});
+      const key = generateKeyPair();
+      const id = nodeIdFromPublicKey(rawPublicKey(key.publicKey));
+      const curator = cluster.client(Curator, { kind: "self-signed", key });
+      await curator.registerNode({ registerTicket: ticket, joinKey: rawPublicKey(generateKeyPair().publicKey) });
+      if (round % 2 === 1) await management.approveNode({ id });
+      const outcomes = await Promise.allSettled([
+        round % 2 === 0 ? management.approveNode({ id }) : curator.commitNode({ clusterUnlockKey: new Uint8Array(32).fill(round) }),
+        management.deleteNode({ id }),
+      ]);
+      curator.close();
+      for (const outcome of outcomes) {
+        if (outcome.status === "fulfilled") continue;
+        const err = outcome.reason as RpcError;
+        codes.add(Status[err.code]!);
+        expect(`${Status[err.code]}: ${err.details}`).not.toMatch(/^(INTERNAL|UNKNOWN)/);
+      }
+    }
+    management.close();
+    // Whatever lost its race was told so in a code that means it.
+    for (const code of codes) expect(["NOT_FOUND", "ABORTED", "FAILED_PRECONDITION", "PERMISSION_DENIED"]).toContain(code);
   });
 });
 

@@ -8,6 +8,7 @@ import { Curator } from "../../proto/gen/curator/curator_pb.ts";
 import { Value } from "../event/mod.ts";
 import { UnavailableError, addService, createServer, listen, serverCredentials, type Peer } from "../rpc/mod.ts";
 import { admitMember, whenRightsEnd } from "./rights.ts";
+import { etcdUnavailable } from "./store.ts";
 import type { Logger } from "../log/mod.ts";
 import { sleep, untilCancelled, type Runnable } from "../supervisor/mod.ts";
 import { CURATOR_PORT, HEARTBEAT_TIMEOUT_MS, formatAddress, leaderTrailer, parseEndpoint } from "./client/mod.ts";
@@ -145,6 +146,7 @@ export function curatorRunnable(options: CuratorOptions): Runnable {
     const serveOptions = {
       ca: () => options.clusterCA,
       onError: (method: string, err: unknown) => ctx.logger.debug("call failed", { method, error: String(err) }),
+      mapError: etcdUnavailable,
       admit: (peer: Peer, signal: AbortSignal) => admitMember(state, peer, signal),
       revoked: (peer: Peer, signal: AbortSignal) => whenRightsEnd(watches, peer, signal),
     };

@@ -9,7 +9,7 @@
 // transaction fails and the caller gets UNAVAILABLE.
 
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
-import type { ComparatorBuilder, Namespace } from "etcd3";
+import { ClientClosedError, ClientRuntimeError, EtcdError, GRPCGenericError, type ComparatorBuilder, type Namespace } from "etcd3";
 import { X509Certificate } from "node:crypto";
 import {
   CertificateAuthoritySchema,
@@ -19,7 +19,7 @@ import {
   type NodeRecord,
 } from "../../proto/gen/curator/state/state_pb.ts";
 import { privateKeyFromRaw, rawPrivateKey, type CA } from "../pki/mod.ts";
-import { UnavailableError } from "../rpc/mod.ts";
+import { AbortedError, NotFoundError, UnavailableError } from "../rpc/mod.ts";
 
 /** All curator keys live under this etcd prefix. */
 export const ETCD_PREFIX = "/nodecore/";
@@ -30,6 +30,18 @@ export const NODES_PREFIX = "nodes/";
 export const JOIN_KEYS_PREFIX = "joinkeys/";
 /** A compare-and-swap that keeps losing gives up after this many attempts. */
 const MAX_UPDATE_ATTEMPTS = 20;
+
+/**
+ * An etcd client error as callers of the curator see it: etcd did not
+ * answer as it should (timeouts, lost connections, a member that is
+ * starting), which is UNAVAILABLE, never INTERNAL. Anything else passes.
+ */
+export function etcdUnavailable(err: unknown): unknown {
+  if (err instanceof GRPCGenericError || err instanceof ClientRuntimeError || err instanceof ClientClosedError || err instanceof EtcdError) {
+    return new UnavailableError(`etcd did not answer: ${err.message}; try again`, { cause: err });
+  }
+  return err;
+}
 
 export class StoreError extends Error {
   override name = "StoreError";
@@ -180,13 +192,14 @@ export class CuratorStore {
       // A caller that gave up (its deadline passed) gets no more attempts.
       signal?.throwIfAborted();
       const current = await this.node(id);
-      if (!current) throw new StoreError(`node ${id} does not exist`);
+      // A race a client can start (a deletion under an update) is the client's news, never INTERNAL.
+      if (!current) throw new NotFoundError(`node ${id} not found (deleted meanwhile?)`);
       const next = change(create(NodeRecordSchema, current.value));
       if (await this.commitFenced(this.etcd.if(key, "Mod", "==", current.modRevision).then(this.etcd.put(key).value(Buffer.from(toBinary(NodeRecordSchema, next)))))) {
         return next;
       }
     }
-    throw new StoreError(`node ${id} kept changing under ${MAX_UPDATE_ATTEMPTS} attempts to update it`);
+    throw new AbortedError(`node ${id} kept changing under ${MAX_UPDATE_ATTEMPTS} attempts to update it; try again`);
   }
 
   /**
@@ -210,7 +223,7 @@ export class CuratorStore {
         return "deleted";
       }
     }
-    throw new StoreError(`node ${id} kept changing under ${MAX_UPDATE_ATTEMPTS} attempts to delete it`);
+    throw new AbortedError(`node ${id} kept changing under ${MAX_UPDATE_ATTEMPTS} attempts to delete it; try again`);
   }
 
   /**

@@ -52,6 +52,11 @@ export class UnavailableError extends DomainError {
   override name = "UnavailableError";
   readonly code = Status.UNAVAILABLE;
 }
+/** A concurrent change got there first (the record changed under a read-modify-write): running it again is safe. */
+export class AbortedError extends DomainError {
+  override name = "AbortedError";
+  readonly code = Status.ABORTED;
+}
 /** A bound was reached (too many watchers; a watcher that fell too far behind). */
 export class ResourceExhaustedError extends DomainError {
   override name = "ResourceExhaustedError";

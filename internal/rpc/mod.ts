@@ -46,6 +46,7 @@ export {
 } from "./service.ts";
 export {
   DomainError,
+  AbortedError,
   InvalidArgumentError,
   NotFoundError,
   AlreadyExistsError,

@@ -79,6 +79,12 @@ export interface ServeOptions<S> {
   /** Called for every call that fails, with the status it returned. */
   onError?: (method: string, err: unknown) => void;
   /**
+   * Turns a failure the handlers did not classify into the error it means
+   * to the caller (the curator: etcd's errors are UNAVAILABLE), before it
+   * becomes a status. What it leaves alone is INTERNAL.
+   */
+  mapError?: (err: unknown) => unknown;
+  /**
    * Checks, for every call, after its policy and before its fields, that
    * the caller's right still holds where a certificate alone cannot prove
    * it (a node deleted from the cluster keeps its certificate); throws the
@@ -309,7 +315,7 @@ export function addService<S extends DescService>(server: Server, service: S, im
     };
     const fail = (err: unknown) => {
       options.onError?.(name, err);
-      const { code, details, trailers } = toStatus(err);
+      const { code, details, trailers } = toStatus(options.mapError ? options.mapError(err) : err);
       const metadata = new Metadata();
       // A header value is printable ASCII; anything else is escaped.
       for (const [key, value] of Object.entries(trailers ?? {})) metadata.set(key, encodable(value).replace(/[^ -~]/g, (c) => `\\u{${c.codePointAt(0)!.toString(16)}}`));
