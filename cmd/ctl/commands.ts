@@ -177,10 +177,19 @@ export const program: Program<Ctl> = {
         {
           name: "delete",
           args: [NODE_ID],
-          description: "Remove a node from the cluster (not a consensus member); it cannot join again",
+          description: "Remove a node from the cluster (not a consensus member); it cannot join or register again until undeleted",
           run: async (ctl, [id]) => {
             await withFailover(Management, ctl.credentials(), (m) => m.deleteNode({ id: id! }, ctl.settings), ctl.progress);
-            ctl.print({ deleted: id }, `deleted ${id}: its record and join key are gone, and its certificate no longer gets it in`);
+            ctl.print({ deleted: id }, `deleted ${id}: its record and join key are gone, its certificate no longer gets it in, and it cannot register again (ctl node undelete ${id} lifts that)`);
+          },
+        },
+        {
+          name: "undelete",
+          args: [NODE_ID],
+          description: "Let a deleted node register again (it then waits for approval like a new one)",
+          run: async (ctl, [id]) => {
+            await withFailover(Management, ctl.credentials(), (m) => m.undeleteNode({ id: id! }, ctl.settings), ctl.progress);
+            ctl.print({ undeleted: id }, `${id} may register again; approve it once it has`);
           },
         },
         {

@@ -449,6 +449,28 @@ describe("health and removal", () => {
     expect(info.details).toBe(`node ${id} is not part of the cluster (it was deleted)`);
   });
 
+  test("a deleted node cannot register again, by its node key or its join key, until the owner undeletes it", async () => {
+    const management = cluster.client(Management, owner);
+    const { ticket } = await management.getRegisterTicket({});
+    const again = cluster.client(Curator, { kind: "self-signed", key });
+    const byKey = await refusal(again.registerNode({ registerTicket: ticket, joinKey: rawPublicKey(generateKeyPair().publicKey) }));
+    expect(byKey.code).toBe(Status.PERMISSION_DENIED);
+    expect(byKey.details).toBe(`node ${id} was deleted from the cluster; the owner can let it register again (ctl node undelete ${id})`);
+    const newcomer = cluster.client(Curator, { kind: "self-signed", key: generateKeyPair() });
+    const byJoinKey = await refusal(newcomer.registerNode({ registerTicket: ticket, joinKey: rawPublicKey(joinKey.publicKey) }));
+    newcomer.close();
+    expect(byJoinKey.code).toBe(Status.PERMISSION_DENIED);
+    expect(byJoinKey.details).toContain(`this join key belonged to node ${id}, which was deleted`);
+    expect((await refusal(management.undeleteNode({ id: cluster.node.id }))).code).toBe(Status.NOT_FOUND);
+
+    await management.undeleteNode({ id });
+    await again.registerNode({ registerTicket: ticket, joinKey: rawPublicKey(joinKey.publicKey) });
+    again.close();
+    expect((await healthOf(id))?.state).toBe(NodeState.NEW);
+    await management.deleteNode({ id });
+    management.close();
+  });
+
   test("a registration that never committed can be deleted", async () => {
     const management = cluster.client(Management, owner);
     const { ticket } = await management.getRegisterTicket({});

@@ -164,6 +164,13 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
           const holder = await store.nodeIdByJoinKey(request.joinKey);
           throw new AlreadyExistsError(`join key already in use by node ${holder ?? "(another node)"}`);
         }
+        // Deleted means deleted: neither the node's key nor its join key comes back unless the owner says so.
+        case "node-deleted":
+          throw new PermissionDeniedError(`node ${id} was deleted from the cluster; the owner can let it register again (ctl node undelete ${id})`);
+        case "join-key-deleted": {
+          const deleted = await store.deletedNodeByJoinKey(request.joinKey);
+          throw new PermissionDeniedError(`this join key belonged to node ${deleted ?? "(a deleted node)"}, which was deleted from the cluster; the owner can lift that (ctl node undelete ${deleted ?? "<id>"})`);
+        }
         default: {
           const unreachable: never = created;
           throw new Error(`unknown result ${String(unreachable)}`);

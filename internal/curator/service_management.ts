@@ -39,6 +39,7 @@ export const MANAGEMENT_POLICY: ServicePolicy<typeof Management> = {
   updateNodeRoles: "owner",
   getEtcdCredentials: "owner",
   deleteNode: "owner",
+  undeleteNode: "owner",
   updateNodeLabels: "owner",
   getKubernetesCredentials: "owner",
 };
@@ -130,6 +131,14 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
       if (result === "not-found") throw new NotFoundError(`node ${id} not found`);
       deps.heartbeats.forget(id);
       logger.info("node deleted", { node: id });
+      return {};
+    },
+
+    async undeleteNode(request) {
+      deps.requireLeader();
+      checkNodeId("id", request.id);
+      if ((await store.undeleteNode(request.id)) === "not-found") throw new NotFoundError(`node ${request.id} was never deleted (or its tombstone was lifted already)`);
+      logger.info("deleted node's tombstone lifted: it may register again", { node: request.id });
       return {};
     },
 

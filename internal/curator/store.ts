@@ -28,6 +28,14 @@ export const CA_KEYS = { cluster: "ca/cluster", etcd: "ca/etcd" } as const;
 export const NODES_PREFIX = "nodes/";
 /** joinkeys/<hex of a join public key> → the node ID it belongs to: one node per join key. */
 export const JOIN_KEYS_PREFIX = "joinkeys/";
+/**
+ * deleted/<node id> → the record the node had when the owner deleted it:
+ * its tombstone. A node with one cannot register again (with its node key),
+ * nor can another node register with its join key
+ * (deleted-joinkeys/<hex> → the node ID), until the owner lifts it.
+ */
+export const DELETED_PREFIX = "deleted/";
+export const DELETED_JOIN_KEYS_PREFIX = "deleted-joinkeys/";
 /** A compare-and-swap that keeps losing gives up after this many attempts. */
 const MAX_UPDATE_ATTEMPTS = 20;
 
@@ -165,17 +173,41 @@ export class CuratorStore {
    * Creates a node record and claims its join key, both or neither:
    * "created", or which of the two is taken already.
    */
-  async createNode(record: NodeRecord): Promise<"created" | "node-exists" | "join-key-in-use"> {
+  async createNode(record: NodeRecord): Promise<"created" | "node-exists" | "join-key-in-use" | "node-deleted" | "join-key-deleted"> {
     const key = NODES_PREFIX + record.id;
     const index = joinKeyIndex(record.joinKey);
     const created = await this.commitFenced(
       this.etcd
         .if(key, "Create", "==", 0)
         .and(index, "Create", "==", 0)
+        .and(DELETED_PREFIX + record.id, "Create", "==", 0)
+        .and(deletedJoinKeyIndex(record.joinKey), "Create", "==", 0)
         .then(this.etcd.put(key).value(Buffer.from(toBinary(NodeRecordSchema, record))), this.etcd.put(index).value(record.id)),
     );
     if (created) return "created";
-    return (await this.node(record.id)) ? "node-exists" : "join-key-in-use";
+    if (await this.node(record.id)) return "node-exists";
+    if (await this.deletedNode(record.id)) return "node-deleted";
+    if (await this.deletedNodeByJoinKey(record.joinKey)) return "join-key-deleted";
+    return "join-key-in-use";
+  }
+
+  /** The tombstone of a node the owner deleted: the record it had then. */
+  async deletedNode(id: string): Promise<NodeRecord | undefined> {
+    const bytes = await this.etcd.get(DELETED_PREFIX + id).buffer();
+    return bytes ? fromBinary(NodeRecordSchema, bytes) : undefined;
+  }
+
+  /** The deleted node a join key belonged to. */
+  async deletedNodeByJoinKey(joinKey: Uint8Array): Promise<string | undefined> {
+    return (await this.etcd.get(deletedJoinKeyIndex(joinKey)).string()) ?? undefined;
+  }
+
+  /** Lifts a deleted node's tombstone (the owner lets it register again): "lifted", or "not-found". */
+  async undeleteNode(id: string): Promise<"lifted" | "not-found"> {
+    const tombstone = await this.deletedNode(id);
+    if (!tombstone) return "not-found";
+    await this.commitFenced(this.etcd.if(DELETED_PREFIX + id, "Create", ">", 0).then(this.etcd.delete().key(DELETED_PREFIX + id), this.etcd.delete().key(deletedJoinKeyIndex(tombstone.joinKey))));
+    return "lifted";
   }
 
   /**
@@ -219,7 +251,10 @@ export class CuratorStore {
       if (!current) return "not-found";
       check(current.value);
       const index = joinKeyIndex(current.value.joinKey);
-      if (await this.commitFenced(this.etcd.if(key, "Mod", "==", current.modRevision).then(this.etcd.delete().key(key), this.etcd.delete().key(index)))) {
+      // The record goes and its tombstone comes in one transaction: no moment in which the node could register again.
+      const tombstone = this.etcd.put(DELETED_PREFIX + id).value(Buffer.from(toBinary(NodeRecordSchema, current.value)));
+      const joinKeyTombstone = this.etcd.put(deletedJoinKeyIndex(current.value.joinKey)).value(id);
+      if (await this.commitFenced(this.etcd.if(key, "Mod", "==", current.modRevision).then(this.etcd.delete().key(key), this.etcd.delete().key(index), tombstone, joinKeyTombstone))) {
         return "deleted";
       }
     }
@@ -267,4 +302,8 @@ export function missingCA(kind: CAKind): StoreError {
 
 export function joinKeyIndex(joinKey: Uint8Array): string {
   return JOIN_KEYS_PREFIX + Buffer.from(joinKey).toString("hex");
+}
+
+function deletedJoinKeyIndex(joinKey: Uint8Array): string {
+  return DELETED_JOIN_KEYS_PREFIX + Buffer.from(joinKey).toString("hex");
 }

@@ -277,12 +277,13 @@ export async function startImpostorCurator(
       updateNodeRoles: async () => record("Management/UpdateNodeRoles", {}),
       getEtcdCredentials: async () => record("Management/GetEtcdCredentials", {}),
       deleteNode: async () => record("Management/DeleteNode", {}),
+      undeleteNode: async () => record("Management/UndeleteNode", {}),
       updateNodeLabels: async () => record("Management/UpdateNodeLabels", {}),
       getKubernetesCredentials: async () => record("Management/GetKubernetesCredentials", {}),
     },
     {
       ...serveOptions,
-      policy: { getRegisterTicket: "key", getClusterInfo: "key", getNodes: "key", approveNode: "key", updateNodeRoles: "key", getEtcdCredentials: "key", deleteNode: "key", updateNodeLabels: "key", getKubernetesCredentials: "key" },
+      policy: { getRegisterTicket: "key", getClusterInfo: "key", getNodes: "key", approveNode: "key", updateNodeRoles: "key", getEtcdCredentials: "key", deleteNode: "key", undeleteNode: "key", updateNodeLabels: "key", getKubernetesCredentials: "key" },
     },
   );
   addService(

@@ -38,12 +38,13 @@ function managementServer() {
       updateNodeRoles: unused,
       getEtcdCredentials: unused,
       deleteNode: unused,
+      undeleteNode: unused,
       updateNodeLabels: unused,
       getKubernetesCredentials: unused,
     },
     {
       ca: () => ca.certificate,
-      policy: { getRegisterTicket: "owner", getClusterInfo: "owner", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner", deleteNode: "owner", updateNodeLabels: "owner", getKubernetesCredentials: "owner" },
+      policy: { getRegisterTicket: "owner", getClusterInfo: "owner", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner", deleteNode: "owner", undeleteNode: "owner", updateNodeLabels: "owner", getKubernetesCredentials: "owner" },
     },
   );
   return server;

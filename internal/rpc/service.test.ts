@@ -86,6 +86,9 @@ beforeAll(async () => {
       async deleteNode() {
         return {};
       },
+      async undeleteNode() {
+        return {};
+      },
       async updateNodeLabels() {
         return {};
       },
@@ -95,7 +98,7 @@ beforeAll(async () => {
     },
     {
       ca: () => ca.certificate,
-      policy: { getRegisterTicket: "owner", getClusterInfo: "cluster", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner", deleteNode: "owner", updateNodeLabels: "owner", getKubernetesCredentials: "owner" },
+      policy: { getRegisterTicket: "owner", getClusterInfo: "cluster", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner", deleteNode: "owner", undeleteNode: "owner", updateNodeLabels: "owner", getKubernetesCredentials: "owner" },
     },
   );
   addService(

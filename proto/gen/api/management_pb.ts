@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file api/management.proto.
  */
 export const file_api_management: GenFile = /*@__PURE__*/
-  fileDesc("ChRhcGkvbWFuYWdlbWVudC5wcm90bxIMbm9kZWNvcmUuYXBpIg8KDUVzY3Jvd1JlcXVlc3QiQwoORXNjcm93UmVzcG9uc2USGQoRb3duZXJfY2VydGlmaWNhdGUYASABKAwSFgoOY2FfY2VydGlmaWNhdGUYAiABKAwiNQofR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzUmVxdWVzdBISCgpwdWJsaWNfa2V5GAEgASgMImoKIEdldEt1YmVybmV0ZXNDcmVkZW50aWFsc1Jlc3BvbnNlEhoKEmNsaWVudF9jZXJ0aWZpY2F0ZRgBIAEoDBIWCg5jYV9jZXJ0aWZpY2F0ZRgCIAEoDBISCgphcGlzZXJ2ZXJzGAMgAygJInUKF1VwZGF0ZU5vZGVMYWJlbHNSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSKgoGdXBzZXJ0GAMgAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbBIOCgZkZWxldGUYBCADKAkiRgoYVXBkYXRlTm9kZUxhYmVsc1Jlc3BvbnNlEioKBmxhYmVscxgBIAMoCzIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlTGFiZWwiMwoRRGVsZXRlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDCIUChJEZWxldGVOb2RlUmVzcG9uc2UiLwoZR2V0RXRjZENyZWRlbnRpYWxzUmVxdWVzdBISCgpwdWJsaWNfa2V5GAEgASgMIlAKGkdldEV0Y2RDcmVkZW50aWFsc1Jlc3BvbnNlEhYKDmNhX2NlcnRpZmljYXRlGAEgASgMEhoKEmNsaWVudF9jZXJ0aWZpY2F0ZRgCIAEoDCIaChhHZXRSZWdpc3RlclRpY2tldFJlcXVlc3QiKwoZR2V0UmVnaXN0ZXJUaWNrZXRSZXNwb25zZRIOCgZ0aWNrZXQYASABKAwiFwoVR2V0Q2x1c3RlckluZm9SZXF1ZXN0Io4BChZHZXRDbHVzdGVySW5mb1Jlc3BvbnNlEjwKEWNsdXN0ZXJfZGlyZWN0b3J5GAEgASgLMiEubm9kZWNvcmUuY29tbW9uLkNsdXN0ZXJEaXJlY3RvcnkSFgoOY2FfY2VydGlmaWNhdGUYAiABKAwSHgoWdW5sb2NrX3NoYXJlX3RocmVzaG9sZBgDIAEoDSIRCg9HZXROb2Rlc1JlcXVlc3QikgMKBE5vZGUSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDBIpCgVzdGF0ZRgDIAEoDjIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdGUSKwoGc3RhdHVzGAQgASgLMhsubm9kZWNvcmUuY29tbW9uLk5vZGVTdGF0dXMSKQoFcm9sZXMYBSABKAsyGi5ub2RlY29yZS5jb21tb24uTm9kZVJvbGVzEikKBmhlYWx0aBgGIAEoDjIZLm5vZGVjb3JlLmFwaS5Ob2RlLkhlYWx0aBIkChd0aW1lX3NpbmNlX2hlYXJ0YmVhdF9tcxgHIAEoA0gAiAEBEioKBmxhYmVscxgIIAMoCzIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlTGFiZWwiTgoGSGVhbHRoEhIKDkhFQUxUSF9VTktOT1dOEAASEgoOSEVBTFRIX0hFQUxUSFkQARIcChhIRUFMVEhfSEVBUlRCRUFUX1RJTUVPVVQQAkIaChhfdGltZV9zaW5jZV9oZWFydGJlYXRfbXMiNAoSQXBwcm92ZU5vZGVSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwiFQoTQXBwcm92ZU5vZGVSZXNwb25zZSLgAQoWVXBkYXRlTm9kZVJvbGVzUmVxdWVzdBIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMEh0KEGNvbnNlbnN1c19tZW1iZXIYAyABKAhIAIgBARIiChVrdWJlcm5ldGVzX2NvbnRyb2xsZXIYBCABKAhIAYgBARIeChFrdWJlcm5ldGVzX3dvcmtlchgFIAEoCEgCiAEBQhMKEV9jb25zZW5zdXNfbWVtYmVyQhgKFl9rdWJlcm5ldGVzX2NvbnRyb2xsZXJCFAoSX2t1YmVybmV0ZXNfd29ya2VyIhkKF1VwZGF0ZU5vZGVSb2xlc1Jlc3BvbnNlMkoKA0FBQRJDCgZFc2Nyb3cSGy5ub2RlY29yZS5hcGkuRXNjcm93UmVxdWVzdBocLm5vZGVjb3JlLmFwaS5Fc2Nyb3dSZXNwb25zZTLcBgoKTWFuYWdlbWVudBJkChFHZXRSZWdpc3RlclRpY2tldBImLm5vZGVjb3JlLmFwaS5HZXRSZWdpc3RlclRpY2tldFJlcXVlc3QaJy5ub2RlY29yZS5hcGkuR2V0UmVnaXN0ZXJUaWNrZXRSZXNwb25zZRJbCg5HZXRDbHVzdGVySW5mbxIjLm5vZGVjb3JlLmFwaS5HZXRDbHVzdGVySW5mb1JlcXVlc3QaJC5ub2RlY29yZS5hcGkuR2V0Q2x1c3RlckluZm9SZXNwb25zZRI/CghHZXROb2RlcxIdLm5vZGVjb3JlLmFwaS5HZXROb2Rlc1JlcXVlc3QaEi5ub2RlY29yZS5hcGkuTm9kZTABElIKC0FwcHJvdmVOb2RlEiAubm9kZWNvcmUuYXBpLkFwcHJvdmVOb2RlUmVxdWVzdBohLm5vZGVjb3JlLmFwaS5BcHByb3ZlTm9kZVJlc3BvbnNlEl4KD1VwZGF0ZU5vZGVSb2xlcxIkLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlUm9sZXNSZXF1ZXN0GiUubm9kZWNvcmUuYXBpLlVwZGF0ZU5vZGVSb2xlc1Jlc3BvbnNlEmcKEkdldEV0Y2RDcmVkZW50aWFscxInLm5vZGVjb3JlLmFwaS5HZXRFdGNkQ3JlZGVudGlhbHNSZXF1ZXN0Gigubm9kZWNvcmUuYXBpLkdldEV0Y2RDcmVkZW50aWFsc1Jlc3BvbnNlEk8KCkRlbGV0ZU5vZGUSHy5ub2RlY29yZS5hcGkuRGVsZXRlTm9kZVJlcXVlc3QaIC5ub2RlY29yZS5hcGkuRGVsZXRlTm9kZVJlc3BvbnNlEmEKEFVwZGF0ZU5vZGVMYWJlbHMSJS5ub2RlY29yZS5hcGkuVXBkYXRlTm9kZUxhYmVsc1JlcXVlc3QaJi5ub2RlY29yZS5hcGkuVXBkYXRlTm9kZUxhYmVsc1Jlc3BvbnNlEnkKGEdldEt1YmVybmV0ZXNDcmVkZW50aWFscxItLm5vZGVjb3JlLmFwaS5HZXRLdWJlcm5ldGVzQ3JlZGVudGlhbHNSZXF1ZXN0Gi4ubm9kZWNvcmUuYXBpLkdldEt1YmVybmV0ZXNDcmVkZW50aWFsc1Jlc3BvbnNlYgZwcm90bzM", [file_common_common]);
+  fileDesc("ChRhcGkvbWFuYWdlbWVudC5wcm90bxIMbm9kZWNvcmUuYXBpIg8KDUVzY3Jvd1JlcXVlc3QiQwoORXNjcm93UmVzcG9uc2USGQoRb3duZXJfY2VydGlmaWNhdGUYASABKAwSFgoOY2FfY2VydGlmaWNhdGUYAiABKAwiNQofR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzUmVxdWVzdBISCgpwdWJsaWNfa2V5GAEgASgMImoKIEdldEt1YmVybmV0ZXNDcmVkZW50aWFsc1Jlc3BvbnNlEhoKEmNsaWVudF9jZXJ0aWZpY2F0ZRgBIAEoDBIWCg5jYV9jZXJ0aWZpY2F0ZRgCIAEoDBISCgphcGlzZXJ2ZXJzGAMgAygJInUKF1VwZGF0ZU5vZGVMYWJlbHNSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSKgoGdXBzZXJ0GAMgAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbBIOCgZkZWxldGUYBCADKAkiRgoYVXBkYXRlTm9kZUxhYmVsc1Jlc3BvbnNlEioKBmxhYmVscxgBIAMoCzIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlTGFiZWwiMwoRRGVsZXRlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDCIUChJEZWxldGVOb2RlUmVzcG9uc2UiIQoTVW5kZWxldGVOb2RlUmVxdWVzdBIKCgJpZBgBIAEoCSIWChRVbmRlbGV0ZU5vZGVSZXNwb25zZSIvChlHZXRFdGNkQ3JlZGVudGlhbHNSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAwiUAoaR2V0RXRjZENyZWRlbnRpYWxzUmVzcG9uc2USFgoOY2FfY2VydGlmaWNhdGUYASABKAwSGgoSY2xpZW50X2NlcnRpZmljYXRlGAIgASgMIhoKGEdldFJlZ2lzdGVyVGlja2V0UmVxdWVzdCIrChlHZXRSZWdpc3RlclRpY2tldFJlc3BvbnNlEg4KBnRpY2tldBgBIAEoDCIXChVHZXRDbHVzdGVySW5mb1JlcXVlc3QijgEKFkdldENsdXN0ZXJJbmZvUmVzcG9uc2USPAoRY2x1c3Rlcl9kaXJlY3RvcnkYASABKAsyIS5ub2RlY29yZS5jb21tb24uQ2x1c3RlckRpcmVjdG9yeRIWCg5jYV9jZXJ0aWZpY2F0ZRgCIAEoDBIeChZ1bmxvY2tfc2hhcmVfdGhyZXNob2xkGAMgASgNIhEKD0dldE5vZGVzUmVxdWVzdCKSAwoETm9kZRIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMEikKBXN0YXRlGAMgASgOMhoubm9kZWNvcmUuY29tbW9uLk5vZGVTdGF0ZRIrCgZzdGF0dXMYBCABKAsyGy5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cxIpCgVyb2xlcxgFIAEoCzIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlUm9sZXMSKQoGaGVhbHRoGAYgASgOMhkubm9kZWNvcmUuYXBpLk5vZGUuSGVhbHRoEiQKF3RpbWVfc2luY2VfaGVhcnRiZWF0X21zGAcgASgDSACIAQESKgoGbGFiZWxzGAggAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbCJOCgZIZWFsdGgSEgoOSEVBTFRIX1VOS05PV04QABISCg5IRUFMVEhfSEVBTFRIWRABEhwKGEhFQUxUSF9IRUFSVEJFQVRfVElNRU9VVBACQhoKGF90aW1lX3NpbmNlX2hlYXJ0YmVhdF9tcyI0ChJBcHByb3ZlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDCIVChNBcHByb3ZlTm9kZVJlc3BvbnNlIuABChZVcGRhdGVOb2RlUm9sZXNSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSHQoQY29uc2Vuc3VzX21lbWJlchgDIAEoCEgAiAEBEiIKFWt1YmVybmV0ZXNfY29udHJvbGxlchgEIAEoCEgBiAEBEh4KEWt1YmVybmV0ZXNfd29ya2VyGAUgASgISAKIAQFCEwoRX2NvbnNlbnN1c19tZW1iZXJCGAoWX2t1YmVybmV0ZXNfY29udHJvbGxlckIUChJfa3ViZXJuZXRlc193b3JrZXIiGQoXVXBkYXRlTm9kZVJvbGVzUmVzcG9uc2UySgoDQUFBEkMKBkVzY3JvdxIbLm5vZGVjb3JlLmFwaS5Fc2Nyb3dSZXF1ZXN0Ghwubm9kZWNvcmUuYXBpLkVzY3Jvd1Jlc3BvbnNlMrMHCgpNYW5hZ2VtZW50EmQKEUdldFJlZ2lzdGVyVGlja2V0EiYubm9kZWNvcmUuYXBpLkdldFJlZ2lzdGVyVGlja2V0UmVxdWVzdBonLm5vZGVjb3JlLmFwaS5HZXRSZWdpc3RlclRpY2tldFJlc3BvbnNlElsKDkdldENsdXN0ZXJJbmZvEiMubm9kZWNvcmUuYXBpLkdldENsdXN0ZXJJbmZvUmVxdWVzdBokLm5vZGVjb3JlLmFwaS5HZXRDbHVzdGVySW5mb1Jlc3BvbnNlEj8KCEdldE5vZGVzEh0ubm9kZWNvcmUuYXBpLkdldE5vZGVzUmVxdWVzdBoSLm5vZGVjb3JlLmFwaS5Ob2RlMAESUgoLQXBwcm92ZU5vZGUSIC5ub2RlY29yZS5hcGkuQXBwcm92ZU5vZGVSZXF1ZXN0GiEubm9kZWNvcmUuYXBpLkFwcHJvdmVOb2RlUmVzcG9uc2USXgoPVXBkYXRlTm9kZVJvbGVzEiQubm9kZWNvcmUuYXBpLlVwZGF0ZU5vZGVSb2xlc1JlcXVlc3QaJS5ub2RlY29yZS5hcGkuVXBkYXRlTm9kZVJvbGVzUmVzcG9uc2USZwoSR2V0RXRjZENyZWRlbnRpYWxzEicubm9kZWNvcmUuYXBpLkdldEV0Y2RDcmVkZW50aWFsc1JlcXVlc3QaKC5ub2RlY29yZS5hcGkuR2V0RXRjZENyZWRlbnRpYWxzUmVzcG9uc2USTwoKRGVsZXRlTm9kZRIfLm5vZGVjb3JlLmFwaS5EZWxldGVOb2RlUmVxdWVzdBogLm5vZGVjb3JlLmFwaS5EZWxldGVOb2RlUmVzcG9uc2USVQoMVW5kZWxldGVOb2RlEiEubm9kZWNvcmUuYXBpLlVuZGVsZXRlTm9kZVJlcXVlc3QaIi5ub2RlY29yZS5hcGkuVW5kZWxldGVOb2RlUmVzcG9uc2USYQoQVXBkYXRlTm9kZUxhYmVscxIlLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlTGFiZWxzUmVxdWVzdBomLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlTGFiZWxzUmVzcG9uc2USeQoYR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzEi0ubm9kZWNvcmUuYXBpLkdldEt1YmVybmV0ZXNDcmVkZW50aWFsc1JlcXVlc3QaLi5ub2RlY29yZS5hcGkuR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzUmVzcG9uc2ViBnByb3RvMw", [file_common_common]);
 
 /**
  * @generated from message nodecore.api.EscrowRequest
@@ -199,6 +199,36 @@ export const DeleteNodeResponseSchema: GenMessage<DeleteNodeResponse> = /*@__PUR
   messageDesc(file_api_management, 7);
 
 /**
+ * @generated from message nodecore.api.UndeleteNodeRequest
+ */
+export type UndeleteNodeRequest = Message<"nodecore.api.UndeleteNodeRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message nodecore.api.UndeleteNodeRequest.
+ * Use `create(UndeleteNodeRequestSchema)` to create a new message.
+ */
+export const UndeleteNodeRequestSchema: GenMessage<UndeleteNodeRequest> = /*@__PURE__*/
+  messageDesc(file_api_management, 8);
+
+/**
+ * @generated from message nodecore.api.UndeleteNodeResponse
+ */
+export type UndeleteNodeResponse = Message<"nodecore.api.UndeleteNodeResponse"> & {
+};
+
+/**
+ * Describes the message nodecore.api.UndeleteNodeResponse.
+ * Use `create(UndeleteNodeResponseSchema)` to create a new message.
+ */
+export const UndeleteNodeResponseSchema: GenMessage<UndeleteNodeResponse> = /*@__PURE__*/
+  messageDesc(file_api_management, 9);
+
+/**
  * @generated from message nodecore.api.GetEtcdCredentialsRequest
  */
 export type GetEtcdCredentialsRequest = Message<"nodecore.api.GetEtcdCredentialsRequest"> & {
@@ -215,7 +245,7 @@ export type GetEtcdCredentialsRequest = Message<"nodecore.api.GetEtcdCredentials
  * Use `create(GetEtcdCredentialsRequestSchema)` to create a new message.
  */
 export const GetEtcdCredentialsRequestSchema: GenMessage<GetEtcdCredentialsRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 8);
+  messageDesc(file_api_management, 10);
 
 /**
  * @generated from message nodecore.api.GetEtcdCredentialsResponse
@@ -239,7 +269,7 @@ export type GetEtcdCredentialsResponse = Message<"nodecore.api.GetEtcdCredential
  * Use `create(GetEtcdCredentialsResponseSchema)` to create a new message.
  */
 export const GetEtcdCredentialsResponseSchema: GenMessage<GetEtcdCredentialsResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 9);
+  messageDesc(file_api_management, 11);
 
 /**
  * @generated from message nodecore.api.GetRegisterTicketRequest
@@ -252,7 +282,7 @@ export type GetRegisterTicketRequest = Message<"nodecore.api.GetRegisterTicketRe
  * Use `create(GetRegisterTicketRequestSchema)` to create a new message.
  */
 export const GetRegisterTicketRequestSchema: GenMessage<GetRegisterTicketRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 10);
+  messageDesc(file_api_management, 12);
 
 /**
  * @generated from message nodecore.api.GetRegisterTicketResponse
@@ -269,7 +299,7 @@ export type GetRegisterTicketResponse = Message<"nodecore.api.GetRegisterTicketR
  * Use `create(GetRegisterTicketResponseSchema)` to create a new message.
  */
 export const GetRegisterTicketResponseSchema: GenMessage<GetRegisterTicketResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 11);
+  messageDesc(file_api_management, 13);
 
 /**
  * @generated from message nodecore.api.GetClusterInfoRequest
@@ -282,7 +312,7 @@ export type GetClusterInfoRequest = Message<"nodecore.api.GetClusterInfoRequest"
  * Use `create(GetClusterInfoRequestSchema)` to create a new message.
  */
 export const GetClusterInfoRequestSchema: GenMessage<GetClusterInfoRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 12);
+  messageDesc(file_api_management, 14);
 
 /**
  * @generated from message nodecore.api.GetClusterInfoResponse
@@ -312,7 +342,7 @@ export type GetClusterInfoResponse = Message<"nodecore.api.GetClusterInfoRespons
  * Use `create(GetClusterInfoResponseSchema)` to create a new message.
  */
 export const GetClusterInfoResponseSchema: GenMessage<GetClusterInfoResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 13);
+  messageDesc(file_api_management, 15);
 
 /**
  * @generated from message nodecore.api.GetNodesRequest
@@ -325,7 +355,7 @@ export type GetNodesRequest = Message<"nodecore.api.GetNodesRequest"> & {
  * Use `create(GetNodesRequestSchema)` to create a new message.
  */
 export const GetNodesRequestSchema: GenMessage<GetNodesRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 14);
+  messageDesc(file_api_management, 16);
 
 /**
  * @generated from message nodecore.api.Node
@@ -384,7 +414,7 @@ export type Node = Message<"nodecore.api.Node"> & {
  * Use `create(NodeSchema)` to create a new message.
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
-  messageDesc(file_api_management, 15);
+  messageDesc(file_api_management, 17);
 
 /**
  * Whether the node's heartbeats reach the curator leader. Only nodes that
@@ -420,7 +450,7 @@ export enum Node_Health {
  * Describes the enum nodecore.api.Node.Health.
  */
 export const Node_HealthSchema: GenEnum<Node_Health> = /*@__PURE__*/
-  enumDesc(file_api_management, 15, 0);
+  enumDesc(file_api_management, 17, 0);
 
 /**
  * @generated from message nodecore.api.ApproveNodeRequest
@@ -444,7 +474,7 @@ export type ApproveNodeRequest = Message<"nodecore.api.ApproveNodeRequest"> & {
  * Use `create(ApproveNodeRequestSchema)` to create a new message.
  */
 export const ApproveNodeRequestSchema: GenMessage<ApproveNodeRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 16);
+  messageDesc(file_api_management, 18);
 
 /**
  * @generated from message nodecore.api.ApproveNodeResponse
@@ -457,7 +487,7 @@ export type ApproveNodeResponse = Message<"nodecore.api.ApproveNodeResponse"> & 
  * Use `create(ApproveNodeResponseSchema)` to create a new message.
  */
 export const ApproveNodeResponseSchema: GenMessage<ApproveNodeResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 17);
+  messageDesc(file_api_management, 19);
 
 /**
  * @generated from message nodecore.api.UpdateNodeRolesRequest
@@ -496,7 +526,7 @@ export type UpdateNodeRolesRequest = Message<"nodecore.api.UpdateNodeRolesReques
  * Use `create(UpdateNodeRolesRequestSchema)` to create a new message.
  */
 export const UpdateNodeRolesRequestSchema: GenMessage<UpdateNodeRolesRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 18);
+  messageDesc(file_api_management, 20);
 
 /**
  * @generated from message nodecore.api.UpdateNodeRolesResponse
@@ -509,7 +539,7 @@ export type UpdateNodeRolesResponse = Message<"nodecore.api.UpdateNodeRolesRespo
  * Use `create(UpdateNodeRolesResponseSchema)` to create a new message.
  */
 export const UpdateNodeRolesResponseSchema: GenMessage<UpdateNodeRolesResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 19);
+  messageDesc(file_api_management, 21);
 
 /**
  * Authentication, authorization and accounting. The only service (with
@@ -604,7 +634,8 @@ export const Management: GenService<{
   /**
    * Removes a node from the cluster: its record, its join key and its
    * credentials' standing go, so it can neither join again nor call the
-   * cluster as a node. Refused while the node is a consensus member (take
+   * cluster as a node, and a tombstone stays so that it cannot register
+   * again either (UndeleteNode lifts it). Refused while the node is a consensus member (take
    * the role away first). Also removes registrations that never committed.
    *
    * @generated from rpc nodecore.api.Management.DeleteNode
@@ -613,6 +644,18 @@ export const Management: GenService<{
     methodKind: "unary";
     input: typeof DeleteNodeRequestSchema;
     output: typeof DeleteNodeResponseSchema;
+  },
+  /**
+   * Lifts the tombstone a deletion left: the deleted node (by its node key)
+   * and its join key may register again, and be approved again. NOT_FOUND
+   * when the node was never deleted.
+   *
+   * @generated from rpc nodecore.api.Management.UndeleteNode
+   */
+  undeleteNode: {
+    methodKind: "unary";
+    input: typeof UndeleteNodeRequestSchema;
+    output: typeof UndeleteNodeResponseSchema;
   },
   /**
    * Adds, changes and removes labels of a node in one compare-and-swap,
