@@ -18,6 +18,7 @@ import {
   isLoopback,
   NotFoundError,
   PermissionDeniedError,
+  quote,
   type CallContext,
   type ServiceImpl,
   type ServicePolicy,
@@ -25,7 +26,7 @@ import {
 import { toCuratorNode } from "./convert.ts";
 import type { CuratorStore } from "./store.ts";
 import type { StateReader } from "./state_cache.ts";
-import { checkNodeId, checkNodeStatus, checkPublicKey, MAX_TICKET_BYTES } from "./validate.ts";
+import { checkAddressProven, checkNodeId, checkNodeStatus, checkPublicKey, MAX_TICKET_BYTES } from "./validate.ts";
 import type { NodeEvent, NodeWatchHub } from "./watch.ts";
 import type { HeartbeatTracker } from "./heartbeats.ts";
 
@@ -120,10 +121,11 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
     async updateNodeStatus(request, ctx) {
       if (ctx.peer.kind !== "node") throw new Error("unreachable: policy is node");
       if (request.nodeId !== ctx.peer.nodeId) {
-        throw new PermissionDeniedError(`a node may only update its own status (caller is ${ctx.peer.nodeId}, request names ${request.nodeId || "no node"})`);
+        throw new PermissionDeniedError(`a node may only update its own status (caller is ${ctx.peer.nodeId}, request names ${request.nodeId ? quote(request.nodeId, 40) : "no node"})`);
       }
       if (!request.status) throw new InvalidArgumentError("status is missing");
       checkNodeStatus(request.status);
+      checkAddressProven("status.external_address", request.status.externalAddress, ctx.remoteAddress);
       deps.requireLeader();
       const status = create(NodeStatusSchema, request.status);
       // A status push whose caller gave up is dropped, not retried: a newer one follows.

@@ -163,6 +163,18 @@ describe("node status", () => {
     });
   }
 
+  test("an address the call did not come from is refused: a node cannot point the others at another machine", async () => {
+    const asMallory = cluster.client(Curator, { kind: "node", certificate: mallory.certificate, privateKey: mallory.key.privateKey });
+    const before = (await cluster.store.node(mallory.id))!.value.status;
+    for (const elsewhere of ["10.0.0.7", "fd00::7", "192.168.1.1"]) {
+      const err = await refusal(asMallory.updateNodeStatus({ nodeId: mallory.id, status: { ...good(), externalAddress: elsewhere } }));
+      expect(err.code).toBe(Status.PERMISSION_DENIED);
+      expect(err.details).toBe(`status.external_address: '${elsewhere}' is not the address this call came from (127.0.0.1); a node reports the address it dials the cluster from`);
+    }
+    asMallory.close();
+    expect((await cluster.store.node(mallory.id))!.value.status).toEqual(before);
+  });
+
   test("a good status is stored", async () => {
     const asMallory = cluster.client(Curator, { kind: "node", certificate: mallory.certificate, privateKey: mallory.key.privateKey });
     await asMallory.updateNodeStatus({ nodeId: mallory.id, status: good() });

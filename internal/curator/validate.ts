@@ -9,8 +9,8 @@
 
 import { isIP } from "node:net";
 import type { NodeStatus } from "../../proto/gen/common/common_pb.ts";
-import { isCanonicalEd25519PublicKey } from "../pki/mod.ts";
-import { firstUnprintable, InvalidArgumentError, quote } from "../rpc/mod.ts";
+import { canonicalIp, isCanonicalEd25519PublicKey } from "../pki/mod.ts";
+import { firstUnprintable, InvalidArgumentError, isLoopback, PermissionDeniedError, quote } from "../rpc/mod.ts";
 
 export const NODE_ID_PATTERN = /^node-[0-9a-f]{16}$/;
 /** Service entries one node may report. */
@@ -53,6 +53,20 @@ export function checkNodeId(field: string, value: string): void {
 export function checkAddress(field: string, value: string): void {
   if (value.length > 45 || isIP(value) === 0) invalid(field, `${quote(value, 60)} is not an IP address`);
   if (value === "0.0.0.0" || value === "::" || value === "255.255.255.255") invalid(field, `${value} is not an address other nodes can reach`);
+}
+
+/**
+ * An address a node reports as its own, held against the address its call
+ * came from (which the TCP handshake proves): the same address, or, when
+ * both are loopback addresses, the same machine (node processes on one
+ * host, each on an address of its own, all dial from 127.0.0.1). So no node
+ * can make the others, the owner's ctl or etcd dial an address of its choosing.
+ */
+export function checkAddressProven(field: string, reported: string, source: string | undefined): void {
+  if (source === undefined) throw new PermissionDeniedError(`${field}: the curator cannot see the address this call came from, so it cannot take ${quote(reported, 60)} as this node's`);
+  if (canonicalIp(reported) === canonicalIp(source)) return;
+  if (isLoopback(reported) && isLoopback(source)) return;
+  throw new PermissionDeniedError(`${field}: ${quote(reported, 60)} is not the address this call came from (${source}); a node reports the address it dials the cluster from`);
 }
 
 /** A 32-byte Ed25519 public key that a real private key could have made. */
