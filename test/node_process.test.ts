@@ -103,6 +103,16 @@ describe("a one-node cluster of processes", () => {
     await node.waitForLog((l) => l.msg === "starting the node again (process mode)", { from, what: "tree started again" });
     await node.waitForLog((l) => l.msg === "node is UP", { from, what: "node UP after the reboot", timeoutMs: 90_000 });
 
+    // With --wait, ctl returns once the node has booted again and is HEALTHY: the node is the cluster here, so ctl waits out its absence too.
+    from = node.logs.length;
+    const waited = await asOwner("node", "reboot", id, "--wait");
+    expect(waited.stderr).toBe("");
+    expect(waited.stdout).toMatch(new RegExp(`^${id} rebooted and is HEALTHY again after \\d+\\.\\d s\\n$`));
+    expect(waited.code).toBe(0);
+    // It returned after the new boot was UP, not before.
+    expect(node.logs.slice(from).some((l) => l.msg === "starting the node again (process mode)")).toBe(true);
+    expect(node.logs.slice(from).some((l) => l.msg === "node is UP")).toBe(true);
+
     from = node.logs.length;
     await eventually(
       async () => {

@@ -26,6 +26,7 @@ import {
   completionScript,
   generateOwnerKey,
   listNodes,
+  waitUntilRebooted,
   nodeTable,
   positiveInteger,
   readOwnerKey,
@@ -248,10 +249,17 @@ export const program: Program<Ctl> = {
         {
           name: "reboot",
           args: [NODE_ID],
+          flags: [{ name: "wait", description: "Return once the node has booted again and is HEALTHY" }],
           description: "Stop a node's services cleanly and restart it",
-          run: async (ctl, [id]) => {
-            await withNode(ctl.credentials(), id!, (client) => client.reboot({}, ctl.settings), ctl.settings);
-            ctl.print({ rebooting: id }, `${id} is stopping its services and will restart`);
+          run: async (ctl, [id], flags) => {
+            const credentials = ctl.credentials();
+            const before = flags.wait === true ? (await listNodes(credentials, ctl.settings)).find((n) => n.id === id)?.bootMs : undefined;
+            const asked = Date.now();
+            await withNode(credentials, id!, (client) => client.reboot({}, ctl.settings), ctl.settings);
+            if (flags.wait !== true) return ctl.print({ rebooting: id }, `${id} is stopping its services and will restart`);
+            const back = await waitUntilRebooted(credentials, id!, before, ctl.settings);
+            const seconds = ((Date.now() - asked) / 1000).toFixed(1);
+            ctl.print({ rebooted: id, seconds: Number(seconds), health: back.health }, `${id} rebooted and is ${back.health} again after ${seconds} s`);
           },
         },
         {

@@ -42,6 +42,8 @@ export interface NodeConfig {
   onFatal: (message: string) => void;
   /** The node's log rings, served by node management. */
   logs: LogTree;
+  /** When this boot began (ms since the epoch): the node's status says so, and a reboot changes it. */
+  bootMs: number;
   /** The supervision tree as data. */
   services: () => RunnableDump[];
   /** Reboots or powers off the node the way the ACPI button does. */
@@ -83,6 +85,7 @@ export function nodeRoot(config: NodeConfig): Runnable {
           ...(config.prepareSystemImage ? { prepareSystemImage: config.prepareSystemImage } : {}),
           ...(config.runtime ? { runtime: config.runtime } : {}),
           ...(config.noKubelet ? { noKubelet: config.noKubelet } : {}),
+          bootMs: config.bootMs,
           ...(config.scrubEsp ? { scrubEsp: () => scrubFreeSpace(config.layout.esp.path).then(() => {}) } : {}),
         },
         roleValues,

@@ -86,6 +86,9 @@ export function checkNodeStatus(status: NodeStatus, now = Date.now()): void {
   if (timestamp <= 0n || timestamp > BigInt(now + MAX_TIMESTAMP_SKEW_MS)) {
     invalid("status.timestamp_ms", `${timestamp} is not a time between the epoch and a day from now`);
   }
+  if (status.bootMs < 0n || status.bootMs > BigInt(now + MAX_TIMESTAMP_SKEW_MS)) {
+    invalid("status.boot_ms", `${status.bootMs} is not a time between the epoch and a day from now`);
+  }
   checkPrintable("status.version", status.version, MAX_VERSION_CHARS);
   if (status.services.length > MAX_SERVICES) invalid("status.services", `${status.services.length} entries, more than ${MAX_SERVICES}`);
   const names = new Set<string>();

@@ -24,6 +24,8 @@ export interface NodeSummary {
   /** Milliseconds since the leader last heard the node's heartbeat, if it has. */
   lastSeenMs?: number;
   lastStatusMs?: number;
+  /** When the node's current boot began (ms since the epoch), as it reported. */
+  bootMs?: number;
   services: { name: string; state: string; message: string }[];
 }
 
@@ -38,6 +40,7 @@ export function summarize(node: Node): NodeSummary {
     health: Node_Health[node.health] ?? String(node.health),
     ...(node.timeSinceHeartbeatMs !== undefined ? { lastSeenMs: Number(node.timeSinceHeartbeatMs) } : {}),
     ...(node.status?.timestampMs ? { lastStatusMs: Number(node.status.timestampMs) } : {}),
+    ...(node.status?.bootMs ? { bootMs: Number(node.status.bootMs) } : {}),
     services: (node.status?.services ?? []).map((s) => ({ name: s.name, state: s.state, message: s.message })),
   };
 }

@@ -50,3 +50,37 @@ export async function approveNode(credentials: OwnerCredentials, request: { id: 
   await withFailover(Management, credentials, (m) => m.approveNode({ id }, { timeoutMs: settings.timeoutMs }), settings.progress);
   return { node: id, before, after: await stateOf(), approved: true };
 }
+
+/** How long `ctl node reboot --wait` waits for the node to come back. */
+export const REBOOT_WAIT_MS = 15 * 60_000;
+/** How often it looks. */
+const REBOOT_POLL_MS = 1_000;
+
+/**
+ * Waits until node `id` is back from a reboot: it reports a boot that began
+ * after `before` (its boot before the reboot), and the curator leader hears
+ * its heartbeats (HEALTHY). While the node, or the cluster, is away, says
+ * so through `settings.progress`. Throws, naming what it last saw, after
+ * `waitMs`.
+ */
+export async function waitUntilRebooted(credentials: OwnerCredentials, id: string, before: number | undefined, settings: CallSettings & { waitMs?: number }): Promise<NodeSummary> {
+  const started = Date.now();
+  const deadline = started + (settings.waitMs ?? REBOOT_WAIT_MS);
+  let last = "no answer from the cluster yet";
+  for (;;) {
+    try {
+      const node = (await listNodes(credentials, { timeoutMs: settings.timeoutMs })).find((n) => n.id === id);
+      if (!node) throw new Error(`${id} is no longer in the cluster`);
+      const rebooted = node.bootMs !== undefined && node.bootMs > (before ?? 0);
+      if (rebooted && node.health === "HEALTHY") return node;
+      last = rebooted ? `${id} booted again, its health is ${node.health}` : `${id} has not booted again yet (${node.health})`;
+    } catch (err) {
+      if (err instanceof Error && err.message.endsWith("is no longer in the cluster")) throw err;
+      last = `the cluster does not answer (${(err as Error).message})`;
+    }
+    const elapsed = Date.now() - started;
+    if (Date.now() >= deadline) throw new Error(`${id} was not back within ${Math.round(elapsed / 1000)} s: ${last}`);
+    settings.progress?.(`waiting for ${id} to come back (${Math.round(elapsed / 1000)} s): ${last}`);
+    await Bun.sleep(REBOOT_POLL_MS);
+  }
+}

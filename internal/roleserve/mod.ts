@@ -80,6 +80,8 @@ export interface RoleServerOptions {
   noKubelet?: string;
   curatorPort?: number;
   shareHolderPort?: number;
+  /** When this boot of the node began (ms since the epoch); default: when the role server was made. */
+  bootMs?: number;
   /**
    * Overwrites the ESP's free space (on a VM, where the ESP is a FAT
    * partition whose freed clusters keep old file contents); absent for a
@@ -153,6 +155,7 @@ function curatorConnectionWorker(options: RoleServerOptions, values: RoleServerV
 
 /** The Role Server runnable. */
 export function roleServer(options: RoleServerOptions, values: RoleServerValues = newRoleServerValues()): Runnable {
+  const bootMs = options.bootMs ?? Date.now();
   return async (ctx) => {
     const membership = await options.membership.get({ signal: ctx.signal });
     ctx.logger.info("role server starting", { node: membership.credentials.nodeId });
@@ -174,7 +177,7 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
     ctx.run("rolefetch", roleFetchWorker({ membership: options.membership, connection: values.connection, roles: values.roles, directory: values.directory }));
     ctx.run(
       "statuspush",
-      statusPushWorker({ membership: options.membership, connection: values.connection, localCurator: values.localCurator, services: values.board.value }),
+      statusPushWorker({ membership: options.membership, connection: values.connection, localCurator: values.localCurator, services: values.board.value, bootMs }),
     );
     ctx.run("heartbeat", heartbeatWorker({ membership: options.membership, connection: values.connection }));
     ctx.run(

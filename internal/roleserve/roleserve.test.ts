@@ -240,7 +240,7 @@ describe("status push worker", () => {
     fake.statuses.length = 0;
     const localCurator = new Value<LocalCurator | undefined>();
     const board = new ServiceBoard();
-    run(statusPushWorker({ membership: membership(), connection: connection([fake.endpoint]), localCurator, services: board.value }));
+    run(statusPushWorker({ membership: membership(), connection: connection([fake.endpoint]), localCurator, services: board.value, bootMs: Date.now() }));
     await eventually(() => expect(fake.statuses.length).toBe(1));
     expect(fake.statuses[0]!.externalAddress).toBe("127.0.0.1");
     expect(fake.statuses[0]!.runningCurator).toBeUndefined();
@@ -291,7 +291,7 @@ describe("an impostor curator", () => {
     const values = newRoleServerValues();
     const { entries } = run(roleFetchWorker({ membership: membership(), connection: connection([impostor.endpoint]), roles: values.roles, directory: values.directory }));
     const board = new ServiceBoard();
-    const push = run(statusPushWorker({ membership: membership(), connection: connection([impostor.endpoint]), localCurator: new Value(), services: board.value }));
+    const push = run(statusPushWorker({ membership: membership(), connection: connection([impostor.endpoint]), localCurator: new Value(), services: board.value, bootMs: Date.now() }));
     const refused = (e: { message: string; fields: Record<string, unknown> }) => String(e.fields.error ?? "").includes("not a curator certificate");
     await eventually(() => expect(entries.some(refused)).toBe(true));
     await eventually(() => expect(push.entries.some(refused)).toBe(true));

@@ -18,6 +18,8 @@ export interface StatusPushOptions {
   connection: Value<CuratorConnection>;
   localCurator: Value<LocalCurator | undefined>;
   services: Value<ServiceStatus[]>;
+  /** When this boot of the node began (ms since the epoch). */
+  bootMs: number;
 }
 
 export function statusPushWorker(options: StatusPushOptions): Runnable {
@@ -31,6 +33,7 @@ export function statusPushWorker(options: StatusPushOptions): Runnable {
         externalAddress: membership.address,
         ...(local ? { runningCurator: { port: local.endpoint.port } } : {}),
         version: VERSION,
+        bootMs: BigInt(options.bootMs),
         services,
       });
       if (pushed && equals(NodeStatusSchema, pushed, status)) return;

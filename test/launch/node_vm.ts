@@ -159,6 +159,8 @@ export class NodeVm {
         .filter((l) => l.trim() !== "" && !EXPECTED_QEMU_WARNING.test(l))
         .join(" | ");
       const exit: NodeExit = { exitCode: child.exitCode, signal: child.signalCode === null ? null : String(child.signalCode), reason: this.shutdownReason };
+      // Nobody here stopped it: the guest did (a reboot, a power-off, a crash).
+      const byGuest = this.state_ === "running";
       const why = `qemu exited (${exit.reason ?? (exit.signal ? `signal ${exit.signal}` : `code ${exit.exitCode}`)})${errors ? `: ${errors}` : ""}`;
       serial.note(why);
       serial.end(why);
@@ -169,6 +171,12 @@ export class NodeVm {
       this.child = undefined;
       this.state_ = "stopped";
       this.config.logger.info(`${this.name}: ${why}`);
+      // qemu runs with -no-reboot, so a guest's reboot ends the process; the
+      // machine starts again, as its firmware would. A power-off stays off.
+      if (byGuest && exit.reason === "guest-reset") {
+        this.config.logger.info(`${this.name}: the guest rebooted; starting it again`);
+        this.start().catch((err: unknown) => this.config.logger.error(`${this.name}: could not start again after the guest's reboot: ${(err as Error).message}`));
+      }
       return exit;
     })();
 
@@ -247,7 +255,8 @@ export class NodeVm {
 
   /**
    * The reset button (QMP system_reset). qemu runs with -no-reboot, so a
-   * reset ends the qemu process; the node boots again in a new one.
+   * reset ends the qemu process; the node boots again in a new one. (A
+   * reboot by the guest itself is restarted by the exit handler in start.)
    */
   async reset(): Promise<void> {
     const exit = this.exitPromise;
