@@ -3,10 +3,19 @@
 //   grant:  etcd member add (as learner) ─▶ role carries peer certificate
 //           and the members to join through ─▶ node starts etcd "existing"
 //           ─▶ promoteLearners() makes it a voter once it has caught up
-//   revoke: etcd member remove ─▶ role cleared ─▶ node stops etcd
+//   revoke: role cleared (the record first) ─▶ etcd member remove
+//           ─▶ node stops etcd and deletes its data
+//   reconcile (the leader, every few seconds): an etcd member that no
+//           node's consensus role accounts for is removed
 //
 // The etcd member list is the truth for who is a member; node records say
-// what each node should run.
+// what each node should run. A change spans both, so it is made in the
+// order that the reconciler can finish: a revoke interrupted after its
+// record (the curator leader removing its own node's member loses its
+// etcd, and its caller the reply) leaves a member the reconciler removes;
+// a grant interrupted after its learner was added leaves a learner that
+// never starts, which the reconciler removes after ORPHAN_LEARNER_GRACE_MS,
+// instead of letting it block every later join.
 
 import { create } from "@bufbuild/protobuf";
 import type { Etcd3 } from "etcd3";
@@ -75,22 +84,66 @@ export async function grantConsensus(etcd: Etcd3, store: CuratorStore, record: N
   return consensusRole(await store.ca("etcd"), record, named);
 }
 
-/** Removes the node's etcd member, if it has one. */
-export async function revokeConsensus(etcd: Etcd3, record: NodeRecord, logger: Logger): Promise<void> {
+/** The etcd member of a node: by name (its node ID, once it started), or by the peer URL of its address. */
+function memberOf(members: EtcdMember[], record: Pick<NodeRecord, "id" | "status">): EtcdMember | undefined {
   const address = record.status?.externalAddress;
+  return members.find((m) => m.name === record.id || (address ? m.peerUrls.includes(peerUrl(address)) : false));
+}
+
+/** Refuses a revoke that would take etcd's last voter: before anything is written. */
+export async function checkRevocable(etcd: Etcd3, record: NodeRecord): Promise<void> {
   const members = await etcdMembers(etcd);
-  const member = members.find((m) => m.name === record.id || (address !== undefined && m.peerUrls.includes(peerUrl(address))));
-  if (!member) return;
-  const voters = members.filter((m) => !m.isLearner);
-  if (!member.isLearner && voters.length <= 1) {
+  const member = memberOf(members, record);
+  if (member && !member.isLearner && members.filter((m) => !m.isLearner).length <= 1) {
     throw new FailedPreconditionError(`node ${record.id} is the last voting etcd member; the cluster would lose its data`);
   }
-  logger.info("removing etcd member", { node: record.id, member: member.id });
+}
+
+/**
+ * Removes the node's etcd member, if it has one, once its record no longer
+ * holds the consensus role. A failure is logged, not thrown: the record
+ * is written, and the reconciler (reconcileMembership) removes the member.
+ */
+export async function revokeConsensus(etcd: Etcd3, record: NodeRecord, logger: Logger): Promise<void> {
   try {
+    const member = memberOf(await etcdMembers(etcd), record);
+    if (!member) return;
+    logger.info("removing etcd member", { node: record.id, member: member.id });
     await etcd.cluster.memberRemove({ ID: member.id });
   } catch (err) {
-    throw new FailedPreconditionError(`etcd cannot remove a member right now (${(err as Error).message}); try again once every member is up`);
+    logger.warn("could not remove the etcd member of a node that left consensus; the membership reconciler will", { node: record.id, reason: (err as Error).message });
   }
+}
+
+/** How long a learner that never started, and that no consensus role accounts for, may stay (a grant in flight). */
+export const ORPHAN_LEARNER_GRACE_MS = 30_000;
+
+/**
+ * Holds etcd's members against the consensus roles: a member that no
+ * node's role accounts for is removed (a learner that never started only
+ * after ORPHAN_LEARNER_GRACE_MS, counted from when `firstSeen` first saw
+ * it). The last voter is never removed. Returns the removed members' names
+ * (or IDs, for one that never started).
+ */
+export async function reconcileMembership(etcd: Etcd3, nodes: readonly NodeRecord[], logger: Logger, firstSeen: Map<string, number>, now = Date.now()): Promise<string[]> {
+  const members = await etcdMembers(etcd);
+  const accounted = new Set(nodes.filter((n) => n.roles?.consensusMember).flatMap((n) => memberOf(members, n)?.id ?? []));
+  const removed: string[] = [];
+  for (const id of firstSeen.keys()) if (!members.some((m) => m.id === id && !accounted.has(id))) firstSeen.delete(id);
+  for (const member of members) {
+    if (accounted.has(member.id)) continue;
+    if (!member.isLearner && members.filter((m) => !m.isLearner).length - removed.length <= 1) continue;
+    if (!member.name) {
+      const since = firstSeen.get(member.id) ?? now;
+      firstSeen.set(member.id, since);
+      if (now - since < ORPHAN_LEARNER_GRACE_MS) continue;
+    }
+    logger.warn("removing an etcd member that no consensus role accounts for (a change interrupted halfway)", { member: member.name || member.id, learner: member.isLearner });
+    await etcd.cluster.memberRemove({ ID: member.id });
+    firstSeen.delete(member.id);
+    removed.push(member.name || member.id);
+  }
+  return removed;
 }
 
 /**

@@ -11,6 +11,9 @@ import { Status, type RpcError } from "../rpc/mod.ts";
 import { eventually, freePort } from "../testing/mod.ts";
 import { loadKubernetesPKI } from "../kubernetes/mod.ts";
 import { CuratorStore, ETCD_PREFIX, FencedError, NODES_PREFIX } from "./store.ts";
+import { etcdMembers, ORPHAN_LEARNER_GRACE_MS, reconcileMembership } from "./consensus_membership.ts";
+import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
+import { captureLogger } from "../log/mod.ts";
 import { refusal, startTestCluster, type TestCluster } from "./test_cluster.ts";
 
 let cluster: TestCluster;
@@ -595,4 +598,27 @@ describe("leader election", () => {
     expect(nodes.find((n) => n.id === cluster.node.id)?.health).toBe(Node_Health.UNKNOWN);
     management.close();
   }, 60_000);
+});
+
+describe("etcd's members held against the consensus roles", () => {
+  test("a learner no role accounts for (a grant interrupted halfway) is removed after its grace, and the last voter never is", async () => {
+    const { logger } = captureLogger("test");
+    const firstSeen = new Map<string, number>();
+    const { nodes } = await cluster.store.nodes();
+    // A learner added as a grant would, whose node never got the role and never starts.
+    await cluster.etcd.cluster.memberAdd({ peerURLs: ["https://127.0.0.99:2380"], isLearner: true });
+    const learners = async () => (await etcdMembers(cluster.etcd)).filter((m) => m.isLearner);
+    expect((await learners()).length).toBe(1);
+    const t0 = Date.now();
+    expect(await reconcileMembership(cluster.etcd, nodes, logger, firstSeen, t0)).toEqual([]);
+    expect(await reconcileMembership(cluster.etcd, nodes, logger, firstSeen, t0 + ORPHAN_LEARNER_GRACE_MS - 1)).toEqual([]);
+    expect((await learners()).length).toBe(1);
+    const removed = await reconcileMembership(cluster.etcd, nodes, logger, firstSeen, t0 + ORPHAN_LEARNER_GRACE_MS);
+    expect(removed.length).toBe(1);
+    expect(await learners()).toEqual([]);
+    // Records that give nobody the consensus role: the one voter stays all the same.
+    const roleless = nodes.map((n) => create(NodeRecordSchema, { id: n.id, publicKey: n.publicKey, state: n.state, ...(n.status ? { status: n.status } : {}) }));
+    expect(await reconcileMembership(cluster.etcd, roleless, logger, firstSeen)).toEqual([]);
+    expect((await etcdMembers(cluster.etcd)).length).toBe(1);
+  });
 });

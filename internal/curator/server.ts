@@ -12,7 +12,7 @@ import { etcdUnavailable } from "./store.ts";
 import type { Logger } from "../log/mod.ts";
 import { sleep, untilCancelled, type Runnable } from "../supervisor/mod.ts";
 import { CURATOR_PORT, HEARTBEAT_TIMEOUT_MS, formatAddress, leaderTrailer, parseEndpoint } from "./client/mod.ts";
-import { handRaftLeadershipAway, promoteLearners } from "./consensus_membership.ts";
+import { handRaftLeadershipAway, promoteLearners, reconcileMembership } from "./consensus_membership.ts";
 import { CURATOR_CERTIFICATE_VALIDITY_MS, issueOwnCuratorCertificate } from "./curator_certificate.ts";
 import { leadershipRunnable, type Leadership } from "./leadership.ts";
 import { AAA_POLICY, aaaService } from "./service_aaa.ts";
@@ -115,6 +115,20 @@ export function curatorRunnable(options: CuratorOptions): Runnable {
           logger.warn("could not hand etcd raft leadership away", { reason: (err as Error).message }),
         ),
       ),
+    );
+
+    // etcd's members held against the consensus roles, so that a change
+    // interrupted halfway converges by itself (consensus_membership.ts).
+    const orphanLearners = new Map<string, number>();
+    ctx.run(
+      "membership",
+      whileLeading(async (logger) => {
+        try {
+          await reconcileMembership(options.etcd, (await store.nodes()).nodes, logger, orphanLearners);
+        } catch (err) {
+          logger.warn("could not hold etcd's members against the consensus roles", { reason: (err as Error).message });
+        }
+      }),
     );
 
     // Heartbeats count from the moment this curator begins to lead.

@@ -21,7 +21,7 @@ import {
   type ServiceImpl,
   type ServicePolicy,
 } from "../rpc/mod.ts";
-import { grantConsensus, revokeConsensus } from "./consensus_membership.ts";
+import { checkRevocable, grantConsensus, revokeConsensus } from "./consensus_membership.ts";
 import { apiserverUrls } from "./kubernetes_credentials.ts";
 import { directoryOf } from "./client/mod.ts";
 import { toApiNode } from "./convert.ts";
@@ -191,8 +191,9 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
         consensusMember = await grantConsensus(etcd, store, node, logger);
         deps.onLearnerAdded?.();
       }
-      if (request.consensusMember === false && consensusMember) {
-        await revokeConsensus(etcd, node, logger);
+      const revoking = request.consensusMember === false && consensusMember !== undefined;
+      if (revoking) {
+        await checkRevocable(etcd, node);
         consensusMember = undefined;
       }
       await store.updateNode(id, (r) => {
@@ -207,6 +208,9 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
         r.roles = roles;
         return r;
       });
+      // The record first, then etcd: an interruption here (the leader's own
+      // member going takes its etcd with it) leaves what the reconciler finishes.
+      if (revoking) await revokeConsensus(etcd, node, logger);
       logger.info("node roles updated", {
         node: id,
         consensusMember: Boolean(consensusMember),

@@ -67,6 +67,13 @@ describe("explain", () => {
     expect(curatorFailureLine(inside, { routed, namespaces: ["nodecore-1-dev"] })).toBe(inside.message);
   });
 
+  test("a call whose connection dropped says it may have been carried out, and that running it again is safe", () => {
+    const err = new NoCuratorError([{ endpoint: at("192.0.2.9"), kind: "dropped", reason: "the connection dropped during the call (Connection dropped)" }]);
+    expect(curatorFailureLine(err, { routed })).toBe(
+      "no curator answered (1 tried): 192.0.2.9:7835: the connection dropped during the call (Connection dropped); a call that dropped or ran out of time may still have been carried out; running the same command again is safe",
+    );
+  });
+
   test("an untrusted curator points at the saved CA and at takeownership", () => {
     const err = new NoCuratorError([{ endpoint: at("192.0.2.9"), kind: "untrusted", reason: "its certificate is not signed by the cluster CA (unable to verify the first certificate)" }]);
     expect(curatorFailureLine(err, { files: configPaths("/home/o/.config/nodecore"), routed })).toEndWith(

@@ -56,6 +56,9 @@ export function curatorFailureLine(err: NoCuratorError, options: { files?: Confi
       `the curator's certificate is not trusted by the saved CA${files ? ` (${files.ca})` : ""}, so these credentials are likely from an earlier launch of the cluster: run 'ctl takeownership <node address>' again`,
     );
   }
+  if (err.failures.some((f) => f.kind === "dropped" || f.kind === "deadline")) {
+    hints.push("a call that dropped or ran out of time may still have been carried out; running the same command again is safe");
+  }
   const unreached = err.failures.filter((f) => f.kind === "refused" || f.kind === "unreachable" || f.kind === "timeout").map((f) => f.endpoint.host);
   const namespace = unreached.length > 0 ? namespaceHint(unreached, options) : undefined;
   if (namespace) hints.push(namespace);

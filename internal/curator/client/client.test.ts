@@ -352,4 +352,9 @@ describe("failure descriptions", () => {
     expect(answerFailure(endpoint, server).reason).toBe("deadline exceeded: etcd did not answer");
     expect(answerFailure(endpoint, new RpcError(Status.UNAVAILABLE, "not the leader", "Management/ApproveNode"))).toMatchObject({ kind: "unavailable", reason: "not the leader" });
   });
+
+  test("a connection that went away under a call is a drop, not a refusal: the call may have been carried out", () => {
+    const dropped = new RpcError(Status.UNAVAILABLE, "Connection dropped", "Management/UpdateNodeRoles");
+    expect(answerFailure(endpoint, dropped)).toMatchObject({ kind: "dropped", reason: "the connection dropped during the call (Connection dropped)" });
+  });
 });

@@ -15,7 +15,12 @@
 //   identity     expected curator node-… at 10.0.0.2, but node-… answered (identity.ts)
 //   failed       connection failed: <what the socket said>
 //   unavailable  what it answered (not the leader, ...)
+//   dropped      the connection dropped during the call (its server went away mid-call)
 //   deadline     deadline exceeded: no answer within 15 s
+//
+// A call that dropped or ran out of time may have been carried out: the
+// operator is told so (operator/explain.ts), and that running it again is
+// safe (every write of the owner's API is idempotent).
 //
 // The order of the attempts is the pool's (pool.ts); it also reads why a
 // connection failed, which grpc-js tells only to calls (RpcError.connectionFailure).
@@ -27,7 +32,7 @@ import { formatAddress, formatEndpoint, type CuratorEndpoint } from "./endpoint.
 export const CONNECT_TIMEOUT_MS = 3_000;
 
 /** What happened at one curator; see the file comment. */
-export type CuratorFailureKind = "refused" | "unreachable" | "timeout" | "untrusted" | "identity" | "failed" | "unavailable" | "deadline";
+export type CuratorFailureKind = "refused" | "unreachable" | "timeout" | "untrusted" | "identity" | "failed" | "unavailable" | "dropped" | "deadline";
 
 /** What happened at one curator. */
 export interface CuratorFailure {
@@ -105,6 +110,10 @@ export function answerFailure(endpoint: CuratorEndpoint, err: unknown): CuratorF
     const after = /^Deadline exceeded after (\d+(?:\.\d+)?)s/.exec(err.details);
     const reason = after ? `deadline exceeded: no answer within ${Number(after[1]).toFixed(1).replace(/\.0$/, "")} s` : `deadline exceeded: ${err.details}`;
     return { endpoint, kind: "deadline", reason, error: err };
+  }
+  // grpc-js's words for a connection that went away under a call: the call may have been carried out.
+  if (err instanceof RpcError && err.code === Status.UNAVAILABLE && /Connection dropped|RST_STREAM|ECONNRESET|socket hang up/i.test(err.details)) {
+    return { endpoint, kind: "dropped", reason: `the connection dropped during the call (${err.details})`, error: err };
   }
   const reason = err instanceof RpcError ? err.details : err instanceof Error ? err.message : String(err);
   return { endpoint, kind: "unavailable", reason, error: err };
