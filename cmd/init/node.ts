@@ -17,7 +17,8 @@ import { newRoleServerValues, roleServer, type RuntimeSetup } from "../../intern
 import type { LogTree } from "../../internal/logtree/mod.ts";
 import { nodeManagementRunnable, type PowerRequest } from "../../internal/nodemgmt/mod.ts";
 import { shareHolderRunnable } from "../../internal/coldstart/mod.ts";
-import { untilCancelled, type Runnable, type RunnableDump } from "../../internal/supervisor/mod.ts";
+import { failingRunnables, failingSummary, sleep, untilCancelled, type Runnable, type RunnableDump } from "../../internal/supervisor/mod.ts";
+import { SUPERVISION_LINE } from "../../internal/curator/mod.ts";
 import { VERSION } from "../../internal/version/mod.ts";
 
 export interface NodeConfig {
@@ -49,6 +50,9 @@ export interface NodeConfig {
   /** Reboots or powers off the node the way the ACPI button does. */
   power: (action: PowerRequest, why: string) => void;
 }
+
+/** How often the supervision line is brought up to date. */
+const SUPERVISION_INTERVAL_MS = 3_000;
 
 export function nodeRoot(config: NodeConfig): Runnable {
   return async (ctx) => {
@@ -116,6 +120,18 @@ export function nodeRoot(config: NodeConfig): Runnable {
         if (line === printed) continue;
         printed = line;
         status.logger.info("node is UP", { node: state.nodeId, address: nodeAddress, roles: line });
+      }
+    });
+    // The supervision line: which runnables keep failing, if any. The
+    // cluster folds it into the node's health (DEGRADED), so a crash-looping
+    // etcd shows in ctl node list even while heartbeats arrive.
+    ctx.run("supervision", async (s) => {
+      s.signalHealthy();
+      for (;;) {
+        const failing = failingRunnables(config.services());
+        if (failing.length === 0) roleValues.board.report(SUPERVISION_LINE, "ok", "no runnable is failing");
+        else roleValues.board.report(SUPERVISION_LINE, "degraded", failingSummary(failing));
+        await sleep(SUPERVISION_INTERVAL_MS, s.signal);
       }
     });
     ctx.signalHealthy();

@@ -1,13 +1,31 @@
 // The one place where curator state becomes wire messages (and back).
 
 import { create } from "@bufbuild/protobuf";
-import { NodeSchema as ApiNodeSchema, type Node as ApiNode } from "../../proto/gen/api/management_pb.ts";
+import { Node_Health, NodeSchema as ApiNodeSchema, type Node as ApiNode } from "../../proto/gen/api/management_pb.ts";
 import { NodeSchema as CuratorNodeSchema, type Node as CuratorNode } from "../../proto/gen/curator/curator_pb.ts";
 import type { NodeRecord } from "../../proto/gen/curator/state/state_pb.ts";
 import type { Health } from "./heartbeats.ts";
 
+/**
+ * The service line in which a node says which of its runnables keep failing
+ * (state "ok" or "degraded"; cmd/init/node.ts reports it).
+ */
+export const SUPERVISION_LINE = "supervision";
+
+/**
+ * A node's health as the owner sees it: the leader's heartbeat verdict,
+ * made DEGRADED, with the node's own words, when heartbeats arrive but the
+ * node says part of it keeps failing.
+ */
+function healthOf(record: NodeRecord, health: Health): { health: Node_Health; reason: string } {
+  const supervision = record.status?.services.find((s) => s.name === SUPERVISION_LINE);
+  if (health.health === Node_Health.HEALTHY && supervision?.state === "degraded") return { health: Node_Health.DEGRADED, reason: supervision.message };
+  return { health: health.health, reason: "" };
+}
+
 /** A node as the owner sees it, with its health as the leader knows it: never its unlock key or join key. */
 export function toApiNode(record: NodeRecord, health: Health): ApiNode {
+  const verdict = healthOf(record, health);
   return create(ApiNodeSchema, {
     id: record.id,
     publicKey: record.publicKey,
@@ -15,7 +33,8 @@ export function toApiNode(record: NodeRecord, health: Health): ApiNode {
     ...(record.status ? { status: record.status } : {}),
     ...(record.roles ? { roles: record.roles } : {}),
     labels: record.labels,
-    health: health.health,
+    health: verdict.health,
+    healthReason: verdict.reason,
     ...(health.sinceBeatMs !== undefined ? { timeSinceHeartbeatMs: BigInt(Math.round(health.sinceBeatMs)) } : {}),
   });
 }

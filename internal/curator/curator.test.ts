@@ -11,6 +11,7 @@ import { Status, type RpcError } from "../rpc/mod.ts";
 import { eventually, freePort } from "../testing/mod.ts";
 import { loadKubernetesPKI } from "../kubernetes/mod.ts";
 import { CuratorStore, ETCD_PREFIX, FencedError, NODES_PREFIX } from "./store.ts";
+import { SUPERVISION_LINE } from "./convert.ts";
 import { etcdMembers, ORPHAN_LEARNER_GRACE_MS, reconcileMembership } from "./consensus_membership.ts";
 import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
 import { captureLogger } from "../log/mod.ts";
@@ -376,6 +377,16 @@ describe("health and removal", () => {
     expect(answers).toBeGreaterThan(0);
     const healthy = (await healthOf(id))!;
     expect(Number(healthy.timeSinceHeartbeatMs)).toBeLessThan(HEARTBEAT_TIMEOUT_MS);
+    // Heartbeats arrive, but the node says its etcd keeps failing: DEGRADED, in its words; HEALTHY again once it says ok.
+    const report = (state: string, message: string) =>
+      curator.updateNodeStatus({ nodeId: id, status: { externalAddress: "127.0.0.1", timestampMs: BigInt(Date.now()), version: "test", services: [{ name: SUPERVISION_LINE, state, message }] } });
+    await report("degraded", "root.roleserve.controlplane.consensus keeps failing (4 restarts; last: etcd exited with code 1)");
+    const degraded = (await healthOf(id))!;
+    expect(Node_Health[degraded.health]).toBe("DEGRADED");
+    expect(degraded.healthReason).toBe("root.roleserve.controlplane.consensus keeps failing (4 restarts; last: etcd exited with code 1)");
+    await report("ok", "no runnable is failing");
+    expect(Node_Health[(await healthOf(id))!.health]).toBe("HEALTHY");
+    expect((await healthOf(id))!.healthReason).toBe("");
     stop.abort();
     await stream;
     curator.close();

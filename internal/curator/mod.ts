@@ -46,3 +46,4 @@ export { CuratorStore, ETCD_PREFIX, StoreError } from "./store.ts";
 export { consensusRole, etcdMembers, grantConsensus, revokeConsensus, promoteLearners, type EtcdMember } from "./consensus_membership.ts";
 export { ELECTION_NAME, LEADER_LEASE_TTL_S, type Leadership, type LeaderInfo } from "./leadership.ts";
 export { UNLOCK_KEY_BYTES } from "./service_curator.ts";
+export { SUPERVISION_LINE } from "./convert.ts";

@@ -19,8 +19,10 @@ export interface NodeSummary {
   curator: boolean;
   /** The owner's labels, key=value, sorted by key. */
   labels: string[];
-  /** HEALTHY, HEARTBEAT_TIMEOUT or UNKNOWN, as the curator leader sees it. */
+  /** HEALTHY, DEGRADED, HEARTBEAT_TIMEOUT or UNKNOWN, as the curator leader sees it. */
   health: string;
+  /** Why the node is DEGRADED (what keeps failing on it). */
+  healthReason?: string;
   /** Milliseconds since the leader last heard the node's heartbeat, if it has. */
   lastSeenMs?: number;
   lastStatusMs?: number;
@@ -38,6 +40,7 @@ export function summarize(node: Node): NodeSummary {
     curator: Boolean(node.status?.runningCurator),
     labels: node.labels.map((l) => `${l.key}=${l.value}`),
     health: Node_Health[node.health] ?? String(node.health),
+    ...(node.healthReason ? { healthReason: node.healthReason } : {}),
     ...(node.timeSinceHeartbeatMs !== undefined ? { lastSeenMs: Number(node.timeSinceHeartbeatMs) } : {}),
     ...(node.status?.timestampMs ? { lastStatusMs: Number(node.status.timestampMs) } : {}),
     ...(node.status?.bootMs ? { bootMs: Number(node.status.bootMs) } : {}),
@@ -69,7 +72,10 @@ export function nodeTable(nodes: NodeSummary[]): string {
     ]),
   ];
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-  return rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd()).join("\n");
+  const table = rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd());
+  // Why a node is DEGRADED, under the table: one line each.
+  const reasons = nodes.filter((n) => n.healthReason).map((n) => `${n.id} is ${n.health}: ${n.healthReason}`);
+  return [...table, ...(reasons.length ? ["", ...reasons] : [])].join("\n");
 }
 
 /** CLI role names → UpdateNodeRoles fields. */

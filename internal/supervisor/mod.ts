@@ -47,6 +47,7 @@ export {
   type SupervisorOptions,
 } from "./supervisor.ts";
 export { Backoff, DEFAULT_BACKOFF, type BackoffPolicy } from "./backoff.ts";
+export { failingRunnables, failingSummary } from "./failing.ts";
 export { RestartRequest, SupervisorError } from "./errors.ts";
 export {
   runProcess,

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { captureLogger } from "../log/mod.ts";
 import { eventually } from "../testing/mod.ts";
-import { RestartRequest, supervise, untilCancelled as waitCancelled, type RunContext, type Runnable, type Supervisor, type SupervisorOptions } from "./mod.ts";
+import { failingRunnables, failingSummary, RestartRequest, supervise, untilCancelled as waitCancelled, type RunContext, type Runnable, type Supervisor, type SupervisorOptions } from "./mod.ts";
 
 /** Fast restarts for tests; no jitter so intervals can be checked exactly. */
 const TEST_BACKOFF = { initialMs: 20, multiplier: 1.5, maxMs: 200, jitter: 0 };
@@ -261,5 +261,38 @@ describe("supervisor", () => {
     await supervisor.stop();
     expect(stopped.sort()).toEqual(["a", "b", "c", "root"]);
     expect(supervisor.dump().every((d) => d.state === "stopped")).toBe(true);
+  });
+});
+
+describe("failing runnables (the node's supervision line)", () => {
+  test("a runnable that keeps dying is failing, with its restarts and last error; planned restarts and healthy ones are not", async () => {
+    let plannedStarts = 0;
+    const { supervisor } = start(async (ctx) => {
+      ctx.run("crashloop", async () => {
+        throw new Error("etcd exited with code 1");
+      });
+      ctx.run("planned", async (c) => {
+        plannedStarts++;
+        c.signalHealthy();
+        if (plannedStarts < 3) throw new RestartRequest("got the consensus role");
+        await untilCancelled(c);
+      });
+      ctx.run("fine", async (c) => {
+        c.signalHealthy();
+        await untilCancelled(c);
+      });
+      ctx.signalHealthy();
+      await untilCancelled(ctx);
+    });
+    await eventually(() => expect(node(supervisor, "root.crashloop").restarts).toBeGreaterThanOrEqual(3));
+    await eventually(() => expect(plannedStarts).toBe(3));
+    const failing = failingRunnables(supervisor.dump(), TEST_BACKOFF.initialMs);
+    expect(failing.map((d) => d.path)).toEqual(["root.crashloop"]);
+    expect(failingSummary(failing)).toMatch(/^root\.crashloop keeps failing \(\d+ restarts; last: etcd exited with code 1\)$/);
+  });
+
+  test("the summary names three and counts the rest", () => {
+    const dump = ["a", "b", "c", "d", "e"].map((n) => ({ path: `root.${n}`, state: "dead" as const, restarts: 2, sinceMs: 0, backoffMs: 1_000 }));
+    expect(failingSummary(failingRunnables(dump))).toBe("root.a keeps failing (2 restarts); root.b keeps failing (2 restarts); root.c keeps failing (2 restarts); and 2 more");
   });
 });
