@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { readFileSync, writeFileSync } from "node:fs";
 import { generateKeyPair, privateKeyPem, rawPublicKey } from "../internal/pki/mod.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
-import { ETCD_COMMAND, NodeProcess, ctl, loopbackBlock } from "./support/node_process.ts";
+import { ETCD_COMMAND, NodeProcess, ctl, ctlCommand, loopbackBlock } from "./support/node_process.ts";
 
 const dir = tempDir("nodecore-node-");
 const address = loopbackBlock();
@@ -92,9 +92,21 @@ describe("a one-node cluster of processes", () => {
     expect(node.logs.slice(from).filter((l) => l.msg === "process started" && l.command === ETCD_COMMAND).length).toBe(1);
   }, 180_000);
 
-  test("ctl node reboot starts the node's tree again in its process, and ctl node poweroff ends the process", async () => {
+  test("ctl node reboot starts the node's tree again in its process, a follower of its logs follows it back, and ctl node poweroff ends the process", async () => {
     const asOwner = (...args: string[]) => ctl(config, "--owner-key", join(dir.path, "owner.key"), ...args);
     const id = JSON.parse((await asOwner("node", "list", "--json")).stdout)[0].id as string;
+    // A follower of the node's status log, from before the reboot.
+    const follower = Bun.spawn(ctlCommand(config, "--owner-key", join(dir.path, "owner.key"), "node", "logs", id, "root.status", "-f", "-n", "1"), { stdout: "pipe", stderr: "pipe" });
+    const followed = { out: "", err: "" };
+    const reading = Promise.all([
+      (async () => {
+        for await (const chunk of follower.stdout) followed.out += new TextDecoder().decode(chunk);
+      })(),
+      (async () => {
+        for await (const chunk of follower.stderr) followed.err += new TextDecoder().decode(chunk);
+      })(),
+    ]);
+    await eventually(() => expect(followed.out).toContain("root.status"), { timeoutMs: 30_000, what: "the follower's first line" });
     let from = node.logs.length;
     const rebooted = await asOwner("node", "reboot", id);
     expect(rebooted.stdout).toBe(`${id} is stopping its services and will restart\n`);
@@ -102,6 +114,17 @@ describe("a one-node cluster of processes", () => {
     await node.waitForLog((l) => l.msg === "stopping the node" && l.action === "restart" && l.why === "owner asked through NodeManagement.Reboot", { from, what: "reboot asked" });
     await node.waitForLog((l) => l.msg === "starting the node again (process mode)", { from, what: "tree started again" });
     await node.waitForLog((l) => l.msg === "node is UP", { from, what: "node UP after the reboot", timeoutMs: 90_000 });
+    try {
+      // The follower said the node went and came back, and printed the new boot's lines, each once.
+      await eventually(() => expect(followed.err).toMatch(new RegExp(`^ctl: ${id} went away \\(.+\\); following it again once it is back\\nctl: ${id} is back; following its logs again\\n$`)), { timeoutMs: 60_000, what: "the follower's notes" });
+      await eventually(() => expect(followed.out).toMatch(/storage mounted, node is part of the cluster[\s\S]*node is UP/), { timeoutMs: 60_000, what: "the new boot, followed" });
+      const lines = followed.out.trim().split("\n");
+      expect(new Set(lines).size).toBe(lines.length);
+    } finally {
+      follower.kill("SIGINT");
+      await follower.exited;
+      await reading;
+    }
 
     // With --wait, ctl returns once the node has booted again and is HEALTHY: the node is the cluster here, so ctl waits out its absence too.
     from = node.logs.length;

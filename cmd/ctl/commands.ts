@@ -22,6 +22,7 @@ import {
   UsageError,
   serviceTable,
   withNode,
+  readLogs,
   approveNode,
   completionScript,
   generateOwnerKey,
@@ -65,6 +66,8 @@ export interface Ctl {
   printLine(line: string): void;
   /** Tells the owner what ctl is doing (a line that the next replaces, on a terminal only). */
   progress(line: string): void;
+  /** Tells the owner something that happened meanwhile, as a line of its own on stderr ("ctl: ..."). */
+  note(line: string): void;
 }
 
 const FLAGS: readonly FlagSpec[] = [
@@ -206,28 +209,25 @@ export const program: Program<Ctl> = {
             const follow = flags.follow === true;
             const stop = new AbortController();
             if (follow) process.once("SIGINT", () => stop.abort(new Error("interrupted")));
-            await withNode(
+            ctl.progress(`reading the logs of ${id} ...`);
+            await readLogs(
               ctl.credentials(),
               id!,
-              async (client) => {
-                const request = {
-                  path: path ?? "",
-                  subtree: true,
-                  backlog: (flags.lines as number | undefined) ?? DEFAULT_LOG_LINES,
-                  follow,
-                  ...(flags.level ? { minLevel: LOG_LEVELS[flags.level as keyof typeof LOG_LEVELS] } : {}),
-                };
-                ctl.progress(`reading the logs of ${id} ...`);
-                try {
-                  for await (const response of client.getLogs(request, { signal: stop.signal, ...(follow ? {} : { timeoutMs: ctl.settings.timeoutMs }) })) {
-                    // --json: one object per line, so that a follower can be piped.
-                    for (const entry of response.entries) ctl.printLine(ctl.json ? JSON.stringify(logEntryJson(entry)) : formatLogEntry(entry));
-                  }
-                } catch (err) {
-                  if (!stop.signal.aborted) throw err;
-                }
+              {
+                path: path ?? "",
+                subtree: true,
+                backlog: (flags.lines as number | undefined) ?? DEFAULT_LOG_LINES,
+                follow,
+                ...(flags.level ? { minLevel: LOG_LEVELS[flags.level as keyof typeof LOG_LEVELS] } : {}),
               },
-              ctl.settings,
+              {
+                ...ctl.settings,
+                signal: stop.signal,
+                // --json: one object per line, so that a follower can be piped.
+                print: (entry) => ctl.printLine(ctl.json ? JSON.stringify(logEntryJson(entry)) : formatLogEntry(entry)),
+                // What happens to the node goes to stderr, so that stdout stays the log.
+                note: (line) => ctl.note(line),
+              },
             );
           },
         },

@@ -54,6 +54,10 @@ async function main(argv: readonly string[]): Promise<number> {
       console.log(line);
     },
     progress,
+    note: (line) => {
+      clearProgress();
+      process.stderr.write(`ctl: ${line}\n`);
+    },
   };
   await target.run(ctl, invocation.args, invocation.flags);
   return 0;

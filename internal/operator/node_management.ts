@@ -5,7 +5,7 @@
 import type { LogEntry, NodeManagement } from "../../proto/gen/api/node_management_pb.ts";
 import { formatText } from "../log/mod.ts";
 import { WIRE_LEVELS, dialNodeManagement, levelOfWire } from "../nodemgmt/mod.ts";
-import type { ServiceClient } from "../rpc/mod.ts";
+import { RpcError, Status, type ServiceClient } from "../rpc/mod.ts";
 import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
 import { formatDuration } from "./format.ts";
 import { listNodes, type CallSettings } from "./nodes.ts";
@@ -75,4 +75,64 @@ export function serviceTable(rows: ServiceRow[]): string {
   ];
   const widths = table[0]!.map((_, i) => Math.max(...table.map((r) => r[i]!.length)));
   return table.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join("  ").trimEnd()).join("\n");
+}
+
+/** How long a follower waits before looking for a node that went away again. */
+const FOLLOW_RETRY_MS = 1_000;
+
+/** Refusals that following again would only repeat: the request, or the caller, is wrong. */
+const FINAL_CODES = new Set([Status.INVALID_ARGUMENT, Status.PERMISSION_DENIED, Status.UNAUTHENTICATED, Status.NOT_FOUND, Status.RESOURCE_EXHAUSTED]);
+
+/**
+ * Reads node `id`'s logs (GetLogs with `request`), handing each entry to
+ * `print`. Without follow, one read. With follow, until `signal` aborts: a
+ * node that goes away (reboots, restarts, is unreachable for a while) is
+ * said to have gone through `note`, and followed again once it is back,
+ * without printing an entry twice. A refusal, or a node the cluster no
+ * longer has, ends it with that error.
+ */
+export async function readLogs(
+  credentials: OwnerCredentials,
+  id: string,
+  request: { path: string; subtree: boolean; backlog: number; follow: boolean; minLevel?: number },
+  settings: CallSettings & { signal: AbortSignal; print: (entry: LogEntry) => void; note: (line: string) => void },
+): Promise<void> {
+  let lastTimeMs = -1n;
+  let away = false;
+  for (;;) {
+    try {
+      await withNode(
+        credentials,
+        id,
+        async (client) => {
+          const ask = away ? { ...request, backlog: -1 } : request;
+          for await (const response of client.getLogs(ask, { signal: settings.signal, ...(request.follow ? {} : { timeoutMs: settings.timeoutMs }) })) {
+            if (away) {
+              settings.note(`${id} is back; following its logs again`);
+              away = false;
+            }
+            for (const entry of response.entries) {
+              // After a node came back, its backlog repeats what was printed before it went (a node process keeps its log rings).
+              if (entry.timeMs <= lastTimeMs) continue;
+              lastTimeMs = entry.timeMs;
+              settings.print(entry);
+            }
+          }
+        },
+        settings,
+      );
+      if (!request.follow || settings.signal.aborted) return;
+      throw new Error("its log stream ended");
+    } catch (err) {
+      if (settings.signal.aborted || !request.follow) {
+        if (settings.signal.aborted) return;
+        throw err;
+      }
+      if (err instanceof RpcError && FINAL_CODES.has(err.code)) throw err;
+      if (err instanceof OperatorError && err.message.startsWith("the cluster has no node")) throw err;
+      if (!away) settings.note(`${id} went away (${err instanceof RpcError ? err.details : (err as Error).message}); following it again once it is back`);
+      away = true;
+      await Bun.sleep(FOLLOW_RETRY_MS);
+    }
+  }
 }
