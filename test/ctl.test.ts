@@ -245,6 +245,25 @@ describe("ctl", () => {
     expectOneLineError(await ctl("genkey"), 1, "an owner key already exists");
   });
 
+  test("ctl help is --help; -o json and --output json are --json; a node is found by a unique prefix of its ID or its name label", async () => {
+    expect((await ctl("help", "node")).stdout).toBe((await ctl("node", "--help")).stdout);
+    expect((await ctl("help")).stdout).toBe((await ctl("--help")).stdout);
+    const asJson = (await ctl("node", "list", "--json")).stdout;
+    expect((await ctl("node", "list", "-o", "json")).stdout).toBe(asJson);
+    expect((await ctl("node", "list", "--output", "json")).stdout).toBe(asJson);
+    expect(JSON.parse(asJson).some((n: { id: string }) => n.id === cluster.node.id)).toBe(true);
+
+    const id = cluster.node.id;
+    const byPrefix = await ctl("node", "label", id.slice(0, 9), "name=first");
+    expect(byPrefix.stderr).toBe("");
+    expect(byPrefix.stdout.trim()).toBe(`labels of ${id}: name=first`);
+    const byName = await ctl("node", "label", "first", "zone=b");
+    expect(byName.stdout.trim()).toBe(`labels of ${id}: name=first, zone=b`);
+    expect((await ctl("node", "list", "--ids")).stdout).toContain(`${id}\nfirst\n`);
+    expectOneLineError(await ctl("node", "label", "zzz", "a=b"), 1, new RegExp(`the cluster has no node 'zzz' \\(nodes: .*${id} \\(first\\)`));
+    await ctl("node", "label", id, "name-", "zone-");
+  });
+
   test("help lists a command's actions, one line each, and completion covers commands, actions and flags", async () => {
     const help = await ctl("node", "--help");
     expect(help.code).toBe(0);
@@ -262,7 +281,7 @@ describe("ctl", () => {
 describe("every bad command line and config fails with one line that names its cause", () => {
   // exit 2: mistakes in the command line.
   const usage: [string[], string | RegExp][] = [
-    [[], "missing command (commands: version, genkey, takeownership, cluster, ticket, node, etcd, kubeconfig, params, completion)"],
+    [[], "missing command (commands: version, help, genkey, takeownership, cluster, ticket, node, etcd, kubeconfig, params, completion)"],
     [["nod", "list"], "unknown command 'nod' (did you mean 'node'?)"],
     [["x"], "unknown command 'x' (commands: "],
     [["node"], "missing action for node (actions: list, approve, delete, undelete, logs, services, reboot, poweroff, label, roles)"],
@@ -358,7 +377,7 @@ describe("every bad command line and config fails with one line that names its c
     ["a missing CA", (d) => writeFileSync(join(d, "ca.crt"), ""), ["node", "list"], /ca\.crt is not a valid PEM certificate/],
     ["an owner key that is a directory", () => {}, ["--owner-key", "/", "node", "list"], "cannot read /: it is a directory"],
     ["no owner key to bootstrap with", () => {}, ["--owner-key", "/nonexistent/owner.key", "params", "bootstrap", "/tmp/x.pb"], "no owner key at /nonexistent/owner.key"],
-    ["a parameters file in a missing directory", () => {}, ["params", "bootstrap", "/nonexistent/dir/x.pb"], /ENOENT.*\/nonexistent\/dir\/x\.pb/],
+    ["a parameters file in a missing directory", () => {}, ["params", "bootstrap", "/nonexistent/dir/x.pb"], "/nonexistent/dir/x.pb: no such file or directory"],
     ["an endpoint that is not one", () => {}, ["takeownership", "10.0.0.1:99999"], "'10.0.0.1:99999': port must be 1-65535"],
   ];
   for (const [what, damage, args, cause] of runtime) {

@@ -43,6 +43,9 @@ import {
   type Program,
   type RoleName,
   type Shell,
+  helpText,
+  parseCommandLine,
+  NAME_LABEL,
 } from "../../internal/operator/mod.ts";
 import { endpointsOfDirectory, formatEndpoint } from "../../internal/curator/client/mod.ts";
 import { buildKubeconfig, OWNER_USER } from "../../internal/kubernetes/mod.ts";
@@ -68,6 +71,8 @@ export interface Ctl {
   progress(line: string): void;
   /** Tells the owner something that happened meanwhile, as a line of its own on stderr ("ctl: ..."). */
   note(line: string): void;
+  /** The whole ID of the node the owner typed: a whole ID as it is, a unique prefix, or a name label (operator resolveNode). */
+  node(typed: string): Promise<string>;
 }
 
 const FLAGS: readonly FlagSpec[] = [
@@ -75,11 +80,13 @@ const FLAGS: readonly FlagSpec[] = [
   { name: "owner-key", value: "file", description: "The owner's Ed25519 private key", default: "<config>/owner.key", complete: "file" },
   { name: "timeout", value: "ms", description: "Deadline of each call, in milliseconds", default: String(DEFAULT_CALL_TIMEOUT_MS), parse: positiveInteger("milliseconds") },
   { name: "json", description: "Print JSON instead of text" },
+  { name: "output", short: "o", value: "format", description: "json (the same as --json) or text", choices: ["json", "text"] },
   { name: "help", short: "h", description: "Show what ctl, a command or an action takes" },
   { name: "version", description: "Print the version" },
 ];
 
-const NODE_ID: ArgSpec = { name: "node id" };
+/** A node: its ID, a unique prefix of it, or its name label (each command resolves it with ctl.node). */
+const NODE_ID: ArgSpec = { name: "node id", complete: "node" };
 const FILE: ArgSpec = { name: "file", complete: "file" };
 const ROLE_NAMES = Object.keys(ROLE_FIELDS) as RoleName[];
 const LEVEL_NAMES = Object.keys(LOG_LEVELS);
@@ -93,6 +100,12 @@ export const program: Program<Ctl> = {
   flags: FLAGS,
   commands: [
     { name: "version", description: "Print the version", run: () => console.log(VERSION) },
+    {
+      name: "help",
+      args: [{ name: "command", optional: true, variadic: true }],
+      description: "Show what ctl, a command or an action takes (the same as --help)",
+      run: (_ctl, words) => console.log(helpText(program, parseCommandLine(program, words))),
+    },
     {
       name: "genkey",
       description: "Create a new owner key and print its public key",
@@ -162,9 +175,18 @@ export const program: Program<Ctl> = {
       actions: [
         {
           name: "list",
+          flags: [{ name: "ids", description: "Print only the node IDs and name labels, one per line (shell completion uses it)" }],
           description: "List the nodes with their state, health, last heartbeat, address and roles",
-          run: async (ctl) => {
+          run: async (ctl, _args, flags) => {
             const nodes = await listNodes(ctl.credentials(), ctl.settings);
+            if (flags.ids === true) {
+              for (const node of nodes) {
+                ctl.printLine(node.id);
+                const name = node.labels.find((l) => l.startsWith(`${NAME_LABEL}=`));
+                if (name) ctl.printLine(name.slice(NAME_LABEL.length + 1));
+              }
+              return;
+            }
             ctl.print(nodes, nodeTable(nodes));
           },
         },
@@ -172,7 +194,8 @@ export const program: Program<Ctl> = {
           name: "approve",
           args: [NODE_ID],
           description: "Let a NEW node commit and become part of the cluster",
-          run: async (ctl, [id]) => {
+          run: async (ctl, [typed]) => {
+            const id = await ctl.node(typed!);
             const approval = await approveNode(ctl.credentials(), { id: id!, ...ctl.settings });
             const human = approval.approved ? `approved ${id}${approval.after ? ` (now ${approval.after})` : ""}` : `${id} is ${approval.before} already: nothing to approve`;
             ctl.print(approval, human);
@@ -182,14 +205,16 @@ export const program: Program<Ctl> = {
           name: "delete",
           args: [NODE_ID],
           description: "Remove a node from the cluster (not a consensus member); it cannot join or register again until undeleted",
-          run: async (ctl, [id]) => {
+          run: async (ctl, [typed]) => {
+            const id = await ctl.node(typed!);
             await withFailover(Management, ctl.credentials(), (m) => m.deleteNode({ id: id! }, ctl.settings), ctl.progress);
             ctl.print({ deleted: id }, `deleted ${id}: its record and join key are gone, its certificate no longer gets it in, and it cannot register again (ctl node undelete ${id} lifts that)`);
           },
         },
         {
           name: "undelete",
-          args: [NODE_ID],
+          // A deleted node is in no list to resolve a prefix against: its whole ID.
+          args: [{ name: "node id" }],
           description: "Let a deleted node register again (it then waits for approval like a new one)",
           run: async (ctl, [id]) => {
             await withFailover(Management, ctl.credentials(), (m) => m.undeleteNode({ id: id! }, ctl.settings), ctl.progress);
@@ -205,7 +230,8 @@ export const program: Program<Ctl> = {
             { name: "level", value: "level", description: "Leave out entries below this level", choices: LEVEL_NAMES },
           ],
           description: "Print a node's logs: a runnable and those below it (root.roleserve), or kernel",
-          run: async (ctl, [id, path], flags) => {
+          run: async (ctl, [typed, path], flags) => {
+            const id = await ctl.node(typed!);
             const follow = flags.follow === true;
             const stop = new AbortController();
             if (follow) process.once("SIGINT", () => stop.abort(new Error("interrupted")));
@@ -235,7 +261,8 @@ export const program: Program<Ctl> = {
           name: "services",
           args: [NODE_ID],
           description: "List what runs on a node: state, restarts, time since the last change, last error",
-          run: async (ctl, [id]) => {
+          run: async (ctl, [typed]) => {
+            const id = await ctl.node(typed!);
             const rows = await withNode(
               ctl.credentials(),
               id!,
@@ -251,7 +278,8 @@ export const program: Program<Ctl> = {
           args: [NODE_ID],
           flags: [{ name: "wait", description: "Return once the node has booted again and is HEALTHY" }],
           description: "Stop a node's services cleanly and restart it",
-          run: async (ctl, [id], flags) => {
+          run: async (ctl, [typed], flags) => {
+            const id = await ctl.node(typed!);
             const credentials = ctl.credentials();
             const before = flags.wait === true ? (await listNodes(credentials, ctl.settings)).find((n) => n.id === id)?.bootMs : undefined;
             const asked = Date.now();
@@ -266,7 +294,8 @@ export const program: Program<Ctl> = {
           name: "poweroff",
           args: [NODE_ID],
           description: "Stop a node's services cleanly and power it off",
-          run: async (ctl, [id]) => {
+          run: async (ctl, [typed]) => {
+            const id = await ctl.node(typed!);
             await withNode(ctl.credentials(), id!, (client) => client.powerOff({}, ctl.settings), ctl.settings);
             ctl.print({ poweringOff: id }, `${id} is stopping its services and will power off`);
           },
@@ -275,13 +304,14 @@ export const program: Program<Ctl> = {
           name: "label",
           args: [NODE_ID, { name: "key=value|key-", variadic: true }],
           description: "Set (key=value) or remove (key-) labels of a node, in one change",
-          run: async (ctl, [id, ...changes]) => {
+          run: async (ctl, [typed, ...changes]) => {
             let parsed;
             try {
               parsed = parseLabelArgs(changes);
             } catch (err) {
               throw new UsageError((err as Error).message);
             }
+            const id = await ctl.node(typed!);
             const { labels } = await withFailover(
               Management,
               ctl.credentials(),
@@ -296,7 +326,8 @@ export const program: Program<Ctl> = {
           name: "roles",
           args: [{ name: "operation", choices: ["set", "unset"] }, NODE_ID, { name: "role", variadic: true, choices: ROLE_NAMES }],
           description: "Set or clear roles of a node",
-          run: async (ctl, [verb, id, ...roles]) => {
+          run: async (ctl, [verb, typed, ...roles]) => {
+            const id = await ctl.node(typed!);
             const request: Record<string, unknown> = { id };
             for (const role of roles) request[ROLE_FIELDS[role as RoleName]] = verb === "set";
             await withFailover(Management, ctl.credentials(), (m) => m.updateNodeRoles(request, ctl.settings), ctl.progress);

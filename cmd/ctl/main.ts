@@ -10,8 +10,10 @@ import {
   defaultConfigDir,
   explain,
   helpText,
+  listNodes,
   loadCredentials,
   parseCommandLine,
+  resolveNode,
   DEFAULT_CALL_TIMEOUT_MS,
 } from "../../internal/operator/mod.ts";
 import { VERSION } from "../../internal/version/mod.ts";
@@ -37,23 +39,26 @@ async function main(argv: readonly string[]): Promise<number> {
     return 0;
   }
   const { target } = checkInvocation(program, invocation);
-  const flags = invocation.flags as { config?: string; "owner-key"?: string; timeout?: number; json?: boolean };
+  const flags = invocation.flags as { config?: string; "owner-key"?: string; timeout?: number; json?: boolean; output?: string };
+  // -o json and --output json, as talosctl, kubectl and metroctl users type them.
+  const json = flags.json === true || flags.output === "json";
   const paths = () => configPaths(flags.config ?? defaultConfigDir());
   const ctl: Ctl = {
-    json: flags.json === true,
+    json,
     ownerKey: flags["owner-key"],
     paths,
     credentials: () => loadCredentials(paths(), flags["owner-key"]),
     settings: { timeoutMs: flags.timeout ?? DEFAULT_CALL_TIMEOUT_MS, progress },
     print: (value, human) => {
       clearProgress();
-      console.log(flags.json ? JSON.stringify(value, null, 2) : human);
+      console.log(json ? JSON.stringify(value, null, 2) : human);
     },
     printLine: (line) => {
       clearProgress();
       console.log(line);
     },
     progress,
+    node: async (typed) => (NODE_ID_PATTERN.test(typed) ? typed : resolveNode(await listNodes(ctl.credentials(), ctl.settings), typed)),
     note: (line) => {
       clearProgress();
       process.stderr.write(`ctl: ${line}\n`);
@@ -62,6 +67,9 @@ async function main(argv: readonly string[]): Promise<number> {
   await target.run(ctl, invocation.args, invocation.flags);
   return 0;
 }
+
+/** What a whole node ID looks like (the curator's NODE_ID_PATTERN): it needs no lookup. */
+const NODE_ID_PATTERN = /^node-[0-9a-f]{16}$/;
 
 function report(err: unknown): number {
   clearProgress();

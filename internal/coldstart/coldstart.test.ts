@@ -30,6 +30,7 @@ import { supervise, type Supervisor } from "../supervisor/mod.ts";
 import { eventually, freePort, tempDir } from "../testing/mod.ts";
 import { callEveryMethod, hostileString, isPrintableText, seeded, straddling, type TextSource } from "../testing/unicode.ts";
 import { openWrapped } from "./shares.ts";
+import { describeColdStart } from "./threshold.ts";
 import {
   combineShares,
   defaultThreshold,
@@ -345,4 +346,13 @@ describe("the ShareHolder service", () => {
       }
     }
   }, 60_000);
+});
+
+describe("the cold-start rule as ctl cluster info says it", () => {
+  test("a configured threshold above the other consensus members is named, with what is used instead", () => {
+    expect(describeColdStart(1, 3)).toBe("disk alone unlocks (one consensus member; a second one turns threshold shares on)");
+    expect(describeColdStart(3, 0)).toBe("each consensus member needs shares from any 2 of the other 2 (a majority); no disk alone opens its data");
+    expect(describeColdStart(3, 5)).toBe("each consensus member needs shares from any 2 of the other 2 (configured threshold 5, more than the 2 others there are: all of them until more join); no disk alone opens its data");
+    expect(describeColdStart(5, 2)).toBe("each consensus member needs shares from any 2 of the other 4 (configured threshold 2); no disk alone opens its data");
+  });
 });

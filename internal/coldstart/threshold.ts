@@ -20,6 +20,7 @@ export function describeColdStart(members: number, configured: number): string {
   if (members <= 1) return "disk alone unlocks (one consensus member; a second one turns threshold shares on)";
   const others = members - 1;
   const t = effectiveThreshold(configured, others);
-  const rule = configured > 0 ? `configured threshold ${configured}` : "a majority";
+  // A threshold above the holders cannot be met: the split takes all of them, and the owner is told.
+  const rule = configured > others ? `configured threshold ${configured}, more than the ${others} others there are: all of them until more join` : configured > 0 ? `configured threshold ${configured}` : "a majority";
   return `each consensus member needs shares from any ${t} of the other ${others} (${rule}); no disk alone opens its data`;
 }

@@ -32,19 +32,23 @@ export function completionScript<C>(program: Program<C>, shell: Shell): string {
 interface Dialect {
   words(words: readonly string[]): string;
   described(kind: string, entries: readonly { name: string; description: string }[]): string;
-  files(kind: "file" | "dir" | undefined): string;
+  files(kind: "file" | "dir" | "node" | undefined): string;
 }
+
+/** The shell's words for the cluster's node IDs and names: ctl itself lists them. */
+const NODE_WORDS = "$(ctl node list --ids 2>/dev/null)";
 
 const bash: Dialect = {
   words: (words) => `COMPREPLY=($(compgen -W ${quote(words.join(" "))} -- "$cur"))`,
   described: (_, entries) => bash.words(entries.map((e) => e.name)),
-  files: (kind) => (kind === "dir" ? `COMPREPLY=($(compgen -d -- "$cur"))` : kind === "file" ? `COMPREPLY=($(compgen -f -- "$cur"))` : "COMPREPLY=()"),
+  files: (kind) =>
+    kind === "dir" ? `COMPREPLY=($(compgen -d -- "$cur"))` : kind === "file" ? `COMPREPLY=($(compgen -f -- "$cur"))` : kind === "node" ? `COMPREPLY=($(compgen -W "${NODE_WORDS}" -- "$cur"))` : "COMPREPLY=()",
 };
 
 const zsh: Dialect = {
   words: (words) => `compadd -- ${words.map(quote).join(" ")}`,
   described: (kind, entries) => `entries=(${entries.map((e) => quote(`${e.name.replaceAll(":", "\\:")}:${e.description}`)).join(" ")}); _describe ${quote(kind)} entries`,
-  files: (kind) => (kind === "dir" ? "_files -/" : kind === "file" ? "_files" : ":"),
+  files: (kind) => (kind === "dir" ? "_files -/" : kind === "file" ? "_files" : kind === "node" ? `compadd -- ${NODE_WORDS}` : ":"),
 };
 
 function quote(text: string): string {

@@ -46,8 +46,8 @@ export interface ArgSpec {
   variadic?: boolean;
   /** The only values allowed, which completion offers. */
   choices?: readonly string[];
-  /** What the shell completes. */
-  complete?: "file" | "dir";
+  /** What the shell completes: files, directories, or the cluster's node IDs (from ctl node list --ids). */
+  complete?: "file" | "dir" | "node";
 }
 
 /** Something that runs: a command without actions, or an action. */

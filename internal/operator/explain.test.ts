@@ -81,6 +81,13 @@ describe("explain", () => {
     );
   });
 
+  test("a file system error on the owner's own path names the path and what went wrong, in words", () => {
+    const missing = Object.assign(new Error("ENOENT: no such file or directory, open '/home/o/pods.yaml'"), { code: "ENOENT", path: "/home/o/pods.yaml", syscall: "open" });
+    expect(explain(missing)).toEqual({ line: "/home/o/pods.yaml: no such file or directory", exitStatus: 1 });
+    const taken = Object.assign(new Error("EEXIST: file already exists, open '/home/o/owner.key'"), { code: "EEXIST", path: "/home/o/owner.key" });
+    expect(explain(taken).line).toBe("/home/o/owner.key: already exists");
+  });
+
   test("every error is one line; usage errors exit 2, the rest 1", () => {
     expect(explain(new UsageError("unknown command 'x'"))).toEqual({ line: "unknown command 'x'", exitStatus: 2 });
     expect(explain(new RpcError(Status.NOT_FOUND, "node x not found", "M/ApproveNode"))).toEqual({ line: "node x not found [NOT_FOUND]", exitStatus: 1 });

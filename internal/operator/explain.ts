@@ -33,8 +33,30 @@ function describe(err: unknown): string {
     const hint = err.code === Status.UNAVAILABLE ? " (is the cluster up, and are the endpoints in the config dir current?)" : "";
     return `${err.details} [${Status[err.code] ?? err.code}]${hint}`;
   }
+  const system = systemErrorLine(err);
+  if (system) return system;
   if (err instanceof Error) return err.message || err.name;
   return String(err);
+}
+
+/** What the file system's error codes mean, in words. */
+const SYSTEM_ERRORS: Record<string, string> = {
+  ENOENT: "no such file or directory",
+  EEXIST: "already exists",
+  EACCES: "permission denied",
+  EPERM: "not permitted",
+  EISDIR: "is a directory, not a file",
+  ENOTDIR: "a part of the path is not a directory",
+  ENOSPC: "no space left on the device",
+  EROFS: "the file system is read-only",
+};
+
+/** A file system error (ENOENT on the owner's own path, say) as "<path>: <what it means>", without the syscall's jargon. */
+function systemErrorLine(err: unknown): string | undefined {
+  const { code, path, dest } = (err ?? {}) as { code?: unknown; path?: unknown; dest?: unknown };
+  if (typeof code !== "string" || !(code in SYSTEM_ERRORS)) return undefined;
+  const where = typeof dest === "string" && code === "EEXIST" ? dest : typeof path === "string" ? path : undefined;
+  return where ? `${where}: ${SYSTEM_ERRORS[code]}` : `${SYSTEM_ERRORS[code]} (${code})`;
 }
 
 /** grpc-js's "Deadline exceeded after 1.002s,LB pick: …" as "deadline exceeded: no answer within 1 s". */

@@ -3,6 +3,7 @@
 
 import { Management } from "../../proto/gen/api/management_pb.ts";
 import type { OwnerCredentials } from "./config_dir.ts";
+import { OperatorError } from "./config_dir.ts";
 import { withFailover } from "./connection.ts";
 import { summarize, type NodeSummary } from "./format.ts";
 
@@ -83,4 +84,30 @@ export async function waitUntilRebooted(credentials: OwnerCredentials, id: strin
     settings.progress?.(`waiting for ${id} to come back (${Math.round(elapsed / 1000)} s): ${last}`);
     await Bun.sleep(REBOOT_POLL_MS);
   }
+}
+
+/** The label that names a node for people ("node1"): the launcher sets it, and ctl takes it wherever a node ID goes. */
+export const NAME_LABEL = "name";
+
+/**
+ * The node the owner means by `typed`: a node ID, a unique prefix of one
+ * (with or without "node-"), or a node's "name" label. Throws, naming the
+ * candidates, when none or several match.
+ */
+export function resolveNode(nodes: readonly NodeSummary[], typed: string): string {
+  const exact = nodes.find((n) => n.id === typed);
+  if (exact) return exact.id;
+  const named = nodes.filter((n) => n.labels.includes(`${NAME_LABEL}=${typed}`));
+  if (named.length === 1) return named[0]!.id;
+  const prefixed = nodes.filter((n) => typed.length > 0 && (n.id.startsWith(typed) || n.id.startsWith(`node-${typed}`)));
+  if (prefixed.length === 1) return prefixed[0]!.id;
+  const matches = named.length > 1 ? named : prefixed;
+  if (matches.length > 1) throw new OperatorError(`'${typed}' matches ${matches.length} nodes (${matches.map((n) => n.id).join(", ")}); type more of the ID`);
+  throw new OperatorError(`the cluster has no node '${typed}' (nodes: ${nodes.map((n) => nameOf(n)).join(", ") || "none"})`);
+}
+
+/** A node as people read it: its ID, and its name label in parentheses. */
+export function nameOf(node: NodeSummary): string {
+  const name = node.labels.find((l) => l.startsWith(`${NAME_LABEL}=`))?.slice(NAME_LABEL.length + 1);
+  return name ? `${node.id} (${name})` : node.id;
 }

@@ -444,7 +444,8 @@ e2eTest("ctl node logs and services read a VM, and ctl node reboot brings it bac
     assertEqual(result.exitCode, 0, `ctl ${args.join(" ")} (${result.stderr.trim()})`);
     return result.stdout;
   };
-  const services = JSON.parse(await run("node", "services", id3, "--json")) as { path: string; state: string }[];
+  // By its launcher name (the name label), as an operator would type it.
+  const services = JSON.parse(await run("node", "services", "node3", "-o", "json")) as { path: string; state: string }[];
   for (const path of ["root.roleserve.heartbeat", "root.nodemgmt", "root.roleserve.rolefetch"]) {
     assertEqual(services.find((s) => s.path === path)?.state, "healthy", `${path} on node3`);
   }

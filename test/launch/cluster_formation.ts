@@ -16,6 +16,7 @@ import { eventually } from "../../internal/testing/mod.ts";
 import type { Cluster } from "./launcher.ts";
 import { CONSOLE } from "./boot_milestones.ts";
 import { CTL_BINARY } from "./ctl_wrapper.ts";
+import { NAME_LABEL } from "../../internal/operator/mod.ts";
 import type { NodeVm } from "./node_vm.ts";
 
 /** Register nodes print this once registered; the node ID follows. */
@@ -102,6 +103,8 @@ export async function formCluster(cluster: Cluster, options: FormationOptions): 
   for (const node of others) await node.waitForConsole(CONSOLE.nodeUp, timeoutMs);
   logger.info("every node is UP");
   options.onStage?.("every node UP");
+  // The launcher's names as the nodes' name labels: ctl takes them wherever a node ID goes (ctl node logs node2).
+  for (const node of cluster.nodes) await must("name label", "node", "label", ids.get(node.name)!, `${NAME_LABEL}=${node.name}`);
 
   const consensus = others.slice(0, Math.max(0, (options.consensusNodes ?? cluster.nodes.length) - 1));
   for (const node of consensus) {
