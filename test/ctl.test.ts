@@ -137,7 +137,10 @@ describe("ctl", () => {
 
   test("ticket, cluster info and roles work; refusals show their code", async () => {
     expect((await ctl("ticket")).stdout.trim()).toMatch(/^[0-9a-f]{32}$/);
-    expect((await ctl("cluster", "info")).stdout).toContain("CA fingerprint (SHA-256): " + cluster.clusterCA.certificate.fingerprint256);
+    const info = (await ctl("cluster", "info")).stdout;
+    expect(info).toContain("CA fingerprint (SHA-256): " + cluster.clusterCA.certificate.fingerprint256);
+    // Who leads: one node, so it leads both.
+    expect(info).toContain(`curator leader: ${cluster.node.id}\netcd raft leader: ${cluster.node.id}\n`);
     // cluster info saved the directory's curators, each with the node that must answer there.
     expect(readFileSync(join(config.path, "endpoints"), "utf8")).toBe(`${cluster.node.id}@${cluster.target}\n`);
     const set = await ctl("node", "roles", "set", cluster.node.id, "kubernetes-worker");

@@ -152,9 +152,10 @@ export const program: Program<Ctl> = {
             const curators = endpoints.map(formatEndpoint);
             const fingerprint = new X509Certificate(info.caCertificate).fingerprint256;
             const coldStart = describeColdStart(info.clusterDirectory?.nodes.length ?? 0, info.unlockShareThreshold);
+            const leaders = { curator: info.curatorLeader || "(none elected)", etcd: info.etcdLeader || "(not known)" };
             ctl.print(
-              { curators, caFingerprint: fingerprint, unlockShareThreshold: info.unlockShareThreshold, coldStart },
-              `curators: ${curators.join(", ") || "(none)"}\nCA fingerprint (SHA-256): ${fingerprint}\ncold start: ${coldStart}`,
+              { curators, leaders, caFingerprint: fingerprint, unlockShareThreshold: info.unlockShareThreshold, coldStart },
+              `curators: ${curators.join(", ") || "(none)"}\ncurator leader: ${leaders.curator}\netcd raft leader: ${leaders.etcd}\nCA fingerprint (SHA-256): ${fingerprint}\ncold start: ${coldStart}`,
             );
           },
         },

@@ -167,7 +167,7 @@ export function curatorRunnable(options: CuratorOptions): Runnable {
     addService(server, AAA, aaaService(state), { ...serveOptions, policy: AAA_POLICY });
     const onLearnerAdded = () => learnerAdded.set(++learnersAdded);
     const kubernetesPKI = kubernetesPKISource(options.etcd);
-    addService(server, Management, managementService({ store, state, etcd: options.etcd, requireLeader, heartbeats, logger: ctx.logger, onLearnerAdded, kubernetesPKI }), {
+    addService(server, Management, managementService({ store, state, etcd: options.etcd, requireLeader, leader: () => leadership.peek()?.leader?.nodeId, heartbeats, logger: ctx.logger, onLearnerAdded, kubernetesPKI }), {
       ...serveOptions,
       policy: MANAGEMENT_POLICY,
     });

@@ -21,7 +21,7 @@ import {
   type ServiceImpl,
   type ServicePolicy,
 } from "../rpc/mod.ts";
-import { checkRevocable, grantConsensus, revokeConsensus } from "./consensus_membership.ts";
+import { checkRevocable, etcdMembers, grantConsensus, revokeConsensus } from "./consensus_membership.ts";
 import { apiserverUrls } from "./kubernetes_credentials.ts";
 import { directoryOf } from "./client/mod.ts";
 import { toApiNode } from "./convert.ts";
@@ -30,6 +30,12 @@ import { applyLabelChanges, checkLabelChanges } from "./labels.ts";
 import type { CuratorStore } from "./store.ts";
 import type { StateReader } from "./state_cache.ts";
 import type { HeartbeatTracker } from "./heartbeats.ts";
+
+/** The node whose etcd member leads raft, by its member name (the node ID). */
+async function raftLeader(etcd: Etcd3): Promise<string> {
+  const status = await etcd.maintenance.status();
+  return (await etcdMembers(etcd)).find((m) => m.id === status.leader)?.name ?? "";
+}
 
 export const MANAGEMENT_POLICY: ServicePolicy<typeof Management> = {
   getRegisterTicket: "owner",
@@ -52,6 +58,8 @@ export interface ManagementDeps {
   etcd: Etcd3;
   /** Throws UNAVAILABLE (naming the leader) unless this curator leads. */
   requireLeader: () => void;
+  /** The node whose curator leads, as this curator knows it (undefined: none elected). */
+  leader?: () => string | undefined;
   /** Heartbeats this curator heard while leading: node health. */
   heartbeats: HeartbeatTracker;
   logger: Logger;
@@ -96,6 +104,8 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
         clusterDirectory: directoryOf(snapshot.nodes()),
         caCertificate: new Uint8Array(ca.certificate.raw),
         unlockShareThreshold: snapshot.cluster()?.unlockShareThreshold ?? 0,
+        curatorLeader: deps.leader?.() ?? "",
+        etcdLeader: await raftLeader(etcd).catch(() => ""),
       };
     },
 

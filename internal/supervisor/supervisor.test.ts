@@ -231,6 +231,8 @@ describe("supervisor", () => {
     const requests = entries.filter((e) => e.message === "restart requested");
     expect(requests.length).toBe(2);
     expect(requests[0]!.level).toBe("info");
+    // Planned, not failed: no last error to show in ctl node services.
+    expect(node(supervisor, "root.worker").lastError).toBeUndefined();
   });
 
   test("starting two children with one name is a death with a clear message", async () => {

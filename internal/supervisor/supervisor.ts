@@ -264,9 +264,10 @@ export class Supervisor {
     }
     const wasHealthy = node.state === "healthy";
     const reason = outcome.ok ? "returned before being cancelled without signalling done" : describe(outcome.err);
-    node.lastError = reason;
-    node.setState("dead");
     const requested = !outcome.ok && outcome.err instanceof RestartRequest;
+    // A planned restart ("got the consensus role") is no error: the last error stays the last real one.
+    if (!requested) node.lastError = reason;
+    node.setState("dead");
     if (requested) node.logger.info("restart requested", { reason });
     else node.logger.error("runnable died", { error: reason });
     void this.restartGroup(node, requested && wasHealthy);
