@@ -183,6 +183,57 @@ describe("a three-node cluster of processes", () => {
     expect(list.find((n) => n.id === ids.get(node3))!.roles).not.toContain("consensus");
   }, 120_000);
 
+  test("removing the consensus role from the curator leader's own node converges: etcd shrinks, the node wipes its member and is not DEGRADED, and the undo adds it back as a voter", async () => {
+    const info = async () => {
+      const result = await ctl("cluster", "info", "--json");
+      if (result.code !== 0) throw new Error(result.stderr);
+      return JSON.parse(result.stdout) as { leaders: { curator: string; etcd: string } };
+    };
+    const leaderId = (await eventually(async () => {
+      const { leaders } = await info();
+      if (!leaders.curator.startsWith("node-")) throw new Error(`no curator leader yet: ${leaders.curator}`);
+      return leaders;
+    }, { timeoutMs: 30_000, intervalMs: 1000, what: "the curator leader" })).curator;
+    const leader = [...ids].find(([, id]) => id === leaderId)![0];
+    const other = [node1, node2].find((n) => n !== leader)!;
+    const from = leader.logs.length;
+    // The leader removes its own etcd member: ctl either hears that it worked, or that it may have (its connection went with the member).
+    const removed = await eventually(
+      async () => {
+        const result = await ctl("node", "roles", "unset", leaderId, "consensus");
+        if (result.code !== 0 && /try again once every member is up/.test(result.stderr)) throw new Error(result.stderr);
+        return result;
+      },
+      { timeoutMs: 60_000, intervalMs: 1000, what: "consensus role removed from the leader's node" },
+    );
+    if (removed.code !== 0) expect(removed.stderr).toContain("may still have been carried out; running the same command again is safe");
+    await eventually(async () => expect((await members(other)).map((m) => m.name)).toEqual([ids.get(other)!]), { timeoutMs: 60_000, intervalMs: 1000, what: "etcd without the old leader's member" });
+    await leader.waitForLog((l) => l.msg === "consensus role removed: deleting this node's etcd data", { from, what: "the old leader left etcd" });
+    await eventually(
+      async () => {
+        const node = (await nodeList()).find((n) => n.id === leaderId)!;
+        expect(node.roles).not.toContain("consensus");
+        expect(node.health).toBe("HEALTHY");
+      },
+      { timeoutMs: 60_000, intervalMs: 1000, what: "the old leader's node HEALTHY without the consensus role" },
+    );
+    // The natural undo: it joins etcd again, as a learner that starts and becomes a voter.
+    await eventually(
+      async () => {
+        const result = await ctl("node", "roles", "set", leaderId, "consensus");
+        if (result.code !== 0) throw new Error(result.stderr);
+      },
+      { timeoutMs: 60_000, intervalMs: 1000, what: "consensus role given back" },
+    );
+    await eventually(
+      async () => {
+        const voters = (await members(other)).filter((m) => !m.isLearner).map((m) => m.name).sort();
+        expect(voters).toEqual([leaderId, ids.get(other)!].sort());
+      },
+      { timeoutMs: 90_000, intervalMs: 1000, what: "the old leader a voter again" },
+    );
+  }, 300_000);
+
   test("every node is HEALTHY, with the time since the leader last heard from it", async () => {
     await eventually(
       async () => {

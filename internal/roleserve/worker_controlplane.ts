@@ -37,6 +37,27 @@ export const MEMBER_STATUS_INTERVAL_MS = 2_000;
  * it is noticed within half a second.
  */
 export const LEARNER_STATUS_INTERVAL_MS = 500;
+/** How long a node that lost the consensus role keeps its etcd member serving for the cluster to remove it. */
+export const LEAVE_WAIT_MS = 60_000;
+/** How often it looks. */
+const LEAVE_POLL_MS = 500;
+
+/**
+ * Waits until the etcd member named `name` is no longer in the member list
+ * (true), or LEAVE_WAIT_MS passed (false). A member list that cannot be
+ * read (etcd stopping) is looked at again.
+ */
+async function untilMemberRemoved(connect: () => Promise<Etcd3>, name: string, signal: AbortSignal): Promise<boolean> {
+  const deadline = Date.now() + LEAVE_WAIT_MS;
+  while (Date.now() < deadline) {
+    const members = await connect()
+      .then((etcd) => etcdMembers(etcd))
+      .catch(() => undefined);
+    if (members && !members.some((m) => m.name === name)) return true;
+    await sleep(LEAVE_POLL_MS, signal);
+  }
+  return false;
+}
 
 /** A curator running on this node. */
 export interface LocalCurator {
@@ -176,6 +197,7 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
   let connecting: Promise<Etcd3> | undefined;
   const connect = () => (connecting ??= connectEtcd({ endpoints: [clientUrl(etcdClientHost)], tls }));
   const port = options.curatorPort ?? CURATOR_PORT;
+  const curatorScope = new AbortController();
 
   const startCurator = async (etcd: Etcd3) => {
     if (bootstrap) {
@@ -213,21 +235,25 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
       clusterCA: credentials.ca,
       leadership,
     });
-    ctx.run("curator", (c) =>
-      curator({
+    ctx.run("curator", async (c) => {
+      // Stopped early, while etcd still serves, when the node leaves consensus (below).
+      const signal = AbortSignal.any([c.signal, curatorScope.signal]);
+      await curator({
         ...c,
+        signal,
         signalHealthy: () => {
           c.signalHealthy();
           leadership
-            .waitFor((l) => l.leader !== undefined, { signal: c.signal })
+            .waitFor((l) => l.leader !== undefined, { signal })
             .then(() => {
               // Once: a restarted curator serves at the same endpoint.
               if (!options.localCurator.peek()) options.localCurator.set({ endpoint: { host: membership.address, port, nodeId: credentials.nodeId } });
             })
             .catch(() => {});
         },
-      }),
-    );
+      });
+      if (curatorScope.signal.aborted && !c.signal.aborted) c.signalDone();
+    });
     ctx.run("memberstatus", async (m) => {
       m.signalHealthy();
       let lastSeen = member.lastSeenMembers;
@@ -246,8 +272,21 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
   };
 
   // Restart (and decide again) when the cluster says this node is no
-  // longer a consensus member.
-  const roleRemoved = options.roles.waitFor((r) => r !== undefined && !r.consensusMember, { signal: ctx.signal }).then(() => {
+  // longer a consensus member; but only once the cluster has removed this
+  // node's etcd member (or LEAVE_WAIT_MS has passed). The record goes
+  // first (internal/curator/consensus_membership.ts): stopping etcd at
+  // once would take a voter away from a quorum that still counts it, and a
+  // two-voter etcd would have no quorum left to remove it with.
+  let leaving = false;
+  const roleRemoved = options.roles.waitFor((r) => r !== undefined && !r.consensusMember, { signal: ctx.signal }).then(async () => {
+    leaving = true;
+    // The curator goes first, while its etcd still serves: it resigns its
+    // leadership (if it leads) rather than leaving the others to wait out its lease.
+    options.localCurator.set(undefined);
+    curatorScope.abort();
+    ctx.logger.info("consensus role removed: the curator stopped; serving as an etcd member until the cluster has removed this one");
+    const removed = await untilMemberRemoved(connect, credentials.nodeId, ctx.signal);
+    if (!removed) ctx.logger.warn(`the cluster did not remove this node's etcd member within ${LEAVE_WAIT_MS / 1000} s; stopping etcd all the same`);
     throw new RestartRequest("consensus role removed");
   });
   roleRemoved.catch(() => {});
@@ -265,6 +304,7 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
     await Promise.race([
       roleRemoved,
       curatorFailure,
+      // An etcd that stops because the cluster removed its member is the leave going as planned.
       (etcdRun = runEtcdMember(etcdCtx, {
         ...(options.etcdBinary ? { binary: options.etcdBinary } : {}),
         name: credentials.nodeId,
@@ -286,7 +326,10 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
             })
             .catch((err) => curatorFailed(new Error(`could not start the curator: ${(err as Error).message}`, { cause: err })));
         },
-      })),
+      })).catch((err: unknown) => {
+        if (leaving) throw new RestartRequest("consensus role removed (etcd stopped once the cluster removed its member)");
+        throw err;
+      }),
     ]);
   } finally {
     options.localCurator.set(undefined);
