@@ -28,7 +28,7 @@ import {
 import { RpcError, Status } from "../rpc/mod.ts";
 import { supervise, type Supervisor } from "../supervisor/mod.ts";
 import { eventually, freePort, tempDir } from "../testing/mod.ts";
-import { callEveryMethod, hostileString, isPrintableText, seeded, straddling, type TextSource } from "../testing/unicode.ts";
+import { answerProblems, callEveryMethod, hostileRounds } from "../testing/unicode.ts";
 import { openWrapped } from "./shares.ts";
 import { describeColdStart } from "./threshold.ts";
 import {
@@ -322,8 +322,6 @@ describe("the ShareHolder service", () => {
   });
 
   test("hostile text in every string field of every method, from every kind of caller: each call ends with a printable status, a stranger's for who it is", async () => {
-    const random = seeded(15);
-    const rounds: TextSource[] = [...[40, 60, 80].map(straddling), ...Array.from({ length: 4 }, () => () => hostileString(random))];
     const stranger = generateKeyPair();
     const callers = {
       "a self-signed stranger": { ca: ca.certificate, certificate: selfSignedCertificate(stranger), privateKey: stranger.privateKey },
@@ -333,13 +331,9 @@ describe("the ShareHolder service", () => {
     for (const [who, tls] of Object.entries(callers)) {
       const client = dialShareHolder(holder.id, "127.0.0.1", tls, port);
       try {
-        for (const text of rounds) {
-          for (const outcome of await callEveryMethod(ShareHolder, client, text)) {
-            const what = `${outcome.method} as ${who}: ${outcome.result === "served" ? "served" : Status[outcome.result]} ${JSON.stringify(outcome.details)}`;
-            expect(outcome.result === Status.DEADLINE_EXCEEDED || outcome.result === Status.UNKNOWN ? what : "ended").toBe("ended");
-            expect(isPrintableText(outcome.details) ? "printable" : what).toBe("printable");
-            if (who === "a self-signed stranger") expect(outcome.result === Status.UNAUTHENTICATED ? "refused for who it is" : what).toBe("refused for who it is");
-          }
+        for (const text of hostileRounds(15)) {
+          const outcomes = await callEveryMethod(ShareHolder, client, text);
+          expect(answerProblems(outcomes, who, who === "a self-signed stranger" ? Status.UNAUTHENTICATED : undefined)).toEqual([]);
         }
       } finally {
         client.close();

@@ -175,6 +175,15 @@ function clientOf<S extends Parameters<typeof createClient>[0]>(service: S, tls:
 const asOwner: ClientTlsOptions = { server: expecting(ca.certificate), certificate: ownerCert, privateKey: ownerKey.privateKey };
 const asNode: ClientTlsOptions = { server: expecting(ca.certificate), certificate: nodeCert, privateKey: nodeKey.privateKey };
 
+/** A node key and a node certificate for it, valid from a minute ago until about three seconds from now (certificate times are whole seconds). */
+function shortLivedNode() {
+  const key = generateKeyPair();
+  const nodeId = nodeIdFromPublicKey(rawPublicKey(key.publicKey));
+  const notBefore = new Date(Math.floor(Date.now() / 1000) * 1000 - 60_000);
+  const shortLived = createCertificate({ commonName: nodeId, organization: NODE_ORGANIZATION, publicKey: key.publicKey, kind: "peer", notBefore, validForMs: 63_000 }, ca);
+  return { key, shortLived };
+}
+
 async function rpcError(promise: Promise<unknown>): Promise<RpcError> {
   try {
     await promise;
@@ -271,11 +280,7 @@ describe("grpc adapter over mutual TLS", () => {
   });
 
   test("a certificate that expires while its connection is open is refused on the connection's next call", async () => {
-    const key = generateKeyPair();
-    const nodeId = nodeIdFromPublicKey(rawPublicKey(key.publicKey));
-    // Valid from a minute ago until about three seconds from now (certificate times are whole seconds).
-    const notBefore = new Date(Math.floor(Date.now() / 1000) * 1000 - 60_000);
-    const shortLived = createCertificate({ commonName: nodeId, organization: NODE_ORGANIZATION, publicKey: key.publicKey, kind: "peer", notBefore, validForMs: 63_000 }, ca);
+    const { key, shortLived } = shortLivedNode();
     const client = clientOf(Management, { server: expecting(ca.certificate), certificate: shortLived, privateKey: key.privateKey });
     await client.getClusterInfo({});
     await eventually(
@@ -329,11 +334,7 @@ describe("grpc adapter over mutual TLS", () => {
   });
 
   test("a stream whose caller's certificate expires while it is open ends, UNAUTHENTICATED, and its handler is stopped", async () => {
-    const key = generateKeyPair();
-    const nodeId = nodeIdFromPublicKey(rawPublicKey(key.publicKey));
-    // Valid from a minute ago until about three seconds from now (certificate times are whole seconds).
-    const notBefore = new Date(Math.floor(Date.now() / 1000) * 1000 - 60_000);
-    const shortLived = createCertificate({ commonName: nodeId, organization: NODE_ORGANIZATION, publicKey: key.publicKey, kind: "peer", notBefore, validForMs: 63_000 }, ca);
+    const { key, shortLived } = shortLivedNode();
     const client = clientOf(Curator, { server: expecting(ca.certificate), certificate: shortLived, privateKey: key.privateKey });
     const seen: number[] = [];
     const ended = await rpcError((async () => {

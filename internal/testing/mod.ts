@@ -111,3 +111,15 @@ export function systemTree(): string {
 export function treeEtcd(): string {
   return join(systemTree(), "usr", "bin", "etcd");
 }
+
+/** mulberry32: a small seeded PRNG, so that a seed replays the same run (the fault suite's faults, the hostile text of the trust tests). */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}

@@ -7,18 +7,7 @@
 
 import { create, ScalarType, type DescField, type DescMessage, type DescService, type MessageShape } from "@bufbuild/protobuf";
 import { RpcError, Status, type CallOptions, type ServiceClient } from "../rpc/mod.ts";
-
-/** A small seeded generator (mulberry32): the same seed gives the same strings. */
-export function seeded(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRandom } from "./mod.ts";
 
 /** Pieces hostile text is made of. */
 const PIECES = [
@@ -164,4 +153,26 @@ export async function callEveryMethod<S extends DescService>(service: S, client:
 async function* oneThenWait<T>(message: T, signal: AbortSignal): AsyncIterable<T> {
   yield message;
   await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+}
+
+/** The texts a hostile test runs through: an astral character across each usual cut, then `random` rounds of hostile strings from `seed`. */
+export function hostileRounds(seed: number, random = 4): TextSource[] {
+  const next = seededRandom(seed);
+  return [...[40, 60, 80].map(straddling), ...Array.from({ length: random }, () => () => hostileString(next))];
+}
+
+/**
+ * What is wrong with how hostile calls ended, one line each (none: every
+ * call ended with a status within its deadline, and every status message
+ * is printable). `expected`, if given, is the only result the caller may get.
+ */
+export function answerProblems(outcomes: readonly HostileOutcome[], who: string, expected?: Status): string[] {
+  const problems: string[] = [];
+  for (const outcome of outcomes) {
+    const what = `${outcome.method} as ${who}: ${outcome.result === "served" ? "served" : Status[outcome.result]} ${JSON.stringify(outcome.details)}`;
+    if (outcome.result === Status.DEADLINE_EXCEEDED || outcome.result === Status.UNKNOWN) problems.push(`no status: ${what}`);
+    if (!isPrintableText(outcome.details)) problems.push(`unprintable: ${what}`);
+    if (expected !== undefined && outcome.result !== expected) problems.push(`not ${Status[expected]}: ${what}`);
+  }
+  return problems;
 }

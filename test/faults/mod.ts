@@ -14,7 +14,7 @@
 import { ProcessFaults } from "./process_mode.ts";
 import { runFaultsOn, type FaultDriver, type FaultKind, type FaultMode, type FaultReport } from "./runner.ts";
 
-export { PROCESS_FAULTS, QEMU_FAULTS, QEMU_RECOVERY_BOUND_MS, RECOVERY_BOUND_MS, checksOf, seededRandom, type FaultKind, type FaultMode, type FaultReport, type RunRecord } from "./runner.ts";
+export { PROCESS_FAULTS, QEMU_FAULTS, QEMU_RECOVERY_BOUND_MS, RECOVERY_BOUND_MS, checksOf, type FaultKind, type FaultMode, type FaultReport, type RunRecord } from "./runner.ts";
 
 export interface FaultOptions {
   mode: FaultMode;

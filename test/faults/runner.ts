@@ -20,7 +20,7 @@ import type { Etcd3 } from "etcd3";
 import { Node_Health } from "../../proto/gen/api/management_pb.ts";
 import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
 import { ETCD_PREFIX } from "../../internal/curator/mod.ts";
-import { eventually } from "../../internal/testing/mod.ts";
+import { eventually, seededRandom } from "../../internal/testing/mod.ts";
 import { checkHistory, type CheckResult } from "./checker.ts";
 import type { Op } from "./history.ts";
 import { CALL_TIMEOUT_MS, Workload, type OwnerAccess } from "./workload.ts";
@@ -105,18 +105,6 @@ export interface FaultReport {
   unexpectedExits: string[];
   /** The recorded operations and the end states of runs with a violation, for a closer look. */
   history: { ops: Op[]; final: Record<string, (string | null)[]> };
-}
-
-/** mulberry32: a small seeded PRNG, so that a seed replays the same faults and timing. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 export function chanceOf(seed: number): Chance {
