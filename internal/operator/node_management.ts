@@ -97,7 +97,9 @@ export async function readLogs(
   request: { path: string; subtree: boolean; backlog: number; follow: boolean; minLevel?: number },
   settings: CallSettings & { signal: AbortSignal; print: (entry: LogEntry) => void; note: (line: string) => void },
 ): Promise<void> {
+  // What was printed last: its time, and how often each entry was printed at that very time (several share a millisecond).
   let lastTimeMs = -1n;
+  let atLastTime = new Map<string, number>();
   let away = false;
   for (;;) {
     try {
@@ -106,15 +108,29 @@ export async function readLogs(
         id,
         async (client) => {
           const ask = away ? { ...request, backlog: -1 } : request;
+          // After a node came back, its backlog repeats what was printed before it went (a node process keeps its log rings): skipped, once each.
+          let replaying = away;
+          const replayed = new Map(atLastTime);
           for await (const response of client.getLogs(ask, { signal: settings.signal, ...(request.follow ? {} : { timeoutMs: settings.timeoutMs }) })) {
             if (away) {
               settings.note(`${id} is back; following its logs again`);
               away = false;
             }
             for (const entry of response.entries) {
-              // After a node came back, its backlog repeats what was printed before it went (a node process keeps its log rings).
-              if (entry.timeMs <= lastTimeMs) continue;
-              lastTimeMs = entry.timeMs;
+              const key = `${entry.path}\u0000${entry.message}`;
+              if (replaying && entry.timeMs > lastTimeMs) replaying = false;
+              if (replaying) {
+                const left = replayed.get(key) ?? 0;
+                if (entry.timeMs < lastTimeMs || left > 0) {
+                  if (entry.timeMs === lastTimeMs) replayed.set(key, left - 1);
+                  continue;
+                }
+              }
+              if (entry.timeMs !== lastTimeMs) {
+                lastTimeMs = entry.timeMs;
+                atLastTime = new Map();
+              }
+              atLastTime.set(key, (atLastTime.get(key) ?? 0) + 1);
               settings.print(entry);
             }
           }
