@@ -387,6 +387,12 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
   const podsFile = join(c.dir.path, "pods.json");
   const names = workers.map((n) => `marker-${n}`);
   writeFileSync(podsFile, JSON.stringify({ apiVersion: "v1", kind: "List", items: names.map((name, i) => markerPod(name, ids[i]!)) }));
+  // Pods are refused until the controller-manager has made the default service account, as kubectl would tell an operator.
+  await eventually(async () => assertEqual((await kubectl("get", "serviceaccount", "default", "-o", "name")).trim(), "serviceaccount/default", "the default service account"), {
+    timeoutMs: STEP_TIMEOUT_MS,
+    intervalMs: POLL_MS,
+    what: "the default service account",
+  });
   const applied = performance.now();
   await kubectl("apply", "-f", podsFile);
   await eventually(

@@ -64,5 +64,15 @@ export async function startKubernetes(cluster: Cluster, formed: FormedCluster, o
     },
     { timeoutMs: options.timeoutMs, intervalMs: POLL_MS, what: "every Node Ready" },
   );
+  // Pods are refused until the controller-manager has made the namespace's
+  // default service account: a cluster is ready for workloads once it has.
+  log.info("waiting for the default service account (pods need it)");
+  await eventually(
+    async () => {
+      const sa = await cluster.exec([KUBECTL_BINARY, "--kubeconfig", cluster.dir.kubeconfig, "--request-timeout=10s", "get", "serviceaccount", "default", "-o", "name"], { okExitCodes: [0, 1] });
+      if (sa.stdout.trim() !== "serviceaccount/default") throw new Error(sa.stderr.trim() || "no default service account yet");
+    },
+    { timeoutMs: options.timeoutMs, intervalMs: POLL_MS, what: "the default service account" },
+  );
   return performance.now() - started;
 }
