@@ -24,6 +24,17 @@ import { PROCESS_CONSENSUS_NODES } from "./launcher_args.ts";
 import { launchProcessCluster, type ProcessCluster, type ProcessLaunchFigures } from "./process_launcher.ts";
 import { interrupted, registerTeardown } from "./teardown.ts";
 import { startKubernetes } from "./kubernetes_start.ts";
+
+/**
+ * The least each step of starting Kubernetes may take (the apiserver
+ * answering, every Node Ready, the default service account). Under TCG on
+ * two host cores, with every node a worker and Kubernetes at a fifth of the
+ * node's own services' CPU weight (internal/containerd/cgroup.ts), node1's
+ * apiserver answered about 4.5 minutes after the roles were set, and the
+ * third Node was not Ready 5 minutes later (2026-11-25): the formation
+ * steps' 300 s is too short for that.
+ */
+const KUBERNETES_STEP_TIMEOUT_MS = 15 * 60_000;
 import { TEST_IMAGE_REF } from "../../internal/containerd/mod.ts";
 import type { FormedCluster } from "./cluster_formation.ts";
 
@@ -247,7 +258,7 @@ async function launchVms(): Promise<void> {
   let kubernetesMs: number | undefined;
   if (hasKubernetes(imageDir)) {
     try {
-      kubernetesMs = await startKubernetes(cluster, formed!, { timeoutMs: options.timeoutMs, logger: log });
+      kubernetesMs = await startKubernetes(cluster, formed!, { timeoutMs: Math.max(options.timeoutMs, KUBERNETES_STEP_TIMEOUT_MS), logger: log });
     } catch (err) {
       await fail("Kubernetes did not come up:", { detail: `${(err as Error).message}\nthe node consoles: ${shown(cluster.dir.path)}/<node>.console.log`, cluster });
     }
