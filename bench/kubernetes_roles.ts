@@ -13,7 +13,7 @@
 
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { killCgroup, nodeCgroupName, RUNTIME_CGROUP, unifiedCgroupRoot } from "../internal/containerd/mod.ts";
+import { killCgroup, runtimeCgroupName, unifiedCgroupRoot } from "../internal/containerd/mod.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
 import { NodeProcess, loopbackBlock, ownedNode, type LogLine } from "../test/support/node_process.ts";
 import { figure, percentile, seconds } from "./figures.ts";
@@ -41,7 +41,7 @@ const ctl = async (...args: string[]) => {
   if (result.code !== 0) throw new Error(`ctl ${args.join(" ")}: ${result.stderr}`);
   return result;
 };
-const cgroup = join(unifiedCgroupRoot() ?? "/sys/fs/cgroup", nodeCgroupName(RUNTIME_CGROUP, node.root));
+const cgroup = join(unifiedCgroupRoot() ?? "/sys/fs/cgroup", runtimeCgroupName(node.root));
 
 /** The wall-clock time of the first log line after `from` that matches, in ms since the epoch. */
 async function logged(from: number, match: (l: LogLine) => boolean, what: string): Promise<number> {

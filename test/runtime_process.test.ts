@@ -7,7 +7,7 @@
 import { afterAll, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { killCgroup, nodeCgroupName, processesIn, RUNTIME_CGROUP, unifiedCgroupRoot } from "../internal/containerd/mod.ts";
+import { killCgroup, processesIn, runtimeCgroupName, unifiedCgroupRoot } from "../internal/containerd/mod.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
 import { NodeProcess, loopbackBlock, ownedNode, serviceLines } from "./support/node_process.ts";
 
@@ -15,7 +15,7 @@ const dir = tempDir("nodecore-runtime-");
 const address = loopbackBlock();
 const node = new NodeProcess("node1", join(dir.path, "node1"), address(11));
 const { ctl, bootstrap } = ownedNode(node, dir.path);
-const cgroup = join(unifiedCgroupRoot() ?? "/sys/fs/cgroup", nodeCgroupName(RUNTIME_CGROUP, node.root));
+const cgroup = join(unifiedCgroupRoot() ?? "/sys/fs/cgroup", runtimeCgroupName(node.root));
 
 afterAll(async () => {
   await node.stop();

@@ -7,7 +7,7 @@
 
 import { join } from "node:path";
 import { FW_CFG_PARAMETERS_PATH, encryptedPartition, plainDirectory } from "../../internal/cluster/mod.ts";
-import { CONTROLLER_CGROUP, nodeCgroupName, PROBE_IMAGE_PATH, RUNTIME_CGROUP, runtimePaths, SANDBOX_IMAGE_PATH, unifiedCgroupRoot } from "../../internal/containerd/mod.ts";
+import { PROBE_IMAGE_PATH, runtimeCgroupName, runtimePaths, SANDBOX_IMAGE_PATH, unifiedCgroupRoot } from "../../internal/containerd/mod.ts";
 import { dataPartitionDevice, mountSystemImage, type StorageLayout } from "../../internal/localstorage/mod.ts";
 import type { Logger } from "../../internal/log/mod.ts";
 import type { LogTree } from "../../internal/logtree/mod.ts";
@@ -29,10 +29,8 @@ const TREE_ETCD = "/usr/bin/etcd";
 /**
  * Where the container runtime lives: on a VM, the node's own cgroup
  * hierarchy and the system image's binaries and images; for a node
- * process, the system tree's (out/system) and cgroups named after its
- * directory (several share the host). A VM's controller gets a cgroup of
- * its own too; a node process's stays in the node's, since it shares the
- * host's CPU with other nodes anyway. Absent without cgroup v2.
+ * process, the system tree's (out/system) and a cgroup named after its
+ * directory (several share the host). Absent without cgroup v2.
  */
 function runtimeSetup(isPid1: boolean, root: string, system: string, layout: StorageLayout, logger: Logger): RuntimeSetup | undefined {
   const cgroupRoot = unifiedCgroupRoot();
@@ -40,11 +38,10 @@ function runtimeSetup(isPid1: boolean, root: string, system: string, layout: Sto
     logger.warn("no cgroup v2 hierarchy is mounted: this node cannot run containers");
     return undefined;
   }
-  const processRoot = isPid1 ? undefined : root;
+  const cgroup = runtimeCgroupName(isPid1 ? undefined : root);
   try {
     return {
-      paths: runtimePaths(layout.data.path, layout.ephemeral.path, cgroupRoot, nodeCgroupName(RUNTIME_CGROUP, processRoot), system),
-      ...(isPid1 ? { controllerCgroup: join(cgroupRoot, CONTROLLER_CGROUP) } : {}),
+      paths: runtimePaths(layout.data.path, layout.ephemeral.path, cgroupRoot, cgroup, system),
       probeImage: join(system, PROBE_IMAGE_PATH),
       sandboxImage: join(system, SANDBOX_IMAGE_PATH),
     };

@@ -82,38 +82,6 @@ export function delegatingCgroup(root: string, dir: string): void {
   }
 }
 
-/**
- * The CPU weight (cgroup v2 cpu.weight; 100 is the kernel's default, the
- * weight of one ordinary process) of everything the node runs for
- * Kubernetes: the controller's components, containerd, the kubelet and the
- * pods. PID 1 with the curator, and etcd, stay in the hierarchy's root,
- * each process there weighing as much as a whole cgroup of weight 100. So
- * a busy apiserver or pod takes what the node's own services leave idle,
- * and cannot starve the curator's TLS handshakes or etcd's heartbeats:
- * under TCG a starting apiserver held a node's curator past its clients'
- * 3 s connect deadline.
- */
-export const KUBERNETES_CPU_WEIGHT = 20;
-
-/**
- * Makes `dir`, a direct child of the hierarchy's `root`, a cgroup of CPU
- * weight `weight`, delegating the cpu controller at the root. Returns false
- * where the hierarchy has no cpu controller (a hybrid host, whose cpu
- * controller is on v1): the cgroup is made, unweighted.
- */
-export function weighCgroup(root: string, dir: string, weight: number): boolean {
-  delegatingCgroup(root, root);
-  mkdirSync(dir, { recursive: true });
-  const file = join(dir, "cpu.weight");
-  if (!existsSync(file)) return false;
-  try {
-    writeFileSync(file, `${weight}\n`);
-  } catch (error) {
-    throw new Error(`could not set ${file} to ${weight}: ${(error as Error).message}`, { cause: error });
-  }
-  return true;
-}
-
 export class CgroupCleanupError extends Error {
   override name = "CgroupCleanupError";
 }

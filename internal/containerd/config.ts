@@ -37,17 +37,14 @@ export function runtimeEnv(prefix: string): Record<string, string> {
 /** The runtime's cgroup on a VM (below the unified hierarchy's root). */
 export const RUNTIME_CGROUP = "nodecore-runtime";
 
-/** The Kubernetes controller's cgroup on a VM, beside the runtime's. */
-export const CONTROLLER_CGROUP = "nodecore-controller";
-
 /**
- * A node cgroup's name (RUNTIME_CGROUP, CONTROLLER_CGROUP): the name itself
- * on a VM; for a node process, whose root is a directory, a name of its own
- * per root, since several node processes share the host's hierarchy.
+ * The runtime's cgroup name: RUNTIME_CGROUP on a VM; for a node process,
+ * whose root is a directory, a name of its own per root, since several
+ * node processes share the host's hierarchy.
  */
-export function nodeCgroupName(name: string, processRoot?: string): string {
-  if (processRoot === undefined) return name;
-  return `${name}-${new Bun.CryptoHasher("sha256").update(processRoot).digest("hex").slice(0, 12)}`;
+export function runtimeCgroupName(processRoot?: string): string {
+  if (processRoot === undefined) return RUNTIME_CGROUP;
+  return `${RUNTIME_CGROUP}-${new Bun.CryptoHasher("sha256").update(processRoot).digest("hex").slice(0, 12)}`;
 }
 
 /** The unix socket path limit (sun_path is 108 bytes, NUL included). */

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { systemTree, tempDir } from "../testing/mod.ts";
 import {
@@ -20,7 +20,6 @@ import {
   runtimeEnv,
   runtimePaths,
   unifiedCgroupRoot,
-  weighCgroup,
 } from "./mod.ts";
 
 describe("runtime paths and configuration", () => {
@@ -182,33 +181,5 @@ describe("the runtime's cgroup (the host's real cgroup v2 hierarchy)", () => {
     } finally {
       for (const child of children) child.kill("SIGKILL");
     }
-  });
-
-  test("weighCgroup gives a cgroup its CPU weight where the hierarchy has a cpu controller, and says false where it has none", () => {
-    if (!root) throw new Error("no cgroup v2 hierarchy on this host");
-    const cgroup = join(root, `nodecore-test-weight-${process.pid}`);
-    try {
-      const hasCpu = readFileSync(join(root, "cgroup.controllers"), "utf8").split(/\s+/).includes("cpu");
-      expect(weighCgroup(root, cgroup, 20)).toBe(hasCpu);
-      expect(existsSync(cgroup)).toBe(true);
-      if (hasCpu) expect(readFileSync(join(cgroup, "cpu.weight"), "utf8").trim()).toBe("20");
-    } finally {
-      rmdirSync(cgroup);
-    }
-  });
-});
-
-describe("weighCgroup on a stand-in hierarchy (a directory with the kernel's file names)", () => {
-  test("delegates the cpu controller at the root, then writes the weight", () => {
-    using dir = tempDir();
-    writeFileSync(join(dir.path, "cgroup.controllers"), "cpu memory pids\n");
-    writeFileSync(join(dir.path, "cgroup.subtree_control"), "memory\n");
-    const cgroup = join(dir.path, "nodecore-controller");
-    mkdirSync(cgroup);
-    writeFileSync(join(cgroup, "cpu.weight"), "100\n");
-    expect(weighCgroup(dir.path, cgroup, 20)).toBe(true);
-    // The kernel takes "+cpu +pids" and shows the union; the stand-in keeps what was written.
-    expect(readFileSync(join(dir.path, "cgroup.subtree_control"), "utf8")).toBe("+cpu +pids");
-    expect(readFileSync(join(cgroup, "cpu.weight"), "utf8")).toBe("20\n");
   });
 });

@@ -43,8 +43,7 @@ export {
   TEST_IMAGE_REF,
   RUNTIME_BINARIES,
   RUNTIME_CGROUP,
-  nodeCgroupName,
-  CONTROLLER_CGROUP,
+  runtimeCgroupName,
   runtimeBinaries,
   runtimeEnv,
   RuntimePathError,
@@ -53,4 +52,4 @@ export {
 } from "./config.ts";
 export { containerdService, ctr, parseContainerdLine, type ContainerdOptions } from "./service.ts";
 export { PROBE_IMAGE_PATH, PROBE_CONTAINER_ID, PROBE_IMAGE_REF, PROBE_SCRIPT, runtimeProbe, type ProbeOptions } from "./probe.ts";
-export { CgroupCleanupError, delegatingCgroup, joinCgroup, killCgroup, KUBERNETES_CPU_WEIGHT, processesIn, unifiedCgroupRoot, weighCgroup } from "./cgroup.ts";
+export { CgroupCleanupError, delegatingCgroup, joinCgroup, killCgroup, processesIn, unifiedCgroupRoot } from "./cgroup.ts";

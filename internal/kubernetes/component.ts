@@ -52,8 +52,6 @@ export async function untilOk(url: string, as: Parameters<typeof answersOk>[1], 
 export interface ComponentOptions {
   binDir: string;
   report: (component: string, state: ComponentState, message: string) => void;
-  /** Called with each component's pid once spawned (the node moves it into its cgroup). */
-  onSpawn?: (pid: number) => void;
 }
 
 /** A component as a runnable that counts its starts and says how its last run ended. */
@@ -80,10 +78,7 @@ export function component(
         args,
         parseLine: parseKlogLine,
         ...(extra.env ? { env: extra.env } : {}),
-        onSpawn: (pid) => {
-          options.onSpawn?.(pid);
-          extra.onSpawn?.(pid);
-        },
+        ...(extra.onSpawn ? { onSpawn: extra.onSpawn } : {}),
         ready: async (signal) => {
           await extra.ready(signal);
           options.report(name, "running", starts === 1 ? "" : `after ${starts} starts`);

@@ -40,8 +40,6 @@ export interface ControllerServiceOptions {
   dir: string;
   /** Each component's status line. */
   report: (component: string, state: ComponentState, message: string) => void;
-  /** Called with each component's pid once spawned (the node moves it into the controller's cgroup). */
-  onSpawn?: (pid: number) => void;
   /** The node IDs that hold the kubernetes-worker role, as the cluster's records have them now. */
   workers: () => Promise<ReadonlySet<string>>;
 }

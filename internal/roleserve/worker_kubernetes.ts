@@ -39,7 +39,7 @@ import { generateKeyPair } from "../pki/mod.ts";
 import { X509Certificate } from "node:crypto";
 import { withCurator, type CuratorConnection } from "./curator_connection.ts";
 import type { LocalConsensus } from "./worker_controlplane.ts";
-import { CRI_NAMESPACE, ctr, delegatingCgroup, joinCgroup, containerdService, killCgroup, KUBERNETES_CPU_WEIGHT, runtimeBinaries, runtimeProbe, weighCgroup, type RuntimePaths } from "../containerd/mod.ts";
+import { CRI_NAMESPACE, ctr, delegatingCgroup, joinCgroup, containerdService, killCgroup, runtimeBinaries, runtimeProbe, type RuntimePaths } from "../containerd/mod.ts";
 import { Value } from "../event/mod.ts";
 import { RestartRequest, sleep, untilCancelled, type Runnable } from "../supervisor/mod.ts";
 import type { ServiceBoard } from "./service_status.ts";
@@ -56,29 +56,6 @@ export interface RuntimeSetup {
   probeImage: string;
   /** The sandbox (pause) image's OCI tarball, imported for the kubelet. */
   sandboxImage: string;
-  /**
-   * The cgroup the controller's components run in: a direct child of the
-   * hierarchy's root, beside the runtime's, and weighted as it is
-   * (KUBERNETES_CPU_WEIGHT). Absent for a node process: its components stay
-   * in the node's cgroup.
-   */
-  controllerCgroup?: string;
-}
-
-/** The unified hierarchy's root the runtime's cgroup hangs off. */
-const cgroupRootOf = (paths: RuntimePaths) => paths.cgroup.slice(0, paths.cgroup.length - paths.cgroupPath.length);
-
-/**
- * Gives a Kubernetes cgroup its CPU weight (see KUBERNETES_CPU_WEIGHT);
- * where it cannot, the node runs on and says why.
- */
-function weigh(runtime: RuntimeSetup, dir: string, logger: { info: (m: string, f?: Record<string, unknown>) => void; warn: (m: string, f?: Record<string, unknown>) => void }): void {
-  try {
-    if (weighCgroup(cgroupRootOf(runtime.paths), dir, KUBERNETES_CPU_WEIGHT)) logger.info("Kubernetes runs below the node's own services", { cgroup: dir, cpuWeight: KUBERNETES_CPU_WEIGHT });
-    else logger.warn("the cgroup hierarchy has no cpu controller: Kubernetes competes with the node's own services for the CPU", { cgroup: dir });
-  } catch (error) {
-    logger.warn(`Kubernetes competes with the node's own services for the CPU: ${(error as Error).message}`, { cgroup: dir });
-  }
 }
 
 /** The deadline of the kubelet's certificate call. */
@@ -191,9 +168,6 @@ function controllerRunnable(options: KubernetesOptions): Runnable {
     const etcdCA = await store.ca("etcd");
     const key = generateKeyPair();
     const client = { certificate: issueEtcdClientCertificate(etcdCA, key.publicKey, "kube-apiserver"), privateKey: key.privateKey };
-    const runtime = options.runtime;
-    const cgroup = runtime?.controllerCgroup;
-    if (runtime && cgroup) weigh(runtime, cgroup, ctx.logger);
     ctx.run(
       "controller",
       controllerService({
@@ -203,17 +177,6 @@ function controllerRunnable(options: KubernetesOptions): Runnable {
         binDir: options.binDir ?? DEFAULT_KUBERNETES_BIN_DIR,
         dir: join(options.ephemeralDir, "controller"),
         report: (component, state, message) => options.board.report(component, state, message),
-        ...(cgroup
-          ? {
-              onSpawn: (pid: number) => {
-                try {
-                  joinCgroup(cgroup, pid);
-                } catch (error) {
-                  ctx.logger.warn("could not move a controller component into its cgroup", { cgroup, error: (error as Error).message });
-                }
-              },
-            }
-          : {}),
         workers: async () => new Set((await store.nodes()).nodes.filter((n) => n.roles?.kubernetesWorker).map((n) => n.id)),
       }),
     );
@@ -229,7 +192,7 @@ function kubeletRunnable(options: KubernetesOptions, runtime: RuntimeSetup, cont
     const membership = await options.membership.get({ signal: ctx.signal });
     const { paths } = runtime;
     // The pods' cgroup root, with every controller delegated down to it.
-    delegatingCgroup(cgroupRootOf(paths), join(paths.cgroup, "pods"));
+    delegatingCgroup(paths.cgroup.slice(0, paths.cgroup.length - paths.cgroupPath.length), join(paths.cgroup, "pods"));
     await kubeletService({
       nodeId: membership.credentials.nodeId,
       address: membership.address,
@@ -378,7 +341,6 @@ function workerPart(options: KubernetesOptions, decision: Value<Decision>): Runn
         const ready = new Value<boolean>();
         ready.set(false);
         options.board.report("containerd", "starting", "waiting for containerd to answer");
-        weigh(runtime, runtime.paths.cgroup, ctx.logger);
         ctx.run("containerd", containerdService({ paths: runtime.paths, ready, ...(launch.kubelet ? { cri: { images: [runtime.sandboxImage, runtime.probeImage] } } : {}) }));
         const probeRuns = new Value<boolean>();
         probeRuns.set(false);

@@ -80,6 +80,9 @@ export class QemuFaults implements FaultDriver {
       options.log("cluster: three VMs booting and forming (minutes under TCG)");
       const formed = await formCluster(cluster, { timeoutMs: STEP_TIMEOUT_MS, logger: logger.child("formation") });
       options.log("cluster: formed; the runner moves into its network namespace");
+      // As an operator would: cluster info saves every curator as an endpoint, not only node1's (ctl takeownership's).
+      const info = await formed.ctl("cluster", "info");
+      if (info.exitCode !== 0) throw new Error(`ctl cluster info failed: ${info.stderr.trim()}`);
       leave = enterNamespace(namespaceName(CLUSTER_NAME));
       const credentials = loadCredentials(configPaths(formed.ctlConfig));
       const owner = { ca: credentials.ca, certificate: credentials.certificate, privateKey: credentials.key.privateKey, endpoints: credentials.endpoints };

@@ -28,11 +28,8 @@ import { startKubernetes } from "./kubernetes_start.ts";
 /**
  * The least each step of starting Kubernetes may take (the apiserver
  * answering, every Node Ready, the default service account). Under TCG on
- * two host cores, with every node a worker and Kubernetes at a fifth of the
- * node's own services' CPU weight (internal/containerd/cgroup.ts), node1's
- * apiserver answered about 4.5 minutes after the roles were set, and the
- * third Node was not Ready 5 minutes later (2026-11-25): the formation
- * steps' 300 s is too short for that.
+ * two host cores, with every node a worker, they took 282 s together
+ * (README, Performance), close to the formation steps' 300 s each.
  */
 const KUBERNETES_STEP_TIMEOUT_MS = 15 * 60_000;
 import { TEST_IMAGE_REF } from "../../internal/containerd/mod.ts";
