@@ -114,12 +114,13 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
   const sources = new Map<string, SourceCount>();
   // Insertion order is recency: a source is re-inserted when it finishes a handshake.
   const known = new Map<string, true>();
-  const handshaking = new Map<Socket, SourceCount>();
+  // Each socket in its handshake, with its source and that source's counts.
+  const handshaking = new Map<Socket, { source: string; count: SourceCount }>();
   const finished = (socket: Socket) => {
-    const count = handshaking.get(socket);
-    if (!count) return;
+    const entry = handshaking.get(socket);
+    if (!entry) return;
     handshaking.delete(socket);
-    count.handshaking--;
+    entry.count.handshaking--;
     counters.handshaking--;
   };
   // Runs before grpc-js's own listeners, so a refused socket never reaches them.
@@ -142,7 +143,7 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
     count.handshaking++;
     counters.open++;
     counters.handshaking++;
-    handshaking.set(socket, count);
+    handshaking.set(socket, { source, count });
     socket.once("close", () => {
       finished(socket);
       counters.open--;
@@ -151,9 +152,9 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
   });
   // bun hands the same TLS socket to "connection" and "secureConnection".
   listener.on("secureConnection", (socket) => {
-    if (!handshaking.has(socket)) return;
+    const source = handshaking.get(socket)?.source;
+    if (source === undefined) return;
     finished(socket);
-    const source = sourceAddress(socket.remoteAddress) ?? "";
     known.delete(source);
     known.set(source, true);
     if (known.size > KNOWN_SOURCES_REMEMBERED) known.delete(known.keys().next().value!);
