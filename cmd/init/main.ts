@@ -16,6 +16,7 @@ import { createLogger, type Logger } from "../../internal/log/mod.ts";
 import { LogTree, followKernelMessages } from "../../internal/logtree/mod.ts";
 import { resolve } from "node:path";
 import { VERSION } from "../../internal/version/mod.ts";
+import { PROCESS_OUTPUT_NAME } from "../../internal/supervisor/mod.ts";
 import { KEEPALIVE_INTERVAL_MS, loadKernelModules, mountPseudoFilesystems, showFatal, startReaper } from "./pid1.ts";
 
 /** Checks that what the binary embeds (etcd's protos, the generated API, the lazily loaded node code) loads without node_modules. */
@@ -55,6 +56,10 @@ function bootVm(logger: Logger, layout: StorageLayout, logs: LogTree): void {
   step("mounting the ephemeral tmpfs", () => mountEphemeral(layout));
 }
 
+/** How many lines of one child process's output the console takes at once, and then per second. */
+const CHILD_OUTPUT_BURST = 200;
+const CHILD_OUTPUT_PER_SECOND = 2;
+
 async function main(argv: string[]): Promise<void> {
   if (argv.includes("--version")) {
     console.log(VERSION);
@@ -67,7 +72,19 @@ async function main(argv: string[]): Promise<void> {
   const isPid1 = process.pid === 1;
   // Every entry also lands in the node's log rings, for `ctl node logs`.
   const logs = new LogTree();
-  const logger = createLogger("root", { sinks: [logs.sink] });
+  // The console shows the node's own narrative in full, and of its child
+  // processes' output (etcd's slow-request warnings, the apiserver's start)
+  // only a bounded share: under software emulation every byte on the serial
+  // console costs the guest CPU its services need. The rings keep it all.
+  const logger = createLogger("root", {
+    sinks: [logs.sink],
+    budget: {
+      applies: (component) => component.endsWith(`.${PROCESS_OUTPUT_NAME}`),
+      burst: CHILD_OUTPUT_BURST,
+      perSecond: CHILD_OUTPUT_PER_SECOND,
+      readThem: "ctl node logs <node> <component> shows them all",
+    },
+  });
   // PID 1 must never die: the kernel would panic. Anything that escapes is
   // logged and the node carries on.
   process.on("uncaughtException", (err) => logger.error("uncaught exception", { error: err.message, stack: err.stack }));

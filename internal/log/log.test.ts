@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { captureLogger, formatJson, formatText, type LogEntry } from "./mod.ts";
+import { budgeted, captureLogger, formatJson, formatText, type LogEntry } from "./mod.ts";
 
 const entry: LogEntry = {
   time: new Date("2026-01-02T03:04:05.678Z"),
@@ -38,5 +38,23 @@ describe("log", () => {
       ["root.roleserve.kubernetes", "debug", "detail"],
     ]);
     expect(entries[2]!.fields).toEqual({ n: 1 });
+  });
+
+  test("a budget bounds a chatty component's lines, says how many it held back, and leaves the others whole", () => {
+    let now = 0;
+    const written: LogEntry[] = [];
+    const write = budgeted((e) => written.push(e), { applies: (c) => c.endsWith(".output"), burst: 3, perSecond: 2, readThem: "read them elsewhere" }, () => now);
+    const line = (component: string, message: string): LogEntry => ({ time: new Date(now), level: "info", component, message, fields: {} });
+    for (let i = 0; i < 10; i++) write(line("root.etcd.output", `chatter ${i}`));
+    for (let i = 0; i < 5; i++) write(line("root.etcd", `narrative ${i}`));
+    expect(written.map((e) => e.message)).toEqual(["chatter 0", "chatter 1", "chatter 2", "narrative 0", "narrative 1", "narrative 2", "narrative 3", "narrative 4"]);
+    // Half a second later the bucket has room for one: the note about the 7 held back comes first.
+    now = 500;
+    written.length = 0;
+    write(line("root.etcd.output", "chatter 10"));
+    expect(written.map((e) => [e.component, e.message])).toEqual([
+      ["root.etcd.output", "7 lines of this component not shown here (more than 3 at once, or 2 a second); read them elsewhere"],
+      ["root.etcd.output", "chatter 10"],
+    ]);
   });
 });

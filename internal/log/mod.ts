@@ -144,11 +144,64 @@ export interface LoggerOptions {
   level?: Level;
   /** Further receivers of every entry (tests, the node's recent-log ring). */
   sinks?: LogSink[];
+  /** Bounds what some components write on stderr (a node's serial console); sinks get every entry. */
+  budget?: OutputBudget;
 }
 
-function writerFor(format: LogFormat): LogSink {
+/**
+ * How many lines of a component reach stderr: a token bucket per component
+ * that `applies` to, of `burst` lines refilled at `perSecond`. Lines over it
+ * are counted, and a line saying how many, and where to read them, takes
+ * their place once the bucket has room again (or after NOTE_AFTER_MS).
+ */
+export interface OutputBudget {
+  applies(component: string): boolean;
+  burst: number;
+  perSecond: number;
+  /** Where the lines not shown can be read, for the note. */
+  readThem: string;
+}
+
+/** How long after the first line held back a note about it is written at the latest. */
+const NOTE_AFTER_MS = 10_000;
+
+/** `write` limited by `budget`; see OutputBudget. */
+export function budgeted(write: LogSink, budget: OutputBudget, now: () => number = Date.now): LogSink {
+  const buckets = new Map<string, { tokens: number; at: number; held: number; timer?: ReturnType<typeof setTimeout> }>();
+  const note = (component: string) => {
+    const bucket = buckets.get(component);
+    if (!bucket || bucket.held === 0) return;
+    clearTimeout(bucket.timer);
+    bucket.timer = undefined;
+    const held = bucket.held;
+    bucket.held = 0;
+    write({ time: new Date(now()), level: "info", component, message: `${held} lines of this component not shown here (more than ${budget.burst} at once, or ${budget.perSecond} a second); ${budget.readThem}`, fields: {} });
+  };
+  return (entry) => {
+    if (!budget.applies(entry.component)) return write(entry);
+    const at = now();
+    let bucket = buckets.get(entry.component);
+    if (!bucket) buckets.set(entry.component, (bucket = { tokens: budget.burst, at, held: 0 }));
+    bucket.tokens = Math.min(budget.burst, bucket.tokens + ((at - bucket.at) / 1000) * budget.perSecond);
+    bucket.at = at;
+    if (bucket.tokens < 1) {
+      bucket.held++;
+      if (!bucket.timer) {
+        bucket.timer = setTimeout(() => note(entry.component), NOTE_AFTER_MS);
+        bucket.timer.unref?.();
+      }
+      return;
+    }
+    bucket.tokens--;
+    note(entry.component);
+    write(entry);
+  };
+}
+
+function writerFor(format: LogFormat, budget?: OutputBudget): LogSink {
   const formatter = format === "json" ? formatJson : formatText;
-  return (entry) => process.stderr.write(formatter(entry) + "\n");
+  const write: LogSink = (entry) => process.stderr.write(formatter(entry) + "\n");
+  return budget ? budgeted(write, budget) : write;
 }
 
 /** Creates the logger of a top-level component; everything below uses child(). */
@@ -158,7 +211,7 @@ export function createLogger(component: string, options: LoggerOptions = {}): Lo
   const envLevel = process.env[LOG_LEVEL_ENV] as Level | undefined;
   const level = options.level ?? (envLevel && envLevel in CONSOLA_LEVELS ? envLevel : "info");
   const sinks = [...(options.sinks ?? [])];
-  if (format !== "none") sinks.push(writerFor(format));
+  if (format !== "none") sinks.push(writerFor(format, options.budget));
   const reporter: ConsolaReporter = {
     log(object) {
       const entry = entryOf(object);

@@ -18,12 +18,13 @@ import {
   type CA,
 } from "../../pki/mod.ts";
 import { refusal, startImpostorCurator, startTestCluster, type ImpostorCurator, type TestCluster } from "../test_cluster.ts";
-import { createServer as createNetServer, type AddressInfo, type Server } from "node:net";
+import { createServer as createNetServer, connect as tcpConnect, type AddressInfo, type Server } from "node:net";
 import type { Value } from "../../event/mod.ts";
 import { RpcError, Status } from "../../rpc/mod.ts";
 import { eventually, freePort } from "../../testing/mod.ts";
 import type { Leadership } from "../leadership.ts";
 import { answerFailure, connectFailure } from "./failover.ts";
+import { acceptsConnections, connectPatiently } from "./patience.ts";
 import {
   CuratorPool,
   LEADER_TRAILER,
@@ -274,9 +275,9 @@ describe("the pool: leader first, hints followed, dead curators passed over", ()
     }
   });
 
-  test("a curator that never answers the handshake costs the connect deadline, and only when nobody else answers", async () => {
+  test("a curator that never answers the handshake costs the connect patience, and only when nobody else answers", async () => {
     const silent = await blackhole();
-    const pool = new CuratorPool(owner, { connectTimeoutMs: 300 });
+    const pool = new CuratorPool(owner, { connectTimeoutMs: 300, connectPatienceMs: 900 });
     try {
       // Dialled at once, the live curator answers first even though it is listed last.
       const tried: string[] = [];
@@ -285,10 +286,51 @@ describe("the pool: leader first, hints followed, dead curators passed over", ()
       expect(tried).toEqual([`calling ${formatEndpoint(cluster.endpoint)} ...`]);
       const err = await pool.call(Management, [silent], (m) => m.getClusterInfo({})).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(NoCuratorError);
-      expect((err as NoCuratorError).failures.map((f) => [f.kind, f.reason])).toEqual([["timeout", "timed out: no connection within 0.3 s"]]);
+      expect((err as NoCuratorError).failures.map((f) => [f.kind, f.reason])).toEqual([
+        ["timeout", "timed out: its host accepts connections, but no TLS handshake finished within 0.9 s (the node is busy, or no curator serves that port)"],
+      ]);
     } finally {
       pool.close();
     }
+  });
+
+  test("a curator slower to handshake than the connect deadline is waited for, because its host accepts connections", async () => {
+    // A relay that holds each connection for 800 ms before it reaches the
+    // curator: a node too busy to answer within the 300 ms deadline.
+    const relay = createNetServer((inbound) => {
+      inbound.pause();
+      setTimeout(() => {
+        const outbound = tcpConnect({ host: cluster.endpoint.host, port: cluster.endpoint.port }, () => {
+          inbound.pipe(outbound).pipe(inbound);
+          inbound.resume();
+        });
+        outbound.on("error", () => inbound.destroy());
+        inbound.on("error", () => outbound.destroy());
+      }, 800);
+    });
+    blackholes.push(relay);
+    await new Promise<void>((resolve) => relay.listen(0, "127.0.0.1", resolve));
+    const slow: CuratorEndpoint = { ...cluster.endpoint, host: "127.0.0.1", port: (relay.address() as AddressInfo).port };
+    const pool = new CuratorPool(owner, { connectTimeoutMs: 300, connectPatienceMs: 10_000 });
+    try {
+      const said: string[] = [];
+      const info = await pool.call(Management, [slow], (m) => m.getClusterInfo({}), { progress: (l) => said.push(l) });
+      expect(info.caCertificate.length).toBeGreaterThan(0);
+      expect(said[0]).toBe(`${formatEndpoint(slow)} accepts connections but is slow to finish the TLS handshake; waiting for it ...`);
+    } finally {
+      pool.close();
+    }
+  });
+
+  test("a host that takes no TCP connection is given up on at the connect deadline, with no patience", async () => {
+    const closed = await freePort();
+    const started = Date.now();
+    const neverConnects = (ms: number) => new Promise<"timeout">((resolve) => setTimeout(() => resolve("timeout"), ms));
+    const outcome = await connectPatiently(neverConnects, { host: "127.0.0.1", port: closed }, 300, 5_000);
+    expect(outcome).toEqual({ result: "timeout", timeoutMs: 300, accepted: false });
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(await acceptsConnections({ host: "127.0.0.1", port: closed }, 1_000)).toBe(false);
+    expect(await acceptsConnections(cluster.endpoint, 1_000)).toBe(true);
   });
 
   test("IPv6: a curator on [::1] is dialled and verified by its IPv6 address", async () => {

@@ -1,7 +1,8 @@
 // Calling "the cluster": what counts as a curator failing, how each failure
 // is described, and the error that lists them when none answered.
 //
-// Each endpoint gets CONNECT_TIMEOUT_MS to connect. A curator that is down,
+// Each endpoint gets CONNECT_TIMEOUT_MS to connect, or CONNECT_PATIENCE_MS
+// when its host is seen to accept TCP connections (patience.ts). A curator that is down,
 // refuses the connection, fails its identity check, or answers UNAVAILABLE
 // (not the leader) or DEADLINE_EXCEEDED makes the call move on; any other
 // answer (a refusal, a not-found) is final and returned as it is. When none
@@ -10,7 +11,8 @@
 //
 //   refused      connection refused at 10.0.0.2:7835           (nothing listens there)
 //   unreachable  no route to 10.0.0.2:7835 (host unreachable)  (EHOSTUNREACH, ENETUNREACH)
-//   timeout      timed out: no connection within 3 s           (SYN or handshake unanswered)
+//   timeout      timed out: no connection within 3 s           (SYN unanswered)
+//                timed out: its host accepts connections, but no TLS handshake finished within 15 s
 //   untrusted    its certificate is not signed by the cluster CA (...)
 //   identity     expected curator node-… at 10.0.0.2, but node-… answered (identity.ts)
 //   failed       connection failed: <what the socket said>
@@ -63,6 +65,8 @@ export class NoCuratorError extends Error {
 
 export interface FailoverOptions {
   connectTimeoutMs?: number;
+  /** How long a curator whose host accepts TCP connections gets to finish its handshake (patience.ts). */
+  connectPatienceMs?: number;
   /** Told of each attempt, for CLIs that show progress. */
   progress?: (line: string) => void;
   /** Whether an error from one curator means trying the next; the default moves on for UNAVAILABLE and DEADLINE_EXCEEDED. */
@@ -75,12 +79,17 @@ export function unavailableOrDeadline(err: unknown): boolean {
 
 /** How a connection attempt to a curator ended when it did not connect. */
 export type ConnectOutcome =
-  | { result: "timeout"; timeoutMs: number }
+  | { result: "timeout"; timeoutMs: number; accepted?: boolean }
   | { result: "failed"; identityProblem?: string | undefined; failure?: ConnectionFailure | undefined };
 
 /** A curator that did not connect, described by what stopped it. */
 export function connectFailure(endpoint: CuratorEndpoint, outcome: ConnectOutcome): CuratorFailure {
-  if (outcome.result === "timeout") return { endpoint, kind: "timeout", reason: `timed out: no connection within ${outcome.timeoutMs / 1000} s` };
+  if (outcome.result === "timeout") {
+    const within = `${outcome.timeoutMs / 1000} s`;
+    return outcome.accepted
+      ? { endpoint, kind: "timeout", reason: `timed out: its host accepts connections, but no TLS handshake finished within ${within} (the node is busy, or no curator serves that port)` }
+      : { endpoint, kind: "timeout", reason: `timed out: no connection within ${within}` };
+  }
   if (outcome.identityProblem !== undefined) return { endpoint, kind: "identity", reason: outcome.identityProblem };
   const failure = outcome.failure;
   const address = formatAddress(endpoint);

@@ -1,7 +1,8 @@
 // A pool of curator clients that knows who leads.
 //
 //   call(service, endpoints, fn)
-//     1. connect to every candidate at once (each within the connect deadline);
+//     1. connect to every candidate at once (each within the connect deadline,
+//        longer for a host that is up but slow to handshake: patience.ts);
 //        the remembered leader is first in line
 //     2. take candidates as their connections settle, the leader first among
 //        those that have: a dead curator never holds up a live one
@@ -37,6 +38,7 @@ import {
   type FailoverOptions,
 } from "./failover.ts";
 import { leaderHintOf } from "./leader.ts";
+import { CONNECT_PATIENCE_MS, connectPatiently } from "./patience.ts";
 
 /**
  * How long lastConnectionFailure waits for its call to fail. A channel that
@@ -59,7 +61,7 @@ export class CuratorPool {
 
   constructor(
     private readonly credentials: DialCredentials,
-    private readonly options: { connectTimeoutMs?: number } = {},
+    private readonly options: { connectTimeoutMs?: number; connectPatienceMs?: number } = {},
   ) {}
 
   /** The curator calls go to first: the one that last answered, or that followers named as leader. */
@@ -75,6 +77,7 @@ export class CuratorPool {
     options: FailoverOptions = {},
   ): Promise<T> {
     const connectTimeoutMs = options.connectTimeoutMs ?? this.options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS;
+    const patienceMs = Math.max(options.connectPatienceMs ?? this.options.connectPatienceMs ?? CONNECT_PATIENCE_MS, connectTimeoutMs);
     const tryNext = options.tryNextAfter ?? unavailableOrDeadline;
     const attempts = new Map<string, Attempt<S>>();
     const start = (endpoint: CuratorEndpoint): Attempt<S> => {
@@ -82,9 +85,10 @@ export class CuratorPool {
       let attempt = attempts.get(key);
       if (!attempt) {
         const client = this.client(service, endpoint);
-        const connecting = client.connect(connectTimeoutMs).then(async (result): Promise<{ result: "ready" } | ConnectOutcome> => {
-          if (result === "ready") return { result };
-          if (result === "timeout") return { result, timeoutMs: connectTimeoutMs };
+        const busy = () => options.progress?.(`${formatEndpoint(endpoint)} accepts connections but is slow to finish the TLS handshake; waiting for it ...`);
+        const connecting = connectPatiently((ms) => client.connect(ms), endpoint, connectTimeoutMs, patienceMs, busy).then(async (outcome): Promise<{ result: "ready" } | ConnectOutcome> => {
+          if (outcome.result !== "failed") return outcome;
+          const result = outcome.result;
           // Read why in this same turn of the event loop, while the channel is still failed.
           const identityProblem = client.identityProblem();
           if (identityProblem !== undefined) return { result, identityProblem };
