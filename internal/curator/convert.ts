@@ -48,5 +48,6 @@ export function toCuratorNode(record: NodeRecord): CuratorNode {
     state: record.state,
     ...(record.status ? { status: record.status } : {}),
     ...(record.roles ? { roles: record.roles } : {}),
+    ...(record.clusterNetworking ? { clusterNetworking: record.clusterNetworking } : {}),
   });
 }

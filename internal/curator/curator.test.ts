@@ -16,6 +16,8 @@ import { etcdMembers, ORPHAN_LEARNER_GRACE_MS, reconcileMembership } from "./con
 import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
 import { captureLogger } from "../log/mod.ts";
 import { refusal, startTestCluster, type TestCluster } from "./test_cluster.ts";
+import { firstFreePodPrefix, parsePrefix } from "./pod_prefixes.ts";
+import { x25519 } from "@noble/curves/ed25519.js";
 
 let cluster: TestCluster;
 let owner: { kind: "owner"; certificate: X509Certificate; privateKey: KeyPair["privateKey"] };
@@ -182,6 +184,74 @@ describe("Kubernetes credentials", () => {
       management.close();
       curator.close();
     }
+  });
+});
+
+describe("cluster network", () => {
+  const wireguardKey = () => x25519.getPublicKey(x25519.utils.randomSecretKey());
+
+  test("a worker reports its WireGuard key and gets a pod prefix, the same one ever after; others are refused, naming why", async () => {
+    const curator = cluster.client(Curator, asNode());
+    const management = cluster.client(Management, owner);
+    try {
+      const notWorker = await refusal(curator.updateNodeClusterNetworking({ wireguardPublicKey: wireguardKey() }));
+      expect(notWorker.code).toBe(Status.FAILED_PRECONDITION);
+      expect(notWorker.details).toBe(`node ${cluster.node.id} does not hold the kubernetes-worker role; only workers join the cluster network`);
+      await management.updateNodeRoles({ id: cluster.node.id, kubernetesWorker: true });
+      const zero = await refusal(curator.updateNodeClusterNetworking({ wireguardPublicKey: new Uint8Array(32) }));
+      expect(zero.code).toBe(Status.INVALID_ARGUMENT);
+      expect(zero.details).toBe("wireguard_public_key: is not a valid Curve25519 public key (a low-order point)");
+      const first = await curator.updateNodeClusterNetworking({ wireguardPublicKey: wireguardKey() });
+      expect(first.podPrefix).toMatch(/^10\.244\.\d+\.0\/24$/);
+      // A new key (the node's data was wiped) keeps the prefix, and every watcher sees the key.
+      const rotated = wireguardKey();
+      expect((await curator.updateNodeClusterNetworking({ wireguardPublicKey: rotated })).podPrefix).toBe(first.podPrefix);
+      const record = (await cluster.store.node(cluster.node.id))!.value;
+      expect(record.clusterNetworking?.wireguardPublicKey).toEqual(rotated);
+      expect(await cluster.store.heldPodPrefixes()).toContain(first.podPrefix);
+      const watch = curator.watch({ kind: { case: "nodeInCluster", value: { nodeId: cluster.node.id } } })[Symbol.asyncIterator]();
+      const backlog = (await watch.next()).value as WatchEvent;
+      expect(backlog.nodes[0]?.clusterNetworking).toMatchObject({ wireguardPublicKey: rotated, podPrefix: first.podPrefix });
+      await watch.return?.();
+      // The owner is no node.
+      const asOwner = cluster.client(Curator, owner);
+      expect((await refusal(asOwner.updateNodeClusterNetworking({ wireguardPublicKey: rotated }))).code).toBe(Status.PERMISSION_DENIED);
+      asOwner.close();
+    } finally {
+      await management.updateNodeRoles({ id: cluster.node.id, kubernetesWorker: false });
+      management.close();
+      curator.close();
+    }
+  });
+
+  test("nodes assigned at once get distinct prefixes, lowest free first, and a deleted node's prefix is free again", async () => {
+    const store = new CuratorStore(cluster.etcd.namespace(ETCD_PREFIX));
+    const ids: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const key = generateKeyPair();
+      const id = nodeIdFromPublicKey(rawPublicKey(key.publicKey));
+      const created = await store.createNode(create(NodeRecordSchema, { id, publicKey: rawPublicKey(key.publicKey), joinKey: rawPublicKey(generateKeyPair().publicKey), state: NodeState.UP }));
+      expect(created).toBe("created");
+      ids.push(id);
+    }
+    const before = await store.heldPodPrefixes();
+    const choose = (taken: ReadonlySet<string>) => firstFreePodPrefix(taken)!;
+    const records = await Promise.all(ids.map((id) => store.assignClusterNetworking(id, wireguardKey(), choose)));
+    const prefixes = records.map((r) => r.clusterNetworking!.podPrefix);
+    expect(new Set(prefixes).size).toBe(4);
+    for (const prefix of prefixes) expect(before.has(prefix)).toBe(false);
+    const held = await store.heldPodPrefixes();
+    for (const prefix of prefixes) expect(held.has(prefix)).toBe(true);
+    // The node deleted gives its prefix back, in the same transaction; the next node takes it (the lowest free).
+    const lowest = [...prefixes].sort((a, b) => parsePrefix(a)!.base - parsePrefix(b)!.base)[0]!;
+    const holder = ids[prefixes.indexOf(lowest)]!;
+    expect(await store.deleteNode(holder, () => {})).toBe("deleted");
+    expect((await store.heldPodPrefixes()).has(lowest)).toBe(false);
+    const key = generateKeyPair();
+    const next = nodeIdFromPublicKey(rawPublicKey(key.publicKey));
+    await store.createNode(create(NodeRecordSchema, { id: next, publicKey: rawPublicKey(key.publicKey), joinKey: rawPublicKey(generateKeyPair().publicKey), state: NodeState.UP }));
+    expect((await store.assignClusterNetworking(next, wireguardKey(), choose)).clusterNetworking!.podPrefix).toBe(lowest);
+    for (const id of [...ids.filter((i) => i !== holder), next]) await store.deleteNode(id, () => {});
   });
 });
 

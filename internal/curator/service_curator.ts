@@ -19,6 +19,7 @@ import {
   NotFoundError,
   PermissionDeniedError,
   quote,
+  ResourceExhaustedError,
   type CallContext,
   type ServiceImpl,
   type ServicePolicy,
@@ -26,7 +27,8 @@ import {
 import { toCuratorNode } from "./convert.ts";
 import type { CuratorStore } from "./store.ts";
 import type { StateReader } from "./state_cache.ts";
-import { checkAddressProven, checkNodeId, checkNodeStatus, checkPublicKey, MAX_TICKET_BYTES } from "./validate.ts";
+import { checkAddressProven, checkNodeId, checkNodeStatus, checkPublicKey, checkWireguardKey, MAX_TICKET_BYTES } from "./validate.ts";
+import { firstFreePodPrefix, podPrefixCount } from "./pod_prefixes.ts";
 import type { NodeEvent, NodeWatchHub } from "./watch.ts";
 import type { HeartbeatTracker } from "./heartbeats.ts";
 
@@ -39,6 +41,7 @@ export const CURATOR_POLICY: ServicePolicy<typeof Curator> = {
   heartbeat: "node",
   prepareColdStart: "node",
   issueKubeletCertificates: "node",
+  updateNodeClusterNetworking: "node",
 };
 
 /** Unlock keys are 32 random bytes. */
@@ -267,6 +270,29 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
         caCertificate: new Uint8Array(pki.ca.certificate.raw),
         apiservers: await apiserverUrls(store),
       };
+    },
+
+    async updateNodeClusterNetworking(request, ctx) {
+      if (ctx.peer.kind !== "node") throw new Error("unreachable: policy is node");
+      checkWireguardKey("wireguard_public_key", request.wireguardPublicKey);
+      deps.requireLeader();
+      const node = await store.node(ctx.peer.nodeId);
+      if (!node?.value.roles?.kubernetesWorker) {
+        throw new FailedPreconditionError(`node ${ctx.peer.nodeId} does not hold the kubernetes-worker role; only workers join the cluster network`);
+      }
+      const record = await store.assignClusterNetworking(
+        ctx.peer.nodeId,
+        new Uint8Array(request.wireguardPublicKey),
+        (taken) => {
+          const free = firstFreePodPrefix(taken);
+          if (!free) throw new ResourceExhaustedError(`every pod prefix of the cluster CIDR is held (${podPrefixCount()} nodes); delete a node to free one`);
+          return free;
+        },
+        ctx.signal,
+      );
+      const podPrefix = record.clusterNetworking!.podPrefix;
+      if (node.value.clusterNetworking?.podPrefix !== podPrefix) logger.info("assigned a pod prefix", { node: ctx.peer.nodeId, prefix: podPrefix });
+      return { podPrefix };
     },
 
     async joinNode(_request, ctx) {

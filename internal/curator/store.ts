@@ -11,6 +11,7 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { ClientClosedError, ClientRuntimeError, EtcdError, GRPCGenericError, type ComparatorBuilder, type Namespace } from "etcd3";
 import { X509Certificate } from "node:crypto";
+import { ClusterNetworkingSchema } from "../../proto/gen/common/common_pb.ts";
 import {
   CertificateAuthoritySchema,
   ClusterRecordSchema,
@@ -36,6 +37,12 @@ export const JOIN_KEYS_PREFIX = "joinkeys/";
  */
 export const DELETED_PREFIX = "deleted/";
 export const DELETED_JOIN_KEYS_PREFIX = "deleted-joinkeys/";
+/** podprefixes/<prefix, "/" written "_"> → the node ID holding that pod prefix (pod_prefixes.ts). */
+export const POD_PREFIXES_PREFIX = "podprefixes/";
+
+export function podPrefixKey(prefix: string): string {
+  return POD_PREFIXES_PREFIX + prefix.replace("/", "_");
+}
 /** A compare-and-swap that keeps losing gives up after this many attempts. */
 const MAX_UPDATE_ATTEMPTS = 20;
 
@@ -235,6 +242,45 @@ export class CuratorStore {
   }
 
   /**
+   * Sets a node's WireGuard key and, on its first call, assigns it the pod
+   * prefix `choose` picks from those no node holds; in one transaction with
+   * the prefix's claim key, so that two nodes never get the same prefix and
+   * no record names a prefix that is not claimed for it. The prefix of a
+   * node that has one never changes.
+   */
+  async assignClusterNetworking(
+    id: string,
+    wireguardPublicKey: Uint8Array,
+    choose: (taken: ReadonlySet<string>) => string,
+    signal?: AbortSignal,
+  ): Promise<NodeRecord> {
+    return this.oneAtATime(id, async () => {
+      const key = NODES_PREFIX + id;
+      for (let attempt = 0; attempt < MAX_UPDATE_ATTEMPTS; attempt++) {
+        signal?.throwIfAborted();
+        const current = await this.node(id);
+        if (!current) throw new NotFoundError(`node ${id} not found (deleted meanwhile?)`);
+        const next = create(NodeRecordSchema, current.value);
+        const held = current.value.clusterNetworking?.podPrefix;
+        const prefix = held || choose(await this.heldPodPrefixes());
+        next.clusterNetworking = create(ClusterNetworkingSchema, { wireguardPublicKey, podPrefix: prefix });
+        const record = this.etcd.put(key).value(Buffer.from(toBinary(NodeRecordSchema, next)));
+        const txn = held
+          ? this.etcd.if(key, "Mod", "==", current.modRevision).then(record)
+          : this.etcd.if(key, "Mod", "==", current.modRevision).and(podPrefixKey(prefix), "Version", "==", 0).then(record, this.etcd.put(podPrefixKey(prefix)).value(id));
+        if (await this.commitFenced(txn)) return next;
+      }
+      throw new AbortedError(`node ${id} kept changing under ${MAX_UPDATE_ATTEMPTS} attempts to set its cluster networking; try again`);
+    });
+  }
+
+  /** The pod prefixes some node holds. */
+  async heldPodPrefixes(): Promise<Set<string>> {
+    const keys = await this.etcd.getAll().prefix(POD_PREFIXES_PREFIX).keys();
+    return new Set(keys.map((k) => k.slice(POD_PREFIXES_PREFIX.length).replace("_", "/")));
+  }
+
+  /**
    * Deletes a node record and its join key index together, if the record is
    * still the version `check` approved (it throws to refuse). "deleted", or
    * "not-found" if there is no such node.
@@ -254,7 +300,10 @@ export class CuratorStore {
       // The record goes and its tombstone comes in one transaction: no moment in which the node could register again.
       const tombstone = this.etcd.put(DELETED_PREFIX + id).value(Buffer.from(toBinary(NodeRecordSchema, current.value)));
       const joinKeyTombstone = this.etcd.put(deletedJoinKeyIndex(current.value.joinKey)).value(id);
-      if (await this.commitFenced(this.etcd.if(key, "Mod", "==", current.modRevision).then(this.etcd.delete().key(key), this.etcd.delete().key(index), tombstone, joinKeyTombstone))) {
+      // Its pod prefix is free again with it.
+      const prefix = current.value.clusterNetworking?.podPrefix;
+      const releases = prefix ? [this.etcd.delete().key(podPrefixKey(prefix))] : [];
+      if (await this.commitFenced(this.etcd.if(key, "Mod", "==", current.modRevision).then(this.etcd.delete().key(key), this.etcd.delete().key(index), tombstone, joinKeyTombstone, ...releases))) {
         return "deleted";
       }
     }

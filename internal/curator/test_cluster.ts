@@ -299,11 +299,12 @@ export async function startImpostorCurator(
       joinNode: async () => record("Curator/JoinNode", { clusterUnlockKey: new Uint8Array(32) }),
       prepareColdStart: async () => record("Curator/PrepareColdStart", {}),
       issueKubeletCertificates: async () => record("Curator/IssueKubeletCertificates", {}),
+      updateNodeClusterNetworking: async () => record("Curator/UpdateNodeClusterNetworking", {}),
       heartbeat: async function* (requests) {
         for await (const _ of requests) yield record("Curator/Heartbeat", {});
       },
     },
-    { ...serveOptions, policy: { watch: "key", updateNodeStatus: "key", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "key", prepareColdStart: "key", issueKubeletCertificates: "key" } },
+    { ...serveOptions, policy: { watch: "key", updateNodeStatus: "key", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "key", prepareColdStart: "key", issueKubeletCertificates: "key", updateNodeClusterNetworking: "key" } },
   );
   const { port } = await listen(server, formatAddress({ host, port: 0 }), serverCredentials({ certificate: node.certificate, privateKey: node.key.privateKey }));
   return { endpoint: { host, port, nodeId }, calls, close: () => server.forceShutdown() };

@@ -7,6 +7,7 @@
 // (no control, formatting or bidirectional characters that could rewrite
 // a terminal line), addresses are IP addresses, lists are bounded.
 
+import { x25519 } from "@noble/curves/ed25519.js";
 import { isIP } from "node:net";
 import type { NodeStatus } from "../../proto/gen/common/common_pb.ts";
 import { canonicalIp, isCanonicalEd25519PublicKey } from "../pki/mod.ts";
@@ -73,6 +74,23 @@ export function checkAddressProven(field: string, reported: string, source: stri
 export function checkPublicKey(field: string, value: Uint8Array): void {
   if (value.length !== 32) invalid(field, `must be 32 bytes (ed25519), got ${value.length}`);
   if (!isCanonicalEd25519PublicKey(value)) invalid(field, "is not a canonical ed25519 public key");
+}
+
+/**
+ * A WireGuard public key: 32 bytes that are a Curve25519 point of large
+ * order. A low-order point (the all-zero key among them) would give every
+ * peer a shared secret known to anyone; the test is the one WireGuard makes,
+ * a Diffie-Hellman with a throwaway key whose result must not be all zeros.
+ */
+export function checkWireguardKey(field: string, value: Uint8Array): void {
+  if (value.length !== 32) invalid(field, `must be 32 bytes (a Curve25519 public key), got ${value.length}`);
+  let shared: Uint8Array;
+  try {
+    shared = x25519.getSharedSecret(x25519.utils.randomSecretKey(), value);
+  } catch {
+    invalid(field, "is not a valid Curve25519 public key (a low-order point)");
+  }
+  if (shared.every((b) => b === 0)) invalid(field, "is not a valid Curve25519 public key (a low-order point)");
 }
 
 /** Everything a node may say about itself. */

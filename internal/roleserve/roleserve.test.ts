@@ -103,6 +103,9 @@ class FakeCurator {
         async issueKubeletCertificates() {
           throw new FailedPreconditionError("this fake curator issues no kubelet certificates");
         },
+        async updateNodeClusterNetworking() {
+          throw new FailedPreconditionError("this fake curator assigns no pod prefixes");
+        },
         async *heartbeat(requests, ctx) {
           for await (const _ of requests) {
             if (ctx.peer.kind === "node") self.heartbeats.push(ctx.peer.nodeId);
@@ -110,7 +113,7 @@ class FakeCurator {
           }
         },
       },
-      { ca: () => ca.certificate, policy: { watch: "cluster", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "node", prepareColdStart: "node", issueKubeletCertificates: "node" } },
+      { ca: () => ca.certificate, policy: { watch: "cluster", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "node", prepareColdStart: "node", issueKubeletCertificates: "node", updateNodeClusterNetworking: "node" } },
     );
     const serverKey = generateKeyPair();
     const certificate =

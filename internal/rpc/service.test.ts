@@ -144,6 +144,9 @@ beforeAll(async () => {
       async issueKubeletCertificates() {
         return {};
       },
+      async updateNodeClusterNetworking() {
+        return { podPrefix: "" };
+      },
       // Answers every update, then says how many there were once the client half-closes.
       async *heartbeat(requests, ctx) {
         let count = 0;
@@ -154,7 +157,7 @@ beforeAll(async () => {
         heartbeatsSeen.push(`${ctx.peer.kind}:${count}`);
       },
     },
-    { ca: () => ca.certificate, policy: { watch: "node", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "node", prepareColdStart: "node", issueKubeletCertificates: "node" } },
+    { ca: () => ca.certificate, policy: { watch: "node", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "node", prepareColdStart: "node", issueKubeletCertificates: "node", updateNodeClusterNetworking: "node" } },
   );
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync("127.0.0.1:0", serverCredentials({ certificate: serverCert, privateKey: serverKey.privateKey }), (err, p) =>

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file common/common.proto.
  */
 export const file_common_common: GenFile = /*@__PURE__*/
-  fileDesc("ChNjb21tb24vY29tbW9uLnByb3RvEg9ub2RlY29yZS5jb21tb24izwMKCU5vZGVSb2xlcxJEChBjb25zZW5zdXNfbWVtYmVyGAEgASgLMioubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcy5Db25zZW5zdXNNZW1iZXISTgoVa3ViZXJuZXRlc19jb250cm9sbGVyGAIgASgLMi8ubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcy5LdWJlcm5ldGVzQ29udHJvbGxlchJGChFrdWJlcm5ldGVzX3dvcmtlchgDIAEoCzIrLm5vZGVjb3JlLmNvbW1vbi5Ob2RlUm9sZXMuS3ViZXJuZXRlc1dvcmtlchq3AQoPQ29uc2Vuc3VzTWVtYmVyEhYKDmNhX2NlcnRpZmljYXRlGAEgASgMEhgKEHBlZXJfY2VydGlmaWNhdGUYAiABKAwSPgoFcGVlcnMYAyADKAsyLy5ub2RlY29yZS5jb21tb24uTm9kZVJvbGVzLkNvbnNlbnN1c01lbWJlci5QZWVyEg8KB2FkZHJlc3MYBCABKAkaIQoEUGVlchIMCgRuYW1lGAEgASgJEgsKA3VybBgCIAEoCRoWChRLdWJlcm5ldGVzQ29udHJvbGxlchoSChBLdWJlcm5ldGVzV29ya2VyIicKCU5vZGVMYWJlbBILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAkiPQoNU2VydmljZVN0YXR1cxIMCgRuYW1lGAEgASgJEg0KBXN0YXRlGAIgASgJEg8KB21lc3NhZ2UYAyABKAki9QEKCk5vZGVTdGF0dXMSGAoQZXh0ZXJuYWxfYWRkcmVzcxgBIAEoCRJDCg9ydW5uaW5nX2N1cmF0b3IYAiABKAsyKi5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cy5SdW5uaW5nQ3VyYXRvchIUCgx0aW1lc3RhbXBfbXMYAyABKAMSDwoHdmVyc2lvbhgEIAEoCRIwCghzZXJ2aWNlcxgFIAMoCzIeLm5vZGVjb3JlLmNvbW1vbi5TZXJ2aWNlU3RhdHVzEg8KB2Jvb3RfbXMYBiABKAMaHgoOUnVubmluZ0N1cmF0b3ISDAoEcG9ydBgBIAEoBSLUAQoQQ2x1c3RlckRpcmVjdG9yeRI1CgVub2RlcxgBIAMoCzImLm5vZGVjb3JlLmNvbW1vbi5DbHVzdGVyRGlyZWN0b3J5Lk5vZGUaiAEKBE5vZGUSEgoKcHVibGljX2tleRgBIAEoDBJBCglhZGRyZXNzZXMYAiADKAsyLi5ub2RlY29yZS5jb21tb24uQ2x1c3RlckRpcmVjdG9yeS5Ob2RlLkFkZHJlc3MSEAoIam9pbl9rZXkYAyABKAwaFwoHQWRkcmVzcxIMCgRob3N0GAEgASgJKoEBCglOb2RlU3RhdGUSFgoSTk9ERV9TVEFURV9JTlZBTElEEAASEgoOTk9ERV9TVEFURV9ORVcQARIWChJOT0RFX1NUQVRFX1NUQU5EQlkQAhIRCg1OT0RFX1NUQVRFX1VQEAMSHQoZTk9ERV9TVEFURV9ERUNPTU1JU1NJT05FRBAEYgZwcm90bzM");
+  fileDesc("ChNjb21tb24vY29tbW9uLnByb3RvEg9ub2RlY29yZS5jb21tb24izwMKCU5vZGVSb2xlcxJEChBjb25zZW5zdXNfbWVtYmVyGAEgASgLMioubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcy5Db25zZW5zdXNNZW1iZXISTgoVa3ViZXJuZXRlc19jb250cm9sbGVyGAIgASgLMi8ubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcy5LdWJlcm5ldGVzQ29udHJvbGxlchJGChFrdWJlcm5ldGVzX3dvcmtlchgDIAEoCzIrLm5vZGVjb3JlLmNvbW1vbi5Ob2RlUm9sZXMuS3ViZXJuZXRlc1dvcmtlchq3AQoPQ29uc2Vuc3VzTWVtYmVyEhYKDmNhX2NlcnRpZmljYXRlGAEgASgMEhgKEHBlZXJfY2VydGlmaWNhdGUYAiABKAwSPgoFcGVlcnMYAyADKAsyLy5ub2RlY29yZS5jb21tb24uTm9kZVJvbGVzLkNvbnNlbnN1c01lbWJlci5QZWVyEg8KB2FkZHJlc3MYBCABKAkaIQoEUGVlchIMCgRuYW1lGAEgASgJEgsKA3VybBgCIAEoCRoWChRLdWJlcm5ldGVzQ29udHJvbGxlchoSChBLdWJlcm5ldGVzV29ya2VyIicKCU5vZGVMYWJlbBILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAkiPQoNU2VydmljZVN0YXR1cxIMCgRuYW1lGAEgASgJEg0KBXN0YXRlGAIgASgJEg8KB21lc3NhZ2UYAyABKAki9QEKCk5vZGVTdGF0dXMSGAoQZXh0ZXJuYWxfYWRkcmVzcxgBIAEoCRJDCg9ydW5uaW5nX2N1cmF0b3IYAiABKAsyKi5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cy5SdW5uaW5nQ3VyYXRvchIUCgx0aW1lc3RhbXBfbXMYAyABKAMSDwoHdmVyc2lvbhgEIAEoCRIwCghzZXJ2aWNlcxgFIAMoCzIeLm5vZGVjb3JlLmNvbW1vbi5TZXJ2aWNlU3RhdHVzEg8KB2Jvb3RfbXMYBiABKAMaHgoOUnVubmluZ0N1cmF0b3ISDAoEcG9ydBgBIAEoBSJFChFDbHVzdGVyTmV0d29ya2luZxIcChR3aXJlZ3VhcmRfcHVibGljX2tleRgBIAEoDBISCgpwb2RfcHJlZml4GAIgASgJItQBChBDbHVzdGVyRGlyZWN0b3J5EjUKBW5vZGVzGAEgAygLMiYubm9kZWNvcmUuY29tbW9uLkNsdXN0ZXJEaXJlY3RvcnkuTm9kZRqIAQoETm9kZRISCgpwdWJsaWNfa2V5GAEgASgMEkEKCWFkZHJlc3NlcxgCIAMoCzIuLm5vZGVjb3JlLmNvbW1vbi5DbHVzdGVyRGlyZWN0b3J5Lk5vZGUuQWRkcmVzcxIQCghqb2luX2tleRgDIAEoDBoXCgdBZGRyZXNzEgwKBGhvc3QYASABKAkqgQEKCU5vZGVTdGF0ZRIWChJOT0RFX1NUQVRFX0lOVkFMSUQQABISCg5OT0RFX1NUQVRFX05FVxABEhYKEk5PREVfU1RBVEVfU1RBTkRCWRACEhEKDU5PREVfU1RBVEVfVVAQAxIdChlOT0RFX1NUQVRFX0RFQ09NTUlTU0lPTkVEEARiBnByb3RvMw");
 
 /**
  * The roles the cluster assigns a node. A role is held when its field is set.
@@ -270,6 +270,38 @@ export const NodeStatus_RunningCuratorSchema: GenMessage<NodeStatus_RunningCurat
   messageDesc(file_common_common, 3, 0);
 
 /**
+ * A node's place in the cluster network (internal/clusternet): the mesh key
+ * it reported and the pod prefix the curator assigned it.
+ *
+ * @generated from message nodecore.common.ClusterNetworking
+ */
+export type ClusterNetworking = Message<"nodecore.common.ClusterNetworking"> & {
+  /**
+   * The node's WireGuard public key (Curve25519, 32 bytes). Its private key
+   * never leaves the node.
+   *
+   * @generated from field: bytes wireguard_public_key = 1;
+   */
+  wireguardPublicKey: Uint8Array;
+
+  /**
+   * The node's pod prefix ("10.244.3.0/24"), out of the cluster CIDR. The
+   * curator assigns it, once, and takes it back only when the node is
+   * deleted: peers route exactly this prefix to the node.
+   *
+   * @generated from field: string pod_prefix = 2;
+   */
+  podPrefix: string;
+};
+
+/**
+ * Describes the message nodecore.common.ClusterNetworking.
+ * Use `create(ClusterNetworkingSchema)` to create a new message.
+ */
+export const ClusterNetworkingSchema: GenMessage<ClusterNetworking> = /*@__PURE__*/
+  messageDesc(file_common_common, 4);
+
+/**
  * Where a cluster's curators can be reached.
  *
  * @generated from message nodecore.common.ClusterDirectory
@@ -286,7 +318,7 @@ export type ClusterDirectory = Message<"nodecore.common.ClusterDirectory"> & {
  * Use `create(ClusterDirectorySchema)` to create a new message.
  */
 export const ClusterDirectorySchema: GenMessage<ClusterDirectory> = /*@__PURE__*/
-  messageDesc(file_common_common, 4);
+  messageDesc(file_common_common, 5);
 
 /**
  * @generated from message nodecore.common.ClusterDirectory.Node
@@ -317,7 +349,7 @@ export type ClusterDirectory_Node = Message<"nodecore.common.ClusterDirectory.No
  * Use `create(ClusterDirectory_NodeSchema)` to create a new message.
  */
 export const ClusterDirectory_NodeSchema: GenMessage<ClusterDirectory_Node> = /*@__PURE__*/
-  messageDesc(file_common_common, 4, 0);
+  messageDesc(file_common_common, 5, 0);
 
 /**
  * @generated from message nodecore.common.ClusterDirectory.Node.Address
@@ -334,7 +366,7 @@ export type ClusterDirectory_Node_Address = Message<"nodecore.common.ClusterDire
  * Use `create(ClusterDirectory_Node_AddressSchema)` to create a new message.
  */
 export const ClusterDirectory_Node_AddressSchema: GenMessage<ClusterDirectory_Node_Address> = /*@__PURE__*/
-  messageDesc(file_common_common, 4, 0, 0);
+  messageDesc(file_common_common, 5, 0, 0);
 
 /**
  * A node's lifecycle in the cluster.

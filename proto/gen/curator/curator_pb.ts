@@ -6,7 +6,7 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { NodeRoles, NodeState, NodeStatus } from "../common/common_pb.ts";
+import type { ClusterNetworking, NodeRoles, NodeState, NodeStatus } from "../common/common_pb.ts";
 import { file_common_common } from "../common/common_pb.ts";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -14,7 +14,45 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file curator/curator.proto.
  */
 export const file_curator_curator: GenFile = /*@__PURE__*/
-  fileDesc("ChVjdXJhdG9yL2N1cmF0b3IucHJvdG8SEG5vZGVjb3JlLmN1cmF0b3IiPQofSXNzdWVLdWJlbGV0Q2VydGlmaWNhdGVzUmVxdWVzdBIaChJrdWJlbGV0X3B1YmxpY19rZXkYASABKAwihgEKIElzc3VlS3ViZWxldENlcnRpZmljYXRlc1Jlc3BvbnNlEhoKEnNlcnZlcl9jZXJ0aWZpY2F0ZRgBIAEoDBIaChJjbGllbnRfY2VydGlmaWNhdGUYAiABKAwSFgoOY2FfY2VydGlmaWNhdGUYAyABKAwSEgoKYXBpc2VydmVycxgEIAMoCSIZChdQcmVwYXJlQ29sZFN0YXJ0UmVxdWVzdCJUChhQcmVwYXJlQ29sZFN0YXJ0UmVzcG9uc2USGAoQam9pbl9jZXJ0aWZpY2F0ZRgBIAEoDBIeChZ1bmxvY2tfc2hhcmVfdGhyZXNob2xkGAIgASgNIhgKFkhlYXJ0YmVhdFVwZGF0ZVJlcXVlc3QiGQoXSGVhcnRiZWF0VXBkYXRlUmVzcG9uc2Ui3gEKDFdhdGNoUmVxdWVzdBJHCg9ub2RlX2luX2NsdXN0ZXIYASABKAsyLC5ub2RlY29yZS5jdXJhdG9yLldhdGNoUmVxdWVzdC5Ob2RlSW5DbHVzdGVySAASSQoQbm9kZXNfaW5fY2x1c3RlchgCIAEoCzItLm5vZGVjb3JlLmN1cmF0b3IuV2F0Y2hSZXF1ZXN0Lk5vZGVzSW5DbHVzdGVySAAaIAoNTm9kZUluQ2x1c3RlchIPCgdub2RlX2lkGAEgASgJGhAKDk5vZGVzSW5DbHVzdGVyQgYKBGtpbmQiuwEKBE5vZGUSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDBIpCgVzdGF0ZRgDIAEoDjIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdGUSKQoFcm9sZXMYBCABKAsyGi5ub2RlY29yZS5jb21tb24uTm9kZVJvbGVzEisKBnN0YXR1cxgFIAEoCzIbLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdHVzEhAKCGpvaW5fa2V5GAYgASgMIiAKDU5vZGVUb21ic3RvbmUSDwoHbm9kZV9pZBgBIAEoCSLmAQoKV2F0Y2hFdmVudBIlCgVub2RlcxgBIAMoCzIWLm5vZGVjb3JlLmN1cmF0b3IuTm9kZRI4Cg9ub2RlX3RvbWJzdG9uZXMYAiADKAsyHy5ub2RlY29yZS5jdXJhdG9yLk5vZGVUb21ic3RvbmUSNwoIcHJvZ3Jlc3MYAyABKA4yJS5ub2RlY29yZS5jdXJhdG9yLldhdGNoRXZlbnQuUHJvZ3Jlc3MiPgoIUHJvZ3Jlc3MSFAoQUFJPR1JFU1NfSU5WQUxJRBAAEhwKGFBST0dSRVNTX0xBU1RfQkFDS0xPR0dFRBABIlcKF1VwZGF0ZU5vZGVTdGF0dXNSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSKwoGc3RhdHVzGAIgASgLMhsubm9kZWNvcmUuY29tbW9uLk5vZGVTdGF0dXMiGgoYVXBkYXRlTm9kZVN0YXR1c1Jlc3BvbnNlIkAKE1JlZ2lzdGVyTm9kZVJlcXVlc3QSFwoPcmVnaXN0ZXJfdGlja2V0GAEgASgMEhAKCGpvaW5fa2V5GAIgASgMIhYKFFJlZ2lzdGVyTm9kZVJlc3BvbnNlIi8KEUNvbW1pdE5vZGVSZXF1ZXN0EhoKEmNsdXN0ZXJfdW5sb2NrX2tleRgBIAEoDCJGChJDb21taXROb2RlUmVzcG9uc2USFgoOY2FfY2VydGlmaWNhdGUYASABKAwSGAoQbm9kZV9jZXJ0aWZpY2F0ZRgCIAEoDCIRCg9Kb2luTm9kZVJlcXVlc3QiLgoQSm9pbk5vZGVSZXNwb25zZRIaChJjbHVzdGVyX3VubG9ja19rZXkYASABKAwynQYKB0N1cmF0b3ISRwoFV2F0Y2gSHi5ub2RlY29yZS5jdXJhdG9yLldhdGNoUmVxdWVzdBocLm5vZGVjb3JlLmN1cmF0b3IuV2F0Y2hFdmVudDABEmkKEFVwZGF0ZU5vZGVTdGF0dXMSKS5ub2RlY29yZS5jdXJhdG9yLlVwZGF0ZU5vZGVTdGF0dXNSZXF1ZXN0Gioubm9kZWNvcmUuY3VyYXRvci5VcGRhdGVOb2RlU3RhdHVzUmVzcG9uc2USXQoMUmVnaXN0ZXJOb2RlEiUubm9kZWNvcmUuY3VyYXRvci5SZWdpc3Rlck5vZGVSZXF1ZXN0GiYubm9kZWNvcmUuY3VyYXRvci5SZWdpc3Rlck5vZGVSZXNwb25zZRJXCgpDb21taXROb2RlEiMubm9kZWNvcmUuY3VyYXRvci5Db21taXROb2RlUmVxdWVzdBokLm5vZGVjb3JlLmN1cmF0b3IuQ29tbWl0Tm9kZVJlc3BvbnNlElEKCEpvaW5Ob2RlEiEubm9kZWNvcmUuY3VyYXRvci5Kb2luTm9kZVJlcXVlc3QaIi5ub2RlY29yZS5jdXJhdG9yLkpvaW5Ob2RlUmVzcG9uc2USZAoJSGVhcnRiZWF0Eigubm9kZWNvcmUuY3VyYXRvci5IZWFydGJlYXRVcGRhdGVSZXF1ZXN0Gikubm9kZWNvcmUuY3VyYXRvci5IZWFydGJlYXRVcGRhdGVSZXNwb25zZSgBMAESaQoQUHJlcGFyZUNvbGRTdGFydBIpLm5vZGVjb3JlLmN1cmF0b3IuUHJlcGFyZUNvbGRTdGFydFJlcXVlc3QaKi5ub2RlY29yZS5jdXJhdG9yLlByZXBhcmVDb2xkU3RhcnRSZXNwb25zZRKBAQoYSXNzdWVLdWJlbGV0Q2VydGlmaWNhdGVzEjEubm9kZWNvcmUuY3VyYXRvci5Jc3N1ZUt1YmVsZXRDZXJ0aWZpY2F0ZXNSZXF1ZXN0GjIubm9kZWNvcmUuY3VyYXRvci5Jc3N1ZUt1YmVsZXRDZXJ0aWZpY2F0ZXNSZXNwb25zZWIGcHJvdG8z", [file_common_common]);
+  fileDesc("ChVjdXJhdG9yL2N1cmF0b3IucHJvdG8SEG5vZGVjb3JlLmN1cmF0b3IiQgoiVXBkYXRlTm9kZUNsdXN0ZXJOZXR3b3JraW5nUmVxdWVzdBIcChR3aXJlZ3VhcmRfcHVibGljX2tleRgBIAEoDCI5CiNVcGRhdGVOb2RlQ2x1c3Rlck5ldHdvcmtpbmdSZXNwb25zZRISCgpwb2RfcHJlZml4GAEgASgJIj0KH0lzc3VlS3ViZWxldENlcnRpZmljYXRlc1JlcXVlc3QSGgoSa3ViZWxldF9wdWJsaWNfa2V5GAEgASgMIoYBCiBJc3N1ZUt1YmVsZXRDZXJ0aWZpY2F0ZXNSZXNwb25zZRIaChJzZXJ2ZXJfY2VydGlmaWNhdGUYASABKAwSGgoSY2xpZW50X2NlcnRpZmljYXRlGAIgASgMEhYKDmNhX2NlcnRpZmljYXRlGAMgASgMEhIKCmFwaXNlcnZlcnMYBCADKAkiGQoXUHJlcGFyZUNvbGRTdGFydFJlcXVlc3QiVAoYUHJlcGFyZUNvbGRTdGFydFJlc3BvbnNlEhgKEGpvaW5fY2VydGlmaWNhdGUYASABKAwSHgoWdW5sb2NrX3NoYXJlX3RocmVzaG9sZBgCIAEoDSIYChZIZWFydGJlYXRVcGRhdGVSZXF1ZXN0IhkKF0hlYXJ0YmVhdFVwZGF0ZVJlc3BvbnNlIt4BCgxXYXRjaFJlcXVlc3QSRwoPbm9kZV9pbl9jbHVzdGVyGAEgASgLMiwubm9kZWNvcmUuY3VyYXRvci5XYXRjaFJlcXVlc3QuTm9kZUluQ2x1c3RlckgAEkkKEG5vZGVzX2luX2NsdXN0ZXIYAiABKAsyLS5ub2RlY29yZS5jdXJhdG9yLldhdGNoUmVxdWVzdC5Ob2Rlc0luQ2x1c3RlckgAGiAKDU5vZGVJbkNsdXN0ZXISDwoHbm9kZV9pZBgBIAEoCRoQCg5Ob2Rlc0luQ2x1c3RlckIGCgRraW5kIvsBCgROb2RlEgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSKQoFc3RhdGUYAyABKA4yGi5ub2RlY29yZS5jb21tb24uTm9kZVN0YXRlEikKBXJvbGVzGAQgASgLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcxIrCgZzdGF0dXMYBSABKAsyGy5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cxIQCghqb2luX2tleRgGIAEoDBI+ChJjbHVzdGVyX25ldHdvcmtpbmcYByABKAsyIi5ub2RlY29yZS5jb21tb24uQ2x1c3Rlck5ldHdvcmtpbmciIAoNTm9kZVRvbWJzdG9uZRIPCgdub2RlX2lkGAEgASgJIuYBCgpXYXRjaEV2ZW50EiUKBW5vZGVzGAEgAygLMhYubm9kZWNvcmUuY3VyYXRvci5Ob2RlEjgKD25vZGVfdG9tYnN0b25lcxgCIAMoCzIfLm5vZGVjb3JlLmN1cmF0b3IuTm9kZVRvbWJzdG9uZRI3Cghwcm9ncmVzcxgDIAEoDjIlLm5vZGVjb3JlLmN1cmF0b3IuV2F0Y2hFdmVudC5Qcm9ncmVzcyI+CghQcm9ncmVzcxIUChBQUk9HUkVTU19JTlZBTElEEAASHAoYUFJPR1JFU1NfTEFTVF9CQUNLTE9HR0VEEAEiVwoXVXBkYXRlTm9kZVN0YXR1c1JlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIrCgZzdGF0dXMYAiABKAsyGy5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cyIaChhVcGRhdGVOb2RlU3RhdHVzUmVzcG9uc2UiQAoTUmVnaXN0ZXJOb2RlUmVxdWVzdBIXCg9yZWdpc3Rlcl90aWNrZXQYASABKAwSEAoIam9pbl9rZXkYAiABKAwiFgoUUmVnaXN0ZXJOb2RlUmVzcG9uc2UiLwoRQ29tbWl0Tm9kZVJlcXVlc3QSGgoSY2x1c3Rlcl91bmxvY2tfa2V5GAEgASgMIkYKEkNvbW1pdE5vZGVSZXNwb25zZRIWCg5jYV9jZXJ0aWZpY2F0ZRgBIAEoDBIYChBub2RlX2NlcnRpZmljYXRlGAIgASgMIhEKD0pvaW5Ob2RlUmVxdWVzdCIuChBKb2luTm9kZVJlc3BvbnNlEhoKEmNsdXN0ZXJfdW5sb2NrX2tleRgBIAEoDDKqBwoHQ3VyYXRvchJHCgVXYXRjaBIeLm5vZGVjb3JlLmN1cmF0b3IuV2F0Y2hSZXF1ZXN0Ghwubm9kZWNvcmUuY3VyYXRvci5XYXRjaEV2ZW50MAESaQoQVXBkYXRlTm9kZVN0YXR1cxIpLm5vZGVjb3JlLmN1cmF0b3IuVXBkYXRlTm9kZVN0YXR1c1JlcXVlc3QaKi5ub2RlY29yZS5jdXJhdG9yLlVwZGF0ZU5vZGVTdGF0dXNSZXNwb25zZRJdCgxSZWdpc3Rlck5vZGUSJS5ub2RlY29yZS5jdXJhdG9yLlJlZ2lzdGVyTm9kZVJlcXVlc3QaJi5ub2RlY29yZS5jdXJhdG9yLlJlZ2lzdGVyTm9kZVJlc3BvbnNlElcKCkNvbW1pdE5vZGUSIy5ub2RlY29yZS5jdXJhdG9yLkNvbW1pdE5vZGVSZXF1ZXN0GiQubm9kZWNvcmUuY3VyYXRvci5Db21taXROb2RlUmVzcG9uc2USUQoISm9pbk5vZGUSIS5ub2RlY29yZS5jdXJhdG9yLkpvaW5Ob2RlUmVxdWVzdBoiLm5vZGVjb3JlLmN1cmF0b3IuSm9pbk5vZGVSZXNwb25zZRJkCglIZWFydGJlYXQSKC5ub2RlY29yZS5jdXJhdG9yLkhlYXJ0YmVhdFVwZGF0ZVJlcXVlc3QaKS5ub2RlY29yZS5jdXJhdG9yLkhlYXJ0YmVhdFVwZGF0ZVJlc3BvbnNlKAEwARJpChBQcmVwYXJlQ29sZFN0YXJ0Eikubm9kZWNvcmUuY3VyYXRvci5QcmVwYXJlQ29sZFN0YXJ0UmVxdWVzdBoqLm5vZGVjb3JlLmN1cmF0b3IuUHJlcGFyZUNvbGRTdGFydFJlc3BvbnNlEoEBChhJc3N1ZUt1YmVsZXRDZXJ0aWZpY2F0ZXMSMS5ub2RlY29yZS5jdXJhdG9yLklzc3VlS3ViZWxldENlcnRpZmljYXRlc1JlcXVlc3QaMi5ub2RlY29yZS5jdXJhdG9yLklzc3VlS3ViZWxldENlcnRpZmljYXRlc1Jlc3BvbnNlEooBChtVcGRhdGVOb2RlQ2x1c3Rlck5ldHdvcmtpbmcSNC5ub2RlY29yZS5jdXJhdG9yLlVwZGF0ZU5vZGVDbHVzdGVyTmV0d29ya2luZ1JlcXVlc3QaNS5ub2RlY29yZS5jdXJhdG9yLlVwZGF0ZU5vZGVDbHVzdGVyTmV0d29ya2luZ1Jlc3BvbnNlYgZwcm90bzM", [file_common_common]);
+
+/**
+ * @generated from message nodecore.curator.UpdateNodeClusterNetworkingRequest
+ */
+export type UpdateNodeClusterNetworkingRequest = Message<"nodecore.curator.UpdateNodeClusterNetworkingRequest"> & {
+  /**
+   * The calling node's WireGuard public key (Curve25519, 32 bytes).
+   *
+   * @generated from field: bytes wireguard_public_key = 1;
+   */
+  wireguardPublicKey: Uint8Array;
+};
+
+/**
+ * Describes the message nodecore.curator.UpdateNodeClusterNetworkingRequest.
+ * Use `create(UpdateNodeClusterNetworkingRequestSchema)` to create a new message.
+ */
+export const UpdateNodeClusterNetworkingRequestSchema: GenMessage<UpdateNodeClusterNetworkingRequest> = /*@__PURE__*/
+  messageDesc(file_curator_curator, 0);
+
+/**
+ * @generated from message nodecore.curator.UpdateNodeClusterNetworkingResponse
+ */
+export type UpdateNodeClusterNetworkingResponse = Message<"nodecore.curator.UpdateNodeClusterNetworkingResponse"> & {
+  /**
+   * The node's pod prefix ("10.244.3.0/24").
+   *
+   * @generated from field: string pod_prefix = 1;
+   */
+  podPrefix: string;
+};
+
+/**
+ * Describes the message nodecore.curator.UpdateNodeClusterNetworkingResponse.
+ * Use `create(UpdateNodeClusterNetworkingResponseSchema)` to create a new message.
+ */
+export const UpdateNodeClusterNetworkingResponseSchema: GenMessage<UpdateNodeClusterNetworkingResponse> = /*@__PURE__*/
+  messageDesc(file_curator_curator, 1);
 
 /**
  * @generated from message nodecore.curator.IssueKubeletCertificatesRequest
@@ -33,7 +71,7 @@ export type IssueKubeletCertificatesRequest = Message<"nodecore.curator.IssueKub
  * Use `create(IssueKubeletCertificatesRequestSchema)` to create a new message.
  */
 export const IssueKubeletCertificatesRequestSchema: GenMessage<IssueKubeletCertificatesRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 0);
+  messageDesc(file_curator_curator, 2);
 
 /**
  * @generated from message nodecore.curator.IssueKubeletCertificatesResponse
@@ -74,7 +112,7 @@ export type IssueKubeletCertificatesResponse = Message<"nodecore.curator.IssueKu
  * Use `create(IssueKubeletCertificatesResponseSchema)` to create a new message.
  */
 export const IssueKubeletCertificatesResponseSchema: GenMessage<IssueKubeletCertificatesResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 1);
+  messageDesc(file_curator_curator, 3);
 
 /**
  * @generated from message nodecore.curator.PrepareColdStartRequest
@@ -87,7 +125,7 @@ export type PrepareColdStartRequest = Message<"nodecore.curator.PrepareColdStart
  * Use `create(PrepareColdStartRequestSchema)` to create a new message.
  */
 export const PrepareColdStartRequestSchema: GenMessage<PrepareColdStartRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 2);
+  messageDesc(file_curator_curator, 4);
 
 /**
  * @generated from message nodecore.curator.PrepareColdStartResponse
@@ -114,7 +152,7 @@ export type PrepareColdStartResponse = Message<"nodecore.curator.PrepareColdStar
  * Use `create(PrepareColdStartResponseSchema)` to create a new message.
  */
 export const PrepareColdStartResponseSchema: GenMessage<PrepareColdStartResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 3);
+  messageDesc(file_curator_curator, 5);
 
 /**
  * @generated from message nodecore.curator.HeartbeatUpdateRequest
@@ -127,7 +165,7 @@ export type HeartbeatUpdateRequest = Message<"nodecore.curator.HeartbeatUpdateRe
  * Use `create(HeartbeatUpdateRequestSchema)` to create a new message.
  */
 export const HeartbeatUpdateRequestSchema: GenMessage<HeartbeatUpdateRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 4);
+  messageDesc(file_curator_curator, 6);
 
 /**
  * @generated from message nodecore.curator.HeartbeatUpdateResponse
@@ -140,7 +178,7 @@ export type HeartbeatUpdateResponse = Message<"nodecore.curator.HeartbeatUpdateR
  * Use `create(HeartbeatUpdateResponseSchema)` to create a new message.
  */
 export const HeartbeatUpdateResponseSchema: GenMessage<HeartbeatUpdateResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 5);
+  messageDesc(file_curator_curator, 7);
 
 /**
  * @generated from message nodecore.curator.WatchRequest
@@ -169,7 +207,7 @@ export type WatchRequest = Message<"nodecore.curator.WatchRequest"> & {
  * Use `create(WatchRequestSchema)` to create a new message.
  */
 export const WatchRequestSchema: GenMessage<WatchRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 6);
+  messageDesc(file_curator_curator, 8);
 
 /**
  * @generated from message nodecore.curator.WatchRequest.NodeInCluster
@@ -186,7 +224,7 @@ export type WatchRequest_NodeInCluster = Message<"nodecore.curator.WatchRequest.
  * Use `create(WatchRequest_NodeInClusterSchema)` to create a new message.
  */
 export const WatchRequest_NodeInClusterSchema: GenMessage<WatchRequest_NodeInCluster> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 6, 0);
+  messageDesc(file_curator_curator, 8, 0);
 
 /**
  * @generated from message nodecore.curator.WatchRequest.NodesInCluster
@@ -199,7 +237,7 @@ export type WatchRequest_NodesInCluster = Message<"nodecore.curator.WatchRequest
  * Use `create(WatchRequest_NodesInClusterSchema)` to create a new message.
  */
 export const WatchRequest_NodesInClusterSchema: GenMessage<WatchRequest_NodesInCluster> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 6, 1);
+  messageDesc(file_curator_curator, 8, 1);
 
 /**
  * @generated from message nodecore.curator.Node
@@ -236,6 +274,13 @@ export type Node = Message<"nodecore.curator.Node"> & {
    * @generated from field: bytes join_key = 6;
    */
   joinKey: Uint8Array;
+
+  /**
+   * The node's mesh key and pod prefix; unset until it reported a key.
+   *
+   * @generated from field: nodecore.common.ClusterNetworking cluster_networking = 7;
+   */
+  clusterNetworking?: ClusterNetworking | undefined;
 };
 
 /**
@@ -243,7 +288,7 @@ export type Node = Message<"nodecore.curator.Node"> & {
  * Use `create(NodeSchema)` to create a new message.
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 7);
+  messageDesc(file_curator_curator, 9);
 
 /**
  * @generated from message nodecore.curator.NodeTombstone
@@ -260,7 +305,7 @@ export type NodeTombstone = Message<"nodecore.curator.NodeTombstone"> & {
  * Use `create(NodeTombstoneSchema)` to create a new message.
  */
 export const NodeTombstoneSchema: GenMessage<NodeTombstone> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 8);
+  messageDesc(file_curator_curator, 10);
 
 /**
  * @generated from message nodecore.curator.WatchEvent
@@ -287,7 +332,7 @@ export type WatchEvent = Message<"nodecore.curator.WatchEvent"> & {
  * Use `create(WatchEventSchema)` to create a new message.
  */
 export const WatchEventSchema: GenMessage<WatchEvent> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 9);
+  messageDesc(file_curator_curator, 11);
 
 /**
  * @generated from enum nodecore.curator.WatchEvent.Progress
@@ -310,7 +355,7 @@ export enum WatchEvent_Progress {
  * Describes the enum nodecore.curator.WatchEvent.Progress.
  */
 export const WatchEvent_ProgressSchema: GenEnum<WatchEvent_Progress> = /*@__PURE__*/
-  enumDesc(file_curator_curator, 9, 0);
+  enumDesc(file_curator_curator, 11, 0);
 
 /**
  * @generated from message nodecore.curator.UpdateNodeStatusRequest
@@ -332,7 +377,7 @@ export type UpdateNodeStatusRequest = Message<"nodecore.curator.UpdateNodeStatus
  * Use `create(UpdateNodeStatusRequestSchema)` to create a new message.
  */
 export const UpdateNodeStatusRequestSchema: GenMessage<UpdateNodeStatusRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 10);
+  messageDesc(file_curator_curator, 12);
 
 /**
  * @generated from message nodecore.curator.UpdateNodeStatusResponse
@@ -345,7 +390,7 @@ export type UpdateNodeStatusResponse = Message<"nodecore.curator.UpdateNodeStatu
  * Use `create(UpdateNodeStatusResponseSchema)` to create a new message.
  */
 export const UpdateNodeStatusResponseSchema: GenMessage<UpdateNodeStatusResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 11);
+  messageDesc(file_curator_curator, 13);
 
 /**
  * @generated from message nodecore.curator.RegisterNodeRequest
@@ -369,7 +414,7 @@ export type RegisterNodeRequest = Message<"nodecore.curator.RegisterNodeRequest"
  * Use `create(RegisterNodeRequestSchema)` to create a new message.
  */
 export const RegisterNodeRequestSchema: GenMessage<RegisterNodeRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 12);
+  messageDesc(file_curator_curator, 14);
 
 /**
  * @generated from message nodecore.curator.RegisterNodeResponse
@@ -382,7 +427,7 @@ export type RegisterNodeResponse = Message<"nodecore.curator.RegisterNodeRespons
  * Use `create(RegisterNodeResponseSchema)` to create a new message.
  */
 export const RegisterNodeResponseSchema: GenMessage<RegisterNodeResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 13);
+  messageDesc(file_curator_curator, 15);
 
 /**
  * @generated from message nodecore.curator.CommitNodeRequest
@@ -401,7 +446,7 @@ export type CommitNodeRequest = Message<"nodecore.curator.CommitNodeRequest"> & 
  * Use `create(CommitNodeRequestSchema)` to create a new message.
  */
 export const CommitNodeRequestSchema: GenMessage<CommitNodeRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 14);
+  messageDesc(file_curator_curator, 16);
 
 /**
  * @generated from message nodecore.curator.CommitNodeResponse
@@ -423,7 +468,7 @@ export type CommitNodeResponse = Message<"nodecore.curator.CommitNodeResponse"> 
  * Use `create(CommitNodeResponseSchema)` to create a new message.
  */
 export const CommitNodeResponseSchema: GenMessage<CommitNodeResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 15);
+  messageDesc(file_curator_curator, 17);
 
 /**
  * @generated from message nodecore.curator.JoinNodeRequest
@@ -436,7 +481,7 @@ export type JoinNodeRequest = Message<"nodecore.curator.JoinNodeRequest"> & {
  * Use `create(JoinNodeRequestSchema)` to create a new message.
  */
 export const JoinNodeRequestSchema: GenMessage<JoinNodeRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 16);
+  messageDesc(file_curator_curator, 18);
 
 /**
  * @generated from message nodecore.curator.JoinNodeResponse
@@ -453,7 +498,7 @@ export type JoinNodeResponse = Message<"nodecore.curator.JoinNodeResponse"> & {
  * Use `create(JoinNodeResponseSchema)` to create a new message.
  */
 export const JoinNodeResponseSchema: GenMessage<JoinNodeResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 17);
+  messageDesc(file_curator_curator, 19);
 
 /**
  * @generated from service nodecore.curator.Curator
@@ -555,6 +600,17 @@ export const Curator: GenService<{
     methodKind: "unary";
     input: typeof IssueKubeletCertificatesRequestSchema;
     output: typeof IssueKubeletCertificatesResponseSchema;
+  },
+  /**
+   * A worker node reports its WireGuard public key; the answer is its pod
+   * prefix, assigned on the first call and the same ever after.
+   *
+   * @generated from rpc nodecore.curator.Curator.UpdateNodeClusterNetworking
+   */
+  updateNodeClusterNetworking: {
+    methodKind: "unary";
+    input: typeof UpdateNodeClusterNetworkingRequestSchema;
+    output: typeof UpdateNodeClusterNetworkingResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_curator_curator, 0);

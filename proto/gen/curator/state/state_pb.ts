@@ -7,7 +7,7 @@
 
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { NodeLabel, NodeRoles, NodeState, NodeStatus } from "../../common/common_pb.ts";
+import type { ClusterNetworking, NodeLabel, NodeRoles, NodeState, NodeStatus } from "../../common/common_pb.ts";
 import { file_common_common } from "../../common/common_pb.ts";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file curator/state/state.proto.
  */
 export const file_curator_state_state: GenFile = /*@__PURE__*/
-  fileDesc("ChljdXJhdG9yL3N0YXRlL3N0YXRlLnByb3RvEhZub2RlY29yZS5jdXJhdG9yLnN0YXRlIokCCgpOb2RlUmVjb3JkEgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSEAoIam9pbl9rZXkYAyABKAwSKQoFc3RhdGUYBCABKA4yGi5ub2RlY29yZS5jb21tb24uTm9kZVN0YXRlEikKBXJvbGVzGAUgASgLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcxIrCgZzdGF0dXMYBiABKAsyGy5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cxIaChJjbHVzdGVyX3VubG9ja19rZXkYByABKAwSKgoGbGFiZWxzGAggAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbCJAChRDZXJ0aWZpY2F0ZUF1dGhvcml0eRITCgtjZXJ0aWZpY2F0ZRgBIAEoDBITCgtwcml2YXRlX2tleRgCIAEoDCJ2Cg1DbHVzdGVyUmVjb3JkEhgKEG93bmVyX3B1YmxpY19rZXkYASABKAwSFwoPcmVnaXN0ZXJfdGlja2V0GAIgASgMEhIKCmNyZWF0ZWRfbXMYAyABKAMSHgoWdW5sb2NrX3NoYXJlX3RocmVzaG9sZBgEIAEoDWIGcHJvdG8z", [file_common_common]);
+  fileDesc("ChljdXJhdG9yL3N0YXRlL3N0YXRlLnByb3RvEhZub2RlY29yZS5jdXJhdG9yLnN0YXRlIskCCgpOb2RlUmVjb3JkEgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSEAoIam9pbl9rZXkYAyABKAwSKQoFc3RhdGUYBCABKA4yGi5ub2RlY29yZS5jb21tb24uTm9kZVN0YXRlEikKBXJvbGVzGAUgASgLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcxIrCgZzdGF0dXMYBiABKAsyGy5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cxIaChJjbHVzdGVyX3VubG9ja19rZXkYByABKAwSKgoGbGFiZWxzGAggAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbBI+ChJjbHVzdGVyX25ldHdvcmtpbmcYCSABKAsyIi5ub2RlY29yZS5jb21tb24uQ2x1c3Rlck5ldHdvcmtpbmciQAoUQ2VydGlmaWNhdGVBdXRob3JpdHkSEwoLY2VydGlmaWNhdGUYASABKAwSEwoLcHJpdmF0ZV9rZXkYAiABKAwidgoNQ2x1c3RlclJlY29yZBIYChBvd25lcl9wdWJsaWNfa2V5GAEgASgMEhcKD3JlZ2lzdGVyX3RpY2tldBgCIAEoDBISCgpjcmVhdGVkX21zGAMgASgDEh4KFnVubG9ja19zaGFyZV90aHJlc2hvbGQYBCABKA1iBnByb3RvMw", [file_common_common]);
 
 /**
  * /nodecore/nodes/<node id>
@@ -71,6 +71,13 @@ export type NodeRecord = Message<"nodecore.curator.state.NodeRecord"> & {
    * @generated from field: repeated nodecore.common.NodeLabel labels = 8;
    */
   labels: NodeLabel[];
+
+  /**
+   * Set by UpdateNodeClusterNetworking; unset before the node reported a mesh key.
+   *
+   * @generated from field: nodecore.common.ClusterNetworking cluster_networking = 9;
+   */
+  clusterNetworking?: ClusterNetworking | undefined;
 };
 
 /**
