@@ -16,7 +16,7 @@ import { etcdMembers, ORPHAN_LEARNER_GRACE_MS, reconcileMembership } from "./con
 import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
 import { captureLogger } from "../log/mod.ts";
 import { refusal, startTestCluster, type TestCluster } from "./test_cluster.ts";
-import { firstFreePodPrefix, parsePrefix } from "./pod_prefixes.ts";
+import { firstFreePodPrefix, parsePrefix } from "../clusternet/mod.ts";
 import { x25519 } from "@noble/curves/ed25519.js";
 
 let cluster: TestCluster;

@@ -28,7 +28,7 @@ import { toCuratorNode } from "./convert.ts";
 import type { CuratorStore } from "./store.ts";
 import type { StateReader } from "./state_cache.ts";
 import { checkAddressProven, checkNodeId, checkNodeStatus, checkPublicKey, checkWireguardKey, MAX_TICKET_BYTES } from "./validate.ts";
-import { firstFreePodPrefix, podPrefixCount } from "./pod_prefixes.ts";
+import { firstFreePodPrefix, podPrefixCount } from "../clusternet/mod.ts";
 import type { NodeEvent, NodeWatchHub } from "./watch.ts";
 import type { HeartbeatTracker } from "./heartbeats.ts";
 

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { contains, firstFreePodPrefix, formatPrefix, parsePrefix, podPrefixCount } from "./pod_prefixes.ts";
+import { contains, firstFreePodPrefix, formatPrefix, parsePrefix, podPrefixCount } from "./prefix.ts";
 
 describe("pod prefixes", () => {
   test("the lowest /24 of the cluster CIDR that nobody holds goes first", () => {

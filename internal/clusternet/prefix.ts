@@ -1,12 +1,13 @@
 // Pod prefixes: each worker's /24 out of the cluster CIDR, assigned by the
-// curator and by nobody else (the controller-manager allocates none), so
-// that what a node's peers route to it is what the cluster's records say.
+// curator (service_curator.ts, UpdateNodeClusterNetworking) and by nobody
+// else, so that what a node's peers route to it is what the cluster's
+// records say.
 //
 //   CLUSTER_CIDR 10.244.0.0/16 ─▶ 10.244.0.0/24, 10.244.1.0/24, … 10.244.255.0/24
 //
 // A prefix is held by one node at a time: the key podprefixes/<prefix> names
 // its holder, written in the same etcd transaction as the node's record
-// (store.ts, assignClusterNetworking), and deleted in the one that deletes
+// (curator/store.ts, assignClusterNetworking), and deleted in the one that deletes
 // the node. The lowest free prefix goes first.
 
 import { CLUSTER_CIDR } from "../kubernetes/mod.ts";
