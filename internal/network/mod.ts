@@ -38,6 +38,11 @@
 //    InterfaceError that names the interface and the errno, and the supervisor
 //    restarts the runnable.
 //
+// Beyond the NIC: netlink.ts speaks netlink (rtnetlink and generic netlink)
+// without iproute2, and rtnetlink.ts makes links of a kind and the node
+// core's own routes (protocol RTPROT_NODECORE), for the cluster network
+// (internal/clusternet).
+//
 // Left out: DHCP INIT-REBOOT after a reboot (leases are not persisted), ARP
 // probing of an offered address (DECLINE), RELEASE on shutdown, IPv6, DNS
 // resolver configuration (the servers are published for whoever needs them).
@@ -46,3 +51,20 @@ export { Network, NoInterfaceError, type NodeAddress, type NetworkOptions } from
 export { DEFAULT_DHCP_TIMINGS, type DhcpTimings } from "./dhcp_client.ts";
 export { InterfaceError } from "./interface_config.ts";
 export { DhcpSocketError } from "./dhcp_socket.ts";
+export {
+  NetlinkSocket,
+  NetlinkError,
+  NETLINK_ROUTE,
+  NETLINK_GENERIC,
+  NLM_F_REQUEST,
+  NLM_F_ACK,
+  NLM_F_DUMP,
+  attr,
+  concat,
+  decodeAttributes,
+  encodeAttributes,
+  withNetlink,
+  type Attribute,
+  type Message,
+} from "./netlink.ts";
+export { createLink, deleteRoute, linkIndex, ourRoutes, replaceRoute, setLinkUp, RTPROT_NODECORE, type LinkRoute } from "./rtnetlink.ts";
