@@ -49,7 +49,7 @@
 
 export { Network, NoInterfaceError, type NodeAddress, type NetworkOptions } from "./network.ts";
 export { DEFAULT_DHCP_TIMINGS, type DhcpTimings } from "./dhcp_client.ts";
-export { InterfaceError } from "./interface_config.ts";
+export { InterfaceError, setAddress, setLinkUp } from "./interface_config.ts";
 export { DhcpSocketError } from "./dhcp_socket.ts";
 export {
   NetlinkSocket,
@@ -67,4 +67,4 @@ export {
   type Attribute,
   type Message,
 } from "./netlink.ts";
-export { createLink, deleteRoute, linkIndex, ourRoutes, replaceRoute, setLinkUp, RTPROT_NODECORE, type LinkRoute } from "./rtnetlink.ts";
+export { createLink, deleteLink, deleteRoute, linkIndex, ourRoutes, replaceRoute, RTPROT_NODECORE, type LinkRoute } from "./rtnetlink.ts";

@@ -36,7 +36,7 @@ describe("rtnetlink on the real kernel", () => {
     Bun.spawnSync(["ip", "netns", "del", NAMESPACE]);
   });
 
-  test("a link is made once, routes through it are added, replaced, listed as ours and removed, and a bad kind is named", () => {
+  test("a link is made once, routes through it are added, replaced, listed as ours and removed, a bad kind is named, and the link is deleted", () => {
     const run = Bun.spawnSync(["ip", "netns", "exec", NAMESPACE, process.execPath, join(import.meta.dir, "rtnetlink_driver.ts")]);
     expect(run.stderr.toString()).toBe("");
     const seen = JSON.parse(run.stdout.toString());
@@ -47,5 +47,7 @@ describe("rtnetlink on the real kernel", () => {
     expect(seen.routes.sort()).toEqual(["10.244.7.0/24", "10.244.9.0/24"]);
     expect(seen.after).toEqual(["10.244.9.0/24"]);
     expect(seen.refused).toMatch(/^creating link nc-test1 \(no-such-kind\): EOPNOTSUPP/);
+    // Deleted once; a second time finds nothing.
+    expect(seen.deleted).toEqual([true, false, null]);
   });
 });

@@ -1,10 +1,12 @@
 // Links and routes over rtnetlink (netlink.ts): what the cluster network
 // needs beyond the ioctls of interface_config.ts, which cannot create a
 // link of a kind (wireguard) nor name an interface for a route on its own.
+// (Links are set up and given addresses by those ioctls: setLinkUp, setAddress.)
 
 import { attr, concat, decodeAttributes, NETLINK_ROUTE, NetlinkError, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST, encodeAttributes, withNetlink } from "./netlink.ts";
 
 const RTM_NEWLINK = 16;
+const RTM_DELLINK = 17;
 const RTM_GETLINK = 18;
 const RTM_NEWROUTE = 24;
 const RTM_DELROUTE = 25;
@@ -12,7 +14,6 @@ const RTM_GETROUTE = 26;
 const IFLA_IFNAME = 3;
 const IFLA_LINKINFO = 18;
 const IFLA_INFO_KIND = 1;
-const IFF_UP = 0x1;
 const RTA_DST = 1;
 const RTA_OIF = 4;
 const RT_TABLE_MAIN = 254;
@@ -32,15 +33,9 @@ const EEXIST = 17;
  */
 export const RTPROT_NODECORE = 99;
 
-/** struct ifinfomsg: family, type, index, flags, change. */
-function ifinfomsg(index = 0, flags = 0, change = 0): Uint8Array {
-  const b = new Uint8Array(16);
-  const v = new DataView(b.buffer);
-  v.setUint8(0, 0);
-  v.setInt32(4, index, true);
-  v.setUint32(8, flags, true);
-  v.setUint32(12, change, true);
-  return b;
+/** struct ifinfomsg (family, type, index, flags, change), all zero: links are named by IFLA_IFNAME. */
+function ifinfomsg(): Uint8Array {
+  return new Uint8Array(16);
 }
 
 /** Creates a link named `name` of `kind` (wireguard, bridge, ...); false if one of that name exists. */
@@ -77,10 +72,16 @@ export function linkIndex(name: string): number | undefined {
   });
 }
 
-/** Sets link `index` up. */
-export function setLinkUp(index: number, what: string): void {
-  withNetlink(NETLINK_ROUTE, (nl) => {
-    nl.request(`setting ${what} up`, { type: RTM_NEWLINK, flags: NLM_F_REQUEST | NLM_F_ACK, payload: ifinfomsg(index, IFF_UP, IFF_UP) });
+/** Deletes link `name`; false if there was none. */
+export function deleteLink(name: string): boolean {
+  return withNetlink(NETLINK_ROUTE, (nl) => {
+    try {
+      nl.request(`deleting link ${name}`, { type: RTM_DELLINK, flags: NLM_F_REQUEST | NLM_F_ACK, payload: concat([ifinfomsg(), encodeAttributes([attr.string(IFLA_IFNAME, name)])]) });
+      return true;
+    } catch (err) {
+      if (err instanceof NetlinkError && (err.errno === ENODEV || err.errno === ENOENT)) return false;
+      throw err;
+    }
   });
 }
 

@@ -2,13 +2,14 @@
 // own: makes a link, routes through it and reads the routes back, all over
 // netlink, and prints what it saw as one JSON line.
 
-import { createLink, deleteRoute, linkIndex, ourRoutes, replaceRoute, setLinkUp } from "./rtnetlink.ts";
+import { createLink, deleteLink, deleteRoute, linkIndex, ourRoutes, replaceRoute } from "./rtnetlink.ts";
+import { setLinkUp } from "./interface_config.ts";
 import { NetlinkError } from "./netlink.ts";
 
 const created = createLink("nc-test0", "bridge");
 const again = createLink("nc-test0", "bridge");
 const index = linkIndex("nc-test0")!;
-setLinkUp(index, "nc-test0");
+setLinkUp("nc-test0");
 replaceRoute({ prefix: "10.244.7.0/24", ifindex: index });
 replaceRoute({ prefix: "10.244.7.0/24", ifindex: index });
 replaceRoute({ prefix: "10.244.9.0/24", ifindex: index });
@@ -22,4 +23,5 @@ try {
 } catch (err) {
   refused = err instanceof NetlinkError ? err.message : `not a NetlinkError: ${String(err)}`;
 }
-process.stdout.write(JSON.stringify({ created, again, index, missing: linkIndex("nc-none") ?? null, routes, after, refused }) + "\n");
+const deleted = [deleteLink("nc-test0"), deleteLink("nc-test0"), linkIndex("nc-test0") ?? null];
+process.stdout.write(JSON.stringify({ created, again, index, missing: linkIndex("nc-none") ?? null, routes, after, refused, deleted }) + "\n");
