@@ -42,6 +42,7 @@ export const MODULE_ROOTS = [
   "overlay", // containerd's overlayfs snapshotter (Kubernetes worker role)
   "bridge", // the pods' bridge (the CNI bridge plugin; stp and llc follow)
   "veth", // each pod's link to that bridge
+  "wireguard", // the cluster network's mesh between workers (internal/clusternet)
   "squashfs", // the system image (image/system.ts)
   "af_alg", // AF_ALG sockets: libcryptsetup runs keyslot crypto in the kernel
   "algif_skcipher",

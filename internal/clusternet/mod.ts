@@ -13,10 +13,14 @@
 //                                             peer's pod /24 via the tunnel,
 //                                             to the address the curator proved
 //
-// Where this package stands (issue 29): the pod prefixes and the peer
-// computation are here and tested; the node's runnable that configures
-// the interface, the CNI configuration that follows the prefix, Services
-// and DNS are still to come.
+// service.ts is the runnable a worker with a kubelet runs (roleserve's
+// Kubernetes worker): it keeps the private key on the data partition,
+// reports the public key, takes the prefix (the pods' CNI network,
+// internal/containerd), and keeps the device's peers and routes equal to
+// what the records say. Netlink does the work (wireguard.ts; links and
+// routes: internal/network): the image has no iproute2 and no `wg`.
+//
+// Still to come (issue 29): Services (kube-proxy) and cluster DNS.
 //
 // Invariants:
 //  - A pod prefix is assigned by the curator alone, one node per prefix.
@@ -25,3 +29,5 @@
 
 export { POD_PREFIX_LENGTH, contains, firstFreePodPrefix, formatPrefix, parsePrefix, podPrefixCount, type Prefix } from "./prefix.ts";
 export { WIREGUARD_PORT, desiredPeers, peerChanges, type Peer, type Skipped } from "./peers.ts";
+export { INTERFACE_NAME, clusterNetService, describePeers, loadOrCreateKey, meshAddress, type ClusterNetOptions } from "./service.ts";
+export { PERSISTENT_KEEPALIVE_S, readDevice, setDevice, type DeviceChange, type PeerState } from "./wireguard.ts";

@@ -120,25 +120,26 @@ export const CRI_NAMESPACE = "k8s.io";
  */
 export const DISABLED_PLUGINS = ["io.containerd.snapshotter.v1.blockfile", "io.containerd.snapshotter.v1.erofs"] as const;
 
-/** The CNI configuration template, the conflist containerd writes from it, and the plugins' folder. */
-export function cniPaths(paths: RuntimePaths): { template: string; confDir: string; binDir: string; ipamDir: string } {
+/** The CNI conflist of the node's pods, its folder, the plugins' folder and host-local's state. */
+export function cniPaths(paths: RuntimePaths): { conflist: string; confDir: string; binDir: string; ipamDir: string } {
+  const confDir = join(paths.state, "cni");
   return {
-    template: join(paths.state, "cni-template.json"),
-    confDir: join(paths.state, "cni"),
+    conflist: join(confDir, "10-nodecore.conflist"),
+    confDir,
     binDir: `${paths.prefix}/usr/lib/cni`,
     ipamDir: join(paths.state, "cni-ipam"),
   };
 }
 
 /**
- * The CNI network of this node's pods, as a containerd template: a bridge
- * (the pods' gateway) with addresses from the node's pod range, which the
- * kubelet learns from its Node object (the controller-manager allocates a
- * /24 per node) and hands containerd through CRI, which then writes the
- * conflist. Until then the node is NotReady ("cni plugin not initialized").
- * Traffic between nodes' pod ranges is not routed here.
+ * The CNI network of this node's pods: a bridge (the pods' gateway, the
+ * prefix's first address) with addresses from the node's pod prefix, which
+ * the curator assigned (internal/clusternet); pods on other nodes are
+ * reached through the WireGuard mesh, whose routes clusternet keeps. CRI
+ * reads it from its conf_dir; until it is there the node is NotReady ("cni
+ * plugin not initialized").
  */
-export function cniTemplate(paths: RuntimePaths): string {
+export function cniConflist(paths: RuntimePaths, podPrefix: string): string {
   const network = {
     cniVersion: "1.0.0",
     name: "nodecore",
@@ -149,12 +150,11 @@ export function cniTemplate(paths: RuntimePaths): string {
         isGateway: true,
         ipMasq: false,
         hairpinMode: true,
-        ipam: { type: "host-local", ranges: "RANGES", routes: [{ dst: "0.0.0.0/0" }], dataDir: cniPaths(paths).ipamDir },
+        ipam: { type: "host-local", ranges: [[{ subnet: podPrefix }]], routes: [{ dst: "0.0.0.0/0" }], dataDir: cniPaths(paths).ipamDir },
       },
     ],
   };
-  // Go's text/template fills in one range list per pod CIDR.
-  return JSON.stringify(network, null, 2).replace('"RANGES"', '[{{range $i, $r := .PodCIDRRanges}}{{if $i}}, {{end}}[{"subnet": "{{$r}}"}]{{end}}]') + "\n";
+  return JSON.stringify(network, null, 2) + "\n";
 }
 
 /**
@@ -162,7 +162,7 @@ export function cniTemplate(paths: RuntimePaths): string {
  * paths. With `cri` (a kubelet runs), CRI serves on the same socket: runc
  * through the v2 shim, overlayfs snapshots, cgroupfs (the kubelet takes the
  * driver from containerd), the sandbox image pinned so that the kubelet's
- * image collection never removes it, CNI from cniTemplate. Without it, CRI
+ * image collection never removes it, CNI from cniConflist. Without it, CRI
  * is disabled.
  */
 export function containerdConfig(paths: RuntimePaths, options: { cri?: boolean } = {}): string {
@@ -191,7 +191,6 @@ export function containerdConfig(paths: RuntimePaths, options: { cri?: boolean }
         `  [${runtime}.cni]`,
         `    bin_dirs = [${toml(cni.binDir)}]`,
         `    conf_dir = ${toml(cni.confDir)}`,
-        `    conf_template = ${toml(cni.template)}`,
         "    use_internal_loopback = true",
         "",
         `[plugins.${toml(CRI_PLUGIN)}]`,

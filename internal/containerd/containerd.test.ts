@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { systemTree, tempDir } from "../testing/mod.ts";
 import {
   cniPaths,
-  cniTemplate,
+  cniConflist,
   containerdConfig,
   CRI_IMAGES_PLUGIN,
   CRI_PLUGIN,
@@ -92,7 +92,6 @@ describe("runtime paths and configuration", () => {
         '  [plugins."io.containerd.cri.v1.runtime".cni]',
         '    bin_dirs = ["/system/usr/lib/cni"]',
         '    conf_dir = "/ephemeral/containerd/cni"',
-        '    conf_template = "/ephemeral/containerd/cni-template.json"',
         "    use_internal_loopback = true",
         "",
         '[plugins."io.containerd.grpc.v1.cri"]',
@@ -104,16 +103,14 @@ describe("runtime paths and configuration", () => {
     );
   });
 
-  test("the CNI template: a bridge with one range per pod CIDR, which containerd's template engine fills in", () => {
+  test("the CNI conflist: a bridge whose addresses come from the node's pod prefix", () => {
     const paths = runtimePaths("/data", "/ephemeral", "/sys/fs/cgroup", "nodecore-runtime", "/system");
-    const template = cniTemplate(paths);
-    // What containerd's text/template would make of it for two ranges.
-    const rendered = template.replace(/\[\{\{range .*\{\{end\}\}\]/, '[[{"subnet": "10.244.3.0/24"}], [{"subnet": "fd00::/64"}]]');
-    const network = JSON.parse(rendered);
-    expect(network.plugins[0].type).toBe("bridge");
+    const network = JSON.parse(cniConflist(paths, "10.244.3.0/24"));
+    expect(cniPaths(paths).conflist).toBe("/ephemeral/containerd/cni/10-nodecore.conflist");
+    expect(network.plugins[0]).toMatchObject({ type: "bridge", bridge: "nodecore0", isGateway: true });
     expect(network.plugins[0].ipam).toEqual({
       type: "host-local",
-      ranges: [[{ subnet: "10.244.3.0/24" }], [{ subnet: "fd00::/64" }]],
+      ranges: [[{ subnet: "10.244.3.0/24" }]],
       routes: [{ dst: "0.0.0.0/0" }],
       dataDir: "/ephemeral/containerd/cni-ipam",
     });
@@ -133,7 +130,7 @@ describe("runtime paths and configuration", () => {
       expect(text).toContain(`root = '${paths.root}'`);
       expect(text).toContain(`address = '${paths.socket}'`);
       // containerd read the CRI settings (its dump shows them), or left CRI out.
-      expect(text.includes(`conf_template = '${cniPaths(paths).template}'`)).toBe(cri);
+      expect(text.includes(`conf_dir = '${cniPaths(paths).confDir}'`)).toBe(cri);
       expect(text.includes(`sandbox = '${SANDBOX_IMAGE_REF}'`)).toBe(cri);
       const disabled = text.split("disabled_plugins")[1]!.split("]")[0]!;
       expect(disabled.includes(CRI_PLUGIN)).toBe(!cri);

@@ -36,7 +36,7 @@ export {
   CRI_PLUGIN,
   CRI_RUNTIME_PLUGIN,
   cniPaths,
-  cniTemplate,
+  cniConflist,
   DISABLED_PLUGINS,
   SANDBOX_IMAGE_PATH,
   SANDBOX_IMAGE_REF,

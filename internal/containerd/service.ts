@@ -6,7 +6,7 @@ import { join } from "node:path";
 import type { Value } from "../event/mod.ts";
 import { runCommand, runProcess, sleep, type ParsedLine, type Runnable } from "../supervisor/mod.ts";
 import { joinCgroup } from "./cgroup.ts";
-import { cniPaths, cniTemplate, containerdConfig, CONTAINERD_NAMESPACE, CRI_NAMESPACE, runtimeBinaries, runtimeEnv, type RuntimePaths } from "./config.ts";
+import { cniConflist, cniPaths, containerdConfig, CONTAINERD_NAMESPACE, CRI_NAMESPACE, runtimeBinaries, runtimeEnv, type RuntimePaths } from "./config.ts";
 
 const READY_POLL_MS = 200;
 
@@ -19,7 +19,11 @@ export interface ContainerdOptions {
    * sandbox image, the test image) imported into CRI's namespace before it
    * counts as ready: the kubelet never pulls.
    */
-  cri?: { images: readonly string[] };
+  cri?: {
+    images: readonly string[];
+    /** The node's pod prefix ("10.244.3.0/24"), as the curator assigned it: the pods' CNI network. */
+    podPrefix: string;
+  };
 }
 
 /** The argv of `ctr <args>` against this node's containerd, in the node's namespace (or another). */
@@ -66,7 +70,7 @@ export function containerdService(options: ContainerdOptions): Runnable {
     if (options.cri) {
       const cni = cniPaths(paths);
       mkdirSync(cni.confDir, { recursive: true, mode: 0o700 });
-      writeFileSync(cni.template, cniTemplate(paths), { mode: 0o600 });
+      writeFileSync(cni.conflist, cniConflist(paths, options.cri.podPrefix), { mode: 0o600 });
     }
     try {
       await runProcess(ctx, {

@@ -11,7 +11,7 @@
 import { join } from "node:path";
 import { isLoopback } from "../rpc/mod.ts";
 import { CONTROLLER_FILES, type ControllerFile } from "./controller_files.ts";
-import { CLUSTER_CIDR, CLUSTER_DOMAIN, FRONT_PROXY_CLIENT, SERVICE_CIDR } from "./pki.ts";
+import { CLUSTER_DOMAIN, FRONT_PROXY_CLIENT, SERVICE_CIDR } from "./pki.ts";
 
 export const APISERVER_PORT = 6443;
 export const CONTROLLER_MANAGER_PORT = 10257;
@@ -87,8 +87,9 @@ export function controllerManagerArgs(o: ControllerFlagOptions): string[] {
     `--root-ca-file=${f("ca")}`,
     `--service-account-private-key-file=${f("serviceAccountPrivate")}`,
     "--use-service-account-credentials=true",
-    "--allocate-node-cidrs=true",
-    `--cluster-cidr=${CLUSTER_CIDR}`,
+    // Pod prefixes come from the curator alone (internal/clusternet): the
+    // mesh's peers route exactly what the cluster's records say.
+    "--allocate-node-cidrs=false",
     `--service-cluster-ip-range=${SERVICE_CIDR}`,
     "--leader-elect=true",
     "--profiling=false",

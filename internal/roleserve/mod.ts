@@ -13,11 +13,12 @@
 //                                        │    consensus role says so)  curatorconnection │
 //                                        │                  directory ──▶ (local first,  │
 //                                        │                      ▲          then remote)  │
-//                                        │  rolefetch ──────────┴── roles ◀── Watch ─────┤
+//                                        │  rolefetch ──────────┴── roles, nodes ◀─ Watch ┤
 //                                        │  statuspush ── address, curator, services ───▶│ curator
 //                                        │  heartbeat ── an update every 5 s, a stream ──▶│ (leader)
 //                                        │  kubernetes ── controller (beside etcd),       │
-//                                        │    containerd; binaries present? ─▶ services   │
+//                                        │    containerd, the mesh (internal/clusternet); │
+//                                        │    binaries present? ─▶ services               │
 //                                        │  sealed ── directory, cold-start key ─▶ ESP    │
 //                                        │  coldstart ── shares of the cluster half ─▶    │ other members'
 //                                        │      ShareHolder; join certificate ─▶ ESP       │ share holders
@@ -38,6 +39,7 @@
 import { create } from "@bufbuild/protobuf";
 import { ClusterDirectorySchema, type ClusterDirectory, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
 import type { SealedConfiguration } from "../../proto/gen/api/configuration_pb.ts";
+import type { Node } from "../../proto/gen/curator/curator_pb.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
 import { CURATOR_PORT, CuratorPool, endpointsOfDirectory, formatEndpoint, sameAddress } from "../curator/client/mod.ts";
 import { Value, followValues } from "../event/mod.ts";
@@ -97,6 +99,8 @@ export interface RoleServerValues {
   localConsensus: Value<LocalConsensus | undefined>;
   directory: Value<ClusterDirectory>;
   connection: Value<CuratorConnection>;
+  /** The cluster's node records, as the curator's watch has them (the mesh's peers). */
+  nodes: Value<readonly Node[]>;
   board: ServiceBoard;
   /** The sealed configuration each time the role server rewrites it. */
   sealed: Value<SealedConfiguration>;
@@ -109,6 +113,7 @@ export function newRoleServerValues(): RoleServerValues {
     localConsensus: new Value<LocalConsensus | undefined>(),
     directory: new Value<ClusterDirectory>(),
     connection: new Value<CuratorConnection>(),
+    nodes: new Value<readonly Node[]>(),
     board: new ServiceBoard(),
     sealed: new Value<SealedConfiguration>(),
   };
@@ -174,7 +179,7 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
       }),
     );
     ctx.run("curatorconnection", curatorConnectionWorker(options, values));
-    ctx.run("rolefetch", roleFetchWorker({ membership: options.membership, connection: values.connection, roles: values.roles, directory: values.directory }));
+    ctx.run("rolefetch", roleFetchWorker({ membership: options.membership, connection: values.connection, roles: values.roles, directory: values.directory, nodes: values.nodes }));
     ctx.run(
       "statuspush",
       statusPushWorker({ membership: options.membership, connection: values.connection, localCurator: values.localCurator, services: values.board.value, bootMs }),
@@ -214,6 +219,7 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
         localConsensus: values.localConsensus,
         board: values.board,
         connection: values.connection,
+        nodes: values.nodes,
         ephemeralDir: options.layout.ephemeral.kubernetes,
         dataDir: options.layout.data.kubernetes.path,
         ...(options.kubernetesBinDir ? { binDir: options.kubernetesBinDir } : {}),

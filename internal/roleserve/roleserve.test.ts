@@ -9,7 +9,7 @@ import { create } from "@bufbuild/protobuf";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ClusterDirectorySchema, NodeRolesSchema, type ClusterDirectory, type NodeRoles, type NodeStatus } from "../../proto/gen/common/common_pb.ts";
-import { Curator, WatchEvent_Progress, type WatchEvent } from "../../proto/gen/curator/curator_pb.ts";
+import { Curator, WatchEvent_Progress, type Node, type WatchEvent } from "../../proto/gen/curator/curator_pb.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
 import { Value } from "../event/mod.ts";
 import { captureLogger } from "../log/mod.ts";
@@ -355,6 +355,7 @@ describe("kubernetes worker", () => {
     ephemeralDir: join(dir.path, "ephemeral-kubernetes"),
     dataDir: join(dir.path, "data-kubernetes"),
     connection: new Value<CuratorConnection>(),
+    nodes: new Value<readonly Node[]>(),
   });
 
   test("says plainly when the Kubernetes binaries are missing, and re-checks when roles change", async () => {

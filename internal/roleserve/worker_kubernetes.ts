@@ -8,7 +8,9 @@
 //  - kubernetes-worker: the container runtime (internal/containerd):
 //    containerd, and the runtime probe, a real container kept running
 //    while the node holds the role; on a VM, the kubelet beside it (CRI on,
-//    the sandbox and test images imported) and a census of its containers.
+//    the sandbox and test images imported) and a census of its containers,
+//    and the cluster network (internal/clusternet): the WireGuard mesh,
+//    whose pod prefix the pods' CNI configuration takes.
 //    A node process runs no kubelet (noKubelet). Without the role, the
 //    runtime's cgroup is emptied and the node says that no container
 //    process is left.
@@ -25,12 +27,16 @@
 // Board lines: "kubernetes" (not-assigned | unavailable | launched),
 // "kube-apiserver", "kube-controller-manager", "kube-scheduler" (only on a
 // controller) and "kubelet" (only on a worker with the binaries), each
-// waiting | starting | running | restarting; and "containerd"
+// waiting | starting | running | restarting; "clusternet" (starting |
+// running, with the mesh's peers and their last handshakes); and "containerd"
 // (not-assigned | unavailable | starting | running).
 
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import type { NodeRoles } from "../../proto/gen/common/common_pb.ts";
+import type { Node } from "../../proto/gen/curator/curator_pb.ts";
+import { clusterNetService, INTERFACE_NAME } from "../clusternet/mod.ts";
+import { deleteLink } from "../network/mod.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
 import { issueEtcdClientCertificate } from "../consensus/mod.ts";
 import { CuratorStore, ETCD_PREFIX } from "../curator/mod.ts";
@@ -81,8 +87,10 @@ export interface KubernetesOptions {
   ephemeralDir: string;
   /** On the data partition: the kubelet's key and root directory. */
   dataDir: string;
-  /** Read: the curator (the kubelet's certificates). */
+  /** Read: the curator (the kubelet's certificates, the mesh key and pod prefix). */
   connection: Value<CuratorConnection>;
+  /** Read: the cluster's node records (the mesh's peers). */
+  nodes: Value<readonly Node[]>;
   /** Absent where the node cannot run containers (no cgroup v2): it says so when given the worker role. */
   runtime?: RuntimeSetup;
   /**
@@ -226,6 +234,28 @@ function kubeletRunnable(options: KubernetesOptions, runtime: RuntimeSetup, cont
   };
 }
 
+/** The deadline of the call that reports the mesh key and gets the pod prefix. */
+const CLUSTER_NETWORKING_TIMEOUT_MS = 10_000;
+
+/** The mesh (internal/clusternet): its key on the data partition, its prefix from the curator. */
+function clusterNetRunnable(options: KubernetesOptions, podPrefix: Value<string>): Runnable {
+  return async (ctx) => {
+    const membership = await options.membership.get({ signal: ctx.signal });
+    await clusterNetService({
+      nodeId: membership.credentials.nodeId,
+      keyFile: join(options.dataDir, "clusternet", "wireguard.key"),
+      register: async (publicKey, signal) => {
+        const connection = await options.connection.get({ signal });
+        const response = await withCurator(connection, (client) => client.updateNodeClusterNetworking({ wireguardPublicKey: publicKey }, { timeoutMs: CLUSTER_NETWORKING_TIMEOUT_MS, signal }));
+        return response.podPrefix;
+      },
+      nodes: options.nodes,
+      podPrefix,
+      report: (state, message) => options.board.report("clusternet", state, message),
+    })(ctx);
+  };
+}
+
 /** How often the Kubernetes containers are counted for the containerd line. */
 const CENSUS_INTERVAL_MS = 3_000;
 
@@ -313,7 +343,12 @@ function workerPart(options: KubernetesOptions, decision: Value<Decision>): Runn
   return async (ctx) => {
     const current = await decision.get({ signal: ctx.signal });
     const { wants, launch, unprepared } = current;
-    if (!launch.kubelet) options.board.withdraw("kubelet");
+    if (!launch.kubelet) {
+      options.board.withdraw("kubelet");
+      options.board.withdraw("clusternet");
+      // A node that runs no kubelet keeps no mesh: a device an earlier run made goes, with its routes.
+      if (!options.noKubelet && deleteLink(INTERFACE_NAME)) ctx.logger.info("removed the WireGuard device", { device: INTERFACE_NAME });
+    }
     const runtime = options.runtime;
     if (!wants.worker) {
       // The children of an earlier run (the role was just taken away) are
@@ -340,8 +375,20 @@ function workerPart(options: KubernetesOptions, decision: Value<Decision>): Runn
       } else {
         const ready = new Value<boolean>();
         ready.set(false);
-        options.board.report("containerd", "starting", "waiting for containerd to answer");
-        ctx.run("containerd", containerdService({ paths: runtime.paths, ready, ...(launch.kubelet ? { cri: { images: [runtime.sandboxImage, runtime.probeImage] } } : {}) }));
+        if (launch.kubelet) {
+          // The pods' network: the mesh first, for the pod prefix the CNI configuration needs.
+          const podPrefix = new Value<string>();
+          ctx.run("clusternet", clusterNetRunnable(options, podPrefix));
+          options.board.report("containerd", "starting", "waiting for the node's pod prefix (clusternet), then for containerd to answer");
+          ctx.run("containerd", async (inner) => {
+            const prefix = await podPrefix.get({ signal: inner.signal });
+            options.board.report("containerd", "starting", "waiting for containerd to answer");
+            await containerdService({ paths: runtime.paths, ready, cri: { images: [runtime.sandboxImage, runtime.probeImage], podPrefix: prefix } })(inner);
+          });
+        } else {
+          options.board.report("containerd", "starting", "waiting for containerd to answer");
+          ctx.run("containerd", containerdService({ paths: runtime.paths, ready }));
+        }
         const probeRuns = new Value<boolean>();
         probeRuns.set(false);
         if (launch.kubelet) {

@@ -1,6 +1,7 @@
 // The role-fetch worker: follows the cluster's node records through a
 // curator's Watch, and publishes this node's roles and the set of curators
-// (the directory other workers dial).
+// (the directory other workers dial), and every node's record (the mesh's
+// peers, internal/clusternet).
 
 import { create } from "@bufbuild/protobuf";
 import { NodeRolesSchema, type ClusterDirectory, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
@@ -18,6 +19,8 @@ export interface RoleFetchOptions {
   roles: Value<NodeRoles | undefined>;
   /** Written: curators as the cluster reports them. */
   directory: Value<ClusterDirectory>;
+  /** Written: every node's record, once the backlog is complete and at every change after (the mesh's peers). */
+  nodes?: Value<readonly Node[]>;
 }
 
 export function roleFetchWorker(options: RoleFetchOptions): Runnable {
@@ -57,6 +60,7 @@ export function roleFetchWorker(options: RoleFetchOptions): Runnable {
         }
         options.roles.set(roles);
         options.directory.set(directoryOf([...nodes.values()]));
+        options.nodes?.set([...nodes.values()]);
         ctx.signalHealthy();
       }
     });

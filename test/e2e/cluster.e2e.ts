@@ -27,7 +27,7 @@ import { SealedConfigurationSchema } from "../../proto/gen/api/configuration_pb.
 import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
 import { dataPartitionKey } from "../../internal/cluster/keys.ts";
 import { ESP_PARTITION_NUMBER } from "../../image/layout.ts";
-import { CONSOLE, createCluster, ETCDCTL_BINARY as ETCDCTL, formCluster, KUBECTL_BINARY as KUBECTL, runHostCommand, type Cluster, type FormedCluster } from "../launch/mod.ts";
+import { BRIDGE_NAME, CONSOLE, createCluster, ETCDCTL_BINARY as ETCDCTL, formCluster, KUBECTL_BINARY as KUBECTL, runHostCommand, type Cluster, type FormedCluster } from "../launch/mod.ts";
 import { partitionContains, partitionExtent } from "./disk_inspection.ts";
 import { eventually } from "../../internal/testing/mod.ts";
 import { TEST_IMAGE_REF } from "../../internal/containerd/mod.ts";
@@ -317,8 +317,11 @@ interface NodeObject {
   status: { conditions?: { type: string; status: string; message?: string }[]; nodeInfo?: { kubeletVersion?: string } };
 }
 
-/** A pod on one node, from the preloaded busybox image: says where it runs, then stays. */
-function markerPod(name: string, nodeId: string): unknown {
+/** The port the marker pods serve their page on (busybox httpd). */
+const POD_HTTP_PORT = 8080;
+
+/** A pod on one node, from the preloaded busybox image: says where it runs, serves `page` on port 8080, then stays. */
+function markerPod(name: string, nodeId: string, page: string): unknown {
   return {
     apiVersion: "v1",
     kind: "Pod",
@@ -331,7 +334,7 @@ function markerPod(name: string, nodeId: string): unknown {
           name: "main",
           image: TEST_IMAGE_REF,
           imagePullPolicy: "Never",
-          command: ["sh", "-c", `echo marker ${name} on $NODE; exec sleep 3600`],
+          command: ["sh", "-c", `echo marker ${name} on $NODE; busybox mkdir -p /www; echo ${page} > /www/index.html; busybox httpd -p ${POD_HTTP_PORT} -h /www; exec sleep 3600`],
           env: [{ name: "NODE", valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } }],
         },
       ],
@@ -339,7 +342,36 @@ function markerPod(name: string, nodeId: string): unknown {
   };
 }
 
-e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and node3 as workers are Ready, run a pod each that logs and execs; a deleted pod leaves no container; the worker role going removes the Node and its containers", async (ctx) => {
+/**
+ * Runs `during` while tcpdump captures what crosses the cluster's bridge
+ * between hosts `a` and `b`; returns the capture file.
+ */
+async function captureBetween<T>(c: Cluster, a: string, b: string, file: string, during: () => Promise<T>): Promise<T> {
+  rmSync(file, { force: true });
+  const tcpdump = Bun.spawn(c.commandInNamespace(["tcpdump", "-i", BRIDGE_NAME, "-U", "-n", "-w", file, `host ${a} and host ${b}`]), { stdout: "ignore", stderr: "pipe" });
+  const stderr = tcpdump.stderr.getReader();
+  let said = "";
+  while (!/listening on/.test(said)) {
+    const chunk = await stderr.read();
+    if (chunk.done) throw new Error(`tcpdump ended before it listened: ${said.trim()}`);
+    said += new TextDecoder().decode(chunk.value);
+  }
+  try {
+    return await during();
+  } finally {
+    await Bun.sleep(1_000);
+    tcpdump.kill("SIGINT");
+    await tcpdump.exited;
+  }
+}
+
+/** How many packets of a capture file match a tcpdump filter. */
+async function packetsMatching(file: string, filter: string): Promise<number> {
+  const read = await runHostCommand(["tcpdump", "-r", file, "-n", filter], { okExitCodes: [0] });
+  return read.stdout.split("\n").filter(Boolean).length;
+}
+
+e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and node3 as workers are Ready, run a pod each that logs, execs and reaches the other across the encrypted mesh; a deleted pod leaves no container; the worker role going removes the Node, its containers and its mesh peer", async (ctx) => {
   const c = need(cluster, "the cluster");
   const f = need(formed, "the formed cluster");
   const workers = ["node2", "node3"];
@@ -383,7 +415,9 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
   // One pod on each worker, from the preloaded image; nothing is pulled.
   const podsFile = join(c.dir.path, "pods.json");
   const names = workers.map((n) => `marker-${n}`);
-  writeFileSync(podsFile, JSON.stringify({ apiVersion: "v1", kind: "List", items: names.map((name, i) => markerPod(name, ids[i]!)) }));
+  // What each pod serves: a string that must never cross the bridge in clear.
+  const pages = names.map((name) => `mesh-secret-${name}-${crypto.randomUUID()}`);
+  writeFileSync(podsFile, JSON.stringify({ apiVersion: "v1", kind: "List", items: names.map((name, i) => markerPod(name, ids[i]!, pages[i]!)) }));
   // Pods are refused until the controller-manager has made the default service account, as kubectl would tell an operator.
   await eventually(async () => assertEqual((await kubectl("get", "serviceaccount", "default", "-o", "name")).trim(), "serviceaccount/default", "the default service account"), {
     timeoutMs: STEP_TIMEOUT_MS,
@@ -409,6 +443,41 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
   }
   assertEqual((await kubectl("exec", names[0]!, "--", "sh", "-c", "echo exec in $(cat /proc/1/comm)")).trim(), "exec in sleep", "kubectl exec");
 
+  // The cluster network: each pod has an address in its node's pod prefix
+  // (the curator's), and node2's pod reaches node3's by IP through the
+  // WireGuard mesh; on the bridge between the two nodes there is WireGuard
+  // UDP, no pod address and no page in clear.
+  const podIps = [] as string[];
+  for (const name of names) podIps.push((await kubectl("get", "pod", name, "-o", "jsonpath={.status.podIP}")).trim());
+  const prefixes = podIps.map((ip) => ip.split(".").slice(0, 3).join("."));
+  assert(podIps.every((ip) => /^10\.244\.\d+\.\d+$/.test(ip)) && prefixes[0] !== prefixes[1], `pod addresses in two pod prefixes of 10.244.0.0/16: ${podIps.join(", ")}`);
+  const [node2, node3] = [c.node("node2"), c.node("node3")];
+  const capture = join(c.dir.path, "mesh.pcap");
+  const crossed = performance.now();
+  const fetched = await captureBetween(c, node2.address, node3.address, capture, () =>
+    eventually(async () => (await kubectl("exec", names[0]!, "--", "busybox", "wget", "-q", "-T", "5", "-O", "-", `http://${podIps[1]}:${POD_HTTP_PORT}/`)).trim(), {
+      timeoutMs: STEP_TIMEOUT_MS,
+      intervalMs: POLL_MS,
+      what: `node2's pod fetching ${podIps[1]} (node3's pod)`,
+    }),
+  );
+  assertEqual(fetched, pages[1], "the page node3's pod serves, fetched by node2's pod");
+  ctx.report(`pod on node2 → pod on node3 by IP, across the mesh: first answer after ${((performance.now() - crossed) / 1000).toFixed(1)} s`);
+  const captured = readFileSync(capture);
+  assert(!captured.includes(Buffer.from(pages[1]!)), "the page crossed the bridge in clear");
+  const wireguard = await packetsMatching(capture, `udp port 51820`);
+  const clear = await packetsMatching(capture, "net 10.244.0.0/16");
+  assert(wireguard > 0, "no WireGuard packet between node2 and node3 while the pods talked");
+  assertEqual(clear, 0, "packets with a pod address in clear on the bridge");
+  ctx.report(`the bridge between node2 and node3 while the pods talked: ${wireguard} WireGuard packets, ${clear} with a pod address in clear, the page not in clear`);
+  await eventually(
+    async () => {
+      const line = await serviceLine(f, ids[0]!, "clusternet");
+      assert(new RegExp(`1 peer: ${ids[1]} 10\\.244\\.\\d+\\.0/24 \\(handshake \\d+ s ago\\)`).test(line?.message ?? ""), `node2's clusternet line names node3 and its handshake: ${line?.message}`);
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "node2's clusternet line" },
+  );
+
   // The pod on node2 deleted: node2 says no Kubernetes container is left.
   await kubectl("delete", "pod", names[0]!, "--wait=true", "--timeout=300s");
   await eventually(
@@ -420,7 +489,6 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
   );
 
   // The worker role taken from node3: its Node goes, and its containers with the runtime.
-  const node3 = c.node("node3");
   const from = node3.console.lines.length;
   await roles(ids[1]!, "unset");
   const stopped = await node3.waitForConsole(/stopped what the container runtime left running processes=(\d+)/, STEP_TIMEOUT_MS);
@@ -436,6 +504,14 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
     { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "node3's Node and containers gone" },
   );
   assert(node3.console.lines.slice(from).every((l) => !/could not move containerd into the runtime's cgroup/.test(l.text)), "containerd ran in the runtime's cgroup");
+  // node2's mesh drops node3 as a peer: the records no longer make it a worker.
+  await eventually(
+    async () => {
+      const line = await serviceLine(f, ids[0]!, "clusternet");
+      assert(/ 0 peers$/.test(line?.message ?? ""), `node2's clusternet line: ${line?.message}`);
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "node3 gone from node2's mesh" },
+  );
 });
 
 e2eTest("ctl node logs and services read a VM, and ctl node reboot brings it back UP and HEALTHY", async (ctx) => {

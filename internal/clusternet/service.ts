@@ -1,0 +1,138 @@
+// The cluster network runnable of a worker node.
+//
+//   key file (data partition) ──▶ WireGuard device INTERFACE_NAME, port WIREGUARD_PORT
+//        │ public key                       ▲ peers and routes, from the records
+//        ▼                                  │
+//   register (curator) ──▶ pod prefix ──▶ podPrefix (CNI follows it)
+//                                           │
+//   nodes (the curator's watch) ──desiredPeers──▶ peerChanges against the
+//                                                 device as the kernel reports it
+//
+// What the device holds is read back from the kernel before every change,
+// so a peer someone removed by hand, or a route that went, comes back at the
+// next change of the records, and a peer the records no longer vouch for
+// goes. The device's address is the first address of the node's pod
+// prefix (as /32), so that traffic the node itself sends into the mesh
+// (Services reaching pods on other nodes) comes from an address its peers
+// accept from it.
+
+import { x25519 } from "@noble/curves/ed25519.js";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { dirname } from "node:path";
+import type { Node } from "../../proto/gen/curator/curator_pb.ts";
+import type { Value } from "../event/mod.ts";
+import { writeFileDurably } from "../localstorage/mod.ts";
+import { createLink, deleteRoute, linkIndex, ourRoutes, replaceRoute, setAddress, setLinkUp } from "../network/mod.ts";
+import type { Runnable } from "../supervisor/mod.ts";
+import { desiredPeers, peerChanges, WIREGUARD_PORT, type Peer, type Skipped } from "./peers.ts";
+import { parsePrefix, formatPrefix } from "./prefix.ts";
+import { readDevice, setDevice, type PeerState } from "./wireguard.ts";
+
+/** The mesh's interface on every worker. */
+export const INTERFACE_NAME = "nodecore-wg";
+/** How often the status line is refreshed (peers' last handshakes). */
+const STATUS_INTERVAL_MS = 10_000;
+
+export interface ClusterNetOptions {
+  nodeId: string;
+  /** On the data partition: the WireGuard private key, made on first use; it never leaves the node. */
+  keyFile: string;
+  /** Reports the public key to the curator; resolves to this node's pod prefix. */
+  register: (publicKey: Uint8Array, signal: AbortSignal) => Promise<string>;
+  /** Read: the cluster's node records, from the curator's watch. */
+  nodes: Value<readonly Node[]>;
+  /** Written: this node's pod prefix, once the curator assigned it. */
+  podPrefix: Value<string>;
+  /** The "clusternet" line of `ctl node services`. */
+  report: (state: "starting" | "running", message: string) => void;
+}
+
+/** The private key in `path`, made (32 random bytes) and kept there if there is none. */
+export function loadOrCreateKey(path: string): Uint8Array {
+  if (existsSync(path)) {
+    const key = new Uint8Array(readFileSync(path));
+    if (key.length !== 32) throw new Error(`${path}: a WireGuard private key is 32 bytes, this file has ${key.length}; remove it to make a new key`);
+    return key;
+  }
+  const key = x25519.utils.randomSecretKey();
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  writeFileDurably(path, key, { mode: 0o600 });
+  return key;
+}
+
+/** The node's own address in its pod prefix: the prefix's first address. */
+export function meshAddress(podPrefix: string): string {
+  const prefix = parsePrefix(podPrefix);
+  if (!prefix) throw new Error(`the curator assigned ${JSON.stringify(podPrefix)}, which is not an IPv4 prefix`);
+  return formatPrefix({ base: prefix.base + 1, length: 32 }).replace("/32", "");
+}
+
+/** A line about the peers for the status board. */
+export function describePeers(peers: readonly PeerState[], names: ReadonlyMap<string, string>, skipped: readonly Skipped[], now = Date.now()): string {
+  const parts = peers.map((p) => {
+    const name = names.get(p.publicKey) ?? "unknown";
+    const handshake = p.lastHandshakeMs === 0 ? "no handshake yet" : `handshake ${Math.max(0, Math.round((now - p.lastHandshakeMs) / 1000))} s ago`;
+    return `${name} ${p.allowedIps.join(",")} (${handshake})`;
+  });
+  const left = skipped.map((s) => `${s.nodeId} left out: ${s.reason}`);
+  return [`${peers.length} peer${peers.length === 1 ? "" : "s"}${parts.length ? `: ${parts.join("; ")}` : ""}`, ...left].join("; ");
+}
+
+export function clusterNetService(options: ClusterNetOptions): Runnable {
+  return async (ctx) => {
+    const privateKey = loadOrCreateKey(options.keyFile);
+    const publicKey = x25519.getPublicKey(privateKey);
+    options.report("starting", "WireGuard device and pod prefix");
+    if (createLink(INTERFACE_NAME, "wireguard")) ctx.logger.info("created the WireGuard device", { device: INTERFACE_NAME });
+    setDevice(INTERFACE_NAME, { privateKey, listenPort: WIREGUARD_PORT });
+    const ifindex = linkIndex(INTERFACE_NAME);
+    if (ifindex === undefined) throw new Error(`the WireGuard device ${INTERFACE_NAME} went away`);
+    const podPrefix = await options.register(publicKey, ctx.signal);
+    setAddress(INTERFACE_NAME, meshAddress(podPrefix), 32);
+    setLinkUp(INTERFACE_NAME);
+    ctx.logger.info("in the cluster network", { device: INTERFACE_NAME, prefix: podPrefix, key: Buffer.from(publicKey).toString("base64") });
+    options.podPrefix.set(podPrefix);
+
+    let names = new Map<string, string>();
+    let skipped: Skipped[] = [];
+    let lastSkipped = "";
+    const apply = (nodes: readonly Node[]) => {
+      const wanted = desiredPeers(options.nodeId, nodes);
+      names = new Map(wanted.peers.map((p) => [p.publicKey, p.nodeId]));
+      skipped = wanted.skipped;
+      const current: Peer[] = readDevice(INTERFACE_NAME).peers;
+      const { set, remove } = peerChanges(current, wanted.peers);
+      if (set.length || remove.length) {
+        setDevice(INTERFACE_NAME, { set, remove });
+        ctx.logger.info("mesh peers changed", { set: set.map((p) => `${p.nodeId}=${p.allowedIps.join(",")}@${p.endpoint}`).join(" "), removed: remove.length });
+      }
+      const routes = new Set(wanted.peers.flatMap((p) => p.allowedIps));
+      for (const prefix of routes) replaceRoute({ prefix, ifindex });
+      for (const route of ourRoutes(ifindex)) if (!routes.has(route.prefix)) deleteRoute(route);
+      const summary = JSON.stringify(skipped);
+      if (summary !== lastSkipped && skipped.length) ctx.logger.info("nodes left out of the mesh", { nodes: skipped.map((s) => `${s.nodeId}: ${s.reason}`).join("; ") });
+      lastSkipped = summary;
+    };
+    const status = () => options.report("running", `${INTERFACE_NAME} ${podPrefix}; ${describePeers(readDevice(INTERFACE_NAME).peers, names, skipped)}`);
+
+    let nodes = await options.nodes.get({ signal: ctx.signal });
+    apply(nodes);
+    status();
+    ctx.signalHealthy();
+    const timer = setInterval(() => {
+      try {
+        status();
+      } catch (err) {
+        ctx.logger.warn("could not read the WireGuard device", { error: (err as Error).message });
+      }
+    }, STATUS_INTERVAL_MS);
+    try {
+      for (;;) {
+        nodes = await options.nodes.waitFor((n) => n !== nodes, { signal: ctx.signal });
+        apply(nodes);
+      }
+    } finally {
+      clearInterval(timer);
+    }
+  };
+}
