@@ -43,6 +43,18 @@ export const MODULE_ROOTS = [
   "bridge", // the pods' bridge (the CNI bridge plugin; stp and llc follow)
   "veth", // each pod's link to that bridge
   "wireguard", // the cluster network's mesh between workers (internal/clusternet)
+  // kube-proxy's nftables mode (Services): its tables' chains, NAT, conntrack
+  // matches, random endpoint choice, masquerade, local-address checks, rejects.
+  "nf_tables",
+  "nft_chain_nat",
+  "nft_ct",
+  "nft_nat",
+  "nft_masq",
+  "nft_numgen",
+  "nft_fib_inet",
+  "nft_fib_ipv4",
+  "nft_fib_ipv6",
+  "nft_reject_inet",
   "squashfs", // the system image (image/system.ts)
   "af_alg", // AF_ALG sockets: libcryptsetup runs keyslot crypto in the kernel
   "algif_skcipher",

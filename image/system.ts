@@ -53,7 +53,7 @@ export interface SystemContents {
 }
 
 /** The Kubernetes binaries a system image built with --kubernetes holds, and where. */
-export const KUBERNETES_BINARIES = [...CONTROLLER_COMPONENTS, "kubelet"] as const;
+export const KUBERNETES_BINARIES = [...CONTROLLER_COMPONENTS, "kubelet", "kube-proxy"] as const;
 export const KUBERNETES_IMAGE_DIR = "/kubernetes/bin";
 
 /** The first bytes of a file. */

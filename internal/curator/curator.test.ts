@@ -172,6 +172,11 @@ describe("Kubernetes credentials", () => {
         expect(Date.parse(certificate.validTo) - Date.parse(certificate.validFrom)).toBe(2 * 3600 * 1000);
       }
       expect(new X509Certificate(response.serverCertificate).checkIP(cluster.host)).toBe(cluster.host);
+      // kube-proxy's, over the same key, as the user the default RBAC makes the node proxier.
+      const proxy = new X509Certificate(response.proxyClientCertificate);
+      expect(proxy.subject).toBe("CN=system:kube-proxy");
+      expect(proxy.verify(ca.publicKey)).toBe(true);
+      expect(proxy.publicKey.export({ format: "der", type: "spki" })).toEqual(kubelet.publicKey.export({ format: "der", type: "spki" }));
       const bad = await refusal(curator.issueKubeletCertificates({ kubeletPublicKey: new Uint8Array(31) }));
       expect(bad.code).toBe(Status.INVALID_ARGUMENT);
       expect(bad.details).toContain("kubelet_public_key");

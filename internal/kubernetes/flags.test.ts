@@ -4,6 +4,7 @@
 import { describe, expect, test } from "bun:test";
 import { apiserverArgs, controllerManagerArgs, schedulerArgs } from "./controller_flags.ts";
 import { kubeletArgs, kubeletConfig } from "./kubelet.ts";
+import { proxyArgs, proxyConfig } from "./proxy.ts";
 import { createKubernetesPKI, issueKubeletCertificates } from "./pki.ts";
 import { generateKeyPair } from "../pki/mod.ts";
 
@@ -135,5 +136,23 @@ describe("the kubelet (golden)", () => {
       registerNode: true,
       evictionHard: { "memory.available": "50Mi", "nodefs.available": "5%", "imagefs.available": "5%", "nodefs.inodesFree": "5%" },
     });
+  });
+});
+
+describe("kube-proxy", () => {
+  test("nftables mode over the curator's cluster CIDR, named for the node, health on its address, conntrack left alone", () => {
+    const config = proxyConfig("/run/k", { nodeId: "node-00000000000000aa", address: "10.77.0.12" });
+    expect(config).toMatchObject({
+      kind: "KubeProxyConfiguration",
+      mode: "nftables",
+      clusterCIDR: "10.244.0.0/16",
+      detectLocalMode: "ClusterCIDR",
+      hostnameOverride: "node-00000000000000aa",
+      healthzBindAddress: "10.77.0.12:10256",
+      metricsBindAddress: "127.0.0.1:10249",
+      clientConnection: { kubeconfig: "/run/k/kube-proxy.kubeconfig" },
+      conntrack: { maxPerCore: 0, min: 0 },
+    });
+    expect(proxyArgs("/run/k")).toEqual(["--config=/run/k/kube-proxy-config.json"]);
   });
 });

@@ -15,6 +15,7 @@ import { BACKDATE_MS, privateKeyPem, publicKeyFromRaw, toPem } from "../pki/mod.
 import { supervise, untilCancelled } from "../supervisor/mod.ts";
 import { eventually, tempDir } from "../testing/mod.ts";
 import { KUBELET_HEALTHZ_PORT } from "./kubelet.ts";
+import { PROXY_HEALTHZ_PORT } from "./proxy.ts";
 import { createKubernetesPKI, issueApiserverCertificate, issueKubeletCertificates } from "./pki.ts";
 import { kubeletService, KUBELET_RENEW_FRACTION, type KubeletCertificates, type KubeletServiceOptions } from "./service_kubelet.ts";
 
@@ -68,20 +69,23 @@ test("the kubelet's certificates are asked again at half their life, and the kub
   });
   servers.push(apiserver);
   servers.push(Bun.serve({ hostname: address, port: KUBELET_HEALTHZ_PORT, fetch: () => new Response("ok") }));
+  servers.push(Bun.serve({ hostname: address, port: PROXY_HEALTHZ_PORT, fetch: () => Response.json({ lastUpdated: new Date().toISOString() }) }));
   const binDir = join(dir.path, "bin");
   Bun.spawnSync(["mkdir", "-p", binDir]);
-  writeFileSync(join(binDir, "kubelet"), "#!/bin/sh\n# a test stand-in for the kubelet: it only stays up\nexec sleep 600\n");
-  chmodSync(join(binDir, "kubelet"), 0o755);
+  for (const name of ["kubelet", "kube-proxy"]) {
+    writeFileSync(join(binDir, name), `#!/bin/sh\n# a test stand-in for ${name}: it only stays up\nexec sleep 600\n`);
+    chmodSync(join(binDir, name), 0o755);
+  }
 
   // Certificates start BACKDATE_MS in the past: these have 4 s left when issued.
   const validForMs = BACKDATE_MS + 4_000;
   const issued: X509Certificate[] = [];
   const issuedAt: number[] = [];
   const issue = async (publicKey: Uint8Array): Promise<KubeletCertificates> => {
-    const { server, client } = issueKubeletCertificates(pki, "node-00000000000000aa", publicKeyFromRaw(publicKey), [address], validForMs);
+    const { server, client, proxy } = issueKubeletCertificates(pki, "node-00000000000000aa", publicKeyFromRaw(publicKey), [address], validForMs);
     issued.push(client);
     issuedAt.push(Date.now());
-    return { ca: pki.ca.certificate, server, client, apiservers: [`https://${address}:${apiserver.port}`] };
+    return { ca: pki.ca.certificate, server, client, proxy, apiservers: [`https://${address}:${apiserver.port}`] };
   };
   const { supervisor, entries } = supervisedKubelet("renewal", binDir, issue);
   try {
@@ -97,8 +101,9 @@ test("the kubelet's certificates are asked again at half their life, and the kub
     expect(issuedAt[1]!).toBeLessThan(Date.parse(first.validTo) + 1000);
     // The same kubelet key, so the same identity across renewals.
     expect(issued[1]!.publicKey.export({ type: "spki", format: "der" })).toEqual(first.publicKey.export({ type: "spki", format: "der" }));
-    // The kubelet was started again with the new files.
-    await eventually(() => expect(entries.filter((e) => e.message === "process started").length).toBeGreaterThanOrEqual(2), { what: "the kubelet started again" });
+    // The kubelet and kube-proxy were started again with the new files.
+    const starts = (name: string) => entries.filter((e) => e.message === "process started" && String(e.fields.command).endsWith(`/${name}`)).length;
+    await eventually(() => expect([starts("kubelet"), starts("kube-proxy")]).toEqual([2, 2]), { what: "the kubelet and kube-proxy started again" });
   } finally {
     await supervisor.stop();
   }
@@ -115,8 +120,8 @@ test("with no apiserver answering, the kubelet line says so, naming what was tri
     binDir,
     async (publicKey) => {
       asked++;
-      const { server, client } = issueKubeletCertificates(pki, "node-00000000000000aa", publicKeyFromRaw(publicKey), [address]);
-      return { ca: pki.ca.certificate, server, client, apiservers: [unreachable] };
+      const { server, client, proxy } = issueKubeletCertificates(pki, "node-00000000000000aa", publicKeyFromRaw(publicKey), [address]);
+      return { ca: pki.ca.certificate, server, client, proxy, apiservers: [unreachable] };
     },
     (_component, state, message) => lines.push({ state, message }),
   );

@@ -10,11 +10,13 @@
 //     ├── the first of those apiservers that answers /readyz to the kubelet's identity
 //     ├── files on tmpfs: config, kubeconfig, certificates, key
 //     ├── kubelet (in the runtime's cgroup, so role removal stops its pods too)
+//     ├── kube-proxy beside it (proxy.ts: Services, nftables), as system:kube-proxy
 //     └── watches that apiserver: when it stops answering (APISERVER_MISSES
 //         checks in a row), the service starts over and chooses again, so a
 //         kubelet follows the controllers instead of staying with a dead one
 //
-// Status line "kubelet": waiting (for what), starting, running, restarting.
+// Status lines "kubelet" and "kube-proxy": waiting (for what), starting,
+// running, restarting.
 
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -27,6 +29,21 @@ import { answersOk, component, untilOk, type ComponentState } from "./component.
 import { KUBELET_HEALTHZ_PORT, kubeletArgs, kubeletFiles, KUBELET_FILES } from "./kubelet.ts";
 import type { Credential } from "./pki.ts";
 import { writePrivateFiles } from "./private_files.ts";
+import { PROXY_FILES, proxyArgs, proxyFiles, proxyHealthz } from "./proxy.ts";
+
+/** How often kube-proxy's health is asked until it has synced. */
+const PROXY_POLL_MS = 1_000;
+
+/** Whether `url` answers 200 (kube-proxy's /healthz answers JSON, not "ok"). */
+async function answersAtAll(url: string, signal: AbortSignal): Promise<boolean> {
+  try {
+    const response = await fetch(url, { signal: AbortSignal.any([signal, AbortSignal.timeout(PROXY_POLL_MS * 3)]) });
+    await response.arrayBuffer();
+    return response.ok;
+  } catch {
+    return false;
+  }
+}
 
 /** The part of its certificates' remaining life after which the kubelet service asks for new ones (and restarts the kubelet with them). */
 export const KUBELET_RENEW_FRACTION = 0.5;
@@ -39,6 +56,8 @@ export interface KubeletCertificates {
   ca: X509Certificate;
   server: X509Certificate;
   client: X509Certificate;
+  /** kube-proxy's client certificate (system:kube-proxy) over the same key. */
+  proxy: X509Certificate;
   /** https://address:6443 of the controllers, as the cluster has them. */
   apiservers: string[];
 }
@@ -138,6 +157,21 @@ export function kubeletService(options: KubeletServiceOptions): Runnable {
         ready: async (signal) => {
           await untilOk(healthz, undefined, signal);
           ctx.logger.info("kubelet is ready", { url: healthz });
+        },
+      }),
+    );
+    // kube-proxy: Services on this node, against the same apiserver, renewed with the kubelet.
+    const proxyNode = { nodeId: options.nodeId, address: options.address, apiserver, ca: issued.ca, certificate: issued.proxy, key: privateKey };
+    writePrivateFiles(options.dir, PROXY_FILES, proxyFiles(options.dir, proxyNode));
+    ctx.run(
+      "kube-proxy",
+      component({ binDir: options.binDir, report: options.report }, "kube-proxy", proxyArgs(options.dir), {
+        ...(options.onSpawn ? { onSpawn: options.onSpawn } : {}),
+        ...(options.path ? { env: { PATH: options.path } } : {}),
+        ready: async (signal) => {
+          const url = proxyHealthz(options.address);
+          while (!(await answersAtAll(url, signal))) await sleep(PROXY_POLL_MS, signal);
+          ctx.logger.info("kube-proxy has synced its rules", { url });
         },
       }),
     );

@@ -367,7 +367,7 @@ describe("kubernetes worker", () => {
     await eventually(() => expect(line(board, "kubernetes")?.state).toBe("not-assigned"));
     roles.set(create(NodeRolesSchema, { kubernetesWorker: {} }));
     await eventually(() => expect(line(board, "kubernetes")?.state).toBe("unavailable"));
-    expect(line(board, "kubernetes")!.message).toContain(`Kubernetes binaries not found in ${binDir} (missing: kubelet)`);
+    expect(line(board, "kubernetes")!.message).toContain(`Kubernetes binaries not found in ${binDir} (missing: kubelet, kube-proxy)`);
     // No runtime given: this node cannot run containers, and says so.
     expect(line(board, "containerd")).toMatchObject({ state: "unavailable", message: "this node cannot run containers: no cgroup v2 hierarchy is mounted" });
     mkdirSync(binDir, { recursive: true });

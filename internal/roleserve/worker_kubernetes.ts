@@ -52,8 +52,8 @@ import type { ServiceBoard } from "./service_status.ts";
 
 /** Where the node image puts the Kubernetes binaries (built from their Go modules, or the user's own). */
 export const DEFAULT_KUBERNETES_BIN_DIR = "/system/kubernetes/bin";
-/** The kubelet: the one binary the worker role adds. */
-const WORKER_BINARIES = ["kubelet"] as const;
+/** The kubelet and kube-proxy: the binaries the worker role adds. */
+const WORKER_BINARIES = ["kubelet", "kube-proxy"] as const;
 
 /** The container runtime's place on this node. */
 export interface RuntimeSetup {
@@ -226,6 +226,7 @@ function kubeletRunnable(options: KubernetesOptions, runtime: RuntimeSetup, cont
           ca: new X509Certificate(response.caCertificate),
           server: new X509Certificate(response.serverCertificate),
           client: new X509Certificate(response.clientCertificate),
+          proxy: new X509Certificate(response.proxyClientCertificate),
           apiservers: response.apiservers,
         };
       },
@@ -345,6 +346,7 @@ function workerPart(options: KubernetesOptions, decision: Value<Decision>): Runn
     const { wants, launch, unprepared } = current;
     if (!launch.kubelet) {
       options.board.withdraw("kubelet");
+      options.board.withdraw("kube-proxy");
       options.board.withdraw("clusternet");
       // A node that runs no kubelet keeps no mesh: a device an earlier run made goes, with its routes.
       if (!options.noKubelet && deleteLink(INTERFACE_NAME)) ctx.logger.info("removed the WireGuard device", { device: INTERFACE_NAME });

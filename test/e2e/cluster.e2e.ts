@@ -325,7 +325,7 @@ function markerPod(name: string, nodeId: string, page: string): unknown {
   return {
     apiVersion: "v1",
     kind: "Pod",
-    metadata: { name },
+    metadata: { name, labels: { app: name } },
     spec: {
       nodeName: nodeId,
       terminationGracePeriodSeconds: 1,
@@ -371,7 +371,7 @@ async function packetsMatching(file: string, filter: string): Promise<number> {
   return read.stdout.split("\n").filter(Boolean).length;
 }
 
-e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and node3 as workers are Ready, run a pod each that logs, execs and reaches the other across the encrypted mesh; a deleted pod leaves no container; the worker role going removes the Node, its containers and its mesh peer", async (ctx) => {
+e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and node3 as workers are Ready, run a pod each that logs, execs and reaches the other across the encrypted mesh, by IP, by a Service's ClusterIP and by its node port; a deleted pod leaves no container; the worker role going removes the Node, its containers and its mesh peer", async (ctx) => {
   const c = need(cluster, "the cluster");
   const f = need(formed, "the formed cluster");
   const workers = ["node2", "node3"];
@@ -470,6 +470,42 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
   assert(wireguard > 0, "no WireGuard packet between node2 and node3 while the pods talked");
   assertEqual(clear, 0, "packets with a pod address in clear on the bridge");
   ctx.report(`the bridge between node2 and node3 while the pods talked: ${wireguard} WireGuard packets, ${clear} with a pod address in clear, the page not in clear`);
+  // Services (kube-proxy, nftables): node3's pod behind a NodePort Service,
+  // reached by its ClusterIP from node2's pod, and by node2's address and
+  // the node port from the host side of the network.
+  const serviceFile = join(c.dir.path, "service.json");
+  writeFileSync(
+    serviceFile,
+    JSON.stringify({
+      apiVersion: "v1",
+      kind: "Service",
+      metadata: { name: "marker" },
+      spec: { type: "NodePort", selector: { app: names[1] }, ports: [{ port: 80, targetPort: POD_HTTP_PORT }] },
+    }),
+  );
+  const serviceApplied = performance.now();
+  await kubectl("apply", "-f", serviceFile);
+  const clusterIp = (await kubectl("get", "service", "marker", "-o", "jsonpath={.spec.clusterIP}")).trim();
+  const nodePort = Number((await kubectl("get", "service", "marker", "-o", "jsonpath={.spec.ports[0].nodePort}")).trim());
+  assert(/^10\.(9[6-9]|10\d|11[01])\.\d+\.\d+$/.test(clusterIp) && nodePort >= 30000, `a ClusterIP in 10.96.0.0/12 and a node port: ${clusterIp}, ${nodePort}`);
+  const viaClusterIp = await eventually(async () => (await kubectl("exec", names[0]!, "--", "busybox", "wget", "-q", "-T", "5", "-O", "-", `http://${clusterIp}/`)).trim(), {
+    timeoutMs: STEP_TIMEOUT_MS,
+    intervalMs: POLL_MS,
+    what: `node2's pod fetching the Service at ${clusterIp}`,
+  });
+  assertEqual(viaClusterIp, pages[1], "the page behind the ClusterIP (node3's pod), from node2's pod");
+  ctx.report(`Service applied → its ClusterIP answers node2's pod from node3's: ${((performance.now() - serviceApplied) / 1000).toFixed(1)} s`);
+  const viaNodePort = await eventually(
+    async () => {
+      const fetched = await c.exec(["busybox", "wget", "-q", "-T", "5", "-O", "-", `http://${node2.address}:${nodePort}/`], { okExitCodes: [0, 1] });
+      if (fetched.exitCode !== 0) throw new Error(`wget ${node2.address}:${nodePort}: ${fetched.stderr.trim()}`);
+      return fetched.stdout.trim();
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: `the node port ${nodePort} on node2 from the host` },
+  );
+  assertEqual(viaNodePort, pages[1], "the page behind node2's node port (node3's pod), from the host");
+  for (const id of ids) assertEqual((await serviceLine(f, id, "kube-proxy"))?.state, "running", `${id}'s kube-proxy line`);
+
   await eventually(
     async () => {
       const line = await serviceLine(f, ids[0]!, "clusternet");
