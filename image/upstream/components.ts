@@ -8,7 +8,7 @@
 // raises one upstream's dependencies (grpc, otel, x/net) to what another
 // requires.
 
-import { CNI_PLUGINS_VERSION, CONTAINERD_VERSION, ETCD_VERSION, KUBERNETES_VERSION, RUNC_VERSION } from "./versions.ts";
+import { CNI_PLUGINS_VERSION, CONTAINERD_VERSION, COREDNS_VERSION, ETCD_VERSION, KUBERNETES_VERSION, RUNC_VERSION } from "./versions.ts";
 
 export interface Binary {
   /** File name in the output folder. */
@@ -155,8 +155,23 @@ const CNI: Component = {
   staticLink: false,
 };
 
+const COREDNS: Component = {
+  name: "coredns",
+  module: "github.com/coredns/coredns",
+  version: COREDNS_VERSION,
+  requires: { "github.com/coredns/coredns": COREDNS_VERSION },
+  tools: ["github.com/coredns/coredns"],
+  binaries: [{ name: "coredns", pkg: "github.com/coredns/coredns" }],
+  links: {},
+  cgo: false,
+  tags: [],
+  // The version is a constant in the module (coremain.CoreVersion).
+  stamps: {},
+  staticLink: false,
+};
+
 /** In build order: the small ones first, so that a broken set-up fails early. */
-export const COMPONENTS: readonly Component[] = [ETCD, CNI, RUNC, CONTAINERD, KUBERNETES];
+export const COMPONENTS: readonly Component[] = [ETCD, CNI, RUNC, CONTAINERD, COREDNS, KUBERNETES];
 
 export function component(name: string): Component {
   const found = COMPONENTS.find((c) => c.name === name);

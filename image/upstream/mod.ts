@@ -12,7 +12,7 @@
 //   ~/.cache/nodecore/upstream/<name>-<version>-<fingerprint>/   (complete once BUILT exists)
 //       │
 //       ▼ stageSystemTree: symlinks, laid out as the node sees them
-//   out/system/usr/bin/{etcd,etcdctl,containerd,containerd-shim-runc-v2,ctr}
+//   out/system/usr/bin/{etcd,etcdctl,containerd,containerd-shim-runc-v2,ctr,coredns}
 //              usr/sbin/runc   usr/lib/cni/{bridge,host-local,loopback}
 //              kubernetes/bin/{hyperkube, kube-apiserver, ..., kubelet, kubectl -> hyperkube}
 //              + what build.ts adds: the container images (pause, busybox)
@@ -46,6 +46,7 @@ export const SYSTEM_TREE_DIRS: Record<string, string> = {
   runc: "usr/sbin",
   cni: "usr/lib/cni",
   kubernetes: "kubernetes/bin",
+  coredns: "usr/bin",
 };
 
 /** The tree's files that the initramfs carries instead of the system image (consensus needs them before any role). */

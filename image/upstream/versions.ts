@@ -20,3 +20,6 @@ export const RUNC_VERSION = "v1.5.2";
 
 /** The CNI reference plugins: bridge, host-local, loopback. */
 export const CNI_PLUGINS_VERSION = "v1.9.1";
+
+/** CoreDNS: the cluster DNS (internal/clusternet), with its kubernetes plugin. */
+export const COREDNS_VERSION = "v1.15.0";

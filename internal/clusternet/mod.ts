@@ -29,5 +29,5 @@
 
 export { POD_PREFIX_LENGTH, contains, firstFreePodPrefix, formatPrefix, parsePrefix, podPrefixCount, type Prefix } from "./prefix.ts";
 export { WIREGUARD_PORT, desiredPeers, peerChanges, type Peer, type Skipped } from "./peers.ts";
-export { INTERFACE_NAME, clusterNetService, describePeers, loadOrCreateKey, meshAddress, type ClusterNetOptions } from "./service.ts";
+export { HANDSHAKE_STALE_MS, INTERFACE_NAME, clusterNetService, describePeers, loadOrCreateKey, meshAddress, type ClusterNetOptions } from "./service.ts";
 export { PERSISTENT_KEEPALIVE_S, readDevice, setDevice, type DeviceChange, type PeerState } from "./wireguard.ts";

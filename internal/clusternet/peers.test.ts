@@ -7,6 +7,7 @@ import { describe, expect, test } from "bun:test";
 import { NodeState } from "../../proto/gen/common/common_pb.ts";
 import { NodeSchema, type Node } from "../../proto/gen/curator/curator_pb.ts";
 import { desiredPeers, peerChanges, WIREGUARD_PORT } from "./peers.ts";
+import { describePeers } from "./service.ts";
 
 const key = () => x25519.getPublicKey(x25519.utils.randomSecretKey());
 const b64 = (bytes: Uint8Array) => Buffer.from(bytes).toString("base64");
@@ -93,5 +94,20 @@ describe("changes to the interface", () => {
     expect(remove).toEqual([b64(c.clusterNetworking!.wireguardPublicKey)]);
     // Nothing changed: nothing to do.
     expect(peerChanges(after, after)).toEqual({ set: [], remove: [] });
+  });
+});
+
+describe("the status line", () => {
+  test("each peer by name with its prefix and its handshake's state, never its age; nodes left out with why", () => {
+    const now = 1_000_000_000;
+    const peer = (key: string, prefix: string, lastHandshakeMs: number) => ({ nodeId: "", publicKey: key, endpoint: "", allowedIps: [prefix], lastHandshakeMs, rxBytes: 0, txBytes: 0 });
+    const names = new Map([["k1", "node-b"], ["k2", "node-c"], ["k3", "node-d"]]);
+    const peers = [peer("k1", "10.244.2.0/24", now - 30_000), peer("k2", "10.244.3.0/24", now - 200_000), peer("k3", "10.244.4.0/24", 0)];
+    expect(describePeers(peers, names, [{ nodeId: "node-e", reason: "it is NEW, not UP" }], now)).toBe(
+      "3 peers: node-b 10.244.2.0/24 (handshake current); node-c 10.244.3.0/24 (handshake stale); node-d 10.244.4.0/24 (no handshake yet); node-e left out: it is NEW, not UP",
+    );
+    // A second later the line is the same: it is pushed only when it changes.
+    expect(describePeers(peers, names, [], now + 1_000)).toBe(describePeers(peers, names, [], now));
+    expect(describePeers([], names, [])).toBe("0 peers");
   });
 });

@@ -67,11 +67,23 @@ export function meshAddress(podPrefix: string): string {
   return formatPrefix({ base: prefix.base + 1, length: 32 }).replace("/32", "");
 }
 
-/** A line about the peers for the status board. */
+/**
+ * WireGuard shakes hands again every 2 minutes while traffic flows, and
+ * drops a session's keys after 3 (REJECT_AFTER_TIME): a handshake older
+ * than that is stale.
+ */
+export const HANDSHAKE_STALE_MS = 180_000;
+
+/**
+ * A line about the peers for the status board. It names each peer's
+ * handshake by state (current, stale, none yet), not by its age: the line
+ * is pushed to the cluster whenever it changes, and an age would change it
+ * every time it is read.
+ */
 export function describePeers(peers: readonly PeerState[], names: ReadonlyMap<string, string>, skipped: readonly Skipped[], now = Date.now()): string {
   const parts = peers.map((p) => {
     const name = names.get(p.publicKey) ?? "unknown";
-    const handshake = p.lastHandshakeMs === 0 ? "no handshake yet" : `handshake ${Math.max(0, Math.round((now - p.lastHandshakeMs) / 1000))} s ago`;
+    const handshake = p.lastHandshakeMs === 0 ? "no handshake yet" : now - p.lastHandshakeMs <= HANDSHAKE_STALE_MS ? "handshake current" : "handshake stale";
     return `${name} ${p.allowedIps.join(",")} (${handshake})`;
   });
   const left = skipped.map((s) => `${s.nodeId} left out: ${s.reason}`);

@@ -177,6 +177,9 @@ describe("Kubernetes credentials", () => {
       expect(proxy.subject).toBe("CN=system:kube-proxy");
       expect(proxy.verify(ca.publicKey)).toBe(true);
       expect(proxy.publicKey.export({ format: "der", type: "spki" })).toEqual(kubelet.publicKey.export({ format: "der", type: "spki" }));
+      const dns = new X509Certificate(response.dnsClientCertificate);
+      expect(dns.subject).toBe("CN=nodecore:cluster-dns");
+      expect(dns.verify(ca.publicKey)).toBe(true);
       const bad = await refusal(curator.issueKubeletCertificates({ kubeletPublicKey: new Uint8Array(31) }));
       expect(bad.code).toBe(Status.INVALID_ARGUMENT);
       expect(bad.details).toContain("kubelet_public_key");

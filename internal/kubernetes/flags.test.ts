@@ -5,6 +5,8 @@ import { describe, expect, test } from "bun:test";
 import { apiserverArgs, controllerManagerArgs, schedulerArgs } from "./controller_flags.ts";
 import { kubeletArgs, kubeletConfig } from "./kubelet.ts";
 import { proxyArgs, proxyConfig } from "./proxy.ts";
+import { corefile, dnsArgs } from "./dns.ts";
+import { dnsEndpointSlice, dnsServiceObject } from "./reconciler.ts";
 import { createKubernetesPKI, issueKubeletCertificates } from "./pki.ts";
 import { generateKeyPair } from "../pki/mod.ts";
 
@@ -154,5 +156,29 @@ describe("kube-proxy", () => {
       conntrack: { maxPerCore: 0, min: 0 },
     });
     expect(proxyArgs("/run/k")).toEqual(["--config=/run/k/kube-proxy-config.json"]);
+  });
+});
+
+describe("cluster DNS", () => {
+  test("CoreDNS answers the cluster domain on the node's address, ready when synced, forwarding only where the node has resolvers", () => {
+    const closed = corefile("/run/k", { address: "10.77.0.12", upstreams: [] });
+    expect(closed).toContain("    bind 10.77.0.12\n");
+    expect(closed).toContain("    ready 10.77.0.12:8181\n");
+    expect(closed).toContain("    kubernetes cluster.local in-addr.arpa ip6.arpa {\n        kubeconfig /run/k/cluster-dns.kubeconfig\n");
+    expect(closed).not.toContain("forward");
+    expect(corefile("/run/k", { address: "10.77.0.12", upstreams: ["10.77.0.1", "10.77.0.2"] })).toContain("    forward . 10.77.0.1 10.77.0.2\n    loop\n");
+    expect(dnsArgs("/run/k")).toEqual(["-conf", "/run/k/Corefile"]);
+  });
+
+  test("kube-dns has no selector and asks each pod's own node; its endpoints are the workers with an IPv4 address, by node", () => {
+    const service = dnsServiceObject();
+    expect(service.spec).toMatchObject({ clusterIP: "10.96.0.10", internalTrafficPolicy: "Local" });
+    expect("selector" in service.spec).toBe(false);
+    const slice = dnsEndpointSlice(new Map([["node-b", "10.77.0.13"], ["node-a", "10.77.0.12"], ["node-c", ""]]));
+    expect(slice.metadata.labels["kubernetes.io/service-name"]).toBe("kube-dns");
+    expect(slice.endpoints).toEqual([
+      { addresses: ["10.77.0.12"], nodeName: "node-a", conditions: { ready: true } },
+      { addresses: ["10.77.0.13"], nodeName: "node-b", conditions: { ready: true } },
+    ]);
   });
 });

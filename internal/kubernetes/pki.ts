@@ -166,15 +166,20 @@ export function issueKubeletCertificates(
   publicKey: KeyObject,
   addresses: readonly string[],
   validForMs: number = KUBELET_CERTIFICATE_VALIDITY_MS,
-): { server: X509Certificate; client: X509Certificate; proxy: X509Certificate } {
+): { server: X509Certificate; client: X509Certificate; proxy: X509Certificate; dns: X509Certificate } {
   const commonName = kubeletUser(nodeId);
   return {
     server: createCertificate({ commonName, organization: NODES_GROUP, publicKey, kind: "server", dnsNames: [nodeId], ipAddresses: addresses, validForMs }, pki.ca),
     client: createCertificate({ commonName, organization: NODES_GROUP, publicKey, kind: "client", validForMs }, pki.ca),
     // kube-proxy runs beside the kubelet, on the same key, under the name Kubernetes' default RBAC gives the node proxier.
     proxy: createCertificate({ commonName: PROXY_USER, publicKey, kind: "client", validForMs }, pki.ca),
+    // CoreDNS beside them too, under a name of its own that the reconciler gives read access to what DNS answers from.
+    dns: createCertificate({ commonName: DNS_USER, publicKey, kind: "client", validForMs }, pki.ca),
   };
 }
+
+/** The cluster DNS server's identity (reconciler.ts binds it to nodecore:cluster-dns). */
+export const DNS_USER = "nodecore:cluster-dns";
 
 /** kube-proxy's identity: bound to system:node-proxier by Kubernetes' default RBAC. */
 export const PROXY_USER = "system:kube-proxy";

@@ -8,6 +8,15 @@
 //                                         system:kubelet-api-admin (logs, exec,
 //                                         metrics on kubelets)
 //
+//   nodecore:cluster-dns                  user nodecore:cluster-dns → ClusterRole
+//                                         nodecore:cluster-dns (list/watch Services,
+//                                         Namespaces, EndpointSlices)
+//
+// And the cluster DNS Service (reconcileDns): kube-system/kube-dns at
+// 10.96.0.10, without a selector, whose EndpointSlice lists every worker's
+// own DNS server at its address; internalTrafficPolicy Local sends each
+// pod to its own node's.
+//
 // And the Node objects follow the cluster's records (pruneNodes): a Node
 // whose nodecore node is gone, or no longer holds the kubernetes-worker
 // role, is deleted, so that `kubectl get nodes` lists the workers and no
@@ -27,7 +36,8 @@
 // certificate would never be used.
 
 import { privateKeyPem, toPem } from "../pki/mod.ts";
-import { APISERVER_KUBELET_CLIENT, OWNER_USER, type KubernetesPKI } from "./pki.ts";
+import { APISERVER_KUBELET_CLIENT, DNS_USER, OWNER_USER, type KubernetesPKI } from "./pki.ts";
+import { CLUSTER_DNS_IP } from "./kubelet.ts";
 
 type ClientNode = typeof import("@kubernetes/client-node");
 
@@ -67,9 +77,17 @@ export interface ClusterRoleBindingSpec {
   clusterRole: string;
 }
 
+/** What the cluster DNS server reads: the names it answers come from these. */
+export const DNS_ROLE = "nodecore:cluster-dns";
+export const DNS_ROLE_RULES = [
+  { apiGroups: [""], resources: ["services", "namespaces"], verbs: ["list", "watch"] },
+  { apiGroups: ["discovery.k8s.io"], resources: ["endpointslices"], verbs: ["list", "watch"] },
+];
+
 export const BASE_BINDINGS: readonly ClusterRoleBindingSpec[] = [
   { name: "nodecore:owner-cluster-admin", user: OWNER_USER, clusterRole: "cluster-admin" },
   { name: "nodecore:apiserver-kubelet-api-admin", user: APISERVER_KUBELET_CLIENT, clusterRole: "system:kubelet-api-admin" },
+  { name: "nodecore:cluster-dns", user: DNS_USER, clusterRole: DNS_ROLE },
 ];
 
 const LABELS = { "app.kubernetes.io/managed-by": "nodecore" };
@@ -113,11 +131,25 @@ export async function pruneNodes(server: string, pki: KubernetesPKI, workers: Re
   return deleted;
 }
 
-/** Applies BASE_BINDINGS against the apiserver at `server`; returns what it did to each. */
+/** Applies DNS_ROLE and BASE_BINDINGS against the apiserver at `server`; returns what it did to each. */
 export async function reconcile(server: string, pki: KubernetesPKI): Promise<Record<string, ReconcileAction>> {
   const k8s = await import("@kubernetes/client-node");
   const rbac = new k8s.RbacAuthorizationV1Api(apiConfiguration(k8s, server, pki));
   const done: Record<string, ReconcileAction> = {};
+  const role = { apiVersion: `${RBAC_GROUP}/v1`, kind: "ClusterRole", metadata: { name: DNS_ROLE, labels: LABELS }, rules: DNS_ROLE_RULES };
+  const existingRole = await rbac.readClusterRole({ name: DNS_ROLE }).catch((error: unknown) => {
+    if (statusOf(error) === 404) return undefined;
+    throw new Error(`could not read ClusterRole ${DNS_ROLE}: ${(error as Error).message}`, { cause: error });
+  });
+  if (!existingRole) {
+    await rbac.createClusterRole({ body: role });
+    done[DNS_ROLE] = "created";
+  } else if (JSON.stringify(existingRole.rules?.map((r) => ({ apiGroups: r.apiGroups, resources: r.resources, verbs: r.verbs }))) !== JSON.stringify(DNS_ROLE_RULES)) {
+    await rbac.replaceClusterRole({ name: DNS_ROLE, body: { ...role, metadata: { ...role.metadata, resourceVersion: existingRole.metadata?.resourceVersion } } });
+    done[DNS_ROLE] = "replaced";
+  } else {
+    done[DNS_ROLE] = "unchanged";
+  }
   for (const spec of BASE_BINDINGS) {
     const wanted = bindingObject(spec);
     let existing: Awaited<ReturnType<typeof rbac.readClusterRoleBinding>> | undefined;
@@ -146,4 +178,87 @@ export async function reconcile(server: string, pki: KubernetesPKI): Promise<Rec
     done[spec.name] = "replaced";
   }
   return done;
+}
+
+/** The cluster DNS Service: kube-system/kube-dns at CLUSTER_DNS_IP, answered by each node's own server. */
+export const DNS_SERVICE = { namespace: "kube-system", name: "kube-dns", slice: "kube-dns-nodecore" } as const;
+
+export function dnsServiceObject() {
+  return {
+    apiVersion: "v1",
+    kind: "Service",
+    metadata: { name: DNS_SERVICE.name, namespace: DNS_SERVICE.namespace, labels: { ...LABELS, "k8s-app": "kube-dns" } },
+    spec: {
+      clusterIP: CLUSTER_DNS_IP,
+      // No selector: the endpoints are the workers' own DNS servers (dnsEndpointSlice),
+      // and each pod asks the one on its node.
+      internalTrafficPolicy: "Local",
+      ports: [
+        { name: "dns", port: 53, protocol: "UDP", targetPort: 53 },
+        { name: "dns-tcp", port: 53, protocol: "TCP", targetPort: 53 },
+      ],
+    },
+  };
+}
+
+/** The kube-dns Service's endpoints: each worker's DNS server at its address (id → address). */
+export function dnsEndpointSlice(workers: ReadonlyMap<string, string>) {
+  return {
+    apiVersion: "discovery.k8s.io/v1",
+    kind: "EndpointSlice",
+    metadata: {
+      name: DNS_SERVICE.slice,
+      namespace: DNS_SERVICE.namespace,
+      labels: { ...LABELS, "kubernetes.io/service-name": DNS_SERVICE.name, "endpointslice.kubernetes.io/managed-by": "nodecore" },
+    },
+    addressType: "IPv4",
+    endpoints: [...workers]
+      .filter(([, address]) => /^\d{1,3}(\.\d{1,3}){3}$/.test(address))
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([id, address]) => ({ addresses: [address], nodeName: id, conditions: { ready: true } })),
+    ports: [
+      { name: "dns", port: 53, protocol: "UDP" },
+      { name: "dns-tcp", port: 53, protocol: "TCP" },
+    ],
+  };
+}
+
+/**
+ * Keeps the kube-dns Service and its endpoints equal to what the cluster's
+ * records say (`workers`: id → address); returns what changed, if anything.
+ */
+export async function reconcileDns(server: string, pki: KubernetesPKI, workers: ReadonlyMap<string, string>): Promise<string[]> {
+  const k8s = await import("@kubernetes/client-node");
+  const configuration = apiConfiguration(k8s, server, pki);
+  const core = new k8s.CoreV1Api(configuration);
+  const discovery = new k8s.DiscoveryV1Api(configuration);
+  const changed: string[] = [];
+  const absent = (what: string) => (error: unknown) => {
+    if (statusOf(error) === 404) return undefined;
+    throw new Error(`could not read ${what}: ${(error as Error).message}`, { cause: error });
+  };
+  const { namespace, name, slice } = DNS_SERVICE;
+  const service = await core.readNamespacedService({ namespace, name }).catch(absent(`Service ${namespace}/${name}`));
+  if (service && service.spec?.clusterIP !== CLUSTER_DNS_IP) {
+    // A Service's ClusterIP cannot change: one at another address goes.
+    await core.deleteNamespacedService({ namespace, name });
+    changed.push(`deleted Service ${name} at ${service.spec?.clusterIP}`);
+  }
+  if (!service || service.spec?.clusterIP !== CLUSTER_DNS_IP) {
+    await core.createNamespacedService({ namespace, body: dnsServiceObject() });
+    changed.push(`created Service ${name} at ${CLUSTER_DNS_IP}`);
+  }
+  const wanted = dnsEndpointSlice(workers);
+  const existing = await discovery.readNamespacedEndpointSlice({ namespace, name: slice }).catch(absent(`EndpointSlice ${namespace}/${slice}`));
+  if (!existing) {
+    await discovery.createNamespacedEndpointSlice({ namespace, body: wanted });
+    changed.push(`created EndpointSlice ${slice} (${wanted.endpoints.length} workers)`);
+  } else {
+    const now = JSON.stringify((existing.endpoints ?? []).map((e) => [e.addresses, e.nodeName]));
+    if (now !== JSON.stringify(wanted.endpoints.map((e) => [e.addresses, e.nodeName]))) {
+      await discovery.replaceNamespacedEndpointSlice({ namespace, name: slice, body: { ...wanted, metadata: { ...wanted.metadata, resourceVersion: existing.metadata?.resourceVersion } } });
+      changed.push(`EndpointSlice ${slice}: ${wanted.endpoints.map((e) => `${e.nodeName}=${e.addresses[0]}`).join(" ") || "no workers"}`);
+    }
+  }
+  return changed;
 }

@@ -22,7 +22,7 @@ import { component, untilOk, type ComponentState } from "./component.ts";
 import { controllerFiles, writeControllerFiles } from "./controller_files.ts";
 import { APISERVER_PORT, CONTROLLER_MANAGER_PORT, SCHEDULER_PORT, apiserverArgs, controllerManagerArgs, schedulerArgs, type ControllerFlagOptions } from "./controller_flags.ts";
 import { ensureKubernetesPKI, type Credential } from "./pki.ts";
-import { pruneNodes, reconcile } from "./reconciler.ts";
+import { pruneNodes, reconcile, reconcileDns } from "./reconciler.ts";
 
 /** The controller's components: each a binary of that name, and a status line. */
 export const CONTROLLER_COMPONENTS = ["kube-apiserver", "kube-controller-manager", "kube-scheduler"] as const;
@@ -40,8 +40,8 @@ export interface ControllerServiceOptions {
   dir: string;
   /** Each component's status line. */
   report: (component: string, state: ComponentState, message: string) => void;
-  /** The node IDs that hold the kubernetes-worker role, as the cluster's records have them now. */
-  workers: () => Promise<ReadonlySet<string>>;
+  /** The nodes that hold the kubernetes-worker role, as the cluster's records have them now: node ID → address. */
+  workers: () => Promise<ReadonlyMap<string, string>>;
 }
 
 /** How often the Node objects are held against the cluster's records. */
@@ -85,8 +85,11 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
       c.logger.info("base objects reconciled", actions);
       c.signalHealthy();
       for (;;) {
-        const deleted = await pruneNodes(url, pki, await options.workers());
+        const workers = await options.workers();
+        const deleted = await pruneNodes(url, pki, new Set(workers.keys()));
         if (deleted.length > 0) c.logger.info("deleted the Node objects of nodes without the kubernetes-worker role", { nodes: deleted.join(",") });
+        const dns = await reconcileDns(url, pki, workers);
+        if (dns.length > 0) c.logger.info("cluster DNS objects changed", { changes: dns.join("; ") });
         await sleep(NODE_PRUNE_INTERVAL_MS, c.signal);
       }
     });

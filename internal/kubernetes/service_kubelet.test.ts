@@ -82,10 +82,10 @@ test("the kubelet's certificates are asked again at half their life, and the kub
   const issued: X509Certificate[] = [];
   const issuedAt: number[] = [];
   const issue = async (publicKey: Uint8Array): Promise<KubeletCertificates> => {
-    const { server, client, proxy } = issueKubeletCertificates(pki, "node-00000000000000aa", publicKeyFromRaw(publicKey), [address], validForMs);
+    const { server, client, proxy, dns } = issueKubeletCertificates(pki, "node-00000000000000aa", publicKeyFromRaw(publicKey), [address], validForMs);
     issued.push(client);
     issuedAt.push(Date.now());
-    return { ca: pki.ca.certificate, server, client, proxy, apiservers: [`https://${address}:${apiserver.port}`] };
+    return { ca: pki.ca.certificate, server, client, proxy, dns, apiservers: [`https://${address}:${apiserver.port}`] };
   };
   const { supervisor, entries } = supervisedKubelet("renewal", binDir, issue);
   try {
@@ -120,8 +120,8 @@ test("with no apiserver answering, the kubelet line says so, naming what was tri
     binDir,
     async (publicKey) => {
       asked++;
-      const { server, client, proxy } = issueKubeletCertificates(pki, "node-00000000000000aa", publicKeyFromRaw(publicKey), [address]);
-      return { ca: pki.ca.certificate, server, client, proxy, apiservers: [unreachable] };
+      const { server, client, proxy, dns } = issueKubeletCertificates(pki, "node-00000000000000aa", publicKeyFromRaw(publicKey), [address]);
+      return { ca: pki.ca.certificate, server, client, proxy, dns, apiservers: [unreachable] };
     },
     (_component, state, message) => lines.push({ state, message }),
   );

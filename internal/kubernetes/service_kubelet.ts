@@ -11,12 +11,13 @@
 //     ├── files on tmpfs: config, kubeconfig, certificates, key
 //     ├── kubelet (in the runtime's cgroup, so role removal stops its pods too)
 //     ├── kube-proxy beside it (proxy.ts: Services, nftables), as system:kube-proxy
+//     ├── CoreDNS beside it (dns.ts: the cluster DNS), as nodecore:cluster-dns
 //     └── watches that apiserver: when it stops answering (APISERVER_MISSES
 //         checks in a row), the service starts over and chooses again, so a
 //         kubelet follows the controllers instead of staying with a dead one
 //
-// Status lines "kubelet" and "kube-proxy": waiting (for what), starting,
-// running, restarting.
+// Status lines "kubelet", "kube-proxy" and "cluster-dns": waiting (for
+// what), starting, running, restarting.
 
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -30,6 +31,7 @@ import { KUBELET_HEALTHZ_PORT, kubeletArgs, kubeletFiles, KUBELET_FILES } from "
 import type { Credential } from "./pki.ts";
 import { writePrivateFiles } from "./private_files.ts";
 import { PROXY_FILES, proxyArgs, proxyFiles, proxyHealthz } from "./proxy.ts";
+import { DNS_FILES, dnsArgs, dnsFiles, dnsReady } from "./dns.ts";
 
 /** How often kube-proxy's health is asked until it has synced. */
 const PROXY_POLL_MS = 1_000;
@@ -58,6 +60,8 @@ export interface KubeletCertificates {
   client: X509Certificate;
   /** kube-proxy's client certificate (system:kube-proxy) over the same key. */
   proxy: X509Certificate;
+  /** The cluster DNS server's client certificate (nodecore:cluster-dns) over the same key. */
+  dns: X509Certificate;
   /** https://address:6443 of the controllers, as the cluster has them. */
   apiservers: string[];
 }
@@ -84,6 +88,11 @@ export interface KubeletServiceOptions {
   /** Asks the cluster for the kubelet's certificates over this public key. */
   issue: (publicKey: Uint8Array, signal: AbortSignal) => Promise<KubeletCertificates>;
   report: (component: string, state: ComponentState, message: string) => void;
+  /**
+   * The cluster DNS server (dns.ts): where the coredns binary is, and the
+   * node's own resolvers. Without it no DNS server runs.
+   */
+  dns?: { binDir: string; upstreams: readonly string[] };
   /** The apiserver watch's timing (tests shorten it). */
   apiserverCheck?: { intervalMs: number; misses: number };
 }
@@ -175,6 +184,21 @@ export function kubeletService(options: KubeletServiceOptions): Runnable {
         },
       }),
     );
+    if (options.dns) {
+      const dnsNode = { address: options.address, apiserver, ca: issued.ca, certificate: issued.dns, key: privateKey, upstreams: options.dns.upstreams };
+      writePrivateFiles(options.dir, DNS_FILES, dnsFiles(options.dir, dnsNode));
+      ctx.run(
+        "cluster-dns",
+        component({ binDir: options.dns.binDir, report: (_name, state, message) => options.report("cluster-dns", state, message) }, "coredns", dnsArgs(options.dir), {
+          ...(options.onSpawn ? { onSpawn: options.onSpawn } : {}),
+          ready: async (signal) => {
+            const url = dnsReady(options.address);
+            while (!(await answersAtAll(url, signal))) await sleep(PROXY_POLL_MS, signal);
+            ctx.logger.info("the cluster DNS server has synced", { url });
+          },
+        }),
+      );
+    }
     ctx.signalHealthy();
     const check = options.apiserverCheck ?? { intervalMs: APISERVER_CHECK_MS, misses: APISERVER_MISSES };
     // Half of the life left when they arrived (their start is backdated for

@@ -185,7 +185,7 @@ function controllerRunnable(options: KubernetesOptions): Runnable {
         binDir: options.binDir ?? DEFAULT_KUBERNETES_BIN_DIR,
         dir: join(options.ephemeralDir, "controller"),
         report: (component, state, message) => options.board.report(component, state, message),
-        workers: async () => new Set((await store.nodes()).nodes.filter((n) => n.roles?.kubernetesWorker).map((n) => n.id)),
+        workers: async () => new Map((await store.nodes()).nodes.filter((n) => n.roles?.kubernetesWorker).map((n) => [n.id, n.status?.externalAddress ?? ""])),
       }),
     );
     ctx.signalHealthy();
@@ -212,6 +212,8 @@ function kubeletRunnable(options: KubernetesOptions, runtime: RuntimeSetup, cont
       containerdReady,
       cgroupRoot: `${paths.cgroupPath}/pods`,
       path: kubeletPath(paths.prefix),
+      // The node's DHCP resolvers are not handed down here yet: names outside the cluster are not forwarded.
+      dns: { binDir: `${paths.prefix}/usr/bin`, upstreams: [] },
       onSpawn: (pid) => {
         try {
           joinCgroup(join(paths.cgroup, "kubelet"), pid);
@@ -227,6 +229,7 @@ function kubeletRunnable(options: KubernetesOptions, runtime: RuntimeSetup, cont
           server: new X509Certificate(response.serverCertificate),
           client: new X509Certificate(response.clientCertificate),
           proxy: new X509Certificate(response.proxyClientCertificate),
+          dns: new X509Certificate(response.dnsClientCertificate),
           apiservers: response.apiservers,
         };
       },
@@ -345,8 +348,7 @@ function workerPart(options: KubernetesOptions, decision: Value<Decision>): Runn
     const current = await decision.get({ signal: ctx.signal });
     const { wants, launch, unprepared } = current;
     if (!launch.kubelet) {
-      options.board.withdraw("kubelet");
-      options.board.withdraw("kube-proxy");
+      for (const line of ["kubelet", "kube-proxy", "cluster-dns"]) options.board.withdraw(line);
       options.board.withdraw("clusternet");
       // A node that runs no kubelet keeps no mesh: a device an earlier run made goes, with its routes.
       if (!options.noKubelet && deleteLink(INTERFACE_NAME)) ctx.logger.info("removed the WireGuard device", { device: INTERFACE_NAME });

@@ -371,7 +371,7 @@ async function packetsMatching(file: string, filter: string): Promise<number> {
   return read.stdout.split("\n").filter(Boolean).length;
 }
 
-e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and node3 as workers are Ready, run a pod each that logs, execs and reaches the other across the encrypted mesh, by IP, by a Service's ClusterIP and by its node port; a deleted pod leaves no container; the worker role going removes the Node, its containers and its mesh peer", async (ctx) => {
+e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and node3 as workers are Ready, run a pod each that logs, execs and reaches the other across the encrypted mesh, by IP, by a Service's ClusterIP, by its node port and by name (cluster DNS); a deleted pod leaves no container; the worker role going removes the Node, its containers and its mesh peer", async (ctx) => {
   const c = need(cluster, "the cluster");
   const f = need(formed, "the formed cluster");
   const workers = ["node2", "node3"];
@@ -506,10 +506,42 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
   assertEqual(viaNodePort, pages[1], "the page behind node2's node port (node3's pod), from the host");
   for (const id of ids) assertEqual((await serviceLine(f, id, "kube-proxy"))?.state, "running", `${id}'s kube-proxy line`);
 
+  // Cluster DNS (each worker's CoreDNS behind kube-dns at 10.96.0.10): from
+  // node2's pod, the apiserver's Service, the marker Service by its full
+  // name and by its short one (the pod's search path), and a headless
+  // Service's pod.
+  const headlessFile = join(c.dir.path, "headless.json");
+  writeFileSync(
+    headlessFile,
+    JSON.stringify({ apiVersion: "v1", kind: "Service", metadata: { name: "marker-headless" }, spec: { clusterIP: "None", selector: { app: names[1] }, ports: [{ port: POD_HTTP_PORT }] } }),
+  );
+  await kubectl("apply", "-f", headlessFile);
+  const lookup = async (name: string) => {
+    const answer = await kubectl("exec", names[0]!, "--", "busybox", "nslookup", name);
+    // busybox: "Name:\t<name>\nAddress: <ip>" after the server's own lines.
+    return [...answer.matchAll(/^Address:\s+(\d+\.\d+\.\d+\.\d+)$/gm)].map((m) => m[1]!).filter((ip) => ip !== "10.96.0.10");
+  };
+  const resolved = await eventually(
+    async () => {
+      const apiserver = await lookup("kubernetes.default.svc.cluster.local");
+      const marker = await lookup("marker.default.svc.cluster.local");
+      const headless = await lookup("marker-headless.default.svc.cluster.local");
+      assertEqual(apiserver.join(","), "10.96.0.1", "kubernetes.default.svc.cluster.local");
+      assertEqual(marker.join(","), clusterIp, "marker.default.svc.cluster.local");
+      assertEqual(headless.join(","), podIps[1], "marker-headless.default.svc.cluster.local (node3's pod)");
+      return { apiserver, marker, headless };
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "names resolved in node2's pod" },
+  );
+  assert(resolved.marker.length === 1, "one address for the marker Service");
+  const byName = (await kubectl("exec", names[0]!, "--", "busybox", "wget", "-q", "-T", "5", "-O", "-", `http://marker/`)).trim();
+  assertEqual(byName, pages[1], "the page fetched by the Service's short name from node2's pod");
+  for (const id of ids) assertEqual((await serviceLine(f, id, "cluster-dns"))?.state, "running", `${id}'s cluster-dns line`);
+
   await eventually(
     async () => {
       const line = await serviceLine(f, ids[0]!, "clusternet");
-      assert(new RegExp(`1 peer: ${ids[1]} 10\\.244\\.\\d+\\.0/24 \\(handshake \\d+ s ago\\)`).test(line?.message ?? ""), `node2's clusternet line names node3 and its handshake: ${line?.message}`);
+      assert(new RegExp(`1 peer: ${ids[1]} 10\\.244\\.\\d+\\.0/24 \\(handshake current\\)`).test(line?.message ?? ""), `node2's clusternet line names node3 and its handshake: ${line?.message}`);
     },
     { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "node2's clusternet line" },
   );
