@@ -55,6 +55,8 @@ export const MODULE_ROOTS = [
   "nft_fib_ipv4",
   "nft_fib_ipv6",
   "nft_reject_inet",
+  "nft_reject_ipv4", // kube-proxy runs dual-stack where the kernel has IPv6: both families' rejects
+  "nft_reject_ipv6",
   "squashfs", // the system image (image/system.ts)
   "af_alg", // AF_ALG sockets: libcryptsetup runs keyslot crypto in the kernel
   "algif_skcipher",

@@ -365,6 +365,27 @@ async function captureBetween<T>(c: Cluster, a: string, b: string, file: string,
   }
 }
 
+/**
+ * An HTTP/1.0 GET of `http://host:port/` with busybox's nc, as a shell
+ * command line: Debian's static busybox wget dies of SIGSEGV in a container
+ * without /etc (glibc's NSS), nc does not. Prints the whole response.
+ */
+function httpGetCommand(host: string, port: number): string {
+  return `printf 'GET / HTTP/1.0\\r\\nHost: ${host}\\r\\n\\r\\n' | busybox nc -w 5 ${host} ${port}`;
+}
+
+/** The body of an HTTP response; throws unless it is a 200. */
+function bodyOf(response: string, what: string): string {
+  const split = response.indexOf("\r\n\r\n");
+  if (!/^HTTP\/1\.[01] 200 /.test(response) || split < 0) throw new Error(`${what}: not a 200 answer: ${JSON.stringify(response.slice(0, 120))}`);
+  return response.slice(split + 4).trim();
+}
+
+/** The body of `http://host:port/` fetched in `pod` (kubectl exec). */
+async function podHttpGet(pod: string, host: string, port: number): Promise<string> {
+  return bodyOf(await kubectl("exec", pod, "--", "sh", "-c", httpGetCommand(host, port)), `http://${host}:${port}/ from ${pod}`);
+}
+
 /** How many packets of a capture file match a tcpdump filter. */
 async function packetsMatching(file: string, filter: string): Promise<number> {
   const read = await runHostCommand(["tcpdump", "-r", file, "-n", filter], { okExitCodes: [0] });
@@ -455,7 +476,7 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
   const capture = join(c.dir.path, "mesh.pcap");
   const crossed = performance.now();
   const fetched = await captureBetween(c, node2.address, node3.address, capture, () =>
-    eventually(async () => (await kubectl("exec", names[0]!, "--", "busybox", "wget", "-q", "-T", "5", "-O", "-", `http://${podIps[1]}:${POD_HTTP_PORT}/`)).trim(), {
+    eventually(() => podHttpGet(names[0]!, podIps[1]!, POD_HTTP_PORT), {
       timeoutMs: STEP_TIMEOUT_MS,
       intervalMs: POLL_MS,
       what: `node2's pod fetching ${podIps[1]} (node3's pod)`,
@@ -488,7 +509,7 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
   const clusterIp = (await kubectl("get", "service", "marker", "-o", "jsonpath={.spec.clusterIP}")).trim();
   const nodePort = Number((await kubectl("get", "service", "marker", "-o", "jsonpath={.spec.ports[0].nodePort}")).trim());
   assert(/^10\.(9[6-9]|10\d|11[01])\.\d+\.\d+$/.test(clusterIp) && nodePort >= 30000, `a ClusterIP in 10.96.0.0/12 and a node port: ${clusterIp}, ${nodePort}`);
-  const viaClusterIp = await eventually(async () => (await kubectl("exec", names[0]!, "--", "busybox", "wget", "-q", "-T", "5", "-O", "-", `http://${clusterIp}/`)).trim(), {
+  const viaClusterIp = await eventually(() => podHttpGet(names[0]!, clusterIp, 80), {
     timeoutMs: STEP_TIMEOUT_MS,
     intervalMs: POLL_MS,
     what: `node2's pod fetching the Service at ${clusterIp}`,
@@ -497,9 +518,8 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
   ctx.report(`Service applied → its ClusterIP answers node2's pod from node3's: ${((performance.now() - serviceApplied) / 1000).toFixed(1)} s`);
   const viaNodePort = await eventually(
     async () => {
-      const fetched = await c.exec(["busybox", "wget", "-q", "-T", "5", "-O", "-", `http://${node2.address}:${nodePort}/`], { okExitCodes: [0, 1] });
-      if (fetched.exitCode !== 0) throw new Error(`wget ${node2.address}:${nodePort}: ${fetched.stderr.trim()}`);
-      return fetched.stdout.trim();
+      const fetched = await c.exec(["sh", "-c", httpGetCommand(node2.address, nodePort)], { okExitCodes: [0, 1] });
+      return bodyOf(fetched.stdout, `the node port ${node2.address}:${nodePort} from the host`);
     },
     { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: `the node port ${nodePort} on node2 from the host` },
   );
@@ -534,7 +554,11 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
     { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "names resolved in node2's pod" },
   );
   assert(resolved.marker.length === 1, "one address for the marker Service");
-  const byName = (await kubectl("exec", names[0]!, "--", "busybox", "wget", "-q", "-T", "5", "-O", "-", `http://marker/`)).trim();
+  // busybox nc resolves through glibc, which a static binary cannot load: the
+  // short name goes through nslookup (the pod's search path), then by address.
+  const short = await lookup("marker");
+  assertEqual(short.join(","), clusterIp, "marker (the short name, through the pod's search path)");
+  const byName = await podHttpGet(names[0]!, short[0]!, 80);
   assertEqual(byName, pages[1], "the page fetched by the Service's short name from node2's pod");
   for (const id of ids) assertEqual((await serviceLine(f, id, "cluster-dns"))?.state, "running", `${id}'s cluster-dns line`);
 
