@@ -89,6 +89,8 @@ export function nodeRoot(config: NodeConfig): Runnable {
           ...(config.prepareSystemImage ? { prepareSystemImage: config.prepareSystemImage } : {}),
           ...(config.runtime ? { runtime: config.runtime } : {}),
           ...(config.noKubelet ? { noKubelet: config.noKubelet } : {}),
+          // The DHCP lease's resolvers: where the cluster DNS sends names outside the cluster.
+          resolvers: async (signal: AbortSignal) => (network.kind === "dhcp" ? (await network.network.getAddress({ signal })).dnsServers : []),
           bootMs: config.bootMs,
           ...(config.scrubEsp ? { scrubEsp: () => scrubFreeSpace(config.layout.esp.path).then(() => {}) } : {}),
         },

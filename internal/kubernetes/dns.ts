@@ -11,9 +11,9 @@
 //
 // Names: <service>.<namespace>.svc.cluster.local (ClusterIP, or a headless
 // Service's pods), pods' dashed addresses, and the reverse zones. Names
-// outside the cluster are forwarded to the node's own resolvers when it has
-// any; a node without resolvers (the test network's DHCP gives none) answers
-// those with SERVFAIL.
+// outside the cluster are forwarded to the node's own resolvers (its DHCP
+// lease's) when it has any; a node without resolvers (the test network's
+// DHCP gives none) answers those with SERVFAIL.
 
 import { join } from "node:path";
 import type { KeyObject, X509Certificate } from "node:crypto";

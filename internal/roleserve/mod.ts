@@ -80,6 +80,8 @@ export interface RoleServerOptions {
   runtime?: RuntimeSetup;
   /** Why this node runs no kubelet, if it runs none (a node process: see KubernetesOptions.noKubelet). */
   noKubelet?: string;
+  /** The node's own DNS resolvers (its DHCP lease's), for names outside the cluster. */
+  resolvers?: (signal: AbortSignal) => Promise<string[]>;
   curatorPort?: number;
   shareHolderPort?: number;
   /** When this boot of the node began (ms since the epoch); default: when the role server was made. */
@@ -226,6 +228,7 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
         ...(options.prepareSystemImage ? { prepare: options.prepareSystemImage } : {}),
         ...(options.runtime ? { runtime: options.runtime } : {}),
         ...(options.noKubelet ? { noKubelet: options.noKubelet } : {}),
+        ...(options.resolvers ? { resolvers: options.resolvers } : {}),
       }),
     );
     ctx.signalHealthy();

@@ -101,6 +101,8 @@ export interface KubernetesOptions {
    * only, and says so.
    */
   noKubelet?: string;
+  /** The node's own DNS resolvers: the cluster DNS forwards names outside the cluster there. */
+  resolvers?: (signal: AbortSignal) => Promise<string[]>;
 }
 
 const wantsOf = (roles: NodeRoles | undefined) => ({
@@ -212,8 +214,7 @@ function kubeletRunnable(options: KubernetesOptions, runtime: RuntimeSetup, cont
       containerdReady,
       cgroupRoot: `${paths.cgroupPath}/pods`,
       path: kubeletPath(paths.prefix),
-      // The node's DHCP resolvers are not handed down here yet: names outside the cluster are not forwarded.
-      dns: { binDir: `${paths.prefix}/usr/bin`, upstreams: [] },
+      dns: { binDir: `${paths.prefix}/usr/bin`, upstreams: (await options.resolvers?.(ctx.signal)) ?? [] },
       onSpawn: (pid) => {
         try {
           joinCgroup(join(paths.cgroup, "kubelet"), pid);
