@@ -29,6 +29,7 @@ import {
   listNodes,
   waitUntilRebooted,
   nodeTable,
+  describeNode,
   positiveInteger,
   readOwnerKey,
   saveCredentials,
@@ -189,6 +190,17 @@ export const program: Program<Ctl> = {
               return;
             }
             ctl.print(nodes, nodeTable(nodes));
+          },
+        },
+        {
+          name: "describe",
+          args: [NODE_ID],
+          description: "Show one node: its record, and every service line it reports (mesh peers and handshakes, kube-proxy, cluster DNS, ...)",
+          run: async (ctl, [typed]) => {
+            const id = await ctl.node(typed!);
+            const node = (await listNodes(ctl.credentials(), ctl.settings)).find((n) => n.id === id);
+            if (!node) throw new Error(`node ${id} is not in the cluster`);
+            ctl.print(node, describeNode(node));
           },
         },
         {

@@ -78,6 +78,32 @@ export function nodeTable(nodes: NodeSummary[]): string {
   return [...table, ...(reasons.length ? ["", ...reasons] : [])].join("\n");
 }
 
+/**
+ * One node as `ctl node describe` shows it: its record, then every line its
+ * services report (the mesh's peers, kube-proxy, the cluster DNS, ...),
+ * state and message, as the node last pushed them.
+ */
+export function describeNode(node: NodeSummary, now = Date.now()): string {
+  const fields: [string, string][] = [
+    ["Node", node.id],
+    ["State", node.state],
+    ["Health", node.healthReason ? `${node.health}: ${node.healthReason}` : node.health],
+    ["Last seen", node.lastSeenMs === undefined ? "-" : `${formatDuration(node.lastSeenMs)} ago`],
+    ["Address", node.address || "-"],
+    ["Roles", node.roles.join(", ") || "-"],
+    ["Curator", node.curator ? "running" : "-"],
+    ["Labels", node.labels.join(", ") || "-"],
+    ["Booted", node.bootMs ? `${formatDuration(now - node.bootMs)} ago` : "-"],
+    ["Status from", node.lastStatusMs ? `${formatDuration(now - node.lastStatusMs)} ago` : "-"],
+  ];
+  const width = Math.max(...fields.map(([k]) => k.length)) + 1;
+  const head = fields.map(([k, v]) => `${`${k}:`.padEnd(width)} ${v}`);
+  const nameWidth = Math.max(7, ...node.services.map((s) => s.name.length));
+  const stateWidth = Math.max(5, ...node.services.map((s) => s.state.length));
+  const services = node.services.map((s) => `  ${s.name.padEnd(nameWidth)}  ${s.state.padEnd(stateWidth)}  ${s.message}`.trimEnd());
+  return [...head, "", "Services:", ...(services.length ? services : ["  (none reported)"])].join("\n");
+}
+
 /** CLI role names → UpdateNodeRoles fields. */
 export const ROLE_FIELDS = {
   consensus: "consensusMember",

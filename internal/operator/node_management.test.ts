@@ -3,7 +3,7 @@ import { create } from "@bufbuild/protobuf";
 import { NodeSchema, Node_Health } from "../../proto/gen/api/management_pb.ts";
 import { LogEntrySchema, LogLevel } from "../../proto/gen/api/node_management_pb.ts";
 import { NodeState } from "../../proto/gen/common/common_pb.ts";
-import { formatDuration, nodeTable, parseLabelArgs, summarize } from "./format.ts";
+import { describeNode, formatDuration, nodeTable, parseLabelArgs, summarize } from "./format.ts";
 import { formatLogEntry, logEntryJson, serviceTable } from "./node_management.ts";
 
 describe("how ctl shows a node's day-2 state", () => {
@@ -34,6 +34,44 @@ describe("how ctl shows a node's day-2 state", () => {
       "node-a  UP     HEALTHY            2s ago     10.0.0.2  -      zone=a,rack=",
       "node-b  UP     HEARTBEAT_TIMEOUT  31s ago    -         -      -",
       "node-c  NEW    UNKNOWN            -          -         -      -",
+    ]);
+  });
+
+  test("describe shows one node's record, then each service line it reports with its state and message", () => {
+    const now = 1_000_000_000_000;
+    const node = summarize(
+      create(NodeSchema, {
+        id: "node-a",
+        state: NodeState.UP,
+        health: Node_Health.HEALTHY,
+        timeSinceHeartbeatMs: 2_000n,
+        roles: { kubernetesWorker: {} },
+        status: {
+          externalAddress: "10.0.0.2",
+          bootMs: BigInt(now - 600_000),
+          timestampMs: BigInt(now - 5_000),
+          services: [
+            { name: "clusternet", state: "running", message: "nodecore-wg 10.244.0.0/24; 1 peer: node-b 10.244.1.0/24 (handshake current)" },
+            { name: "kube-proxy", state: "running", message: "" },
+          ],
+        },
+      }),
+    );
+    expect(describeNode(node, now).split("\n")).toEqual([
+      "Node:        node-a",
+      "State:       UP",
+      "Health:      HEALTHY",
+      "Last seen:   2s ago",
+      "Address:     10.0.0.2",
+      "Roles:       kubernetes-worker",
+      "Curator:     -",
+      "Labels:      -",
+      "Booted:      10m00s ago",
+      "Status from: 5s ago",
+      "",
+      "Services:",
+      "  clusternet  running  nodecore-wg 10.244.0.0/24; 1 peer: node-b 10.244.1.0/24 (handshake current)",
+      "  kube-proxy  running",
     ]);
   });
 
