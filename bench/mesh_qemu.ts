@@ -52,7 +52,10 @@ function pod(name: string, node: string, page: string, labels: Record<string, st
           command: [
             "sh",
             "-c",
-            `busybox mkdir -p /www; echo ${page} > /www/index.html; ${hostNetwork ? "" : `busybox httpd -p ${PORT} -h /www; `}while true; do busybox nc -l -p ${port} > /dev/null; done`,
+            // The byte sink: busybox's small nc quits when its own stdin ends,
+            // so each connection goes to a program (-e) that only reads, and
+            // -ll keeps listening.
+            `busybox mkdir -p /www; echo ${page} > /www/index.html; printf '#!/bin/sh\\nexec busybox cat > /dev/null\\n' > /sink; busybox chmod +x /sink; ${hostNetwork ? "" : `busybox httpd -p ${PORT} -h /www; `}exec busybox nc -ll -p ${port} -e /sink`,
           ],
         },
       ],
