@@ -15,7 +15,16 @@
 //        │
 //        ├── kube-apiserver            ──▶ ready when /readyz answers (admin identity)
 //        ├── kube-controller-manager   ─┐ started only after that
-//        └── kube-scheduler            ─┘
+//        ├── kube-scheduler            ─┘
+//        └── reconciler (reconciler.ts): base RBAC, the kube-dns Service and
+//            its EndpointSlice (the workers' DNS servers), Nodes pruned
+//
+//   worker role ──▶ kubeletService (service_kubelet.ts): one key, certificates
+//        from the curator (kubelet, system:kube-proxy, nodecore:cluster-dns),
+//        one apiserver chosen, renewed together at half their life:
+//        ├── kubelet                   (kubelet.ts)
+//        ├── kube-proxy, nftables mode (proxy.ts: Services)
+//        └── CoreDNS on the node's address (dns.ts: the cluster DNS)
 //
 // Invariants:
 //  - Keys and kubeconfigs exist only in etcd and on tmpfs, never on the ESP
