@@ -263,6 +263,14 @@ describe("ctl", () => {
     const byName = await ctl("node", "label", "first", "zone=b");
     expect(byName.stdout.trim()).toBe(`labels of ${id}: name=first, zone=b`);
     expect((await ctl("node", "list", "--ids")).stdout).toContain(`${id}\nfirst\n`);
+    // describe: the node's record, then the service lines it reports.
+    const described = await ctl("node", "describe", "first");
+    expect(described.code).toBe(0);
+    expect(described.stdout).toMatch(new RegExp(`^Node: +${id}\nState: +UP\n`));
+    expect(described.stdout).toContain("\nLabels:      name=first, zone=b\n");
+    // This test cluster's node reports no service lines: describe says so.
+    expect(described.stdout).toEndWith("\nServices:\n  (none reported)\n");
+    expect(JSON.parse((await ctl("node", "describe", id, "--json")).stdout).id).toBe(id);
     expectOneLineError(await ctl("node", "label", "zzz", "a=b"), 1, new RegExp(`the cluster has no node 'zzz' \\(nodes: .*${id} \\(first\\)`));
     await ctl("node", "label", id, "name-", "zone-");
   });
@@ -271,7 +279,7 @@ describe("ctl", () => {
     const help = await ctl("node", "--help");
     expect(help.code).toBe(0);
     expect(help.stdout).toMatch(
-      /^Actions:\n {2}list +\S.*\n {2}approve <node id> +\S.*\n {2}delete <node id> +\S.*\n {2}undelete <node id> +\S.*\n {2}logs <node id> \[path\] +\S.*\n {2}services <node id> +\S.*\n {2}reboot <node id> +\S.*\n {2}poweroff <node id> +\S.*\n {2}label <node id> <key=value\|key-\.\.\.> +\S.*\n {2}roles set\|unset <node id> <role\.\.\.> +\S.*$/m,
+      /^Actions:\n {2}list +\S.*\n {2}describe <node id> +\S.*\n {2}approve <node id> +\S.*\n {2}delete <node id> +\S.*\n {2}undelete <node id> +\S.*\n {2}logs <node id> \[path\] +\S.*\n {2}services <node id> +\S.*\n {2}reboot <node id> +\S.*\n {2}poweroff <node id> +\S.*\n {2}label <node id> <key=value\|key-\.\.\.> +\S.*\n {2}roles set\|unset <node id> <role\.\.\.> +\S.*$/m,
     );
     const bash = await ctl("completion", "bash");
     expect(bash.code).toBe(0);
@@ -287,9 +295,9 @@ describe("every bad command line and config fails with one line that names its c
     [[], "missing command (commands: version, help, genkey, takeownership, cluster, ticket, node, etcd, kubeconfig, params, completion)"],
     [["nod", "list"], "unknown command 'nod' (did you mean 'node'?)"],
     [["x"], "unknown command 'x' (commands: "],
-    [["node"], "missing action for node (actions: list, approve, delete, undelete, logs, services, reboot, poweroff, label, roles)"],
+    [["node"], "missing action for node (actions: list, describe, approve, delete, undelete, logs, services, reboot, poweroff, label, roles)"],
     [["node", "lst"], "unknown action 'lst' for node (did you mean 'node list'?)"],
-    [["node", "frobnicate"], "unknown action 'frobnicate' for node (actions: list, approve, delete, undelete, logs, services, reboot, poweroff, label, roles)"],
+    [["node", "frobnicate"], "unknown action 'frobnicate' for node (actions: list, describe, approve, delete, undelete, logs, services, reboot, poweroff, label, roles)"],
     [["node", "logs"], "missing <node id>: usage: ctl node logs <node id> [path]"],
     [["node", "logs", "node-1", "-n", "abc"], "invalid value 'abc' for -n: not a positive integer (lines)"],
     [["node", "logs", "node-1", "--level", "loud"], "invalid value 'loud' for --level"],
