@@ -26,12 +26,12 @@ function worker(id: string, n: number, change: (node: Node) => void = () => {}):
 }
 
 describe("peers from the records", () => {
-  test("every other UP worker with a key, a prefix and an address is a peer, routed its own prefix only", () => {
+  test("every other UP worker with a key, a prefix and an address is a peer, sending from its prefix and its address, routed its prefix only", () => {
     const nodes = [worker("node-a", 1), worker("node-b", 2), worker("node-c", 3)];
     const { peers, skipped } = desiredPeers("node-a", nodes);
     expect(peers).toEqual([
-      { nodeId: "node-b", publicKey: b64(nodes[1]!.clusterNetworking!.wireguardPublicKey), endpoint: `10.77.0.12:${WIREGUARD_PORT}`, allowedIps: ["10.244.2.0/24"] },
-      { nodeId: "node-c", publicKey: b64(nodes[2]!.clusterNetworking!.wireguardPublicKey), endpoint: `10.77.0.13:${WIREGUARD_PORT}`, allowedIps: ["10.244.3.0/24"] },
+      { nodeId: "node-b", publicKey: b64(nodes[1]!.clusterNetworking!.wireguardPublicKey), endpoint: `10.77.0.12:${WIREGUARD_PORT}`, allowedIps: ["10.244.2.0/24", "10.77.0.12/32"], podPrefix: "10.244.2.0/24" },
+      { nodeId: "node-c", publicKey: b64(nodes[2]!.clusterNetworking!.wireguardPublicKey), endpoint: `10.77.0.13:${WIREGUARD_PORT}`, allowedIps: ["10.244.3.0/24", "10.77.0.13/32"], podPrefix: "10.244.3.0/24" },
     ]);
     expect(skipped).toEqual([]);
   });
@@ -100,8 +100,12 @@ describe("changes to the interface", () => {
 describe("the status line", () => {
   test("each peer by name with its prefix and its handshake's state, never its age; nodes left out with why", () => {
     const now = 1_000_000_000;
-    const peer = (key: string, prefix: string, lastHandshakeMs: number) => ({ nodeId: "", publicKey: key, endpoint: "", allowedIps: [prefix], lastHandshakeMs, rxBytes: 0, txBytes: 0 });
-    const names = new Map([["k1", "node-b"], ["k2", "node-c"], ["k3", "node-d"]]);
+    const peer = (key: string, prefix: string, lastHandshakeMs: number) => ({ nodeId: "", publicKey: key, endpoint: "", allowedIps: ["10.77.0.99/32", prefix], lastHandshakeMs, rxBytes: 0, txBytes: 0 });
+    const names = new Map([
+      ["k1", { nodeId: "node-b", podPrefix: "10.244.2.0/24" }],
+      ["k2", { nodeId: "node-c", podPrefix: "10.244.3.0/24" }],
+      ["k3", { nodeId: "node-d", podPrefix: "10.244.4.0/24" }],
+    ]);
     const peers = [peer("k1", "10.244.2.0/24", now - 30_000), peer("k2", "10.244.3.0/24", now - 200_000), peer("k3", "10.244.4.0/24", 0)];
     expect(describePeers(peers, names, [{ nodeId: "node-e", reason: "it is NEW, not UP" }], now)).toBe(
       "3 peers: node-b 10.244.2.0/24 (handshake current); node-c 10.244.3.0/24 (handshake stale); node-d 10.244.4.0/24 (no handshake yet); node-e left out: it is NEW, not UP",

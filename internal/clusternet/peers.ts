@@ -11,8 +11,9 @@
 // dials the cluster from (which the curator held against the call's source
 // address). A deleted node is not in the records, so it is no peer.
 //
-// What a peer may receive through the tunnel is its pod prefix alone, and
-// only a /24 inside the cluster CIDR; a prefix that two records name (which
+// A peer may send through the tunnel from its pod prefix (a /24 inside the
+// cluster CIDR) and from its node address (replies of the node itself), and
+// only its pod prefix is routed to it; a prefix that two records name (which
 // the curator's claim keys rule out) goes to neither, so that no record can
 // pull another node's pods' traffic to itself.
 
@@ -31,8 +32,15 @@ export interface Peer {
   publicKey: string;
   /** "address:port" of the peer's WireGuard interface. */
   endpoint: string;
-  /** The peer's pod prefix: what it may send from and what is routed to it. */
+  /**
+   * What the peer may send from: its pod prefix, and its node address (/32)
+   * for replies from the node itself (a Service whose endpoint is the node's
+   * address, such as the apiserver, answers a pod on another node through
+   * the mesh). Only the pod prefix is routed into the mesh.
+   */
   allowedIps: string[];
+  /** The peer's pod prefix: routed to it through the mesh. */
+  podPrefix: string;
 }
 
 /** Why a node of the records is not a peer, for the log and `ctl node services`. */
@@ -78,7 +86,8 @@ export function desiredPeers(self: string, nodes: Iterable<Node>, cluster: strin
       nodeId: node.id,
       publicKey: Buffer.from(networking.wireguardPublicKey).toString("base64"),
       endpoint: `${address}:${WIREGUARD_PORT}`,
-      allowedIps: [networking.podPrefix],
+      allowedIps: [networking.podPrefix, `${address}/32`],
+      podPrefix: networking.podPrefix,
     });
   }
   // A prefix (or key) named twice goes to neither: the records contradict themselves.
@@ -87,11 +96,11 @@ export function desiredPeers(self: string, nodes: Iterable<Node>, cluster: strin
     for (const p of candidates) seen.set(pick(p), (seen.get(pick(p)) ?? 0) + 1);
     return seen;
   };
-  const prefixes = count((p) => p.allowedIps[0]!);
+  const prefixes = count((p) => p.podPrefix);
   const keys = count((p) => p.publicKey);
   const peers: Peer[] = [];
   for (const p of candidates) {
-    if (prefixes.get(p.allowedIps[0]!)! > 1) skipped.push({ nodeId: p.nodeId, reason: `its pod prefix ${p.allowedIps[0]} is named by another node too` });
+    if (prefixes.get(p.podPrefix)! > 1) skipped.push({ nodeId: p.nodeId, reason: `its pod prefix ${p.podPrefix} is named by another node too` });
     else if (keys.get(p.publicKey)! > 1) skipped.push({ nodeId: p.nodeId, reason: "its WireGuard key is another node's too" });
     else peers.push(p);
   }
@@ -100,7 +109,7 @@ export function desiredPeers(self: string, nodes: Iterable<Node>, cluster: strin
 }
 
 /** What turns the `current` peers into the `desired` ones (matched by public key, as WireGuard knows them). */
-export function peerChanges(current: readonly Peer[], desired: readonly Peer[]): { set: Peer[]; remove: string[] } {
+export function peerChanges(current: readonly Pick<Peer, "publicKey" | "endpoint" | "allowedIps">[], desired: readonly Peer[]): { set: Peer[]; remove: string[] } {
   const now = new Map(current.map((p) => [p.publicKey, p]));
   const wanted = new Set(desired.map((p) => p.publicKey));
   const set = desired.filter((p) => {

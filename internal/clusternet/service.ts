@@ -80,11 +80,11 @@ export const HANDSHAKE_STALE_MS = 180_000;
  * is pushed to the cluster whenever it changes, and an age would change it
  * every time it is read.
  */
-export function describePeers(peers: readonly PeerState[], names: ReadonlyMap<string, string>, skipped: readonly Skipped[], now = Date.now()): string {
+export function describePeers(peers: readonly PeerState[], names: ReadonlyMap<string, { nodeId: string; podPrefix: string }>, skipped: readonly Skipped[], now = Date.now()): string {
   const parts = peers.map((p) => {
-    const name = names.get(p.publicKey) ?? "unknown";
+    const known = names.get(p.publicKey);
     const handshake = p.lastHandshakeMs === 0 ? "no handshake yet" : now - p.lastHandshakeMs <= HANDSHAKE_STALE_MS ? "handshake current" : "handshake stale";
-    return `${name} ${p.allowedIps.join(",")} (${handshake})`;
+    return `${known?.nodeId ?? "unknown"} ${known?.podPrefix ?? p.allowedIps.join(",")} (${handshake})`;
   });
   const left = skipped.map((s) => `${s.nodeId} left out: ${s.reason}`);
   return [`${peers.length} peer${peers.length === 1 ? "" : "s"}${parts.length ? `: ${parts.join("; ")}` : ""}`, ...left].join("; ");
@@ -105,20 +105,21 @@ export function clusterNetService(options: ClusterNetOptions): Runnable {
     ctx.logger.info("in the cluster network", { device: INTERFACE_NAME, prefix: podPrefix, key: Buffer.from(publicKey).toString("base64") });
     options.podPrefix.set(podPrefix);
 
-    let names = new Map<string, string>();
+    let names = new Map<string, { nodeId: string; podPrefix: string }>();
     let skipped: Skipped[] = [];
     let lastSkipped = "";
     const apply = (nodes: readonly Node[]) => {
       const wanted = desiredPeers(options.nodeId, nodes);
-      names = new Map(wanted.peers.map((p) => [p.publicKey, p.nodeId]));
+      names = new Map(wanted.peers.map((p) => [p.publicKey, { nodeId: p.nodeId, podPrefix: p.podPrefix }]));
       skipped = wanted.skipped;
-      const current: Peer[] = readDevice(INTERFACE_NAME).peers;
+      const current = readDevice(INTERFACE_NAME).peers;
       const { set, remove } = peerChanges(current, wanted.peers);
       if (set.length || remove.length) {
         setDevice(INTERFACE_NAME, { set, remove });
         ctx.logger.info("mesh peers changed", { set: set.map((p) => `${p.nodeId}=${p.allowedIps.join(",")}@${p.endpoint}`).join(" "), removed: remove.length });
       }
-      const routes = new Set(wanted.peers.flatMap((p) => p.allowedIps));
+      // Pod prefixes only: a node address routed into the mesh would carry WireGuard's own packets into it.
+      const routes = new Set(wanted.peers.map((p) => p.podPrefix));
       for (const prefix of routes) replaceRoute({ prefix, ifindex });
       for (const route of ourRoutes(ifindex)) if (!routes.has(route.prefix)) deleteRoute(route);
       const summary = JSON.stringify(skipped);

@@ -19,7 +19,7 @@ describe("WireGuard over generic netlink", () => {
       setDeviceAttributes("nodecore-wg", {
         privateKey: new Uint8Array(32).fill(9),
         listenPort: 51820,
-        set: [{ nodeId: "node-b", publicKey: KEY_A, endpoint: "10.77.0.12:51820", allowedIps: ["10.244.2.0/24"] }],
+        set: [{ nodeId: "node-b", publicKey: KEY_A, endpoint: "10.77.0.12:51820", allowedIps: ["10.244.2.0/24", "10.77.0.12/32"], podPrefix: "10.244.2.0/24" }],
         remove: [KEY_B],
       }),
     );
@@ -30,7 +30,7 @@ describe("WireGuard over generic netlink", () => {
     const { listenPort, peers } = parseDevice([bytes]);
     expect(listenPort).toBe(51820);
     expect(peers.map((p) => [p.publicKey, p.endpoint, p.allowedIps])).toEqual([
-      [KEY_A, "10.77.0.12:51820", ["10.244.2.0/24"]],
+      [KEY_A, "10.77.0.12:51820", ["10.244.2.0/24", "10.77.0.12/32"]],
       [KEY_B, "", []],
     ]);
     // The peer to remove carries WGPEER_F_REMOVE_ME (1); the one to set, WGPEER_F_REPLACE_ALLOWEDIPS (2).

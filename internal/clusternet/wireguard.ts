@@ -127,7 +127,7 @@ export function setDevice(name: string, change: DeviceChange): void {
 }
 
 /** A peer as the device reports it. */
-export interface PeerState extends Peer {
+export interface PeerState extends Omit<Peer, "podPrefix"> {
   /** When the last handshake with it completed, ms since the epoch; 0 if none has. */
   lastHandshakeMs: number;
   rxBytes: number;
