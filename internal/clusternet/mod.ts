@@ -11,7 +11,9 @@
 //                                                        ▼
 //                                             WireGuard peers + routes:
 //                                             peer's pod /24 via the tunnel,
-//                                             to the address the curator proved
+//                                             to the address the curator proved;
+//                                             the pods' traffic to a peer's
+//                                             address via the tunnel too
 //
 // service.ts is the runnable a worker with a kubelet runs (roleserve's
 // Kubernetes worker): it keeps the private key on the data partition,
@@ -20,7 +22,8 @@
 // what the records say. Netlink does the work (wireguard.ts; links and
 // routes: internal/network): the image has no iproute2 and no `wg`.
 //
-// Still to come (issue 29): Services (kube-proxy) and cluster DNS.
+// Services (kube-proxy) and the cluster DNS are internal/kubernetes'; they
+// reach across nodes through this mesh.
 //
 // Invariants:
 //  - A pod prefix is assigned by the curator alone, one node per prefix.
@@ -29,5 +32,5 @@
 
 export { POD_PREFIX_LENGTH, contains, firstFreePodPrefix, formatPrefix, parsePrefix, podPrefixCount, type Prefix } from "./prefix.ts";
 export { WIREGUARD_PORT, desiredPeers, peerChanges, type Peer, type Skipped } from "./peers.ts";
-export { HANDSHAKE_STALE_MS, INTERFACE_NAME, clusterNetService, describePeers, loadOrCreateKey, meshAddress, type ClusterNetOptions } from "./service.ts";
+export { HANDSHAKE_STALE_MS, INTERFACE_NAME, MESH_RULE_PRIORITY, MESH_TABLE, applyRoutes, clusterNetService, describePeers, leaveMesh, loadOrCreateKey, meshAddress, type ClusterNetOptions } from "./service.ts";
 export { PERSISTENT_KEEPALIVE_S, readDevice, setDevice, type DeviceChange, type PeerState } from "./wireguard.ts";

@@ -12,14 +12,16 @@
 // address). A deleted node is not in the records, so it is no peer.
 //
 // A peer may send through the tunnel from its pod prefix (a /24 inside the
-// cluster CIDR) and from its node address (replies of the node itself), and
-// only its pod prefix is routed to it; a prefix that two records name (which
+// cluster CIDR) and from its node address (replies of the node itself). Its
+// pod prefix is routed to it, and so is its address for the pods' packets
+// alone (service.ts, applyRoutes); a prefix that two records name (which
 // the curator's claim keys rule out) goes to neither, so that no record can
 // pull another node's pods' traffic to itself.
 
 import type { Node } from "../../proto/gen/curator/curator_pb.ts";
 import { NodeState } from "../../proto/gen/common/common_pb.ts";
 import { CLUSTER_CIDR } from "../kubernetes/mod.ts";
+import { isIPv4 } from "../network/mod.ts";
 import { contains, parsePrefix, POD_PREFIX_LENGTH } from "./prefix.ts";
 
 /** The UDP port every node's WireGuard interface listens on. */
@@ -36,7 +38,8 @@ export interface Peer {
    * What the peer may send from: its pod prefix, and its node address (/32)
    * for replies from the node itself (a Service whose endpoint is the node's
    * address, such as the apiserver, answers a pod on another node through
-   * the mesh). Only the pod prefix is routed into the mesh.
+   * the mesh). The pod prefix is routed into the mesh for everyone, the
+   * address for the local pods only (service.ts).
    */
   allowedIps: string[];
   /** The peer's pod prefix: routed to it through the mesh. */
@@ -78,7 +81,7 @@ export function desiredPeers(self: string, nodes: Iterable<Node>, cluster: strin
       continue;
     }
     const address = node.status?.externalAddress ?? "";
-    if (!/^\d{1,3}(\.\d{1,3}){3}$/.test(address)) {
+    if (!isIPv4(address)) {
       skip(address ? `its address ${JSON.stringify(address)} is not an IPv4 address` : "it has not reported its address yet");
       continue;
     }

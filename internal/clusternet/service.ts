@@ -15,6 +15,16 @@
 // prefix (as /32), so that traffic the node itself sends into the mesh
 // (Services reaching pods on other nodes) comes from an address its peers
 // accept from it.
+//
+// Two kinds of route lead into the mesh:
+//   main table      peer's pod prefix ──▶ INTERFACE_NAME     (everyone's traffic)
+//   MESH_TABLE      peer's address/32 ──▶ INTERFACE_NAME     (only what a rule sends there)
+//   rule MESH_RULE_PRIORITY: from <own pod prefix> lookup MESH_TABLE
+// so a pod's packets to another node's address (the apiserver behind a
+// ClusterIP, a host-network server, a NodePort) travel encrypted, while
+// the node's own packets to that address, WireGuard's UDP among them, keep
+// the plain route: a peer's address routed into the mesh for everyone would
+// carry WireGuard's own packets into it.
 
 import { x25519 } from "@noble/curves/ed25519.js";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
@@ -22,7 +32,7 @@ import { dirname } from "node:path";
 import type { Node } from "../../proto/gen/curator/curator_pb.ts";
 import type { Value } from "../event/mod.ts";
 import { writeFileDurably } from "../localstorage/mod.ts";
-import { createLink, deleteRoute, linkIndex, ourRoutes, replaceRoute, setAddress, setLinkUp } from "../network/mod.ts";
+import { addRule, createLink, deleteLink, deleteRoute, deleteRule, linkIndex, ourRoutes, ourRules, replaceRoute, RT_TABLE_MAIN, setAddress, setLinkUp, type LinkRoute } from "../network/mod.ts";
 import type { Runnable } from "../supervisor/mod.ts";
 import { desiredPeers, peerChanges, WIREGUARD_PORT, type Peer, type Skipped } from "./peers.ts";
 import { parsePrefix, formatPrefix } from "./prefix.ts";
@@ -30,6 +40,10 @@ import { readDevice, setDevice, type PeerState } from "./wireguard.ts";
 
 /** The mesh's interface on every worker. */
 export const INTERFACE_NAME = "nodecore-wg";
+/** The routing table of the peers' node addresses (unused by anyone else in the image). */
+export const MESH_TABLE = 199;
+/** The rule that sends the pods' traffic to MESH_TABLE first; below the main table's 32766. */
+export const MESH_RULE_PRIORITY = 1000;
 /** How often the status line is refreshed (peers' last handshakes). */
 const STATUS_INTERVAL_MS = 10_000;
 
@@ -90,6 +104,47 @@ export function describePeers(peers: readonly PeerState[], names: ReadonlyMap<st
   return [`${peers.length} peer${peers.length === 1 ? "" : "s"}${parts.length ? `: ${parts.join("; ")}` : ""}`, ...left].join("; ");
 }
 
+/**
+ * The routes and the rule the mesh needs, set against what the kernel
+ * holds: missing ones are added, ones of ours that the peers no longer
+ * call for are removed, and nothing else is touched.
+ */
+export function applyRoutes(ifindex: number, podPrefix: string, peers: readonly Peer[]): { added: string[]; removed: string[] } {
+  const added: string[] = [];
+  const removed: string[] = [];
+  const converge = (table: number, wanted: readonly string[]) => {
+    const have = ourRoutes(ifindex, table);
+    const present = new Set(have.map((r) => r.prefix));
+    for (const prefix of wanted) {
+      if (present.has(prefix)) continue;
+      const route: LinkRoute = table === RT_TABLE_MAIN ? { prefix, ifindex } : { prefix, ifindex, table };
+      replaceRoute(route);
+      added.push(table === RT_TABLE_MAIN ? prefix : `${prefix} (table ${table})`);
+    }
+    for (const route of have) {
+      if (wanted.includes(route.prefix)) continue;
+      deleteRoute(route);
+      removed.push(table === RT_TABLE_MAIN ? route.prefix : `${route.prefix} (table ${table})`);
+    }
+  };
+  converge(RT_TABLE_MAIN, peers.map((p) => p.podPrefix));
+  converge(MESH_TABLE, peers.map((p) => `${p.endpoint.split(":")[0]}/32`));
+  const rule = { from: podPrefix, table: MESH_TABLE, priority: MESH_RULE_PRIORITY };
+  for (const other of ourRules()) {
+    if (other.from === rule.from && other.table === rule.table && other.priority === rule.priority) continue;
+    deleteRule(other);
+    removed.push(`rule from ${other.from}`);
+  }
+  if (addRule(rule)) added.push(`rule from ${rule.from}`);
+  return { added, removed };
+}
+
+/** Takes the mesh off a node that no longer runs a kubelet: the device (its routes go with it) and the rule. Says whether there was a device. */
+export function leaveMesh(): boolean {
+  for (const rule of ourRules()) deleteRule(rule);
+  return deleteLink(INTERFACE_NAME);
+}
+
 export function clusterNetService(options: ClusterNetOptions): Runnable {
   return async (ctx) => {
     const privateKey = loadOrCreateKey(options.keyFile);
@@ -118,10 +173,8 @@ export function clusterNetService(options: ClusterNetOptions): Runnable {
         setDevice(INTERFACE_NAME, { set, remove });
         ctx.logger.info("mesh peers changed", { set: set.map((p) => `${p.nodeId}=${p.allowedIps.join(",")}@${p.endpoint}`).join(" "), removed: remove.length });
       }
-      // Pod prefixes only: a node address routed into the mesh would carry WireGuard's own packets into it.
-      const routes = new Set(wanted.peers.map((p) => p.podPrefix));
-      for (const prefix of routes) replaceRoute({ prefix, ifindex });
-      for (const route of ourRoutes(ifindex)) if (!routes.has(route.prefix)) deleteRoute(route);
+      const routes = applyRoutes(ifindex, podPrefix, wanted.peers);
+      if (routes.added.length || routes.removed.length) ctx.logger.info("mesh routes changed", { added: routes.added.join(" "), removed: routes.removed.join(" ") });
       const summary = JSON.stringify(skipped);
       if (summary !== lastSkipped && skipped.length) ctx.logger.info("nodes left out of the mesh", { nodes: skipped.map((s) => `${s.nodeId}: ${s.reason}`).join("; ") });
       lastSkipped = summary;

@@ -35,6 +35,7 @@
 // dispatcher, which bun's fetch ignores, so the CA and the client
 // certificate would never be used.
 
+import { isIPv4 } from "../network/mod.ts";
 import { privateKeyPem, toPem } from "../pki/mod.ts";
 import { APISERVER_KUBELET_CLIENT, DNS_USER, OWNER_USER, type KubernetesPKI } from "./pki.ts";
 import { CLUSTER_DNS_IP } from "./kubelet.ts";
@@ -213,7 +214,7 @@ export function dnsEndpointSlice(workers: ReadonlyMap<string, string>) {
     },
     addressType: "IPv4",
     endpoints: [...workers]
-      .filter(([, address]) => /^\d{1,3}(\.\d{1,3}){3}$/.test(address))
+      .filter(([, address]) => isIPv4(address))
       .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
       .map(([id, address]) => ({ addresses: [address], nodeName: id, conditions: { ready: true } })),
     ports: [

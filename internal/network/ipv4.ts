@@ -20,6 +20,16 @@ export function parseIPv4(text: string): number {
   return parts.reduce((value, part) => value * 256 + Number(part), 0);
 }
 
+/** Whether `text` is a dotted IPv4 address, each part 0-255. */
+export function isIPv4(text: string): boolean {
+  try {
+    parseIPv4(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** The dotted form of a 32-bit value. */
 export function formatIPv4(value: number): string {
   return [value >>> 24, (value >>> 16) & 0xff, (value >>> 8) & 0xff, value & 0xff].join(".");

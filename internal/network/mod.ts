@@ -51,6 +51,7 @@ export { Network, NoInterfaceError, type NodeAddress, type NetworkOptions } from
 export { DEFAULT_DHCP_TIMINGS, type DhcpTimings } from "./dhcp_client.ts";
 export { InterfaceError, setAddress, setLinkUp } from "./interface_config.ts";
 export { DhcpSocketError } from "./dhcp_socket.ts";
+export { isIPv4 } from "./ipv4.ts";
 export {
   NetlinkSocket,
   NetlinkError,
@@ -67,4 +68,4 @@ export {
   type Attribute,
   type Message,
 } from "./netlink.ts";
-export { createLink, deleteLink, deleteRoute, linkIndex, ourRoutes, replaceRoute, RTPROT_NODECORE, type LinkRoute } from "./rtnetlink.ts";
+export { addRule, createLink, deleteLink, deleteRoute, deleteRule, linkIndex, ourRoutes, ourRules, replaceRoute, RT_TABLE_MAIN, RTPROT_NODECORE, type LinkRoute, type SourceRule } from "./rtnetlink.ts";

@@ -36,7 +36,7 @@ describe("rtnetlink on the real kernel", () => {
     Bun.spawnSync(["ip", "netns", "del", NAMESPACE]);
   });
 
-  test("a link is made once, routes through it are added, replaced, listed as ours and removed, a bad kind is named, and the link is deleted", () => {
+  test("a link is made once, routes through it are added, replaced, listed as ours (by table) and removed, a source rule is added once, listed and removed, a bad kind is named, and the link is deleted", () => {
     const run = Bun.spawnSync(["ip", "netns", "exec", NAMESPACE, process.execPath, join(import.meta.dir, "rtnetlink_driver.ts")]);
     expect(run.stderr.toString()).toBe("");
     const seen = JSON.parse(run.stdout.toString());
@@ -46,6 +46,11 @@ describe("rtnetlink on the real kernel", () => {
     expect(seen.missing).toBeNull();
     expect(seen.routes.sort()).toEqual(["10.244.7.0/24", "10.244.9.0/24"]);
     expect(seen.after).toEqual(["10.244.9.0/24"]);
+    expect(seen.tabled).toEqual({ main: ["10.244.9.0/24"], other: ["10.77.0.13/32 table 199"] });
+    // Added once (the second add finds it), listed as ours, deleted twice without error.
+    expect(seen.ruleAdded).toEqual([true, false]);
+    expect(seen.rules).toEqual([{ from: "10.244.9.0/24", table: 199, priority: 1000 }]);
+    expect(seen.rulesAfter).toEqual([]);
     expect(seen.refused).toMatch(/^creating link nc-test1 \(no-such-kind\): EOPNOTSUPP/);
     // Deleted once; a second time finds nothing.
     expect(seen.deleted).toEqual([true, false, null]);

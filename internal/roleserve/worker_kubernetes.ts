@@ -35,8 +35,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import type { NodeRoles } from "../../proto/gen/common/common_pb.ts";
 import type { Node } from "../../proto/gen/curator/curator_pb.ts";
-import { clusterNetService, INTERFACE_NAME } from "../clusternet/mod.ts";
-import { deleteLink } from "../network/mod.ts";
+import { clusterNetService, INTERFACE_NAME, leaveMesh } from "../clusternet/mod.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
 import { issueEtcdClientCertificate } from "../consensus/mod.ts";
 import { CuratorStore, ETCD_PREFIX } from "../curator/mod.ts";
@@ -351,8 +350,8 @@ function workerPart(options: KubernetesOptions, decision: Value<Decision>): Runn
     if (!launch.kubelet) {
       for (const line of ["kubelet", "kube-proxy", "cluster-dns"]) options.board.withdraw(line);
       options.board.withdraw("clusternet");
-      // A node that runs no kubelet keeps no mesh: a device an earlier run made goes, with its routes.
-      if (!options.noKubelet && deleteLink(INTERFACE_NAME)) ctx.logger.info("removed the WireGuard device", { device: INTERFACE_NAME });
+      // A node that runs no kubelet keeps no mesh: a device an earlier run made goes, with its routes and rule.
+      if (!options.noKubelet && leaveMesh()) ctx.logger.info("removed the WireGuard device", { device: INTERFACE_NAME });
     }
     const runtime = options.runtime;
     if (!wants.worker) {
