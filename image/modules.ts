@@ -57,6 +57,10 @@ export const MODULE_ROOTS = [
   "nft_reject_inet",
   "nft_reject_ipv4", // kube-proxy runs dual-stack where the kernel has IPv6: both families' rejects
   "nft_reject_ipv6",
+  // ctnetlink: kube-proxy lists and clears conntrack entries through it when a
+  // UDP Service's endpoints change (without it every such sync logs EINVAL,
+  // nfnetlink's answer for a subsystem it lacks, and stale DNS flows stay).
+  "nf_conntrack_netlink",
   "squashfs", // the system image (image/system.ts)
   "af_alg", // AF_ALG sockets: libcryptsetup runs keyslot crypto in the kernel
   "algif_skcipher",

@@ -13,7 +13,8 @@
 //                                             peer's pod /24 via the tunnel,
 //                                             to the address the curator proved;
 //                                             the pods' traffic to a peer's
-//                                             address via the tunnel too
+//                                             address via the tunnel too, and
+//                                             to anywhere else masqueraded
 //
 // service.ts is the runnable a worker with a kubelet runs (roleserve's
 // Kubernetes worker): it keeps the private key on the data partition,
@@ -33,4 +34,5 @@
 export { POD_PREFIX_LENGTH, contains, firstFreePodPrefix, formatPrefix, parsePrefix, podPrefixCount, type Prefix } from "./prefix.ts";
 export { WIREGUARD_PORT, desiredPeers, peerChanges, type Peer, type Skipped } from "./peers.ts";
 export { HANDSHAKE_STALE_MS, INTERFACE_NAME, MESH_RULE_PRIORITY, MESH_TABLE, applyRoutes, clusterNetService, describePeers, leaveMesh, loadOrCreateKey, meshAddress, type ClusterNetOptions } from "./service.ts";
+export { MASQUERADE_TABLE, applyMasquerade, masqueradeRuleset, removeMasquerade } from "./masquerade.ts";
 export { PERSISTENT_KEEPALIVE_S, readDevice, setDevice, type DeviceChange, type PeerState } from "./wireguard.ts";

@@ -45,5 +45,5 @@ const left = { main: ourRoutes(ifindex).map((r) => r.prefix), mesh: ourRoutes(if
 // A new prefix (the curator's records changed) replaces the rule.
 const moved = applyRoutes(ifindex, "10.244.40.0/24", [peer(13)]);
 const rulesMoved = ourRules();
-const gone = leaveMesh();
+const gone = await leaveMesh();
 process.stdout.write(JSON.stringify({ first, again, routing, healed, left, moved, rulesMoved, gone, rulesAfter: ourRules(), link: linkIndex(INTERFACE_NAME) ?? null }) + "\n");

@@ -11,7 +11,8 @@
 // What the device holds is read back from the kernel before every change,
 // so a peer someone removed by hand, or a route that went, comes back at the
 // next change of the records, and a peer the records no longer vouch for
-// goes. The device's address is the first address of the node's pod
+// goes. The pods' packets to anywhere else leave masqueraded
+// (masquerade.ts). The device's address is the first address of the node's pod
 // prefix (as /32), so that traffic the node itself sends into the mesh
 // (Services reaching pods on other nodes) comes from an address its peers
 // accept from it.
@@ -34,6 +35,7 @@ import type { Value } from "../event/mod.ts";
 import { writeFileDurably } from "../localstorage/mod.ts";
 import { addRule, createLink, deleteLink, deleteRoute, deleteRule, linkIndex, ourRoutes, ourRules, replaceRoute, RT_TABLE_MAIN, setAddress, setLinkUp, type LinkRoute } from "../network/mod.ts";
 import type { Runnable } from "../supervisor/mod.ts";
+import { applyMasquerade, removeMasquerade } from "./masquerade.ts";
 import { desiredPeers, peerChanges, WIREGUARD_PORT, type Peer, type Skipped } from "./peers.ts";
 import { parsePrefix, formatPrefix } from "./prefix.ts";
 import { readDevice, setDevice, type PeerState } from "./wireguard.ts";
@@ -139,9 +141,10 @@ export function applyRoutes(ifindex: number, podPrefix: string, peers: readonly 
   return { added, removed };
 }
 
-/** Takes the mesh off a node that no longer runs a kubelet: the device (its routes go with it) and the rule. Says whether there was a device. */
-export function leaveMesh(): boolean {
+/** Takes the mesh off a node that no longer runs a kubelet: the device (its routes go with it), the rule, the masquerade. Says whether there was a device. */
+export async function leaveMesh(signal?: AbortSignal): Promise<boolean> {
   for (const rule of ourRules()) deleteRule(rule);
+  await removeMasquerade(signal);
   return deleteLink(INTERFACE_NAME);
 }
 
@@ -157,6 +160,7 @@ export function clusterNetService(options: ClusterNetOptions): Runnable {
     const podPrefix = await options.register(publicKey, ctx.signal);
     setAddress(INTERFACE_NAME, meshAddress(podPrefix), 32);
     setLinkUp(INTERFACE_NAME);
+    await applyMasquerade(podPrefix, INTERFACE_NAME, ctx.signal);
     ctx.logger.info("in the cluster network", { device: INTERFACE_NAME, prefix: podPrefix, key: Buffer.from(publicKey).toString("base64") });
     options.podPrefix.set(podPrefix);
 

@@ -351,7 +351,7 @@ function workerPart(options: KubernetesOptions, decision: Value<Decision>): Runn
       for (const line of ["kubelet", "kube-proxy", "cluster-dns"]) options.board.withdraw(line);
       options.board.withdraw("clusternet");
       // A node that runs no kubelet keeps no mesh: a device an earlier run made goes, with its routes and rule.
-      if (!options.noKubelet && leaveMesh()) ctx.logger.info("removed the WireGuard device", { device: INTERFACE_NAME });
+      if (!options.noKubelet && (await leaveMesh(ctx.signal))) ctx.logger.info("removed the WireGuard device", { device: INTERFACE_NAME });
     }
     const runtime = options.runtime;
     if (!wants.worker) {
