@@ -20,7 +20,7 @@ const inside = (ns: string, argv: string[]) => sh(["ip", "netns", "exec", ns, ..
 const driver = (ns: string, ...args: string[]) => inside(ns, [process.execPath, DRIVER, ...args]).trim();
 
 describe("the pods' masquerade", () => {
-  let server: ReturnType<typeof Bun.spawn> | undefined;
+  let server: { kill(): void } | undefined;
   beforeAll(async () => {
     for (const ns of Object.values(NS)) sh(["ip", "netns", "add", ns]);
     // pod (10.244.12.5) ── node (10.244.12.1 | 10.77.0.12) ── outside (10.77.0.1, no route to 10.244.0.0/16)
@@ -36,8 +36,9 @@ describe("the pods' masquerade", () => {
     inside(NS.node, ["sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward"]);
     inside(NS.outside, ["ip", "addr", "add", "10.77.0.1/24", "dev", "nc-lan"]);
     inside(NS.outside, ["ip", "link", "set", "nc-lan", "up"]);
-    server = Bun.spawn(["ip", "netns", "exec", NS.outside, process.execPath, DRIVER, "serve", "10.77.0.1", "8099"], { stdout: "pipe", stderr: "inherit" });
-    const reader = server.stdout.getReader();
+    const serving = Bun.spawn(["ip", "netns", "exec", NS.outside, process.execPath, DRIVER, "serve", "10.77.0.1", "8099"], { stdout: "pipe", stderr: "inherit" });
+    server = serving;
+    const reader = serving.stdout.getReader();
     let said = "";
     while (!said.includes("listening")) {
       const chunk = await reader.read();

@@ -141,8 +141,14 @@ export function applyRoutes(ifindex: number, podPrefix: string, peers: readonly 
   return { added, removed };
 }
 
-/** Takes the mesh off a node that no longer runs a kubelet: the device (its routes go with it), the rule, the masquerade. Says whether there was a device. */
+/**
+ * Takes the mesh off a node that no longer runs a kubelet: the rule, the
+ * masquerade, then the device (its routes go with it). Says whether there
+ * was a device. The device is made before the rest and removed after it,
+ * so a node without one has nothing else of the mesh to remove either.
+ */
 export async function leaveMesh(signal?: AbortSignal): Promise<boolean> {
+  if (linkIndex(INTERFACE_NAME) === undefined) return false;
   for (const rule of ourRules()) deleteRule(rule);
   await removeMasquerade(signal);
   return deleteLink(INTERFACE_NAME);

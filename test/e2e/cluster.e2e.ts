@@ -343,12 +343,12 @@ function markerPod(name: string, nodeId: string, page: string): unknown {
 }
 
 /**
- * Runs `during` while tcpdump captures what crosses the cluster's bridge
- * between hosts `a` and `b`; returns the capture file.
+ * Runs `during` while tcpdump captures into `file` what crosses the
+ * cluster's bridge and matches `filter`; returns what `during` returned.
  */
-async function captureBetween<T>(c: Cluster, a: string, b: string, file: string, during: () => Promise<T>): Promise<T> {
+async function capture<T>(c: Cluster, filter: string, file: string, during: () => Promise<T>): Promise<T> {
   rmSync(file, { force: true });
-  const tcpdump = Bun.spawn(c.commandInNamespace(["tcpdump", "-i", BRIDGE_NAME, "-U", "-n", "-w", file, `host ${a} and host ${b}`]), { stdout: "ignore", stderr: "pipe" });
+  const tcpdump = Bun.spawn(c.commandInNamespace(["tcpdump", "-i", BRIDGE_NAME, "-U", "-n", "-w", file, filter]), { stdout: "ignore", stderr: "pipe" });
   const stderr = tcpdump.stderr.getReader();
   let said = "";
   while (!/listening on/.test(said)) {
@@ -473,9 +473,9 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
   const prefixes = podIps.map((ip) => ip.split(".").slice(0, 3).join("."));
   assert(podIps.every((ip) => /^10\.244\.\d+\.\d+$/.test(ip)) && prefixes[0] !== prefixes[1], `pod addresses in two pod prefixes of 10.244.0.0/16: ${podIps.join(", ")}`);
   const [node2, node3] = [c.node("node2"), c.node("node3")];
-  const capture = join(c.dir.path, "mesh.pcap");
+  const meshCapture = join(c.dir.path, "mesh.pcap");
   const crossed = performance.now();
-  const fetched = await captureBetween(c, node2.address, node3.address, capture, () =>
+  const fetched = await capture(c, `host ${node2.address} and host ${node3.address}`, meshCapture, () =>
     eventually(() => podHttpGet(names[0]!, podIps[1]!, POD_HTTP_PORT), {
       timeoutMs: STEP_TIMEOUT_MS,
       intervalMs: POLL_MS,
@@ -484,10 +484,10 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
   );
   assertEqual(fetched, pages[1], "the page node3's pod serves, fetched by node2's pod");
   ctx.report(`pod on node2 → pod on node3 by IP, across the mesh: first answer after ${((performance.now() - crossed) / 1000).toFixed(1)} s`);
-  const captured = readFileSync(capture);
+  const captured = readFileSync(meshCapture);
   assert(!captured.includes(Buffer.from(pages[1]!)), "the page crossed the bridge in clear");
-  const wireguard = await packetsMatching(capture, `udp port 51820`);
-  const clear = await packetsMatching(capture, "net 10.244.0.0/16");
+  const wireguard = await packetsMatching(meshCapture, `udp port 51820`);
+  const clear = await packetsMatching(meshCapture, "net 10.244.0.0/16");
   assert(wireguard > 0, "no WireGuard packet between node2 and node3 while the pods talked");
   assertEqual(clear, 0, "packets with a pod address in clear on the bridge");
   ctx.report(`the bridge between node2 and node3 while the pods talked: ${wireguard} WireGuard packets, ${clear} with a pod address in clear, the page not in clear`);
@@ -524,6 +524,23 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
     { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: `the node port ${nodePort} on node2 from the host` },
   );
   assertEqual(viaNodePort, pages[1], "the page behind node2's node port (node3's pod), from the host");
+  // A pod reaching another worker's own address (its node port) goes
+  // through the mesh too: nothing from a pod address crosses in clear.
+  const nodeCapture = join(c.dir.path, "pod-to-node.pcap");
+  const viaPeerAddress = await capture(c, `host ${node3.address}`, nodeCapture, () => podHttpGet(names[0]!, node3.address, nodePort));
+  assertEqual(viaPeerAddress, pages[1], "the page behind node3's node port, from node2's pod");
+  const toNodeClear = await packetsMatching(nodeCapture, "net 10.244.0.0/16");
+  assert(!readFileSync(nodeCapture).includes(Buffer.from(pages[1]!)), "the page crossed the bridge in clear (pod to node3's address)");
+  assertEqual(toNodeClear, 0, "packets with a pod address in clear on the bridge, to or from node3 (pod to node3's address)");
+  // The apiserver behind its ClusterIP, from a pod: it runs on node1, which
+  // is no worker and so no peer in the mesh; the pod's packets leave node2
+  // masqueraded. Go's HTTPS server answers a plain HTTP request with a 400
+  // that says so: that answer is the apiserver's own. Five in a row, none retried.
+  for (let i = 0; i < 5; i++) {
+    const answer = await kubectl("exec", names[0]!, "--", "sh", "-c", httpGetCommand("10.96.0.1", 443));
+    assert(/^HTTP\/1\.[01] 400 /.test(answer) && answer.includes("HTTPS server"), `the apiserver at 10.96.0.1:443 from node2's pod (try ${i + 1} of 5): ${JSON.stringify(answer.slice(0, 120))}`);
+  }
+  ctx.report("node2's pod → the apiserver's ClusterIP (node1, outside the mesh): 5 of 5 answered");
   for (const id of ids) assertEqual((await serviceLine(f, id, "kube-proxy"))?.state, "running", `${id}'s kube-proxy line`);
 
   // Cluster DNS (each worker's CoreDNS behind kube-dns at 10.96.0.10): from
@@ -553,6 +570,8 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
     { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "names resolved in node2's pod" },
   );
   assert(resolved.marker.length === 1, "one address for the marker Service");
+  // Once it answers, it keeps answering: five more lookups, none retried.
+  for (let i = 0; i < 5; i++) assertEqual((await lookup("kubernetes.default.svc.cluster.local")).join(","), "10.96.0.1", `kubernetes.default.svc.cluster.local again (${i + 1} of 5)`);
   // The Service by its name: the address the cluster DNS gave, then HTTP to
   // it (busybox's nslookup asks the name as given, without the pod's search
   // path, and its nc cannot resolve in a container without /etc).
