@@ -20,7 +20,7 @@ import { DEFAULT_CPUS, OUT_DIR, REPO_ROOT } from "../image/mod.ts";
 import { TEST_IMAGE_REF } from "../internal/containerd/mod.ts";
 import { createLogger } from "../internal/log/mod.ts";
 import { eventually } from "../internal/testing/mod.ts";
-import { createCluster, ensureBuilt, formCluster, KUBECTL_BINARY } from "../test/launch/mod.ts";
+import { createCluster, ensureBuilt, formCluster, httpBody, httpGetCommand, KUBECTL_BINARY } from "../test/launch/mod.ts";
 import { figure, seconds } from "./figures.ts";
 
 const STEP_TIMEOUT_MS = 900_000;
@@ -62,13 +62,6 @@ function pod(name: string, node: string, page: string, labels: Record<string, st
     },
   };
 }
-
-const httpGet = (host: string, port: number) => `printf 'GET / HTTP/1.0\\r\\n\\r\\n' | busybox nc -w 5 ${host} ${port}`;
-const bodyOf = (response: string) => {
-  const split = response.indexOf("\r\n\r\n");
-  if (!/^HTTP\/1\.[01] 200 /.test(response) || split < 0) throw new Error(`not a 200 answer: ${JSON.stringify(response.slice(0, 80))}`);
-  return response.slice(split + 4).trim();
-};
 
 if (!values["no-build"]) await ensureBuilt(log);
 const cluster = await createCluster({ name: "benchmesh", nodes: 3, quiet: true, imageDir, logger: log.child("launch") });
@@ -112,7 +105,7 @@ try {
   await eventually(async () => (await kubectl("get", "node", node2!, "-o", "name")).trim() !== "", { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "node2's Node" });
   await apply("client", pod("client", node2!, "client", { app: "client" }));
   await running("client");
-  const fetchIn = (host: string, port: number) => kubectl("exec", "client", "--", "sh", "-c", httpGet(host, port)).then(bodyOf);
+  const fetchIn = (host: string, port: number) => kubectl("exec", "client", "--", "sh", "-c", httpGetCommand(host, port)).then((answer) => httpBody(answer, `http://${host}:${port}/ from the client pod`));
 
   // A node added: from the role set to its pod answering node2's. The pod
   // is applied once its Node exists: the pod garbage collector deletes pods

@@ -28,25 +28,33 @@ export function parseKlogLine(line: string): ParsedLine | undefined {
 }
 
 /**
- * Whether a health endpoint answers "ok": over TLS with a client
+ * What a health endpoint must answer: 200 with "ok" as its body (the
+ * Kubernetes components' /healthz and /readyz), or any 200 (kube-proxy's
+ * /healthz answers JSON, CoreDNS's /ready "OK").
+ */
+export type HealthAnswer = "ok" | "any-200";
+
+/**
+ * Whether a health endpoint gives `want`'s answer: over TLS with a client
  * certificate (`as`) and the CA the server's certificate chains to, or
  * plain HTTP without them.
  */
-export async function answersOk(url: string, as?: { ca: Credential["certificate"]; client: Credential }, signal?: AbortSignal): Promise<boolean> {
+export async function answersOk(url: string, as?: { ca: Credential["certificate"]; client: Credential }, signal?: AbortSignal, want: HealthAnswer = "ok"): Promise<boolean> {
   try {
     const response = await fetch(url, {
       signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(HEALTH_TIMEOUT_MS)]) : AbortSignal.timeout(HEALTH_TIMEOUT_MS),
       ...(as ? { tls: { ca: toPem(as.ca), cert: toPem(as.client.certificate), key: privateKeyPem(as.client.privateKey) } } : {}),
     } as RequestInit);
-    return response.ok && (await response.text()).trim() === "ok";
+    const body = (await response.text()).trim();
+    return response.ok && (want === "any-200" || body === "ok");
   } catch {
     return false;
   }
 }
 
-/** Waits until answersOk(url, as) holds: a starting component's readiness. */
-export async function untilOk(url: string, as: Parameters<typeof answersOk>[1], signal: AbortSignal): Promise<void> {
-  while (!(await answersOk(url, as, signal))) await sleep(HEALTH_POLL_MS, signal);
+/** Waits until answersOk(url, as, want) holds: a starting component's readiness. */
+export async function untilOk(url: string, as: Parameters<typeof answersOk>[1], signal: AbortSignal, want: HealthAnswer = "ok"): Promise<void> {
+  while (!(await answersOk(url, as, signal, want))) await sleep(HEALTH_POLL_MS, signal);
 }
 
 export interface ComponentOptions {

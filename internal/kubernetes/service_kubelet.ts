@@ -33,20 +33,6 @@ import { writePrivateFiles } from "./private_files.ts";
 import { PROXY_FILES, proxyArgs, proxyFiles, proxyHealthz } from "./proxy.ts";
 import { DNS_FILES, dnsArgs, dnsFiles, dnsReady } from "./dns.ts";
 
-/** How often kube-proxy's health is asked until it has synced. */
-const PROXY_POLL_MS = 1_000;
-
-/** Whether `url` answers 200 (kube-proxy's /healthz answers JSON, not "ok"). */
-async function answersAtAll(url: string, signal: AbortSignal): Promise<boolean> {
-  try {
-    const response = await fetch(url, { signal: AbortSignal.any([signal, AbortSignal.timeout(PROXY_POLL_MS * 3)]) });
-    await response.arrayBuffer();
-    return response.ok;
-  } catch {
-    return false;
-  }
-}
-
 /** The part of its certificates' remaining life after which the kubelet service asks for new ones (and restarts the kubelet with them). */
 export const KUBELET_RENEW_FRACTION = 0.5;
 
@@ -179,7 +165,7 @@ export function kubeletService(options: KubeletServiceOptions): Runnable {
         ...(options.path ? { env: { PATH: options.path } } : {}),
         ready: async (signal) => {
           const url = proxyHealthz(options.address);
-          while (!(await answersAtAll(url, signal))) await sleep(PROXY_POLL_MS, signal);
+          await untilOk(url, undefined, signal, "any-200");
           ctx.logger.info("kube-proxy has synced its rules", { url });
         },
       }),
@@ -193,7 +179,7 @@ export function kubeletService(options: KubeletServiceOptions): Runnable {
           ...(options.onSpawn ? { onSpawn: options.onSpawn } : {}),
           ready: async (signal) => {
             const url = dnsReady(options.address);
-            while (!(await answersAtAll(url, signal))) await sleep(PROXY_POLL_MS, signal);
+            await untilOk(url, undefined, signal, "any-200");
             ctx.logger.info("the cluster DNS server has synced", { url });
           },
         }),

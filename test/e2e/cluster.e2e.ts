@@ -27,7 +27,7 @@ import { SealedConfigurationSchema } from "../../proto/gen/api/configuration_pb.
 import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
 import { dataPartitionKey } from "../../internal/cluster/keys.ts";
 import { ESP_PARTITION_NUMBER } from "../../image/layout.ts";
-import { BRIDGE_NAME, CONSOLE, createCluster, ETCDCTL_BINARY as ETCDCTL, formCluster, KUBECTL_BINARY as KUBECTL, runHostCommand, type Cluster, type FormedCluster } from "../launch/mod.ts";
+import { BRIDGE_NAME, CONSOLE, createCluster, ETCDCTL_BINARY as ETCDCTL, formCluster, httpBody, httpGetCommand, KUBECTL_BINARY as KUBECTL, runHostCommand, type Cluster, type FormedCluster } from "../launch/mod.ts";
 import { partitionContains, partitionExtent } from "./disk_inspection.ts";
 import { eventually } from "../../internal/testing/mod.ts";
 import { TEST_IMAGE_REF } from "../../internal/containerd/mod.ts";
@@ -365,25 +365,9 @@ async function capture<T>(c: Cluster, filter: string, file: string, during: () =
   }
 }
 
-/**
- * An HTTP/1.0 GET of `http://host:port/` with busybox's nc, as a shell
- * command line: Debian's static busybox wget dies of SIGSEGV in a container
- * without /etc (glibc's NSS), nc does not. Prints the whole response.
- */
-function httpGetCommand(host: string, port: number): string {
-  return `printf 'GET / HTTP/1.0\\r\\nHost: ${host}\\r\\n\\r\\n' | busybox nc -w 5 ${host} ${port}`;
-}
-
-/** The body of an HTTP response; throws unless it is a 200. */
-function bodyOf(response: string, what: string): string {
-  const split = response.indexOf("\r\n\r\n");
-  if (!/^HTTP\/1\.[01] 200 /.test(response) || split < 0) throw new Error(`${what}: not a 200 answer: ${JSON.stringify(response.slice(0, 120))}`);
-  return response.slice(split + 4).trim();
-}
-
 /** The body of `http://host:port/` fetched in `pod` (kubectl exec). */
 async function podHttpGet(pod: string, host: string, port: number): Promise<string> {
-  return bodyOf(await kubectl("exec", pod, "--", "sh", "-c", httpGetCommand(host, port)), `http://${host}:${port}/ from ${pod}`);
+  return httpBody(await kubectl("exec", pod, "--", "sh", "-c", httpGetCommand(host, port)), `http://${host}:${port}/ from ${pod}`);
 }
 
 /** How many packets of a capture file match a tcpdump filter. */
@@ -519,7 +503,7 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
   const viaNodePort = await eventually(
     async () => {
       const fetched = await c.exec(["sh", "-c", httpGetCommand(node2.address, nodePort)], { okExitCodes: [0, 1] });
-      return bodyOf(fetched.stdout, `the node port ${node2.address}:${nodePort} from the host`);
+      return httpBody(fetched.stdout, `the node port ${node2.address}:${nodePort} from the host`);
     },
     { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: `the node port ${nodePort} on node2 from the host` },
   );

@@ -82,4 +82,5 @@ export {
 } from "./node_parameters.ts";
 export { NetworkNamespace, enterNamespace, namespaceName, nodeAddress, subnetOf, BRIDGE_NAME, NAMESPACE_PREFIX, type Subnet } from "./network_namespace.ts";
 export { runHostCommand, type HostCommandResult } from "./host_command.ts";
+export { httpBody, httpGetCommand } from "./pod_http.ts";
 export type { NodeFiles } from "./cluster_dir.ts";
