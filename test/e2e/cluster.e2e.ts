@@ -376,7 +376,7 @@ async function packetsMatching(file: string, filter: string): Promise<number> {
   return read.stdout.split("\n").filter(Boolean).length;
 }
 
-e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and node3 as workers are Ready, run a pod each that logs, execs and reaches the other across the encrypted mesh, by IP, by a Service's ClusterIP, by its node port and by name (cluster DNS); a deleted pod leaves no container; the worker role going removes the Node, its containers and its mesh peer", async (ctx) => {
+e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and node3 as workers are Ready, run a pod each that logs, execs and reaches the other across the encrypted mesh, by IP, by a Service's ClusterIP, by its node port and by name (cluster DNS), and again after a worker's power cycle; a deleted pod leaves no container; the worker role going removes the Node, its containers and its mesh peer", async (ctx) => {
   const c = need(cluster, "the cluster");
   const f = need(formed, "the formed cluster");
   const workers = ["node2", "node3"];
@@ -570,6 +570,29 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
     },
     { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "node2's clusternet line" },
   );
+
+  // A worker powered off does not stall the others: node2's pod still gets
+  // the apiserver's answer. Powered on again, node3 comes back with the key
+  // on its data partition, and traffic through the mesh resumes with no
+  // help: the Service's ClusterIP answers node2's pod from node3's pod again.
+  const meshKey = /in the cluster network .*key="?([A-Za-z0-9+/=]+)/;
+  const keyBefore = meshKey.exec(need(node3.console.find(meshKey), "node3's mesh key on its console").text)![1];
+  await node3.stop({ clean: true });
+  for (let i = 0; i < 3; i++) {
+    const answer = await kubectl("exec", names[0]!, "--", "sh", "-c", httpGetCommand("10.96.0.1", 443));
+    assert(/^HTTP\/1\.[01] 400 /.test(answer), `the apiserver from node2's pod while node3 is off (try ${i + 1} of 3): ${JSON.stringify(answer.slice(0, 120))}`);
+  }
+  const poweredOn = performance.now();
+  await node3.start();
+  const keyAfter = meshKey.exec((await node3.waitForConsole(meshKey, STEP_TIMEOUT_MS)).text)![1];
+  assertEqual(keyAfter, keyBefore, "node3's WireGuard key after its power cycle");
+  const resumed = await eventually(() => podHttpGet(names[0]!, clusterIp, 80), {
+    timeoutMs: STEP_TIMEOUT_MS,
+    intervalMs: POLL_MS,
+    what: "node2's pod reaching node3's pod through the Service after node3's power cycle",
+  });
+  assertEqual(resumed, pages[1], "the page behind the ClusterIP after node3's power cycle");
+  ctx.report(`node3 powered off: node2's pod still reached the apiserver 3 of 3; powered on → the Service answers from node3's pod again: ${((performance.now() - poweredOn) / 1000).toFixed(1)} s`);
 
   // The pod on node2 deleted: node2 says no Kubernetes container is left.
   await kubectl("delete", "pod", names[0]!, "--wait=true", "--timeout=300s");
