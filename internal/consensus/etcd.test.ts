@@ -8,7 +8,23 @@ import { captureLogger } from "../log/mod.ts";
 import { generateKeyPair } from "../pki/mod.ts";
 import { runCommand, supervise, untilCancelled, type Supervisor } from "../supervisor/mod.ts";
 import { eventually, fillFileSystem, tempDir, treeEtcd } from "../testing/mod.ts";
-import { clientUrl, connectEtcd, createEtcdCA, ETCD_MIN_FREE_BYTES, etcdArgs, issueMemberCertificate, peerUrl, runEtcdMember, type EtcdMemberOptions, type EtcdTls } from "./mod.ts";
+import {
+  clientUrl,
+  connectEtcd,
+  createEtcdCA,
+  describeMember,
+  ETCD_MIN_FREE_BYTES,
+  etcdArgs,
+  issueMemberCertificate,
+  memberStatus,
+  needsDefrag,
+  peerUrl,
+  quotaFor,
+  runEtcdMember,
+  upkeepRunnable,
+  type EtcdMemberOptions,
+  type EtcdTls,
+} from "./mod.ts";
 
 const running: Supervisor[] = [];
 afterEach(async () => {
@@ -48,11 +64,11 @@ function singleMember(dataDir: string, tlsDir: string, tls: EtcdTls, offset: num
  * A single member run by a supervisor that restarts it quickly, once it
  * serves: the supervisor, its log entries, and the runnable's state as `etcd()`.
  */
-async function supervisedMember(dataDir: string, tlsDir: string, tls: EtcdTls, offset: number) {
+async function supervisedMember(dataDir: string, tlsDir: string, tls: EtcdTls, offset: number, extra: Partial<EtcdMemberOptions> = {}) {
   const { logger, entries } = captureLogger("root");
   const supervisor = supervise(
     async (ctx) => {
-      ctx.run("etcd", (c) => runEtcdMember(c, singleMember(dataDir, tlsDir, tls, offset)));
+      ctx.run("etcd", (c) => runEtcdMember(c, { ...singleMember(dataDir, tlsDir, tls, offset), ...extra }));
       await untilCancelled(ctx.signal);
     },
     { logger, backoff: { initialMs: 50, multiplier: 1.5, maxMs: 1000, jitter: 0 } },
@@ -193,3 +209,67 @@ describe("etcd log lines", () => {
     expect(parseEtcdLine("WARNING: plain text")).toBeUndefined();
   });
 });
+
+describe("etcd upkeep", () => {
+  test("the quota is a quarter of the data partition, within 64 MiB and 8 GiB; a file is defragmented when mostly free pages, and worth it", () => {
+    expect(quotaFor(1024 ** 3)).toBe(256 * 1024 ** 2);
+    expect(quotaFor(100 * 1024 ** 2)).toBe(64 * 1024 ** 2);
+    expect(quotaFor(1024 ** 4)).toBe(8 * 1024 ** 3);
+    expect(needsDefrag({ dbSizeBytes: 100 * 1024 ** 2, dbSizeInUseBytes: 40 * 1024 ** 2 })).toBe(true);
+    expect(needsDefrag({ dbSizeBytes: 100 * 1024 ** 2, dbSizeInUseBytes: 60 * 1024 ** 2 })).toBe(false);
+    expect(needsDefrag({ dbSizeBytes: 40 * 1024 ** 2, dbSizeInUseBytes: 1024 ** 2 })).toBe(true);
+    expect(needsDefrag({ dbSizeBytes: 20 * 1024 ** 2, dbSizeInUseBytes: 1024 })).toBe(false);
+  });
+
+  test("the flags compact history by etcd itself and bound the database", () => {
+    const files = { ca: "/tls/ca.pem", cert: "/tls/member.pem", key: "/tls/member.key" };
+    const args = etcdArgs({ ...singleMember("/data/etcd", "/tls", memberTls(), 0), quotaBytes: 256 * 1024 ** 2 }, files);
+    expect(args).toContain("--auto-compaction-mode=periodic");
+    expect(args).toContain("--auto-compaction-retention=1h");
+    expect(args).toContain(`--quota-backend-bytes=${256 * 1024 ** 2}`);
+  });
+
+  test("a member whose history filled its quota (NOSPACE, writes refused) is walked back by the upkeep: compacted, defragmented, the alarm disarmed, writes taken again, and its line says so", async () => {
+    using dir = tempDir("nodecore-etcd-");
+    const tls = memberTls();
+    const quota = 8 * 1024 * 1024;
+    await supervisedMember(join(dir.path, "data"), join(dir.path, "tls"), tls, 5, { quotaBytes: quota });
+    const client = await connectEtcd({ endpoints: [clientUrl(HOST, CLIENT_PORT + 5)], tls });
+    // One key written over and over: every old value stays in the history until compaction.
+    const value = "x".repeat(256 * 1024);
+    let refused = "";
+    let lastWritten = -1;
+    for (let i = 0; i < 200 && !refused; i++) {
+      try {
+        await client.put("nodecore/big").value(`${i}:${value}`);
+        lastWritten = i;
+      } catch (err) {
+        refused = (err as Error).message;
+      }
+    }
+    expect(refused).toMatch(/database space exceeded/);
+    const full = await memberStatus(client);
+    expect(full.alarms).toEqual([`NOSPACE on ${full.memberId}`]);
+    expect(describeMember(full)).toContain(`alarms: NOSPACE on ${full.memberId}`);
+
+    const lines: { state: string; message: string }[] = [];
+    const { logger, entries: upkeepLog } = captureLogger("root");
+    const upkeep = supervise(upkeepRunnable({ client: async () => client, quotaBytes: quota, report: (state, message) => lines.push({ state, message }), intervalMs: 200 }), { logger });
+    running.push(upkeep);
+    await eventually(() => expect(lines.at(-1)?.state).toBe("running"), { timeoutMs: 10_000 }).catch((err) => {
+      throw new Error(`${(err as Error).message}; lines: ${JSON.stringify(lines.slice(-2))}; log: ${JSON.stringify(upkeepLog.slice(-4).map((e) => [e.message, e.fields]))}`);
+    });
+    const after = await memberStatus(client);
+    expect(after.alarms).toEqual([]);
+    expect(after.dbSizeBytes).toBeLessThan(full.dbSizeBytes / 2);
+    expect(lines.at(-1)!.message).toMatch(/^member [0-9a-f]+ \(leader\), .* on disk, .* in use, revision \d+, quota 8\.0 MiB$/);
+    // Writes are taken again, and the key kept its last value: the last one
+    // acknowledged, or the refused one after it (etcd applies the write that
+    // crosses the quota, then answers NOSPACE).
+    await client.put("nodecore/after").value("ok");
+    expect([String(lastWritten), String(lastWritten + 1)]).toContain((await client.get("nodecore/big").string())?.split(":")[0] ?? "none");
+    expect(await client.get("nodecore/after").string()).toBe("ok");
+    client.close();
+  }, 90_000);
+});
+

@@ -3,6 +3,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { describeSpace, formatBytes, freeSpace, waitForFreeSpace } from "../localstorage/mod.ts";
+import { AUTO_COMPACTION_RETENTION, quotaFor } from "./upkeep.ts";
 import { privateKeyPem } from "../pki/mod.ts";
 import { hostPort } from "../rpc/mod.ts";
 import { runProcess, sleep, type ParsedLine, type RunContext } from "../supervisor/mod.ts";
@@ -113,6 +114,13 @@ export interface EtcdMemberOptions {
   minFreeBytes?: number;
   /** How many members the cluster has as far as this node knows (default: initialCluster's size); chooses the raft timing. */
   expectedMembers?: number;
+  /** etcd's backend quota (default: memberQuota, from the data partition's size). */
+  quotaBytes?: number;
+}
+
+/** The backend quota of a member whose data lives in `dataDir`: upkeep.ts' quotaFor of its file system's size. */
+export function memberQuota(dataDir: string): number {
+  return quotaFor(freeSpace(dirname(dataDir)).totalBytes);
 }
 
 export function peerUrl(host: string, port = ETCD_PEER_PORT): string {
@@ -164,6 +172,11 @@ export function etcdArgs(options: EtcdMemberOptions, files: { ca: string; cert: 
     // instead of forcing an election on a cluster that has a leader.
     "--pre-vote=true",
     `--snapshot-count=${timing.snapshotCount}`,
+    // History is compacted by etcd itself, whether or not an apiserver runs;
+    // the quota makes etcd refuse writes (NOSPACE) before the disk is full.
+    "--auto-compaction-mode=periodic",
+    `--auto-compaction-retention=${AUTO_COMPACTION_RETENTION}`,
+    ...(options.quotaBytes ? [`--quota-backend-bytes=${options.quotaBytes}`] : []),
   ];
 }
 
@@ -214,7 +227,7 @@ export async function runEtcdMember(ctx: RunContext, options: EtcdMemberOptions)
   });
   mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
   const files = writeTlsFiles(options.tlsDir, options.tls);
-  const args = etcdArgs(options, files);
+  const args = etcdArgs({ ...options, quotaBytes: options.quotaBytes ?? memberQuota(options.dataDir) }, files);
   ctx.logger.info("starting etcd", {
     name: options.name,
     state: options.clusterState,

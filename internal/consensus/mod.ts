@@ -12,6 +12,12 @@
 // certificate does not make a node an etcd peer; only a consensus member
 // certificate issued by the curator does.
 //
+// upkeep.ts keeps each member's database in shape: etcd compacts its own
+// history (periodic, AUTO_COMPACTION_RETENTION), a quota from the data
+// partition's size stops writes before the disk fills, and each consensus
+// node defragments its own member when it is mostly free pages and walks
+// it back from a NOSPACE alarm (compact, defragment, disarm).
+//
 // Invariants:
 //  - The client port listens on loopback only: the local curator is etcd's
 //    only client. Peers talk on the node's address.
@@ -28,8 +34,21 @@ export {
   ETCD_MIN_FREE_BYTES,
   ETCD_PEER_PORT,
   ETCD_CLIENT_PORT,
+  memberQuota,
   type EtcdMemberOptions,
   type EtcdPeer,
 } from "./etcd_process.ts";
+export {
+  AUTO_COMPACTION_RETENTION,
+  defragment,
+  describeMember,
+  memberStatus,
+  needsDefrag,
+  quotaFor,
+  recoverFromNoSpace,
+  upkeepRunnable,
+  type MemberStatus,
+  type UpkeepOptions,
+} from "./upkeep.ts";
 export { connectEtcd, loadEtcd3, ETCD_CALL_TIMEOUT_MS } from "./etcd_client.ts";
 export { createEtcdCA, issueMemberCertificate, issueEtcdClientCertificate, ETCD_CA_COMMON_NAME, ETCD_SERVER_NAME, type EtcdTls } from "./certificates.ts";
