@@ -13,13 +13,26 @@ import type { Health } from "./heartbeats.ts";
 export const SUPERVISION_LINE = "supervision";
 
 /**
+ * The state of a service line that reports a condition the node cannot
+ * mend by restarting anything (etcd out of its quota): it makes the node
+ * DEGRADED, as the supervision line's "degraded" does.
+ */
+export const FAILING_STATE = "failing";
+
+/**
  * A node's health as the owner sees it: the leader's heartbeat verdict,
  * made DEGRADED, with the node's own words, when heartbeats arrive but the
- * node says part of it keeps failing.
+ * node says part of it keeps failing (its supervision line, or any line
+ * in FAILING_STATE).
  */
 function healthOf(record: NodeRecord, health: Health): { health: Node_Health; reason: string } {
-  const supervision = record.status?.services.find((s) => s.name === SUPERVISION_LINE);
-  if (health.health === Node_Health.HEALTHY && supervision?.state === "degraded") return { health: Node_Health.DEGRADED, reason: supervision.message };
+  const services = record.status?.services ?? [];
+  const supervision = services.find((s) => s.name === SUPERVISION_LINE);
+  const reasons = [
+    ...(supervision?.state === "degraded" ? [supervision.message] : []),
+    ...services.filter((s) => s.name !== SUPERVISION_LINE && s.state === FAILING_STATE).map((s) => `${s.name}: ${s.message}`),
+  ];
+  if (health.health === Node_Health.HEALTHY && reasons.length) return { health: Node_Health.DEGRADED, reason: reasons.join("; ") };
   return { health: health.health, reason: "" };
 }
 

@@ -465,6 +465,24 @@ describe("health and removal", () => {
     await report("ok", "no runnable is failing");
     expect(Node_Health[(await healthOf(id))!.health]).toBe("HEALTHY");
     expect((await healthOf(id))!.healthReason).toBe("");
+    // A line in the failing state (etcd out of its quota) is DEGRADED too, named by its line.
+    await curator.updateNodeStatus({
+      nodeId: id,
+      status: {
+        externalAddress: "127.0.0.1",
+        timestampMs: BigInt(Date.now()),
+        version: "test",
+        services: [
+          { name: SUPERVISION_LINE, state: "ok", message: "no runnable is failing" },
+          { name: "etcd", state: "failing", message: "member 1, alarms: NOSPACE on 1" },
+          { name: "kubelet", state: "running", message: "" },
+        ],
+      },
+    });
+    expect(Node_Health[(await healthOf(id))!.health]).toBe("DEGRADED");
+    expect((await healthOf(id))!.healthReason).toBe("etcd: member 1, alarms: NOSPACE on 1");
+    await report("ok", "no runnable is failing");
+    expect(Node_Health[(await healthOf(id))!.health]).toBe("HEALTHY");
     stop.abort();
     await stream;
     curator.close();

@@ -17,7 +17,7 @@ import type { Etcd3 } from "etcd3";
 import type { X509Certificate } from "node:crypto";
 import { NodeStatusSchema, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
 import { clearPendingBootstrap, type ClusterMembership, type PendingBootstrap } from "../cluster/mod.ts";
-import { clientUrl, connectEtcd, issueMemberCertificate, peerUrl, runEtcdMember } from "../consensus/mod.ts";
+import { clientUrl, connectEtcd, issueMemberCertificate, memberQuota, peerUrl, runEtcdMember, upkeepRunnable } from "../consensus/mod.ts";
 import { consensusRole, curatorRunnable, etcdMembers, writeBootstrapState, type Leadership } from "../curator/mod.ts";
 import { CURATOR_PORT, type CuratorEndpoint } from "../curator/client/mod.ts";
 import { Value } from "../event/mod.ts";
@@ -154,6 +154,8 @@ export function controlPlaneWorker(options: ControlPlaneOptions): Runnable {
 
     if (!member) {
       options.board.report("consensus", "not-assigned", "this node is not a consensus member");
+      // No member, no database to report on (a NOSPACE of an earlier member must not linger).
+      options.board.withdraw("etcd");
       ctx.logger.info("not a consensus member; waiting for the consensus role");
       ctx.signalHealthy();
       await options.roles.waitFor((r) => Boolean(r?.consensusMember), { signal: ctx.signal });
@@ -254,6 +256,11 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
       });
       if (curatorScope.signal.aborted && !c.signal.aborted) c.signalDone();
     });
+    // The member's database: sizes, alarms, defragmentation, a way back from NOSPACE.
+    ctx.run(
+      "etcd-upkeep",
+      upkeepRunnable({ client: async () => etcd, quotaBytes: memberQuota(options.layout.data.etcd.data), report: (state, message) => options.board.report("etcd", state, message) }),
+    );
     ctx.run("memberstatus", async (m) => {
       m.signalHealthy();
       let lastSeen = member.lastSeenMembers;
