@@ -34,7 +34,7 @@ afterAll(async () => {
 
 const members = etcdMembersVia;
 
-async function nodeList(): Promise<{ id: string; state: string; roles: string[]; address: string; health: string; lastSeenMs?: number }[]> {
+async function nodeList(): Promise<{ id: string; state: string; roles: string[]; address: string; health: string; lastSeenMs?: number; services: { name: string; state: string; message: string }[] }[]> {
   const result = await ctl("node", "list", "--json");
   if (result.code !== 0) throw new Error(`ctl node list failed: ${result.stderr}`);
   return JSON.parse(result.stdout);
@@ -106,6 +106,52 @@ describe("a three-node cluster of processes", () => {
     // Every node now runs a curator; the owner's list of curators follows.
     await eventually(async () => expect((await ctl("cluster", "info")).stdout).toContain(node3.address), { timeoutMs: 30_000, intervalMs: 1000 });
   }, 150_000);
+
+  test("ctl etcd status shows each member as it answers for itself, one leader; ctl etcd defrag goes one member at a time; each node's etcd line names its member and quota", async () => {
+    type Row = { node: string; memberId: string; role: string; dbSizeBytes: number; quotaBytes: number; revision: number; alarms: string[]; error?: string };
+    // node 3 has only just become a voter: its member serves the node once its first read answers.
+    const rows = await eventually(
+      async () => {
+        const status = await ctl("etcd", "status", "--json");
+        expect(status.stderr).toBe("");
+        const rows = JSON.parse(status.stdout) as Row[];
+        expect(rows.map((r) => r.node).sort()).toEqual([...ids.values()].sort());
+        expect(rows.filter((r) => r.error)).toEqual([]);
+        return rows;
+      },
+      { timeoutMs: 30_000, intervalMs: 1000, what: "every member answering ctl etcd status" },
+    );
+    expect(rows.map((r) => r.role).sort()).toEqual(["follower", "follower", "leader"]);
+    expect(new Set(rows.map((r) => r.memberId)).size).toBe(3);
+    for (const r of rows) {
+      expect(r.memberId).toMatch(/^[0-9a-f]+$/);
+      expect(r.dbSizeBytes).toBeGreaterThan(0);
+      expect(r.quotaBytes).toBeGreaterThanOrEqual(64 * 1024 * 1024);
+      expect(r.alarms).toEqual([]);
+    }
+    const table = (await ctl("etcd", "status")).stdout;
+    expect(table.split("\n")[0]).toMatch(/^NODE\s+MEMBER\s+ROLE\s+DB SIZE\s+IN USE\s+QUOTA\s+REVISION\s+TERM$/);
+    expect(table).toContain("alarms: none");
+    const defrag = await ctl("etcd", "defrag", "--json");
+    expect(defrag.code).toBe(0);
+    const done = JSON.parse(defrag.stdout) as { node: string; afterBytes: number }[];
+    // The raft leader goes last.
+    expect(done.map((d) => d.node).at(-1)).toBe(rows.find((r) => r.role === "leader")!.node);
+    expect(done.length).toBe(3);
+    expect(done.every((d) => d.afterBytes > 0)).toBe(true);
+    const one = await ctl("etcd", "defrag", ids.get(node2)!);
+    expect(one.stdout.trim()).toBe("defragmented 1 member");
+    await eventually(
+      async () => {
+        for (const node of await nodeList()) {
+          const line = node.services.find((s) => s.name === "etcd");
+          expect(line?.state).toBe("running");
+          expect(line?.message).toMatch(/^member [0-9a-f]+( \(leader\))?, .* on disk, .* in use, revision \d+, quota /);
+        }
+      },
+      { timeoutMs: 30_000, intervalMs: 1000, what: "every node's etcd line" },
+    );
+  }, 120_000);
 
   test("SIGKILL of the curator leader's node while the owner writes: writes, role fetch and status push work again, and the node rejoins", async () => {
     const owner = loadOwnerCredentials(configPaths(join(dir.path, "ctl")), ownerKeyFile);

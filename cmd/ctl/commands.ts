@@ -35,6 +35,9 @@ import {
   saveCredentials,
   takeOwnership,
   withFailover,
+  etcdStatus,
+  etcdStatusTable,
+  defragmentEtcd,
   DEFAULT_CALL_TIMEOUT_MS,
   type ArgSpec,
   type CallSettings,
@@ -372,6 +375,24 @@ export const program: Program<Ctl> = {
             writeFileSync(join(dir!, "client.key"), privateKeyPem(key.privateKey), { mode: 0o600 });
             const example = `etcdctl --cacert ${join(dir!, "ca.pem")} --cert ${join(dir!, "client.pem")} --key ${join(dir!, "client.key")} --endpoints https://<node address>:2379 member list`;
             ctl.print({ dir, example }, `etcd client credentials written to ${dir}\n${example}`);
+          },
+        },
+        {
+          name: "status",
+          description: "Each consensus node's etcd member: role, database size and use, quota, revision, term; the cluster's alarms",
+          run: async (ctl) => {
+            const rows = await etcdStatus(ctl.credentials(), ctl.settings);
+            ctl.print(rows, etcdStatusTable(rows));
+          },
+        },
+        {
+          name: "defrag",
+          args: [{ name: "node id", optional: true, variadic: true, complete: "node" }],
+          description: "Defragment etcd members one at a time, the raft leader last (all consensus nodes unless named); each blocks its member while it runs",
+          run: async (ctl, typed) => {
+            const ids = await Promise.all(typed.map((t) => ctl.node(t)));
+            const rows = await defragmentEtcd(ctl.credentials(), ctl.settings, ids, ctl.progress);
+            ctl.print(rows, `defragmented ${rows.length} member${rows.length === 1 ? "" : "s"}`);
           },
         },
       ],

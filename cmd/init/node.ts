@@ -19,6 +19,7 @@ import { nodeManagementRunnable, type PowerRequest } from "../../internal/nodemg
 import { shareHolderRunnable } from "../../internal/coldstart/mod.ts";
 import { failingRunnables, failingSummary, sleep, untilCancelled, type Runnable, type RunnableDump } from "../../internal/supervisor/mod.ts";
 import { SUPERVISION_LINE } from "../../internal/curator/mod.ts";
+import { memberQuota } from "../../internal/consensus/mod.ts";
 import { VERSION } from "../../internal/version/mod.ts";
 
 export interface NodeConfig {
@@ -97,7 +98,19 @@ export function nodeRoot(config: NodeConfig): Runnable {
         roleValues,
       ),
     );
-    ctx.run("nodemgmt", nodeManagementRunnable({ membership, logs: config.logs, services: config.services, power: config.power }));
+    ctx.run(
+      "nodemgmt",
+      nodeManagementRunnable({
+        membership,
+        logs: config.logs,
+        services: config.services,
+        power: config.power,
+        etcd: () => {
+          const local = roleValues.localConsensus.peek();
+          return local ? { client: local.etcd, quotaBytes: memberQuota(config.layout.data.etcd.data) } : undefined;
+        },
+      }),
+    );
     ctx.run("shareholder", shareHolderRunnable({ layout: config.layout, address, sealed: roleValues.sealed, directory: roleValues.directory }));
     ctx.run("status", async (status) => {
       status.signalHealthy();

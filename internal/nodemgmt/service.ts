@@ -1,4 +1,5 @@
-// NodeManagement: the owner's view into one node. Logs, services, power.
+// NodeManagement: the owner's view into one node. Logs, services, power,
+// and its etcd member (status, defragmentation).
 
 import type { NodeManagement } from "../../proto/gen/api/node_management_pb.ts";
 import { LogLevel, LogEntrySchema } from "../../proto/gen/api/node_management_pb.ts";
@@ -6,7 +7,9 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { Level } from "../log/mod.ts";
 import type { LogFilter, LogTree, TreeEntry } from "../logtree/mod.ts";
 import { WIRE_LEVELS, levelOfWire } from "./levels.ts";
-import { InvalidArgumentError, quote, ResourceExhaustedError, type ServiceImpl, type ServicePolicy } from "../rpc/mod.ts";
+import { AbortedError, FailedPreconditionError, InvalidArgumentError, quote, ResourceExhaustedError, type ServiceImpl, type ServicePolicy } from "../rpc/mod.ts";
+import type { Etcd3 } from "etcd3";
+import { defragment, memberStatus } from "../consensus/mod.ts";
 import type { RunnableDump } from "../supervisor/mod.ts";
 
 /** Only the owner manages nodes; nodes never call each other here. */
@@ -15,6 +18,8 @@ export const NODE_MANAGEMENT_POLICY: ServicePolicy<typeof NodeManagement> = {
   getServices: "owner",
   reboot: "owner",
   powerOff: "owner",
+  getEtcdStatus: "owner",
+  defragmentEtcd: "owner",
 };
 
 export type PowerRequest = "reboot" | "poweroff";
@@ -36,6 +41,8 @@ export interface NodeManagementDeps {
   services: () => RunnableDump[];
   /** Powers the node off or reboots it, through the same path as the ACPI button. */
   power: (action: PowerRequest, why: string) => void;
+  /** This node's etcd member while it serves (a client of it, and its quota); undefined when it runs none. */
+  etcd?: () => { client: Etcd3; quotaBytes: number } | undefined;
 }
 
 
@@ -57,6 +64,12 @@ function* batches(entries: TreeEntry[]): Iterable<{ entries: WireEntry[] }> {
 
 export function nodeManagementService(deps: NodeManagementDeps): ServiceImpl<typeof NodeManagement> {
   let followers = 0;
+  let defragmenting = false;
+  const localEtcd = () => {
+    const etcd = deps.etcd?.();
+    if (!etcd) throw new FailedPreconditionError("this node runs no etcd member (it holds no consensus role, or its member is not serving yet)");
+    return etcd;
+  };
   return {
     async *getLogs(request, ctx) {
       if (request.path.length > MAX_PATH_CHARS) throw new InvalidArgumentError(`path: ${request.path.length} characters, more than ${MAX_PATH_CHARS}`);
@@ -112,6 +125,38 @@ export function nodeManagementService(deps: NodeManagementDeps): ServiceImpl<typ
     async powerOff() {
       setTimeout(() => deps.power("poweroff", "owner asked through NodeManagement.PowerOff"), POWER_DELAY_MS);
       return {};
+    },
+
+    async getEtcdStatus() {
+      const etcd = localEtcd();
+      const status = await memberStatus(etcd.client);
+      return {
+        memberId: status.memberId,
+        leaderId: status.leaderId,
+        isLearner: status.isLearner,
+        version: status.version,
+        dbSizeBytes: BigInt(status.dbSizeBytes),
+        dbSizeInUseBytes: BigInt(status.dbSizeInUseBytes),
+        revision: BigInt(status.revision),
+        raftTerm: BigInt(status.raftTerm),
+        raftIndex: BigInt(status.raftIndex),
+        alarms: status.alarms,
+        errors: status.errors,
+        quotaBytes: BigInt(etcd.quotaBytes),
+      };
+    },
+
+    async defragmentEtcd() {
+      const etcd = localEtcd();
+      if (defragmenting) throw new AbortedError("this node's etcd member is being defragmented already; try again when that call has answered");
+      defragmenting = true;
+      const started = performance.now();
+      try {
+        const done = await defragment(etcd.client);
+        return { beforeBytes: BigInt(done.beforeBytes), afterBytes: BigInt(done.afterBytes), tookMs: BigInt(Math.round(performance.now() - started)) };
+      } finally {
+        defragmenting = false;
+      }
     },
   };
 }

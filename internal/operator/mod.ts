@@ -53,4 +53,5 @@ export { helpText } from "./cli_help.ts";
 export { completionScript, SHELLS, type Shell } from "./cli_completion.ts";
 export { explain, curatorFailureLine, type ExitStatus } from "./explain.ts";
 export { namespaceHint, isRoutableFromHere } from "./network_hint.ts";
-export { withNode, readLogs, formatLogEntry, logEntryJson, serviceTable, LOG_LEVELS, type NodeManagementClient, type ServiceRow } from "./node_management.ts";
+export { defragmentEtcd, etcdStatus, etcdStatusTable, DEFRAG_TIMEOUT_MS, type DefragRow, type EtcdMemberRow } from "./etcd.ts";
+export { withNode, withListedNode, readLogs, formatLogEntry, logEntryJson, serviceTable, LOG_LEVELS, type NodeManagementClient, type ServiceRow } from "./node_management.ts";

@@ -7,7 +7,7 @@ import { formatText } from "../log/mod.ts";
 import { WIRE_LEVELS, dialNodeManagement, levelOfWire } from "../nodemgmt/mod.ts";
 import { RpcError, Status, type ServiceClient } from "../rpc/mod.ts";
 import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
-import { formatDuration } from "./format.ts";
+import { formatDuration, type NodeSummary } from "./format.ts";
 import { listNodes, type CallSettings } from "./nodes.ts";
 
 export type NodeManagementClient = ServiceClient<typeof NodeManagement>;
@@ -28,9 +28,14 @@ export async function withNode<T>(
   const nodes = await listNodes(credentials, settings);
   const node = nodes.find((n) => n.id === id);
   if (!node) throw new OperatorError(`the cluster has no node ${id} (nodes: ${nodes.map((n) => n.id).join(", ") || "none"})`);
-  if (node.state !== "UP") throw new OperatorError(`node ${id} is ${node.state}: only nodes that are UP serve node management`);
-  if (!node.address) throw new OperatorError(`node ${id} has not reported its address yet`);
-  const client = dialNodeManagement(id, node.address, { ca: credentials.ca, certificate: credentials.certificate, privateKey: credentials.key.privateKey });
+  return withListedNode(credentials, node, call);
+}
+
+/** withNode for a node already looked up in the node list. */
+export async function withListedNode<T>(credentials: OwnerCredentials, node: NodeSummary, call: (client: NodeManagementClient) => Promise<T>): Promise<T> {
+  if (node.state !== "UP") throw new OperatorError(`node ${node.id} is ${node.state}: only nodes that are UP serve node management`);
+  if (!node.address) throw new OperatorError(`node ${node.id} has not reported its address yet`);
+  const client = dialNodeManagement(node.id, node.address, { ca: credentials.ca, certificate: credentials.certificate, privateKey: credentials.key.privateKey });
   try {
     return await call(client);
   } finally {

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file api/node_management.proto.
  */
 export const file_api_node_management: GenFile = /*@__PURE__*/
-  fileDesc("ChlhcGkvbm9kZV9tYW5hZ2VtZW50LnByb3RvEgxub2RlY29yZS5hcGkiewoOR2V0TG9nc1JlcXVlc3QSDAoEcGF0aBgBIAEoCRIPCgdzdWJ0cmVlGAIgASgIEg8KB2JhY2tsb2cYAyABKAUSDgoGZm9sbG93GAQgASgIEikKCW1pbl9sZXZlbBgFIAEoDjIWLm5vZGVjb3JlLmFwaS5Mb2dMZXZlbCKJAQoITG9nRW50cnkSDAoEcGF0aBgBIAEoCRIPCgd0aW1lX21zGAIgASgDEiUKBWxldmVsGAMgASgOMhYubm9kZWNvcmUuYXBpLkxvZ0xldmVsEg8KB21lc3NhZ2UYBCABKAkSJgoGZmllbGRzGAUgAygLMhYubm9kZWNvcmUuYXBpLkxvZ0ZpZWxkIiYKCExvZ0ZpZWxkEgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCSI6Cg9HZXRMb2dzUmVzcG9uc2USJwoHZW50cmllcxgBIAMoCzIWLm5vZGVjb3JlLmFwaS5Mb2dFbnRyeSIUChJHZXRTZXJ2aWNlc1JlcXVlc3QiXgoHU2VydmljZRIMCgRwYXRoGAEgASgJEg0KBXN0YXRlGAIgASgJEhAKCHJlc3RhcnRzGAMgASgNEhIKCmxhc3RfZXJyb3IYBCABKAkSEAoIc2luY2VfbXMYBSABKAMiPgoTR2V0U2VydmljZXNSZXNwb25zZRInCghzZXJ2aWNlcxgBIAMoCzIVLm5vZGVjb3JlLmFwaS5TZXJ2aWNlIg8KDVJlYm9vdFJlcXVlc3QiEAoOUmVib290UmVzcG9uc2UiEQoPUG93ZXJPZmZSZXF1ZXN0IhIKEFBvd2VyT2ZmUmVzcG9uc2UqdwoITG9nTGV2ZWwSGQoVTE9HX0xFVkVMX1VOU1BFQ0lGSUVEEAASEwoPTE9HX0xFVkVMX0RFQlVHEAESEgoOTE9HX0xFVkVMX0lORk8QAhISCg5MT0dfTEVWRUxfV0FSThADEhMKD0xPR19MRVZFTF9FUlJPUhAEMr4CCg5Ob2RlTWFuYWdlbWVudBJICgdHZXRMb2dzEhwubm9kZWNvcmUuYXBpLkdldExvZ3NSZXF1ZXN0Gh0ubm9kZWNvcmUuYXBpLkdldExvZ3NSZXNwb25zZTABElIKC0dldFNlcnZpY2VzEiAubm9kZWNvcmUuYXBpLkdldFNlcnZpY2VzUmVxdWVzdBohLm5vZGVjb3JlLmFwaS5HZXRTZXJ2aWNlc1Jlc3BvbnNlEkMKBlJlYm9vdBIbLm5vZGVjb3JlLmFwaS5SZWJvb3RSZXF1ZXN0Ghwubm9kZWNvcmUuYXBpLlJlYm9vdFJlc3BvbnNlEkkKCFBvd2VyT2ZmEh0ubm9kZWNvcmUuYXBpLlBvd2VyT2ZmUmVxdWVzdBoeLm5vZGVjb3JlLmFwaS5Qb3dlck9mZlJlc3BvbnNlYgZwcm90bzM");
+  fileDesc("ChlhcGkvbm9kZV9tYW5hZ2VtZW50LnByb3RvEgxub2RlY29yZS5hcGkiewoOR2V0TG9nc1JlcXVlc3QSDAoEcGF0aBgBIAEoCRIPCgdzdWJ0cmVlGAIgASgIEg8KB2JhY2tsb2cYAyABKAUSDgoGZm9sbG93GAQgASgIEikKCW1pbl9sZXZlbBgFIAEoDjIWLm5vZGVjb3JlLmFwaS5Mb2dMZXZlbCKJAQoITG9nRW50cnkSDAoEcGF0aBgBIAEoCRIPCgd0aW1lX21zGAIgASgDEiUKBWxldmVsGAMgASgOMhYubm9kZWNvcmUuYXBpLkxvZ0xldmVsEg8KB21lc3NhZ2UYBCABKAkSJgoGZmllbGRzGAUgAygLMhYubm9kZWNvcmUuYXBpLkxvZ0ZpZWxkIiYKCExvZ0ZpZWxkEgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCSI6Cg9HZXRMb2dzUmVzcG9uc2USJwoHZW50cmllcxgBIAMoCzIWLm5vZGVjb3JlLmFwaS5Mb2dFbnRyeSIUChJHZXRTZXJ2aWNlc1JlcXVlc3QiXgoHU2VydmljZRIMCgRwYXRoGAEgASgJEg0KBXN0YXRlGAIgASgJEhAKCHJlc3RhcnRzGAMgASgNEhIKCmxhc3RfZXJyb3IYBCABKAkSEAoIc2luY2VfbXMYBSABKAMiPgoTR2V0U2VydmljZXNSZXNwb25zZRInCghzZXJ2aWNlcxgBIAMoCzIVLm5vZGVjb3JlLmFwaS5TZXJ2aWNlIg8KDVJlYm9vdFJlcXVlc3QiEAoOUmVib290UmVzcG9uc2UiEQoPUG93ZXJPZmZSZXF1ZXN0IhIKEFBvd2VyT2ZmUmVzcG9uc2UiFgoUR2V0RXRjZFN0YXR1c1JlcXVlc3QihQIKFUdldEV0Y2RTdGF0dXNSZXNwb25zZRIRCgltZW1iZXJfaWQYASABKAkSEQoJbGVhZGVyX2lkGAIgASgJEhIKCmlzX2xlYXJuZXIYAyABKAgSDwoHdmVyc2lvbhgEIAEoCRIVCg1kYl9zaXplX2J5dGVzGAUgASgEEhwKFGRiX3NpemVfaW5fdXNlX2J5dGVzGAYgASgEEhAKCHJldmlzaW9uGAcgASgDEhEKCXJhZnRfdGVybRgIIAEoBBISCgpyYWZ0X2luZGV4GAkgASgEEg4KBmFsYXJtcxgKIAMoCRIOCgZlcnJvcnMYCyADKAkSEwoLcXVvdGFfYnl0ZXMYDCABKAQiFwoVRGVmcmFnbWVudEV0Y2RSZXF1ZXN0IlQKFkRlZnJhZ21lbnRFdGNkUmVzcG9uc2USFAoMYmVmb3JlX2J5dGVzGAEgASgEEhMKC2FmdGVyX2J5dGVzGAIgASgEEg8KB3Rvb2tfbXMYAyABKAQqdwoITG9nTGV2ZWwSGQoVTE9HX0xFVkVMX1VOU1BFQ0lGSUVEEAASEwoPTE9HX0xFVkVMX0RFQlVHEAESEgoOTE9HX0xFVkVMX0lORk8QAhISCg5MT0dfTEVWRUxfV0FSThADEhMKD0xPR19MRVZFTF9FUlJPUhAEMvUDCg5Ob2RlTWFuYWdlbWVudBJICgdHZXRMb2dzEhwubm9kZWNvcmUuYXBpLkdldExvZ3NSZXF1ZXN0Gh0ubm9kZWNvcmUuYXBpLkdldExvZ3NSZXNwb25zZTABElIKC0dldFNlcnZpY2VzEiAubm9kZWNvcmUuYXBpLkdldFNlcnZpY2VzUmVxdWVzdBohLm5vZGVjb3JlLmFwaS5HZXRTZXJ2aWNlc1Jlc3BvbnNlEkMKBlJlYm9vdBIbLm5vZGVjb3JlLmFwaS5SZWJvb3RSZXF1ZXN0Ghwubm9kZWNvcmUuYXBpLlJlYm9vdFJlc3BvbnNlEkkKCFBvd2VyT2ZmEh0ubm9kZWNvcmUuYXBpLlBvd2VyT2ZmUmVxdWVzdBoeLm5vZGVjb3JlLmFwaS5Qb3dlck9mZlJlc3BvbnNlElgKDUdldEV0Y2RTdGF0dXMSIi5ub2RlY29yZS5hcGkuR2V0RXRjZFN0YXR1c1JlcXVlc3QaIy5ub2RlY29yZS5hcGkuR2V0RXRjZFN0YXR1c1Jlc3BvbnNlElsKDkRlZnJhZ21lbnRFdGNkEiMubm9kZWNvcmUuYXBpLkRlZnJhZ21lbnRFdGNkUmVxdWVzdBokLm5vZGVjb3JlLmFwaS5EZWZyYWdtZW50RXRjZFJlc3BvbnNlYgZwcm90bzM");
 
 /**
  * @generated from message nodecore.api.GetLogsRequest
@@ -274,6 +274,143 @@ export const PowerOffResponseSchema: GenMessage<PowerOffResponse> = /*@__PURE__*
   messageDesc(file_api_node_management, 10);
 
 /**
+ * @generated from message nodecore.api.GetEtcdStatusRequest
+ */
+export type GetEtcdStatusRequest = Message<"nodecore.api.GetEtcdStatusRequest"> & {
+};
+
+/**
+ * Describes the message nodecore.api.GetEtcdStatusRequest.
+ * Use `create(GetEtcdStatusRequestSchema)` to create a new message.
+ */
+export const GetEtcdStatusRequestSchema: GenMessage<GetEtcdStatusRequest> = /*@__PURE__*/
+  messageDesc(file_api_node_management, 11);
+
+/**
+ * @generated from message nodecore.api.GetEtcdStatusResponse
+ */
+export type GetEtcdStatusResponse = Message<"nodecore.api.GetEtcdStatusResponse"> & {
+  /**
+   * Member IDs in hex, as etcdctl prints them.
+   *
+   * @generated from field: string member_id = 1;
+   */
+  memberId: string;
+
+  /**
+   * The member it takes for the raft leader; empty if it knows none.
+   *
+   * @generated from field: string leader_id = 2;
+   */
+  leaderId: string;
+
+  /**
+   * @generated from field: bool is_learner = 3;
+   */
+  isLearner: boolean;
+
+  /**
+   * @generated from field: string version = 4;
+   */
+  version: string;
+
+  /**
+   * The database file's size, and the part of it in use.
+   *
+   * @generated from field: uint64 db_size_bytes = 5;
+   */
+  dbSizeBytes: bigint;
+
+  /**
+   * @generated from field: uint64 db_size_in_use_bytes = 6;
+   */
+  dbSizeInUseBytes: bigint;
+
+  /**
+   * @generated from field: int64 revision = 7;
+   */
+  revision: bigint;
+
+  /**
+   * @generated from field: uint64 raft_term = 8;
+   */
+  raftTerm: bigint;
+
+  /**
+   * @generated from field: uint64 raft_index = 9;
+   */
+  raftIndex: bigint;
+
+  /**
+   * The cluster's active alarms, as "NOSPACE on <member id>".
+   *
+   * @generated from field: repeated string alarms = 10;
+   */
+  alarms: string[];
+
+  /**
+   * What the member reports about its own health.
+   *
+   * @generated from field: repeated string errors = 11;
+   */
+  errors: string[];
+
+  /**
+   * The member's backend quota.
+   *
+   * @generated from field: uint64 quota_bytes = 12;
+   */
+  quotaBytes: bigint;
+};
+
+/**
+ * Describes the message nodecore.api.GetEtcdStatusResponse.
+ * Use `create(GetEtcdStatusResponseSchema)` to create a new message.
+ */
+export const GetEtcdStatusResponseSchema: GenMessage<GetEtcdStatusResponse> = /*@__PURE__*/
+  messageDesc(file_api_node_management, 12);
+
+/**
+ * @generated from message nodecore.api.DefragmentEtcdRequest
+ */
+export type DefragmentEtcdRequest = Message<"nodecore.api.DefragmentEtcdRequest"> & {
+};
+
+/**
+ * Describes the message nodecore.api.DefragmentEtcdRequest.
+ * Use `create(DefragmentEtcdRequestSchema)` to create a new message.
+ */
+export const DefragmentEtcdRequestSchema: GenMessage<DefragmentEtcdRequest> = /*@__PURE__*/
+  messageDesc(file_api_node_management, 13);
+
+/**
+ * @generated from message nodecore.api.DefragmentEtcdResponse
+ */
+export type DefragmentEtcdResponse = Message<"nodecore.api.DefragmentEtcdResponse"> & {
+  /**
+   * @generated from field: uint64 before_bytes = 1;
+   */
+  beforeBytes: bigint;
+
+  /**
+   * @generated from field: uint64 after_bytes = 2;
+   */
+  afterBytes: bigint;
+
+  /**
+   * @generated from field: uint64 took_ms = 3;
+   */
+  tookMs: bigint;
+};
+
+/**
+ * Describes the message nodecore.api.DefragmentEtcdResponse.
+ * Use `create(DefragmentEtcdResponseSchema)` to create a new message.
+ */
+export const DefragmentEtcdResponseSchema: GenMessage<DefragmentEtcdResponse> = /*@__PURE__*/
+  messageDesc(file_api_node_management, 14);
+
+/**
  * @generated from enum nodecore.api.LogLevel
  */
 export enum LogLevel {
@@ -353,6 +490,28 @@ export const NodeManagement: GenService<{
     methodKind: "unary";
     input: typeof PowerOffRequestSchema;
     output: typeof PowerOffResponseSchema;
+  },
+  /**
+   * This node's etcd member as it answers for itself, and the cluster's
+   * alarms. FAILED_PRECONDITION if the node runs no etcd member.
+   *
+   * @generated from rpc nodecore.api.NodeManagement.GetEtcdStatus
+   */
+  getEtcdStatus: {
+    methodKind: "unary";
+    input: typeof GetEtcdStatusRequestSchema;
+    output: typeof GetEtcdStatusResponseSchema;
+  },
+  /**
+   * Defragments this node's etcd member (it blocks reads and writes on it
+   * while it runs). FAILED_PRECONDITION if the node runs no etcd member.
+   *
+   * @generated from rpc nodecore.api.NodeManagement.DefragmentEtcd
+   */
+  defragmentEtcd: {
+    methodKind: "unary";
+    input: typeof DefragmentEtcdRequestSchema;
+    output: typeof DefragmentEtcdResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_api_node_management, 0);
