@@ -39,10 +39,16 @@ export type HealthAnswer = "ok" | "any-200";
  * certificate (`as`) and the CA the server's certificate chains to, or
  * plain HTTP without them.
  */
-export async function answersOk(url: string, as?: { ca: Credential["certificate"]; client: Credential }, signal?: AbortSignal, want: HealthAnswer = "ok"): Promise<boolean> {
+export async function answersOk(
+  url: string,
+  as?: { ca: Credential["certificate"]; client: Credential },
+  signal?: AbortSignal,
+  want: HealthAnswer = "ok",
+  timeoutMs: number = HEALTH_TIMEOUT_MS,
+): Promise<boolean> {
   try {
     const response = await fetch(url, {
-      signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(HEALTH_TIMEOUT_MS)]) : AbortSignal.timeout(HEALTH_TIMEOUT_MS),
+      signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]) : AbortSignal.timeout(timeoutMs),
       ...(as ? { tls: { ca: toPem(as.ca), cert: toPem(as.client.certificate), key: privateKeyPem(as.client.privateKey) } } : {}),
     } as RequestInit);
     const body = (await response.text()).trim();

@@ -30,7 +30,7 @@ afterAll(() => {
 });
 
 /** A kubelet service under a supervisor with quick backoff, its files below `name` in this test's folder. */
-function supervisedKubelet(name: string, binDir: string, issue: KubeletServiceOptions["issue"], report: KubeletServiceOptions["report"] = () => {}) {
+function supervisedKubelet(name: string, binDir: string, issue: KubeletServiceOptions["issue"], report: KubeletServiceOptions["report"] = () => {}, extra: Partial<KubeletServiceOptions> = {}) {
   const ready = new Value<boolean>();
   ready.set(true);
   const { logger, entries } = captureLogger("root");
@@ -50,6 +50,7 @@ function supervisedKubelet(name: string, binDir: string, issue: KubeletServiceOp
           cgroupRoot: "/test/pods",
           issue,
           report,
+          ...extra,
         }),
       );
       await untilCancelled(ctx.signal);
@@ -59,15 +60,23 @@ function supervisedKubelet(name: string, binDir: string, issue: KubeletServiceOp
   return { supervisor, entries };
 }
 
-test("the kubelet's certificates are asked again at half their life, and the kubelet starts over with them", async () => {
-  const apiserverCredential = issueApiserverCertificate(pki, [address]);
-  const apiserver = Bun.serve({
+/** A TLS apiserver endpoint whose /readyz answers "ok" while `answers()` holds, 500 otherwise. */
+function apiserverEndpoint(answers: () => boolean = () => true): string {
+  const credential = issueApiserverCertificate(pki, [address]);
+  const server = Bun.serve({
     hostname: address,
     port: 0,
-    tls: { cert: toPem(apiserverCredential.certificate), key: privateKeyPem(apiserverCredential.privateKey) },
-    fetch: (request) => new Response(new URL(request.url).pathname === "/readyz" ? "ok" : "not found"),
+    tls: { cert: toPem(credential.certificate), key: privateKeyPem(credential.privateKey) },
+    fetch: (request) => (new URL(request.url).pathname === "/readyz" && answers() ? new Response("ok") : new Response("not ready", { status: 500 })),
   });
-  servers.push(apiserver);
+  servers.push(server);
+  return `https://${address}:${server.port}`;
+}
+
+let standIns: string | undefined;
+/** The kubelet's and kube-proxy's health endpoints, and stand-in binaries that only stay up: made once. */
+function standInKubelet(): string {
+  if (standIns) return standIns;
   servers.push(Bun.serve({ hostname: address, port: KUBELET_HEALTHZ_PORT, fetch: () => new Response("ok") }));
   servers.push(Bun.serve({ hostname: address, port: PROXY_HEALTHZ_PORT, fetch: () => Response.json({ lastUpdated: new Date().toISOString() }) }));
   const binDir = join(dir.path, "bin");
@@ -76,6 +85,13 @@ test("the kubelet's certificates are asked again at half their life, and the kub
     writeFileSync(join(binDir, name), `#!/bin/sh\n# a test stand-in for ${name}: it only stays up\nexec sleep 600\n`);
     chmodSync(join(binDir, name), 0o755);
   }
+  standIns = binDir;
+  return binDir;
+}
+
+test("the kubelet's certificates are asked again at half their life, and the kubelet starts over with them", async () => {
+  const apiserverUrl = apiserverEndpoint();
+  const binDir = standInKubelet();
 
   // Certificates start BACKDATE_MS in the past: these have 4 s left when issued.
   const validForMs = BACKDATE_MS + 4_000;
@@ -85,7 +101,7 @@ test("the kubelet's certificates are asked again at half their life, and the kub
     const { server, client, proxy, dns } = issueKubeletCertificates(pki, "node-00000000000000aa", publicKeyFromRaw(publicKey), [address], validForMs);
     issued.push(client);
     issuedAt.push(Date.now());
-    return { ca: pki.ca.certificate, server, client, proxy, dns, apiservers: [`https://${address}:${apiserver.port}`] };
+    return { ca: pki.ca.certificate, server, client, proxy, dns, apiservers: [apiserverUrl] };
   };
   const { supervisor, entries } = supervisedKubelet("renewal", binDir, issue);
   try {
@@ -134,3 +150,44 @@ test("with no apiserver answering, the kubelet line says so, naming what was tri
     await supervisor.stop();
   }
 }, 60_000);
+
+test("an apiserver that stops answering is kept while no other answers (nothing restarts), and left for one that does", async () => {
+  let firstAnswers = true;
+  let secondAnswers = false;
+  const first = apiserverEndpoint(() => firstAnswers);
+  const second = apiserverEndpoint(() => secondAnswers);
+  const binDir = standInKubelet();
+  const { supervisor, entries } = supervisedKubelet(
+    "follow",
+    binDir,
+    async (publicKey) => {
+      const { server, client, proxy, dns } = issueKubeletCertificates(pki, "node-00000000000000aa", publicKeyFromRaw(publicKey), [address]);
+      return { ca: pki.ca.certificate, server, client, proxy, dns, apiservers: [first, second] };
+    },
+    () => {},
+    { apiserverCheck: { intervalMs: 100, misses: 2 } },
+  );
+  const starts = () => entries.filter((e) => e.message === "process started" && String(e.fields.command).endsWith("/kubelet")).length;
+  try {
+    await eventually(() => expect(starts()).toBe(1), { timeoutMs: 20_000, what: "the kubelet started against the first apiserver" });
+    firstAnswers = false;
+    await eventually(() => expect(entries.some((e) => e.message === "the apiserver does not answer /readyz, and no other does: staying with it")).toBe(true), { timeoutMs: 10_000 });
+    await Bun.sleep(500);
+    expect(starts()).toBe(1);
+    expect(entries.some((e) => e.message === "restart requested")).toBe(false);
+    // It answers again: nothing changes, and the log says it.
+    firstAnswers = true;
+    await eventually(() => expect(entries.some((e) => e.message === "the apiserver answers /readyz again")).toBe(true), { timeoutMs: 10_000 });
+    // Silent again, and now the second answers: the service moves there.
+    firstAnswers = false;
+    secondAnswers = true;
+    await eventually(
+      () => expect(entries.find((e) => e.message === "restart requested")?.fields.reason).toBe(`apiserver ${first} stopped answering /readyz (2 checks in a row); ${second} answers: moving there`),
+      { timeoutMs: 10_000 },
+    );
+    await eventually(() => expect(starts()).toBe(2), { timeoutMs: 20_000, what: "the kubelet started again against the second" });
+  } finally {
+    await supervisor.stop();
+  }
+}, 60_000);
+

@@ -13,8 +13,11 @@
 //     ├── kube-proxy beside it (proxy.ts: Services, nftables), as system:kube-proxy
 //     ├── CoreDNS beside it (dns.ts: the cluster DNS), as nodecore:cluster-dns
 //     └── watches that apiserver: when it stops answering (APISERVER_MISSES
-//         checks in a row), the service starts over and chooses again, so a
-//         kubelet follows the controllers instead of staying with a dead one
+//         checks in a row) and another one answers, the service starts over
+//         with that one, so a kubelet follows the controllers instead of
+//         staying with a dead one; with no other answering it stays, since
+//         starting over against the same one would only take Services and
+//         DNS from the pods for a while (a busy apiserver is not a dead one)
 //
 // Status lines "kubelet", "kube-proxy" and "cluster-dns": waiting (for
 // what), starting, running, restarting.
@@ -39,6 +42,8 @@ export const KUBELET_RENEW_FRACTION = 0.5;
 /** How often the kubelet's apiserver is checked, and how many misses in a row mean choosing again. */
 export const APISERVER_CHECK_MS = 5_000;
 export const APISERVER_MISSES = 3;
+/** How long one of those checks waits: a loaded apiserver (the controller is a worker too, under emulation) is slow, not gone. */
+export const APISERVER_CHECK_TIMEOUT_MS = 5_000;
 
 export interface KubeletCertificates {
   ca: X509Certificate;
@@ -190,13 +195,31 @@ export function kubeletService(options: KubeletServiceOptions): Runnable {
     // Half of the life left when they arrived (their start is backdated for
     // clocks that differ a little).
     const renewAt = receivedAt + (Date.parse(issued.client.validTo) - receivedAt) * KUBELET_RENEW_FRACTION;
-    for (let misses = 0; misses < check.misses; ) {
+    // The kubelet, kube-proxy and the DNS server move to another apiserver
+    // only when one answers: restarting them against the same one (the only
+    // one, or the others silent too) would only take Services and DNS away
+    // from this node's pods while they start again, and a busy apiserver
+    // would get busier.
+    const others = issued.apiservers.filter((url) => url !== apiserver);
+    let silentSince: number | undefined;
+    for (let misses = 0; ; ) {
       await sleep(Math.max(0, Math.min(check.intervalMs, renewAt - Date.now())), ctx.signal);
       if (Date.now() >= renewAt) {
         throw new RestartRequest(`the kubelet's certificates are past half their life (valid until ${issued.client.validTo}); asking the curator for new ones`);
       }
-      misses = (await answersOk(`${apiserver}/readyz`, identity, ctx.signal)) ? 0 : misses + 1;
+      if (await answersOk(`${apiserver}/readyz`, identity, ctx.signal, "ok", APISERVER_CHECK_TIMEOUT_MS)) {
+        if (silentSince !== undefined) ctx.logger.info("the apiserver answers /readyz again", { apiserver, silentForMs: Date.now() - silentSince });
+        misses = 0;
+        silentSince = undefined;
+        continue;
+      }
+      silentSince ??= Date.now();
+      if (++misses < check.misses) continue;
+      const other = await chooseApiserver(others, identity, ctx.signal);
+      if (other) throw new RestartRequest(`apiserver ${apiserver} stopped answering /readyz (${check.misses} checks in a row); ${other} answers: moving there`);
+      if (misses === check.misses) {
+        ctx.logger.warn("the apiserver does not answer /readyz, and no other does: staying with it", { apiserver, misses, others: others.join(" ") || "none" });
+      }
     }
-    throw new RestartRequest(`apiserver ${apiserver} stopped answering /readyz (${check.misses} checks in a row); choosing again`);
   };
 }
