@@ -160,6 +160,33 @@ describe("ctl", () => {
     await ctl("node", "label", cluster.node.id, "empty-", "example.com/rack-");
   });
 
+  test("cluster backup writes the owner-encrypted snapshot once; check-backup reads it with the owner key and refuses another key, a cut-off copy and a damaged one with why", async () => {
+    const file = join(config.path, "cluster.backup");
+    const taken = await ctl("cluster", "backup", file);
+    expect(taken.stderr).toBe("");
+    expect(taken.code).toBe(0);
+    expect(taken.stdout).toMatch(new RegExp(`^backup written to ${file} \\(\\d+ bytes\\)\\ncluster CA \\(SHA-256\\): ${cluster.clusterCA.certificate.fingerprint256}\\netcd revision: [1-9]\\d*\\n`));
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    // Nothing of the cluster's keys in clear: the CA's certificate is in etcd, and not in the file.
+    expect(readFileSync(file).includes(Buffer.from(cluster.clusterCA.certificate.raw))).toBe(false);
+    expectOneLineError(await ctl("cluster", "backup", file), 1, `${file} exists: a backup never overwrites a file`);
+    const checked = await ctl("cluster", "check-backup", file);
+    expect(checked.stdout).toMatch(/: readable with this owner key, etcd's checksum matches \(\d+ bytes of database\), of this cluster\n/);
+    expect(checked.stdout).toContain("nodes: ");
+    const stranger = join(config.path, "stranger.key");
+    writeFileSync(stranger, privateKeyPem(generateKeyPair().privateKey), { mode: 0o600 });
+    expectOneLineError(await ctl("cluster", "check-backup", file, "--owner-key", stranger), 1, `${file}: it is encrypted to another owner key (`);
+    const bytes = readFileSync(file);
+    const cut = join(config.path, "cut.backup");
+    writeFileSync(cut, bytes.subarray(0, bytes.length - 100));
+    expectOneLineError(await ctl("cluster", "check-backup", cut), 1, `${cut}: it ends inside frame`);
+    const damaged = join(config.path, "damaged.backup");
+    const flipped = Buffer.from(bytes);
+    flipped[flipped.length - 40]! ^= 1;
+    writeFileSync(damaged, flipped);
+    expectOneLineError(await ctl("cluster", "check-backup", damaged), 1, `${damaged}: frame `);
+  });
+
   test("approve approves a NEW node, and says so when the node is approved already", async () => {
     const key = generateKeyPair();
     const id = nodeIdFromPublicKey(rawPublicKey(key.publicKey));
@@ -334,6 +361,8 @@ describe("every bad command line and config fails with one line that names its c
     [["params", "bootstrap"], "missing <file>"],
     [["params", "nonsense", "file"], "unknown action 'nonsense' for params"],
     [["etcd", "credentials"], "missing <dir>"],
+    [["cluster", "backup"], "missing <file>: usage: ctl cluster backup <file>"],
+    [["cluster", "check-backup"], "missing <file>"],
     [["etcd"], "missing action for etcd (actions: credentials, status, defrag)"],
     [["etcd", "status", "x"], "unexpected argument 'x': usage: ctl etcd status"],
     [["etcd", "defrg"], "unknown action 'defrg' for etcd (did you mean 'etcd defrag'?)"],

@@ -37,6 +37,9 @@ import {
   withFailover,
   etcdStatus,
   etcdStatusTable,
+  takeBackup,
+  checkBackup,
+  describeBackup,
   defragmentEtcd,
   DEFAULT_CALL_TIMEOUT_MS,
   type ArgSpec,
@@ -160,6 +163,34 @@ export const program: Program<Ctl> = {
             ctl.print(
               { curators, leaders, caFingerprint: fingerprint, unlockShareThreshold: info.unlockShareThreshold, coldStart },
               `curators: ${curators.join(", ") || "(none)"}\ncurator leader: ${leaders.curator}\netcd raft leader: ${leaders.etcd}\nCA fingerprint (SHA-256): ${fingerprint}\ncold start: ${coldStart}`,
+            );
+          },
+        },
+        {
+          name: "backup",
+          args: [FILE],
+          description: "Write a backup of the cluster (etcd's snapshot, encrypted to the owner key by the curator leader) to <file>; never overwrites one",
+          run: async (ctl, [file]) => {
+            const { header, bytes } = await takeBackup(ctl.credentials(), ctl.settings, file!, ctl.progress);
+            ctl.print({ file, bytes, header }, `backup written to ${file} (${bytes} bytes)\n${describeBackup(header)}`);
+          },
+        },
+        {
+          name: "check-backup",
+          args: [FILE],
+          description: "Read a backup with the owner key: decrypt it, check etcd's own checksum of the snapshot and (with credentials) that it is of this cluster",
+          run: async (ctl, [file]) => {
+            const owner = readOwnerKey(ctl.ownerKey ?? ctl.paths().ownerKey);
+            let ca: string | undefined;
+            try {
+              ca = ctl.credentials().ca.fingerprint256;
+            } catch {
+              // No credentials here: the check stands on the key alone.
+            }
+            const { header, databaseBytes } = checkBackup(file!, owner, ca);
+            ctl.print(
+              { file, header, databaseBytes, sameCluster: ca ? true : undefined },
+              `${file}: readable with this owner key, etcd's checksum matches (${databaseBytes} bytes of database)${ca ? ", of this cluster" : ""}\n${describeBackup(header)}`,
             );
           },
         },

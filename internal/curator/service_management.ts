@@ -1,5 +1,6 @@
 // Management: the owner's API. Reads are served by any curator, except the
-// node list (only the leader knows node health); writes only by the leader.
+// node list (only the leader knows node health) and backups; writes only by
+// the leader.
 
 import type { Etcd3 } from "etcd3";
 import type { Management } from "../../proto/gen/api/management_pb.ts";
@@ -25,6 +26,8 @@ import { checkRevocable, etcdMembers, grantConsensus, revokeConsensus } from "./
 import { apiserverUrls } from "./kubernetes_credentials.ts";
 import { directoryOf } from "./client/mod.ts";
 import { toApiNode } from "./convert.ts";
+import { backupChunks } from "./backup.ts";
+import { VERSION } from "../version/mod.ts";
 import { checkNodeId, checkPublicKey } from "./validate.ts";
 import { applyLabelChanges, checkLabelChanges } from "./labels.ts";
 import type { CuratorStore } from "./store.ts";
@@ -48,6 +51,7 @@ export const MANAGEMENT_POLICY: ServicePolicy<typeof Management> = {
   undeleteNode: "owner",
   updateNodeLabels: "owner",
   getKubernetesCredentials: "owner",
+  backup: "owner",
 };
 
 export interface ManagementDeps {
@@ -187,6 +191,20 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
         caCertificate: new Uint8Array(pki.ca.certificate.raw),
         apiservers: await apiserverUrls(store),
       };
+    },
+
+    async *backup(_request, ctx) {
+      deps.requireLeader();
+      const snapshot = await state.read(ctx.signal);
+      const cluster = snapshot.cluster();
+      if (!cluster) throw new FailedPreconditionError("the cluster is not bootstrapped");
+      const about = { caFingerprint: snapshot.ca("cluster").certificate.fingerprint256, nodeCount: snapshot.nodes().length, nodecoreVersion: VERSION };
+      let bytes = 0;
+      for await (const chunk of backupChunks(etcd, cluster.ownerPublicKey, about, ctx.signal)) {
+        bytes += chunk.data.length;
+        yield chunk;
+      }
+      logger.info("backup sent to the owner", { bytes, nodes: about.nodeCount });
     },
 
     async updateNodeRoles(request) {

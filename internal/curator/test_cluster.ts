@@ -280,10 +280,13 @@ export async function startImpostorCurator(
       undeleteNode: async () => record("Management/UndeleteNode", {}),
       updateNodeLabels: async () => record("Management/UpdateNodeLabels", {}),
       getKubernetesCredentials: async () => record("Management/GetKubernetesCredentials", {}),
+      backup: async function* () {
+        yield record("Management/Backup", {});
+      },
     },
     {
       ...serveOptions,
-      policy: { getRegisterTicket: "key", getClusterInfo: "key", getNodes: "key", approveNode: "key", updateNodeRoles: "key", getEtcdCredentials: "key", deleteNode: "key", undeleteNode: "key", updateNodeLabels: "key", getKubernetesCredentials: "key" },
+      policy: { getRegisterTicket: "key", getClusterInfo: "key", getNodes: "key", approveNode: "key", updateNodeRoles: "key", getEtcdCredentials: "key", deleteNode: "key", undeleteNode: "key", updateNodeLabels: "key", getKubernetesCredentials: "key", backup: "key" },
     },
   );
   addService(

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file api/management.proto.
  */
 export const file_api_management: GenFile = /*@__PURE__*/
-  fileDesc("ChRhcGkvbWFuYWdlbWVudC5wcm90bxIMbm9kZWNvcmUuYXBpIg8KDUVzY3Jvd1JlcXVlc3QiQwoORXNjcm93UmVzcG9uc2USGQoRb3duZXJfY2VydGlmaWNhdGUYASABKAwSFgoOY2FfY2VydGlmaWNhdGUYAiABKAwiNQofR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzUmVxdWVzdBISCgpwdWJsaWNfa2V5GAEgASgMImoKIEdldEt1YmVybmV0ZXNDcmVkZW50aWFsc1Jlc3BvbnNlEhoKEmNsaWVudF9jZXJ0aWZpY2F0ZRgBIAEoDBIWCg5jYV9jZXJ0aWZpY2F0ZRgCIAEoDBISCgphcGlzZXJ2ZXJzGAMgAygJInUKF1VwZGF0ZU5vZGVMYWJlbHNSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSKgoGdXBzZXJ0GAMgAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbBIOCgZkZWxldGUYBCADKAkiRgoYVXBkYXRlTm9kZUxhYmVsc1Jlc3BvbnNlEioKBmxhYmVscxgBIAMoCzIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlTGFiZWwiMwoRRGVsZXRlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDCIUChJEZWxldGVOb2RlUmVzcG9uc2UiIQoTVW5kZWxldGVOb2RlUmVxdWVzdBIKCgJpZBgBIAEoCSIWChRVbmRlbGV0ZU5vZGVSZXNwb25zZSIvChlHZXRFdGNkQ3JlZGVudGlhbHNSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAwiUAoaR2V0RXRjZENyZWRlbnRpYWxzUmVzcG9uc2USFgoOY2FfY2VydGlmaWNhdGUYASABKAwSGgoSY2xpZW50X2NlcnRpZmljYXRlGAIgASgMIhoKGEdldFJlZ2lzdGVyVGlja2V0UmVxdWVzdCIrChlHZXRSZWdpc3RlclRpY2tldFJlc3BvbnNlEg4KBnRpY2tldBgBIAEoDCIXChVHZXRDbHVzdGVySW5mb1JlcXVlc3QiuwEKFkdldENsdXN0ZXJJbmZvUmVzcG9uc2USPAoRY2x1c3Rlcl9kaXJlY3RvcnkYASABKAsyIS5ub2RlY29yZS5jb21tb24uQ2x1c3RlckRpcmVjdG9yeRIWCg5jYV9jZXJ0aWZpY2F0ZRgCIAEoDBIeChZ1bmxvY2tfc2hhcmVfdGhyZXNob2xkGAMgASgNEhYKDmN1cmF0b3JfbGVhZGVyGAQgASgJEhMKC2V0Y2RfbGVhZGVyGAUgASgJIhEKD0dldE5vZGVzUmVxdWVzdCK+AwoETm9kZRIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMEikKBXN0YXRlGAMgASgOMhoubm9kZWNvcmUuY29tbW9uLk5vZGVTdGF0ZRIrCgZzdGF0dXMYBCABKAsyGy5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cxIpCgVyb2xlcxgFIAEoCzIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlUm9sZXMSKQoGaGVhbHRoGAYgASgOMhkubm9kZWNvcmUuYXBpLk5vZGUuSGVhbHRoEiQKF3RpbWVfc2luY2VfaGVhcnRiZWF0X21zGAcgASgDSACIAQESKgoGbGFiZWxzGAggAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbBIVCg1oZWFsdGhfcmVhc29uGAkgASgJImMKBkhlYWx0aBISCg5IRUFMVEhfVU5LTk9XThAAEhIKDkhFQUxUSF9IRUFMVEhZEAESHAoYSEVBTFRIX0hFQVJUQkVBVF9USU1FT1VUEAISEwoPSEVBTFRIX0RFR1JBREVEEANCGgoYX3RpbWVfc2luY2VfaGVhcnRiZWF0X21zIjQKEkFwcHJvdmVOb2RlUmVxdWVzdBIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMIhUKE0FwcHJvdmVOb2RlUmVzcG9uc2Ui4AEKFlVwZGF0ZU5vZGVSb2xlc1JlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDBIdChBjb25zZW5zdXNfbWVtYmVyGAMgASgISACIAQESIgoVa3ViZXJuZXRlc19jb250cm9sbGVyGAQgASgISAGIAQESHgoRa3ViZXJuZXRlc193b3JrZXIYBSABKAhIAogBAUITChFfY29uc2Vuc3VzX21lbWJlckIYChZfa3ViZXJuZXRlc19jb250cm9sbGVyQhQKEl9rdWJlcm5ldGVzX3dvcmtlciIZChdVcGRhdGVOb2RlUm9sZXNSZXNwb25zZTJKCgNBQUESQwoGRXNjcm93Ehsubm9kZWNvcmUuYXBpLkVzY3Jvd1JlcXVlc3QaHC5ub2RlY29yZS5hcGkuRXNjcm93UmVzcG9uc2UyswcKCk1hbmFnZW1lbnQSZAoRR2V0UmVnaXN0ZXJUaWNrZXQSJi5ub2RlY29yZS5hcGkuR2V0UmVnaXN0ZXJUaWNrZXRSZXF1ZXN0Gicubm9kZWNvcmUuYXBpLkdldFJlZ2lzdGVyVGlja2V0UmVzcG9uc2USWwoOR2V0Q2x1c3RlckluZm8SIy5ub2RlY29yZS5hcGkuR2V0Q2x1c3RlckluZm9SZXF1ZXN0GiQubm9kZWNvcmUuYXBpLkdldENsdXN0ZXJJbmZvUmVzcG9uc2USPwoIR2V0Tm9kZXMSHS5ub2RlY29yZS5hcGkuR2V0Tm9kZXNSZXF1ZXN0GhIubm9kZWNvcmUuYXBpLk5vZGUwARJSCgtBcHByb3ZlTm9kZRIgLm5vZGVjb3JlLmFwaS5BcHByb3ZlTm9kZVJlcXVlc3QaIS5ub2RlY29yZS5hcGkuQXBwcm92ZU5vZGVSZXNwb25zZRJeCg9VcGRhdGVOb2RlUm9sZXMSJC5ub2RlY29yZS5hcGkuVXBkYXRlTm9kZVJvbGVzUmVxdWVzdBolLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlUm9sZXNSZXNwb25zZRJnChJHZXRFdGNkQ3JlZGVudGlhbHMSJy5ub2RlY29yZS5hcGkuR2V0RXRjZENyZWRlbnRpYWxzUmVxdWVzdBooLm5vZGVjb3JlLmFwaS5HZXRFdGNkQ3JlZGVudGlhbHNSZXNwb25zZRJPCgpEZWxldGVOb2RlEh8ubm9kZWNvcmUuYXBpLkRlbGV0ZU5vZGVSZXF1ZXN0GiAubm9kZWNvcmUuYXBpLkRlbGV0ZU5vZGVSZXNwb25zZRJVCgxVbmRlbGV0ZU5vZGUSIS5ub2RlY29yZS5hcGkuVW5kZWxldGVOb2RlUmVxdWVzdBoiLm5vZGVjb3JlLmFwaS5VbmRlbGV0ZU5vZGVSZXNwb25zZRJhChBVcGRhdGVOb2RlTGFiZWxzEiUubm9kZWNvcmUuYXBpLlVwZGF0ZU5vZGVMYWJlbHNSZXF1ZXN0GiYubm9kZWNvcmUuYXBpLlVwZGF0ZU5vZGVMYWJlbHNSZXNwb25zZRJ5ChhHZXRLdWJlcm5ldGVzQ3JlZGVudGlhbHMSLS5ub2RlY29yZS5hcGkuR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzUmVxdWVzdBouLm5vZGVjb3JlLmFwaS5HZXRLdWJlcm5ldGVzQ3JlZGVudGlhbHNSZXNwb25zZWIGcHJvdG8z", [file_common_common]);
+  fileDesc("ChRhcGkvbWFuYWdlbWVudC5wcm90bxIMbm9kZWNvcmUuYXBpIg8KDUVzY3Jvd1JlcXVlc3QiQwoORXNjcm93UmVzcG9uc2USGQoRb3duZXJfY2VydGlmaWNhdGUYASABKAwSFgoOY2FfY2VydGlmaWNhdGUYAiABKAwiDwoNQmFja3VwUmVxdWVzdCJWCgtCYWNrdXBDaHVuaxIMCgRkYXRhGAEgASgMEhsKE3NuYXBzaG90X2J5dGVzX2RvbmUYAiABKAQSHAoUc25hcHNob3RfYnl0ZXNfdG90YWwYAyABKAQiNQofR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzUmVxdWVzdBISCgpwdWJsaWNfa2V5GAEgASgMImoKIEdldEt1YmVybmV0ZXNDcmVkZW50aWFsc1Jlc3BvbnNlEhoKEmNsaWVudF9jZXJ0aWZpY2F0ZRgBIAEoDBIWCg5jYV9jZXJ0aWZpY2F0ZRgCIAEoDBISCgphcGlzZXJ2ZXJzGAMgAygJInUKF1VwZGF0ZU5vZGVMYWJlbHNSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSKgoGdXBzZXJ0GAMgAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbBIOCgZkZWxldGUYBCADKAkiRgoYVXBkYXRlTm9kZUxhYmVsc1Jlc3BvbnNlEioKBmxhYmVscxgBIAMoCzIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlTGFiZWwiMwoRRGVsZXRlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDCIUChJEZWxldGVOb2RlUmVzcG9uc2UiIQoTVW5kZWxldGVOb2RlUmVxdWVzdBIKCgJpZBgBIAEoCSIWChRVbmRlbGV0ZU5vZGVSZXNwb25zZSIvChlHZXRFdGNkQ3JlZGVudGlhbHNSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAwiUAoaR2V0RXRjZENyZWRlbnRpYWxzUmVzcG9uc2USFgoOY2FfY2VydGlmaWNhdGUYASABKAwSGgoSY2xpZW50X2NlcnRpZmljYXRlGAIgASgMIhoKGEdldFJlZ2lzdGVyVGlja2V0UmVxdWVzdCIrChlHZXRSZWdpc3RlclRpY2tldFJlc3BvbnNlEg4KBnRpY2tldBgBIAEoDCIXChVHZXRDbHVzdGVySW5mb1JlcXVlc3QiuwEKFkdldENsdXN0ZXJJbmZvUmVzcG9uc2USPAoRY2x1c3Rlcl9kaXJlY3RvcnkYASABKAsyIS5ub2RlY29yZS5jb21tb24uQ2x1c3RlckRpcmVjdG9yeRIWCg5jYV9jZXJ0aWZpY2F0ZRgCIAEoDBIeChZ1bmxvY2tfc2hhcmVfdGhyZXNob2xkGAMgASgNEhYKDmN1cmF0b3JfbGVhZGVyGAQgASgJEhMKC2V0Y2RfbGVhZGVyGAUgASgJIhEKD0dldE5vZGVzUmVxdWVzdCK+AwoETm9kZRIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMEikKBXN0YXRlGAMgASgOMhoubm9kZWNvcmUuY29tbW9uLk5vZGVTdGF0ZRIrCgZzdGF0dXMYBCABKAsyGy5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cxIpCgVyb2xlcxgFIAEoCzIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlUm9sZXMSKQoGaGVhbHRoGAYgASgOMhkubm9kZWNvcmUuYXBpLk5vZGUuSGVhbHRoEiQKF3RpbWVfc2luY2VfaGVhcnRiZWF0X21zGAcgASgDSACIAQESKgoGbGFiZWxzGAggAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbBIVCg1oZWFsdGhfcmVhc29uGAkgASgJImMKBkhlYWx0aBISCg5IRUFMVEhfVU5LTk9XThAAEhIKDkhFQUxUSF9IRUFMVEhZEAESHAoYSEVBTFRIX0hFQVJUQkVBVF9USU1FT1VUEAISEwoPSEVBTFRIX0RFR1JBREVEEANCGgoYX3RpbWVfc2luY2VfaGVhcnRiZWF0X21zIjQKEkFwcHJvdmVOb2RlUmVxdWVzdBIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMIhUKE0FwcHJvdmVOb2RlUmVzcG9uc2Ui4AEKFlVwZGF0ZU5vZGVSb2xlc1JlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDBIdChBjb25zZW5zdXNfbWVtYmVyGAMgASgISACIAQESIgoVa3ViZXJuZXRlc19jb250cm9sbGVyGAQgASgISAGIAQESHgoRa3ViZXJuZXRlc193b3JrZXIYBSABKAhIAogBAUITChFfY29uc2Vuc3VzX21lbWJlckIYChZfa3ViZXJuZXRlc19jb250cm9sbGVyQhQKEl9rdWJlcm5ldGVzX3dvcmtlciIZChdVcGRhdGVOb2RlUm9sZXNSZXNwb25zZTJKCgNBQUESQwoGRXNjcm93Ehsubm9kZWNvcmUuYXBpLkVzY3Jvd1JlcXVlc3QaHC5ub2RlY29yZS5hcGkuRXNjcm93UmVzcG9uc2Uy9wcKCk1hbmFnZW1lbnQSZAoRR2V0UmVnaXN0ZXJUaWNrZXQSJi5ub2RlY29yZS5hcGkuR2V0UmVnaXN0ZXJUaWNrZXRSZXF1ZXN0Gicubm9kZWNvcmUuYXBpLkdldFJlZ2lzdGVyVGlja2V0UmVzcG9uc2USWwoOR2V0Q2x1c3RlckluZm8SIy5ub2RlY29yZS5hcGkuR2V0Q2x1c3RlckluZm9SZXF1ZXN0GiQubm9kZWNvcmUuYXBpLkdldENsdXN0ZXJJbmZvUmVzcG9uc2USPwoIR2V0Tm9kZXMSHS5ub2RlY29yZS5hcGkuR2V0Tm9kZXNSZXF1ZXN0GhIubm9kZWNvcmUuYXBpLk5vZGUwARJSCgtBcHByb3ZlTm9kZRIgLm5vZGVjb3JlLmFwaS5BcHByb3ZlTm9kZVJlcXVlc3QaIS5ub2RlY29yZS5hcGkuQXBwcm92ZU5vZGVSZXNwb25zZRJeCg9VcGRhdGVOb2RlUm9sZXMSJC5ub2RlY29yZS5hcGkuVXBkYXRlTm9kZVJvbGVzUmVxdWVzdBolLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlUm9sZXNSZXNwb25zZRJnChJHZXRFdGNkQ3JlZGVudGlhbHMSJy5ub2RlY29yZS5hcGkuR2V0RXRjZENyZWRlbnRpYWxzUmVxdWVzdBooLm5vZGVjb3JlLmFwaS5HZXRFdGNkQ3JlZGVudGlhbHNSZXNwb25zZRJPCgpEZWxldGVOb2RlEh8ubm9kZWNvcmUuYXBpLkRlbGV0ZU5vZGVSZXF1ZXN0GiAubm9kZWNvcmUuYXBpLkRlbGV0ZU5vZGVSZXNwb25zZRJVCgxVbmRlbGV0ZU5vZGUSIS5ub2RlY29yZS5hcGkuVW5kZWxldGVOb2RlUmVxdWVzdBoiLm5vZGVjb3JlLmFwaS5VbmRlbGV0ZU5vZGVSZXNwb25zZRJhChBVcGRhdGVOb2RlTGFiZWxzEiUubm9kZWNvcmUuYXBpLlVwZGF0ZU5vZGVMYWJlbHNSZXF1ZXN0GiYubm9kZWNvcmUuYXBpLlVwZGF0ZU5vZGVMYWJlbHNSZXNwb25zZRJ5ChhHZXRLdWJlcm5ldGVzQ3JlZGVudGlhbHMSLS5ub2RlY29yZS5hcGkuR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzUmVxdWVzdBouLm5vZGVjb3JlLmFwaS5HZXRLdWJlcm5ldGVzQ3JlZGVudGlhbHNSZXNwb25zZRJCCgZCYWNrdXASGy5ub2RlY29yZS5hcGkuQmFja3VwUmVxdWVzdBoZLm5vZGVjb3JlLmFwaS5CYWNrdXBDaHVuazABYgZwcm90bzM", [file_common_common]);
 
 /**
  * @generated from message nodecore.api.EscrowRequest
@@ -56,6 +56,50 @@ export const EscrowResponseSchema: GenMessage<EscrowResponse> = /*@__PURE__*/
   messageDesc(file_api_management, 1);
 
 /**
+ * @generated from message nodecore.api.BackupRequest
+ */
+export type BackupRequest = Message<"nodecore.api.BackupRequest"> & {
+};
+
+/**
+ * Describes the message nodecore.api.BackupRequest.
+ * Use `create(BackupRequestSchema)` to create a new message.
+ */
+export const BackupRequestSchema: GenMessage<BackupRequest> = /*@__PURE__*/
+  messageDesc(file_api_management, 2);
+
+/**
+ * @generated from message nodecore.api.BackupChunk
+ */
+export type BackupChunk = Message<"nodecore.api.BackupChunk"> & {
+  /**
+   * The next bytes of the backup file.
+   *
+   * @generated from field: bytes data = 1;
+   */
+  data: Uint8Array;
+
+  /**
+   * Snapshot bytes taken so far, and in all (as etcd announces it), for progress.
+   *
+   * @generated from field: uint64 snapshot_bytes_done = 2;
+   */
+  snapshotBytesDone: bigint;
+
+  /**
+   * @generated from field: uint64 snapshot_bytes_total = 3;
+   */
+  snapshotBytesTotal: bigint;
+};
+
+/**
+ * Describes the message nodecore.api.BackupChunk.
+ * Use `create(BackupChunkSchema)` to create a new message.
+ */
+export const BackupChunkSchema: GenMessage<BackupChunk> = /*@__PURE__*/
+  messageDesc(file_api_management, 3);
+
+/**
  * @generated from message nodecore.api.GetKubernetesCredentialsRequest
  */
 export type GetKubernetesCredentialsRequest = Message<"nodecore.api.GetKubernetesCredentialsRequest"> & {
@@ -72,7 +116,7 @@ export type GetKubernetesCredentialsRequest = Message<"nodecore.api.GetKubernete
  * Use `create(GetKubernetesCredentialsRequestSchema)` to create a new message.
  */
 export const GetKubernetesCredentialsRequestSchema: GenMessage<GetKubernetesCredentialsRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 2);
+  messageDesc(file_api_management, 4);
 
 /**
  * @generated from message nodecore.api.GetKubernetesCredentialsResponse
@@ -106,7 +150,7 @@ export type GetKubernetesCredentialsResponse = Message<"nodecore.api.GetKubernet
  * Use `create(GetKubernetesCredentialsResponseSchema)` to create a new message.
  */
 export const GetKubernetesCredentialsResponseSchema: GenMessage<GetKubernetesCredentialsResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 3);
+  messageDesc(file_api_management, 5);
 
 /**
  * @generated from message nodecore.api.UpdateNodeLabelsRequest
@@ -142,7 +186,7 @@ export type UpdateNodeLabelsRequest = Message<"nodecore.api.UpdateNodeLabelsRequ
  * Use `create(UpdateNodeLabelsRequestSchema)` to create a new message.
  */
 export const UpdateNodeLabelsRequestSchema: GenMessage<UpdateNodeLabelsRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 4);
+  messageDesc(file_api_management, 6);
 
 /**
  * @generated from message nodecore.api.UpdateNodeLabelsResponse
@@ -161,7 +205,7 @@ export type UpdateNodeLabelsResponse = Message<"nodecore.api.UpdateNodeLabelsRes
  * Use `create(UpdateNodeLabelsResponseSchema)` to create a new message.
  */
 export const UpdateNodeLabelsResponseSchema: GenMessage<UpdateNodeLabelsResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 5);
+  messageDesc(file_api_management, 7);
 
 /**
  * @generated from message nodecore.api.DeleteNodeRequest
@@ -183,7 +227,7 @@ export type DeleteNodeRequest = Message<"nodecore.api.DeleteNodeRequest"> & {
  * Use `create(DeleteNodeRequestSchema)` to create a new message.
  */
 export const DeleteNodeRequestSchema: GenMessage<DeleteNodeRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 6);
+  messageDesc(file_api_management, 8);
 
 /**
  * @generated from message nodecore.api.DeleteNodeResponse
@@ -196,7 +240,7 @@ export type DeleteNodeResponse = Message<"nodecore.api.DeleteNodeResponse"> & {
  * Use `create(DeleteNodeResponseSchema)` to create a new message.
  */
 export const DeleteNodeResponseSchema: GenMessage<DeleteNodeResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 7);
+  messageDesc(file_api_management, 9);
 
 /**
  * @generated from message nodecore.api.UndeleteNodeRequest
@@ -213,7 +257,7 @@ export type UndeleteNodeRequest = Message<"nodecore.api.UndeleteNodeRequest"> & 
  * Use `create(UndeleteNodeRequestSchema)` to create a new message.
  */
 export const UndeleteNodeRequestSchema: GenMessage<UndeleteNodeRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 8);
+  messageDesc(file_api_management, 10);
 
 /**
  * @generated from message nodecore.api.UndeleteNodeResponse
@@ -226,7 +270,7 @@ export type UndeleteNodeResponse = Message<"nodecore.api.UndeleteNodeResponse"> 
  * Use `create(UndeleteNodeResponseSchema)` to create a new message.
  */
 export const UndeleteNodeResponseSchema: GenMessage<UndeleteNodeResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 9);
+  messageDesc(file_api_management, 11);
 
 /**
  * @generated from message nodecore.api.GetEtcdCredentialsRequest
@@ -245,7 +289,7 @@ export type GetEtcdCredentialsRequest = Message<"nodecore.api.GetEtcdCredentials
  * Use `create(GetEtcdCredentialsRequestSchema)` to create a new message.
  */
 export const GetEtcdCredentialsRequestSchema: GenMessage<GetEtcdCredentialsRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 10);
+  messageDesc(file_api_management, 12);
 
 /**
  * @generated from message nodecore.api.GetEtcdCredentialsResponse
@@ -269,7 +313,7 @@ export type GetEtcdCredentialsResponse = Message<"nodecore.api.GetEtcdCredential
  * Use `create(GetEtcdCredentialsResponseSchema)` to create a new message.
  */
 export const GetEtcdCredentialsResponseSchema: GenMessage<GetEtcdCredentialsResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 11);
+  messageDesc(file_api_management, 13);
 
 /**
  * @generated from message nodecore.api.GetRegisterTicketRequest
@@ -282,7 +326,7 @@ export type GetRegisterTicketRequest = Message<"nodecore.api.GetRegisterTicketRe
  * Use `create(GetRegisterTicketRequestSchema)` to create a new message.
  */
 export const GetRegisterTicketRequestSchema: GenMessage<GetRegisterTicketRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 12);
+  messageDesc(file_api_management, 14);
 
 /**
  * @generated from message nodecore.api.GetRegisterTicketResponse
@@ -299,7 +343,7 @@ export type GetRegisterTicketResponse = Message<"nodecore.api.GetRegisterTicketR
  * Use `create(GetRegisterTicketResponseSchema)` to create a new message.
  */
 export const GetRegisterTicketResponseSchema: GenMessage<GetRegisterTicketResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 13);
+  messageDesc(file_api_management, 15);
 
 /**
  * @generated from message nodecore.api.GetClusterInfoRequest
@@ -312,7 +356,7 @@ export type GetClusterInfoRequest = Message<"nodecore.api.GetClusterInfoRequest"
  * Use `create(GetClusterInfoRequestSchema)` to create a new message.
  */
 export const GetClusterInfoRequestSchema: GenMessage<GetClusterInfoRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 14);
+  messageDesc(file_api_management, 16);
 
 /**
  * @generated from message nodecore.api.GetClusterInfoResponse
@@ -358,7 +402,7 @@ export type GetClusterInfoResponse = Message<"nodecore.api.GetClusterInfoRespons
  * Use `create(GetClusterInfoResponseSchema)` to create a new message.
  */
 export const GetClusterInfoResponseSchema: GenMessage<GetClusterInfoResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 15);
+  messageDesc(file_api_management, 17);
 
 /**
  * @generated from message nodecore.api.GetNodesRequest
@@ -371,7 +415,7 @@ export type GetNodesRequest = Message<"nodecore.api.GetNodesRequest"> & {
  * Use `create(GetNodesRequestSchema)` to create a new message.
  */
 export const GetNodesRequestSchema: GenMessage<GetNodesRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 16);
+  messageDesc(file_api_management, 18);
 
 /**
  * @generated from message nodecore.api.Node
@@ -437,7 +481,7 @@ export type Node = Message<"nodecore.api.Node"> & {
  * Use `create(NodeSchema)` to create a new message.
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
-  messageDesc(file_api_management, 17);
+  messageDesc(file_api_management, 19);
 
 /**
  * Whether the node's heartbeats reach the curator leader. Only nodes that
@@ -481,7 +525,7 @@ export enum Node_Health {
  * Describes the enum nodecore.api.Node.Health.
  */
 export const Node_HealthSchema: GenEnum<Node_Health> = /*@__PURE__*/
-  enumDesc(file_api_management, 17, 0);
+  enumDesc(file_api_management, 19, 0);
 
 /**
  * @generated from message nodecore.api.ApproveNodeRequest
@@ -505,7 +549,7 @@ export type ApproveNodeRequest = Message<"nodecore.api.ApproveNodeRequest"> & {
  * Use `create(ApproveNodeRequestSchema)` to create a new message.
  */
 export const ApproveNodeRequestSchema: GenMessage<ApproveNodeRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 18);
+  messageDesc(file_api_management, 20);
 
 /**
  * @generated from message nodecore.api.ApproveNodeResponse
@@ -518,7 +562,7 @@ export type ApproveNodeResponse = Message<"nodecore.api.ApproveNodeResponse"> & 
  * Use `create(ApproveNodeResponseSchema)` to create a new message.
  */
 export const ApproveNodeResponseSchema: GenMessage<ApproveNodeResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 19);
+  messageDesc(file_api_management, 21);
 
 /**
  * @generated from message nodecore.api.UpdateNodeRolesRequest
@@ -557,7 +601,7 @@ export type UpdateNodeRolesRequest = Message<"nodecore.api.UpdateNodeRolesReques
  * Use `create(UpdateNodeRolesRequestSchema)` to create a new message.
  */
 export const UpdateNodeRolesRequestSchema: GenMessage<UpdateNodeRolesRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 20);
+  messageDesc(file_api_management, 22);
 
 /**
  * @generated from message nodecore.api.UpdateNodeRolesResponse
@@ -570,7 +614,7 @@ export type UpdateNodeRolesResponse = Message<"nodecore.api.UpdateNodeRolesRespo
  * Use `create(UpdateNodeRolesResponseSchema)` to create a new message.
  */
 export const UpdateNodeRolesResponseSchema: GenMessage<UpdateNodeRolesResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 21);
+  messageDesc(file_api_management, 23);
 
 /**
  * Authentication, authorization and accounting. The only service (with
@@ -713,6 +757,19 @@ export const Management: GenService<{
     methodKind: "unary";
     input: typeof GetKubernetesCredentialsRequestSchema;
     output: typeof GetKubernetesCredentialsResponseSchema;
+  },
+  /**
+   * A consistent snapshot of etcd, taken by the curator leader from its own
+   * member and encrypted to the owner's key before it leaves the node
+   * (internal/backup: the file's bytes, header first). Holds every key of
+   * the cluster, so only the owner can read it.
+   *
+   * @generated from rpc nodecore.api.Management.Backup
+   */
+  backup: {
+    methodKind: "server_streaming";
+    input: typeof BackupRequestSchema;
+    output: typeof BackupChunkSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_api_management, 1);

@@ -1,0 +1,91 @@
+// Backups from the owner's side: take one from the curator leader into a
+// file, and check one with the owner's key (internal/backup has the format).
+//
+// A backup is written to <file>.partial and renamed into place only once
+// every byte is on disk, so a cut-off transfer never leaves a file that
+// looks like a backup; an existing file is never overwritten.
+
+import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
+import { Management } from "../../proto/gen/api/management_pb.ts";
+import { BackupFormatError, decryptBackup, readBackupHeader, snapshotIntegrity, type BackupHeader } from "../backup/mod.ts";
+import { formatBytes } from "../localstorage/mod.ts";
+import { rawPrivateKey, type KeyPair } from "../pki/mod.ts";
+import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
+import { withFailover } from "./connection.ts";
+import type { CallSettings } from "./nodes.ts";
+
+/** The deadline of one backup call: the whole snapshot crosses in it. */
+export const BACKUP_TIMEOUT_MS = 30 * 60_000;
+/** How often progress is said while bytes arrive. */
+const PROGRESS_EVERY_MS = 500;
+
+/** Takes a backup into `file`; returns its header and size. */
+export async function takeBackup(credentials: OwnerCredentials, settings: CallSettings, file: string, progress: (line: string) => void): Promise<{ header: BackupHeader; bytes: number }> {
+  if (existsSync(file)) throw new OperatorError(`${file} exists: a backup never overwrites a file (name another, or move that one away)`);
+  const partial = `${file}.partial`;
+  try {
+    const bytes = await withFailover(
+      Management,
+      credentials,
+      async (m) => {
+        // A fresh file for every curator tried: nothing of a failed attempt stays.
+        const fd = openSync(partial, "w", 0o600);
+        try {
+          let written = 0;
+          let said = 0;
+          for await (const chunk of m.backup({}, { timeoutMs: Math.max(settings.timeoutMs, BACKUP_TIMEOUT_MS) })) {
+            writeSync(fd, chunk.data);
+            written += chunk.data.length;
+            if (performance.now() - said >= PROGRESS_EVERY_MS) {
+              said = performance.now();
+              progress(`backup: ${formatBytes(Number(chunk.snapshotBytesDone))} of ${formatBytes(Number(chunk.snapshotBytesTotal))} of etcd's snapshot taken, ${formatBytes(written)} written`);
+            }
+          }
+          fsyncSync(fd);
+          return written;
+        } finally {
+          closeSync(fd);
+        }
+      },
+      progress,
+    );
+    const { header } = readBackupHeader(readFileSync(partial));
+    renameSync(partial, file);
+    return { header, bytes };
+  } catch (err) {
+    rmSync(partial, { force: true });
+    throw err;
+  }
+}
+
+/**
+ * Reads `file` with the owner's key: decrypts every frame, checks etcd's
+ * own SHA-256 of the snapshot, and, given the cluster's CA fingerprint,
+ * that the backup is of this cluster. Throws OperatorError with the cause.
+ */
+export function checkBackup(file: string, owner: KeyPair, caFingerprint?: string): { header: BackupHeader; databaseBytes: number } {
+  if (!existsSync(file)) throw new OperatorError(`no backup at ${file}`);
+  try {
+    const { header, snapshot } = decryptBackup(readFileSync(file), rawPrivateKey(owner.privateKey));
+    const { databaseBytes } = snapshotIntegrity(snapshot);
+    if (caFingerprint && header.caFingerprint !== caFingerprint) {
+      throw new BackupFormatError(`it is of another cluster (CA ${header.caFingerprint}, this cluster's is ${caFingerprint})`);
+    }
+    return { header, databaseBytes };
+  } catch (err) {
+    if (err instanceof BackupFormatError) throw new OperatorError(`${file}: ${err.message}`);
+    throw err;
+  }
+}
+
+/** A backup's header as lines for people. */
+export function describeBackup(header: BackupHeader, extra: string[] = []): string {
+  return [
+    `cluster CA (SHA-256): ${header.caFingerprint}`,
+    `etcd revision: ${header.etcdRevision}`,
+    `taken: ${header.createdAt}`,
+    `nodes: ${header.nodeCount}`,
+    `nodecore version: ${header.nodecoreVersion}`,
+    ...extra,
+  ].join("\n");
+}
