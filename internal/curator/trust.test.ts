@@ -57,9 +57,10 @@ beforeAll(async () => {
   mallory = await enrol();
 }, 60_000);
 
+// Closing waits for etcd to stop, which can take its whole 5 s SIGTERM grace (bun's default hook timeout).
 afterAll(async () => {
   await cluster?.close();
-});
+}, 30_000);
 
 describe("a node posing as a curator", () => {
   test("reporting a running curator at an address of its choosing does not put it in the curator directory", async () => {
