@@ -27,7 +27,7 @@ import { SealedConfigurationSchema } from "../../proto/gen/api/configuration_pb.
 import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
 import { dataPartitionKey } from "../../internal/cluster/keys.ts";
 import { ESP_PARTITION_NUMBER } from "../../image/layout.ts";
-import { BRIDGE_NAME, CONSOLE, createCluster, ETCDCTL_BINARY as ETCDCTL, formCluster, httpBody, httpGetCommand, KUBECTL_BINARY as KUBECTL, runHostCommand, type Cluster, type FormedCluster } from "../launch/mod.ts";
+import { BRIDGE_NAME, CONSOLE, createCluster, ETCDCTL_BINARY as ETCDCTL, formCluster, GATEWAY_NAME, httpBody, httpGetCommand, KUBECTL_BINARY as KUBECTL, runHostCommand, type Cluster, type FormedCluster } from "../launch/mod.ts";
 import { partitionContains, partitionExtent } from "./disk_inspection.ts";
 import { eventually } from "../../internal/testing/mod.ts";
 import { TEST_IMAGE_REF } from "../../internal/containerd/mod.ts";
@@ -554,6 +554,14 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
     { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "names resolved in node2's pod" },
   );
   assert(resolved.marker.length === 1, "one address for the marker Service");
+  // A name outside the cluster goes to the node's own resolvers (the
+  // network's DNS server, from the DHCP lease): the bridge's host by name.
+  const outside = await eventually(() => lookup(GATEWAY_NAME).then((found) => (assertEqual(found.join(","), c.ns.subnet.bridgeAddress, GATEWAY_NAME), found)), {
+    timeoutMs: STEP_TIMEOUT_MS,
+    intervalMs: POLL_MS,
+    what: `${GATEWAY_NAME} resolved in node2's pod through the node's resolver`,
+  });
+  ctx.report(`a name outside the cluster (${GATEWAY_NAME}) resolved in a pod through the node's DHCP resolver: ${outside.join(",")}`);
   // Once it answers, it keeps answering: five more lookups, none retried.
   for (let i = 0; i < 5; i++) assertEqual((await lookup("kubernetes.default.svc.cluster.local")).join(","), "10.96.0.1", `kubernetes.default.svc.cluster.local again (${i + 1} of 5)`);
   // The Service by its name: the address the cluster DNS gave, then HTTP to

@@ -1,8 +1,11 @@
 // DHCP for the cluster network: Debian's dnsmasq binary (dnsmasq-base),
 // run inside the namespace on the bridge only, with one static lease per
-// node MAC so that node i always gets the same address. DNS is off
-// (--port=0), no router and no DNS server are announced: nothing lies beyond
-// the bridge.
+// node MAC so that node i always gets the same address. No router is
+// announced: nothing lies beyond the bridge. It is the network's DNS
+// server too, announced in the leases, for one zone of its own only
+// (LAN_ZONE: the bridge's host is gateway.<zone>) and forwarding nothing,
+// as a site's resolver would be for the nodes: the cluster DNS forwards
+// names outside the cluster there.
 
 import { appendFileSync } from "node:fs";
 import type { Subprocess } from "bun";
@@ -29,7 +32,11 @@ export interface DhcpServerOptions {
   leases: readonly StaticLease[];
 }
 
-/** dnsmasq's argv: DHCP on the bridge only, static leases only, no DNS. */
+/** The zone the network's DNS server answers for, and the name of the bridge's host in it. */
+export const LAN_ZONE = "lan.test";
+export const GATEWAY_NAME = `gateway.${LAN_ZONE}`;
+
+/** dnsmasq's argv: DHCP on the bridge only, static leases only; DNS for LAN_ZONE only. */
 export function dnsmasqArgs(subnet: Subnet, options: DhcpServerOptions): string[] {
   return [
     DNSMASQ_BINARY,
@@ -38,7 +45,10 @@ export function dnsmasqArgs(subnet: Subnet, options: DhcpServerOptions): string[
     "--bind-interfaces",
     `--interface=${BRIDGE_NAME}`,
     "--except-interface=lo",
-    "--port=0",
+    // DNS on the bridge's address, for LAN_ZONE alone; nothing is forwarded anywhere.
+    `--listen-address=${subnet.bridgeAddress}`,
+    `--local=/${LAN_ZONE}/`,
+    `--host-record=${GATEWAY_NAME},${subnet.bridgeAddress}`,
     "--no-hosts",
     "--no-resolv",
     "--log-facility=-",
@@ -47,9 +57,9 @@ export function dnsmasqArgs(subnet: Subnet, options: DhcpServerOptions): string[
     "--dhcp-authoritative",
     // "static": only the hosts below get addresses.
     `--dhcp-range=${subnet.prefix}.0,static,255.255.255.0,${LEASE_TIME}`,
-    // Empty values: announce no router and no DNS server.
+    // An empty value: announce no router. The DNS server announced is this one.
     "--dhcp-option=option:router",
-    "--dhcp-option=option:dns-server",
+    `--dhcp-option=option:dns-server,${subnet.bridgeAddress}`,
     ...options.leases.map((l) => `--dhcp-host=${l.mac},${l.address},${l.hostname},${LEASE_TIME}`),
   ];
 }

@@ -67,17 +67,20 @@ describe("addressing", () => {
     expect(() => subnetOf(256)).toThrow(RangeError);
   });
 
-  test("dnsmasq serves only static leases on the bridge, with DNS off and no router or DNS server announced", () => {
+  test("dnsmasq serves only static leases on the bridge, no router, and DNS for its own zone only, announced as the network's server", () => {
     const args = dnsmasqArgs(subnetOf(0), { leaseFile: "/x/leases", logFile: "/x/log", leases: [{ mac: "52:54:00:77:00:01", address: "10.77.0.11", hostname: "node1" }] });
     expect(args).toContain("--interface=br0");
     expect(args).toContain("--bind-interfaces");
-    expect(args).toContain("--port=0");
+    expect(args).toContain("--listen-address=10.77.0.1");
+    expect(args).toContain("--local=/lan.test/");
+    expect(args).toContain("--host-record=gateway.lan.test,10.77.0.1");
+    expect(args).toContain("--no-resolv");
     expect(args).toContain("--conf-file=/dev/null");
     expect(args).toContain("--dhcp-leasefile=/x/leases");
     expect(args.some((a) => /^--dhcp-range=10\.77\.0\.0,static,/.test(a))).toBe(true);
     expect(args).toContain("--dhcp-host=52:54:00:77:00:01,10.77.0.11,node1,12h");
     expect(args).toContain("--dhcp-option=option:router");
-    expect(args).toContain("--dhcp-option=option:dns-server");
+    expect(args).toContain("--dhcp-option=option:dns-server,10.77.0.1");
   });
 
   test("a cluster's network namespace has the same name at every launch", () => {

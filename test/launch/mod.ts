@@ -83,4 +83,5 @@ export {
 export { NetworkNamespace, enterNamespace, namespaceName, nodeAddress, subnetOf, BRIDGE_NAME, NAMESPACE_PREFIX, type Subnet } from "./network_namespace.ts";
 export { runHostCommand, type HostCommandResult } from "./host_command.ts";
 export { httpBody, httpGetCommand } from "./pod_http.ts";
+export { GATEWAY_NAME, LAN_ZONE } from "./dhcp_server.ts";
 export type { NodeFiles } from "./cluster_dir.ts";
