@@ -33,7 +33,7 @@ import { dirname } from "node:path";
 import type { Node } from "../../proto/gen/curator/curator_pb.ts";
 import type { Value } from "../event/mod.ts";
 import { writeFileDurably } from "../localstorage/mod.ts";
-import { addRule, createLink, deleteLink, deleteRoute, deleteRule, linkIndex, ourRoutes, ourRules, replaceRoute, RT_TABLE_MAIN, setAddress, setLinkUp, type LinkRoute } from "../network/mod.ts";
+import { addRule, createLink, deleteLink, deleteRoute, deleteRule, linkIndex, ourRoutes, ourRules, replaceRoute, RT_TABLE_MAIN, setAddress, setLinkUp } from "../network/mod.ts";
 import type { Runnable } from "../supervisor/mod.ts";
 import { applyMasquerade, removeMasquerade } from "./masquerade.ts";
 import { desiredPeers, peerChanges, WIREGUARD_PORT, type Peer, type Skipped } from "./peers.ts";
@@ -115,18 +115,18 @@ export function applyRoutes(ifindex: number, podPrefix: string, peers: readonly 
   const added: string[] = [];
   const removed: string[] = [];
   const converge = (table: number, wanted: readonly string[]) => {
+    const named = (prefix: string) => (table === RT_TABLE_MAIN ? prefix : `${prefix} (table ${table})`);
     const have = ourRoutes(ifindex, table);
     const present = new Set(have.map((r) => r.prefix));
     for (const prefix of wanted) {
       if (present.has(prefix)) continue;
-      const route: LinkRoute = table === RT_TABLE_MAIN ? { prefix, ifindex } : { prefix, ifindex, table };
-      replaceRoute(route);
-      added.push(table === RT_TABLE_MAIN ? prefix : `${prefix} (table ${table})`);
+      replaceRoute({ prefix, ifindex, table });
+      added.push(named(prefix));
     }
     for (const route of have) {
       if (wanted.includes(route.prefix)) continue;
       deleteRoute(route);
-      removed.push(table === RT_TABLE_MAIN ? route.prefix : `${route.prefix} (table ${table})`);
+      removed.push(named(route.prefix));
     }
   };
   converge(RT_TABLE_MAIN, peers.map((p) => p.podPrefix));

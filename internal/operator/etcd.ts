@@ -5,10 +5,9 @@
 // quorum while a member is blocked.
 
 import { formatBytes } from "../localstorage/mod.ts";
-import type { OwnerCredentials } from "./config_dir.ts";
-import { OperatorError } from "./config_dir.ts";
+import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
 import { explain } from "./explain.ts";
-import type { NodeSummary } from "./format.ts";
+import { alignColumns, type NodeSummary } from "./format.ts";
 import { withListedNode } from "./node_management.ts";
 import { listNodes, nameOf, type CallSettings } from "./nodes.ts";
 
@@ -40,7 +39,11 @@ function consensusNodes(nodes: NodeSummary[]): NodeSummary[] {
 
 /** Every consensus node's member, asked at once. */
 export async function etcdStatus(credentials: OwnerCredentials, settings: CallSettings): Promise<EtcdMemberRow[]> {
-  const nodes = consensusNodes(await listNodes(credentials, settings));
+  return membersOf(credentials, settings, consensusNodes(await listNodes(credentials, settings)));
+}
+
+/** The members of `nodes` (consensus nodes of the node list), each asked at once. */
+async function membersOf(credentials: OwnerCredentials, settings: CallSettings, nodes: readonly NodeSummary[]): Promise<EtcdMemberRow[]> {
   if (nodes.length === 0) throw new OperatorError("the cluster lists no node with the consensus role");
   return Promise.all(
     nodes.map(async (node): Promise<EtcdMemberRow> => {
@@ -76,8 +79,7 @@ export function etcdStatusTable(rows: readonly EtcdMemberRow[]): string {
         : [r.name, r.memberId, r.role, formatBytes(r.dbSizeBytes), formatBytes(r.dbSizeInUseBytes), formatBytes(r.quotaBytes), String(r.revision), String(r.raftTerm)],
     ),
   ];
-  const widths = table[0]!.map((_, i) => Math.max(...table.map((r) => r[i]!.length)));
-  const lines = table.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join("  ").trimEnd());
+  const lines = alignColumns(table);
   const alarms = [...new Set(rows.flatMap((r) => r.alarms))];
   lines.push(alarms.length ? `alarms: ${alarms.join(", ")}` : "alarms: none");
   for (const r of rows) for (const e of r.errors) lines.push(`${r.name}: ${e}`);
@@ -102,7 +104,7 @@ export async function defragmentEtcd(credentials: OwnerCredentials, settings: Ca
   const unknown = only.filter((id) => !all.some((n) => n.id === id));
   if (unknown.length) throw new OperatorError(`not a consensus node: ${unknown.join(", ")} (consensus nodes: ${all.map(nameOf).join(", ") || "none"})`);
   const chosen = only.length ? all.filter((n) => only.includes(n.id)) : all;
-  const statuses = await etcdStatus(credentials, settings);
+  const statuses = await membersOf(credentials, settings, all);
   const leader = statuses.find((s) => s.role === "leader")?.node;
   const order = [...chosen.filter((n) => n.id !== leader), ...chosen.filter((n) => n.id === leader)];
   const done: DefragRow[] = [];

@@ -58,6 +58,12 @@ export function formatDuration(ms: number): string {
   return `${Math.floor(s / 86_400)}d${String(Math.floor((s % 86_400) / 3_600)).padStart(2, "0")}h`;
 }
 
+/** Rows as aligned columns for people: two spaces apart, the last column unpadded. */
+export function alignColumns(rows: readonly (readonly string[])[]): string[] {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join("  ").trimEnd());
+}
+
 export function nodeTable(nodes: NodeSummary[]): string {
   const rows = [
     ["NODE", "STATE", "HEALTH", "LAST SEEN", "ADDRESS", "ROLES", "LABELS"],
@@ -71,8 +77,7 @@ export function nodeTable(nodes: NodeSummary[]): string {
       n.labels.join(",") || "-",
     ]),
   ];
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-  const table = rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd());
+  const table = alignColumns(rows);
   // Why a node is DEGRADED, under the table: one line each.
   const reasons = nodes.filter((n) => n.healthReason).map((n) => `${n.id} is ${n.health}: ${n.healthReason}`);
   return [...table, ...(reasons.length ? ["", ...reasons] : [])].join("\n");

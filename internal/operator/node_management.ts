@@ -7,7 +7,7 @@ import { formatText } from "../log/mod.ts";
 import { WIRE_LEVELS, dialNodeManagement, levelOfWire } from "../nodemgmt/mod.ts";
 import { RpcError, Status, type ServiceClient } from "../rpc/mod.ts";
 import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
-import { formatDuration, type NodeSummary } from "./format.ts";
+import { alignColumns, formatDuration, type NodeSummary } from "./format.ts";
 import { listNodes, type CallSettings } from "./nodes.ts";
 
 export type NodeManagementClient = ServiceClient<typeof NodeManagement>;
@@ -78,8 +78,7 @@ export function serviceTable(rows: ServiceRow[]): string {
     ["SERVICE", "STATE", "RESTARTS", "SINCE", "LAST ERROR"],
     ...rows.map((r) => [r.path, r.state, String(r.restarts), formatDuration(r.sinceMs), r.lastError || "-"]),
   ];
-  const widths = table[0]!.map((_, i) => Math.max(...table.map((r) => r[i]!.length)));
-  return table.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join("  ").trimEnd()).join("\n");
+  return alignColumns(table).join("\n");
 }
 
 /** How long a follower waits before looking for a node that went away again. */
