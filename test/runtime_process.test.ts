@@ -37,10 +37,16 @@ test("kubernetes-worker runs the probe container with the built containerd, and 
   // containerd, its shim, and the container's shell and sleep.
   expect(processesIn(cgroup).length).toBeGreaterThanOrEqual(3);
 
+  const unsetFrom = node.logs.length;
   expect((await ctl("node", "roles", "unset", id, "kubernetes-worker")).code).toBe(0);
-  const stopped = await node.waitForLog((l) => l.msg === "stopped what the container runtime left running", { from, timeoutMs: 60_000, what: "the runtime's leftovers stopped" });
-  expect(Number(stopped.processes)).toBeGreaterThanOrEqual(2);
   await eventually(async () => expect((await containerdLine(id))?.state).toBe("not-assigned"), { timeoutMs: 30_000, what: "containerd not-assigned in the status" });
   expect((await containerdLine(id))?.message).toBe(`no kubernetes-worker role; no container process left (${cgroup} is empty)`);
   expect(existsSync(cgroup)).toBe(false);
+  // How much is left for the cgroup sweep depends on timing: the probe's
+  // shell exits on the TERM that ctr passes on, and ctr may delete the task
+  // (and so end the shim) within its grace. Whatever the sweep stopped, it
+  // says so, once.
+  const stopped = node.logs.slice(unsetFrom).filter((l) => l.msg === "stopped what the container runtime left running");
+  expect(stopped.length).toBeLessThanOrEqual(1);
+  for (const line of stopped) expect(Number(line.processes)).toBeGreaterThanOrEqual(1);
 }, 180_000);
