@@ -81,11 +81,15 @@ const ETCD: Component = {
   name: "etcd",
   module: "go.etcd.io/etcd/server/v3",
   version: ETCD_VERSION,
-  requires: { "go.etcd.io/etcd/server/v3": ETCD_VERSION, "go.etcd.io/etcd/etcdctl/v3": ETCD_VERSION },
-  tools: [],
+  requires: { "go.etcd.io/etcd/server/v3": ETCD_VERSION, "go.etcd.io/etcd/etcdctl/v3": ETCD_VERSION, "go.etcd.io/etcd/etcdutl/v3": ETCD_VERSION },
+  // etcdutl works on etcd's files offline: it turns a backup's snapshot into
+  // a data directory (restore, and the verification of every backup). Its
+  // main package is its module's root.
+  tools: ["go.etcd.io/etcd/etcdutl/v3"],
   binaries: [
     { name: "etcd", pkg: "./cmd/etcd" },
     { name: "etcdctl", pkg: "./cmd/etcdctl" },
+    { name: "etcdutl", pkg: "go.etcd.io/etcd/etcdutl/v3" },
   ],
   links: {},
   cgo: false,

@@ -12,7 +12,7 @@
 //   ~/.cache/nodecore/upstream/<name>-<version>-<fingerprint>/   (complete once BUILT exists)
 //       │
 //       ▼ stageSystemTree: symlinks, laid out as the node sees them
-//   out/system/usr/bin/{etcd,etcdctl,containerd,containerd-shim-runc-v2,ctr,coredns}
+//   out/system/usr/bin/{etcd,etcdctl,etcdutl,containerd,containerd-shim-runc-v2,ctr,coredns}
 //              usr/sbin/runc   usr/lib/cni/{bridge,host-local,loopback}
 //              kubernetes/bin/{hyperkube, kube-apiserver, ..., kubelet, kubectl -> hyperkube}
 //              + what build.ts adds: the container images (pause, busybox)
