@@ -41,6 +41,7 @@ import {
   checkBackup,
   describeBackup,
   defragmentEtcd,
+  recoverConsensus,
   DEFAULT_CALL_TIMEOUT_MS,
   type ArgSpec,
   type CallSettings,
@@ -173,6 +174,25 @@ export const program: Program<Ctl> = {
           run: async (ctl, [file]) => {
             const { header, bytes } = await takeBackup(ctl.credentials(), ctl.settings, file!, ctl.progress);
             ctl.print({ file, bytes, header }, `backup written to ${file} (${bytes} bytes)\n${describeBackup(header)}`);
+          },
+        },
+        {
+          name: "recover",
+          flags: [
+            { name: "from", value: "node", description: "The consensus node that survived: its ID (found in the ctl config's curator list), or node-…@address" },
+            { name: "yes", description: "Go ahead: without it, the plan is printed and nothing is done" },
+            { name: "force", description: "Recover even though a quorum still answers (the other members are lost for good)" },
+            { name: "dry-run", description: "Print the plan only" },
+          ],
+          description: "After losing etcd's quorum for good: restart the surviving member as a one-member cluster from its own data, and drop the others' consensus role",
+          run: async (ctl, _args, flags) => {
+            const from = flags.from as string | undefined;
+            if (!from) throw new OperatorError("name the surviving consensus node with --from <node>");
+            const result = await recoverConsensus(ctl.credentials(), ctl.settings, from, { dryRun: flags["dry-run"] === true, yes: flags.yes === true, force: flags.force === true }, ctl.progress);
+            const summary = result.started
+              ? `recovered: ${result.survivor} is etcd's only member, at revision ${result.revision} or later; ${result.lost.length} member${result.lost.length === 1 ? "" : "s"} removed`
+              : "dry run: nothing was done";
+            ctl.print(result, summary);
           },
         },
         {

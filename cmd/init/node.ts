@@ -109,6 +109,7 @@ export function nodeRoot(config: NodeConfig): Runnable {
           const local = roleValues.localConsensus.peek();
           return local ? { client: local.etcd, quotaBytes: memberQuota(config.layout.data.etcd.data) } : undefined;
         },
+        recovery: roleValues.recovery,
       }),
     );
     ctx.run("shareholder", shareHolderRunnable({ layout: config.layout, address, sealed: roleValues.sealed, directory: roleValues.directory }));

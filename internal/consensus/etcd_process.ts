@@ -116,6 +116,13 @@ export interface EtcdMemberOptions {
   expectedMembers?: number;
   /** etcd's backend quota (default: memberQuota, from the data partition's size). */
   quotaBytes?: number;
+  /**
+   * Start as a one-member cluster from the existing data, whatever members
+   * it lists (etcd's --force-new-cluster): recovery from a lost quorum
+   * (internal/roleserve/consensus_recovery.ts). Harmless on a member that
+   * is alone already.
+   */
+  forceNewCluster?: boolean;
 }
 
 /** The backend quota of a member whose data lives in `dataDir`: upkeep.ts' quotaFor of its file system's size. */
@@ -177,6 +184,7 @@ export function etcdArgs(options: EtcdMemberOptions, files: { ca: string; cert: 
     "--auto-compaction-mode=periodic",
     `--auto-compaction-retention=${AUTO_COMPACTION_RETENTION}`,
     ...(options.quotaBytes ? [`--quota-backend-bytes=${options.quotaBytes}`] : []),
+    ...(options.forceNewCluster ? ["--force-new-cluster"] : []),
   ];
 }
 

@@ -20,13 +20,13 @@
 import { create } from "@bufbuild/protobuf";
 import type { Etcd3 } from "etcd3";
 import { connect } from "node:net";
-import { NodeRoles_ConsensusMemberSchema, type NodeRoles_ConsensusMember } from "../../proto/gen/common/common_pb.ts";
+import { NodeRoles_ConsensusMember_PeerSchema, NodeRoles_ConsensusMemberSchema, type NodeRoles_ConsensusMember } from "../../proto/gen/common/common_pb.ts";
 import type { NodeRecord } from "../../proto/gen/curator/state/state_pb.ts";
 import { issueMemberCertificate, peerUrl } from "../consensus/mod.ts";
 import type { Logger } from "../log/mod.ts";
 import { publicKeyFromRaw, type CA } from "../pki/mod.ts";
 import { FailedPreconditionError } from "../rpc/mod.ts";
-import type { CuratorStore } from "./store.ts";
+import { CuratorStore, ETCD_PREFIX } from "./store.ts";
 
 export interface EtcdMember {
   id: string;
@@ -113,6 +113,42 @@ export async function revokeConsensus(etcd: Etcd3, record: NodeRecord, logger: L
   } catch (err) {
     logger.warn("could not remove the etcd member of a node that left consensus; the membership reconciler will", { node: record.id, reason: (err as Error).message });
   }
+}
+
+/**
+ * After a recovery from a lost quorum (etcd restarted as a one-member
+ * cluster on node `survivor`): every other node's record loses the
+ * consensus role, and the survivor's own role lists only itself as a peer.
+ * Unfenced, like the bootstrap: it runs before any curator does. Writing a
+ * record that is already so changes nothing, so a recovery interrupted here
+ * and run again converges. Returns the nodes that lost the role.
+ */
+export async function dropLostConsensusRoles(etcd: Etcd3, survivor: string, logger: Logger): Promise<string[]> {
+  const store = new CuratorStore(etcd.namespace(ETCD_PREFIX));
+  const { nodes } = await store.nodes();
+  const self = (await etcdMembers(etcd)).find((m) => m.name === survivor);
+  const dropped: string[] = [];
+  for (const node of nodes) {
+    const role = node.roles?.consensusMember;
+    if (!role) continue;
+    if (node.id === survivor) {
+      const url = self?.peerUrls[0];
+      if (!url || (role.peers.length === 1 && role.peers[0]?.url === url)) continue;
+      await store.updateNode(node.id, (record) => {
+        const own = record.roles?.consensusMember;
+        if (own) own.peers = [create(NodeRoles_ConsensusMember_PeerSchema, { name: survivor, url })];
+        return record;
+      });
+      continue;
+    }
+    await store.updateNode(node.id, (record) => {
+      if (record.roles) record.roles.consensusMember = undefined;
+      return record;
+    });
+    logger.info("dropped the consensus role of a member lost with the quorum", { node: node.id });
+    dropped.push(node.id);
+  }
+  return dropped;
 }
 
 /** How long a learner that never started, and that no consensus role accounts for, may stay (a grant in flight). */

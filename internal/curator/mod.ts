@@ -43,7 +43,7 @@
 export { curatorRunnable, PROMOTE_INTERVAL_MS, type CuratorOptions } from "./server.ts";
 export { writeBootstrapState, REGISTER_TICKET_BYTES, type BootstrapState } from "./bootstrap.ts";
 export { CuratorStore, ETCD_PREFIX, StoreError } from "./store.ts";
-export { consensusRole, etcdMembers, grantConsensus, revokeConsensus, promoteLearners, type EtcdMember } from "./consensus_membership.ts";
+export { consensusRole, dropLostConsensusRoles, etcdMembers, grantConsensus, revokeConsensus, promoteLearners, type EtcdMember } from "./consensus_membership.ts";
 export { ELECTION_NAME, LEADER_LEASE_TTL_S, type Leadership, type LeaderInfo } from "./leadership.ts";
 export { UNLOCK_KEY_BYTES } from "./service_curator.ts";
 export { SUPERVISION_LINE } from "./convert.ts";

@@ -11,6 +11,7 @@ import { AbortedError, FailedPreconditionError, InvalidArgumentError, quote, Res
 import type { Etcd3 } from "etcd3";
 import { defragment, memberStatus } from "../consensus/mod.ts";
 import type { RunnableDump } from "../supervisor/mod.ts";
+import type { ConsensusRecovery, RecoveryPlan } from "../roleserve/mod.ts";
 
 /** Only the owner manages nodes; nodes never call each other here. */
 export const NODE_MANAGEMENT_POLICY: ServicePolicy<typeof NodeManagement> = {
@@ -20,6 +21,7 @@ export const NODE_MANAGEMENT_POLICY: ServicePolicy<typeof NodeManagement> = {
   powerOff: "owner",
   getEtcdStatus: "owner",
   defragmentEtcd: "owner",
+  recoverConsensus: "owner",
 };
 
 export type PowerRequest = "reboot" | "poweroff";
@@ -43,6 +45,8 @@ export interface NodeManagementDeps {
   power: (action: PowerRequest, why: string) => void;
   /** This node's etcd member while it serves (a client of it, and its quota); undefined when it runs none. */
   etcd?: () => { client: Etcd3; quotaBytes: number } | undefined;
+  /** Recovery from a lost quorum through this node's etcd member (internal/roleserve/consensus_recovery.ts). */
+  recovery?: Pick<ConsensusRecovery, "plan" | "start">;
 }
 
 
@@ -65,6 +69,7 @@ function* batches(entries: TreeEntry[]): Iterable<{ entries: WireEntry[] }> {
 export function nodeManagementService(deps: NodeManagementDeps): ServiceImpl<typeof NodeManagement> {
   let followers = 0;
   let defragmenting = false;
+  let recovering = false;
   const localEtcd = () => {
     const etcd = deps.etcd?.();
     if (!etcd) throw new FailedPreconditionError("this node runs no etcd member (it holds no consensus role, or its member is not serving yet)");
@@ -158,5 +163,30 @@ export function nodeManagementService(deps: NodeManagementDeps): ServiceImpl<typ
         defragmenting = false;
       }
     },
+
+    async recoverConsensus(request) {
+      const recovery = deps.recovery;
+      if (!recovery) throw new FailedPreconditionError("this node cannot recover consensus (it runs no control plane)");
+      if (request.dryRun) return { ...planToWire(await recovery.plan()), started: false };
+      if (recovering) throw new AbortedError("a recovery is being started on this node already; look at its etcd status");
+      recovering = true;
+      try {
+        return { ...planToWire(await recovery.start(request.force)), started: true };
+      } finally {
+        recovering = false;
+      }
+    },
+  };
+}
+
+function planToWire(plan: RecoveryPlan) {
+  return {
+    survivor: plan.survivor,
+    memberId: plan.memberId,
+    leaderId: plan.leaderId,
+    revision: BigInt(plan.revision),
+    quorum: plan.quorum,
+    quorumReason: plan.quorumReason,
+    lost: plan.lost.map((m) => ({ name: m.name, peerUrl: m.peerUrls[0] ?? "", memberId: BigInt(m.id).toString(16) })),
   };
 }

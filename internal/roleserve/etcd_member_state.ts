@@ -20,6 +20,12 @@ export interface EtcdMemberState {
    * next start (raftTimingFor); until first recorded, initialCluster's size.
    */
   lastSeenMembers?: number;
+  /**
+   * Set by a recovery from a lost quorum until it is done: the member starts
+   * as a one-member cluster from its own data, and the other nodes lose the
+   * consensus role (consensus_recovery.ts).
+   */
+  forceNewCluster?: boolean;
 }
 
 const STATE_FILE = "member.json";
@@ -39,6 +45,7 @@ export function loadEtcdMemberState(layout: StorageLayout): EtcdMemberState | un
       initialCluster: json.initialCluster,
       clusterState: json.clusterState,
       ...(typeof json.lastSeenMembers === "number" ? { lastSeenMembers: json.lastSeenMembers } : {}),
+      ...(json.forceNewCluster === true ? { forceNewCluster: true } : {}),
     };
   } catch (err) {
     throw new Error(`etcd member state ${path} is empty or corrupt: ${(err as Error).message}`, { cause: err });
@@ -55,6 +62,7 @@ export function saveEtcdMemberState(layout: StorageLayout, state: EtcdMemberStat
       initialCluster: state.initialCluster,
       clusterState: state.clusterState,
       lastSeenMembers: state.lastSeenMembers,
+      ...(state.forceNewCluster ? { forceNewCluster: true } : {}),
     }),
     { mode: 0o600 },
   );

@@ -48,6 +48,7 @@ import { untilCancelled, type Runnable } from "../supervisor/mod.ts";
 import type { CuratorConnection } from "./curator_connection.ts";
 import { ServiceBoard } from "./service_status.ts";
 import { controlPlaneWorker, type LocalConsensus, type LocalCurator } from "./worker_controlplane.ts";
+import { ConsensusRecovery } from "./consensus_recovery.ts";
 import { kubernetesWorker, type RuntimeSetup } from "./worker_kubernetes.ts";
 import { roleFetchWorker } from "./worker_rolefetch.ts";
 import { statusPushWorker } from "./worker_statuspush.ts";
@@ -65,6 +66,7 @@ export { sealedUpdateWorker, type SealedUpdateOptions } from "./worker_sealed.ts
 export { coldStartWorker, type ColdStartOptions } from "./worker_coldstart.ts";
 export { kubernetesWorker, DEFAULT_KUBERNETES_BIN_DIR, type KubernetesOptions, type RuntimeSetup } from "./worker_kubernetes.ts";
 export { loadEtcdMemberState, clearEtcdMember, type EtcdMemberState } from "./etcd_member_state.ts";
+export { ConsensusRecovery, QUORUM_PROBE_MS, type RecoveryPlan, type RunningMember } from "./consensus_recovery.ts";
 
 export interface RoleServerOptions {
   layout: StorageLayout;
@@ -99,6 +101,8 @@ export interface RoleServerValues {
   roles: Value<NodeRoles | undefined>;
   localCurator: Value<LocalCurator | undefined>;
   localConsensus: Value<LocalConsensus | undefined>;
+  /** The local etcd member while its process runs, for a recovery from a lost quorum. */
+  recovery: ConsensusRecovery;
   directory: Value<ClusterDirectory>;
   connection: Value<CuratorConnection>;
   /** The cluster's node records, as the curator's watch has them (the mesh's peers). */
@@ -113,6 +117,7 @@ export function newRoleServerValues(): RoleServerValues {
     roles: new Value<NodeRoles | undefined>(),
     localCurator: new Value<LocalCurator | undefined>(),
     localConsensus: new Value<LocalConsensus | undefined>(),
+    recovery: new ConsensusRecovery(),
     directory: new Value<ClusterDirectory>(),
     connection: new Value<CuratorConnection>(),
     nodes: new Value<readonly Node[]>(),
@@ -174,6 +179,7 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
         roles: values.roles,
         localCurator: values.localCurator,
         localConsensus: values.localConsensus,
+        recovery: values.recovery,
         board: values.board,
         etcdClientHost: options.etcdClientHost,
         ...(options.etcdBinary ? { etcdBinary: options.etcdBinary } : {}),

@@ -18,7 +18,7 @@ import type { X509Certificate } from "node:crypto";
 import { NodeStatusSchema, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
 import { clearPendingBootstrap, type ClusterMembership, type PendingBootstrap } from "../cluster/mod.ts";
 import { clientUrl, connectEtcd, issueMemberCertificate, memberQuota, peerUrl, runEtcdMember, upkeepRunnable } from "../consensus/mod.ts";
-import { consensusRole, curatorRunnable, etcdMembers, writeBootstrapState, type Leadership } from "../curator/mod.ts";
+import { consensusRole, curatorRunnable, dropLostConsensusRoles, etcdMembers, writeBootstrapState, type Leadership } from "../curator/mod.ts";
 import { CURATOR_PORT, type CuratorEndpoint } from "../curator/client/mod.ts";
 import { Value } from "../event/mod.ts";
 import type { StorageLayout } from "../localstorage/mod.ts";
@@ -27,6 +27,7 @@ import { RestartRequest, sleep, type RunContext, type Runnable } from "../superv
 import type { ServiceBoard } from "./service_status.ts";
 import { VERSION } from "../version/mod.ts";
 import { decideControlPlane } from "./controlplane_decision.ts";
+import type { ConsensusRecovery } from "./consensus_recovery.ts";
 import { clearEtcdMember, loadEtcdMemberState, saveEtcdMemberState, type EtcdMemberState } from "./etcd_member_state.ts";
 
 /** How often the node checks its etcd member's standing (for its status) once it votes. */
@@ -84,6 +85,8 @@ export interface ControlPlaneOptions {
   localCurator: Value<LocalCurator | undefined>;
   /** Written: the local etcd member while it serves. */
   localConsensus?: Value<LocalConsensus | undefined>;
+  /** Written: the local etcd member while its process runs, for a recovery from a lost quorum. */
+  recovery?: ConsensusRecovery;
   /** Written: the "consensus" line of the node's status (voter, learner, not-assigned). */
   board: ServiceBoard;
   /** Where etcd's client port listens: loopback on a VM, the node's address when nodes share a host. */
@@ -190,7 +193,11 @@ interface ControlPlaneRun {
  * backs off, and the next start decides again with the roles known by then.
  */
 async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<void> {
-  const { options, membership, member, bootstrap } = run;
+  const { options, membership, bootstrap } = run;
+  // What member.json says; a recovery changes it while the member runs.
+  let member = run.member;
+  const forced = member.forceNewCluster === true;
+  if (forced) ctx.logger.warn("recovering from a lost quorum: etcd starts as a one-member cluster from this node's data");
   const { credentials } = membership;
   const etcdClientHost = options.etcdClientHost(membership);
   const tls = { ca: member.ca, certificate: member.certificate, privateKey: credentials.privateKey };
@@ -202,6 +209,14 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
   const curatorScope = new AbortController();
 
   const startCurator = async (etcd: Etcd3) => {
+    if (forced) {
+      // The recovery's second half, before any curator reads the records:
+      // the others lose the consensus role, then the flag goes.
+      const dropped = await dropLostConsensusRoles(etcd, credentials.nodeId, ctx.logger);
+      member = { ...member, forceNewCluster: false, initialCluster: member.initialCluster.filter((p) => p.name === credentials.nodeId), lastSeenMembers: 1 };
+      saveEtcdMemberState(options.layout, member);
+      ctx.logger.info("recovered from the lost quorum: this node is etcd's only member", { dropped: dropped.join(",") || "none" });
+    }
     if (bootstrap) {
       const status = create(NodeStatusSchema, {
         externalAddress: membership.address,
@@ -271,7 +286,8 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
         // Remembered for the member's next start: it chooses etcd's raft timing.
         if (self && members && members.length !== lastSeen && !m.signal.aborted) {
           lastSeen = members.length;
-          saveEtcdMemberState(options.layout, { ...member, lastSeenMembers: lastSeen });
+          member = { ...member, lastSeenMembers: lastSeen };
+          saveEtcdMemberState(options.layout, member);
         }
         await sleep(self && !self.isLearner ? MEMBER_STATUS_INTERVAL_MS : LEARNER_STATUS_INTERVAL_MS, m.signal);
       }
@@ -297,6 +313,23 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
     throw new RestartRequest("consensus role removed");
   });
   roleRemoved.catch(() => {});
+  // The owner asked for a recovery from a lost quorum (consensus_recovery.ts):
+  // recorded before the answer goes out, then the member starts over forced.
+  let recoveryRequested!: () => void;
+  const recovery = new Promise<never>((_, reject) => {
+    recoveryRequested = () => reject(new RestartRequest("recovery from a lost quorum requested"));
+  });
+  recovery.catch(() => {});
+  options.recovery?.running.set({
+    nodeId: credentials.nodeId,
+    client: connect,
+    recover: async () => {
+      member = { ...member, forceNewCluster: true };
+      saveEtcdMemberState(options.layout, member);
+      ctx.logger.warn("the owner asked for a recovery from a lost quorum: restarting etcd as a one-member cluster");
+      setTimeout(recoveryRequested, 0);
+    },
+  });
   let curatorFailed!: (err: Error) => void;
   const curatorFailure = new Promise<never>((_, reject) => (curatorFailed = reject));
   curatorFailure.catch(() => {});
@@ -311,6 +344,7 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
     await Promise.race([
       roleRemoved,
       curatorFailure,
+      recovery,
       // An etcd that stops because the cluster removed its member is the leave going as planned.
       (etcdRun = runEtcdMember(etcdCtx, {
         ...(options.etcdBinary ? { binary: options.etcdBinary } : {}),
@@ -324,7 +358,8 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
         client: connect,
         clusterState: member.clusterState,
         initialCluster: member.initialCluster,
-        expectedMembers: member.lastSeenMembers ?? member.initialCluster.length,
+        expectedMembers: forced ? 1 : (member.lastSeenMembers ?? member.initialCluster.length),
+        forceNewCluster: forced,
         onReady: () => {
           connect()
             .then((etcd) => {
@@ -339,6 +374,7 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
       }),
     ]);
   } finally {
+    options.recovery?.running.set(undefined);
     options.localCurator.set(undefined);
     options.localConsensus?.set(undefined);
     await connecting?.then(

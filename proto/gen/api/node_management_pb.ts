@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file api/node_management.proto.
  */
 export const file_api_node_management: GenFile = /*@__PURE__*/
-  fileDesc("ChlhcGkvbm9kZV9tYW5hZ2VtZW50LnByb3RvEgxub2RlY29yZS5hcGkiewoOR2V0TG9nc1JlcXVlc3QSDAoEcGF0aBgBIAEoCRIPCgdzdWJ0cmVlGAIgASgIEg8KB2JhY2tsb2cYAyABKAUSDgoGZm9sbG93GAQgASgIEikKCW1pbl9sZXZlbBgFIAEoDjIWLm5vZGVjb3JlLmFwaS5Mb2dMZXZlbCKJAQoITG9nRW50cnkSDAoEcGF0aBgBIAEoCRIPCgd0aW1lX21zGAIgASgDEiUKBWxldmVsGAMgASgOMhYubm9kZWNvcmUuYXBpLkxvZ0xldmVsEg8KB21lc3NhZ2UYBCABKAkSJgoGZmllbGRzGAUgAygLMhYubm9kZWNvcmUuYXBpLkxvZ0ZpZWxkIiYKCExvZ0ZpZWxkEgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCSI6Cg9HZXRMb2dzUmVzcG9uc2USJwoHZW50cmllcxgBIAMoCzIWLm5vZGVjb3JlLmFwaS5Mb2dFbnRyeSIUChJHZXRTZXJ2aWNlc1JlcXVlc3QiXgoHU2VydmljZRIMCgRwYXRoGAEgASgJEg0KBXN0YXRlGAIgASgJEhAKCHJlc3RhcnRzGAMgASgNEhIKCmxhc3RfZXJyb3IYBCABKAkSEAoIc2luY2VfbXMYBSABKAMiPgoTR2V0U2VydmljZXNSZXNwb25zZRInCghzZXJ2aWNlcxgBIAMoCzIVLm5vZGVjb3JlLmFwaS5TZXJ2aWNlIg8KDVJlYm9vdFJlcXVlc3QiEAoOUmVib290UmVzcG9uc2UiEQoPUG93ZXJPZmZSZXF1ZXN0IhIKEFBvd2VyT2ZmUmVzcG9uc2UiFgoUR2V0RXRjZFN0YXR1c1JlcXVlc3QihQIKFUdldEV0Y2RTdGF0dXNSZXNwb25zZRIRCgltZW1iZXJfaWQYASABKAkSEQoJbGVhZGVyX2lkGAIgASgJEhIKCmlzX2xlYXJuZXIYAyABKAgSDwoHdmVyc2lvbhgEIAEoCRIVCg1kYl9zaXplX2J5dGVzGAUgASgEEhwKFGRiX3NpemVfaW5fdXNlX2J5dGVzGAYgASgEEhAKCHJldmlzaW9uGAcgASgDEhEKCXJhZnRfdGVybRgIIAEoBBISCgpyYWZ0X2luZGV4GAkgASgEEg4KBmFsYXJtcxgKIAMoCRIOCgZlcnJvcnMYCyADKAkSEwoLcXVvdGFfYnl0ZXMYDCABKAQiFwoVRGVmcmFnbWVudEV0Y2RSZXF1ZXN0IlQKFkRlZnJhZ21lbnRFdGNkUmVzcG9uc2USFAoMYmVmb3JlX2J5dGVzGAEgASgEEhMKC2FmdGVyX2J5dGVzGAIgASgEEg8KB3Rvb2tfbXMYAyABKAQqdwoITG9nTGV2ZWwSGQoVTE9HX0xFVkVMX1VOU1BFQ0lGSUVEEAASEwoPTE9HX0xFVkVMX0RFQlVHEAESEgoOTE9HX0xFVkVMX0lORk8QAhISCg5MT0dfTEVWRUxfV0FSThADEhMKD0xPR19MRVZFTF9FUlJPUhAEMvUDCg5Ob2RlTWFuYWdlbWVudBJICgdHZXRMb2dzEhwubm9kZWNvcmUuYXBpLkdldExvZ3NSZXF1ZXN0Gh0ubm9kZWNvcmUuYXBpLkdldExvZ3NSZXNwb25zZTABElIKC0dldFNlcnZpY2VzEiAubm9kZWNvcmUuYXBpLkdldFNlcnZpY2VzUmVxdWVzdBohLm5vZGVjb3JlLmFwaS5HZXRTZXJ2aWNlc1Jlc3BvbnNlEkMKBlJlYm9vdBIbLm5vZGVjb3JlLmFwaS5SZWJvb3RSZXF1ZXN0Ghwubm9kZWNvcmUuYXBpLlJlYm9vdFJlc3BvbnNlEkkKCFBvd2VyT2ZmEh0ubm9kZWNvcmUuYXBpLlBvd2VyT2ZmUmVxdWVzdBoeLm5vZGVjb3JlLmFwaS5Qb3dlck9mZlJlc3BvbnNlElgKDUdldEV0Y2RTdGF0dXMSIi5ub2RlY29yZS5hcGkuR2V0RXRjZFN0YXR1c1JlcXVlc3QaIy5ub2RlY29yZS5hcGkuR2V0RXRjZFN0YXR1c1Jlc3BvbnNlElsKDkRlZnJhZ21lbnRFdGNkEiMubm9kZWNvcmUuYXBpLkRlZnJhZ21lbnRFdGNkUmVxdWVzdBokLm5vZGVjb3JlLmFwaS5EZWZyYWdtZW50RXRjZFJlc3BvbnNlYgZwcm90bzM");
+  fileDesc("ChlhcGkvbm9kZV9tYW5hZ2VtZW50LnByb3RvEgxub2RlY29yZS5hcGkiewoOR2V0TG9nc1JlcXVlc3QSDAoEcGF0aBgBIAEoCRIPCgdzdWJ0cmVlGAIgASgIEg8KB2JhY2tsb2cYAyABKAUSDgoGZm9sbG93GAQgASgIEikKCW1pbl9sZXZlbBgFIAEoDjIWLm5vZGVjb3JlLmFwaS5Mb2dMZXZlbCKJAQoITG9nRW50cnkSDAoEcGF0aBgBIAEoCRIPCgd0aW1lX21zGAIgASgDEiUKBWxldmVsGAMgASgOMhYubm9kZWNvcmUuYXBpLkxvZ0xldmVsEg8KB21lc3NhZ2UYBCABKAkSJgoGZmllbGRzGAUgAygLMhYubm9kZWNvcmUuYXBpLkxvZ0ZpZWxkIiYKCExvZ0ZpZWxkEgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCSI6Cg9HZXRMb2dzUmVzcG9uc2USJwoHZW50cmllcxgBIAMoCzIWLm5vZGVjb3JlLmFwaS5Mb2dFbnRyeSIUChJHZXRTZXJ2aWNlc1JlcXVlc3QiXgoHU2VydmljZRIMCgRwYXRoGAEgASgJEg0KBXN0YXRlGAIgASgJEhAKCHJlc3RhcnRzGAMgASgNEhIKCmxhc3RfZXJyb3IYBCABKAkSEAoIc2luY2VfbXMYBSABKAMiPgoTR2V0U2VydmljZXNSZXNwb25zZRInCghzZXJ2aWNlcxgBIAMoCzIVLm5vZGVjb3JlLmFwaS5TZXJ2aWNlIg8KDVJlYm9vdFJlcXVlc3QiEAoOUmVib290UmVzcG9uc2UiEQoPUG93ZXJPZmZSZXF1ZXN0IhIKEFBvd2VyT2ZmUmVzcG9uc2UiFgoUR2V0RXRjZFN0YXR1c1JlcXVlc3QihQIKFUdldEV0Y2RTdGF0dXNSZXNwb25zZRIRCgltZW1iZXJfaWQYASABKAkSEQoJbGVhZGVyX2lkGAIgASgJEhIKCmlzX2xlYXJuZXIYAyABKAgSDwoHdmVyc2lvbhgEIAEoCRIVCg1kYl9zaXplX2J5dGVzGAUgASgEEhwKFGRiX3NpemVfaW5fdXNlX2J5dGVzGAYgASgEEhAKCHJldmlzaW9uGAcgASgDEhEKCXJhZnRfdGVybRgIIAEoBBISCgpyYWZ0X2luZGV4GAkgASgEEg4KBmFsYXJtcxgKIAMoCRIOCgZlcnJvcnMYCyADKAkSEwoLcXVvdGFfYnl0ZXMYDCABKAQiFwoVRGVmcmFnbWVudEV0Y2RSZXF1ZXN0IlQKFkRlZnJhZ21lbnRFdGNkUmVzcG9uc2USFAoMYmVmb3JlX2J5dGVzGAEgASgEEhMKC2FmdGVyX2J5dGVzGAIgASgEEg8KB3Rvb2tfbXMYAyABKAQiOQoXUmVjb3ZlckNvbnNlbnN1c1JlcXVlc3QSDwoHZHJ5X3J1bhgBIAEoCBINCgVmb3JjZRgCIAEoCCI/CgpMb3N0TWVtYmVyEgwKBG5hbWUYASABKAkSEAoIcGVlcl91cmwYAiABKAkSEQoJbWVtYmVyX2lkGAMgASgJIsQBChhSZWNvdmVyQ29uc2Vuc3VzUmVzcG9uc2USEAoIc3Vydml2b3IYASABKAkSEQoJbWVtYmVyX2lkGAIgASgJEhEKCWxlYWRlcl9pZBgDIAEoCRIQCghyZXZpc2lvbhgEIAEoAxIOCgZxdW9ydW0YBSABKAgSFQoNcXVvcnVtX3JlYXNvbhgGIAEoCRImCgRsb3N0GAcgAygLMhgubm9kZWNvcmUuYXBpLkxvc3RNZW1iZXISDwoHc3RhcnRlZBgIIAEoCCp3CghMb2dMZXZlbBIZChVMT0dfTEVWRUxfVU5TUEVDSUZJRUQQABITCg9MT0dfTEVWRUxfREVCVUcQARISCg5MT0dfTEVWRUxfSU5GTxACEhIKDkxPR19MRVZFTF9XQVJOEAMSEwoPTE9HX0xFVkVMX0VSUk9SEAQy2AQKDk5vZGVNYW5hZ2VtZW50EkgKB0dldExvZ3MSHC5ub2RlY29yZS5hcGkuR2V0TG9nc1JlcXVlc3QaHS5ub2RlY29yZS5hcGkuR2V0TG9nc1Jlc3BvbnNlMAESUgoLR2V0U2VydmljZXMSIC5ub2RlY29yZS5hcGkuR2V0U2VydmljZXNSZXF1ZXN0GiEubm9kZWNvcmUuYXBpLkdldFNlcnZpY2VzUmVzcG9uc2USQwoGUmVib290Ehsubm9kZWNvcmUuYXBpLlJlYm9vdFJlcXVlc3QaHC5ub2RlY29yZS5hcGkuUmVib290UmVzcG9uc2USSQoIUG93ZXJPZmYSHS5ub2RlY29yZS5hcGkuUG93ZXJPZmZSZXF1ZXN0Gh4ubm9kZWNvcmUuYXBpLlBvd2VyT2ZmUmVzcG9uc2USWAoNR2V0RXRjZFN0YXR1cxIiLm5vZGVjb3JlLmFwaS5HZXRFdGNkU3RhdHVzUmVxdWVzdBojLm5vZGVjb3JlLmFwaS5HZXRFdGNkU3RhdHVzUmVzcG9uc2USWwoORGVmcmFnbWVudEV0Y2QSIy5ub2RlY29yZS5hcGkuRGVmcmFnbWVudEV0Y2RSZXF1ZXN0GiQubm9kZWNvcmUuYXBpLkRlZnJhZ21lbnRFdGNkUmVzcG9uc2USYQoQUmVjb3ZlckNvbnNlbnN1cxIlLm5vZGVjb3JlLmFwaS5SZWNvdmVyQ29uc2Vuc3VzUmVxdWVzdBomLm5vZGVjb3JlLmFwaS5SZWNvdmVyQ29uc2Vuc3VzUmVzcG9uc2ViBnByb3RvMw");
 
 /**
  * @generated from message nodecore.api.GetLogsRequest
@@ -411,6 +411,126 @@ export const DefragmentEtcdResponseSchema: GenMessage<DefragmentEtcdResponse> = 
   messageDesc(file_api_node_management, 14);
 
 /**
+ * @generated from message nodecore.api.RecoverConsensusRequest
+ */
+export type RecoverConsensusRequest = Message<"nodecore.api.RecoverConsensusRequest"> & {
+  /**
+   * Say what would be done, and do nothing.
+   *
+   * @generated from field: bool dry_run = 1;
+   */
+  dryRun: boolean;
+
+  /**
+   * Recover even though a quorum answers (the other members are lost for
+   * good, whatever etcd thinks).
+   *
+   * @generated from field: bool force = 2;
+   */
+  force: boolean;
+};
+
+/**
+ * Describes the message nodecore.api.RecoverConsensusRequest.
+ * Use `create(RecoverConsensusRequestSchema)` to create a new message.
+ */
+export const RecoverConsensusRequestSchema: GenMessage<RecoverConsensusRequest> = /*@__PURE__*/
+  messageDesc(file_api_node_management, 15);
+
+/**
+ * @generated from message nodecore.api.LostMember
+ */
+export type LostMember = Message<"nodecore.api.LostMember"> & {
+  /**
+   * The member's name: its node's ID.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: string peer_url = 2;
+   */
+  peerUrl: string;
+
+  /**
+   * @generated from field: string member_id = 3;
+   */
+  memberId: string;
+};
+
+/**
+ * Describes the message nodecore.api.LostMember.
+ * Use `create(LostMemberSchema)` to create a new message.
+ */
+export const LostMemberSchema: GenMessage<LostMember> = /*@__PURE__*/
+  messageDesc(file_api_node_management, 16);
+
+/**
+ * @generated from message nodecore.api.RecoverConsensusResponse
+ */
+export type RecoverConsensusResponse = Message<"nodecore.api.RecoverConsensusResponse"> & {
+  /**
+   * This node, the one that stays.
+   *
+   * @generated from field: string survivor = 1;
+   */
+  survivor: string;
+
+  /**
+   * @generated from field: string member_id = 2;
+   */
+  memberId: string;
+
+  /**
+   * The member it takes for the raft leader, hex; empty if none.
+   *
+   * @generated from field: string leader_id = 3;
+   */
+  leaderId: string;
+
+  /**
+   * The newest revision this member has applied: what the cluster keeps.
+   *
+   * @generated from field: int64 revision = 4;
+   */
+  revision: bigint;
+
+  /**
+   * Whether a quorum answered a linearizable read, and why it is taken so.
+   *
+   * @generated from field: bool quorum = 5;
+   */
+  quorum: boolean;
+
+  /**
+   * @generated from field: string quorum_reason = 6;
+   */
+  quorumReason: string;
+
+  /**
+   * The members the recovery removes.
+   *
+   * @generated from field: repeated nodecore.api.LostMember lost = 7;
+   */
+  lost: LostMember[];
+
+  /**
+   * Whether the recovery was started (false for a dry run).
+   *
+   * @generated from field: bool started = 8;
+   */
+  started: boolean;
+};
+
+/**
+ * Describes the message nodecore.api.RecoverConsensusResponse.
+ * Use `create(RecoverConsensusResponseSchema)` to create a new message.
+ */
+export const RecoverConsensusResponseSchema: GenMessage<RecoverConsensusResponse> = /*@__PURE__*/
+  messageDesc(file_api_node_management, 17);
+
+/**
  * @generated from enum nodecore.api.LogLevel
  */
 export enum LogLevel {
@@ -512,6 +632,20 @@ export const NodeManagement: GenService<{
     methodKind: "unary";
     input: typeof DefragmentEtcdRequestSchema;
     output: typeof DefragmentEtcdResponseSchema;
+  },
+  /**
+   * Recovery from a lost quorum: this node's etcd member starts again as a
+   * one-member cluster from its own data, and every other node loses the
+   * consensus role. Refused (FAILED_PRECONDITION) while a quorum answers,
+   * unless forced. With dry_run, only says what it would do. It returns
+   * once the recovery is recorded on the node; the member restarts after.
+   *
+   * @generated from rpc nodecore.api.NodeManagement.RecoverConsensus
+   */
+  recoverConsensus: {
+    methodKind: "unary";
+    input: typeof RecoverConsensusRequestSchema;
+    output: typeof RecoverConsensusResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_api_node_management, 0);

@@ -1,0 +1,20 @@
+// The quorum-loss fault kind in CI: two of three consensus nodes lost for
+// good under a workload, and `ctl cluster recover` from the survivor
+// (quorum_loss.ts). `bun run faults --kind quorum-loss` runs it alone.
+
+import { expect, test } from "bun:test";
+import { runQuorumLoss } from "./quorum_loss.ts";
+
+/** A fixed seed: a failure replays with the same pauses. */
+const SEED = 20261125;
+
+test("two of three consensus nodes lost for good: recover from the survivor refuses while the quorum answers, then loses no acknowledged write and takes writes again", async () => {
+  const report = await runQuorumLoss({ seed: SEED, firstHost: 70 });
+  expect(report.refusedWithQuorum).toContain("still has a quorum");
+  expect(report.check.violations).toEqual([]);
+  expect(report.check.acknowledged).toBeGreaterThan(0);
+  expect(report.etcdMembers).toEqual([report.survivor]);
+  expect(report.consensusRecords).toEqual([report.survivor]);
+  expect(report.unexpectedExits).toEqual([]);
+  expect(report.firstWriteMs).toBeDefined();
+}, 300_000);
