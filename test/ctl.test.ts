@@ -187,6 +187,12 @@ describe("ctl", () => {
     expectOneLineError(await ctl("cluster", "check-backup", damaged), 1, `${damaged}: frame `);
   });
 
+  test("cluster recover names a survivor the config has no curator of, or a malformed one, in one line, and calls nothing", async () => {
+    expectOneLineError(await ctl("cluster", "recover", "--from", "node-0123456789abcdef", "--yes"), 1, `--from node-0123456789abcdef: the ctl config lists no curator of that node (it lists ${cluster.node.id}); give its address as node-0123456789abcdef@<address>`);
+    expectOneLineError(await ctl("cluster", "recover", "--from", "somehost", "--yes"), 1, "--from somehost: name the surviving node by its ID (node- and 16 hex digits), optionally as node-…@address");
+    expectOneLineError(await ctl("cluster", "recover", "--from", "node-01@10.0.0.1", "--yes"), 1, "--from node-01@10.0.0.1: 'node-01@10.0.0.1': 'node-01' is not a node ID");
+  });
+
   test("approve approves a NEW node, and says so when the node is approved already", async () => {
     const key = generateKeyPair();
     const id = nodeIdFromPublicKey(rawPublicKey(key.publicKey));
@@ -363,6 +369,8 @@ describe("every bad command line and config fails with one line that names its c
     [["etcd", "credentials"], "missing <dir>"],
     [["cluster", "backup"], "missing <file>: usage: ctl cluster backup <file>"],
     [["cluster", "check-backup"], "missing <file>"],
+    [["cluster", "recover"], "missing --from <node>: name the consensus node that survived"],
+    [["cluster", "recover", "--from"], "flag '--from' needs a value: --from <node>"],
     [["etcd"], "missing action for etcd (actions: credentials, status, defrag)"],
     [["etcd", "status", "x"], "unexpected argument 'x': usage: ctl etcd status"],
     [["etcd", "defrg"], "unknown action 'defrg' for etcd (did you mean 'etcd defrag'?)"],

@@ -187,7 +187,7 @@ export const program: Program<Ctl> = {
           description: "After losing etcd's quorum for good: restart the surviving member as a one-member cluster from its own data, and drop the others' consensus role",
           run: async (ctl, _args, flags) => {
             const from = flags.from as string | undefined;
-            if (!from) throw new OperatorError("name the surviving consensus node with --from <node>");
+            if (!from) throw new UsageError("missing --from <node>: name the consensus node that survived");
             const result = await recoverConsensus(ctl.credentials(), ctl.settings, from, { dryRun: flags["dry-run"] === true, yes: flags.yes === true, force: flags.force === true }, ctl.progress);
             const summary = result.started
               ? `recovered: ${result.survivor} is etcd's only member, at revision ${result.revision} or later; ${result.lost.length} member${result.lost.length === 1 ? "" : "s"} removed`

@@ -227,6 +227,8 @@ describe("etcd upkeep", () => {
     expect(args).toContain("--auto-compaction-mode=periodic");
     expect(args).toContain("--auto-compaction-retention=1h");
     expect(args).toContain(`--quota-backend-bytes=${256 * 1024 ** 2}`);
+    expect(args).not.toContain("--force-new-cluster");
+    expect(etcdArgs({ ...singleMember("/data/etcd", "/tls", memberTls(), 0), forceNewCluster: true }, files)).toContain("--force-new-cluster");
   });
 
   test("a member whose history filled its quota (NOSPACE, writes refused) is walked back by the upkeep: compacted, defragmented, the alarm disarmed, writes taken again, and its line says so", async () => {

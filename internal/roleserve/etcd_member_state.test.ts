@@ -35,6 +35,15 @@ describe("etcd member state", () => {
     expect(loaded.certificate.fingerprint256).toBe(state.certificate.fingerprint256);
   });
 
+  test("a recovery's flag survives a restart until it is cleared", () => {
+    using dir = tempDir();
+    const layout = storageLayout(dir.path);
+    saveEtcdMemberState(layout, { ...memberState(), forceNewCluster: true });
+    expect(loadEtcdMemberState(layout)?.forceNewCluster).toBe(true);
+    saveEtcdMemberState(layout, { ...memberState(), forceNewCluster: false });
+    expect(loadEtcdMemberState(layout)?.forceNewCluster).toBeUndefined();
+  });
+
   test("a corrupt file is named in the error", () => {
     using dir = tempDir();
     const layout = storageLayout(dir.path);
