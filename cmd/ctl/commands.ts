@@ -188,7 +188,7 @@ export const program: Program<Ctl> = {
           run: async (ctl, _args, flags) => {
             const from = flags.from as string | undefined;
             if (!from) throw new UsageError("missing --from <node>: name the consensus node that survived");
-            const result = await recoverConsensus(ctl.credentials(), ctl.settings, from, { dryRun: flags["dry-run"] === true, yes: flags.yes === true, force: flags.force === true }, ctl.progress);
+            const result = await recoverConsensus(ctl.credentials(), ctl.settings, from, { dryRun: flags["dry-run"] === true, yes: flags.yes === true, force: flags.force === true }, { note: ctl.note, progress: ctl.progress });
             const summary = result.started
               ? `recovered: ${result.survivor} is etcd's only member, at revision ${result.revision} or later; ${result.lost.length} member${result.lost.length === 1 ? "" : "s"} removed`
               : "dry run: nothing was done";

@@ -77,16 +77,18 @@ export function describePlan(plan: RecoverConsensusResponse): string[] {
 }
 
 /**
- * Shows the plan through `progress`; with `yes`, recovers and waits
- * (with progress) until the cluster takes writes on the survivor again.
+ * Shows the plan through `note` (lines that stay); with `yes`, recovers and
+ * waits until the cluster takes writes on the survivor again, saying each
+ * step through `note` and the waits through `progress`.
  */
 export async function recoverConsensus(
   credentials: OwnerCredentials,
   settings: CallSettings,
   from: string,
   options: RecoverOptions,
-  progress: (line: string) => void,
+  say: { note: (line: string) => void; progress: (line: string) => void },
 ): Promise<RecoverResult> {
+  const { note, progress } = say;
   const survivor = survivorEndpoint(credentials, from);
   const client = dialNodeManagement(survivor.nodeId, survivor.host, { ca: credentials.ca, certificate: credentials.certificate, privateKey: credentials.key.privateKey });
   try {
@@ -95,17 +97,18 @@ export async function recoverConsensus(
         throw new OperatorError(`${survivor.nodeId}: ${explain(err).line}`);
       });
     const plan = await ask(true);
-    for (const line of describePlan(plan)) progress(line);
+    for (const line of describePlan(plan)) note(line);
     const result: RecoverResult = { survivor: plan.survivor, revision: Number(plan.revision), lost: plan.lost.map((m) => m.name), quorum: plan.quorum, started: false };
     if (options.dryRun) return result;
     if (!options.yes) throw new OperatorError("nothing was done: run it again with --yes to recover as above");
     const started = performance.now();
     await ask(false);
     result.started = true;
-    progress(`recovery started on ${survivor.nodeId}: its etcd restarts as a one-member cluster`);
+    note(`recovery started on ${survivor.nodeId}: its etcd restarts as a one-member cluster`);
 
     const deadline = Date.now() + RECOVER_WAIT_MS;
     const until = async <T>(what: string, check: () => Promise<T | undefined>): Promise<T> => {
+      progress(`waiting for ${what} ...`);
       let last = "";
       while (Date.now() < deadline) {
         const outcome = await check().catch((err: unknown) => {
@@ -121,19 +124,19 @@ export async function recoverConsensus(
       const s = await client.getEtcdStatus({}, { timeoutMs: settings.timeoutMs });
       return s.leaderId !== "" && s.leaderId === s.memberId ? true : undefined;
     });
-    progress(`${survivor.nodeId}'s etcd member leads alone`);
+    note(`${survivor.nodeId}'s etcd member leads alone`);
     const curator = { ...credentials, endpoints: [{ host: survivor.host, port: survivor.port, nodeId: survivor.nodeId }] };
     await until("a curator leading on it", async () => {
       const info = await withFailover(Management, curator, (m) => m.getClusterInfo({}, { timeoutMs: settings.timeoutMs }));
       return info.curatorLeader ? true : undefined;
     });
-    progress("a curator leads on it");
+    note("a curator leads on it");
     await until("the node list without other consensus nodes", async () => {
       const nodes = await listNodes(curator, settings);
       return nodes.every((n) => n.id === survivor.nodeId || !n.roles.includes("consensus")) ? true : undefined;
     });
     result.writableAfterMs = Math.round(performance.now() - started);
-    progress(`the cluster takes writes again, ${(result.writableAfterMs / 1000).toFixed(1)} s after the request`);
+    note(`the cluster takes writes again, ${(result.writableAfterMs / 1000).toFixed(1)} s after the request`);
     return result;
   } finally {
     client.close();

@@ -1,18 +1,24 @@
 // bun run faults [--seed S] [--runs N] [--mode process|qemu] [--kinds a,b]
 // Runs the fault suite (mod.ts) and prints its table. The same seed
 // replays the same faults in the same order with the same timing.
+// quorum-loss (quorum_loss.ts) ends the cluster it runs on: asked for, it
+// runs once, on a cluster of its own, after the others.
 
 import { figure, percentile, seconds } from "../../bench/figures.ts";
 import { checksOf, PROCESS_FAULTS, QEMU_FAULTS, runFaults, type FaultKind, type FaultMode, type RunRecord } from "./mod.ts";
+import { runQuorumLoss, type QuorumLossReport } from "./quorum_loss.ts";
+
+/** Faults after which the cluster is not the one it was: each runs once, on a cluster of its own (process mode). */
+const DISASTERS = ["quorum-loss"] as const;
 
 const USAGE = "usage: bun run faults [--seed S] [--runs N] [--mode process|qemu] [--kinds kind,kind]";
 
 function usage(problem: string): never {
-  process.stderr.write(`faults: ${problem}\n${USAGE}\n  process faults: ${PROCESS_FAULTS.join(", ")}\n  qemu faults: ${QEMU_FAULTS.join(", ")}\n`);
+  process.stderr.write(`faults: ${problem}\n${USAGE}\n  process faults: ${[...PROCESS_FAULTS, ...DISASTERS].join(", ")}\n  qemu faults: ${QEMU_FAULTS.join(", ")}\n`);
   process.exit(2);
 }
 
-function parse(argv: readonly string[]): { seed: number; runs: number | undefined; mode: FaultMode; kinds: FaultKind[] | undefined } {
+function parse(argv: readonly string[]): { seed: number; runs: number | undefined; mode: FaultMode; kinds: FaultKind[] | undefined; disasters: boolean } {
   let seed = Date.now() % 1_000_000;
   let runs: number | undefined;
   let mode: FaultMode = "process";
@@ -47,22 +53,37 @@ function parse(argv: readonly string[]): { seed: number; runs: number | undefine
         usage(`unknown argument '${flag}'`);
     }
   }
-  const known: readonly string[] = mode === "process" ? PROCESS_FAULTS : QEMU_FAULTS;
+  const known: readonly string[] = mode === "process" ? [...PROCESS_FAULTS, ...DISASTERS] : QEMU_FAULTS;
   for (const kind of kinds ?? []) if (!known.includes(kind)) usage(`fault '${kind}' is not a ${mode}-mode fault (${known.join(", ")})`);
-  return { seed, runs, mode, kinds };
+  const disasters = mode === "process" && (kinds === undefined || kinds.some((k) => (DISASTERS as readonly string[]).includes(k)));
+  const ordinary = kinds?.filter((k) => !(DISASTERS as readonly string[]).includes(k));
+  return { seed, runs, mode, kinds: ordinary, disasters };
 }
 
 const options = parse(process.argv.slice(2));
 const kinds = options.kinds ?? (options.mode === "process" ? [...PROCESS_FAULTS] : [...QEMU_FAULTS]);
-const runs = options.runs ?? kinds.length;
-const replay = `--mode ${options.mode} --seed ${options.seed} --runs ${runs}${options.kinds ? ` --kinds ${kinds.join(",")}` : ""}`;
-console.log(`fault suite, ${options.mode} mode: seed ${options.seed}, ${runs} runs of ${kinds.join(", ")} (replay with ${replay})`);
+const runs = kinds.length === 0 ? 0 : (options.runs ?? kinds.length);
+const listed = [...kinds, ...(options.disasters ? DISASTERS : [])];
+const replay = `--mode ${options.mode} --seed ${options.seed} --runs ${runs}${options.kinds ? ` --kinds ${listed.join(",")}` : ""}`;
+console.log(`fault suite, ${options.mode} mode: seed ${options.seed}, ${runs} runs of ${kinds.join(", ") || "nothing"}${options.disasters ? `, then ${DISASTERS.join(", ")} once` : ""} (replay with ${replay})`);
 const began = performance.now();
-const report = await runFaults({ mode: options.mode, seed: options.seed, runs, kinds, log: (line) => console.log(`  ${line}`) }).catch((err: unknown) => {
-  // Forming the cluster failed, or it broke beyond what the runner reads: one line, no stack.
+/** Forming the cluster failed, or it broke beyond what the runner reads: one line, no stack. */
+const fatal = (err: unknown): never => {
   process.stderr.write(`faults: ${(err as Error).message}\n`);
   process.exit(1);
-});
+};
+const report =
+  runs > 0
+    ? await runFaults({ mode: options.mode, seed: options.seed, runs, kinds, log: (line) => console.log(`  ${line}`) }).catch(fatal)
+    : { seed: options.seed, mode: options.mode, runs: [], check: { acknowledged: 0, undecided: [], lost: 0, linearizabilityViolations: 0, duplicates: 0, violations: [] }, unexpectedExits: [], history: { ops: [], final: {} } };
+let disaster: QuorumLossReport | undefined;
+if (options.disasters) {
+  console.log("  quorum-loss: a cluster of its own");
+  disaster = await runQuorumLoss({ seed: options.seed, firstHost: 70, log: (line) => console.log(`  quorum-loss: ${line}`) }).catch(fatal);
+  report.check.violations.push(...disaster.check.violations);
+  report.check.undecided.push(...disaster.check.undecided);
+  report.unexpectedExits.push(...disaster.unexpectedExits);
+}
 const span = (samples: (number | undefined)[]) => {
   const known = samples.filter((s): s is number => s !== undefined);
   const missing = samples.length - known.length;
@@ -89,6 +110,10 @@ for (const kind of new Set(kinds)) {
     row([kind, String(of.length), String(check.acknowledged), String(check.lost), String(check.linearizabilityViolations + check.duplicates), span(of.map((r) => r.firstWriteMs)), span(of.map((r) => r.recoveryMs))]),
   );
 }
+if (disaster) {
+  const d = disaster;
+  console.log(row(["quorum-loss", "1", String(d.check.acknowledged), String(d.check.lost), String(d.check.linearizabilityViolations + d.check.duplicates), d.firstWriteMs === undefined ? "- (never)" : seconds(d.firstWriteMs), `recover ${seconds(d.recoverMs)}`]));
+}
 console.log("");
 console.log("acked: writes acknowledged; lost: acknowledged writes missing from a member's copy at the end of their run;");
 console.log("viol.: keys whose history is not linearizable, plus operations answered twice differently");
@@ -108,6 +133,12 @@ if (report.check.violations.length) {
   console.log(`history of the runs with a violation written to ${file}`);
 }
 const problems = report.runs.flatMap((r) => r.problems);
+if (disaster) {
+  if (!disaster.refusedWithQuorum.includes("still has a quorum")) problems.push(`quorum-loss: recover was not refused while the quorum answered (${disaster.refusedWithQuorum || "it went ahead"})`);
+  if (disaster.etcdMembers.join() !== disaster.survivor) problems.push(`quorum-loss: etcd lists ${disaster.etcdMembers.join(", ")} after the recovery, not only ${disaster.survivor}`);
+  if (disaster.consensusRecords.join() !== disaster.survivor) problems.push(`quorum-loss: the records give the consensus role to ${disaster.consensusRecords.join(", ")}, not only ${disaster.survivor}`);
+  if (disaster.firstWriteMs === undefined) problems.push("quorum-loss: no write was acknowledged after the loss");
+}
 for (const problem of problems) console.log(`PROBLEM: ${problem}`);
 const clean = problems.length === 0 && report.check.violations.length === 0 && report.unexpectedExits.length === 0 && report.runs.every((r) => r.recoveryMs !== undefined);
 process.exit(clean ? 0 : 1);

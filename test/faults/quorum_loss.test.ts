@@ -11,6 +11,12 @@ const SEED = 20261125;
 test("two of three consensus nodes lost for good: recover from the survivor refuses while the quorum answers, then loses no acknowledged write and takes writes again", async () => {
   const report = await runQuorumLoss({ seed: SEED, firstHost: 70 });
   expect(report.refusedWithQuorum).toContain("still has a quorum");
+  // The plan comes before the first step, and names every member removed.
+  const started = report.ctlSaid.findIndex((l) => l.includes("recovery started"));
+  expect(started).toBeGreaterThan(0);
+  expect(report.ctlSaid[0]).toStartWith(`ctl: survivor: ${report.survivor} `);
+  for (const lost of report.lost) expect(report.ctlSaid.slice(0, started).some((l) => l.includes(`its consensus role dropped: ${lost} `))).toBe(true);
+  expect(report.ctlSaid.at(-1)).toMatch(/^ctl: the cluster takes writes again, [\d.]+ s after the request$/);
   expect(report.check.violations).toEqual([]);
   expect(report.check.acknowledged).toBeGreaterThan(0);
   expect(report.etcdMembers).toEqual([report.survivor]);

@@ -33,6 +33,8 @@ export interface QuorumLossReport {
   lost: string[];
   /** What ctl said when asked to recover while the quorum was still there. */
   refusedWithQuorum: string;
+  /** What ctl said on stderr while it recovered: the plan first, then each step. */
+  ctlSaid: string[];
   /** ctl's request → the cluster takes writes again (ctl's own measure, in its JSON). */
   recoverMs: number;
   /** The loss → the first acknowledged write invoked after it. */
@@ -70,6 +72,7 @@ export async function runQuorumLoss(options: { seed: number; firstHost: number; 
     let lossAt = 0;
     let refusedWithQuorum = "";
     let recoverMs = 0;
+    let ctlSaid: string[] = [];
     let survivor!: NodeProcess;
     try {
       await Bun.sleep(chance.between(2_000, 5_000));
@@ -94,7 +97,8 @@ export async function runQuorumLoss(options: { seed: number; firstHost: number; 
       await Bun.sleep(chance.between(1_000, 4_000));
       log(`ctl cluster recover --from ${survivorId} --yes`);
       const recovered = await ctl("cluster", "recover", "--from", survivorId, "--yes", "--json");
-      for (const line of recovered.stderr.trim().split("\n")) if (line) log(`  ${line}`);
+      ctlSaid = recovered.stderr.trim().split("\n").filter(Boolean);
+      for (const line of ctlSaid) log(`  ${line}`);
       recoverMs = (JSON.parse(recovered.stdout) as { writableAfterMs: number }).writableAfterMs;
       const recoveredAt = performance.now();
       await eventually(
@@ -130,6 +134,7 @@ export async function runQuorumLoss(options: { seed: number; firstHost: number; 
       survivor: cluster.ids.get(survivor)!,
       lost: [...lostNodes].map((n) => cluster.ids.get(n)!),
       refusedWithQuorum,
+      ctlSaid,
       recoverMs: Math.round(recoverMs),
       firstWriteMs: first === undefined ? undefined : Math.round(first - lossAt),
       check,
