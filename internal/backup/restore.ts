@@ -1,0 +1,145 @@
+// Restoring a backup's snapshot: into the data directory of the member that
+// a restored cluster starts from, and into a throwaway member, read once,
+// to learn what the snapshot holds before anything is trusted to it.
+//
+//   snapshot ──etcdutl snapshot restore──▶ a data directory (a new cluster
+//        of one member, the name and peer URL given; etcd's own checksum
+//        is checked on the way)
+//   readSnapshot: the same into a scratch directory ─▶ etcd on loopback,
+//        plain HTTP, on ports of its own, nothing else listening ─▶ the
+//        cluster record, both CAs and the node records ─▶ etcd stopped,
+//        the scratch directory deleted
+//
+// The throwaway member never joins anything: its peer URL is a loopback
+// port that only it listens on, and it is killed once read.
+
+import { fromBinary } from "@bufbuild/protobuf";
+import type { Etcd3 } from "etcd3";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import { CertificateAuthoritySchema, ClusterRecordSchema, NodeRecordSchema, type ClusterRecord, type NodeRecord } from "../../proto/gen/curator/state/state_pb.ts";
+import { X509Certificate } from "node:crypto";
+import { privateKeyFromRaw, type CA } from "../pki/mod.ts";
+import { runCommand, sleep } from "../supervisor/mod.ts";
+import { loadEtcd3 } from "../consensus/mod.ts";
+import { BackupFormatError } from "./format.ts";
+
+/** The etcd keys the curator keeps its state under (internal/curator/store.ts, repeated: this package sits below the curator). */
+const PREFIX = "/nodecore/";
+const KEYS = { cluster: `${PREFIX}cluster`, clusterCA: `${PREFIX}ca/cluster`, etcdCA: `${PREFIX}ca/etcd`, nodes: `${PREFIX}nodes/` } as const;
+/** How long the throwaway member gets to serve. */
+const SERVE_TIMEOUT_MS = 60_000;
+
+/** What a snapshot holds, as the curator wrote it. */
+export interface SnapshotState {
+  cluster: ClusterRecord;
+  clusterCA: CA;
+  etcdCA: CA;
+  nodes: NodeRecord[];
+  /** The revision the snapshot was taken at. */
+  revision: number;
+}
+
+/** Turns `snapshotFile` into `dataDir`: a new one-member cluster whose member is `name` at `peerUrl`. */
+export async function restoreSnapshot(options: { etcdutl: string; snapshotFile: string; dataDir: string; name: string; peerUrl: string }): Promise<void> {
+  rmSync(options.dataDir, { recursive: true, force: true });
+  try {
+    await runCommand([
+      options.etcdutl,
+      "snapshot",
+      "restore",
+      options.snapshotFile,
+      `--data-dir=${options.dataDir}`,
+      `--name=${options.name}`,
+      `--initial-cluster=${options.name}=${options.peerUrl}`,
+      `--initial-advertise-peer-urls=${options.peerUrl}`,
+      "--initial-cluster-token=nodecore",
+    ]);
+  } catch (err) {
+    rmSync(options.dataDir, { recursive: true, force: true });
+    throw new BackupFormatError(`etcdutl could not restore the snapshot: ${(err as Error).message.split("\n")[0]}`);
+  }
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function decodeCA(bytes: Uint8Array | undefined | null, what: string): CA {
+  if (!bytes) throw new BackupFormatError(`the snapshot holds no ${what}: it is not a nodecore cluster's`);
+  const ca = fromBinary(CertificateAuthoritySchema, bytes);
+  return { certificate: new X509Certificate(ca.certificate), privateKey: privateKeyFromRaw(ca.privateKey) };
+}
+
+/**
+ * Reads what `snapshot` (etcd's snapshot bytes, checked) holds, through a
+ * throwaway member in `scratch` (deleted afterwards, whatever happens).
+ */
+export async function readSnapshot(options: { etcd: string; etcdutl: string; snapshot: Uint8Array; scratch: string }): Promise<SnapshotState> {
+  const { scratch } = options;
+  rmSync(scratch, { recursive: true, force: true });
+  mkdirSync(scratch, { recursive: true, mode: 0o700 });
+  let child: ReturnType<typeof Bun.spawn> | undefined;
+  let client: Etcd3 | undefined;
+  try {
+    const snapshotFile = join(scratch, "snapshot.db");
+    writeFileSync(snapshotFile, options.snapshot, { mode: 0o600 });
+    const [clientPort, peerPort] = [await freePort(), await freePort()];
+    const peerUrl = `http://127.0.0.1:${peerPort}`;
+    const clientUrl = `http://127.0.0.1:${clientPort}`;
+    const dataDir = join(scratch, "member");
+    await restoreSnapshot({ etcdutl: options.etcdutl, snapshotFile, dataDir, name: "restore-check", peerUrl });
+    rmSync(snapshotFile);
+    child = Bun.spawn(
+      [
+        options.etcd,
+        "--name=restore-check",
+        `--data-dir=${dataDir}`,
+        `--listen-peer-urls=${peerUrl}`,
+        `--listen-client-urls=${clientUrl}`,
+        `--advertise-client-urls=${clientUrl}`,
+        "--log-level=error",
+      ],
+      { stdout: "ignore", stderr: "pipe" },
+    );
+    const { Etcd3 } = await loadEtcd3();
+    client = new Etcd3({ hosts: [clientUrl], dialTimeout: 2_000 });
+    const deadline = Date.now() + SERVE_TIMEOUT_MS;
+    let revision = 0;
+    for (;;) {
+      try {
+        revision = Number((await client.maintenance.status()).header.revision);
+        break;
+      } catch (err) {
+        if (child.exitCode !== null) throw new BackupFormatError(`the snapshot's etcd exited (${child.exitCode}) instead of serving: ${(await new Response(child.stderr as ReadableStream).text()).trim().split("\n").at(-1) ?? ""}`);
+        if (Date.now() > deadline) throw new BackupFormatError(`the snapshot's etcd did not serve within ${SERVE_TIMEOUT_MS / 1000} s: ${(err as Error).message}`);
+        await sleep(200);
+      }
+    }
+    const cluster = await client.get(KEYS.cluster).buffer();
+    if (!cluster) throw new BackupFormatError("the snapshot holds no cluster record: it is not a nodecore cluster's");
+    const nodes = Object.values(await client.getAll().prefix(KEYS.nodes).buffers()).map((bytes) => fromBinary(NodeRecordSchema, bytes));
+    return {
+      cluster: fromBinary(ClusterRecordSchema, cluster),
+      clusterCA: decodeCA(await client.get(KEYS.clusterCA).buffer(), "cluster CA"),
+      etcdCA: decodeCA(await client.get(KEYS.etcdCA).buffer(), "etcd CA"),
+      nodes,
+      revision,
+    };
+  } finally {
+    client?.close();
+    if (child && child.exitCode === null) {
+      child.kill("SIGKILL");
+      await child.exited;
+    }
+    rmSync(scratch, { recursive: true, force: true });
+  }
+}
