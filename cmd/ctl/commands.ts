@@ -40,6 +40,8 @@ import {
   takeBackup,
   checkBackup,
   describeBackup,
+  describeRestore,
+  readForRestore,
   defragmentEtcd,
   recoverConsensus,
   DEFAULT_CALL_TIMEOUT_MS,
@@ -505,6 +507,18 @@ export const program: Program<Ctl> = {
             const unlockShareThreshold = (flags["unlock-threshold"] as number | undefined) ?? 0;
             const params = create(NodeParametersSchema, { cluster: { case: "clusterBootstrap", value: { ownerPublicKey: rawPublicKey(key.publicKey), unlockShareThreshold } } });
             writeParameters(ctl, file!, "bootstrap", toBinary(NodeParametersSchema, params));
+          },
+        },
+        {
+          name: "restore",
+          args: [{ name: "backup", complete: "file" }, FILE],
+          description: "Write parameters that create the cluster again from a backup (they hold its every key: the node deletes them once read)",
+          run: (ctl, [backup, file]) => {
+            const key = readOwnerKey(ctl.ownerKey ?? ctl.paths().ownerKey);
+            const { header, snapshot } = readForRestore(backup!, key);
+            for (const line of [...describeBackup(header).split("\n"), ...describeRestore(header)]) ctl.note(line);
+            const params = create(NodeParametersSchema, { cluster: { case: "clusterRestore", value: { ownerPublicKey: rawPublicKey(key.publicKey), snapshot } } });
+            writeParameters(ctl, file!, "restore", toBinary(NodeParametersSchema, params));
           },
         },
         {

@@ -76,6 +76,8 @@ export function nodeRoot(config: NodeConfig): Runnable {
         state: enrolment,
         membership,
         onFatal: config.onFatal,
+        ...(config.etcdBinary ? { etcdBinary: config.etcdBinary } : {}),
+        ...(config.scrubEsp ? { scrubEsp: () => scrubFreeSpace(config.layout.esp.path).then(() => {}) } : {}),
       }),
     );
     ctx.run(

@@ -23,8 +23,8 @@ export const MAGIC = "NODECORE-BACKUP1\n";
 /** Plaintext bytes per frame. */
 export const CHUNK_BYTES = 64 * 1024;
 const TAG_BYTES = 16;
-/** The largest header a reader accepts. */
-const MAX_HEADER_BYTES = 64 * 1024;
+/** The largest header a reader accepts (its node list grows with the cluster: about 100 bytes a node). */
+const MAX_HEADER_BYTES = 4 * 1024 * 1024;
 const INFO = "nodecore backup v1";
 
 /** What a backup says about itself, in clear. */
@@ -39,6 +39,12 @@ export interface BackupHeader {
   /** ISO time the snapshot was taken. */
   createdAt: string;
   nodeCount: number;
+  /**
+   * The nodes at the time, with their addresses and whether they were
+   * consensus members: a restore names those that can join it again, and
+   * where its node should be (backups before this field lack it).
+   */
+  nodes?: { id: string; address: string; consensus: boolean }[];
   nodecoreVersion: string;
   /** The X25519 public key made for this file, base64. */
   ephemeralPublicKey: string;
@@ -145,6 +151,10 @@ export function readBackupHeader(file: Uint8Array): { header: BackupHeader; body
   }
   for (const field of ["ephemeralPublicKey", "ownerPublicKey"] as const) {
     if (!/^[A-Za-z0-9+/]{43}=$/.test(header[field])) throw new BackupFormatError(`its header's ${field} is not a 32-byte key in base64 (corrupted)`);
+  }
+  const nodes: unknown = header.nodes;
+  if (nodes !== undefined && (!Array.isArray(nodes) || !nodes.every((n) => typeof n?.id === "string" && typeof n.address === "string" && typeof n.consensus === "boolean"))) {
+    throw new BackupFormatError("its header's node list is not a list of nodes (corrupted)");
   }
   return { header, bodyOffset: start + length, headerBytes };
 }

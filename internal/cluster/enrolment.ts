@@ -11,8 +11,14 @@ import { decideEnrolment, type EnrolmentDecision } from "./enrolment_decision.ts
 import { bootstrapCluster, loadPendingBootstrap, type Enrolled, type PendingBootstrap } from "./flow_bootstrap.ts";
 import { joinCluster } from "./flow_join.ts";
 import { registerNode } from "./flow_register.ts";
+import { loadPendingRestore, restoreCluster, type PendingRestore } from "./flow_restore.ts";
+import { existsSync, rmSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { ETCD_BINARY } from "../consensus/mod.ts";
 import { ParametersError, type ParameterPaths } from "./node_parameters.ts";
-import { create } from "@bufbuild/protobuf";
+import { create, fromBinary } from "@bufbuild/protobuf";
+import { readFileSync } from "node:fs";
+import { NodeParametersSchema } from "../../proto/gen/api/configuration_pb.ts";
 import { ClusterDirectorySchema } from "../../proto/gen/common/common_pb.ts";
 import { rawPublicKey } from "../pki/mod.ts";
 
@@ -25,6 +31,8 @@ export interface ClusterMembership {
   directory: ClusterDirectory;
   /** Set when this node still has to create the cluster (first boot of the first node). */
   pendingBootstrap?: PendingBootstrap;
+  /** Set when this node still has to start the cluster from a backup's snapshot (flow_restore.ts). */
+  pendingRestore?: PendingRestore;
   /** The cluster's half of the data key (kept on the ESP only while the node is a consensus member). */
   clusterUnlockKey: Uint8Array;
 }
@@ -49,6 +57,10 @@ export interface EnrolmentOptions {
   /** Shows an operator-facing fatal message (PID 1: a banner on the console). */
   onFatal: (message: string) => void;
   curatorPort?: number;
+  /** The etcd binary (default: the node image's); a restore reads its snapshot with it and the etcdutl beside it. */
+  etcdBinary?: string;
+  /** Overwrites the ESP's free space (a VM's FAT ESP keeps deleted files' bytes); absent for a node process. */
+  scrubEsp?: () => Promise<void>;
 }
 
 export function enrolmentRunnable(options: EnrolmentOptions): Runnable {
@@ -79,9 +91,25 @@ export function enrolmentRunnable(options: EnrolmentOptions): Runnable {
           enrolled = await registerNode({ ...common, ticket: decision.ticket, caCertificate: decision.caCertificate, directory });
           break;
         }
+        case "restore": {
+          const etcd = options.etcdBinary ?? ETCD_BINARY;
+          enrolled = await restoreCluster({
+            ...common,
+            ownerPublicKey: decision.ownerPublicKey,
+            snapshot: decision.snapshot,
+            address,
+            etcd,
+            etcdutl: join(dirname(etcd), "etcdutl"),
+            forgetParameters: () => forgetRestoreParameters(decision.source),
+          });
+          directory = create(ClusterDirectorySchema, { nodes: [{ publicKey: rawPublicKey(enrolled.credentials.publicKey), addresses: [{ host: address }] }] });
+          break;
+        }
         case "join":
           enrolled = await joinCluster({ ...common, sealed: decision.sealed, ownAddress: address });
-          directory = decision.sealed.clusterDirectory ?? create(ClusterDirectorySchema);
+          directory = enrolled.directory ?? decision.sealed.clusterDirectory ?? create(ClusterDirectorySchema);
+          // A restore that stopped before it deleted its parameters finishes that now.
+          if (existsSync(options.paths.esp) && isRestore(options.paths.esp)) await forgetRestoreParameters("esp");
           break;
         default: {
           const unreachable: never = decision;
@@ -95,11 +123,27 @@ export function enrolmentRunnable(options: EnrolmentOptions): Runnable {
 
     const { credentials, clusterUnlockKey } = enrolled;
     const pendingBootstrap = loadPendingBootstrap(options.layout);
-    options.membership.set({ credentials, address, directory, clusterUnlockKey, ...(pendingBootstrap ? { pendingBootstrap } : {}) });
+    const pendingRestore = loadPendingRestore(options.layout);
+    options.membership.set({ credentials, address, directory, clusterUnlockKey, ...(pendingBootstrap ? { pendingBootstrap } : {}), ...(pendingRestore ? { pendingRestore } : {}) });
     options.state.set({ phase: "member", decision: decision.kind, nodeId: credentials.nodeId });
     ctx.logger.info("this node is part of the cluster", { node: credentials.nodeId, via: decision.kind });
     ctx.signalHealthy();
     await untilCancelled(ctx.signal);
+
+    /**
+     * Deletes restore parameters from the ESP and overwrites the freed
+     * space: they hold every key of the cluster. Parameters given through
+     * qemu fw_cfg live on the host, which the owner cleans up.
+     */
+    async function forgetRestoreParameters(source: "esp" | "fw_cfg") {
+      if (source !== "esp") {
+        ctx.logger.warn("the restore's parameters came through fw_cfg: remove them from the host, they hold every key of the cluster");
+        return;
+      }
+      rmSync(options.paths.esp, { force: true });
+      await options.scrubEsp?.();
+      ctx.logger.info("deleted the restore's parameters from the ESP");
+    }
 
     function fatal(message: string) {
       // Retrying cannot help: the parameters are what they are until an
@@ -110,4 +154,13 @@ export function enrolmentRunnable(options: EnrolmentOptions): Runnable {
       ctx.signalDone();
     }
   };
+}
+
+/** Whether the parameters file at `path` asks for a restore (an unreadable one does not). */
+function isRestore(path: string): boolean {
+  try {
+    return fromBinary(NodeParametersSchema, readFileSync(path)).cluster.case === "clusterRestore";
+  } catch {
+    return false;
+  }
 }

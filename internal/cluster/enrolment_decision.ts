@@ -4,7 +4,8 @@
 //        │ no
 //   node parameters (fw_cfg > ESP)
 //        ├─ cluster_bootstrap ──────────────▶ bootstrap (create a new cluster)
-//        └─ cluster_register ───────────────▶ register  (become a new member)
+//        ├─ cluster_register ───────────────▶ register  (become a new member)
+//        └─ cluster_restore ────────────────▶ restore   (create the cluster again from a backup)
 
 import type { SealedConfiguration } from "../../proto/gen/api/configuration_pb.ts";
 import type { Logger } from "../log/mod.ts";
@@ -13,7 +14,8 @@ import { readNodeParameters, readSealedConfiguration, type ParameterPaths, type 
 export type EnrolmentDecision =
   | { kind: "join"; sealed: SealedConfiguration }
   | (Extract<ValidParameters, { kind: "bootstrap" }> & { source: ParametersSource })
-  | (Extract<ValidParameters, { kind: "register" }> & { source: ParametersSource });
+  | (Extract<ValidParameters, { kind: "register" }> & { source: ParametersSource })
+  | (Extract<ValidParameters, { kind: "restore" }> & { source: ParametersSource });
 
 export function decideEnrolment(paths: ParameterPaths & { sealed: string }, logger: Logger): EnrolmentDecision {
   const sealed = readSealedConfiguration(paths.sealed);
@@ -22,7 +24,8 @@ export function decideEnrolment(paths: ParameterPaths & { sealed: string }, logg
     return { kind: "join", sealed };
   }
   const params = readNodeParameters(paths, logger);
-  logger.info(params.kind === "bootstrap" ? "parameters ask to bootstrap a new cluster" : "parameters ask to register into a cluster", {
+  const asks = { bootstrap: "parameters ask to bootstrap a new cluster", register: "parameters ask to register into a cluster", restore: "parameters ask to restore a cluster from a backup" };
+  logger.info(asks[params.kind], {
     source: params.source,
   });
   return params;

@@ -16,6 +16,7 @@ import { create } from "@bufbuild/protobuf";
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { SealedConfigurationSchema } from "../../proto/gen/api/configuration_pb.ts";
+import type { ClusterDirectory } from "../../proto/gen/common/common_pb.ts";
 import { createEtcdCA } from "../consensus/mod.ts";
 import { writeFileDurably, type StorageLayout } from "../localstorage/mod.ts";
 import type { Logger } from "../log/mod.ts";
@@ -40,6 +41,8 @@ export interface Enrolled {
   credentials: NodeCredentials;
   /** The cluster's half of the data key, kept in memory (and on the ESP of consensus nodes). */
   clusterUnlockKey: Uint8Array;
+  /** A join's directory, when it differs from the sealed one (curators found by address: flow_join.ts). */
+  directory?: ClusterDirectory;
 }
 
 /** What the control plane needs to create the cluster's first state. */
@@ -59,11 +62,11 @@ export function pendingBootstrapPath(layout: StorageLayout): string {
   return join(layout.data.node.path, PENDING_FILE);
 }
 
-function encodeCA(ca: CA) {
+export function encodeCAJson(ca: CA): { certificate: string; privateKey: string } {
   return { certificate: ca.certificate.raw.toString("base64"), privateKey: Buffer.from(rawPrivateKey(ca.privateKey)).toString("base64") };
 }
 
-function decodeCA(json: { certificate: string; privateKey: string }): CA {
+export function decodeCAJson(json: { certificate: string; privateKey: string }): CA {
   return { certificate: new X509Certificate(Buffer.from(json.certificate, "base64")), privateKey: privateKeyFromRaw(Buffer.from(json.privateKey, "base64")) };
 }
 
@@ -73,8 +76,8 @@ export function savePendingBootstrap(layout: StorageLayout, pending: PendingBoot
     pendingBootstrapPath(layout),
     JSON.stringify({
       ownerPublicKey: b64(pending.ownerPublicKey),
-      clusterCA: encodeCA(pending.clusterCA),
-      etcdCA: encodeCA(pending.etcdCA),
+      clusterCA: encodeCAJson(pending.clusterCA),
+      etcdCA: encodeCAJson(pending.etcdCA),
       joinPublicKey: b64(pending.joinPublicKey),
       clusterUnlockKey: b64(pending.clusterUnlockKey),
       unlockShareThreshold: pending.unlockShareThreshold,
@@ -90,8 +93,8 @@ export function loadPendingBootstrap(layout: StorageLayout): PendingBootstrap | 
   const bytes = (s: string) => new Uint8Array(Buffer.from(s, "base64"));
   return {
     ownerPublicKey: bytes(json.ownerPublicKey),
-    clusterCA: decodeCA(json.clusterCA),
-    etcdCA: decodeCA(json.etcdCA),
+    clusterCA: decodeCAJson(json.clusterCA),
+    etcdCA: decodeCAJson(json.etcdCA),
     joinPublicKey: bytes(json.joinPublicKey),
     clusterUnlockKey: bytes(json.clusterUnlockKey),
     unlockShareThreshold: typeof json.unlockShareThreshold === "number" ? json.unlockShareThreshold : 0,

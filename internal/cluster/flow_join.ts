@@ -20,7 +20,7 @@ import {
   sameAddress,
   type CuratorEndpoint,
 } from "../curator/client/mod.ts";
-import { commonNameOf, privateKeyFromRaw, selfSignedCertificate } from "../pki/mod.ts";
+import { canonicalIp, commonNameOf, privateKeyFromRaw, selfSignedCertificate } from "../pki/mod.ts";
 import { gatherShares, peersOf } from "../coldstart/mod.ts";
 import { create } from "@bufbuild/protobuf";
 import { ClusterDirectorySchema } from "../../proto/gen/common/common_pb.ts";
@@ -50,14 +50,24 @@ function refusedForGood(err: unknown): boolean {
   return err instanceof RpcError && (err.code === Status.NOT_FOUND || err.code === Status.PERMISSION_DENIED || err.code === Status.FAILED_PRECONDITION);
 }
 
-/** Asks the other curators for this node's cluster unlock key. */
-async function fetchClusterUnlockKey(options: JoinOptions): Promise<Uint8Array> {
+/**
+ * Asks the other curators for this node's cluster unlock key. Each is
+ * expected to be the node the directory names at its address; but when a
+ * genuine curator of this cluster (its certificate under the cluster CA,
+ * for that very address) answers there as another node, the directory is
+ * older than the cluster's consensus: a cluster restored from a backup, or
+ * recovered, onto a new machine at an old curator's address. Such
+ * addresses are asked again without the node's name (`unpinned`), and the
+ * cluster unlock key it gets must still open this node's disk.
+ */
+async function fetchClusterUnlockKey(options: JoinOptions): Promise<{ clusterUnlockKey: Uint8Array; unpinned: Set<string> }> {
   const { sealed, logger, signal } = options;
   const joinKeyPrivate = privateKeyFromRaw(sealed.joinKey);
   const joinKey = { privateKey: joinKeyPrivate, publicKey: createPublicKey(joinKeyPrivate) };
   const credentials = { ca: new X509Certificate(sealed.clusterCa), certificate: selfSignedCertificate(joinKey), privateKey: joinKeyPrivate };
   const own: CuratorEndpoint = { host: options.ownAddress, port: options.curatorPort ?? CURATOR_PORT };
-  const endpoints = endpointsOfDirectory(sealed.clusterDirectory, options.curatorPort).filter((e) => !sameAddress(e, own));
+  let endpoints = endpointsOfDirectory(sealed.clusterDirectory, options.curatorPort).filter((e) => !sameAddress(e, own));
+  const unpinned = new Set<string>();
   // One pool for all rounds: it remembers the leader between them.
   const pool = new CuratorPool(credentials);
   let lastShareMessage = "";
@@ -73,25 +83,35 @@ async function fetchClusterUnlockKey(options: JoinOptions): Promise<Uint8Array> 
           { tryNextAfter: (err) => !refusedForGood(err) },
         );
         logger.info("got the cluster unlock key", { curator });
-        return clusterUnlockKey;
+        return { clusterUnlockKey, unpinned };
       } catch (err) {
         if (refusedForGood(err)) throw new Error(`the cluster refused to let this node join: ${(err as RpcError).details}`, { cause: err });
         if (!(err instanceof NoCuratorError)) throw err;
         lastReason = err.message;
+        const replaced = err.failures.filter((f) => f.kind === "identity" && f.endpoint.nodeId !== undefined && !unpinned.has(f.endpoint.host));
+        if (replaced.length > 0) {
+          for (const f of replaced) unpinned.add(f.endpoint.host);
+          endpoints = endpoints.map((e) => (unpinned.has(e.host) ? { host: e.host, port: e.port } : e));
+          logger.warn("curators of this cluster answer as other nodes than the sealed directory names (a cluster restored or recovered onto new machines?); asking them by address", {
+            addresses: [...unpinned].join(","),
+            lastError: lastReason,
+          });
+          continue;
+        }
       }
       if (sealed.coldStartClusterUnlockKey.length > 0) {
         logger.warn(
           endpoints.length ? "no other curator reachable; cold start with the locally kept cluster unlock key" : "this node is the only curator; starting with the locally kept cluster unlock key",
           endpoints.length ? { lastError: lastReason } : {},
         );
-        return sealed.coldStartClusterUnlockKey;
+        return { clusterUnlockKey: sealed.coldStartClusterUnlockKey, unpinned };
       }
       if ((sealed.unlockShares?.holders.length ?? 0) > 0) {
         const fromShares = await coldStartWithShares(sealed, logger, signal, (message) => {
           if (message !== lastShareMessage) logger.warn(message, { lastCuratorError: lastReason });
           lastShareMessage = message;
         });
-        if (fromShares) return fromShares;
+        if (fromShares) return { clusterUnlockKey: fromShares, unpinned };
         await sleep(JOIN_RETRY_MS, signal);
         continue;
       }
@@ -136,7 +156,7 @@ async function coldStartWithShares(sealed: SealedConfiguration, logger: Logger, 
 export async function joinCluster(options: JoinOptions): Promise<Enrolled> {
   const { logger, signal } = options;
   logger.info("joining the cluster");
-  const clusterUnlockKey = await fetchClusterUnlockKey(options);
+  const { clusterUnlockKey, unpinned } = await fetchClusterUnlockKey(options);
   await options.storage.open(dataPartitionKey(options.sealed.nodeUnlockKey, clusterUnlockKey), logger, signal);
   const credentials = loadCredentials(options.layout);
   if (!credentials) {
@@ -145,5 +165,10 @@ export async function joinCluster(options: JoinOptions): Promise<Enrolled> {
     );
   }
   logger.info("joined", { node: credentials.nodeId });
-  return { credentials, clusterUnlockKey };
+  if (unpinned.size === 0) return { credentials, clusterUnlockKey };
+  // The role server reaches those curators by address too, until the
+  // cluster's own directory replaces this one (and the sealed one).
+  const directory = create(ClusterDirectorySchema, options.sealed.clusterDirectory ?? {});
+  for (const node of directory.nodes) if (node.addresses.some((a) => unpinned.has(canonicalIp(a.host)))) node.publicKey = new Uint8Array();
+  return { credentials, clusterUnlockKey, directory };
 }

@@ -37,4 +37,5 @@ export { encryptedPartition, plainDirectory, type DataStorage } from "./data_sto
 export { loadCredentials, saveCredentials, CredentialsError, type NodeCredentials } from "./credentials.ts";
 export { dataPartitionKey, randomKey, KEY_BYTES } from "./keys.ts";
 export { clearPendingBootstrap, loadPendingBootstrap, type PendingBootstrap } from "./flow_bootstrap.ts";
+export { clearPendingRestore, loadPendingRestore, type PendingRestore } from "./flow_restore.ts";
 export { writeSealedConfiguration, updateSealedConfiguration } from "./sealed_configuration.ts";

@@ -78,7 +78,7 @@ describe("node parameters", () => {
     ["corrupt bytes", new Uint8Array([0x0a, 0xff, 0xff]), "are corrupt"],
     ["empty file", new Uint8Array(0), "are empty"],
     // Field 3 is unknown to NodeParameters: it parses, but asks for nothing.
-    ["neither bootstrap nor register", new Uint8Array([0x18, 0x01]), "set neither cluster bootstrap nor cluster register"],
+    ["neither bootstrap nor register", new Uint8Array([0x20, 0x01]), "set neither cluster bootstrap, cluster register nor cluster restore"],
     [
       "a short owner key",
       create(NodeParametersSchema, { cluster: { case: "clusterBootstrap", value: { ownerPublicKey: new Uint8Array(5) } } }),

@@ -12,6 +12,7 @@ import {
   type SealedConfiguration,
 } from "../../proto/gen/api/configuration_pb.ts";
 import type { Logger } from "../log/mod.ts";
+import { snapshotIntegrity } from "../backup/format.ts";
 
 /** The qemu fw_cfg entry name (qemu -fw_cfg name=dev.nodecore/parameters.pb,file=...). */
 export const FW_CFG_PARAMETERS_NAME = "dev.nodecore/parameters.pb";
@@ -27,7 +28,8 @@ export type ParametersSource = "fw_cfg" | "esp";
 /** Node parameters that passed validation, tagged by what they ask for. */
 export type ValidParameters =
   | { kind: "bootstrap"; ownerPublicKey: Uint8Array; unlockShareThreshold: number; raw: NodeParameters }
-  | { kind: "register"; ticket: Uint8Array; caCertificate: X509Certificate; raw: NodeParameters };
+  | { kind: "register"; ticket: Uint8Array; caCertificate: X509Certificate; raw: NodeParameters }
+  | { kind: "restore"; ownerPublicKey: Uint8Array; snapshot: Uint8Array; raw: NodeParameters };
 
 export interface ParameterPaths {
   fwCfg: string;
@@ -73,8 +75,18 @@ export function validateParameters(params: NodeParameters, where: string): Valid
       }
       return { kind: "register", ticket: registerTicket, caCertificate: ca, raw: params };
     }
+    case "clusterRestore": {
+      const { ownerPublicKey, snapshot } = cluster.value;
+      if (ownerPublicKey.length !== 32) throw new ParametersError(`node parameters at ${where}: restore owner public key must be 32 bytes (ed25519), got ${ownerPublicKey.length}`);
+      try {
+        snapshotIntegrity(snapshot);
+      } catch (err) {
+        throw new ParametersError(`node parameters at ${where}: the restore's snapshot is damaged: ${(err as Error).message}`, { cause: err });
+      }
+      return { kind: "restore", ownerPublicKey, snapshot, raw: params };
+    }
     case undefined:
-      throw new ParametersError(`node parameters at ${where} set neither cluster bootstrap nor cluster register`);
+      throw new ParametersError(`node parameters at ${where} set neither cluster bootstrap, cluster register nor cluster restore`);
     default: {
       const unreachable: never = cluster;
       throw new ParametersError(`node parameters at ${where}: unknown cluster kind ${JSON.stringify(unreachable)}`);

@@ -12,7 +12,7 @@ import type { Etcd3 } from "etcd3";
 import { BackupWriter, type BackupHeader } from "../backup/mod.ts";
 
 /** What the backup's header says besides the keys and the revision. */
-export type BackupAbout = Pick<BackupHeader, "caFingerprint" | "nodeCount" | "nodecoreVersion">;
+export type BackupAbout = Pick<BackupHeader, "caFingerprint" | "nodeCount" | "nodes" | "nodecoreVersion">;
 
 interface SnapshotMessage {
   header: { revision: string };

@@ -55,3 +55,27 @@ export async function writeBootstrapState(etcd: Etcd3, state: BootstrapState): P
     }),
   });
 }
+
+/**
+ * Writes the record of the node that restored the cluster from a backup
+ * (UP, the consensus role, no other), unless it exists (a restore resumed
+ * after a crash). Unfenced, like the bootstrap: no curator runs yet.
+ * Returns whether it wrote it.
+ */
+export async function writeRestoredNode(etcd: Etcd3, node: BootstrapState["node"]): Promise<boolean> {
+  const store = new CuratorStore(etcd.namespace(ETCD_PREFIX));
+  if (await store.node(node.id)) return false;
+  const outcome = await store.createNode(
+    create(NodeRecordSchema, {
+      id: node.id,
+      publicKey: node.publicKey,
+      joinKey: node.joinKey,
+      state: NodeState.UP,
+      clusterUnlockKey: node.clusterUnlockKey,
+      status: node.status,
+      roles: create(NodeRolesSchema, { consensusMember: node.consensusMember }),
+    }),
+  );
+  if (outcome !== "created") throw new Error(`could not write the restoring node's record: ${outcome}`);
+  return true;
+}

@@ -27,6 +27,7 @@ import type { Logger } from "../log/mod.ts";
 import { publicKeyFromRaw, type CA } from "../pki/mod.ts";
 import { FailedPreconditionError } from "../rpc/mod.ts";
 import { CuratorStore, ETCD_PREFIX } from "./store.ts";
+import { removeAllCampaigns } from "./leadership.ts";
 
 export interface EtcdMember {
   id: string;
@@ -116,15 +117,18 @@ export async function revokeConsensus(etcd: Etcd3, record: NodeRecord, logger: L
 }
 
 /**
- * After a recovery from a lost quorum (etcd restarted as a one-member
- * cluster on node `survivor`): every other node's record loses the
- * consensus role, and the survivor's own role lists only itself as a peer.
+ * After a recovery from a lost quorum or a restore (etcd restarted as a
+ * one-member cluster on node `survivor`): every curator's campaign goes
+ * (they are all gone), every other node's record loses the consensus role,
+ * and the survivor's own role lists only itself as a peer.
  * Unfenced, like the bootstrap: it runs before any curator does. Writing a
  * record that is already so changes nothing, so a recovery interrupted here
  * and run again converges. Returns the nodes that lost the role.
  */
 export async function dropLostConsensusRoles(etcd: Etcd3, survivor: string, logger: Logger): Promise<string[]> {
   const store = new CuratorStore(etcd.namespace(ETCD_PREFIX));
+  const ghosts = await removeAllCampaigns(store.etcd);
+  if (ghosts > 0) logger.info("removed the campaigns of curators gone with the quorum", { keys: ghosts });
   const { nodes } = await store.nodes();
   const self = (await etcdMembers(etcd)).find((m) => m.name === survivor);
   const dropped: string[] = [];

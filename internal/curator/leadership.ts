@@ -56,6 +56,18 @@ export async function removeOwnGhostCampaigns(etcd: Namespace, nodeId: string): 
   return removed;
 }
 
+/**
+ * Deletes every curator's campaign key: after a restore or a recovery from
+ * a lost quorum, before this node's curator first starts, they are all
+ * ghosts of curators that are gone (their leases came back with the data,
+ * and would make the new curator wait out a term and name a dead leader
+ * meanwhile). Returns how many.
+ */
+export async function removeAllCampaigns(etcd: Namespace): Promise<number> {
+  const response = await etcd.delete().prefix(`election/${ELECTION_NAME}/`).exec();
+  return Number(response.deleted);
+}
+
 export function leadershipRunnable(etcd: Namespace, self: LeaderInfo, state: Value<Leadership>): Runnable {
   return async (ctx) => {
     const ghosts = await removeOwnGhostCampaigns(etcd, self.nodeId);

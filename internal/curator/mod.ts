@@ -41,7 +41,7 @@
 // exported here, so product code that imports this package never bundles it.
 
 export { curatorRunnable, PROMOTE_INTERVAL_MS, type CuratorOptions } from "./server.ts";
-export { writeBootstrapState, REGISTER_TICKET_BYTES, type BootstrapState } from "./bootstrap.ts";
+export { writeBootstrapState, writeRestoredNode, REGISTER_TICKET_BYTES, type BootstrapState } from "./bootstrap.ts";
 export { CuratorStore, ETCD_PREFIX, StoreError } from "./store.ts";
 export { consensusRole, dropLostConsensusRoles, etcdMembers, grantConsensus, revokeConsensus, promoteLearners, type EtcdMember } from "./consensus_membership.ts";
 export { ELECTION_NAME, LEADER_LEASE_TTL_S, type Leadership, type LeaderInfo } from "./leadership.ts";

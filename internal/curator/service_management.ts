@@ -198,7 +198,8 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
       const snapshot = await state.read(ctx.signal);
       const cluster = snapshot.cluster();
       if (!cluster) throw new FailedPreconditionError("the cluster is not bootstrapped");
-      const about = { caFingerprint: snapshot.ca("cluster").certificate.fingerprint256, nodeCount: snapshot.nodes().length, nodecoreVersion: VERSION };
+      const nodes = snapshot.nodes().map((n) => ({ id: n.id, address: n.status?.externalAddress ?? "", consensus: Boolean(n.roles?.consensusMember) }));
+      const about = { caFingerprint: snapshot.ca("cluster").certificate.fingerprint256, nodeCount: nodes.length, nodes, nodecoreVersion: VERSION };
       let bytes = 0;
       for await (const chunk of backupChunks(etcd, cluster.ownerPublicKey, about, ctx.signal)) {
         bytes += chunk.data.length;

@@ -89,3 +89,43 @@ export function describeBackup(header: BackupHeader, extra: string[] = []): stri
     ...extra,
   ].join("\n");
 }
+
+/** A backup turned into a restoring node's parameters (ctl params restore). */
+export interface RestorePlan {
+  header: BackupHeader;
+  /** etcd's snapshot, decrypted: what goes into the parameters. */
+  snapshot: Uint8Array;
+}
+
+/**
+ * Reads `file` with the owner's key, as checkBackup does, for parameters
+ * that restore the cluster from it; refuses, with the cause, what a restore
+ * would refuse later.
+ */
+export function readForRestore(file: string, owner: KeyPair): RestorePlan {
+  if (!existsSync(file)) throw new OperatorError(`no backup at ${file}`);
+  try {
+    const { header, snapshot } = decryptBackup(readFileSync(file), rawPrivateKey(owner.privateKey));
+    snapshotIntegrity(snapshot);
+    return { header, snapshot };
+  } catch (err) {
+    if (err instanceof BackupFormatError) throw new OperatorError(`${file}: ${err.message}`);
+    throw err;
+  }
+}
+
+/** What the owner must know before booting a node with restore parameters. */
+export function describeRestore(header: BackupHeader): string[] {
+  const lines = [`the cluster comes back as it was at etcd revision ${header.etcdRevision} (${header.createdAt}); anything written after that is lost`];
+  if (!header.nodes) {
+    lines.push(`the backup has ${header.nodeCount} nodes (it is older than the node list in backups: their IDs are not known here)`);
+    return lines;
+  }
+  const consensus = header.nodes.filter((n) => n.consensus && n.address);
+  lines.push(`nodes that can join it again with their own disks: ${header.nodes.map((n) => n.id).join(", ") || "none"}`);
+  lines.push(`a node enrolled after ${header.createdAt} is not in it, and cannot open its disk`);
+  if (consensus.length) {
+    lines.push(`boot the restoring node at an address its consensus nodes had (${consensus.map((n) => n.address).join(", ")}): the other nodes look for their curators there`);
+  }
+  return lines;
+}

@@ -16,9 +16,12 @@ import { create } from "@bufbuild/protobuf";
 import type { Etcd3 } from "etcd3";
 import type { X509Certificate } from "node:crypto";
 import { NodeStatusSchema, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
-import { clearPendingBootstrap, type ClusterMembership, type PendingBootstrap } from "../cluster/mod.ts";
+import { clearPendingBootstrap, clearPendingRestore, loadPendingRestore, type ClusterMembership, type PendingBootstrap } from "../cluster/mod.ts";
+import { restoreSnapshot } from "../backup/restore.ts";
+import { dirname, join } from "node:path";
+import { ETCD_BINARY } from "../consensus/mod.ts";
 import { clientUrl, connectEtcd, issueMemberCertificate, memberQuota, peerUrl, runEtcdMember, upkeepRunnable } from "../consensus/mod.ts";
-import { consensusRole, curatorRunnable, dropLostConsensusRoles, etcdMembers, writeBootstrapState, type Leadership } from "../curator/mod.ts";
+import { consensusRole, curatorRunnable, dropLostConsensusRoles, etcdMembers, writeBootstrapState, writeRestoredNode, type Leadership } from "../curator/mod.ts";
 import { CURATOR_PORT, type CuratorEndpoint } from "../curator/client/mod.ts";
 import { Value } from "../event/mod.ts";
 import type { StorageLayout } from "../localstorage/mod.ts";
@@ -108,6 +111,23 @@ export function controlPlaneWorker(options: ControlPlaneOptions): Runnable {
     const { layout } = options;
     options.localCurator.set(undefined);
     options.localConsensus?.set(undefined);
+    // A restore (internal/cluster/flow_restore.ts) whose member is not made
+    // yet: the snapshot becomes its data, a cluster of this node alone. Made
+    // again from the start if a crash cut it short (member.json comes last).
+    const restore = loadPendingRestore(layout);
+    if (restore && !loadEtcdMemberState(layout)) {
+      const ownPeerUrl = peerUrl(membership.address);
+      const etcd = options.etcdBinary ?? ETCD_BINARY;
+      await restoreSnapshot({ etcdutl: join(dirname(etcd), "etcdutl"), snapshotFile: restore.snapshotFile, dataDir: layout.data.etcd.data, name: credentials.nodeId, peerUrl: ownPeerUrl });
+      saveEtcdMemberState(layout, {
+        ca: restore.etcdCA.certificate,
+        certificate: issueMemberCertificate(restore.etcdCA, credentials.publicKey, { name: credentials.nodeId, addresses: [membership.address] }),
+        clusterState: "new",
+        initialCluster: [{ name: credentials.nodeId, peerUrl: ownPeerUrl }],
+        lastSeenMembers: 1,
+      });
+      ctx.logger.info("the backup's snapshot is this node's etcd data now: a cluster of this node alone");
+    }
     const decision = decideControlPlane({
       roles: options.roles.peek(),
       remembered: loadEtcdMemberState(layout),
@@ -209,6 +229,19 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
   const curatorScope = new AbortController();
 
   const startCurator = async (etcd: Etcd3) => {
+    const restore = loadPendingRestore(options.layout);
+    if (restore) {
+      // The restore's last step, before any curator reads the records: this
+      // node's own record, the others without the consensus role, then the
+      // snapshot goes.
+      const status = create(NodeStatusSchema, { externalAddress: membership.address, runningCurator: { port }, timestampMs: BigInt(Date.now()), version: VERSION });
+      const record = { id: credentials.nodeId, publicKey: rawPublicKey(credentials.publicKey), status };
+      const self = { id: "", name: credentials.nodeId, peerUrls: [peerUrl(membership.address)], isLearner: false };
+      const created = await writeRestoredNode(etcd, { ...record, joinKey: restore.joinPublicKey, clusterUnlockKey: restore.clusterUnlockKey, consensusMember: consensusRole(restore.etcdCA, record, [self]) });
+      const dropped = await dropLostConsensusRoles(etcd, credentials.nodeId, ctx.logger);
+      clearPendingRestore(options.layout);
+      ctx.logger.info("cluster restored from the backup: this node is its only consensus member", { record: created ? "written" : "present already", dropped: dropped.join(",") || "none" });
+    }
     if (forced) {
       // The recovery's second half, before any curator reads the records:
       // the others lose the consensus role, then the flag goes.

@@ -14,11 +14,11 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file api/configuration.proto.
  */
 export const file_api_configuration: GenFile = /*@__PURE__*/
-  fileDesc("ChdhcGkvY29uZmlndXJhdGlvbi5wcm90bxIMbm9kZWNvcmUuYXBpIoIDCg5Ob2RlUGFyYW1ldGVycxJKChFjbHVzdGVyX2Jvb3RzdHJhcBgBIAEoCzItLm5vZGVjb3JlLmFwaS5Ob2RlUGFyYW1ldGVycy5DbHVzdGVyQm9vdHN0cmFwSAASSAoQY2x1c3Rlcl9yZWdpc3RlchgCIAEoCzIsLm5vZGVjb3JlLmFwaS5Ob2RlUGFyYW1ldGVycy5DbHVzdGVyUmVnaXN0ZXJIABpMChBDbHVzdGVyQm9vdHN0cmFwEhgKEG93bmVyX3B1YmxpY19rZXkYASABKAwSHgoWdW5sb2NrX3NoYXJlX3RocmVzaG9sZBgCIAEoDRqAAQoPQ2x1c3RlclJlZ2lzdGVyEhcKD3JlZ2lzdGVyX3RpY2tldBgBIAEoDBI8ChFjbHVzdGVyX2RpcmVjdG9yeRgCIAEoCzIhLm5vZGVjb3JlLmNvbW1vbi5DbHVzdGVyRGlyZWN0b3J5EhYKDmNhX2NlcnRpZmljYXRlGAMgASgMQgkKB2NsdXN0ZXIihgIKE1NlYWxlZENvbmZpZ3VyYXRpb24SFwoPbm9kZV91bmxvY2tfa2V5GAEgASgMEhAKCGpvaW5fa2V5GAIgASgMEhIKCmNsdXN0ZXJfY2EYAyABKAwSPAoRY2x1c3Rlcl9kaXJlY3RvcnkYBCABKAsyIS5ub2RlY29yZS5jb21tb24uQ2x1c3RlckRpcmVjdG9yeRIlCh1jb2xkX3N0YXJ0X2NsdXN0ZXJfdW5sb2NrX2tleRgFIAEoDBIYChBqb2luX2NlcnRpZmljYXRlGAYgASgMEjEKDXVubG9ja19zaGFyZXMYByABKAsyGi5ub2RlY29yZS5hcGkuVW5sb2NrU2hhcmVzIrQCCgxVbmxvY2tTaGFyZXMSDQoFZXBvY2gYASABKAQSEQoJdGhyZXNob2xkGAIgASgNEg8KB2hvbGRlcnMYAyADKAkSSQoQaG9sZGVyX2FkZHJlc3NlcxgEIAMoCzIvLm5vZGVjb3JlLmFwaS5VbmxvY2tTaGFyZXMuSG9sZGVyQWRkcmVzc2VzRW50cnkSPAoJcmVsZWFzaW5nGAUgAygLMikubm9kZWNvcmUuYXBpLlVubG9ja1NoYXJlcy5SZWxlYXNpbmdFbnRyeRo2ChRIb2xkZXJBZGRyZXNzZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjAKDlJlbGVhc2luZ0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFiBnByb3RvMw", [file_common_common]);
+  fileDesc("ChdhcGkvY29uZmlndXJhdGlvbi5wcm90bxIMbm9kZWNvcmUuYXBpIogECg5Ob2RlUGFyYW1ldGVycxJKChFjbHVzdGVyX2Jvb3RzdHJhcBgBIAEoCzItLm5vZGVjb3JlLmFwaS5Ob2RlUGFyYW1ldGVycy5DbHVzdGVyQm9vdHN0cmFwSAASSAoQY2x1c3Rlcl9yZWdpc3RlchgCIAEoCzIsLm5vZGVjb3JlLmFwaS5Ob2RlUGFyYW1ldGVycy5DbHVzdGVyUmVnaXN0ZXJIABJGCg9jbHVzdGVyX3Jlc3RvcmUYAyABKAsyKy5ub2RlY29yZS5hcGkuTm9kZVBhcmFtZXRlcnMuQ2x1c3RlclJlc3RvcmVIABpMChBDbHVzdGVyQm9vdHN0cmFwEhgKEG93bmVyX3B1YmxpY19rZXkYASABKAwSHgoWdW5sb2NrX3NoYXJlX3RocmVzaG9sZBgCIAEoDRqAAQoPQ2x1c3RlclJlZ2lzdGVyEhcKD3JlZ2lzdGVyX3RpY2tldBgBIAEoDBI8ChFjbHVzdGVyX2RpcmVjdG9yeRgCIAEoCzIhLm5vZGVjb3JlLmNvbW1vbi5DbHVzdGVyRGlyZWN0b3J5EhYKDmNhX2NlcnRpZmljYXRlGAMgASgMGjwKDkNsdXN0ZXJSZXN0b3JlEhgKEG93bmVyX3B1YmxpY19rZXkYASABKAwSEAoIc25hcHNob3QYAiABKAxCCQoHY2x1c3RlciKGAgoTU2VhbGVkQ29uZmlndXJhdGlvbhIXCg9ub2RlX3VubG9ja19rZXkYASABKAwSEAoIam9pbl9rZXkYAiABKAwSEgoKY2x1c3Rlcl9jYRgDIAEoDBI8ChFjbHVzdGVyX2RpcmVjdG9yeRgEIAEoCzIhLm5vZGVjb3JlLmNvbW1vbi5DbHVzdGVyRGlyZWN0b3J5EiUKHWNvbGRfc3RhcnRfY2x1c3Rlcl91bmxvY2tfa2V5GAUgASgMEhgKEGpvaW5fY2VydGlmaWNhdGUYBiABKAwSMQoNdW5sb2NrX3NoYXJlcxgHIAEoCzIaLm5vZGVjb3JlLmFwaS5VbmxvY2tTaGFyZXMitAIKDFVubG9ja1NoYXJlcxINCgVlcG9jaBgBIAEoBBIRCgl0aHJlc2hvbGQYAiABKA0SDwoHaG9sZGVycxgDIAMoCRJJChBob2xkZXJfYWRkcmVzc2VzGAQgAygLMi8ubm9kZWNvcmUuYXBpLlVubG9ja1NoYXJlcy5Ib2xkZXJBZGRyZXNzZXNFbnRyeRI8CglyZWxlYXNpbmcYBSADKAsyKS5ub2RlY29yZS5hcGkuVW5sb2NrU2hhcmVzLlJlbGVhc2luZ0VudHJ5GjYKFEhvbGRlckFkZHJlc3Nlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaMAoOUmVsZWFzaW5nRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AWIGcHJvdG8z", [file_common_common]);
 
 /**
  * Given to a node by its operator (qemu fw_cfg or the EFI system partition).
- * Exactly one of the two must be set.
+ * Exactly one of them must be set.
  *
  * @generated from message nodecore.api.NodeParameters
  */
@@ -38,6 +38,12 @@ export type NodeParameters = Message<"nodecore.api.NodeParameters"> & {
      */
     value: NodeParameters_ClusterRegister;
     case: "clusterRegister";
+  } | {
+    /**
+     * @generated from field: nodecore.api.NodeParameters.ClusterRestore cluster_restore = 3;
+     */
+    value: NodeParameters_ClusterRestore;
+    case: "clusterRestore";
   } | { case: undefined; value?: undefined };
 };
 
@@ -113,6 +119,39 @@ export type NodeParameters_ClusterRegister = Message<"nodecore.api.NodeParameter
  */
 export const NodeParameters_ClusterRegisterSchema: GenMessage<NodeParameters_ClusterRegister> = /*@__PURE__*/
   messageDesc(file_api_configuration, 0, 1);
+
+/**
+ * Create a cluster again from a backup (ctl params restore): this node
+ * becomes its only consensus member, with the backup's CA, node records
+ * and every node's cluster half. The node deletes these parameters from
+ * its ESP once the snapshot is on its encrypted data partition.
+ *
+ * @generated from message nodecore.api.NodeParameters.ClusterRestore
+ */
+export type NodeParameters_ClusterRestore = Message<"nodecore.api.NodeParameters.ClusterRestore"> & {
+  /**
+   * The owner's Ed25519 public key (32 bytes); the backup's cluster must
+   * have the same owner.
+   *
+   * @generated from field: bytes owner_public_key = 1;
+   */
+  ownerPublicKey: Uint8Array;
+
+  /**
+   * etcd's snapshot, decrypted by the owner (the database file and its
+   * SHA-256, as etcd streams it).
+   *
+   * @generated from field: bytes snapshot = 2;
+   */
+  snapshot: Uint8Array;
+};
+
+/**
+ * Describes the message nodecore.api.NodeParameters.ClusterRestore.
+ * Use `create(NodeParameters_ClusterRestoreSchema)` to create a new message.
+ */
+export const NodeParameters_ClusterRestoreSchema: GenMessage<NodeParameters_ClusterRestore> = /*@__PURE__*/
+  messageDesc(file_api_configuration, 0, 2);
 
 /**
  * Written to the EFI system partition once a node has become part of a
