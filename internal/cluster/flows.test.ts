@@ -87,3 +87,29 @@ describe("enrolment against an impostor curator", () => {
     expect(impostor.calls).toEqual([]);
   });
 });
+
+describe("a joining node whose sealed directory is older than the cluster's consensus", () => {
+  test("asks a genuine curator that answers at a directory address as another node by address, and gets the cluster's own answer", async () => {
+    const { logger, entries } = captureLogger("join");
+    const joinKey = generateKeyPair();
+    // The directory names a node that is gone; the test cluster's curator (another node, under the same CA) answers at its address.
+    const sealed = create(SealedConfigurationSchema, {
+      nodeUnlockKey: new Uint8Array(32),
+      joinKey: rawPrivateKey(joinKey.privateKey),
+      clusterCa: new Uint8Array(cluster.clusterCA.certificate.raw),
+      clusterDirectory: { nodes: [{ publicKey: rawPublicKey(generateKeyPair().publicKey), addresses: [{ host: cluster.endpoint.host }] }] },
+    });
+    const outcome = await joinCluster({
+      sealed,
+      ownAddress: "127.0.0.2",
+      layout: storageLayout(join(dir.path, "join-by-address")),
+      storage: neverOpened,
+      logger,
+      signal: AbortSignal.timeout(20_000),
+      curatorPort: cluster.endpoint.port,
+    }).catch((e: unknown) => e as Error);
+    expect(entries.some((e) => e.message.startsWith("curators of this cluster answer as other nodes than the sealed directory names") && e.fields.addresses === cluster.endpoint.host)).toBe(true);
+    // The curator was asked, and answered for the cluster: it knows no node with this join key.
+    expect(String((outcome as Error).message)).toStartWith("the cluster refused to let this node join: ");
+  }, 30_000);
+});
