@@ -32,6 +32,8 @@ export interface NodeConfig {
   etcdClientHost: "loopback" | "node-address";
   /** The etcd binary (default: the node image's). */
   etcdBinary?: string;
+  /** Where etcdutl is, mounting what it takes (a VM's system image); a restore needs it. */
+  etcdutl?: () => string;
   kubernetesBinDir?: string;
   /** Makes the system image's files available to the Kubernetes roles, their binaries and the container runtime (a VM mounts it); throws, naming what is missing. */
   prepareSystemImage?: () => void;
@@ -77,6 +79,7 @@ export function nodeRoot(config: NodeConfig): Runnable {
         membership,
         onFatal: config.onFatal,
         ...(config.etcdBinary ? { etcdBinary: config.etcdBinary } : {}),
+        ...(config.etcdutl ? { etcdutl: config.etcdutl } : {}),
         ...(config.scrubEsp ? { scrubEsp: () => scrubFreeSpace(config.layout.esp.path).then(() => {}) } : {}),
       }),
     );
@@ -88,6 +91,7 @@ export function nodeRoot(config: NodeConfig): Runnable {
           membership,
           etcdClientHost: (m) => (config.etcdClientHost === "loopback" ? "127.0.0.1" : m.address),
           ...(config.etcdBinary ? { etcdBinary: config.etcdBinary } : {}),
+          ...(config.etcdutl ? { etcdutl: config.etcdutl } : {}),
           ...(config.kubernetesBinDir ? { kubernetesBinDir: config.kubernetesBinDir } : {}),
           ...(config.prepareSystemImage ? { prepareSystemImage: config.prepareSystemImage } : {}),
           ...(config.runtime ? { runtime: config.runtime } : {}),

@@ -26,6 +26,8 @@ const SYSTEM_IMAGE_DIR = "/system";
 const KUBERNETES_BIN_DIR = "/kubernetes/bin";
 /** The etcd of the system tree; a VM runs the initramfs's copy (ETCD_BINARY), there before any role. */
 const TREE_ETCD = "/usr/bin/etcd";
+/** etcdutl, in the system tree (the system image on a VM: restores need it, nothing at boot does). */
+const TREE_ETCDUTL = "/usr/bin/etcdutl";
 /**
  * Where the container runtime lives: on a VM, the node's own cgroup
  * hierarchy and the system image's binaries and images; for a node
@@ -85,6 +87,10 @@ export function runNode({ logger, logs, isPid1, root, layout, address, system: p
         network: isPid1 || !address ? { kind: "dhcp", network: new Network({ hostname: "nodecore" }) } : { kind: "fixed", address },
         etcdClientHost: isPid1 ? "loopback" : "node-address",
         ...(isPid1 ? {} : { etcdBinary: join(system, TREE_ETCD) }),
+        etcdutl: () => {
+          if (isPid1) mountSystemImage(SYSTEM_IMAGE_DIR);
+          return join(system, TREE_ETCDUTL);
+        },
         kubernetesBinDir: join(system, KUBERNETES_BIN_DIR),
         ...(isPid1 ? { prepareSystemImage: () => mountSystemImage(SYSTEM_IMAGE_DIR) } : {}),
         ...(runtime ? { runtime } : {}),

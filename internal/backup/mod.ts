@@ -6,10 +6,16 @@
 //
 //   ctl cluster backup FILE ──Management.Backup──▶ curator leader (internal/curator/backup.ts)
 //        ◀── file bytes (header, frames) ──────── etcd snapshot → BackupWriter
-//   ctl cluster backup-check FILE: decrypts with the owner key, checks the
+//   ctl cluster check-backup FILE: decrypts with the owner key, checks the
 //        snapshot's own SHA-256, and prints the header
 //
-// Still to come (issue 30): scheduled backups, verification by restoring
-// into a throwaway node, restore and recover.
+//   ctl params restore BACKUP FILE: the snapshot, decrypted, in a node's
+//        parameters; restore.ts reads it through a throwaway etcd member and
+//        turns it into the restoring node's etcd data (internal/cluster's
+//        flow_restore.ts, internal/roleserve's control plane)
+//
+// Still to come (issue 30): scheduled backups, and verifying each one by
+// restoring it into a throwaway node.
 
+export { readSnapshot, restoreSnapshot, type SnapshotState } from "./restore.ts";
 export { BackupFormatError, BackupWriter, CHUNK_BYTES, MAGIC, decryptBackup, readBackupHeader, snapshotIntegrity, type BackupHeader } from "./format.ts";

@@ -57,8 +57,10 @@ export interface EnrolmentOptions {
   /** Shows an operator-facing fatal message (PID 1: a banner on the console). */
   onFatal: (message: string) => void;
   curatorPort?: number;
-  /** The etcd binary (default: the node image's); a restore reads its snapshot with it and the etcdutl beside it. */
+  /** The etcd binary (default: the node image's); a restore reads its snapshot with it. */
   etcdBinary?: string;
+  /** Where etcdutl is, mounting what it takes (default: beside etcd). */
+  etcdutl?: () => string;
   /** Overwrites the ESP's free space (a VM's FAT ESP keeps deleted files' bytes); absent for a node process. */
   scrubEsp?: () => Promise<void>;
 }
@@ -99,7 +101,7 @@ export function enrolmentRunnable(options: EnrolmentOptions): Runnable {
             snapshot: decision.snapshot,
             address,
             etcd,
-            etcdutl: join(dirname(etcd), "etcdutl"),
+            etcdutl: options.etcdutl?.() ?? join(dirname(etcd), "etcdutl"),
             forgetParameters: () => forgetRestoreParameters(decision.source),
           });
           directory = create(ClusterDirectorySchema, { nodes: [{ publicKey: rawPublicKey(enrolled.credentials.publicKey), addresses: [{ host: address }] }] });

@@ -26,7 +26,7 @@ import { X509Certificate } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { SealedConfigurationSchema } from "../../proto/gen/api/configuration_pb.ts";
-import { readSnapshot } from "../backup/restore.ts";
+import { readSnapshot } from "../backup/mod.ts";
 import { writeFileDurably, type StorageLayout } from "../localstorage/mod.ts";
 import type { Logger } from "../log/mod.ts";
 import { generateKeyPair, issueNodeCertificate, nodeIdFromPublicKey, rawPrivateKey, rawPublicKey, type CA } from "../pki/mod.ts";

@@ -75,6 +75,8 @@ export interface RoleServerOptions {
   etcdClientHost: (membership: ClusterMembership) => string;
   /** The etcd binary (default: the node image's, /usr/bin/etcd). */
   etcdBinary?: string;
+  /** Where etcdutl is, mounting what it takes (default: beside etcd); a restore needs it. */
+  etcdutl?: () => string;
   kubernetesBinDir?: string;
   /** Makes the system image's files available to the Kubernetes roles, their binaries and the container runtime (a VM mounts it); throws, naming what is missing. */
   prepareSystemImage?: () => void;
@@ -183,6 +185,7 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
         board: values.board,
         etcdClientHost: options.etcdClientHost,
         ...(options.etcdBinary ? { etcdBinary: options.etcdBinary } : {}),
+        ...(options.etcdutl ? { etcdutl: options.etcdutl } : {}),
         ...(options.curatorPort !== undefined ? { curatorPort: options.curatorPort } : {}),
       }),
     );

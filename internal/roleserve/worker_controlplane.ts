@@ -17,10 +17,9 @@ import type { Etcd3 } from "etcd3";
 import type { X509Certificate } from "node:crypto";
 import { NodeStatusSchema, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
 import { clearPendingBootstrap, clearPendingRestore, loadPendingRestore, type ClusterMembership, type PendingBootstrap } from "../cluster/mod.ts";
-import { restoreSnapshot } from "../backup/restore.ts";
+import { restoreSnapshot } from "../backup/mod.ts";
 import { dirname, join } from "node:path";
-import { ETCD_BINARY } from "../consensus/mod.ts";
-import { clientUrl, connectEtcd, issueMemberCertificate, memberQuota, peerUrl, runEtcdMember, upkeepRunnable } from "../consensus/mod.ts";
+import { ETCD_BINARY, clientUrl, connectEtcd, issueMemberCertificate, memberQuota, peerUrl, runEtcdMember, upkeepRunnable } from "../consensus/mod.ts";
 import { consensusRole, curatorRunnable, dropLostConsensusRoles, etcdMembers, writeBootstrapState, writeRestoredNode, type Leadership } from "../curator/mod.ts";
 import { CURATOR_PORT, type CuratorEndpoint } from "../curator/client/mod.ts";
 import { Value } from "../event/mod.ts";
@@ -96,6 +95,8 @@ export interface ControlPlaneOptions {
   etcdClientHost: (membership: ClusterMembership) => string;
   /** The etcd binary (default: the node image's). */
   etcdBinary?: string;
+  /** Where etcdutl is, mounting what it takes (default: beside etcd); a restore needs it. */
+  etcdutl?: () => string;
   curatorPort?: number;
 }
 
@@ -117,8 +118,8 @@ export function controlPlaneWorker(options: ControlPlaneOptions): Runnable {
     const restore = loadPendingRestore(layout);
     if (restore && !loadEtcdMemberState(layout)) {
       const ownPeerUrl = peerUrl(membership.address);
-      const etcd = options.etcdBinary ?? ETCD_BINARY;
-      await restoreSnapshot({ etcdutl: join(dirname(etcd), "etcdutl"), snapshotFile: restore.snapshotFile, dataDir: layout.data.etcd.data, name: credentials.nodeId, peerUrl: ownPeerUrl });
+      const etcdutl = options.etcdutl?.() ?? join(dirname(options.etcdBinary ?? ETCD_BINARY), "etcdutl");
+      await restoreSnapshot({ etcdutl, snapshotFile: restore.snapshotFile, dataDir: layout.data.etcd.data, name: credentials.nodeId, peerUrl: ownPeerUrl });
       saveEtcdMemberState(layout, {
         ca: restore.etcdCA.certificate,
         certificate: issueMemberCertificate(restore.etcdCA, credentials.publicKey, { name: credentials.nodeId, addresses: [membership.address] }),
