@@ -4,6 +4,7 @@
 import { describe, expect, test } from "bun:test";
 import { checkHistory, checkRegister } from "./checker.ts";
 import type { Op, OpResult } from "./history.ts";
+import { historyAtBackup } from "./restore_run.ts";
 
 let nextId = 1;
 const w = (value: string, from: number, to: number, result: OpResult = "ok", key = "k"): Op => ({ id: nextId++, client: 0, kind: "write", key, value, invokedMs: from, completedMs: to, result });
@@ -110,5 +111,22 @@ describe("histories that must fail", () => {
   test("curators that disagree at the end: each one without the write counts", () => {
     const result = checkHistory([w("1", 0, 1)], new Map([["k", ["1", null, "1"]]]));
     expect(result.lost).toBe(1);
+  });
+});
+
+describe("a history cut at a backup taken between 100 and 200 (restore_run.ts)", () => {
+  const one = (value: string | null) => new Map([["k", [value]]]);
+  test("a write acknowledged before the backup began must be in the restored state", () => {
+    const cut = historyAtBackup([w("1", 0, 50), w("2", 300, 310)], 100, 200);
+    expect(checkHistory(cut, one(null)).lost).toBe(1);
+    expect(checkHistory(cut, one("1")).violations).toEqual([]);
+    // Written after the backup ended: it cannot be in it.
+    expect(checkHistory(cut, one("2")).violations).not.toEqual([]);
+  });
+
+  test("a write acknowledged while the backup ran may be in it or not; a later read that saw it does not count", () => {
+    const cut = historyAtBackup([w("1", 0, 50), w("2", 90, 150), r("2", 160, 170)], 100, 200);
+    expect(checkHistory(cut, one("1")).violations).toEqual([]);
+    expect(checkHistory(cut, one("2")).violations).toEqual([]);
   });
 });

@@ -1,15 +1,18 @@
 // bun run faults [--seed S] [--runs N] [--mode process|qemu] [--kinds a,b]
 // Runs the fault suite (mod.ts) and prints its table. The same seed
 // replays the same faults in the same order with the same timing.
-// quorum-loss (quorum_loss.ts) ends the cluster it runs on: asked for, it
-// runs once, on a cluster of its own, after the others.
+// The disasters, quorum-loss (quorum_loss.ts) and restore (restore_run.ts),
+// end the cluster they run on: asked for, each runs once, on a cluster of
+// its own, after the others.
 
 import { figure, percentile, seconds } from "../../bench/figures.ts";
 import { checksOf, PROCESS_FAULTS, QEMU_FAULTS, runFaults, type FaultKind, type FaultMode, type RunRecord } from "./mod.ts";
-import { runQuorumLoss, type QuorumLossReport } from "./quorum_loss.ts";
+import { runQuorumLoss } from "./quorum_loss.ts";
+import { runRestore } from "./restore_run.ts";
 
 /** Faults after which the cluster is not the one it was: each runs once, on a cluster of its own (process mode). */
-const DISASTERS = ["quorum-loss"] as const;
+const DISASTERS = ["quorum-loss", "restore"] as const;
+type Disaster = (typeof DISASTERS)[number];
 
 const USAGE = "usage: bun run faults [--seed S] [--runs N] [--mode process|qemu] [--kinds kind,kind]";
 
@@ -18,7 +21,7 @@ function usage(problem: string): never {
   process.exit(2);
 }
 
-function parse(argv: readonly string[]): { seed: number; runs: number | undefined; mode: FaultMode; kinds: FaultKind[] | undefined; disasters: boolean } {
+function parse(argv: readonly string[]): { seed: number; runs: number | undefined; mode: FaultMode; kinds: FaultKind[] | undefined; disasters: Disaster[] } {
   let seed = Date.now() % 1_000_000;
   let runs: number | undefined;
   let mode: FaultMode = "process";
@@ -55,17 +58,18 @@ function parse(argv: readonly string[]): { seed: number; runs: number | undefine
   }
   const known: readonly string[] = mode === "process" ? [...PROCESS_FAULTS, ...DISASTERS] : QEMU_FAULTS;
   for (const kind of kinds ?? []) if (!known.includes(kind)) usage(`fault '${kind}' is not a ${mode}-mode fault (${known.join(", ")})`);
-  const disasters = mode === "process" && (kinds === undefined || kinds.some((k) => (DISASTERS as readonly string[]).includes(k)));
-  const ordinary = kinds?.filter((k) => !(DISASTERS as readonly string[]).includes(k));
+  const isDisaster = (k: string): k is Disaster => (DISASTERS as readonly string[]).includes(k);
+  const disasters = mode !== "process" ? [] : kinds === undefined ? [...DISASTERS] : (kinds as string[]).filter(isDisaster);
+  const ordinary = kinds?.filter((k) => !isDisaster(k));
   return { seed, runs, mode, kinds: ordinary, disasters };
 }
 
 const options = parse(process.argv.slice(2));
 const kinds = options.kinds ?? (options.mode === "process" ? [...PROCESS_FAULTS] : [...QEMU_FAULTS]);
 const runs = kinds.length === 0 ? 0 : (options.runs ?? kinds.length);
-const listed = [...kinds, ...(options.disasters ? DISASTERS : [])];
+const listed = [...kinds, ...options.disasters];
 const replay = `--mode ${options.mode} --seed ${options.seed} --runs ${runs}${options.kinds ? ` --kinds ${listed.join(",")}` : ""}`;
-console.log(`fault suite, ${options.mode} mode: seed ${options.seed}, ${runs} runs of ${kinds.join(", ") || "nothing"}${options.disasters ? `, then ${DISASTERS.join(", ")} once` : ""} (replay with ${replay})`);
+console.log(`fault suite, ${options.mode} mode: seed ${options.seed}, ${runs} runs of ${kinds.join(", ") || "nothing"}${options.disasters.length ? `, then ${options.disasters.join(", ")} once each` : ""} (replay with ${replay})`);
 const began = performance.now();
 /** Forming the cluster failed, or it broke beyond what the runner reads: one line, no stack. */
 const fatal = (err: unknown): never => {
@@ -76,13 +80,34 @@ const report =
   runs > 0
     ? await runFaults({ mode: options.mode, seed: options.seed, runs, kinds, log: (line) => console.log(`  ${line}`) }).catch(fatal)
     : { seed: options.seed, mode: options.mode, runs: [], check: { acknowledged: 0, undecided: [], lost: 0, linearizabilityViolations: 0, duplicates: 0, violations: [] }, unexpectedExits: [], history: { ops: [], final: {} } };
-let disaster: QuorumLossReport | undefined;
-if (options.disasters) {
-  console.log("  quorum-loss: a cluster of its own");
-  disaster = await runQuorumLoss({ seed: options.seed, firstHost: 70, log: (line) => console.log(`  quorum-loss: ${line}`) }).catch(fatal);
-  report.check.violations.push(...disaster.check.violations);
-  report.check.undecided.push(...disaster.check.undecided);
-  report.unexpectedExits.push(...disaster.unexpectedExits);
+/** Each disaster's row of the table, and what went wrong that the history cannot show. */
+const disasterRows: string[][] = [];
+const disasterProblems: string[] = [];
+for (const kind of options.disasters) {
+  console.log(`  ${kind}: a cluster of its own`);
+  const log = (line: string) => console.log(`  ${kind}: ${line}`);
+  if (kind === "quorum-loss") {
+    const d = await runQuorumLoss({ seed: options.seed, firstHost: 70, log }).catch(fatal);
+    report.check.violations.push(...d.check.violations);
+    report.check.undecided.push(...d.check.undecided);
+    report.unexpectedExits.push(...d.unexpectedExits);
+    disasterRows.push([kind, "1", String(d.check.acknowledged), String(d.check.lost), String(d.check.linearizabilityViolations + d.check.duplicates), d.firstWriteMs === undefined ? "- (never)" : seconds(d.firstWriteMs), `recover ${seconds(d.recoverMs)}`]);
+    if (!d.refusedWithQuorum.includes("still has a quorum")) disasterProblems.push(`quorum-loss: recover was not refused while the quorum answered (${d.refusedWithQuorum || "it went ahead"})`);
+    if (d.etcdMembers.join() !== d.survivor) disasterProblems.push(`quorum-loss: etcd lists ${d.etcdMembers.join(", ")} after the recovery, not only ${d.survivor}`);
+    if (d.consensusRecords.join() !== d.survivor) disasterProblems.push(`quorum-loss: the records give the consensus role to ${d.consensusRecords.join(", ")}, not only ${d.survivor}`);
+    if (d.firstWriteMs === undefined) disasterProblems.push("quorum-loss: no write was acknowledged after the loss");
+  } else {
+    const d = await runRestore({ seed: options.seed, firstHost: 90, log }).catch(fatal);
+    report.check.violations.push(...d.check.violations);
+    report.check.undecided.push(...d.check.undecided);
+    report.unexpectedExits.push(...d.unexpectedExits);
+    disasterRows.push([kind, "1", String(d.check.acknowledged), String(d.check.lost), String(d.check.linearizabilityViolations + d.check.duplicates), "-", `restore ${seconds(d.restoreMs)}`]);
+    if (!d.refusedDamaged) disasterProblems.push("restore: a damaged copy of the backup was not refused");
+    if (d.ackedBeforeBackup === 0) disasterProblems.push("restore: no write was acknowledged before the backup, so nothing was checked");
+    const missing = d.expectedBack.filter((id) => !d.rejoined.includes(id));
+    if (missing.length) disasterProblems.push(`restore: ${missing.join(", ")} did not come back with their own disks`);
+    if (d.etcdMembers.join() !== d.restoredId) disasterProblems.push(`restore: etcd lists ${d.etcdMembers.join(", ")}, not only the restored node ${d.restoredId}`);
+  }
 }
 const span = (samples: (number | undefined)[]) => {
   const known = samples.filter((s): s is number => s !== undefined);
@@ -110,10 +135,7 @@ for (const kind of new Set(kinds)) {
     row([kind, String(of.length), String(check.acknowledged), String(check.lost), String(check.linearizabilityViolations + check.duplicates), span(of.map((r) => r.firstWriteMs)), span(of.map((r) => r.recoveryMs))]),
   );
 }
-if (disaster) {
-  const d = disaster;
-  console.log(row(["quorum-loss", "1", String(d.check.acknowledged), String(d.check.lost), String(d.check.linearizabilityViolations + d.check.duplicates), d.firstWriteMs === undefined ? "- (never)" : seconds(d.firstWriteMs), `recover ${seconds(d.recoverMs)}`]));
-}
+for (const cells of disasterRows) console.log(row(cells));
 console.log("");
 console.log("acked: writes acknowledged; lost: acknowledged writes missing from a member's copy at the end of their run;");
 console.log("viol.: keys whose history is not linearizable, plus operations answered twice differently");
@@ -133,12 +155,7 @@ if (report.check.violations.length) {
   console.log(`history of the runs with a violation written to ${file}`);
 }
 const problems = report.runs.flatMap((r) => r.problems);
-if (disaster) {
-  if (!disaster.refusedWithQuorum.includes("still has a quorum")) problems.push(`quorum-loss: recover was not refused while the quorum answered (${disaster.refusedWithQuorum || "it went ahead"})`);
-  if (disaster.etcdMembers.join() !== disaster.survivor) problems.push(`quorum-loss: etcd lists ${disaster.etcdMembers.join(", ")} after the recovery, not only ${disaster.survivor}`);
-  if (disaster.consensusRecords.join() !== disaster.survivor) problems.push(`quorum-loss: the records give the consensus role to ${disaster.consensusRecords.join(", ")}, not only ${disaster.survivor}`);
-  if (disaster.firstWriteMs === undefined) problems.push("quorum-loss: no write was acknowledged after the loss");
-}
+problems.push(...disasterProblems);
 for (const problem of problems) console.log(`PROBLEM: ${problem}`);
 const clean = problems.length === 0 && report.check.violations.length === 0 && report.unexpectedExits.length === 0 && report.runs.every((r) => r.recoveryMs !== undefined);
 process.exit(clean ? 0 : 1);

@@ -53,7 +53,12 @@ export async function formProcessCluster(
   dir: string,
   firstHost: number,
   onStep: (step: string) => void = () => {},
-  options: { /** Runs for each node before it first starts (the fault suite mounts a data file system here). */ prepare?: (node: NodeProcess) => Promise<void> } = {},
+  options: {
+    /** Runs for each node before it first starts (the fault suite mounts a data file system here). */
+    prepare?: (node: NodeProcess) => Promise<void>;
+    /** How many of the three hold the consensus role (default 3); the others are plain members. */
+    consensus?: 1 | 2 | 3;
+  } = {},
 ): Promise<ProcessCluster> {
   const address = loopbackBlock();
   const nodes = [1, 2, 3].map((i) => new NodeProcess(`node${i}`, join(dir, `node${i}`), address(firstHost + i)));
@@ -97,6 +102,7 @@ export async function formProcessCluster(
       await ctl("node", "approve", id);
       await node.waitForLog((l) => l.msg === "node is UP");
       onStep(`${node.name} UP`);
+      if (joiners.indexOf(node) + 2 > (options.consensus ?? 3)) continue;
       await eventually(() => ctl("node", "roles", "set", id, "consensus"), { timeoutMs: 120_000, intervalMs: 200 });
       await node.waitForLog((l) => l.msg === "etcd is serving", { timeoutMs: 120_000 });
       onStep(`${node.name} etcd serving`);
@@ -104,16 +110,16 @@ export async function formProcessCluster(
     await eventually(
       async () => {
         const list = JSON.parse((await ctl("node", "list", "--json")).stdout) as { id: string; address: string; roles: string[] }[];
-        if (list.filter((n) => n.roles.includes("consensus")).length !== 3) throw new Error("not three consensus members yet");
+        if (list.filter((n) => n.roles.includes("consensus")).length !== (options.consensus ?? 3)) throw new Error("not every consensus member yet");
         ids.set(node1, list.find((n) => n.address === node1.address)!.id);
       },
       { timeoutMs: 120_000, intervalMs: 200 },
     );
-    onStep("three consensus members");
+    onStep(`${options.consensus ?? 3} consensus members`);
     // The owner's endpoints file lists every curator.
     await eventually(async () => {
       const info = await ctl("cluster", "info");
-      for (const node of nodes) if (!info.stdout.includes(node.address)) throw new Error(`${node.name} is not a curator yet`);
+      for (const node of nodes.slice(0, options.consensus ?? 3)) if (!info.stdout.includes(node.address)) throw new Error(`${node.name} is not a curator yet`);
     }, { timeoutMs: 60_000, intervalMs: 500 });
     return cluster;
   } catch (err) {
