@@ -41,7 +41,9 @@ import {
   checkBackup,
   describeBackup,
   describeRestore,
+  describeBackupSchedule,
   readForRestore,
+  wholeNumber,
   defragmentEtcd,
   recoverConsensus,
   DEFAULT_CALL_TIMEOUT_MS,
@@ -163,9 +165,10 @@ export const program: Program<Ctl> = {
             const fingerprint = new X509Certificate(info.caCertificate).fingerprint256;
             const coldStart = describeColdStart(info.clusterDirectory?.nodes.length ?? 0, info.unlockShareThreshold);
             const leaders = { curator: info.curatorLeader || "(none elected)", etcd: info.etcdLeader || "(not known)" };
+            const backups = describeBackupSchedule(info.backupSchedule, info.backupStatus);
             ctl.print(
-              { curators, leaders, caFingerprint: fingerprint, unlockShareThreshold: info.unlockShareThreshold, coldStart },
-              `curators: ${curators.join(", ") || "(none)"}\ncurator leader: ${leaders.curator}\netcd raft leader: ${leaders.etcd}\nCA fingerprint (SHA-256): ${fingerprint}\ncold start: ${coldStart}`,
+              { curators, leaders, caFingerprint: fingerprint, unlockShareThreshold: info.unlockShareThreshold, coldStart, backups },
+              `curators: ${curators.join(", ") || "(none)"}\ncurator leader: ${leaders.curator}\netcd raft leader: ${leaders.etcd}\nCA fingerprint (SHA-256): ${fingerprint}\ncold start: ${coldStart}\n${backups.lines.join("\n")}`,
             );
           },
         },
@@ -195,6 +198,25 @@ export const program: Program<Ctl> = {
               ? `recovered: ${result.survivor} is etcd's only member, at revision ${result.revision} or later; ${result.lost.length} member${result.lost.length === 1 ? "" : "s"} removed`
               : "dry run: nothing was done";
             ctl.print(result, summary);
+          },
+        },
+        {
+          name: "schedule-backups",
+          flags: [
+            { name: "every", value: "minutes", description: "Minutes between two backups; 0 turns scheduled backups off", parse: wholeNumber("minutes", 7 * 24 * 60) },
+            { name: "keep", value: "N", description: "How many backups to keep (the newest proven one always stays)", default: "7", parse: positiveInteger("backups", 100) },
+            { name: "node", value: "node", description: "The consensus node that takes them onto its data partition" },
+          ],
+          description: "Have a consensus node back the cluster up every so often onto its data partition, encrypted to the owner key, and prove each backup restores",
+          run: async (ctl, _args, flags) => {
+            const every = flags.every as number | undefined;
+            if (every === undefined) throw new UsageError("missing --every <minutes> (0 turns scheduled backups off)");
+            const typed = flags.node as string | undefined;
+            if (every > 0 && !typed) throw new UsageError("missing --node <node>: the consensus node that takes the backups");
+            const nodeId = typed ? await ctl.node(typed) : "";
+            const keep = (flags.keep as number | undefined) ?? 7;
+            await withFailover(Management, ctl.credentials(), (m) => m.setBackupSchedule({ schedule: { everyMinutes: every, keep, nodeId } }, ctl.settings), ctl.progress);
+            ctl.print({ everyMinutes: every, keep, node: nodeId }, every === 0 ? "scheduled backups off" : `${nodeId} backs the cluster up every ${every} min and keeps ${keep}; ctl cluster info says how it goes`);
           },
         },
         {

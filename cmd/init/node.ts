@@ -92,6 +92,7 @@ export function nodeRoot(config: NodeConfig): Runnable {
           etcdClientHost: (m) => (config.etcdClientHost === "loopback" ? "127.0.0.1" : m.address),
           ...(config.etcdBinary ? { etcdBinary: config.etcdBinary } : {}),
           ...(config.etcdutl ? { etcdutl: config.etcdutl } : {}),
+          storage: config.storage,
           ...(config.kubernetesBinDir ? { kubernetesBinDir: config.kubernetesBinDir } : {}),
           ...(config.prepareSystemImage ? { prepareSystemImage: config.prepareSystemImage } : {}),
           ...(config.runtime ? { runtime: config.runtime } : {}),

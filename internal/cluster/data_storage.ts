@@ -13,10 +13,13 @@ import {
   writeFileDurably,
 } from "../localstorage/mod.ts";
 import type { Logger } from "../log/mod.ts";
+import { runCommand } from "../supervisor/mod.ts";
 
 export interface DataStorage {
   /** Unlocks the node's data with `key` (formatting it on first use) and mounts it. */
   open(key: Uint8Array, logger: Logger, signal: AbortSignal): Promise<DataMountResult>;
+  /** Whether `key` opens the node's data, without opening it (a backup's proof). */
+  opens?(key: Uint8Array): Promise<boolean>;
 }
 
 /** The data partition: LUKS2 + ext4 on the disk's DATA partition. */
@@ -32,6 +35,12 @@ export function encryptedPartition(layout: StorageLayout, device: () => string):
         logger,
         signal,
       }),
+    // LUKS tries the key against every key slot and opens nothing.
+    opens: (key) =>
+      runCommand(["cryptsetup", "open", "--test-passphrase", "--type", "luks2", "--key-file", "-", device()], { stdin: key }).then(
+        () => true,
+        () => false,
+      ),
   };
 }
 
@@ -42,9 +51,13 @@ export function encryptedPartition(layout: StorageLayout, device: () => string):
  */
 export function plainDirectory(layout: StorageLayout): DataStorage {
   const check = join(layout.data.path, ".nodecore-key-check");
+  const digestOf = (key: Uint8Array) => createHash("sha256").update("nodecore key check").update(key).digest("hex");
   return {
+    async opens(key) {
+      return existsSync(check) && readFileSync(check, "utf8").trim() === digestOf(key);
+    },
     async open(key, logger) {
-      const digest = createHash("sha256").update("nodecore key check").update(key).digest("hex");
+      const digest = digestOf(key);
       mkdirSync(layout.data.path, { recursive: true, mode: 0o700 });
       if (existsSync(check)) {
         if (readFileSync(check, "utf8").trim() !== digest) {

@@ -79,7 +79,9 @@ export async function* backupChunks(
   ownerPublicKey: Uint8Array,
   about: BackupAbout,
   signal: AbortSignal,
-): AsyncGenerator<{ data: Uint8Array; snapshotBytesDone: bigint; snapshotBytesTotal: bigint }> {
+  /** Gets the snapshot's own bytes as they pass (a scheduled backup keeps them to prove they restore). */
+  tee?: (plain: Uint8Array) => void,
+): AsyncGenerator<{ data: Uint8Array; snapshotBytesDone: bigint; snapshotBytesTotal: bigint; etcdRevision: number }> {
   // etcd 3.6 names the snapshot's revision in its first message; older
   // members send none, and then the revision just before it stands in (the
   // snapshot holds at least that one).
@@ -91,9 +93,10 @@ export async function* backupChunks(
     writer ??= new BackupWriter(ownerPublicKey, { ...about, etcdRevision: Number(message.header?.revision ?? 0) || before, createdAt: new Date().toISOString() });
     done += BigInt(message.blob.length);
     total = done + BigInt(message.remaining_bytes ?? 0);
+    tee?.(message.blob);
     const data = writer.push(message.blob);
-    if (data.length) yield { data, snapshotBytesDone: done, snapshotBytesTotal: total };
+    if (data.length) yield { data, snapshotBytesDone: done, snapshotBytesTotal: total, etcdRevision: writer.header.etcdRevision };
   }
   if (!writer) throw new Error("etcd's snapshot stream ended before it sent anything");
-  yield { data: writer.finish(), snapshotBytesDone: done, snapshotBytesTotal: total };
+  yield { data: writer.finish(), snapshotBytesDone: done, snapshotBytesTotal: total, etcdRevision: writer.header.etcdRevision };
 }

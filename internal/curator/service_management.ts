@@ -3,7 +3,7 @@
 // the leader.
 
 import type { Etcd3 } from "etcd3";
-import type { Management } from "../../proto/gen/api/management_pb.ts";
+import { BackupScheduleSchema, type Management } from "../../proto/gen/api/management_pb.ts";
 import { create } from "@bufbuild/protobuf";
 import {
   NodeRolesSchema,
@@ -40,6 +40,11 @@ async function raftLeader(etcd: Etcd3): Promise<string> {
   return (await etcdMembers(etcd)).find((m) => m.id === status.leader)?.name ?? "";
 }
 
+/** Scheduled backups: how often they may be taken, and how many kept. */
+export const MIN_BACKUP_EVERY_MINUTES = 1;
+export const MAX_BACKUP_EVERY_MINUTES = 7 * 24 * 60;
+export const MAX_BACKUPS_KEPT = 100;
+
 export const MANAGEMENT_POLICY: ServicePolicy<typeof Management> = {
   getRegisterTicket: "owner",
   getClusterInfo: "cluster",
@@ -52,6 +57,7 @@ export const MANAGEMENT_POLICY: ServicePolicy<typeof Management> = {
   updateNodeLabels: "owner",
   getKubernetesCredentials: "owner",
   backup: "owner",
+  setBackupSchedule: "owner",
 };
 
 export interface ManagementDeps {
@@ -104,13 +110,34 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
     async getClusterInfo(_request, ctx) {
       const snapshot = await state.read(ctx.signal);
       const ca = snapshot.ca("cluster");
+      const [backupSchedule, backupStatus] = await Promise.all([store.backupSchedule(), store.backupStatus()]);
       return {
         clusterDirectory: directoryOf(snapshot.nodes()),
         caCertificate: new Uint8Array(ca.certificate.raw),
         unlockShareThreshold: snapshot.cluster()?.unlockShareThreshold ?? 0,
         curatorLeader: deps.leader?.() ?? "",
         etcdLeader: await raftLeader(etcd).catch(() => ""),
+        backupSchedule,
+        backupStatus,
       };
+    },
+
+    async setBackupSchedule(request, ctx) {
+      deps.requireLeader();
+      const schedule = request.schedule ?? create(BackupScheduleSchema);
+      if (schedule.everyMinutes !== 0) {
+        if (schedule.everyMinutes < MIN_BACKUP_EVERY_MINUTES || schedule.everyMinutes > MAX_BACKUP_EVERY_MINUTES) {
+          throw new InvalidArgumentError(`schedule.every_minutes: ${schedule.everyMinutes}; use 0 (off) or ${MIN_BACKUP_EVERY_MINUTES} to ${MAX_BACKUP_EVERY_MINUTES}`);
+        }
+        if (schedule.keep < 1 || schedule.keep > MAX_BACKUPS_KEPT) throw new InvalidArgumentError(`schedule.keep: ${schedule.keep}; keep 1 to ${MAX_BACKUPS_KEPT} backups`);
+        const id = requestedNodeId({ id: schedule.nodeId, publicKey: new Uint8Array() });
+        const node = (await state.read(ctx.signal)).nodes().find((n) => n.id === id);
+        if (!node) throw new NotFoundError(`node ${id} not found`);
+        if (!node.roles?.consensusMember) throw new FailedPreconditionError(`node ${id} is not a consensus member: only those hold etcd's data to back up`);
+      }
+      await store.setBackupSchedule(schedule);
+      logger.info("backup schedule set", { everyMinutes: schedule.everyMinutes, keep: schedule.keep, node: schedule.nodeId });
+      return {};
     },
 
     async *getNodes(_request, ctx) {

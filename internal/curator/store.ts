@@ -12,6 +12,7 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { ClientClosedError, ClientRuntimeError, EtcdError, GRPCGenericError, type ComparatorBuilder, type Namespace } from "etcd3";
 import { X509Certificate } from "node:crypto";
 import { ClusterNetworkingSchema } from "../../proto/gen/common/common_pb.ts";
+import { BackupScheduleSchema, BackupStatusSchema, type BackupSchedule, type BackupStatus } from "../../proto/gen/api/management_pb.ts";
 import {
   CertificateAuthoritySchema,
   ClusterRecordSchema,
@@ -39,6 +40,10 @@ export const DELETED_PREFIX = "deleted/";
 export const DELETED_JOIN_KEYS_PREFIX = "deleted-joinkeys/";
 /** podprefixes/<prefix, "/" written "_"> → the node ID holding that pod prefix (pod_prefixes.ts). */
 export const POD_PREFIXES_PREFIX = "podprefixes/";
+/** The scheduled backups as the owner set them (api BackupSchedule). */
+export const BACKUP_SCHEDULE_KEY = "settings/backups";
+/** What the node that takes the scheduled backups last reported (api BackupStatus); written by that node (internal/roleserve/worker_backups.ts). */
+export const BACKUP_STATUS_KEY = "backups/status";
 
 export function podPrefixKey(prefix: string): string {
   return POD_PREFIXES_PREFIX + prefix.replace("/", "_");
@@ -196,6 +201,20 @@ export class CuratorStore {
     if (await this.deletedNode(record.id)) return "node-deleted";
     if (await this.deletedNodeByJoinKey(record.joinKey)) return "join-key-deleted";
     return "join-key-in-use";
+  }
+
+  async backupSchedule(): Promise<BackupSchedule | undefined> {
+    const bytes = await this.etcd.get(BACKUP_SCHEDULE_KEY).buffer();
+    return bytes ? fromBinary(BackupScheduleSchema, bytes) : undefined;
+  }
+
+  async setBackupSchedule(schedule: BackupSchedule): Promise<void> {
+    await this.commitFenced(this.etcd.if(BACKUP_SCHEDULE_KEY, "Version", ">", -1).then(this.etcd.put(BACKUP_SCHEDULE_KEY).value(Buffer.from(toBinary(BackupScheduleSchema, schedule)))));
+  }
+
+  async backupStatus(): Promise<BackupStatus | undefined> {
+    const bytes = await this.etcd.get(BACKUP_STATUS_KEY).buffer();
+    return bytes ? fromBinary(BackupStatusSchema, bytes) : undefined;
   }
 
   /** The tombstone of a node the owner deleted: the record it had then. */

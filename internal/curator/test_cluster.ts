@@ -283,10 +283,11 @@ export async function startImpostorCurator(
       backup: async function* () {
         yield record("Management/Backup", {});
       },
+      setBackupSchedule: async () => record("Management/SetBackupSchedule", {}),
     },
     {
       ...serveOptions,
-      policy: { getRegisterTicket: "key", getClusterInfo: "key", getNodes: "key", approveNode: "key", updateNodeRoles: "key", getEtcdCredentials: "key", deleteNode: "key", undeleteNode: "key", updateNodeLabels: "key", getKubernetesCredentials: "key", backup: "key" },
+      policy: { getRegisterTicket: "key", getClusterInfo: "key", getNodes: "key", approveNode: "key", updateNodeRoles: "key", getEtcdCredentials: "key", deleteNode: "key", undeleteNode: "key", updateNodeLabels: "key", getKubernetesCredentials: "key", backup: "key", setBackupSchedule: "key" },
     },
   );
   addService(

@@ -6,7 +6,7 @@
 // looks like a backup; an existing file is never overwritten.
 
 import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
-import { Management } from "../../proto/gen/api/management_pb.ts";
+import { Management, type BackupSchedule, type BackupStatus, type BackupTaken } from "../../proto/gen/api/management_pb.ts";
 import { BackupFormatError, decryptBackup, readBackupHeader, snapshotIntegrity, type BackupHeader } from "../backup/mod.ts";
 import { formatBytes } from "../localstorage/mod.ts";
 import { rawPrivateKey, type KeyPair } from "../pki/mod.ts";
@@ -128,4 +128,28 @@ export function describeRestore(header: BackupHeader): string[] {
     lines.push(`boot the restoring node at an address its consensus nodes had (${consensus.map((n) => n.address).join(", ")}): the other nodes look for their curators there`);
   }
   return lines;
+}
+
+/** The scheduled backups as `ctl cluster info` shows them: lines for people, and the same as data. */
+export function describeBackupSchedule(
+  schedule: BackupSchedule | undefined,
+  status: BackupStatus | undefined,
+): { lines: string[]; everyMinutes: number; node: string; last?: BackupTakenSummary; lastProven?: BackupTakenSummary; lastError?: string } {
+  if (!schedule || schedule.everyMinutes === 0) return { lines: ["scheduled backups: off (ctl cluster schedule-backups)"], everyMinutes: 0, node: "" };
+  const summary = (t: BackupTaken | undefined): BackupTakenSummary | undefined =>
+    t ? { file: t.file, time: new Date(Number(t.timeMs)).toISOString(), etcdRevision: Number(t.etcdRevision), bytes: Number(t.bytes) } : undefined;
+  const ours = status && status.nodeId === schedule.nodeId ? status : undefined;
+  const last = summary(ours?.last);
+  const lastProven = summary(ours?.lastVerified);
+  const line = (t: BackupTakenSummary | undefined) => (t ? `${t.time}, etcd revision ${t.etcdRevision}, ${formatBytes(t.bytes)} (${t.file})` : "none yet");
+  const lines = [`scheduled backups: every ${schedule.everyMinutes} min by ${schedule.nodeId}, keeping ${schedule.keep}`, `last backup: ${line(last)}`, `last proven to restore: ${line(lastProven)}`];
+  if (ours?.lastError) lines.push(`last attempt failed (${new Date(Number(ours.lastErrorMs)).toISOString()}): ${ours.lastError}`);
+  return { lines, everyMinutes: schedule.everyMinutes, node: schedule.nodeId, ...(last ? { last } : {}), ...(lastProven ? { lastProven } : {}), ...(ours?.lastError ? { lastError: ours.lastError } : {}) };
+}
+
+export interface BackupTakenSummary {
+  file: string;
+  time: string;
+  etcdRevision: number;
+  bytes: number;
 }

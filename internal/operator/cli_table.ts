@@ -96,6 +96,15 @@ export function usageLine(words: readonly string[], args: readonly ArgSpec[] = [
 export const MAX_FLAG_INTEGER = 2 ** 31 - 1;
 
 /** A flag value that must be a whole number from 1 to `max`, in `unit`. */
+/** A flag's value parser: a whole number from 0 to `max`. */
+export function wholeNumber(unit: string, max = MAX_FLAG_INTEGER): (raw: string) => number {
+  return (raw) => {
+    if (!/^\d+$/.test(raw)) throw new Error(`not a whole number (${unit})`);
+    if (Number(raw) > max) throw new Error(`more than ${max} ${unit}`);
+    return Number(raw);
+  };
+}
+
 export function positiveInteger(unit: string, max = MAX_FLAG_INTEGER): (raw: string) => number {
   return (raw) => {
     if (!/^\d+$/.test(raw) || Number(raw) < 1) throw new Error(`not a positive integer (${unit})`);

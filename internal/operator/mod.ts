@@ -40,6 +40,7 @@ export {
   argUsage,
   flagUsage,
   positiveInteger,
+  wholeNumber,
   usageLine,
   type ActionSpec,
   type ArgSpec,
@@ -53,7 +54,7 @@ export { helpText } from "./cli_help.ts";
 export { completionScript, SHELLS, type Shell } from "./cli_completion.ts";
 export { explain, curatorFailureLine, type ExitStatus } from "./explain.ts";
 export { namespaceHint, isRoutableFromHere } from "./network_hint.ts";
-export { checkBackup, describeBackup, describeRestore, readForRestore, takeBackup, BACKUP_TIMEOUT_MS } from "./backup.ts";
+export { checkBackup, describeBackup, describeBackupSchedule, describeRestore, readForRestore, takeBackup, BACKUP_TIMEOUT_MS } from "./backup.ts";
 export { recoverConsensus, describePlan, survivorEndpoint, RECOVER_WAIT_MS, type RecoverResult } from "./recover.ts";
 export { defragmentEtcd, etcdStatus, etcdStatusTable, DEFRAG_TIMEOUT_MS, type DefragRow, type EtcdMemberRow } from "./etcd.ts";
 export { withNode, withListedNode, readLogs, formatLogEntry, logEntryJson, serviceTable, LOG_LEVELS, type NodeManagementClient, type ServiceRow } from "./node_management.ts";

@@ -49,6 +49,10 @@ import type { CuratorConnection } from "./curator_connection.ts";
 import { ServiceBoard } from "./service_status.ts";
 import { controlPlaneWorker, type LocalConsensus, type LocalCurator } from "./worker_controlplane.ts";
 import { ConsensusRecovery } from "./consensus_recovery.ts";
+import { backupsWorker } from "./worker_backups.ts";
+import { ETCD_BINARY } from "../consensus/mod.ts";
+import { dirname, join } from "node:path";
+import type { DataStorage } from "../cluster/mod.ts";
 import { kubernetesWorker, type RuntimeSetup } from "./worker_kubernetes.ts";
 import { roleFetchWorker } from "./worker_rolefetch.ts";
 import { statusPushWorker } from "./worker_statuspush.ts";
@@ -77,6 +81,8 @@ export interface RoleServerOptions {
   etcdBinary?: string;
   /** Where etcdutl is, mounting what it takes (default: beside etcd); a restore needs it. */
   etcdutl?: () => string;
+  /** The node's data storage: a scheduled backup proves its cluster half opens it. */
+  storage?: DataStorage;
   kubernetesBinDir?: string;
   /** Makes the system image's files available to the Kubernetes roles, their binaries and the container runtime (a VM mounts it); throws, naming what is missing. */
   prepareSystemImage?: () => void;
@@ -196,6 +202,19 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
       statusPushWorker({ membership: options.membership, connection: values.connection, localCurator: values.localCurator, services: values.board.value, bootMs }),
     );
     ctx.run("heartbeat", heartbeatWorker({ membership: options.membership, connection: values.connection }));
+    const etcd = options.etcdBinary ?? ETCD_BINARY;
+    ctx.run(
+      "backups",
+      backupsWorker({
+        layout: options.layout,
+        membership: options.membership,
+        localConsensus: values.localConsensus,
+        board: values.board,
+        etcd,
+        etcdutl: options.etcdutl ?? (() => join(dirname(etcd), "etcdutl")),
+        ...(options.storage ? { storage: options.storage } : {}),
+      }),
+    );
     ctx.run(
       "sealed",
       sealedUpdateWorker({

@@ -42,10 +42,11 @@ function managementServer() {
       updateNodeLabels: unused,
       getKubernetesCredentials: unused,
       backup: async function* () {},
+      setBackupSchedule: async () => ({}),
     },
     {
       ca: () => ca.certificate,
-      policy: { getRegisterTicket: "owner", getClusterInfo: "owner", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner", deleteNode: "owner", undeleteNode: "owner", updateNodeLabels: "owner", getKubernetesCredentials: "owner", backup: "owner" },
+      policy: { getRegisterTicket: "owner", getClusterInfo: "owner", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner", deleteNode: "owner", undeleteNode: "owner", updateNodeLabels: "owner", getKubernetesCredentials: "owner", backup: "owner", setBackupSchedule: "owner" },
     },
   );
   return server;

@@ -96,10 +96,13 @@ beforeAll(async () => {
         return {};
       },
       async *backup() {},
+      async setBackupSchedule() {
+        return {};
+      },
     },
     {
       ca: () => ca.certificate,
-      policy: { getRegisterTicket: "owner", getClusterInfo: "cluster", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner", deleteNode: "owner", undeleteNode: "owner", updateNodeLabels: "owner", getKubernetesCredentials: "owner", backup: "owner" },
+      policy: { getRegisterTicket: "owner", getClusterInfo: "cluster", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner", deleteNode: "owner", undeleteNode: "owner", updateNodeLabels: "owner", getKubernetesCredentials: "owner", backup: "owner", setBackupSchedule: "owner" },
     },
   );
   addService(

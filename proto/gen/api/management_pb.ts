@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file api/management.proto.
  */
 export const file_api_management: GenFile = /*@__PURE__*/
-  fileDesc("ChRhcGkvbWFuYWdlbWVudC5wcm90bxIMbm9kZWNvcmUuYXBpIg8KDUVzY3Jvd1JlcXVlc3QiQwoORXNjcm93UmVzcG9uc2USGQoRb3duZXJfY2VydGlmaWNhdGUYASABKAwSFgoOY2FfY2VydGlmaWNhdGUYAiABKAwiDwoNQmFja3VwUmVxdWVzdCJWCgtCYWNrdXBDaHVuaxIMCgRkYXRhGAEgASgMEhsKE3NuYXBzaG90X2J5dGVzX2RvbmUYAiABKAQSHAoUc25hcHNob3RfYnl0ZXNfdG90YWwYAyABKAQiNQofR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzUmVxdWVzdBISCgpwdWJsaWNfa2V5GAEgASgMImoKIEdldEt1YmVybmV0ZXNDcmVkZW50aWFsc1Jlc3BvbnNlEhoKEmNsaWVudF9jZXJ0aWZpY2F0ZRgBIAEoDBIWCg5jYV9jZXJ0aWZpY2F0ZRgCIAEoDBISCgphcGlzZXJ2ZXJzGAMgAygJInUKF1VwZGF0ZU5vZGVMYWJlbHNSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSKgoGdXBzZXJ0GAMgAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbBIOCgZkZWxldGUYBCADKAkiRgoYVXBkYXRlTm9kZUxhYmVsc1Jlc3BvbnNlEioKBmxhYmVscxgBIAMoCzIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlTGFiZWwiMwoRRGVsZXRlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDCIUChJEZWxldGVOb2RlUmVzcG9uc2UiIQoTVW5kZWxldGVOb2RlUmVxdWVzdBIKCgJpZBgBIAEoCSIWChRVbmRlbGV0ZU5vZGVSZXNwb25zZSIvChlHZXRFdGNkQ3JlZGVudGlhbHNSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAwiUAoaR2V0RXRjZENyZWRlbnRpYWxzUmVzcG9uc2USFgoOY2FfY2VydGlmaWNhdGUYASABKAwSGgoSY2xpZW50X2NlcnRpZmljYXRlGAIgASgMIhoKGEdldFJlZ2lzdGVyVGlja2V0UmVxdWVzdCIrChlHZXRSZWdpc3RlclRpY2tldFJlc3BvbnNlEg4KBnRpY2tldBgBIAEoDCIXChVHZXRDbHVzdGVySW5mb1JlcXVlc3QiuwEKFkdldENsdXN0ZXJJbmZvUmVzcG9uc2USPAoRY2x1c3Rlcl9kaXJlY3RvcnkYASABKAsyIS5ub2RlY29yZS5jb21tb24uQ2x1c3RlckRpcmVjdG9yeRIWCg5jYV9jZXJ0aWZpY2F0ZRgCIAEoDBIeChZ1bmxvY2tfc2hhcmVfdGhyZXNob2xkGAMgASgNEhYKDmN1cmF0b3JfbGVhZGVyGAQgASgJEhMKC2V0Y2RfbGVhZGVyGAUgASgJIhEKD0dldE5vZGVzUmVxdWVzdCK+AwoETm9kZRIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMEikKBXN0YXRlGAMgASgOMhoubm9kZWNvcmUuY29tbW9uLk5vZGVTdGF0ZRIrCgZzdGF0dXMYBCABKAsyGy5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cxIpCgVyb2xlcxgFIAEoCzIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlUm9sZXMSKQoGaGVhbHRoGAYgASgOMhkubm9kZWNvcmUuYXBpLk5vZGUuSGVhbHRoEiQKF3RpbWVfc2luY2VfaGVhcnRiZWF0X21zGAcgASgDSACIAQESKgoGbGFiZWxzGAggAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbBIVCg1oZWFsdGhfcmVhc29uGAkgASgJImMKBkhlYWx0aBISCg5IRUFMVEhfVU5LTk9XThAAEhIKDkhFQUxUSF9IRUFMVEhZEAESHAoYSEVBTFRIX0hFQVJUQkVBVF9USU1FT1VUEAISEwoPSEVBTFRIX0RFR1JBREVEEANCGgoYX3RpbWVfc2luY2VfaGVhcnRiZWF0X21zIjQKEkFwcHJvdmVOb2RlUmVxdWVzdBIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMIhUKE0FwcHJvdmVOb2RlUmVzcG9uc2Ui4AEKFlVwZGF0ZU5vZGVSb2xlc1JlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDBIdChBjb25zZW5zdXNfbWVtYmVyGAMgASgISACIAQESIgoVa3ViZXJuZXRlc19jb250cm9sbGVyGAQgASgISAGIAQESHgoRa3ViZXJuZXRlc193b3JrZXIYBSABKAhIAogBAUITChFfY29uc2Vuc3VzX21lbWJlckIYChZfa3ViZXJuZXRlc19jb250cm9sbGVyQhQKEl9rdWJlcm5ldGVzX3dvcmtlciIZChdVcGRhdGVOb2RlUm9sZXNSZXNwb25zZTJKCgNBQUESQwoGRXNjcm93Ehsubm9kZWNvcmUuYXBpLkVzY3Jvd1JlcXVlc3QaHC5ub2RlY29yZS5hcGkuRXNjcm93UmVzcG9uc2Uy9wcKCk1hbmFnZW1lbnQSZAoRR2V0UmVnaXN0ZXJUaWNrZXQSJi5ub2RlY29yZS5hcGkuR2V0UmVnaXN0ZXJUaWNrZXRSZXF1ZXN0Gicubm9kZWNvcmUuYXBpLkdldFJlZ2lzdGVyVGlja2V0UmVzcG9uc2USWwoOR2V0Q2x1c3RlckluZm8SIy5ub2RlY29yZS5hcGkuR2V0Q2x1c3RlckluZm9SZXF1ZXN0GiQubm9kZWNvcmUuYXBpLkdldENsdXN0ZXJJbmZvUmVzcG9uc2USPwoIR2V0Tm9kZXMSHS5ub2RlY29yZS5hcGkuR2V0Tm9kZXNSZXF1ZXN0GhIubm9kZWNvcmUuYXBpLk5vZGUwARJSCgtBcHByb3ZlTm9kZRIgLm5vZGVjb3JlLmFwaS5BcHByb3ZlTm9kZVJlcXVlc3QaIS5ub2RlY29yZS5hcGkuQXBwcm92ZU5vZGVSZXNwb25zZRJeCg9VcGRhdGVOb2RlUm9sZXMSJC5ub2RlY29yZS5hcGkuVXBkYXRlTm9kZVJvbGVzUmVxdWVzdBolLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlUm9sZXNSZXNwb25zZRJnChJHZXRFdGNkQ3JlZGVudGlhbHMSJy5ub2RlY29yZS5hcGkuR2V0RXRjZENyZWRlbnRpYWxzUmVxdWVzdBooLm5vZGVjb3JlLmFwaS5HZXRFdGNkQ3JlZGVudGlhbHNSZXNwb25zZRJPCgpEZWxldGVOb2RlEh8ubm9kZWNvcmUuYXBpLkRlbGV0ZU5vZGVSZXF1ZXN0GiAubm9kZWNvcmUuYXBpLkRlbGV0ZU5vZGVSZXNwb25zZRJVCgxVbmRlbGV0ZU5vZGUSIS5ub2RlY29yZS5hcGkuVW5kZWxldGVOb2RlUmVxdWVzdBoiLm5vZGVjb3JlLmFwaS5VbmRlbGV0ZU5vZGVSZXNwb25zZRJhChBVcGRhdGVOb2RlTGFiZWxzEiUubm9kZWNvcmUuYXBpLlVwZGF0ZU5vZGVMYWJlbHNSZXF1ZXN0GiYubm9kZWNvcmUuYXBpLlVwZGF0ZU5vZGVMYWJlbHNSZXNwb25zZRJ5ChhHZXRLdWJlcm5ldGVzQ3JlZGVudGlhbHMSLS5ub2RlY29yZS5hcGkuR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzUmVxdWVzdBouLm5vZGVjb3JlLmFwaS5HZXRLdWJlcm5ldGVzQ3JlZGVudGlhbHNSZXNwb25zZRJCCgZCYWNrdXASGy5ub2RlY29yZS5hcGkuQmFja3VwUmVxdWVzdBoZLm5vZGVjb3JlLmFwaS5CYWNrdXBDaHVuazABYgZwcm90bzM", [file_common_common]);
+  fileDesc("ChRhcGkvbWFuYWdlbWVudC5wcm90bxIMbm9kZWNvcmUuYXBpIg8KDUVzY3Jvd1JlcXVlc3QiQwoORXNjcm93UmVzcG9uc2USGQoRb3duZXJfY2VydGlmaWNhdGUYASABKAwSFgoOY2FfY2VydGlmaWNhdGUYAiABKAwiDwoNQmFja3VwUmVxdWVzdCJWCgtCYWNrdXBDaHVuaxIMCgRkYXRhGAEgASgMEhsKE3NuYXBzaG90X2J5dGVzX2RvbmUYAiABKAQSHAoUc25hcHNob3RfYnl0ZXNfdG90YWwYAyABKAQiNQofR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzUmVxdWVzdBISCgpwdWJsaWNfa2V5GAEgASgMImoKIEdldEt1YmVybmV0ZXNDcmVkZW50aWFsc1Jlc3BvbnNlEhoKEmNsaWVudF9jZXJ0aWZpY2F0ZRgBIAEoDBIWCg5jYV9jZXJ0aWZpY2F0ZRgCIAEoDBISCgphcGlzZXJ2ZXJzGAMgAygJInUKF1VwZGF0ZU5vZGVMYWJlbHNSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSKgoGdXBzZXJ0GAMgAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbBIOCgZkZWxldGUYBCADKAkiRgoYVXBkYXRlTm9kZUxhYmVsc1Jlc3BvbnNlEioKBmxhYmVscxgBIAMoCzIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlTGFiZWwiMwoRRGVsZXRlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDCIUChJEZWxldGVOb2RlUmVzcG9uc2UiIQoTVW5kZWxldGVOb2RlUmVxdWVzdBIKCgJpZBgBIAEoCSIWChRVbmRlbGV0ZU5vZGVSZXNwb25zZSIvChlHZXRFdGNkQ3JlZGVudGlhbHNSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAwiUAoaR2V0RXRjZENyZWRlbnRpYWxzUmVzcG9uc2USFgoOY2FfY2VydGlmaWNhdGUYASABKAwSGgoSY2xpZW50X2NlcnRpZmljYXRlGAIgASgMIhoKGEdldFJlZ2lzdGVyVGlja2V0UmVxdWVzdCIrChlHZXRSZWdpc3RlclRpY2tldFJlc3BvbnNlEg4KBnRpY2tldBgBIAEoDCIXChVHZXRDbHVzdGVySW5mb1JlcXVlc3QipQIKFkdldENsdXN0ZXJJbmZvUmVzcG9uc2USPAoRY2x1c3Rlcl9kaXJlY3RvcnkYASABKAsyIS5ub2RlY29yZS5jb21tb24uQ2x1c3RlckRpcmVjdG9yeRIWCg5jYV9jZXJ0aWZpY2F0ZRgCIAEoDBIeChZ1bmxvY2tfc2hhcmVfdGhyZXNob2xkGAMgASgNEhYKDmN1cmF0b3JfbGVhZGVyGAQgASgJEhMKC2V0Y2RfbGVhZGVyGAUgASgJEjUKD2JhY2t1cF9zY2hlZHVsZRgGIAEoCzIcLm5vZGVjb3JlLmFwaS5CYWNrdXBTY2hlZHVsZRIxCg1iYWNrdXBfc3RhdHVzGAcgASgLMhoubm9kZWNvcmUuYXBpLkJhY2t1cFN0YXR1cyJGCg5CYWNrdXBTY2hlZHVsZRIVCg1ldmVyeV9taW51dGVzGAEgASgNEgwKBGtlZXAYAiABKA0SDwoHbm9kZV9pZBgDIAEoCSJKChhTZXRCYWNrdXBTY2hlZHVsZVJlcXVlc3QSLgoIc2NoZWR1bGUYASABKAsyHC5ub2RlY29yZS5hcGkuQmFja3VwU2NoZWR1bGUiGwoZU2V0QmFja3VwU2NoZWR1bGVSZXNwb25zZSJSCgtCYWNrdXBUYWtlbhIMCgRmaWxlGAEgASgJEg8KB3RpbWVfbXMYAiABKAMSFQoNZXRjZF9yZXZpc2lvbhgDIAEoAxINCgVieXRlcxgEIAEoBCKlAQoMQmFja3VwU3RhdHVzEg8KB25vZGVfaWQYASABKAkSJwoEbGFzdBgCIAEoCzIZLm5vZGVjb3JlLmFwaS5CYWNrdXBUYWtlbhIwCg1sYXN0X3ZlcmlmaWVkGAMgASgLMhkubm9kZWNvcmUuYXBpLkJhY2t1cFRha2VuEhIKCmxhc3RfZXJyb3IYBCABKAkSFQoNbGFzdF9lcnJvcl9tcxgFIAEoAyIRCg9HZXROb2Rlc1JlcXVlc3QivgMKBE5vZGUSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDBIpCgVzdGF0ZRgDIAEoDjIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdGUSKwoGc3RhdHVzGAQgASgLMhsubm9kZWNvcmUuY29tbW9uLk5vZGVTdGF0dXMSKQoFcm9sZXMYBSABKAsyGi5ub2RlY29yZS5jb21tb24uTm9kZVJvbGVzEikKBmhlYWx0aBgGIAEoDjIZLm5vZGVjb3JlLmFwaS5Ob2RlLkhlYWx0aBIkChd0aW1lX3NpbmNlX2hlYXJ0YmVhdF9tcxgHIAEoA0gAiAEBEioKBmxhYmVscxgIIAMoCzIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlTGFiZWwSFQoNaGVhbHRoX3JlYXNvbhgJIAEoCSJjCgZIZWFsdGgSEgoOSEVBTFRIX1VOS05PV04QABISCg5IRUFMVEhfSEVBTFRIWRABEhwKGEhFQUxUSF9IRUFSVEJFQVRfVElNRU9VVBACEhMKD0hFQUxUSF9ERUdSQURFRBADQhoKGF90aW1lX3NpbmNlX2hlYXJ0YmVhdF9tcyI0ChJBcHByb3ZlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDCIVChNBcHByb3ZlTm9kZVJlc3BvbnNlIuABChZVcGRhdGVOb2RlUm9sZXNSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSHQoQY29uc2Vuc3VzX21lbWJlchgDIAEoCEgAiAEBEiIKFWt1YmVybmV0ZXNfY29udHJvbGxlchgEIAEoCEgBiAEBEh4KEWt1YmVybmV0ZXNfd29ya2VyGAUgASgISAKIAQFCEwoRX2NvbnNlbnN1c19tZW1iZXJCGAoWX2t1YmVybmV0ZXNfY29udHJvbGxlckIUChJfa3ViZXJuZXRlc193b3JrZXIiGQoXVXBkYXRlTm9kZVJvbGVzUmVzcG9uc2UySgoDQUFBEkMKBkVzY3JvdxIbLm5vZGVjb3JlLmFwaS5Fc2Nyb3dSZXF1ZXN0Ghwubm9kZWNvcmUuYXBpLkVzY3Jvd1Jlc3BvbnNlMt0ICgpNYW5hZ2VtZW50EmQKEUdldFJlZ2lzdGVyVGlja2V0EiYubm9kZWNvcmUuYXBpLkdldFJlZ2lzdGVyVGlja2V0UmVxdWVzdBonLm5vZGVjb3JlLmFwaS5HZXRSZWdpc3RlclRpY2tldFJlc3BvbnNlElsKDkdldENsdXN0ZXJJbmZvEiMubm9kZWNvcmUuYXBpLkdldENsdXN0ZXJJbmZvUmVxdWVzdBokLm5vZGVjb3JlLmFwaS5HZXRDbHVzdGVySW5mb1Jlc3BvbnNlEj8KCEdldE5vZGVzEh0ubm9kZWNvcmUuYXBpLkdldE5vZGVzUmVxdWVzdBoSLm5vZGVjb3JlLmFwaS5Ob2RlMAESUgoLQXBwcm92ZU5vZGUSIC5ub2RlY29yZS5hcGkuQXBwcm92ZU5vZGVSZXF1ZXN0GiEubm9kZWNvcmUuYXBpLkFwcHJvdmVOb2RlUmVzcG9uc2USXgoPVXBkYXRlTm9kZVJvbGVzEiQubm9kZWNvcmUuYXBpLlVwZGF0ZU5vZGVSb2xlc1JlcXVlc3QaJS5ub2RlY29yZS5hcGkuVXBkYXRlTm9kZVJvbGVzUmVzcG9uc2USZwoSR2V0RXRjZENyZWRlbnRpYWxzEicubm9kZWNvcmUuYXBpLkdldEV0Y2RDcmVkZW50aWFsc1JlcXVlc3QaKC5ub2RlY29yZS5hcGkuR2V0RXRjZENyZWRlbnRpYWxzUmVzcG9uc2USTwoKRGVsZXRlTm9kZRIfLm5vZGVjb3JlLmFwaS5EZWxldGVOb2RlUmVxdWVzdBogLm5vZGVjb3JlLmFwaS5EZWxldGVOb2RlUmVzcG9uc2USVQoMVW5kZWxldGVOb2RlEiEubm9kZWNvcmUuYXBpLlVuZGVsZXRlTm9kZVJlcXVlc3QaIi5ub2RlY29yZS5hcGkuVW5kZWxldGVOb2RlUmVzcG9uc2USYQoQVXBkYXRlTm9kZUxhYmVscxIlLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlTGFiZWxzUmVxdWVzdBomLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlTGFiZWxzUmVzcG9uc2USeQoYR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzEi0ubm9kZWNvcmUuYXBpLkdldEt1YmVybmV0ZXNDcmVkZW50aWFsc1JlcXVlc3QaLi5ub2RlY29yZS5hcGkuR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzUmVzcG9uc2USQgoGQmFja3VwEhsubm9kZWNvcmUuYXBpLkJhY2t1cFJlcXVlc3QaGS5ub2RlY29yZS5hcGkuQmFja3VwQ2h1bmswARJkChFTZXRCYWNrdXBTY2hlZHVsZRImLm5vZGVjb3JlLmFwaS5TZXRCYWNrdXBTY2hlZHVsZVJlcXVlc3QaJy5ub2RlY29yZS5hcGkuU2V0QmFja3VwU2NoZWR1bGVSZXNwb25zZWIGcHJvdG8z", [file_common_common]);
 
 /**
  * @generated from message nodecore.api.EscrowRequest
@@ -395,6 +395,20 @@ export type GetClusterInfoResponse = Message<"nodecore.api.GetClusterInfoRespons
    * @generated from field: string etcd_leader = 5;
    */
   etcdLeader: string;
+
+  /**
+   * The scheduled backups, as set; unset: none.
+   *
+   * @generated from field: nodecore.api.BackupSchedule backup_schedule = 6;
+   */
+  backupSchedule?: BackupSchedule | undefined;
+
+  /**
+   * What the node that takes them last reported; unset: nothing yet.
+   *
+   * @generated from field: nodecore.api.BackupStatus backup_status = 7;
+   */
+  backupStatus?: BackupStatus | undefined;
 };
 
 /**
@@ -403,6 +417,151 @@ export type GetClusterInfoResponse = Message<"nodecore.api.GetClusterInfoRespons
  */
 export const GetClusterInfoResponseSchema: GenMessage<GetClusterInfoResponse> = /*@__PURE__*/
   messageDesc(file_api_management, 17);
+
+/**
+ * @generated from message nodecore.api.BackupSchedule
+ */
+export type BackupSchedule = Message<"nodecore.api.BackupSchedule"> & {
+  /**
+   * Minutes between two backups; 0: no scheduled backups.
+   *
+   * @generated from field: uint32 every_minutes = 1;
+   */
+  everyMinutes: number;
+
+  /**
+   * How many backups the node keeps; the oldest go first.
+   *
+   * @generated from field: uint32 keep = 2;
+   */
+  keep: number;
+
+  /**
+   * The consensus node that takes them, into a directory of its data partition.
+   *
+   * @generated from field: string node_id = 3;
+   */
+  nodeId: string;
+};
+
+/**
+ * Describes the message nodecore.api.BackupSchedule.
+ * Use `create(BackupScheduleSchema)` to create a new message.
+ */
+export const BackupScheduleSchema: GenMessage<BackupSchedule> = /*@__PURE__*/
+  messageDesc(file_api_management, 18);
+
+/**
+ * @generated from message nodecore.api.SetBackupScheduleRequest
+ */
+export type SetBackupScheduleRequest = Message<"nodecore.api.SetBackupScheduleRequest"> & {
+  /**
+   * @generated from field: nodecore.api.BackupSchedule schedule = 1;
+   */
+  schedule?: BackupSchedule | undefined;
+};
+
+/**
+ * Describes the message nodecore.api.SetBackupScheduleRequest.
+ * Use `create(SetBackupScheduleRequestSchema)` to create a new message.
+ */
+export const SetBackupScheduleRequestSchema: GenMessage<SetBackupScheduleRequest> = /*@__PURE__*/
+  messageDesc(file_api_management, 19);
+
+/**
+ * @generated from message nodecore.api.SetBackupScheduleResponse
+ */
+export type SetBackupScheduleResponse = Message<"nodecore.api.SetBackupScheduleResponse"> & {
+};
+
+/**
+ * Describes the message nodecore.api.SetBackupScheduleResponse.
+ * Use `create(SetBackupScheduleResponseSchema)` to create a new message.
+ */
+export const SetBackupScheduleResponseSchema: GenMessage<SetBackupScheduleResponse> = /*@__PURE__*/
+  messageDesc(file_api_management, 20);
+
+/**
+ * One scheduled backup.
+ *
+ * @generated from message nodecore.api.BackupTaken
+ */
+export type BackupTaken = Message<"nodecore.api.BackupTaken"> & {
+  /**
+   * Its file on the node's data partition.
+   *
+   * @generated from field: string file = 1;
+   */
+  file: string;
+
+  /**
+   * @generated from field: int64 time_ms = 2;
+   */
+  timeMs: bigint;
+
+  /**
+   * @generated from field: int64 etcd_revision = 3;
+   */
+  etcdRevision: bigint;
+
+  /**
+   * @generated from field: uint64 bytes = 4;
+   */
+  bytes: bigint;
+};
+
+/**
+ * Describes the message nodecore.api.BackupTaken.
+ * Use `create(BackupTakenSchema)` to create a new message.
+ */
+export const BackupTakenSchema: GenMessage<BackupTaken> = /*@__PURE__*/
+  messageDesc(file_api_management, 21);
+
+/**
+ * @generated from message nodecore.api.BackupStatus
+ */
+export type BackupStatus = Message<"nodecore.api.BackupStatus"> & {
+  /**
+   * The node that took them.
+   *
+   * @generated from field: string node_id = 1;
+   */
+  nodeId: string;
+
+  /**
+   * The newest backup written.
+   *
+   * @generated from field: nodecore.api.BackupTaken last = 2;
+   */
+  last?: BackupTaken | undefined;
+
+  /**
+   * The newest backup whose snapshot restored into a throwaway member and
+   * held this cluster (its CA, its nodes, the node's own cluster half).
+   *
+   * @generated from field: nodecore.api.BackupTaken last_verified = 3;
+   */
+  lastVerified?: BackupTaken | undefined;
+
+  /**
+   * Why the last attempt failed (writing or verifying); empty if it did not.
+   *
+   * @generated from field: string last_error = 4;
+   */
+  lastError: string;
+
+  /**
+   * @generated from field: int64 last_error_ms = 5;
+   */
+  lastErrorMs: bigint;
+};
+
+/**
+ * Describes the message nodecore.api.BackupStatus.
+ * Use `create(BackupStatusSchema)` to create a new message.
+ */
+export const BackupStatusSchema: GenMessage<BackupStatus> = /*@__PURE__*/
+  messageDesc(file_api_management, 22);
 
 /**
  * @generated from message nodecore.api.GetNodesRequest
@@ -415,7 +574,7 @@ export type GetNodesRequest = Message<"nodecore.api.GetNodesRequest"> & {
  * Use `create(GetNodesRequestSchema)` to create a new message.
  */
 export const GetNodesRequestSchema: GenMessage<GetNodesRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 18);
+  messageDesc(file_api_management, 23);
 
 /**
  * @generated from message nodecore.api.Node
@@ -481,7 +640,7 @@ export type Node = Message<"nodecore.api.Node"> & {
  * Use `create(NodeSchema)` to create a new message.
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
-  messageDesc(file_api_management, 19);
+  messageDesc(file_api_management, 24);
 
 /**
  * Whether the node's heartbeats reach the curator leader. Only nodes that
@@ -525,7 +684,7 @@ export enum Node_Health {
  * Describes the enum nodecore.api.Node.Health.
  */
 export const Node_HealthSchema: GenEnum<Node_Health> = /*@__PURE__*/
-  enumDesc(file_api_management, 19, 0);
+  enumDesc(file_api_management, 24, 0);
 
 /**
  * @generated from message nodecore.api.ApproveNodeRequest
@@ -549,7 +708,7 @@ export type ApproveNodeRequest = Message<"nodecore.api.ApproveNodeRequest"> & {
  * Use `create(ApproveNodeRequestSchema)` to create a new message.
  */
 export const ApproveNodeRequestSchema: GenMessage<ApproveNodeRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 20);
+  messageDesc(file_api_management, 25);
 
 /**
  * @generated from message nodecore.api.ApproveNodeResponse
@@ -562,7 +721,7 @@ export type ApproveNodeResponse = Message<"nodecore.api.ApproveNodeResponse"> & 
  * Use `create(ApproveNodeResponseSchema)` to create a new message.
  */
 export const ApproveNodeResponseSchema: GenMessage<ApproveNodeResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 21);
+  messageDesc(file_api_management, 26);
 
 /**
  * @generated from message nodecore.api.UpdateNodeRolesRequest
@@ -601,7 +760,7 @@ export type UpdateNodeRolesRequest = Message<"nodecore.api.UpdateNodeRolesReques
  * Use `create(UpdateNodeRolesRequestSchema)` to create a new message.
  */
 export const UpdateNodeRolesRequestSchema: GenMessage<UpdateNodeRolesRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 22);
+  messageDesc(file_api_management, 27);
 
 /**
  * @generated from message nodecore.api.UpdateNodeRolesResponse
@@ -614,7 +773,7 @@ export type UpdateNodeRolesResponse = Message<"nodecore.api.UpdateNodeRolesRespo
  * Use `create(UpdateNodeRolesResponseSchema)` to create a new message.
  */
 export const UpdateNodeRolesResponseSchema: GenMessage<UpdateNodeRolesResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 23);
+  messageDesc(file_api_management, 28);
 
 /**
  * Authentication, authorization and accounting. The only service (with
@@ -770,6 +929,18 @@ export const Management: GenService<{
     methodKind: "server_streaming";
     input: typeof BackupRequestSchema;
     output: typeof BackupChunkSchema;
+  },
+  /**
+   * Sets the cluster's scheduled backups: how often, how many to keep, and
+   * the consensus node that takes them onto its data partition (each one
+   * encrypted to the owner and proven to restore). every_minutes 0: off.
+   *
+   * @generated from rpc nodecore.api.Management.SetBackupSchedule
+   */
+  setBackupSchedule: {
+    methodKind: "unary";
+    input: typeof SetBackupScheduleRequestSchema;
+    output: typeof SetBackupScheduleResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_api_management, 1);

@@ -1,0 +1,89 @@
+// The proof of a scheduled backup, against a real snapshot of a test
+// cluster (etcd and a curator on loopback) restored with the built etcdutl,
+// and backups made bad on purpose; and which backups are kept.
+
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { SealedConfigurationSchema } from "../../proto/gen/api/configuration_pb.ts";
+import { dataPartitionKey } from "../cluster/mod.ts";
+import { backupChunks } from "../curator/mod.ts";
+import { startTestCluster, type TestCluster } from "../curator/test_cluster.ts";
+import { storageLayout } from "../localstorage/mod.ts";
+import { createClusterCA, generateKeyPair, rawPublicKey } from "../pki/mod.ts";
+import { systemTree, tempDir, treeEtcd } from "../testing/mod.ts";
+import { backupsToPrune, proveSnapshot } from "./worker_backups.ts";
+
+let cluster: TestCluster;
+let snapshot: Uint8Array;
+const dir = tempDir("nodecore-backups-");
+
+beforeAll(async () => {
+  cluster = await startTestCluster();
+  const plain: Uint8Array[] = [];
+  const about = { caFingerprint: cluster.clusterCA.certificate.fingerprint256, nodeCount: 1, nodecoreVersion: "test" };
+  for await (const _ of backupChunks(cluster.etcd, rawPublicKey(cluster.ownerKey.publicKey), about, AbortSignal.timeout(30_000), (blob) => plain.push(Buffer.from(blob))));
+  snapshot = Buffer.concat(plain);
+}, 60_000);
+afterAll(async () => {
+  await cluster?.close();
+  dir[Symbol.dispose]();
+});
+
+/** The test cluster's node as the proof sees it: its credentials, its sealed node half, and storage that a given key opens. */
+function setup(name: string, opts: { ca?: ReturnType<typeof createClusterCA>; nodeId?: string; opens?: boolean } = {}) {
+  const layout = storageLayout(join(dir.path, name));
+  mkdirSync(join(layout.esp.sealed, ".."), { recursive: true });
+  writeFileSync(layout.esp.sealed, toBinary(SealedConfigurationSchema, create(SealedConfigurationSchema, { nodeUnlockKey: new Uint8Array(32).fill(1), joinKey: new Uint8Array(32), clusterCa: new Uint8Array(1) })));
+  const credentials = { nodeId: opts.nodeId ?? cluster.node.id, ca: opts.ca ?? cluster.clusterCA.certificate } as never;
+  const tried: Uint8Array[] = [];
+  const storage = {
+    open: () => Promise.reject(new Error("not here")),
+    opens: async (key: Uint8Array) => {
+      tried.push(key);
+      return opts.opens ?? true;
+    },
+  };
+  return { options: { etcd: treeEtcd(), etcdutl: () => join(systemTree(), "usr", "bin", "etcdutl"), storage, layout }, membership: { credentials }, scratch: join(dir.path, name, "scratch"), tried };
+}
+
+describe("proving a scheduled backup", () => {
+  test("a snapshot of this cluster restores, holds this node, and its cluster half is tried on the node's data", async () => {
+    const { options, membership, scratch, tried } = setup("good");
+    const proof = await proveSnapshot(options, membership, snapshot, scratch);
+    expect(proof.nodes).toBe(1);
+    // The node half from its sealed configuration, with its cluster half from the snapshot.
+    expect(tried.map((k) => Buffer.from(k).toString("hex"))).toEqual([Buffer.from(dataPartitionKey(new Uint8Array(32).fill(1), cluster.node.clusterUnlockKey)).toString("hex")]);
+  }, 60_000);
+
+  test("a snapshot of a cluster with another CA is refused, naming both", async () => {
+    const key = generateKeyPair();
+    const other = createClusterCA(key);
+    const { options, membership, scratch } = setup("wrong-ca", { ca: other });
+    await expect(proveSnapshot(options, membership, snapshot, scratch)).rejects.toThrow(`the backup's CA is ${cluster.clusterCA.certificate.fingerprint256}, not this cluster's ${other.fingerprint256}`);
+  }, 60_000);
+
+  test("a snapshot without the node's record, or whose half does not open its data, is refused", async () => {
+    const stranger = setup("stranger", { nodeId: "node-0123456789abcdef" });
+    await expect(proveSnapshot(stranger.options, stranger.membership, snapshot, stranger.scratch)).rejects.toThrow("the backup has no record of node-0123456789abcdef");
+    const locked = setup("locked", { opens: false });
+    await expect(proveSnapshot(locked.options, locked.membership, snapshot, locked.scratch)).rejects.toThrow("this node's cluster half in the backup does not open its data partition");
+  }, 60_000);
+
+  test("a damaged snapshot is refused by the restore itself", async () => {
+    const { options, membership, scratch } = setup("damaged");
+    const bad = Buffer.from(snapshot);
+    bad[200]! ^= 0xff;
+    await expect(proveSnapshot(options, membership, bad, scratch)).rejects.toThrow("etcdutl could not restore the snapshot");
+  }, 60_000);
+});
+
+describe("which backups stay", () => {
+  test("the newest `keep`, and the newest proven one even when it is older", () => {
+    expect(backupsToPrune(["d", "c", "b", "a"], 2, "c")).toEqual(["b", "a"]);
+    expect(backupsToPrune(["d", "c", "b", "a"], 2, "a")).toEqual(["b"]);
+    expect(backupsToPrune(["d", "c", "b", "a"], 2, undefined)).toEqual(["b", "a"]);
+    expect(backupsToPrune(["a"], 3, undefined)).toEqual([]);
+  });
+});

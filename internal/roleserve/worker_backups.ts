@@ -1,0 +1,206 @@
+// The scheduled-backups worker: on the consensus node the owner named
+// (Management.SetBackupSchedule), takes a backup of its own etcd member
+// every so often onto its data partition, proves that it restores, keeps
+// the newest, and says how it went.
+//
+//   every CHECK_INTERVAL_MS, while this node's member serves:
+//     schedule (etcd) names this node, and the newest backup is older than
+//     its interval? ─▶ etcd's snapshot of the member, as it streams:
+//        encrypted to the owner ─▶ <data>/backups/<time>-r<rev>.backup.partial ─▶ renamed
+//        its own bytes ─▶ a scratch file on the ephemeral file system
+//     ─▶ proof: the snapshot restores into a throwaway member
+//        (internal/backup/restore.ts), holds this cluster's CA and this
+//        node's record, and this node's cluster half in it, with its node
+//        half from the sealed configuration, opens its data partition
+//     ─▶ the newest `keep` backups stay, and the newest proven one always
+//     ─▶ status: BACKUP_STATUS_KEY in etcd (ctl cluster info shows it) and
+//        the "backups" service line, failing while the last attempt failed
+//        (which makes the node DEGRADED wherever health shows)
+//
+// The node cannot read the file it wrote (only the owner's key does); it
+// proves the snapshot that went into it. `ctl cluster check-backup` proves
+// the file.
+
+import { create, toBinary } from "@bufbuild/protobuf";
+import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
+import { join } from "node:path";
+import { BackupStatusSchema, BackupTakenSchema, type BackupSchedule, type BackupStatus, type BackupTaken } from "../../proto/gen/api/management_pb.ts";
+import { readSnapshot } from "../backup/mod.ts";
+import { dataPartitionKey, readSealedConfiguration, type ClusterMembership, type DataStorage } from "../cluster/mod.ts";
+import { BACKUP_STATUS_KEY, CuratorStore, ETCD_PREFIX, backupChunks } from "../curator/mod.ts";
+import type { Value } from "../event/mod.ts";
+import type { StorageLayout } from "../localstorage/mod.ts";
+import { sleep, type Runnable } from "../supervisor/mod.ts";
+import { VERSION } from "../version/mod.ts";
+import type { ServiceBoard } from "./service_status.ts";
+import type { LocalConsensus } from "./worker_controlplane.ts";
+
+/** How often the worker looks at the schedule. */
+export const CHECK_INTERVAL_MS = 20_000;
+const SERVICE = "backups";
+const SUFFIX = ".backup";
+
+export interface BackupsOptions {
+  layout: StorageLayout;
+  membership: Value<ClusterMembership>;
+  localConsensus: Value<LocalConsensus | undefined>;
+  board: ServiceBoard;
+  /** The etcd and etcdutl that the proof restores with. */
+  etcd: string;
+  etcdutl: () => string;
+  /** Tells whether a key opens the node's data (the proof's last step); absent: that step is skipped, and said so. */
+  storage?: DataStorage;
+}
+
+/** Where the scheduled backups live on the data partition. */
+export function backupsDir(layout: StorageLayout): string {
+  return join(layout.data.path, "backups");
+}
+
+/** The backups in `dir`, newest first. */
+export function listBackups(dir: string): { file: string; mtimeMs: number }[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir)
+    .filter((name) => name.endsWith(SUFFIX))
+    .map((name) => ({ file: join(dir, name), mtimeMs: statSync(join(dir, name)).mtimeMs }))
+    .sort((a, b) => b.mtimeMs - a.mtimeMs || b.file.localeCompare(a.file));
+}
+
+/** The files to delete so that the newest `keep` stay, and `verified` (if any) too. */
+export function backupsToPrune(newestFirst: readonly string[], keep: number, verified: string | undefined): string[] {
+  return newestFirst.slice(keep).filter((file) => file !== verified);
+}
+
+export function backupsWorker(options: BackupsOptions): Runnable {
+  return async (ctx) => {
+    const membership = await options.membership.get({ signal: ctx.signal });
+    const self = membership.credentials.nodeId;
+    ctx.signalHealthy();
+    let reported = "";
+    for (;;) {
+      const local = options.localConsensus.peek();
+      if (local) {
+        const store = new CuratorStore(local.etcd.namespace(ETCD_PREFIX));
+        const schedule = await store.backupSchedule().catch(() => undefined);
+        if (!schedule || schedule.everyMinutes === 0 || schedule.nodeId !== self) {
+          if (reported !== "none") options.board.withdraw(SERVICE);
+          reported = "none";
+        } else {
+          const newest = listBackups(backupsDir(options.layout))[0];
+          if (!newest || Date.now() - newest.mtimeMs >= schedule.everyMinutes * 60_000) {
+            await takeScheduledBackup(options, membership, store, schedule, ctx.logger, ctx.signal);
+            reported = "done";
+          } else if (reported !== "waiting") {
+            const status = await store.backupStatus().catch(() => undefined);
+            options.board.report(SERVICE, status?.lastError ? "failing" : "running", describe(schedule, status));
+            reported = "waiting";
+          }
+        }
+      }
+      await sleep(CHECK_INTERVAL_MS, ctx.signal);
+    }
+  };
+}
+
+function describe(schedule: BackupSchedule, status: BackupStatus | undefined): string {
+  const when = (t: BackupTaken | undefined) => (t ? `${new Date(Number(t.timeMs)).toISOString()} (revision ${t.etcdRevision})` : "none");
+  const parts = [`every ${schedule.everyMinutes} min, keeping ${schedule.keep}`, `last: ${when(status?.last)}`, `last proven: ${when(status?.lastVerified)}`];
+  if (status?.lastError) parts.push(`failed: ${status.lastError}`);
+  return parts.join("; ");
+}
+
+/** One scheduled backup: written, proven, pruned, reported. Never throws for the backup's own failures: they are its status. */
+async function takeScheduledBackup(
+  options: BackupsOptions,
+  membership: ClusterMembership,
+  store: CuratorStore,
+  schedule: BackupSchedule,
+  logger: { info: (m: string, f?: Record<string, unknown>) => void; warn: (m: string, f?: Record<string, unknown>) => void },
+  signal: AbortSignal,
+): Promise<void> {
+  const previous = await store.backupStatus().catch(() => undefined);
+  const status = create(BackupStatusSchema, { nodeId: membership.credentials.nodeId, ...(previous?.last ? { last: previous.last } : {}), ...(previous?.lastVerified ? { lastVerified: previous.lastVerified } : {}) });
+  const dir = backupsDir(options.layout);
+  const scratch = join(options.layout.ephemeral.path, "backup-proof");
+  const plainFile = join(options.layout.ephemeral.path, "backup-snapshot.db");
+  let partial: string | undefined;
+  try {
+    const cluster = await store.cluster();
+    if (!cluster) throw new Error("etcd holds no cluster record");
+    const { nodes } = await store.nodes();
+    const about = {
+      caFingerprint: membership.credentials.ca.fingerprint256,
+      nodeCount: nodes.length,
+      nodes: nodes.map((n) => ({ id: n.id, address: n.status?.externalAddress ?? "", consensus: Boolean(n.roles?.consensusMember) })),
+      nodecoreVersion: VERSION,
+    };
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const time = new Date();
+    partial = join(dir, `${time.toISOString().replace(/[:.]/g, "-")}.partial`);
+    const fd = openSync(partial, "w", 0o600);
+    const plain = openSync(plainFile, "w", 0o600);
+    let bytes = 0;
+    let revision = 0;
+    try {
+      for await (const chunk of backupChunks(options.localConsensus.peek()!.etcd, cluster.ownerPublicKey, about, signal, (blob) => writeSync(plain, blob))) {
+        writeSync(fd, chunk.data);
+        bytes += chunk.data.length;
+        revision = chunk.etcdRevision;
+      }
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+      closeSync(plain);
+    }
+    const file = join(dir, `${time.toISOString().replace(/[:.]/g, "-")}-r${revision}${SUFFIX}`);
+    renameSync(partial, file);
+    partial = undefined;
+    const taken = create(BackupTakenSchema, { file, timeMs: BigInt(time.getTime()), etcdRevision: BigInt(revision), bytes: BigInt(bytes) });
+    status.last = taken;
+    logger.info("scheduled backup written", { file, bytes, revision });
+
+    const proof = await proveSnapshot(options, membership, readFileSync(plainFile), scratch);
+    status.lastVerified = taken;
+    logger.info("scheduled backup proven: it restores", { file, ...proof });
+  } catch (err) {
+    status.lastError = (err as Error).message.split("\n")[0]!;
+    status.lastErrorMs = BigInt(Date.now());
+    logger.warn("scheduled backup failed; the older proven one stays", { error: status.lastError });
+  } finally {
+    if (partial) rmSync(partial, { force: true });
+    rmSync(plainFile, { force: true });
+  }
+  for (const file of backupsToPrune(listBackups(dir).map((b) => b.file), schedule.keep, status.lastVerified?.file)) rmSync(file, { force: true });
+  await writeStatus(store, status).catch((err: unknown) => logger.warn("could not record the backup status in etcd", { error: (err as Error).message }));
+  options.board.report(SERVICE, status.lastError ? "failing" : "running", describe(schedule, status));
+}
+
+/**
+ * Restores `snapshot` into a throwaway member and checks it is this
+ * cluster's: its CA, this node's record, and this node's cluster half,
+ * which with the node half must open its data. Throws, naming what failed.
+ */
+export async function proveSnapshot(
+  options: Pick<BackupsOptions, "etcd" | "etcdutl" | "storage" | "layout">,
+  membership: Pick<ClusterMembership, "credentials">,
+  snapshot: Uint8Array,
+  scratch: string,
+): Promise<{ nodes: number; revision: number }> {
+  const state = await readSnapshot({ etcd: options.etcd, etcdutl: options.etcdutl(), snapshot, scratch });
+  const ca = membership.credentials.ca.fingerprint256;
+  if (state.clusterCA.certificate.fingerprint256 !== ca) throw new Error(`the backup's CA is ${state.clusterCA.certificate.fingerprint256}, not this cluster's ${ca}`);
+  const self = state.nodes.find((n) => n.id === membership.credentials.nodeId);
+  if (!self) throw new Error(`the backup has no record of ${membership.credentials.nodeId}, the node that took it`);
+  if (options.storage?.opens) {
+    const sealed = readSealedConfiguration(options.layout.esp.sealed);
+    if (!sealed) throw new Error("this node has no sealed configuration to take its node half from");
+    if (!(await options.storage.opens(dataPartitionKey(sealed.nodeUnlockKey, self.clusterUnlockKey)))) {
+      throw new Error("this node's cluster half in the backup does not open its data partition");
+    }
+  }
+  return { nodes: state.nodes.length, revision: state.revision };
+}
+
+async function writeStatus(store: CuratorStore, status: BackupStatus): Promise<void> {
+  await store.etcd.put(BACKUP_STATUS_KEY).value(Buffer.from(toBinary(BackupStatusSchema, status)));
+}
