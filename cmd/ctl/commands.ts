@@ -46,6 +46,7 @@ import {
   wholeNumber,
   defragmentEtcd,
   recoverConsensus,
+  resetNode,
   DEFAULT_CALL_TIMEOUT_MS,
   type ArgSpec,
   type CallSettings,
@@ -300,6 +301,17 @@ export const program: Program<Ctl> = {
             const id = await ctl.node(typed!);
             await withFailover(Management, ctl.credentials(), (m) => m.deleteNode({ id: id! }, ctl.settings), ctl.progress);
             ctl.print({ deleted: id }, `deleted ${id}: its record and join key are gone, its certificate no longer gets it in, and it cannot register again (ctl node undelete ${id} lifts that)`);
+          },
+        },
+        {
+          name: "reset",
+          args: [NODE_ID],
+          flags: [{ name: "wipe", description: "Also destroy the data partition's key slots (crypto-erase): nothing can open it again" }],
+          description: "Make a node leave the cluster (consensus first), delete it, erase what it keeps to join with, and reboot it into no parameters",
+          run: async (ctl, [typed], flags) => {
+            const id = await ctl.node(typed!);
+            const result = await resetNode(ctl.credentials(), ctl.settings, id, flags.wipe === true, { note: ctl.note, progress: ctl.progress });
+            ctl.print(result, `${id} was reset${result.wiped ? " and wiped" : ""}; it reboots with no parameters`);
           },
         },
         {

@@ -10,7 +10,7 @@
 //   └── status       narrates where the node stands on the console
 
 import { Value } from "../../internal/event/mod.ts";
-import { enrolmentRunnable, type ClusterMembership, type DataStorage, type EnrolmentState, type ParameterPaths } from "../../internal/cluster/mod.ts";
+import { enrolmentRunnable, forgetCluster, type ClusterMembership, type DataStorage, type EnrolmentState, type ParameterPaths } from "../../internal/cluster/mod.ts";
 import { scrubFreeSpace, type StorageLayout } from "../../internal/localstorage/mod.ts";
 import type { Network } from "../../internal/network/mod.ts";
 import { newRoleServerValues, roleServer, type RuntimeSetup } from "../../internal/roleserve/mod.ts";
@@ -117,6 +117,7 @@ export function nodeRoot(config: NodeConfig): Runnable {
           return local ? { client: local.etcd, quotaBytes: memberQuota(config.layout.data.etcd.data) } : undefined;
         },
         recovery: roleValues.recovery,
+        reset: (wipe) => forgetCluster({ layout: config.layout, storage: config.storage, wipe, ...(config.scrubEsp ? { scrubEsp: () => scrubFreeSpace(config.layout.esp.path).then(() => {}) } : {}) }),
       }),
     );
     ctx.run("shareholder", shareHolderRunnable({ layout: config.layout, address, sealed: roleValues.sealed, directory: roleValues.directory }));

@@ -2,7 +2,7 @@
 // plain directory when the node core runs as a process (tests, development).
 
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import {
   DATA_MAPPER_NAME,
@@ -20,6 +20,8 @@ export interface DataStorage {
   open(key: Uint8Array, logger: Logger, signal: AbortSignal): Promise<DataMountResult>;
   /** Whether `key` opens the node's data, without opening it (a backup's proof). */
   opens?(key: Uint8Array): Promise<boolean>;
+  /** Makes the data unopenable for good (a reset's wipe); says what it did. */
+  erase?(): Promise<string>;
 }
 
 /** The data partition: LUKS2 + ext4 on the disk's DATA partition. */
@@ -35,6 +37,12 @@ export function encryptedPartition(layout: StorageLayout, device: () => string):
         logger,
         signal,
       }),
+    // Every key slot goes: without one, no key opens the volume again (the
+    // mapping open now keeps working until the node reboots).
+    erase: async () => {
+      await runCommand(["cryptsetup", "luksErase", "--batch-mode", device()]);
+      return `the data partition's key slots: destroyed (${device()})`;
+    },
     // LUKS tries the key against every key slot and opens nothing.
     opens: (key) =>
       runCommand(["cryptsetup", "open", "--test-passphrase", "--type", "luks2", "--key-file", "-", device()], { stdin: key }).then(
@@ -55,6 +63,12 @@ export function plainDirectory(layout: StorageLayout): DataStorage {
   return {
     async opens(key) {
       return existsSync(check) && readFileSync(check, "utf8").trim() === digestOf(key);
+    },
+    // The stand-in's "key slot" is its key check: without it no key is taken, and the directory is set up anew.
+    async erase() {
+      rmSync(check, { force: true });
+      rmSync(layout.data.formatted, { force: true });
+      return `the data directory's key check: deleted (${check}; a node process's data is not encrypted)`;
     },
     async open(key, logger) {
       const digest = digestOf(key);

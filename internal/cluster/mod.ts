@@ -39,3 +39,4 @@ export { dataPartitionKey, randomKey, KEY_BYTES } from "./keys.ts";
 export { clearPendingBootstrap, loadPendingBootstrap, type PendingBootstrap } from "./flow_bootstrap.ts";
 export { clearPendingRestore, loadPendingRestore, type PendingRestore } from "./flow_restore.ts";
 export { writeSealedConfiguration, updateSealedConfiguration } from "./sealed_configuration.ts";
+export { forgetCluster, zeroAndDelete } from "./reset.ts";

@@ -22,6 +22,7 @@ export const NODE_MANAGEMENT_POLICY: ServicePolicy<typeof NodeManagement> = {
   getEtcdStatus: "owner",
   defragmentEtcd: "owner",
   recoverConsensus: "owner",
+  reset: "owner",
 };
 
 export type PowerRequest = "reboot" | "poweroff";
@@ -47,6 +48,8 @@ export interface NodeManagementDeps {
   etcd?: () => { client: Etcd3; quotaBytes: number } | undefined;
   /** Recovery from a lost quorum through this node's etcd member (internal/roleserve/consensus_recovery.ts). */
   recovery?: Pick<ConsensusRecovery, "plan" | "start">;
+  /** Makes the node forget its cluster (internal/cluster/reset.ts); what it erased. The node reboots after. */
+  reset?: (wipe: boolean) => Promise<string[]>;
 }
 
 
@@ -70,6 +73,7 @@ export function nodeManagementService(deps: NodeManagementDeps): ServiceImpl<typ
   let followers = 0;
   let defragmenting = false;
   let recovering = false;
+  let resetting = false;
   const localEtcd = () => {
     const etcd = deps.etcd?.();
     if (!etcd) throw new FailedPreconditionError("this node runs no etcd member (it holds no consensus role, or its member is not serving yet)");
@@ -162,6 +166,18 @@ export function nodeManagementService(deps: NodeManagementDeps): ServiceImpl<typ
       } finally {
         defragmenting = false;
       }
+    },
+
+    async reset(request) {
+      if (!deps.reset) throw new FailedPreconditionError("this node cannot be reset");
+      if (resetting) throw new AbortedError("this node is being reset already");
+      resetting = true;
+      const erased = await deps.reset(request.wipe).catch((err: unknown) => {
+        resetting = false;
+        throw err;
+      });
+      setTimeout(() => deps.power("reboot", `reset by the owner through NodeManagement.Reset${request.wipe ? " (wiped)" : ""}`), POWER_DELAY_MS);
+      return { erased };
     },
 
     async recoverConsensus(request) {

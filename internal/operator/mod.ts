@@ -55,6 +55,7 @@ export { completionScript, SHELLS, type Shell } from "./cli_completion.ts";
 export { explain, curatorFailureLine, type ExitStatus } from "./explain.ts";
 export { namespaceHint, isRoutableFromHere } from "./network_hint.ts";
 export { checkBackup, describeBackup, describeBackupSchedule, describeRestore, readForRestore, takeBackup, BACKUP_TIMEOUT_MS } from "./backup.ts";
+export { resetNode, type ResetResult } from "./reset.ts";
 export { recoverConsensus, describePlan, survivorEndpoint, RECOVER_WAIT_MS, type RecoverResult } from "./recover.ts";
 export { defragmentEtcd, etcdStatus, etcdStatusTable, DEFRAG_TIMEOUT_MS, type DefragRow, type EtcdMemberRow } from "./etcd.ts";
 export { withNode, withListedNode, readLogs, formatLogEntry, logEntryJson, serviceTable, LOG_LEVELS, type NodeManagementClient, type ServiceRow } from "./node_management.ts";
