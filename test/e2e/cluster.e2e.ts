@@ -16,6 +16,8 @@
 //     taken from node3: its Node and its containers go
 //   day-2: node1 powered off shows HEARTBEAT_TIMEOUT; ctl node logs and
 //     services read node3; ctl node reboot node3 ─ it boots again, UP, HEALTHY
+//   ctl node reset --wipe node3 (its parameters taken back on the host) ─
+//     deleted, no LUKS key slot left (read on the host), boots into "no parameters"
 //
 // VMs run concurrently (three under TCG: slow). Disks and consoles stay in
 // out/cluster/e2e3/.
@@ -28,7 +30,7 @@ import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
 import { dataPartitionKey } from "../../internal/cluster/keys.ts";
 import { ESP_PARTITION_NUMBER } from "../../image/layout.ts";
 import { BRIDGE_NAME, CONSOLE, createCluster, ETCDCTL_BINARY as ETCDCTL, formCluster, GATEWAY_NAME, httpBody, httpGetCommand, KUBECTL_BINARY as KUBECTL, runHostCommand, type Cluster, type FormedCluster } from "../launch/mod.ts";
-import { partitionContains, partitionExtent } from "./disk_inspection.ts";
+import { partitionContains, partitionExtent, readLuks2Header } from "./disk_inspection.ts";
 import { eventually } from "../../internal/testing/mod.ts";
 import { TEST_IMAGE_REF } from "../../internal/containerd/mod.ts";
 import { assert, assertEqual, e2eCleanup, e2eTest, type E2eContext } from "./harness.ts";
@@ -671,6 +673,36 @@ e2eTest("ctl node logs and services read a VM, and ctl node reboot brings it bac
   const nodes = JSON.parse(await run("node", "list", "--json")) as { id: string; health: string }[];
   assertEqual(nodes.find((n) => n.id === id3)?.health, "HEALTHY", "node3's health after the reboot");
   ctx.report(`ctl node reboot --wait → node3 UP and HEALTHY again: ${((performance.now() - asked) / 1000).toFixed(1)} s`);
+});
+
+e2eTest("ctl node reset --wipe on node3 (a member without roles by now): it leaves, is deleted, its data partition keeps no key slot (seen on the host), and it boots into no parameters", async (ctx) => {
+  const c = need(cluster, "the cluster");
+  const f = need(formed, "the formed cluster");
+  const id3 = f.ids.get("node3")!;
+  const node3 = c.node("node3");
+  const data = await partitionExtent(node3.files.disk, DATA_PARTITION_NUMBER);
+  assertEqual(readLuks2Header(node3.files.disk, data).keyslots, 1, "node3's key slots before the reset");
+  // The operator takes back the parameters the hypervisor hands the VM, so
+  // that the machine's next boot gets none (the reset cannot erase them).
+  rmSync(node3.files.parameters, { force: true });
+  const before = { boots: node3.boots, console: node3.console };
+  const asked = performance.now();
+  const result = await f.ctl("node", "reset", id3, "--wipe");
+  assertEqual(result.exitCode, 0, `ctl node reset (${result.stderr.trim()})`);
+  assert(result.stderr.includes("the data partition's key slots: destroyed"), `ctl says the key slots went:\n${result.stderr}`);
+  await eventually(
+    async () => {
+      assert(node3.boots > before.boots, "node3 has not rebooted yet");
+      await node3.waitForConsole(CONSOLE.fatalBanner, 1_000);
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "node3 booted again, into no parameters" },
+  );
+  assert(node3.console.lines.some((l) => /no node parameters/.test(l.text)), "node3's banner says it has no parameters");
+  assert(before.console.lines.some((l) => /reset by the owner through NodeManagement\.Reset \(wiped\)/.test(l.text)), "node3 said why it rebooted");
+  assertEqual(readLuks2Header(node3.files.disk, data).keyslots, 0, "node3's key slots after the reset, read on the host");
+  const nodes = JSON.parse((await f.ctl("node", "list", "--json")).stdout) as { id: string }[];
+  assert(!nodes.some((n) => n.id === id3), "node3 is no longer listed");
+  ctx.report(`ctl node reset --wipe → node3 in no parameters, no key slot left: ${((performance.now() - asked) / 1000).toFixed(1)} s`);
 });
 
 e2eCleanup(async () => {

@@ -51,6 +51,8 @@ export interface Luks2Header {
   /** Where the encrypted payload begins, relative to the partition. */
   segmentOffsetBytes: number;
   cipher: string;
+  /** How many key slots it has: none after a crypto-erase. */
+  keyslots: number;
 }
 
 /** Parses the LUKS2 header at the partition's start; throws if there is none. */
@@ -65,10 +67,11 @@ export function readLuks2Header(disk: string, partition: PartitionExtent): Luks2
   const end = jsonArea.indexOf(0);
   const metadata = JSON.parse(jsonArea.subarray(0, end < 0 ? undefined : end).toString("utf8")) as {
     segments: Record<string, { offset: string; encryption: string }>;
+    keyslots?: Record<string, unknown>;
   };
   const segment = metadata.segments["0"];
   if (!segment) throw new Error(`LUKS2 header of partition ${partition.name} has no segment 0`);
-  return { version, segmentOffsetBytes: Number(segment.offset), cipher: segment.encryption };
+  return { version, segmentOffsetBytes: Number(segment.offset), cipher: segment.encryption, keyslots: Object.keys(metadata.keyslots ?? {}).length };
 }
 
 export function isLuks2(header: Luks2Header): boolean {

@@ -111,7 +111,9 @@ export class NodeVm {
   argv(): string[] {
     const { files } = this.config;
     const fwCfgFiles: Record<string, string> = {};
-    if (this.config.hasParameters) fwCfgFiles[FW_CFG_PARAMETERS] = files.parameters;
+    // Read at every start, as firmware would: an operator who removed the
+    // file hands the next boot no parameters.
+    if (this.config.hasParameters && existsSync(files.parameters)) fwCfgFiles[FW_CFG_PARAMETERS] = files.parameters;
     if (this.config.hasStorageTestKey) fwCfgFiles[FW_CFG_STORAGE_TEST_KEY] = files.storageTestKey;
     return qemuArgs({
       kernel: this.config.kernel,
