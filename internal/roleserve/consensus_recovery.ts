@@ -19,8 +19,8 @@
 // What this cannot do is stop a lost member from coming back: two lost
 // members that return with their data still make a quorum of the old
 // membership. Lost means lost for good; a node that does come back must be
-// wiped (its disk, or `ctl node reset --wipe` once that exists) before it
-// joins again.
+// wiped (its disk, or `ctl node reset --wipe` if it can still be reached)
+// before it joins again.
 
 import type { Etcd3 } from "etcd3";
 import { ETCD_CALL_TIMEOUT_MS } from "../consensus/mod.ts";

@@ -22,6 +22,9 @@
 //                                        │  sealed ── directory, cold-start key ─▶ ESP    │
 //                                        │  coldstart ── shares of the cluster half ─▶    │ other members'
 //                                        │      ShareHolder; join certificate ─▶ ESP       │ share holders
+//                                        │  backups ── on the node the schedule names:    │
+//                                        │      snapshot ─▶ /data/backups, proven by a    │
+//                                        │      throwaway restore (worker_backups.ts)     │
 //                                        └───────────────────────────────────────────────┘
 //
 // Workers talk only through watchable values (internal/event). Each worker
@@ -35,6 +38,9 @@
 //  - A role change restarts only the worker it concerns (RestartRequest).
 //  - Status is pushed when it changes, not on a timer; liveness is the
 //    heartbeat stream's job.
+//  - A recovery from a lost quorum (consensus_recovery.ts) and a restore
+//    from a backup are recorded on the data partition before they act, and
+//    finish on the control plane's next start if cut short.
 
 import { create } from "@bufbuild/protobuf";
 import { ClusterDirectorySchema, type ClusterDirectory, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
