@@ -18,6 +18,9 @@
 //     services read node3; ctl node reboot node3 ─ it boots again, UP, HEALTHY
 //   ctl node reset --wipe node3 (its parameters taken back on the host) ─
 //     deleted, no LUKS key slot left (read on the host), boots into "no parameters"
+//   quorum lost for good: ctl cluster recover refused while node2 answers ─
+//     node2 unplugged, its disk thrown away ─ recover --from node1: one
+//     member, writable, the write made before the loss still there
 //
 // VMs run concurrently (three under TCG: slow). Disks and consoles stay in
 // out/cluster/e2e3/.
@@ -703,6 +706,39 @@ e2eTest("ctl node reset --wipe on node3 (a member without roles by now): it leav
   const nodes = JSON.parse((await f.ctl("node", "list", "--json")).stdout) as { id: string }[];
   assert(!nodes.some((n) => n.id === id3), "node3 is no longer listed");
   ctx.report(`ctl node reset --wipe → node3 in no parameters, no key slot left: ${((performance.now() - asked) / 1000).toFixed(1)} s`);
+});
+
+e2eTest("etcd's quorum lost for good (node2 unplugged and its disk thrown away): ctl cluster recover from node1 is refused while node2 answers, then makes node1 etcd's only member, writable, with what it had", async (ctx) => {
+  const c = need(cluster, "the cluster");
+  const f = need(formed, "the formed cluster");
+  const [id1, id2] = [f.ids.get("node1")!, f.ids.get("node2")!];
+  assertEqual((await members("node1")).length, 2, "etcd members before the loss (node1, node2)");
+  const written = await f.ctl("node", "label", id1, "e2e-before-loss=kept");
+  assertEqual(written.exitCode, 0, `a label written before the loss (${written.stderr.trim()})`);
+  const refused = await f.ctl("cluster", "recover", "--from", id1, "--yes");
+  assertEqual(refused.exitCode, 1, "recover while node2 answers");
+  assert(/etcd still has a quorum/.test(refused.stderr), `the refusal names the quorum:\n${refused.stderr}`);
+
+  const node2 = c.node("node2");
+  await node2.stop({ clean: false });
+  rmSync(node2.files.disk, { force: true });
+  ctx.logger.info("node2 unplugged, its disk thrown away");
+  const asked = performance.now();
+  const recovered = await f.ctl("cluster", "recover", "--from", id1, "--yes", "--json");
+  assertEqual(recovered.exitCode, 0, `ctl cluster recover (${recovered.stderr.trim()})`);
+  const said = recovered.stderr.trim().split("\n");
+  assert(said[0]?.startsWith(`ctl: survivor: ${id1} `) === true, `the plan comes first:\n${recovered.stderr}`);
+  assert(said.some((l) => l.includes(`its consensus role dropped: ${id2} `)), `the plan names node2:\n${recovered.stderr}`);
+  assert(said.some((l) => /^ctl: quorum: lost \(/.test(l)), `the plan says the quorum is lost:\n${recovered.stderr}`);
+  const writableMs = (JSON.parse(recovered.stdout) as { writableAfterMs: number }).writableAfterMs;
+
+  assertEqual((await members("node1")).map((m) => m.name), [id1], "etcd's members after the recovery");
+  const listed = JSON.parse((await f.ctl("node", "list", "--json")).stdout) as { id: string; roles: string[]; labels: string[] }[];
+  assert(!listed.find((n) => n.id === id2)?.roles.includes("consensus"), "node2's record no longer holds the consensus role");
+  assert(listed.find((n) => n.id === id1)!.labels.includes("e2e-before-loss=kept"), "the label written before the loss is there");
+  const after = await f.ctl("node", "label", id1, "e2e-after-recovery=written");
+  assertEqual(after.exitCode, 0, `a write after the recovery (${after.stderr.trim()})`);
+  ctx.report(`ctl cluster recover → writable again (ctl's own measure, TCG): ${(writableMs / 1000).toFixed(1)} s; whole command ${((performance.now() - asked) / 1000).toFixed(1)} s`);
 });
 
 e2eCleanup(async () => {
