@@ -73,7 +73,8 @@ describe("a cluster restored from its backup", () => {
     const bytes = Buffer.from(readFileSync(backup));
     bytes[bytes.length - 40]! ^= 1;
     writeFileSync(damaged, bytes);
-    const refused = await ctl("params", "restore", damaged, join(dir.path, "never.pb"));
+    // ctl cluster restore is the same action, where Talos and Metropolis operators look for it.
+    const refused = await ctl("cluster", "restore", damaged, join(dir.path, "never.pb"));
     expect(refused.code).toBe(1);
     expect(refused.stderr).toStartWith(`ctl: ${damaged}: frame `);
     expect(existsSync(join(dir.path, "never.pb"))).toBe(false);

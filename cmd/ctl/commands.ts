@@ -48,6 +48,7 @@ import {
   recoverConsensus,
   resetNode,
   DEFAULT_CALL_TIMEOUT_MS,
+  type ActionSpec,
   type ArgSpec,
   type CallSettings,
   type ConfigPaths,
@@ -102,6 +103,21 @@ const FLAGS: readonly FlagSpec[] = [
 const NODE_ID: ArgSpec = { name: "node id", complete: "node" };
 const FILE: ArgSpec = { name: "file", complete: "file" };
 const ROLE_NAMES = Object.keys(ROLE_FIELDS) as RoleName[];
+
+/** Restore parameters from a backup: `ctl params restore`, and `ctl cluster restore` as Talos and Metropolis operators look for it. */
+const RESTORE_PARAMETERS: ActionSpec<Ctl> = {
+  name: "restore",
+  args: [{ name: "backup", complete: "file" }, FILE],
+  description: "Write parameters that create the cluster again from a backup (they hold its every key: the node deletes them once read)",
+  run: (ctl, [backup, file]) => {
+    const key = readOwnerKey(ctl.ownerKey ?? ctl.paths().ownerKey);
+    const { header, snapshot } = readForRestore(backup!, key);
+    for (const line of [...describeBackup(header).split("\n"), ...describeRestore(header)]) ctl.note(line);
+    const params = create(NodeParametersSchema, { cluster: { case: "clusterRestore", value: { ownerPublicKey: rawPublicKey(key.publicKey), snapshot } } });
+    writeParameters(ctl, file!, "restore", toBinary(NodeParametersSchema, params));
+  },
+};
+
 const LEVEL_NAMES = Object.keys(LOG_LEVELS);
 /** `ctl node logs` prints this many entries unless -n says otherwise. */
 const DEFAULT_LOG_LINES = 100;
@@ -220,6 +236,7 @@ export const program: Program<Ctl> = {
             ctl.print({ everyMinutes: every, keep, node: nodeId }, every === 0 ? "scheduled backups off" : `${nodeId} backs the cluster up every ${every} min and keeps ${keep}; ctl cluster info says how it goes`);
           },
         },
+        RESTORE_PARAMETERS,
         {
           name: "check-backup",
           args: [FILE],
@@ -543,18 +560,7 @@ export const program: Program<Ctl> = {
             writeParameters(ctl, file!, "bootstrap", toBinary(NodeParametersSchema, params));
           },
         },
-        {
-          name: "restore",
-          args: [{ name: "backup", complete: "file" }, FILE],
-          description: "Write parameters that create the cluster again from a backup (they hold its every key: the node deletes them once read)",
-          run: (ctl, [backup, file]) => {
-            const key = readOwnerKey(ctl.ownerKey ?? ctl.paths().ownerKey);
-            const { header, snapshot } = readForRestore(backup!, key);
-            for (const line of [...describeBackup(header).split("\n"), ...describeRestore(header)]) ctl.note(line);
-            const params = create(NodeParametersSchema, { cluster: { case: "clusterRestore", value: { ownerPublicKey: rawPublicKey(key.publicKey), snapshot } } });
-            writeParameters(ctl, file!, "restore", toBinary(NodeParametersSchema, params));
-          },
-        },
+        RESTORE_PARAMETERS,
         {
           name: "register",
           args: [FILE],
