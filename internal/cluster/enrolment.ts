@@ -13,8 +13,7 @@ import { joinCluster } from "./flow_join.ts";
 import { registerNode } from "./flow_register.ts";
 import { loadPendingRestore, restoreCluster, type PendingRestore } from "./flow_restore.ts";
 import { existsSync, rmSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { ETCD_BINARY } from "../consensus/mod.ts";
+import { ETCD_BINARY, etcdutlBeside } from "../consensus/mod.ts";
 import { ParametersError, type ParameterPaths } from "./node_parameters.ts";
 import { create, fromBinary } from "@bufbuild/protobuf";
 import { readFileSync } from "node:fs";
@@ -101,7 +100,7 @@ export function enrolmentRunnable(options: EnrolmentOptions): Runnable {
             snapshot: decision.snapshot,
             address,
             etcd,
-            etcdutl: options.etcdutl?.() ?? join(dirname(etcd), "etcdutl"),
+            etcdutl: options.etcdutl?.() ?? etcdutlBeside(etcd),
             forgetParameters: () => forgetRestoreParameters(decision.source),
           });
           directory = create(ClusterDirectorySchema, { nodes: [{ publicKey: rawPublicKey(enrolled.credentials.publicKey), addresses: [{ host: address }] }] });

@@ -117,19 +117,27 @@ export interface BootstrapOptions {
   signal: AbortSignal;
 }
 
-export async function bootstrapCluster(options: BootstrapOptions): Promise<Enrolled> {
-  const { layout, logger } = options;
-  logger.info("bootstrapping a new cluster");
+/**
+ * The first steps of a node that starts a cluster on its own (a bootstrap,
+ * or a restore from a backup) under `clusterCA`: its keys, the sealed
+ * configuration naming it the only curator (from here on the node joins on
+ * boot), its data storage opened with both halves, and its credentials
+ * saved there.
+ */
+export async function becomeFirstMember(options: {
+  layout: StorageLayout;
+  storage: DataStorage;
+  address: string;
+  clusterCA: CA;
+  logger: Logger;
+  signal: AbortSignal;
+}): Promise<Enrolled & { joinPublicKey: Uint8Array }> {
+  const { layout, logger, clusterCA } = options;
   const nodeKey = generateKeyPair();
   const joinKey = generateKeyPair();
   const nodeUnlockKey = randomKey();
   const clusterUnlockKey = randomKey();
-  const caKey = generateKeyPair();
-  const clusterCA: CA = { certificate: createClusterCA(caKey), privateKey: caKey.privateKey };
-  const etcdCAKey = generateKeyPair();
-  const etcdCA: CA = { certificate: createEtcdCA(etcdCAKey), privateKey: etcdCAKey.privateKey };
   const nodeId = nodeIdFromPublicKey(rawPublicKey(nodeKey.publicKey));
-
   writeSealedConfiguration(
     layout.esp.sealed,
     create(SealedConfigurationSchema, {
@@ -143,7 +151,6 @@ export async function bootstrapCluster(options: BootstrapOptions): Promise<Enrol
   logger.info("sealed configuration written; the node joins from now on", { node: nodeId });
   const result = await options.storage.open(dataPartitionKey(nodeUnlockKey, clusterUnlockKey), logger, options.signal);
   logger.info("data storage ready", { result });
-
   const credentials: NodeCredentials = {
     nodeId,
     privateKey: nodeKey.privateKey,
@@ -152,14 +159,25 @@ export async function bootstrapCluster(options: BootstrapOptions): Promise<Enrol
     ca: clusterCA.certificate,
   };
   saveCredentials(layout, credentials);
+  return { credentials, clusterUnlockKey, joinPublicKey: rawPublicKey(joinKey.publicKey) };
+}
+
+export async function bootstrapCluster(options: BootstrapOptions): Promise<Enrolled> {
+  const { layout, logger } = options;
+  logger.info("bootstrapping a new cluster");
+  const caKey = generateKeyPair();
+  const clusterCA: CA = { certificate: createClusterCA(caKey), privateKey: caKey.privateKey };
+  const etcdCAKey = generateKeyPair();
+  const etcdCA: CA = { certificate: createEtcdCA(etcdCAKey), privateKey: etcdCAKey.privateKey };
+  const { credentials, joinPublicKey, clusterUnlockKey } = await becomeFirstMember({ ...options, clusterCA });
   savePendingBootstrap(layout, {
     ownerPublicKey: options.ownerPublicKey,
     clusterCA,
     etcdCA,
-    joinPublicKey: rawPublicKey(joinKey.publicKey),
+    joinPublicKey,
     clusterUnlockKey,
     unlockShareThreshold: options.unlockShareThreshold ?? 0,
   });
-  logger.info("node credentials saved; the control plane will create the cluster", { node: nodeId });
+  logger.info("node credentials saved; the control plane will create the cluster", { node: credentials.nodeId });
   return { credentials, clusterUnlockKey };
 }

@@ -21,21 +21,15 @@
 // join path, as a bootstrap does: the data opens with the cold-start key,
 // and the pending restore is still there.
 
-import { create } from "@bufbuild/protobuf";
-import { X509Certificate } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { SealedConfigurationSchema } from "../../proto/gen/api/configuration_pb.ts";
 import { readSnapshot } from "../backup/mod.ts";
 import { writeFileDurably, type StorageLayout } from "../localstorage/mod.ts";
 import type { Logger } from "../log/mod.ts";
-import { generateKeyPair, issueNodeCertificate, nodeIdFromPublicKey, rawPrivateKey, rawPublicKey, type CA } from "../pki/mod.ts";
-import { saveCredentials, type NodeCredentials } from "./credentials.ts";
+import type { CA } from "../pki/mod.ts";
 import type { DataStorage } from "./data_storage.ts";
-import { decodeCAJson, encodeCAJson, type Enrolled } from "./flow_bootstrap.ts";
-import { dataPartitionKey, randomKey } from "./keys.ts";
+import { becomeFirstMember, decodeCAJson, encodeCAJson, type Enrolled } from "./flow_bootstrap.ts";
 import { ParametersError } from "./node_parameters.ts";
-import { writeSealedConfiguration } from "./sealed_configuration.ts";
 
 /** What the control plane needs to finish a restore once etcd runs on the snapshot. */
 export interface PendingRestore {
@@ -94,33 +88,7 @@ export async function restoreCluster(options: RestoreOptions): Promise<Enrolled>
   }
   logger.info("snapshot read", { revision: state.revision, nodes: state.nodes.length, ca: state.clusterCA.certificate.fingerprint256 });
 
-  const nodeKey = generateKeyPair();
-  const joinKey = generateKeyPair();
-  const nodeUnlockKey = randomKey();
-  const clusterUnlockKey = randomKey();
-  const nodeId = nodeIdFromPublicKey(rawPublicKey(nodeKey.publicKey));
-  writeSealedConfiguration(
-    layout.esp.sealed,
-    create(SealedConfigurationSchema, {
-      nodeUnlockKey,
-      joinKey: rawPrivateKey(joinKey.privateKey),
-      clusterCa: new Uint8Array(state.clusterCA.certificate.raw),
-      clusterDirectory: { nodes: [{ publicKey: rawPublicKey(nodeKey.publicKey), joinKey: rawPublicKey(joinKey.publicKey), addresses: [{ host: options.address }] }] },
-      coldStartClusterUnlockKey: clusterUnlockKey,
-    }),
-  );
-  logger.info("sealed configuration written; the node joins from now on", { node: nodeId });
-  const result = await options.storage.open(dataPartitionKey(nodeUnlockKey, clusterUnlockKey), logger, options.signal);
-  logger.info("data storage ready", { result });
-
-  const credentials: NodeCredentials = {
-    nodeId,
-    privateKey: nodeKey.privateKey,
-    publicKey: nodeKey.publicKey,
-    certificate: issueNodeCertificate(state.clusterCA, nodeKey.publicKey, { ipAddresses: [options.address] }),
-    ca: new X509Certificate(state.clusterCA.certificate.raw),
-  };
-  saveCredentials(layout, credentials);
+  const { credentials, joinPublicKey, clusterUnlockKey } = await becomeFirstMember({ ...options, clusterCA: state.clusterCA });
   const paths = pendingPaths(layout);
   mkdirSync(paths.dir, { recursive: true, mode: 0o700 });
   writeFileDurably(paths.snapshot, options.snapshot, { mode: 0o600 });
@@ -128,7 +96,7 @@ export async function restoreCluster(options: RestoreOptions): Promise<Enrolled>
     paths.json,
     JSON.stringify({
       etcdCA: encodeCAJson(state.etcdCA),
-      joinPublicKey: Buffer.from(rawPublicKey(joinKey.publicKey)).toString("base64"),
+      joinPublicKey: Buffer.from(joinPublicKey).toString("base64"),
       clusterUnlockKey: Buffer.from(clusterUnlockKey).toString("base64"),
     }),
     { mode: 0o600 },
@@ -136,6 +104,6 @@ export async function restoreCluster(options: RestoreOptions): Promise<Enrolled>
   // The parameters hold every key of the cluster in clear: they go as soon
   // as the snapshot is on the encrypted partition.
   await options.forgetParameters();
-  logger.info("node credentials and the snapshot saved; the control plane will start the cluster from it", { node: nodeId });
+  logger.info("node credentials and the snapshot saved; the control plane will start the cluster from it", { node: credentials.nodeId });
   return { credentials, clusterUnlockKey };
 }

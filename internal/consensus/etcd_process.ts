@@ -17,6 +17,10 @@ import { connectEtcd } from "./etcd_client.ts";
  * (EtcdMemberOptions.binary).
  */
 export const ETCD_BINARY = "/usr/bin/etcd";
+/** etcdutl, where the build puts it: beside the etcd binary (a VM's system image has it at the same path below /system). */
+export function etcdutlBeside(etcd: string = ETCD_BINARY): string {
+  return join(dirname(etcd), "etcdutl");
+}
 export const ETCD_PEER_PORT = 2380;
 export const ETCD_CLIENT_PORT = 2379;
 /**

@@ -31,6 +31,7 @@ export {
   peerUrl,
   clientUrl,
   ETCD_BINARY,
+  etcdutlBeside,
   ETCD_MIN_FREE_BYTES,
   ETCD_PEER_PORT,
   ETCD_CLIENT_PORT,

@@ -56,8 +56,7 @@ import { ServiceBoard } from "./service_status.ts";
 import { controlPlaneWorker, type LocalConsensus, type LocalCurator } from "./worker_controlplane.ts";
 import { ConsensusRecovery } from "./consensus_recovery.ts";
 import { backupsWorker } from "./worker_backups.ts";
-import { ETCD_BINARY } from "../consensus/mod.ts";
-import { dirname, join } from "node:path";
+import { ETCD_BINARY, etcdutlBeside } from "../consensus/mod.ts";
 import type { DataStorage } from "../cluster/mod.ts";
 import { kubernetesWorker, type RuntimeSetup } from "./worker_kubernetes.ts";
 import { roleFetchWorker } from "./worker_rolefetch.ts";
@@ -217,7 +216,7 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
         localConsensus: values.localConsensus,
         board: values.board,
         etcd,
-        etcdutl: options.etcdutl ?? (() => join(dirname(etcd), "etcdutl")),
+        etcdutl: options.etcdutl ?? (() => etcdutlBeside(etcd)),
         ...(options.storage ? { storage: options.storage } : {}),
       }),
     );

@@ -18,8 +18,7 @@ import type { X509Certificate } from "node:crypto";
 import { NodeStatusSchema, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
 import { clearPendingBootstrap, clearPendingRestore, loadPendingRestore, type ClusterMembership, type PendingBootstrap } from "../cluster/mod.ts";
 import { restoreSnapshot } from "../backup/mod.ts";
-import { dirname, join } from "node:path";
-import { ETCD_BINARY, clientUrl, connectEtcd, issueMemberCertificate, memberQuota, peerUrl, runEtcdMember, upkeepRunnable } from "../consensus/mod.ts";
+import { etcdutlBeside, clientUrl, connectEtcd, issueMemberCertificate, memberQuota, peerUrl, runEtcdMember, upkeepRunnable } from "../consensus/mod.ts";
 import { consensusRole, curatorRunnable, dropLostConsensusRoles, etcdMembers, writeBootstrapState, writeRestoredNode, type Leadership } from "../curator/mod.ts";
 import { CURATOR_PORT, type CuratorEndpoint } from "../curator/client/mod.ts";
 import { Value } from "../event/mod.ts";
@@ -118,7 +117,7 @@ export function controlPlaneWorker(options: ControlPlaneOptions): Runnable {
     const restore = loadPendingRestore(layout);
     if (restore && !loadEtcdMemberState(layout)) {
       const ownPeerUrl = peerUrl(membership.address);
-      const etcdutl = options.etcdutl?.() ?? join(dirname(options.etcdBinary ?? ETCD_BINARY), "etcdutl");
+      const etcdutl = options.etcdutl?.() ?? etcdutlBeside(options.etcdBinary);
       await restoreSnapshot({ etcdutl, snapshotFile: restore.snapshotFile, dataDir: layout.data.etcd.data, name: credentials.nodeId, peerUrl: ownPeerUrl });
       saveEtcdMemberState(layout, {
         ca: restore.etcdCA.certificate,
