@@ -5,6 +5,7 @@
 // The handlers only wire flags to internal/operator and print the result.
 
 import { describeColdStart, MAX_UNLOCK_SHARE_THRESHOLD } from "../../internal/coldstart/threshold.ts";
+import { shownTarget, targetUrlProblem } from "../../internal/backup/mod.ts";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { X509Certificate } from "node:crypto";
@@ -223,8 +224,9 @@ export const program: Program<Ctl> = {
             { name: "every", value: "minutes", description: "Minutes between two backups; 0 turns scheduled backups off", parse: wholeNumber("minutes", 7 * 24 * 60) },
             { name: "keep", value: "N", description: "How many backups to keep (the newest proven one always stays)", default: "7", parse: positiveInteger("backups", 100) },
             { name: "node", value: "node", description: "The consensus node that takes them onto its data partition" },
+            { name: "upload", value: "url", description: "Also PUT each proven backup under this http(s) URL, by its file name (a query is kept); nodecore never deletes there" },
           ],
-          description: "Have a consensus node back the cluster up every so often onto its data partition, encrypted to the owner key, and prove each backup restores",
+          description: "Have a consensus node back the cluster up every so often onto its data partition (and an HTTP target), encrypted to the owner key, and prove each backup restores",
           run: async (ctl, _args, flags) => {
             const every = flags.every as number | undefined;
             if (every === undefined) throw new UsageError("missing --every <minutes> (0 turns scheduled backups off)");
@@ -232,8 +234,15 @@ export const program: Program<Ctl> = {
             if (every > 0 && !typed) throw new UsageError("missing --node <node>: the consensus node that takes the backups");
             const nodeId = typed ? await ctl.node(typed) : "";
             const keep = (flags.keep as number | undefined) ?? 7;
-            await withFailover(Management, ctl.credentials(), (m) => m.setBackupSchedule({ schedule: { everyMinutes: every, keep, nodeId } }, ctl.settings), ctl.progress);
-            ctl.print({ everyMinutes: every, keep, node: nodeId }, every === 0 ? "scheduled backups off" : `${nodeId} backs the cluster up every ${every} min and keeps ${keep}; ctl cluster info says how it goes`);
+            const putUrl = flags.upload === undefined ? "" : String(flags.upload);
+            const problem = putUrl ? targetUrlProblem(putUrl) : undefined;
+            if (problem) throw new UsageError(`--upload: ${problem}`);
+            await withFailover(Management, ctl.credentials(), (m) => m.setBackupSchedule({ schedule: { everyMinutes: every, keep, nodeId, putUrl } }, ctl.settings), ctl.progress);
+            const also = putUrl ? `, sends each proven one to ${shownTarget(putUrl)}` : "";
+            ctl.print(
+              { everyMinutes: every, keep, node: nodeId, ...(putUrl ? { upload: shownTarget(putUrl) } : {}) },
+              every === 0 ? "scheduled backups off" : `${nodeId} backs the cluster up every ${every} min and keeps ${keep}${also}; ctl cluster info says how it goes`,
+            );
           },
         },
         RESTORE_PARAMETERS,

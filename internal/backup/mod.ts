@@ -14,8 +14,10 @@
 //        turns it into the restoring node's etcd data (internal/cluster's
 //        flow_restore.ts, internal/roleserve's control plane)
 //
-// Still to come (issue 30): scheduled backups, and verifying each one by
-// restoring it into a throwaway node.
+//   scheduled backups (internal/roleserve's worker_backups.ts) are written
+//        onto a consensus node's data partition, proven by restoring them
+//        into a throwaway member, and PUT to the owner's HTTP target (target.ts)
 
 export { readSnapshot, restoreSnapshot, type SnapshotState } from "./restore.ts";
 export { BackupFormatError, BackupWriter, CHUNK_BYTES, MAGIC, decryptBackup, readBackupHeader, snapshotIntegrity, type BackupHeader } from "./format.ts";
+export { MAX_TARGET_URL_LENGTH, shownTarget, targetFor, targetUrlProblem, uploadBackup } from "./target.ts";

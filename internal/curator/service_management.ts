@@ -28,6 +28,7 @@ import { directoryOf } from "./client/mod.ts";
 import { toApiNode } from "./convert.ts";
 import { backupChunks } from "./backup.ts";
 import { VERSION } from "../version/mod.ts";
+import { shownTarget, targetUrlProblem } from "../backup/mod.ts";
 import { checkNodeId, checkPublicKey } from "./validate.ts";
 import { applyLabelChanges, checkLabelChanges } from "./labels.ts";
 import type { CuratorStore } from "./store.ts";
@@ -134,9 +135,11 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
         const node = (await state.read(ctx.signal)).nodes().find((n) => n.id === id);
         if (!node) throw new NotFoundError(`node ${id} not found`);
         if (!node.roles?.consensusMember) throw new FailedPreconditionError(`node ${id} is not a consensus member: only those hold etcd's data to back up`);
+        const problem = schedule.putUrl ? targetUrlProblem(schedule.putUrl) : undefined;
+        if (problem) throw new InvalidArgumentError(`schedule.put_url: ${problem}`);
       }
       await store.setBackupSchedule(schedule);
-      logger.info("backup schedule set", { everyMinutes: schedule.everyMinutes, keep: schedule.keep, node: schedule.nodeId });
+      logger.info("backup schedule set", { everyMinutes: schedule.everyMinutes, keep: schedule.keep, node: schedule.nodeId, ...(schedule.putUrl ? { target: shownTarget(schedule.putUrl) } : {}) });
       return {};
     },
 

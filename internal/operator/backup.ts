@@ -7,7 +7,7 @@
 
 import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
 import { Management, type BackupSchedule, type BackupStatus, type BackupTaken } from "../../proto/gen/api/management_pb.ts";
-import { BackupFormatError, decryptBackup, readBackupHeader, snapshotIntegrity, type BackupHeader } from "../backup/mod.ts";
+import { BackupFormatError, decryptBackup, readBackupHeader, shownTarget, snapshotIntegrity, type BackupHeader } from "../backup/mod.ts";
 import { formatBytes } from "../localstorage/mod.ts";
 import { rawPrivateKey, type KeyPair } from "../pki/mod.ts";
 import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
@@ -134,7 +134,16 @@ export function describeRestore(header: BackupHeader): string[] {
 export function describeBackupSchedule(
   schedule: BackupSchedule | undefined,
   status: BackupStatus | undefined,
-): { lines: string[]; everyMinutes: number; node: string; last?: BackupTakenSummary; lastProven?: BackupTakenSummary; lastError?: string } {
+): {
+  lines: string[];
+  everyMinutes: number;
+  node: string;
+  target?: string;
+  last?: BackupTakenSummary;
+  lastProven?: BackupTakenSummary;
+  lastUploaded?: BackupTakenSummary & { uploadedTo: string };
+  lastError?: string;
+} {
   if (!schedule || schedule.everyMinutes === 0) return { lines: ["scheduled backups: off (ctl cluster schedule-backups)"], everyMinutes: 0, node: "" };
   const summary = (t: BackupTaken | undefined): BackupTakenSummary | undefined =>
     t ? { file: t.file, time: new Date(Number(t.timeMs)).toISOString(), etcdRevision: Number(t.etcdRevision), bytes: Number(t.bytes) } : undefined;
@@ -142,9 +151,25 @@ export function describeBackupSchedule(
   const last = summary(ours?.last);
   const lastProven = summary(ours?.lastVerified);
   const line = (t: BackupTakenSummary | undefined) => (t ? `${t.time}, etcd revision ${t.etcdRevision}, ${formatBytes(t.bytes)} (${t.file})` : "none yet");
-  const lines = [`scheduled backups: every ${schedule.everyMinutes} min by ${schedule.nodeId}, keeping ${schedule.keep}`, `last backup: ${line(last)}`, `last proven to restore: ${line(lastProven)}`];
+  const lastUploaded = summary(ours?.lastUploaded);
+  const target = schedule.putUrl ? shownTarget(schedule.putUrl) : undefined;
+  const lines = [
+    `scheduled backups: every ${schedule.everyMinutes} min by ${schedule.nodeId}, keeping ${schedule.keep}${target ? `, each proven one sent to ${target}` : ""}`,
+    `last backup: ${line(last)}`,
+    `last proven to restore: ${line(lastProven)}`,
+  ];
+  if (target) lines.push(`last received by the target: ${lastUploaded ? `${lastUploaded.time}, etcd revision ${lastUploaded.etcdRevision} (${ours!.lastUploaded!.uploadedTo})` : "none yet"}`);
   if (ours?.lastError) lines.push(`last attempt failed (${new Date(Number(ours.lastErrorMs)).toISOString()}): ${ours.lastError}`);
-  return { lines, everyMinutes: schedule.everyMinutes, node: schedule.nodeId, ...(last ? { last } : {}), ...(lastProven ? { lastProven } : {}), ...(ours?.lastError ? { lastError: ours.lastError } : {}) };
+  return {
+    lines,
+    everyMinutes: schedule.everyMinutes,
+    node: schedule.nodeId,
+    ...(target ? { target } : {}),
+    ...(last ? { last } : {}),
+    ...(lastProven ? { lastProven } : {}),
+    ...(lastUploaded ? { lastUploaded: { ...lastUploaded, uploadedTo: ours!.lastUploaded!.uploadedTo } } : {}),
+    ...(ours?.lastError ? { lastError: ours.lastError } : {}),
+  };
 }
 
 export interface BackupTakenSummary {

@@ -12,7 +12,11 @@
 //        (internal/backup/restore.ts), holds this cluster's CA and this
 //        node's record, and this node's cluster half in it, with its node
 //        half from the sealed configuration, opens its data partition
-//     ─▶ the newest `keep` backups stay, and the newest proven one always
+//     ─▶ the owner's HTTP target, if any: the proven file PUT under its name
+//        (internal/backup/target.ts); a target that missed one (down, full,
+//        or new) gets the newest proven one later, tried again after a while
+//     ─▶ the newest `keep` backups stay, and the newest proven one always;
+//        a write that failed deletes nothing, and nothing at the target ever
 //     ─▶ status: BACKUP_STATUS_KEY in etcd (ctl cluster info shows it) and
 //        the "backups" service line, failing while the last attempt failed
 //        (which makes the node DEGRADED wherever health shows)
@@ -25,7 +29,7 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { BackupStatusSchema, BackupTakenSchema, type BackupSchedule, type BackupStatus, type BackupTaken } from "../../proto/gen/api/management_pb.ts";
-import { readSnapshot } from "../backup/mod.ts";
+import { readSnapshot, shownTarget, targetFor, uploadBackup } from "../backup/mod.ts";
 import { dataPartitionKey, readSealedConfiguration, type ClusterMembership, type DataStorage } from "../cluster/mod.ts";
 import { BACKUP_STATUS_KEY, CuratorStore, ETCD_PREFIX, backupChunks } from "../curator/mod.ts";
 import type { Value } from "../event/mod.ts";
@@ -77,6 +81,7 @@ export function backupsWorker(options: BackupsOptions): Runnable {
     const self = membership.credentials.nodeId;
     ctx.signalHealthy();
     let reported = "";
+    const retries: UploadRetries = new Map();
     for (;;) {
       const local = options.localConsensus.peek();
       if (local) {
@@ -87,8 +92,12 @@ export function backupsWorker(options: BackupsOptions): Runnable {
           reported = "none";
         } else {
           const newest = listBackups(backupsDir(options.layout))[0];
+          const owed = schedule.putUrl ? await owedToTarget(store, schedule, retries).catch(() => undefined) : undefined;
           if (!newest || Date.now() - newest.mtimeMs >= schedule.everyMinutes * 60_000) {
-            await takeScheduledBackup(options, membership, store, schedule, ctx.logger, ctx.signal);
+            await takeScheduledBackup(options, membership, store, schedule, retries, ctx.logger, ctx.signal);
+            reported = "done";
+          } else if (owed) {
+            await resend(options, store, schedule, owed, retries, ctx.logger, ctx.signal);
             reported = "done";
           } else if (reported !== "waiting") {
             const status = await store.backupStatus().catch(() => undefined);
@@ -105,21 +114,73 @@ export function backupsWorker(options: BackupsOptions): Runnable {
 function describe(schedule: BackupSchedule, status: BackupStatus | undefined): string {
   const when = (t: BackupTaken | undefined) => (t ? `${new Date(Number(t.timeMs)).toISOString()} (revision ${t.etcdRevision})` : "none");
   const parts = [`every ${schedule.everyMinutes} min, keeping ${schedule.keep}`, `last: ${when(status?.last)}`, `last proven: ${when(status?.lastVerified)}`];
+  if (schedule.putUrl) parts.push(`last sent to ${shownTarget(schedule.putUrl)}: ${when(status?.lastUploaded)}`);
   if (status?.lastError) parts.push(`failed: ${status.lastError}`);
   return parts.join("; ");
 }
 
-/** One scheduled backup: written, proven, pruned, reported. Never throws for the backup's own failures: they are its status. */
+type Logger = { info: (m: string, f?: Record<string, unknown>) => void; warn: (m: string, f?: Record<string, unknown>) => void };
+
+/** When a failed upload of a file to a target may be tried again, by target and file. A new target is tried at once. */
+type UploadRetries = Map<string, number>;
+/** The least wait before a failed upload is tried again (or the schedule's interval, if shorter). */
+export const UPLOAD_RETRY_MS = 5 * 60_000;
+
+/** The newest proven backup, if the schedule's HTTP target has not received it and its retry is due. */
+async function owedToTarget(store: CuratorStore, schedule: BackupSchedule, retries: UploadRetries): Promise<BackupTaken | undefined> {
+  const status = await store.backupStatus();
+  const proven = status?.lastVerified;
+  if (!proven || !existsSync(proven.file)) return undefined;
+  const to = targetFor(schedule.putUrl, proven.file);
+  if (status.lastUploaded?.file === proven.file && status.lastUploaded.uploadedTo === shownTarget(to)) return undefined;
+  return (retries.get(to.href) ?? 0) <= Date.now() ? proven : undefined;
+}
+
+/** Sends `taken` to the schedule's target, into `status`: lastUploaded on success, lastError otherwise (and when to retry). */
+async function send(schedule: BackupSchedule, taken: BackupTaken, status: BackupStatus, retries: UploadRetries, logger: Logger, signal: AbortSignal): Promise<void> {
+  const key = targetFor(schedule.putUrl, taken.file).href;
+  try {
+    const uploadedTo = await uploadBackup(schedule.putUrl, taken.file, signal);
+    status.lastUploaded = create(BackupTakenSchema, { ...taken, uploadedTo });
+    retries.delete(key);
+    logger.info("scheduled backup sent to the target", { to: uploadedTo });
+  } catch (err) {
+    if (signal.aborted) throw err;
+    retries.set(key, Date.now() + Math.min(UPLOAD_RETRY_MS, schedule.everyMinutes * 60_000));
+    status.lastError = (err as Error).message.split("\n")[0]!;
+    status.lastErrorMs = BigInt(Date.now());
+    logger.warn("a proven backup could not be sent; it stays on this node, and nothing is deleted at the target", { error: status.lastError });
+  }
+}
+
+/** A proven backup the target missed (it was down, or it is new), sent again. */
+async function resend(options: BackupsOptions, store: CuratorStore, schedule: BackupSchedule, proven: BackupTaken, retries: UploadRetries, logger: Logger, signal: AbortSignal): Promise<void> {
+  const previous = await store.backupStatus().catch(() => undefined);
+  const status = previous ?? create(BackupStatusSchema);
+  status.lastError = "";
+  status.lastErrorMs = 0n;
+  await send(schedule, proven, status, retries, logger, signal);
+  await writeStatus(store, status).catch((err: unknown) => logger.warn("could not record the backup status in etcd", { error: (err as Error).message }));
+  options.board.report(SERVICE, status.lastError ? "failing" : "running", describe(schedule, status));
+}
+
+/** One scheduled backup: written, proven, sent, pruned, reported. Never throws for the backup's own failures: they are its status. */
 async function takeScheduledBackup(
   options: BackupsOptions,
   membership: ClusterMembership,
   store: CuratorStore,
   schedule: BackupSchedule,
-  logger: { info: (m: string, f?: Record<string, unknown>) => void; warn: (m: string, f?: Record<string, unknown>) => void },
+  retries: UploadRetries,
+  logger: Logger,
   signal: AbortSignal,
 ): Promise<void> {
   const previous = await store.backupStatus().catch(() => undefined);
-  const status = create(BackupStatusSchema, { nodeId: membership.credentials.nodeId, ...(previous?.last ? { last: previous.last } : {}), ...(previous?.lastVerified ? { lastVerified: previous.lastVerified } : {}) });
+  const status = create(BackupStatusSchema, {
+    nodeId: membership.credentials.nodeId,
+    ...(previous?.last ? { last: previous.last } : {}),
+    ...(previous?.lastVerified ? { lastVerified: previous.lastVerified } : {}),
+    ...(previous?.lastUploaded ? { lastUploaded: previous.lastUploaded } : {}),
+  });
   const dir = backupsDir(options.layout);
   const scratch = join(options.layout.ephemeral.path, "backup-proof");
   const plainFile = join(options.layout.ephemeral.path, "backup-snapshot.db");
@@ -162,6 +223,7 @@ async function takeScheduledBackup(
     const proof = await proveSnapshot(options, membership, readFileSync(plainFile), scratch);
     status.lastVerified = taken;
     logger.info("scheduled backup proven: it restores", { file, ...proof });
+    if (schedule.putUrl) await send(schedule, taken, status, retries, logger, signal);
   } catch (err) {
     status.lastError = (err as Error).message.split("\n")[0]!;
     status.lastErrorMs = BigInt(Date.now());
@@ -170,7 +232,10 @@ async function takeScheduledBackup(
     if (partial) rmSync(partial, { force: true });
     rmSync(plainFile, { force: true });
   }
-  for (const file of backupsToPrune(listBackups(dir).map((b) => b.file), schedule.keep, status.lastVerified?.file)) rmSync(file, { force: true });
+  // Only a backup that was written makes room: a failed write (a full disk) deletes nothing.
+  if (status.last && status.last !== previous?.last) {
+    for (const file of backupsToPrune(listBackups(dir).map((b) => b.file), schedule.keep, status.lastVerified?.file)) rmSync(file, { force: true });
+  }
   await writeStatus(store, status).catch((err: unknown) => logger.warn("could not record the backup status in etcd", { error: (err as Error).message }));
   options.board.report(SERVICE, status.lastError ? "failing" : "running", describe(schedule, status));
 }
