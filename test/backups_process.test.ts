@@ -37,6 +37,8 @@ let nodeId = "";
 test("a scheduled backup is written on the named node, proven to restore, shown by cluster info, and readable with the owner key", async () => {
   const id = String((await bootstrap()).node);
   nodeId = id;
+  // A node that boots well loses no runnable on the way (the supervision line once died at every boot, a binding used before it was set).
+  expect(node.logs.filter((l) => l.msg === "runnable died").map((l) => `${l.component}: ${l.error}`)).toEqual([]);
   const off = await ctl("cluster", "info");
   expect(off.stdout).toContain("scheduled backups: off (ctl cluster schedule-backups)");
 

@@ -100,7 +100,8 @@ export function runNode({ logger, logs, isPid1, root, layout, address, system: p
         bootMs: Date.now(),
         onFatal: showFatal,
         logs,
-        services: () => supervisor.dump(),
+        // The tree's first runnables run inside start(), before it returns: until then there is nothing to dump.
+        services: () => supervisor?.dump() ?? [],
         power: (action, why) => void stop(action === "reboot" ? "restart" : "poweroff", why),
       }),
       { logger },
@@ -110,7 +111,7 @@ export function runNode({ logger, logs, isPid1, root, layout, address, system: p
     if (stopping) return;
     stopping = true;
     logger.info("stopping the node", { action, why });
-    await Promise.race([supervisor.stop(), Bun.sleep(SHUTDOWN_GRACE_MS)]);
+    await Promise.race([supervisor?.stop(), Bun.sleep(SHUTDOWN_GRACE_MS)]);
     if (!isPid1) {
       // A node running as a process has no machine to restart: it starts
       // its tree again from the same directory, as a rebooted VM would.
@@ -128,7 +129,8 @@ export function runNode({ logger, logs, isPid1, root, layout, address, system: p
       showFatal(`could not ${action}: ${(err as Error).message}`);
     }
   };
-  let supervisor: Supervisor = start();
+  let supervisor: Supervisor | undefined;
+  supervisor = start();
   if (isPid1) watchPowerRequests((action, why) => void stop(action, why), logger);
   else {
     process.on("SIGTERM", () => void stop("poweroff", "SIGTERM"));

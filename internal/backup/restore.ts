@@ -21,7 +21,7 @@ import { join } from "node:path";
 import { CertificateAuthoritySchema, ClusterRecordSchema, NodeRecordSchema, type ClusterRecord, type NodeRecord } from "../../proto/gen/curator/state/state_pb.ts";
 import { X509Certificate } from "node:crypto";
 import { privateKeyFromRaw, type CA } from "../pki/mod.ts";
-import { runCommand, sleep } from "../supervisor/mod.ts";
+import { runCommand, sleep, spawnChild } from "../supervisor/mod.ts";
 import { loadEtcd3 } from "../consensus/mod.ts";
 import { BackupFormatError } from "./format.ts";
 
@@ -87,7 +87,7 @@ export async function readSnapshot(options: { etcd: string; etcdutl: string; sna
   const { scratch } = options;
   rmSync(scratch, { recursive: true, force: true });
   mkdirSync(scratch, { recursive: true, mode: 0o700 });
-  let child: ReturnType<typeof Bun.spawn> | undefined;
+  let child: ReturnType<typeof spawnChild> | undefined;
   let client: Etcd3 | undefined;
   try {
     const snapshotFile = join(scratch, "snapshot.db");
@@ -98,18 +98,16 @@ export async function readSnapshot(options: { etcd: string; etcdutl: string; sna
     const dataDir = join(scratch, "member");
     await restoreSnapshot({ etcdutl: options.etcdutl, snapshotFile, dataDir, name: "restore-check", peerUrl });
     rmSync(snapshotFile);
-    child = Bun.spawn(
-      [
-        options.etcd,
-        "--name=restore-check",
-        `--data-dir=${dataDir}`,
-        `--listen-peer-urls=${peerUrl}`,
-        `--listen-client-urls=${clientUrl}`,
-        `--advertise-client-urls=${clientUrl}`,
-        "--log-level=error",
-      ],
-      { stdout: "ignore", stderr: "pipe" },
-    );
+    // Tracked: under PID 1, an untracked child's exit is reaped before bun sees it (ECHILD).
+    child = spawnChild([
+      options.etcd,
+      "--name=restore-check",
+      `--data-dir=${dataDir}`,
+      `--listen-peer-urls=${peerUrl}`,
+      `--listen-client-urls=${clientUrl}`,
+      `--advertise-client-urls=${clientUrl}`,
+      "--log-level=error",
+    ]);
     const { Etcd3 } = await loadEtcd3();
     client = new Etcd3({ hosts: [clientUrl], dialTimeout: 2_000 });
     const deadline = Date.now() + SERVE_TIMEOUT_MS;

@@ -7,7 +7,9 @@ import { connect, type Socket } from "node:net";
 import { Management } from "../../proto/gen/api/management_pb.ts";
 import { commonNameOf, createClusterCA, generateKeyPair, issueNodeCertificate, issueOwnerCertificate, type CA } from "../pki/mod.ts";
 import { eventually } from "../testing/mod.ts";
-import { addService, channelCredentials, channelOptions, createClient, createServer, listen, MAX_PENDING_HANDSHAKES_PER_SOURCE, serverCredentials } from "./mod.ts";
+import { connect as tlsConnect } from "node:tls";
+import { createServer as createTcpServer } from "node:net";
+import { addService, channelCredentials, channelOptions, createClient, createServer, listen, MAX_CONNECTIONS, MAX_PENDING_HANDSHAKES, MAX_PENDING_HANDSHAKES_PER_SOURCE, serverCredentials } from "./mod.ts";
 
 const caKey = generateKeyPair();
 const ca: CA = { certificate: createClusterCA(caKey), privateKey: caKey.privateKey };
@@ -71,7 +73,56 @@ function ownerClient(port: number, expect: (name: string | undefined) => string 
   });
 }
 
+/** What a TLS client says first: a real ClientHello, caught by a plain TCP server. */
+function clientHello(): Promise<Buffer> {
+  return new Promise((resolve) => {
+    const tcp = createTcpServer((socket) =>
+      socket.once("data", (bytes) => {
+        resolve(Buffer.from(bytes));
+        socket.destroy();
+        tcp.close();
+      }),
+    ).listen(0, "127.0.0.1", () => {
+      const client = tlsConnect({ port: (tcp.address() as { port: number }).port, host: "127.0.0.1", rejectUnauthorized: false, ALPNProtocols: ["h2"] });
+      client.on("error", () => {});
+    });
+  });
+}
+
+/** A connection that sends `bytes` and then nothing; says when the server closed it. */
+function saying(port: number, bytes: Uint8Array): { closed: () => boolean } {
+  let closed = false;
+  const socket = connect({ port, host: "127.0.0.1" });
+  socket.on("error", () => {});
+  socket.on("close", () => (closed = true));
+  if (bytes.length) socket.write(bytes);
+  sockets.push(socket);
+  return { closed: () => closed };
+}
+
 describe("listener", () => {
+  test("a connection that sends no ClientHello (nothing, or part of one) is dropped at the first-flight deadline; one that sent it is left to the handshake deadline", async () => {
+    const key = generateKeyPair();
+    const server = managementServer();
+    const credentials = serverCredentials({ certificate: issueNodeCertificate(ca, key.publicKey), privateKey: key.privateKey, handshakeTimeoutMs: 60_000 });
+    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { maxConnections: 1000, maxPendingHandshakes: 100, maxPendingHandshakesPerSource: 100, firstFlightTimeoutMs: 400 });
+    const hello = await clientHello();
+    const silent = Array.from({ length: 10 }, () => saying(port, new Uint8Array()));
+    const partial = saying(port, hello.subarray(0, 20));
+    const spoke = saying(port, hello);
+    await eventually(() => expect(silent.every((c) => c.closed()) && partial.closed()).toBe(true), { timeoutMs: 10_000 });
+    expect(counters.silent).toBe(11);
+    // The one that said its ClientHello (and then stalls) is still in its handshake, well past the first-flight deadline.
+    await Bun.sleep(800);
+    expect(spoke.closed()).toBe(false);
+    expect(counters.handshaking).toBe(1);
+    expect(counters.silent).toBe(11);
+    // Clients that do their part are served as before.
+    const client = ownerClient(port);
+    expect((await client.getRegisterTicket({})).ticket).toEqual(new Uint8Array([7]));
+    client.close();
+  });
+
   test("connections that never finish the TLS handshake are closed at the handshake deadline", async () => {
     const key = generateKeyPair();
     const server = managementServer();
@@ -94,7 +145,7 @@ describe("listener", () => {
     const key = generateKeyPair();
     const server = managementServer();
     const credentials = serverCredentials({ certificate: issueNodeCertificate(ca, key.publicKey), privateKey: key.privateKey, handshakeTimeoutMs: 60_000 });
-    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { maxConnections: 1000, maxPendingHandshakes: 10, maxPendingHandshakesPerSource: 100, reservedForKnownSources: 0 });
+    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { maxConnections: 1000, maxPendingHandshakes: 10, maxPendingHandshakesPerSource: 100, reservedForKnownSources: 0, firstFlightTimeoutMs: 60_000 });
     const idle = idleConnections(port, 40);
     await eventually(() => expect(idle.closed()).toBe(30));
     expect(counters.handshaking).toBe(10);
@@ -111,7 +162,8 @@ describe("listener", () => {
     const key = generateKeyPair();
     const server = managementServer();
     const credentials = serverCredentials({ certificate: issueNodeCertificate(ca, key.publicKey), privateKey: key.privateKey, handshakeTimeoutMs: 60_000 });
-    const { port, counters } = await listen(server, "127.0.0.1:0", credentials);
+    // Idle connections held until the handshake deadline: the per-source share alone is under test here.
+    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { maxConnections: MAX_CONNECTIONS, maxPendingHandshakes: MAX_PENDING_HANDSHAKES, firstFlightTimeoutMs: 60_000 });
     const flood = idleConnections(port, 1000, "127.0.0.2");
     await eventually(() => expect(flood.closed()).toBe(1000 - MAX_PENDING_HANDSHAKES_PER_SOURCE), { timeoutMs: 20_000 });
     expect(counters.handshaking).toBe(MAX_PENDING_HANDSHAKES_PER_SOURCE);
@@ -127,7 +179,7 @@ describe("listener", () => {
     const key = generateKeyPair();
     const server = managementServer();
     const credentials = serverCredentials({ certificate: issueNodeCertificate(ca, key.publicKey), privateKey: key.privateKey, handshakeTimeoutMs: 60_000 });
-    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { maxConnections: 1000, maxPendingHandshakes: 40, maxPendingHandshakesPerSource: 8, reservedForKnownSources: 10 });
+    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { maxConnections: 1000, maxPendingHandshakes: 40, maxPendingHandshakesPerSource: 8, reservedForKnownSources: 10, firstFlightTimeoutMs: 60_000 });
     // The owner has been here before (127.0.0.1).
     const before = ownerClient(port);
     await before.getRegisterTicket({});

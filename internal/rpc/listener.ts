@@ -7,6 +7,9 @@
 //                    - MAX_CONNECTIONS_PER_SOURCE, MAX_PENDING_HANDSHAKES_PER_SOURCE (one address)
 //                    - a source never seen to finish a handshake gets only the pending
 //                      handshakes outside RESERVED_SHARE_FOR_KNOWN_SOURCES
+//               ─▶ its ClientHello within FIRST_FLIGHT_TIMEOUT_MS, or dropped: a client
+//                  sends it as soon as it connects, so a connection that says
+//                  nothing frees its slot long before the handshake deadline
 //               ─▶ TLS handshake, TLS_HANDSHAKE_TIMEOUT_MS at most ─▶ HTTP/2 session
 //               ─▶ at most MAX_CONCURRENT_STREAMS calls at once per connection
 //               ─▶ keepalive pings: a peer that stops answering is dropped
@@ -25,6 +28,8 @@ export const MAX_CONNECTIONS = 2048;
 export const MAX_PENDING_HANDSHAKES = 256;
 /** Open connections from one address (a node keeps a few; node processes on one host all dial from 127.0.0.1). */
 export const MAX_CONNECTIONS_PER_SOURCE = 512;
+/** How long a new connection may take to send its whole ClientHello (the first thing a TLS client says). */
+export const FIRST_FLIGHT_TIMEOUT_MS = 3_000;
 /** Connections from one address still in their TLS handshake. */
 export const MAX_PENDING_HANDSHAKES_PER_SOURCE = 32;
 /** The share of pending handshakes that only sources seen to finish a handshake before may take. */
@@ -56,6 +61,7 @@ export interface ListenLimits {
   maxConnectionsPerSource?: number;
   maxPendingHandshakesPerSource?: number;
   reservedForKnownSources?: number;
+  firstFlightTimeoutMs?: number;
 }
 
 /** What a listener refused, for logs and tests. */
@@ -63,9 +69,26 @@ export interface ListenerCounters {
   open: number;
   handshaking: number;
   refused: number;
+  /** Connections dropped for sending no ClientHello in time. */
+  silent: number;
 }
 
-type Socket = { destroy(): void; once(event: string, listener: () => void): void; remoteAddress?: string | undefined };
+type Socket = { destroy(): void; once(event: string, listener: () => void): void; remoteAddress?: string | undefined; _handle?: { getCipher?: () => unknown } | null };
+
+/**
+ * Whether the server has read the connection's ClientHello: bun's TLS
+ * socket counts no bytes before the handshake ends, but it names a cipher
+ * once the ClientHello is in. undefined: the runtime cannot say
+ * (listener.test.ts fails loudly then), and the connection is left to the
+ * handshake deadline.
+ */
+export function heardClientHello(socket: Socket): boolean | undefined {
+  const handle = socket._handle;
+  if (!handle || typeof handle.getCipher !== "function") return undefined;
+  // Before the ClientHello, bun answers with a cipher whose name is null.
+  const cipher = handle.getCipher() as { name?: string | null } | null | undefined;
+  return Boolean(cipher?.name);
+}
 type Http2Listener = { on(event: string, listener: (socket: Socket) => void): void; prependListener(event: string, listener: (socket: Socket) => void): void };
 
 /**
@@ -86,7 +109,7 @@ export async function listen(
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync(address, credentials, (err, bound) => (err ? reject(err) : resolve(bound))),
   );
-  const counters: ListenerCounters = { open: 0, handshaking: 0, refused: 0 };
+  const counters: ListenerCounters = { open: 0, handshaking: 0, refused: 0, silent: 0 };
   const added = http2ServersOf(server).filter((s) => !before.has(s));
   if (added.length === 0) throw new Error("cannot find the HTTP/2 servers grpc-js created (did the grpc-js version change?)");
   for (const listener of added) bound(listener as Http2Listener, limits, counters);
@@ -110,6 +133,7 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
     connections: limits.maxConnectionsPerSource ?? MAX_CONNECTIONS_PER_SOURCE,
     handshakes: limits.maxPendingHandshakesPerSource ?? MAX_PENDING_HANDSHAKES_PER_SOURCE,
   };
+  const firstFlightMs = limits.firstFlightTimeoutMs ?? FIRST_FLIGHT_TIMEOUT_MS;
   const reserved = Math.min(limits.reservedForKnownSources ?? Math.floor(limits.maxPendingHandshakes * RESERVED_SHARE_FOR_KNOWN_SOURCES), limits.maxPendingHandshakes);
   const sources = new Map<string, SourceCount>();
   // Insertion order is recency: a source is re-inserted when it finishes a handshake.
@@ -144,7 +168,21 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
     counters.open++;
     counters.handshaking++;
     handshaking.set(socket, { source, count });
+    // Checked after the event loop's next poll: a loop that was busy past the
+    // deadline reads what has arrived before it judges the connection silent.
+    const silence = setTimeout(
+      () =>
+        setImmediate(() => {
+          if (handshaking.has(socket) && heardClientHello(socket) === false) {
+            counters.silent++;
+            socket.destroy();
+          }
+        }),
+      firstFlightMs,
+    );
+    silence.unref?.();
     socket.once("close", () => {
+      clearTimeout(silence);
       finished(socket);
       counters.open--;
       if (--count.open === 0) sources.delete(source);

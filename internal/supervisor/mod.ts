@@ -53,6 +53,7 @@ export {
   runProcess,
   runCommand,
   isSpawnedChild,
+  spawnChild,
   processRunnable,
   CommandError,
   type CommandOptions,

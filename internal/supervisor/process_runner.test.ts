@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { readdirSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
+import { join, relative } from "node:path";
 import { captureLogger } from "../log/mod.ts";
 import { eventually } from "../testing/mod.ts";
 import { processRunnable, supervise, untilCancelled, type Supervisor } from "./mod.ts";
@@ -144,5 +145,26 @@ describe("runCommand", () => {
     const { stdout } = await pending;
     expect(Number(stdout.trim())).toBe(pid);
     expect(isSpawnedChild(pid)).toBe(false);
+  });
+});
+
+describe("every spawn is tracked", () => {
+  // As PID 1 the node reaps every zombie child that bun does not claim; a
+  // process started past runProcess, runCommand or spawnChild had its exit
+  // reaped away, and bun's wait then failed with ECHILD (a restore on a VM,
+  // 2026-11-25). Test drivers (*_driver.ts) run outside the node.
+  test("no code of the node starts a process except through the process runner", () => {
+    const root = join(import.meta.dir, "..", "..");
+    const offenders: string[] = [];
+    for (const dir of ["internal", "cmd"]) {
+      for (const entry of readdirSync(join(root, dir), { recursive: true, withFileTypes: true })) {
+        const name = entry.name;
+        if (!entry.isFile() || !name.endsWith(".ts") || name.endsWith(".test.ts") || name.endsWith("_driver.ts") || name === "process_runner.ts") continue;
+        const file = join(entry.parentPath, name);
+        const text = readFileSync(file, "utf8");
+        if (/\bBun\.spawn(Sync)?\(|["']node:child_process["']|["']child_process["']/.test(text)) offenders.push(relative(root, file));
+      }
+    }
+    expect(offenders).toEqual([]);
   });
 });

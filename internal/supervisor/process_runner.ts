@@ -52,7 +52,8 @@ export interface ParsedLine {
  * is process-wide state on purpose: the process table it mirrors is too.
  * PID 1's orphan reaper consults it so that it never steals the exit status
  * of a process bun is waiting for. Every spawn in the node goes through
- * runProcess or runCommand, which keep it up to date.
+ * runProcess, runCommand or spawnChild, which keep it up to date (a test
+ * in process_runner.test.ts finds any other Bun.spawn in internal/).
  */
 const spawned = new Set<number>();
 
@@ -65,6 +66,28 @@ function track<T extends { pid: number; exited: Promise<unknown> }>(child: T): T
   spawned.add(child.pid);
   child.exited.finally(() => spawned.delete(child.pid));
   return child;
+}
+
+/**
+ * Starts a process that the caller manages itself (a throwaway server it
+ * stops when done): tied to this process, and tracked so that PID 1's
+ * reaper leaves its exit status to bun. Throws ProcessStartError naming
+ * the command.
+ */
+export function spawnChild(argv: readonly string[], options: { env?: Record<string, string>; stdout?: "ignore" | "pipe" } = {}): Subprocess<"ignore", "ignore" | "pipe", "pipe"> {
+  const [command = ""] = argv;
+  try {
+    return track(
+      Bun.spawn(tiedToThisProcess(command, argv.slice(1), options.env?.PATH), {
+        env: options.env ?? { PATH: DEFAULT_PATH },
+        stdin: "ignore",
+        stdout: options.stdout ?? "ignore",
+        stderr: "pipe",
+      }),
+    );
+  } catch (err) {
+    throw new ProcessStartError(`could not start ${command}: ${(err as Error).message}`, { cause: err });
+  }
 }
 
 /** A process that exited on its own: for a supervised service this is a death. */
