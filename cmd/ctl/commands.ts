@@ -61,6 +61,11 @@ import {
   helpText,
   parseCommandLine,
   NAME_LABEL,
+  clusterHealth,
+  explain,
+  gatherClusterHealth,
+  healthTable,
+  type ClusterHealth,
 } from "../../internal/operator/mod.ts";
 import { endpointsOfDirectory, formatEndpoint } from "../../internal/curator/client/mod.ts";
 import { buildKubeconfig, OWNER_USER } from "../../internal/kubernetes/mod.ts";
@@ -118,6 +123,9 @@ const RESTORE_PARAMETERS: ActionSpec<Ctl> = {
     writeParameters(ctl, file!, "restore", toBinary(NodeParametersSchema, params));
   },
 };
+
+/** How often ctl cluster health --wait asks again. */
+const HEALTH_POLL_MS = 2_000;
 
 const LEVEL_NAMES = Object.keys(LOG_LEVELS);
 /** `ctl node logs` prints this many entries unless -n says otherwise. */
@@ -188,6 +196,38 @@ export const program: Program<Ctl> = {
               { curators, leaders, caFingerprint: fingerprint, unlockShareThreshold: info.unlockShareThreshold, coldStart, backups },
               `curators: ${curators.join(", ") || "(none)"}\ncurator leader: ${leaders.curator}\netcd raft leader: ${leaders.etcd}\nCA fingerprint (SHA-256): ${fingerprint}\ncold start: ${coldStart}\n${backups.lines.join("\n")}`,
             );
+          },
+        },
+        {
+          name: "health",
+          flags: [
+            { name: "wait", description: "Ask again until every check passes, or --wait-timeout runs out" },
+            { name: "wait-timeout", value: "seconds", description: "How long --wait waits", default: "300", parse: positiveInteger("seconds", 24 * 3600) },
+          ],
+          description: "One verdict for the cluster: nodes, clocks, consensus, curator, backups, Kubernetes; exits 0 healthy, 1 degraded, 2 unreachable",
+          run: async (ctl, _args, flags) => {
+            const deadline = Date.now() + ((flags["wait-timeout"] as number | undefined) ?? 300) * 1000;
+            for (;;) {
+              let health: ClusterHealth;
+              try {
+                health = clusterHealth(await gatherClusterHealth(ctl.credentials(), ctl.settings));
+              } catch (err) {
+                const { line } = explain(err);
+                if (!flags.wait || Date.now() >= deadline) {
+                  ctl.print({ verdict: "unreachable", reason: line, checks: [] }, `cluster: unreachable (${line})`);
+                  return 2;
+                }
+                ctl.progress(`unreachable: ${line}`);
+                await Bun.sleep(HEALTH_POLL_MS);
+                continue;
+              }
+              if (health.healthy || !flags.wait || Date.now() >= deadline) {
+                ctl.print({ verdict: health.healthy ? "healthy" : "degraded", checks: health.checks }, healthTable(health));
+                return health.healthy ? 0 : 1;
+              }
+              ctl.progress(`waiting: ${health.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.detail}`).join("; ")}`);
+              await Bun.sleep(HEALTH_POLL_MS);
+            }
           },
         },
         {

@@ -64,8 +64,8 @@ async function main(argv: readonly string[]): Promise<number> {
       process.stderr.write(`ctl: ${line}\n`);
     },
   };
-  await target.run(ctl, invocation.args, invocation.flags);
-  return 0;
+  const status = await target.run(ctl, invocation.args, invocation.flags);
+  return typeof status === "number" ? status : 0;
 }
 
 /** What a whole node ID looks like (the curator's NODE_ID_PATTERN): it needs no lookup. */

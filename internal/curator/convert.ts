@@ -4,7 +4,7 @@ import { create } from "@bufbuild/protobuf";
 import { Node_Health, NodeSchema as ApiNodeSchema, type Node as ApiNode } from "../../proto/gen/api/management_pb.ts";
 import { NodeSchema as CuratorNodeSchema, type Node as CuratorNode } from "../../proto/gen/curator/curator_pb.ts";
 import type { NodeRecord } from "../../proto/gen/curator/state/state_pb.ts";
-import type { Health } from "./heartbeats.ts";
+import { MAX_CLOCK_SKEW_MS, type Health } from "./heartbeats.ts";
 
 /**
  * The service line in which a node says which of its runnables keep failing
@@ -21,11 +21,15 @@ export const FAILING_STATE = "failing";
 
 /**
  * A node's health as the owner sees it: the leader's heartbeat verdict,
- * made DEGRADED, with the node's own words, when heartbeats arrive but the
+ * made CLOCK_SKEW when its clock is too far from the leader's, or DEGRADED, with the node's own words, when heartbeats arrive but the
  * node says part of it keeps failing (its supervision line, or any line
  * in FAILING_STATE).
  */
 function healthOf(record: NodeRecord, health: Health): { health: Node_Health; reason: string } {
+  if (health.health === Node_Health.HEALTHY && health.clockOffsetMs !== undefined && Math.abs(health.clockOffsetMs) > MAX_CLOCK_SKEW_MS) {
+    const off = health.clockOffsetMs;
+    return { health: Node_Health.CLOCK_SKEW, reason: `its clock is ${(Math.abs(off) / 1000).toFixed(1)} s ${off > 0 ? "ahead of" : "behind"} the curator leader's (at most ${MAX_CLOCK_SKEW_MS / 1000} s allowed)` };
+  }
   const services = record.status?.services ?? [];
   const supervision = services.find((s) => s.name === SUPERVISION_LINE);
   const reasons = [
@@ -49,6 +53,7 @@ export function toApiNode(record: NodeRecord, health: Health): ApiNode {
     health: verdict.health,
     healthReason: verdict.reason,
     ...(health.sinceBeatMs !== undefined ? { timeSinceHeartbeatMs: BigInt(Math.round(health.sinceBeatMs)) } : {}),
+    ...(health.clockOffsetMs !== undefined ? { clockOffsetMs: BigInt(Math.round(health.clockOffsetMs)) } : {}),
   });
 }
 

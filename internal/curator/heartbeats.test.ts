@@ -1,7 +1,10 @@
 import { describe, expect, test } from "bun:test";
 import { Node_Health } from "../../proto/gen/api/management_pb.ts";
 import { NodeState } from "../../proto/gen/common/common_pb.ts";
-import { HeartbeatTracker, healthOf } from "./heartbeats.ts";
+import { create } from "@bufbuild/protobuf";
+import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
+import { CLOCK_SAMPLES, HeartbeatTracker, MAX_CLOCK_SKEW_MS, healthOf } from "./heartbeats.ts";
+import { toApiNode } from "./convert.ts";
 
 const TIMEOUT = 12_000;
 
@@ -47,5 +50,55 @@ describe("heartbeat tracker", () => {
     tracker.beat("node-a");
     tracker.forget("node-a");
     expect(tracker.health("node-a", NodeState.UP)).toEqual({ health: Node_Health.HEARTBEAT_TIMEOUT });
+  });
+});
+
+describe("clock offsets from heartbeats", () => {
+  test("the estimate is the least delayed of the last samples; delays never make a clock look ahead", () => {
+    let wall = 1_800_000_000_000;
+    const tracker = new HeartbeatTracker(() => 0, TIMEOUT, () => wall);
+    // The node's clock is 2 h behind; its updates arrive 40, 900, 15 and 3000 ms after they were sent.
+    const behind = -2 * 3600_000;
+    for (const delay of [40, 900, 15, 3_000]) {
+      tracker.beat("node-a", wall + behind - delay);
+      wall += 5_000;
+    }
+    expect(tracker.health("node-a", NodeState.UP).clockOffsetMs).toBe(behind - 15);
+    // Only the last CLOCK_SAMPLES count: once the clock is set right, the old offset goes.
+    for (let i = 0; i < CLOCK_SAMPLES; i++) {
+      tracker.beat("node-a", wall - 20);
+      wall += 5_000;
+    }
+    expect(tracker.health("node-a", NodeState.UP).clockOffsetMs).toBe(-20);
+  });
+
+  test("an update without a time, or with a nonsense one, gives no offset; a new term and a forgotten node forget it", () => {
+    const wall = 1_800_000_000_000;
+    const tracker = new HeartbeatTracker(() => 0, TIMEOUT, () => wall);
+    tracker.beat("node-a");
+    tracker.beat("node-a", Number.MAX_SAFE_INTEGER);
+    tracker.beat("node-a", -5);
+    expect(tracker.health("node-a", NodeState.UP).clockOffsetMs).toBeUndefined();
+    tracker.beat("node-a", wall + 1);
+    expect(tracker.health("node-a", NodeState.UP).clockOffsetMs).toBe(1);
+    tracker.newTerm();
+    expect(tracker.health("node-a", NodeState.UP).clockOffsetMs).toBeUndefined();
+    tracker.beat("node-b", wall + 1);
+    tracker.forget("node-b");
+    expect(tracker.health("node-b", NodeState.UP).clockOffsetMs).toBeUndefined();
+  });
+
+  test("a HEALTHY node whose clock is further off than allowed is CLOCK_SKEW, saying by how much and which way", () => {
+    const record = create(NodeRecordSchema, { id: "node-a", state: NodeState.UP });
+    const at = (clockOffsetMs: number) => toApiNode(record, { health: Node_Health.HEALTHY, sinceBeatMs: 1_000, clockOffsetMs });
+    expect(at(MAX_CLOCK_SKEW_MS).health).toBe(Node_Health.HEALTHY);
+    expect(at(-MAX_CLOCK_SKEW_MS).health).toBe(Node_Health.HEALTHY);
+    const behind = at(-7_200_300);
+    expect(behind.health).toBe(Node_Health.CLOCK_SKEW);
+    expect(behind.healthReason).toBe(`its clock is 7200.3 s behind the curator leader's (at most ${MAX_CLOCK_SKEW_MS / 1000} s allowed)`);
+    expect(behind.clockOffsetMs).toBe(-7_200_300n);
+    expect(at(MAX_CLOCK_SKEW_MS + 1).healthReason).toStartWith("its clock is 10.0 s ahead of");
+    // A node not heard from is not judged by an old offset.
+    expect(toApiNode(record, { health: Node_Health.HEARTBEAT_TIMEOUT, clockOffsetMs: -7_200_300 }).health).toBe(Node_Health.HEARTBEAT_TIMEOUT);
   });
 });

@@ -224,12 +224,12 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
       const id = ctx.peer.nodeId;
       deps.requireLeader();
       logger.debug("heartbeat stream opened", { node: id });
-      for await (const _update of requests) {
+      for await (const update of requests) {
         // A curator that stopped leading ends the stream: the node then
         // finds the leader. (A node deleted meanwhile loses the stream to
         // the rpc adapter's rights guard: rights.ts.)
         deps.requireLeader();
-        deps.heartbeats.beat(id);
+        deps.heartbeats.beat(id, Number(update.sentAtMs));
         yield {};
       }
     },

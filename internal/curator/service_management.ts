@@ -16,6 +16,7 @@ import type { Logger } from "../log/mod.ts";
 import { issueOwnerKubernetesCertificate, type KubernetesPKI } from "../kubernetes/mod.ts";
 import { createCertificate, nodeIdFromPublicKey, publicKeyFromRaw } from "../pki/mod.ts";
 import {
+  encodable,
   FailedPreconditionError,
   InvalidArgumentError,
   NotFoundError,
@@ -111,7 +112,14 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
     async getClusterInfo(_request, ctx) {
       const snapshot = await state.read(ctx.signal);
       const ca = snapshot.ca("cluster");
-      const [backupSchedule, backupStatus] = await Promise.all([store.backupSchedule(), store.backupStatus()]);
+      const [backupSchedule, backupStatus, members] = await Promise.all([
+        store.backupSchedule(),
+        store.backupStatus(),
+        etcdMembers(etcd).then(
+          (list) => ({ list, error: "" }),
+          (err: unknown) => ({ list: [], error: encodable((err as Error).message.split("\n")[0] ?? "") }),
+        ),
+      ]);
       return {
         clusterDirectory: directoryOf(snapshot.nodes()),
         caCertificate: new Uint8Array(ca.certificate.raw),
@@ -120,6 +128,8 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
         etcdLeader: await raftLeader(etcd).catch(() => ""),
         backupSchedule,
         backupStatus,
+        etcdMembers: members.list.map((m) => ({ id: BigInt(m.id).toString(16), name: m.name, isLearner: m.isLearner })),
+        etcdMembersError: members.error,
       };
     },
 

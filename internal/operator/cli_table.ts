@@ -55,8 +55,8 @@ export interface Invocable<C> {
   args?: readonly ArgSpec[];
   /** Flags of its own, besides the program's. */
   flags?: readonly FlagSpec[];
-  /** `flags`: every flag given, by long name (the program's and this one's own). */
-  run: (context: C, args: string[], flags: Readonly<Record<string, unknown>>) => Promise<void> | void;
+  /** `flags`: every flag given, by long name (the program's and this one's own). A number returned is the exit status (ctl cluster health's verdict). */
+  run: (context: C, args: string[], flags: Readonly<Record<string, unknown>>) => Promise<void | number> | void | number;
 }
 
 export type ActionSpec<C> = { name: string; /** One line. */ description: string } & Invocable<C>;

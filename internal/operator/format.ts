@@ -19,10 +19,12 @@ export interface NodeSummary {
   curator: boolean;
   /** The owner's labels, key=value, sorted by key. */
   labels: string[];
-  /** HEALTHY, DEGRADED, HEARTBEAT_TIMEOUT or UNKNOWN, as the curator leader sees it. */
+  /** HEALTHY, DEGRADED, CLOCK_SKEW, HEARTBEAT_TIMEOUT or UNKNOWN, as the curator leader sees it. */
   health: string;
-  /** Why the node is DEGRADED (what keeps failing on it). */
+  /** Why the node is DEGRADED (what keeps failing on it) or CLOCK_SKEW. */
   healthReason?: string;
+  /** The node's clock less the curator leader's, from its heartbeats, if known. */
+  clockOffsetMs?: number;
   /** Milliseconds since the leader last heard the node's heartbeat, if it has. */
   lastSeenMs?: number;
   lastStatusMs?: number;
@@ -42,6 +44,7 @@ export function summarize(node: Node): NodeSummary {
     health: Node_Health[node.health] ?? String(node.health),
     ...(node.healthReason ? { healthReason: node.healthReason } : {}),
     ...(node.timeSinceHeartbeatMs !== undefined ? { lastSeenMs: Number(node.timeSinceHeartbeatMs) } : {}),
+    ...(node.clockOffsetMs !== undefined ? { clockOffsetMs: Number(node.clockOffsetMs) } : {}),
     ...(node.status?.timestampMs ? { lastStatusMs: Number(node.status.timestampMs) } : {}),
     ...(node.status?.bootMs ? { bootMs: Number(node.status.bootMs) } : {}),
     services: (node.status?.services ?? []).map((s) => ({ name: s.name, state: s.state, message: s.message })),
@@ -56,6 +59,12 @@ export function formatDuration(ms: number): string {
   if (s < 3_600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, "0")}s`;
   if (s < 86_400) return `${Math.floor(s / 3_600)}h${String(Math.floor((s % 3_600) / 60)).padStart(2, "0")}m`;
   return `${Math.floor(s / 86_400)}d${String(Math.floor((s % 86_400) / 3_600)).padStart(2, "0")}h`;
+}
+
+/** A clock offset against the curator leader's, as people read it. */
+export function describeOffset(ms: number): string {
+  if (Math.abs(ms) < 1_000) return `within 1s of the curator leader's (${Math.round(ms)}ms)`;
+  return `${formatDuration(Math.abs(ms))} ${ms > 0 ? "ahead of" : "behind"} the curator leader's`;
 }
 
 /** Rows as aligned columns for people: two spaces apart, the last column unpadded. */
@@ -94,6 +103,7 @@ export function describeNode(node: NodeSummary, now = Date.now()): string {
     ["State", node.state],
     ["Health", node.healthReason ? `${node.health}: ${node.healthReason}` : node.health],
     ["Last seen", node.lastSeenMs === undefined ? "-" : `${formatDuration(node.lastSeenMs)} ago`],
+    ["Clock", node.clockOffsetMs === undefined ? "-" : describeOffset(node.clockOffsetMs)],
     ["Address", node.address || "-"],
     ["Roles", node.roles.join(", ") || "-"],
     ["Curator", node.curator ? "running" : "-"],

@@ -59,3 +59,4 @@ export { resetNode, type ResetResult } from "./reset.ts";
 export { recoverConsensus, describePlan, survivorEndpoint, RECOVER_WAIT_MS, type RecoverResult } from "./recover.ts";
 export { defragmentEtcd, etcdStatus, etcdStatusTable, DEFRAG_TIMEOUT_MS, type DefragRow, type EtcdMemberRow } from "./etcd.ts";
 export { withNode, withListedNode, readLogs, formatLogEntry, logEntryJson, serviceTable, LOG_LEVELS, type NodeManagementClient, type ServiceRow } from "./node_management.ts";
+export { clusterHealth, gatherClusterHealth, healthTable, type ClusterHealth, type ClusterHealthInputs, type HealthCheck } from "./health.ts";

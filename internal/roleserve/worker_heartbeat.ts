@@ -31,10 +31,10 @@ class NoAnswerError extends Error {
   override name = "NoAnswerError";
 }
 
-/** Yields an update at once, then one every interval, until the signal aborts. */
-async function* updates(intervalMs: number, signal: AbortSignal): AsyncIterable<Record<string, never>> {
+/** Yields an update at once, then one every interval, until the signal aborts; each says when it was sent (the leader tells the clock's offset). */
+async function* updates(intervalMs: number, signal: AbortSignal): AsyncIterable<{ sentAtMs: bigint }> {
   for (;;) {
-    yield {};
+    yield { sentAtMs: BigInt(Date.now()) };
     try {
       await sleep(intervalMs, signal);
     } catch {

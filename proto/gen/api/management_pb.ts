@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file api/management.proto.
  */
 export const file_api_management: GenFile = /*@__PURE__*/
-  fileDesc("ChRhcGkvbWFuYWdlbWVudC5wcm90bxIMbm9kZWNvcmUuYXBpIg8KDUVzY3Jvd1JlcXVlc3QiQwoORXNjcm93UmVzcG9uc2USGQoRb3duZXJfY2VydGlmaWNhdGUYASABKAwSFgoOY2FfY2VydGlmaWNhdGUYAiABKAwiDwoNQmFja3VwUmVxdWVzdCJWCgtCYWNrdXBDaHVuaxIMCgRkYXRhGAEgASgMEhsKE3NuYXBzaG90X2J5dGVzX2RvbmUYAiABKAQSHAoUc25hcHNob3RfYnl0ZXNfdG90YWwYAyABKAQiNQofR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzUmVxdWVzdBISCgpwdWJsaWNfa2V5GAEgASgMImoKIEdldEt1YmVybmV0ZXNDcmVkZW50aWFsc1Jlc3BvbnNlEhoKEmNsaWVudF9jZXJ0aWZpY2F0ZRgBIAEoDBIWCg5jYV9jZXJ0aWZpY2F0ZRgCIAEoDBISCgphcGlzZXJ2ZXJzGAMgAygJInUKF1VwZGF0ZU5vZGVMYWJlbHNSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSKgoGdXBzZXJ0GAMgAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbBIOCgZkZWxldGUYBCADKAkiRgoYVXBkYXRlTm9kZUxhYmVsc1Jlc3BvbnNlEioKBmxhYmVscxgBIAMoCzIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlTGFiZWwiMwoRRGVsZXRlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDCIUChJEZWxldGVOb2RlUmVzcG9uc2UiIQoTVW5kZWxldGVOb2RlUmVxdWVzdBIKCgJpZBgBIAEoCSIWChRVbmRlbGV0ZU5vZGVSZXNwb25zZSIvChlHZXRFdGNkQ3JlZGVudGlhbHNSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAwiUAoaR2V0RXRjZENyZWRlbnRpYWxzUmVzcG9uc2USFgoOY2FfY2VydGlmaWNhdGUYASABKAwSGgoSY2xpZW50X2NlcnRpZmljYXRlGAIgASgMIhoKGEdldFJlZ2lzdGVyVGlja2V0UmVxdWVzdCIrChlHZXRSZWdpc3RlclRpY2tldFJlc3BvbnNlEg4KBnRpY2tldBgBIAEoDCIXChVHZXRDbHVzdGVySW5mb1JlcXVlc3QipQIKFkdldENsdXN0ZXJJbmZvUmVzcG9uc2USPAoRY2x1c3Rlcl9kaXJlY3RvcnkYASABKAsyIS5ub2RlY29yZS5jb21tb24uQ2x1c3RlckRpcmVjdG9yeRIWCg5jYV9jZXJ0aWZpY2F0ZRgCIAEoDBIeChZ1bmxvY2tfc2hhcmVfdGhyZXNob2xkGAMgASgNEhYKDmN1cmF0b3JfbGVhZGVyGAQgASgJEhMKC2V0Y2RfbGVhZGVyGAUgASgJEjUKD2JhY2t1cF9zY2hlZHVsZRgGIAEoCzIcLm5vZGVjb3JlLmFwaS5CYWNrdXBTY2hlZHVsZRIxCg1iYWNrdXBfc3RhdHVzGAcgASgLMhoubm9kZWNvcmUuYXBpLkJhY2t1cFN0YXR1cyJXCg5CYWNrdXBTY2hlZHVsZRIVCg1ldmVyeV9taW51dGVzGAEgASgNEgwKBGtlZXAYAiABKA0SDwoHbm9kZV9pZBgDIAEoCRIPCgdwdXRfdXJsGAQgASgJIkoKGFNldEJhY2t1cFNjaGVkdWxlUmVxdWVzdBIuCghzY2hlZHVsZRgBIAEoCzIcLm5vZGVjb3JlLmFwaS5CYWNrdXBTY2hlZHVsZSIbChlTZXRCYWNrdXBTY2hlZHVsZVJlc3BvbnNlImcKC0JhY2t1cFRha2VuEgwKBGZpbGUYASABKAkSDwoHdGltZV9tcxgCIAEoAxIVCg1ldGNkX3JldmlzaW9uGAMgASgDEg0KBWJ5dGVzGAQgASgEEhMKC3VwbG9hZGVkX3RvGAUgASgJItcBCgxCYWNrdXBTdGF0dXMSDwoHbm9kZV9pZBgBIAEoCRInCgRsYXN0GAIgASgLMhkubm9kZWNvcmUuYXBpLkJhY2t1cFRha2VuEjAKDWxhc3RfdmVyaWZpZWQYAyABKAsyGS5ub2RlY29yZS5hcGkuQmFja3VwVGFrZW4SEgoKbGFzdF9lcnJvchgEIAEoCRIVCg1sYXN0X2Vycm9yX21zGAUgASgDEjAKDWxhc3RfdXBsb2FkZWQYBiABKAsyGS5ub2RlY29yZS5hcGkuQmFja3VwVGFrZW4iEQoPR2V0Tm9kZXNSZXF1ZXN0Ir4DCgROb2RlEgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSKQoFc3RhdGUYAyABKA4yGi5ub2RlY29yZS5jb21tb24uTm9kZVN0YXRlEisKBnN0YXR1cxgEIAEoCzIbLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdHVzEikKBXJvbGVzGAUgASgLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcxIpCgZoZWFsdGgYBiABKA4yGS5ub2RlY29yZS5hcGkuTm9kZS5IZWFsdGgSJAoXdGltZV9zaW5jZV9oZWFydGJlYXRfbXMYByABKANIAIgBARIqCgZsYWJlbHMYCCADKAsyGi5ub2RlY29yZS5jb21tb24uTm9kZUxhYmVsEhUKDWhlYWx0aF9yZWFzb24YCSABKAkiYwoGSGVhbHRoEhIKDkhFQUxUSF9VTktOT1dOEAASEgoOSEVBTFRIX0hFQUxUSFkQARIcChhIRUFMVEhfSEVBUlRCRUFUX1RJTUVPVVQQAhITCg9IRUFMVEhfREVHUkFERUQQA0IaChhfdGltZV9zaW5jZV9oZWFydGJlYXRfbXMiNAoSQXBwcm92ZU5vZGVSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwiFQoTQXBwcm92ZU5vZGVSZXNwb25zZSLgAQoWVXBkYXRlTm9kZVJvbGVzUmVxdWVzdBIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMEh0KEGNvbnNlbnN1c19tZW1iZXIYAyABKAhIAIgBARIiChVrdWJlcm5ldGVzX2NvbnRyb2xsZXIYBCABKAhIAYgBARIeChFrdWJlcm5ldGVzX3dvcmtlchgFIAEoCEgCiAEBQhMKEV9jb25zZW5zdXNfbWVtYmVyQhgKFl9rdWJlcm5ldGVzX2NvbnRyb2xsZXJCFAoSX2t1YmVybmV0ZXNfd29ya2VyIhkKF1VwZGF0ZU5vZGVSb2xlc1Jlc3BvbnNlMkoKA0FBQRJDCgZFc2Nyb3cSGy5ub2RlY29yZS5hcGkuRXNjcm93UmVxdWVzdBocLm5vZGVjb3JlLmFwaS5Fc2Nyb3dSZXNwb25zZTLdCAoKTWFuYWdlbWVudBJkChFHZXRSZWdpc3RlclRpY2tldBImLm5vZGVjb3JlLmFwaS5HZXRSZWdpc3RlclRpY2tldFJlcXVlc3QaJy5ub2RlY29yZS5hcGkuR2V0UmVnaXN0ZXJUaWNrZXRSZXNwb25zZRJbCg5HZXRDbHVzdGVySW5mbxIjLm5vZGVjb3JlLmFwaS5HZXRDbHVzdGVySW5mb1JlcXVlc3QaJC5ub2RlY29yZS5hcGkuR2V0Q2x1c3RlckluZm9SZXNwb25zZRI/CghHZXROb2RlcxIdLm5vZGVjb3JlLmFwaS5HZXROb2Rlc1JlcXVlc3QaEi5ub2RlY29yZS5hcGkuTm9kZTABElIKC0FwcHJvdmVOb2RlEiAubm9kZWNvcmUuYXBpLkFwcHJvdmVOb2RlUmVxdWVzdBohLm5vZGVjb3JlLmFwaS5BcHByb3ZlTm9kZVJlc3BvbnNlEl4KD1VwZGF0ZU5vZGVSb2xlcxIkLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlUm9sZXNSZXF1ZXN0GiUubm9kZWNvcmUuYXBpLlVwZGF0ZU5vZGVSb2xlc1Jlc3BvbnNlEmcKEkdldEV0Y2RDcmVkZW50aWFscxInLm5vZGVjb3JlLmFwaS5HZXRFdGNkQ3JlZGVudGlhbHNSZXF1ZXN0Gigubm9kZWNvcmUuYXBpLkdldEV0Y2RDcmVkZW50aWFsc1Jlc3BvbnNlEk8KCkRlbGV0ZU5vZGUSHy5ub2RlY29yZS5hcGkuRGVsZXRlTm9kZVJlcXVlc3QaIC5ub2RlY29yZS5hcGkuRGVsZXRlTm9kZVJlc3BvbnNlElUKDFVuZGVsZXRlTm9kZRIhLm5vZGVjb3JlLmFwaS5VbmRlbGV0ZU5vZGVSZXF1ZXN0GiIubm9kZWNvcmUuYXBpLlVuZGVsZXRlTm9kZVJlc3BvbnNlEmEKEFVwZGF0ZU5vZGVMYWJlbHMSJS5ub2RlY29yZS5hcGkuVXBkYXRlTm9kZUxhYmVsc1JlcXVlc3QaJi5ub2RlY29yZS5hcGkuVXBkYXRlTm9kZUxhYmVsc1Jlc3BvbnNlEnkKGEdldEt1YmVybmV0ZXNDcmVkZW50aWFscxItLm5vZGVjb3JlLmFwaS5HZXRLdWJlcm5ldGVzQ3JlZGVudGlhbHNSZXF1ZXN0Gi4ubm9kZWNvcmUuYXBpLkdldEt1YmVybmV0ZXNDcmVkZW50aWFsc1Jlc3BvbnNlEkIKBkJhY2t1cBIbLm5vZGVjb3JlLmFwaS5CYWNrdXBSZXF1ZXN0Ghkubm9kZWNvcmUuYXBpLkJhY2t1cENodW5rMAESZAoRU2V0QmFja3VwU2NoZWR1bGUSJi5ub2RlY29yZS5hcGkuU2V0QmFja3VwU2NoZWR1bGVSZXF1ZXN0Gicubm9kZWNvcmUuYXBpLlNldEJhY2t1cFNjaGVkdWxlUmVzcG9uc2ViBnByb3RvMw", [file_common_common]);
+  fileDesc("ChRhcGkvbWFuYWdlbWVudC5wcm90bxIMbm9kZWNvcmUuYXBpIg8KDUVzY3Jvd1JlcXVlc3QiQwoORXNjcm93UmVzcG9uc2USGQoRb3duZXJfY2VydGlmaWNhdGUYASABKAwSFgoOY2FfY2VydGlmaWNhdGUYAiABKAwiDwoNQmFja3VwUmVxdWVzdCJWCgtCYWNrdXBDaHVuaxIMCgRkYXRhGAEgASgMEhsKE3NuYXBzaG90X2J5dGVzX2RvbmUYAiABKAQSHAoUc25hcHNob3RfYnl0ZXNfdG90YWwYAyABKAQiNQofR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzUmVxdWVzdBISCgpwdWJsaWNfa2V5GAEgASgMImoKIEdldEt1YmVybmV0ZXNDcmVkZW50aWFsc1Jlc3BvbnNlEhoKEmNsaWVudF9jZXJ0aWZpY2F0ZRgBIAEoDBIWCg5jYV9jZXJ0aWZpY2F0ZRgCIAEoDBISCgphcGlzZXJ2ZXJzGAMgAygJInUKF1VwZGF0ZU5vZGVMYWJlbHNSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSKgoGdXBzZXJ0GAMgAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbBIOCgZkZWxldGUYBCADKAkiRgoYVXBkYXRlTm9kZUxhYmVsc1Jlc3BvbnNlEioKBmxhYmVscxgBIAMoCzIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlTGFiZWwiMwoRRGVsZXRlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDCIUChJEZWxldGVOb2RlUmVzcG9uc2UiIQoTVW5kZWxldGVOb2RlUmVxdWVzdBIKCgJpZBgBIAEoCSIWChRVbmRlbGV0ZU5vZGVSZXNwb25zZSIvChlHZXRFdGNkQ3JlZGVudGlhbHNSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAwiUAoaR2V0RXRjZENyZWRlbnRpYWxzUmVzcG9uc2USFgoOY2FfY2VydGlmaWNhdGUYASABKAwSGgoSY2xpZW50X2NlcnRpZmljYXRlGAIgASgMIhoKGEdldFJlZ2lzdGVyVGlja2V0UmVxdWVzdCIrChlHZXRSZWdpc3RlclRpY2tldFJlc3BvbnNlEg4KBnRpY2tldBgBIAEoDCIXChVHZXRDbHVzdGVySW5mb1JlcXVlc3Qi8QIKFkdldENsdXN0ZXJJbmZvUmVzcG9uc2USPAoRY2x1c3Rlcl9kaXJlY3RvcnkYASABKAsyIS5ub2RlY29yZS5jb21tb24uQ2x1c3RlckRpcmVjdG9yeRIWCg5jYV9jZXJ0aWZpY2F0ZRgCIAEoDBIeChZ1bmxvY2tfc2hhcmVfdGhyZXNob2xkGAMgASgNEhYKDmN1cmF0b3JfbGVhZGVyGAQgASgJEhMKC2V0Y2RfbGVhZGVyGAUgASgJEjUKD2JhY2t1cF9zY2hlZHVsZRgGIAEoCzIcLm5vZGVjb3JlLmFwaS5CYWNrdXBTY2hlZHVsZRIxCg1iYWNrdXBfc3RhdHVzGAcgASgLMhoubm9kZWNvcmUuYXBpLkJhY2t1cFN0YXR1cxIuCgxldGNkX21lbWJlcnMYCCADKAsyGC5ub2RlY29yZS5hcGkuRXRjZE1lbWJlchIaChJldGNkX21lbWJlcnNfZXJyb3IYCSABKAkiOgoKRXRjZE1lbWJlchIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhIKCmlzX2xlYXJuZXIYAyABKAgiVwoOQmFja3VwU2NoZWR1bGUSFQoNZXZlcnlfbWludXRlcxgBIAEoDRIMCgRrZWVwGAIgASgNEg8KB25vZGVfaWQYAyABKAkSDwoHcHV0X3VybBgEIAEoCSJKChhTZXRCYWNrdXBTY2hlZHVsZVJlcXVlc3QSLgoIc2NoZWR1bGUYASABKAsyHC5ub2RlY29yZS5hcGkuQmFja3VwU2NoZWR1bGUiGwoZU2V0QmFja3VwU2NoZWR1bGVSZXNwb25zZSJnCgtCYWNrdXBUYWtlbhIMCgRmaWxlGAEgASgJEg8KB3RpbWVfbXMYAiABKAMSFQoNZXRjZF9yZXZpc2lvbhgDIAEoAxINCgVieXRlcxgEIAEoBBITCgt1cGxvYWRlZF90bxgFIAEoCSLXAQoMQmFja3VwU3RhdHVzEg8KB25vZGVfaWQYASABKAkSJwoEbGFzdBgCIAEoCzIZLm5vZGVjb3JlLmFwaS5CYWNrdXBUYWtlbhIwCg1sYXN0X3ZlcmlmaWVkGAMgASgLMhkubm9kZWNvcmUuYXBpLkJhY2t1cFRha2VuEhIKCmxhc3RfZXJyb3IYBCABKAkSFQoNbGFzdF9lcnJvcl9tcxgFIAEoAxIwCg1sYXN0X3VwbG9hZGVkGAYgASgLMhkubm9kZWNvcmUuYXBpLkJhY2t1cFRha2VuIhEKD0dldE5vZGVzUmVxdWVzdCKHBAoETm9kZRIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMEikKBXN0YXRlGAMgASgOMhoubm9kZWNvcmUuY29tbW9uLk5vZGVTdGF0ZRIrCgZzdGF0dXMYBCABKAsyGy5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cxIpCgVyb2xlcxgFIAEoCzIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlUm9sZXMSKQoGaGVhbHRoGAYgASgOMhkubm9kZWNvcmUuYXBpLk5vZGUuSGVhbHRoEiQKF3RpbWVfc2luY2VfaGVhcnRiZWF0X21zGAcgASgDSACIAQESKgoGbGFiZWxzGAggAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbBIVCg1oZWFsdGhfcmVhc29uGAkgASgJEhwKD2Nsb2NrX29mZnNldF9tcxgKIAEoA0gBiAEBInoKBkhlYWx0aBISCg5IRUFMVEhfVU5LTk9XThAAEhIKDkhFQUxUSF9IRUFMVEhZEAESHAoYSEVBTFRIX0hFQVJUQkVBVF9USU1FT1VUEAISEwoPSEVBTFRIX0RFR1JBREVEEAMSFQoRSEVBTFRIX0NMT0NLX1NLRVcQBEIaChhfdGltZV9zaW5jZV9oZWFydGJlYXRfbXNCEgoQX2Nsb2NrX29mZnNldF9tcyI0ChJBcHByb3ZlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDCIVChNBcHByb3ZlTm9kZVJlc3BvbnNlIuABChZVcGRhdGVOb2RlUm9sZXNSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSHQoQY29uc2Vuc3VzX21lbWJlchgDIAEoCEgAiAEBEiIKFWt1YmVybmV0ZXNfY29udHJvbGxlchgEIAEoCEgBiAEBEh4KEWt1YmVybmV0ZXNfd29ya2VyGAUgASgISAKIAQFCEwoRX2NvbnNlbnN1c19tZW1iZXJCGAoWX2t1YmVybmV0ZXNfY29udHJvbGxlckIUChJfa3ViZXJuZXRlc193b3JrZXIiGQoXVXBkYXRlTm9kZVJvbGVzUmVzcG9uc2UySgoDQUFBEkMKBkVzY3JvdxIbLm5vZGVjb3JlLmFwaS5Fc2Nyb3dSZXF1ZXN0Ghwubm9kZWNvcmUuYXBpLkVzY3Jvd1Jlc3BvbnNlMt0ICgpNYW5hZ2VtZW50EmQKEUdldFJlZ2lzdGVyVGlja2V0EiYubm9kZWNvcmUuYXBpLkdldFJlZ2lzdGVyVGlja2V0UmVxdWVzdBonLm5vZGVjb3JlLmFwaS5HZXRSZWdpc3RlclRpY2tldFJlc3BvbnNlElsKDkdldENsdXN0ZXJJbmZvEiMubm9kZWNvcmUuYXBpLkdldENsdXN0ZXJJbmZvUmVxdWVzdBokLm5vZGVjb3JlLmFwaS5HZXRDbHVzdGVySW5mb1Jlc3BvbnNlEj8KCEdldE5vZGVzEh0ubm9kZWNvcmUuYXBpLkdldE5vZGVzUmVxdWVzdBoSLm5vZGVjb3JlLmFwaS5Ob2RlMAESUgoLQXBwcm92ZU5vZGUSIC5ub2RlY29yZS5hcGkuQXBwcm92ZU5vZGVSZXF1ZXN0GiEubm9kZWNvcmUuYXBpLkFwcHJvdmVOb2RlUmVzcG9uc2USXgoPVXBkYXRlTm9kZVJvbGVzEiQubm9kZWNvcmUuYXBpLlVwZGF0ZU5vZGVSb2xlc1JlcXVlc3QaJS5ub2RlY29yZS5hcGkuVXBkYXRlTm9kZVJvbGVzUmVzcG9uc2USZwoSR2V0RXRjZENyZWRlbnRpYWxzEicubm9kZWNvcmUuYXBpLkdldEV0Y2RDcmVkZW50aWFsc1JlcXVlc3QaKC5ub2RlY29yZS5hcGkuR2V0RXRjZENyZWRlbnRpYWxzUmVzcG9uc2USTwoKRGVsZXRlTm9kZRIfLm5vZGVjb3JlLmFwaS5EZWxldGVOb2RlUmVxdWVzdBogLm5vZGVjb3JlLmFwaS5EZWxldGVOb2RlUmVzcG9uc2USVQoMVW5kZWxldGVOb2RlEiEubm9kZWNvcmUuYXBpLlVuZGVsZXRlTm9kZVJlcXVlc3QaIi5ub2RlY29yZS5hcGkuVW5kZWxldGVOb2RlUmVzcG9uc2USYQoQVXBkYXRlTm9kZUxhYmVscxIlLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlTGFiZWxzUmVxdWVzdBomLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlTGFiZWxzUmVzcG9uc2USeQoYR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzEi0ubm9kZWNvcmUuYXBpLkdldEt1YmVybmV0ZXNDcmVkZW50aWFsc1JlcXVlc3QaLi5ub2RlY29yZS5hcGkuR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzUmVzcG9uc2USQgoGQmFja3VwEhsubm9kZWNvcmUuYXBpLkJhY2t1cFJlcXVlc3QaGS5ub2RlY29yZS5hcGkuQmFja3VwQ2h1bmswARJkChFTZXRCYWNrdXBTY2hlZHVsZRImLm5vZGVjb3JlLmFwaS5TZXRCYWNrdXBTY2hlZHVsZVJlcXVlc3QaJy5ub2RlY29yZS5hcGkuU2V0QmFja3VwU2NoZWR1bGVSZXNwb25zZWIGcHJvdG8z", [file_common_common]);
 
 /**
  * @generated from message nodecore.api.EscrowRequest
@@ -409,6 +409,20 @@ export type GetClusterInfoResponse = Message<"nodecore.api.GetClusterInfoRespons
    * @generated from field: nodecore.api.BackupStatus backup_status = 7;
    */
   backupStatus?: BackupStatus | undefined;
+
+  /**
+   * etcd's members, as the answering curator's etcd lists them.
+   *
+   * @generated from field: repeated nodecore.api.EtcdMember etcd_members = 8;
+   */
+  etcdMembers: EtcdMember[];
+
+  /**
+   * Why etcd's members could not be listed; empty if they were.
+   *
+   * @generated from field: string etcd_members_error = 9;
+   */
+  etcdMembersError: string;
 };
 
 /**
@@ -417,6 +431,37 @@ export type GetClusterInfoResponse = Message<"nodecore.api.GetClusterInfoRespons
  */
 export const GetClusterInfoResponseSchema: GenMessage<GetClusterInfoResponse> = /*@__PURE__*/
   messageDesc(file_api_management, 17);
+
+/**
+ * @generated from message nodecore.api.EtcdMember
+ */
+export type EtcdMember = Message<"nodecore.api.EtcdMember"> & {
+  /**
+   * In hex, as etcdctl prints it.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The node ID; empty for a member that has not started yet.
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * @generated from field: bool is_learner = 3;
+   */
+  isLearner: boolean;
+};
+
+/**
+ * Describes the message nodecore.api.EtcdMember.
+ * Use `create(EtcdMemberSchema)` to create a new message.
+ */
+export const EtcdMemberSchema: GenMessage<EtcdMember> = /*@__PURE__*/
+  messageDesc(file_api_management, 18);
 
 /**
  * @generated from message nodecore.api.BackupSchedule
@@ -458,7 +503,7 @@ export type BackupSchedule = Message<"nodecore.api.BackupSchedule"> & {
  * Use `create(BackupScheduleSchema)` to create a new message.
  */
 export const BackupScheduleSchema: GenMessage<BackupSchedule> = /*@__PURE__*/
-  messageDesc(file_api_management, 18);
+  messageDesc(file_api_management, 19);
 
 /**
  * @generated from message nodecore.api.SetBackupScheduleRequest
@@ -475,7 +520,7 @@ export type SetBackupScheduleRequest = Message<"nodecore.api.SetBackupScheduleRe
  * Use `create(SetBackupScheduleRequestSchema)` to create a new message.
  */
 export const SetBackupScheduleRequestSchema: GenMessage<SetBackupScheduleRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 19);
+  messageDesc(file_api_management, 20);
 
 /**
  * @generated from message nodecore.api.SetBackupScheduleResponse
@@ -488,7 +533,7 @@ export type SetBackupScheduleResponse = Message<"nodecore.api.SetBackupScheduleR
  * Use `create(SetBackupScheduleResponseSchema)` to create a new message.
  */
 export const SetBackupScheduleResponseSchema: GenMessage<SetBackupScheduleResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 20);
+  messageDesc(file_api_management, 21);
 
 /**
  * One scheduled backup.
@@ -531,7 +576,7 @@ export type BackupTaken = Message<"nodecore.api.BackupTaken"> & {
  * Use `create(BackupTakenSchema)` to create a new message.
  */
 export const BackupTakenSchema: GenMessage<BackupTaken> = /*@__PURE__*/
-  messageDesc(file_api_management, 21);
+  messageDesc(file_api_management, 22);
 
 /**
  * @generated from message nodecore.api.BackupStatus
@@ -584,7 +629,7 @@ export type BackupStatus = Message<"nodecore.api.BackupStatus"> & {
  * Use `create(BackupStatusSchema)` to create a new message.
  */
 export const BackupStatusSchema: GenMessage<BackupStatus> = /*@__PURE__*/
-  messageDesc(file_api_management, 22);
+  messageDesc(file_api_management, 23);
 
 /**
  * @generated from message nodecore.api.GetNodesRequest
@@ -597,7 +642,7 @@ export type GetNodesRequest = Message<"nodecore.api.GetNodesRequest"> & {
  * Use `create(GetNodesRequestSchema)` to create a new message.
  */
 export const GetNodesRequestSchema: GenMessage<GetNodesRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 23);
+  messageDesc(file_api_management, 24);
 
 /**
  * @generated from message nodecore.api.Node
@@ -651,11 +696,19 @@ export type Node = Message<"nodecore.api.Node"> & {
   labels: NodeLabel[];
 
   /**
-   * Why the node is DEGRADED; empty otherwise.
+   * Why the node is DEGRADED or CLOCK_SKEW; empty otherwise.
    *
    * @generated from field: string health_reason = 9;
    */
   healthReason: string;
+
+  /**
+   * The node's wall clock less the leader's, in milliseconds, from its
+   * recent heartbeats (the least delayed of them); unset if not known.
+   *
+   * @generated from field: optional int64 clock_offset_ms = 10;
+   */
+  clockOffsetMs?: bigint | undefined;
 };
 
 /**
@@ -663,7 +716,7 @@ export type Node = Message<"nodecore.api.Node"> & {
  * Use `create(NodeSchema)` to create a new message.
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
-  messageDesc(file_api_management, 24);
+  messageDesc(file_api_management, 25);
 
 /**
  * Whether the node's heartbeats reach the curator leader. Only nodes that
@@ -701,13 +754,21 @@ export enum Node_Health {
    * @generated from enum value: HEALTH_DEGRADED = 3;
    */
   DEGRADED = 3,
+
+  /**
+   * Heartbeats arrive, but the node's clock is further from the leader's
+   * than the cluster allows (certificates and leases go wrong).
+   *
+   * @generated from enum value: HEALTH_CLOCK_SKEW = 4;
+   */
+  CLOCK_SKEW = 4,
 }
 
 /**
  * Describes the enum nodecore.api.Node.Health.
  */
 export const Node_HealthSchema: GenEnum<Node_Health> = /*@__PURE__*/
-  enumDesc(file_api_management, 24, 0);
+  enumDesc(file_api_management, 25, 0);
 
 /**
  * @generated from message nodecore.api.ApproveNodeRequest
@@ -731,7 +792,7 @@ export type ApproveNodeRequest = Message<"nodecore.api.ApproveNodeRequest"> & {
  * Use `create(ApproveNodeRequestSchema)` to create a new message.
  */
 export const ApproveNodeRequestSchema: GenMessage<ApproveNodeRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 25);
+  messageDesc(file_api_management, 26);
 
 /**
  * @generated from message nodecore.api.ApproveNodeResponse
@@ -744,7 +805,7 @@ export type ApproveNodeResponse = Message<"nodecore.api.ApproveNodeResponse"> & 
  * Use `create(ApproveNodeResponseSchema)` to create a new message.
  */
 export const ApproveNodeResponseSchema: GenMessage<ApproveNodeResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 26);
+  messageDesc(file_api_management, 27);
 
 /**
  * @generated from message nodecore.api.UpdateNodeRolesRequest
@@ -783,7 +844,7 @@ export type UpdateNodeRolesRequest = Message<"nodecore.api.UpdateNodeRolesReques
  * Use `create(UpdateNodeRolesRequestSchema)` to create a new message.
  */
 export const UpdateNodeRolesRequestSchema: GenMessage<UpdateNodeRolesRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 27);
+  messageDesc(file_api_management, 28);
 
 /**
  * @generated from message nodecore.api.UpdateNodeRolesResponse
@@ -796,7 +857,7 @@ export type UpdateNodeRolesResponse = Message<"nodecore.api.UpdateNodeRolesRespo
  * Use `create(UpdateNodeRolesResponseSchema)` to create a new message.
  */
 export const UpdateNodeRolesResponseSchema: GenMessage<UpdateNodeRolesResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 28);
+  messageDesc(file_api_management, 29);
 
 /**
  * Authentication, authorization and accounting. The only service (with

@@ -1,0 +1,181 @@
+// `ctl cluster health`: one verdict for the whole cluster, from what the
+// curator leader and the nodes say, with each check named and why it fails.
+//
+//   GetClusterInfo ─▶ curator leader, etcd's members, scheduled backups
+//   GetNodes       ─▶ each node's state, health (heartbeats, its failing
+//                     services, its clock) and roles
+//   the Kubernetes API (only while a worker is UP) ─▶ each worker's Node Ready
+//        │
+//        ▼  clusterHealth(): pure rules, a table test (health.test.ts)
+//   nodes · clocks · consensus · curator · backups · kubernetes
+//        │
+//        ▼
+//   exit 0 healthy · 1 degraded (a check failed) · 2 unreachable (no curator answered)
+//
+// `--wait` asks again until every check passes or the time is up: scripts
+// and the launcher wait on it.
+
+import { X509Certificate } from "node:crypto";
+import { Management, type BackupSchedule, type BackupStatus } from "../../proto/gen/api/management_pb.ts";
+import { generateKeyPair, privateKeyPem, rawPublicKey, toPem } from "../pki/mod.ts";
+import type { OwnerCredentials } from "./config_dir.ts";
+import { withFailover } from "./connection.ts";
+import { explain } from "./explain.ts";
+import { formatDuration, type NodeSummary } from "./format.ts";
+import { listNodes, type CallSettings } from "./nodes.ts";
+
+export interface HealthCheck {
+  /** nodes, clocks, consensus, curator, backups or kubernetes. */
+  name: string;
+  ok: boolean;
+  /** What was found: on failure, what fails and why. */
+  detail: string;
+}
+
+export interface ClusterHealthInputs {
+  nodes: NodeSummary[];
+  /** The node whose curator leads; empty if none. */
+  curatorLeader: string;
+  /** etcd's members as the answering curator lists them, or why it could not. */
+  etcd: { members: readonly { id: string; name: string; isLearner: boolean }[] } | { error: string };
+  backups: { schedule?: BackupSchedule | undefined; status?: BackupStatus | undefined };
+  /** Each worker's Node and whether it is Ready, by node ID; or why they could not be read; undefined: not asked (no worker UP). */
+  kubernetes?: { ready: ReadonlyMap<string, boolean> } | { error: string } | undefined;
+  nowMs: number;
+}
+
+export interface ClusterHealth {
+  healthy: boolean;
+  checks: HealthCheck[];
+}
+
+/** A proven backup older than this many intervals (and a minute) is overdue. */
+const OVERDUE_INTERVALS = 2;
+
+/** The verdict: every check, and whether they all pass. */
+export function clusterHealth(inputs: ClusterHealthInputs): ClusterHealth {
+  const checks = [nodesCheck(inputs.nodes), clocksCheck(inputs.nodes), consensusCheck(inputs), curatorCheck(inputs), backupsCheck(inputs), kubernetesCheck(inputs)];
+  return { healthy: checks.every((c) => c.ok), checks };
+}
+
+const up = (nodes: readonly NodeSummary[]) => nodes.filter((n) => n.state === "UP");
+
+function nodesCheck(nodes: readonly NodeSummary[]): HealthCheck {
+  const upNodes = up(nodes);
+  const waiting = nodes.filter((n) => n.state === "NEW" || n.state === "STANDBY").length;
+  const also = waiting ? `; ${waiting} waiting for approval` : "";
+  // CLOCK_SKEW is the clocks check's to say.
+  const unwell = upNodes.filter((n) => n.health !== "HEALTHY" && n.health !== "CLOCK_SKEW");
+  if (upNodes.length === 0) return { name: "nodes", ok: false, detail: `no node is UP${also}` };
+  if (unwell.length === 0) return { name: "nodes", ok: true, detail: `${upNodes.length} UP, every one heard from and none failing${also}` };
+  const why = unwell.map((n) => `${n.id} is ${n.health}${n.healthReason ? ` (${n.healthReason})` : n.health === "HEARTBEAT_TIMEOUT" && n.lastSeenMs !== undefined ? ` (last heard ${formatDuration(n.lastSeenMs)} ago)` : ""}`);
+  return { name: "nodes", ok: false, detail: `${why.join("; ")}${also}` };
+}
+
+function clocksCheck(nodes: readonly NodeSummary[]): HealthCheck {
+  const skewed = up(nodes).filter((n) => n.health === "CLOCK_SKEW");
+  if (skewed.length) return { name: "clocks", ok: false, detail: skewed.map((n) => `${n.id}: ${n.healthReason ?? "its clock is off"}`).join("; ") };
+  const known = up(nodes).filter((n) => n.clockOffsetMs !== undefined);
+  if (known.length === 0) return { name: "clocks", ok: true, detail: "no offset known yet (heartbeats say their time)" };
+  const worst = known.reduce((a, b) => (Math.abs(b.clockOffsetMs!) > Math.abs(a.clockOffsetMs!) ? b : a));
+  const off = Math.round(worst.clockOffsetMs!);
+  return { name: "clocks", ok: true, detail: `${known.length} known, the furthest ${Math.abs(off)} ms ${off > 0 ? "ahead of" : "behind"} the curator leader's (${worst.id})` };
+}
+
+function consensusCheck(inputs: ClusterHealthInputs): HealthCheck {
+  if ("error" in inputs.etcd) return { name: "consensus", ok: false, detail: `etcd's members could not be listed: ${inputs.etcd.error}` };
+  const members = inputs.etcd.members;
+  const roles = new Set(inputs.nodes.filter((n) => n.roles.includes("consensus")).map((n) => n.id));
+  const voters = new Set(members.filter((m) => !m.isLearner && m.name).map((m) => m.name));
+  const problems = [
+    ...members.filter((m) => m.isLearner).map((m) => `member ${m.id}${m.name ? ` (${m.name})` : ""} is still a learner`),
+    ...members.filter((m) => !m.isLearner && !m.name).map((m) => `member ${m.id} never started`),
+    ...[...roles].filter((id) => !voters.has(id) && !members.some((m) => m.isLearner && m.name === id)).map((id) => `${id} holds the consensus role but is no voting member`),
+    ...[...voters].filter((name) => !roles.has(name)).map((name) => `member ${name} votes, but no node holds its consensus role`),
+  ];
+  if (problems.length) return { name: "consensus", ok: false, detail: problems.join("; ") };
+  return { name: "consensus", ok: true, detail: `${voters.size} voting member${voters.size === 1 ? "" : "s"}, one for each consensus node, no learner` };
+}
+
+function curatorCheck(inputs: ClusterHealthInputs): HealthCheck {
+  if (!inputs.curatorLeader) return { name: "curator", ok: false, detail: "no curator leads" };
+  return { name: "curator", ok: true, detail: `${inputs.curatorLeader} leads` };
+}
+
+function backupsCheck(inputs: ClusterHealthInputs): HealthCheck {
+  const { schedule, status } = inputs.backups;
+  if (!schedule || schedule.everyMinutes === 0) return { name: "backups", ok: true, detail: "none scheduled (not judged)" };
+  const ours = status && status.nodeId === schedule.nodeId ? status : undefined;
+  if (ours?.lastError) return { name: "backups", ok: false, detail: `the last attempt failed: ${ours.lastError}` };
+  const proven = ours?.lastVerified;
+  if (!proven) return { name: "backups", ok: false, detail: `no backup proven to restore yet (every ${schedule.everyMinutes} min by ${schedule.nodeId})` };
+  const ageMs = inputs.nowMs - Number(proven.timeMs);
+  const allowedMs = OVERDUE_INTERVALS * schedule.everyMinutes * 60_000 + 60_000;
+  if (ageMs > allowedMs) return { name: "backups", ok: false, detail: `the last proven backup is ${formatDuration(ageMs)} old (every ${schedule.everyMinutes} min by ${schedule.nodeId})` };
+  return { name: "backups", ok: true, detail: `the last proven backup is ${formatDuration(Math.max(0, ageMs))} old (every ${schedule.everyMinutes} min)` };
+}
+
+function kubernetesCheck(inputs: ClusterHealthInputs): HealthCheck {
+  const workers = up(inputs.nodes).filter((n) => n.roles.includes("kubernetes-worker"));
+  if (workers.length === 0) return { name: "kubernetes", ok: true, detail: "no worker is UP (not judged)" };
+  const k = inputs.kubernetes;
+  if (!k) return { name: "kubernetes", ok: false, detail: "the workers' Nodes were not read" };
+  if ("error" in k) return { name: "kubernetes", ok: false, detail: `the workers' Nodes could not be read: ${k.error}` };
+  const notReady = workers.filter((w) => k.ready.get(w.id) !== true).map((w) => `${w.id} ${k.ready.has(w.id) ? "is not Ready" : "has no Node"}`);
+  if (notReady.length) return { name: "kubernetes", ok: false, detail: notReady.join("; ") };
+  return { name: "kubernetes", ok: true, detail: `${workers.length} worker${workers.length === 1 ? "" : "s"}, every Node Ready` };
+}
+
+/** The verdict as people read it: a line per check, then the verdict. */
+export function healthTable(health: ClusterHealth): string {
+  const width = Math.max(...health.checks.map((c) => c.name.length));
+  const lines = health.checks.map((c) => `${c.name.padEnd(width)}  ${c.ok ? "ok  " : "FAIL"}  ${c.detail}`);
+  const failed = health.checks.filter((c) => !c.ok).map((c) => c.name);
+  return [...lines, "", health.healthy ? "cluster: healthy" : `cluster: degraded (${failed.join(", ")})`].join("\n");
+}
+
+/** Asks the cluster what the checks need. Throws (an OperatorError naming why) when no curator answers: the caller's exit code 2. */
+export async function gatherClusterHealth(credentials: OwnerCredentials, settings: CallSettings): Promise<ClusterHealthInputs> {
+  const [info, nodes] = await Promise.all([
+    withFailover(Management, credentials, (m) => m.getClusterInfo({}, { timeoutMs: settings.timeoutMs }), settings.progress),
+    listNodes(credentials, settings),
+  ]);
+  const workersUp = up(nodes).some((n) => n.roles.includes("kubernetes-worker"));
+  return {
+    nodes,
+    curatorLeader: info.curatorLeader,
+    etcd: info.etcdMembersError ? { error: info.etcdMembersError } : { members: info.etcdMembers },
+    backups: { schedule: info.backupSchedule, status: info.backupStatus },
+    kubernetes: workersUp ? await workerReadiness(credentials, settings).catch((err: unknown) => ({ error: explain(err).line })) : undefined,
+    nowMs: Date.now(),
+  };
+}
+
+/** Each Node's Ready condition, read from an apiserver with a short-lived owner certificate (ctl kubeconfig's identity). */
+async function workerReadiness(credentials: OwnerCredentials, settings: CallSettings): Promise<{ ready: Map<string, boolean> } | { error: string }> {
+  const key = generateKeyPair();
+  const response = await withFailover(Management, credentials, (m) => m.getKubernetesCredentials({ publicKey: rawPublicKey(key.publicKey) }, { timeoutMs: settings.timeoutMs }), settings.progress);
+  if (response.apiservers.length === 0) return { error: "no UP node holds both the kubernetes-controller and the consensus role" };
+  const tls = {
+    ca: toPem(new X509Certificate(response.caCertificate)),
+    cert: toPem(new X509Certificate(response.clientCertificate)),
+    key: privateKeyPem(key.privateKey),
+  };
+  const failures: string[] = [];
+  for (const server of response.apiservers) {
+    try {
+      const answer = await fetch(`${server}/api/v1/nodes`, { tls, signal: AbortSignal.timeout(settings.timeoutMs) } as RequestInit);
+      if (!answer.ok) throw new Error(`HTTP ${answer.status}`);
+      const list = (await answer.json()) as { items?: { metadata?: { name?: string }; status?: { conditions?: { type?: string; status?: string }[] } }[] };
+      const ready = new Map<string, boolean>();
+      for (const item of list.items ?? []) {
+        const name = item.metadata?.name;
+        if (name) ready.set(name, item.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false);
+      }
+      return { ready };
+    } catch (err) {
+      failures.push(`${server}: ${explain(err).line}`);
+    }
+  }
+  return { error: `no apiserver answered (${failures.join("; ")})` };
+}
