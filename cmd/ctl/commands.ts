@@ -65,6 +65,9 @@ import {
   explain,
   gatherClusterHealth,
   healthTable,
+  eventLine,
+  eventRow,
+  readEvents,
   type ClusterHealth,
 } from "../../internal/operator/mod.ts";
 import { endpointsOfDirectory, formatEndpoint } from "../../internal/curator/client/mod.ts";
@@ -123,6 +126,10 @@ const RESTORE_PARAMETERS: ActionSpec<Ctl> = {
     writeParameters(ctl, file!, "restore", toBinary(NodeParametersSchema, params));
   },
 };
+
+/** ctl events: how many come first unless -n says otherwise, and at most. */
+const DEFAULT_EVENT_LINES = 100;
+const MAX_EVENT_LINES = 10_000;
 
 /** How often ctl cluster health --wait asks again. */
 const HEALTH_POLL_MS = 2_000;
@@ -549,6 +556,32 @@ export const program: Program<Ctl> = {
           },
         },
       ],
+    },
+    {
+      name: "events",
+      flags: [
+        { name: "follow", short: "f", description: "Keep printing new events until interrupted" },
+        { name: "lines", short: "n", value: "N", description: "How many of the latest events to print first", default: String(DEFAULT_EVENT_LINES), parse: positiveInteger("events", MAX_EVENT_LINES) },
+        { name: "node", value: "node", description: "Only the events about this node" },
+      ],
+      description: "Print the cluster's audit trail: who changed what and how it ended, refused calls, health changes and boots",
+      run: async (ctl, _args, flags) => {
+        const follow = flags.follow === true;
+        const nodeId = flags.node === undefined ? "" : await ctl.node(String(flags.node));
+        const stop = new AbortController();
+        if (follow) process.once("SIGINT", () => stop.abort(new Error("interrupted")));
+        await readEvents(
+          ctl.credentials(),
+          { last: (flags.lines as number | undefined) ?? DEFAULT_EVENT_LINES, nodeId, follow },
+          {
+            ...ctl.settings,
+            signal: stop.signal,
+            // --json: one object per line, so that a follower can be piped.
+            print: (event) => ctl.printLine(ctl.json ? JSON.stringify(eventRow(event)) : eventLine(eventRow(event))),
+            note: (line) => ctl.note(line),
+          },
+        );
+      },
     },
     {
       name: "kubeconfig",

@@ -3,12 +3,15 @@
 
 import type { Etcd3 } from "etcd3";
 import { createPublicKey, type KeyObject, type X509Certificate } from "node:crypto";
-import { AAA, Management } from "../../proto/gen/api/management_pb.ts";
+import { AAA, Management, Node_Health } from "../../proto/gen/api/management_pb.ts";
 import { Curator } from "../../proto/gen/curator/curator_pb.ts";
 import { Value } from "../event/mod.ts";
-import { UnavailableError, addService, createServer, listen, serverCredentials, type Peer } from "../rpc/mod.ts";
+import { UnavailableError, addService, createServer, listen, serverCredentials, type AuditedCall, type Peer } from "../rpc/mod.ts";
 import { admitMember, whenRightsEnd } from "./rights.ts";
 import { etcdUnavailable } from "./store.ts";
+import { AuditTrail } from "./audit.ts";
+import { HealthEvents } from "./health_events.ts";
+import { toApiNode } from "./convert.ts";
 import type { Logger } from "../log/mod.ts";
 import { sleep, untilCancelled, type Runnable } from "../supervisor/mod.ts";
 import { CURATOR_PORT, HEARTBEAT_TIMEOUT_MS, formatAddress, leaderTrailer, parseEndpoint } from "./client/mod.ts";
@@ -133,11 +136,29 @@ export function curatorRunnable(options: CuratorOptions): Runnable {
 
     // Heartbeats count from the moment this curator begins to lead.
     const heartbeats = new HeartbeatTracker(undefined, options.heartbeatTimeoutMs);
+    const trail = new AuditTrail(store.etcd, ctx.logger.child("audit"), etcdUnavailable);
+    // What the leader sees happen to nodes goes into the audit trail (health_events.ts).
+    const seen = new HealthEvents();
+    ctx.run(
+      "health-events",
+      whileLeading(async (logger) => {
+        try {
+          const looks = (await store.nodes()).nodes.map((record) => {
+            const node = toApiNode(record, heartbeats.health(record.id, record.state));
+            return { id: record.id, health: Node_Health[node.health] ?? String(node.health), reason: node.healthReason, bootMs: record.status?.bootMs ?? 0n };
+          });
+          for (const event of seen.observe(looks)) trail.record({ ...event, actor: `curator ${options.nodeId}` });
+        } catch (err) {
+          logger.warn("could not look at the nodes for the audit trail", { reason: (err as Error).message });
+        }
+      }),
+    );
     ctx.run("heartbeat-terms", async (t) => {
       t.signalHealthy();
       for (;;) {
         await leadership.waitFor((l) => l.isLeader, { signal: t.signal });
         heartbeats.newTerm();
+        seen.reset();
         t.logger.info("leading: node health is UNKNOWN until nodes reach this curator", { graceMs: options.heartbeatTimeoutMs ?? HEARTBEAT_TIMEOUT_MS });
         await leadership.waitFor((l) => !l.isLeader, { signal: t.signal });
       }
@@ -158,6 +179,7 @@ export function curatorRunnable(options: CuratorOptions): Runnable {
     const server = createServer();
     const watches = new NodeWatchHub(store);
     const serveOptions = {
+      audit: (call: AuditedCall) => trail.tap(call),
       ca: () => options.clusterCA,
       onError: (method: string, err: unknown) => ctx.logger.debug("call failed", { method, error: String(err) }),
       mapError: etcdUnavailable,

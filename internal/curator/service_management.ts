@@ -3,7 +3,7 @@
 // the leader.
 
 import type { Etcd3 } from "etcd3";
-import { BackupScheduleSchema, type Management } from "../../proto/gen/api/management_pb.ts";
+import { BackupScheduleSchema, type ClusterEvent, type Management } from "../../proto/gen/api/management_pb.ts";
 import { create } from "@bufbuild/protobuf";
 import {
   NodeRolesSchema,
@@ -20,6 +20,8 @@ import {
   FailedPreconditionError,
   InvalidArgumentError,
   NotFoundError,
+  ResourceExhaustedError,
+  UnavailableError,
   type ServiceImpl,
   type ServicePolicy,
 } from "../rpc/mod.ts";
@@ -31,6 +33,7 @@ import { backupChunks } from "./backup.ts";
 import { VERSION } from "../version/mod.ts";
 import { shownTarget, targetUrlProblem } from "../backup/mod.ts";
 import { checkNodeId, checkPublicKey } from "./validate.ts";
+import { EVENTS_PREFIX, MAX_EVENTS, decodeEvent, readEvents } from "./audit.ts";
 import { applyLabelChanges, checkLabelChanges } from "./labels.ts";
 import type { CuratorStore } from "./store.ts";
 import type { StateReader } from "./state_cache.ts";
@@ -60,6 +63,7 @@ export const MANAGEMENT_POLICY: ServicePolicy<typeof Management> = {
   getKubernetesCredentials: "owner",
   backup: "owner",
   setBackupSchedule: "owner",
+  getEvents: "owner",
 };
 
 export interface ManagementDeps {
@@ -100,8 +104,14 @@ async function existingNode(store: CuratorStore, id: string): Promise<NodeRecord
   return node.value;
 }
 
+/** GetEvents: how many events come first unless asked otherwise, and the bounds on followers. */
+const DEFAULT_EVENTS = 100;
+const MAX_EVENT_FOLLOWERS = 16;
+const MAX_EVENTS_BEHIND = 1_000;
+
 export function managementService(deps: ManagementDeps): ServiceImpl<typeof Management> {
   const { store, state, etcd, logger } = deps;
+  let eventFollowers = 0;
   return {
     async getRegisterTicket(_request, ctx) {
       const cluster = (await state.read(ctx.signal)).cluster();
@@ -151,6 +161,54 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
       await store.setBackupSchedule(schedule);
       logger.info("backup schedule set", { everyMinutes: schedule.everyMinutes, keep: schedule.keep, node: schedule.nodeId, ...(schedule.putUrl ? { target: shownTarget(schedule.putUrl) } : {}) });
       return {};
+    },
+
+    async *getEvents(request, ctx) {
+      if (request.last > MAX_EVENTS) throw new InvalidArgumentError(`last: ${request.last}; at most ${MAX_EVENTS}`);
+      if (request.nodeId) checkNodeId("node_id", request.nodeId);
+      const nodeId = request.nodeId || undefined;
+      const last = request.last || DEFAULT_EVENTS;
+      if (!request.follow) {
+        yield* (await readEvents(store.etcd, { last, ...(nodeId ? { nodeId } : {}) })).events;
+        return;
+      }
+      if (eventFollowers >= MAX_EVENT_FOLLOWERS) throw new ResourceExhaustedError(`${MAX_EVENT_FOLLOWERS} callers already follow this curator's events; try another curator, or later`);
+      eventFollowers++;
+      // Listeners go on before the backlog is sent: nothing between the read and the watch is missed.
+      const pending: ClusterEvent[] = [];
+      let wake: (() => void) | undefined;
+      let failure: Error | undefined;
+      let watcher: Awaited<ReturnType<typeof openWatch>> | undefined;
+      const openWatch = (revision: number) => store.etcd.watch().prefix(EVENTS_PREFIX).startRevision(String(revision + 1)).watcher();
+      try {
+        const { events, revision } = await readEvents(store.etcd, { last, ...(nodeId ? { nodeId } : {}) });
+        watcher = openWatch(revision);
+        watcher.on("put", (kv) => {
+          const event = decodeEvent(kv.value);
+          if (!event || (nodeId && event.nodeId !== nodeId)) return;
+          if (pending.length >= MAX_EVENTS_BEHIND) failure ??= new ResourceExhaustedError(`this follower fell ${MAX_EVENTS_BEHIND} events behind; follow again`);
+          else pending.push(event);
+          wake?.();
+        });
+        const end = (why: string) => {
+          failure ??= new UnavailableError(`the curator lost its etcd watch: ${why}; follow again`);
+          wake?.();
+        };
+        watcher.on("error", (err) => end(err.message));
+        watcher.on("disconnected", (err: Error) => end(`interrupted (${err.message})`));
+        yield* events;
+        const stopped = new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => resolve(), { once: true }));
+        for (;;) {
+          while (pending.length) yield pending.shift()!;
+          if (failure) throw failure;
+          if (ctx.signal.aborted) return;
+          await Promise.race([new Promise<void>((resolve) => (wake = resolve)), stopped]);
+          wake = undefined;
+        }
+      } finally {
+        eventFollowers--;
+        await watcher?.cancel().catch(() => {});
+      }
     },
 
     async *getNodes(_request, ctx) {

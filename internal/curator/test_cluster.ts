@@ -284,10 +284,11 @@ export async function startImpostorCurator(
         yield record("Management/Backup", {});
       },
       setBackupSchedule: async () => record("Management/SetBackupSchedule", {}),
+      getEvents: async function* () {},
     },
     {
       ...serveOptions,
-      policy: { getRegisterTicket: "key", getClusterInfo: "key", getNodes: "key", approveNode: "key", updateNodeRoles: "key", getEtcdCredentials: "key", deleteNode: "key", undeleteNode: "key", updateNodeLabels: "key", getKubernetesCredentials: "key", backup: "key", setBackupSchedule: "key" },
+      policy: { getRegisterTicket: "key", getClusterInfo: "key", getNodes: "key", approveNode: "key", updateNodeRoles: "key", getEtcdCredentials: "key", deleteNode: "key", undeleteNode: "key", updateNodeLabels: "key", getKubernetesCredentials: "key", backup: "key", setBackupSchedule: "key", getEvents: "key" },
     },
   );
   addService(

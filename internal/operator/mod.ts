@@ -60,3 +60,4 @@ export { recoverConsensus, describePlan, survivorEndpoint, RECOVER_WAIT_MS, type
 export { defragmentEtcd, etcdStatus, etcdStatusTable, DEFRAG_TIMEOUT_MS, type DefragRow, type EtcdMemberRow } from "./etcd.ts";
 export { withNode, withListedNode, readLogs, formatLogEntry, logEntryJson, serviceTable, LOG_LEVELS, type NodeManagementClient, type ServiceRow } from "./node_management.ts";
 export { clusterHealth, gatherClusterHealth, healthTable, type ClusterHealth, type ClusterHealthInputs, type HealthCheck } from "./health.ts";
+export { eventLine, eventRow, readEvents, type EventRow } from "./events.ts";

@@ -35,6 +35,7 @@ export {
   addService,
   createClient,
   MAX_REQUEST_BYTES,
+  type AuditedCall,
   type CallContext,
   type CallOptions,
   type ClientOptions,

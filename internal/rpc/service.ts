@@ -99,6 +99,27 @@ export interface ServeOptions<S> {
    * caller's certificate expires, with or without this.
    */
   revoked?: (peer: Peer, signal: AbortSignal) => Promise<Error>;
+  /**
+   * Told of every call once: a unary call when it ends, a stream when it
+   * opens (or fails to), refusals included. The audit trail's tap; it must
+   * not throw or block (what it throws is dropped).
+   */
+  audit?: (call: AuditedCall) => void;
+}
+
+/** A call as the audit hook sees it. */
+export interface AuditedCall {
+  /** `Service/Method`. */
+  method: string;
+  /** The method's name in the service implementation (approveNode). */
+  localName: string;
+  /** The caller, once its certificate was read; undefined if the call failed before. */
+  peer: Peer | undefined;
+  remoteAddress: string | undefined;
+  /** The parsed request, if it got that far. */
+  request: unknown;
+  /** Why the call failed; absent if it succeeded (or the stream opened). */
+  error?: unknown;
 }
 
 /** The longest timer setTimeout keeps (about 24.8 days); longer ones fire at once. */
@@ -191,14 +212,22 @@ function callerOf({ session, socket }: ReturnType<typeof connectionOf>, ca: X509
   return peer;
 }
 
-function contextOf<S>(call: RawCall, method: string, policy: Policy, options: ServeOptions<S>): { ctx: CallContext; controller: AbortController } {
+/** What the audit hook learns of a call as it goes. */
+interface Seen {
+  peer?: Peer;
+  remoteAddress?: string | undefined;
+  request?: unknown;
+}
+
+function contextOf<S>(call: RawCall, method: string, policy: Policy, options: ServeOptions<S>, seen: Seen): { ctx: CallContext; controller: AbortController } {
   const connection = connectionOf(call);
+  seen.remoteAddress = sourceAddress(connection.socket.remoteAddress);
   const peer = callerOf(connection, options.ca());
+  seen.peer = peer;
   check(peer, policy);
   const controller = new AbortController();
   (call as NodeJS.EventEmitter).once("cancelled", () => controller.abort(new Error(`${method}: cancelled by client`)));
-  const remote = connection.socket.remoteAddress;
-  return { ctx: { peer, signal: controller.signal, method, remoteAddress: sourceAddress(remote) }, controller };
+  return { ctx: { peer, signal: controller.signal, method, remoteAddress: seen.remoteAddress }, controller };
 }
 
 /**
@@ -324,6 +353,13 @@ export function addService<S extends DescService>(server: Server, service: S, im
     // Sending a status cannot fail with an encodable message; should grpc-js
     // throw anyway, the call still ends, with a plain INTERNAL, rather than
     // hanging while the node logs an unhandled rejection.
+    const audit = (seen: Seen, error?: unknown) => {
+      try {
+        options.audit?.({ method: name, localName: method.localName, peer: seen.peer, remoteAddress: seen.remoteAddress, request: seen.request, ...(error === undefined ? {} : { error }) });
+      } catch {
+        // The audit trail's own trouble is its own.
+      }
+    };
     const plain = () => ({ code: Status.INTERNAL, details: "internal error: the status could not be sent", metadata: new Metadata() }) as Partial<ServiceError> as ServiceError;
     const lastResort = (send: (status?: ServiceError) => void) => {
       try {
@@ -341,13 +377,17 @@ export function addService<S extends DescService>(server: Server, service: S, im
       case "unary":
         definition[method.localName] = { ...base, responseStream: false, originalName: method.name };
         handlers[method.localName] = (async (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => {
+          const seen: Seen = {};
           try {
-            const { ctx } = contextOf(call, name, policy, options);
+            const { ctx } = contextOf(call, name, policy, options, seen);
             await options.admit?.(ctx.peer, ctx.signal);
             const request = parseRequest(method.input, call.request);
+            seen.request = request;
             const response = await (handler(request, ctx) as Promise<MessageInitShape<DescMessage>>);
+            audit(seen);
             callback(null, serialize(response));
           } catch (err) {
+            audit(seen, err);
             lastResort((status) => callback(status ?? fail(err)));
           }
         }) as never;
@@ -355,12 +395,18 @@ export function addService<S extends DescService>(server: Server, service: S, im
       case "server_streaming":
         definition[method.localName] = { ...base, responseStream: true, originalName: method.name };
         handlers[method.localName] = (async (call: ServerWritableStream<Buffer, Buffer>) => {
+          const seen: Seen = {};
+          let opened = false;
           try {
-            const context = contextOf(call, name, policy, options);
+            const context = contextOf(call, name, policy, options, seen);
             await options.admit?.(context.ctx.peer, context.ctx.signal);
             const request = parseRequest(method.input, call.request);
+            seen.request = request;
+            opened = true;
+            audit(seen);
             await serveStream(call, context, options, (ctx) => handler(request, ctx) as AsyncIterable<MessageInitShape<DescMessage>>, serialize);
           } catch (err) {
+            if (!opened) audit(seen, err);
             if (!call.cancelled) lastResort((status) => call.emit("error", status ?? fail(err)));
           }
         }) as never;
@@ -368,11 +414,16 @@ export function addService<S extends DescService>(server: Server, service: S, im
       case "bidi_streaming":
         definition[method.localName] = { ...base, requestStream: true, responseStream: true, originalName: method.name };
         handlers[method.localName] = (async (call: ServerDuplexStream<Buffer, Buffer>) => {
+          const seen: Seen = {};
+          let opened = false;
           try {
-            const context = contextOf(call, name, policy, options);
+            const context = contextOf(call, name, policy, options, seen);
             await options.admit?.(context.ctx.peer, context.ctx.signal);
+            opened = true;
+            audit(seen);
             await serveStream(call, context, options, (ctx) => handler(parseRequests(method.input, call, ctx.signal), ctx) as AsyncIterable<MessageInitShape<DescMessage>>, serialize);
           } catch (err) {
+            if (!opened) audit(seen, err);
             if (!call.cancelled) lastResort((status) => call.emit("error", status ?? fail(err)));
           }
         }) as never;

@@ -11,7 +11,7 @@
 //   consensus role removed from node3 ─ etcdctl: two members
 //   Kubernetes: node1 is the controller from the bootstrap; node2 and node3
 //     get kubernetes-worker ─ the owner's kubectl (ctl kubeconfig, the built
-//     kubectl) sees both Ready ─ a pod on each from the preloaded image,
+//     kubectl) sees both Ready, and so does ctl cluster health ─ a pod on each from the preloaded image,
 //     kubectl logs and exec ─ a deleted pod leaves no container ─ the role
 //     taken from node3: its Node and its containers go
 //   day-2: node1 powered off shows HEARTBEAT_TIMEOUT; ctl node logs and
@@ -421,6 +421,13 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
     { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "both workers Ready" },
   );
   ctx.report(`kubernetes-worker set on node2 and node3 → both Nodes Ready: ${((performance.now() - started) / 1000).toFixed(1)} s`);
+
+  // The owner's one verdict agrees: every check passes, the workers' Nodes read through an apiserver by ctl itself.
+  const verdict = await f.ctl("cluster", "health", "--wait", "--wait-timeout", "300", "--json");
+  assertEqual(verdict.exitCode, 0, `ctl cluster health --wait (${verdict.stdout.trim()} ${verdict.stderr.trim()})`);
+  const checks = (JSON.parse(verdict.stdout) as { checks: { name: string; detail: string }[] }).checks;
+  assertEqual(checks.find((c) => c.name === "kubernetes")?.detail, "2 workers, every Node Ready", "ctl cluster health's kubernetes check");
+  ctx.report(`ctl cluster health: ${checks.map((c) => `${c.name}: ${c.detail}`).join("; ")}`);
 
   // One pod on each worker, from the preloaded image; nothing is pulled.
   const podsFile = join(c.dir.path, "pods.json");

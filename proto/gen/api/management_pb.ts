@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file api/management.proto.
  */
 export const file_api_management: GenFile = /*@__PURE__*/
-  fileDesc("ChRhcGkvbWFuYWdlbWVudC5wcm90bxIMbm9kZWNvcmUuYXBpIg8KDUVzY3Jvd1JlcXVlc3QiQwoORXNjcm93UmVzcG9uc2USGQoRb3duZXJfY2VydGlmaWNhdGUYASABKAwSFgoOY2FfY2VydGlmaWNhdGUYAiABKAwiDwoNQmFja3VwUmVxdWVzdCJWCgtCYWNrdXBDaHVuaxIMCgRkYXRhGAEgASgMEhsKE3NuYXBzaG90X2J5dGVzX2RvbmUYAiABKAQSHAoUc25hcHNob3RfYnl0ZXNfdG90YWwYAyABKAQiNQofR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzUmVxdWVzdBISCgpwdWJsaWNfa2V5GAEgASgMImoKIEdldEt1YmVybmV0ZXNDcmVkZW50aWFsc1Jlc3BvbnNlEhoKEmNsaWVudF9jZXJ0aWZpY2F0ZRgBIAEoDBIWCg5jYV9jZXJ0aWZpY2F0ZRgCIAEoDBISCgphcGlzZXJ2ZXJzGAMgAygJInUKF1VwZGF0ZU5vZGVMYWJlbHNSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSKgoGdXBzZXJ0GAMgAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbBIOCgZkZWxldGUYBCADKAkiRgoYVXBkYXRlTm9kZUxhYmVsc1Jlc3BvbnNlEioKBmxhYmVscxgBIAMoCzIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlTGFiZWwiMwoRRGVsZXRlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDCIUChJEZWxldGVOb2RlUmVzcG9uc2UiIQoTVW5kZWxldGVOb2RlUmVxdWVzdBIKCgJpZBgBIAEoCSIWChRVbmRlbGV0ZU5vZGVSZXNwb25zZSIvChlHZXRFdGNkQ3JlZGVudGlhbHNSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAwiUAoaR2V0RXRjZENyZWRlbnRpYWxzUmVzcG9uc2USFgoOY2FfY2VydGlmaWNhdGUYASABKAwSGgoSY2xpZW50X2NlcnRpZmljYXRlGAIgASgMIhoKGEdldFJlZ2lzdGVyVGlja2V0UmVxdWVzdCIrChlHZXRSZWdpc3RlclRpY2tldFJlc3BvbnNlEg4KBnRpY2tldBgBIAEoDCIXChVHZXRDbHVzdGVySW5mb1JlcXVlc3Qi8QIKFkdldENsdXN0ZXJJbmZvUmVzcG9uc2USPAoRY2x1c3Rlcl9kaXJlY3RvcnkYASABKAsyIS5ub2RlY29yZS5jb21tb24uQ2x1c3RlckRpcmVjdG9yeRIWCg5jYV9jZXJ0aWZpY2F0ZRgCIAEoDBIeChZ1bmxvY2tfc2hhcmVfdGhyZXNob2xkGAMgASgNEhYKDmN1cmF0b3JfbGVhZGVyGAQgASgJEhMKC2V0Y2RfbGVhZGVyGAUgASgJEjUKD2JhY2t1cF9zY2hlZHVsZRgGIAEoCzIcLm5vZGVjb3JlLmFwaS5CYWNrdXBTY2hlZHVsZRIxCg1iYWNrdXBfc3RhdHVzGAcgASgLMhoubm9kZWNvcmUuYXBpLkJhY2t1cFN0YXR1cxIuCgxldGNkX21lbWJlcnMYCCADKAsyGC5ub2RlY29yZS5hcGkuRXRjZE1lbWJlchIaChJldGNkX21lbWJlcnNfZXJyb3IYCSABKAkiOgoKRXRjZE1lbWJlchIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhIKCmlzX2xlYXJuZXIYAyABKAgiVwoOQmFja3VwU2NoZWR1bGUSFQoNZXZlcnlfbWludXRlcxgBIAEoDRIMCgRrZWVwGAIgASgNEg8KB25vZGVfaWQYAyABKAkSDwoHcHV0X3VybBgEIAEoCSJKChhTZXRCYWNrdXBTY2hlZHVsZVJlcXVlc3QSLgoIc2NoZWR1bGUYASABKAsyHC5ub2RlY29yZS5hcGkuQmFja3VwU2NoZWR1bGUiGwoZU2V0QmFja3VwU2NoZWR1bGVSZXNwb25zZSJnCgtCYWNrdXBUYWtlbhIMCgRmaWxlGAEgASgJEg8KB3RpbWVfbXMYAiABKAMSFQoNZXRjZF9yZXZpc2lvbhgDIAEoAxINCgVieXRlcxgEIAEoBBITCgt1cGxvYWRlZF90bxgFIAEoCSLXAQoMQmFja3VwU3RhdHVzEg8KB25vZGVfaWQYASABKAkSJwoEbGFzdBgCIAEoCzIZLm5vZGVjb3JlLmFwaS5CYWNrdXBUYWtlbhIwCg1sYXN0X3ZlcmlmaWVkGAMgASgLMhkubm9kZWNvcmUuYXBpLkJhY2t1cFRha2VuEhIKCmxhc3RfZXJyb3IYBCABKAkSFQoNbGFzdF9lcnJvcl9tcxgFIAEoAxIwCg1sYXN0X3VwbG9hZGVkGAYgASgLMhkubm9kZWNvcmUuYXBpLkJhY2t1cFRha2VuIhEKD0dldE5vZGVzUmVxdWVzdCKHBAoETm9kZRIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMEikKBXN0YXRlGAMgASgOMhoubm9kZWNvcmUuY29tbW9uLk5vZGVTdGF0ZRIrCgZzdGF0dXMYBCABKAsyGy5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cxIpCgVyb2xlcxgFIAEoCzIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlUm9sZXMSKQoGaGVhbHRoGAYgASgOMhkubm9kZWNvcmUuYXBpLk5vZGUuSGVhbHRoEiQKF3RpbWVfc2luY2VfaGVhcnRiZWF0X21zGAcgASgDSACIAQESKgoGbGFiZWxzGAggAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbBIVCg1oZWFsdGhfcmVhc29uGAkgASgJEhwKD2Nsb2NrX29mZnNldF9tcxgKIAEoA0gBiAEBInoKBkhlYWx0aBISCg5IRUFMVEhfVU5LTk9XThAAEhIKDkhFQUxUSF9IRUFMVEhZEAESHAoYSEVBTFRIX0hFQVJUQkVBVF9USU1FT1VUEAISEwoPSEVBTFRIX0RFR1JBREVEEAMSFQoRSEVBTFRIX0NMT0NLX1NLRVcQBEIaChhfdGltZV9zaW5jZV9oZWFydGJlYXRfbXNCEgoQX2Nsb2NrX29mZnNldF9tcyI0ChJBcHByb3ZlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDCIVChNBcHByb3ZlTm9kZVJlc3BvbnNlIuABChZVcGRhdGVOb2RlUm9sZXNSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSHQoQY29uc2Vuc3VzX21lbWJlchgDIAEoCEgAiAEBEiIKFWt1YmVybmV0ZXNfY29udHJvbGxlchgEIAEoCEgBiAEBEh4KEWt1YmVybmV0ZXNfd29ya2VyGAUgASgISAKIAQFCEwoRX2NvbnNlbnN1c19tZW1iZXJCGAoWX2t1YmVybmV0ZXNfY29udHJvbGxlckIUChJfa3ViZXJuZXRlc193b3JrZXIiGQoXVXBkYXRlTm9kZVJvbGVzUmVzcG9uc2UySgoDQUFBEkMKBkVzY3JvdxIbLm5vZGVjb3JlLmFwaS5Fc2Nyb3dSZXF1ZXN0Ghwubm9kZWNvcmUuYXBpLkVzY3Jvd1Jlc3BvbnNlMt0ICgpNYW5hZ2VtZW50EmQKEUdldFJlZ2lzdGVyVGlja2V0EiYubm9kZWNvcmUuYXBpLkdldFJlZ2lzdGVyVGlja2V0UmVxdWVzdBonLm5vZGVjb3JlLmFwaS5HZXRSZWdpc3RlclRpY2tldFJlc3BvbnNlElsKDkdldENsdXN0ZXJJbmZvEiMubm9kZWNvcmUuYXBpLkdldENsdXN0ZXJJbmZvUmVxdWVzdBokLm5vZGVjb3JlLmFwaS5HZXRDbHVzdGVySW5mb1Jlc3BvbnNlEj8KCEdldE5vZGVzEh0ubm9kZWNvcmUuYXBpLkdldE5vZGVzUmVxdWVzdBoSLm5vZGVjb3JlLmFwaS5Ob2RlMAESUgoLQXBwcm92ZU5vZGUSIC5ub2RlY29yZS5hcGkuQXBwcm92ZU5vZGVSZXF1ZXN0GiEubm9kZWNvcmUuYXBpLkFwcHJvdmVOb2RlUmVzcG9uc2USXgoPVXBkYXRlTm9kZVJvbGVzEiQubm9kZWNvcmUuYXBpLlVwZGF0ZU5vZGVSb2xlc1JlcXVlc3QaJS5ub2RlY29yZS5hcGkuVXBkYXRlTm9kZVJvbGVzUmVzcG9uc2USZwoSR2V0RXRjZENyZWRlbnRpYWxzEicubm9kZWNvcmUuYXBpLkdldEV0Y2RDcmVkZW50aWFsc1JlcXVlc3QaKC5ub2RlY29yZS5hcGkuR2V0RXRjZENyZWRlbnRpYWxzUmVzcG9uc2USTwoKRGVsZXRlTm9kZRIfLm5vZGVjb3JlLmFwaS5EZWxldGVOb2RlUmVxdWVzdBogLm5vZGVjb3JlLmFwaS5EZWxldGVOb2RlUmVzcG9uc2USVQoMVW5kZWxldGVOb2RlEiEubm9kZWNvcmUuYXBpLlVuZGVsZXRlTm9kZVJlcXVlc3QaIi5ub2RlY29yZS5hcGkuVW5kZWxldGVOb2RlUmVzcG9uc2USYQoQVXBkYXRlTm9kZUxhYmVscxIlLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlTGFiZWxzUmVxdWVzdBomLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlTGFiZWxzUmVzcG9uc2USeQoYR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzEi0ubm9kZWNvcmUuYXBpLkdldEt1YmVybmV0ZXNDcmVkZW50aWFsc1JlcXVlc3QaLi5ub2RlY29yZS5hcGkuR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzUmVzcG9uc2USQgoGQmFja3VwEhsubm9kZWNvcmUuYXBpLkJhY2t1cFJlcXVlc3QaGS5ub2RlY29yZS5hcGkuQmFja3VwQ2h1bmswARJkChFTZXRCYWNrdXBTY2hlZHVsZRImLm5vZGVjb3JlLmFwaS5TZXRCYWNrdXBTY2hlZHVsZVJlcXVlc3QaJy5ub2RlY29yZS5hcGkuU2V0QmFja3VwU2NoZWR1bGVSZXNwb25zZWIGcHJvdG8z", [file_common_common]);
+  fileDesc("ChRhcGkvbWFuYWdlbWVudC5wcm90bxIMbm9kZWNvcmUuYXBpIg8KDUVzY3Jvd1JlcXVlc3QiQwoORXNjcm93UmVzcG9uc2USGQoRb3duZXJfY2VydGlmaWNhdGUYASABKAwSFgoOY2FfY2VydGlmaWNhdGUYAiABKAwiQQoQR2V0RXZlbnRzUmVxdWVzdBIMCgRsYXN0GAEgASgNEg8KB25vZGVfaWQYAiABKAkSDgoGZm9sbG93GAMgASgIIv0BCgxDbHVzdGVyRXZlbnQSDwoHdGltZV9tcxgBIAEoAxItCgRraW5kGAIgASgOMh8ubm9kZWNvcmUuYXBpLkNsdXN0ZXJFdmVudC5LaW5kEg0KBWFjdG9yGAMgASgJEg4KBm1ldGhvZBgEIAEoCRIPCgdub2RlX2lkGAUgASgJEg4KBmRldGFpbBgGIAEoCRIOCgZyZXN1bHQYByABKAkiXQoES2luZBIUChBLSU5EX1VOU1BFQ0lGSUVEEAASDQoJS0lORF9DQUxMEAESEAoMS0lORF9SRUZVU0FMEAISDwoLS0lORF9IRUFMVEgQAxINCglLSU5EX0JPT1QQBCIPCg1CYWNrdXBSZXF1ZXN0IlYKC0JhY2t1cENodW5rEgwKBGRhdGEYASABKAwSGwoTc25hcHNob3RfYnl0ZXNfZG9uZRgCIAEoBBIcChRzbmFwc2hvdF9ieXRlc190b3RhbBgDIAEoBCI1Ch9HZXRLdWJlcm5ldGVzQ3JlZGVudGlhbHNSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAwiagogR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzUmVzcG9uc2USGgoSY2xpZW50X2NlcnRpZmljYXRlGAEgASgMEhYKDmNhX2NlcnRpZmljYXRlGAIgASgMEhIKCmFwaXNlcnZlcnMYAyADKAkidQoXVXBkYXRlTm9kZUxhYmVsc1JlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDBIqCgZ1cHNlcnQYAyADKAsyGi5ub2RlY29yZS5jb21tb24uTm9kZUxhYmVsEg4KBmRlbGV0ZRgEIAMoCSJGChhVcGRhdGVOb2RlTGFiZWxzUmVzcG9uc2USKgoGbGFiZWxzGAEgAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbCIzChFEZWxldGVOb2RlUmVxdWVzdBIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMIhQKEkRlbGV0ZU5vZGVSZXNwb25zZSIhChNVbmRlbGV0ZU5vZGVSZXF1ZXN0EgoKAmlkGAEgASgJIhYKFFVuZGVsZXRlTm9kZVJlc3BvbnNlIi8KGUdldEV0Y2RDcmVkZW50aWFsc1JlcXVlc3QSEgoKcHVibGljX2tleRgBIAEoDCJQChpHZXRFdGNkQ3JlZGVudGlhbHNSZXNwb25zZRIWCg5jYV9jZXJ0aWZpY2F0ZRgBIAEoDBIaChJjbGllbnRfY2VydGlmaWNhdGUYAiABKAwiGgoYR2V0UmVnaXN0ZXJUaWNrZXRSZXF1ZXN0IisKGUdldFJlZ2lzdGVyVGlja2V0UmVzcG9uc2USDgoGdGlja2V0GAEgASgMIhcKFUdldENsdXN0ZXJJbmZvUmVxdWVzdCLxAgoWR2V0Q2x1c3RlckluZm9SZXNwb25zZRI8ChFjbHVzdGVyX2RpcmVjdG9yeRgBIAEoCzIhLm5vZGVjb3JlLmNvbW1vbi5DbHVzdGVyRGlyZWN0b3J5EhYKDmNhX2NlcnRpZmljYXRlGAIgASgMEh4KFnVubG9ja19zaGFyZV90aHJlc2hvbGQYAyABKA0SFgoOY3VyYXRvcl9sZWFkZXIYBCABKAkSEwoLZXRjZF9sZWFkZXIYBSABKAkSNQoPYmFja3VwX3NjaGVkdWxlGAYgASgLMhwubm9kZWNvcmUuYXBpLkJhY2t1cFNjaGVkdWxlEjEKDWJhY2t1cF9zdGF0dXMYByABKAsyGi5ub2RlY29yZS5hcGkuQmFja3VwU3RhdHVzEi4KDGV0Y2RfbWVtYmVycxgIIAMoCzIYLm5vZGVjb3JlLmFwaS5FdGNkTWVtYmVyEhoKEmV0Y2RfbWVtYmVyc19lcnJvchgJIAEoCSI6CgpFdGNkTWVtYmVyEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSEgoKaXNfbGVhcm5lchgDIAEoCCJXCg5CYWNrdXBTY2hlZHVsZRIVCg1ldmVyeV9taW51dGVzGAEgASgNEgwKBGtlZXAYAiABKA0SDwoHbm9kZV9pZBgDIAEoCRIPCgdwdXRfdXJsGAQgASgJIkoKGFNldEJhY2t1cFNjaGVkdWxlUmVxdWVzdBIuCghzY2hlZHVsZRgBIAEoCzIcLm5vZGVjb3JlLmFwaS5CYWNrdXBTY2hlZHVsZSIbChlTZXRCYWNrdXBTY2hlZHVsZVJlc3BvbnNlImcKC0JhY2t1cFRha2VuEgwKBGZpbGUYASABKAkSDwoHdGltZV9tcxgCIAEoAxIVCg1ldGNkX3JldmlzaW9uGAMgASgDEg0KBWJ5dGVzGAQgASgEEhMKC3VwbG9hZGVkX3RvGAUgASgJItcBCgxCYWNrdXBTdGF0dXMSDwoHbm9kZV9pZBgBIAEoCRInCgRsYXN0GAIgASgLMhkubm9kZWNvcmUuYXBpLkJhY2t1cFRha2VuEjAKDWxhc3RfdmVyaWZpZWQYAyABKAsyGS5ub2RlY29yZS5hcGkuQmFja3VwVGFrZW4SEgoKbGFzdF9lcnJvchgEIAEoCRIVCg1sYXN0X2Vycm9yX21zGAUgASgDEjAKDWxhc3RfdXBsb2FkZWQYBiABKAsyGS5ub2RlY29yZS5hcGkuQmFja3VwVGFrZW4iEQoPR2V0Tm9kZXNSZXF1ZXN0IocECgROb2RlEgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSKQoFc3RhdGUYAyABKA4yGi5ub2RlY29yZS5jb21tb24uTm9kZVN0YXRlEisKBnN0YXR1cxgEIAEoCzIbLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdHVzEikKBXJvbGVzGAUgASgLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcxIpCgZoZWFsdGgYBiABKA4yGS5ub2RlY29yZS5hcGkuTm9kZS5IZWFsdGgSJAoXdGltZV9zaW5jZV9oZWFydGJlYXRfbXMYByABKANIAIgBARIqCgZsYWJlbHMYCCADKAsyGi5ub2RlY29yZS5jb21tb24uTm9kZUxhYmVsEhUKDWhlYWx0aF9yZWFzb24YCSABKAkSHAoPY2xvY2tfb2Zmc2V0X21zGAogASgDSAGIAQEiegoGSGVhbHRoEhIKDkhFQUxUSF9VTktOT1dOEAASEgoOSEVBTFRIX0hFQUxUSFkQARIcChhIRUFMVEhfSEVBUlRCRUFUX1RJTUVPVVQQAhITCg9IRUFMVEhfREVHUkFERUQQAxIVChFIRUFMVEhfQ0xPQ0tfU0tFVxAEQhoKGF90aW1lX3NpbmNlX2hlYXJ0YmVhdF9tc0ISChBfY2xvY2tfb2Zmc2V0X21zIjQKEkFwcHJvdmVOb2RlUmVxdWVzdBIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMIhUKE0FwcHJvdmVOb2RlUmVzcG9uc2Ui4AEKFlVwZGF0ZU5vZGVSb2xlc1JlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDBIdChBjb25zZW5zdXNfbWVtYmVyGAMgASgISACIAQESIgoVa3ViZXJuZXRlc19jb250cm9sbGVyGAQgASgISAGIAQESHgoRa3ViZXJuZXRlc193b3JrZXIYBSABKAhIAogBAUITChFfY29uc2Vuc3VzX21lbWJlckIYChZfa3ViZXJuZXRlc19jb250cm9sbGVyQhQKEl9rdWJlcm5ldGVzX3dvcmtlciIZChdVcGRhdGVOb2RlUm9sZXNSZXNwb25zZTJKCgNBQUESQwoGRXNjcm93Ehsubm9kZWNvcmUuYXBpLkVzY3Jvd1JlcXVlc3QaHC5ub2RlY29yZS5hcGkuRXNjcm93UmVzcG9uc2UyqAkKCk1hbmFnZW1lbnQSZAoRR2V0UmVnaXN0ZXJUaWNrZXQSJi5ub2RlY29yZS5hcGkuR2V0UmVnaXN0ZXJUaWNrZXRSZXF1ZXN0Gicubm9kZWNvcmUuYXBpLkdldFJlZ2lzdGVyVGlja2V0UmVzcG9uc2USWwoOR2V0Q2x1c3RlckluZm8SIy5ub2RlY29yZS5hcGkuR2V0Q2x1c3RlckluZm9SZXF1ZXN0GiQubm9kZWNvcmUuYXBpLkdldENsdXN0ZXJJbmZvUmVzcG9uc2USPwoIR2V0Tm9kZXMSHS5ub2RlY29yZS5hcGkuR2V0Tm9kZXNSZXF1ZXN0GhIubm9kZWNvcmUuYXBpLk5vZGUwARJSCgtBcHByb3ZlTm9kZRIgLm5vZGVjb3JlLmFwaS5BcHByb3ZlTm9kZVJlcXVlc3QaIS5ub2RlY29yZS5hcGkuQXBwcm92ZU5vZGVSZXNwb25zZRJeCg9VcGRhdGVOb2RlUm9sZXMSJC5ub2RlY29yZS5hcGkuVXBkYXRlTm9kZVJvbGVzUmVxdWVzdBolLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlUm9sZXNSZXNwb25zZRJnChJHZXRFdGNkQ3JlZGVudGlhbHMSJy5ub2RlY29yZS5hcGkuR2V0RXRjZENyZWRlbnRpYWxzUmVxdWVzdBooLm5vZGVjb3JlLmFwaS5HZXRFdGNkQ3JlZGVudGlhbHNSZXNwb25zZRJPCgpEZWxldGVOb2RlEh8ubm9kZWNvcmUuYXBpLkRlbGV0ZU5vZGVSZXF1ZXN0GiAubm9kZWNvcmUuYXBpLkRlbGV0ZU5vZGVSZXNwb25zZRJVCgxVbmRlbGV0ZU5vZGUSIS5ub2RlY29yZS5hcGkuVW5kZWxldGVOb2RlUmVxdWVzdBoiLm5vZGVjb3JlLmFwaS5VbmRlbGV0ZU5vZGVSZXNwb25zZRJhChBVcGRhdGVOb2RlTGFiZWxzEiUubm9kZWNvcmUuYXBpLlVwZGF0ZU5vZGVMYWJlbHNSZXF1ZXN0GiYubm9kZWNvcmUuYXBpLlVwZGF0ZU5vZGVMYWJlbHNSZXNwb25zZRJ5ChhHZXRLdWJlcm5ldGVzQ3JlZGVudGlhbHMSLS5ub2RlY29yZS5hcGkuR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzUmVxdWVzdBouLm5vZGVjb3JlLmFwaS5HZXRLdWJlcm5ldGVzQ3JlZGVudGlhbHNSZXNwb25zZRJCCgZCYWNrdXASGy5ub2RlY29yZS5hcGkuQmFja3VwUmVxdWVzdBoZLm5vZGVjb3JlLmFwaS5CYWNrdXBDaHVuazABEmQKEVNldEJhY2t1cFNjaGVkdWxlEiYubm9kZWNvcmUuYXBpLlNldEJhY2t1cFNjaGVkdWxlUmVxdWVzdBonLm5vZGVjb3JlLmFwaS5TZXRCYWNrdXBTY2hlZHVsZVJlc3BvbnNlEkkKCUdldEV2ZW50cxIeLm5vZGVjb3JlLmFwaS5HZXRFdmVudHNSZXF1ZXN0Ghoubm9kZWNvcmUuYXBpLkNsdXN0ZXJFdmVudDABYgZwcm90bzM", [file_common_common]);
 
 /**
  * @generated from message nodecore.api.EscrowRequest
@@ -56,6 +56,141 @@ export const EscrowResponseSchema: GenMessage<EscrowResponse> = /*@__PURE__*/
   messageDesc(file_api_management, 1);
 
 /**
+ * @generated from message nodecore.api.GetEventsRequest
+ */
+export type GetEventsRequest = Message<"nodecore.api.GetEventsRequest"> & {
+  /**
+   * How many of the newest recorded events come first (0: 100; at most 10000).
+   *
+   * @generated from field: uint32 last = 1;
+   */
+  last: number;
+
+  /**
+   * Only the events about this node (by ID); empty: all.
+   *
+   * @generated from field: string node_id = 2;
+   */
+  nodeId: string;
+
+  /**
+   * @generated from field: bool follow = 3;
+   */
+  follow: boolean;
+};
+
+/**
+ * Describes the message nodecore.api.GetEventsRequest.
+ * Use `create(GetEventsRequestSchema)` to create a new message.
+ */
+export const GetEventsRequestSchema: GenMessage<GetEventsRequest> = /*@__PURE__*/
+  messageDesc(file_api_management, 2);
+
+/**
+ * One entry of the audit trail; written by curators only.
+ *
+ * @generated from message nodecore.api.ClusterEvent
+ */
+export type ClusterEvent = Message<"nodecore.api.ClusterEvent"> & {
+  /**
+   * @generated from field: int64 time_ms = 1;
+   */
+  timeMs: bigint;
+
+  /**
+   * @generated from field: nodecore.api.ClusterEvent.Kind kind = 2;
+   */
+  kind: ClusterEvent_Kind;
+
+  /**
+   * Who: "owner", a node ID, or "anonymous from <address>"; "curator <node
+   * ID>" for what the leader saw.
+   *
+   * @generated from field: string actor = 3;
+   */
+  actor: string;
+
+  /**
+   * Service/Method for calls.
+   *
+   * @generated from field: string method = 4;
+   */
+  method: string;
+
+  /**
+   * The node the event is about; empty if none.
+   *
+   * @generated from field: string node_id = 5;
+   */
+  nodeId: string;
+
+  /**
+   * What was asked, or what happened, in one line.
+   *
+   * @generated from field: string detail = 6;
+   */
+  detail: string;
+
+  /**
+   * OK, or the status code and message.
+   *
+   * @generated from field: string result = 7;
+   */
+  result: string;
+};
+
+/**
+ * Describes the message nodecore.api.ClusterEvent.
+ * Use `create(ClusterEventSchema)` to create a new message.
+ */
+export const ClusterEventSchema: GenMessage<ClusterEvent> = /*@__PURE__*/
+  messageDesc(file_api_management, 3);
+
+/**
+ * @generated from enum nodecore.api.ClusterEvent.Kind
+ */
+export enum ClusterEvent_Kind {
+  /**
+   * @generated from enum value: KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * A call that changes the cluster or hands out a secret, and its result.
+   *
+   * @generated from enum value: KIND_CALL = 1;
+   */
+  CALL = 1,
+
+  /**
+   * A call refused for who made it (rate-limited per caller).
+   *
+   * @generated from enum value: KIND_REFUSAL = 2;
+   */
+  REFUSAL = 2,
+
+  /**
+   * A node's health as the curator leader sees it changed.
+   *
+   * @generated from enum value: KIND_HEALTH = 3;
+   */
+  HEALTH = 3,
+
+  /**
+   * A node began a new boot.
+   *
+   * @generated from enum value: KIND_BOOT = 4;
+   */
+  BOOT = 4,
+}
+
+/**
+ * Describes the enum nodecore.api.ClusterEvent.Kind.
+ */
+export const ClusterEvent_KindSchema: GenEnum<ClusterEvent_Kind> = /*@__PURE__*/
+  enumDesc(file_api_management, 3, 0);
+
+/**
  * @generated from message nodecore.api.BackupRequest
  */
 export type BackupRequest = Message<"nodecore.api.BackupRequest"> & {
@@ -66,7 +201,7 @@ export type BackupRequest = Message<"nodecore.api.BackupRequest"> & {
  * Use `create(BackupRequestSchema)` to create a new message.
  */
 export const BackupRequestSchema: GenMessage<BackupRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 2);
+  messageDesc(file_api_management, 4);
 
 /**
  * @generated from message nodecore.api.BackupChunk
@@ -97,7 +232,7 @@ export type BackupChunk = Message<"nodecore.api.BackupChunk"> & {
  * Use `create(BackupChunkSchema)` to create a new message.
  */
 export const BackupChunkSchema: GenMessage<BackupChunk> = /*@__PURE__*/
-  messageDesc(file_api_management, 3);
+  messageDesc(file_api_management, 5);
 
 /**
  * @generated from message nodecore.api.GetKubernetesCredentialsRequest
@@ -116,7 +251,7 @@ export type GetKubernetesCredentialsRequest = Message<"nodecore.api.GetKubernete
  * Use `create(GetKubernetesCredentialsRequestSchema)` to create a new message.
  */
 export const GetKubernetesCredentialsRequestSchema: GenMessage<GetKubernetesCredentialsRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 4);
+  messageDesc(file_api_management, 6);
 
 /**
  * @generated from message nodecore.api.GetKubernetesCredentialsResponse
@@ -150,7 +285,7 @@ export type GetKubernetesCredentialsResponse = Message<"nodecore.api.GetKubernet
  * Use `create(GetKubernetesCredentialsResponseSchema)` to create a new message.
  */
 export const GetKubernetesCredentialsResponseSchema: GenMessage<GetKubernetesCredentialsResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 5);
+  messageDesc(file_api_management, 7);
 
 /**
  * @generated from message nodecore.api.UpdateNodeLabelsRequest
@@ -186,7 +321,7 @@ export type UpdateNodeLabelsRequest = Message<"nodecore.api.UpdateNodeLabelsRequ
  * Use `create(UpdateNodeLabelsRequestSchema)` to create a new message.
  */
 export const UpdateNodeLabelsRequestSchema: GenMessage<UpdateNodeLabelsRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 6);
+  messageDesc(file_api_management, 8);
 
 /**
  * @generated from message nodecore.api.UpdateNodeLabelsResponse
@@ -205,7 +340,7 @@ export type UpdateNodeLabelsResponse = Message<"nodecore.api.UpdateNodeLabelsRes
  * Use `create(UpdateNodeLabelsResponseSchema)` to create a new message.
  */
 export const UpdateNodeLabelsResponseSchema: GenMessage<UpdateNodeLabelsResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 7);
+  messageDesc(file_api_management, 9);
 
 /**
  * @generated from message nodecore.api.DeleteNodeRequest
@@ -227,7 +362,7 @@ export type DeleteNodeRequest = Message<"nodecore.api.DeleteNodeRequest"> & {
  * Use `create(DeleteNodeRequestSchema)` to create a new message.
  */
 export const DeleteNodeRequestSchema: GenMessage<DeleteNodeRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 8);
+  messageDesc(file_api_management, 10);
 
 /**
  * @generated from message nodecore.api.DeleteNodeResponse
@@ -240,7 +375,7 @@ export type DeleteNodeResponse = Message<"nodecore.api.DeleteNodeResponse"> & {
  * Use `create(DeleteNodeResponseSchema)` to create a new message.
  */
 export const DeleteNodeResponseSchema: GenMessage<DeleteNodeResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 9);
+  messageDesc(file_api_management, 11);
 
 /**
  * @generated from message nodecore.api.UndeleteNodeRequest
@@ -257,7 +392,7 @@ export type UndeleteNodeRequest = Message<"nodecore.api.UndeleteNodeRequest"> & 
  * Use `create(UndeleteNodeRequestSchema)` to create a new message.
  */
 export const UndeleteNodeRequestSchema: GenMessage<UndeleteNodeRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 10);
+  messageDesc(file_api_management, 12);
 
 /**
  * @generated from message nodecore.api.UndeleteNodeResponse
@@ -270,7 +405,7 @@ export type UndeleteNodeResponse = Message<"nodecore.api.UndeleteNodeResponse"> 
  * Use `create(UndeleteNodeResponseSchema)` to create a new message.
  */
 export const UndeleteNodeResponseSchema: GenMessage<UndeleteNodeResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 11);
+  messageDesc(file_api_management, 13);
 
 /**
  * @generated from message nodecore.api.GetEtcdCredentialsRequest
@@ -289,7 +424,7 @@ export type GetEtcdCredentialsRequest = Message<"nodecore.api.GetEtcdCredentials
  * Use `create(GetEtcdCredentialsRequestSchema)` to create a new message.
  */
 export const GetEtcdCredentialsRequestSchema: GenMessage<GetEtcdCredentialsRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 12);
+  messageDesc(file_api_management, 14);
 
 /**
  * @generated from message nodecore.api.GetEtcdCredentialsResponse
@@ -313,7 +448,7 @@ export type GetEtcdCredentialsResponse = Message<"nodecore.api.GetEtcdCredential
  * Use `create(GetEtcdCredentialsResponseSchema)` to create a new message.
  */
 export const GetEtcdCredentialsResponseSchema: GenMessage<GetEtcdCredentialsResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 13);
+  messageDesc(file_api_management, 15);
 
 /**
  * @generated from message nodecore.api.GetRegisterTicketRequest
@@ -326,7 +461,7 @@ export type GetRegisterTicketRequest = Message<"nodecore.api.GetRegisterTicketRe
  * Use `create(GetRegisterTicketRequestSchema)` to create a new message.
  */
 export const GetRegisterTicketRequestSchema: GenMessage<GetRegisterTicketRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 14);
+  messageDesc(file_api_management, 16);
 
 /**
  * @generated from message nodecore.api.GetRegisterTicketResponse
@@ -343,7 +478,7 @@ export type GetRegisterTicketResponse = Message<"nodecore.api.GetRegisterTicketR
  * Use `create(GetRegisterTicketResponseSchema)` to create a new message.
  */
 export const GetRegisterTicketResponseSchema: GenMessage<GetRegisterTicketResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 15);
+  messageDesc(file_api_management, 17);
 
 /**
  * @generated from message nodecore.api.GetClusterInfoRequest
@@ -356,7 +491,7 @@ export type GetClusterInfoRequest = Message<"nodecore.api.GetClusterInfoRequest"
  * Use `create(GetClusterInfoRequestSchema)` to create a new message.
  */
 export const GetClusterInfoRequestSchema: GenMessage<GetClusterInfoRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 16);
+  messageDesc(file_api_management, 18);
 
 /**
  * @generated from message nodecore.api.GetClusterInfoResponse
@@ -430,7 +565,7 @@ export type GetClusterInfoResponse = Message<"nodecore.api.GetClusterInfoRespons
  * Use `create(GetClusterInfoResponseSchema)` to create a new message.
  */
 export const GetClusterInfoResponseSchema: GenMessage<GetClusterInfoResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 17);
+  messageDesc(file_api_management, 19);
 
 /**
  * @generated from message nodecore.api.EtcdMember
@@ -461,7 +596,7 @@ export type EtcdMember = Message<"nodecore.api.EtcdMember"> & {
  * Use `create(EtcdMemberSchema)` to create a new message.
  */
 export const EtcdMemberSchema: GenMessage<EtcdMember> = /*@__PURE__*/
-  messageDesc(file_api_management, 18);
+  messageDesc(file_api_management, 20);
 
 /**
  * @generated from message nodecore.api.BackupSchedule
@@ -503,7 +638,7 @@ export type BackupSchedule = Message<"nodecore.api.BackupSchedule"> & {
  * Use `create(BackupScheduleSchema)` to create a new message.
  */
 export const BackupScheduleSchema: GenMessage<BackupSchedule> = /*@__PURE__*/
-  messageDesc(file_api_management, 19);
+  messageDesc(file_api_management, 21);
 
 /**
  * @generated from message nodecore.api.SetBackupScheduleRequest
@@ -520,7 +655,7 @@ export type SetBackupScheduleRequest = Message<"nodecore.api.SetBackupScheduleRe
  * Use `create(SetBackupScheduleRequestSchema)` to create a new message.
  */
 export const SetBackupScheduleRequestSchema: GenMessage<SetBackupScheduleRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 20);
+  messageDesc(file_api_management, 22);
 
 /**
  * @generated from message nodecore.api.SetBackupScheduleResponse
@@ -533,7 +668,7 @@ export type SetBackupScheduleResponse = Message<"nodecore.api.SetBackupScheduleR
  * Use `create(SetBackupScheduleResponseSchema)` to create a new message.
  */
 export const SetBackupScheduleResponseSchema: GenMessage<SetBackupScheduleResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 21);
+  messageDesc(file_api_management, 23);
 
 /**
  * One scheduled backup.
@@ -576,7 +711,7 @@ export type BackupTaken = Message<"nodecore.api.BackupTaken"> & {
  * Use `create(BackupTakenSchema)` to create a new message.
  */
 export const BackupTakenSchema: GenMessage<BackupTaken> = /*@__PURE__*/
-  messageDesc(file_api_management, 22);
+  messageDesc(file_api_management, 24);
 
 /**
  * @generated from message nodecore.api.BackupStatus
@@ -629,7 +764,7 @@ export type BackupStatus = Message<"nodecore.api.BackupStatus"> & {
  * Use `create(BackupStatusSchema)` to create a new message.
  */
 export const BackupStatusSchema: GenMessage<BackupStatus> = /*@__PURE__*/
-  messageDesc(file_api_management, 23);
+  messageDesc(file_api_management, 25);
 
 /**
  * @generated from message nodecore.api.GetNodesRequest
@@ -642,7 +777,7 @@ export type GetNodesRequest = Message<"nodecore.api.GetNodesRequest"> & {
  * Use `create(GetNodesRequestSchema)` to create a new message.
  */
 export const GetNodesRequestSchema: GenMessage<GetNodesRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 24);
+  messageDesc(file_api_management, 26);
 
 /**
  * @generated from message nodecore.api.Node
@@ -716,7 +851,7 @@ export type Node = Message<"nodecore.api.Node"> & {
  * Use `create(NodeSchema)` to create a new message.
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
-  messageDesc(file_api_management, 25);
+  messageDesc(file_api_management, 27);
 
 /**
  * Whether the node's heartbeats reach the curator leader. Only nodes that
@@ -768,7 +903,7 @@ export enum Node_Health {
  * Describes the enum nodecore.api.Node.Health.
  */
 export const Node_HealthSchema: GenEnum<Node_Health> = /*@__PURE__*/
-  enumDesc(file_api_management, 25, 0);
+  enumDesc(file_api_management, 27, 0);
 
 /**
  * @generated from message nodecore.api.ApproveNodeRequest
@@ -792,7 +927,7 @@ export type ApproveNodeRequest = Message<"nodecore.api.ApproveNodeRequest"> & {
  * Use `create(ApproveNodeRequestSchema)` to create a new message.
  */
 export const ApproveNodeRequestSchema: GenMessage<ApproveNodeRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 26);
+  messageDesc(file_api_management, 28);
 
 /**
  * @generated from message nodecore.api.ApproveNodeResponse
@@ -805,7 +940,7 @@ export type ApproveNodeResponse = Message<"nodecore.api.ApproveNodeResponse"> & 
  * Use `create(ApproveNodeResponseSchema)` to create a new message.
  */
 export const ApproveNodeResponseSchema: GenMessage<ApproveNodeResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 27);
+  messageDesc(file_api_management, 29);
 
 /**
  * @generated from message nodecore.api.UpdateNodeRolesRequest
@@ -844,7 +979,7 @@ export type UpdateNodeRolesRequest = Message<"nodecore.api.UpdateNodeRolesReques
  * Use `create(UpdateNodeRolesRequestSchema)` to create a new message.
  */
 export const UpdateNodeRolesRequestSchema: GenMessage<UpdateNodeRolesRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 28);
+  messageDesc(file_api_management, 30);
 
 /**
  * @generated from message nodecore.api.UpdateNodeRolesResponse
@@ -857,7 +992,7 @@ export type UpdateNodeRolesResponse = Message<"nodecore.api.UpdateNodeRolesRespo
  * Use `create(UpdateNodeRolesResponseSchema)` to create a new message.
  */
 export const UpdateNodeRolesResponseSchema: GenMessage<UpdateNodeRolesResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 29);
+  messageDesc(file_api_management, 31);
 
 /**
  * Authentication, authorization and accounting. The only service (with
@@ -1025,6 +1160,19 @@ export const Management: GenService<{
     methodKind: "unary";
     input: typeof SetBackupScheduleRequestSchema;
     output: typeof SetBackupScheduleResponseSchema;
+  },
+  /**
+   * The cluster's events, oldest first: every owner write and its result,
+   * refused calls, and what the curator leader saw happen (a node's health
+   * changing, a node booting). With follow, new events as they are
+   * recorded, until the caller ends the stream.
+   *
+   * @generated from rpc nodecore.api.Management.GetEvents
+   */
+  getEvents: {
+    methodKind: "server_streaming";
+    input: typeof GetEventsRequestSchema;
+    output: typeof ClusterEventSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_api_management, 1);

@@ -1,0 +1,119 @@
+// The audit trail on a real curator over real etcd: owner writes and their
+// results, refusals rate-limited per caller, reads left out, GetEvents with
+// and without follow, a node filter, and the bound on what is kept.
+
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { X509Certificate } from "node:crypto";
+import { ClusterEvent_Kind, Management, type ClusterEvent } from "../../proto/gen/api/management_pb.ts";
+import { captureLogger } from "../log/mod.ts";
+import { generateKeyPair, issueOwnerCertificate, type KeyPair } from "../pki/mod.ts";
+import { Status } from "../rpc/mod.ts";
+import { eventually } from "../testing/mod.ts";
+import { AuditTrail, EVENTS_PREFIX, REFUSALS_PER_MINUTE, actorOf, describeRequest, readEvents, targetOf } from "./audit.ts";
+import { refusal, startTestCluster, type TestCluster } from "./test_cluster.ts";
+
+let cluster: TestCluster;
+let owner: { kind: "owner"; certificate: X509Certificate; privateKey: KeyPair["privateKey"] };
+
+beforeAll(async () => {
+  cluster = await startTestCluster();
+  owner = { kind: "owner", certificate: issueOwnerCertificate(cluster.clusterCA, cluster.ownerKey.publicKey), privateKey: cluster.ownerKey.privateKey };
+}, 60_000);
+afterAll(async () => {
+  await cluster?.close();
+});
+
+const events = async (filter: { nodeId?: string; last?: number } = {}) => (await readEvents(cluster.store.etcd, { last: filter.last ?? 1_000, ...filter })).events;
+
+describe("what an event says", () => {
+  test("the actor, the node acted on, and what was asked, in one bounded line", () => {
+    expect(actorOf({ kind: "anonymous" }, "10.0.0.9")).toBe("anonymous from 10.0.0.9");
+    expect(actorOf(undefined, undefined)).toBe("anonymous");
+    expect(targetOf({ id: "node-0123456789abcdef", consensusMember: true })).toBe("node-0123456789abcdef");
+    expect(targetOf({ schedule: { nodeId: "node-0123456789abcdef" } })).toBe("node-0123456789abcdef");
+    expect(describeRequest({ $typeName: "x", id: "node-0123456789abcdef", consensusMember: true, publicKey: new Uint8Array(32) })).toBe("{consensusMember: true}");
+    expect(describeRequest({ $typeName: "x", upsert: [{ $typeName: "y", key: "zone", value: "a" }], delete: ["rack"] })).toBe('{upsert: [{key: "zone", value: "a"}], delete: ["rack"]}');
+    const long = describeRequest({ upsert: [{ key: "k", value: "\u0000\u001b[31m".repeat(200) }] });
+    expect(long.length).toBeLessThanOrEqual(300);
+    expect(long).not.toContain("\u001b");
+  });
+});
+
+describe("the trail of a curator", () => {
+  test("an owner write is recorded with its result, a failed one with its status, and reads are not", async () => {
+    const management = cluster.client(Management, owner);
+    const id = cluster.node.id;
+    await management.updateNodeLabels({ id, upsert: [{ key: "zone", value: "a" }] });
+    for await (const _ of management.getNodes({}));
+    const missing = "node-00000000000000ff";
+    expect((await refusal(management.deleteNode({ id: missing }))).code).toBe(Status.NOT_FOUND);
+    management.close();
+    const recorded = await eventually(async () => {
+      const list = (await events()).filter((e) => e.kind === ClusterEvent_Kind.CALL);
+      expect(list.length).toBe(2);
+      return list;
+    });
+    expect(recorded.map((e) => [e.actor, e.method, e.nodeId, e.detail, e.result])).toEqual([
+      ["owner", "Management/UpdateNodeLabels", id, '{upsert: [{key: "zone", value: "a"}], delete: []}', "OK"],
+      ["owner", "Management/DeleteNode", missing, "", `NOT_FOUND: node ${missing} not found`],
+    ]);
+    expect(Number(recorded[0]!.timeMs)).toBeGreaterThan(Date.now() - 60_000);
+  });
+
+  test("refused calls are recorded, at most a few per caller and minute", async () => {
+    const stranger = generateKeyPair();
+    const management = cluster.client(Management, { kind: "self-signed", key: stranger });
+    for (let i = 0; i < REFUSALS_PER_MINUTE + 5; i++) expect((await refusal(management.approveNode({ id: cluster.node.id }))).code).toBe(Status.UNAUTHENTICATED);
+    management.close();
+    await Bun.sleep(300);
+    const refused = (await events()).filter((e) => e.kind === ClusterEvent_Kind.REFUSAL);
+    expect(refused.length).toBe(REFUSALS_PER_MINUTE);
+    expect(refused[0]!.actor).toBe("an unverified key from 127.0.0.1");
+    expect(refused[0]!.method).toBe("Management/ApproveNode");
+    expect(refused[0]!.result).toStartWith("UNAUTHENTICATED: ");
+  });
+
+  test("GetEvents: the newest N oldest first, by node, and a follower sees a new write at once", async () => {
+    const management = cluster.client(Management, owner);
+    const all: ClusterEvent[] = [];
+    for await (const e of management.getEvents({})) all.push(e);
+    expect(all.length).toBeGreaterThanOrEqual(2 + REFUSALS_PER_MINUTE);
+    expect(all.map((e) => e.timeMs)).toEqual([...all.map((e) => e.timeMs)].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)));
+    const two: ClusterEvent[] = [];
+    for await (const e of management.getEvents({ last: 2 })) two.push(e);
+    expect(two).toEqual(all.slice(-2));
+    const about: ClusterEvent[] = [];
+    for await (const e of management.getEvents({ nodeId: cluster.node.id })) about.push(e);
+    expect(about.length).toBeGreaterThan(0);
+    expect(about.every((e) => e.nodeId === cluster.node.id)).toBe(true);
+    const bad = (async () => {
+      for await (const _ of management.getEvents({ nodeId: "node-x\u0000" }));
+    })();
+    expect((await refusal(bad)).code).toBe(Status.INVALID_ARGUMENT);
+
+    const stop = new AbortController();
+    const followed: ClusterEvent[] = [];
+    const following = (async () => {
+      for await (const e of management.getEvents({ last: 1, follow: true }, { signal: stop.signal })) followed.push(e);
+    })().catch(() => {});
+    await eventually(() => expect(followed.length).toBe(1));
+    await management.updateNodeLabels({ id: cluster.node.id, delete: ["zone"] });
+    await eventually(() => expect(followed.at(-1)?.detail).toBe('{upsert: [], delete: ["zone"]}'), { intervalMs: 5 });
+    stop.abort();
+    await following;
+    management.close();
+  });
+
+  test("the trail keeps the newest MAX events: pruning deletes the oldest", async () => {
+    const trail = new AuditTrail(cluster.store.etcd, captureLogger("audit").logger);
+    const before = (await events()).length;
+    for (let i = 0; i < 5; i++) trail.record({ kind: ClusterEvent_Kind.HEALTH, actor: "curator test", nodeId: cluster.node.id, detail: `pruning ${i}` });
+    await trail.flush();
+    const kept = before + 5 - 3;
+    expect(await trail.prune(kept)).toBe(3);
+    const left = await events();
+    expect(left.length).toBe(kept);
+    expect(left.at(-1)!.detail).toBe("pruning 4");
+    expect(await cluster.store.etcd.getAll().prefix(EVENTS_PREFIX).count()).toBe(kept);
+  });
+});

@@ -1,0 +1,242 @@
+// The audit trail: who did what to the cluster, and what the curator leader
+// saw happen, as ClusterEvents in etcd under EVENTS_PREFIX.
+//
+//   every call to a curator ──rpc audit hook (internal/rpc/service.ts)──▶ AuditTrail.tap
+//     Management writes and secret reads (AUDITED): the caller, the node
+//       acted on, what was asked, and the result (OK or the status)
+//     any call refused for who made it: at most REFUSALS_PER_MINUTE per
+//       caller a minute, then one line counting the rest
+//   the leader's health watch (health_events.ts) ──▶ AuditTrail.record
+//     a node's health changing, a node booting
+//          │ queued (bounded), written one at a time; a full queue drops the
+//          ▼ oldest and says how many
+//   events/<time ms, 15 digits>-<random> ──▶ Management.GetEvents, ctl events [-f]
+//
+// Keys sort by time, so the newest are a range read away. The trail keeps
+// MAX_EVENTS: every PRUNE_EVERY writes, the oldest beyond it go. Only
+// curators write here (etcd serves consensus members alone, and no API
+// writes an event); the owner reads.
+
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { Range, type Namespace } from "etcd3";
+import { randomBytes } from "node:crypto";
+import { ClusterEventSchema, ClusterEvent_Kind, type ClusterEvent } from "../../proto/gen/api/management_pb.ts";
+import type { Logger } from "../log/mod.ts";
+import { nodeIdFromPublicKey } from "../pki/mod.ts";
+import { encodable, Status, toStatus, type AuditedCall, type Peer } from "../rpc/mod.ts";
+
+export const EVENTS_PREFIX = "events/";
+/** How many events the trail keeps. */
+export const MAX_EVENTS = 10_000;
+/** How often (in writes) the oldest beyond MAX_EVENTS are deleted. */
+const PRUNE_EVERY = 100;
+/** Events waiting to be written; beyond this the oldest are dropped (etcd down for long). */
+const MAX_QUEUED = 1_000;
+/** Refusals recorded per caller and minute; the rest are counted in one line. */
+export const REFUSALS_PER_MINUTE = 5;
+/** The longest detail kept. */
+const MAX_DETAIL_CHARS = 300;
+
+/** The Management calls whose every outcome is recorded: they change the cluster or hand out a secret. */
+export const AUDITED_METHODS: ReadonlySet<string> = new Set([
+  "Management/GetRegisterTicket",
+  "Management/ApproveNode",
+  "Management/UpdateNodeRoles",
+  "Management/GetEtcdCredentials",
+  "Management/DeleteNode",
+  "Management/UndeleteNode",
+  "Management/UpdateNodeLabels",
+  "Management/GetKubernetesCredentials",
+  "Management/Backup",
+  "Management/SetBackupSchedule",
+]);
+
+/** Who made a call, as the trail names them. */
+export function actorOf(peer: Peer | undefined, remoteAddress: string | undefined): string {
+  const from = remoteAddress ? ` from ${remoteAddress}` : "";
+  switch (peer?.kind) {
+    case "owner":
+      return "owner";
+    case "node":
+      return peer.nodeId;
+    case "join":
+      return `${peer.nodeId} (join key)`;
+    case "key":
+      return `an unverified key${from}`;
+    default:
+      return `anonymous${from}`;
+  }
+}
+
+/** The node a request is about: its `id`, its public key's node ID, or the node a backup schedule names. */
+export function targetOf(request: unknown): string {
+  if (!request || typeof request !== "object") return "";
+  const r = request as { id?: unknown; publicKey?: unknown; schedule?: { nodeId?: unknown } };
+  if (typeof r.id === "string" && r.id) return encodable(r.id, 40);
+  if (r.publicKey instanceof Uint8Array && r.publicKey.length === 32) {
+    try {
+      return nodeIdFromPublicKey(r.publicKey);
+    } catch {
+      return "";
+    }
+  }
+  if (typeof r.schedule?.nodeId === "string") return encodable(r.schedule.nodeId, 40);
+  return "";
+}
+
+/** What a request asked, in one line: its fields but the node's identity, bytes as their length; cut at MAX_DETAIL_CHARS. */
+export function describeRequest(request: unknown): string {
+  const show = (value: unknown, depth: number): string => {
+    if (value instanceof Uint8Array) return `<${value.length} bytes>`;
+    if (typeof value === "bigint") return String(value);
+    if (typeof value === "string") return JSON.stringify(value);
+    if (Array.isArray(value)) return `[${value.map((v) => show(v, depth + 1)).join(", ")}]`;
+    if (value && typeof value === "object") {
+      if (depth > 3) return "{…}";
+      const fields = Object.entries(value).filter(([k, v]) => !k.startsWith("$") && v !== undefined && !(depth === 0 && (k === "id" || k === "publicKey")));
+      return `{${fields.map(([k, v]) => `${k}: ${show(v, depth + 1)}`).join(", ")}}`;
+    }
+    return String(value);
+  };
+  if (!request || typeof request !== "object") return "";
+  const text = show(request, 0);
+  // encodable adds an ellipsis to what it cuts.
+  return encodable(text === "{}" ? "" : text, MAX_DETAIL_CHARS - 1);
+}
+
+function resultOf(error: unknown, mapError: (err: unknown) => unknown): string {
+  if (error === undefined) return "OK";
+  const { code, details } = toStatus(mapError(error));
+  return encodable(`${Status[code] ?? code}: ${details}`, MAX_DETAIL_CHARS - 1);
+}
+
+/** Orders one curator's events within a millisecond. */
+let sequence = 0;
+
+/** A time-ordered key for an event at `timeMs`: its time, this curator's sequence, and random bytes against another curator's same time. */
+export function eventKey(timeMs: number): string {
+  sequence = (sequence + 1) % 1_000_000;
+  return `${EVENTS_PREFIX}${String(Math.max(0, Math.floor(timeMs))).padStart(15, "0")}-${String(sequence).padStart(6, "0")}-${randomBytes(4).toString("hex")}`;
+}
+
+export class AuditTrail {
+  private readonly queue: ClusterEvent[] = [];
+  private draining = false;
+  private dropped = 0;
+  private writes = 0;
+  private readonly refusals = new Map<string, { minute: number; count: number }>();
+
+  constructor(
+    private readonly etcd: Namespace,
+    private readonly logger: Logger,
+    private readonly mapError: (err: unknown) => unknown = (e) => e,
+    private readonly now: () => number = () => Date.now(),
+  ) {}
+
+  /** The rpc audit hook: records what AUDITED_METHODS and refusals call for. */
+  tap(call: AuditedCall): void {
+    const refused = call.error !== undefined && isRefusal(call.error);
+    if (!refused && !AUDITED_METHODS.has(call.method)) return;
+    const actor = actorOf(call.peer, call.remoteAddress);
+    if (refused && !this.allowRefusal(actor)) return;
+    this.record({
+      kind: refused ? ClusterEvent_Kind.REFUSAL : ClusterEvent_Kind.CALL,
+      actor,
+      method: call.method,
+      nodeId: targetOf(call.request),
+      detail: describeRequest(call.request),
+      result: resultOf(call.error, this.mapError),
+    });
+  }
+
+  /** Queues an event (stamped now) to be written. */
+  record(event: { kind: ClusterEvent_Kind; actor: string; method?: string; nodeId?: string; detail?: string; result?: string }): void {
+    this.queue.push(create(ClusterEventSchema, { ...event, timeMs: BigInt(this.now()) }));
+    if (this.queue.length > MAX_QUEUED) {
+      this.queue.shift();
+      this.dropped++;
+    }
+    void this.drain();
+  }
+
+  /** Resolves once everything queued so far is written (tests, shutdown). */
+  async flush(): Promise<void> {
+    while (this.queue.length || this.draining) await Bun.sleep(5);
+  }
+
+  private allowRefusal(actor: string): boolean {
+    const minute = Math.floor(this.now() / 60_000);
+    const seen = this.refusals.get(actor);
+    if (!seen || seen.minute !== minute) {
+      if (seen && seen.count > REFUSALS_PER_MINUTE) {
+        this.record({ kind: ClusterEvent_Kind.REFUSAL, actor, detail: `and ${seen.count - REFUSALS_PER_MINUTE} more refused calls from ${actor} in that minute, not recorded one by one`, result: "" });
+      }
+      this.refusals.set(actor, { minute, count: 1 });
+      // Bounded: callers not heard from in this minute are forgotten.
+      if (this.refusals.size > 10_000) for (const [key, value] of this.refusals) if (value.minute !== minute) this.refusals.delete(key);
+      return true;
+    }
+    seen.count++;
+    return seen.count <= REFUSALS_PER_MINUTE;
+  }
+
+  private async drain(): Promise<void> {
+    if (this.draining) return;
+    this.draining = true;
+    try {
+      while (this.queue.length) {
+        const event = this.queue[0]!;
+        try {
+          await this.etcd.put(eventKey(Number(event.timeMs))).value(Buffer.from(toBinary(ClusterEventSchema, event)));
+          this.queue.shift();
+        } catch (err) {
+          this.logger.warn("could not record an event in the audit trail; trying again", { error: (err as Error).message, queued: this.queue.length });
+          await Bun.sleep(1_000);
+          continue;
+        }
+        if (++this.writes % PRUNE_EVERY === 0) await this.prune().catch((err: unknown) => this.logger.warn("could not prune the audit trail", { error: (err as Error).message }));
+      }
+      if (this.dropped) {
+        const dropped = this.dropped;
+        this.dropped = 0;
+        this.logger.warn("events dropped from the audit trail: etcd did not take them in time", { dropped });
+      }
+    } finally {
+      this.draining = false;
+    }
+  }
+
+  /** Deletes the oldest events beyond MAX_EVENTS. */
+  async prune(max = MAX_EVENTS): Promise<number> {
+    const count = await this.etcd.getAll().prefix(EVENTS_PREFIX).count();
+    if (count <= max) return 0;
+    const oldest = await this.etcd.getAll().prefix(EVENTS_PREFIX).sort("Key", "Ascend").limit(count - max).keys();
+    const last = oldest.at(-1);
+    if (!last) return 0;
+    // [first key of the prefix, last key to go]
+    await this.etcd.delete().range(new Range(EVENTS_PREFIX, `${last}\0`));
+    return oldest.length;
+  }
+}
+
+function isRefusal(err: unknown): boolean {
+  const { code } = toStatus(err);
+  return code === Status.UNAUTHENTICATED || code === Status.PERMISSION_DENIED;
+}
+
+/** Reads the trail's newest `last` events (about `nodeId`, if given), oldest first, and the etcd revision read at. */
+export async function readEvents(etcd: Namespace, options: { last: number; nodeId?: string }): Promise<{ events: ClusterEvent[]; revision: number }> {
+  const query = etcd.getAll().prefix(EVENTS_PREFIX).sort("Key", "Descend");
+  const response = await (options.nodeId ? query : query.limit(options.last)).exec();
+  const events = response.kvs.map((kv) => fromBinary(ClusterEventSchema, kv.value)).filter((e) => !options.nodeId || e.nodeId === options.nodeId);
+  return { events: events.slice(0, options.last).reverse(), revision: Number(response.header.revision) };
+}
+
+/** Decodes a watched event's value; undefined for one that is not an event (never written by a curator). */
+export function decodeEvent(value: Buffer): ClusterEvent | undefined {
+  try {
+    return fromBinary(ClusterEventSchema, value);
+  } catch {
+    return undefined;
+  }
+}
