@@ -88,6 +88,21 @@ describe("ctl cluster health", () => {
     expect(back.stdout.trim().split("\n").at(-1)).toBe("cluster: healthy");
   }, 180_000);
 
+  test("node list --filter and node describe: the operator's other views of the same nodes", async () => {
+    const list = (args: string[]) => cluster.ctl("node", "list", "--json", ...args).then((r) => JSON.parse(r.stdout) as { id: string }[]);
+    expect((await list(["--filter", "role=consensus,state=UP"])).length).toBe(3);
+    expect((await list(["--filter", "health=heartbeat_timeout"])).length).toBe(0);
+    const bad = await runCtl(cluster.ctlDir, "--owner-key", cluster.ownerKeyFile, "node", "list", "--filter", "a b=c");
+    expect(bad.code).toBe(2);
+    expect(bad.stderr.trim().split("\n")).toHaveLength(1);
+    expect(bad.stderr).toStartWith('ctl: --filter: "a b=c" is no filter term');
+    const id = cluster.ids.get(cluster.nodes[0]!)!;
+    const described = (await cluster.ctl("node", "describe", id)).stdout;
+    expect(described).toMatch(/^Version: +\S+/m);
+    expect(described).toMatch(/^Clock: +(within 1s of|\S+ (ahead of|behind)) the curator leader's/m);
+    expect(described).toMatch(/^Booted: +\d{4}-\d\d-\d\dT\S+Z \(up \S+\)$/m);
+  }, 60_000);
+
   test("with every node down no curator answers: exit 2, unreachable, with why", async () => {
     await cluster.stop();
     const result = await health("--timeout", "2000");

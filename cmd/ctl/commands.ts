@@ -67,6 +67,8 @@ import {
   healthTable,
   eventLine,
   eventRow,
+  filterNodes,
+  FilterError,
   readEvents,
   type ClusterHealth,
 } from "../../internal/operator/mod.ts";
@@ -126,6 +128,13 @@ const RESTORE_PARAMETERS: ActionSpec<Ctl> = {
     writeParameters(ctl, file!, "restore", toBinary(NodeParametersSchema, params));
   },
 };
+
+/** --boot: 0, -1 or -2 (the boots a node keeps). */
+function bootNumber(text: string): number {
+  const n = Number(text);
+  if (!/^-?\d+$/.test(text.trim()) || n > 0 || n < -2) throw new UsageError("use 0 (this boot), -1 (the one before) or -2");
+  return n;
+}
 
 /** ctl events: how many come first unless -n says otherwise, and at most. */
 const DEFAULT_EVENT_LINES = 100;
@@ -329,10 +338,24 @@ export const program: Program<Ctl> = {
       actions: [
         {
           name: "list",
-          flags: [{ name: "ids", description: "Print only the node IDs and name labels, one per line (shell completion uses it)" }],
+          flags: [
+            { name: "ids", description: "Print only the node IDs and name labels, one per line (shell completion uses it)" },
+            { name: "filter", value: "terms", description: "Only the nodes matching every comma-separated term: state=UP, role=consensus, health=DEGRADED, or a label key=value (key alone: has it)" },
+          ],
           description: "List the nodes with their state, health, last heartbeat, address and roles",
           run: async (ctl, _args, flags) => {
-            const nodes = await listNodes(ctl.credentials(), ctl.settings);
+            const filter = flags.filter === undefined ? undefined : String(flags.filter);
+            const select = (list: Awaited<ReturnType<typeof listNodes>>) => {
+              try {
+                return filter === undefined ? list : filterNodes(list, filter);
+              } catch (err) {
+                if (err instanceof FilterError) throw new UsageError(`--filter: ${err.message}`);
+                throw err;
+              }
+            };
+            // A bad filter is refused before anything is asked.
+            select([]);
+            const nodes = select(await listNodes(ctl.credentials(), ctl.settings));
             if (flags.ids === true) {
               for (const node of nodes) {
                 ctl.printLine(node.id);
@@ -404,11 +427,14 @@ export const program: Program<Ctl> = {
             { name: "follow", short: "f", description: "Keep printing new entries until interrupted" },
             { name: "lines", short: "n", value: "N", description: "How many of the latest entries to print first", default: String(DEFAULT_LOG_LINES), parse: positiveInteger("lines", MAX_LOG_LINES) },
             { name: "level", value: "level", description: "Leave out entries below this level", choices: LEVEL_NAMES },
+            { name: "boot", value: "N", description: "Which boot: 0 this one, -1 the one before (kept on the node's data partition), -2", default: "0", parse: bootNumber },
           ],
-          description: "Print a node's logs: a runnable and those below it (root.roleserve), or kernel",
+          description: "Print a node's logs: a runnable and those below it (root.roleserve), or kernel; --boot -1 for what it logged before it last rebooted",
           run: async (ctl, [typed, path], flags) => {
-            const id = await ctl.node(typed!);
             const follow = flags.follow === true;
+            const boot = (flags.boot as number | undefined) ?? 0;
+            if (follow && boot !== 0) throw new UsageError("--follow reads this boot only; leave out --boot, or --follow");
+            const id = await ctl.node(typed!);
             const stop = new AbortController();
             if (follow) process.once("SIGINT", () => stop.abort(new Error("interrupted")));
             ctl.progress(`reading the logs of ${id} ...`);
@@ -420,6 +446,7 @@ export const program: Program<Ctl> = {
                 subtree: true,
                 backlog: (flags.lines as number | undefined) ?? DEFAULT_LOG_LINES,
                 follow,
+                boot,
                 ...(flags.level ? { minLevel: LOG_LEVELS[flags.level as keyof typeof LOG_LEVELS] } : {}),
               },
               {

@@ -9,12 +9,13 @@
 //   ├── shareholder  other consensus members' cold-start shares, from boot on (port 7837)
 //   └── status       narrates where the node stands on the console
 
+import { join } from "node:path";
 import { Value } from "../../internal/event/mod.ts";
 import { enrolmentRunnable, forgetCluster, type ClusterMembership, type DataStorage, type EnrolmentState, type ParameterPaths } from "../../internal/cluster/mod.ts";
 import { scrubFreeSpace, type StorageLayout } from "../../internal/localstorage/mod.ts";
 import type { Network } from "../../internal/network/mod.ts";
 import { newRoleServerValues, roleServer, type RuntimeSetup } from "../../internal/roleserve/mod.ts";
-import type { LogTree } from "../../internal/logtree/mod.ts";
+import { PERSIST_INTERVAL_MS, persistBoot, readBoot, rotateBoots, type BootEnd, type LogTree } from "../../internal/logtree/mod.ts";
 import { nodeManagementRunnable, type PowerRequest } from "../../internal/nodemgmt/mod.ts";
 import { shareHolderRunnable } from "../../internal/coldstart/mod.ts";
 import { failingRunnables, failingSummary, sleep, untilCancelled, type Runnable, type RunnableDump } from "../../internal/supervisor/mod.ts";
@@ -52,12 +53,24 @@ export interface NodeConfig {
   services: () => RunnableDump[];
   /** Reboots or powers off the node the way the ACPI button does. */
   power: (action: PowerRequest, why: string) => void;
+  /** How this boot is ending, once the node began to stop: the last write of its logs says so. */
+  bootEnd?: () => BootEnd | undefined;
 }
+
+/** Where the previous boots' logs are kept: on the data partition, encrypted with it. */
+export function bootLogDir(layout: StorageLayout): string {
+  return join(layout.data.node.path, "boot-logs");
+}
+
+/** The service line that says how the previous boot ended. */
+const PREVIOUS_BOOT_LINE = "previous-boot";
 
 /** How often the supervision line is brought up to date. */
 const SUPERVISION_INTERVAL_MS = 3_000;
 
 export function nodeRoot(config: NodeConfig): Runnable {
+  // Once per boot, whatever restarts below: the last boot's logs move back one place.
+  let rotated = false;
   return async (ctx) => {
     ctx.logger.info("node core started", { version: VERSION, pid: process.pid });
     const enrolment = new Value<EnrolmentState>();
@@ -112,6 +125,7 @@ export function nodeRoot(config: NodeConfig): Runnable {
         logs: config.logs,
         services: config.services,
         power: config.power,
+        pastBoot: (age) => readBoot(bootLogDir(config.layout), age - 1 + (rotated ? 1 : 0)),
         etcd: () => {
           const local = roleValues.localConsensus.peek();
           return local ? { client: local.etcd, quotaBytes: memberQuota(config.layout.data.etcd.data) } : undefined;
@@ -120,6 +134,35 @@ export function nodeRoot(config: NodeConfig): Runnable {
         reset: (wipe) => forgetCluster({ layout: config.layout, storage: config.storage, wipe, ...(config.scrubEsp ? { scrubEsp: () => scrubFreeSpace(config.layout.esp.path).then(() => {}) } : {}) }),
       }),
     );
+    // This boot's logs, kept on the data partition for the next boot to read (internal/logtree/boots.ts).
+    ctx.run("bootlog", async (b) => {
+      b.signalHealthy();
+      const state = await enrolment.waitFor((s) => s.phase === "member" || s.phase === "fatal", { signal: b.signal });
+      if (state.phase !== "member") return void b.signalDone();
+      const dir = bootLogDir(config.layout);
+      if (!rotated) {
+        rotated = true;
+        const previous = rotateBoots(dir);
+        if (previous?.end) {
+          b.logger.info("the previous boot's logs are kept (ctl node logs --boot -1)", { began: new Date(previous.bootMs).toISOString(), ended: new Date(previous.end.timeMs).toISOString(), cause: previous.end.cause });
+          roleValues.board.report(PREVIOUS_BOOT_LINE, "ended", `${new Date(previous.end.timeMs).toISOString()}: ${previous.end.cause} (ctl node logs --boot -1)`);
+        }
+      }
+      const header = { bootMs: config.bootMs, version: VERSION };
+      try {
+        for (;;) {
+          persistBoot(dir, config.logs, header);
+          await sleep(PERSIST_INTERVAL_MS, b.signal);
+        }
+      } finally {
+        const end = config.bootEnd?.();
+        try {
+          persistBoot(dir, config.logs, { ...header, ...(end ? { end } : {}) });
+        } catch (err) {
+          b.logger.warn("could not keep this boot's logs for the next", { error: (err as Error).message });
+        }
+      }
+    });
     ctx.run("shareholder", shareHolderRunnable({ layout: config.layout, address, sealed: roleValues.sealed, directory: roleValues.directory }));
     ctx.run("status", async (status) => {
       status.signalHealthy();

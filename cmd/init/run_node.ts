@@ -10,7 +10,7 @@ import { FW_CFG_PARAMETERS_PATH, encryptedPartition, plainDirectory } from "../.
 import { PROBE_IMAGE_PATH, runtimeCgroupName, runtimePaths, SANDBOX_IMAGE_PATH, unifiedCgroupRoot } from "../../internal/containerd/mod.ts";
 import { dataPartitionDevice, mountSystemImage, type StorageLayout } from "../../internal/localstorage/mod.ts";
 import type { Logger } from "../../internal/log/mod.ts";
-import type { LogTree } from "../../internal/logtree/mod.ts";
+import type { BootEnd, LogTree } from "../../internal/logtree/mod.ts";
 import { Network } from "../../internal/network/mod.ts";
 import { supervise, type Supervisor } from "../../internal/supervisor/mod.ts";
 import { becomeSubreaper } from "../../internal/sys/mod.ts";
@@ -103,6 +103,7 @@ export function runNode({ logger, logs, isPid1, root, layout, address, system: p
         // The tree's first runnables run inside start(), before it returns: until then there is nothing to dump.
         services: () => supervisor?.dump() ?? [],
         power: (action, why) => void stop(action === "reboot" ? "restart" : "poweroff", why),
+        bootEnd: () => ending,
       }),
       { logger },
     );
@@ -110,6 +111,7 @@ export function runNode({ logger, logs, isPid1, root, layout, address, system: p
   const stop = async (action: PowerAction, why: string) => {
     if (stopping) return;
     stopping = true;
+    ending = { timeMs: Date.now(), cause: `${action === "restart" ? "reboot" : action}: ${why}` };
     logger.info("stopping the node", { action, why });
     await Promise.race([supervisor?.stop(), Bun.sleep(SHUTDOWN_GRACE_MS)]);
     if (!isPid1) {
@@ -117,6 +119,7 @@ export function runNode({ logger, logs, isPid1, root, layout, address, system: p
       // its tree again from the same directory, as a rebooted VM would.
       if (action === "restart") {
         logger.info("starting the node again (process mode)");
+        ending = undefined;
         supervisor = start();
         stopping = false;
         return;
@@ -130,6 +133,8 @@ export function runNode({ logger, logs, isPid1, root, layout, address, system: p
     }
   };
   let supervisor: Supervisor | undefined;
+  // How this boot is ending, once stop() began: its kept logs say so (internal/logtree/boots.ts).
+  let ending: BootEnd | undefined;
   supervisor = start();
   if (isPid1) watchPowerRequests((action, why) => void stop(action, why), logger);
   else {

@@ -39,3 +39,4 @@ export {
   type TreeEntry,
 } from "./log_tree.ts";
 export { parseKmsgRecord, followKernelMessages, KERNEL_PATH } from "./kmsg.ts";
+export { BOOTS_KEPT, MAX_BYTES as BOOT_LOG_MAX_BYTES, PER_PATH as BOOT_LOG_PER_PATH, PERSIST_INTERVAL_MS, persistBoot, readBoot, rotateBoots, uncleanCause, type BootEnd, type BootHeader, type PastBoot } from "./boots.ts";

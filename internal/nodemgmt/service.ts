@@ -5,9 +5,9 @@ import type { NodeManagement } from "../../proto/gen/api/node_management_pb.ts";
 import { LogLevel, LogEntrySchema } from "../../proto/gen/api/node_management_pb.ts";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { Level } from "../log/mod.ts";
-import type { LogFilter, LogTree, TreeEntry } from "../logtree/mod.ts";
+import { BOOTS_KEPT, matches, type LogFilter, type LogTree, type PastBoot, type TreeEntry } from "../logtree/mod.ts";
 import { WIRE_LEVELS, levelOfWire } from "./levels.ts";
-import { AbortedError, FailedPreconditionError, InvalidArgumentError, quote, ResourceExhaustedError, type ServiceImpl, type ServicePolicy } from "../rpc/mod.ts";
+import { AbortedError, FailedPreconditionError, InvalidArgumentError, NotFoundError, quote, ResourceExhaustedError, type ServiceImpl, type ServicePolicy } from "../rpc/mod.ts";
 import type { Etcd3 } from "etcd3";
 import { defragment, memberStatus } from "../consensus/mod.ts";
 import type { RunnableDump } from "../supervisor/mod.ts";
@@ -48,6 +48,8 @@ export interface NodeManagementDeps {
   etcd?: () => { client: Etcd3; quotaBytes: number } | undefined;
   /** Recovery from a lost quorum through this node's etcd member (internal/roleserve/consensus_recovery.ts). */
   recovery?: Pick<ConsensusRecovery, "plan" | "start">;
+  /** A past boot's kept logs (1: the boot before this one), from the data partition; undefined if not kept. */
+  pastBoot?: (age: number) => PastBoot | undefined;
   /** Makes the node forget its cluster (internal/cluster/reset.ts); what it erased. The node reboots after. */
   reset?: (wipe: boolean) => Promise<string[]>;
 }
@@ -91,6 +93,24 @@ export function nodeManagementService(deps: NodeManagementDeps): ServiceImpl<typ
       const minLevel = levelOfWire(request.minLevel);
       if (request.minLevel !== LogLevel.UNSPECIFIED && minLevel === undefined) throw new InvalidArgumentError(`min_level: unknown level ${request.minLevel}`);
       const filter: LogFilter = { path: request.path, subtree: request.subtree || request.path === "", ...(minLevel ? { minLevel } : {}) };
+      if (!Number.isInteger(request.boot) || request.boot > 0 || request.boot <= -BOOTS_KEPT) {
+        throw new InvalidArgumentError(`boot: ${request.boot}; use 0 (this boot) down to ${-(BOOTS_KEPT - 1)}`);
+      }
+      if (request.boot < 0) {
+        if (request.follow) throw new InvalidArgumentError("a past boot cannot be followed; leave out follow, or ask for boot 0");
+        const past = deps.pastBoot?.(-request.boot);
+        if (!past) throw new NotFoundError(`this node kept no boot ${request.boot}: it has not booted that often since its data partition was set up`);
+        const kept = past.entries.filter((e) => matches(filter, e));
+        const chosen = request.backlog === -1 ? kept : request.backlog === 0 ? [] : kept.slice(-request.backlog);
+        const pastBoot = { bootMs: BigInt(past.header.bootMs), version: past.header.version, endedMs: BigInt(past.header.end?.timeMs ?? 0), endCause: past.header.end?.cause ?? "", skipped: past.skipped };
+        let first = true;
+        for (const batch of batches(chosen)) {
+          yield first ? { ...batch, pastBoot } : batch;
+          first = false;
+        }
+        if (first) yield { entries: [], pastBoot };
+        return;
+      }
       if (request.follow && followers >= MAX_FOLLOWERS) throw new ResourceExhaustedError(`this node already serves ${MAX_FOLLOWERS} log followers`);
       // Subscribe before reading the backlog, so nothing falls between the two.
       const live = request.follow ? deps.logs.follow(filter, ctx.signal)[Symbol.asyncIterator]() : undefined;

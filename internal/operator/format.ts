@@ -30,6 +30,8 @@ export interface NodeSummary {
   lastStatusMs?: number;
   /** When the node's current boot began (ms since the epoch), as it reported. */
   bootMs?: number;
+  /** The node software's version, as it reported. */
+  version?: string;
   services: { name: string; state: string; message: string }[];
 }
 
@@ -47,6 +49,7 @@ export function summarize(node: Node): NodeSummary {
     ...(node.clockOffsetMs !== undefined ? { clockOffsetMs: Number(node.clockOffsetMs) } : {}),
     ...(node.status?.timestampMs ? { lastStatusMs: Number(node.status.timestampMs) } : {}),
     ...(node.status?.bootMs ? { bootMs: Number(node.status.bootMs) } : {}),
+    ...(node.status?.version ? { version: node.status.version } : {}),
     services: (node.status?.services ?? []).map((s) => ({ name: s.name, state: s.state, message: s.message })),
   };
 }
@@ -108,7 +111,8 @@ export function describeNode(node: NodeSummary, now = Date.now()): string {
     ["Roles", node.roles.join(", ") || "-"],
     ["Curator", node.curator ? "running" : "-"],
     ["Labels", node.labels.join(", ") || "-"],
-    ["Booted", node.bootMs ? `${formatDuration(now - node.bootMs)} ago` : "-"],
+    ["Version", node.version ?? "-"],
+    ["Booted", node.bootMs ? `${new Date(node.bootMs).toISOString()} (up ${formatDuration(now - node.bootMs)})` : "-"],
     ["Status from", node.lastStatusMs ? `${formatDuration(now - node.lastStatusMs)} ago` : "-"],
   ];
   const width = Math.max(...fields.map(([k]) => k.length)) + 1;
@@ -143,4 +147,28 @@ export function parseLabelArgs(args: readonly string[]): { upsert: { key: string
     else throw new Error(`'${arg}' is neither key=value (set a label) nor key- (remove one)`);
   }
   return { upsert, remove };
+}
+
+/**
+ * The nodes that match every term of `expression` (comma-separated):
+ * state=UP, role=consensus, health=DEGRADED, or a label (key=value, or
+ * key alone: has the label). Throws a one-line reason for a bad term.
+ */
+export function filterNodes(nodes: readonly NodeSummary[], expression: string): NodeSummary[] {
+  const terms = expression.split(",").map((t) => t.trim());
+  const tests = terms.map((term): ((n: NodeSummary) => boolean) => {
+    const at = term.indexOf("=");
+    const key = at < 0 ? term : term.slice(0, at);
+    const value = at < 0 ? undefined : term.slice(at + 1);
+    if (!/^[A-Za-z0-9][-A-Za-z0-9_./]{0,252}$/.test(key)) throw new FilterError(`${JSON.stringify(term.slice(0, 80))} is no filter term: use state=UP, role=consensus, health=HEALTHY, or a label key=value`);
+    if (key === "state") return (n) => n.state === value?.toUpperCase();
+    if (key === "health") return (n) => n.health === value?.toUpperCase();
+    if (key === "role") return (n) => value !== undefined && n.roles.includes(value);
+    return value === undefined ? (n) => n.labels.some((l) => l.startsWith(`${key}=`)) : (n) => n.labels.includes(`${key}=${value}`);
+  });
+  return nodes.filter((n) => tests.every((t) => t(n)));
+}
+
+export class FilterError extends Error {
+  override name = "FilterError";
 }

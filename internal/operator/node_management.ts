@@ -98,7 +98,7 @@ const FINAL_CODES = new Set([Status.INVALID_ARGUMENT, Status.PERMISSION_DENIED, 
 export async function readLogs(
   credentials: OwnerCredentials,
   id: string,
-  request: { path: string; subtree: boolean; backlog: number; follow: boolean; minLevel?: number },
+  request: { path: string; subtree: boolean; backlog: number; follow: boolean; minLevel?: number; boot?: number },
   settings: CallSettings & { signal: AbortSignal; print: (entry: LogEntry) => void; note: (line: string) => void },
 ): Promise<void> {
   // What was printed last: its time, and how often each entry was printed at that very time (several share a millisecond).
@@ -119,6 +119,11 @@ export async function readLogs(
             if (away) {
               settings.note(`${id} is back; following its logs again`);
               away = false;
+            }
+            if (response.pastBoot) {
+              const p = response.pastBoot;
+              const ended = p.endedMs ? `ended ${new Date(Number(p.endedMs)).toISOString()}: ${p.endCause}` : "its end is not known";
+              settings.note(`boot ${request.boot} of ${id}: began ${new Date(Number(p.bootMs)).toISOString()}${p.version ? ` (nodecore ${p.version})` : ""}, ${ended}${p.skipped ? `; ${p.skipped} damaged lines skipped` : ""}`);
             }
             for (const entry of response.entries) {
               const key = `${entry.path}\u0000${entry.message}`;

@@ -15,7 +15,8 @@
 //     kubectl logs and exec ─ a deleted pod leaves no container ─ the role
 //     taken from node3: its Node and its containers go
 //   day-2: node1 powered off shows HEARTBEAT_TIMEOUT; ctl node logs and
-//     services read node3; ctl node reboot node3 ─ it boots again, UP, HEALTHY
+//     services read node3; ctl node reboot node3 ─ it boots again, UP, HEALTHY,
+//     and ctl node logs --boot -1 reads what it logged before, and why it rebooted
 //   ctl node reset --wipe node3 (its parameters taken back on the host) ─
 //     deleted, no LUKS key slot left (read on the host), boots into "no parameters"
 //   quorum lost for good: ctl cluster recover refused while node2 answers ─
@@ -682,6 +683,11 @@ e2eTest("ctl node logs and services read a VM, and ctl node reboot brings it bac
   assert(before.console.lines.some((l) => /stopping the node action=restart why="owner asked through NodeManagement.Reboot"/.test(l.text)), "node3 stopped its services for the reboot");
   const nodes = JSON.parse(await run("node", "list", "--json")) as { id: string; health: string }[];
   assertEqual(nodes.find((n) => n.id === id3)?.health, "HEALTHY", "node3's health after the reboot");
+  // What node3 logged before the reboot, kept on its (encrypted) data partition, and why that boot ended.
+  const previous = await f.ctl("node", "logs", "node3", "--boot", "-1", "-n", "300");
+  assertEqual(previous.exitCode, 0, `ctl node logs --boot -1 (${previous.stderr.trim()})`);
+  assert(/ended \S+Z: reboot: owner asked through NodeManagement\.Reboot$/m.test(previous.stderr), `the previous boot's end is named:\n${previous.stderr}`);
+  assert(previous.stdout.split("\n").some((l) => / root stopping the node /.test(l)), `the previous boot's last lines are there:\n${previous.stdout.split("\n").slice(-5).join("\n")}`);
   ctx.report(`ctl node reboot --wait → node3 UP and HEALTHY again: ${((performance.now() - asked) / 1000).toFixed(1)} s`);
 });
 

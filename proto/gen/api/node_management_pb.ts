@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file api/node_management.proto.
  */
 export const file_api_node_management: GenFile = /*@__PURE__*/
-  fileDesc("ChlhcGkvbm9kZV9tYW5hZ2VtZW50LnByb3RvEgxub2RlY29yZS5hcGkiewoOR2V0TG9nc1JlcXVlc3QSDAoEcGF0aBgBIAEoCRIPCgdzdWJ0cmVlGAIgASgIEg8KB2JhY2tsb2cYAyABKAUSDgoGZm9sbG93GAQgASgIEikKCW1pbl9sZXZlbBgFIAEoDjIWLm5vZGVjb3JlLmFwaS5Mb2dMZXZlbCKJAQoITG9nRW50cnkSDAoEcGF0aBgBIAEoCRIPCgd0aW1lX21zGAIgASgDEiUKBWxldmVsGAMgASgOMhYubm9kZWNvcmUuYXBpLkxvZ0xldmVsEg8KB21lc3NhZ2UYBCABKAkSJgoGZmllbGRzGAUgAygLMhYubm9kZWNvcmUuYXBpLkxvZ0ZpZWxkIiYKCExvZ0ZpZWxkEgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCSI6Cg9HZXRMb2dzUmVzcG9uc2USJwoHZW50cmllcxgBIAMoCzIWLm5vZGVjb3JlLmFwaS5Mb2dFbnRyeSIUChJHZXRTZXJ2aWNlc1JlcXVlc3QiXgoHU2VydmljZRIMCgRwYXRoGAEgASgJEg0KBXN0YXRlGAIgASgJEhAKCHJlc3RhcnRzGAMgASgNEhIKCmxhc3RfZXJyb3IYBCABKAkSEAoIc2luY2VfbXMYBSABKAMiPgoTR2V0U2VydmljZXNSZXNwb25zZRInCghzZXJ2aWNlcxgBIAMoCzIVLm5vZGVjb3JlLmFwaS5TZXJ2aWNlIg8KDVJlYm9vdFJlcXVlc3QiEAoOUmVib290UmVzcG9uc2UiEQoPUG93ZXJPZmZSZXF1ZXN0IhIKEFBvd2VyT2ZmUmVzcG9uc2UiFgoUR2V0RXRjZFN0YXR1c1JlcXVlc3QihQIKFUdldEV0Y2RTdGF0dXNSZXNwb25zZRIRCgltZW1iZXJfaWQYASABKAkSEQoJbGVhZGVyX2lkGAIgASgJEhIKCmlzX2xlYXJuZXIYAyABKAgSDwoHdmVyc2lvbhgEIAEoCRIVCg1kYl9zaXplX2J5dGVzGAUgASgEEhwKFGRiX3NpemVfaW5fdXNlX2J5dGVzGAYgASgEEhAKCHJldmlzaW9uGAcgASgDEhEKCXJhZnRfdGVybRgIIAEoBBISCgpyYWZ0X2luZGV4GAkgASgEEg4KBmFsYXJtcxgKIAMoCRIOCgZlcnJvcnMYCyADKAkSEwoLcXVvdGFfYnl0ZXMYDCABKAQiFwoVRGVmcmFnbWVudEV0Y2RSZXF1ZXN0IlQKFkRlZnJhZ21lbnRFdGNkUmVzcG9uc2USFAoMYmVmb3JlX2J5dGVzGAEgASgEEhMKC2FmdGVyX2J5dGVzGAIgASgEEg8KB3Rvb2tfbXMYAyABKAQiOQoXUmVjb3ZlckNvbnNlbnN1c1JlcXVlc3QSDwoHZHJ5X3J1bhgBIAEoCBINCgVmb3JjZRgCIAEoCCI/CgpMb3N0TWVtYmVyEgwKBG5hbWUYASABKAkSEAoIcGVlcl91cmwYAiABKAkSEQoJbWVtYmVyX2lkGAMgASgJIsQBChhSZWNvdmVyQ29uc2Vuc3VzUmVzcG9uc2USEAoIc3Vydml2b3IYASABKAkSEQoJbWVtYmVyX2lkGAIgASgJEhEKCWxlYWRlcl9pZBgDIAEoCRIQCghyZXZpc2lvbhgEIAEoAxIOCgZxdW9ydW0YBSABKAgSFQoNcXVvcnVtX3JlYXNvbhgGIAEoCRImCgRsb3N0GAcgAygLMhgubm9kZWNvcmUuYXBpLkxvc3RNZW1iZXISDwoHc3RhcnRlZBgIIAEoCCIcCgxSZXNldFJlcXVlc3QSDAoEd2lwZRgBIAEoCCIfCg1SZXNldFJlc3BvbnNlEg4KBmVyYXNlZBgBIAMoCSp3CghMb2dMZXZlbBIZChVMT0dfTEVWRUxfVU5TUEVDSUZJRUQQABITCg9MT0dfTEVWRUxfREVCVUcQARISCg5MT0dfTEVWRUxfSU5GTxACEhIKDkxPR19MRVZFTF9XQVJOEAMSEwoPTE9HX0xFVkVMX0VSUk9SEAQymgUKDk5vZGVNYW5hZ2VtZW50EkgKB0dldExvZ3MSHC5ub2RlY29yZS5hcGkuR2V0TG9nc1JlcXVlc3QaHS5ub2RlY29yZS5hcGkuR2V0TG9nc1Jlc3BvbnNlMAESUgoLR2V0U2VydmljZXMSIC5ub2RlY29yZS5hcGkuR2V0U2VydmljZXNSZXF1ZXN0GiEubm9kZWNvcmUuYXBpLkdldFNlcnZpY2VzUmVzcG9uc2USQwoGUmVib290Ehsubm9kZWNvcmUuYXBpLlJlYm9vdFJlcXVlc3QaHC5ub2RlY29yZS5hcGkuUmVib290UmVzcG9uc2USSQoIUG93ZXJPZmYSHS5ub2RlY29yZS5hcGkuUG93ZXJPZmZSZXF1ZXN0Gh4ubm9kZWNvcmUuYXBpLlBvd2VyT2ZmUmVzcG9uc2USWAoNR2V0RXRjZFN0YXR1cxIiLm5vZGVjb3JlLmFwaS5HZXRFdGNkU3RhdHVzUmVxdWVzdBojLm5vZGVjb3JlLmFwaS5HZXRFdGNkU3RhdHVzUmVzcG9uc2USWwoORGVmcmFnbWVudEV0Y2QSIy5ub2RlY29yZS5hcGkuRGVmcmFnbWVudEV0Y2RSZXF1ZXN0GiQubm9kZWNvcmUuYXBpLkRlZnJhZ21lbnRFdGNkUmVzcG9uc2USYQoQUmVjb3ZlckNvbnNlbnN1cxIlLm5vZGVjb3JlLmFwaS5SZWNvdmVyQ29uc2Vuc3VzUmVxdWVzdBomLm5vZGVjb3JlLmFwaS5SZWNvdmVyQ29uc2Vuc3VzUmVzcG9uc2USQAoFUmVzZXQSGi5ub2RlY29yZS5hcGkuUmVzZXRSZXF1ZXN0Ghsubm9kZWNvcmUuYXBpLlJlc2V0UmVzcG9uc2ViBnByb3RvMw");
+  fileDesc("ChlhcGkvbm9kZV9tYW5hZ2VtZW50LnByb3RvEgxub2RlY29yZS5hcGkiiQEKDkdldExvZ3NSZXF1ZXN0EgwKBHBhdGgYASABKAkSDwoHc3VidHJlZRgCIAEoCBIPCgdiYWNrbG9nGAMgASgFEg4KBmZvbGxvdxgEIAEoCBIpCgltaW5fbGV2ZWwYBSABKA4yFi5ub2RlY29yZS5hcGkuTG9nTGV2ZWwSDAoEYm9vdBgGIAEoBSKJAQoITG9nRW50cnkSDAoEcGF0aBgBIAEoCRIPCgd0aW1lX21zGAIgASgDEiUKBWxldmVsGAMgASgOMhYubm9kZWNvcmUuYXBpLkxvZ0xldmVsEg8KB21lc3NhZ2UYBCABKAkSJgoGZmllbGRzGAUgAygLMhYubm9kZWNvcmUuYXBpLkxvZ0ZpZWxkIiYKCExvZ0ZpZWxkEgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCSJlCg9HZXRMb2dzUmVzcG9uc2USJwoHZW50cmllcxgBIAMoCzIWLm5vZGVjb3JlLmFwaS5Mb2dFbnRyeRIpCglwYXN0X2Jvb3QYAiABKAsyFi5ub2RlY29yZS5hcGkuUGFzdEJvb3QiYgoIUGFzdEJvb3QSDwoHYm9vdF9tcxgBIAEoAxIPCgd2ZXJzaW9uGAIgASgJEhAKCGVuZGVkX21zGAMgASgDEhEKCWVuZF9jYXVzZRgEIAEoCRIPCgdza2lwcGVkGAUgASgNIhQKEkdldFNlcnZpY2VzUmVxdWVzdCJeCgdTZXJ2aWNlEgwKBHBhdGgYASABKAkSDQoFc3RhdGUYAiABKAkSEAoIcmVzdGFydHMYAyABKA0SEgoKbGFzdF9lcnJvchgEIAEoCRIQCghzaW5jZV9tcxgFIAEoAyI+ChNHZXRTZXJ2aWNlc1Jlc3BvbnNlEicKCHNlcnZpY2VzGAEgAygLMhUubm9kZWNvcmUuYXBpLlNlcnZpY2UiDwoNUmVib290UmVxdWVzdCIQCg5SZWJvb3RSZXNwb25zZSIRCg9Qb3dlck9mZlJlcXVlc3QiEgoQUG93ZXJPZmZSZXNwb25zZSIWChRHZXRFdGNkU3RhdHVzUmVxdWVzdCKFAgoVR2V0RXRjZFN0YXR1c1Jlc3BvbnNlEhEKCW1lbWJlcl9pZBgBIAEoCRIRCglsZWFkZXJfaWQYAiABKAkSEgoKaXNfbGVhcm5lchgDIAEoCBIPCgd2ZXJzaW9uGAQgASgJEhUKDWRiX3NpemVfYnl0ZXMYBSABKAQSHAoUZGJfc2l6ZV9pbl91c2VfYnl0ZXMYBiABKAQSEAoIcmV2aXNpb24YByABKAMSEQoJcmFmdF90ZXJtGAggASgEEhIKCnJhZnRfaW5kZXgYCSABKAQSDgoGYWxhcm1zGAogAygJEg4KBmVycm9ycxgLIAMoCRITCgtxdW90YV9ieXRlcxgMIAEoBCIXChVEZWZyYWdtZW50RXRjZFJlcXVlc3QiVAoWRGVmcmFnbWVudEV0Y2RSZXNwb25zZRIUCgxiZWZvcmVfYnl0ZXMYASABKAQSEwoLYWZ0ZXJfYnl0ZXMYAiABKAQSDwoHdG9va19tcxgDIAEoBCI5ChdSZWNvdmVyQ29uc2Vuc3VzUmVxdWVzdBIPCgdkcnlfcnVuGAEgASgIEg0KBWZvcmNlGAIgASgIIj8KCkxvc3RNZW1iZXISDAoEbmFtZRgBIAEoCRIQCghwZWVyX3VybBgCIAEoCRIRCgltZW1iZXJfaWQYAyABKAkixAEKGFJlY292ZXJDb25zZW5zdXNSZXNwb25zZRIQCghzdXJ2aXZvchgBIAEoCRIRCgltZW1iZXJfaWQYAiABKAkSEQoJbGVhZGVyX2lkGAMgASgJEhAKCHJldmlzaW9uGAQgASgDEg4KBnF1b3J1bRgFIAEoCBIVCg1xdW9ydW1fcmVhc29uGAYgASgJEiYKBGxvc3QYByADKAsyGC5ub2RlY29yZS5hcGkuTG9zdE1lbWJlchIPCgdzdGFydGVkGAggASgIIhwKDFJlc2V0UmVxdWVzdBIMCgR3aXBlGAEgASgIIh8KDVJlc2V0UmVzcG9uc2USDgoGZXJhc2VkGAEgAygJKncKCExvZ0xldmVsEhkKFUxPR19MRVZFTF9VTlNQRUNJRklFRBAAEhMKD0xPR19MRVZFTF9ERUJVRxABEhIKDkxPR19MRVZFTF9JTkZPEAISEgoOTE9HX0xFVkVMX1dBUk4QAxITCg9MT0dfTEVWRUxfRVJST1IQBDKaBQoOTm9kZU1hbmFnZW1lbnQSSAoHR2V0TG9ncxIcLm5vZGVjb3JlLmFwaS5HZXRMb2dzUmVxdWVzdBodLm5vZGVjb3JlLmFwaS5HZXRMb2dzUmVzcG9uc2UwARJSCgtHZXRTZXJ2aWNlcxIgLm5vZGVjb3JlLmFwaS5HZXRTZXJ2aWNlc1JlcXVlc3QaIS5ub2RlY29yZS5hcGkuR2V0U2VydmljZXNSZXNwb25zZRJDCgZSZWJvb3QSGy5ub2RlY29yZS5hcGkuUmVib290UmVxdWVzdBocLm5vZGVjb3JlLmFwaS5SZWJvb3RSZXNwb25zZRJJCghQb3dlck9mZhIdLm5vZGVjb3JlLmFwaS5Qb3dlck9mZlJlcXVlc3QaHi5ub2RlY29yZS5hcGkuUG93ZXJPZmZSZXNwb25zZRJYCg1HZXRFdGNkU3RhdHVzEiIubm9kZWNvcmUuYXBpLkdldEV0Y2RTdGF0dXNSZXF1ZXN0GiMubm9kZWNvcmUuYXBpLkdldEV0Y2RTdGF0dXNSZXNwb25zZRJbCg5EZWZyYWdtZW50RXRjZBIjLm5vZGVjb3JlLmFwaS5EZWZyYWdtZW50RXRjZFJlcXVlc3QaJC5ub2RlY29yZS5hcGkuRGVmcmFnbWVudEV0Y2RSZXNwb25zZRJhChBSZWNvdmVyQ29uc2Vuc3VzEiUubm9kZWNvcmUuYXBpLlJlY292ZXJDb25zZW5zdXNSZXF1ZXN0GiYubm9kZWNvcmUuYXBpLlJlY292ZXJDb25zZW5zdXNSZXNwb25zZRJACgVSZXNldBIaLm5vZGVjb3JlLmFwaS5SZXNldFJlcXVlc3QaGy5ub2RlY29yZS5hcGkuUmVzZXRSZXNwb25zZWIGcHJvdG8z");
 
 /**
  * @generated from message nodecore.api.GetLogsRequest
@@ -55,6 +55,14 @@ export type GetLogsRequest = Message<"nodecore.api.GetLogsRequest"> & {
    * @generated from field: nodecore.api.LogLevel min_level = 5;
    */
   minLevel: LogLevel;
+
+  /**
+   * Which boot: 0 this one; -1 the one before (what the node kept of it on
+   * its data partition), down to -2. A past boot cannot be followed.
+   *
+   * @generated from field: int32 boot = 6;
+   */
+  boot: number;
 };
 
 /**
@@ -137,6 +145,13 @@ export type GetLogsResponse = Message<"nodecore.api.GetLogsResponse"> & {
    * @generated from field: repeated nodecore.api.LogEntry entries = 1;
    */
   entries: LogEntry[];
+
+  /**
+   * For a past boot, in the first response: when it began and how it ended.
+   *
+   * @generated from field: nodecore.api.PastBoot past_boot = 2;
+   */
+  pastBoot?: PastBoot | undefined;
 };
 
 /**
@@ -145,6 +160,47 @@ export type GetLogsResponse = Message<"nodecore.api.GetLogsResponse"> & {
  */
 export const GetLogsResponseSchema: GenMessage<GetLogsResponse> = /*@__PURE__*/
   messageDesc(file_api_node_management, 3);
+
+/**
+ * @generated from message nodecore.api.PastBoot
+ */
+export type PastBoot = Message<"nodecore.api.PastBoot"> & {
+  /**
+   * @generated from field: int64 boot_ms = 1;
+   */
+  bootMs: bigint;
+
+  /**
+   * @generated from field: string version = 2;
+   */
+  version: string;
+
+  /**
+   * When and why it ended; 0 and empty if not known.
+   *
+   * @generated from field: int64 ended_ms = 3;
+   */
+  endedMs: bigint;
+
+  /**
+   * @generated from field: string end_cause = 4;
+   */
+  endCause: string;
+
+  /**
+   * Kept lines that did not parse, skipped.
+   *
+   * @generated from field: uint32 skipped = 5;
+   */
+  skipped: number;
+};
+
+/**
+ * Describes the message nodecore.api.PastBoot.
+ * Use `create(PastBootSchema)` to create a new message.
+ */
+export const PastBootSchema: GenMessage<PastBoot> = /*@__PURE__*/
+  messageDesc(file_api_node_management, 4);
 
 /**
  * @generated from message nodecore.api.GetServicesRequest
@@ -157,7 +213,7 @@ export type GetServicesRequest = Message<"nodecore.api.GetServicesRequest"> & {
  * Use `create(GetServicesRequestSchema)` to create a new message.
  */
 export const GetServicesRequestSchema: GenMessage<GetServicesRequest> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 4);
+  messageDesc(file_api_node_management, 5);
 
 /**
  * @generated from message nodecore.api.Service
@@ -202,7 +258,7 @@ export type Service = Message<"nodecore.api.Service"> & {
  * Use `create(ServiceSchema)` to create a new message.
  */
 export const ServiceSchema: GenMessage<Service> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 5);
+  messageDesc(file_api_node_management, 6);
 
 /**
  * @generated from message nodecore.api.GetServicesResponse
@@ -219,7 +275,7 @@ export type GetServicesResponse = Message<"nodecore.api.GetServicesResponse"> & 
  * Use `create(GetServicesResponseSchema)` to create a new message.
  */
 export const GetServicesResponseSchema: GenMessage<GetServicesResponse> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 6);
+  messageDesc(file_api_node_management, 7);
 
 /**
  * @generated from message nodecore.api.RebootRequest
@@ -232,7 +288,7 @@ export type RebootRequest = Message<"nodecore.api.RebootRequest"> & {
  * Use `create(RebootRequestSchema)` to create a new message.
  */
 export const RebootRequestSchema: GenMessage<RebootRequest> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 7);
+  messageDesc(file_api_node_management, 8);
 
 /**
  * @generated from message nodecore.api.RebootResponse
@@ -245,7 +301,7 @@ export type RebootResponse = Message<"nodecore.api.RebootResponse"> & {
  * Use `create(RebootResponseSchema)` to create a new message.
  */
 export const RebootResponseSchema: GenMessage<RebootResponse> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 8);
+  messageDesc(file_api_node_management, 9);
 
 /**
  * @generated from message nodecore.api.PowerOffRequest
@@ -258,7 +314,7 @@ export type PowerOffRequest = Message<"nodecore.api.PowerOffRequest"> & {
  * Use `create(PowerOffRequestSchema)` to create a new message.
  */
 export const PowerOffRequestSchema: GenMessage<PowerOffRequest> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 9);
+  messageDesc(file_api_node_management, 10);
 
 /**
  * @generated from message nodecore.api.PowerOffResponse
@@ -271,7 +327,7 @@ export type PowerOffResponse = Message<"nodecore.api.PowerOffResponse"> & {
  * Use `create(PowerOffResponseSchema)` to create a new message.
  */
 export const PowerOffResponseSchema: GenMessage<PowerOffResponse> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 10);
+  messageDesc(file_api_node_management, 11);
 
 /**
  * @generated from message nodecore.api.GetEtcdStatusRequest
@@ -284,7 +340,7 @@ export type GetEtcdStatusRequest = Message<"nodecore.api.GetEtcdStatusRequest"> 
  * Use `create(GetEtcdStatusRequestSchema)` to create a new message.
  */
 export const GetEtcdStatusRequestSchema: GenMessage<GetEtcdStatusRequest> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 11);
+  messageDesc(file_api_node_management, 12);
 
 /**
  * @generated from message nodecore.api.GetEtcdStatusResponse
@@ -368,7 +424,7 @@ export type GetEtcdStatusResponse = Message<"nodecore.api.GetEtcdStatusResponse"
  * Use `create(GetEtcdStatusResponseSchema)` to create a new message.
  */
 export const GetEtcdStatusResponseSchema: GenMessage<GetEtcdStatusResponse> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 12);
+  messageDesc(file_api_node_management, 13);
 
 /**
  * @generated from message nodecore.api.DefragmentEtcdRequest
@@ -381,7 +437,7 @@ export type DefragmentEtcdRequest = Message<"nodecore.api.DefragmentEtcdRequest"
  * Use `create(DefragmentEtcdRequestSchema)` to create a new message.
  */
 export const DefragmentEtcdRequestSchema: GenMessage<DefragmentEtcdRequest> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 13);
+  messageDesc(file_api_node_management, 14);
 
 /**
  * @generated from message nodecore.api.DefragmentEtcdResponse
@@ -408,7 +464,7 @@ export type DefragmentEtcdResponse = Message<"nodecore.api.DefragmentEtcdRespons
  * Use `create(DefragmentEtcdResponseSchema)` to create a new message.
  */
 export const DefragmentEtcdResponseSchema: GenMessage<DefragmentEtcdResponse> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 14);
+  messageDesc(file_api_node_management, 15);
 
 /**
  * @generated from message nodecore.api.RecoverConsensusRequest
@@ -435,7 +491,7 @@ export type RecoverConsensusRequest = Message<"nodecore.api.RecoverConsensusRequ
  * Use `create(RecoverConsensusRequestSchema)` to create a new message.
  */
 export const RecoverConsensusRequestSchema: GenMessage<RecoverConsensusRequest> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 15);
+  messageDesc(file_api_node_management, 16);
 
 /**
  * @generated from message nodecore.api.LostMember
@@ -464,7 +520,7 @@ export type LostMember = Message<"nodecore.api.LostMember"> & {
  * Use `create(LostMemberSchema)` to create a new message.
  */
 export const LostMemberSchema: GenMessage<LostMember> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 16);
+  messageDesc(file_api_node_management, 17);
 
 /**
  * @generated from message nodecore.api.RecoverConsensusResponse
@@ -528,7 +584,7 @@ export type RecoverConsensusResponse = Message<"nodecore.api.RecoverConsensusRes
  * Use `create(RecoverConsensusResponseSchema)` to create a new message.
  */
 export const RecoverConsensusResponseSchema: GenMessage<RecoverConsensusResponse> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 17);
+  messageDesc(file_api_node_management, 18);
 
 /**
  * @generated from message nodecore.api.ResetRequest
@@ -547,7 +603,7 @@ export type ResetRequest = Message<"nodecore.api.ResetRequest"> & {
  * Use `create(ResetRequestSchema)` to create a new message.
  */
 export const ResetRequestSchema: GenMessage<ResetRequest> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 18);
+  messageDesc(file_api_node_management, 19);
 
 /**
  * @generated from message nodecore.api.ResetResponse
@@ -566,7 +622,7 @@ export type ResetResponse = Message<"nodecore.api.ResetResponse"> & {
  * Use `create(ResetResponseSchema)` to create a new message.
  */
 export const ResetResponseSchema: GenMessage<ResetResponse> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 19);
+  messageDesc(file_api_node_management, 20);
 
 /**
  * @generated from enum nodecore.api.LogLevel
