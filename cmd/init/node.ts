@@ -22,6 +22,7 @@ import { failingRunnables, failingSummary, sleep, untilCancelled, type Runnable,
 import { SUPERVISION_LINE } from "../../internal/curator/mod.ts";
 import { memberQuota } from "../../internal/consensus/mod.ts";
 import { VERSION } from "../../internal/version/mod.ts";
+import { CLOCK_LINE, clockWatch } from "../../internal/clock/mod.ts";
 
 export interface NodeConfig {
   layout: StorageLayout;
@@ -134,6 +135,8 @@ export function nodeRoot(config: NodeConfig): Runnable {
         reset: (wipe) => forgetCluster({ layout: config.layout, storage: config.storage, wipe, ...(config.scrubEsp ? { scrubEsp: () => scrubFreeSpace(config.layout.esp.path).then(() => {}) } : {}) }),
       }),
     );
+    // Whether the wall clock was set under the node (internal/clock).
+    ctx.run("clock", clockWatch({ report: (state, message) => roleValues.board.report(CLOCK_LINE, state, message) }));
     // This boot's logs, kept on the data partition for the next boot to read (internal/logtree/boots.ts).
     ctx.run("bootlog", async (b) => {
       b.signalHealthy();
