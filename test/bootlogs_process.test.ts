@@ -46,6 +46,9 @@ test("after ctl node reboot, --boot -1 shows the previous boot's last lines and 
   expect(follow.code).toBe(2);
   expect(follow.stderr.trim()).toBe("ctl: --follow reads this boot only; leave out --boot, or --follow");
 
+  // The reboot is in the cluster's audit trail, as the node reported it.
+  const trail = (await ctl("events", "--node", id, "--json")).stdout.trim().split("\n").map((l) => JSON.parse(l) as { kind: string; actor: string; method: string; result: string });
+  expect(trail.find((e) => e.method === "NodeManagement/Reboot")).toMatchObject({ kind: "call", actor: `owner (as ${id} reports)`, result: "OK" });
   const described = (await ctl("node", "describe", id)).stdout;
   expect(described).toMatch(/^ +previous-boot +ended +\S+Z: reboot: owner asked through NodeManagement\.Reboot \(ctl node logs --boot -1\)$/m);
 }, 120_000);

@@ -14,7 +14,7 @@ import { Value } from "../../internal/event/mod.ts";
 import { enrolmentRunnable, forgetCluster, type ClusterMembership, type DataStorage, type EnrolmentState, type ParameterPaths } from "../../internal/cluster/mod.ts";
 import { scrubFreeSpace, type StorageLayout } from "../../internal/localstorage/mod.ts";
 import type { Network } from "../../internal/network/mod.ts";
-import { newRoleServerValues, roleServer, type RuntimeSetup } from "../../internal/roleserve/mod.ts";
+import { newRoleServerValues, nodeCallReporter, roleServer, type RuntimeSetup } from "../../internal/roleserve/mod.ts";
 import { PERSIST_INTERVAL_MS, persistBoot, readBoot, rotateBoots, type BootEnd, type LogTree } from "../../internal/logtree/mod.ts";
 import { nodeManagementRunnable, type PowerRequest } from "../../internal/nodemgmt/mod.ts";
 import { shareHolderRunnable } from "../../internal/coldstart/mod.ts";
@@ -126,6 +126,8 @@ export function nodeRoot(config: NodeConfig): Runnable {
         logs: config.logs,
         services: config.services,
         power: config.power,
+        // Each reboot, reset, recovery and refusal here goes to the cluster's audit trail.
+        report: nodeCallReporter(roleValues.connection, ctx.logger.child("nodemgmt")),
         pastBoot: (age) => readBoot(bootLogDir(config.layout), age - 1 + (rotated ? 1 : 0)),
         etcd: () => {
           const local = roleValues.localConsensus.peek();

@@ -5,11 +5,13 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { X509Certificate } from "node:crypto";
 import { ClusterEvent_Kind, Management, type ClusterEvent } from "../../proto/gen/api/management_pb.ts";
+import { Curator } from "../../proto/gen/curator/curator_pb.ts";
 import { captureLogger } from "../log/mod.ts";
 import { generateKeyPair, issueOwnerCertificate, type KeyPair } from "../pki/mod.ts";
 import { Status } from "../rpc/mod.ts";
 import { eventually } from "../testing/mod.ts";
-import { AuditTrail, EVENTS_PREFIX, REFUSALS_PER_MINUTE, actorOf, describeRequest, readEvents, targetOf } from "./audit.ts";
+import { AuditTrail, EVENTS_PREFIX, REFUSALS_PER_MINUTE, readEvents, targetOf } from "./audit.ts";
+import { actorOf, describeRequest } from "../rpc/mod.ts";
 import { refusal, startTestCluster, type TestCluster } from "./test_cluster.ts";
 
 let cluster: TestCluster;
@@ -102,6 +104,19 @@ describe("the trail of a curator", () => {
     stop.abort();
     await following;
     management.close();
+  });
+
+  test("a node's report of its own node management call is recorded about that node, the caller marked as its word; a bad method is refused", async () => {
+    const curator = cluster.client(Curator, { kind: "node", certificate: cluster.node.certificate, privateKey: cluster.node.key.privateKey });
+    await curator.reportNodeManagementCall({ method: "NodeManagement/Reboot", caller: "owner", detail: "", result: "OK", refused: false, timeMs: BigInt(Date.now()) });
+    expect((await refusal(curator.reportNodeManagementCall({ method: "Management/DeleteNode", caller: "owner", detail: "", result: "OK", refused: false, timeMs: 0n }))).code).toBe(Status.INVALID_ARGUMENT);
+    curator.close();
+    const reboot = await eventually(async () => {
+      const found = (await events()).find((e) => e.method === "NodeManagement/Reboot");
+      expect(found).toBeDefined();
+      return found!;
+    });
+    expect([reboot.kind, reboot.actor, reboot.nodeId, reboot.result]).toEqual([ClusterEvent_Kind.CALL, `owner (as ${cluster.node.id} reports)`, cluster.node.id, "OK"]);
   });
 
   test("the trail keeps the newest MAX events: pruning deletes the oldest", async () => {

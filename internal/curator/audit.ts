@@ -23,7 +23,7 @@ import { randomBytes } from "node:crypto";
 import { ClusterEventSchema, ClusterEvent_Kind, type ClusterEvent } from "../../proto/gen/api/management_pb.ts";
 import type { Logger } from "../log/mod.ts";
 import { nodeIdFromPublicKey } from "../pki/mod.ts";
-import { encodable, Status, toStatus, type AuditedCall, type Peer } from "../rpc/mod.ts";
+import { actorOf, callResult, describeRequest, encodable, InvalidArgumentError, isRefusal, MAX_DETAIL_CHARS, quote, type AuditedCall } from "../rpc/mod.ts";
 
 export const EVENTS_PREFIX = "events/";
 /** How many events the trail keeps. */
@@ -34,8 +34,9 @@ const PRUNE_EVERY = 100;
 const MAX_QUEUED = 1_000;
 /** Refusals recorded per caller and minute; the rest are counted in one line. */
 export const REFUSALS_PER_MINUTE = 5;
-/** The longest detail kept. */
-const MAX_DETAIL_CHARS = 300;
+/** Node management calls one node may report a minute (reboots and resets are rare; a flood is not news). */
+export const NODE_REPORTS_PER_MINUTE = 30;
+const NODE_METHOD = /^NodeManagement\/[A-Z][A-Za-z]{1,40}$/;
 
 /** The Management calls whose every outcome is recorded: they change the cluster or hand out a secret. */
 export const AUDITED_METHODS: ReadonlySet<string> = new Set([
@@ -51,23 +52,6 @@ export const AUDITED_METHODS: ReadonlySet<string> = new Set([
   "Management/SetBackupSchedule",
 ]);
 
-/** Who made a call, as the trail names them. */
-export function actorOf(peer: Peer | undefined, remoteAddress: string | undefined): string {
-  const from = remoteAddress ? ` from ${remoteAddress}` : "";
-  switch (peer?.kind) {
-    case "owner":
-      return "owner";
-    case "node":
-      return peer.nodeId;
-    case "join":
-      return `${peer.nodeId} (join key)`;
-    case "key":
-      return `an unverified key${from}`;
-    default:
-      return `anonymous${from}`;
-  }
-}
-
 /** The node a request is about: its `id`, its public key's node ID, or the node a backup schedule names. */
 export function targetOf(request: unknown): string {
   if (!request || typeof request !== "object") return "";
@@ -82,32 +66,6 @@ export function targetOf(request: unknown): string {
   }
   if (typeof r.schedule?.nodeId === "string") return encodable(r.schedule.nodeId, 40);
   return "";
-}
-
-/** What a request asked, in one line: its fields but the node's identity, bytes as their length; cut at MAX_DETAIL_CHARS. */
-export function describeRequest(request: unknown): string {
-  const show = (value: unknown, depth: number): string => {
-    if (value instanceof Uint8Array) return `<${value.length} bytes>`;
-    if (typeof value === "bigint") return String(value);
-    if (typeof value === "string") return JSON.stringify(value);
-    if (Array.isArray(value)) return `[${value.map((v) => show(v, depth + 1)).join(", ")}]`;
-    if (value && typeof value === "object") {
-      if (depth > 3) return "{…}";
-      const fields = Object.entries(value).filter(([k, v]) => !k.startsWith("$") && v !== undefined && !(depth === 0 && (k === "id" || k === "publicKey")));
-      return `{${fields.map(([k, v]) => `${k}: ${show(v, depth + 1)}`).join(", ")}}`;
-    }
-    return String(value);
-  };
-  if (!request || typeof request !== "object") return "";
-  const text = show(request, 0);
-  // encodable adds an ellipsis to what it cuts.
-  return encodable(text === "{}" ? "" : text, MAX_DETAIL_CHARS - 1);
-}
-
-function resultOf(error: unknown, mapError: (err: unknown) => unknown): string {
-  if (error === undefined) return "OK";
-  const { code, details } = toStatus(mapError(error));
-  return encodable(`${Status[code] ?? code}: ${details}`, MAX_DETAIL_CHARS - 1);
 }
 
 /** Orders one curator's events within a millisecond. */
@@ -145,7 +103,26 @@ export class AuditTrail {
       method: call.method,
       nodeId: targetOf(call.request),
       detail: describeRequest(call.request),
-      result: resultOf(call.error, this.mapError),
+      result: callResult(call.error, this.mapError),
+    });
+  }
+
+  /**
+   * A call to a node's own node management service, as that node reports
+   * it: recorded about that node, with the caller it names marked as its
+   * word. At most NODE_REPORTS_PER_MINUTE per node; what is over is
+   * counted in one line.
+   */
+  fromNode(nodeId: string, report: { method: string; caller: string; detail: string; result: string; refused: boolean }): void {
+    if (!NODE_METHOD.test(report.method)) throw new InvalidArgumentError(`method: ${quote(report.method, 60)} is not NodeManagement/<Method>`);
+    if (!this.allow(`report:${nodeId}`, NODE_REPORTS_PER_MINUTE, (over) => this.record({ kind: ClusterEvent_Kind.CALL, actor: `${nodeId}`, nodeId, detail: `and ${over} more node management calls reported by ${nodeId} in that minute, not recorded one by one`, result: "" }))) return;
+    this.record({
+      kind: report.refused ? ClusterEvent_Kind.REFUSAL : ClusterEvent_Kind.CALL,
+      actor: `${encodable(report.caller, 100)} (as ${nodeId} reports)`,
+      method: report.method,
+      nodeId,
+      detail: encodable(report.detail, MAX_DETAIL_CHARS - 1),
+      result: encodable(report.result, MAX_DETAIL_CHARS - 1),
     });
   }
 
@@ -165,19 +142,24 @@ export class AuditTrail {
   }
 
   private allowRefusal(actor: string): boolean {
+    return this.allow(`refusal:${actor}`, REFUSALS_PER_MINUTE, (over) =>
+      this.record({ kind: ClusterEvent_Kind.REFUSAL, actor, detail: `and ${over} more refused calls from ${actor} in that minute, not recorded one by one`, result: "" }),
+    );
+  }
+
+  /** At most `perMinute` a minute for `key`; when a minute ends with more, `counted` is told how many more. */
+  private allow(key: string, perMinute: number, counted: (over: number) => void): boolean {
     const minute = Math.floor(this.now() / 60_000);
-    const seen = this.refusals.get(actor);
+    const seen = this.refusals.get(key);
     if (!seen || seen.minute !== minute) {
-      if (seen && seen.count > REFUSALS_PER_MINUTE) {
-        this.record({ kind: ClusterEvent_Kind.REFUSAL, actor, detail: `and ${seen.count - REFUSALS_PER_MINUTE} more refused calls from ${actor} in that minute, not recorded one by one`, result: "" });
-      }
-      this.refusals.set(actor, { minute, count: 1 });
-      // Bounded: callers not heard from in this minute are forgotten.
-      if (this.refusals.size > 10_000) for (const [key, value] of this.refusals) if (value.minute !== minute) this.refusals.delete(key);
+      if (seen && seen.count > perMinute) counted(seen.count - perMinute);
+      this.refusals.set(key, { minute, count: 1 });
+      // Bounded: keys not seen in this minute are forgotten.
+      if (this.refusals.size > 10_000) for (const [k, value] of this.refusals) if (value.minute !== minute) this.refusals.delete(k);
       return true;
     }
     seen.count++;
-    return seen.count <= REFUSALS_PER_MINUTE;
+    return seen.count <= perMinute;
   }
 
   private async drain(): Promise<void> {
@@ -219,10 +201,6 @@ export class AuditTrail {
   }
 }
 
-function isRefusal(err: unknown): boolean {
-  const { code } = toStatus(err);
-  return code === Status.UNAUTHENTICATED || code === Status.PERMISSION_DENIED;
-}
 
 /** Reads the trail's newest `last` events (about `nodeId`, if given), oldest first, and the etcd revision read at. */
 export async function readEvents(etcd: Namespace, options: { last: number; nodeId?: string }): Promise<{ events: ClusterEvent[]; revision: number }> {

@@ -51,6 +51,8 @@ export interface CuratorOptions {
   leadership?: Value<Leadership>;
   /** How long without a heartbeat makes a node timed out (HEARTBEAT_TIMEOUT_MS); for tests. */
   heartbeatTimeoutMs?: number;
+  /** false: no audit trail (audit.ts); only bench/audit.ts turns it off, to measure what it costs. */
+  auditTrail?: boolean;
 }
 
 export function curatorRunnable(options: CuratorOptions): Runnable {
@@ -179,7 +181,7 @@ export function curatorRunnable(options: CuratorOptions): Runnable {
     const server = createServer();
     const watches = new NodeWatchHub(store);
     const serveOptions = {
-      audit: (call: AuditedCall) => trail.tap(call),
+      ...(options.auditTrail === false ? {} : { audit: (call: AuditedCall) => trail.tap(call) }),
       ca: () => options.clusterCA,
       onError: (method: string, err: unknown) => ctx.logger.debug("call failed", { method, error: String(err) }),
       mapError: etcdUnavailable,
@@ -193,7 +195,7 @@ export function curatorRunnable(options: CuratorOptions): Runnable {
       ...serveOptions,
       policy: MANAGEMENT_POLICY,
     });
-    addService(server, Curator, curatorService({ store, state, watches, requireLeader, heartbeats, logger: ctx.logger, kubernetesPKI }), { ...serveOptions, policy: CURATOR_POLICY });
+    addService(server, Curator, curatorService({ store, state, watches, requireLeader, heartbeats, logger: ctx.logger, kubernetesPKI, trail }), { ...serveOptions, policy: CURATOR_POLICY });
     const address = formatAddress({ host: options.listenHost, port });
     const credentials = serverCredentials({ certificate: identity.certificate, privateKey: options.privateKey });
     try {

@@ -31,6 +31,7 @@ import { checkAddressProven, checkNodeId, checkNodeStatus, checkPublicKey, check
 import { firstFreePodPrefix, podPrefixCount } from "../clusternet/mod.ts";
 import type { NodeEvent, NodeWatchHub } from "./watch.ts";
 import type { HeartbeatTracker } from "./heartbeats.ts";
+import type { AuditTrail } from "./audit.ts";
 
 export const CURATOR_POLICY: ServicePolicy<typeof Curator> = {
   watch: "cluster",
@@ -42,6 +43,7 @@ export const CURATOR_POLICY: ServicePolicy<typeof Curator> = {
   prepareColdStart: "node",
   issueKubeletCertificates: "node",
   updateNodeClusterNetworking: "node",
+  reportNodeManagementCall: "node",
 };
 
 /** Unlock keys are 32 random bytes. */
@@ -55,6 +57,8 @@ export interface CuratorServiceDeps {
   watches: NodeWatchHub;
   requireLeader: () => void;
   heartbeats: HeartbeatTracker;
+  /** Where nodes' reports of their node management calls go. */
+  trail?: Pick<AuditTrail, "fromNode">;
   logger: Logger;
   /** The Kubernetes PKI (read from etcd, created there if absent). */
   kubernetesPKI: () => Promise<KubernetesPKI>;
@@ -217,6 +221,12 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
       const certificate = issueNodeCertificate(ca, publicKeyFromRaw(publicKey));
       logger.info("node committed, it is UP", { node: id });
       return { caCertificate: new Uint8Array(ca.certificate.raw), nodeCertificate: new Uint8Array(certificate.raw) };
+    },
+
+    async reportNodeManagementCall(request, ctx) {
+      if (ctx.peer.kind !== "node") throw new Error("unreachable: policy is node");
+      deps.trail?.fromNode(ctx.peer.nodeId, request);
+      return {};
     },
 
     async *heartbeat(requests, ctx) {

@@ -93,6 +93,8 @@ function ports(): { peer: number; client: number; curator: number } {
 export interface TestClusterOptions {
   /** How long without a heartbeat makes a node timed out (default: the product's). */
   heartbeatTimeoutMs?: number;
+  /** false: the curators keep no audit trail (bench/audit.ts). */
+  auditTrail?: boolean;
 }
 
 export async function startTestCluster(options: TestClusterOptions = {}): Promise<TestCluster> {
@@ -124,6 +126,7 @@ export async function startTestCluster(options: TestClusterOptions = {}): Promis
     clusterCA: clusterCA.certificate,
     leadership: l,
     ...(options.heartbeatTimeoutMs !== undefined ? { heartbeatTimeoutMs: options.heartbeatTimeoutMs } : {}),
+    ...(options.auditTrail !== undefined ? { auditTrail: options.auditTrail } : {}),
   });
   const supervisor = supervise(
     async (ctx) => {
@@ -305,11 +308,12 @@ export async function startImpostorCurator(
       prepareColdStart: async () => record("Curator/PrepareColdStart", {}),
       issueKubeletCertificates: async () => record("Curator/IssueKubeletCertificates", {}),
       updateNodeClusterNetworking: async () => record("Curator/UpdateNodeClusterNetworking", {}),
+      reportNodeManagementCall: async () => record("Curator/ReportNodeManagementCall", {}),
       heartbeat: async function* (requests) {
         for await (const _ of requests) yield record("Curator/Heartbeat", {});
       },
     },
-    { ...serveOptions, policy: { watch: "key", updateNodeStatus: "key", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "key", prepareColdStart: "key", issueKubeletCertificates: "key", updateNodeClusterNetworking: "key" } },
+    { ...serveOptions, policy: { watch: "key", updateNodeStatus: "key", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "key", prepareColdStart: "key", issueKubeletCertificates: "key", updateNodeClusterNetworking: "key", reportNodeManagementCall: "key" } },
   );
   const { port } = await listen(server, formatAddress({ host, port: 0 }), serverCredentials({ certificate: node.certificate, privateKey: node.key.privateKey }));
   return { endpoint: { host, port, nodeId }, calls, close: () => server.forceShutdown() };

@@ -4,7 +4,7 @@
 import { NodeManagement } from "../../proto/gen/api/node_management_pb.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
 import type { Value } from "../event/mod.ts";
-import { addService, createServer, hostPort, listen, serverCredentials } from "../rpc/mod.ts";
+import { actorOf, addService, callResult, createServer, describeRequest, hostPort, isRefusal, listen, serverCredentials, type AuditedCall } from "../rpc/mod.ts";
 import { untilCancelled, type Runnable } from "../supervisor/mod.ts";
 import { NODE_MANAGEMENT_PORT } from "./client.ts";
 import { NODE_MANAGEMENT_POLICY, nodeManagementService, type NodeManagementDeps } from "./service.ts";
@@ -12,6 +12,43 @@ import { NODE_MANAGEMENT_POLICY, nodeManagementService, type NodeManagementDeps 
 export interface NodeManagementOptions extends NodeManagementDeps {
   membership: Value<ClusterMembership>;
   port?: number;
+  /** Told of each call that changes the node (REPORTED) and each refusal, for the cluster's audit trail (the curator records it). */
+  report?: (call: NodeManagementCall) => void;
+}
+
+/** A node management call as the node reports it to the curator. */
+export interface NodeManagementCall {
+  method: string;
+  caller: string;
+  detail: string;
+  result: string;
+  refused: boolean;
+  timeMs: bigint;
+}
+
+/** The calls that change the node: each one goes to the audit trail. */
+export const REPORTED_METHODS: ReadonlySet<string> = new Set([
+  "NodeManagement/Reboot",
+  "NodeManagement/PowerOff",
+  "NodeManagement/DefragmentEtcd",
+  "NodeManagement/RecoverConsensus",
+  "NodeManagement/Reset",
+]);
+
+function reporter(report: NodeManagementOptions["report"]): ((call: AuditedCall) => void) | undefined {
+  if (!report) return undefined;
+  return (call) => {
+    const refused = call.error !== undefined && isRefusal(call.error);
+    if (!refused && !REPORTED_METHODS.has(call.method)) return;
+    report({
+      method: call.method,
+      caller: actorOf(call.peer, call.remoteAddress),
+      detail: describeRequest(call.request),
+      result: callResult(call.error),
+      refused,
+      timeMs: BigInt(Date.now()),
+    });
+  };
 }
 
 export function nodeManagementRunnable(options: NodeManagementOptions): Runnable {
@@ -23,6 +60,7 @@ export function nodeManagementRunnable(options: NodeManagementOptions): Runnable
       ca: () => credentials.ca,
       policy: NODE_MANAGEMENT_POLICY,
       onError: (method, err) => ctx.logger.debug("call failed", { method, error: String(err) }),
+      ...(options.report ? { audit: reporter(options.report)! } : {}),
     });
     const address = hostPort(membership.address, options.port ?? NODE_MANAGEMENT_PORT);
     try {

@@ -66,6 +66,7 @@ import { sealedUpdateWorker } from "./worker_sealed.ts";
 import { coldStartWorker } from "./worker_coldstart.ts";
 
 export { withCurator, type CuratorConnection, type CuratorClient } from "./curator_connection.ts";
+export { nodeCallReporter, type NodeManagementReport } from "./report_calls.ts";
 export { ServiceBoard } from "./service_status.ts";
 export { controlPlaneWorker, type LocalConsensus, type LocalCurator, type ControlPlaneOptions } from "./worker_controlplane.ts";
 export { roleFetchWorker, type RoleFetchOptions } from "./worker_rolefetch.ts";

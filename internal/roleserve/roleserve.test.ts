@@ -103,6 +103,9 @@ class FakeCurator {
         async issueKubeletCertificates() {
           throw new FailedPreconditionError("this fake curator issues no kubelet certificates");
         },
+        async reportNodeManagementCall() {
+          return {};
+        },
         async updateNodeClusterNetworking() {
           throw new FailedPreconditionError("this fake curator assigns no pod prefixes");
         },
@@ -113,7 +116,7 @@ class FakeCurator {
           }
         },
       },
-      { ca: () => ca.certificate, policy: { watch: "cluster", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "node", prepareColdStart: "node", issueKubeletCertificates: "node", updateNodeClusterNetworking: "node" } },
+      { ca: () => ca.certificate, policy: { watch: "cluster", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "node", prepareColdStart: "node", issueKubeletCertificates: "node", updateNodeClusterNetworking: "node", reportNodeManagementCall: "node" } },
     );
     const serverKey = generateKeyPair();
     const certificate =

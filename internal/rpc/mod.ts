@@ -89,3 +89,4 @@ export {
   type ListenLimits,
   type ListenerCounters,
 } from "./listener.ts";
+export { actorOf, callResult, describeRequest, isRefusal, MAX_DETAIL_CHARS } from "./audit_text.ts";

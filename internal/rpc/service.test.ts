@@ -149,6 +149,9 @@ beforeAll(async () => {
       async issueKubeletCertificates() {
         return {};
       },
+      async reportNodeManagementCall() {
+        return {};
+      },
       async updateNodeClusterNetworking() {
         return { podPrefix: "" };
       },
@@ -162,7 +165,7 @@ beforeAll(async () => {
         heartbeatsSeen.push(`${ctx.peer.kind}:${count}`);
       },
     },
-    { ca: () => ca.certificate, policy: { watch: "node", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "node", prepareColdStart: "node", issueKubeletCertificates: "node", updateNodeClusterNetworking: "node" } },
+    { ca: () => ca.certificate, policy: { watch: "node", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "node", prepareColdStart: "node", issueKubeletCertificates: "node", updateNodeClusterNetworking: "node", reportNodeManagementCall: "node" } },
   );
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync("127.0.0.1:0", serverCredentials({ certificate: serverCert, privateKey: serverKey.privateKey }), (err, p) =>
