@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
 import { ctl as runCtl } from "./support/node_process.ts";
-import { formProcessCluster, type ProcessCluster } from "./support/process_cluster.ts";
+import { etcdClientOf, formProcessCluster, type ProcessCluster } from "./support/process_cluster.ts";
 
 const dir = tempDir("nodecore-health-");
 let cluster: ProcessCluster;
@@ -86,6 +86,22 @@ describe("ctl cluster health", () => {
     const back = await health("--wait", "--wait-timeout", "90");
     expect(back.code).toBe(0);
     expect(back.stdout.trim().split("\n").at(-1)).toBe("cluster: healthy");
+  }, 180_000);
+
+  test("an etcd learner no consensus role accounts for fails the consensus check until the leader removes it", async () => {
+    // What a role change interrupted halfway leaves: a learner that never starts.
+    const client = await etcdClientOf(cluster.nodes[0]!);
+    try {
+      // etcd refuses reconfiguration for a while after a member (re)started ("unhealthy cluster").
+      await eventually(() => client.cluster.memberAdd({ peerURLs: ["https://127.0.0.250:2380"], isLearner: true }), { timeoutMs: 30_000, intervalMs: 1_000, what: "a learner added" });
+    } finally {
+      client.close();
+    }
+    const degraded = JSON.parse((await health("--json")).stdout) as Verdict;
+    expect(failed(degraded).consensus).toMatch(/^member [0-9a-f]+ is still a learner$/);
+    // The curator leader's membership reconciler removes it (after its grace), and the verdict follows.
+    const back = await health("--wait", "--wait-timeout", "120");
+    expect(back.code).toBe(0);
   }, 180_000);
 
   test("node list --filter and node describe: the operator's other views of the same nodes", async () => {
