@@ -7,7 +7,7 @@ import { X509Certificate } from "node:crypto";
 import { ClusterEvent_Kind, Management, type ClusterEvent } from "../../proto/gen/api/management_pb.ts";
 import { Curator } from "../../proto/gen/curator/curator_pb.ts";
 import { captureLogger } from "../log/mod.ts";
-import { generateKeyPair, issueOwnerCertificate, type KeyPair } from "../pki/mod.ts";
+import { generateKeyPair, issueOwnerCertificate, rawPublicKey, type KeyPair } from "../pki/mod.ts";
 import { Status } from "../rpc/mod.ts";
 import { eventually } from "../testing/mod.ts";
 import { AuditTrail, EVENTS_PREFIX, REFUSALS_PER_MINUTE, readEvents, targetOf } from "./audit.ts";
@@ -60,6 +60,16 @@ describe("the trail of a curator", () => {
       ["owner", "Management/DeleteNode", missing, "", `NOT_FOUND: node ${missing} not found`],
     ]);
     expect(Number(recorded[0]!.timeMs)).toBeGreaterThan(Date.now() - 60_000);
+    // A key of the owner's (Kubernetes credentials) names no node.
+    const management2 = cluster.client(Management, owner);
+    await management2.getKubernetesCredentials({ publicKey: rawPublicKey(generateKeyPair().publicKey) }).catch(() => {});
+    management2.close();
+    const credentials = await eventually(async () => {
+      const found = (await events()).find((e) => e.method === "Management/GetKubernetesCredentials");
+      expect(found).toBeDefined();
+      return found!;
+    });
+    expect(credentials.nodeId).toBe("");
   });
 
   test("refused calls are recorded, at most a few per caller and minute", async () => {

@@ -52,6 +52,9 @@ export const AUDITED_METHODS: ReadonlySet<string> = new Set([
   "Management/SetBackupSchedule",
 ]);
 
+/** Calls whose public key is a new key of the owner's, not a node's: they are about no node. */
+const OWNER_KEY_METHODS: ReadonlySet<string> = new Set(["Management/GetKubernetesCredentials", "Management/GetEtcdCredentials"]);
+
 /** The node a request is about: its `id`, its public key's node ID, or the node a backup schedule names. */
 export function targetOf(request: unknown): string {
   if (!request || typeof request !== "object") return "";
@@ -101,7 +104,7 @@ export class AuditTrail {
       kind: refused ? ClusterEvent_Kind.REFUSAL : ClusterEvent_Kind.CALL,
       actor,
       method: call.method,
-      nodeId: targetOf(call.request),
+      nodeId: OWNER_KEY_METHODS.has(call.method) ? "" : targetOf(call.request),
       detail: describeRequest(call.request),
       result: callResult(call.error, this.mapError),
     });

@@ -31,6 +31,8 @@ import { startKubernetes } from "./kubernetes_start.ts";
  * two host cores, with every node a worker, they took 282 s together
  * (README, Performance), close to the formation steps' 300 s each.
  */
+/** How long the launcher waits for ctl cluster health to say healthy before it shows what it says. */
+const HEALTH_WAIT_S = 180;
 const KUBERNETES_STEP_TIMEOUT_MS = 15 * 60_000;
 import { TEST_IMAGE_REF } from "../../internal/containerd/mod.ts";
 import type { FormedCluster } from "./cluster_formation.ts";
@@ -263,7 +265,14 @@ async function launchVms(): Promise<void> {
       await fail("Kubernetes did not come up:", { detail: `${(err as Error).message}\nthe node consoles: ${shown(cluster.dir.path)}/<node>.console.log`, cluster });
     }
   }
+  // The owner's one verdict, as a script would wait for it (ctl cluster health --wait).
+  const verdict = await formed!.ctl("cluster", "health", "--wait", "--wait-timeout", String(HEALTH_WAIT_S));
   process.stdout.write(summary(cluster, imageDir, kubernetesMs));
+  process.stdout.write(`\n${verdict.exitCode === 0 ? "ctl cluster health" : `ctl cluster health (exit ${verdict.exitCode} after ${HEALTH_WAIT_S} s)`}:\n${verdict.stdout
+    .trim()
+    .split("\n")
+    .map((l) => (l ? `  ${l}` : l))
+    .join("\n")}\n`);
   for (const node of cluster.nodes) {
     void node.exited().then((exit) => cluster.closing || log.warn(`${node.name} stopped; the others keep running until Ctrl-C`, { reason: exit.reason ?? exit.signal ?? exit.exitCode }));
   }
