@@ -21,6 +21,7 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Range, type Namespace } from "etcd3";
 import { randomBytes } from "node:crypto";
 import { ClusterEventSchema, ClusterEvent_Kind, type ClusterEvent } from "../../proto/gen/api/management_pb.ts";
+import type { ReportNodeManagementCallRequest } from "../../proto/gen/curator/curator_pb.ts";
 import type { Logger } from "../log/mod.ts";
 import { nodeIdFromPublicKey } from "../pki/mod.ts";
 import { actorOf, callResult, describeRequest, encodable, InvalidArgumentError, isRefusal, MAX_DETAIL_CHARS, quote, type AuditedCall } from "../rpc/mod.ts";
@@ -85,7 +86,8 @@ export class AuditTrail {
   private draining = false;
   private dropped = 0;
   private writes = 0;
-  private readonly refusals = new Map<string, { minute: number; count: number }>();
+  /** Per rate-limited key (a refusing caller, a reporting node): this minute and the count in it. */
+  private readonly allowances = new Map<string, { minute: number; count: number }>();
 
   constructor(
     private readonly etcd: Namespace,
@@ -116,7 +118,7 @@ export class AuditTrail {
    * word. At most NODE_REPORTS_PER_MINUTE per node; what is over is
    * counted in one line.
    */
-  fromNode(nodeId: string, report: { method: string; caller: string; detail: string; result: string; refused: boolean }): void {
+  fromNode(nodeId: string, report: Pick<ReportNodeManagementCallRequest, "method" | "caller" | "detail" | "result" | "refused">): void {
     if (!NODE_METHOD.test(report.method)) throw new InvalidArgumentError(`method: ${quote(report.method, 60)} is not NodeManagement/<Method>`);
     if (!this.allow(`report:${nodeId}`, NODE_REPORTS_PER_MINUTE, (over) => this.record({ kind: ClusterEvent_Kind.CALL, actor: `${nodeId}`, nodeId, detail: `and ${over} more node management calls reported by ${nodeId} in that minute, not recorded one by one`, result: "" }))) return;
     this.record({
@@ -153,12 +155,12 @@ export class AuditTrail {
   /** At most `perMinute` a minute for `key`; when a minute ends with more, `counted` is told how many more. */
   private allow(key: string, perMinute: number, counted: (over: number) => void): boolean {
     const minute = Math.floor(this.now() / 60_000);
-    const seen = this.refusals.get(key);
+    const seen = this.allowances.get(key);
     if (!seen || seen.minute !== minute) {
       if (seen && seen.count > perMinute) counted(seen.count - perMinute);
-      this.refusals.set(key, { minute, count: 1 });
+      this.allowances.set(key, { minute, count: 1 });
       // Bounded: keys not seen in this minute are forgotten.
-      if (this.refusals.size > 10_000) for (const [k, value] of this.refusals) if (value.minute !== minute) this.refusals.delete(k);
+      if (this.allowances.size > 10_000) for (const [k, value] of this.allowances) if (value.minute !== minute) this.allowances.delete(k);
       return true;
     }
     seen.count++;

@@ -1,7 +1,9 @@
 // The node management runnable: serves NodeManagement on the node's address
 // with the node's own certificate, once the node is part of a cluster.
 
+import type { MessageInitShape } from "@bufbuild/protobuf";
 import { NodeManagement } from "../../proto/gen/api/node_management_pb.ts";
+import type { ReportNodeManagementCallRequestSchema } from "../../proto/gen/curator/curator_pb.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
 import type { Value } from "../event/mod.ts";
 import { actorOf, addService, callResult, createServer, describeRequest, hostPort, isRefusal, listen, serverCredentials, type AuditedCall } from "../rpc/mod.ts";
@@ -16,15 +18,8 @@ export interface NodeManagementOptions extends NodeManagementDeps {
   report?: (call: NodeManagementCall) => void;
 }
 
-/** A node management call as the node reports it to the curator. */
-export interface NodeManagementCall {
-  method: string;
-  caller: string;
-  detail: string;
-  result: string;
-  refused: boolean;
-  timeMs: bigint;
-}
+/** A node management call as the node reports it to the curator: the report's own message. */
+export type NodeManagementCall = MessageInitShape<typeof ReportNodeManagementCallRequestSchema>;
 
 /** The calls that change the node: each one goes to the audit trail. */
 export const REPORTED_METHODS: ReadonlySet<string> = new Set([

@@ -5,6 +5,8 @@
 // quorum: a recovery's own call) is logged and dropped, never retried
 // forever, and never holds the call up.
 
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { ReportNodeManagementCallRequestSchema } from "../../proto/gen/curator/curator_pb.ts";
 import type { Value } from "../event/mod.ts";
 import type { Logger } from "../log/mod.ts";
 import { withCurator, type CuratorConnection } from "./curator_connection.ts";
@@ -13,14 +15,8 @@ import { withCurator, type CuratorConnection } from "./curator_connection.ts";
 const MAX_WAITING = 100;
 const REPORT_TIMEOUT_MS = 10_000;
 
-export interface NodeManagementReport {
-  method: string;
-  caller: string;
-  detail: string;
-  result: string;
-  refused: boolean;
-  timeMs: bigint;
-}
+/** What a node reports of one call: Curator.ReportNodeManagementCall's request. */
+export type NodeManagementReport = MessageInitShape<typeof ReportNodeManagementCallRequestSchema>;
 
 export function nodeCallReporter(connection: Value<CuratorConnection>, logger: Logger): (report: NodeManagementReport) => void {
   const waiting: NodeManagementReport[] = [];
