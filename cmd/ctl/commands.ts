@@ -71,6 +71,8 @@ import {
   FilterError,
   readEvents,
   type ClusterHealth,
+  readNodeMetrics,
+  writeMetricsReader,
 } from "../../internal/operator/mod.ts";
 import { endpointsOfDirectory, formatEndpoint } from "../../internal/curator/client/mod.ts";
 import { buildKubeconfig, OWNER_USER } from "../../internal/kubernetes/mod.ts";
@@ -609,6 +611,32 @@ export const program: Program<Ctl> = {
           },
         );
       },
+    },
+    {
+      name: "metrics",
+      description: "Prometheus metrics: each node serves them on its node management port, to the owner and to metrics readers",
+      actions: [
+        {
+          name: "credentials",
+          args: [{ name: "dir", complete: "dir" }],
+          flags: [{ name: "name", value: "name", description: "The reader's name, as the audit trail shows it", default: "prometheus" }],
+          description: "Write a metrics reader certificate and key (they read metrics and open nothing else), the cluster CA and a Prometheus configuration with one job per UP node into <dir>",
+          run: async (ctl, [dir], flags) => {
+            const written = await writeMetricsReader(ctl.credentials(), ctl.settings, dir!, String(flags.name ?? "prometheus"));
+            const example = `prometheus --config.file ${written.config}`;
+            ctl.print({ ...written, example }, `metrics reader credentials written to ${written.dir}; ${written.targets.length} node(s) in ${written.config}\n${example}`);
+          },
+        },
+        {
+          name: "show",
+          args: [NODE_ID],
+          description: "Print one node's metrics, read with the owner's certificate",
+          run: async (ctl, [id]) => {
+            const text = await readNodeMetrics(ctl.credentials(), ctl.settings, await ctl.node(id!));
+            ctl.printLine(text.trimEnd());
+          },
+        },
+      ],
     },
     {
       name: "kubeconfig",

@@ -17,6 +17,7 @@ import type { Network } from "../../internal/network/mod.ts";
 import { newRoleServerValues, nodeCallReporter, roleServer, type RuntimeSetup } from "../../internal/roleserve/mod.ts";
 import { PERSIST_INTERVAL_MS, persistBoot, readBoot, rotateBoots, type BootEnd, type LogTree } from "../../internal/logtree/mod.ts";
 import { nodeManagementRunnable, type PowerRequest } from "../../internal/nodemgmt/mod.ts";
+import { NodeMetrics } from "../../internal/metrics/mod.ts";
 import { shareHolderRunnable } from "../../internal/coldstart/mod.ts";
 import { failingRunnables, failingSummary, sleep, untilCancelled, type Runnable, type RunnableDump } from "../../internal/supervisor/mod.ts";
 import { SUPERVISION_LINE } from "../../internal/curator/mod.ts";
@@ -72,11 +73,18 @@ const SUPERVISION_INTERVAL_MS = 3_000;
 export function nodeRoot(config: NodeConfig): Runnable {
   // Once per boot, whatever restarts below: the last boot's logs move back one place.
   let rotated = false;
+  // Once per boot too: the node's metrics (a restart below keeps counting).
+  let roleValues = newRoleServerValues();
+  const metrics = new NodeMetrics({
+    runnables: config.services,
+    logDrops: () => config.logs.drops,
+    etcd: () => roleValues.localConsensus.peek()?.metrics,
+  });
   return async (ctx) => {
     ctx.logger.info("node core started", { version: VERSION, pid: process.pid });
     const enrolment = new Value<EnrolmentState>();
     const membership = new Value<ClusterMembership>();
-    const roleValues = newRoleServerValues();
+    roleValues = newRoleServerValues();
     const network = config.network;
     const address = async (signal: AbortSignal) =>
       network.kind === "fixed" ? network.address : (await network.network.getAddress({ signal })).address;
@@ -114,6 +122,7 @@ export function nodeRoot(config: NodeConfig): Runnable {
           // The DHCP lease's resolvers: where the cluster DNS sends names outside the cluster.
           resolvers: async (signal: AbortSignal) => (network.kind === "dhcp" ? (await network.network.getAddress({ signal })).dnsServers : []),
           bootMs: config.bootMs,
+          metrics,
           ...(config.scrubEsp ? { scrubEsp: () => scrubFreeSpace(config.layout.esp.path).then(() => {}) } : {}),
         },
         roleValues,
@@ -128,6 +137,7 @@ export function nodeRoot(config: NodeConfig): Runnable {
         power: config.power,
         // Each reboot, reset, recovery and refusal here goes to the cluster's audit trail.
         report: nodeCallReporter(roleValues.connection, ctx.logger.child("nodemgmt")),
+        metrics,
         pastBoot: (age) => readBoot(bootLogDir(config.layout), age - 1 + (rotated ? 1 : 0)),
         etcd: () => {
           const local = roleValues.localConsensus.peek();

@@ -52,4 +52,5 @@ export {
   type UpkeepOptions,
 } from "./upkeep.ts";
 export { connectEtcd, loadEtcd3, ETCD_CALL_TIMEOUT_MS } from "./etcd_client.ts";
+export { fetchEtcdMetrics, MAX_ETCD_METRICS_BYTES } from "./etcd_metrics.ts";
 export { createEtcdCA, issueMemberCertificate, issueEtcdClientCertificate, ETCD_CA_COMMON_NAME, ETCD_SERVER_NAME, type EtcdTls } from "./certificates.ts";

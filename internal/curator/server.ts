@@ -6,7 +6,7 @@ import { createPublicKey, type KeyObject, type X509Certificate } from "node:cryp
 import { AAA, Management, Node_Health } from "../../proto/gen/api/management_pb.ts";
 import { Curator } from "../../proto/gen/curator/curator_pb.ts";
 import { Value } from "../event/mod.ts";
-import { UnavailableError, addService, createServer, listen, serverCredentials, type AuditedCall, type Peer } from "../rpc/mod.ts";
+import { UnavailableError, addService, createServer, listen, serverCredentials, type AuditedCall, type CallMeter, type Peer } from "../rpc/mod.ts";
 import { admitMember, whenRightsEnd } from "./rights.ts";
 import { etcdUnavailable } from "./store.ts";
 import { AuditTrail } from "./audit.ts";
@@ -53,6 +53,8 @@ export interface CuratorOptions {
   heartbeatTimeoutMs?: number;
   /** false: no audit trail (audit.ts); only bench/audit.ts turns it off, to measure what it costs. */
   auditTrail?: boolean;
+  /** Told how each call goes: the node's metrics (internal/metrics). */
+  meter?: CallMeter;
 }
 
 export function curatorRunnable(options: CuratorOptions): Runnable {
@@ -182,6 +184,7 @@ export function curatorRunnable(options: CuratorOptions): Runnable {
     const watches = new NodeWatchHub(store);
     const serveOptions = {
       ...(options.auditTrail === false ? {} : { audit: (call: AuditedCall) => trail.tap(call) }),
+      ...(options.meter ? { meter: options.meter } : {}),
       ca: () => options.clusterCA,
       onError: (method: string, err: unknown) => ctx.logger.debug("call failed", { method, error: String(err) }),
       mapError: etcdUnavailable,

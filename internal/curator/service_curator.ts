@@ -73,7 +73,8 @@ function presentedKey(ctx: CallContext): Uint8Array {
     case "node":
       return ctx.peer.publicKey;
     case "owner":
-      throw new PermissionDeniedError("the owner certificate cannot act as a node");
+    case "metrics":
+      throw new PermissionDeniedError(`the ${ctx.peer.kind} certificate cannot act as a node`);
     case "anonymous":
       throw new Error("unreachable: the key policy admits only certificate holders");
   }

@@ -14,7 +14,7 @@ import {
 import type { NodeRecord } from "../../proto/gen/curator/state/state_pb.ts";
 import type { Logger } from "../log/mod.ts";
 import { issueOwnerKubernetesCertificate, type KubernetesPKI } from "../kubernetes/mod.ts";
-import { createCertificate, nodeIdFromPublicKey, publicKeyFromRaw } from "../pki/mod.ts";
+import { createCertificate, issueMetricsReaderCertificate, nodeIdFromPublicKey, publicKeyFromRaw } from "../pki/mod.ts";
 import {
   encodable,
   FailedPreconditionError,
@@ -32,7 +32,7 @@ import { toApiNode } from "./convert.ts";
 import { backupChunks } from "./backup.ts";
 import { VERSION } from "../version/mod.ts";
 import { shownTarget, targetUrlProblem } from "../backup/mod.ts";
-import { checkNodeId, checkPublicKey } from "./validate.ts";
+import { checkNodeId, checkPublicKey, checkReaderName } from "./validate.ts";
 import { EVENTS_PREFIX, MAX_EVENTS, decodeEvent, readEvents } from "./audit.ts";
 import { applyLabelChanges, checkLabelChanges } from "./labels.ts";
 import type { CuratorStore } from "./store.ts";
@@ -61,6 +61,7 @@ export const MANAGEMENT_POLICY: ServicePolicy<typeof Management> = {
   undeleteNode: "owner",
   updateNodeLabels: "owner",
   getKubernetesCredentials: "owner",
+  getMetricsCredentials: "owner",
   backup: "owner",
   setBackupSchedule: "owner",
   getEvents: "owner",
@@ -276,6 +277,15 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
         ca,
       );
       logger.info("issued an etcd client certificate to the owner");
+      return { caCertificate: new Uint8Array(ca.certificate.raw), clientCertificate: new Uint8Array(certificate.raw) };
+    },
+
+    async getMetricsCredentials(request, ctx) {
+      checkPublicKey("public_key", request.publicKey);
+      checkReaderName("name", request.name);
+      const ca = (await state.read(ctx.signal)).ca("cluster");
+      const certificate = issueMetricsReaderCertificate(ca, publicKeyFromRaw(request.publicKey), request.name);
+      logger.info("issued a metrics reader certificate", { name: request.name });
       return { caCertificate: new Uint8Array(ca.certificate.raw), clientCertificate: new Uint8Array(certificate.raw) };
     },
 

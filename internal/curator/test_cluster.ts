@@ -283,6 +283,7 @@ export async function startImpostorCurator(
       undeleteNode: async () => record("Management/UndeleteNode", {}),
       updateNodeLabels: async () => record("Management/UpdateNodeLabels", {}),
       getKubernetesCredentials: async () => record("Management/GetKubernetesCredentials", {}),
+      getMetricsCredentials: async () => record("Management/GetMetricsCredentials", {}),
       backup: async function* () {
         yield record("Management/Backup", {});
       },
@@ -291,7 +292,7 @@ export async function startImpostorCurator(
     },
     {
       ...serveOptions,
-      policy: { getRegisterTicket: "key", getClusterInfo: "key", getNodes: "key", approveNode: "key", updateNodeRoles: "key", getEtcdCredentials: "key", deleteNode: "key", undeleteNode: "key", updateNodeLabels: "key", getKubernetesCredentials: "key", backup: "key", setBackupSchedule: "key", getEvents: "key" },
+      policy: { getRegisterTicket: "key", getClusterInfo: "key", getNodes: "key", approveNode: "key", updateNodeRoles: "key", getEtcdCredentials: "key", deleteNode: "key", undeleteNode: "key", updateNodeLabels: "key", getKubernetesCredentials: "key", getMetricsCredentials: "key", backup: "key", setBackupSchedule: "key", getEvents: "key" },
     },
   );
   addService(

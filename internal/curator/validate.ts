@@ -45,6 +45,11 @@ function checkToken(field: string, value: string, maxChars: number): void {
   if (!TOKEN.test(value)) invalid(field, `${quote(value)} is not a name (lower-case letters, digits, '.', '_', '-')`);
 }
 
+/** A metrics reader's name (its certificate's CN). */
+export function checkReaderName(field: string, value: string): void {
+  checkToken(field, value, 64);
+}
+
 /** A node ID as the cluster makes them. */
 export function checkNodeId(field: string, value: string): void {
   if (!NODE_ID_PATTERN.test(value)) invalid(field, `${quote(value, 40)} is not a node ID (node- and 16 hex digits)`);

@@ -138,6 +138,12 @@ export class LogTree {
   private readonly followQueueEntries: number;
   private readonly maxTotalChars: number;
   private totalChars = 0;
+  /**
+   * Entries let go since the tree was made, by why (the node's metrics):
+   * rotated out of a full ring, dropped from the largest ring to stay
+   * within maxTotalChars, or not sent to a follower that fell behind.
+   */
+  readonly drops = { rotated: 0, space: 0, follower: 0 };
 
   constructor(options: LogTreeOptions = {}) {
     this.ringEntries = options.ringEntries ?? RING_ENTRIES;
@@ -162,17 +168,22 @@ export class LogTree {
         message: clip(entry.message, MAX_MESSAGE_CHARS),
         fields: Object.entries(entry.fields ?? {}).map(([k, v]) => [k, clip(fieldText(v), MAX_FIELD_CHARS)]),
       };
-      this.totalChars += charsOf(kept) - this.ringOf(entry.path).push(kept);
+      const ring = this.ringOf(entry.path);
+      if (ring.length === ring.capacity) this.drops.rotated++;
+      this.totalChars += charsOf(kept) - ring.push(kept);
       while (this.totalChars > this.maxTotalChars) {
         let largest: Ring | undefined;
         for (const ring of this.rings.values()) if (!largest || ring.chars > largest.chars) largest = ring;
         if (!largest || largest.length === 0) break;
         this.totalChars -= largest.dropOldest();
+        this.drops.space++;
       }
       for (const follower of this.followers) {
         if (!matches(follower.filter, kept)) continue;
-        if (follower.queue.length >= this.followQueueEntries) follower.dropped++;
-        else follower.queue.push(kept);
+        if (follower.queue.length >= this.followQueueEntries) {
+          follower.dropped++;
+          this.drops.follower++;
+        } else follower.queue.push(kept);
         follower.wake?.();
       }
     } catch {

@@ -61,3 +61,4 @@ export { defragmentEtcd, etcdStatus, etcdStatusTable, DEFRAG_TIMEOUT_MS, type De
 export { withNode, withListedNode, readLogs, formatLogEntry, logEntryJson, serviceTable, LOG_LEVELS, type NodeManagementClient, type ServiceRow } from "./node_management.ts";
 export { clusterHealth, gatherClusterHealth, healthTable, type ClusterHealth, type ClusterHealthInputs, type HealthCheck } from "./health.ts";
 export { eventLine, eventRow, readEvents, type EventRow } from "./events.ts";
+export { readNodeMetrics, writeMetricsReader, READER_FILES, type WrittenReader } from "./metrics.ts";

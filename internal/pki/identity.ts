@@ -29,6 +29,14 @@ export const CURATOR_ORGANIZATION = "nodecore curator";
  */
 export const JOIN_ORGANIZATION = "nodecore join";
 export const OWNER_COMMON_NAME = "owner";
+/**
+ * A metrics reader certificate: "may read metrics", nothing else. The
+ * owner has ctl issue one for Prometheus, so that the scraper holds no key
+ * that opens the cluster's API (internal/metrics).
+ */
+export const METRICS_READER_ORGANIZATION = "nodecore metrics reader";
+/** How long a metrics reader certificate lasts: there is no revoking one, so it ends by itself. */
+export const METRICS_READER_VALIDITY_MS = 365 * 24 * 3600 * 1000;
 /** Self-signed certificates carry this organization; they prove key possession only. */
 export const SELF_SIGNED_ORGANIZATION = "nodecore self-signed";
 
@@ -125,6 +133,10 @@ export function canonicalIp(address: string): string {
 
 export function issueOwnerCertificate(ca: CA, publicKey: KeyObject): X509Certificate {
   return createCertificate({ commonName: OWNER_COMMON_NAME, organization: OWNER_ORGANIZATION, publicKey, kind: "client" }, ca);
+}
+
+export function issueMetricsReaderCertificate(ca: CA, publicKey: KeyObject, name: string): X509Certificate {
+  return createCertificate({ commonName: name, organization: METRICS_READER_ORGANIZATION, publicKey, kind: "client", validForMs: METRICS_READER_VALIDITY_MS }, ca);
 }
 
 /** A self-signed certificate for a key, to prove possession of it in a TLS handshake. */

@@ -42,6 +42,7 @@ export {
   issueCuratorCertificate,
   issueOwnerCertificate,
   issueJoinCertificate,
+  issueMetricsReaderCertificate,
   joinCertificateProblem,
   ipAddressesOf,
   canonicalIp,
@@ -57,6 +58,8 @@ export {
   OWNER_COMMON_NAME,
   SELF_SIGNED_ORGANIZATION,
   JOIN_ORGANIZATION,
+  METRICS_READER_ORGANIZATION,
+  METRICS_READER_VALIDITY_MS,
   type CA,
 } from "./identity.ts";
 export { isCanonicalEd25519PublicKey } from "./ed25519_point.ts";

@@ -57,6 +57,7 @@ import { controlPlaneWorker, type LocalConsensus, type LocalCurator } from "./wo
 import { ConsensusRecovery } from "./consensus_recovery.ts";
 import { backupsWorker } from "./worker_backups.ts";
 import { ETCD_BINARY, etcdutlBeside } from "../consensus/mod.ts";
+import type { NodeMetrics } from "../metrics/mod.ts";
 import type { DataStorage } from "../cluster/mod.ts";
 import { kubernetesWorker, type RuntimeSetup } from "./worker_kubernetes.ts";
 import { roleFetchWorker } from "./worker_rolefetch.ts";
@@ -108,6 +109,8 @@ export interface RoleServerOptions {
    * node process, whose "ESP" is a directory on the host.
    */
   scrubEsp?: () => Promise<void>;
+  /** The node's metrics: curator calls and heartbeat answers are counted there. */
+  metrics?: Pick<NodeMetrics, "meter" | "heartbeatAnswered">;
 }
 
 /** The values the Role Server keeps, for observers (status, tests). */
@@ -199,6 +202,7 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
         ...(options.etcdBinary ? { etcdBinary: options.etcdBinary } : {}),
         ...(options.etcdutl ? { etcdutl: options.etcdutl } : {}),
         ...(options.curatorPort !== undefined ? { curatorPort: options.curatorPort } : {}),
+        ...(options.metrics ? { meter: options.metrics.meter } : {}),
       }),
     );
     ctx.run("curatorconnection", curatorConnectionWorker(options, values));
@@ -207,7 +211,7 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
       "statuspush",
       statusPushWorker({ membership: options.membership, connection: values.connection, localCurator: values.localCurator, services: values.board.value, bootMs }),
     );
-    ctx.run("heartbeat", heartbeatWorker({ membership: options.membership, connection: values.connection }));
+    ctx.run("heartbeat", heartbeatWorker({ membership: options.membership, connection: values.connection, ...(options.metrics ? { answered: () => options.metrics!.heartbeatAnswered() } : {}) }));
     const etcd = options.etcdBinary ?? ETCD_BINARY;
     ctx.run(
       "backups",

@@ -18,7 +18,8 @@ import type { X509Certificate } from "node:crypto";
 import { NodeStatusSchema, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
 import { clearPendingBootstrap, clearPendingRestore, loadPendingRestore, type ClusterMembership, type PendingBootstrap } from "../cluster/mod.ts";
 import { restoreSnapshot } from "../backup/mod.ts";
-import { etcdutlBeside, clientUrl, connectEtcd, issueMemberCertificate, memberQuota, peerUrl, runEtcdMember, upkeepRunnable } from "../consensus/mod.ts";
+import type { CallMeter } from "../rpc/mod.ts";
+import { etcdutlBeside, clientUrl, connectEtcd, fetchEtcdMetrics, issueMemberCertificate, memberQuota, peerUrl, runEtcdMember, upkeepRunnable } from "../consensus/mod.ts";
 import { consensusRole, curatorRunnable, dropLostConsensusRoles, etcdMembers, writeBootstrapState, writeRestoredNode, type Leadership } from "../curator/mod.ts";
 import { CURATOR_PORT, type CuratorEndpoint } from "../curator/client/mod.ts";
 import { Value } from "../event/mod.ts";
@@ -74,6 +75,8 @@ export interface LocalConsensus {
   url: string;
   /** The etcd peer CA's certificate. */
   ca: X509Certificate;
+  /** etcd's own metrics text, read from the member (the node's metrics pass it on). */
+  metrics: (signal: AbortSignal) => Promise<string>;
 }
 
 export interface ControlPlaneOptions {
@@ -97,6 +100,8 @@ export interface ControlPlaneOptions {
   /** Where etcdutl is, mounting what it takes (default: beside etcd); a restore needs it. */
   etcdutl?: () => string;
   curatorPort?: number;
+  /** Told how each curator call goes: the node's metrics. */
+  meter?: CallMeter;
 }
 
 export function controlPlaneWorker(options: ControlPlaneOptions): Runnable {
@@ -284,6 +289,7 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
       privateKey: credentials.privateKey,
       clusterCA: credentials.ca,
       leadership,
+      ...(options.meter ? { meter: options.meter } : {}),
     });
     ctx.run("curator", async (c) => {
       // Stopped early, while etcd still serves, when the node leaves consensus (below).
@@ -396,7 +402,8 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
         onReady: () => {
           connect()
             .then((etcd) => {
-              options.localConsensus?.set({ etcd, url: clientUrl(etcdClientHost), ca: member.ca });
+              const url = clientUrl(etcdClientHost);
+              options.localConsensus?.set({ etcd, url, ca: member.ca, metrics: (signal) => fetchEtcdMetrics(url, tls, signal) });
               return startCurator(etcd);
             })
             .catch((err) => curatorFailed(new Error(`could not start the curator: ${(err as Error).message}`, { cause: err })));

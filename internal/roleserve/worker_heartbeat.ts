@@ -25,6 +25,8 @@ export interface HeartbeatOptions {
   membership: Value<ClusterMembership>;
   connection: Value<CuratorConnection>;
   intervalMs?: number;
+  /** Told of each answer from the leader (the node's metrics: the heartbeat's age). */
+  answered?: () => void;
 }
 
 class NoAnswerError extends Error {
@@ -65,6 +67,7 @@ export function heartbeatWorker(options: HeartbeatOptions): Runnable {
           let answers = 0;
           for await (const _answer of client.heartbeat(updates(intervalMs, signal), { signal })) {
             arm();
+            options.answered?.();
             if (answers++ === 0) {
               ctx.logger.info("heartbeat stream open", { curator: formatEndpoint(endpoint) });
               lastProblem = "";

@@ -20,6 +20,8 @@ export function actorOf(peer: Peer | undefined, remoteAddress: string | undefine
       return peer.nodeId;
     case "join":
       return `${peer.nodeId} (join key)`;
+    case "metrics":
+      return `metrics reader ${JSON.stringify(encodable(peer.name, 64))}${from}`;
     case "key":
       return `an unverified key${from}`;
     default:

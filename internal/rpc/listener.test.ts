@@ -43,13 +43,14 @@ function managementServer() {
       undeleteNode: unused,
       updateNodeLabels: unused,
       getKubernetesCredentials: unused,
+      getMetricsCredentials: unused,
       backup: async function* () {},
       setBackupSchedule: async () => ({}),
       getEvents: async function* () {},
     },
     {
       ca: () => ca.certificate,
-      policy: { getRegisterTicket: "owner", getClusterInfo: "owner", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner", deleteNode: "owner", undeleteNode: "owner", updateNodeLabels: "owner", getKubernetesCredentials: "owner", backup: "owner", setBackupSchedule: "owner", getEvents: "owner" },
+      policy: { getRegisterTicket: "owner", getClusterInfo: "owner", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner", deleteNode: "owner", undeleteNode: "owner", updateNodeLabels: "owner", getKubernetesCredentials: "owner", getMetricsCredentials: "owner", backup: "owner", setBackupSchedule: "owner", getEvents: "owner" },
     },
   );
   return server;

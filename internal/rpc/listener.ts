@@ -14,11 +14,17 @@
 //               ─▶ at most MAX_CONCURRENT_STREAMS calls at once per connection
 //               ─▶ keepalive pings: a peer that stops answering is dropped
 //
+// A server may also answer plain HTTPS requests (the node's metrics) beside
+// gRPC on the same port: HTTP/2 streams that are not gRPC, and HTTP/1.1
+// requests from clients that offer no h2, go to an HttpHandler, on the same
+// bounded connections.
+//
 // So one address that floods a port with idle connections holds at most
 // MAX_PENDING_HANDSHAKES_PER_SOURCE of its handshake slots, and the nodes
 // and the owner, who have connected before, keep a share of their own.
 
 import { Server, type ServerOptions } from "@grpc/grpc-js";
+import type { TLSSocket } from "node:tls";
 import { sourceAddress } from "./address.ts";
 import type { RotatingServerCredentials } from "./tls.ts";
 
@@ -89,7 +95,32 @@ export function heardClientHello(socket: Socket): boolean | undefined {
   const cipher = handle.getCipher() as { name?: string | null } | null | undefined;
   return Boolean(cipher?.name);
 }
-type Http2Listener = { on(event: string, listener: (socket: Socket) => void): void; prependListener(event: string, listener: (socket: Socket) => void): void };
+type Http2Listener = {
+  on(event: string, listener: (...args: never[]) => void): void;
+  prependListener(event: string, listener: (socket: Socket) => void): void;
+  listeners(event: string): ((...args: unknown[]) => void)[];
+  removeAllListeners(event: string): void;
+};
+
+/** A plain HTTPS request to a gRPC port (listen's `http`). */
+export interface HttpRequest {
+  method: string;
+  /** The request target: path and query. */
+  path: string;
+  /** The connection: its client certificate says who asks. */
+  socket: TLSSocket;
+}
+
+export interface HttpAnswer {
+  status: number;
+  contentType: string;
+  body: string;
+}
+
+export type HttpHandler = (request: HttpRequest) => Promise<HttpAnswer>;
+
+/** The longest a handler may take before the request is answered 503. */
+const HTTP_ANSWER_TIMEOUT_MS = 30_000;
 
 /**
  * Binds `server` on `address` ("host:port", IPv6 hosts in brackets) and
@@ -104,6 +135,7 @@ export async function listen(
   address: string,
   credentials: RotatingServerCredentials,
   limits: ListenLimits = { maxConnections: MAX_CONNECTIONS, maxPendingHandshakes: MAX_PENDING_HANDSHAKES },
+  http?: HttpHandler,
 ): Promise<{ port: number; counters: ListenerCounters }> {
   const before = new Set(http2ServersOf(server));
   const port = await new Promise<number>((resolve, reject) =>
@@ -112,8 +144,64 @@ export async function listen(
   const counters: ListenerCounters = { open: 0, handshaking: 0, refused: 0, silent: 0 };
   const added = http2ServersOf(server).filter((s) => !before.has(s));
   if (added.length === 0) throw new Error("cannot find the HTTP/2 servers grpc-js created (did the grpc-js version change?)");
-  for (const listener of added) bound(listener as Http2Listener, limits, counters);
+  for (const listener of added) {
+    bound(listener as Http2Listener, limits, counters);
+    if (http) routeHttp(listener as Http2Listener, http);
+  }
   return { port, counters };
+}
+
+/**
+ * Sends what is not gRPC to `http`. HTTP/1.1 requests arrive as "request"
+ * events (the credentials must allow HTTP/1: serverCredentials's
+ * allowHttp1); adding that listener makes the HTTP/2 server also turn
+ * every stream into a compatibility request, which would answer gRPC calls
+ * too. So the stream listeners are replaced by one that hands gRPC streams
+ * to grpc-js's own listeners (those there before), and the rest to `http`.
+ */
+function routeHttp(listener: Http2Listener, http: HttpHandler): void {
+  const grpc = listener.listeners("stream");
+  type Stream = { respond(headers: Record<string, string | number>): void; end(body?: string): void; session?: { socket?: unknown }; destroyed?: boolean };
+  type Http1Request = { method?: string; url?: string; httpVersion: string; socket: unknown };
+  type Http1Response = { writeHead(status: number, headers: Record<string, string | number>): void; end(body?: string): void };
+  const answer = async (request: HttpRequest, send: (answer: HttpAnswer) => void) => {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<HttpAnswer>((resolve) => {
+      timer = setTimeout(() => resolve({ status: 503, contentType: "text/plain", body: "the answer took too long\n" }), HTTP_ANSWER_TIMEOUT_MS);
+    });
+    let result: HttpAnswer;
+    try {
+      result = await Promise.race([http(request), late]);
+    } catch (err) {
+      result = { status: 500, contentType: "text/plain", body: `could not answer: ${(err as Error)?.message ?? String(err)}\n` };
+    } finally {
+      clearTimeout(timer);
+    }
+    try {
+      send(result);
+    } catch {
+      // The client went away.
+    }
+  };
+  listener.on("request", ((request: Http1Request, response: Http1Response) => {
+    if (request.httpVersion.startsWith("2")) return;
+    void answer({ method: request.method ?? "GET", path: request.url ?? "/", socket: request.socket as TLSSocket }, (a) => {
+      response.writeHead(a.status, { "content-type": a.contentType, "content-length": Buffer.byteLength(a.body) });
+      response.end(a.body);
+    });
+  }) as never);
+  listener.removeAllListeners("stream");
+  listener.on("stream", ((stream: Stream, headers: Record<string, string | undefined>, ...rest: unknown[]) => {
+    if ((headers["content-type"] ?? "").startsWith("application/grpc")) {
+      for (const serve of grpc) serve.call(listener, stream, headers, ...rest);
+      return;
+    }
+    void answer({ method: headers[":method"] ?? "GET", path: headers[":path"] ?? "/", socket: stream.session?.socket as TLSSocket }, (a) => {
+      if (stream.destroyed) return;
+      stream.respond({ ":status": a.status, "content-type": a.contentType });
+      stream.end(a.body);
+    });
+  }) as never);
 }
 
 function http2ServersOf(server: Server): unknown[] {
@@ -189,7 +277,7 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
     });
   });
   // bun hands the same TLS socket to "connection" and "secureConnection".
-  listener.on("secureConnection", (socket) => {
+  listener.on("secureConnection", (socket: Socket) => {
     const source = handshaking.get(socket)?.source;
     if (source === undefined) return;
     finished(socket);

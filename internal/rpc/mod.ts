@@ -36,6 +36,7 @@ export {
   createClient,
   MAX_REQUEST_BYTES,
   type AuditedCall,
+  type CallMeter,
   type CallContext,
   type CallOptions,
   type ClientOptions,
@@ -86,6 +87,9 @@ export {
   MAX_CONCURRENT_STREAMS,
   KEEPALIVE_TIME_MS,
   KEEPALIVE_TIMEOUT_MS,
+  type HttpAnswer,
+  type HttpHandler,
+  type HttpRequest,
   type ListenLimits,
   type ListenerCounters,
 } from "./listener.ts";

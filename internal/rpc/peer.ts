@@ -3,6 +3,7 @@
 import type { X509Certificate } from "node:crypto";
 import {
   JOIN_ORGANIZATION,
+  METRICS_READER_ORGANIZATION,
   NODE_ORGANIZATION,
   OWNER_ORGANIZATION,
   commonNameOf,
@@ -18,6 +19,8 @@ import {
  *  node:   holds a node certificate under the cluster CA.
  *  join:   holds a node's join certificate under the cluster CA (the key a
  *          node unseals its share of the cluster with; it names the node).
+ *  metrics: holds a metrics reader certificate under the cluster CA: it
+ *          may read a node's metrics (internal/metrics), and call nothing.
  *  key:    presented some other certificate (self-signed, foreign CA, or
  *          expired): the handshake proves it holds that key, nothing more.
  *  anonymous: sent no certificate.
@@ -26,6 +29,7 @@ export type Peer =
   | { kind: "owner"; certificate: X509Certificate }
   | { kind: "node"; nodeId: string; publicKey: Uint8Array; certificate: X509Certificate }
   | { kind: "join"; nodeId: string; publicKey: Uint8Array; certificate: X509Certificate }
+  | { kind: "metrics"; name: string; certificate: X509Certificate }
   | { kind: "key"; publicKey: Uint8Array; certificate: X509Certificate; whyNotCluster: string }
   | { kind: "anonymous" };
 
@@ -55,8 +59,10 @@ export function authenticate(certificate: X509Certificate | undefined, ca: X509C
       if (!NODE_ID.test(nodeId)) return { kind: "key", publicKey, certificate, whyNotCluster: "join certificate names no node" };
       return { kind: "join", nodeId, publicKey, certificate };
     }
+    case METRICS_READER_ORGANIZATION:
+      return { kind: "metrics", name: commonNameOf(certificate) ?? "", certificate };
     default:
-      return { kind: "key", publicKey, certificate, whyNotCluster: "certificate is neither an owner, a node nor a join certificate" };
+      return { kind: "key", publicKey, certificate, whyNotCluster: "certificate is neither an owner, a node, a join nor a metrics reader certificate" };
   }
 }
 
@@ -73,6 +79,8 @@ export function refusal(peer: Peer, policy: Policy): { code: "unauthenticated" |
   if (peer.kind === "anonymous") {
     return { code: "unauthenticated", reason: "no client certificate presented" };
   }
+  // A scraper's key opens no API, whatever the method's policy.
+  if (peer.kind === "metrics") return { code: "permission-denied", reason: "a metrics reader certificate may only read metrics" };
   if (policy === "key") return undefined;
   if (peer.kind === "key") {
     return { code: "unauthenticated", reason: `client certificate not accepted: ${peer.whyNotCluster}` };

@@ -95,6 +95,9 @@ beforeAll(async () => {
       async getKubernetesCredentials() {
         return {};
       },
+      async getMetricsCredentials() {
+        return {};
+      },
       async *backup() {},
       async *getEvents() {},
       async setBackupSchedule() {
@@ -103,7 +106,7 @@ beforeAll(async () => {
     },
     {
       ca: () => ca.certificate,
-      policy: { getRegisterTicket: "owner", getClusterInfo: "cluster", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner", deleteNode: "owner", undeleteNode: "owner", updateNodeLabels: "owner", getKubernetesCredentials: "owner", backup: "owner", setBackupSchedule: "owner", getEvents: "owner" },
+      policy: { getRegisterTicket: "owner", getClusterInfo: "cluster", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner", deleteNode: "owner", undeleteNode: "owner", updateNodeLabels: "owner", getKubernetesCredentials: "owner", getMetricsCredentials: "owner", backup: "owner", setBackupSchedule: "owner", getEvents: "owner" },
     },
   );
   addService(
@@ -112,7 +115,7 @@ beforeAll(async () => {
     {
       async escrow(_request, ctx) {
         if (ctx.peer.kind === "anonymous") throw new Error("unreachable: policy lets only certificate holders in");
-        const key = ctx.peer.kind === "owner" ? rawPublicKey(ctx.peer.certificate.publicKey) : ctx.peer.publicKey;
+        const key = ctx.peer.kind === "owner" || ctx.peer.kind === "metrics" ? rawPublicKey(ctx.peer.certificate.publicKey) : ctx.peer.publicKey;
         return { ownerCertificate: key };
       },
     },

@@ -105,6 +105,19 @@ export interface ServeOptions<S> {
    * not throw or block (what it throws is dropped).
    */
   audit?: (call: AuditedCall) => void;
+  /** Told how every call goes, for the node's metrics (internal/metrics); like audit, it must not throw or block. */
+  meter?: CallMeter;
+}
+
+/**
+ * What the metrics learn of calls. A unary call is `finished` when
+ * answered; a stream is `opened`, then `finished` when it ends (its
+ * seconds: how long it lived); a stream refused before it opened is only
+ * `finished`. `code` is the status's name: OK, PERMISSION_DENIED, ...
+ */
+export interface CallMeter {
+  opened(method: string): void;
+  finished(method: string, kind: "unary" | "stream", code: string, seconds: number, opened: boolean): void;
 }
 
 /** A call as the audit hook sees it. */
@@ -360,6 +373,23 @@ export function addService<S extends DescService>(server: Server, service: S, im
         // The audit trail's own trouble is its own.
       }
     };
+    const codeOf = (err: unknown) => (err === undefined ? "OK" : (Status[toStatus(options.mapError ? options.mapError(err) : err).code] ?? "UNKNOWN"));
+    const meter = {
+      opened: () => {
+        try {
+          options.meter?.opened(name);
+        } catch {
+          // The metrics' trouble is their own.
+        }
+      },
+      finished: (kind: "unary" | "stream", started: number, opened: boolean, error?: unknown) => {
+        try {
+          options.meter?.finished(name, kind, codeOf(error), (performance.now() - started) / 1000, opened);
+        } catch {
+          // The metrics' trouble is their own.
+        }
+      },
+    };
     const plain = () => ({ code: Status.INTERNAL, details: "internal error: the status could not be sent", metadata: new Metadata() }) as Partial<ServiceError> as ServiceError;
     const lastResort = (send: (status?: ServiceError) => void) => {
       try {
@@ -378,6 +408,7 @@ export function addService<S extends DescService>(server: Server, service: S, im
         definition[method.localName] = { ...base, responseStream: false, originalName: method.name };
         handlers[method.localName] = (async (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => {
           const seen: Seen = {};
+          const started = performance.now();
           try {
             const { ctx } = contextOf(call, name, policy, options, seen);
             await options.admit?.(ctx.peer, ctx.signal);
@@ -385,9 +416,11 @@ export function addService<S extends DescService>(server: Server, service: S, im
             seen.request = request;
             const response = await (handler(request, ctx) as Promise<MessageInitShape<DescMessage>>);
             audit(seen);
+            meter.finished("unary", started, false);
             callback(null, serialize(response));
           } catch (err) {
             audit(seen, err);
+            meter.finished("unary", started, false, err);
             lastResort((status) => callback(status ?? fail(err)));
           }
         }) as never;
@@ -396,6 +429,7 @@ export function addService<S extends DescService>(server: Server, service: S, im
         definition[method.localName] = { ...base, responseStream: true, originalName: method.name };
         handlers[method.localName] = (async (call: ServerWritableStream<Buffer, Buffer>) => {
           const seen: Seen = {};
+          const started = performance.now();
           let opened = false;
           try {
             const context = contextOf(call, name, policy, options, seen);
@@ -404,9 +438,12 @@ export function addService<S extends DescService>(server: Server, service: S, im
             seen.request = request;
             opened = true;
             audit(seen);
+            meter.opened();
             await serveStream(call, context, options, (ctx) => handler(request, ctx) as AsyncIterable<MessageInitShape<DescMessage>>, serialize);
+            meter.finished("stream", started, true);
           } catch (err) {
             if (!opened) audit(seen, err);
+            meter.finished("stream", started, opened, err);
             if (!call.cancelled) lastResort((status) => call.emit("error", status ?? fail(err)));
           }
         }) as never;
@@ -415,15 +452,19 @@ export function addService<S extends DescService>(server: Server, service: S, im
         definition[method.localName] = { ...base, requestStream: true, responseStream: true, originalName: method.name };
         handlers[method.localName] = (async (call: ServerDuplexStream<Buffer, Buffer>) => {
           const seen: Seen = {};
+          const started = performance.now();
           let opened = false;
           try {
             const context = contextOf(call, name, policy, options, seen);
             await options.admit?.(context.ctx.peer, context.ctx.signal);
             opened = true;
             audit(seen);
+            meter.opened();
             await serveStream(call, context, options, (ctx) => handler(parseRequests(method.input, call, ctx.signal), ctx) as AsyncIterable<MessageInitShape<DescMessage>>, serialize);
+            meter.finished("stream", started, true);
           } catch (err) {
             if (!opened) audit(seen, err);
+            meter.finished("stream", started, opened, err);
             if (!call.cancelled) lastResort((status) => call.emit("error", status ?? fail(err)));
           }
         }) as never;

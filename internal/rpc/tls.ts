@@ -31,8 +31,10 @@ export const TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
  * are short-lived).
  */
 export class RotatingServerCredentials extends ServerCredentials {
-  constructor(contextOptions: SecureContextOptions, handshakeTimeoutMs = TLS_HANDSHAKE_TIMEOUT_MS) {
-    super({ requestCert: true, rejectUnauthorized: false, handshakeTimeout: handshakeTimeoutMs } as SecureContextOptions, contextOptions);
+  constructor(contextOptions: SecureContextOptions, handshakeTimeoutMs = TLS_HANDSHAKE_TIMEOUT_MS, allowHttp1 = false) {
+    // allowHTTP1: the server also speaks HTTP/1.1 to clients that offer no
+    // h2 (a metrics scraper); listen() routes those requests (listener.ts).
+    super({ requestCert: true, rejectUnauthorized: false, handshakeTimeout: handshakeTimeoutMs, ...(allowHttp1 ? { allowHTTP1: true } : {}) } as SecureContextOptions, contextOptions);
   }
   _equals(other: ServerCredentials): boolean {
     return other === this;
@@ -53,8 +55,8 @@ function contextOptionsOf(options: ServerTlsOptions): SecureContextOptions {
   return { cert: options.certificate.toString(), key: options.privateKey.export({ format: "pem", type: "pkcs8" }).toString() };
 }
 
-export function serverCredentials(options: ServerTlsOptions & { handshakeTimeoutMs?: number }): RotatingServerCredentials {
-  return new RotatingServerCredentials(contextOptionsOf(options), options.handshakeTimeoutMs);
+export function serverCredentials(options: ServerTlsOptions & { handshakeTimeoutMs?: number; allowHttp1?: boolean }): RotatingServerCredentials {
+  return new RotatingServerCredentials(contextOptionsOf(options), options.handshakeTimeoutMs, options.allowHttp1);
 }
 
 /**

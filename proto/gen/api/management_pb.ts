@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file api/management.proto.
  */
 export const file_api_management: GenFile = /*@__PURE__*/
-  fileDesc("ChRhcGkvbWFuYWdlbWVudC5wcm90bxIMbm9kZWNvcmUuYXBpIg8KDUVzY3Jvd1JlcXVlc3QiQwoORXNjcm93UmVzcG9uc2USGQoRb3duZXJfY2VydGlmaWNhdGUYASABKAwSFgoOY2FfY2VydGlmaWNhdGUYAiABKAwiQQoQR2V0RXZlbnRzUmVxdWVzdBIMCgRsYXN0GAEgASgNEg8KB25vZGVfaWQYAiABKAkSDgoGZm9sbG93GAMgASgIIv0BCgxDbHVzdGVyRXZlbnQSDwoHdGltZV9tcxgBIAEoAxItCgRraW5kGAIgASgOMh8ubm9kZWNvcmUuYXBpLkNsdXN0ZXJFdmVudC5LaW5kEg0KBWFjdG9yGAMgASgJEg4KBm1ldGhvZBgEIAEoCRIPCgdub2RlX2lkGAUgASgJEg4KBmRldGFpbBgGIAEoCRIOCgZyZXN1bHQYByABKAkiXQoES2luZBIUChBLSU5EX1VOU1BFQ0lGSUVEEAASDQoJS0lORF9DQUxMEAESEAoMS0lORF9SRUZVU0FMEAISDwoLS0lORF9IRUFMVEgQAxINCglLSU5EX0JPT1QQBCIPCg1CYWNrdXBSZXF1ZXN0IlYKC0JhY2t1cENodW5rEgwKBGRhdGEYASABKAwSGwoTc25hcHNob3RfYnl0ZXNfZG9uZRgCIAEoBBIcChRzbmFwc2hvdF9ieXRlc190b3RhbBgDIAEoBCI1Ch9HZXRLdWJlcm5ldGVzQ3JlZGVudGlhbHNSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAwiagogR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzUmVzcG9uc2USGgoSY2xpZW50X2NlcnRpZmljYXRlGAEgASgMEhYKDmNhX2NlcnRpZmljYXRlGAIgASgMEhIKCmFwaXNlcnZlcnMYAyADKAkidQoXVXBkYXRlTm9kZUxhYmVsc1JlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDBIqCgZ1cHNlcnQYAyADKAsyGi5ub2RlY29yZS5jb21tb24uTm9kZUxhYmVsEg4KBmRlbGV0ZRgEIAMoCSJGChhVcGRhdGVOb2RlTGFiZWxzUmVzcG9uc2USKgoGbGFiZWxzGAEgAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbCIzChFEZWxldGVOb2RlUmVxdWVzdBIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMIhQKEkRlbGV0ZU5vZGVSZXNwb25zZSIhChNVbmRlbGV0ZU5vZGVSZXF1ZXN0EgoKAmlkGAEgASgJIhYKFFVuZGVsZXRlTm9kZVJlc3BvbnNlIi8KGUdldEV0Y2RDcmVkZW50aWFsc1JlcXVlc3QSEgoKcHVibGljX2tleRgBIAEoDCJQChpHZXRFdGNkQ3JlZGVudGlhbHNSZXNwb25zZRIWCg5jYV9jZXJ0aWZpY2F0ZRgBIAEoDBIaChJjbGllbnRfY2VydGlmaWNhdGUYAiABKAwiGgoYR2V0UmVnaXN0ZXJUaWNrZXRSZXF1ZXN0IisKGUdldFJlZ2lzdGVyVGlja2V0UmVzcG9uc2USDgoGdGlja2V0GAEgASgMIhcKFUdldENsdXN0ZXJJbmZvUmVxdWVzdCLxAgoWR2V0Q2x1c3RlckluZm9SZXNwb25zZRI8ChFjbHVzdGVyX2RpcmVjdG9yeRgBIAEoCzIhLm5vZGVjb3JlLmNvbW1vbi5DbHVzdGVyRGlyZWN0b3J5EhYKDmNhX2NlcnRpZmljYXRlGAIgASgMEh4KFnVubG9ja19zaGFyZV90aHJlc2hvbGQYAyABKA0SFgoOY3VyYXRvcl9sZWFkZXIYBCABKAkSEwoLZXRjZF9sZWFkZXIYBSABKAkSNQoPYmFja3VwX3NjaGVkdWxlGAYgASgLMhwubm9kZWNvcmUuYXBpLkJhY2t1cFNjaGVkdWxlEjEKDWJhY2t1cF9zdGF0dXMYByABKAsyGi5ub2RlY29yZS5hcGkuQmFja3VwU3RhdHVzEi4KDGV0Y2RfbWVtYmVycxgIIAMoCzIYLm5vZGVjb3JlLmFwaS5FdGNkTWVtYmVyEhoKEmV0Y2RfbWVtYmVyc19lcnJvchgJIAEoCSI6CgpFdGNkTWVtYmVyEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSEgoKaXNfbGVhcm5lchgDIAEoCCJXCg5CYWNrdXBTY2hlZHVsZRIVCg1ldmVyeV9taW51dGVzGAEgASgNEgwKBGtlZXAYAiABKA0SDwoHbm9kZV9pZBgDIAEoCRIPCgdwdXRfdXJsGAQgASgJIkoKGFNldEJhY2t1cFNjaGVkdWxlUmVxdWVzdBIuCghzY2hlZHVsZRgBIAEoCzIcLm5vZGVjb3JlLmFwaS5CYWNrdXBTY2hlZHVsZSIbChlTZXRCYWNrdXBTY2hlZHVsZVJlc3BvbnNlImcKC0JhY2t1cFRha2VuEgwKBGZpbGUYASABKAkSDwoHdGltZV9tcxgCIAEoAxIVCg1ldGNkX3JldmlzaW9uGAMgASgDEg0KBWJ5dGVzGAQgASgEEhMKC3VwbG9hZGVkX3RvGAUgASgJItcBCgxCYWNrdXBTdGF0dXMSDwoHbm9kZV9pZBgBIAEoCRInCgRsYXN0GAIgASgLMhkubm9kZWNvcmUuYXBpLkJhY2t1cFRha2VuEjAKDWxhc3RfdmVyaWZpZWQYAyABKAsyGS5ub2RlY29yZS5hcGkuQmFja3VwVGFrZW4SEgoKbGFzdF9lcnJvchgEIAEoCRIVCg1sYXN0X2Vycm9yX21zGAUgASgDEjAKDWxhc3RfdXBsb2FkZWQYBiABKAsyGS5ub2RlY29yZS5hcGkuQmFja3VwVGFrZW4iEQoPR2V0Tm9kZXNSZXF1ZXN0IocECgROb2RlEgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSKQoFc3RhdGUYAyABKA4yGi5ub2RlY29yZS5jb21tb24uTm9kZVN0YXRlEisKBnN0YXR1cxgEIAEoCzIbLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdHVzEikKBXJvbGVzGAUgASgLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcxIpCgZoZWFsdGgYBiABKA4yGS5ub2RlY29yZS5hcGkuTm9kZS5IZWFsdGgSJAoXdGltZV9zaW5jZV9oZWFydGJlYXRfbXMYByABKANIAIgBARIqCgZsYWJlbHMYCCADKAsyGi5ub2RlY29yZS5jb21tb24uTm9kZUxhYmVsEhUKDWhlYWx0aF9yZWFzb24YCSABKAkSHAoPY2xvY2tfb2Zmc2V0X21zGAogASgDSAGIAQEiegoGSGVhbHRoEhIKDkhFQUxUSF9VTktOT1dOEAASEgoOSEVBTFRIX0hFQUxUSFkQARIcChhIRUFMVEhfSEVBUlRCRUFUX1RJTUVPVVQQAhITCg9IRUFMVEhfREVHUkFERUQQAxIVChFIRUFMVEhfQ0xPQ0tfU0tFVxAEQhoKGF90aW1lX3NpbmNlX2hlYXJ0YmVhdF9tc0ISChBfY2xvY2tfb2Zmc2V0X21zIjQKEkFwcHJvdmVOb2RlUmVxdWVzdBIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMIhUKE0FwcHJvdmVOb2RlUmVzcG9uc2Ui4AEKFlVwZGF0ZU5vZGVSb2xlc1JlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDBIdChBjb25zZW5zdXNfbWVtYmVyGAMgASgISACIAQESIgoVa3ViZXJuZXRlc19jb250cm9sbGVyGAQgASgISAGIAQESHgoRa3ViZXJuZXRlc193b3JrZXIYBSABKAhIAogBAUITChFfY29uc2Vuc3VzX21lbWJlckIYChZfa3ViZXJuZXRlc19jb250cm9sbGVyQhQKEl9rdWJlcm5ldGVzX3dvcmtlciIZChdVcGRhdGVOb2RlUm9sZXNSZXNwb25zZTJKCgNBQUESQwoGRXNjcm93Ehsubm9kZWNvcmUuYXBpLkVzY3Jvd1JlcXVlc3QaHC5ub2RlY29yZS5hcGkuRXNjcm93UmVzcG9uc2UyqAkKCk1hbmFnZW1lbnQSZAoRR2V0UmVnaXN0ZXJUaWNrZXQSJi5ub2RlY29yZS5hcGkuR2V0UmVnaXN0ZXJUaWNrZXRSZXF1ZXN0Gicubm9kZWNvcmUuYXBpLkdldFJlZ2lzdGVyVGlja2V0UmVzcG9uc2USWwoOR2V0Q2x1c3RlckluZm8SIy5ub2RlY29yZS5hcGkuR2V0Q2x1c3RlckluZm9SZXF1ZXN0GiQubm9kZWNvcmUuYXBpLkdldENsdXN0ZXJJbmZvUmVzcG9uc2USPwoIR2V0Tm9kZXMSHS5ub2RlY29yZS5hcGkuR2V0Tm9kZXNSZXF1ZXN0GhIubm9kZWNvcmUuYXBpLk5vZGUwARJSCgtBcHByb3ZlTm9kZRIgLm5vZGVjb3JlLmFwaS5BcHByb3ZlTm9kZVJlcXVlc3QaIS5ub2RlY29yZS5hcGkuQXBwcm92ZU5vZGVSZXNwb25zZRJeCg9VcGRhdGVOb2RlUm9sZXMSJC5ub2RlY29yZS5hcGkuVXBkYXRlTm9kZVJvbGVzUmVxdWVzdBolLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlUm9sZXNSZXNwb25zZRJnChJHZXRFdGNkQ3JlZGVudGlhbHMSJy5ub2RlY29yZS5hcGkuR2V0RXRjZENyZWRlbnRpYWxzUmVxdWVzdBooLm5vZGVjb3JlLmFwaS5HZXRFdGNkQ3JlZGVudGlhbHNSZXNwb25zZRJPCgpEZWxldGVOb2RlEh8ubm9kZWNvcmUuYXBpLkRlbGV0ZU5vZGVSZXF1ZXN0GiAubm9kZWNvcmUuYXBpLkRlbGV0ZU5vZGVSZXNwb25zZRJVCgxVbmRlbGV0ZU5vZGUSIS5ub2RlY29yZS5hcGkuVW5kZWxldGVOb2RlUmVxdWVzdBoiLm5vZGVjb3JlLmFwaS5VbmRlbGV0ZU5vZGVSZXNwb25zZRJhChBVcGRhdGVOb2RlTGFiZWxzEiUubm9kZWNvcmUuYXBpLlVwZGF0ZU5vZGVMYWJlbHNSZXF1ZXN0GiYubm9kZWNvcmUuYXBpLlVwZGF0ZU5vZGVMYWJlbHNSZXNwb25zZRJ5ChhHZXRLdWJlcm5ldGVzQ3JlZGVudGlhbHMSLS5ub2RlY29yZS5hcGkuR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzUmVxdWVzdBouLm5vZGVjb3JlLmFwaS5HZXRLdWJlcm5ldGVzQ3JlZGVudGlhbHNSZXNwb25zZRJCCgZCYWNrdXASGy5ub2RlY29yZS5hcGkuQmFja3VwUmVxdWVzdBoZLm5vZGVjb3JlLmFwaS5CYWNrdXBDaHVuazABEmQKEVNldEJhY2t1cFNjaGVkdWxlEiYubm9kZWNvcmUuYXBpLlNldEJhY2t1cFNjaGVkdWxlUmVxdWVzdBonLm5vZGVjb3JlLmFwaS5TZXRCYWNrdXBTY2hlZHVsZVJlc3BvbnNlEkkKCUdldEV2ZW50cxIeLm5vZGVjb3JlLmFwaS5HZXRFdmVudHNSZXF1ZXN0Ghoubm9kZWNvcmUuYXBpLkNsdXN0ZXJFdmVudDABYgZwcm90bzM", [file_common_common]);
+  fileDesc("ChRhcGkvbWFuYWdlbWVudC5wcm90bxIMbm9kZWNvcmUuYXBpIg8KDUVzY3Jvd1JlcXVlc3QiQwoORXNjcm93UmVzcG9uc2USGQoRb3duZXJfY2VydGlmaWNhdGUYASABKAwSFgoOY2FfY2VydGlmaWNhdGUYAiABKAwiQQoQR2V0RXZlbnRzUmVxdWVzdBIMCgRsYXN0GAEgASgNEg8KB25vZGVfaWQYAiABKAkSDgoGZm9sbG93GAMgASgIIv0BCgxDbHVzdGVyRXZlbnQSDwoHdGltZV9tcxgBIAEoAxItCgRraW5kGAIgASgOMh8ubm9kZWNvcmUuYXBpLkNsdXN0ZXJFdmVudC5LaW5kEg0KBWFjdG9yGAMgASgJEg4KBm1ldGhvZBgEIAEoCRIPCgdub2RlX2lkGAUgASgJEg4KBmRldGFpbBgGIAEoCRIOCgZyZXN1bHQYByABKAkiXQoES2luZBIUChBLSU5EX1VOU1BFQ0lGSUVEEAASDQoJS0lORF9DQUxMEAESEAoMS0lORF9SRUZVU0FMEAISDwoLS0lORF9IRUFMVEgQAxINCglLSU5EX0JPT1QQBCIPCg1CYWNrdXBSZXF1ZXN0IlYKC0JhY2t1cENodW5rEgwKBGRhdGEYASABKAwSGwoTc25hcHNob3RfYnl0ZXNfZG9uZRgCIAEoBBIcChRzbmFwc2hvdF9ieXRlc190b3RhbBgDIAEoBCI1Ch9HZXRLdWJlcm5ldGVzQ3JlZGVudGlhbHNSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAwiagogR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzUmVzcG9uc2USGgoSY2xpZW50X2NlcnRpZmljYXRlGAEgASgMEhYKDmNhX2NlcnRpZmljYXRlGAIgASgMEhIKCmFwaXNlcnZlcnMYAyADKAkiQAocR2V0TWV0cmljc0NyZWRlbnRpYWxzUmVxdWVzdBISCgpwdWJsaWNfa2V5GAEgASgMEgwKBG5hbWUYAiABKAkiUwodR2V0TWV0cmljc0NyZWRlbnRpYWxzUmVzcG9uc2USGgoSY2xpZW50X2NlcnRpZmljYXRlGAEgASgMEhYKDmNhX2NlcnRpZmljYXRlGAIgASgMInUKF1VwZGF0ZU5vZGVMYWJlbHNSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSKgoGdXBzZXJ0GAMgAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbBIOCgZkZWxldGUYBCADKAkiRgoYVXBkYXRlTm9kZUxhYmVsc1Jlc3BvbnNlEioKBmxhYmVscxgBIAMoCzIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlTGFiZWwiMwoRRGVsZXRlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDCIUChJEZWxldGVOb2RlUmVzcG9uc2UiIQoTVW5kZWxldGVOb2RlUmVxdWVzdBIKCgJpZBgBIAEoCSIWChRVbmRlbGV0ZU5vZGVSZXNwb25zZSIvChlHZXRFdGNkQ3JlZGVudGlhbHNSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAwiUAoaR2V0RXRjZENyZWRlbnRpYWxzUmVzcG9uc2USFgoOY2FfY2VydGlmaWNhdGUYASABKAwSGgoSY2xpZW50X2NlcnRpZmljYXRlGAIgASgMIhoKGEdldFJlZ2lzdGVyVGlja2V0UmVxdWVzdCIrChlHZXRSZWdpc3RlclRpY2tldFJlc3BvbnNlEg4KBnRpY2tldBgBIAEoDCIXChVHZXRDbHVzdGVySW5mb1JlcXVlc3Qi8QIKFkdldENsdXN0ZXJJbmZvUmVzcG9uc2USPAoRY2x1c3Rlcl9kaXJlY3RvcnkYASABKAsyIS5ub2RlY29yZS5jb21tb24uQ2x1c3RlckRpcmVjdG9yeRIWCg5jYV9jZXJ0aWZpY2F0ZRgCIAEoDBIeChZ1bmxvY2tfc2hhcmVfdGhyZXNob2xkGAMgASgNEhYKDmN1cmF0b3JfbGVhZGVyGAQgASgJEhMKC2V0Y2RfbGVhZGVyGAUgASgJEjUKD2JhY2t1cF9zY2hlZHVsZRgGIAEoCzIcLm5vZGVjb3JlLmFwaS5CYWNrdXBTY2hlZHVsZRIxCg1iYWNrdXBfc3RhdHVzGAcgASgLMhoubm9kZWNvcmUuYXBpLkJhY2t1cFN0YXR1cxIuCgxldGNkX21lbWJlcnMYCCADKAsyGC5ub2RlY29yZS5hcGkuRXRjZE1lbWJlchIaChJldGNkX21lbWJlcnNfZXJyb3IYCSABKAkiOgoKRXRjZE1lbWJlchIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhIKCmlzX2xlYXJuZXIYAyABKAgiVwoOQmFja3VwU2NoZWR1bGUSFQoNZXZlcnlfbWludXRlcxgBIAEoDRIMCgRrZWVwGAIgASgNEg8KB25vZGVfaWQYAyABKAkSDwoHcHV0X3VybBgEIAEoCSJKChhTZXRCYWNrdXBTY2hlZHVsZVJlcXVlc3QSLgoIc2NoZWR1bGUYASABKAsyHC5ub2RlY29yZS5hcGkuQmFja3VwU2NoZWR1bGUiGwoZU2V0QmFja3VwU2NoZWR1bGVSZXNwb25zZSJnCgtCYWNrdXBUYWtlbhIMCgRmaWxlGAEgASgJEg8KB3RpbWVfbXMYAiABKAMSFQoNZXRjZF9yZXZpc2lvbhgDIAEoAxINCgVieXRlcxgEIAEoBBITCgt1cGxvYWRlZF90bxgFIAEoCSLXAQoMQmFja3VwU3RhdHVzEg8KB25vZGVfaWQYASABKAkSJwoEbGFzdBgCIAEoCzIZLm5vZGVjb3JlLmFwaS5CYWNrdXBUYWtlbhIwCg1sYXN0X3ZlcmlmaWVkGAMgASgLMhkubm9kZWNvcmUuYXBpLkJhY2t1cFRha2VuEhIKCmxhc3RfZXJyb3IYBCABKAkSFQoNbGFzdF9lcnJvcl9tcxgFIAEoAxIwCg1sYXN0X3VwbG9hZGVkGAYgASgLMhkubm9kZWNvcmUuYXBpLkJhY2t1cFRha2VuIhEKD0dldE5vZGVzUmVxdWVzdCKHBAoETm9kZRIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMEikKBXN0YXRlGAMgASgOMhoubm9kZWNvcmUuY29tbW9uLk5vZGVTdGF0ZRIrCgZzdGF0dXMYBCABKAsyGy5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cxIpCgVyb2xlcxgFIAEoCzIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlUm9sZXMSKQoGaGVhbHRoGAYgASgOMhkubm9kZWNvcmUuYXBpLk5vZGUuSGVhbHRoEiQKF3RpbWVfc2luY2VfaGVhcnRiZWF0X21zGAcgASgDSACIAQESKgoGbGFiZWxzGAggAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbBIVCg1oZWFsdGhfcmVhc29uGAkgASgJEhwKD2Nsb2NrX29mZnNldF9tcxgKIAEoA0gBiAEBInoKBkhlYWx0aBISCg5IRUFMVEhfVU5LTk9XThAAEhIKDkhFQUxUSF9IRUFMVEhZEAESHAoYSEVBTFRIX0hFQVJUQkVBVF9USU1FT1VUEAISEwoPSEVBTFRIX0RFR1JBREVEEAMSFQoRSEVBTFRIX0NMT0NLX1NLRVcQBEIaChhfdGltZV9zaW5jZV9oZWFydGJlYXRfbXNCEgoQX2Nsb2NrX29mZnNldF9tcyI0ChJBcHByb3ZlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDCIVChNBcHByb3ZlTm9kZVJlc3BvbnNlIuABChZVcGRhdGVOb2RlUm9sZXNSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSHQoQY29uc2Vuc3VzX21lbWJlchgDIAEoCEgAiAEBEiIKFWt1YmVybmV0ZXNfY29udHJvbGxlchgEIAEoCEgBiAEBEh4KEWt1YmVybmV0ZXNfd29ya2VyGAUgASgISAKIAQFCEwoRX2NvbnNlbnN1c19tZW1iZXJCGAoWX2t1YmVybmV0ZXNfY29udHJvbGxlckIUChJfa3ViZXJuZXRlc193b3JrZXIiGQoXVXBkYXRlTm9kZVJvbGVzUmVzcG9uc2UySgoDQUFBEkMKBkVzY3JvdxIbLm5vZGVjb3JlLmFwaS5Fc2Nyb3dSZXF1ZXN0Ghwubm9kZWNvcmUuYXBpLkVzY3Jvd1Jlc3BvbnNlMpoKCgpNYW5hZ2VtZW50EmQKEUdldFJlZ2lzdGVyVGlja2V0EiYubm9kZWNvcmUuYXBpLkdldFJlZ2lzdGVyVGlja2V0UmVxdWVzdBonLm5vZGVjb3JlLmFwaS5HZXRSZWdpc3RlclRpY2tldFJlc3BvbnNlElsKDkdldENsdXN0ZXJJbmZvEiMubm9kZWNvcmUuYXBpLkdldENsdXN0ZXJJbmZvUmVxdWVzdBokLm5vZGVjb3JlLmFwaS5HZXRDbHVzdGVySW5mb1Jlc3BvbnNlEj8KCEdldE5vZGVzEh0ubm9kZWNvcmUuYXBpLkdldE5vZGVzUmVxdWVzdBoSLm5vZGVjb3JlLmFwaS5Ob2RlMAESUgoLQXBwcm92ZU5vZGUSIC5ub2RlY29yZS5hcGkuQXBwcm92ZU5vZGVSZXF1ZXN0GiEubm9kZWNvcmUuYXBpLkFwcHJvdmVOb2RlUmVzcG9uc2USXgoPVXBkYXRlTm9kZVJvbGVzEiQubm9kZWNvcmUuYXBpLlVwZGF0ZU5vZGVSb2xlc1JlcXVlc3QaJS5ub2RlY29yZS5hcGkuVXBkYXRlTm9kZVJvbGVzUmVzcG9uc2USZwoSR2V0RXRjZENyZWRlbnRpYWxzEicubm9kZWNvcmUuYXBpLkdldEV0Y2RDcmVkZW50aWFsc1JlcXVlc3QaKC5ub2RlY29yZS5hcGkuR2V0RXRjZENyZWRlbnRpYWxzUmVzcG9uc2USTwoKRGVsZXRlTm9kZRIfLm5vZGVjb3JlLmFwaS5EZWxldGVOb2RlUmVxdWVzdBogLm5vZGVjb3JlLmFwaS5EZWxldGVOb2RlUmVzcG9uc2USVQoMVW5kZWxldGVOb2RlEiEubm9kZWNvcmUuYXBpLlVuZGVsZXRlTm9kZVJlcXVlc3QaIi5ub2RlY29yZS5hcGkuVW5kZWxldGVOb2RlUmVzcG9uc2USYQoQVXBkYXRlTm9kZUxhYmVscxIlLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlTGFiZWxzUmVxdWVzdBomLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlTGFiZWxzUmVzcG9uc2USeQoYR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzEi0ubm9kZWNvcmUuYXBpLkdldEt1YmVybmV0ZXNDcmVkZW50aWFsc1JlcXVlc3QaLi5ub2RlY29yZS5hcGkuR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzUmVzcG9uc2UScAoVR2V0TWV0cmljc0NyZWRlbnRpYWxzEioubm9kZWNvcmUuYXBpLkdldE1ldHJpY3NDcmVkZW50aWFsc1JlcXVlc3QaKy5ub2RlY29yZS5hcGkuR2V0TWV0cmljc0NyZWRlbnRpYWxzUmVzcG9uc2USQgoGQmFja3VwEhsubm9kZWNvcmUuYXBpLkJhY2t1cFJlcXVlc3QaGS5ub2RlY29yZS5hcGkuQmFja3VwQ2h1bmswARJkChFTZXRCYWNrdXBTY2hlZHVsZRImLm5vZGVjb3JlLmFwaS5TZXRCYWNrdXBTY2hlZHVsZVJlcXVlc3QaJy5ub2RlY29yZS5hcGkuU2V0QmFja3VwU2NoZWR1bGVSZXNwb25zZRJJCglHZXRFdmVudHMSHi5ub2RlY29yZS5hcGkuR2V0RXZlbnRzUmVxdWVzdBoaLm5vZGVjb3JlLmFwaS5DbHVzdGVyRXZlbnQwAWIGcHJvdG8z", [file_common_common]);
 
 /**
  * @generated from message nodecore.api.EscrowRequest
@@ -288,6 +288,58 @@ export const GetKubernetesCredentialsResponseSchema: GenMessage<GetKubernetesCre
   messageDesc(file_api_management, 7);
 
 /**
+ * @generated from message nodecore.api.GetMetricsCredentialsRequest
+ */
+export type GetMetricsCredentialsRequest = Message<"nodecore.api.GetMetricsCredentialsRequest"> & {
+  /**
+   * Ed25519, 32 bytes.
+   *
+   * @generated from field: bytes public_key = 1;
+   */
+  publicKey: Uint8Array;
+
+  /**
+   * Names the reader in the audit trail (its certificate's CN): 1 to 64 of a-z, 0-9, '.', '_' and '-'.
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message nodecore.api.GetMetricsCredentialsRequest.
+ * Use `create(GetMetricsCredentialsRequestSchema)` to create a new message.
+ */
+export const GetMetricsCredentialsRequestSchema: GenMessage<GetMetricsCredentialsRequest> = /*@__PURE__*/
+  messageDesc(file_api_management, 8);
+
+/**
+ * @generated from message nodecore.api.GetMetricsCredentialsResponse
+ */
+export type GetMetricsCredentialsResponse = Message<"nodecore.api.GetMetricsCredentialsResponse"> & {
+  /**
+   * DER, under the cluster CA.
+   *
+   * @generated from field: bytes client_certificate = 1;
+   */
+  clientCertificate: Uint8Array;
+
+  /**
+   * The cluster CA certificate (DER): node certificates chain to it.
+   *
+   * @generated from field: bytes ca_certificate = 2;
+   */
+  caCertificate: Uint8Array;
+};
+
+/**
+ * Describes the message nodecore.api.GetMetricsCredentialsResponse.
+ * Use `create(GetMetricsCredentialsResponseSchema)` to create a new message.
+ */
+export const GetMetricsCredentialsResponseSchema: GenMessage<GetMetricsCredentialsResponse> = /*@__PURE__*/
+  messageDesc(file_api_management, 9);
+
+/**
  * @generated from message nodecore.api.UpdateNodeLabelsRequest
  */
 export type UpdateNodeLabelsRequest = Message<"nodecore.api.UpdateNodeLabelsRequest"> & {
@@ -321,7 +373,7 @@ export type UpdateNodeLabelsRequest = Message<"nodecore.api.UpdateNodeLabelsRequ
  * Use `create(UpdateNodeLabelsRequestSchema)` to create a new message.
  */
 export const UpdateNodeLabelsRequestSchema: GenMessage<UpdateNodeLabelsRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 8);
+  messageDesc(file_api_management, 10);
 
 /**
  * @generated from message nodecore.api.UpdateNodeLabelsResponse
@@ -340,7 +392,7 @@ export type UpdateNodeLabelsResponse = Message<"nodecore.api.UpdateNodeLabelsRes
  * Use `create(UpdateNodeLabelsResponseSchema)` to create a new message.
  */
 export const UpdateNodeLabelsResponseSchema: GenMessage<UpdateNodeLabelsResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 9);
+  messageDesc(file_api_management, 11);
 
 /**
  * @generated from message nodecore.api.DeleteNodeRequest
@@ -362,7 +414,7 @@ export type DeleteNodeRequest = Message<"nodecore.api.DeleteNodeRequest"> & {
  * Use `create(DeleteNodeRequestSchema)` to create a new message.
  */
 export const DeleteNodeRequestSchema: GenMessage<DeleteNodeRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 10);
+  messageDesc(file_api_management, 12);
 
 /**
  * @generated from message nodecore.api.DeleteNodeResponse
@@ -375,7 +427,7 @@ export type DeleteNodeResponse = Message<"nodecore.api.DeleteNodeResponse"> & {
  * Use `create(DeleteNodeResponseSchema)` to create a new message.
  */
 export const DeleteNodeResponseSchema: GenMessage<DeleteNodeResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 11);
+  messageDesc(file_api_management, 13);
 
 /**
  * @generated from message nodecore.api.UndeleteNodeRequest
@@ -392,7 +444,7 @@ export type UndeleteNodeRequest = Message<"nodecore.api.UndeleteNodeRequest"> & 
  * Use `create(UndeleteNodeRequestSchema)` to create a new message.
  */
 export const UndeleteNodeRequestSchema: GenMessage<UndeleteNodeRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 12);
+  messageDesc(file_api_management, 14);
 
 /**
  * @generated from message nodecore.api.UndeleteNodeResponse
@@ -405,7 +457,7 @@ export type UndeleteNodeResponse = Message<"nodecore.api.UndeleteNodeResponse"> 
  * Use `create(UndeleteNodeResponseSchema)` to create a new message.
  */
 export const UndeleteNodeResponseSchema: GenMessage<UndeleteNodeResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 13);
+  messageDesc(file_api_management, 15);
 
 /**
  * @generated from message nodecore.api.GetEtcdCredentialsRequest
@@ -424,7 +476,7 @@ export type GetEtcdCredentialsRequest = Message<"nodecore.api.GetEtcdCredentials
  * Use `create(GetEtcdCredentialsRequestSchema)` to create a new message.
  */
 export const GetEtcdCredentialsRequestSchema: GenMessage<GetEtcdCredentialsRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 14);
+  messageDesc(file_api_management, 16);
 
 /**
  * @generated from message nodecore.api.GetEtcdCredentialsResponse
@@ -448,7 +500,7 @@ export type GetEtcdCredentialsResponse = Message<"nodecore.api.GetEtcdCredential
  * Use `create(GetEtcdCredentialsResponseSchema)` to create a new message.
  */
 export const GetEtcdCredentialsResponseSchema: GenMessage<GetEtcdCredentialsResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 15);
+  messageDesc(file_api_management, 17);
 
 /**
  * @generated from message nodecore.api.GetRegisterTicketRequest
@@ -461,7 +513,7 @@ export type GetRegisterTicketRequest = Message<"nodecore.api.GetRegisterTicketRe
  * Use `create(GetRegisterTicketRequestSchema)` to create a new message.
  */
 export const GetRegisterTicketRequestSchema: GenMessage<GetRegisterTicketRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 16);
+  messageDesc(file_api_management, 18);
 
 /**
  * @generated from message nodecore.api.GetRegisterTicketResponse
@@ -478,7 +530,7 @@ export type GetRegisterTicketResponse = Message<"nodecore.api.GetRegisterTicketR
  * Use `create(GetRegisterTicketResponseSchema)` to create a new message.
  */
 export const GetRegisterTicketResponseSchema: GenMessage<GetRegisterTicketResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 17);
+  messageDesc(file_api_management, 19);
 
 /**
  * @generated from message nodecore.api.GetClusterInfoRequest
@@ -491,7 +543,7 @@ export type GetClusterInfoRequest = Message<"nodecore.api.GetClusterInfoRequest"
  * Use `create(GetClusterInfoRequestSchema)` to create a new message.
  */
 export const GetClusterInfoRequestSchema: GenMessage<GetClusterInfoRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 18);
+  messageDesc(file_api_management, 20);
 
 /**
  * @generated from message nodecore.api.GetClusterInfoResponse
@@ -565,7 +617,7 @@ export type GetClusterInfoResponse = Message<"nodecore.api.GetClusterInfoRespons
  * Use `create(GetClusterInfoResponseSchema)` to create a new message.
  */
 export const GetClusterInfoResponseSchema: GenMessage<GetClusterInfoResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 19);
+  messageDesc(file_api_management, 21);
 
 /**
  * @generated from message nodecore.api.EtcdMember
@@ -596,7 +648,7 @@ export type EtcdMember = Message<"nodecore.api.EtcdMember"> & {
  * Use `create(EtcdMemberSchema)` to create a new message.
  */
 export const EtcdMemberSchema: GenMessage<EtcdMember> = /*@__PURE__*/
-  messageDesc(file_api_management, 20);
+  messageDesc(file_api_management, 22);
 
 /**
  * @generated from message nodecore.api.BackupSchedule
@@ -638,7 +690,7 @@ export type BackupSchedule = Message<"nodecore.api.BackupSchedule"> & {
  * Use `create(BackupScheduleSchema)` to create a new message.
  */
 export const BackupScheduleSchema: GenMessage<BackupSchedule> = /*@__PURE__*/
-  messageDesc(file_api_management, 21);
+  messageDesc(file_api_management, 23);
 
 /**
  * @generated from message nodecore.api.SetBackupScheduleRequest
@@ -655,7 +707,7 @@ export type SetBackupScheduleRequest = Message<"nodecore.api.SetBackupScheduleRe
  * Use `create(SetBackupScheduleRequestSchema)` to create a new message.
  */
 export const SetBackupScheduleRequestSchema: GenMessage<SetBackupScheduleRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 22);
+  messageDesc(file_api_management, 24);
 
 /**
  * @generated from message nodecore.api.SetBackupScheduleResponse
@@ -668,7 +720,7 @@ export type SetBackupScheduleResponse = Message<"nodecore.api.SetBackupScheduleR
  * Use `create(SetBackupScheduleResponseSchema)` to create a new message.
  */
 export const SetBackupScheduleResponseSchema: GenMessage<SetBackupScheduleResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 23);
+  messageDesc(file_api_management, 25);
 
 /**
  * One scheduled backup.
@@ -711,7 +763,7 @@ export type BackupTaken = Message<"nodecore.api.BackupTaken"> & {
  * Use `create(BackupTakenSchema)` to create a new message.
  */
 export const BackupTakenSchema: GenMessage<BackupTaken> = /*@__PURE__*/
-  messageDesc(file_api_management, 24);
+  messageDesc(file_api_management, 26);
 
 /**
  * @generated from message nodecore.api.BackupStatus
@@ -764,7 +816,7 @@ export type BackupStatus = Message<"nodecore.api.BackupStatus"> & {
  * Use `create(BackupStatusSchema)` to create a new message.
  */
 export const BackupStatusSchema: GenMessage<BackupStatus> = /*@__PURE__*/
-  messageDesc(file_api_management, 25);
+  messageDesc(file_api_management, 27);
 
 /**
  * @generated from message nodecore.api.GetNodesRequest
@@ -777,7 +829,7 @@ export type GetNodesRequest = Message<"nodecore.api.GetNodesRequest"> & {
  * Use `create(GetNodesRequestSchema)` to create a new message.
  */
 export const GetNodesRequestSchema: GenMessage<GetNodesRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 26);
+  messageDesc(file_api_management, 28);
 
 /**
  * @generated from message nodecore.api.Node
@@ -851,7 +903,7 @@ export type Node = Message<"nodecore.api.Node"> & {
  * Use `create(NodeSchema)` to create a new message.
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
-  messageDesc(file_api_management, 27);
+  messageDesc(file_api_management, 29);
 
 /**
  * Whether the node's heartbeats reach the curator leader. Only nodes that
@@ -903,7 +955,7 @@ export enum Node_Health {
  * Describes the enum nodecore.api.Node.Health.
  */
 export const Node_HealthSchema: GenEnum<Node_Health> = /*@__PURE__*/
-  enumDesc(file_api_management, 27, 0);
+  enumDesc(file_api_management, 29, 0);
 
 /**
  * @generated from message nodecore.api.ApproveNodeRequest
@@ -927,7 +979,7 @@ export type ApproveNodeRequest = Message<"nodecore.api.ApproveNodeRequest"> & {
  * Use `create(ApproveNodeRequestSchema)` to create a new message.
  */
 export const ApproveNodeRequestSchema: GenMessage<ApproveNodeRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 28);
+  messageDesc(file_api_management, 30);
 
 /**
  * @generated from message nodecore.api.ApproveNodeResponse
@@ -940,7 +992,7 @@ export type ApproveNodeResponse = Message<"nodecore.api.ApproveNodeResponse"> & 
  * Use `create(ApproveNodeResponseSchema)` to create a new message.
  */
 export const ApproveNodeResponseSchema: GenMessage<ApproveNodeResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 29);
+  messageDesc(file_api_management, 31);
 
 /**
  * @generated from message nodecore.api.UpdateNodeRolesRequest
@@ -979,7 +1031,7 @@ export type UpdateNodeRolesRequest = Message<"nodecore.api.UpdateNodeRolesReques
  * Use `create(UpdateNodeRolesRequestSchema)` to create a new message.
  */
 export const UpdateNodeRolesRequestSchema: GenMessage<UpdateNodeRolesRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 30);
+  messageDesc(file_api_management, 32);
 
 /**
  * @generated from message nodecore.api.UpdateNodeRolesResponse
@@ -992,7 +1044,7 @@ export type UpdateNodeRolesResponse = Message<"nodecore.api.UpdateNodeRolesRespo
  * Use `create(UpdateNodeRolesResponseSchema)` to create a new message.
  */
 export const UpdateNodeRolesResponseSchema: GenMessage<UpdateNodeRolesResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 31);
+  messageDesc(file_api_management, 33);
 
 /**
  * Authentication, authorization and accounting. The only service (with
@@ -1135,6 +1187,18 @@ export const Management: GenService<{
     methodKind: "unary";
     input: typeof GetKubernetesCredentialsRequestSchema;
     output: typeof GetKubernetesCredentialsResponseSchema;
+  },
+  /**
+   * A metrics reader certificate under the cluster CA for the given key: it
+   * reads every node's /metrics on the node management port, and opens no
+   * gRPC method. Lasts a year (there is no revoking one).
+   *
+   * @generated from rpc nodecore.api.Management.GetMetricsCredentials
+   */
+  getMetricsCredentials: {
+    methodKind: "unary";
+    input: typeof GetMetricsCredentialsRequestSchema;
+    output: typeof GetMetricsCredentialsResponseSchema;
   },
   /**
    * A consistent snapshot of etcd, taken by the curator leader from its own
