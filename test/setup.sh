@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 # etcd, containerd, runc, the CNI plugins and Kubernetes are not among them:
 # `bun run build` builds them from their Go modules (image/upstream), with
 # gcc, libseccomp-dev and pkg-config for runc.
-PACKAGES="git openssl util-linux qemu-system-x86 qemu-utils dnsmasq-base cryptsetup-bin dosfstools mtools e2fsprogs gdisk iproute2 nftables cpio kmod gcc libc6-dev libseccomp-dev pkg-config busybox-static squashfs-tools tcpdump"
+PACKAGES="git openssl util-linux qemu-system-x86 qemu-utils dnsmasq-base cryptsetup-bin dosfstools mtools e2fsprogs gdisk iproute2 nftables cpio kmod gcc libc6-dev libseccomp-dev pkg-config busybox-static squashfs-tools tcpdump prometheus"
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -619,10 +619,13 @@ export const program: Program<Ctl> = {
         {
           name: "credentials",
           args: [{ name: "dir", complete: "dir" }],
-          flags: [{ name: "name", value: "name", description: "The reader's name, as the audit trail shows it", default: "prometheus" }],
+          flags: [
+            { name: "name", value: "name", description: "The reader's name, as the audit trail shows it", default: "prometheus" },
+            { name: "scrape-interval", value: "seconds", description: "How often the written configuration scrapes each node", default: "15", parse: positiveInteger("seconds", 3600) },
+          ],
           description: "Write a metrics reader certificate and key (they read metrics and open nothing else), the cluster CA and a Prometheus configuration with one job per UP node into <dir>",
           run: async (ctl, [dir], flags) => {
-            const written = await writeMetricsReader(ctl.credentials(), ctl.settings, dir!, String(flags.name ?? "prometheus"));
+            const written = await writeMetricsReader(ctl.credentials(), ctl.settings, dir!, String(flags.name ?? "prometheus"), (flags["scrape-interval"] as number | undefined) ?? 15);
             const example = `prometheus --config.file ${written.config}`;
             ctl.print({ ...written, example }, `metrics reader credentials written to ${written.dir}; ${written.targets.length} node(s) in ${written.config}\n${example}`);
           },

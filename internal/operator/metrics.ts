@@ -29,7 +29,7 @@ export interface WrittenReader {
  * and writes it, its key, the cluster CA and a Prometheus configuration
  * with one job per UP node into `dir`.
  */
-export async function writeMetricsReader(credentials: OwnerCredentials, settings: CallSettings, dir: string, name: string): Promise<WrittenReader> {
+export async function writeMetricsReader(credentials: OwnerCredentials, settings: CallSettings, dir: string, name: string, intervalSeconds = 15): Promise<WrittenReader> {
   const key = generateKeyPair();
   const response = await withFailover(Management, credentials, (m) => m.getMetricsCredentials({ publicKey: rawPublicKey(key.publicKey), name }, settings), settings.progress);
   const nodes = (await listNodes(credentials, settings)).filter((n) => n.state === "UP" && n.address);
@@ -40,7 +40,7 @@ export async function writeMetricsReader(credentials: OwnerCredentials, settings
   writeFileSync(files.certificate, new X509Certificate(response.clientCertificate).toString());
   writeFileSync(files.key, privateKeyPem(key.privateKey), { mode: 0o600 });
   const config = join(absolute, READER_FILES.config);
-  writeFileSync(config, prometheusConfig(nodes.map((n) => ({ nodeId: n.id, address: n.address, port: NODE_MANAGEMENT_PORT })), files));
+  writeFileSync(config, prometheusConfig(nodes.map((n) => ({ nodeId: n.id, address: n.address, port: NODE_MANAGEMENT_PORT })), files, intervalSeconds));
   return { dir: absolute, targets: nodes.map((n) => n.id), config };
 }
 
