@@ -33,7 +33,8 @@ export interface MetricSources {
 
 export class NodeMetrics {
   readonly registry = new Registry();
-  private heartbeatAnsweredMs: number | undefined;
+  /** The last answer; before any, when the metrics began, so that a node never answered shows a growing age. */
+  private heartbeatAnsweredMs = Date.now();
   /** What every gRPC server of the node tells of its calls (ServeOptions.meter). */
   readonly meter: CallMeter;
 
@@ -63,14 +64,11 @@ export class NodeMetrics {
         for (const r of this.sources.runnables()) restarts.inc({ runnable: r.path }, r.restarts);
       },
     });
-    const heartbeat = new Gauge({
+    const heartbeat: Gauge = new Gauge({
       name: `${PREFIX}heartbeat_age_seconds`,
-      help: "Time since the curator leader last answered this node's heartbeat (absent before the first answer)",
+      help: "Time since the curator leader last answered this node's heartbeat (before the first answer: since this boot's node core started)",
       registers,
-      collect: () => {
-        heartbeat.reset();
-        if (this.heartbeatAnsweredMs !== undefined) heartbeat.set((Date.now() - this.heartbeatAnsweredMs) / 1000);
-      },
+      collect: (): void => heartbeat.set((Date.now() - this.heartbeatAnsweredMs) / 1000),
     });
     const drops = new Counter({
       name: `${PREFIX}log_entries_dropped_total`,

@@ -9,6 +9,8 @@ import { commonNameOf, createClusterCA, generateKeyPair, issueNodeCertificate, i
 import { eventually } from "../testing/mod.ts";
 import { connect as tlsConnect } from "node:tls";
 import { createServer as createTcpServer } from "node:net";
+import { request as httpsRequest } from "node:https";
+import { connect as http2Connect } from "node:http2";
 import { addService, channelCredentials, channelOptions, createClient, createServer, listen, MAX_CONNECTIONS, MAX_PENDING_HANDSHAKES, MAX_PENDING_HANDSHAKES_PER_SOURCE, serverCredentials } from "./mod.ts";
 
 const caKey = generateKeyPair();
@@ -216,5 +218,48 @@ describe("listener", () => {
     await after.getRegisterTicket({});
     after.close();
     expect(seen).toEqual([commonNameOf(firstCert), commonNameOf(secondCert)]);
+  });
+
+  test("with an HTTP handler, one port serves gRPC, HTTP/2 requests and HTTP/1.1 requests, each client seen by its certificate", async () => {
+    const key = generateKeyPair();
+    const server = managementServer();
+    const credentials = serverCredentials({ certificate: issueNodeCertificate(ca, key.publicKey), privateKey: key.privateKey, allowHttp1: true });
+    const asked: string[] = [];
+    const { port } = await listen(server, "127.0.0.1:0", credentials, undefined, async (request) => {
+      const certificate = request.socket.getPeerCertificate();
+      asked.push(`${request.method} ${request.path} ${certificate?.subject?.CN ?? "anonymous"}`);
+      return { status: 200, contentType: "text/plain", body: "answered\n" };
+    });
+    const tls = { ca: ca.certificate.toString(), cert: ownerCert.toString(), key: ownerKey.privateKey.export({ format: "pem", type: "pkcs8" }).toString(), servername: "unnamed.nodecore.invalid", checkServerIdentity: () => undefined };
+    // HTTP/1.1: a client that offers no h2.
+    const one = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const request = httpsRequest({ host: "127.0.0.1", port, path: "/metrics", ...tls, ALPNProtocols: ["http/1.1"] } as Parameters<typeof httpsRequest>[0], (response) => {
+        let body = "";
+        response.on("data", (c) => (body += c));
+        response.on("end", () => resolve({ status: response.statusCode ?? 0, body }));
+      });
+      request.on("error", reject);
+      request.end();
+    });
+    expect(one).toEqual({ status: 200, body: "answered\n" });
+    // HTTP/2, not gRPC.
+    const session = http2Connect(`https://127.0.0.1:${port}`, tls);
+    const two = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const stream = session.request({ ":path": "/metrics?x=1", ":method": "GET" });
+      let status = 0;
+      let body = "";
+      stream.on("response", (headers) => (status = Number(headers[":status"])));
+      stream.on("data", (c) => (body += c));
+      stream.on("end", () => resolve({ status, body }));
+      stream.on("error", reject);
+      stream.end();
+    });
+    session.close();
+    expect(two).toEqual({ status: 200, body: "answered\n" });
+    // gRPC still reaches its service, and not the handler.
+    const client = ownerClient(port);
+    expect((await client.getRegisterTicket({})).ticket).toEqual(new Uint8Array([7]));
+    client.close();
+    expect(asked).toEqual(["GET /metrics owner", "GET /metrics?x=1 owner"]);
   });
 });
