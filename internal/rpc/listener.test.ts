@@ -233,7 +233,7 @@ describe("listener", () => {
     const tls = { ca: ca.certificate.toString(), cert: ownerCert.toString(), key: ownerKey.privateKey.export({ format: "pem", type: "pkcs8" }).toString(), servername: "unnamed.nodecore.invalid", checkServerIdentity: () => undefined };
     // HTTP/1.1: a client that offers no h2.
     const one = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const request = httpsRequest({ host: "127.0.0.1", port, path: "/metrics", ...tls, ALPNProtocols: ["http/1.1"] } as Parameters<typeof httpsRequest>[0], (response) => {
+      const request = httpsRequest({ host: "127.0.0.1", port, path: "/metrics", ...tls, ALPNProtocols: ["http/1.1"] } as import("node:https").RequestOptions, (response) => {
         let body = "";
         response.on("data", (c) => (body += c));
         response.on("end", () => resolve({ status: response.statusCode ?? 0, body }));
