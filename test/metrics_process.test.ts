@@ -98,7 +98,7 @@ test("no certificate, a node's certificate, a wrong path: refused, one line each
   expect(rows.every((r) => r.node === cluster.ids.get(cluster.nodes[0]!))).toBe(true);
 }, 120_000);
 
-test("the reader certificate opens no gRPC method: a write is refused", async () => {
+test("the reader certificate opens no gRPC method: a write is refused, and audited", async () => {
   const { ca, cert, key } = reader();
   const node1 = cluster.nodes[0]!;
   const client = createClient(Management, hostPort(node1.address, CURATOR_PORT), {
@@ -116,6 +116,14 @@ test("the reader certificate opens no gRPC method: a write is refused", async ()
   } finally {
     client.close();
   }
+  // The curator's trail has it, under the reader's name.
+  await eventually(
+    async () => {
+      const all = (await cluster.ctl("events", "-n", "1000", "--json")).stdout.trim().split("\n").map((l) => JSON.parse(l) as { kind: string; method: string; actor: string });
+      expect(all.some((r) => r.kind === "refusal" && r.method === "Management/ApproveNode" && r.actor.startsWith('metrics reader "prometheus" from '))).toBe(true);
+    },
+    { timeoutMs: 30_000, what: "the reader's refused write in the trail" },
+  );
 }, 60_000);
 
 test("Prometheus scrapes every node with the written configuration", async () => {
