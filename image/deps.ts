@@ -17,6 +17,7 @@ export const BUILD_PACKAGES = [
   "e2fsprogs", // mke2fs/e2fsck, shipped in the initramfs
   "cryptsetup-bin", // cryptsetup, shipped in the initramfs
   "nftables", // nft, shipped in the initramfs for kube-proxy
+  "chrony", // chronyd, shipped in the initramfs for time sync
   "busybox-static", // the busybox container image, and the kubelet's mount/umount
   "squashfs-tools", // mksquashfs: the system image
   "dosfstools", // mkfs.vfat for the ESP

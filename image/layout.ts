@@ -111,6 +111,8 @@ export const GUEST_ETCD = "/usr/bin/etcd";
 export const GUEST_MKE2FS = "/usr/sbin/mke2fs";
 export const GUEST_E2FSCK = "/usr/sbin/e2fsck";
 export const GUEST_CRYPTSETUP = "/usr/sbin/cryptsetup";
+/** Debian's chronyd: the node's time sync (internal/clock/chrony.ts). */
+export const GUEST_CHRONYD = "/usr/sbin/chronyd";
 /** Debian's nft: kube-proxy's nftables mode runs it (internal/kubernetes/proxy.ts). */
 export const GUEST_NFT = "/usr/sbin/nft";
 

@@ -14,8 +14,10 @@ cd "$(dirname "$0")/.."
 # npm count as present when the commands exist, however they were installed.
 # etcd, containerd, runc, the CNI plugins and Kubernetes are not among them:
 # `bun run build` builds them from their Go modules (image/upstream), with
-# gcc, libseccomp-dev and pkg-config for runc.
-PACKAGES="git openssl util-linux qemu-system-x86 qemu-utils dnsmasq-base cryptsetup-bin dosfstools mtools e2fsprogs gdisk iproute2 nftables cpio kmod gcc libc6-dev libseccomp-dev pkg-config busybox-static squashfs-tools tcpdump prometheus"
+# gcc, libseccomp-dev and pkg-config for runc. chrony's chronyd goes into
+# the node image (time sync) and serves NTP in its tests; prometheus scrapes
+# a process cluster in test/metrics_process.test.ts.
+PACKAGES="git openssl util-linux qemu-system-x86 qemu-utils dnsmasq-base cryptsetup-bin dosfstools mtools e2fsprogs gdisk iproute2 nftables cpio kmod gcc libc6-dev libseccomp-dev pkg-config busybox-static squashfs-tools tcpdump prometheus chrony"
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -23,7 +23,7 @@ import { failingRunnables, failingSummary, sleep, untilCancelled, type Runnable,
 import { SUPERVISION_LINE } from "../../internal/curator/mod.ts";
 import { memberQuota } from "../../internal/consensus/mod.ts";
 import { VERSION } from "../../internal/version/mod.ts";
-import { CLOCK_LINE, clockWatch } from "../../internal/clock/mod.ts";
+import { CLOCK_LINE, TIME_LINE, clockWatch, timeSyncRunnable, type TimeSync } from "../../internal/clock/mod.ts";
 
 export interface NodeConfig {
   layout: StorageLayout;
@@ -46,6 +46,8 @@ export interface NodeConfig {
   noKubelet?: string;
   /** Overwrite the ESP's free space when a secret leaves it (a real FAT ESP; not a node process's directory). */
   scrubEsp: boolean;
+  /** Whether chronyd may set the clock (a VM's own); a node process shares its host's, and only measures. */
+  setClock: boolean;
   onFatal: (message: string) => void;
   /** The node's log rings, served by node management. */
   logs: LogTree;
@@ -75,6 +77,7 @@ export function nodeRoot(config: NodeConfig): Runnable {
   let rotated = false;
   // Once per boot too: the node's metrics (a restart below keeps counting).
   let roleValues = newRoleServerValues();
+  const timeSync = new Value<TimeSync>();
   const metrics = new NodeMetrics({
     runnables: config.services,
     logDrops: () => config.logs.drops,
@@ -149,6 +152,17 @@ export function nodeRoot(config: NodeConfig): Runnable {
     );
     // Whether the wall clock was set under the node (internal/clock).
     ctx.run("clock", clockWatch({ report: (state, message) => roleValues.board.report(CLOCK_LINE, state, message) }));
+    // Keeping it right: chronyd with the DHCP lease's NTP servers (option 42), on the "time" line.
+    ctx.run(
+      "time",
+      timeSyncRunnable({
+        servers: async (signal) => (network.kind === "dhcp" ? (await network.network.getAddress({ signal })).ntpServers : []),
+        stateDir: join(config.layout.ephemeral.path, "chrony"),
+        sync: timeSync,
+        report: (state, message) => roleValues.board.report(TIME_LINE, state, message),
+        setClock: config.setClock,
+      }),
+    );
     // This boot's logs, kept on the data partition for the next boot to read (internal/logtree/boots.ts).
     ctx.run("bootlog", async (b) => {
       b.signalHealthy();

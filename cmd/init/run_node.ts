@@ -96,6 +96,7 @@ export function runNode({ logger, logs, isPid1, root, layout, address, system: p
         ...(runtime ? { runtime } : {}),
         ...(isPid1 ? {} : { noKubelet: "a node process shares its host; kubelets run on VMs" }),
         scrubEsp: isPid1,
+        setClock: isPid1,
         // A node process "reboots" by starting its tree again: that is a boot too.
         bootMs: Date.now(),
         onFatal: showFatal,

@@ -45,6 +45,8 @@ export interface DhcpLease {
   prefixLength: number;
   routers: string[];
   dnsServers: string[];
+  /** Option 42: where the node's clock syncs (internal/timesync); may be empty. */
+  ntpServers: string[];
   hostname?: string;
   domainName?: string;
   /** The server that granted the lease (option 54), where renewals go. */
@@ -96,6 +98,7 @@ const PARAMETER_REQUEST_LIST = [
   DhcpOption.subnetMask,
   DhcpOption.router,
   DhcpOption.dnsServer,
+  DhcpOption.ntpServer,
   DhcpOption.hostname,
   DhcpOption.domainName,
   DhcpOption.leaseTime,
@@ -333,6 +336,7 @@ class DhcpClient {
       prefixLength,
       routers: options.routers ?? [],
       dnsServers: options.dnsServers ?? [],
+      ntpServers: options.ntpServers ?? [],
       ...(options.hostname !== undefined ? { hostname: options.hostname } : {}),
       ...(options.domainName !== undefined ? { domainName: options.domainName } : {}),
       serverId: options.serverId ?? from,

@@ -49,6 +49,7 @@ export const DhcpOption = {
   dnsServer: 6,
   hostname: 12,
   domainName: 15,
+  ntpServer: 42,
   requestedAddress: 50,
   leaseTime: 51,
   overload: 52,
@@ -69,6 +70,8 @@ export interface DhcpOptions {
   subnetMask?: string;
   routers?: string[];
   dnsServers?: string[];
+  /** Option 42: NTP servers, in order of preference. */
+  ntpServers?: string[];
   hostname?: string;
   domainName?: string;
   requestedAddress?: string;
@@ -151,6 +154,7 @@ function encodeOptions(options: DhcpOptions): Uint8Array {
   if (options.subnetMask !== undefined) put(DhcpOption.subnetMask, addresses([options.subnetMask]));
   if (options.routers !== undefined) put(DhcpOption.router, addresses(options.routers));
   if (options.dnsServers !== undefined) put(DhcpOption.dnsServer, addresses(options.dnsServers));
+  if (options.ntpServers !== undefined) put(DhcpOption.ntpServer, addresses(options.ntpServers));
   if (options.hostname !== undefined) put(DhcpOption.hostname, text(options.hostname));
   if (options.domainName !== undefined) put(DhcpOption.domainName, text(options.domainName));
   if (options.requestedAddress !== undefined) put(DhcpOption.requestedAddress, addresses([options.requestedAddress]));
@@ -271,6 +275,7 @@ function decodeOptions(raw: Map<number, number[]>): DhcpOptions {
   set("subnetMask", address(DhcpOption.subnetMask));
   set("routers", addresses(DhcpOption.router));
   set("dnsServers", addresses(DhcpOption.dnsServer));
+  set("ntpServers", addresses(DhcpOption.ntpServer));
   set("hostname", text(DhcpOption.hostname));
   set("domainName", text(DhcpOption.domainName));
   set("requestedAddress", address(DhcpOption.requestedAddress));

@@ -26,6 +26,8 @@ export interface NodeAddress {
   /** The default gateway, if the server named one. */
   router?: string;
   dnsServers: string[];
+  /** NTP servers the lease names (option 42); may be empty. */
+  ntpServers: string[];
   /** What the server calls the node (option 12), if it said. */
   hostname?: string;
   domainName?: string;
@@ -160,6 +162,7 @@ function nodeAddressOf(interfaceName: string, lease: DhcpLease): NodeAddress {
     prefixLength: lease.prefixLength,
     ...(router !== undefined ? { router } : {}),
     dnsServers: lease.dnsServers,
+    ntpServers: lease.ntpServers,
     ...(lease.hostname !== undefined ? { hostname: lease.hostname } : {}),
     ...(lease.domainName !== undefined ? { domainName: lease.domainName } : {}),
     dhcpServer: lease.serverId,

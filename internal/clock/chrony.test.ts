@@ -1,0 +1,101 @@
+// Time sync against a real chronyd serving NTP on a loopback address (the
+// test's own, as root), with the node's chronyd measuring only (-x): this
+// host's clock is never set.
+
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { Value } from "../event/mod.ts";
+import { captureLogger } from "../log/mod.ts";
+import { spawnChild, supervise } from "../supervisor/mod.ts";
+import { eventually, tempDir } from "../testing/mod.ts";
+import { chronyConfig, chronyEvent, describeSync, nextSync, timeServerProblem, timeSyncRunnable, type TimeSync } from "./chrony.ts";
+import { timeSyncGate } from "./sync_gate.ts";
+
+/** The test's NTP server: loopback, so nothing leaves the host. */
+const SERVER = "127.0.0.123";
+
+describe("chrony's configuration and lines", () => {
+  test("servers are IP addresses or host names; nothing else reaches the configuration", () => {
+    expect(timeServerProblem("10.0.0.1")).toBeUndefined();
+    expect(timeServerProblem("fd00::1")).toBeUndefined();
+    expect(timeServerProblem("ntp.example.org")).toBeUndefined();
+    expect(timeServerProblem("")).toBe("is empty");
+    for (const bad of ["ntp.example.org\nallow all", "a b", "-x", "ntp..org", "x".repeat(254)]) expect(timeServerProblem(bad)).toBeDefined();
+    expect(() => chronyConfig({ servers: ["10.0.0.1\ncmdallow all"], stateDir: "/s" })).toThrow("time server");
+    const text = chronyConfig({ servers: ["10.0.0.1", "ntp.example.org"], stateDir: "/s" });
+    expect(text).toContain("server 10.0.0.1 iburst\nserver ntp.example.org iburst\nmakestep 1 3\nport 0\ncmdport 0\n");
+  });
+
+  test("chronyd's lines become states", () => {
+    expect(chronyEvent("2026-11-25T15:26:59Z Selected source 10.0.0.1")).toEqual({ kind: "selected", source: "10.0.0.1" });
+    expect(chronyEvent("System clock wrong by -7200.001234 seconds, adjustment started")).toEqual({ kind: "correction", seconds: -7200.001234 });
+    expect(chronyEvent("2026-11-25T15:26:59Z System clock was stepped by 7199.998 seconds")).toEqual({ kind: "correction", seconds: 7199.998 });
+    expect(chronyEvent("Can't synchronise: no selectable sources")).toMatchObject({ kind: "unselectable" });
+    expect(chronyEvent("chronyd version 4.3 starting")).toBeUndefined();
+    let sync: TimeSync = { state: "starting", servers: ["10.0.0.1"] };
+    sync = nextSync(sync, { kind: "correction", seconds: -7200 }, 1000);
+    sync = nextSync(sync, { kind: "selected", source: "10.0.0.1" }, 2000);
+    expect(sync).toEqual({ state: "synced", source: "10.0.0.1", sinceMs: 2000, correctionS: -7200 });
+    expect(describeSync(sync).message).toBe("synced to 10.0.0.1 since 1970-01-01T00:00:02.000Z; corrected by -7200 s");
+    expect(describeSync({ state: "no-servers" })).toMatchObject({ state: "unsynced" });
+  });
+});
+
+describe("chronyd under the supervisor", () => {
+  const dir = tempDir("nodecore-chrony-");
+  let server: ReturnType<typeof spawnChild> | undefined;
+  beforeAll(async () => {
+    const conf = join(dir.path, "server.conf");
+    writeFileSync(conf, ["local stratum 8", "allow 127.0.0.0/8", `bindaddress ${SERVER}`, "port 123", "cmdport 0", `pidfile ${join(dir.path, "server.pid")}`, ""].join("\n"));
+    server = spawnChild(["chronyd", "-d", "-x", "-u", "root", "-f", conf]);
+    await Bun.sleep(500);
+  });
+  afterAll(async () => {
+    server?.kill();
+    await server?.exited;
+    dir[Symbol.dispose]();
+  });
+
+  test("synced to the server: the time line says so, and the boot gate opens", async () => {
+    const sync = new Value<TimeSync>();
+    const lines: string[] = [];
+    const { logger, entries } = captureLogger("root");
+    const supervisor = supervise(
+      timeSyncRunnable({ servers: async () => [SERVER], stateDir: join(dir.path, "node"), sync, report: (state, message) => lines.push(`${state}: ${message}`), setClock: false, fastPoll: true }),
+      { logger },
+    );
+    try {
+      const gate = await timeSyncGate(sync, { timeoutMs: 20_000 });
+      if (gate !== "synced") console.error(entries.map((e) => `${e.component} ${e.message} ${JSON.stringify(e.fields)}`).join("\n"));
+      expect(gate).toBe("synced");
+      expect(sync.peek()).toMatchObject({ state: "synced", source: SERVER });
+      await eventually(() => expect(lines.at(-1)).toStartWith(`synced: synced to ${SERVER} since `));
+      expect(lines[0]).toBe(`starting: syncing with ${SERVER}`);
+    } finally {
+      await supervisor.stop();
+    }
+  }, 30_000);
+
+  test("no servers: reported, never fatal, and the gate does not wait; a server that never answers: the gate times out", async () => {
+    const none = new Value<TimeSync>();
+    const lines: string[] = [];
+    const { logger, entries } = captureLogger("root");
+    const idle = supervise(timeSyncRunnable({ servers: async () => [], stateDir: join(dir.path, "none"), sync: none, report: (s, m) => lines.push(`${s}: ${m}`), setClock: false }), { logger });
+    try {
+      expect(await timeSyncGate(none, { timeoutMs: 5_000 })).toBe("no-servers");
+      expect(lines).toEqual(["unsynced: no time servers: neither the DHCP lease (option 42) nor the node parameters name any"]);
+      expect(idle.dump().find((r) => r.path === "root")?.state).toBe("healthy");
+    } finally {
+      await idle.stop();
+    }
+    const silent = new Value<TimeSync>();
+    const quiet = supervise(timeSyncRunnable({ servers: async () => ["127.0.0.124"], stateDir: join(dir.path, "silent"), sync: silent, report: () => {}, setClock: false, fastPoll: true }), { logger });
+    try {
+      expect(await timeSyncGate(silent, { timeoutMs: 3_000 })).toBe("timed-out");
+      expect(silent.peek()?.state).not.toBe("synced");
+    } finally {
+      await quiet.stop();
+    }
+  }, 30_000);
+});
