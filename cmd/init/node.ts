@@ -23,7 +23,7 @@ import { failingRunnables, failingSummary, sleep, untilCancelled, type Runnable,
 import { SUPERVISION_LINE } from "../../internal/curator/mod.ts";
 import { memberQuota } from "../../internal/consensus/mod.ts";
 import { VERSION } from "../../internal/version/mod.ts";
-import { CLOCK_LINE, TIME_LINE, clockWatch, timeSyncRunnable, type TimeSync } from "../../internal/clock/mod.ts";
+import { CLOCK_LINE, TIME_LINE, clockWatch, timeSyncGate, timeSyncRunnable, type TimeSync } from "../../internal/clock/mod.ts";
 
 export interface NodeConfig {
   layout: StorageLayout;
@@ -103,6 +103,7 @@ export function nodeRoot(config: NodeConfig): Runnable {
         state: enrolment,
         membership,
         onFatal: config.onFatal,
+        timeGate: (signal) => timeSyncGate(timeSync, { signal }),
         ...(config.etcdBinary ? { etcdBinary: config.etcdBinary } : {}),
         ...(config.etcdutl ? { etcdutl: config.etcdutl } : {}),
         ...(config.scrubEsp ? { scrubEsp: () => scrubFreeSpace(config.layout.esp.path).then(() => {}) } : {}),

@@ -62,6 +62,13 @@ export interface EnrolmentOptions {
   etcdutl?: () => string;
   /** Overwrites the ESP's free space (a VM's FAT ESP keeps deleted files' bytes); absent for a node process. */
   scrubEsp?: () => Promise<void>;
+  /**
+   * The boot gate (internal/clock): resolves once the clock synced, there is
+   * nothing to sync with, or the gate's timeout ran out, saying which. Waited
+   * for before the node's first TLS handshake: the curator's certificates
+   * live an hour, and a clock hours off would fail every one.
+   */
+  timeGate?: (signal: AbortSignal) => Promise<"synced" | "no-servers" | "timed-out">;
 }
 
 export function enrolmentRunnable(options: EnrolmentOptions): Runnable {
@@ -75,6 +82,11 @@ export function enrolmentRunnable(options: EnrolmentOptions): Runnable {
       return fatal(err.message);
     }
     const address = await options.address(ctx.signal);
+    if (options.timeGate) {
+      const gate = await options.timeGate(ctx.signal);
+      if (gate === "synced") ctx.logger.info("the clock is synced; enrolling");
+      if (gate === "timed-out") ctx.logger.warn("the clock did not sync in time; enrolling anyway (a clock far off fails TLS handshakes until it syncs)");
+    }
     options.state.set({ phase: "enrolling", decision: decision.kind });
     const common = { layout: options.layout, storage: options.storage, logger: ctx.logger, signal: ctx.signal, curatorPort: options.curatorPort };
 
