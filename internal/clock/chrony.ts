@@ -30,6 +30,8 @@ export const MAX_TIME_SERVERS = 8;
 export const STEP_THRESHOLD_S = 1;
 /** ...in the first this many updates. */
 export const STEP_UPDATES = 3;
+/** The longest poll interval, as a power of 2 in seconds (7: 128 s; chrony's default is 10). */
+export const MAX_POLL = 7;
 
 /** How the node's clock syncs, as chronyd says. */
 export type TimeSync =
@@ -61,7 +63,11 @@ export function chronyConfig(options: ChronyConfigOptions): string {
     const problem = timeServerProblem(server);
     if (problem) throw new Error(`time server ${JSON.stringify(server.slice(0, 80))} ${problem}`);
   }
-  const poll = options.fastPoll ? " minpoll -2 maxpoll 0" : "";
+  // chronyd backs off from a server that does not answer (128 s after the
+  // first burst, then longer, to 1024 s by default); MAX_POLL caps that, so
+  // that a node whose server was out of reach syncs within a couple of
+  // minutes of it coming back.
+  const poll = options.fastPoll ? " minpoll -2 maxpoll 0" : ` maxpoll ${MAX_POLL}`;
   return [
     "# Written by nodecore (internal/clock/chrony.ts) at each start.",
     ...options.servers.slice(0, MAX_TIME_SERVERS).map((s) => `server ${s} iburst${poll}`),

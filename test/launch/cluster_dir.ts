@@ -10,6 +10,7 @@
 //   ├── ctl                      out/ctl inside the cluster's namespace, as its owner
 //   ├── register.pb              register parameters for nodes 2..N
 //   ├── dnsmasq.leases, dnsmasq.log
+//   ├── chrony.conf, chrony.log, chrony.pid   the network's time server
 //   └── <node>.disk.img, <node>.parameters.pb, <node>.storage-test-key,
 //       <node>.console.log, <node>.qmp.sock
 
@@ -114,6 +115,9 @@ export class ClusterDir {
   }
   get dhcpLog(): string {
     return join(this.path, "dnsmasq.log");
+  }
+  get timeServerFiles(): { confFile: string; logFile: string; pidFile: string } {
+    return { confFile: join(this.path, "chrony.conf"), logFile: join(this.path, "chrony.log"), pidFile: join(this.path, "chrony.pid") };
   }
 
   node(name: string): NodeFiles {

@@ -30,6 +30,8 @@ export interface DhcpServerOptions {
   leaseFile: string;
   logFile: string;
   leases: readonly StaticLease[];
+  /** Announce the bridge's address as the network's NTP server (option 42): the launcher runs one there (time_server.ts). */
+  ntpServer?: boolean;
 }
 
 /** The zone the network's DNS server answers for, and the name of the bridge's host in it. */
@@ -60,6 +62,7 @@ export function dnsmasqArgs(subnet: Subnet, options: DhcpServerOptions): string[
     // An empty value: announce no router. The DNS server announced is this one.
     "--dhcp-option=option:router",
     `--dhcp-option=option:dns-server,${subnet.bridgeAddress}`,
+    ...(options.ntpServer ? [`--dhcp-option=option:ntp-server,${subnet.bridgeAddress}`] : []),
     ...options.leases.map((l) => `--dhcp-host=${l.mac},${l.address},${l.hostname},${LEASE_TIME}`),
   ];
 }

@@ -15,6 +15,7 @@ import { awaitedMilestone, bootMilestones, BOOT_MILESTONES, CONSOLE } from "./bo
 import { ClusterDir, ClusterDirError } from "./cluster_dir.ts";
 import { ctlWrapperScript } from "./ctl_wrapper.ts";
 import { dnsmasqArgs } from "./dhcp_server.ts";
+import { timeServerConfig } from "./time_server.ts";
 import { nodeMac } from "./launcher.ts";
 import { DEFAULT_NODES, DEFAULT_UP_TIMEOUT_S, MAX_NODES, MAX_PROCESS_NODES, parseLauncherArgs } from "./launcher_args.ts";
 import { namespaceName, nodeAddress, subnetOf } from "./network_namespace.ts";
@@ -81,6 +82,13 @@ describe("addressing", () => {
     expect(args).toContain("--dhcp-host=52:54:00:77:00:01,10.77.0.11,node1,12h");
     expect(args).toContain("--dhcp-option=option:router");
     expect(args).toContain("--dhcp-option=option:dns-server,10.77.0.1");
+    expect(args.some((a) => a.includes("ntp-server"))).toBe(false);
+    expect(dnsmasqArgs(subnetOf(0), { leaseFile: "/x/leases", logFile: "/x/log", leases: [], ntpServer: true })).toContain("--dhcp-option=option:ntp-server,10.77.0.1");
+  });
+
+  test("the network's time server serves the cluster's subnet on the bridge's address, but the addresses it is told to ignore", () => {
+    const text = timeServerConfig({ address: "10.77.0.1", network: "10.77.0.0/24", deny: ["10.77.0.12"], confFile: "/x/c", pidFile: "/x/p", logFile: "/x/l" });
+    expect(text).toBe("local stratum 8\ndeny 10.77.0.12\nallow 10.77.0.0/24\nbindaddress 10.77.0.1\nport 123\ncmdport 0\npidfile /x/p\n");
   });
 
   test("a cluster's network namespace has the same name at every launch", () => {

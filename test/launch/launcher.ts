@@ -7,6 +7,7 @@ import { cloneDisk, CONTROLLER_MEMORY_MIB, DEFAULT_CPUS, manifestPaths, OUT_DIR,
 import { createLogger, type Logger } from "../../internal/log/mod.ts";
 import { ClusterDir } from "./cluster_dir.ts";
 import { DhcpServer, type StaticLease } from "./dhcp_server.ts";
+import { TimeServer } from "./time_server.ts";
 import type { HostCommandOptions, HostCommandResult } from "./host_command.ts";
 import { writeCtlWrapper } from "./ctl_wrapper.ts";
 import { deleteNamespaceSync, namespaceName, NetworkNamespace, nodeAddress, removeStaleNamespace, subnetOf } from "./network_namespace.ts";
@@ -93,6 +94,8 @@ export class Cluster {
     readonly nodes: readonly NodeVm[],
     private dhcp: DhcpServer | undefined,
     private readonly logger: Logger,
+    /** The network's NTP server (announced by DHCP), on the bridge's address. */
+    readonly timeServer: TimeServer | undefined = undefined,
   ) {
     this.unregister = registerTeardown({ label: `cluster ${name}`, close: () => this.close(), closeSync: () => this.closeSync() });
   }
@@ -134,6 +137,7 @@ export class Cluster {
     await Promise.allSettled(this.nodes.map((n) => (options.clean ? n.stop({ clean: true }).catch(() => n.kill()) : n.kill())));
     await this.dhcp?.stop();
     this.dhcp = undefined;
+    await this.timeServer?.stop();
     await this.ns.destroy();
     this.dir.release();
     this.unregister();
@@ -145,6 +149,7 @@ export class Cluster {
     this.closed = true;
     for (const node of this.nodes) node.killSync();
     this.dhcp?.stopSync();
+    this.timeServer?.stopSync();
     // Deleting the name is enough: the kernel frees the namespace (and the
     // taps in it) once the killed processes inside are gone.
     this.ns.destroySync();
@@ -174,11 +179,13 @@ export async function createCluster(options: ClusterOptions = {}): Promise<Clust
   let creatingNs = false;
   let ns: NetworkNamespace | undefined;
   let dhcp: DhcpServer | undefined;
+  let timeServer: TimeServer | undefined;
   // Until the Cluster exists to own them, a Ctrl-C must still take down
   // what is set up so far (no node runs yet). The namespace goes by name
   // when the signal comes while NetworkNamespace.create() runs, before ns is set.
   const undo = () => {
     dhcp?.stopSync();
+    timeServer?.stopSync();
     if (ns) ns.destroySync();
     else if (creatingNs) deleteNamespaceSync(nsName);
     dir.release();
@@ -230,9 +237,10 @@ export async function createCluster(options: ClusterOptions = {}): Promise<Clust
         }),
       );
     }
-    dhcp = await DhcpServer.start(ns, { leaseFile: dir.dhcpLeases, logFile: dir.dhcpLog, leases });
+    timeServer = await TimeServer.start(ns, { address: subnet.bridgeAddress, network: `${subnet.prefix}.0/24`, ...dir.timeServerFiles });
+    dhcp = await DhcpServer.start(ns, { leaseFile: dir.dhcpLeases, logFile: dir.dhcpLog, leases, ntpServer: true });
     logger.info(`cluster ${name} prepared`, { namespace: ns.name, subnet: `${subnet.prefix}.0/24`, nodes: nodes.length, dir: dir.path });
-    return new Cluster(name, dir, ns, owner, nodes, dhcp, logger);
+    return new Cluster(name, dir, ns, owner, nodes, dhcp, logger, timeServer);
   } catch (err) {
     undo();
     throw err;

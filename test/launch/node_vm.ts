@@ -80,6 +80,12 @@ export class NodeVm {
   private state_: NodeState = "stopped";
   /** How many times qemu was started for this node. */
   boots = 0;
+  /**
+   * Where the machine's battery-backed clock (RTC) stands against the
+   * host's, in seconds, from the next start on (qemu -rtc base=): a machine
+   * whose clock is off, as the node's kernel finds it at boot.
+   */
+  clockOffsetS = 0;
   lastExit: NodeExit | undefined;
 
   constructor(readonly config: NodeVmConfig) {}
@@ -132,6 +138,7 @@ export class NodeVm {
         `virtio-net-pci,netdev=net0,mac=${this.config.mac},romfile=`,
         "-qmp",
         `unix:${escapeOptionValue(files.qmpSocket)},server=on,wait=off`,
+        ...(this.clockOffsetS !== 0 ? ["-rtc", `base=${new Date(Date.now() + this.clockOffsetS * 1000).toISOString().slice(0, 19)}`] : []),
       ],
     });
   }
