@@ -29,12 +29,12 @@ describe("chrony's configuration and lines", () => {
 
   test("chronyd's lines become states", () => {
     expect(chronyEvent("2026-11-25T15:26:59Z Selected source 10.0.0.1")).toEqual({ kind: "selected", source: "10.0.0.1" });
-    expect(chronyEvent("System clock wrong by -7200.001234 seconds, adjustment started")).toEqual({ kind: "correction", seconds: -7200.001234 });
-    expect(chronyEvent("2026-11-25T15:26:59Z System clock was stepped by 7199.998 seconds")).toEqual({ kind: "correction", seconds: 7199.998 });
+    expect(chronyEvent("System clock wrong by -7200.001234 seconds, adjustment started")).toEqual({ kind: "correction", seconds: -7200.001234, stepped: false });
+    expect(chronyEvent("2026-11-25T15:26:59Z System clock was stepped by 7199.998 seconds")).toEqual({ kind: "correction", seconds: 7199.998, stepped: true });
     expect(chronyEvent("Can't synchronise: no selectable sources")).toMatchObject({ kind: "unselectable" });
     expect(chronyEvent("chronyd version 4.3 starting")).toBeUndefined();
     let sync: TimeSync = { state: "starting", servers: ["10.0.0.1"] };
-    sync = nextSync(sync, { kind: "correction", seconds: -7200 }, 1000);
+    sync = nextSync(sync, { kind: "correction", seconds: -7200, stepped: true }, 1000);
     sync = nextSync(sync, { kind: "selected", source: "10.0.0.1" }, 2000);
     expect(sync).toEqual({ state: "synced", source: "10.0.0.1", sinceMs: 2000, correctionS: -7200 });
     expect(describeSync(sync).message).toBe("synced to 10.0.0.1 since 1970-01-01T00:00:02.000Z; corrected by -7200 s");

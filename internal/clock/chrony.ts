@@ -28,6 +28,14 @@ export const TIME_LINE = "time";
 export const MAX_TIME_SERVERS = 8;
 /** A clock further off than this, in seconds, is stepped at once... */
 export const STEP_THRESHOLD_S = 1;
+/**
+ * chronyd says "Selected source", then "System clock wrong by", then steps
+ * the clock and says "was stepped by", all in one turn of its loop. A new
+ * state is published this long after the last line that said something,
+ * or at once after a step, so that the boot gate never opens between the
+ * selection and the step.
+ */
+export const SETTLE_MS = 250;
 /** ...in the first this many updates. */
 export const STEP_UPDATES = 3;
 /** The longest poll interval, as a power of 2 in seconds (7: 128 s; chrony's default is 10). */
@@ -85,15 +93,15 @@ export function chronyConfig(options: ChronyConfigOptions): string {
 export type ChronyEvent =
   | { kind: "selected"; source: string }
   | { kind: "unselectable"; reason: string }
-  | { kind: "correction"; seconds: number };
+  | { kind: "correction"; seconds: number; stepped: boolean };
 
 /** Reads a chronyd line ("2026-11-25T15:26:59Z Selected source 10.0.0.1", with or without the time). */
 export function chronyEvent(line: string): ChronyEvent | undefined {
   const text = line.replace(/^\d{4}-\d\d-\d\dT\S+\s+/, "").trim();
   let m = /^Selected source (\S+)/.exec(text);
   if (m) return { kind: "selected", source: m[1]! };
-  m = /^System clock (?:wrong by|was stepped by) (-?\d+(?:\.\d+)?) seconds/.exec(text);
-  if (m) return { kind: "correction", seconds: Number(m[1]) };
+  m = /^System clock (wrong by|was stepped by) (-?\d+(?:\.\d+)?) seconds/.exec(text);
+  if (m) return { kind: "correction", seconds: Number(m[2]), stepped: m[1] === "was stepped by" };
   if (/^Can't synchronise/.test(text) || /^No suitable source/.test(text)) return { kind: "unselectable", reason: text.slice(0, 200) };
   return undefined;
 }
@@ -158,6 +166,7 @@ export function timeSyncRunnable(options: TimeSyncOptions): Runnable {
     const config = join(options.stateDir, "chrony.conf");
     writeFileSync(config, chronyConfig({ servers, stateDir: options.stateDir, ...(options.fastPoll ? { fastPoll: true } : {}) }));
     let sync: TimeSync = { state: "starting", servers };
+    let settle: ReturnType<typeof setTimeout> | undefined;
     publish(sync);
     ctx.logger.info("starting chronyd", { servers: servers.join(",") });
     await runProcess(ctx, {
@@ -170,10 +179,12 @@ export function timeSyncRunnable(options: TimeSyncOptions): Runnable {
         const event = chronyEvent(line);
         if (event) {
           sync = nextSync(sync, event);
-          publish(sync);
+          clearTimeout(settle);
+          if (event.kind === "correction" && event.stepped) publish(sync);
+          else settle = setTimeout(() => publish(sync), SETTLE_MS);
         }
         return undefined;
       },
-    });
+    }).finally(() => clearTimeout(settle));
   };
 }

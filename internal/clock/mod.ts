@@ -18,6 +18,8 @@ export {
   MAX_TIME_SERVERS,
   STEP_THRESHOLD_S,
   STEP_UPDATES,
+  SETTLE_MS,
+  MAX_POLL,
   TIME_LINE,
   chronyConfig,
   chronyEvent,
