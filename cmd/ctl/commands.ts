@@ -78,6 +78,7 @@ import { endpointsOfDirectory, formatEndpoint } from "../../internal/curator/cli
 import { buildKubeconfig, OWNER_USER } from "../../internal/kubernetes/mod.ts";
 import { generateKeyPair, privateKeyPem, rawPublicKey } from "../../internal/pki/mod.ts";
 import { VERSION } from "../../internal/version/mod.ts";
+import { timeServersProblem } from "../../internal/clock/mod.ts";
 
 /** What every handler gets: the program's flags, resolved, and ways to reach the cluster and print. */
 export interface Ctl {
@@ -117,16 +118,32 @@ const NODE_ID: ArgSpec = { name: "node id", complete: "node" };
 const FILE: ArgSpec = { name: "file", complete: "file" };
 const ROLE_NAMES = Object.keys(ROLE_FIELDS) as RoleName[];
 
+/** --time-server: the NTP servers a new node syncs with (besides its DHCP lease's). */
+const TIME_SERVER_FLAG: FlagSpec = {
+  name: "time-server",
+  value: "list",
+  description: "NTP servers the node syncs its clock with, comma-separated IP addresses or host names (besides those its DHCP lease names)",
+  parse: timeServerList,
+};
+
+function timeServerList(text: string): string[] {
+  const servers = text.split(",").map((s) => s.trim()).filter((s) => s !== "");
+  const problem = timeServersProblem(servers);
+  if (problem) throw new UsageError(problem);
+  return servers;
+}
+
 /** Restore parameters from a backup: `ctl params restore`, and `ctl cluster restore` as Talos and Metropolis operators look for it. */
 const RESTORE_PARAMETERS: ActionSpec<Ctl> = {
   name: "restore",
   args: [{ name: "backup", complete: "file" }, FILE],
+  flags: [TIME_SERVER_FLAG],
   description: "Write parameters that create the cluster again from a backup (they hold its every key: the node deletes them once read)",
-  run: (ctl, [backup, file]) => {
+  run: (ctl, [backup, file], flags) => {
     const key = readOwnerKey(ctl.ownerKey ?? ctl.paths().ownerKey);
     const { header, snapshot } = readForRestore(backup!, key);
     for (const line of [...describeBackup(header).split("\n"), ...describeRestore(header)]) ctl.note(line);
-    const params = create(NodeParametersSchema, { cluster: { case: "clusterRestore", value: { ownerPublicKey: rawPublicKey(key.publicKey), snapshot } } });
+    const params = create(NodeParametersSchema, { cluster: { case: "clusterRestore", value: { ownerPublicKey: rawPublicKey(key.publicKey), snapshot } }, timeServers: (flags["time-server"] as string[] | undefined) ?? [] });
     writeParameters(ctl, file!, "restore", toBinary(NodeParametersSchema, params));
   },
 };
@@ -691,12 +708,13 @@ export const program: Program<Ctl> = {
               description: "How many of the other consensus members' shares open a consensus member's data at a cold start (default: a majority)",
               parse: positiveInteger("shares", MAX_UNLOCK_SHARE_THRESHOLD),
             },
+            TIME_SERVER_FLAG,
           ],
           description: "Write parameters that bootstrap a new cluster owned by the owner key",
           run: (ctl, [file], flags) => {
             const key = readOwnerKey(ctl.ownerKey ?? ctl.paths().ownerKey);
             const unlockShareThreshold = (flags["unlock-threshold"] as number | undefined) ?? 0;
-            const params = create(NodeParametersSchema, { cluster: { case: "clusterBootstrap", value: { ownerPublicKey: rawPublicKey(key.publicKey), unlockShareThreshold } } });
+            const params = create(NodeParametersSchema, { cluster: { case: "clusterBootstrap", value: { ownerPublicKey: rawPublicKey(key.publicKey), unlockShareThreshold } }, timeServers: (flags["time-server"] as string[] | undefined) ?? [] });
             writeParameters(ctl, file!, "bootstrap", toBinary(NodeParametersSchema, params));
           },
         },
@@ -704,8 +722,9 @@ export const program: Program<Ctl> = {
         {
           name: "register",
           args: [FILE],
+          flags: [TIME_SERVER_FLAG],
           description: "Write parameters that register a new node with this cluster (they carry the ticket)",
-          run: async (ctl, [file]) => {
+          run: async (ctl, [file], flags) => {
             const { ticket, info } = await withFailover(
               Management,
               ctl.credentials(),
@@ -714,6 +733,7 @@ export const program: Program<Ctl> = {
             );
             const params = create(NodeParametersSchema, {
               cluster: { case: "clusterRegister", value: { registerTicket: ticket, ...(info.clusterDirectory ? { clusterDirectory: info.clusterDirectory } : {}), caCertificate: info.caCertificate } },
+              timeServers: (flags["time-server"] as string[] | undefined) ?? [],
             });
             writeParameters(ctl, file!, "register", toBinary(NodeParametersSchema, params));
           },

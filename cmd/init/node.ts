@@ -86,6 +86,8 @@ export function nodeRoot(config: NodeConfig): Runnable {
   return async (ctx) => {
     ctx.logger.info("node core started", { version: VERSION, pid: process.pid });
     const enrolment = new Value<EnrolmentState>();
+    // The parameters' NTP servers, once enrolment has read them (or the ESP's copy).
+    const timeServers = new Value<readonly string[]>();
     const membership = new Value<ClusterMembership>();
     roleValues = newRoleServerValues();
     const network = config.network;
@@ -104,6 +106,7 @@ export function nodeRoot(config: NodeConfig): Runnable {
         membership,
         onFatal: config.onFatal,
         timeGate: (signal) => timeSyncGate(timeSync, { signal }),
+        timeServers,
         ...(config.etcdBinary ? { etcdBinary: config.etcdBinary } : {}),
         ...(config.etcdutl ? { etcdutl: config.etcdutl } : {}),
         ...(config.scrubEsp ? { scrubEsp: () => scrubFreeSpace(config.layout.esp.path).then(() => {}) } : {}),
@@ -153,11 +156,15 @@ export function nodeRoot(config: NodeConfig): Runnable {
     );
     // Whether the wall clock was set under the node (internal/clock).
     ctx.run("clock", clockWatch({ report: (state, message) => roleValues.board.report(CLOCK_LINE, state, message) }));
-    // Keeping it right: chronyd with the DHCP lease's NTP servers (option 42), on the "time" line.
+    // Keeping it right: chronyd with the parameters' NTP servers and the DHCP lease's (option 42), on the "time" line.
     ctx.run(
       "time",
       timeSyncRunnable({
-        servers: async (signal) => (network.kind === "dhcp" ? (await network.network.getAddress({ signal })).ntpServers : []),
+        servers: async (signal) => {
+          const configured = await timeServers.get({ signal });
+          const leased = network.kind === "dhcp" ? (await network.network.getAddress({ signal })).ntpServers : [];
+          return [...new Set([...configured, ...leased])];
+        },
         stateDir: join(config.layout.ephemeral.path, "chrony"),
         sync: timeSync,
         report: (state, message) => roleValues.board.report(TIME_LINE, state, message),

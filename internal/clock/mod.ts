@@ -32,3 +32,4 @@ export {
   type TimeSyncOptions,
 } from "./chrony.ts";
 export { SYNC_GATE_MS, timeSyncGate, type GateResult } from "./sync_gate.ts";
+export { loadTimeServers, saveTimeServers, timeServersProblem } from "./time_servers.ts";

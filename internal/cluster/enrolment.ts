@@ -20,6 +20,8 @@ import { readFileSync } from "node:fs";
 import { NodeParametersSchema } from "../../proto/gen/api/configuration_pb.ts";
 import { ClusterDirectorySchema } from "../../proto/gen/common/common_pb.ts";
 import { rawPublicKey } from "../pki/mod.ts";
+import { loadTimeServers, saveTimeServers } from "../clock/mod.ts";
+import type { Logger } from "../log/mod.ts";
 
 /** What the role server gets once the node is part of a cluster. */
 export interface ClusterMembership {
@@ -69,6 +71,28 @@ export interface EnrolmentOptions {
    * live an hour, and a clock hours off would fail every one.
    */
   timeGate?: (signal: AbortSignal) => Promise<"synced" | "no-servers" | "timed-out">;
+  /**
+   * Written once the parameters were read: the NTP servers they name (kept
+   * on the ESP for later boots, which read them from there). Empty when
+   * there are none, or the parameters could not be read.
+   */
+  timeServers?: Value<readonly string[]>;
+}
+
+/**
+ * The NTP servers to sync with besides the DHCP lease's: the parameters'
+ * (kept on the ESP for later boots), or at a join what was kept. A kept
+ * list that cannot be written is logged, never fatal.
+ */
+function configuredTimeServers(decision: EnrolmentDecision, path: string, logger: Logger): string[] {
+  if (decision.kind === "join") return loadTimeServers(path);
+  const servers = [...decision.raw.timeServers];
+  try {
+    saveTimeServers(path, servers);
+  } catch (err) {
+    logger.warn("could not keep the parameters' time servers for later boots", { error: (err as Error).message });
+  }
+  return servers;
 }
 
 export function enrolmentRunnable(options: EnrolmentOptions): Runnable {
@@ -78,9 +102,11 @@ export function enrolmentRunnable(options: EnrolmentOptions): Runnable {
     try {
       decision = decideEnrolment(options.paths, ctx.logger);
     } catch (err) {
+      options.timeServers?.set([]);
       if (!(err instanceof ParametersError)) throw err;
       return fatal(err.message);
     }
+    options.timeServers?.set(configuredTimeServers(decision, options.layout.esp.timeServers, ctx.logger));
     const address = await options.address(ctx.signal);
     if (options.timeGate) {
       const gate = await options.timeGate(ctx.signal);

@@ -77,8 +77,8 @@ describe("node parameters", () => {
   const invalid: [string, NodeParameters | Uint8Array, string][] = [
     ["corrupt bytes", new Uint8Array([0x0a, 0xff, 0xff]), "are corrupt"],
     ["empty file", new Uint8Array(0), "are empty"],
-    // Field 3 is unknown to NodeParameters: it parses, but asks for nothing.
-    ["neither bootstrap nor register", new Uint8Array([0x20, 0x01]), "set neither cluster bootstrap, cluster register nor cluster restore"],
+    // Field 15 is unknown to NodeParameters: it parses, but asks for nothing.
+    ["neither bootstrap nor register", new Uint8Array([0x78, 0x01]), "set neither cluster bootstrap, cluster register nor cluster restore"],
     [
       "a short owner key",
       create(NodeParametersSchema, { cluster: { case: "clusterBootstrap", value: { ownerPublicKey: new Uint8Array(5) } } }),
@@ -88,6 +88,8 @@ describe("node parameters", () => {
     ["a CA that does not parse", register({ ca: new Uint8Array([1, 2, 3]) }), "CA certificate does not parse"],
     ["an empty directory", register({ hosts: [] }), "cluster directory lists no nodes"],
     ["a directory without addresses", register({ hosts: [""] }), "cluster directory has no node addresses"],
+    ["a time server that is no host", create(NodeParametersSchema, { ...bootstrap(), timeServers: ["ntp.example.org", "10.0.0.1\nallow all"] }), 'time server "10.0.0.1\\nallow all" is neither an IP address nor a host name'],
+    ["nine time servers", create(NodeParametersSchema, { ...bootstrap(), timeServers: Array.from({ length: 9 }, (_, i) => `10.0.0.${i + 1}`) }), "9 time servers, more than 8"],
   ];
   for (const [what, content, message] of invalid) {
     test(`${what} is an error naming the source`, () => {

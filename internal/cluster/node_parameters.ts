@@ -13,6 +13,7 @@ import {
 } from "../../proto/gen/api/configuration_pb.ts";
 import type { Logger } from "../log/mod.ts";
 import { snapshotIntegrity } from "../backup/format.ts";
+import { timeServersProblem } from "../clock/mod.ts";
 
 /** The qemu fw_cfg entry name (qemu -fw_cfg name=dev.nodecore/parameters.pb,file=...). */
 export const FW_CFG_PARAMETERS_NAME = "dev.nodecore/parameters.pb";
@@ -47,6 +48,8 @@ function parse(bytes: Uint8Array, where: string): NodeParameters {
 
 /** Checks that parameters ask for exactly one thing and carry what it needs. */
 export function validateParameters(params: NodeParameters, where: string): ValidParameters {
+  const timeProblem = timeServersProblem(params.timeServers);
+  if (timeProblem) throw new ParametersError(`node parameters at ${where}: ${timeProblem}`);
   const cluster = params.cluster;
   switch (cluster.case) {
     case "clusterBootstrap": {

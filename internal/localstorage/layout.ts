@@ -25,6 +25,8 @@ export function storageLayout(root = "/") {
       sealed: join(esp, "nodecore", "sealed.pb"),
       /** Cold-start shares this node holds for other consensus members (internal/coldstart). */
       heldShares: join(esp, "nodecore", "held_shares.pb"),
+      /** The NTP servers the node parameters named, one per line, for every later boot (internal/clock). */
+      timeServers: join(esp, "nodecore", "time_servers"),
     },
     /** The data partition (ext4 on dm-crypt): everything the node must keep. */
     data: {
