@@ -9,6 +9,7 @@
 
 import { appendFileSync } from "node:fs";
 import type { Subprocess } from "bun";
+import { stopHostProcess } from "./host_command.ts";
 import { BRIDGE_NAME, type NetworkNamespace, type Subnet } from "./network_namespace.ts";
 
 export const DNSMASQ_BINARY = "/usr/sbin/dnsmasq";
@@ -110,12 +111,7 @@ export class DhcpServer {
 
   async stop(): Promise<void> {
     if (this.exited) return;
-    this.child.kill("SIGTERM");
-    const exited = await Promise.race([this.child.exited.then(() => true), Bun.sleep(STOP_GRACE_MS).then(() => false)]);
-    if (!exited) {
-      this.child.kill("SIGKILL");
-      await this.child.exited;
-    }
+    await stopHostProcess(this.child, STOP_GRACE_MS);
   }
 
   /** stop() without the event loop, for process exit. */

@@ -22,3 +22,13 @@ export function runHostCommandSync(argv: readonly string[]): HostCommandResult {
     return { exitCode: -1, stdout: "", stderr: String(err) };
   }
 }
+
+/** Stops a long-running host process (dnsmasq, chronyd): SIGTERM, then SIGKILL after graceMs. */
+export async function stopHostProcess(child: { kill(signal?: NodeJS.Signals | number): void; exited: Promise<number> }, graceMs: number): Promise<void> {
+  child.kill("SIGTERM");
+  const exited = await Promise.race([child.exited.then(() => true), Bun.sleep(graceMs).then(() => false)]);
+  if (!exited) {
+    child.kill("SIGKILL");
+    await child.exited;
+  }
+}

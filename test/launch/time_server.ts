@@ -9,6 +9,7 @@
 import { appendFileSync, writeFileSync } from "node:fs";
 import type { Subprocess } from "bun";
 import type { NetworkNamespace } from "./network_namespace.ts";
+import { stopHostProcess } from "./host_command.ts";
 
 export const CHRONYD_BINARY = "/usr/sbin/chronyd";
 const STOP_GRACE_MS = 5_000;
@@ -60,12 +61,7 @@ export class TimeServer {
 
   async stop(): Promise<void> {
     if (this.child.exitCode !== null || this.child.signalCode !== null) return;
-    this.child.kill("SIGTERM");
-    const exited = await Promise.race([this.child.exited.then(() => true), Bun.sleep(STOP_GRACE_MS).then(() => false)]);
-    if (!exited) {
-      this.child.kill("SIGKILL");
-      await this.child.exited;
-    }
+    await stopHostProcess(this.child, STOP_GRACE_MS);
   }
 
   stopSync(): void {
