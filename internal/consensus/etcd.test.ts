@@ -7,7 +7,7 @@ import { freeSpace } from "../localstorage/mod.ts";
 import { captureLogger } from "../log/mod.ts";
 import { generateKeyPair } from "../pki/mod.ts";
 import { runCommand, supervise, untilCancelled, type Supervisor } from "../supervisor/mod.ts";
-import { eventually, fillFileSystem, tempDir, treeEtcd } from "../testing/mod.ts";
+import { eventually, fillFileSystem, freePort, tempDir, treeEtcd } from "../testing/mod.ts";
 import {
   clientUrl,
   connectEtcd,
@@ -33,8 +33,8 @@ afterEach(async () => {
 
 /** Loopback addresses and ports unique to this test process. */
 const HOST = "127.0.0.1";
-const PEER_PORT = 20_000 + (process.pid % 10_000);
-const CLIENT_PORT = PEER_PORT + 10_000 > 65_000 ? PEER_PORT - 5_000 : PEER_PORT + 10_000;
+/** Ports for a member whose arguments are only looked at. */
+const UNUSED_PORTS = { peer: 2380, client: 2379 };
 
 function memberTls(): EtcdTls {
   const caKey = generateKeyPair();
@@ -43,8 +43,8 @@ function memberTls(): EtcdTls {
   return { ca: ca.certificate, certificate: issueMemberCertificate(ca, key.publicKey, { name: "node-a", addresses: [HOST] }), privateKey: key.privateKey };
 }
 
-/** A one-member cluster on loopback; `offset` keeps each test's ports apart. */
-function singleMember(dataDir: string, tlsDir: string, tls: EtcdTls, offset: number): EtcdMemberOptions {
+/** A one-member cluster on loopback, on the given ports. */
+function singleMember(dataDir: string, tlsDir: string, tls: EtcdTls, ports: { peer: number; client: number } = UNUSED_PORTS): EtcdMemberOptions {
   return {
     binary: treeEtcd(),
     name: "node-a",
@@ -52,11 +52,11 @@ function singleMember(dataDir: string, tlsDir: string, tls: EtcdTls, offset: num
     tlsDir,
     peerHost: HOST,
     clientHost: HOST,
-    peerPort: PEER_PORT + offset,
-    clientPort: CLIENT_PORT + offset,
+    peerPort: ports.peer,
+    clientPort: ports.client,
     tls,
     clusterState: "new",
-    initialCluster: [{ name: "node-a", peerUrl: peerUrl(HOST, PEER_PORT + offset) }],
+    initialCluster: [{ name: "node-a", peerUrl: peerUrl(HOST, ports.peer) }],
   };
 }
 
@@ -64,11 +64,14 @@ function singleMember(dataDir: string, tlsDir: string, tls: EtcdTls, offset: num
  * A single member run by a supervisor that restarts it quickly, once it
  * serves: the supervisor, its log entries, and the runnable's state as `etcd()`.
  */
-async function supervisedMember(dataDir: string, tlsDir: string, tls: EtcdTls, offset: number, extra: Partial<EtcdMemberOptions> = {}) {
+async function supervisedMember(dataDir: string, tlsDir: string, tls: EtcdTls, extra: Partial<EtcdMemberOptions> = {}) {
+  // Ports the system says are free: fixed ones can be any other socket's
+  // (a client's ephemeral port among them), and etcd then never starts.
+  const ports = { peer: await freePort(HOST), client: await freePort(HOST) };
   const { logger, entries } = captureLogger("root");
   const supervisor = supervise(
     async (ctx) => {
-      ctx.run("etcd", (c) => runEtcdMember(c, { ...singleMember(dataDir, tlsDir, tls, offset), ...extra }));
+      ctx.run("etcd", (c) => runEtcdMember(c, { ...singleMember(dataDir, tlsDir, tls, ports), ...extra }));
       await untilCancelled(ctx.signal);
     },
     { logger, backoff: { initialMs: 50, multiplier: 1.5, maxMs: 1000, jitter: 0 } },
@@ -76,7 +79,7 @@ async function supervisedMember(dataDir: string, tlsDir: string, tls: EtcdTls, o
   running.push(supervisor);
   const etcd = () => supervisor.dump().find((d) => d.path === "root.etcd")!;
   await eventually(() => expect(etcd().state).toBe("healthy"), { timeoutMs: 30_000 });
-  return { supervisor, entries, etcd };
+  return { supervisor, entries, etcd, url: clientUrl(HOST, ports.client) };
 }
 
 describe("etcd member", () => {
@@ -84,9 +87,9 @@ describe("etcd member", () => {
     using dir = tempDir("nodecore-etcd-");
     const tls = memberTls();
     const pids: number[] = [];
-    const { entries, etcd } = await supervisedMember(join(dir.path, "data"), join(dir.path, "tls"), tls, 0);
+    const { entries, etcd, url } = await supervisedMember(join(dir.path, "data"), join(dir.path, "tls"), tls);
 
-    const client = await connectEtcd({ endpoints: [clientUrl(HOST, CLIENT_PORT)], tls });
+    const client = await connectEtcd({ endpoints: [url], tls });
     for (let i = 0; i < 50; i++) await client.put(`key-${i}`).value(`value-${i}`);
 
     for (const e of entries) if (e.message === "process started") pids.push(Number(e.fields.pid));
@@ -105,8 +108,8 @@ describe("etcd member", () => {
   test("restarted alone, it finds a snapshot and elects itself without waiting out an election timeout (etcd's log says which)", async () => {
     using dir = tempDir("nodecore-etcd-");
     const tls = memberTls();
-    const { entries, etcd } = await supervisedMember(join(dir.path, "data"), join(dir.path, "tls"), tls, 3);
-    const client = await connectEtcd({ endpoints: [clientUrl(HOST, CLIENT_PORT + 3)], tls });
+    const { entries, etcd, url } = await supervisedMember(join(dir.path, "data"), join(dir.path, "tls"), tls);
+    const client = await connectEtcd({ endpoints: [url], tls });
     for (let i = 0; i < 10; i++) await client.put(`key-${i}`).value(`value-${i}`);
     client.close();
 
@@ -123,9 +126,9 @@ describe("etcd member", () => {
   test("refuses a client whose certificate is not under the etcd CA", async () => {
     using dir = tempDir("nodecore-etcd-");
     const tls = memberTls();
-    await supervisedMember(join(dir.path, "data"), join(dir.path, "tls"), tls, 1);
+    const { url } = await supervisedMember(join(dir.path, "data"), join(dir.path, "tls"), tls);
     const stranger = memberTls();
-    const client = await connectEtcd({ endpoints: [clientUrl(HOST, CLIENT_PORT + 1)], tls: { ...stranger, ca: tls.ca } });
+    const client = await connectEtcd({ endpoints: [url], tls: { ...stranger, ca: tls.ca } });
     await expect(client.get("x").string()).rejects.toThrow();
     client.close();
   }, 60_000);
@@ -142,8 +145,8 @@ describe.skipIf(!CAN_MOUNT)("etcd member on a data partition that fills up", () 
     await runCommand(["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", dataRoot]);
     try {
       const tls = memberTls();
-      const { supervisor, entries, etcd } = await supervisedMember(join(dataRoot, "etcd"), join(dir.path, "tls"), tls, 2);
-      const client = await connectEtcd({ endpoints: [clientUrl(HOST, CLIENT_PORT + 2)], tls });
+      const { supervisor, entries, etcd, url } = await supervisedMember(join(dataRoot, "etcd"), join(dir.path, "tls"), tls);
+      const client = await connectEtcd({ endpoints: [url], tls });
       const acknowledged: string[] = [];
       for (let i = 0; i < 20; i++) {
         await client.put(`key-${i}`).value(`value-${i}`);
@@ -186,7 +189,7 @@ describe.skipIf(!CAN_MOUNT)("etcd member on a data partition that fills up", () 
 describe("etcd's raft timing", () => {
   const files = { ca: "/tls/ca.pem", cert: "/tls/member.pem", key: "/tls/member.key" };
   const timing = (options: EtcdMemberOptions) => etcdArgs(options, files).filter((a) => a.startsWith("--heartbeat-interval=") || a.startsWith("--election-timeout="));
-  const alone = singleMember("/data/etcd", "/tls", memberTls(), 0);
+  const alone = singleMember("/data/etcd", "/tls", memberTls());
 
   test("a member that expects to be alone elects itself quickly; one of several keeps the slower timing", () => {
     expect(timing(alone)).toEqual(["--heartbeat-interval=100", "--election-timeout=1000"]);
@@ -223,20 +226,20 @@ describe("etcd upkeep", () => {
 
   test("the flags compact history by etcd itself and bound the database", () => {
     const files = { ca: "/tls/ca.pem", cert: "/tls/member.pem", key: "/tls/member.key" };
-    const args = etcdArgs({ ...singleMember("/data/etcd", "/tls", memberTls(), 0), quotaBytes: 256 * 1024 ** 2 }, files);
+    const args = etcdArgs({ ...singleMember("/data/etcd", "/tls", memberTls()), quotaBytes: 256 * 1024 ** 2 }, files);
     expect(args).toContain("--auto-compaction-mode=periodic");
     expect(args).toContain("--auto-compaction-retention=1h");
     expect(args).toContain(`--quota-backend-bytes=${256 * 1024 ** 2}`);
     expect(args).not.toContain("--force-new-cluster");
-    expect(etcdArgs({ ...singleMember("/data/etcd", "/tls", memberTls(), 0), forceNewCluster: true }, files)).toContain("--force-new-cluster");
+    expect(etcdArgs({ ...singleMember("/data/etcd", "/tls", memberTls()), forceNewCluster: true }, files)).toContain("--force-new-cluster");
   });
 
   test("a member whose history filled its quota (NOSPACE, writes refused) is walked back by the upkeep: compacted, defragmented, the alarm disarmed, writes taken again, and its line says so", async () => {
     using dir = tempDir("nodecore-etcd-");
     const tls = memberTls();
     const quota = 8 * 1024 * 1024;
-    await supervisedMember(join(dir.path, "data"), join(dir.path, "tls"), tls, 5, { quotaBytes: quota });
-    const client = await connectEtcd({ endpoints: [clientUrl(HOST, CLIENT_PORT + 5)], tls });
+    const { url } = await supervisedMember(join(dir.path, "data"), join(dir.path, "tls"), tls, { quotaBytes: quota });
+    const client = await connectEtcd({ endpoints: [url], tls });
     // One key written over and over: every old value stays in the history until compaction.
     const value = "x".repeat(256 * 1024);
     let refused = "";

@@ -14,7 +14,7 @@ import { createClusterCA, generateKeyPair, issueNodeCertificate, issueOwnerCerti
 import { Status, channelCredentials, channelOptions, createClient } from "../rpc/mod.ts";
 import { refusal } from "../curator/test_cluster.ts";
 import { supervise, type Supervisor } from "../supervisor/mod.ts";
-import { eventually } from "../testing/mod.ts";
+import { eventually, freePort } from "../testing/mod.ts";
 import { answerProblems, callEveryMethod, hostileRounds } from "../testing/unicode.ts";
 import { MAX_BACKLOG, dialNodeManagement, nodeManagementRunnable, type PowerRequest } from "./mod.ts";
 
@@ -25,7 +25,8 @@ const nodeId = nodeIdFromPublicKey(rawPublicKey(nodeKey.publicKey));
 const nodeCertificate = issueNodeCertificate(ca, nodeKey.publicKey);
 const ownerKey = generateKeyPair();
 const owner = { ca: ca.certificate, certificate: issueOwnerCertificate(ca, ownerKey.publicKey), privateKey: ownerKey.privateKey };
-const port = 22_000 + (process.pid % 10_000);
+// A port the system says is free (a fixed one can be any other socket's).
+const port = await freePort();
 
 const logs = new LogTree();
 const powered: string[] = [];
