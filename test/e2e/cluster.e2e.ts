@@ -443,7 +443,10 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
     what: "the default service account",
   });
   const applied = performance.now();
-  await kubectl("apply", "-f", podsFile);
+  // kubectl validates against the apiserver's OpenAPI document, which a
+  // freshly started apiserver builds on first request: under TCG that took
+  // longer than the 20 s the other calls get (CI, 2026-11-25).
+  await kubectl("apply", "-f", podsFile, "--request-timeout=90s");
   await eventually(
     async () => {
       for (const name of names) assertEqual((await kubectl("get", "pod", name, "-o", "jsonpath={.status.phase}")).trim(), "Running", `pod ${name}'s phase`);
