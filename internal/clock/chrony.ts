@@ -28,6 +28,8 @@ export const TIME_LINE = "time";
 export const MAX_TIME_SERVERS = 8;
 /** A clock further off than this, in seconds, is stepped at once... */
 export const STEP_THRESHOLD_S = 1;
+/** ...in the first this many updates. */
+export const STEP_UPDATES = 3;
 /**
  * chronyd says "Selected source", then "System clock wrong by", then steps
  * the clock and says "was stepped by", all in one turn of its loop. A new
@@ -36,8 +38,6 @@ export const STEP_THRESHOLD_S = 1;
  * selection and the step.
  */
 export const SETTLE_MS = 250;
-/** ...in the first this many updates. */
-export const STEP_UPDATES = 3;
 /** The longest poll interval, as a power of 2 in seconds (7: 128 s; chrony's default is 10). */
 export const MAX_POLL = 7;
 
@@ -134,7 +134,7 @@ export function describeSync(sync: TimeSync): { state: string; message: string }
 }
 
 export interface TimeSyncOptions {
-  /** The servers, once known (the DHCP lease's, the parameters'); a change restarts the runnable. */
+  /** The servers, once known (the parameters', the DHCP lease's); read once at each start of the runnable. */
   servers: (signal: AbortSignal) => Promise<readonly string[]>;
   stateDir: string;
   /** Written: how the clock syncs. */
