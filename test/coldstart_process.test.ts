@@ -10,7 +10,7 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import type { Etcd3 } from "etcd3";
-import { readSealedConfiguration } from "../internal/cluster/mod.ts";
+import { readSealedConfiguration } from "../internal/localstorage/mod.ts";
 import { readHeldShares } from "../internal/coldstart/mod.ts";
 import { NodeRecordSchema } from "../proto/gen/curator/state/state_pb.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";

@@ -3,7 +3,7 @@
 
 import type { Value } from "../event/mod.ts";
 import type { ClusterDirectory } from "../../proto/gen/common/common_pb.ts";
-import type { StorageLayout } from "../localstorage/mod.ts";
+import { SealedConfigurationError, type StorageLayout } from "../localstorage/mod.ts";
 import { untilCancelled, type Runnable } from "../supervisor/mod.ts";
 import type { NodeCredentials } from "./credentials.ts";
 import type { DataStorage } from "./data_storage.ts";
@@ -103,7 +103,7 @@ export function enrolmentRunnable(options: EnrolmentOptions): Runnable {
       decision = decideEnrolment(options.paths, ctx.logger);
     } catch (err) {
       options.timeServers?.set([]);
-      if (!(err instanceof ParametersError)) throw err;
+      if (!(err instanceof ParametersError || err instanceof SealedConfigurationError)) throw err;
       return fatal(err.message);
     }
     options.timeServers?.set(configuredTimeServers(decision, options.layout.esp.timeServers, ctx.logger));

@@ -9,7 +9,8 @@
 
 import type { SealedConfiguration } from "../../proto/gen/api/configuration_pb.ts";
 import type { Logger } from "../log/mod.ts";
-import { readNodeParameters, readSealedConfiguration, type ParameterPaths, type ParametersSource, type ValidParameters } from "./node_parameters.ts";
+import { readSealedConfiguration } from "../localstorage/mod.ts";
+import { readNodeParameters, type ParameterPaths, type ParametersSource, type ValidParameters } from "./node_parameters.ts";
 
 export type EnrolmentDecision =
   | { kind: "join"; sealed: SealedConfiguration }

@@ -18,7 +18,7 @@ import { join } from "node:path";
 import { SealedConfigurationSchema } from "../../proto/gen/api/configuration_pb.ts";
 import type { ClusterDirectory } from "../../proto/gen/common/common_pb.ts";
 import { createEtcdCA } from "../consensus/mod.ts";
-import { writeFileDurably, type StorageLayout } from "../localstorage/mod.ts";
+import { writeFileDurably, writeSealedConfiguration, type StorageLayout } from "../localstorage/mod.ts";
 import type { Logger } from "../log/mod.ts";
 import {
   createClusterCA,
@@ -33,7 +33,6 @@ import {
 import { saveCredentials, type NodeCredentials } from "./credentials.ts";
 import type { DataStorage } from "./data_storage.ts";
 import { dataPartitionKey, randomKey } from "./keys.ts";
-import { writeSealedConfiguration } from "./sealed_configuration.ts";
 import { X509Certificate } from "node:crypto";
 
 /** What every enrolment flow ends with. */

@@ -11,7 +11,7 @@ import { create } from "@bufbuild/protobuf";
 import { X509Certificate, createPublicKey } from "node:crypto";
 import { SealedConfigurationSchema } from "../../proto/gen/api/configuration_pb.ts";
 import type { ClusterDirectory } from "../../proto/gen/common/common_pb.ts";
-import type { StorageLayout } from "../localstorage/mod.ts";
+import { writeSealedConfiguration, type StorageLayout } from "../localstorage/mod.ts";
 import type { Logger } from "../log/mod.ts";
 import { Curator } from "../../proto/gen/curator/curator_pb.ts";
 import {
@@ -30,7 +30,6 @@ import type { Enrolled } from "./flow_bootstrap.ts";
 import type { DataStorage } from "./data_storage.ts";
 import { dataPartitionKey, randomKey } from "./keys.ts";
 import { ParametersError } from "./node_parameters.ts";
-import { writeSealedConfiguration } from "./sealed_configuration.ts";
 
 /** How long to wait between rounds of trying every curator. */
 export const REGISTER_RETRY_MS = 3_000;

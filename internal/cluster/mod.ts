@@ -22,7 +22,6 @@
 
 export {
   readNodeParameters,
-  readSealedConfiguration,
   validateParameters,
   ParametersError,
   FW_CFG_PARAMETERS_NAME,
@@ -38,5 +37,4 @@ export { loadCredentials, saveCredentials, CredentialsError, type NodeCredential
 export { dataPartitionKey, randomKey, KEY_BYTES } from "./keys.ts";
 export { clearPendingBootstrap, loadPendingBootstrap, type PendingBootstrap } from "./flow_bootstrap.ts";
 export { clearPendingRestore, loadPendingRestore, type PendingRestore } from "./flow_restore.ts";
-export { writeSealedConfiguration, updateSealedConfiguration } from "./sealed_configuration.ts";
 export { forgetCluster, zeroAndDelete } from "./reset.ts";

@@ -1,14 +1,12 @@
 import { describe, expect, test } from "bun:test";
-import { mkdirSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { create, equals, toBinary } from "@bufbuild/protobuf";
-import { NodeParametersSchema, SealedConfigurationSchema, type NodeParameters, type SealedConfiguration } from "../../proto/gen/api/configuration_pb.ts";
-import { Value } from "../event/mod.ts";
-import { storageLayout } from "../localstorage/mod.ts";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { NodeParametersSchema, SealedConfigurationSchema, type NodeParameters } from "../../proto/gen/api/configuration_pb.ts";
 import { captureLogger } from "../log/mod.ts";
 import { createClusterCA, generateKeyPair } from "../pki/mod.ts";
 import { tempDir } from "../testing/mod.ts";
-import { decideEnrolment, readNodeParameters, readSealedConfiguration, updateSealedConfiguration, writeSealedConfiguration, ParametersError } from "./mod.ts";
+import { decideEnrolment, readNodeParameters, ParametersError } from "./mod.ts";
 
 const ownerKey = new Uint8Array(32).fill(7);
 const ca = createClusterCA(generateKeyPair());
@@ -135,38 +133,4 @@ describe("enrolment decision", () => {
     expect(() => decideEnrolment(paths, captureLogger("t").logger)).toThrow("refusing to start over");
   });
 
-  test("a sealed configuration that cannot be read (a directory here; EIO on a damaged ESP) is an error naming the file", () => {
-    const { dir, paths } = setup({ fwCfg: bootstrap() });
-    using _ = dir;
-    mkdirSync(paths.sealed, { recursive: true });
-    expect(() => readSealedConfiguration(paths.sealed)).toThrow(`sealed configuration at ${paths.sealed} could not be read (`);
-  });
-});
-
-describe("updateSealedConfiguration", () => {
-  test("concurrent updates each land, an update that changes nothing neither writes nor publishes, and a missing file is undefined", async () => {
-    using dir = tempDir();
-    const layout = storageLayout(dir.path);
-    const published = new Value<SealedConfiguration>();
-    expect(await updateSealedConfiguration(layout.esp, published, () => {})).toBeUndefined();
-    writeSealedConfiguration(
-      layout.esp.sealed,
-      create(SealedConfigurationSchema, { nodeUnlockKey: new Uint8Array(32), joinKey: new Uint8Array(32), clusterCa: new Uint8Array(ca.raw) }),
-    );
-    // Two workers at once: the second reads what the first wrote.
-    await Promise.all([
-      updateSealedConfiguration(layout.esp, published, (s) => void (s.joinCertificate = new Uint8Array([1, 2, 3]))),
-      updateSealedConfiguration(layout.esp, published, (s) => void (s.coldStartClusterUnlockKey = new Uint8Array(32).fill(9))),
-    ]);
-    const stored = readSealedConfiguration(layout.esp.sealed)!;
-    expect([...stored.joinCertificate]).toEqual([1, 2, 3]);
-    expect(stored.coldStartClusterUnlockKey.length).toBe(32);
-    expect(equals(SealedConfigurationSchema, published.peek()!, stored)).toBe(true);
-    const before = statSync(layout.esp.sealed).mtimeMs;
-    const marker = new Value<SealedConfiguration>();
-    const unchanged = await updateSealedConfiguration(layout.esp, marker, () => {});
-    expect(equals(SealedConfigurationSchema, unchanged!.previous, unchanged!.next)).toBe(true);
-    expect(marker.peek()).toBeUndefined();
-    expect(statSync(layout.esp.sealed).mtimeMs).toBe(before);
-  });
 });

@@ -1,5 +1,6 @@
-// Reading what the node was given: node parameters (fw_cfg or ESP) and the
-// sealed configuration (ESP), with every way they can be wrong named.
+// Reading what the node was given: node parameters (fw_cfg or ESP), with
+// every way they can be wrong named. (The sealed configuration has its home
+// in localstorage.)
 
 import { MAX_UNLOCK_SHARE_THRESHOLD } from "../coldstart/threshold.ts";
 import { existsSync, readFileSync } from "node:fs";
@@ -7,9 +8,7 @@ import { X509Certificate } from "node:crypto";
 import { fromBinary } from "@bufbuild/protobuf";
 import {
   NodeParametersSchema,
-  SealedConfigurationSchema,
   type NodeParameters,
-  type SealedConfiguration,
 } from "../../proto/gen/api/configuration_pb.ts";
 import type { Logger } from "../log/mod.ts";
 import { snapshotIntegrity } from "../backup/format.ts";
@@ -115,24 +114,3 @@ export function readNodeParameters(paths: ParameterPaths, logger: Logger): Valid
   return { ...validateParameters(params, where), source };
 }
 
-/** The sealed configuration, if the node has one; corrupt is an error (never a reason to start over). */
-export function readSealedConfiguration(path: string): SealedConfiguration | undefined {
-  if (!existsSync(path)) return undefined;
-  let bytes: Uint8Array;
-  try {
-    bytes = readFileSync(path);
-  } catch (err) {
-    throw new ParametersError(`sealed configuration at ${path} could not be read (${(err as Error).message}): is the ESP damaged?`, { cause: err });
-  }
-  try {
-    const sealed = fromBinary(SealedConfigurationSchema, bytes);
-    if (sealed.nodeUnlockKey.length !== 32 || sealed.joinKey.length !== 32 || sealed.clusterCa.length === 0) {
-      throw new Error("missing node unlock key, join key or cluster CA");
-    }
-    return sealed;
-  } catch (err) {
-    throw new ParametersError(`sealed configuration at ${path} is corrupt: ${(err as Error).message}; refusing to start over, as that would lose the node's data`, {
-      cause: err,
-    });
-  }
-}

@@ -6,10 +6,9 @@ import type { SealedConfiguration } from "../../proto/gen/api/configuration_pb.t
 import { WrappedShareSchema, type ShareHolder } from "../../proto/gen/coldstart/coldstart_pb.ts";
 import type { ClusterDirectory } from "../../proto/gen/common/common_pb.ts";
 import type { Logger } from "../log/mod.ts";
-import { nodeIdFromPublicKey } from "../pki/mod.ts";
+import { nodeIdFromPublicKey, NODE_ID_PATTERN } from "../pki/mod.ts";
 import { exclusively } from "../localstorage/mod.ts";
-import { InvalidArgumentError, NotFoundError, PermissionDeniedError, type ServiceImpl, type ServicePolicy } from "../rpc/mod.ts";
-import { checkNodeId } from "../curator/validate.ts";
+import { InvalidArgumentError, NotFoundError, PermissionDeniedError, quote, type ServiceImpl, type ServicePolicy } from "../rpc/mod.ts";
 import { dropShares, holdShare, sharesHeldFor } from "./held_shares.ts";
 import { MAX_SEALED_SHARE_BYTES, ShareError, openAsHolder } from "./shares.ts";
 
@@ -76,7 +75,7 @@ export function shareHolderService(deps: ShareHolderDeps): ServiceImpl<typeof Sh
       // The caller is known before any field is read: the join policy let
       // only a join certificate under the cluster CA through, and it names the node.
       if (ctx.peer.kind !== "join") throw new Error("unreachable: policy is join");
-      checkNodeId("node_id", request.nodeId);
+      if (!NODE_ID_PATTERN.test(request.nodeId)) throw new InvalidArgumentError(`node_id: ${quote(request.nodeId, 40)} is not a node ID (node- and 16 hex digits)`);
       if (request.nodeId !== ctx.peer.nodeId) throw new PermissionDeniedError(`this is node ${ctx.peer.nodeId}'s join certificate, not node ${request.nodeId}'s`);
       const held = sharesHeldFor(deps.heldPath, request.nodeId);
       if (held.length === 0) throw new NotFoundError(`this node (${deps.nodeId}) holds no share for ${request.nodeId}`);

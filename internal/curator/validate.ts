@@ -10,10 +10,9 @@
 import { x25519 } from "@noble/curves/ed25519.js";
 import { isIP } from "node:net";
 import type { NodeStatus } from "../../proto/gen/common/common_pb.ts";
-import { canonicalIp, isCanonicalEd25519PublicKey } from "../pki/mod.ts";
+import { canonicalIp, isCanonicalEd25519PublicKey, NODE_ID_PATTERN } from "../pki/mod.ts";
 import { firstUnprintable, InvalidArgumentError, isLoopback, PermissionDeniedError, quote } from "../rpc/mod.ts";
 
-export const NODE_ID_PATTERN = /^node-[0-9a-f]{16}$/;
 /** Service entries one node may report. */
 export const MAX_SERVICES = 64;
 export const MAX_VERSION_CHARS = 64;

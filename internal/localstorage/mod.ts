@@ -8,6 +8,9 @@
 //   tmpfs ───────────────────────────────────────────▶ /ephemeral  sockets, runtime files
 //
 //   storageLayout(root) names every path; code never builds one by hand.
+//   sealed.pb has its one home here (sealed_configuration.ts): read, written
+//   once at enrolment, and updated under the ESP's lock, by the cluster
+//   flows and the cold-start workers alike.
 //   The key for DATA comes from the cluster code (internal/cluster): it
 //   combines the node's and the cluster's halves, so neither the disk nor
 //   the cluster alone can open it.
@@ -28,6 +31,12 @@ import { StorageError } from "./data_partition.ts";
 export { writeFileDurably, writeFileDurablyAsync, syncDirectory } from "./durable_file.ts";
 export { scrubFreeSpace } from "./scrub.ts";
 export { exclusively } from "./exclusive.ts";
+export {
+  readSealedConfiguration,
+  writeSealedConfiguration,
+  updateSealedConfiguration,
+  SealedConfigurationError,
+} from "./sealed_configuration.ts";
 export { freeSpace, formatBytes, describeSpace, waitForFreeSpace, FREE_SPACE_POLL_MS, type FreeSpace, type SpaceWaitOptions } from "./free_space.ts";
 
 export {

@@ -42,6 +42,8 @@ export const SELF_SIGNED_ORGANIZATION = "nodecore self-signed";
 
 const NODE_ID_PREFIX = "node-";
 const NODE_ID_HEX_CHARS = 16;
+/** What a node ID looks like: nodeIdFromPublicKey's output. Every layer that checks one uses this. */
+export const NODE_ID_PATTERN = new RegExp(`^${NODE_ID_PREFIX}[0-9a-f]{${NODE_ID_HEX_CHARS}}$`);
 
 /** The node ID for a node public key: `node-` and 16 hex digits of its hash. */
 export function nodeIdFromPublicKey(publicKey: Uint8Array): string {

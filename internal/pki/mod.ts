@@ -60,6 +60,7 @@ export {
   JOIN_ORGANIZATION,
   METRICS_READER_ORGANIZATION,
   METRICS_READER_VALIDITY_MS,
+  NODE_ID_PATTERN,
   type CA,
 } from "./identity.ts";
 export { isCanonicalEd25519PublicKey } from "./ed25519_point.ts";

@@ -30,10 +30,10 @@ import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, rea
 import { join } from "node:path";
 import { BackupStatusSchema, BackupTakenSchema, type BackupSchedule, type BackupStatus, type BackupTaken } from "../../proto/gen/api/management_pb.ts";
 import { readSnapshot, shownTarget, targetFor, uploadBackup } from "../backup/mod.ts";
-import { dataPartitionKey, readSealedConfiguration, type ClusterMembership, type DataStorage } from "../cluster/mod.ts";
+import { dataPartitionKey, type ClusterMembership, type DataStorage } from "../cluster/mod.ts";
 import { BACKUP_STATUS_KEY, CuratorStore, ETCD_PREFIX, backupChunks } from "../curator/mod.ts";
 import type { Value } from "../event/mod.ts";
-import type { StorageLayout } from "../localstorage/mod.ts";
+import { readSealedConfiguration, type StorageLayout } from "../localstorage/mod.ts";
 import { sleep, type Runnable } from "../supervisor/mod.ts";
 import { VERSION } from "../version/mod.ts";
 import type { ServiceBoard } from "./service_status.ts";

@@ -19,7 +19,7 @@
 import { create } from "@bufbuild/protobuf";
 import { UnlockSharesSchema, type SealedConfiguration } from "../../proto/gen/api/configuration_pb.ts";
 import type { ClusterDirectory, NodeRoles } from "../../proto/gen/common/common_pb.ts";
-import { readSealedConfiguration, updateSealedConfiguration, type ClusterMembership } from "../cluster/mod.ts";
+import type { ClusterMembership } from "../cluster/mod.ts";
 import {
   dialShareHolder,
   dropShares,
@@ -31,7 +31,7 @@ import {
   type Peer,
 } from "../coldstart/mod.ts";
 import type { Value } from "../event/mod.ts";
-import { exclusively, type StorageLayout } from "../localstorage/mod.ts";
+import { exclusively, readSealedConfiguration, updateSealedConfiguration, type StorageLayout } from "../localstorage/mod.ts";
 import { Backoff, sleep, type RunContext, type Runnable } from "../supervisor/mod.ts";
 import { X509Certificate } from "node:crypto";
 import { joinCertificateProblem } from "../pki/mod.ts";

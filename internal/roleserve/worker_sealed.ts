@@ -8,9 +8,9 @@
 import { create, equals } from "@bufbuild/protobuf";
 import { SealedConfigurationSchema, type SealedConfiguration } from "../../proto/gen/api/configuration_pb.ts";
 import { ClusterDirectorySchema, type ClusterDirectory, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
-import { updateSealedConfiguration, type ClusterMembership } from "../cluster/mod.ts";
+import type { ClusterMembership } from "../cluster/mod.ts";
 import { followValues, type Value } from "../event/mod.ts";
-import type { StorageLayout } from "../localstorage/mod.ts";
+import { updateSealedConfiguration, type StorageLayout } from "../localstorage/mod.ts";
 import type { Runnable } from "../supervisor/mod.ts";
 
 export interface SealedUpdateOptions {

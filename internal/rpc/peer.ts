@@ -8,6 +8,7 @@ import {
   OWNER_ORGANIZATION,
   commonNameOf,
   nodeIdFromPublicKey,
+  NODE_ID_PATTERN,
   organizationOf,
   rawPublicKey,
   verifyIssuedBy,
@@ -33,8 +34,6 @@ export type Peer =
   | { kind: "key"; publicKey: Uint8Array; certificate: X509Certificate; whyNotCluster: string }
   | { kind: "anonymous" };
 
-/** How the cluster names nodes (curator/validate.ts's NODE_ID_PATTERN; the rpc layer sits below it). */
-const NODE_ID = /^node-[0-9a-f]{16}$/;
 
 export function authenticate(certificate: X509Certificate | undefined, ca: X509Certificate): Peer {
   if (!certificate) return { kind: "anonymous" };
@@ -56,7 +55,7 @@ export function authenticate(certificate: X509Certificate | undefined, ca: X509C
     }
     case JOIN_ORGANIZATION: {
       const nodeId = commonNameOf(certificate) ?? "";
-      if (!NODE_ID.test(nodeId)) return { kind: "key", publicKey, certificate, whyNotCluster: "join certificate names no node" };
+      if (!NODE_ID_PATTERN.test(nodeId)) return { kind: "key", publicKey, certificate, whyNotCluster: "join certificate names no node" };
       return { kind: "join", nodeId, publicKey, certificate };
     }
     case METRICS_READER_ORGANIZATION:
