@@ -46,6 +46,7 @@ export {
   type ServiceImpl,
   type ServicePolicy,
 } from "./service.ts";
+export { partialService, UnimplementedError } from "./partial_service.ts";
 export {
   DomainError,
   AbortedError,
