@@ -29,15 +29,15 @@ import {
 } from "../pki/mod.ts";
 import { NodeState } from "../../proto/gen/common/common_pb.ts";
 import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
-import { AAA, Management } from "../../proto/gen/api/management_pb.ts";
-import { Curator } from "../../proto/gen/curator/curator_pb.ts";
-import { RpcError, addService, createClient, createServer, listen, serverCredentials } from "../rpc/mod.ts";
-import { dialCurator, formatAddress, type CuratorEndpoint } from "./client/mod.ts";
+import { WatchEvent_Progress } from "../../proto/gen/curator/curator_pb.ts";
+import { RpcError, createClient } from "../rpc/mod.ts";
+import { dialCurator, type CuratorEndpoint } from "./client/mod.ts";
 import { supervise, untilCancelled, type Supervisor } from "../supervisor/mod.ts";
 import { eventually, tempDir, treeEtcd } from "../testing/mod.ts";
 import { writeBootstrapState } from "./bootstrap.ts";
 import { consensusRole, type EtcdMember } from "./consensus_membership.ts";
 import type { Leadership } from "./leadership.ts";
+import { startFakeCurator, type FakeCurator } from "./fake_curator.ts";
 import { curatorRunnable } from "./server.ts";
 import { CuratorStore, ETCD_PREFIX } from "./store.ts";
 
@@ -241,83 +241,39 @@ export async function startTestCluster(options: TestClusterOptions = {}): Promis
 }
 
 /**
- * An impostor curator: a gRPC server that answers every call of AAA,
- * Management and Curator with success (invented nodes, "approved", an
- * unlock key), serving with a genuine node certificate of the cluster, as
- * an enrolled node could. Every client must refuse it before it sends a
- * single call; `calls` records any that got through.
+ * An impostor curator: a fake curator (fake_curator.ts) that lets any
+ * certificate holder call and answers with convincing lies (a register
+ * ticket, the cluster's CA, an invented node, an unlock key), serving with
+ * a genuine node certificate of the cluster, as an enrolled node could.
+ * Every client must refuse it before it sends a single call; `calls`
+ * records any that got through.
  */
-export interface ImpostorCurator {
-  endpoint: CuratorEndpoint;
-  calls: string[];
-  close(): void;
-}
+export type ImpostorCurator = FakeCurator;
 
-export async function startImpostorCurator(
+export function startImpostorCurator(
   node: { key: KeyPair; certificate: X509Certificate },
   clusterCA: X509Certificate,
   host = "127.0.0.1",
 ): Promise<ImpostorCurator> {
-  const server = createServer();
-  const calls: string[] = [];
-  const record = <T>(name: string, value: T) => {
-    calls.push(name);
-    return value;
-  };
-  const serveOptions = { ca: () => clusterCA };
-  const nodeId = nodeIdFromPublicKey(rawPublicKey(node.key.publicKey));
-  addService(server, AAA, { escrow: async () => record("AAA/Escrow", {}) }, { ...serveOptions, policy: { escrow: "key" } });
-  addService(
-    server,
-    Management,
-    {
-      getRegisterTicket: async () => record("Management/GetRegisterTicket", { ticket: new Uint8Array(32) }),
-      getClusterInfo: async () => record("Management/GetClusterInfo", { caCertificate: new Uint8Array(clusterCA.raw) }),
+  return startFakeCurator({
+    serving: node,
+    clusterCA,
+    host,
+    admits: "any certificate",
+    management: {
+      getRegisterTicket: async () => ({ ticket: new Uint8Array(32) }),
+      getClusterInfo: async () => ({ caCertificate: new Uint8Array(clusterCA.raw) }),
       getNodes: async function* () {
-        yield record("Management/GetNodes", { id: "node-0000000000000bad", state: NodeState.UP });
+        yield { id: "node-0000000000000bad", state: NodeState.UP };
       },
-      approveNode: async () => record("Management/ApproveNode", {}),
-      updateNodeRoles: async () => record("Management/UpdateNodeRoles", {}),
-      getEtcdCredentials: async () => record("Management/GetEtcdCredentials", {}),
-      deleteNode: async () => record("Management/DeleteNode", {}),
-      undeleteNode: async () => record("Management/UndeleteNode", {}),
-      updateNodeLabels: async () => record("Management/UpdateNodeLabels", {}),
-      getKubernetesCredentials: async () => record("Management/GetKubernetesCredentials", {}),
-      getMetricsCredentials: async () => record("Management/GetMetricsCredentials", {}),
-      backup: async function* () {
-        yield record("Management/Backup", {});
-      },
-      setBackupSchedule: async () => record("Management/SetBackupSchedule", {}),
-      getEvents: async function* () {},
     },
-    {
-      ...serveOptions,
-      policy: { getRegisterTicket: "key", getClusterInfo: "key", getNodes: "key", approveNode: "key", updateNodeRoles: "key", getEtcdCredentials: "key", deleteNode: "key", undeleteNode: "key", updateNodeLabels: "key", getKubernetesCredentials: "key", getMetricsCredentials: "key", backup: "key", setBackupSchedule: "key", getEvents: "key" },
-    },
-  );
-  addService(
-    server,
-    Curator,
-    {
+    curator: {
       watch: async function* () {
-        yield record("Curator/Watch", { progress: 1 });
+        yield { progress: WatchEvent_Progress.LAST_BACKLOGGED };
       },
-      updateNodeStatus: async () => record("Curator/UpdateNodeStatus", {}),
-      registerNode: async () => record("Curator/RegisterNode", {}),
-      commitNode: async () => record("Curator/CommitNode", {}),
-      joinNode: async () => record("Curator/JoinNode", { clusterUnlockKey: new Uint8Array(32) }),
-      prepareColdStart: async () => record("Curator/PrepareColdStart", {}),
-      issueKubeletCertificates: async () => record("Curator/IssueKubeletCertificates", {}),
-      updateNodeClusterNetworking: async () => record("Curator/UpdateNodeClusterNetworking", {}),
-      reportNodeManagementCall: async () => record("Curator/ReportNodeManagementCall", {}),
-      heartbeat: async function* (requests) {
-        for await (const _ of requests) yield record("Curator/Heartbeat", {});
-      },
+      joinNode: async () => ({ clusterUnlockKey: new Uint8Array(32) }),
     },
-    { ...serveOptions, policy: { watch: "key", updateNodeStatus: "key", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "key", prepareColdStart: "key", issueKubeletCertificates: "key", updateNodeClusterNetworking: "key", reportNodeManagementCall: "key" } },
-  );
-  const { port } = await listen(server, formatAddress({ host, port: 0 }), serverCredentials({ certificate: node.certificate, privateKey: node.key.privateKey }));
-  return { endpoint: { host, port, nodeId }, calls, close: () => server.forceShutdown() };
+  });
 }
 
 /** The RpcError a call that must be refused was refused with. */

@@ -1,24 +1,23 @@
-// The role server's workers against a fake curator: a real grpc-js server
-// over mutual TLS implementing the generated Curator service, fed by the
-// test.
+// The role server's workers against a fake curator (curator/fake_curator.ts):
+// a real grpc-js server over mutual TLS serving the generated Curator
+// service, fed by the test.
 
 import { joinCgroup, runtimePaths, unifiedCgroupRoot } from "../containerd/mod.ts";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import { Server } from "@grpc/grpc-js";
-import { create } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ClusterDirectorySchema, NodeRolesSchema, type ClusterDirectory, type NodeRoles, type NodeStatus } from "../../proto/gen/common/common_pb.ts";
-import { Curator, WatchEvent_Progress, type Node, type WatchEvent } from "../../proto/gen/curator/curator_pb.ts";
+import { WatchEventSchema, WatchEvent_Progress, type Node, type NodeSchema, type WatchEvent } from "../../proto/gen/curator/curator_pb.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
 import { Value } from "../event/mod.ts";
 import { captureLogger } from "../log/mod.ts";
 import { storageLayout } from "../localstorage/mod.ts";
 import { CuratorPool, formatEndpoint, type CuratorEndpoint } from "../curator/client/mod.ts";
-import { createClusterCA, generateKeyPair, issueCuratorCertificate, issueNodeCertificate, nodeIdFromPublicKey, rawPublicKey, type CA } from "../pki/mod.ts";
-import { addService, FailedPreconditionError, serverCredentials } from "../rpc/mod.ts";
+import { startFakeCurator, type FakeCurator } from "../curator/fake_curator.ts";
+import { rawPublicKey } from "../pki/mod.ts";
 import { supervise, untilCancelled, type Runnable, type Supervisor } from "../supervisor/mod.ts";
-import { eventually, tempDir } from "../testing/mod.ts";
+import { eventually, tempDir, testCA, testCurator, testMembership, testNode } from "../testing/mod.ts";
 import {
   ServiceBoard,
   coldStartWorker,
@@ -32,34 +31,35 @@ import {
   type LocalCurator,
 } from "./mod.ts";
 
-const caKey = generateKeyPair();
-const ca: CA = { certificate: createClusterCA(caKey), privateKey: caKey.privateKey };
-const nodeKey = generateKeyPair();
-const nodeId = nodeIdFromPublicKey(rawPublicKey(nodeKey.publicKey));
-const nodeCertificate = issueNodeCertificate(ca, nodeKey.publicKey);
+const ca = testCA();
+/** The node under test. */
+const thisNode = testNode(ca);
+const nodeId = thisNode.id;
+
+type WatchEventInit = MessageInitShape<typeof WatchEventSchema>;
 
 /**
- * A fake curator: watch streams what the test pushes; status updates are
- * recorded. It serves with a curator certificate from the cluster CA (as
+ * A curator as the role server's workers see it: a fake curator whose
+ * watch streams what the test pushes, and which records status updates and
+ * heartbeats. It serves with a curator certificate from the cluster CA (as
  * a real consensus member would), or, as an impostor, with nothing but a
  * genuine node certificate.
  */
-class FakeCurator {
+class WatchedCurator {
   readonly statuses: NodeStatus[] = [];
   /** The node ID of every heartbeat update received. */
   readonly heartbeats: string[] = [];
   private readonly subscribers = new Set<(event: WatchEvent | "end") => void>();
   private backlog: WatchEvent[] = [];
-  server = new Server();
-  endpoint: CuratorEndpoint = { host: "127.0.0.1", port: 0 };
+  private fake: FakeCurator | undefined;
   constructor(readonly serving: "curator certificate" | "node certificate" = "curator certificate") {}
 
   async start(): Promise<void> {
     const self = this;
-    addService(
-      this.server,
-      Curator,
-      {
+    this.fake = await startFakeCurator({
+      serving: this.serving === "curator certificate" ? testCurator(ca) : testNode(ca, { ipAddresses: ["127.0.0.1"] }),
+      clusterCA: ca.certificate,
+      curator: {
         async *watch(_request, ctx) {
           for (const event of self.backlog) yield event;
           yield { progress: WatchEvent_Progress.LAST_BACKLOGGED };
@@ -88,27 +88,6 @@ class FakeCurator {
           self.statuses.push(request.status!);
           return {};
         },
-        async registerNode() {
-          return {};
-        },
-        async commitNode() {
-          return {};
-        },
-        async joinNode() {
-          return {};
-        },
-        async prepareColdStart() {
-          throw new FailedPreconditionError("this fake curator issues no join certificates");
-        },
-        async issueKubeletCertificates() {
-          throw new FailedPreconditionError("this fake curator issues no kubelet certificates");
-        },
-        async reportNodeManagementCall() {
-          return {};
-        },
-        async updateNodeClusterNetworking() {
-          throw new FailedPreconditionError("this fake curator assigns no pod prefixes");
-        },
         async *heartbeat(requests, ctx) {
           for await (const _ of requests) {
             if (ctx.peer.kind === "node") self.heartbeats.push(ctx.peer.nodeId);
@@ -116,42 +95,45 @@ class FakeCurator {
           }
         },
       },
-      { ca: () => ca.certificate, policy: { watch: "cluster", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "node", prepareColdStart: "node", issueKubeletCertificates: "node", updateNodeClusterNetworking: "node", reportNodeManagementCall: "node" } },
-    );
-    const serverKey = generateKeyPair();
-    const certificate =
-      this.serving === "curator certificate"
-        ? issueCuratorCertificate(ca, serverKey.publicKey, { address: "127.0.0.1", validForMs: 3600_000 })
-        : issueNodeCertificate(ca, serverKey.publicKey, { ipAddresses: ["127.0.0.1"] });
-    const port = await new Promise<number>((resolve, reject) =>
-      this.server.bindAsync("127.0.0.1:0", serverCredentials({ certificate, privateKey: serverKey.privateKey }), (err, p) => (err ? reject(err) : resolve(p))),
-    );
-    this.endpoint = { host: "127.0.0.1", port, nodeId: nodeIdFromPublicKey(rawPublicKey(serverKey.publicKey)) };
+    });
   }
 
-  setBacklog(events: WatchEvent[]): void {
-    this.backlog = events;
+  get endpoint(): CuratorEndpoint {
+    if (!this.fake) throw new Error("the fake curator has not started");
+    return this.fake.endpoint;
   }
 
-  push(event: WatchEvent): void {
-    for (const subscriber of this.subscribers) subscriber(event);
+  /** Every call that reached it. */
+  get calls(): readonly string[] {
+    return this.fake?.calls ?? [];
+  }
+
+  setBacklog(events: WatchEventInit[]): void {
+    this.backlog = events.map((e) => create(WatchEventSchema, e));
+  }
+
+  push(event: WatchEventInit): void {
+    for (const subscriber of this.subscribers) subscriber(create(WatchEventSchema, event));
   }
 
   get watchers(): number {
     return this.subscribers.size;
   }
+
+  close(): void {
+    this.fake?.close();
+  }
 }
 
-const node = (roles: NodeRoles, extra: { running?: boolean; address?: string; id?: string } = {}): never =>
-  ({
-    id: extra.id ?? nodeId,
-    publicKey: rawPublicKey(nodeKey.publicKey),
-    roles,
-    status: { externalAddress: extra.address ?? "127.0.0.1", ...(extra.running ? { runningCurator: { port: 7835 } } : {}) },
-  }) as never;
+const node = (roles: NodeRoles, extra: { running?: boolean; address?: string; id?: string } = {}): MessageInitShape<typeof NodeSchema> => ({
+  id: extra.id ?? nodeId,
+  publicKey: rawPublicKey(thisNode.key.publicKey),
+  roles,
+  status: { externalAddress: extra.address ?? "127.0.0.1", ...(extra.running ? { runningCurator: { port: 7835 } } : {}) },
+});
 
-const fake = new FakeCurator();
-const impostor = new FakeCurator("node certificate");
+const fake = new WatchedCurator();
+const impostor = new WatchedCurator("node certificate");
 const dir = tempDir("nodecore-roleserve-");
 const running: Supervisor[] = [];
 
@@ -160,8 +142,8 @@ beforeAll(async () => {
   await impostor.start();
 });
 afterAll(() => {
-  fake.server.forceShutdown();
-  impostor.server.forceShutdown();
+  fake.close();
+  impostor.close();
   dir[Symbol.dispose]();
 });
 afterEach(async () => {
@@ -185,18 +167,13 @@ function run(runnable: Runnable) {
 
 function membership(): Value<ClusterMembership> {
   const value = new Value<ClusterMembership>();
-  value.set({
-    credentials: { nodeId, privateKey: nodeKey.privateKey, publicKey: nodeKey.publicKey, certificate: nodeCertificate, ca: ca.certificate },
-    address: "127.0.0.1",
-    directory: create(ClusterDirectorySchema),
-    clusterUnlockKey: new Uint8Array(32),
-  });
+  value.set(testMembership(thisNode));
   return value;
 }
 
 function connection(endpoints: CuratorEndpoint[]): Value<CuratorConnection> {
   const value = new Value<CuratorConnection>();
-  const pool = new CuratorPool({ ca: ca.certificate, certificate: nodeCertificate, privateKey: nodeKey.privateKey });
+  const pool = new CuratorPool(thisNode.tls);
   pools.push(pool);
   value.set({ endpoints, pool });
   return value;
@@ -204,24 +181,24 @@ function connection(endpoints: CuratorEndpoint[]): Value<CuratorConnection> {
 
 describe("role fetch worker", () => {
   test("publishes roles as they arrive, change and disappear, and the curators of the cluster", async () => {
-    fake.setBacklog([{ nodes: [node(create(NodeRolesSchema, { kubernetesWorker: {} }))] } as never]);
+    fake.setBacklog([{ nodes: [node(create(NodeRolesSchema, { kubernetesWorker: {} }))] }]);
     const values = newRoleServerValues();
     run(roleFetchWorker({ membership: membership(), connection: connection([fake.endpoint]), roles: values.roles, directory: values.directory }));
     await eventually(() => expect(values.roles.peek()?.kubernetesWorker).toBeDefined());
     expect(values.roles.peek()?.consensusMember).toBeUndefined();
 
-    fake.push({ nodes: [node(create(NodeRolesSchema, { consensusMember: { address: "127.0.0.1" }, kubernetesWorker: {} }), { running: true })] } as never);
+    fake.push({ nodes: [node(create(NodeRolesSchema, { consensusMember: { address: "127.0.0.1" }, kubernetesWorker: {} }), { running: true })] });
     await eventually(() => expect(values.roles.peek()?.consensusMember).toBeDefined());
     await eventually(() => expect(values.directory.peek()?.nodes.map((n) => n.addresses[0]?.host)).toEqual(["127.0.0.1"]));
 
     // A node that says it runs a curator, at an address of its choosing, is
     // not one: the directory holds consensus members only, at the address
     // the cluster recorded for them.
-    fake.push({ nodes: [node(create(NodeRolesSchema, {}), { id: "node-liar", running: true, address: "127.0.0.9" })] } as never);
-    fake.push({ nodes: [node(create(NodeRolesSchema, { consensusMember: { address: "127.0.0.2" } }), { id: "node-other", address: "127.0.0.3" })] } as never);
+    fake.push({ nodes: [node(create(NodeRolesSchema, {}), { id: "node-liar", running: true, address: "127.0.0.9" })] });
+    fake.push({ nodes: [node(create(NodeRolesSchema, { consensusMember: { address: "127.0.0.2" } }), { id: "node-other", address: "127.0.0.3" })] });
     await eventually(() => expect(values.directory.peek()?.nodes.map((n) => n.addresses[0]?.host)).toEqual(["127.0.0.1", "127.0.0.2"]));
 
-    fake.push({ nodeTombstones: [{ nodeId }] } as never);
+    fake.push({ nodeTombstones: [{ nodeId }] });
     await eventually(() => {
       const roles = values.roles.peek();
       expect(roles?.consensusMember).toBeUndefined();
@@ -230,7 +207,7 @@ describe("role fetch worker", () => {
   });
 
   test("watches again through the new best curator when the curators change", async () => {
-    fake.setBacklog([{ nodes: [node(create(NodeRolesSchema, {}))] } as never]);
+    fake.setBacklog([{ nodes: [node(create(NodeRolesSchema, {}))] }]);
     const values = newRoleServerValues();
     const conn = connection([fake.endpoint]);
     const { entries } = run(roleFetchWorker({ membership: membership(), connection: conn, roles: values.roles, directory: values.directory }));
@@ -287,13 +264,14 @@ describe("heartbeat worker", () => {
     const { entries } = run(heartbeatWorker({ membership: membership(), connection: connection([impostor.endpoint]), intervalMs: 50 }));
     await eventually(() => expect(entries.some((e) => String(e.fields.reason ?? "").includes("not a curator certificate"))).toBe(true));
     expect(impostor.heartbeats).toEqual([]);
+    expect(impostor.calls).toEqual([]);
   });
 });
 
 describe("an impostor curator", () => {
   test("holding only a genuine node certificate, it gets neither the node's status nor its watch", async () => {
     impostor.statuses.length = 0;
-    impostor.setBacklog([{ nodes: [node(create(NodeRolesSchema, { consensusMember: { address: "127.0.0.1" } }))] } as never]);
+    impostor.setBacklog([{ nodes: [node(create(NodeRolesSchema, { consensusMember: { address: "127.0.0.1" } }))] }]);
     const values = newRoleServerValues();
     const { entries } = run(roleFetchWorker({ membership: membership(), connection: connection([impostor.endpoint]), roles: values.roles, directory: values.directory }));
     const board = new ServiceBoard();
@@ -304,6 +282,7 @@ describe("an impostor curator", () => {
     expect(values.roles.peek()).toBeUndefined();
     expect(impostor.statuses).toEqual([]);
     expect(impostor.watchers).toBe(0);
+    expect(impostor.calls).toEqual([]);
   });
 });
 

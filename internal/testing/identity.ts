@@ -10,7 +10,7 @@
 import { create } from "@bufbuild/protobuf";
 import type { KeyObject, X509Certificate } from "node:crypto";
 import { ClusterDirectorySchema, type ClusterDirectory } from "../../proto/gen/common/common_pb.ts";
-import { createClusterCA, generateKeyPair, issueNodeCertificate, issueOwnerCertificate, nodeIdFromPublicKey, rawPublicKey, type CA, type KeyPair } from "../pki/mod.ts";
+import { createClusterCA, generateKeyPair, issueCuratorCertificate, issueNodeCertificate, issueOwnerCertificate, nodeIdFromPublicKey, rawPublicKey, type CA, type KeyPair } from "../pki/mod.ts";
 
 /** What a client presents and trusts: the CA, its certificate and its key. */
 export interface TestTls {
@@ -64,6 +64,16 @@ export function testNode(ca: CA, options: { ipAddresses?: readonly string[] } = 
     credentials: { nodeId: id, privateKey: key.privateKey, publicKey: key.publicKey, certificate, ca: ca.certificate },
     tls: { ca: ca.certificate, certificate, privateKey: key.privateKey },
   };
+}
+
+/** How long a test curator's certificate is valid: longer than any test. */
+const TEST_CURATOR_VALIDITY_MS = 3_600_000;
+
+/** A fresh node of `ca` serving as a curator: a key and a curator certificate for `address`. */
+export function testCurator(ca: CA, options: { address?: string } = {}): { id: string; key: KeyPair; certificate: X509Certificate } {
+  const key = generateKeyPair();
+  const certificate = issueCuratorCertificate(ca, key.publicKey, { address: options.address ?? "127.0.0.1", validForMs: TEST_CURATOR_VALIDITY_MS });
+  return { id: nodeIdFromPublicKey(rawPublicKey(key.publicKey)), key, certificate };
 }
 
 /** A fresh owner key of `ca`'s cluster and its owner certificate. */

@@ -4,8 +4,8 @@
 // eventually() until a deadline, and fail with the last reason if it never
 // holds.
 //
-// Identities (identity.ts) come from testCA(), testNode(ca), testOwner(ca)
-// and testMembership(node); fakes of services answer through
+// Identities (identity.ts) come from testCA(), testNode(ca), testCurator(ca),
+// testOwner(ca) and testMembership(node); fakes of services answer through
 // rpc's partialService, so that a method nobody gave says UNIMPLEMENTED.
 
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
@@ -14,7 +14,7 @@ import { runCommand } from "../supervisor/mod.ts";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-export { testCA, testMembership, testNode, testOwner, type TestMembership, type TestNode, type TestOwner, type TestTls } from "./identity.ts";
+export { testCA, testCurator, testMembership, testNode, testOwner, type TestMembership, type TestNode, type TestOwner, type TestTls } from "./identity.ts";
 
 export const DEFAULT_EVENTUALLY_TIMEOUT_MS = 10_000;
 export const DEFAULT_EVENTUALLY_INTERVAL_MS = 10;
