@@ -5,18 +5,16 @@ import { afterEach, describe, expect, test } from "bun:test";
 import type { Server } from "@grpc/grpc-js";
 import { connect, type Socket } from "node:net";
 import { Management } from "../../proto/gen/api/management_pb.ts";
-import { commonNameOf, createClusterCA, generateKeyPair, issueNodeCertificate, issueOwnerCertificate, type CA } from "../pki/mod.ts";
-import { eventually } from "../testing/mod.ts";
+import { commonNameOf } from "../pki/mod.ts";
+import { eventually, testCA, testNode, testOwner } from "../testing/mod.ts";
 import { connect as tlsConnect } from "node:tls";
 import { createServer as createTcpServer } from "node:net";
 import { request as httpsRequest } from "node:https";
 import { connect as http2Connect } from "node:http2";
-import { addService, channelCredentials, channelOptions, createClient, createServer, listen, MAX_CONNECTIONS, MAX_PENDING_HANDSHAKES, MAX_PENDING_HANDSHAKES_PER_SOURCE, serverCredentials } from "./mod.ts";
+import { addService, channelCredentials, channelOptions, createClient, createServer, listen, MAX_CONNECTIONS, MAX_PENDING_HANDSHAKES, MAX_PENDING_HANDSHAKES_PER_SOURCE, partialService, serverCredentials } from "./mod.ts";
 
-const caKey = generateKeyPair();
-const ca: CA = { certificate: createClusterCA(caKey), privateKey: caKey.privateKey };
-const ownerKey = generateKeyPair();
-const ownerCert = issueOwnerCertificate(ca, ownerKey.publicKey);
+const ca = testCA();
+const owner = testOwner(ca);
 
 const servers: Server[] = [];
 const sockets: Socket[] = [];
@@ -28,28 +26,10 @@ afterEach(() => {
 function managementServer() {
   const server = createServer();
   servers.push(server);
-  const unused = async () => {
-    throw new Error("not used here");
-  };
   addService(
     server,
     Management,
-    {
-      getRegisterTicket: async () => ({ ticket: new Uint8Array([7]) }),
-      getClusterInfo: unused,
-      getNodes: async function* () {},
-      approveNode: unused,
-      updateNodeRoles: unused,
-      getEtcdCredentials: unused,
-      deleteNode: unused,
-      undeleteNode: unused,
-      updateNodeLabels: unused,
-      getKubernetesCredentials: unused,
-      getMetricsCredentials: unused,
-      backup: async function* () {},
-      setBackupSchedule: async () => ({}),
-      getEvents: async function* () {},
-    },
+    partialService(Management, { getRegisterTicket: async () => ({ ticket: new Uint8Array([7]) }) }),
     {
       ca: () => ca.certificate,
       policy: { getRegisterTicket: "owner", getClusterInfo: "owner", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner", deleteNode: "owner", undeleteNode: "owner", updateNodeLabels: "owner", getKubernetesCredentials: "owner", getMetricsCredentials: "owner", backup: "owner", setBackupSchedule: "owner", getEvents: "owner" },
@@ -72,7 +52,7 @@ function idleConnections(port: number, count: number, from = "127.0.0.1"): { clo
 
 function ownerClient(port: number, expect: (name: string | undefined) => string | undefined = () => undefined) {
   return createClient(Management, `127.0.0.1:${port}`, {
-    credentials: channelCredentials({ server: { ca: ca.certificate, verify: (c) => expect(commonNameOf(c)) }, certificate: ownerCert, privateKey: ownerKey.privateKey }),
+    credentials: channelCredentials({ server: { ca: ca.certificate, verify: (c) => expect(commonNameOf(c)) }, certificate: owner.certificate, privateKey: owner.key.privateKey }),
     channelOptions: channelOptions(),
   });
 }
@@ -106,9 +86,9 @@ function saying(port: number, bytes: Uint8Array): { closed: () => boolean } {
 
 describe("listener", () => {
   test("a connection that sends no ClientHello (nothing, or part of one) is dropped at the first-flight deadline; one that sent it is left to the handshake deadline", async () => {
-    const key = generateKeyPair();
+    const serving = testNode(ca);
     const server = managementServer();
-    const credentials = serverCredentials({ certificate: issueNodeCertificate(ca, key.publicKey), privateKey: key.privateKey, handshakeTimeoutMs: 60_000 });
+    const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey, handshakeTimeoutMs: 60_000 });
     const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { maxConnections: 1000, maxPendingHandshakes: 100, maxPendingHandshakesPerSource: 100, firstFlightTimeoutMs: 400 });
     const hello = await clientHello();
     const silent = Array.from({ length: 10 }, () => saying(port, new Uint8Array()));
@@ -128,9 +108,9 @@ describe("listener", () => {
   });
 
   test("connections that never finish the TLS handshake are closed at the handshake deadline", async () => {
-    const key = generateKeyPair();
+    const serving = testNode(ca);
     const server = managementServer();
-    const credentials = serverCredentials({ certificate: issueNodeCertificate(ca, key.publicKey), privateKey: key.privateKey, handshakeTimeoutMs: 500 });
+    const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey, handshakeTimeoutMs: 500 });
     const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { maxConnections: 1000, maxPendingHandshakes: 100, maxPendingHandshakesPerSource: 100 });
     const idle = idleConnections(port, 50);
     await eventually(() => expect(counters.open).toBe(50));
@@ -146,9 +126,9 @@ describe("listener", () => {
   });
 
   test("connections beyond the bound of pending handshakes are dropped at once", async () => {
-    const key = generateKeyPair();
+    const serving = testNode(ca);
     const server = managementServer();
-    const credentials = serverCredentials({ certificate: issueNodeCertificate(ca, key.publicKey), privateKey: key.privateKey, handshakeTimeoutMs: 60_000 });
+    const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey, handshakeTimeoutMs: 60_000 });
     const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { maxConnections: 1000, maxPendingHandshakes: 10, maxPendingHandshakesPerSource: 100, reservedForKnownSources: 0, firstFlightTimeoutMs: 60_000 });
     const idle = idleConnections(port, 40);
     await eventually(() => expect(idle.closed()).toBe(30));
@@ -163,9 +143,9 @@ describe("listener", () => {
   });
 
   test("one address flooding a port with idle connections holds only its own share of handshakes, and the owner from another address is served meanwhile", async () => {
-    const key = generateKeyPair();
+    const serving = testNode(ca);
     const server = managementServer();
-    const credentials = serverCredentials({ certificate: issueNodeCertificate(ca, key.publicKey), privateKey: key.privateKey, handshakeTimeoutMs: 60_000 });
+    const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey, handshakeTimeoutMs: 60_000 });
     // Idle connections held until the handshake deadline: the per-source share alone is under test here.
     const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { maxConnections: MAX_CONNECTIONS, maxPendingHandshakes: MAX_PENDING_HANDSHAKES, firstFlightTimeoutMs: 60_000 });
     const flood = idleConnections(port, 1000, "127.0.0.2");
@@ -180,9 +160,9 @@ describe("listener", () => {
   }, 60_000);
 
   test("when many addresses flood a port, a source that finished a handshake before still gets in, and a new one waits its turn", async () => {
-    const key = generateKeyPair();
+    const serving = testNode(ca);
     const server = managementServer();
-    const credentials = serverCredentials({ certificate: issueNodeCertificate(ca, key.publicKey), privateKey: key.privateKey, handshakeTimeoutMs: 60_000 });
+    const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey, handshakeTimeoutMs: 60_000 });
     const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { maxConnections: 1000, maxPendingHandshakes: 40, maxPendingHandshakesPerSource: 8, reservedForKnownSources: 10, firstFlightTimeoutMs: 60_000 });
     // The owner has been here before (127.0.0.1).
     const before = ownerClient(port);
@@ -202,35 +182,33 @@ describe("listener", () => {
   }, 60_000);
 
   test("a rotated certificate is served to new connections without a restart", async () => {
-    const first = generateKeyPair();
-    const second = generateKeyPair();
-    const firstCert = issueNodeCertificate(ca, first.publicKey);
-    const secondCert = issueNodeCertificate(ca, second.publicKey);
+    const first = testNode(ca);
+    const second = testNode(ca);
     const server = managementServer();
-    const credentials = serverCredentials({ certificate: firstCert, privateKey: first.privateKey });
+    const credentials = serverCredentials({ certificate: first.certificate, privateKey: first.key.privateKey });
     const { port } = await listen(server, "127.0.0.1:0", credentials);
     const seen: (string | undefined)[] = [];
     const before = ownerClient(port, (name) => (seen.push(name), undefined));
     await before.getRegisterTicket({});
     before.close();
-    credentials.rotate({ certificate: secondCert, privateKey: second.privateKey });
+    credentials.rotate({ certificate: second.certificate, privateKey: second.key.privateKey });
     const after = ownerClient(port, (name) => (seen.push(name), undefined));
     await after.getRegisterTicket({});
     after.close();
-    expect(seen).toEqual([commonNameOf(firstCert), commonNameOf(secondCert)]);
+    expect(seen).toEqual([first.id, second.id]);
   });
 
   test("with an HTTP handler, one port serves gRPC, HTTP/2 requests and HTTP/1.1 requests, each client seen by its certificate", async () => {
-    const key = generateKeyPair();
+    const serving = testNode(ca);
     const server = managementServer();
-    const credentials = serverCredentials({ certificate: issueNodeCertificate(ca, key.publicKey), privateKey: key.privateKey, allowHttp1: true });
+    const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey, allowHttp1: true });
     const asked: string[] = [];
     const { port } = await listen(server, "127.0.0.1:0", credentials, undefined, async (request) => {
       const certificate = request.socket.getPeerCertificate();
       asked.push(`${request.method} ${request.path} ${certificate?.subject?.CN ?? "anonymous"}`);
       return { status: 200, contentType: "text/plain", body: "answered\n" };
     });
-    const tls = { ca: ca.certificate.toString(), cert: ownerCert.toString(), key: ownerKey.privateKey.export({ format: "pem", type: "pkcs8" }).toString(), servername: "unnamed.nodecore.invalid", checkServerIdentity: () => undefined };
+    const tls = { ca: ca.certificate.toString(), cert: owner.certificate.toString(), key: owner.key.privateKey.export({ format: "pem", type: "pkcs8" }).toString(), servername: "unnamed.nodecore.invalid", checkServerIdentity: () => undefined };
     // HTTP/1.1: a client that offers no h2.
     const one = await new Promise<{ status: number; body: string }>((resolve, reject) => {
       const request = httpsRequest({ host: "127.0.0.1", port, path: "/metrics", ...tls, ALPNProtocols: ["http/1.1"] } as import("node:https").RequestOptions, (response) => {

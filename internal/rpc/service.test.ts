@@ -3,19 +3,7 @@ import { Client as GrpcClient, Metadata, Server, status } from "@grpc/grpc-js";
 import { AAA, Management } from "../../proto/gen/api/management_pb.ts";
 import { Curator, WatchEvent_Progress } from "../../proto/gen/curator/curator_pb.ts";
 import { NodeState } from "../../proto/gen/common/common_pb.ts";
-import {
-  createCertificate,
-  createClusterCA,
-  generateKeyPair,
-  NODE_ORGANIZATION,
-  issueNodeCertificate,
-  issueOwnerCertificate,
-  commonNameOf,
-  nodeIdFromPublicKey,
-  rawPublicKey,
-  selfSignedCertificate,
-  type CA,
-} from "../pki/mod.ts";
+import { createCertificate, generateKeyPair, NODE_ORGANIZATION, commonNameOf, nodeIdFromPublicKey, rawPublicKey, selfSignedCertificate } from "../pki/mod.ts";
 import {
   NotFoundError,
   RpcError,
@@ -23,35 +11,31 @@ import {
   channelCredentials,
   channelOptions,
   createClient,
+  partialService,
   serverCredentials,
   MAX_REQUEST_BYTES,
   type ClientTlsOptions,
   type ServerIdentity,
 } from "./mod.ts";
 import { X509Certificate } from "node:crypto";
-import { eventually } from "../testing/mod.ts";
+import { eventually, testCA, testNode, testOwner } from "../testing/mod.ts";
 
 // A real grpc-js server and real clients over mutual TLS with Ed25519
-// certificates. The services are fakes implementing the generated interfaces.
+// certificates. The services are fakes of the generated interfaces serving
+// only the methods the tests call (partialService).
 
-const caKey = generateKeyPair();
-const ca: CA = { certificate: createClusterCA(caKey), privateKey: caKey.privateKey };
-const serverKey = generateKeyPair();
-const serverCert = issueNodeCertificate(ca, serverKey.publicKey, { ipAddresses: ["127.0.0.1"] });
-const serverId = nodeIdFromPublicKey(rawPublicKey(serverKey.publicKey));
+const ca = testCA();
+/** The node serving every service here. */
+const serving = testNode(ca, { ipAddresses: ["127.0.0.1"] });
 /** The server this test's clients expect: the one node under `trusted`. */
-const expecting = (trusted: X509Certificate, nodeId = serverId): ServerIdentity => ({
+const expecting = (trusted: X509Certificate, nodeId = serving.id): ServerIdentity => ({
   ca: trusted,
   verify: (certificate) => (commonNameOf(certificate) === nodeId ? undefined : `expected ${nodeId}, got ${commonNameOf(certificate)}`),
 });
-const ownerKey = generateKeyPair();
-const ownerCert = issueOwnerCertificate(ca, ownerKey.publicKey);
-const nodeKey = generateKeyPair();
-const nodeCert = issueNodeCertificate(ca, nodeKey.publicKey);
-const foreignKey = generateKeyPair();
-const foreignCA: CA = { certificate: createClusterCA(foreignKey), privateKey: foreignKey.privateKey };
-const foreignOwnerKey = generateKeyPair();
-const foreignOwnerCert = issueOwnerCertificate(foreignCA, foreignOwnerKey.publicKey);
+const owner = testOwner(ca);
+const node = testNode(ca);
+const foreignCA = testCA();
+const foreignOwner = testOwner(foreignCA);
 
 let server: Server;
 let target: string;
@@ -63,7 +47,7 @@ beforeAll(async () => {
   addService(
     server,
     Management,
-    {
+    partialService(Management, {
       async getRegisterTicket() {
         return { ticket: new Uint8Array([1, 2, 3]) };
       },
@@ -80,30 +64,7 @@ beforeAll(async () => {
       async updateNodeRoles() {
         throw new Error("disk on fire");
       },
-      async getEtcdCredentials() {
-        return {};
-      },
-      async deleteNode() {
-        return {};
-      },
-      async undeleteNode() {
-        return {};
-      },
-      async updateNodeLabels() {
-        return {};
-      },
-      async getKubernetesCredentials() {
-        return {};
-      },
-      async getMetricsCredentials() {
-        return {};
-      },
-      async *backup() {},
-      async *getEvents() {},
-      async setBackupSchedule() {
-        return {};
-      },
-    },
+    }),
     {
       ca: () => ca.certificate,
       policy: { getRegisterTicket: "owner", getClusterInfo: "cluster", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner", deleteNode: "owner", undeleteNode: "owner", updateNodeLabels: "owner", getKubernetesCredentials: "owner", getMetricsCredentials: "owner", backup: "owner", setBackupSchedule: "owner", getEvents: "owner" },
@@ -124,7 +85,7 @@ beforeAll(async () => {
   addService(
     server,
     Curator,
-    {
+    partialService(Curator, {
       async *watch(request, ctx) {
         yield { nodes: [{ id: "node-a" }] };
         yield { progress: WatchEvent_Progress.LAST_BACKLOGGED };
@@ -132,31 +93,6 @@ beforeAll(async () => {
         // Follow "forever" until the client goes away.
         await new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => resolve(), { once: true }));
         watchCancelled.push(ctx.method);
-      },
-      async updateNodeStatus(_request, ctx) {
-        if (ctx.peer.kind !== "node") throw new Error("unreachable: policy is node");
-        return {};
-      },
-      async registerNode() {
-        return {};
-      },
-      async commitNode() {
-        return {};
-      },
-      async joinNode() {
-        return {};
-      },
-      async prepareColdStart() {
-        return {};
-      },
-      async issueKubeletCertificates() {
-        return {};
-      },
-      async reportNodeManagementCall() {
-        return {};
-      },
-      async updateNodeClusterNetworking() {
-        return { podPrefix: "" };
       },
       // Answers every update, then says how many there were once the client half-closes.
       async *heartbeat(requests, ctx) {
@@ -167,11 +103,11 @@ beforeAll(async () => {
         }
         heartbeatsSeen.push(`${ctx.peer.kind}:${count}`);
       },
-    },
+    }),
     { ca: () => ca.certificate, policy: { watch: "node", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "node", prepareColdStart: "node", issueKubeletCertificates: "node", updateNodeClusterNetworking: "node", reportNodeManagementCall: "node" } },
   );
   const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync("127.0.0.1:0", serverCredentials({ certificate: serverCert, privateKey: serverKey.privateKey }), (err, p) =>
+    server.bindAsync("127.0.0.1:0", serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey }), (err, p) =>
       err ? reject(err) : resolve(p),
     ),
   );
@@ -186,8 +122,8 @@ function clientOf<S extends Parameters<typeof createClient>[0]>(service: S, tls:
   return createClient(service, target, { credentials: channelCredentials(tls), channelOptions: channelOptions() });
 }
 
-const asOwner: ClientTlsOptions = { server: expecting(ca.certificate), certificate: ownerCert, privateKey: ownerKey.privateKey };
-const asNode: ClientTlsOptions = { server: expecting(ca.certificate), certificate: nodeCert, privateKey: nodeKey.privateKey };
+const asOwner: ClientTlsOptions = { server: expecting(ca.certificate), certificate: owner.certificate, privateKey: owner.key.privateKey };
+const asNode: ClientTlsOptions = { server: expecting(ca.certificate), certificate: node.certificate, privateKey: node.key.privateKey };
 
 /** A node key and a node certificate for it, valid from a minute ago until about three seconds from now (certificate times are whole seconds). */
 function shortLivedNode() {
@@ -236,7 +172,7 @@ describe("grpc adapter over mutual TLS", () => {
   });
 
   test("a certificate from another CA is refused with the reason", async () => {
-    const client = clientOf(Management, { server: expecting(ca.certificate), certificate: foreignOwnerCert, privateKey: foreignOwnerKey.privateKey });
+    const client = clientOf(Management, { server: expecting(ca.certificate), certificate: foreignOwner.certificate, privateKey: foreignOwner.key.privateKey });
     const err = await rpcError(client.getRegisterTicket({}));
     expect(err.code).toBe(status.UNAUTHENTICATED);
     expect(err.details).toContain("not signed by the cluster CA");
@@ -260,19 +196,19 @@ describe("grpc adapter over mutual TLS", () => {
   });
 
   test("a client that does not trust the server's CA cannot connect", async () => {
-    const client = clientOf(Management, { server: expecting(foreignCA.certificate), certificate: ownerCert, privateKey: ownerKey.privateKey });
+    const client = clientOf(Management, { server: expecting(foreignCA.certificate), certificate: owner.certificate, privateKey: owner.key.privateKey });
     const err = await rpcError(client.getRegisterTicket({}, { timeoutMs: 5000 }));
     expect(err.code).toBe(status.UNAVAILABLE);
     client.close();
   });
 
   test("a client refuses a server under its CA that is not the server it expects, and says why", async () => {
-    const other = nodeIdFromPublicKey(rawPublicKey(generateKeyPair().publicKey));
-    const client = clientOf(Management, { server: expecting(ca.certificate, other), certificate: ownerCert, privateKey: ownerKey.privateKey });
+    const other = testNode(ca).id;
+    const client = clientOf(Management, { server: expecting(ca.certificate, other), certificate: owner.certificate, privateKey: owner.key.privateKey });
     expect(await client.connect(5000)).toBe("failed");
     const err = await rpcError(client.getRegisterTicket({}, { timeoutMs: 5000 }));
     expect(err.code).toBe(status.UNAVAILABLE);
-    expect(err.details).toContain(`server identity refused: expected ${other}, got ${serverId}`);
+    expect(err.details).toContain(`server identity refused: expected ${other}, got ${serving.id}`);
     client.close();
   });
 
@@ -420,8 +356,8 @@ describe("grpc adapter over mutual TLS", () => {
 
 describe("certificates", () => {
   test("server certificates name their node, never a name shared by every node", () => {
-    expect(serverCert.subjectAltName).toBe(`DNS:${serverId}, IP Address:127.0.0.1`);
-    expect(serverCert.checkIssued(ca.certificate)).toBe(true);
-    expect(foreignOwnerCert.verify(ca.certificate.publicKey)).toBe(false);
+    expect(serving.certificate.subjectAltName).toBe(`DNS:${serving.id}, IP Address:127.0.0.1`);
+    expect(serving.certificate.checkIssued(ca.certificate)).toBe(true);
+    expect(foreignOwner.certificate.verify(ca.certificate.publicKey)).toBe(false);
   });
 });
