@@ -7,7 +7,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { writeFileSync, readFileSync } from "node:fs";
-import { fromBinary } from "@bufbuild/protobuf";
+import { create, fromBinary } from "@bufbuild/protobuf";
 import { NodeParametersSchema } from "../proto/gen/api/configuration_pb.ts";
 import { CuratorPool } from "../internal/curator/client/mod.ts";
 import { configPaths, loadCredentials as loadOwnerCredentials } from "../internal/operator/mod.ts";
@@ -42,7 +42,7 @@ async function nodeList(): Promise<{ id: string; state: string; roles: string[];
 
 describe("a three-node cluster of processes", () => {
   test("node 1 bootstraps and the owner takes ownership", async () => {
-    node1.writeParameters({ cluster: { case: "clusterBootstrap", value: { ownerPublicKey: rawPublicKey(owner.publicKey) } } } as never);
+    node1.writeParameters(create(NodeParametersSchema, { cluster: { case: "clusterBootstrap", value: { ownerPublicKey: rawPublicKey(owner.publicKey) } } }));
     node1.start();
     await node1.waitForLog((l) => l.msg === "node is UP", { what: "node 1 UP" });
     expect((await ctl("takeownership", node1.address)).code).toBe(0);
@@ -293,9 +293,22 @@ describe("a three-node cluster of processes", () => {
     expect(table.stdout.split("\n")[0]).toMatch(/^NODE\s+STATE\s+HEALTH\s+LAST SEEN\s+ADDRESS\s+ROLES\s+LABELS$/);
   }, 90_000);
 
-  test("following node 2's logs shows its etcd killed and started again, and its services count the restart", async () => {
+  type ServiceRow = { path: string; state: string; restarts: number; lastError: string };
+  /** Node 2's runnables, as ctl node services shows them. */
+  const services = () =>
+    eventually(
+      async () => {
+        const services = await ctl("node", "services", ids.get(node2)!, "--json");
+        if (services.code !== 0) throw new Error(services.stderr);
+        return JSON.parse(services.stdout) as ServiceRow[];
+      },
+      { timeoutMs: 30_000, intervalMs: 1000, what: "node 2's services" },
+    );
+
+  test("following node 2's logs shows its etcd killed and started again, and its services count the restart against etcd, not the control plane", async () => {
     const pid = node2.etcdPid();
     expect(pid).toBeDefined();
+    const before = await services();
     const follower = Bun.spawn(ctlCommand(join(dir.path, "ctl"), "--owner-key", ownerKeyFile, "node", "logs", ids.get(node2)!, "root.roleserve.controlplane", "-f", "-n", "1"), {
       stdout: "pipe",
       stderr: "pipe",
@@ -309,25 +322,23 @@ describe("a three-node cluster of processes", () => {
       // The backlog line shows the follower is connected before etcd dies.
       await eventually(() => expect(output).toContain("root.roleserve.controlplane"), { timeoutMs: 30_000, what: "the follower's first line" });
       process.kill(pid!, "SIGKILL");
-      await eventually(() => expect(output).toMatch(/root\.roleserve\.controlplane runnable died/), { timeoutMs: 30_000, what: "the death, followed" });
-      await eventually(() => expect(output).toMatch(/runnable died[\s\S]*root\.roleserve\.controlplane process started/), { timeoutMs: 60_000, what: "etcd started again, followed" });
+      await eventually(() => expect(output).toMatch(/root\.roleserve\.controlplane\.etcd runnable died/), { timeoutMs: 30_000, what: "the death, followed" });
+      await eventually(() => expect(output).toMatch(/runnable died[\s\S]*root\.roleserve\.controlplane\.etcd process started/), { timeoutMs: 60_000, what: "etcd started again, followed" });
     } finally {
       follower.kill("SIGINT");
       await follower.exited;
       await reading;
     }
     // Killing etcd may have cost the curators their leader for a moment: ask until one leads.
-    const rows = await eventually(
-      async () => {
-        const services = await ctl("node", "services", ids.get(node2)!, "--json");
-        if (services.code !== 0) throw new Error(services.stderr);
-        return JSON.parse(services.stdout) as { path: string; state: string; restarts: number; lastError: string }[];
-      },
-      { timeoutMs: 30_000, intervalMs: 1000, what: "node 2's services" },
-    );
-    const controlplane = rows.find((r) => r.path === "root.roleserve.controlplane")!;
-    expect(controlplane.restarts).toBeGreaterThanOrEqual(1);
-    expect(controlplane.lastError).toBe(`${ETCD_COMMAND} was killed by SIGKILL`);
+    const rows = await services();
+    // etcd is a supervised child: its death is its own, and its group sibling
+    // (the curator's) restarts with it; the control plane above stays.
+    const etcd = rows.find((r) => r.path === "root.roleserve.controlplane.etcd")!;
+    expect(etcd.restarts).toBeGreaterThanOrEqual(1);
+    expect(etcd.lastError).toBe(`${ETCD_COMMAND} was killed by SIGKILL`);
+    expect(rows.find((r) => r.path === "root.roleserve.controlplane.consensus")!.restarts).toBe(etcd.restarts);
+    const controlplane = (rows: ServiceRow[]) => rows.find((r) => r.path === "root.roleserve.controlplane")!.restarts;
+    expect(controlplane(rows)).toBe(controlplane(before));
     expect(rows.some((r) => r.path === "root.roleserve.heartbeat")).toBe(true);
   }, 120_000);
 

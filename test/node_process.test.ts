@@ -5,6 +5,8 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { readFileSync, writeFileSync } from "node:fs";
+import { create } from "@bufbuild/protobuf";
+import { NodeParametersSchema } from "../proto/gen/api/configuration_pb.ts";
 import { generateKeyPair, privateKeyPem, rawPublicKey } from "../internal/pki/mod.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
 import { ETCD_COMMAND, NodeProcess, ctl, ctlCommand, loopbackBlock } from "./support/node_process.ts";
@@ -22,7 +24,7 @@ afterAll(async () => {
 
 describe("a one-node cluster of processes", () => {
   test("the node bootstraps and serves the cluster", async () => {
-    node.writeParameters({ cluster: { case: "clusterBootstrap", value: { ownerPublicKey: rawPublicKey(owner.publicKey) } } } as never);
+    node.writeParameters(create(NodeParametersSchema, { cluster: { case: "clusterBootstrap", value: { ownerPublicKey: rawPublicKey(owner.publicKey) } } }));
     node.start();
     const up = await node.waitForLog((l) => l.msg === "node is UP" && String(l.roles).includes("consensus"), { what: "node UP with consensus" });
     expect(up.address).toBe(node.address);

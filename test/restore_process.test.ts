@@ -9,7 +9,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { fromBinary } from "@bufbuild/protobuf";
+import { create, fromBinary } from "@bufbuild/protobuf";
 import { NodeParametersSchema } from "../proto/gen/api/configuration_pb.ts";
 import { generateKeyPair, privateKeyPem, rawPublicKey } from "../internal/pki/mod.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
@@ -42,7 +42,7 @@ async function nodeList(): Promise<{ id: string; state: string; roles: string[];
 
 describe("a cluster restored from its backup", () => {
   test("node 1 bootstraps, node 2 registers and is approved, a label is set and the owner backs up", async () => {
-    node1.writeParameters({ cluster: { case: "clusterBootstrap", value: { ownerPublicKey: rawPublicKey(owner.publicKey) } } } as never);
+    node1.writeParameters(create(NodeParametersSchema, { cluster: { case: "clusterBootstrap", value: { ownerPublicKey: rawPublicKey(owner.publicKey) } } }));
     node1.start();
     await node1.waitForLog((l) => l.msg === "node is UP", { what: "node 1 UP" });
     expect((await ctl("takeownership", node1.address)).code).toBe(0);
