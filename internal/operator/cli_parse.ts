@@ -1,71 +1,52 @@
-// Turning argv into an invocation of the tables (cli_table.ts): which
-// command, which action, its arguments and its flags, each checked. Every
-// mistake is a UsageError of one line that quotes what was typed and, where
-// a known word is near, suggests it.
+// Turning argv into an invocation of the tables (cli_table.ts). cac reads
+// the words: flags anywhere, as --name value, --name=value, -x value or
+// grouped (-fn 20), --no-name for false, "--" to end them. Around it, what
+// cac leaves to its caller: which command and action the words name,
+// whether each flag is one of theirs, each value checked, and every mistake
+// a UsageError of one line that quotes what was typed and, where a known
+// word is near, suggests it.
 //
-//   argv ──parseCommandLine──▶ Invocation {command, action, args, flags}
-//          (unknown command, action or flag; flag values)
+//   argv ──cac, the program's flags──▶ the command and action words
+//          (an unknown flag before them; unknown command or action)
+//        ──cac, the program's flags and the action's──▶ Invocation {command, action, args, flags}
+//          (unknown flags, values)
 //        ──checkInvocation──▶ what to run, with its arguments
 //          (missing command or action; missing, extra or unknown arguments)
 //
-// Flags may come anywhere, as --name value, --name=value or -x value; a
-// command's and an action's own flags count from the word that names them
-// on. "--" ends the flags.
+// A command's and an action's own flags count from the word that names
+// them on, so the words are found with the program's flags first. cac
+// reads "1.5" as a number and "-1" as a flag; ctl quotes values as typed
+// and takes "-1" as a value (for its parser to refuse). So each word that
+// is not a flag goes to cac marked with its place in argv, which keeps it
+// text and tells where it was typed, and comes back unmarked.
 
+import { cac } from "cac";
 import { nearest } from "./nearest.ts";
-import { UsageError, argUsage, usageLine, type ActionSpec, type CommandSpec, type FlagSpec, type Invocable, type Program } from "./cli_table.ts";
+import { UsageError, argUsage, flagUsage, usageLine, type ActionSpec, type CommandSpec, type FlagSpec, type Invocable, type Program } from "./cli_table.ts";
 
 export interface Invocation<C> {
   command?: CommandSpec<C>;
   action?: ActionSpec<C>;
   args: string[];
-  /** Flag values by long name: true for a switch, the parsed value otherwise. */
+  /** Flag values by long name: true (false for --no-<name>) for a switch, the parsed value otherwise. */
   flags: Record<string, unknown>;
 }
 
 export function parseCommandLine<C>(program: Program<C>, argv: readonly string[]): Invocation<C> {
   const invocation: Invocation<C> = { args: [], flags: {} };
-  let flagsEnded = false;
-  for (let i = 0; i < argv.length; i++) {
-    const token = argv[i]!;
-    if (!flagsEnded && token === "--") {
-      flagsEnded = true;
-      continue;
-    }
-    if (!flagsEnded && token.startsWith("-") && token !== "-") {
-      const eq = token.indexOf("=");
-      const typed = eq === -1 ? token : token.slice(0, eq);
-      const known = flagsInScope(program, invocation);
-      const flag = known.find((f) => typed === `--${f.name}` || (f.short !== undefined && typed === `-${f.short}`));
-      if (!flag) throw unknownFlag(typed, known, program, invocation);
-      if (!flag.value) {
-        if (eq !== -1) throw new UsageError(`flag '${typed}' takes no value (got '${token}')`);
-        invocation.flags[flag.name] = true;
-        continue;
-      }
-      let raw: string | undefined;
-      if (eq !== -1) {
-        raw = token.slice(eq + 1);
-      } else {
-        // The next word is the value, unless it is a flag itself ("-1" is a value, to be refused by its parser).
-        const next = argv[i + 1];
-        if (next !== undefined && (!next.startsWith("-") || next === "-" || /^-\d/.test(next))) {
-          raw = next;
-          i++;
-        }
-      }
-      if (raw === undefined) throw new UsageError(`flag '${typed}' needs a value: ${typed} <${flag.value}>`);
-      invocation.flags[flag.name] = parseValue(flag, typed, raw);
-      continue;
-    }
-    if (!invocation.command) {
-      invocation.command = commandNamed(program, token);
-    } else if (invocation.command.actions && !invocation.action) {
-      invocation.action = actionNamed(invocation.command, token);
-    } else {
-      invocation.args.push(token);
+  const outer = readWords(program.flags, argv);
+  const [first, second] = outer.words;
+  if (first) {
+    checkFlags(program, invocation, outer, first.at);
+    invocation.command = commandNamed(program, first.text);
+    if (invocation.command.actions && second) {
+      checkFlags(program, invocation, outer, second.at);
+      invocation.action = actionNamed(invocation.command, second.text);
     }
   }
+  const inner = readWords(flagsInScope(program, invocation), argv);
+  invocation.flags = checkFlags(program, invocation, inner, argv.length);
+  invocation.args = inner.words.slice(invocation.action ? 2 : invocation.command ? 1 : 0).map((w) => w.text);
   return invocation;
 }
 
@@ -108,6 +89,76 @@ export function flagsInScope<C>(program: Program<C>, invocation: Pick<Invocation
   return [...program.flags, ...own];
 }
 
+/** argv as cac reads it with `flags`: the words that are neither flags nor their values, what cac gave each flag, and the flags as typed. */
+interface Words {
+  words: { text: string; at: number }[];
+  values: Map<FlagSpec, unknown>;
+  flags: { at: number; word: string; typed: string; names: string[]; glued: boolean }[];
+}
+
+const MARK = /^\0(\d+)\0/;
+
+/** "-x", "--name", "--name=value", "-xy": not "-", "--" or "-1". */
+const isFlag = (word: string) => /^--?[^-\d]/.test(word);
+
+function readWords(flags: readonly FlagSpec[], argv: readonly string[]): Words {
+  const cli = cac();
+  for (const flag of flags) cli.option(flagUsage(flag), flag.description);
+  const end = argv.includes("--") ? argv.indexOf("--") : argv.length;
+  const marked = argv.map((word, at) => (at >= end ? word : isFlag(word) ? word.replace("=", `=\0${at}\0`) : `\0${at}\0${word}`));
+  const { args, options } = cli.parse(["", "", ...marked], { run: false });
+  const unmark = (value: unknown): unknown => (typeof value === "string" ? value.replace(MARK, "") : Array.isArray(value) ? value.map(unmark) : value);
+  const positional = args.map((word) => ({ text: word.replace(MARK, ""), at: Number(MARK.exec(word)?.[1]) }));
+  const tail = (options["--"] as string[]).map((text, i) => ({ text, at: end + 1 + i }));
+  // A switch given a value (--json=yes): cac keeps the value as a word.
+  const glued = new Set(positional.filter((w) => isFlag(argv[w.at]!)).map((w) => w.at));
+  return {
+    words: [...positional.filter((w) => !glued.has(w.at)), ...tail],
+    values: new Map(flags.map((flag, i) => [flag, unmark(options[cli.globalCommand.options[i]!.name])])),
+    // As cac names them: --no-json is json, -fn is f and n.
+    flags: argv.slice(0, end).flatMap((word, at) => {
+      if (!isFlag(word)) return [];
+      const typed = word.split("=")[0]!;
+      const names = typed.startsWith("--") ? [typed.slice(2).replace(/^no-/, "")] : [...typed.slice(1)];
+      return [{ at, word, typed, names, glued: glued.has(at) }];
+    }),
+  };
+}
+
+/** The flags typed before argv[`before`], checked in the order typed: each must be in scope, and its value fit. Returns their values by long name. */
+function checkFlags<C>(program: Program<C>, invocation: Invocation<C>, read: Words, before: number): Record<string, unknown> {
+  const known = flagsInScope(program, invocation);
+  const values: Record<string, unknown> = {};
+  for (const { at, word, typed, names, glued } of read.flags) {
+    if (at >= before) break;
+    for (const name of names) {
+      const flag = known.find((f) => f.name === name || f.short === name);
+      if (!flag) throw unknownFlag(typed, name, known, program, invocation);
+      if (glued && !flag.value) throw new UsageError(`flag '${typed}' takes no value (got '${word}')`);
+      values[flag.name] = checkValue(flag, typed, read.values.get(flag));
+    }
+  }
+  return values;
+}
+
+/** What cac gave the flag (the last, if given twice), checked and parsed. */
+function checkValue(flag: FlagSpec, typed: string, given: unknown): unknown {
+  const raw = Array.isArray(given) ? given.at(-1) : given;
+  if (!flag.value) return raw;
+  if (typeof raw !== "string") throw new UsageError(`flag '${typed}' needs a value: ${typed} <${flag.value}>`);
+  if (flag.choices && !flag.choices.includes(raw)) {
+    const near = nearest(raw, flag.choices);
+    throw new UsageError(`invalid value '${raw}' for ${typed} (${near ? `did you mean '${near}'? ` : ""}expected: ${flag.choices.join(", ")})`);
+  }
+  try {
+    if (flag.parse) return flag.parse(raw);
+    if (raw === "") throw new Error("empty");
+    return raw;
+  } catch (err) {
+    throw new UsageError(`invalid value '${raw}' for ${typed}: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
 function commandNamed<C>(program: Program<C>, word: string): CommandSpec<C> {
   const command = program.commands.find((c) => c.name === word);
   if (command) return command;
@@ -124,23 +175,9 @@ function actionNamed<C>(command: CommandSpec<C> & { actions: readonly ActionSpec
   throw new UsageError(`unknown action '${word}' for ${command.name} (${near ? `did you mean '${command.name} ${near}'?` : `actions: ${names.join(", ")}`})`);
 }
 
-function unknownFlag<C>(typed: string, known: readonly FlagSpec[], program: Program<C>, invocation: Invocation<C>): UsageError {
-  const near = nearest(typed.replace(/^-+/, ""), known.map((f) => f.name));
+function unknownFlag<C>(typed: string, name: string, known: readonly FlagSpec[], program: Program<C>, invocation: Invocation<C>): UsageError {
+  const near = nearest(name, known.map((f) => f.name));
   const words = [invocation.command?.name, invocation.action?.name].filter((w) => w !== undefined);
   const help = `${[program.name, ...words].join(" ")} --help`;
   return new UsageError(`unknown flag '${typed}' (${near ? `did you mean '--${near}'?` : `see '${help}'`})`);
-}
-
-function parseValue(flag: FlagSpec, typed: string, raw: string): unknown {
-  if (flag.choices && !flag.choices.includes(raw)) {
-    const near = nearest(raw, flag.choices);
-    throw new UsageError(`invalid value '${raw}' for ${typed} (${near ? `did you mean '${near}'? ` : ""}expected: ${flag.choices.join(", ")})`);
-  }
-  try {
-    if (flag.parse) return flag.parse(raw);
-    if (raw === "") throw new Error("empty");
-    return raw;
-  } catch (err) {
-    throw new UsageError(`invalid value '${raw}' for ${typed}: ${err instanceof Error ? err.message : String(err)}`);
-  }
 }
