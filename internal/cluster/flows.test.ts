@@ -7,11 +7,12 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { create } from "@bufbuild/protobuf";
 import { join } from "node:path";
 import { SealedConfigurationSchema } from "../../proto/gen/api/configuration_pb.ts";
+import { ClusterDirectorySchema } from "../../proto/gen/common/common_pb.ts";
 import { startImpostorCurator, startTestCluster, type ImpostorCurator, type TestCluster } from "../curator/test_cluster.ts";
 import { storageLayout } from "../localstorage/mod.ts";
 import { captureLogger } from "../log/mod.ts";
-import { generateKeyPair, issueNodeCertificate, rawPrivateKey, rawPublicKey } from "../pki/mod.ts";
-import { eventually, tempDir } from "../testing/mod.ts";
+import { generateKeyPair, rawPrivateKey, rawPublicKey } from "../pki/mod.ts";
+import { eventually, tempDir, testNode } from "../testing/mod.ts";
 import type { DataStorage } from "./data_storage.ts";
 import { joinCluster } from "./flow_join.ts";
 import { registerNode } from "./flow_register.ts";
@@ -29,8 +30,7 @@ const neverOpened: DataStorage = {
 
 beforeAll(async () => {
   cluster = await startTestCluster();
-  const key = generateKeyPair();
-  impostor = await startImpostorCurator({ key, certificate: issueNodeCertificate(cluster.clusterCA, key.publicKey, { ipAddresses: ["127.0.0.1"] }) }, cluster.clusterCA.certificate);
+  impostor = await startImpostorCurator(testNode(cluster.clusterCA, { ipAddresses: ["127.0.0.1"] }), cluster.clusterCA.certificate);
 }, 60_000);
 afterAll(async () => {
   impostor?.close();
@@ -38,7 +38,7 @@ afterAll(async () => {
   dir[Symbol.dispose]();
 });
 
-const directory = () => ({ nodes: [{ publicKey: new Uint8Array(0), addresses: [{ host: impostor.endpoint.host }] }] }) as never;
+const directory = () => create(ClusterDirectorySchema, { nodes: [{ publicKey: new Uint8Array(0), addresses: [{ host: impostor.endpoint.host }] }] });
 
 describe("enrolment against an impostor curator", () => {
   test("a registering node sends it neither ticket nor key, and says it cannot trust it", async () => {

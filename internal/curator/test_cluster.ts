@@ -18,9 +18,7 @@ import { Value } from "../event/mod.ts";
 import { captureLogger, type LogEntry } from "../log/mod.ts";
 import { clientUrl, connectEtcd, createEtcdCA, issueMemberCertificate, peerUrl, runEtcdMember } from "../consensus/mod.ts";
 import {
-  createClusterCA,
   generateKeyPair,
-  issueNodeCertificate,
   nodeIdFromPublicKey,
   rawPublicKey,
   selfSignedCertificate,
@@ -33,7 +31,7 @@ import { WatchEvent_Progress } from "../../proto/gen/curator/curator_pb.ts";
 import { RpcError, createClient } from "../rpc/mod.ts";
 import { dialCurator, type CuratorEndpoint } from "./client/mod.ts";
 import { supervise, untilCancelled, type Supervisor } from "../supervisor/mod.ts";
-import { eventually, tempDir, treeEtcd } from "../testing/mod.ts";
+import { eventually, tempDir, testCA, testNode, treeEtcd, type TestNode } from "../testing/mod.ts";
 import { writeBootstrapState } from "./bootstrap.ts";
 import { consensusRole, type EtcdMember } from "./consensus_membership.ts";
 import type { Leadership } from "./leadership.ts";
@@ -48,7 +46,8 @@ export interface TestCluster {
   clusterCA: CA;
   etcdCA: CA;
   ownerKey: KeyPair;
-  node: { id: string; key: KeyPair; certificate: X509Certificate; joinKey: KeyPair; clusterUnlockKey: Uint8Array };
+  /** The first node: a node of clusterCA (testNode) with its join key and cluster unlock key. */
+  node: TestNode & { joinKey: KeyPair; clusterUnlockKey: Uint8Array };
   etcd: Etcd3;
   /** The etcd member's client URL (mutual TLS under etcdCA). */
   etcdUrl: string;
@@ -101,14 +100,12 @@ export async function startTestCluster(options: TestClusterOptions = {}): Promis
   const dir = tempDir("nodecore-curator-");
   const host = "127.0.0.1";
   const p = ports();
-  const caKey = generateKeyPair();
-  const clusterCA: CA = { certificate: createClusterCA(caKey), privateKey: caKey.privateKey };
+  const clusterCA = testCA();
   const etcdCAKey = generateKeyPair();
   const etcdCA: CA = { certificate: createEtcdCA(etcdCAKey), privateKey: etcdCAKey.privateKey };
   const ownerKey = generateKeyPair();
-  const nodeKey = generateKeyPair();
-  const nodeId = nodeIdFromPublicKey(rawPublicKey(nodeKey.publicKey));
-  const nodeCertificate = issueNodeCertificate(clusterCA, nodeKey.publicKey, { ipAddresses: [host] });
+  const firstNode = testNode(clusterCA, { ipAddresses: [host] });
+  const { id: nodeId, key: nodeKey } = firstNode;
   const memberCertificate = issueMemberCertificate(etcdCA, nodeKey.publicKey, { name: nodeId, addresses: [host] });
   const etcdTls = { ca: etcdCA.certificate, certificate: memberCertificate, privateKey: nodeKey.privateKey };
   const { logger, entries } = captureLogger("root");
@@ -179,7 +176,7 @@ export async function startTestCluster(options: TestClusterOptions = {}): Promis
     clusterCA,
     etcdCA,
     ownerKey,
-    node: { id: nodeId, key: nodeKey, certificate: nodeCertificate, joinKey, clusterUnlockKey },
+    node: { ...firstNode, joinKey, clusterUnlockKey },
     etcd,
     etcdUrl: clientUrl(host, p.client),
     store,

@@ -11,8 +11,9 @@ import { dataPartitionKey } from "../cluster/mod.ts";
 import { backupChunks } from "../curator/mod.ts";
 import { startTestCluster, type TestCluster } from "../curator/test_cluster.ts";
 import { storageLayout } from "../localstorage/mod.ts";
-import { createClusterCA, generateKeyPair, rawPublicKey } from "../pki/mod.ts";
-import { systemTree, tempDir, treeEtcd } from "../testing/mod.ts";
+import type { X509Certificate } from "node:crypto";
+import { rawPublicKey } from "../pki/mod.ts";
+import { systemTree, tempDir, testCA, treeEtcd } from "../testing/mod.ts";
 import { backupsToPrune, proveSnapshot } from "./worker_backups.ts";
 
 let cluster: TestCluster;
@@ -32,11 +33,11 @@ afterAll(async () => {
 });
 
 /** The test cluster's node as the proof sees it: its credentials, its sealed node half, and storage that a given key opens. */
-function setup(name: string, opts: { ca?: ReturnType<typeof createClusterCA>; nodeId?: string; opens?: boolean } = {}) {
+function setup(name: string, opts: { ca?: X509Certificate; nodeId?: string; opens?: boolean } = {}) {
   const layout = storageLayout(join(dir.path, name));
   mkdirSync(join(layout.esp.sealed, ".."), { recursive: true });
   writeFileSync(layout.esp.sealed, toBinary(SealedConfigurationSchema, create(SealedConfigurationSchema, { nodeUnlockKey: new Uint8Array(32).fill(1), joinKey: new Uint8Array(32), clusterCa: new Uint8Array(1) })));
-  const credentials = { nodeId: opts.nodeId ?? cluster.node.id, ca: opts.ca ?? cluster.clusterCA.certificate } as never;
+  const credentials = { ...cluster.node.credentials, nodeId: opts.nodeId ?? cluster.node.id, ca: opts.ca ?? cluster.clusterCA.certificate };
   const tried: Uint8Array[] = [];
   const storage = {
     open: () => Promise.reject(new Error("not here")),
@@ -58,8 +59,7 @@ describe("proving a scheduled backup", () => {
   }, 60_000);
 
   test("a snapshot of a cluster with another CA is refused, naming both", async () => {
-    const key = generateKeyPair();
-    const other = createClusterCA(key);
+    const other = testCA().certificate;
     const { options, membership, scratch } = setup("wrong-ca", { ca: other });
     await expect(proveSnapshot(options, membership, snapshot, scratch)).rejects.toThrow(`the backup's CA is ${cluster.clusterCA.certificate.fingerprint256}, not this cluster's ${other.fingerprint256}`);
   }, 60_000);

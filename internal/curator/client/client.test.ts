@@ -6,22 +6,20 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { create } from "@bufbuild/protobuf";
 import { X509Certificate } from "node:crypto";
 import { AAA, Management } from "../../../proto/gen/api/management_pb.ts";
-import { NodeRolesSchema } from "../../../proto/gen/common/common_pb.ts";
+import { ClusterDirectorySchema, NodeRolesSchema } from "../../../proto/gen/common/common_pb.ts";
 import {
-  createClusterCA,
   generateKeyPair,
   issueCuratorCertificate,
   issueNodeCertificate,
   issueOwnerCertificate,
   nodeIdFromPublicKey,
   rawPublicKey,
-  type CA,
 } from "../../pki/mod.ts";
 import { refusal, startImpostorCurator, startTestCluster, type ImpostorCurator, type TestCluster } from "../test_cluster.ts";
 import { createServer as createNetServer, connect as tcpConnect, type AddressInfo, type Server } from "node:net";
 import type { Value } from "../../event/mod.ts";
 import { RpcError, Status } from "../../rpc/mod.ts";
-import { eventually, freePort } from "../../testing/mod.ts";
+import { eventually, freePort, testCA, testCurator, testNode } from "../../testing/mod.ts";
 import type { Leadership } from "../leadership.ts";
 import { answerFailure, connectFailure } from "./failover.ts";
 import { acceptsConnections, connectPatiently } from "./patience.ts";
@@ -39,8 +37,7 @@ import {
   parseEndpoint,
 } from "./mod.ts";
 
-const caKey = generateKeyPair();
-const ca: CA = { certificate: createClusterCA(caKey), privateKey: caKey.privateKey };
+const ca = testCA();
 
 describe("endpoints", () => {
   test("parse what people type and what the config file holds, IPv4 and IPv6", () => {
@@ -66,10 +63,9 @@ describe("endpoints", () => {
   });
 
   test("a directory becomes endpoints that name the node each must be", () => {
-    const key = generateKeyPair();
-    const id = nodeIdFromPublicKey(rawPublicKey(key.publicKey));
-    const directory = { nodes: [{ publicKey: rawPublicKey(key.publicKey), addresses: [{ host: "fd00:0:0::5" }] }] } as never;
-    expect(endpointsOfDirectory(directory)).toEqual([{ host: "fd00::5", port: 7835, nodeId: id }]);
+    const node = testNode(ca);
+    const directory = create(ClusterDirectorySchema, { nodes: [{ publicKey: rawPublicKey(node.key.publicKey), addresses: [{ host: "fd00:0:0::5" }] }] });
+    expect(endpointsOfDirectory(directory)).toEqual([{ host: "fd00::5", port: 7835, nodeId: node.id }]);
   });
 });
 
@@ -130,8 +126,7 @@ describe("failover against real servers", () => {
   beforeAll(async () => {
     cluster = await startTestCluster();
     // The impostor holds a genuine node certificate of this very cluster.
-    const key = generateKeyPair();
-    impostor = await startImpostorCurator({ key, certificate: issueNodeCertificate(cluster.clusterCA, key.publicKey, { ipAddresses: ["127.0.0.1"] }) }, cluster.clusterCA.certificate);
+    impostor = await startImpostorCurator(testNode(cluster.clusterCA, { ipAddresses: ["127.0.0.1"] }), cluster.clusterCA.certificate);
     const aaa = cluster.client(AAA, { kind: "self-signed", key: cluster.ownerKey });
     const escrow = await aaa.escrow({});
     aaa.close();
@@ -173,10 +168,8 @@ describe("failover against real servers", () => {
   });
 
   test("a curator under another CA (a cluster launched again) is untrusted, says so, and gets no call", async () => {
-    const otherKey = generateKeyPair();
-    const other: CA = { certificate: createClusterCA(otherKey), privateKey: otherKey.privateKey };
-    const key = generateKeyPair();
-    const relaunched = await startImpostorCurator({ key, certificate: issueCuratorCertificate(other, key.publicKey, { address: "127.0.0.1", validForMs: 3600_000 }) }, other.certificate);
+    const other = testCA();
+    const relaunched = await startImpostorCurator(testCurator(other), other.certificate);
     try {
       const err = await callAnyCurator(Management, [relaunched.endpoint], owner, (m) => m.getClusterInfo({})).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(NoCuratorError);
@@ -191,9 +184,7 @@ describe("failover against real servers", () => {
   });
 
   test("a genuine curator certificate for another address is refused at this one", async () => {
-    const key = generateKeyPair();
-    const elsewhere = issueCuratorCertificate(cluster.clusterCA, key.publicKey, { address: "127.0.0.9", validForMs: 3600_000 });
-    const moved = await startImpostorCurator({ key, certificate: elsewhere }, cluster.clusterCA.certificate);
+    const moved = await startImpostorCurator(testCurator(cluster.clusterCA, { address: "127.0.0.9" }), cluster.clusterCA.certificate);
     try {
       const err = await callAnyCurator(Management, [moved.endpoint], owner, (m) => m.getClusterInfo({})).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(NoCuratorError);
@@ -334,9 +325,7 @@ describe("the pool: leader first, hints followed, dead curators passed over", ()
   });
 
   test("IPv6: a curator on [::1] is dialled and verified by its IPv6 address", async () => {
-    const key = generateKeyPair();
-    const certificate = issueCuratorCertificate(cluster.clusterCA, key.publicKey, { address: "::1", validForMs: 3600_000 });
-    const v6 = await startImpostorCurator({ key, certificate }, cluster.clusterCA.certificate, "::1");
+    const v6 = await startImpostorCurator(testCurator(cluster.clusterCA, { address: "::1" }), cluster.clusterCA.certificate, "::1");
     try {
       expect(formatEndpoint(v6.endpoint)).toMatch(/^node-[0-9a-f]{16}@\[::1\]:\d+$/);
       await callAnyCurator(Management, [parseEndpoint(formatEndpoint(v6.endpoint))], owner, (m) => m.getClusterInfo({}));
