@@ -15,7 +15,6 @@ import { Value } from "../event/mod.ts";
 import { captureLogger } from "../log/mod.ts";
 import { storageLayout } from "../localstorage/mod.ts";
 import {
-  createClusterCA,
   generateKeyPair,
   issueJoinCertificate,
   issueNodeCertificate,
@@ -23,11 +22,10 @@ import {
   privateKeyFromRaw,
   rawPublicKey,
   selfSignedCertificate,
-  type CA,
 } from "../pki/mod.ts";
 import { RpcError, Status } from "../rpc/mod.ts";
 import { supervise, type Supervisor } from "../supervisor/mod.ts";
-import { eventually, freePort, tempDir } from "../testing/mod.ts";
+import { eventually, freePort, tempDir, testCA } from "../testing/mod.ts";
 import { answerProblems, callEveryMethod, hostileRounds } from "../testing/unicode.ts";
 import { openWrapped } from "./shares.ts";
 import { describeColdStart } from "./threshold.ts";
@@ -169,8 +167,7 @@ describe("the holder's file", () => {
 });
 
 describe("the ShareHolder service", () => {
-  const caKey = generateKeyPair();
-  const ca: CA = { certificate: createClusterCA(caKey), privateKey: caKey.privateKey };
+  const ca = testCA();
   const holder = holders[0]!;
   const stranger = member();
   const dir = tempDir();

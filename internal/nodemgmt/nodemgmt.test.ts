@@ -3,28 +3,24 @@
 // record what they were asked.
 
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { create } from "@bufbuild/protobuf";
 import { LogLevel, NodeManagement } from "../../proto/gen/api/node_management_pb.ts";
-import { ClusterDirectorySchema } from "../../proto/gen/common/common_pb.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
 import { Value } from "../event/mod.ts";
 import { captureLogger } from "../log/mod.ts";
 import { LogTree } from "../logtree/mod.ts";
-import { createClusterCA, generateKeyPair, issueNodeCertificate, issueOwnerCertificate, nodeIdFromPublicKey, rawPublicKey, selfSignedCertificate, type CA } from "../pki/mod.ts";
+import { generateKeyPair, selfSignedCertificate } from "../pki/mod.ts";
 import { Status, channelCredentials, channelOptions, createClient } from "../rpc/mod.ts";
 import { refusal } from "../curator/test_cluster.ts";
 import { supervise, type Supervisor } from "../supervisor/mod.ts";
-import { eventually, freePort } from "../testing/mod.ts";
+import { eventually, freePort, testCA, testMembership, testNode, testOwner } from "../testing/mod.ts";
 import { answerProblems, callEveryMethod, hostileRounds } from "../testing/unicode.ts";
 import { MAX_BACKLOG, dialNodeManagement, nodeManagementRunnable, type PowerRequest } from "./mod.ts";
 
-const caKey = generateKeyPair();
-const ca: CA = { certificate: createClusterCA(caKey), privateKey: caKey.privateKey };
-const nodeKey = generateKeyPair();
-const nodeId = nodeIdFromPublicKey(rawPublicKey(nodeKey.publicKey));
-const nodeCertificate = issueNodeCertificate(ca, nodeKey.publicKey);
-const ownerKey = generateKeyPair();
-const owner = { ca: ca.certificate, certificate: issueOwnerCertificate(ca, ownerKey.publicKey), privateKey: ownerKey.privateKey };
+const ca = testCA();
+/** The node whose management service is under test. */
+const thisNode = testNode(ca);
+const nodeId = thisNode.id;
+const owner = testOwner(ca).tls;
 // A port the system says is free (a fixed one can be any other socket's).
 const port = await freePort();
 
@@ -34,12 +30,7 @@ let supervisor: Supervisor;
 
 beforeAll(async () => {
   const membership = new Value<ClusterMembership>();
-  membership.set({
-    credentials: { nodeId, privateKey: nodeKey.privateKey, publicKey: nodeKey.publicKey, certificate: nodeCertificate, ca: ca.certificate },
-    address: "127.0.0.1",
-    directory: create(ClusterDirectorySchema),
-    clusterUnlockKey: new Uint8Array(32),
-  });
+  membership.set(testMembership(thisNode));
   const { logger } = captureLogger("root");
   supervisor = supervise(
     nodeManagementRunnable({
@@ -150,7 +141,7 @@ describe("services and power", () => {
 describe("who may call", () => {
   test("a node certificate gets nothing, not even logs", async () => {
     const asNode = createClient(NodeManagement, `127.0.0.1:${port}`, {
-      credentials: channelCredentials({ server: { ca: ca.certificate, verify: () => undefined }, certificate: nodeCertificate, privateKey: nodeKey.privateKey }),
+      credentials: channelCredentials({ server: { ca: ca.certificate, verify: () => undefined }, certificate: thisNode.certificate, privateKey: thisNode.key.privateKey }),
       channelOptions: channelOptions(nodeId),
     });
     const err = await refusal(asNode.powerOff({}));
@@ -162,8 +153,7 @@ describe("who may call", () => {
   });
 
   test("the owner's client refuses a node that is not the one it asked for", async () => {
-    const other = generateKeyPair();
-    const wrong = dialNodeManagement(nodeIdFromPublicKey(rawPublicKey(other.publicKey)), "127.0.0.1", owner, port);
+    const wrong = dialNodeManagement(testNode(ca).id, "127.0.0.1", owner, port);
     const err = await refusal(wrong.getServices({}, { timeoutMs: 5_000 }));
     wrong.close();
     expect(err.code).toBe(Status.UNAVAILABLE);
