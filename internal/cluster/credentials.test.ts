@@ -2,8 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { storageLayout } from "../localstorage/mod.ts";
-import { createCertificate, generateKeyPair } from "../pki/mod.ts";
-import { tempDir } from "../testing/mod.ts";
+import { tempDir, testCA, testNode } from "../testing/mod.ts";
 import { CredentialsError, loadCredentials, saveCredentials } from "./credentials.ts";
 
 function failure(fn: () => unknown): Error {
@@ -19,11 +18,9 @@ describe("saved node credentials", () => {
   test("load back as saved, and an empty or corrupt file is an error that names the file", () => {
     using dir = tempDir("nodecore-credentials-");
     const layout = storageLayout(join(dir.path, "root"));
-    const caKey = generateKeyPair();
-    const ca = createCertificate({ commonName: "test CA", publicKey: caKey.publicKey, kind: "ca" }, { privateKey: caKey.privateKey });
-    const key = generateKeyPair();
-    const certificate = createCertificate({ commonName: "node", publicKey: key.publicKey, kind: "client" }, { certificate: ca, privateKey: caKey.privateKey });
-    saveCredentials(layout, { nodeId: "x", privateKey: key.privateKey, publicKey: key.publicKey, certificate, ca });
+    const { credentials } = testNode(testCA());
+    const { certificate } = credentials;
+    saveCredentials(layout, credentials);
     expect(loadCredentials(layout)!.certificate.raw.equals(certificate.raw)).toBe(true);
 
     writeFileSync(layout.data.node.certificate, "");

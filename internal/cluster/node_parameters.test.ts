@@ -4,12 +4,11 @@ import { dirname, join } from "node:path";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { NodeParametersSchema, SealedConfigurationSchema, type NodeParameters } from "../../proto/gen/api/configuration_pb.ts";
 import { captureLogger } from "../log/mod.ts";
-import { createClusterCA, generateKeyPair } from "../pki/mod.ts";
-import { tempDir } from "../testing/mod.ts";
+import { tempDir, testCA } from "../testing/mod.ts";
 import { decideEnrolment, readNodeParameters, ParametersError } from "./mod.ts";
 
 const ownerKey = new Uint8Array(32).fill(7);
-const ca = createClusterCA(generateKeyPair());
+const ca = testCA().certificate;
 
 const bootstrap = () => create(NodeParametersSchema, { cluster: { case: "clusterBootstrap", value: { ownerPublicKey: ownerKey } } });
 const register = (overrides: Partial<{ ticket: Uint8Array; ca: Uint8Array; hosts: string[] }> = {}) =>

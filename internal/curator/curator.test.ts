@@ -6,9 +6,9 @@ import { AAA, Management, Node_Health } from "../../proto/gen/api/management_pb.
 import { NodeLabelSchema, NodeState } from "../../proto/gen/common/common_pb.ts";
 import { create } from "@bufbuild/protobuf";
 import { Curator, WatchEvent_Progress, type WatchEvent } from "../../proto/gen/curator/curator_pb.ts";
-import { generateKeyPair, issueOwnerCertificate, nodeIdFromPublicKey, rawPublicKey, createClusterCA, type KeyPair } from "../pki/mod.ts";
+import { generateKeyPair, issueOwnerCertificate, nodeIdFromPublicKey, rawPublicKey, type KeyPair } from "../pki/mod.ts";
 import { Status, type RpcError } from "../rpc/mod.ts";
-import { eventually, freePort } from "../testing/mod.ts";
+import { eventually, freePort, testCA } from "../testing/mod.ts";
 import { loadKubernetesPKI } from "../kubernetes/mod.ts";
 import { CuratorStore, ETCD_PREFIX, FencedError, NODES_PREFIX } from "./store.ts";
 import { SUPERVISION_LINE } from "./convert.ts";
@@ -97,8 +97,7 @@ describe("management", () => {
   });
 
   test("an owner certificate from another CA is refused", async () => {
-    const otherKey = generateKeyPair();
-    const other = { certificate: createClusterCA(otherKey), privateKey: otherKey.privateKey };
+    const other = testCA();
     const management = cluster.client(Management, { kind: "owner", certificate: issueOwnerCertificate(other, cluster.ownerKey.publicKey), privateKey: cluster.ownerKey.privateKey });
     const err = await refusal(
       (async () => {

@@ -1,7 +1,8 @@
 import { expect, test } from "bun:test";
 import type { TLSSocket } from "node:tls";
 import type { X509Certificate } from "node:crypto";
-import { createClusterCA, generateKeyPair, issueMetricsReaderCertificate, issueNodeCertificate, issueOwnerCertificate, selfSignedCertificate } from "../pki/mod.ts";
+import { generateKeyPair, issueMetricsReaderCertificate, selfSignedCertificate } from "../pki/mod.ts";
+import { testCA, testNode, testOwner } from "../testing/mod.ts";
 import type { Peer } from "../rpc/mod.ts";
 import { NodeMetrics, metricsHandler, prometheusConfig, scrapeRefusal } from "./mod.ts";
 
@@ -74,10 +75,8 @@ test("etcd's metrics follow the node's; when etcd fails, a comment says why and 
   expect(await none.scrape()).not.toContain("etcd");
 });
 
-const caKey = generateKeyPair();
-const ca = { certificate: createClusterCA(caKey), privateKey: caKey.privateKey };
-const foreignKey = generateKeyPair();
-const foreign = { certificate: createClusterCA(foreignKey), privateKey: foreignKey.privateKey };
+const ca = testCA();
+const foreign = testCA();
 const reader = issueMetricsReaderCertificate(ca, generateKeyPair().publicKey, "prometheus");
 
 test("who may scrape: the owner and metrics readers; nodes, joins, strangers and the anonymous may not", () => {
@@ -106,13 +105,12 @@ test("the handler checks the caller before the path, and reports each refusal on
   const answered = await handler(request(reader));
   expect(answered.status).toBe(200);
   expect(answered.contentType).toContain("text/plain; version=0.0.4");
-  expect((await handler(request(issueOwnerCertificate(ca, generateKeyPair().publicKey), "/metrics?x=1"))).status).toBe(200);
+  expect((await handler(request(testOwner(ca).certificate, "/metrics?x=1"))).status).toBe(200);
   // Wrong path or method: only for those who may read at all.
   expect((await handler(request(reader, "/secrets"))).status).toBe(404);
   expect((await handler(request(reader, "/metrics", "POST"))).status).toBe(405);
   expect(await handler(request(undefined, "/secrets"))).toEqual({ status: 401, contentType: "text/plain", body: "refused: no client certificate presented\n" });
-  const node = issueNodeCertificate(ca, generateKeyPair().publicKey);
-  expect((await handler(request(node))).status).toBe(403);
+  expect((await handler(request(testNode(ca).certificate))).status).toBe(403);
   // A reader under another cluster's CA, and a self-signed one, are strangers.
   const stranger = issueMetricsReaderCertificate(foreign, generateKeyPair().publicKey, "prometheus");
   expect((await handler(request(stranger))).status).toBe(401);

@@ -7,14 +7,14 @@ import { create } from "@bufbuild/protobuf";
 import { NodeRolesSchema, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
 import type { PendingBootstrap } from "../cluster/mod.ts";
 import { createEtcdCA, issueMemberCertificate } from "../consensus/mod.ts";
-import { createClusterCA, generateKeyPair, type CA } from "../pki/mod.ts";
+import { generateKeyPair, type CA } from "../pki/mod.ts";
+import { testCA } from "../testing/mod.ts";
 import { decideControlPlane, type ControlPlaneDecision, type ControlPlaneInputs } from "./controlplane_decision.ts";
 import type { EtcdMemberState } from "./etcd_member_state.ts";
 
 const etcdKey = generateKeyPair();
 const etcdCA: CA = { certificate: createEtcdCA(etcdKey), privateKey: etcdKey.privateKey };
-const clusterKey = generateKeyPair();
-const clusterCA: CA = { certificate: createClusterCA(clusterKey), privateKey: clusterKey.privateKey };
+const clusterCA = testCA();
 const peerCertificate = issueMemberCertificate(etcdCA, generateKeyPair().publicKey, { name: "node-b", addresses: ["10.0.0.2"] });
 
 const pending: PendingBootstrap = {
