@@ -25,7 +25,7 @@ import { CURATOR_PORT, type CuratorEndpoint } from "../curator/client/mod.ts";
 import { Value } from "../event/mod.ts";
 import type { StorageLayout } from "../localstorage/mod.ts";
 import { rawPublicKey } from "../pki/mod.ts";
-import { RestartRequest, sleep, type RunContext, type Runnable } from "../supervisor/mod.ts";
+import { RestartRequest, sleep, untilCancelled, type RunContext, type Runnable } from "../supervisor/mod.ts";
 import type { ServiceBoard } from "./service_status.ts";
 import { VERSION } from "../version/mod.ts";
 import { decideControlPlane } from "./controlplane_decision.ts";
@@ -212,72 +212,158 @@ interface ControlPlaneRun {
 }
 
 /**
- * Runs etcd in this runnable and the curator as its child: when etcd dies,
- * the whole control plane dies with it (the curator is useless without it),
- * the local curator disappears from the connection while the supervisor
- * backs off, and the next start decides again with the roles known by then.
+ * Runs the decided member as a group of two children that live and die
+ * together, and watches for what ends the run:
+ *
+ *   controlplane ── waits for: the consensus role gone (once the cluster removed
+ *    │               the member) or an owner's recovery ─▶ RestartRequest, decide again
+ *    ├─ etcd       the member's process (consensus/etcd_process.ts); says when it serves
+ *    └─ consensus  once etcd serves: finishes what a bootstrap, restore or recovery
+ *        │         left to write, then runs beside the member:
+ *        ├─ curator
+ *        ├─ etcd-upkeep
+ *        └─ memberstatus
+ *
+ * etcd dying takes the consensus runnable (and the curator, useless
+ * without it) with it; the supervisor restarts both by its backoff, names
+ * the death in the node's services, and the control plane stays. When the
+ * control plane itself restarts, the supervisor stops and awaits both
+ * children first, so that etcd never holds /data's files after the tree
+ * stopped.
  */
 async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<void> {
-  const { options, membership, bootstrap } = run;
-  // What member.json says; a recovery changes it while the member runs.
-  let member = run.member;
-  const forced = member.forceNewCluster === true;
-  if (forced) ctx.logger.warn("recovering from a lost quorum: etcd starts as a one-member cluster from this node's data");
+  const { options, membership } = run;
   const { credentials } = membership;
+  // What member.json says; a recovery, the member count and a finished recovery change it while the member runs.
+  let member = run.member;
+  let bootstrap = run.bootstrap;
   const etcdClientHost = options.etcdClientHost(membership);
   const tls = { ca: member.ca, certificate: member.certificate, privateKey: credentials.privateKey };
-  // Made once etcd's process is spawned (runEtcdMember calls it): etcd3's
-  // code loads while etcd starts. Nothing uses the client before etcd serves.
-  let connecting: Promise<Etcd3> | undefined;
-  const connect = () => (connecting ??= connectEtcd({ endpoints: [clientUrl(etcdClientHost)], tls }));
   const port = options.curatorPort ?? CURATOR_PORT;
-  const curatorScope = new AbortController();
+  /** The running member's client, from its spawn to its exit (the etcd child's). */
+  const memberClient = new Value<(() => Promise<Etcd3>) | undefined>();
+  /** The member's client once it serves: what the consensus child waits for. */
+  const serving = new Value<Etcd3 | undefined>();
+  /** Why the control plane must start over and decide again. */
+  const restart = new Value<string>();
+  /** Stops the curator early, while etcd still serves, when the node leaves consensus. */
+  const leave = new AbortController();
 
-  const startCurator = async (etcd: Etcd3) => {
+  const etcd: Runnable = async (c) => {
+    serving.set(undefined);
+    // Made once etcd's process is spawned (runEtcdMember calls it): etcd3's
+    // code loads while etcd starts. Nothing uses the client before etcd serves.
+    let connecting: Promise<Etcd3> | undefined;
+    const connect = () => (connecting ??= connectEtcd({ endpoints: [clientUrl(etcdClientHost)], tls }));
+    const forced = member.forceNewCluster === true;
+    if (forced) c.logger.warn("recovering from a lost quorum: etcd starts as a one-member cluster from this node's data");
+    memberClient.set(connect);
+    // The owner may ask for a recovery from a lost quorum (consensus_recovery.ts)
+    // while the process runs, serving or not: recorded before the answer
+    // goes out, then the member starts over forced.
+    options.recovery?.running.set({
+      nodeId: credentials.nodeId,
+      client: connect,
+      recover: async () => {
+        member = { ...member, forceNewCluster: true };
+        saveEtcdMemberState(options.layout, member);
+        ctx.logger.warn("the owner asked for a recovery from a lost quorum: restarting etcd as a one-member cluster");
+        setTimeout(() => restart.set("recovery from a lost quorum requested"), 0);
+      },
+    });
+    try {
+      await runEtcdMember(c, {
+        ...(options.etcdBinary ? { binary: options.etcdBinary } : {}),
+        name: credentials.nodeId,
+        dataDir: options.layout.data.etcd.data,
+        tlsDir: `${options.layout.ephemeral.etcd}/tls`,
+        peerHost: membership.address,
+        clientHost: etcdClientHost,
+        ...(etcdClientHost !== membership.address ? { extraClientHosts: [membership.address] } : {}),
+        tls,
+        client: connect,
+        clusterState: member.clusterState,
+        initialCluster: member.initialCluster,
+        expectedMembers: forced ? 1 : (member.lastSeenMembers ?? member.initialCluster.length),
+        forceNewCluster: forced,
+        onReady: () => {
+          connect().then(
+            (client) => serving.set(client),
+            () => {},
+          );
+        },
+      });
+    } catch (err) {
+      if (c.signal.aborted || !leave.signal.aborted) throw err;
+      // An etcd that stops because the cluster removed its member is the leave going as planned.
+      restart.set("consensus role removed (etcd stopped once the cluster removed its member)");
+      await untilCancelled(c.signal);
+    } finally {
+      options.recovery?.running.set(undefined);
+      memberClient.set(undefined);
+      serving.set(undefined);
+      await connecting?.then(
+        (client) => client.close(),
+        () => {},
+      );
+    }
+  };
+
+  const consensus: Runnable = async (c) => {
+    const client = await serving.waitFor((e) => e !== undefined, { signal: c.signal });
+    const url = clientUrl(etcdClientHost);
+    options.localConsensus?.set({ etcd: client!, url, ca: member.ca, metrics: (signal) => fetchEtcdMetrics(url, tls, signal) });
+    try {
+      await finishPendingWrites(c, client!);
+      runBesideMember(c, client!);
+      c.signalHealthy();
+      await untilCancelled(c.signal);
+    } finally {
+      options.localConsensus?.set(undefined);
+      options.localCurator.set(undefined);
+    }
+  };
+
+  /** What a bootstrap, a restore or a recovery left to write, before any curator reads the records. */
+  const finishPendingWrites = async (c: RunContext, etcd: Etcd3) => {
+    const status = () => create(NodeStatusSchema, { externalAddress: membership.address, runningCurator: { port }, timestampMs: BigInt(Date.now()), version: VERSION });
+    const self = { id: "", name: credentials.nodeId, peerUrls: [peerUrl(membership.address)], isLearner: false };
     const restore = loadPendingRestore(options.layout);
     if (restore) {
-      // The restore's last step, before any curator reads the records: this
-      // node's own record, the others without the consensus role, then the
-      // snapshot goes.
-      const status = create(NodeStatusSchema, { externalAddress: membership.address, runningCurator: { port }, timestampMs: BigInt(Date.now()), version: VERSION });
-      const record = { id: credentials.nodeId, publicKey: rawPublicKey(credentials.publicKey), status };
-      const self = { id: "", name: credentials.nodeId, peerUrls: [peerUrl(membership.address)], isLearner: false };
+      // The restore's last step: this node's own record, the others without
+      // the consensus role, then the snapshot goes.
+      const record = { id: credentials.nodeId, publicKey: rawPublicKey(credentials.publicKey), status: status() };
       const created = await writeRestoredNode(etcd, { ...record, joinKey: restore.joinPublicKey, clusterUnlockKey: restore.clusterUnlockKey, consensusMember: consensusRole(restore.etcdCA, record, [self]) });
-      const dropped = await dropLostConsensusRoles(etcd, credentials.nodeId, ctx.logger);
+      const dropped = await dropLostConsensusRoles(etcd, credentials.nodeId, c.logger);
       clearPendingRestore(options.layout);
-      ctx.logger.info("cluster restored from the backup: this node is its only consensus member", { record: created ? "written" : "present already", dropped: dropped.join(",") || "none" });
+      c.logger.info("cluster restored from the backup: this node is its only consensus member", { record: created ? "written" : "present already", dropped: dropped.join(",") || "none" });
     }
-    if (forced) {
-      // The recovery's second half, before any curator reads the records:
-      // the others lose the consensus role, then the flag goes.
-      const dropped = await dropLostConsensusRoles(etcd, credentials.nodeId, ctx.logger);
+    if (member.forceNewCluster) {
+      // The recovery's second half: the others lose the consensus role, then the flag goes.
+      const dropped = await dropLostConsensusRoles(etcd, credentials.nodeId, c.logger);
       member = { ...member, forceNewCluster: false, initialCluster: member.initialCluster.filter((p) => p.name === credentials.nodeId), lastSeenMembers: 1 };
       saveEtcdMemberState(options.layout, member);
-      ctx.logger.info("recovered from the lost quorum: this node is etcd's only member", { dropped: dropped.join(",") || "none" });
+      c.logger.info("recovered from the lost quorum: this node is etcd's only member", { dropped: dropped.join(",") || "none" });
     }
     if (bootstrap) {
-      const status = create(NodeStatusSchema, {
-        externalAddress: membership.address,
-        runningCurator: { port },
-        timestampMs: BigInt(Date.now()),
-        version: VERSION,
-      });
-      const record = { id: credentials.nodeId, publicKey: rawPublicKey(credentials.publicKey), status };
-      const consensusMember = consensusRole(bootstrap.etcdCA, record, [
-        { id: "", name: credentials.nodeId, peerUrls: [peerUrl(membership.address)], isLearner: false },
-      ]);
+      const record = { id: credentials.nodeId, publicKey: rawPublicKey(credentials.publicKey), status: status() };
       const written = await writeBootstrapState(etcd, {
         ownerPublicKey: bootstrap.ownerPublicKey,
         unlockShareThreshold: bootstrap.unlockShareThreshold,
         clusterCA: bootstrap.clusterCA,
         etcdCA: bootstrap.etcdCA,
-        node: { ...record, joinKey: bootstrap.joinPublicKey, clusterUnlockKey: bootstrap.clusterUnlockKey, consensusMember },
+        node: { ...record, joinKey: bootstrap.joinPublicKey, clusterUnlockKey: bootstrap.clusterUnlockKey, consensusMember: consensusRole(bootstrap.etcdCA, record, [self]) },
       });
-      ctx.logger.info(written ? "cluster created: first state written" : "cluster state already present (bootstrap resumed)");
+      c.logger.info(written ? "cluster created: first state written" : "cluster state already present (bootstrap resumed)");
       clearPendingBootstrap(options.layout);
-      // Done for good: a restarted control plane must not try again.
+      // Done for good: neither a restarted group nor a restarted control plane tries again.
+      bootstrap = undefined;
       run.onBootstrapWritten();
     }
+  };
+
+  /** The curator, the member's upkeep and its status, as children of the consensus runnable. */
+  const runBesideMember = (c: RunContext, etcd: Etcd3) => {
     // The local curator is offered to the other workers once it serves and
     // knows who leads: before that, their calls would only fail and back off.
     const leadership = new Value<Leadership>();
@@ -291,14 +377,15 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
       leadership,
       ...(options.meter ? { meter: options.meter } : {}),
     });
-    ctx.run("curator", async (c) => {
-      // Stopped early, while etcd still serves, when the node leaves consensus (below).
-      const signal = AbortSignal.any([c.signal, curatorScope.signal]);
+    c.run("curator", async (cc) => {
+      if (leave.signal.aborted) return cc.signalDone();
+      // Stopped early, while etcd still serves, when the node leaves consensus.
+      const signal = AbortSignal.any([cc.signal, leave.signal]);
       await curator({
-        ...c,
+        ...cc,
         signal,
         signalHealthy: () => {
-          c.signalHealthy();
+          cc.signalHealthy();
           leadership
             .waitFor((l) => l.leader !== undefined, { signal })
             .then(() => {
@@ -308,14 +395,14 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
             .catch(() => {});
         },
       });
-      if (curatorScope.signal.aborted && !c.signal.aborted) c.signalDone();
+      if (leave.signal.aborted && !cc.signal.aborted) cc.signalDone();
     });
     // The member's database: sizes, alarms, defragmentation, a way back from NOSPACE.
-    ctx.run(
+    c.run(
       "etcd-upkeep",
       upkeepRunnable({ client: async () => etcd, quotaBytes: memberQuota(options.layout.data.etcd.data), report: (state, message) => options.board.report("etcd", state, message) }),
     );
-    ctx.run("memberstatus", async (m) => {
+    c.run("memberstatus", async (m) => {
       m.signalHealthy();
       let lastSeen = member.lastSeenMembers;
       for (;;) {
@@ -339,89 +426,27 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
   // first (internal/curator/consensus_membership.ts): stopping etcd at
   // once would take a voter away from a quorum that still counts it, and a
   // two-voter etcd would have no quorum left to remove it with.
-  let leaving = false;
-  const roleRemoved = options.roles.waitFor((r) => r !== undefined && !r.consensusMember, { signal: ctx.signal }).then(async () => {
-    leaving = true;
-    // The curator goes first, while its etcd still serves: it resigns its
-    // leadership (if it leads) rather than leaving the others to wait out its lease.
-    options.localCurator.set(undefined);
-    curatorScope.abort();
-    ctx.logger.info("consensus role removed: the curator stopped; serving as an etcd member until the cluster has removed this one");
-    const removed = await untilMemberRemoved(connect, credentials.nodeId, ctx.signal);
-    if (!removed) ctx.logger.warn(`the cluster did not remove this node's etcd member within ${LEAVE_WAIT_MS / 1000} s; stopping etcd all the same`);
-    throw new RestartRequest("consensus role removed");
-  });
-  roleRemoved.catch(() => {});
-  // The owner asked for a recovery from a lost quorum (consensus_recovery.ts):
-  // recorded before the answer goes out, then the member starts over forced.
-  let recoveryRequested!: () => void;
-  const recovery = new Promise<never>((_, reject) => {
-    recoveryRequested = () => reject(new RestartRequest("recovery from a lost quorum requested"));
-  });
-  recovery.catch(() => {});
-  options.recovery?.running.set({
-    nodeId: credentials.nodeId,
-    client: connect,
-    recover: async () => {
-      member = { ...member, forceNewCluster: true };
-      saveEtcdMemberState(options.layout, member);
-      ctx.logger.warn("the owner asked for a recovery from a lost quorum: restarting etcd as a one-member cluster");
-      setTimeout(recoveryRequested, 0);
-    },
-  });
-  let curatorFailed!: (err: Error) => void;
-  const curatorFailure = new Promise<never>((_, reject) => (curatorFailed = reject));
-  curatorFailure.catch(() => {});
-  // etcd runs in its own scope, and the control plane never returns before
-  // etcd has exited: whichever way the race below ends (cancellation, the
-  // role going, the curator failing), etcd still holds files open on /data,
-  // and PID 1 unmounts /data as soon as the tree has stopped.
-  const etcdScope = new AbortController();
-  const etcdCtx: RunContext = { ...ctx, signal: AbortSignal.any([ctx.signal, etcdScope.signal]) };
-  let etcdRun: Promise<void> | undefined;
+  options.roles
+    .waitFor((r) => r !== undefined && !r.consensusMember, { signal: ctx.signal })
+    .then(async () => {
+      // The curator goes first, while its etcd still serves: it resigns its
+      // leadership (if it leads) rather than leaving the others to wait out its lease.
+      options.localCurator.set(undefined);
+      leave.abort();
+      ctx.logger.info("consensus role removed: the curator stopped; serving as an etcd member until the cluster has removed this one");
+      const connect = () => memberClient.peek()?.() ?? Promise.reject(new Error("etcd is not running"));
+      const removed = await untilMemberRemoved(connect, credentials.nodeId, ctx.signal);
+      if (!removed) ctx.logger.warn(`the cluster did not remove this node's etcd member within ${LEAVE_WAIT_MS / 1000} s; stopping etcd all the same`);
+      restart.set("consensus role removed");
+    })
+    .catch(() => {});
+
+  ctx.runGroup({ etcd, consensus });
+  ctx.signalHealthy();
   try {
-    await Promise.race([
-      roleRemoved,
-      curatorFailure,
-      recovery,
-      // An etcd that stops because the cluster removed its member is the leave going as planned.
-      (etcdRun = runEtcdMember(etcdCtx, {
-        ...(options.etcdBinary ? { binary: options.etcdBinary } : {}),
-        name: credentials.nodeId,
-        dataDir: options.layout.data.etcd.data,
-        tlsDir: `${options.layout.ephemeral.etcd}/tls`,
-        peerHost: membership.address,
-        clientHost: etcdClientHost,
-        ...(etcdClientHost !== membership.address ? { extraClientHosts: [membership.address] } : {}),
-        tls,
-        client: connect,
-        clusterState: member.clusterState,
-        initialCluster: member.initialCluster,
-        expectedMembers: forced ? 1 : (member.lastSeenMembers ?? member.initialCluster.length),
-        forceNewCluster: forced,
-        onReady: () => {
-          connect()
-            .then((etcd) => {
-              const url = clientUrl(etcdClientHost);
-              options.localConsensus?.set({ etcd, url, ca: member.ca, metrics: (signal) => fetchEtcdMetrics(url, tls, signal) });
-              return startCurator(etcd);
-            })
-            .catch((err) => curatorFailed(new Error(`could not start the curator: ${(err as Error).message}`, { cause: err })));
-        },
-      })).catch((err: unknown) => {
-        if (leaving) throw new RestartRequest("consensus role removed (etcd stopped once the cluster removed its member)");
-        throw err;
-      }),
-    ]);
+    throw new RestartRequest(await restart.get({ signal: ctx.signal }));
   } finally {
-    options.recovery?.running.set(undefined);
     options.localCurator.set(undefined);
     options.localConsensus?.set(undefined);
-    await connecting?.then(
-      (etcd) => etcd.close(),
-      () => {},
-    );
-    etcdScope.abort();
-    await etcdRun?.catch(() => {});
   }
 }

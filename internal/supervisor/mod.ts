@@ -11,8 +11,10 @@
 //                          /    |     \
 //               controlplane  kubernetes  statuspush
 //                 /     \
-//            consensus  curator            ← consensus runs etcd through
-//                                            the process runner
+//              etcd ═ consensus            ← a group (═): etcd runs the member
+//                   /    |     \             through the process runner; its
+//            curator  upkeep  memberstatus   death restarts both, never the
+//                                            control plane above them
 //
 //   death of X (returned/threw before cancel)
 //      │
