@@ -3,11 +3,10 @@ import { mkdirSync, statSync, writeFileSync } from "node:fs";
 import { create, equals } from "@bufbuild/protobuf";
 import { SealedConfigurationSchema, type SealedConfiguration } from "../../proto/gen/api/configuration_pb.ts";
 import { Value } from "../event/mod.ts";
-import { createClusterCA, generateKeyPair } from "../pki/mod.ts";
-import { tempDir } from "../testing/mod.ts";
+import { tempDir, testCA } from "../testing/mod.ts";
 import { readSealedConfiguration, SealedConfigurationError, storageLayout, updateSealedConfiguration, writeSealedConfiguration } from "./mod.ts";
 
-const ca = createClusterCA(generateKeyPair());
+const ca = testCA().certificate;
 
 describe("readSealedConfiguration", () => {
   test("a missing file is undefined: the node has not enrolled", () => {
