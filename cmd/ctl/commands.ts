@@ -1,5 +1,5 @@
-// ctl's commands: one table, from which its parsing, help, "unknown
-// action" errors and shell completion are all generated
+// ctl's commands: one table, from which its parsing (cac reads the words),
+// help, "unknown action" errors and shell completion are all generated
 // (internal/operator/cli_*.ts). Adding an action is one entry in its
 // command's `actions`: name, arguments, one line of description, handler.
 // The handlers only wire flags to internal/operator and print the result.

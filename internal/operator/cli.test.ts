@@ -90,6 +90,18 @@ describe("parsing", () => {
     expect(usageError([])).toBe("missing command (commands: version, node, write)");
   });
 
+  test("cac reads grouped letters, --no-<switch> and a repeated flag; values stay as typed, and an unknown flag is quoted as typed", () => {
+    expect(parseCommandLine(program, ["node", "logs", "-fn", "20", "x"]).flags).toEqual({ follow: true, lines: 20 });
+    expect(parseCommandLine(program, ["node", "logs", "x", "-fn=3"]).flags).toEqual({ follow: true, lines: 3 });
+    expect(parseCommandLine(program, ["node", "list", "--no-json"]).flags).toEqual({ json: false });
+    expect(parseCommandLine(program, ["node", "logs", "x", "-n", "5", "-n", "7"]).flags).toEqual({ lines: 7 });
+    expect(usageError(["node", "logs", "x", "-n", "1e3"])).toBe("invalid value '1e3' for -n: not a positive integer (lines)");
+    expect(usageError(["node", "logs", "x", "--lines=0x10"])).toBe("invalid value '0x10' for --lines: not a positive integer (lines)");
+    expect(usageError(["--timeout", "node", "list"])).toBe("invalid value 'node' for --timeout: not a positive integer (milliseconds)");
+    expect(usageError(["node", "logs", "x", "-fz"])).toBe("unknown flag '-fz' (see 'tool node logs --help')");
+    expect(usageError(["node", "list", "--timeOut", "5"])).toBe("unknown flag '--timeOut' (did you mean '--timeout'?)");
+  });
+
   test("nearest allows about one wrong letter in three, a swap counting as one", () => {
     expect(editDistance("lsit", "list")).toBe(1);
     expect(nearest("aprove", ["approve", "list"])).toBe("approve");

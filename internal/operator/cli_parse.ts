@@ -1,24 +1,21 @@
 // Turning argv into an invocation of the tables (cli_table.ts). cac reads
 // the words: flags anywhere, as --name value, --name=value, -x value or
-// grouped (-fn 20), --no-name for false, "--" to end them. Around it, what
-// cac leaves to its caller: which command and action the words name,
-// whether each flag is one of theirs, each value checked, and every mistake
-// a UsageError of one line that quotes what was typed and, where a known
-// word is near, suggests it.
+// grouped (-fn 20), --no-name, "--". Around it, what cac leaves to its
+// caller: which command and action the words name, whether each flag is
+// theirs, each value checked, and every mistake a UsageError of one line
+// that quotes what was typed and suggests a known word near it.
 //
 //   argv ──cac, the program's flags──▶ the command and action words
 //          (an unknown flag before them; unknown command or action)
-//        ──cac, the program's flags and the action's──▶ Invocation {command, action, args, flags}
+//        ──cac, and the action's flags──▶ Invocation {command, action, args, flags}
 //          (unknown flags, values)
 //        ──checkInvocation──▶ what to run, with its arguments
 //          (missing command or action; missing, extra or unknown arguments)
 //
-// A command's and an action's own flags count from the word that names
-// them on, so the words are found with the program's flags first. cac
-// reads "1.5" as a number and "-1" as a flag; ctl quotes values as typed
-// and takes "-1" as a value (for its parser to refuse). So each word that
-// is not a flag goes to cac marked with its place in argv, which keeps it
-// text and tells where it was typed, and comes back unmarked.
+// An action's own flags count from its word on. cac reads "1.5" as a
+// number and "-1" as a flag; ctl quotes values as typed and takes "-1" as
+// a value (for its parser to refuse). So each word that is not a flag goes
+// to cac marked with its place in argv, and comes back unmarked.
 
 import { cac } from "cac";
 import { nearest } from "./nearest.ts";
@@ -38,10 +35,10 @@ export function parseCommandLine<C>(program: Program<C>, argv: readonly string[]
   const [first, second] = outer.words;
   if (first) {
     checkFlags(program, invocation, outer, first.at);
-    invocation.command = commandNamed(program, first.text);
+    invocation.command = named(program.commands, first.text);
     if (invocation.command.actions && second) {
       checkFlags(program, invocation, outer, second.at);
-      invocation.action = actionNamed(invocation.command, second.text);
+      invocation.action = named(invocation.command.actions, second.text, invocation.command.name);
     }
   }
   const inner = readWords(flagsInScope(program, invocation), argv);
@@ -93,7 +90,7 @@ export function flagsInScope<C>(program: Program<C>, invocation: Pick<Invocation
 interface Words {
   words: { text: string; at: number }[];
   values: Map<FlagSpec, unknown>;
-  flags: { at: number; word: string; typed: string; names: string[]; glued: boolean }[];
+  flagWords: { at: number; word: string; typed: string; names: string[] }[];
 }
 
 const MARK = /^\0(\d+)\0/;
@@ -110,17 +107,16 @@ function readWords(flags: readonly FlagSpec[], argv: readonly string[]): Words {
   const unmark = (value: unknown): unknown => (typeof value === "string" ? value.replace(MARK, "") : Array.isArray(value) ? value.map(unmark) : value);
   const positional = args.map((word) => ({ text: word.replace(MARK, ""), at: Number(MARK.exec(word)?.[1]) }));
   const tail = (options["--"] as string[]).map((text, i) => ({ text, at: end + 1 + i }));
-  // A switch given a value (--json=yes): cac keeps the value as a word.
-  const glued = new Set(positional.filter((w) => isFlag(argv[w.at]!)).map((w) => w.at));
   return {
-    words: [...positional.filter((w) => !glued.has(w.at)), ...tail],
+    // Not the value a switch was given (--json=yes), which cac keeps as a word.
+    words: [...positional.filter((w) => !isFlag(argv[w.at]!)), ...tail],
     values: new Map(flags.map((flag, i) => [flag, unmark(options[cli.globalCommand.options[i]!.name])])),
     // As cac names them: --no-json is json, -fn is f and n.
-    flags: argv.slice(0, end).flatMap((word, at) => {
+    flagWords: argv.slice(0, end).flatMap((word, at) => {
       if (!isFlag(word)) return [];
       const typed = word.split("=")[0]!;
       const names = typed.startsWith("--") ? [typed.slice(2).replace(/^no-/, "")] : [...typed.slice(1)];
-      return [{ at, word, typed, names, glued: glued.has(at) }];
+      return [{ at, word, typed, names }];
     }),
   };
 }
@@ -129,12 +125,13 @@ function readWords(flags: readonly FlagSpec[], argv: readonly string[]): Words {
 function checkFlags<C>(program: Program<C>, invocation: Invocation<C>, read: Words, before: number): Record<string, unknown> {
   const known = flagsInScope(program, invocation);
   const values: Record<string, unknown> = {};
-  for (const { at, word, typed, names, glued } of read.flags) {
+  for (const { at, word, typed, names } of read.flagWords) {
     if (at >= before) break;
     for (const name of names) {
       const flag = known.find((f) => f.name === name || f.short === name);
       if (!flag) throw unknownFlag(typed, name, known, program, invocation);
-      if (glued && !flag.value) throw new UsageError(`flag '${typed}' takes no value (got '${word}')`);
+      // "=value" goes to the last of grouped letters (-fn=20 is -f -n 20).
+      if (!flag.value && word.includes("=") && name === names.at(-1)) throw new UsageError(`flag '${typed}' takes no value (got '${word}')`);
       values[flag.name] = checkValue(flag, typed, read.values.get(flag));
     }
   }
@@ -159,20 +156,14 @@ function checkValue(flag: FlagSpec, typed: string, given: unknown): unknown {
   }
 }
 
-function commandNamed<C>(program: Program<C>, word: string): CommandSpec<C> {
-  const command = program.commands.find((c) => c.name === word);
-  if (command) return command;
-  const names = program.commands.map((c) => c.name);
+/** The command (or, with `command`, its action) named `word`; else what is near it, or what there is. */
+function named<T extends { name: string }>(list: readonly T[], word: string, command?: string): T {
+  const found = list.find((entry) => entry.name === word);
+  if (found) return found;
+  const names = list.map((entry) => entry.name);
   const near = nearest(word, names);
-  throw new UsageError(`unknown command '${word}' (${near ? `did you mean '${near}'?` : `commands: ${names.join(", ")}`})`);
-}
-
-function actionNamed<C>(command: CommandSpec<C> & { actions: readonly ActionSpec<C>[] }, word: string): ActionSpec<C> {
-  const action = command.actions.find((a) => a.name === word);
-  if (action) return action;
-  const names = command.actions.map((a) => a.name);
-  const near = nearest(word, names);
-  throw new UsageError(`unknown action '${word}' for ${command.name} (${near ? `did you mean '${command.name} ${near}'?` : `actions: ${names.join(", ")}`})`);
+  const kind = command ? "action" : "command";
+  throw new UsageError(`unknown ${kind} '${word}'${command ? ` for ${command}` : ""} (${near ? `did you mean '${command ? `${command} ` : ""}${near}'?` : `${kind}s: ${names.join(", ")}`})`);
 }
 
 function unknownFlag<C>(typed: string, name: string, known: readonly FlagSpec[], program: Program<C>, invocation: Invocation<C>): UsageError {

@@ -1,5 +1,5 @@
 // The tables a command line is made of: commands, their actions, and the
-// arguments and flags of each. The parser (cli_parse.ts), the help
+// arguments and flags of each. The parser (cli_parse.ts, on cac), the help
 // (cli_help.ts) and the shell completion (cli_completion.ts) are all
 // generated from them, so that adding an action is one entry in its
 // command's table:
@@ -95,8 +95,7 @@ export function usageLine(words: readonly string[], args: readonly ArgSpec[] = [
 /** The largest number a flag takes unless it says otherwise: the longest delay a timer takes, and more than any count needs. */
 export const MAX_FLAG_INTEGER = 2 ** 31 - 1;
 
-/** A flag value that must be a whole number from 1 to `max`, in `unit`. */
-/** A flag's value parser: a whole number from 0 to `max`. */
+/** A flag's value parser: a whole number from 0 to `max`, in `unit`. */
 export function wholeNumber(unit: string, max = MAX_FLAG_INTEGER): (raw: string) => number {
   return (raw) => {
     if (!/^\d+$/.test(raw)) throw new Error(`not a whole number (${unit})`);
@@ -105,6 +104,7 @@ export function wholeNumber(unit: string, max = MAX_FLAG_INTEGER): (raw: string)
   };
 }
 
+/** A flag's value parser: a whole number from 1 to `max`, in `unit`. */
 export function positiveInteger(unit: string, max = MAX_FLAG_INTEGER): (raw: string) => number {
   return (raw) => {
     if (!/^\d+$/.test(raw) || Number(raw) < 1) throw new Error(`not a positive integer (${unit})`);

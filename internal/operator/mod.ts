@@ -10,7 +10,8 @@
 //
 //   The command line (cmd/ctl/commands.ts is the table of commands and actions):
 //     argv ──cli_parse──▶ command, action, args, flags ──▶ handler
-//                │ unknown words: "did you mean" (nearest.ts)
+//            │ cac reads the words; cli_parse checks them against the table,
+//            │ quotes flags and values as typed, suggests near words (nearest.ts)
 //     the table ──cli_help──▶ help;  ──cli_completion──▶ bash and zsh scripts
 //     any error ──explain──▶ "ctl: <cause>", exit 2 (usage) or 1; hints for an
 //                            untrusted curator (an earlier cluster's credentials)
