@@ -96,7 +96,7 @@ interface Words {
 const MARK = /^\0(\d+)\0/;
 
 /** "-x", "--name", "--name=value", "-xy": not "-", "--" or "-1". */
-const isFlag = (word: string) => /^--?[^-\d]/.test(word);
+const isFlag = (word: string) => /^-(-.|[^-\d])/.test(word);
 
 function readWords(flags: readonly FlagSpec[], argv: readonly string[]): Words {
   const cli = cac();
@@ -107,12 +107,14 @@ function readWords(flags: readonly FlagSpec[], argv: readonly string[]): Words {
   const unmark = (value: unknown): unknown => (typeof value === "string" ? value.replace(MARK, "") : Array.isArray(value) ? value.map(unmark) : value);
   const positional = args.map((word) => ({ text: word.replace(MARK, ""), at: Number(MARK.exec(word)?.[1]) }));
   const tail = (options["--"] as string[]).map((text, i) => ({ text, at: end + 1 + i }));
+  // Not words: the value a switch was given (--json=yes), and a word like "-1" that no flag took as its value, an unknown flag.
+  const stray = new Set(positional.filter((w) => !isFlag(argv[w.at]!) && /^-./.test(argv[w.at]!)).map((w) => w.at));
   return {
-    // Not the value a switch was given (--json=yes), which cac keeps as a word.
-    words: [...positional.filter((w) => !isFlag(argv[w.at]!)), ...tail],
+    words: [...positional.filter((w) => !/^-./.test(argv[w.at]!)), ...tail],
     values: new Map(flags.map((flag, i) => [flag, unmark(options[cli.globalCommand.options[i]!.name])])),
     // As cac names them: --no-json is json, -fn is f and n.
     flagWords: argv.slice(0, end).flatMap((word, at) => {
+      if (stray.has(at)) return [{ at, word, typed: word, names: [word] }];
       if (!isFlag(word)) return [];
       const typed = word.split("=")[0]!;
       const names = typed.startsWith("--") ? [typed.slice(2).replace(/^no-/, "")] : [...typed.slice(1)];
