@@ -99,10 +99,13 @@ describe("parsing", () => {
     expect(usageError(["node", "logs", "x", "--lines=0x10"])).toBe("invalid value '0x10' for --lines: not a positive integer (lines)");
     expect(usageError(["--timeout", "node", "list"])).toBe("invalid value 'node' for --timeout: not a positive integer (milliseconds)");
     expect(usageError(["node", "logs", "x", "-fz"])).toBe("unknown flag '-fz' (see 'tool node logs --help')");
+    expect(usageError(["node", "logs", "x", "-n3"])).toBe("unknown flag '-n3' (see 'tool node logs --help')");
     // "-2" is a value where a flag takes one, and an unknown flag elsewhere.
     expect(usageError(["node", "logs", "x", "-2"])).toBe("unknown flag '-2' (see 'tool node logs --help')");
     expect(usageError(["node", "logs", "x", "--json", "-2"])).toBe("unknown flag '-2' (see 'tool node logs --help')");
     expect(usageError(["node", "list", "--timeOut", "5"])).toBe("unknown flag '--timeOut' (did you mean '--timeout'?)");
+    // cac would nest --config.x under --config; ctl has no such flag.
+    expect(usageError(["--config", "d", "--config.x", "1", "node", "list"])).toBe("unknown flag '--config.x' (did you mean '--config'?)");
   });
 
   test("nearest allows about one wrong letter in three, a swap counting as one", () => {

@@ -102,7 +102,13 @@ function readWords(flags: readonly FlagSpec[], argv: readonly string[]): Words {
   const cli = cac();
   for (const flag of flags) cli.option(flagUsage(flag), flag.description);
   const end = argv.includes("--") ? argv.indexOf("--") : argv.length;
-  const marked = argv.map((word, at) => (at >= end ? word : isFlag(word) ? word.replace("=", `=\0${at}\0`) : `\0${at}\0${word}`));
+  const marked = argv.map((word, at) => {
+    if (at >= end) return word;
+    if (!isFlag(word)) return `\0${at}\0${word}`;
+    // cac would nest --a.b under a (and throw if a has a value): ctl has no such flag, so none is seen as one.
+    const [name, ...value] = word.split("=");
+    return name!.replaceAll(".", "_") + (value.length ? `=\0${at}\0${value.join("=")}` : "");
+  });
   const { args, options } = cli.parse(["", "", ...marked], { run: false });
   const unmark = (value: unknown): unknown => (typeof value === "string" ? value.replace(MARK, "") : Array.isArray(value) ? value.map(unmark) : value);
   const positional = args.map((word) => ({ text: word.replace(MARK, ""), at: Number(MARK.exec(word)?.[1]) }));
@@ -129,18 +135,18 @@ function checkFlags<C>(program: Program<C>, invocation: Invocation<C>, read: Wor
   const values: Record<string, unknown> = {};
   for (const { at, word, typed, names } of read.flagWords) {
     if (at >= before) break;
-    for (const name of names) {
-      const flag = known.find((f) => f.name === name || f.short === name);
-      if (!flag) throw unknownFlag(typed, name, known, program, invocation);
+    // Every letter of a group first: -n3 is no -n with a value, but an unknown -3.
+    const given = names.map((name) => known.find((f) => f.name === name || f.short === name) ?? unknownFlag(typed, name, known, program, invocation));
+    for (const flag of given) {
       // "=value" goes to the last of grouped letters (-fn=20 is -f -n 20).
-      if (!flag.value && word.includes("=") && name === names.at(-1)) throw new UsageError(`flag '${typed}' takes no value (got '${word}')`);
+      if (!flag.value && word.includes("=") && flag === given.at(-1)) throw new UsageError(`flag '${typed}' takes no value (got '${word}')`);
       values[flag.name] = checkValue(flag, typed, read.values.get(flag));
     }
   }
   return values;
 }
 
-/** What cac gave the flag (the last, if given twice), checked and parsed. */
+/** What cac gave the flag, checked and parsed: the last value if given twice (but the first if as -n and as --lines: mri, cac's reader, merges aliases so). */
 function checkValue(flag: FlagSpec, typed: string, given: unknown): unknown {
   const raw = Array.isArray(given) ? given.at(-1) : given;
   if (!flag.value) return raw;
@@ -168,9 +174,10 @@ function named<T extends { name: string }>(list: readonly T[], word: string, com
   throw new UsageError(`unknown ${kind} '${word}'${command ? ` for ${command}` : ""} (${near ? `did you mean '${command ? `${command} ` : ""}${near}'?` : `${kind}s: ${names.join(", ")}`})`);
 }
 
-function unknownFlag<C>(typed: string, name: string, known: readonly FlagSpec[], program: Program<C>, invocation: Invocation<C>): UsageError {
+/** Refuses a flag not in scope, as typed, suggesting the nearest known one or the help to read. */
+function unknownFlag<C>(typed: string, name: string, known: readonly FlagSpec[], program: Program<C>, invocation: Invocation<C>): never {
   const near = nearest(name, known.map((f) => f.name));
   const words = [invocation.command?.name, invocation.action?.name].filter((w) => w !== undefined);
   const help = `${[program.name, ...words].join(" ")} --help`;
-  return new UsageError(`unknown flag '${typed}' (${near ? `did you mean '--${near}'?` : `see '${help}'`})`);
+  throw new UsageError(`unknown flag '${typed}' (${near ? `did you mean '--${near}'?` : `see '${help}'`})`);
 }
