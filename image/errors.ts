@@ -6,16 +6,3 @@ export class ImageBuildError extends Error {
   override name = "ImageBuildError";
 }
 
-/** A host command exited unsuccessfully; the message carries its stderr tail. */
-export class CommandError extends Error {
-  override name = "CommandError";
-  constructor(
-    message: string,
-    readonly argv: readonly string[],
-    readonly exitCode: number | null,
-    readonly stderr: string,
-    options?: ErrorOptions,
-  ) {
-    super(message, options);
-  }
-}

@@ -83,7 +83,8 @@ import { MODULE_ROOTS, stageModules } from "./modules.ts";
 
 export * from "./layout.ts";
 export { BOOT_PACKAGES, BUILD_PACKAGES, ensurePackages } from "./deps.ts";
-export { CommandError, ImageBuildError } from "./errors.ts";
+export { ImageBuildError } from "./errors.ts";
+export { CommandError } from "../internal/supervisor/mod.ts";
 export { run, type RunOptions, type RunResult } from "./exec.ts";
 export { MODULE_ROOTS } from "./modules.ts";
 export type { PartitionInfo } from "./disk.ts";

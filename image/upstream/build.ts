@@ -15,7 +15,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
-import { CommandError } from "../errors.ts";
+import { CommandError } from "../../internal/supervisor/mod.ts";
 import { run } from "../exec.ts";
 import { COMPONENTS, type Component } from "./components.ts";
 import { GO_VERSION_LINE, goEnv, UPSTREAM_DIR } from "./go.ts";

@@ -59,6 +59,7 @@ export {
   processRunnable,
   CommandError,
   type CommandOptions,
+  type CommandResult,
   ProcessExitError,
   ProcessStartError,
   PROCESS_OUTPUT_NAME,

@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { readdirSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync, realpathSync } from "node:fs";
 import { join, relative } from "node:path";
 import { captureLogger } from "../log/mod.ts";
-import { eventually } from "../testing/mod.ts";
+import { eventually, tempDir } from "../testing/mod.ts";
 import { processRunnable, supervise, untilCancelled, type Supervisor } from "./mod.ts";
 
 const TEST_BACKOFF = { initialMs: 20, multiplier: 1.5, maxMs: 200, jitter: 0 };
@@ -127,6 +127,36 @@ describe("runCommand", () => {
     const failure = runCommand(["sh", "-c", "echo 'device is busy' >&2; exit 5"]);
     await expect(failure).rejects.toBeInstanceOf(CommandError);
     await expect(failure).rejects.toThrow("sh -c echo 'device is busy' >&2; exit 5 failed with exit code 5: device is busy");
+  });
+
+  test("a node's command gets PATH alone; a host command (inheritEnv) gets this process's environment plus what it adds, in its cwd", async () => {
+    const { runCommand } = await import("./mod.ts");
+    process.env.NODECORE_RUNNER_TEST = "inherited";
+    try {
+      const bare = await runCommand(["sh", "-c", "echo \"[$NODECORE_RUNNER_TEST]\""]);
+      expect(bare.stdout).toBe("[]\n");
+      using dir = tempDir();
+      const host = await runCommand(["sh", "-c", "echo \"$NODECORE_RUNNER_TEST $ADDED $(pwd)\""], { inheritEnv: true, env: { ADDED: "added" }, cwd: dir.path });
+      expect(host.stdout).toBe(`inherited added ${realpathSync(dir.path)}\n`);
+    } finally {
+      delete process.env.NODECORE_RUNNER_TEST;
+    }
+  });
+
+  test("exit codes named as success return their code; stdout can go to a file", async () => {
+    const { runCommand } = await import("./mod.ts");
+    expect((await runCommand(["sh", "-c", "exit 1"], { okExitCodes: [0, 1] })).exitCode).toBe(1);
+    using dir = tempDir();
+    const file = join(dir.path, "out");
+    const result = await runCommand(["sh", "-c", "echo to the file"], { stdoutFile: file });
+    expect(result.stdout).toBe("");
+    expect(readFileSync(file, "utf8")).toBe("to the file\n");
+  });
+
+  test("a command that cannot start is a ProcessStartError naming it, not a CommandError", async () => {
+    const { runCommand, ProcessStartError } = await import("./mod.ts");
+    await expect(runCommand(["/nonexistent/tool"])).rejects.toBeInstanceOf(ProcessStartError);
+    await expect(runCommand(["/nonexistent/tool"])).rejects.toThrow("could not start /nonexistent/tool: no such executable");
   });
 
   test("the reaper can tell bun's children from orphans while they run", async () => {

@@ -298,6 +298,7 @@ export class CommandError extends Error {
   override name = "CommandError";
   constructor(
     message: string,
+    readonly argv: readonly string[],
     readonly exitCode: number | null,
     readonly stdout: string,
     readonly stderr: string,
@@ -309,28 +310,54 @@ export class CommandError extends Error {
 export interface CommandOptions {
   /** Written to the command's standard input, then closed. */
   stdin?: Uint8Array | string;
+  /**
+   * The command's environment: by default PATH alone (a node's tools need
+   * nothing else); with inheritEnv, added to this process's own.
+   */
   env?: Record<string, string>;
+  /** Start from this process's environment: host tools (the image build, the launcher) need HOME, GOPATH and the like. */
+  inheritEnv?: boolean;
+  cwd?: string;
   signal?: AbortSignal;
   /** Lines the command prints go here at debug level. */
   logger?: Logger;
+  /** Write stdout to this file instead of collecting it. */
+  stdoutFile?: string;
+  /** Let the command write to this process's stdout and stderr (long installs show progress); nothing is collected. */
+  inherit?: boolean;
+  /** Exit codes that count as success (default: only 0). */
+  okExitCodes?: readonly number[];
 }
 
+export interface CommandResult {
+  stdout: string;
+  stderr: string;
+  exitCode: number;
+}
+
+/** How much of a failed command's output goes into the error message. */
+const OUTPUT_TAIL_CHARS = 2000;
+
 /**
- * Runs a command to completion (mkfs, cryptsetup, ...) and returns its
- * output. Throws CommandError, with the command's stderr, if it fails; a
- * cancelled signal kills it.
+ * Runs a command to completion (mkfs, cryptsetup, the image build's tools,
+ * ...) and returns its output: the project's one way to do so. Throws
+ * ProcessStartError if it cannot start, CommandError with the command's
+ * output if it exits with a code not counted as success; a cancelled
+ * signal kills it.
  */
-export async function runCommand(argv: readonly string[], options: CommandOptions = {}): Promise<{ stdout: string; stderr: string }> {
+export async function runCommand(argv: readonly string[], options: CommandOptions = {}): Promise<CommandResult> {
   options.signal?.throwIfAborted();
   const [command = ""] = argv;
+  const env = options.inheritEnv ? { ...process.env, ...options.env } : (options.env ?? { PATH: DEFAULT_PATH });
   let child;
   try {
     child = track(
-      Bun.spawn(tiedToThisProcess(command, argv.slice(1), options.env?.PATH), {
-        env: options.env ?? { PATH: DEFAULT_PATH },
+      Bun.spawn(tiedToThisProcess(command, argv.slice(1), env.PATH ?? DEFAULT_PATH), {
+        cwd: options.cwd,
+        env,
         stdin: options.stdin === undefined ? "ignore" : "pipe",
-        stdout: "pipe",
-        stderr: "pipe",
+        stdout: options.inherit ? "inherit" : options.stdoutFile ? Bun.file(options.stdoutFile) : "pipe",
+        stderr: options.inherit ? "inherit" : "pipe",
       }),
     );
   } catch (err) {
@@ -344,17 +371,17 @@ export async function runCommand(argv: readonly string[], options: CommandOption
   options.signal?.addEventListener("abort", onAbort, { once: true });
   try {
     const [stdout, stderr, exitCode] = await Promise.all([
-      new Response(child.stdout).text(),
-      new Response(child.stderr).text(),
+      child.stdout instanceof ReadableStream ? new Response(child.stdout).text() : "",
+      child.stderr instanceof ReadableStream ? new Response(child.stderr).text() : "",
       child.exited,
     ]);
     for (const line of `${stdout}${stderr}`.split("\n")) if (line) options.logger?.debug(line, { command });
     options.signal?.throwIfAborted();
-    if (exitCode !== 0) {
-      const detail = stderr.trim() || stdout.trim() || "no output";
-      throw new CommandError(`${argv.join(" ")} failed with exit code ${exitCode}: ${detail}`, exitCode, stdout, stderr);
+    if (!(options.okExitCodes ?? [0]).includes(exitCode)) {
+      const detail = (stderr.trim() || stdout.trim() || "no output").slice(-OUTPUT_TAIL_CHARS);
+      throw new CommandError(`${argv.join(" ")} failed with exit code ${exitCode}: ${detail}`, argv, exitCode, stdout, stderr);
     }
-    return { stdout, stderr };
+    return { stdout, stderr, exitCode };
   } finally {
     options.signal?.removeEventListener("abort", onAbort);
   }

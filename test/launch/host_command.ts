@@ -1,14 +1,14 @@
-// Running host commands for the launcher (ip, dnsmasq, cp). The image
-// builder's run() already spawns, collects output and turns a failed exit
-// into a CommandError that says what failed and why; the launcher uses it
-// and adds only the synchronous form teardown needs.
+// Running host commands for the launcher (ip, dnsmasq, cp), through the
+// project's one command runner (image/exec.ts's run: the supervisor's
+// runCommand with this process's environment); this file adds only the
+// synchronous form teardown needs.
 
 import { run, type RunOptions, type RunResult } from "../../image/mod.ts";
 
 export type HostCommandOptions = Pick<RunOptions, "stdin" | "cwd" | "okExitCodes">;
 export type HostCommandResult = RunResult;
 
-/** Runs argv to completion; throws the image builder's CommandError unless it exits with an ok code. */
+/** Runs argv to completion; throws CommandError unless it exits with an ok code. */
 export function runHostCommand(argv: readonly string[], options: HostCommandOptions = {}): Promise<HostCommandResult> {
   return run(argv, options);
 }
