@@ -134,13 +134,13 @@ export interface ImageManifest {
 
 export interface BuildImageOptions {
   /** The bun-compiled node init (default: <repo>/out/init). */
-  init?: string;
+  init?: string | undefined;
   /** Default: <repo>/out/image. */
-  outDir?: string;
+  outDir?: string | undefined;
   /** Default: <repo>/.cache/image. */
   cacheDir?: string;
   /** Default: vmlinux (PVH boot, no decompression in the guest). */
-  kernelFormat?: KernelFormat;
+  kernelFormat?: KernelFormat | undefined;
   /** Install missing Debian packages (default: true). */
   installPackages?: boolean;
   /** The upstream system tree (default: <repo>/out/system, laid out by bun run build). */

@@ -42,7 +42,7 @@ export interface JoinOptions {
   storage: DataStorage;
   logger: Logger;
   signal: AbortSignal;
-  curatorPort?: number;
+  curatorPort?: number | undefined;
 }
 
 /** Answers that mean the cluster will not let this node in, whichever curator is asked. */

@@ -50,7 +50,7 @@ export interface RegisterOptions {
   storage: DataStorage;
   logger: Logger;
   signal: AbortSignal;
-  curatorPort?: number;
+  curatorPort?: number | undefined;
 }
 
 /**

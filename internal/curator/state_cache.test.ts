@@ -49,7 +49,7 @@ async function setVersion(version: string): Promise<void> {
   });
 }
 
-const versionIn = (snapshot: { node(id: string): { status?: { version: string } } | undefined }) => snapshot.node(cluster.node.id)?.status?.version;
+const versionIn = (snapshot: { node(id: string): { status?: { version: string } | undefined } | undefined }) => snapshot.node(cluster.node.id)?.status?.version;
 
 /** Writes a new register ticket into the cluster record, straight to etcd. */
 async function setTicket(ticket: Uint8Array): Promise<void> {

@@ -38,7 +38,7 @@ interface Subscriber {
   nodeId: string | undefined;
   queue: NodeEvent[];
   failure?: Error;
-  wake?: () => void;
+  wake?: (() => void) | undefined;
 }
 
 interface Running {

@@ -106,6 +106,11 @@ export function bindingObject(spec: ClusterRoleBindingSpec) {
 export type ReconcileAction = "created" | "unchanged" | "replaced";
 
 /** HTTP status of a client-node error, if it has one. */
+/** A replacement's resourceVersion: the one the existing object has, so that a concurrent change fails the replace instead of being lost. */
+function sameVersion(metadata: { resourceVersion?: string | undefined } | undefined): { resourceVersion?: string } {
+  return metadata?.resourceVersion !== undefined ? { resourceVersion: metadata.resourceVersion } : {};
+}
+
 function statusOf(error: unknown): number | undefined {
   const code = (error as { code?: unknown }).code;
   return typeof code === "number" ? code : undefined;
@@ -146,7 +151,7 @@ export async function reconcile(server: string, pki: KubernetesPKI): Promise<Rec
     await rbac.createClusterRole({ body: role });
     done[DNS_ROLE] = "created";
   } else if (JSON.stringify(existingRole.rules?.map((r) => ({ apiGroups: r.apiGroups, resources: r.resources, verbs: r.verbs }))) !== JSON.stringify(DNS_ROLE_RULES)) {
-    await rbac.replaceClusterRole({ name: DNS_ROLE, body: { ...role, metadata: { ...role.metadata, resourceVersion: existingRole.metadata?.resourceVersion } } });
+    await rbac.replaceClusterRole({ name: DNS_ROLE, body: { ...role, metadata: { ...role.metadata, ...sameVersion(existingRole.metadata) } } });
     done[DNS_ROLE] = "replaced";
   } else {
     done[DNS_ROLE] = "unchanged";
@@ -257,7 +262,7 @@ export async function reconcileDns(server: string, pki: KubernetesPKI, workers: 
   } else {
     const now = JSON.stringify((existing.endpoints ?? []).map((e) => [e.addresses, e.nodeName]));
     if (now !== JSON.stringify(wanted.endpoints.map((e) => [e.addresses, e.nodeName]))) {
-      await discovery.replaceNamespacedEndpointSlice({ namespace, name: slice, body: { ...wanted, metadata: { ...wanted.metadata, resourceVersion: existing.metadata?.resourceVersion } } });
+      await discovery.replaceNamespacedEndpointSlice({ namespace, name: slice, body: { ...wanted, metadata: { ...wanted.metadata, ...sameVersion(existing.metadata) } } });
       changed.push(`EndpointSlice ${slice}: ${wanted.endpoints.map((e) => `${e.nodeName}=${e.addresses[0]}`).join(" ") || "no workers"}`);
     }
   }

@@ -140,7 +140,7 @@ class ConsolaLogger implements Logger {
 
 export interface LoggerOptions {
   /** Output form on stderr; "none" writes only to sinks. Default: from NODECORE_LOG_FORMAT, else text. */
-  format?: LogFormat | "none";
+  format?: LogFormat | "none" | undefined;
   level?: Level;
   /** Further receivers of every entry (tests, the node's recent-log ring). */
   sinks?: LogSink[];
@@ -167,7 +167,7 @@ const NOTE_AFTER_MS = 10_000;
 
 /** `write` limited by `budget`; see OutputBudget. */
 export function budgeted(write: LogSink, budget: OutputBudget, now: () => number = Date.now): LogSink {
-  const buckets = new Map<string, { tokens: number; at: number; held: number; timer?: ReturnType<typeof setTimeout> }>();
+  const buckets = new Map<string, { tokens: number; at: number; held: number; timer?: ReturnType<typeof setTimeout> | undefined }>();
   const note = (component: string) => {
     const bucket = buckets.get(component);
     if (!bucket || bucket.held === 0) return;

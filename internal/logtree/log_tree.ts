@@ -36,7 +36,7 @@ export interface LogFilter {
   path: string;
   /** Also the components below path. */
   subtree: boolean;
-  minLevel?: Level;
+  minLevel?: Level | undefined;
 }
 
 export function matches(filter: LogFilter, entry: Pick<TreeEntry, "path" | "level">): boolean {
@@ -119,7 +119,7 @@ interface Follower {
   filter: LogFilter;
   queue: TreeEntry[];
   dropped: number;
-  wake?: () => void;
+  wake?: (() => void) | undefined;
 }
 
 export interface LogTreeOptions {

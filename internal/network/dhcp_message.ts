@@ -77,7 +77,7 @@ export interface DhcpOptions {
   requestedAddress?: string;
   /** Seconds; 0xffffffff means infinite. */
   leaseSeconds?: number;
-  serverId?: string;
+  serverId?: string | undefined;
   parameterRequestList?: number[];
   /** A server's explanation, usually with a NAK. */
   message?: string;

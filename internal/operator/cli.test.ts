@@ -123,7 +123,7 @@ describe("help and completion", () => {
     const logs = helpText(program, parseCommandLine(program, ["node", "logs", "-h"]));
     expect(logs).toContain("Usage: tool node logs <node id> [path] [flags]");
     expect(logs).toMatch(/-n, --lines <N> +Backlog/);
-    expect(helpText(program, { command: undefined })).toMatch(/^ {2}node <action> +Nodes: list, logs, roles$/m);
+    expect(helpText(program, {})).toMatch(/^ {2}node <action> +Nodes: list, logs, roles$/m);
   });
 
   /** What bash offers after `words` (the last one is being typed). */

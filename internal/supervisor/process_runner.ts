@@ -228,7 +228,7 @@ export async function runProcess(ctx: RunContext, options: ProcessOptions): Prom
   try {
     child = track(
       Bun.spawn(tiedToThisProcess(command, args), {
-        cwd: options.cwd,
+        ...(options.cwd !== undefined ? { cwd: options.cwd } : {}),
         env: options.env ?? {},
         stdin: "ignore",
         stdout: "pipe",
@@ -318,7 +318,7 @@ export interface CommandOptions {
   /** Start from this process's environment: host tools (the image build, the launcher) need HOME, GOPATH and the like. */
   inheritEnv?: boolean;
   cwd?: string;
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
   /** Lines the command prints go here at debug level. */
   logger?: Logger;
   /** Write stdout to this file instead of collecting it. */
@@ -348,12 +348,12 @@ const OUTPUT_TAIL_CHARS = 2000;
 export async function runCommand(argv: readonly string[], options: CommandOptions = {}): Promise<CommandResult> {
   options.signal?.throwIfAborted();
   const [command = ""] = argv;
-  const env = options.inheritEnv ? { ...process.env, ...options.env } : (options.env ?? { PATH: DEFAULT_PATH });
+  const env: Record<string, string> = options.inheritEnv ? { ...(process.env as Record<string, string>), ...options.env } : (options.env ?? { PATH: DEFAULT_PATH });
   let child;
   try {
     child = track(
       Bun.spawn(tiedToThisProcess(command, argv.slice(1), env.PATH ?? DEFAULT_PATH), {
-        cwd: options.cwd,
+        ...(options.cwd !== undefined ? { cwd: options.cwd } : {}),
         env,
         stdin: options.stdin === undefined ? "ignore" : "pipe",
         stdout: options.inherit ? "inherit" : options.stdoutFile ? Bun.file(options.stdoutFile) : "pipe",
