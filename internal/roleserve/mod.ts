@@ -42,13 +42,11 @@
 //    from a backup are recorded on the data partition before they act, and
 //    finish on the control plane's next start if cut short.
 
-import { create } from "@bufbuild/protobuf";
-import { ClusterDirectorySchema, type ClusterDirectory, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
+import type { ClusterDirectory, NodeRoles } from "../../proto/gen/common/common_pb.ts";
 import type { SealedConfiguration } from "../../proto/gen/api/configuration_pb.ts";
 import type { Node } from "../../proto/gen/curator/curator_pb.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
-import { CURATOR_PORT, CuratorPool, endpointsOfDirectory, formatEndpoint, sameAddress } from "../curator/client/mod.ts";
-import { Value, followValues } from "../event/mod.ts";
+import { Value } from "../event/mod.ts";
 import type { StorageLayout } from "../localstorage/mod.ts";
 import { untilCancelled, type Runnable } from "../supervisor/mod.ts";
 import type { CuratorConnection } from "./curator_connection.ts";
@@ -60,6 +58,7 @@ import { ETCD_BINARY, etcdutlBeside } from "../consensus/mod.ts";
 import type { NodeMetrics } from "../metrics/mod.ts";
 import type { DataStorage } from "../cluster/mod.ts";
 import { kubernetesWorker, type RuntimeSetup } from "./worker_kubernetes.ts";
+import { curatorConnectionWorker } from "./worker_curatorconnection.ts";
 import { roleFetchWorker } from "./worker_rolefetch.ts";
 import { statusPushWorker } from "./worker_statuspush.ts";
 import { heartbeatWorker } from "./worker_heartbeat.ts";
@@ -70,6 +69,7 @@ export { withCurator, type CuratorConnection, type CuratorClient } from "./curat
 export { nodeCallReporter, type NodeManagementReport } from "./report_calls.ts";
 export { ServiceBoard } from "./service_status.ts";
 export { controlPlaneWorker, type LocalConsensus, type LocalCurator, type ControlPlaneOptions } from "./worker_controlplane.ts";
+export { curatorConnectionWorker, type CuratorConnectionOptions } from "./worker_curatorconnection.ts";
 export { roleFetchWorker, type RoleFetchOptions } from "./worker_rolefetch.ts";
 export { statusPushWorker, type StatusPushOptions } from "./worker_statuspush.ts";
 export { heartbeatWorker, type HeartbeatOptions } from "./worker_heartbeat.ts";
@@ -143,45 +143,6 @@ export function newRoleServerValues(): RoleServerValues {
   };
 }
 
-/**
- * The curator-connection worker: the local curator first (when it runs),
- * then every other curator of the directory.
- */
-function curatorConnectionWorker(options: RoleServerOptions, values: RoleServerValues): Runnable {
-  return async (ctx) => {
-    const membership = await options.membership.get({ signal: ctx.signal });
-    const { credentials } = membership;
-    const port = options.curatorPort ?? CURATOR_PORT;
-    values.directory.set(membership.directory ?? create(ClusterDirectorySchema));
-    let local = values.localCurator.peek();
-    let directory = values.directory.peek()!;
-    let last = "";
-    const pool = new CuratorPool({ ca: credentials.ca, certificate: credentials.certificate, privateKey: credentials.privateKey });
-    ctx.signalHealthy();
-    const publish = () => {
-      const own = { host: membership.address, port };
-      const remote = endpointsOfDirectory(directory, port).filter((e) => !sameAddress(e, own));
-      const endpoints = local ? [local.endpoint, ...remote] : remote;
-      const summary = endpoints.map(formatEndpoint).join(",");
-      if (summary === last || endpoints.length === 0) return;
-      ctx.logger.info("curators", { endpoints: summary });
-      pool.retain(endpoints);
-      values.connection.set({ endpoints, pool });
-      last = summary;
-    };
-    try {
-      publish();
-      for await (const change of followValues({ local: values.localCurator, directory: values.directory }, ctx.signal)) {
-        if (change.key === "local") local = change.value;
-        else directory = change.value;
-        publish();
-      }
-    } finally {
-      pool.close();
-    }
-  };
-}
-
 /** The Role Server runnable. */
 export function roleServer(options: RoleServerOptions, values: RoleServerValues = newRoleServerValues()): Runnable {
   const bootMs = options.bootMs ?? Date.now();
@@ -205,7 +166,16 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
         ...(options.metrics ? { meter: options.metrics.meter } : {}),
       }),
     );
-    ctx.run("curatorconnection", curatorConnectionWorker(options, values));
+    ctx.run(
+      "curatorconnection",
+      curatorConnectionWorker({
+        membership: options.membership,
+        localCurator: values.localCurator,
+        directory: values.directory,
+        connection: values.connection,
+        curatorPort: options.curatorPort,
+      }),
+    );
     ctx.run("rolefetch", roleFetchWorker({ membership: options.membership, connection: values.connection, roles: values.roles, directory: values.directory, nodes: values.nodes }));
     ctx.run(
       "statuspush",
