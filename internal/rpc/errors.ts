@@ -63,6 +63,12 @@ export class ResourceExhaustedError extends DomainError {
   readonly code = Status.RESOURCE_EXHAUSTED;
 }
 
+/** The method exists in the service, but this server does not serve it (partialService's answer). */
+export class UnimplementedError extends DomainError {
+  override name = "UnimplementedError";
+  readonly code = Status.UNIMPLEMENTED;
+}
+
 /** The status a thrown error becomes on the wire. Unknown errors are INTERNAL. */
 export function toStatus(err: unknown): { code: Status; details: string; trailers?: Readonly<Record<string, string>> } {
   if (err instanceof DomainError) return { code: err.code, details: err.message, trailers: err.trailers };

@@ -46,7 +46,7 @@ export {
   type ServiceImpl,
   type ServicePolicy,
 } from "./service.ts";
-export { partialService, UnimplementedError } from "./partial_service.ts";
+export { partialService } from "./partial_service.ts";
 export {
   DomainError,
   AbortedError,
@@ -58,6 +58,7 @@ export {
   FailedPreconditionError,
   UnavailableError,
   ResourceExhaustedError,
+  UnimplementedError,
   RpcError,
   Status,
   toStatus,

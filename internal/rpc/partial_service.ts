@@ -7,17 +7,8 @@
 // to answer.
 
 import type { DescService } from "@bufbuild/protobuf";
-import { DomainError, Status } from "./errors.ts";
+import { UnimplementedError } from "./errors.ts";
 import type { ServiceImpl } from "./service.ts";
-
-/**
- * The method exists in the service but this server does not serve it.
- * (Here rather than in errors.ts because only partialService throws it.)
- */
-export class UnimplementedError extends DomainError {
-  override name = "UnimplementedError";
-  readonly code = Status.UNIMPLEMENTED;
-}
 
 /**
  * A full implementation of `service` from `impl`: every method that `impl`
