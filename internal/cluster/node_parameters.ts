@@ -2,7 +2,7 @@
 // every way they can be wrong named. (The sealed configuration has its home
 // in localstorage.)
 
-import { MAX_UNLOCK_SHARE_THRESHOLD } from "../coldstart/threshold.ts";
+import { MAX_UNLOCK_SHARE_THRESHOLD } from "../coldstart/mod.ts";
 import { existsSync, readFileSync } from "node:fs";
 import { X509Certificate } from "node:crypto";
 import { fromBinary } from "@bufbuild/protobuf";
@@ -11,7 +11,7 @@ import {
   type NodeParameters,
 } from "../../proto/gen/api/configuration_pb.ts";
 import type { Logger } from "../log/mod.ts";
-import { snapshotIntegrity } from "../backup/format.ts";
+import { snapshotIntegrity } from "../backup/mod.ts";
 import { timeServersProblem } from "../clock/mod.ts";
 
 /** The qemu fw_cfg entry name (qemu -fw_cfg name=dev.nodecore/parameters.pb,file=...). */

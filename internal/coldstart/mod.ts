@@ -32,7 +32,7 @@ export { SHARE_HOLDER_PORT, shareHolderRunnable, type ShareHolderOptions } from 
 export { dialShareHolder, gatherShares, peersOf, SHARE_CALL_TIMEOUT_MS, type GatherResult, type Peer, type ShareClientTls } from "./client.ts";
 export { shareHolderService, isConsensusMember, SHARE_HOLDER_POLICY } from "./service.ts";
 export { dropShares, holdShare, readHeldShares, sharesHeldFor, HeldSharesError } from "./held_shares.ts";
-export { defaultThreshold, describeColdStart, effectiveThreshold } from "./threshold.ts";
+export { defaultThreshold, describeColdStart, effectiveThreshold, MAX_UNLOCK_SHARE_THRESHOLD } from "./threshold.ts";
 export {
   combineShares,
   openAsHolder,

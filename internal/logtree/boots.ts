@@ -17,7 +17,7 @@
 
 import { existsSync, readdirSync, readFileSync, renameSync } from "node:fs";
 import { join } from "node:path";
-import { writeFileDurably } from "../localstorage/durable_file.ts";
+import { writeFileDurably } from "../localstorage/mod.ts";
 import type { Level } from "../log/mod.ts";
 import type { LogTree, TreeEntry } from "./log_tree.ts";
 
