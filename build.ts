@@ -22,7 +22,7 @@
 
 import { $, type BunPlugin } from "bun";
 import { mkdirSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 import protobuf from "protobufjs";
 import pkg from "./package.json";
 import { buildUpstream, stageSystemTree, UpstreamBuildError, type ExtraFile } from "./image/upstream/mod.ts";
@@ -109,13 +109,20 @@ export async function generateProtos(): Promise<void> {
   await $`${join(BIN, "buf")} generate proto --template proto/buf.gen.yaml`.cwd(ROOT).env({ ...process.env, PATH: `${BIN}:${process.env.PATH}` });
 }
 
-async function gitRevision(): Promise<string> {
+export async function gitRevision(): Promise<string> {
   const result = await $`git rev-parse --short HEAD`.cwd(ROOT).quiet().nothrow();
   return result.exitCode === 0 ? result.stdout.toString().trim() : "unknown";
 }
 
-export async function compile(name: keyof typeof BINARIES, version: string): Promise<string> {
-  const outfile = join(OUT, name);
+export interface CompileOptions {
+  /** Where the executable goes (default: out/<name>). */
+  outfile?: string;
+  /** A named test fault compiled in (internal/version TEST_FAULTS): only for test builds of a deliberately broken version. */
+  testFault?: string;
+}
+
+export async function compile(name: keyof typeof BINARIES, version: string, options: CompileOptions = {}): Promise<string> {
+  const outfile = options.outfile ?? join(OUT, name);
   const started = performance.now();
   const result = await Bun.build({
     entrypoints: [join(ROOT, BINARIES[name])],
@@ -125,7 +132,7 @@ export async function compile(name: keyof typeof BINARIES, version: string): Pro
     minify: true,
     bytecode: true,
     sourcemap: "none",
-    define: { NODECORE_VERSION: JSON.stringify(version) },
+    define: { NODECORE_VERSION: JSON.stringify(version), NODECORE_TEST_FAULT: JSON.stringify(options.testFault ?? "") },
     plugins: [inlineEtcdProtos],
   });
   if (!result.success) {
@@ -133,14 +140,19 @@ export async function compile(name: keyof typeof BINARIES, version: string): Pro
     throw new Error(`build: compiling ${name} failed`);
   }
   const size = Bun.file(outfile).size;
-  console.log(`build: out/${name} ${(size / 1e6).toFixed(1)} MB in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  console.log(`build: ${relative(ROOT, outfile)} ${(size / 1e6).toFixed(1)} MB in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   return outfile;
+}
+
+/** The version a plain build stamps in: package.json's, with the commit as build metadata ("0.1.0+e058e45"). */
+export async function defaultVersion(): Promise<string> {
+  return `${pkg.version}+${await gitRevision()}`;
 }
 
 export async function build(): Promise<void> {
   mkdirSync(OUT, { recursive: true });
   await generateProtos();
-  const version = `${pkg.version}+${await gitRevision()}`;
+  const version = await defaultVersion();
   for (const name of Object.keys(BINARIES) as (keyof typeof BINARIES)[]) await compile(name, version);
   await buildSystemTree();
 }

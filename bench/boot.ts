@@ -85,7 +85,7 @@ async function floorBoot(): Promise<Timings> {
   await cloneDisk(paths.disk, disk);
   log.info("booting the floor (stand-in init that powers off at once)");
   const started = performance.now();
-  const result = await bootAndWatch(qemuArgs({ kernel: paths.kernel, initramfs: paths.initramfs, disk, cpus }), { until: () => false, timeoutMs: FLOOR_TIMEOUT_MS });
+  const result = await bootAndWatch(qemuArgs({ kernel: paths.kernel, initramfs: paths.initramfs, disk, cpus, cmdline: manifest.cmdline }), { until: () => false, timeoutMs: FLOOR_TIMEOUT_MS });
   const exitedMs = performance.now() - started;
   rmSync(disk, { force: true });
   if (result.timedOut || !result.lines.some((l) => FLOOR_LINE.test(l.text))) throw new Error(`the floor boot did not power off by itself: ${result.lines.slice(-5).map((l) => l.text).join(" | ")}`);

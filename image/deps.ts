@@ -15,12 +15,13 @@ export const BUILD_PACKAGES = [
   "libseccomp-dev", // runc's seccomp support, linked statically (image/upstream)
   "pkg-config", // how runc's build finds libseccomp
   "e2fsprogs", // mke2fs/e2fsck, shipped in the initramfs
-  "cryptsetup-bin", // cryptsetup, shipped in the initramfs
+  "cryptsetup-bin", // cryptsetup and veritysetup, shipped in the initramfs; veritysetup also builds the system image's hash tree
   "nftables", // nft, shipped in the initramfs for kube-proxy
   "chrony", // chronyd, shipped in the initramfs for time sync
   "busybox-static", // the busybox container image, and the kubelet's mount/umount
   "squashfs-tools", // mksquashfs: the system image
   "dosfstools", // mkfs.vfat for the ESP
+  "mtools", // mcopy: slot a's boot files onto the ESP, without mounting it
   "gdisk", // sgdisk for the GPT
 ] as const;
 

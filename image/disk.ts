@@ -1,15 +1,17 @@
-// The disk template: a sparse raw image with a GPT and two partitions.
+// The disk template: a sparse raw image with a GPT and four partitions
+// (layout.ts draws them): the ESP, two system slots and DATA.
 //
-//   0        1 MiB                 65 MiB                              1 GiB
-//   ├─ GPT ──┼─ 1 "ESP" (FAT32) ────┼─ 2 "DATA" (empty) ─────────────────┼─ backup GPT
-//
-// The ESP is made in a separate file with mkfs.vfat -C and copied into
-// place (no loop devices, no root-only tooling); only its non-zero chunks are
-// written, so the image stays sparse. DATA stays empty: the node formats it
-// (LUKS2, ext4) at first boot. GUIDs, the volume id and mkfs.vfat's
-// --invariant make the template reproducible; launchers copy it per node.
+// The ESP is made in a separate file with mkfs.vfat -C, filled with mtools
+// from a staged tree (the boot record and slot a's boot files), and copied
+// into place (no loop devices, no root-only tooling); slot a's system image
+// is copied into SYSTEM-A. Only non-zero chunks are written, so the image
+// stays sparse. SYSTEM-B stays empty until the node's first update; DATA
+// stays empty until the node formats it (LUKS2, ext4) at first boot.
+// GUIDs, the volume id, mkfs.vfat's --invariant and the staged tree's fixed
+// times (mcopy -m) make the template reproducible; launchers copy it per node.
 
-import { closeSync, openSync, readSync, renameSync, rmSync, truncateSync, writeFileSync, writeSync } from "node:fs";
+import { closeSync, openSync, readdirSync, readSync, renameSync, rmSync, statSync, truncateSync, utimesSync, writeFileSync, writeSync } from "node:fs";
+import { join } from "node:path";
 import { ImageBuildError } from "./errors.ts";
 import { run } from "./exec.ts";
 import {
@@ -29,7 +31,15 @@ import {
   ESP_VOLUME_ID,
   PARTITION_ALIGN_BYTES,
   SECTOR_BYTES,
+  SYSTEM_A_PARTITION_GUID,
+  SYSTEM_A_PARTITION_NUMBER,
+  SYSTEM_A_START_BYTES,
+  SYSTEM_B_PARTITION_GUID,
+  SYSTEM_B_PARTITION_NUMBER,
+  SYSTEM_B_START_BYTES,
+  SYSTEM_SLOT_SIZE_BYTES,
 } from "./layout.ts";
+import { SYSTEM_PARTITION_NAMES } from "../internal/localstorage/mod.ts";
 
 /** Chunk size for copying the ESP: all-zero chunks are skipped (left sparse). */
 const COPY_CHUNK_BYTES = 64 * 1024;
@@ -66,24 +76,46 @@ function copySparse(src: string, fd: number, offset: number): void {
   }
 }
 
+/** The FAT times of everything the template's ESP holds: 1980-01-01, FAT's first day. */
+const FIXED_TIME = new Date("1980-01-01T00:00:00Z");
+
+/** Gives every file and directory below dir (dir included) FIXED_TIME, so that mcopy -m copies the same bytes every build. */
+function fixTimes(dir: string): void {
+  for (const name of readdirSync(dir, { recursive: true, encoding: "utf8" })) utimesSync(join(dir, name), FIXED_TIME, FIXED_TIME);
+  utimesSync(dir, FIXED_TIME, FIXED_TIME);
+}
+
+export interface DiskContents {
+  /** A directory whose top-level entries are copied to the ESP's root (nodecore/: the boot record, slot a's files). */
+  espTree: string;
+  /** Slot a's system partition contents (system image and hash tree), copied to the start of SYSTEM-A. */
+  systemA: string;
+}
+
 /** Builds the disk template at dest (atomically); espFile is scratch space for the ESP. */
-export async function buildDisk(dest: string, espFile: string): Promise<void> {
+export async function buildDisk(dest: string, espFile: string, contents: DiskContents): Promise<void> {
+  if (statSync(contents.systemA).size > SYSTEM_SLOT_SIZE_BYTES) {
+    throw new ImageBuildError(`the system partition contents (${contents.systemA}) are larger than a slot (${SYSTEM_SLOT_SIZE_BYTES} bytes)`);
+  }
   const partial = `${dest}.partial`;
   rmSync(partial, { force: true });
   writeFileSync(partial, "");
   truncateSync(partial, DISK_SIZE_BYTES);
 
-  const espFirst = sectors(ESP_START_BYTES);
-  const espLast = espFirst + sectors(ESP_SIZE_BYTES) - 1;
+  const partition = (number: number, start: number, size: number, type: string, name: string, guid: string) => [
+    `--new=${number}:${sectors(start)}:${sectors(start) + sectors(size) - 1}`,
+    `--typecode=${number}:${type}`,
+    `--change-name=${number}:${name}`,
+    `--partition-guid=${number}:${guid}`,
+  ];
   await run([
     "sgdisk",
     "--clear",
     `--set-alignment=${sectors(PARTITION_ALIGN_BYTES)}`,
     `--disk-guid=${DISK_GUID}`,
-    `--new=${ESP_PARTITION_NUMBER}:${espFirst}:${espLast}`,
-    `--typecode=${ESP_PARTITION_NUMBER}:${ESP_TYPE_GUID}`,
-    `--change-name=${ESP_PARTITION_NUMBER}:${ESP_PARTITION_NAME}`,
-    `--partition-guid=${ESP_PARTITION_NUMBER}:${ESP_PARTITION_GUID}`,
+    ...partition(ESP_PARTITION_NUMBER, ESP_START_BYTES, ESP_SIZE_BYTES, ESP_TYPE_GUID, ESP_PARTITION_NAME, ESP_PARTITION_GUID),
+    ...partition(SYSTEM_A_PARTITION_NUMBER, SYSTEM_A_START_BYTES, SYSTEM_SLOT_SIZE_BYTES, DATA_TYPE_GUID, SYSTEM_PARTITION_NAMES.a, SYSTEM_A_PARTITION_GUID),
+    ...partition(SYSTEM_B_PARTITION_NUMBER, SYSTEM_B_START_BYTES, SYSTEM_SLOT_SIZE_BYTES, DATA_TYPE_GUID, SYSTEM_PARTITION_NAMES.b, SYSTEM_B_PARTITION_GUID),
     `--new=${DATA_PARTITION_NUMBER}:0:0`,
     `--typecode=${DATA_PARTITION_NUMBER}:${DATA_TYPE_GUID}`,
     `--change-name=${DATA_PARTITION_NUMBER}:${DATA_PARTITION_NAME}`,
@@ -109,9 +141,13 @@ export async function buildDisk(dest: string, espFile: string): Promise<void> {
     espFile,
     String(ESP_SIZE_BYTES / KIB),
   ]);
+  fixTimes(contents.espTree);
+  const top = readdirSync(contents.espTree).map((name) => join(contents.espTree, name));
+  if (top.length > 0) await run(["mcopy", "-s", "-m", "-i", espFile, ...top, "::/"], { env: { MTOOLS_SKIP_CHECK: "1" } });
   const fd = openSync(partial, "r+");
   try {
     copySparse(espFile, fd, ESP_START_BYTES);
+    copySparse(contents.systemA, fd, SYSTEM_A_START_BYTES);
   } finally {
     closeSync(fd);
   }
@@ -125,7 +161,7 @@ export async function buildDisk(dest: string, espFile: string): Promise<void> {
 /** The partitions of a disk image, as sgdisk reads them back. */
 export async function readPartitions(disk: string): Promise<PartitionInfo[]> {
   const partitions: PartitionInfo[] = [];
-  for (const number of [ESP_PARTITION_NUMBER, DATA_PARTITION_NUMBER]) {
+  for (const number of [ESP_PARTITION_NUMBER, DATA_PARTITION_NUMBER, SYSTEM_A_PARTITION_NUMBER, SYSTEM_B_PARTITION_NUMBER]) {
     const info = (await run(["sgdisk", `--info=${number}`, disk])).stdout;
     const field = (pattern: RegExp): string => {
       const value = pattern.exec(info)?.[1];

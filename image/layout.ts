@@ -29,37 +29,60 @@ export type KernelFormat = "vmlinux" | "bzImage";
  */
 export const DEFAULT_KERNEL_FORMAT: KernelFormat = "vmlinux";
 
-/** The newc cpio, lz4-compressed (legacy frames): see compressInitramfs. */
-export const INITRAMFS_FILE = "initramfs.cpio.lz4";
-/** What earlier builds wrote: removed, so that nothing boots a stale archive. */
-export const OLD_INITRAMFS_FILE = "initramfs.cpio";
+/** The newc cpio, lz4-compressed (legacy frames): see compressInitramfs. In the slot directory. */
+export const INITRAMFS_FILE = "initramfs";
+/** What earlier builds wrote beside the kernel: removed, so that nothing boots a stale archive. */
+export const OLD_OUTPUT_FILES = ["initramfs.cpio", "initramfs.cpio.lz4", "system.squashfs", "stage0.cpio"] as const;
 export const DISK_FILE = "disk.img";
-/** The system image (image/system.ts). */
-export const SYSTEM_FILE = "system.squashfs";
+/**
+ * One slot's contents, as the disk template installs them into slot a and
+ * as an update streams them: the bundle (internal/update).
+ */
+export const SLOT_DIR = "slot";
+export const SLOT_KERNEL_FILE = "kernel";
+/** The system image followed by its dm-verity hash tree (image/verity.ts). */
+export const SYSTEM_FILE = "system";
+export const SLOT_CMDLINE_FILE = "cmdline";
+export const SLOT_VERSION_FILE = "version";
+/** The bundle's description: each file's size and sha256 (internal/update/bundle.ts). */
+export const BUNDLE_MANIFEST = "bundle.json";
 export const MANIFEST_FILE = "manifest.json";
 /** Beside every cached output: the fingerprint of the inputs it was built from. */
 export const FINGERPRINT_SUFFIX = ".inputs";
 
-/** The kernel command line the image is tested with; launchers may append to it. */
+/** The start of every slot's kernel command line (the build adds the slot's parameters). */
 export const DEFAULT_KERNEL_CMDLINE = "console=ttyS0 panic=-1";
 
 export interface ImagePaths {
   outDir: string;
+  /** The kernel the launcher boots (-kernel): slot a's, uncompressed (vmlinux boots faster under qemu). */
   kernel: string;
+  /** The slot's files (the update bundle). */
+  slot: { dir: string; kernel: string; initramfs: string; system: string; cmdline: string; version: string; bundle: string };
+  /** The node's initramfs: the slot's. */
   initramfs: string;
   disk: string;
-  system: string;
   manifest: string;
 }
 
 /** Output paths for a kernel format, below outDir (default: <repo>/out/image). */
 export function imagePaths(format: KernelFormat, outDir: string = join(REPO_ROOT, OUT_DIR)): ImagePaths {
+  const slotDir = join(outDir, SLOT_DIR);
+  const slot = {
+    dir: slotDir,
+    kernel: join(slotDir, SLOT_KERNEL_FILE),
+    initramfs: join(slotDir, INITRAMFS_FILE),
+    system: join(slotDir, SYSTEM_FILE),
+    cmdline: join(slotDir, SLOT_CMDLINE_FILE),
+    version: join(slotDir, SLOT_VERSION_FILE),
+    bundle: join(slotDir, BUNDLE_MANIFEST),
+  };
   return {
     outDir,
     kernel: join(outDir, format),
-    initramfs: join(outDir, INITRAMFS_FILE),
+    slot,
+    initramfs: slot.initramfs,
     disk: join(outDir, DISK_FILE),
-    system: join(outDir, SYSTEM_FILE),
     manifest: join(outDir, MANIFEST_FILE),
   };
 }
@@ -70,17 +93,32 @@ export function imagePaths(format: KernelFormat, outDir: string = join(REPO_ROOT
 // as PARTNAME= in /sys/class/block/<dev>/uevent (type GUIDs are not exposed in
 // sysfs). Type GUIDs are the standard ones, so host tools show them sensibly.
 
-export const DISK_SIZE_BYTES = 1 * GIB;
+//   0     1 MiB          257 MiB             513 MiB             769 MiB         2 GiB
+//   ├ GPT ┼ 1 "ESP" (FAT32) ┼ 3 "SYSTEM-A" ──────┼ 4 "SYSTEM-B" ──────┼ 2 "DATA" ──────┼
+//           the boot record,  system image + its    the other slot's     LUKS2, made at
+//           each slot's kernel, dm-verity hash tree                       first boot
+//           initramfs, cmdline
+//
+// DATA keeps number 2, as before there were slots.
+
+export const DISK_SIZE_BYTES = 2 * GIB;
 export const SECTOR_BYTES = 512;
 /** Partitions start on 1 MiB boundaries. */
 export const PARTITION_ALIGN_BYTES = 1 * MIB;
 export const ESP_START_BYTES = 1 * MIB;
-export const ESP_SIZE_BYTES = 64 * MIB;
+/** Two slots' kernels and initramfs (about 95 MiB each) and the node's files. */
+export const ESP_SIZE_BYTES = 256 * MIB;
+/** One slot's system image (squashfs, about 100 MiB) and its hash tree. */
+export const SYSTEM_SLOT_SIZE_BYTES = 256 * MIB;
+export const SYSTEM_A_START_BYTES = ESP_START_BYTES + ESP_SIZE_BYTES;
+export const SYSTEM_B_START_BYTES = SYSTEM_A_START_BYTES + SYSTEM_SLOT_SIZE_BYTES;
 
 export const ESP_PARTITION_NAME = "ESP";
 export const DATA_PARTITION_NAME = "DATA";
 export const ESP_PARTITION_NUMBER = 1;
 export const DATA_PARTITION_NUMBER = 2;
+export const SYSTEM_A_PARTITION_NUMBER = 3;
+export const SYSTEM_B_PARTITION_NUMBER = 4;
 /** The FAT volume label of the ESP. */
 export const ESP_FS_LABEL = "ESP";
 
@@ -97,6 +135,8 @@ export const DATA_TYPE_GUID = "0FC63DAF-8483-4772-8E79-3D69D8477DE4";
 export const DISK_GUID = "6E6F6465-636F-7265-0000-000000000000";
 export const ESP_PARTITION_GUID = "6E6F6465-636F-7265-0000-000000000001";
 export const DATA_PARTITION_GUID = "6E6F6465-636F-7265-0000-000000000002";
+export const SYSTEM_A_PARTITION_GUID = "6E6F6465-636F-7265-0000-000000000003";
+export const SYSTEM_B_PARTITION_GUID = "6E6F6465-636F-7265-0000-000000000004";
 /** The FAT volume serial number (32-bit hex). */
 export const ESP_VOLUME_ID = "6e6f6465";
 
@@ -111,6 +151,8 @@ export const GUEST_ETCD = "/usr/bin/etcd";
 export const GUEST_MKE2FS = "/usr/sbin/mke2fs";
 export const GUEST_E2FSCK = "/usr/sbin/e2fsck";
 export const GUEST_CRYPTSETUP = "/usr/sbin/cryptsetup";
+/** Debian's veritysetup: opens the booted slot's system image (internal/localstorage/system_image.ts). */
+export const GUEST_VERITYSETUP = "/usr/sbin/veritysetup";
 /** Debian's chronyd: the node's time sync (internal/clock/chrony.ts). */
 export const GUEST_CHRONYD = "/usr/sbin/chronyd";
 /** Debian's nft: kube-proxy's nftables mode runs it (internal/kubernetes/proxy.ts). */

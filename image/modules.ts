@@ -39,6 +39,7 @@ export const MODULE_ROOTS = [
   "ecb", // xts(aes) is built on ecb(aes) (softdep of xts)
   "xts", // aes-xts-plain64, cryptsetup's LUKS2 default cipher
   "dm_crypt", // the encrypted data partition
+  "dm_verity", // the booted slot's system image, checked against its root hash
   "overlay", // containerd's overlayfs snapshotter (Kubernetes worker role)
   "bridge", // the pods' bridge (the CNI bridge plugin; stp and llc follow)
   "veth", // each pod's link to that bridge

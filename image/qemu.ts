@@ -4,7 +4,6 @@
 // Always TCG (this host's /dev/kvm cannot run a normal guest) with -cpu max
 // (bun dies on an invalid opcode with qemu's default CPU model).
 
-import { SYSTEM_IMAGE_SERIAL } from "../internal/localstorage/mod.ts";
 import { DEFAULT_KERNEL_CMDLINE } from "./layout.ts";
 
 export const QEMU_BINARY = "qemu-system-x86_64";
@@ -32,12 +31,12 @@ export const DEFAULT_CPUS = 2;
 const KILL_GRACE_MS = 5_000;
 
 export interface QemuOptions {
+  /** The kernel qemu boots: slot a's build, standing in for the firmware's fixed entry. */
   kernel: string;
+  /** Its initrd: the slot's initramfs (the node OS). */
   initramfs: string;
-  /** A per-node copy of the disk template (qemu writes to it). */
+  /** A per-node copy of the disk template (qemu writes to it): the slots are on it. */
   disk: string;
-  /** The system image, attached read-only (shared by every VM). */
-  system?: string;
   memoryMiB?: number;
   /** vCPUs (DEFAULT_CPUS unless given). */
   cpus?: number;
@@ -82,15 +81,6 @@ export function qemuArgs(options: QemuOptions): string[] {
     "-drive",
     `file=${escapeOptionValue(options.disk)},if=virtio,format=raw`,
   ];
-  // The serial is how the node finds it (internal/localstorage/system_image.ts).
-  if (options.system) {
-    argv.push(
-      "-drive",
-      `file=${escapeOptionValue(options.system)},if=none,id=system,format=raw,readonly=on`,
-      "-device",
-      `virtio-blk-pci,drive=system,serial=${SYSTEM_IMAGE_SERIAL}`,
-    );
-  }
   for (const [name, value] of Object.entries(options.fwCfg ?? {})) {
     argv.push("-fw_cfg", `name=${escapeOptionValue(name)},string=${escapeOptionValue(value)}`);
   }

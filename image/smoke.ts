@@ -25,7 +25,6 @@ import {
   buildImage,
   cloneDisk,
   DEFAULT_INIT_BINARY,
-  DEFAULT_KERNEL_CMDLINE,
   ensurePackages,
   manifestPaths,
   qemuArgs,
@@ -116,7 +115,7 @@ const disk = join(WORK_DIR, "disk.img");
 rmSync(disk, { force: true });
 await cloneDisk(paths.disk, disk);
 
-const argv = qemuArgs({ kernel: paths.kernel, initramfs: paths.initramfs, disk, cmdline: values.cmdline ?? DEFAULT_KERNEL_CMDLINE, fwCfg: FW_CFG_TEST });
+const argv = qemuArgs({ kernel: paths.kernel, initramfs: paths.initramfs, disk, cmdline: values.cmdline ?? manifest.cmdline, fwCfg: FW_CFG_TEST });
 log.info("booting", { command: argv.join(" ") });
 const result = await bootAndWatch(argv, {
   until: (line) => standIn && STAND_IN_DONE.test(line),

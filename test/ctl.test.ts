@@ -312,7 +312,7 @@ describe("ctl", () => {
     const help = await ctl("node", "--help");
     expect(help.code).toBe(0);
     expect(help.stdout).toMatch(
-      /^Actions:\n {2}list +\S.*\n {2}describe <node id> +\S.*\n {2}approve <node id> +\S.*\n {2}delete <node id> +\S.*\n {2}reset <node id> +\S.*\n {2}undelete <node id> +\S.*\n {2}logs <node id> \[path\] +\S.*\n {2}services <node id> +\S.*\n {2}reboot <node id> +\S.*\n {2}poweroff <node id> +\S.*\n {2}label <node id> <key=value\|key-\.\.\.> +\S.*\n {2}roles set\|unset <node id> <role\.\.\.> +\S.*$/m,
+      /^Actions:\n {2}list +\S.*\n {2}describe <node id> +\S.*\n {2}approve <node id> +\S.*\n {2}delete <node id> +\S.*\n {2}reset <node id> +\S.*\n {2}undelete <node id> +\S.*\n {2}logs <node id> \[path\] +\S.*\n {2}services <node id> +\S.*\n {2}reboot <node id> +\S.*\n {2}update <node id> +\S.*\n {2}rollback <node id> +\S.*\n {2}poweroff <node id> +\S.*\n {2}label <node id> <key=value\|key-\.\.\.> +\S.*\n {2}roles set\|unset <node id> <role\.\.\.> +\S.*$/m,
     );
     const bash = await ctl("completion", "bash");
     expect(bash.code).toBe(0);
@@ -328,9 +328,9 @@ describe("every bad command line and config fails with one line that names its c
     [[], "missing command (commands: version, help, genkey, takeownership, cluster, ticket, node, etcd, events, metrics, kubeconfig, params, completion)"],
     [["nod", "list"], "unknown command 'nod' (did you mean 'node'?)"],
     [["x"], "unknown command 'x' (commands: "],
-    [["node"], "missing action for node (actions: list, describe, approve, delete, reset, undelete, logs, services, reboot, poweroff, label, roles)"],
+    [["node"], "missing action for node (actions: list, describe, approve, delete, reset, undelete, logs, services, reboot, update, rollback, poweroff, label, roles)"],
     [["node", "lst"], "unknown action 'lst' for node (did you mean 'node list'?)"],
-    [["node", "frobnicate"], "unknown action 'frobnicate' for node (actions: list, describe, approve, delete, reset, undelete, logs, services, reboot, poweroff, label, roles)"],
+    [["node", "frobnicate"], "unknown action 'frobnicate' for node (actions: list, describe, approve, delete, reset, undelete, logs, services, reboot, update, rollback, poweroff, label, roles)"],
     [["node", "logs"], "missing <node id>: usage: ctl node logs <node id> [path]"],
     [["node", "logs", "node-1", "-n", "abc"], "invalid value 'abc' for -n: not a positive integer (lines)"],
     [["node", "logs", "node-1", "--level", "loud"], "invalid value 'loud' for --level"],
@@ -378,6 +378,11 @@ describe("every bad command line and config fails with one line that names its c
     [["completion", "fish"], "unknown shell 'fish' (expected: bash, zsh)"],
     [["version", "now"], "unexpected argument 'now'"],
     [["nod", "--help"], "unknown command 'nod'"],
+    [["node", "update", "node-1"], "--image <dir> is required: the update bundle (bun run image writes out/image/slot)"],
+    [["node", "update", "node-1", "--image", "/tmp", "--wait"], "--wait waits for the reboot that --activate starts; pass both, or neither"],
+    [["node", "update", "--image", "/tmp"], "missing <node id>: usage: ctl node update <node id>"],
+    [["cluster", "update"], "--image <dir> is required"],
+    [["cluster", "update", "--image", "/tmp", "--max-unavailable", "0"], "invalid value '0' for --max-unavailable: not a positive integer"],
   ];
   for (const [args, cause] of usage) {
     test(`ctl ${args.join(" ") || "(nothing)"}: exit 2`, async () => {
@@ -430,10 +435,24 @@ describe("every bad command line and config fails with one line that names its c
     ["no owner key to bootstrap with", () => {}, ["--owner-key", "/nonexistent/owner.key", "params", "bootstrap", "/tmp/x.pb"], "no owner key at /nonexistent/owner.key"],
     ["a parameters file in a missing directory", () => {}, ["params", "bootstrap", "/nonexistent/dir/x.pb"], "/nonexistent/dir/x.pb: no such file or directory"],
     ["an endpoint that is not one", () => {}, ["takeownership", "10.0.0.1:99999"], "'10.0.0.1:99999': port must be 1-65535"],
+    ["an update bundle that is not one", () => {}, ["node", "update", "node-1", "--image", "/tmp"], "/tmp is not an update bundle: it has no bundle.json (bun run image writes one to out/image/slot/)"],
+    [
+      "an update bundle with a file cut short",
+      (d) => {
+        const bundle = join(d, "bundle");
+        mkdirSync(bundle);
+        writeFileSync(join(bundle, "bundle.json"), JSON.stringify({ format: 1, version: "0.2.0", arch: "x86_64", files: Object.fromEntries(["system", "kernel", "initramfs", "version", "cmdline"].map((n) => [n, { bytes: 10, sha256: "0".repeat(64) }])) }));
+        for (const name of ["system", "kernel", "initramfs", "version", "cmdline"]) writeFileSync(join(bundle, name), "0123456789");
+        writeFileSync(join(bundle, "system"), "01234");
+      },
+      ["cluster", "update", "--image", "BUNDLE"],
+      "the bundle's system is 5 bytes; bundle.json says 10: it is truncated or was changed",
+    ],
   ];
   for (const [what, damage, args, cause] of runtime) {
     test(`${what}: exit 1`, async () => {
-      expectOneLineError(await ctlIn(damagedConfig(damage), ...args), 1, cause);
+      const dir = damagedConfig(damage);
+      expectOneLineError(await ctlIn(dir, ...args.map((a) => (a === "BUNDLE" ? join(dir, "bundle") : a))), 1, cause);
     });
   }
 });

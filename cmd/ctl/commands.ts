@@ -48,6 +48,10 @@ import {
   defragmentEtcd,
   recoverConsensus,
   resetNode,
+  readBundle,
+  updateNode,
+  rollbackNode,
+  updateCluster,
   DEFAULT_CALL_TIMEOUT_MS,
   type ActionSpec,
   type ArgSpec,
@@ -231,6 +235,30 @@ export const program: Program<Ctl> = {
               { curators, leaders, caFingerprint: fingerprint, unlockShareThreshold: info.unlockShareThreshold, coldStart, backups },
               `curators: ${curators.join(", ") || "(none)"}\ncurator leader: ${leaders.curator}\netcd raft leader: ${leaders.etcd}\nCA fingerprint (SHA-256): ${fingerprint}\ncold start: ${coldStart}\n${backups.lines.join("\n")}`,
             );
+          },
+        },
+        {
+          name: "update",
+          flags: [
+            { name: "image", value: "dir", description: "The update bundle: the slot directory bun run image writes (out/image/slot)", complete: "dir" },
+            { name: "max-unavailable", value: "N", description: "How many workers are updated at once (consensus members always go one at a time)", default: "1", parse: positiveInteger("max-unavailable", 64) },
+            { name: "allow-downgrade", description: "Install a version older than the nodes'" },
+            { name: "force", description: "Update nodes that are not HEALTHY, and nodes that failed this version before" },
+          ],
+          description: "Update every node to a new version: workers first, then consensus members one by one, each HEALTHY again before the next; run again to resume",
+          run: async (ctl, _args, flags) => {
+            const dir = flags.image as string | undefined;
+            if (dir === undefined) throw new UsageError("--image <dir> is required: the update bundle (bun run image writes out/image/slot)");
+            const bundle = await readBundle(dir, ctl.progress);
+            const result = await updateCluster(
+              ctl.credentials(),
+              ctl.settings,
+              bundle,
+              { maxUnavailable: (flags["max-unavailable"] as number | undefined) ?? 1, force: flags.force === true, allowDowngrade: flags["allow-downgrade"] === true },
+              { note: ctl.note, progress: ctl.progress },
+            );
+            const updated = result.steps.filter((s) => s.outcome === "updated").length;
+            ctl.print(result, `every node runs ${result.version}: ${updated} updated, ${result.steps.length - updated} already there, in ${result.seconds} s`);
           },
         },
         {
@@ -510,6 +538,55 @@ export const program: Program<Ctl> = {
             const back = await waitUntilRebooted(credentials, id!, before, ctl.settings);
             const seconds = ((Date.now() - asked) / 1000).toFixed(1);
             ctl.print({ rebooted: id, seconds: Number(seconds), health: back.health }, `${id} rebooted and is ${back.health} again after ${seconds} s`);
+          },
+        },
+        {
+          name: "update",
+          args: [NODE_ID],
+          flags: [
+            { name: "image", value: "dir", description: "The update bundle: the slot directory bun run image writes (out/image/slot)", complete: "dir" },
+            { name: "activate", description: "Reboot into the new version as soon as it is installed (else at the next reboot)" },
+            { name: "wait", description: "With --activate: return once the node is back, HEALTHY, at the new version (or say why it rolled back)" },
+            { name: "allow-downgrade", description: "Install a version older than the node's" },
+            { name: "force", description: "Update a node that is not HEALTHY" },
+          ],
+          description: "Write a new version into the node's other system slot; it boots once as a trial, and stays only if the node rejoins",
+          run: async (ctl, [typed], flags) => {
+            const dir = flags.image as string | undefined;
+            if (dir === undefined) throw new UsageError("--image <dir> is required: the update bundle (bun run image writes out/image/slot)");
+            if (flags.wait === true && flags.activate !== true) throw new UsageError("--wait waits for the reboot that --activate starts; pass both, or neither");
+            // The bundle is checked here before anyone is asked anything.
+            const bundle = await readBundle(dir, ctl.progress);
+            const id = await ctl.node(typed!);
+            const result = await updateNode(
+              ctl.credentials(),
+              ctl.settings,
+              id,
+              bundle,
+              { activate: flags.activate === true, wait: flags.wait === true, allowDowngrade: flags["allow-downgrade"] === true, force: flags.force === true },
+              { note: ctl.note, progress: ctl.progress },
+            );
+            const human =
+              result.seconds !== undefined
+                ? `${id} runs ${result.version} from slot ${result.slot}, HEALTHY, ${result.seconds} s after the update began`
+                : result.activated
+                  ? `${id} reboots into ${result.version} (slot ${result.slot}); it stays there once it has rejoined`
+                  : `${result.version} is installed in slot ${result.slot} of ${id}; it boots at the node's next reboot (ctl node reboot ${typed})`;
+            ctl.print(result, human);
+          },
+        },
+        {
+          name: "rollback",
+          args: [NODE_ID],
+          flags: [
+            { name: "activate", description: "Reboot into it now (else at the next reboot)" },
+            { name: "force", description: "Boot the other slot even though it failed before" },
+          ],
+          description: "Boot the node's other system slot, once, as a trial: it stays only if the node rejoins on it",
+          run: async (ctl, [typed], flags) => {
+            const id = await ctl.node(typed!);
+            const result = await rollbackNode(ctl.credentials(), ctl.settings, id, { force: flags.force === true, activate: flags.activate === true });
+            ctl.print(result, `${id} boots slot ${result.slot} (${result.version}) ${result.activated ? "now" : "at its next reboot"}, once; it stays there if the node rejoins`);
           },
         },
         {

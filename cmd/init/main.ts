@@ -1,7 +1,8 @@
 // The node's PID 1 (and, outside a VM, the same node core as a process).
 //
 // This file only wires things: the command line and PID 1's start-up
-// (pseudo file systems, modules, reaper, the ESP and tmpfs). Then it loads
+// (pseudo file systems, modules, reaper, the ESP and tmpfs, and the booted
+// slot's system image, verified before anything else runs). Then it loads
 // the node core (run_node.ts: the supervision tree with the node's root
 // runnable, and a clean power-down on request). Everything with logic lives
 // in internal/.
@@ -11,13 +12,16 @@
 // be evaluated (seconds under emulation; bench/boot.ts prints it). If the
 // node core cannot load, PID 1 shows why and stays up.
 
-import { mountESP, mountEphemeral, storageLayout, type StorageLayout } from "../../internal/localstorage/mod.ts";
+import { readFileSync } from "node:fs";
+import { mountESP, mountEphemeral, openSystemImage, readBootSelection, storageLayout, type BootSelection, type StorageLayout } from "../../internal/localstorage/mod.ts";
+import { chooseBootSlot, kexecLoader, refuseBootedSlot, settleEarlierTrial } from "../../internal/update/mod.ts";
+import { kexecFileLoad } from "../../internal/sys/mod.ts";
 import { createLogger, type Logger } from "../../internal/log/mod.ts";
 import { LogTree, followKernelMessages } from "../../internal/logtree/mod.ts";
 import { resolve } from "node:path";
 import { VERSION } from "../../internal/version/mod.ts";
 import { PROCESS_OUTPUT_NAME } from "../../internal/supervisor/mod.ts";
-import { KEEPALIVE_INTERVAL_MS, loadKernelModules, mountPseudoFilesystems, showFatal, startReaper } from "./pid1.ts";
+import { KEEPALIVE_INTERVAL_MS, loadKernelModules, mountPseudoFilesystems, powerDown, showFatal, startReaper } from "./pid1.ts";
 
 /** Checks that what the binary embeds (etcd's protos, the generated API, the lazily loaded node code) loads without node_modules. */
 async function selfcheck(): Promise<void> {
@@ -54,6 +58,71 @@ function bootVm(logger: Logger, layout: StorageLayout, logs: LogTree): void {
   step("loading kernel modules", () => loadKernelModules(logger));
   step("mounting the ESP", () => logger.info("ESP mounted", { device: mountESP(layout) }));
   step("mounting the ephemeral tmpfs", () => mountEphemeral(layout));
+}
+
+/**
+ * Decides the slot this boot runs (internal/update/select.ts): goes on when
+ * the running build is the chosen slot's, and otherwise starts the chosen
+ * slot's kernel by kexec (this returns only if that fails). Then opens the
+ * slot's system image through dm-verity and reads it through, and settles
+ * what an earlier update's trial left behind. "refused": this boot must not
+ * go on (the node reboots, or shows why it cannot and stays up).
+ */
+async function verifySystemSlot(logger: Logger, layout: StorageLayout): Promise<BootSelection | "refused"> {
+  let cmdline = "";
+  try {
+    cmdline = readFileSync("/proc/cmdline", "utf8").trim();
+  } catch (err) {
+    logger.error("could not read the kernel command line", { error: (err as Error).message });
+  }
+  let selection = readBootSelection(cmdline);
+  if (!selection) {
+    const started = performance.now();
+    const choice = chooseBootSlot(layout, cmdline, kexecLoader(kexecFileLoad));
+    if (choice.kind !== "halt" && choice.note) logger.warn(choice.note);
+    if (choice.kind === "halt") {
+      showFatal(`this node cannot boot: ${choice.why}`);
+      return "refused";
+    }
+    if (choice.kind === "loaded") {
+      logger.info(`booting slot ${choice.slot} (version ${choice.version})${choice.trial ? ", once, as a trial" : ""}: its kernel is loaded, starting it`, { ms: Math.round(performance.now() - started) });
+      powerDown("kexec", [layout.esp.path], logger);
+      showFatal(`slot ${choice.slot}'s kernel was loaded but would not start`);
+      return "refused";
+    }
+    logger.info(`booting slot ${choice.selection.slot} (version ${choice.version})${choice.selection.trial ? ", once, as a trial" : ""}: the running build`);
+    selection = choice.selection;
+  } else {
+    logger.info(`booted slot ${selection.slot}${selection.trial ? ", once, as a trial" : ""} by kexec`);
+  }
+  const started = performance.now();
+  logger.info("verifying the system image", { slot: selection.slot, ...(selection.trial ? { trial: true } : {}) });
+  try {
+    await openSystemImage(selection);
+    logger.info("system image verified", { slot: selection.slot, ms: Math.round(performance.now() - started) });
+  } catch (err) {
+    const reason = (err as Error).message;
+    logger.error("the booted slot must not run", { slot: selection.slot, error: reason });
+    try {
+      const refusal = refuseBootedSlot(layout, selection.slot, reason);
+      if (refusal.kind === "halt") {
+        showFatal(refusal.why);
+        return "refused";
+      }
+      logger.warn(`leaving slot ${selection.slot}: rebooting into slot ${refusal.to} (version ${refusal.version})`);
+      powerDown("restart", [layout.esp.path], logger);
+    } catch (refuseError) {
+      showFatal(`slot ${selection.slot} cannot boot (${reason}), and the node could not switch slots: ${(refuseError as Error).message}`);
+    }
+    return "refused";
+  }
+  try {
+    const earlier = await settleEarlierTrial(layout, selection.slot);
+    if (earlier.settled) logger.warn(`the last update, to slot ${earlier.slot}, did not take: its trial boot ended before it rejoined; this boot is back on slot ${selection.slot}`);
+  } catch (err) {
+    logger.warn("could not settle the last update's trial", { error: (err as Error).message });
+  }
+  return selection;
 }
 
 /** How many lines of one child process's output the console takes at once, and then per second. */
@@ -104,12 +173,24 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   const layout = storageLayout(root);
-  if (isPid1) bootVm(logger, layout, logs);
+  let selection: BootSelection | undefined;
+  if (isPid1) {
+    bootVm(logger, layout, logs);
+    const verified = await verifySystemSlot(logger, layout).catch((err: unknown) => {
+      showFatal(`verifying the system image failed: ${(err as Error).message}`);
+      return "refused" as const;
+    });
+    if (verified === "refused") {
+      setInterval(() => {}, KEEPALIVE_INTERVAL_MS);
+      return;
+    }
+    selection = verified;
+  }
   try {
     const started = performance.now();
     const { runNode } = await import("./run_node.ts");
     logger.info("node core loaded", { ms: Math.round(performance.now() - started) });
-    runNode({ logger, logs, isPid1, root, layout, address, system: system === undefined ? undefined : resolve(system) });
+    runNode({ logger, logs, isPid1, root, layout, address, system: system === undefined ? undefined : resolve(system), selection });
   } catch (err) {
     showFatal(`node core could not start: ${(err as Error).message}`);
     if (!isPid1) process.exit(1);

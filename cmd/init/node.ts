@@ -3,16 +3,19 @@
 //
 //   root
 //   ├── network      DHCP on the NIC (VM only) ──▶ address
+//   ├── hostname     the VM named after its node ID, once it has one
 //   ├── enrolment    parameters ─▶ bootstrap | register | join ──▶ membership
 //   ├── roleserve    controlplane, curatorconnection, rolefetch, statuspush, heartbeat, kubernetes
-//   ├── nodemgmt     the owner's view into this node: logs, services, power (port 7836)
+//   ├── update       a VM's trial of a new version: confirmed once the node rejoined, else rolled back
+//   ├── nodemgmt     the owner's view into this node: logs, services, power, updates (port 7836)
 //   ├── shareholder  other consensus members' cold-start shares, from boot on (port 7837)
 //   └── status       narrates where the node stands on the console
 
 import { join } from "node:path";
 import { Value } from "../../internal/event/mod.ts";
 import { enrolmentRunnable, forgetCluster, type ClusterMembership, type DataStorage, type EnrolmentState, type ParameterPaths } from "../../internal/cluster/mod.ts";
-import { scrubFreeSpace, type StorageLayout } from "../../internal/localstorage/mod.ts";
+import { scrubFreeSpace, type BootSelection, type StorageLayout } from "../../internal/localstorage/mod.ts";
+import { otherSlot, readSlotFailure, slotControl, trialRunnable } from "../../internal/update/mod.ts";
 import type { Network } from "../../internal/network/mod.ts";
 import { newRoleServerValues, nodeCallReporter, roleServer, type RuntimeSetup } from "../../internal/roleserve/mod.ts";
 import { PERSIST_INTERVAL_MS, persistBoot, readBoot, rotateBoots, type BootEnd, type LogTree } from "../../internal/logtree/mod.ts";
@@ -22,7 +25,8 @@ import { shareHolderRunnable } from "../../internal/coldstart/mod.ts";
 import { failingRunnables, failingSummary, sleep, untilCancelled, type Runnable, type RunnableDump } from "../../internal/supervisor/mod.ts";
 import { SUPERVISION_LINE } from "../../internal/curator/mod.ts";
 import { memberQuota } from "../../internal/consensus/mod.ts";
-import { VERSION } from "../../internal/version/mod.ts";
+import { TEST_FAULT, VERSION } from "../../internal/version/mod.ts";
+import { sethostname } from "../../internal/sys/mod.ts";
 import { CLOCK_LINE, TIME_LINE, clockWatch, timeSyncGate, timeSyncRunnable, type TimeSync } from "../../internal/clock/mod.ts";
 
 export interface NodeConfig {
@@ -44,10 +48,14 @@ export interface NodeConfig {
   runtime?: RuntimeSetup;
   /** Why this node runs no kubelet, if it runs none (see roleserve's KubernetesOptions.noKubelet). */
   noKubelet?: string;
+  /** The system slot this boot runs (a VM's, from PID 1's slot choice): updates, rollbacks and the trial of a new version. */
+  selection?: BootSelection;
   /** Overwrite the ESP's free space when a secret leaves it (a real FAT ESP; not a node process's directory). */
   scrubEsp: boolean;
   /** Whether chronyd may set the clock (a VM's own); a node process shares its host's, and only measures. */
   setClock: boolean;
+  /** Whether the node names its machine after itself (a VM); a node process shares its host's name. */
+  setHostname?: boolean;
   onFatal: (message: string) => void;
   /** The node's log rings, served by node management. */
   logs: LogTree;
@@ -84,7 +92,9 @@ export function nodeRoot(config: NodeConfig): Runnable {
     etcd: () => roleValues.localConsensus.peek()?.metrics,
   });
   return async (ctx) => {
-    ctx.logger.info("node core started", { version: VERSION, pid: process.pid });
+    ctx.logger.info("node core started", { version: VERSION, pid: process.pid, ...(config.selection ? { slot: config.selection.slot } : {}) });
+    if (TEST_FAULT) ctx.logger.warn(`this is a test build with the fault ${TEST_FAULT} compiled in: it is broken on purpose (internal/version)`);
+    const selection = config.selection;
     const enrolment = new Value<EnrolmentState>();
     // The parameters' NTP servers, once enrolment has read them (or the ESP's copy).
     const timeServers = new Value<readonly string[]>();
@@ -95,6 +105,18 @@ export function nodeRoot(config: NodeConfig): Runnable {
       network.kind === "fixed" ? network.address : (await network.network.getAddress({ signal })).address;
 
     if (network.kind === "dhcp") ctx.run("network", network.network.run);
+    if (selection) {
+      ctx.run(
+        "update",
+        trialRunnable({
+          layout: config.layout,
+          selection,
+          version: VERSION,
+          rejoined: async (signal) => void (await roleValues.statusPushed.get({ signal })),
+          reboot: (why) => config.power("reboot", why),
+        }),
+      );
+    }
     ctx.run(
       "enrolment",
       enrolmentRunnable({
@@ -131,6 +153,7 @@ export function nodeRoot(config: NodeConfig): Runnable {
           bootMs: config.bootMs,
           metrics,
           ...(config.scrubEsp ? { scrubEsp: () => scrubFreeSpace(config.layout.esp.path).then(() => {}) } : {}),
+          ...(selection ? { slots: () => ({ slot: selection.slot, failure: readSlotFailure(config.layout, otherSlot(selection.slot)) }) } : {}),
         },
         roleValues,
       ),
@@ -142,6 +165,7 @@ export function nodeRoot(config: NodeConfig): Runnable {
         logs: config.logs,
         services: config.services,
         power: config.power,
+        ...(selection ? { slots: slotControl(config.layout, selection, VERSION) } : {}),
         // Each reboot, reset, recovery and refusal here goes to the cluster's audit trail.
         report: nodeCallReporter(roleValues.connection, ctx.logger.child("nodemgmt")),
         metrics,
@@ -171,6 +195,18 @@ export function nodeRoot(config: NodeConfig): Runnable {
         setClock: config.setClock,
       }),
     );
+    // The machine's name is the node's ID once it has one: Kubernetes
+    // labels its apiserver's identity lease with the hostname, and the
+    // kernel's default, "(none)", is not a valid label value.
+    if (config.setHostname) {
+      ctx.run("hostname", async (h) => {
+        h.signalHealthy();
+        const { credentials } = await membership.get({ signal: h.signal });
+        sethostname(credentials.nodeId);
+        h.logger.info("hostname set", { hostname: credentials.nodeId });
+        h.signalDone();
+      });
+    }
     // This boot's logs, kept on the data partition for the next boot to read (internal/logtree/boots.ts).
     ctx.run("bootlog", async (b) => {
       b.signalHealthy();

@@ -158,8 +158,11 @@ export function watchPowerRequests(onRequest: (action: PowerAction, why: string)
   logger.info("watching for power requests", { inputDevices: devices.length });
 }
 
-/** Unmounts everything writable, flushes, and powers off or restarts. Only returns if that fails. */
-export function powerDown(action: PowerAction, mountpoints: readonly string[], logger: Logger): void {
+/**
+ * Unmounts everything writable, flushes, and powers off, restarts, or starts
+ * the kernel loaded for kexec. Only returns if that fails.
+ */
+export function powerDown(action: PowerAction | "kexec", mountpoints: readonly string[], logger: Logger): void {
   const mounted = mountedTargets();
   for (const target of mountpoints.filter((t) => mounted.has(t))) {
     try {
@@ -174,7 +177,7 @@ export function powerDown(action: PowerAction, mountpoints: readonly string[], l
     }
   }
   sync();
-  logger.info(action === "poweroff" ? "powering off" : "restarting");
+  logger.info({ poweroff: "powering off", restart: "restarting", kexec: "starting the loaded kernel" }[action]);
   reboot(action);
 }
 

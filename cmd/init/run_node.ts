@@ -8,7 +8,7 @@
 import { join } from "node:path";
 import { FW_CFG_PARAMETERS_PATH, encryptedPartition, plainDirectory } from "../../internal/cluster/mod.ts";
 import { PROBE_IMAGE_PATH, runtimeCgroupName, runtimePaths, SANDBOX_IMAGE_PATH, unifiedCgroupRoot } from "../../internal/containerd/mod.ts";
-import { dataPartitionDevice, mountSystemImage, type StorageLayout } from "../../internal/localstorage/mod.ts";
+import { dataPartitionDevice, mountSystemImage, type BootSelection, type StorageLayout } from "../../internal/localstorage/mod.ts";
 import type { Logger } from "../../internal/log/mod.ts";
 import type { BootEnd, LogTree } from "../../internal/logtree/mod.ts";
 import { Network } from "../../internal/network/mod.ts";
@@ -64,9 +64,11 @@ export interface RunNodeOptions {
   address: string | undefined;
   /** A node process's system tree (out/system: etcd, the runtime, Kubernetes); a VM's is its system image. */
   system: string | undefined;
+  /** The system slot a VM booted (PID 1's slot choice); undefined for a node process. */
+  selection: BootSelection | undefined;
 }
 
-export function runNode({ logger, logs, isPid1, root, layout, address, system: processSystem }: RunNodeOptions): void {
+export function runNode({ logger, logs, isPid1, root, layout, address, system: processSystem, selection }: RunNodeOptions): void {
   if (!isPid1) becomeSubreaper();
   // Pending promises do not keep bun's event loop alive, and a runnable may
   // be waiting on nothing but a signal: hold the process open.
@@ -95,8 +97,10 @@ export function runNode({ logger, logs, isPid1, root, layout, address, system: p
         ...(isPid1 ? { prepareSystemImage: () => mountSystemImage(SYSTEM_IMAGE_DIR) } : {}),
         ...(runtime ? { runtime } : {}),
         ...(isPid1 ? {} : { noKubelet: "a node process shares its host; kubelets run on VMs" }),
+        ...(selection ? { selection } : {}),
         scrubEsp: isPid1,
         setClock: isPid1,
+        setHostname: isPid1,
         // A node process "reboots" by starting its tree again: that is a boot too.
         bootMs: Date.now(),
         onFatal: showFatal,

@@ -1,6 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import { x25519 } from "@noble/curves/ed25519.js";
-import { checkAddressProven, checkWireguardKey } from "./validate.ts";
+import { create } from "@bufbuild/protobuf";
+import { NodeStatusSchema, UpdateFailureSchema, type NodeStatus, type UpdateFailure } from "../../proto/gen/common/common_pb.ts";
+import { checkAddressProven, checkNodeStatus, checkWireguardKey } from "./validate.ts";
 
 describe("a reported address is held against the call's source", () => {
   const refusal = (reported: string, source: string | undefined) => {
@@ -52,5 +54,29 @@ describe("a WireGuard key must be a Curve25519 point a peer can trust", () => {
     expect(refusal(one)).toContain("low-order point");
     const order8 = Buffer.from("e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800", "hex");
     expect(refusal(new Uint8Array(order8))).toContain("low-order point");
+  });
+});
+
+describe("what a node says about its slots and its last failed update", () => {
+  const status = (change: { slot?: string; updateFailure?: UpdateFailure }) => create(NodeStatusSchema, { externalAddress: "10.77.0.12", timestampMs: BigInt(Date.now()), version: "0.2.0", ...change });
+  const refusal = (s: NodeStatus) => {
+    try {
+      checkNodeStatus(s);
+      return "accepted";
+    } catch (err) {
+      return (err as Error).message;
+    }
+  };
+
+  test("a slot a or b, or none, and a failure with a version, a reason and a time, are accepted", () => {
+    expect(refusal(status({ slot: "b", updateFailure: create(UpdateFailureSchema, { version: "0.3.0", reason: "did not rejoin", timeMs: 5n }) }))).toBe("accepted");
+    expect(refusal(status({}))).toBe("accepted");
+  });
+
+  test("another slot, a reason too long or not printable, and a time in the far future are refused, naming the field", () => {
+    expect(refusal(status({ slot: "c" }))).toBe("status.slot: 'c' is not a slot (a, b, or empty)");
+    expect(refusal(status({ updateFailure: create(UpdateFailureSchema, { version: "1", reason: "x".repeat(513) }) }))).toStartWith("status.update_failure.reason:");
+    expect(refusal(status({ updateFailure: create(UpdateFailureSchema, { version: "1", reason: "a\u001b[2Jb" }) }))).toStartWith("status.update_failure.reason:");
+    expect(refusal(status({ updateFailure: create(UpdateFailureSchema, { version: "1", reason: "r", timeMs: BigInt(Date.now() + 7 * 86_400_000) }) }))).toStartWith("status.update_failure.time_ms:");
   });
 });

@@ -16,6 +16,8 @@ import { firstUnprintable, InvalidArgumentError, isLoopback, PermissionDeniedErr
 /** Service entries one node may report. */
 export const MAX_SERVICES = 64;
 export const MAX_VERSION_CHARS = 64;
+/** An update failure's reason, as a node reports it. */
+export const MAX_UPDATE_FAILURE_CHARS = 512;
 export const MAX_SERVICE_NAME_CHARS = 64;
 export const MAX_SERVICE_STATE_CHARS = 32;
 export const MAX_SERVICE_MESSAGE_CHARS = 512;
@@ -112,6 +114,13 @@ export function checkNodeStatus(status: NodeStatus, now = Date.now()): void {
     invalid("status.boot_ms", `${status.bootMs} is not a time between the epoch and a day from now`);
   }
   checkPrintable("status.version", status.version, MAX_VERSION_CHARS);
+  if (status.slot !== "" && status.slot !== "a" && status.slot !== "b") invalid("status.slot", `${quote(status.slot)} is not a slot (a, b, or empty)`);
+  if (status.updateFailure) {
+    checkPrintable("status.update_failure.version", status.updateFailure.version, MAX_VERSION_CHARS);
+    checkPrintable("status.update_failure.reason", status.updateFailure.reason, MAX_UPDATE_FAILURE_CHARS);
+    const at = status.updateFailure.timeMs;
+    if (at < 0n || at > BigInt(now + MAX_TIMESTAMP_SKEW_MS)) invalid("status.update_failure.time_ms", `${at} is not a time between the epoch and a day from now`);
+  }
   if (status.services.length > MAX_SERVICES) invalid("status.services", `${status.services.length} entries, more than ${MAX_SERVICES}`);
   const names = new Set<string>();
   status.services.forEach((service, i) => {

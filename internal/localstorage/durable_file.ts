@@ -26,7 +26,7 @@
 // shares, the sealed configuration's updates) use writeFileDurablyAsync,
 // whose fsyncs run off the event loop.
 
-import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
+import { closeSync, fsyncSync, mkdirSync, openSync, readSync, renameSync, rmSync, writeSync } from "node:fs";
 import { mkdir, open, rename, rm } from "node:fs/promises";
 import { dirname } from "node:path";
 
@@ -46,14 +46,43 @@ export function writeFileDurably(path: string, data: string | Uint8Array, option
     throw err;
   }
   closeSync(fd);
-  renameSync(temporary, path);
-  const renamed = openSync(path, "r");
+  replaceDurably(temporary, path);
+}
+
+const COPY_CHUNK_BYTES = 1024 * 1024;
+
+/** Appends the whole of the file at fromPath to the open fd, a chunk at a time (files too large to hold in memory). */
+export function appendFileTo(fromPath: string, fd: number): void {
+  const from = openSync(fromPath, "r");
   try {
-    fsyncSync(renamed);
+    const chunk = Buffer.alloc(COPY_CHUNK_BYTES);
+    for (;;) {
+      const n = readSync(from, chunk, 0, chunk.length, null);
+      if (n === 0) break;
+      let written = 0;
+      while (written < n) written += writeSync(fd, chunk, written, n - written);
+    }
   } finally {
-    closeSync(renamed);
+    closeSync(from);
   }
-  syncDirectory(dir);
+}
+
+/** Copies a file to path by writeFileDurably's rule, a chunk at a time (an update's kernel and initramfs onto the ESP). */
+export function copyFileDurably(source: string, path: string, options: { mode?: number } = {}): void {
+  const dir = dirname(path);
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const temporary = `${path}.tmp`;
+  const fd = openSync(temporary, "w", options.mode ?? 0o600);
+  try {
+    appendFileTo(source, fd);
+    fsyncSync(fd);
+  } catch (err) {
+    closeSync(fd);
+    rmSync(temporary, { force: true });
+    throw err;
+  }
+  closeSync(fd);
+  replaceDurably(temporary, path);
 }
 
 /** writeFileDurably with the writes and fsyncs off the event loop. */
@@ -88,6 +117,18 @@ export async function writeFileDurablyAsync(path: string, data: string | Uint8Ar
   } finally {
     await directory.close();
   }
+}
+
+/** Renames a written and fsynced temporary file over path, then fsyncs path (for FAT) and its directory. */
+function replaceDurably(temporary: string, path: string): void {
+  renameSync(temporary, path);
+  const renamed = openSync(path, "r");
+  try {
+    fsyncSync(renamed);
+  } finally {
+    closeSync(renamed);
+  }
+  syncDirectory(dirname(path));
 }
 
 /** fsync on a directory makes its entries (a rename) durable. */

@@ -10,6 +10,25 @@ export const DATA_PARTITION_NAME = "DATA";
 /** The device-mapper name of the unlocked data partition. */
 export const DATA_MAPPER_NAME = "data";
 
+/**
+ * The two system slots. PID 1's slot choice boots one; each has its
+ * kernel, initramfs and command line on the ESP, and its system image (with
+ * a dm-verity hash tree) on a partition of its own.
+ */
+export type Slot = "a" | "b";
+export const SLOTS: readonly Slot[] = ["a", "b"];
+export const SYSTEM_PARTITION_NAMES: Readonly<Record<Slot, string>> = { a: "SYSTEM-A", b: "SYSTEM-B" };
+/** The device-mapper name of the verified system image. */
+export const SYSTEM_MAPPER_NAME = "system";
+/** The boot record, relative to the ESP: "active=<slot>", and "next=<slot>" for a one-shot trial. */
+export const ESP_BOOT_RECORD = "nodecore/boot";
+
+/** A slot's boot files, relative to the ESP (select.ts reads the same paths). */
+export function espSlotFiles(slot: Slot) {
+  const dir = `nodecore/slots/${slot}`;
+  return { dir, kernel: `${dir}/kernel`, initramfs: `${dir}/initramfs`, cmdline: `${dir}/cmdline`, version: `${dir}/version`, failed: `${dir}/failed` } as const;
+}
+
 export function storageLayout(root = "/") {
   const esp = join(root, "esp");
   const data = join(root, "data");
@@ -27,6 +46,21 @@ export function storageLayout(root = "/") {
       heldShares: join(esp, "nodecore", "held_shares.pb"),
       /** The NTP servers the node parameters named, one per line, for every later boot (internal/clock). */
       timeServers: join(esp, "nodecore", "time_servers"),
+      /** The boot record (ESP_BOOT_RECORD). */
+      boot: join(esp, ESP_BOOT_RECORD),
+      /** Where a slot's boot files are (espSlotFiles). */
+      slot: (slot: Slot) => {
+        const files = espSlotFiles(slot);
+        return {
+          dir: join(esp, files.dir),
+          kernel: join(esp, files.kernel),
+          initramfs: join(esp, files.initramfs),
+          cmdline: join(esp, files.cmdline),
+          version: join(esp, files.version),
+          /** Why the slot last failed to boot (internal/update), as JSON; written by the node, never read by the slot choice. */
+          failed: join(esp, files.failed),
+        };
+      },
     },
     /** The data partition (ext4 on dm-crypt): everything the node must keep. */
     data: {
@@ -47,6 +81,8 @@ export function storageLayout(root = "/") {
         data: join(data, "etcd", "data"),
       },
       kubernetes: { path: join(data, "kubernetes") },
+      /** An update's ESP files while they arrive, until their digests are checked (internal/update). */
+      updateStaging: join(data, "update-staging"),
     },
     /** tmpfs: sockets and runtime files, gone at reboot. */
     ephemeral: {

@@ -2,7 +2,10 @@
 // Monogon's localstorage).
 //
 //   GPT disk (virtio)
-//   ├─ "ESP"  FAT  ──mount──▶ /esp        parameters.pb, sealed.pb (not secret alone)
+//   ├─ "ESP"  FAT  ──mount──▶ /esp        parameters.pb, sealed.pb (not secret alone),
+//   │                                     the boot record, each slot's kernel + initramfs
+//   ├─ "SYSTEM-A" / "SYSTEM-B"  squashfs + hash tree ─dm-verity(root hash from
+//   │      the booted slot's command line)─▶ /dev/mapper/system ─▶ /system (roles)
 //   └─ "DATA" LUKS2 ─unlock(key)─▶ /dev/mapper/data ─ext4─▶ /data
 //                                                     node key + certificate, etcd, kubernetes
 //   tmpfs ───────────────────────────────────────────▶ /ephemeral  sockets, runtime files
@@ -28,7 +31,7 @@ import { MS_DIRSYNC, MS_NODEV, MS_NOEXEC, MS_NOSUID, mount } from "../sys/mod.ts
 import { DATA_PARTITION_NAME, ESP_PARTITION_NAME, storageLayout, type StorageLayout } from "./layout.ts";
 import { findPartition } from "./partitions.ts";
 import { StorageError } from "./data_partition.ts";
-export { writeFileDurably, writeFileDurablyAsync, syncDirectory } from "./durable_file.ts";
+export { writeFileDurably, writeFileDurablyAsync, copyFileDurably, appendFileTo, syncDirectory } from "./durable_file.ts";
 export { scrubFreeSpace } from "./scrub.ts";
 export { exclusively } from "./exclusive.ts";
 export {
@@ -44,6 +47,12 @@ export {
   ESP_PARTITION_NAME,
   DATA_PARTITION_NAME,
   DATA_MAPPER_NAME,
+  SLOTS,
+  SYSTEM_PARTITION_NAMES,
+  SYSTEM_MAPPER_NAME,
+  ESP_BOOT_RECORD,
+  espSlotFiles,
+  type Slot,
   type StorageLayout,
 } from "./layout.ts";
 export { blockDevices, findPartition, type BlockDevice } from "./partitions.ts";
@@ -56,7 +65,25 @@ export {
   type DataMountResult,
 } from "./data_partition.ts";
 
-export { findSystemImageDevice, mountSystemImage, SYSTEM_IMAGE_SERIAL } from "./system_image.ts";
+export {
+  openSystemImage,
+  mountSystemImage,
+  readBootSelection,
+  formatSystemImageParameter,
+  parseSystemImageParameter,
+  SystemImageError,
+  SYSTEM_IMAGE_DEVICE,
+  SLOT_PARAMETER,
+  TRIAL_PARAMETER,
+  SYSTEM_PARAMETER,
+  BUILD_PARAMETER,
+  TRIAL_BOUND_PARAMETER,
+  MIN_TRIAL_BOUND_S,
+  MAX_TRIAL_BOUND_S,
+  VERITY_BLOCK_BYTES,
+  type BootSelection,
+  type SystemImageParameters,
+} from "./system_image.ts";
 
 /**
  * Mounts the ESP (FAT) at its place in the layout, with dirsync. On FAT a

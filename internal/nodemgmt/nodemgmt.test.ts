@@ -3,7 +3,11 @@
 // record what they were asked.
 
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { LogLevel, NodeManagement } from "../../proto/gen/api/node_management_pb.ts";
+import { LogLevel, NodeManagement, UpdatePhase } from "../../proto/gen/api/node_management_pb.ts";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { storageLayout } from "../localstorage/mod.ts";
+import { BUNDLE_FILES, NODE_ARCH, readBootRecord, slotControl, type BundleManifest } from "../update/mod.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
 import { Value } from "../event/mod.ts";
 import { captureLogger } from "../log/mod.ts";
@@ -12,7 +16,7 @@ import { generateKeyPair, selfSignedCertificate } from "../pki/mod.ts";
 import { Status, channelCredentials, channelOptions, createClient } from "../rpc/mod.ts";
 import { refusal } from "../curator/test_cluster.ts";
 import { supervise, type Supervisor } from "../supervisor/mod.ts";
-import { eventually, freePort, testCA, testMembership, testNode, testOwner } from "../testing/mod.ts";
+import { eventually, freePort, tempDir, testCA, testMembership, testNode, testOwner } from "../testing/mod.ts";
 import { answerProblems, callEveryMethod, hostileRounds } from "../testing/unicode.ts";
 import { MAX_BACKLOG, dialNodeManagement, nodeManagementRunnable, type PowerRequest } from "./mod.ts";
 
@@ -135,6 +139,117 @@ describe("services and power", () => {
     await eventually(() =>
       expect(powered).toEqual(["reboot: owner asked through NodeManagement.Reboot", "poweroff: owner asked through NodeManagement.PowerOff"]),
     );
+  });
+});
+
+describe("updates", () => {
+  /** A node booted from slot a whose other slot is a file, serving node management on a port of its own. */
+  async function slottedNode() {
+    const dir = tempDir("nodecore-nodemgmt-update-");
+    const layout = storageLayout(dir.path);
+    mkdirSync(layout.esp.slot("a").dir, { recursive: true });
+    mkdirSync(layout.data.path, { recursive: true });
+    writeFileSync(layout.esp.boot, "active=a\n");
+    const systemB = join(dir.path, "system-b");
+    writeFileSync(systemB, new Uint8Array(4 << 20));
+    const membership = new Value<ClusterMembership>();
+    membership.set(testMembership(thisNode));
+    const slotPort = await freePort();
+    const reboots: string[] = [];
+    const { logger } = captureLogger("root");
+    const served = supervise(
+      nodeManagementRunnable({
+        membership,
+        port: slotPort,
+        logs,
+        services: () => [],
+        power: (action, why) => reboots.push(`${action}: ${why}`),
+        slots: slotControl(layout, { slot: "a", trial: false, system: undefined, systemError: undefined }, "0.1.0", { path: systemB, bytes: 4 << 20 }),
+      }),
+      { logger },
+    );
+    await eventually(() => expect(served.dump()[0]!.state).toBe("healthy"));
+    const contents = Object.fromEntries(BUNDLE_FILES.map((name) => [name, crypto.getRandomValues(new Uint8Array(name === "system" ? 3_000_000 : 700_000))])) as Record<(typeof BUNDLE_FILES)[number], Uint8Array>;
+    const manifest: BundleManifest = {
+      format: 1,
+      version: "0.2.0",
+      arch: NODE_ARCH,
+      files: Object.fromEntries(BUNDLE_FILES.map((name) => [name, { bytes: contents[name].length, sha256: new Bun.CryptoHasher("sha256").update(contents[name]).digest("hex") }])) as BundleManifest["files"],
+    };
+    manifest.files.version.bytes = 6;
+    contents.version = Buffer.from("0.2.0\n");
+    manifest.files.version.sha256 = new Bun.CryptoHasher("sha256").update(contents.version).digest("hex");
+    manifest.files.cmdline.bytes = 4;
+    contents.cmdline = Buffer.from("x=1\n");
+    manifest.files.cmdline.sha256 = new Bun.CryptoHasher("sha256").update(contents.cmdline).digest("hex");
+    const requests = async function* (text = JSON.stringify(manifest), data = Buffer.concat(BUNDLE_FILES.map((n) => contents[n])), activate = false) {
+      yield { bundleManifest: text, activate };
+      for (let i = 0; i < data.length; i += 256 * 1024) yield { data: data.subarray(i, i + 256 * 1024) };
+    };
+    return {
+      dir,
+      layout,
+      contents,
+      manifest,
+      reboots,
+      requests,
+      client: () => dialNodeManagement(nodeId, "127.0.0.1", owner, slotPort),
+      [Symbol.asyncDispose]: async () => {
+        await served.stop();
+        dir[Symbol.dispose]();
+      },
+    };
+  }
+
+  test("a bundle streamed by the owner is written to the other slot, with progress, and activated on request", async () => {
+    await using node = await slottedNode();
+    const c = node.client();
+    const phases: [UpdatePhase, number][] = [];
+    for await (const answer of c.update(node.requests(undefined, undefined, true))) phases.push([answer.phase, Number(answer.writtenBytes)]);
+    c.close();
+    expect(phases[0]).toEqual([UpdatePhase.WRITING, 0]);
+    expect(phases.at(-2)?.[0]).toBe(UpdatePhase.INSTALLED);
+    expect(phases.at(-1)?.[0]).toBe(UpdatePhase.REBOOTING);
+    expect(readFileSync(node.layout.esp.slot("b").kernel).equals(node.contents.kernel)).toBe(true);
+    expect(readBootRecord(node.layout)).toEqual({ active: "a", next: "b" });
+    await eventually(() => expect(node.reboots).toEqual(["reboot: owner updated slot b to 0.2.0 through NodeManagement.Update and activated it"]));
+  });
+
+  test("a damaged or mis-described bundle is refused, saying why, and the node is not rebooted", async () => {
+    await using node = await slottedNode();
+    const c = node.client();
+    const run = async (requests: AsyncIterable<{ bundleManifest?: string; data?: Uint8Array }>) => {
+      for await (const _ of c.update(requests)) {
+        // progress
+      }
+    };
+    const damaged = Buffer.concat(BUNDLE_FILES.map((n) => node.contents[n]));
+    damaged[10]! ^= 1;
+    const bad = await refusal(run(node.requests(undefined, damaged, true)));
+    expect(bad.code).toBe(Status.INVALID_ARGUMENT);
+    expect(bad.details).toMatch(/^the bundle's system does not match its sha256 .*: it was changed or damaged$/);
+    const notJson = await refusal(run(node.requests("{\u001b[2J")));
+    expect([notJson.code, notJson.details]).toEqual([Status.INVALID_ARGUMENT, "bundle.json is not JSON"]);
+    const empty = await refusal(run(node.requests(JSON.stringify({ format: 1, version: "0.2.0", arch: NODE_ARCH, files: {} }))));
+    expect([empty.code, empty.details]).toEqual([Status.INVALID_ARGUMENT, "bundle.json lists no system"]);
+    const older = await refusal(run(node.requests(JSON.stringify({ ...JSON.parse(JSON.stringify(node.manifest)), version: "0.0.1" }))));
+    expect([older.code, older.details]).toEqual([Status.FAILED_PRECONDITION, "the bundle's version 0.0.1 is older than this node's 0.1.0 (allow a downgrade to install it)"]);
+    c.close();
+    expect(readBootRecord(node.layout)).toEqual({ active: "a", next: undefined });
+    expect(node.reboots).toEqual([]);
+  });
+
+  test("a node without slots (a node process) says so", async () => {
+    const c = client();
+    const err = await refusal(
+      (async () => {
+        for await (const _ of c.update((async function* () {})())) {
+          // nothing
+        }
+      })(),
+    );
+    c.close();
+    expect([err.code, err.details]).toEqual([Status.FAILED_PRECONDITION, "this node has no system slots to update (a node process runs from its host's files)"]);
   });
 });
 

@@ -33,6 +33,8 @@ export const REPORTED_METHODS: ReadonlySet<string> = new Set([
   "NodeManagement/DefragmentEtcd",
   "NodeManagement/RecoverConsensus",
   "NodeManagement/Reset",
+  "NodeManagement/Update",
+  "NodeManagement/Rollback",
 ]);
 
 function reporter(report: NodeManagementOptions["report"]): ((call: AuditedCall) => void) | undefined {

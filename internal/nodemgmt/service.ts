@@ -1,8 +1,9 @@
 // NodeManagement: the owner's view into one node. Logs, services, power,
-// and its etcd member (status, defragmentation).
+// its etcd member (status, defragmentation), and its system slots (update,
+// rollback).
 
 import type { NodeManagement } from "../../proto/gen/api/node_management_pb.ts";
-import { LogLevel, LogEntrySchema } from "../../proto/gen/api/node_management_pb.ts";
+import { LogLevel, LogEntrySchema, UpdatePhase } from "../../proto/gen/api/node_management_pb.ts";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { Level } from "../log/mod.ts";
 import { BOOTS_KEPT, matches, type LogFilter, type LogTree, type PastBoot, type TreeEntry } from "../logtree/mod.ts";
@@ -12,6 +13,7 @@ import type { Etcd3 } from "etcd3";
 import { defragment, memberStatus } from "../consensus/mod.ts";
 import type { RunnableDump } from "../supervisor/mod.ts";
 import type { ConsensusRecovery, RecoveryPlan } from "../roleserve/mod.ts";
+import { BundleError, parseBundleManifest, type SlotControl, type SlotWriter } from "../update/mod.ts";
 
 /** Only the owner manages nodes; nodes never call each other here. */
 export const NODE_MANAGEMENT_POLICY: ServicePolicy<typeof NodeManagement> = {
@@ -23,6 +25,8 @@ export const NODE_MANAGEMENT_POLICY: ServicePolicy<typeof NodeManagement> = {
   defragmentEtcd: "owner",
   recoverConsensus: "owner",
   reset: "owner",
+  update: "owner",
+  rollback: "owner",
 };
 
 export type PowerRequest = "reboot" | "poweroff";
@@ -37,6 +41,10 @@ const MAX_PATH_CHARS = 256;
 const PATH_PATTERN = /^[a-z0-9_-]+(\.[a-z0-9_-]+)*$/i;
 /** How long after answering a power request the node acts on it, so the answer gets out first. */
 export const POWER_DELAY_MS = 200;
+/** The largest bundle.json a first update request may carry. */
+export const MAX_BUNDLE_MANIFEST_CHARS = 16 * 1024;
+/** Progress goes back to the caller every this many bytes written. */
+export const UPDATE_PROGRESS_EVERY_BYTES = 8 * 1024 * 1024;
 
 export interface NodeManagementDeps {
   logs: LogTree;
@@ -52,6 +60,14 @@ export interface NodeManagementDeps {
   pastBoot?: (age: number) => PastBoot | undefined;
   /** Makes the node forget its cluster (internal/cluster/reset.ts); what it erased. The node reboots after. */
   reset?: (wipe: boolean) => Promise<string[]>;
+  /** The node's system slots (a VM's); absent for a node process, which has none. */
+  slots?: SlotControl;
+}
+
+/** A bundle refused, as the status code that says whose fault it is. */
+function bundleRefusal(err: unknown): unknown {
+  if (!(err instanceof BundleError)) return err;
+  return err.kind === "precondition" ? new FailedPreconditionError(err.message) : new InvalidArgumentError(err.message);
 }
 
 
@@ -76,6 +92,7 @@ export function nodeManagementService(deps: NodeManagementDeps): ServiceImpl<typ
   let defragmenting = false;
   let recovering = false;
   let resetting = false;
+  let updating = false;
   const localEtcd = () => {
     const etcd = deps.etcd?.();
     if (!etcd) throw new FailedPreconditionError("this node runs no etcd member (it holds no consensus role, or its member is not serving yet)");
@@ -198,6 +215,61 @@ export function nodeManagementService(deps: NodeManagementDeps): ServiceImpl<typ
       });
       setTimeout(() => deps.power("reboot", `reset by the owner through NodeManagement.Reset${request.wipe ? " (wiped)" : ""}`), POWER_DELAY_MS);
       return { erased };
+    },
+
+    async *update(requests, ctx) {
+      const slots = deps.slots;
+      if (!slots) throw new FailedPreconditionError("this node has no system slots to update (a node process runs from its host's files)");
+      if (updating) throw new AbortedError("an update is being written to this node already; wait for it to end");
+      updating = true;
+      let writer: SlotWriter | undefined;
+      try {
+        const stream = requests[Symbol.asyncIterator]();
+        const first = await stream.next();
+        if (first.done) throw new InvalidArgumentError("the update ended before its first request");
+        const head = first.value;
+        if (head.bundleManifest === "") throw new InvalidArgumentError("the first request carries no bundle_manifest");
+        if (head.bundleManifest.length > MAX_BUNDLE_MANIFEST_CHARS) throw new InvalidArgumentError(`bundle_manifest: ${head.bundleManifest.length} characters, more than ${MAX_BUNDLE_MANIFEST_CHARS}`);
+        if (head.data.length > 0) throw new InvalidArgumentError("the first request carries data; send the bundle's bytes in the requests after it");
+        writer = await slots.beginUpdate(parseBundleManifest(head.bundleManifest), head.allowDowngrade);
+        const progress = (phase: UpdatePhase) => ({ phase, writtenBytes: BigInt(writer!.progress.written), totalBytes: BigInt(writer!.total), slot: writer!.slot, version: writer!.manifest.version });
+        yield progress(UpdatePhase.WRITING);
+        let reported = 0;
+        for (;;) {
+          const next = await stream.next();
+          if (next.done) break;
+          if (next.value.bundleManifest !== "") throw new InvalidArgumentError("only the first request carries a bundle_manifest");
+          ctx.signal.throwIfAborted();
+          await writer.write(next.value.data);
+          if (writer.progress.written - reported >= UPDATE_PROGRESS_EVERY_BYTES) {
+            reported = writer.progress.written;
+            yield progress(UpdatePhase.WRITING);
+          }
+        }
+        ctx.signal.throwIfAborted();
+        await writer.finish();
+        yield progress(UpdatePhase.INSTALLED);
+        if (head.activate) {
+          yield progress(UpdatePhase.REBOOTING);
+          setTimeout(() => deps.power("reboot", `owner updated slot ${writer!.slot} to ${writer!.manifest.version} through NodeManagement.Update and activated it`), POWER_DELAY_MS);
+        }
+      } catch (err) {
+        await writer?.abort();
+        throw bundleRefusal(err);
+      } finally {
+        updating = false;
+      }
+    },
+
+    async rollback(request) {
+      const slots = deps.slots;
+      if (!slots) throw new FailedPreconditionError("this node has no system slots to roll back (a node process runs from its host's files)");
+      if (updating) throw new AbortedError("an update is being written to this node; wait for it to end");
+      const next = await slots.rollback(request.force).catch((err: unknown) => {
+        throw bundleRefusal(err);
+      });
+      if (request.activate) setTimeout(() => deps.power("reboot", `owner rolled back to slot ${next.slot} (${next.version}) through NodeManagement.Rollback`), POWER_DELAY_MS);
+      return next;
     },
 
     async recoverConsensus(request) {

@@ -32,6 +32,10 @@ export interface NodeSummary {
   bootMs?: number;
   /** The node software's version, as it reported. */
   version?: string;
+  /** The system slot it runs (a VM's: a or b). */
+  slot?: string;
+  /** Its last update that did not take, as it reported (until that slot is written again). */
+  updateFailure?: { version: string; reason: string; timeMs: number };
   services: { name: string; state: string; message: string }[];
 }
 
@@ -50,6 +54,10 @@ export function summarize(node: Node): NodeSummary {
     ...(node.status?.timestampMs ? { lastStatusMs: Number(node.status.timestampMs) } : {}),
     ...(node.status?.bootMs ? { bootMs: Number(node.status.bootMs) } : {}),
     ...(node.status?.version ? { version: node.status.version } : {}),
+    ...(node.status?.slot ? { slot: node.status.slot } : {}),
+    ...(node.status?.updateFailure
+      ? { updateFailure: { version: node.status.updateFailure.version, reason: node.status.updateFailure.reason, timeMs: Number(node.status.updateFailure.timeMs) } }
+      : {}),
     services: (node.status?.services ?? []).map((s) => ({ name: s.name, state: s.state, message: s.message })),
   };
 }
@@ -111,7 +119,10 @@ export function describeNode(node: NodeSummary, now = Date.now()): string {
     ["Roles", node.roles.join(", ") || "-"],
     ["Curator", node.curator ? "running" : "-"],
     ["Labels", node.labels.join(", ") || "-"],
-    ["Version", node.version ?? "-"],
+    ["Version", node.version ? `${node.version}${node.slot ? ` (slot ${node.slot})` : ""}` : "-"],
+    ...(node.updateFailure
+      ? [["Update failed", `${node.updateFailure.version} at ${new Date(node.updateFailure.timeMs).toISOString()}: ${node.updateFailure.reason}`] as [string, string]]
+      : []),
     ["Booted", node.bootMs ? `${new Date(node.bootMs).toISOString()} (up ${formatDuration(now - node.bootMs)})` : "-"],
     ["Status from", node.lastStatusMs ? `${formatDuration(now - node.lastStatusMs)} ago` : "-"],
   ];

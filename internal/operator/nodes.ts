@@ -58,32 +58,57 @@ export const REBOOT_WAIT_MS = 15 * 60_000;
 const REBOOT_POLL_MS = 1_000;
 
 /**
- * Waits until node `id` is back from a reboot: it reports a boot that began
- * after `before` (its boot before the reboot), and the curator leader hears
- * its heartbeats (HEALTHY). While the node, or the cluster, is away, says
- * so through `settings.progress`. Throws, naming what it last saw, after
- * `waitMs`.
+ * Polls the node list until `judge` accepts node `id`: judge returns true
+ * when done, or says what it is waiting for (throws to stop at once). While
+ * the node, or the cluster, is away, says so through `settings.progress`.
+ * Throws, naming what it last saw, after `waitMs`.
  */
-export async function waitUntilRebooted(credentials: OwnerCredentials, id: string, before: number | undefined, settings: CallSettings & { waitMs?: number }): Promise<NodeSummary> {
+export async function waitForNode(
+  credentials: OwnerCredentials,
+  id: string,
+  judge: (node: NodeSummary) => true | string,
+  settings: CallSettings & { waitMs?: number; what: string },
+): Promise<NodeSummary> {
   const started = Date.now();
   const deadline = started + (settings.waitMs ?? REBOOT_WAIT_MS);
   let last = "no answer from the cluster yet";
   for (;;) {
+    let nodes: NodeSummary[] | undefined;
     try {
-      const node = (await listNodes(credentials, { timeoutMs: settings.timeoutMs })).find((n) => n.id === id);
-      if (!node) throw new Error(`${id} is no longer in the cluster`);
-      const rebooted = node.bootMs !== undefined && node.bootMs > (before ?? 0);
-      if (rebooted && node.health === "HEALTHY") return node;
-      last = rebooted ? `${id} booted again, its health is ${node.health}` : `${id} has not booted again yet (${node.health})`;
+      nodes = await listNodes(credentials, { timeoutMs: settings.timeoutMs });
     } catch (err) {
-      if (err instanceof Error && err.message.endsWith("is no longer in the cluster")) throw err;
       last = `the cluster does not answer (${(err as Error).message})`;
     }
+    if (nodes) {
+      const node = nodes.find((n) => n.id === id);
+      if (!node) throw new OperatorError(`${id} is no longer in the cluster`);
+      const verdict = judge(node);
+      if (verdict === true) return node;
+      last = verdict;
+    }
     const elapsed = Date.now() - started;
-    if (Date.now() >= deadline) throw new Error(`${id} was not back within ${Math.round(elapsed / 1000)} s: ${last}`);
-    settings.progress?.(`waiting for ${id} to come back (${Math.round(elapsed / 1000)} s): ${last}`);
+    if (Date.now() >= deadline) throw new OperatorError(`${id} was not ${settings.what} within ${Math.round(elapsed / 1000)} s: ${last}`);
+    settings.progress?.(`waiting for ${id} to be ${settings.what} (${Math.round(elapsed / 1000)} s): ${last}`);
     await Bun.sleep(REBOOT_POLL_MS);
   }
+}
+
+/**
+ * Waits until node `id` is back from a reboot: it reports a boot that began
+ * after `before` (its boot before the reboot), and the curator leader hears
+ * its heartbeats (HEALTHY).
+ */
+export function waitUntilRebooted(credentials: OwnerCredentials, id: string, before: number | undefined, settings: CallSettings & { waitMs?: number }): Promise<NodeSummary> {
+  return waitForNode(
+    credentials,
+    id,
+    (node) => {
+      const rebooted = node.bootMs !== undefined && node.bootMs > (before ?? 0);
+      if (rebooted && node.health === "HEALTHY") return true;
+      return rebooted ? `${id} booted again, its health is ${node.health}` : `${id} has not booted again yet (${node.health})`;
+    },
+    { ...settings, what: "back" },
+  );
 }
 
 /** The label that names a node for people ("node1"): the launcher sets it, and ctl takes it wherever a node ID goes. */

@@ -42,7 +42,7 @@
 //    from a backup are recorded on the data partition before they act, and
 //    finish on the control plane's next start if cut short.
 
-import type { ClusterDirectory, NodeRoles } from "../../proto/gen/common/common_pb.ts";
+import type { ClusterDirectory, NodeRoles, NodeStatus } from "../../proto/gen/common/common_pb.ts";
 import type { SealedConfiguration } from "../../proto/gen/api/configuration_pb.ts";
 import type { Node } from "../../proto/gen/curator/curator_pb.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
@@ -60,7 +60,7 @@ import type { DataStorage } from "../cluster/mod.ts";
 import { kubernetesWorker, type RuntimeSetup } from "./worker_kubernetes.ts";
 import { curatorConnectionWorker } from "./worker_curatorconnection.ts";
 import { roleFetchWorker } from "./worker_rolefetch.ts";
-import { statusPushWorker } from "./worker_statuspush.ts";
+import { statusPushWorker, type SlotStatus } from "./worker_statuspush.ts";
 import { heartbeatWorker } from "./worker_heartbeat.ts";
 import { sealedUpdateWorker } from "./worker_sealed.ts";
 import { coldStartWorker } from "./worker_coldstart.ts";
@@ -71,7 +71,7 @@ export { ServiceBoard } from "./service_status.ts";
 export { controlPlaneWorker, type LocalConsensus, type LocalCurator, type ControlPlaneOptions } from "./worker_controlplane.ts";
 export { curatorConnectionWorker, type CuratorConnectionOptions } from "./worker_curatorconnection.ts";
 export { roleFetchWorker, type RoleFetchOptions } from "./worker_rolefetch.ts";
-export { statusPushWorker, type StatusPushOptions } from "./worker_statuspush.ts";
+export { statusPushWorker, type StatusPushOptions, type SlotStatus } from "./worker_statuspush.ts";
 export { heartbeatWorker, type HeartbeatOptions } from "./worker_heartbeat.ts";
 export { sealedUpdateWorker, type SealedUpdateOptions } from "./worker_sealed.ts";
 export { coldStartWorker, type ColdStartOptions } from "./worker_coldstart.ts";
@@ -111,6 +111,8 @@ export interface RoleServerOptions {
   scrubEsp?: () => Promise<void>;
   /** The node's metrics: curator calls and heartbeat answers are counted there. */
   metrics?: Pick<NodeMetrics, "meter" | "heartbeatAnswered">;
+  /** What the node's status says about its system slots (a VM's); absent for a node process. */
+  slots?: () => SlotStatus;
 }
 
 /** The values the Role Server keeps, for observers (status, tests). */
@@ -127,6 +129,8 @@ export interface RoleServerValues {
   board: ServiceBoard;
   /** The sealed configuration each time the role server rewrites it. */
   sealed: Value<SealedConfiguration>;
+  /** The last status a curator accepted from this node: set once it has rejoined (an update's trial waits for it). */
+  statusPushed: Value<NodeStatus>;
 }
 
 export function newRoleServerValues(): RoleServerValues {
@@ -140,6 +144,7 @@ export function newRoleServerValues(): RoleServerValues {
     nodes: new Value<readonly Node[]>(),
     board: new ServiceBoard(),
     sealed: new Value<SealedConfiguration>(),
+    statusPushed: new Value<NodeStatus>(),
   };
 }
 
@@ -179,7 +184,7 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
     ctx.run("rolefetch", roleFetchWorker({ membership: options.membership, connection: values.connection, roles: values.roles, directory: values.directory, nodes: values.nodes }));
     ctx.run(
       "statuspush",
-      statusPushWorker({ membership: options.membership, connection: values.connection, localCurator: values.localCurator, services: values.board.value, bootMs }),
+      statusPushWorker({ membership: options.membership, connection: values.connection, localCurator: values.localCurator, services: values.board.value, bootMs, pushed: values.statusPushed, ...(options.slots ? { slots: options.slots } : {}) }),
     );
     ctx.run("heartbeat", heartbeatWorker({ membership: options.membership, connection: values.connection, ...(options.metrics ? { answered: () => options.metrics!.heartbeatAnswered() } : {}) }));
     const etcd = options.etcdBinary ?? ETCD_BINARY;

@@ -6,7 +6,7 @@ import { NodeStatusSchema, type NodeStatus, type ServiceStatus } from "../../pro
 import type { ClusterMembership } from "../cluster/mod.ts";
 import { followValues, type Value } from "../event/mod.ts";
 import type { Runnable } from "../supervisor/mod.ts";
-import { VERSION } from "../version/mod.ts";
+import { TEST_FAULT, VERSION } from "../version/mod.ts";
 import { withCurator, type CuratorConnection } from "./curator_connection.ts";
 import type { LocalCurator } from "./worker_controlplane.ts";
 
@@ -20,6 +20,16 @@ export interface StatusPushOptions {
   services: Value<ServiceStatus[]>;
   /** When this boot of the node began (ms since the epoch). */
   bootMs: number;
+  /** Set to each status a curator accepted. */
+  pushed?: Value<NodeStatus>;
+  /** The node's system slots: which one runs, and the last update that did not take (a VM's; absent for a node process). */
+  slots?: () => SlotStatus;
+}
+
+/** What a node says about its slots in its status. */
+export interface SlotStatus {
+  slot: string;
+  failure?: { version: string; reason: string; timeMs: number } | undefined;
 }
 
 export function statusPushWorker(options: StatusPushOptions): Runnable {
@@ -29,14 +39,20 @@ export function statusPushWorker(options: StatusPushOptions): Runnable {
     let services = options.services.peek() ?? [];
     let pushed: NodeStatus | undefined;
     const pushIfChanged = async () => {
+      const slots = options.slots?.();
       const status = create(NodeStatusSchema, {
         externalAddress: membership.address,
         ...(local ? { runningCurator: { port: local.endpoint.port } } : {}),
         version: VERSION,
         bootMs: BigInt(options.bootMs),
         services,
+        ...(slots ? { slot: slots.slot } : {}),
+        ...(slots?.failure
+          ? { updateFailure: { version: slots.failure.version.slice(0, 64), reason: slots.failure.reason.slice(0, 512), timeMs: BigInt(slots.failure.timeMs) } }
+          : {}),
       });
       if (pushed && equals(NodeStatusSchema, pushed, status)) return;
+      if (TEST_FAULT === "no-rejoin") throw new Error(`this build carries the test fault ${TEST_FAULT}: it never reports its status`);
       const connection = await options.connection.get({ signal: ctx.signal });
       const stamped = create(NodeStatusSchema, { ...status, timestampMs: BigInt(Date.now()) });
       await withCurator(connection, (c) =>
@@ -44,6 +60,7 @@ export function statusPushWorker(options: StatusPushOptions): Runnable {
       );
       ctx.logger.info("status pushed", { curator: Boolean(local), services: services.map((s) => `${s.name}=${s.state}`).join(",") });
       pushed = status;
+      options.pushed?.set(stamped);
     };
     ctx.signalHealthy();
     await pushIfChanged();

@@ -21,6 +21,14 @@ const LIBC = "libc.so.6";
 const SYS_finit_module = 313; // x86_64
 
 let lib: ReturnType<typeof open> | undefined;
+let kexecLib: ReturnType<typeof openKexec> | undefined;
+
+/** syscall(2) bound a second time with kexec_file_load's six arguments: a binding has one signature. */
+function openKexec() {
+  return dlopen(LIBC, {
+    syscall: { args: [FFIType.i64, FFIType.i32, FFIType.i32, FFIType.u64, FFIType.ptr, FFIType.u64], returns: FFIType.i64 },
+  });
+}
 
 function open() {
   return dlopen(LIBC, {
@@ -163,12 +171,30 @@ export function umount(target: string, flags = 0): void {
 
 const LINUX_REBOOT_CMD_POWER_OFF = 0x4321fedc;
 const LINUX_REBOOT_CMD_RESTART = 0x01234567;
+const LINUX_REBOOT_CMD_KEXEC = 0x45584543;
+const REBOOT_COMMANDS = { poweroff: LINUX_REBOOT_CMD_POWER_OFF, restart: LINUX_REBOOT_CMD_RESTART, kexec: LINUX_REBOOT_CMD_KEXEC } as const;
 
-/** Flushes filesystems and powers off or restarts the machine. Only returns on failure. */
-export function reboot(how: "poweroff" | "restart"): void {
+/**
+ * Flushes filesystems and powers off, restarts the machine, or starts the
+ * kernel loaded by kexecFileLoad. Only returns on failure.
+ */
+export function reboot(how: keyof typeof REBOOT_COMMANDS): void {
   libc().sync();
-  const cmd = how === "poweroff" ? LINUX_REBOOT_CMD_POWER_OFF : LINUX_REBOOT_CMD_RESTART;
-  check(libc().reboot(cmd), "reboot", how);
+  check(libc().reboot(REBOOT_COMMANDS[how]), "reboot", how);
+}
+
+const SYS_kexec_file_load = 320; // x86_64
+
+/**
+ * Loads a kernel (a bzImage), its initramfs and its command line for the
+ * next reboot("kexec") (kexec_file_load(2)): the kernel checks the image and
+ * keeps a digest that its purgatory checks again before it jumps.
+ */
+export function kexecFileLoad(kernelFd: number, initramfsFd: number, cmdline: string): void {
+  kexecLib ??= openKexec();
+  const text = cString(cmdline);
+  const result = kexecLib.symbols.syscall(BigInt(SYS_kexec_file_load), kernelFd, initramfsFd, BigInt(text.byteLength), text, 0n);
+  check(result, "kexec_file_load", `command line of ${text.byteLength} bytes`);
 }
 
 const LINUX_REBOOT_CMD_CAD_OFF = 0;

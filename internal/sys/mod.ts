@@ -4,7 +4,8 @@
 //   cmd/init ──▶ mount / umount      (pseudo filesystems, ESP, data)
 //            ──▶ loadModules         (the image's load list, in order → finit_module)
 //            ──▶ reapOrphans         (zombies that are not bun's own children)
-//            ──▶ reboot / sync       (clean power-off and restart)
+//            ──▶ reboot / sync       (clean power-off and restart, kexec)
+//            ──▶ kexecFileLoad       (load the chosen slot's kernel, internal/update)
 //   localstorage ─▶ syncfs          (the ESP alone, around its scrub)
 //            ──▶ sethostname
 //   network  ──▶ socket / ioctl      (interface flags, address, default route)
@@ -26,6 +27,7 @@ export {
   sethostname,
   reap,
   finitModule,
+  kexecFileLoad,
   becomeSubreaper,
   SyscallError,
   MS_RDONLY,

@@ -6,7 +6,7 @@
 //                    4096 ─ JSON metadata (segments."0".offset = where ciphertext starts)
 //                    segment offset ─ encrypted ext4 (its superblock magic must not show)
 
-import { closeSync, openSync, readSync } from "node:fs";
+import { closeSync, openSync, readSync, writeSync } from "node:fs";
 import { runHostCommand } from "../launch/mod.ts";
 
 export const LUKS_MAGIC = Buffer.from([0x4c, 0x55, 0x4b, 0x53, 0xba, 0xbe]); // "LUKS\xba\xbe"
@@ -41,6 +41,19 @@ export function readAt(path: string, offset: number, length: number): Buffer {
     const buffer = Buffer.alloc(length);
     const read = readSync(fd, buffer, 0, length, offset);
     return buffer.subarray(0, read);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Inverts the lowest bit of one byte of a file in place (a disk image: a tampered or failing sector). */
+export function flipByte(path: string, offset: number): void {
+  const fd = openSync(path, "r+");
+  try {
+    const byte = Buffer.alloc(1);
+    if (readSync(fd, byte, 0, 1, offset) !== 1) throw new Error(`${path} has no byte at ${offset}`);
+    byte[0] = byte[0]! ^ 0x01;
+    writeSync(fd, byte, 0, 1, offset);
   } finally {
     closeSync(fd);
   }

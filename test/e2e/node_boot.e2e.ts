@@ -5,6 +5,13 @@
 //                                  power button → clean poweroff → host reads the disk: ciphertext only
 //                                  boot 2: same disk → DATA mounted, not formatted (same marker) → UP
 //   node2 (corrupt parameters)     FATAL banner, and the node stays up
+//                                  one byte of its system slot changed → the slot is refused before
+//                                  anything from it runs, FATAL banner naming it (no other slot yet)
+//   node1 again                    boot 3: ctl node update --image <v2> --activate --wait: v2 streamed
+//                                  into slot b, kexec'd as a trial, confirmed once the node rejoined
+//                                  ctl node update --image <v3, never rejoins> --activate --wait:
+//                                  v3 into slot a, its trial runs out, the node comes back on v2 by
+//                                  itself, says the update failed, and v3's log lines are readable
 //
 // One VM runs at a time. Disks and consoles stay in out/cluster/e2e/.
 
@@ -13,7 +20,10 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { randomBytes } from "node:crypto";
 import { NodeParametersSchema } from "../../proto/gen/api/configuration_pb.ts";
 import { bootMilestones, CONSOLE, createCluster, ctlFor, formatMilestones, type Cluster, type ConsoleLine, type NodeVm } from "../launch/mod.ts";
-import { hasExt4Magic, isLuks2, partitionContains, partitionExtent, readLuks2Header } from "./disk_inspection.ts";
+import { flipByte, hasExt4Magic, isLuks2, partitionContains, partitionExtent, readLuks2Header } from "./disk_inspection.ts";
+import { SYSTEM_A_PARTITION_NUMBER } from "../../image/layout.ts";
+import { readManifest } from "../../image/mod.ts";
+import { buildUpdateImage, nextVersion } from "./updates.ts";
 import { assert, assertEqual, e2eCleanup, e2eTest, type E2eContext } from "./harness.ts";
 
 /** Per boot milestone: TCG is slow, and the host may be busy with other work. */
@@ -23,6 +33,8 @@ const STAYS_UP_OBSERVE_MS = 10_000;
 const STAYS_UP_POLL_MS = 1_000;
 const DATA_PARTITION_NUMBER = 2;
 const CORRUPT_PARAMETERS_BYTES = 64;
+/** Where in slot a's system image a byte is changed: inside the squashfs (about 70 MiB), far from its superblock. */
+const TAMPERED_OFFSET_BYTES = 20 * 1024 * 1024 + 12345;
 
 let cluster: Cluster | undefined;
 /** The node ID node1 reported on its first boot. */
@@ -124,6 +136,9 @@ e2eTest("a node reads its parameters from fw_cfg, mounts its ESP, formats and mo
 e2eTest("the first node bootstraps a cluster and reports itself UP as a consensus member", async (ctx) => {
   const node = (await theCluster(ctx)).node("node1");
   const up = await milestone(ctx, node, CONSOLE.nodeUp, "node is UP");
+  const chosen = node.console.find(CONSOLE.slotChosen);
+  assert(chosen !== undefined && /booting slot a .*: the running build/.test(chosen.text), `node1 should boot slot a, the disk template's, without a kexec: ${chosen?.text}`);
+  assert(node.console.find(CONSOLE.systemVerified) !== undefined, "node1 should verify its system image before it boots on");
   assert(/roles=\S*consensus/.test(up.text), `node1 should hold the consensus role: ${up.text}`);
   assertEqual(field(up, "address"), node.address, "the address the node reports");
   reportBoot(ctx, node, "node1, first boot (formats the data partition, bootstraps the cluster)");
@@ -207,6 +222,97 @@ e2eTest("a node with corrupt parameters shows a FATAL banner naming them and sta
   }
   ctx.logger.info("node2: still running after the FATAL banner", { watchedSeconds: STAYS_UP_OBSERVE_MS / 1000 });
   await node.kill();
+});
+
+e2eTest("a node whose system image was changed by one byte refuses the slot before anything from it runs, and says why", async (ctx) => {
+  const node = (await theCluster(ctx)).node("node2");
+  const disk = node.files.disk;
+  const slot = await partitionExtent(disk, SYSTEM_A_PARTITION_NUMBER);
+  assertEqual(slot.name, "SYSTEM-A", `the name of partition ${SYSTEM_A_PARTITION_NUMBER}`);
+  // What a failing disk or someone with the powered-off disk could do.
+  flipByte(disk, slot.startBytes + TAMPERED_OFFSET_BYTES);
+  await node.start();
+  await milestone(ctx, node, CONSOLE.slotChosen, "slot a chosen");
+  const refused = await milestone(ctx, node, CONSOLE.slotRefused, "refused slot a");
+  assert(/fails verification/.test(refused.text), `the refusal should say the image fails verification: ${refused.text}`);
+  await milestone(ctx, node, CONSOLE.fatalBanner, "FATAL banner shown");
+  const banner = await eventually(
+    () => {
+      const text = bannerText(node.console.lines);
+      assert(/stays up/.test(text), "the banner is still arriving");
+      return text;
+    },
+    { timeoutMs: MILESTONE_TIMEOUT_MS, intervalMs: 100, what: "the whole FATAL banner" },
+  );
+  assert(banner.includes("slot a") && banner.includes("fails verification"), `the banner should name slot a and its failed verification: ${banner}`);
+  assert(banner.includes("slot b holds no system"), `the banner should say there is no other slot to fall back to: ${banner}`);
+  // Nothing past the verification ran: the node never read its parameters.
+  for (const later of [CONSOLE.systemVerified, CONSOLE.parametersRead, CONSOLE.enrolmentDecided]) {
+    const line = node.console.find(later);
+    assert(line === undefined, `the refused slot went on to: ${line?.text}`);
+  }
+  assertNoPanic(node);
+  await node.kill();
+});
+
+/** The versions the update steps build: v2 (good) and v3 (never rejoins). */
+let v2: { version: string; bundle: string } | undefined;
+
+/** Seconds a trial of v3 has to rejoin before it rolls back: the least a build may set. */
+const V3_TRIAL_BOUND_S = 30;
+
+e2eTest("ctl node update streams a newer version to node1, which boots it from slot b by kexec, once, and keeps it once it has rejoined", async (ctx) => {
+  const c = await theCluster(ctx);
+  const node = c.node("node1");
+  const v1 = readManifest(ctx.imageDir).version;
+  const built = await buildUpdateImage(ctx, { version: nextVersion(v1, 1), name: "v2" });
+  v2 = built;
+  await node.start();
+  await milestone(ctx, node, CONSOLE.nodeUp, "node is UP at v1");
+  const ctl = ctlFor(c);
+  await assertListedUp(ctl, firstNodeId);
+  const started = performance.now();
+  const updated = await ctl("node", "update", firstNodeId!, "--image", built.bundle, "--activate", "--wait");
+  const seconds = (performance.now() - started) / 1000;
+  assertEqual(updated.exitCode, 0, `ctl node update to ${built.version} (${updated.stderr.trim()})`);
+  assert(updated.stdout.includes(`runs ${built.version} from slot b, HEALTHY`), `ctl should say node1 runs ${built.version} from slot b: ${updated.stdout}`);
+  const loaded = node.console.find(/I root booting slot b \(version .*\), once, as a trial: its kernel is loaded/);
+  assert(loaded !== undefined && loaded.text.includes(built.version), `node1 should kexec slot b at ${built.version} as a trial: ${loaded?.text}`);
+  await milestone(ctx, node, /I root booted slot b, once, as a trial by kexec/, "slot b's kernel runs");
+  await milestone(ctx, node, /slot b \(version .*\) confirmed: the node rejoined its cluster/, "slot b confirmed");
+  ctx.report(`ctl node update ${v1} → ${built.version} on one node (bundle streamed, written, kexec'd, rejoined, confirmed): ${seconds.toFixed(1)} s`);
+  await assertListedUp(ctl, firstNodeId);
+});
+
+e2eTest("a version that never rejoins rolls itself back: node1 comes back on the last good slot, says why, and the failed boot's logs stay readable", async (ctx) => {
+  const c = await theCluster(ctx);
+  const node = c.node("node1");
+  const good = v2;
+  assert(good !== undefined, "the update to v2 did not run");
+  const broken = await buildUpdateImage(ctx, { version: nextVersion(good.version, 1), name: "v3", testFault: "no-rejoin", trialBoundS: V3_TRIAL_BOUND_S });
+  const ctl = ctlFor(c);
+  const started = performance.now();
+  const updated = await ctl("node", "update", firstNodeId!, "--image", broken.bundle, "--activate", "--wait");
+  const seconds = (performance.now() - started) / 1000;
+  assertEqual(updated.exitCode, 1, `ctl node update to the broken ${broken.version} should fail (${updated.stdout.trim()} ${updated.stderr.trim()})`);
+  assert(updated.stderr.includes(`rolled back to ${good.version}`), `ctl should say node1 rolled back to ${good.version}: ${updated.stderr.trim()}`);
+  await milestone(ctx, node, /the trial of slot a \(version .*\) failed/, "slot a's trial failed");
+  const described = await ctl("node", "describe", firstNodeId!, "--json");
+  assertEqual(described.exitCode, 0, `ctl node describe (${described.stderr.trim()})`);
+  const status = JSON.parse(described.stdout) as { version?: string; slot?: string; updateFailure?: { version?: string; reason?: string } };
+  assertEqual(status.version, good.version, "node1's version after the rollback");
+  assertEqual(status.updateFailure?.version, broken.version, "the failed update's version in node1's status");
+  const logs = await eventually(
+    async () => {
+      const result = await ctl("node", "logs", firstNodeId!, "--boot", "-1");
+      assertEqual(result.exitCode, 0, `ctl node logs --boot -1 (${result.stderr.trim()})`);
+      return result.stdout;
+    },
+    { timeoutMs: 60_000, intervalMs: 2_000, what: "the failed boot's logs" },
+  );
+  assert(logs.includes(`slot a (version ${broken.version})`), `the previous boot's logs should be v3's trial:\n${logs.slice(-2000)}`);
+  ctx.report(`a version that never rejoins (trial bound ${V3_TRIAL_BOUND_S} s): ctl node update to its rollback, back HEALTHY on ${good.version}: ${seconds.toFixed(1)} s`);
+  await node.stop({ clean: true });
 });
 
 e2eCleanup(async () => {

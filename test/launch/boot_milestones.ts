@@ -11,6 +11,13 @@ export const CONSOLE = {
   initLogLine: /^\d\d:\d\d:\d\d\.\d{3} [DIWE] \S+ /,
   modulesLoaded: /I root kernel modules loaded /,
   espMounted: /I root ESP mounted /,
+  /** PID 1's slot choice (internal/update/select.ts): the running build, or the chosen slot's kernel about to be kexec'd. */
+  slotChosen: /I root booting slot [ab] /,
+  /** A node kexec'd into the slot its boot record chose. */
+  slotKexecd: /I root booted slot [ab].* by kexec/,
+  systemVerified: /I root system image verified /,
+  /** The booted slot's system image failed verification (internal/update/refuse.ts decides what follows). */
+  slotRefused: /E root the booted slot must not run /,
   parametersRead: /parameters ask to (bootstrap a new cluster|register into a cluster)/,
   /** Enrolment's first decision: from parameters, or join with the sealed configuration. */
   enrolmentDecided: /parameters ask to (bootstrap a new cluster|register into a cluster)|found sealed configuration, joining the cluster/,
@@ -36,10 +43,14 @@ export const CONSOLE = {
  * Progress lines say this, never the pattern: a person reads milestones.
  */
 const AWAITED: Record<keyof typeof CONSOLE, string> = {
+  slotChosen: "to choose the slot it boots",
+  slotKexecd: "to come up on the chosen slot's kernel",
   kernelRunsInit: "to run /init",
   initLogLine: "to print its first init log line",
   modulesLoaded: "to load its kernel modules",
   espMounted: "to mount its ESP",
+  systemVerified: "to verify its system image",
+  slotRefused: "to refuse its slot",
   parametersRead: "to read its parameters",
   enrolmentDecided: "to decide how to enrol",
   dataFormatted: "to format its data partition",
@@ -73,6 +84,8 @@ export const BOOT_MILESTONES: readonly { name: string; pattern: RegExp }[] = [
   { name: "kernel runs /init", pattern: CONSOLE.kernelRunsInit },
   { name: "first init log line", pattern: CONSOLE.initLogLine },
   { name: "kernel modules loaded", pattern: CONSOLE.modulesLoaded },
+  { name: "slot chosen", pattern: CONSOLE.slotChosen },
+  { name: "system image verified", pattern: CONSOLE.systemVerified },
   { name: "enrolment decided", pattern: CONSOLE.enrolmentDecided },
   { name: "address acquired", pattern: CONSOLE.addressAcquired },
   { name: "storage mounted", pattern: CONSOLE.dataMounted },

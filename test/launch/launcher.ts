@@ -55,7 +55,7 @@ export interface ClusterOptions {
   memoryMiB?: number;
   /** vCPUs per VM (default DEFAULT_CPUS). */
   cpus?: number;
-  /** Appended kernel command line (default: the image's). */
+  /** The kernel command line (default: the image's, slot a's). */
   cmdline?: string;
   /** Where the built image is (default out/image). */
   imageDir?: string;
@@ -169,7 +169,8 @@ export async function createCluster(options: ClusterOptions = {}): Promise<Clust
   const specs = nodeSpecs(options.nodes);
   const parameterSpecs = specs.map((s, i) => s.parameters ?? defaultParameters(i + 1));
   const imageDir = options.imageDir ?? join(REPO_ROOT, OUT_DIR);
-  const image = manifestPaths(readManifest(imageDir), imageDir);
+  const manifest = readManifest(imageDir);
+  const image = manifestPaths(manifest, imageDir);
   for (const file of Object.values(image)) if (!existsSync(file)) throw new Error(`image file ${file} is missing: run bun image/build.ts`);
 
   const dir = ClusterDir.open(options.dir ?? join(REPO_ROOT, CLUSTER_DIRS, name), { fresh: options.fresh ?? true });
@@ -221,16 +222,18 @@ export async function createCluster(options: ClusterOptions = {}): Promise<Clust
           address,
           tap,
           files,
+          // Slot a's build, as the disk template installs it: the firmware's
+          // fixed entry. The node kexecs another slot if its disk's boot
+          // record names one (internal/update/select.ts).
           kernel: image.kernel,
           initramfs: image.initramfs,
-          system: image.system,
+          cmdline: options.cmdline ?? manifest.cmdline,
           hasParameters: parameters !== undefined || parameterSpecs[i]!.kind === "register-later",
           hasStorageTestKey: withKey,
           // Node 1 bootstraps, and the first node is the Kubernetes
           // controller; every node of a launched cluster is a worker.
           memoryMiB: options.memoryMiB ?? (index === 1 ? CONTROLLER_MEMORY_MIB : WORKER_MEMORY_MIB),
           cpus: options.cpus ?? DEFAULT_CPUS,
-          ...(options.cmdline !== undefined ? { cmdline: options.cmdline } : {}),
           echo: !(options.quiet ?? false),
           ns,
           logger,

@@ -41,8 +41,6 @@ export interface NodeVmConfig {
   files: NodeFiles;
   kernel: string;
   initramfs: string;
-  /** The image's system image (read-only, shared by every VM). */
-  system?: string;
   /** Whether files.parameters / files.storageTestKey are handed to the guest. */
   hasParameters: boolean;
   hasStorageTestKey: boolean;
@@ -124,7 +122,6 @@ export class NodeVm {
     return qemuArgs({
       kernel: this.config.kernel,
       initramfs: this.config.initramfs,
-      ...(this.config.system ? { system: this.config.system } : {}),
       disk: files.disk,
       memoryMiB: this.config.memoryMiB,
       cpus: this.config.cpus,

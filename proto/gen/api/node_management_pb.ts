@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file api/node_management.proto.
  */
 export const file_api_node_management: GenFile = /*@__PURE__*/
-  fileDesc("ChlhcGkvbm9kZV9tYW5hZ2VtZW50LnByb3RvEgxub2RlY29yZS5hcGkiiQEKDkdldExvZ3NSZXF1ZXN0EgwKBHBhdGgYASABKAkSDwoHc3VidHJlZRgCIAEoCBIPCgdiYWNrbG9nGAMgASgFEg4KBmZvbGxvdxgEIAEoCBIpCgltaW5fbGV2ZWwYBSABKA4yFi5ub2RlY29yZS5hcGkuTG9nTGV2ZWwSDAoEYm9vdBgGIAEoBSKJAQoITG9nRW50cnkSDAoEcGF0aBgBIAEoCRIPCgd0aW1lX21zGAIgASgDEiUKBWxldmVsGAMgASgOMhYubm9kZWNvcmUuYXBpLkxvZ0xldmVsEg8KB21lc3NhZ2UYBCABKAkSJgoGZmllbGRzGAUgAygLMhYubm9kZWNvcmUuYXBpLkxvZ0ZpZWxkIiYKCExvZ0ZpZWxkEgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCSJlCg9HZXRMb2dzUmVzcG9uc2USJwoHZW50cmllcxgBIAMoCzIWLm5vZGVjb3JlLmFwaS5Mb2dFbnRyeRIpCglwYXN0X2Jvb3QYAiABKAsyFi5ub2RlY29yZS5hcGkuUGFzdEJvb3QiYgoIUGFzdEJvb3QSDwoHYm9vdF9tcxgBIAEoAxIPCgd2ZXJzaW9uGAIgASgJEhAKCGVuZGVkX21zGAMgASgDEhEKCWVuZF9jYXVzZRgEIAEoCRIPCgdza2lwcGVkGAUgASgNIhQKEkdldFNlcnZpY2VzUmVxdWVzdCJeCgdTZXJ2aWNlEgwKBHBhdGgYASABKAkSDQoFc3RhdGUYAiABKAkSEAoIcmVzdGFydHMYAyABKA0SEgoKbGFzdF9lcnJvchgEIAEoCRIQCghzaW5jZV9tcxgFIAEoAyI+ChNHZXRTZXJ2aWNlc1Jlc3BvbnNlEicKCHNlcnZpY2VzGAEgAygLMhUubm9kZWNvcmUuYXBpLlNlcnZpY2UiDwoNUmVib290UmVxdWVzdCIQCg5SZWJvb3RSZXNwb25zZSIRCg9Qb3dlck9mZlJlcXVlc3QiEgoQUG93ZXJPZmZSZXNwb25zZSIWChRHZXRFdGNkU3RhdHVzUmVxdWVzdCKFAgoVR2V0RXRjZFN0YXR1c1Jlc3BvbnNlEhEKCW1lbWJlcl9pZBgBIAEoCRIRCglsZWFkZXJfaWQYAiABKAkSEgoKaXNfbGVhcm5lchgDIAEoCBIPCgd2ZXJzaW9uGAQgASgJEhUKDWRiX3NpemVfYnl0ZXMYBSABKAQSHAoUZGJfc2l6ZV9pbl91c2VfYnl0ZXMYBiABKAQSEAoIcmV2aXNpb24YByABKAMSEQoJcmFmdF90ZXJtGAggASgEEhIKCnJhZnRfaW5kZXgYCSABKAQSDgoGYWxhcm1zGAogAygJEg4KBmVycm9ycxgLIAMoCRITCgtxdW90YV9ieXRlcxgMIAEoBCIXChVEZWZyYWdtZW50RXRjZFJlcXVlc3QiVAoWRGVmcmFnbWVudEV0Y2RSZXNwb25zZRIUCgxiZWZvcmVfYnl0ZXMYASABKAQSEwoLYWZ0ZXJfYnl0ZXMYAiABKAQSDwoHdG9va19tcxgDIAEoBCI5ChdSZWNvdmVyQ29uc2Vuc3VzUmVxdWVzdBIPCgdkcnlfcnVuGAEgASgIEg0KBWZvcmNlGAIgASgIIj8KCkxvc3RNZW1iZXISDAoEbmFtZRgBIAEoCRIQCghwZWVyX3VybBgCIAEoCRIRCgltZW1iZXJfaWQYAyABKAkixAEKGFJlY292ZXJDb25zZW5zdXNSZXNwb25zZRIQCghzdXJ2aXZvchgBIAEoCRIRCgltZW1iZXJfaWQYAiABKAkSEQoJbGVhZGVyX2lkGAMgASgJEhAKCHJldmlzaW9uGAQgASgDEg4KBnF1b3J1bRgFIAEoCBIVCg1xdW9ydW1fcmVhc29uGAYgASgJEiYKBGxvc3QYByADKAsyGC5ub2RlY29yZS5hcGkuTG9zdE1lbWJlchIPCgdzdGFydGVkGAggASgIIhwKDFJlc2V0UmVxdWVzdBIMCgR3aXBlGAEgASgIIh8KDVJlc2V0UmVzcG9uc2USDgoGZXJhc2VkGAEgAygJKncKCExvZ0xldmVsEhkKFUxPR19MRVZFTF9VTlNQRUNJRklFRBAAEhMKD0xPR19MRVZFTF9ERUJVRxABEhIKDkxPR19MRVZFTF9JTkZPEAISEgoOTE9HX0xFVkVMX1dBUk4QAxITCg9MT0dfTEVWRUxfRVJST1IQBDKaBQoOTm9kZU1hbmFnZW1lbnQSSAoHR2V0TG9ncxIcLm5vZGVjb3JlLmFwaS5HZXRMb2dzUmVxdWVzdBodLm5vZGVjb3JlLmFwaS5HZXRMb2dzUmVzcG9uc2UwARJSCgtHZXRTZXJ2aWNlcxIgLm5vZGVjb3JlLmFwaS5HZXRTZXJ2aWNlc1JlcXVlc3QaIS5ub2RlY29yZS5hcGkuR2V0U2VydmljZXNSZXNwb25zZRJDCgZSZWJvb3QSGy5ub2RlY29yZS5hcGkuUmVib290UmVxdWVzdBocLm5vZGVjb3JlLmFwaS5SZWJvb3RSZXNwb25zZRJJCghQb3dlck9mZhIdLm5vZGVjb3JlLmFwaS5Qb3dlck9mZlJlcXVlc3QaHi5ub2RlY29yZS5hcGkuUG93ZXJPZmZSZXNwb25zZRJYCg1HZXRFdGNkU3RhdHVzEiIubm9kZWNvcmUuYXBpLkdldEV0Y2RTdGF0dXNSZXF1ZXN0GiMubm9kZWNvcmUuYXBpLkdldEV0Y2RTdGF0dXNSZXNwb25zZRJbCg5EZWZyYWdtZW50RXRjZBIjLm5vZGVjb3JlLmFwaS5EZWZyYWdtZW50RXRjZFJlcXVlc3QaJC5ub2RlY29yZS5hcGkuRGVmcmFnbWVudEV0Y2RSZXNwb25zZRJhChBSZWNvdmVyQ29uc2Vuc3VzEiUubm9kZWNvcmUuYXBpLlJlY292ZXJDb25zZW5zdXNSZXF1ZXN0GiYubm9kZWNvcmUuYXBpLlJlY292ZXJDb25zZW5zdXNSZXNwb25zZRJACgVSZXNldBIaLm5vZGVjb3JlLmFwaS5SZXNldFJlcXVlc3QaGy5ub2RlY29yZS5hcGkuUmVzZXRSZXNwb25zZWIGcHJvdG8z");
+  fileDesc("ChlhcGkvbm9kZV9tYW5hZ2VtZW50LnByb3RvEgxub2RlY29yZS5hcGkiiQEKDkdldExvZ3NSZXF1ZXN0EgwKBHBhdGgYASABKAkSDwoHc3VidHJlZRgCIAEoCBIPCgdiYWNrbG9nGAMgASgFEg4KBmZvbGxvdxgEIAEoCBIpCgltaW5fbGV2ZWwYBSABKA4yFi5ub2RlY29yZS5hcGkuTG9nTGV2ZWwSDAoEYm9vdBgGIAEoBSKJAQoITG9nRW50cnkSDAoEcGF0aBgBIAEoCRIPCgd0aW1lX21zGAIgASgDEiUKBWxldmVsGAMgASgOMhYubm9kZWNvcmUuYXBpLkxvZ0xldmVsEg8KB21lc3NhZ2UYBCABKAkSJgoGZmllbGRzGAUgAygLMhYubm9kZWNvcmUuYXBpLkxvZ0ZpZWxkIiYKCExvZ0ZpZWxkEgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCSJlCg9HZXRMb2dzUmVzcG9uc2USJwoHZW50cmllcxgBIAMoCzIWLm5vZGVjb3JlLmFwaS5Mb2dFbnRyeRIpCglwYXN0X2Jvb3QYAiABKAsyFi5ub2RlY29yZS5hcGkuUGFzdEJvb3QiYgoIUGFzdEJvb3QSDwoHYm9vdF9tcxgBIAEoAxIPCgd2ZXJzaW9uGAIgASgJEhAKCGVuZGVkX21zGAMgASgDEhEKCWVuZF9jYXVzZRgEIAEoCRIPCgdza2lwcGVkGAUgASgNIhQKEkdldFNlcnZpY2VzUmVxdWVzdCJeCgdTZXJ2aWNlEgwKBHBhdGgYASABKAkSDQoFc3RhdGUYAiABKAkSEAoIcmVzdGFydHMYAyABKA0SEgoKbGFzdF9lcnJvchgEIAEoCRIQCghzaW5jZV9tcxgFIAEoAyI+ChNHZXRTZXJ2aWNlc1Jlc3BvbnNlEicKCHNlcnZpY2VzGAEgAygLMhUubm9kZWNvcmUuYXBpLlNlcnZpY2UiDwoNUmVib290UmVxdWVzdCIQCg5SZWJvb3RSZXNwb25zZSIRCg9Qb3dlck9mZlJlcXVlc3QiEgoQUG93ZXJPZmZSZXNwb25zZSIWChRHZXRFdGNkU3RhdHVzUmVxdWVzdCKFAgoVR2V0RXRjZFN0YXR1c1Jlc3BvbnNlEhEKCW1lbWJlcl9pZBgBIAEoCRIRCglsZWFkZXJfaWQYAiABKAkSEgoKaXNfbGVhcm5lchgDIAEoCBIPCgd2ZXJzaW9uGAQgASgJEhUKDWRiX3NpemVfYnl0ZXMYBSABKAQSHAoUZGJfc2l6ZV9pbl91c2VfYnl0ZXMYBiABKAQSEAoIcmV2aXNpb24YByABKAMSEQoJcmFmdF90ZXJtGAggASgEEhIKCnJhZnRfaW5kZXgYCSABKAQSDgoGYWxhcm1zGAogAygJEg4KBmVycm9ycxgLIAMoCRITCgtxdW90YV9ieXRlcxgMIAEoBCIXChVEZWZyYWdtZW50RXRjZFJlcXVlc3QiVAoWRGVmcmFnbWVudEV0Y2RSZXNwb25zZRIUCgxiZWZvcmVfYnl0ZXMYASABKAQSEwoLYWZ0ZXJfYnl0ZXMYAiABKAQSDwoHdG9va19tcxgDIAEoBCI5ChdSZWNvdmVyQ29uc2Vuc3VzUmVxdWVzdBIPCgdkcnlfcnVuGAEgASgIEg0KBWZvcmNlGAIgASgIIj8KCkxvc3RNZW1iZXISDAoEbmFtZRgBIAEoCRIQCghwZWVyX3VybBgCIAEoCRIRCgltZW1iZXJfaWQYAyABKAkixAEKGFJlY292ZXJDb25zZW5zdXNSZXNwb25zZRIQCghzdXJ2aXZvchgBIAEoCRIRCgltZW1iZXJfaWQYAiABKAkSEQoJbGVhZGVyX2lkGAMgASgJEhAKCHJldmlzaW9uGAQgASgDEg4KBnF1b3J1bRgFIAEoCBIVCg1xdW9ydW1fcmVhc29uGAYgASgJEiYKBGxvc3QYByADKAsyGC5ub2RlY29yZS5hcGkuTG9zdE1lbWJlchIPCgdzdGFydGVkGAggASgIIhwKDFJlc2V0UmVxdWVzdBIMCgR3aXBlGAEgASgIIh8KDVJlc2V0UmVzcG9uc2USDgoGZXJhc2VkGAEgAygJImEKDVVwZGF0ZVJlcXVlc3QSFwoPYnVuZGxlX21hbmlmZXN0GAEgASgJEhcKD2FsbG93X2Rvd25ncmFkZRgCIAEoCBIQCghhY3RpdmF0ZRgDIAEoCBIMCgRkYXRhGAQgASgMIoUBCg5VcGRhdGVSZXNwb25zZRIoCgVwaGFzZRgBIAEoDjIZLm5vZGVjb3JlLmFwaS5VcGRhdGVQaGFzZRIVCg13cml0dGVuX2J5dGVzGAIgASgEEhMKC3RvdGFsX2J5dGVzGAMgASgEEgwKBHNsb3QYBCABKAkSDwoHdmVyc2lvbhgFIAEoCSIyCg9Sb2xsYmFja1JlcXVlc3QSDQoFZm9yY2UYASABKAgSEAoIYWN0aXZhdGUYAiABKAgiMQoQUm9sbGJhY2tSZXNwb25zZRIMCgRzbG90GAEgASgJEg8KB3ZlcnNpb24YAiABKAkqdwoITG9nTGV2ZWwSGQoVTE9HX0xFVkVMX1VOU1BFQ0lGSUVEEAASEwoPTE9HX0xFVkVMX0RFQlVHEAESEgoOTE9HX0xFVkVMX0lORk8QAhISCg5MT0dfTEVWRUxfV0FSThADEhMKD0xPR19MRVZFTF9FUlJPUhAEKn0KC1VwZGF0ZVBoYXNlEhwKGFVQREFURV9QSEFTRV9VTlNQRUNJRklFRBAAEhgKFFVQREFURV9QSEFTRV9XUklUSU5HEAESGgoWVVBEQVRFX1BIQVNFX0lOU1RBTExFRBACEhoKFlVQREFURV9QSEFTRV9SRUJPT1RJTkcQAzKuBgoOTm9kZU1hbmFnZW1lbnQSSAoHR2V0TG9ncxIcLm5vZGVjb3JlLmFwaS5HZXRMb2dzUmVxdWVzdBodLm5vZGVjb3JlLmFwaS5HZXRMb2dzUmVzcG9uc2UwARJSCgtHZXRTZXJ2aWNlcxIgLm5vZGVjb3JlLmFwaS5HZXRTZXJ2aWNlc1JlcXVlc3QaIS5ub2RlY29yZS5hcGkuR2V0U2VydmljZXNSZXNwb25zZRJDCgZSZWJvb3QSGy5ub2RlY29yZS5hcGkuUmVib290UmVxdWVzdBocLm5vZGVjb3JlLmFwaS5SZWJvb3RSZXNwb25zZRJJCghQb3dlck9mZhIdLm5vZGVjb3JlLmFwaS5Qb3dlck9mZlJlcXVlc3QaHi5ub2RlY29yZS5hcGkuUG93ZXJPZmZSZXNwb25zZRJYCg1HZXRFdGNkU3RhdHVzEiIubm9kZWNvcmUuYXBpLkdldEV0Y2RTdGF0dXNSZXF1ZXN0GiMubm9kZWNvcmUuYXBpLkdldEV0Y2RTdGF0dXNSZXNwb25zZRJbCg5EZWZyYWdtZW50RXRjZBIjLm5vZGVjb3JlLmFwaS5EZWZyYWdtZW50RXRjZFJlcXVlc3QaJC5ub2RlY29yZS5hcGkuRGVmcmFnbWVudEV0Y2RSZXNwb25zZRJhChBSZWNvdmVyQ29uc2Vuc3VzEiUubm9kZWNvcmUuYXBpLlJlY292ZXJDb25zZW5zdXNSZXF1ZXN0GiYubm9kZWNvcmUuYXBpLlJlY292ZXJDb25zZW5zdXNSZXNwb25zZRJACgVSZXNldBIaLm5vZGVjb3JlLmFwaS5SZXNldFJlcXVlc3QaGy5ub2RlY29yZS5hcGkuUmVzZXRSZXNwb25zZRJHCgZVcGRhdGUSGy5ub2RlY29yZS5hcGkuVXBkYXRlUmVxdWVzdBocLm5vZGVjb3JlLmFwaS5VcGRhdGVSZXNwb25zZSgBMAESSQoIUm9sbGJhY2sSHS5ub2RlY29yZS5hcGkuUm9sbGJhY2tSZXF1ZXN0Gh4ubm9kZWNvcmUuYXBpLlJvbGxiYWNrUmVzcG9uc2ViBnByb3RvMw");
 
 /**
  * @generated from message nodecore.api.GetLogsRequest
@@ -625,6 +625,137 @@ export const ResetResponseSchema: GenMessage<ResetResponse> = /*@__PURE__*/
   messageDesc(file_api_node_management, 20);
 
 /**
+ * @generated from message nodecore.api.UpdateRequest
+ */
+export type UpdateRequest = Message<"nodecore.api.UpdateRequest"> & {
+  /**
+   * First request only: the bundle's bundle.json, as it is.
+   *
+   * @generated from field: string bundle_manifest = 1;
+   */
+  bundleManifest: string;
+
+  /**
+   * First request only: install a bundle older than the running version.
+   *
+   * @generated from field: bool allow_downgrade = 2;
+   */
+  allowDowngrade: boolean;
+
+  /**
+   * First request only: reboot into the new slot as soon as it is installed.
+   *
+   * @generated from field: bool activate = 3;
+   */
+  activate: boolean;
+
+  /**
+   * Later requests: the bundle's next bytes.
+   *
+   * @generated from field: bytes data = 4;
+   */
+  data: Uint8Array;
+};
+
+/**
+ * Describes the message nodecore.api.UpdateRequest.
+ * Use `create(UpdateRequestSchema)` to create a new message.
+ */
+export const UpdateRequestSchema: GenMessage<UpdateRequest> = /*@__PURE__*/
+  messageDesc(file_api_node_management, 21);
+
+/**
+ * @generated from message nodecore.api.UpdateResponse
+ */
+export type UpdateResponse = Message<"nodecore.api.UpdateResponse"> & {
+  /**
+   * @generated from field: nodecore.api.UpdatePhase phase = 1;
+   */
+  phase: UpdatePhase;
+
+  /**
+   * Bytes written so far, of the bundle's total.
+   *
+   * @generated from field: uint64 written_bytes = 2;
+   */
+  writtenBytes: bigint;
+
+  /**
+   * @generated from field: uint64 total_bytes = 3;
+   */
+  totalBytes: bigint;
+
+  /**
+   * The slot being written ("a" or "b"), and the bundle's version.
+   *
+   * @generated from field: string slot = 4;
+   */
+  slot: string;
+
+  /**
+   * @generated from field: string version = 5;
+   */
+  version: string;
+};
+
+/**
+ * Describes the message nodecore.api.UpdateResponse.
+ * Use `create(UpdateResponseSchema)` to create a new message.
+ */
+export const UpdateResponseSchema: GenMessage<UpdateResponse> = /*@__PURE__*/
+  messageDesc(file_api_node_management, 22);
+
+/**
+ * @generated from message nodecore.api.RollbackRequest
+ */
+export type RollbackRequest = Message<"nodecore.api.RollbackRequest"> & {
+  /**
+   * Boot the other slot even though it failed before.
+   *
+   * @generated from field: bool force = 1;
+   */
+  force: boolean;
+
+  /**
+   * Reboot now; otherwise at the next reboot.
+   *
+   * @generated from field: bool activate = 2;
+   */
+  activate: boolean;
+};
+
+/**
+ * Describes the message nodecore.api.RollbackRequest.
+ * Use `create(RollbackRequestSchema)` to create a new message.
+ */
+export const RollbackRequestSchema: GenMessage<RollbackRequest> = /*@__PURE__*/
+  messageDesc(file_api_node_management, 23);
+
+/**
+ * @generated from message nodecore.api.RollbackResponse
+ */
+export type RollbackResponse = Message<"nodecore.api.RollbackResponse"> & {
+  /**
+   * The slot that boots next, and its version.
+   *
+   * @generated from field: string slot = 1;
+   */
+  slot: string;
+
+  /**
+   * @generated from field: string version = 2;
+   */
+  version: string;
+};
+
+/**
+ * Describes the message nodecore.api.RollbackResponse.
+ * Use `create(RollbackResponseSchema)` to create a new message.
+ */
+export const RollbackResponseSchema: GenMessage<RollbackResponse> = /*@__PURE__*/
+  messageDesc(file_api_node_management, 24);
+
+/**
  * @generated from enum nodecore.api.LogLevel
  */
 export enum LogLevel {
@@ -659,6 +790,43 @@ export enum LogLevel {
  */
 export const LogLevelSchema: GenEnum<LogLevel> = /*@__PURE__*/
   enumDesc(file_api_node_management, 0);
+
+/**
+ * @generated from enum nodecore.api.UpdatePhase
+ */
+export enum UpdatePhase {
+  /**
+   * @generated from enum value: UPDATE_PHASE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Bytes are arriving and being written.
+   *
+   * @generated from enum value: UPDATE_PHASE_WRITING = 1;
+   */
+  WRITING = 1,
+
+  /**
+   * Every file matched its digest; the slot is the next boot.
+   *
+   * @generated from enum value: UPDATE_PHASE_INSTALLED = 2;
+   */
+  INSTALLED = 2,
+
+  /**
+   * Installed, and the node reboots into it now.
+   *
+   * @generated from enum value: UPDATE_PHASE_REBOOTING = 3;
+   */
+  REBOOTING = 3,
+}
+
+/**
+ * Describes the enum nodecore.api.UpdatePhase.
+ */
+export const UpdatePhaseSchema: GenEnum<UpdatePhase> = /*@__PURE__*/
+  enumDesc(file_api_node_management, 1);
 
 /**
  * @generated from service nodecore.api.NodeManagement
@@ -754,6 +922,38 @@ export const NodeManagement: GenService<{
     methodKind: "unary";
     input: typeof ResetRequestSchema;
     output: typeof ResetResponseSchema;
+  },
+  /**
+   * Writes an update bundle (what `bun run image` puts in out/image/slot/)
+   * into the system slot this node is not running, and makes that slot its
+   * next boot, once: a trial, made the active slot only when the node has
+   * rejoined its cluster at the bundle's version. The first request carries
+   * the bundle's description and the options, the later ones its files'
+   * bytes back to back in the description's order. The node answers with
+   * its progress while it writes, then once the slot is installed (and,
+   * with activate, before it reboots into it). A bundle that does not match
+   * its description, or does not fit this node, ends the call with
+   * INVALID_ARGUMENT or FAILED_PRECONDITION and leaves the running slot
+   * untouched.
+   *
+   * @generated from rpc nodecore.api.NodeManagement.Update
+   */
+  update: {
+    methodKind: "bidi_streaming";
+    input: typeof UpdateRequestSchema;
+    output: typeof UpdateResponseSchema;
+  },
+  /**
+   * Boots the other slot once, as a trial, on purpose: it becomes the
+   * active slot if the node rejoins on it. Refused if that slot holds no
+   * system, or failed before (unless forced).
+   *
+   * @generated from rpc nodecore.api.NodeManagement.Rollback
+   */
+  rollback: {
+    methodKind: "unary";
+    input: typeof RollbackRequestSchema;
+    output: typeof RollbackResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_api_node_management, 0);

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file common/common.proto.
  */
 export const file_common_common: GenFile = /*@__PURE__*/
-  fileDesc("ChNjb21tb24vY29tbW9uLnByb3RvEg9ub2RlY29yZS5jb21tb24izwMKCU5vZGVSb2xlcxJEChBjb25zZW5zdXNfbWVtYmVyGAEgASgLMioubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcy5Db25zZW5zdXNNZW1iZXISTgoVa3ViZXJuZXRlc19jb250cm9sbGVyGAIgASgLMi8ubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcy5LdWJlcm5ldGVzQ29udHJvbGxlchJGChFrdWJlcm5ldGVzX3dvcmtlchgDIAEoCzIrLm5vZGVjb3JlLmNvbW1vbi5Ob2RlUm9sZXMuS3ViZXJuZXRlc1dvcmtlchq3AQoPQ29uc2Vuc3VzTWVtYmVyEhYKDmNhX2NlcnRpZmljYXRlGAEgASgMEhgKEHBlZXJfY2VydGlmaWNhdGUYAiABKAwSPgoFcGVlcnMYAyADKAsyLy5ub2RlY29yZS5jb21tb24uTm9kZVJvbGVzLkNvbnNlbnN1c01lbWJlci5QZWVyEg8KB2FkZHJlc3MYBCABKAkaIQoEUGVlchIMCgRuYW1lGAEgASgJEgsKA3VybBgCIAEoCRoWChRLdWJlcm5ldGVzQ29udHJvbGxlchoSChBLdWJlcm5ldGVzV29ya2VyIicKCU5vZGVMYWJlbBILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAkiPQoNU2VydmljZVN0YXR1cxIMCgRuYW1lGAEgASgJEg0KBXN0YXRlGAIgASgJEg8KB21lc3NhZ2UYAyABKAki9QEKCk5vZGVTdGF0dXMSGAoQZXh0ZXJuYWxfYWRkcmVzcxgBIAEoCRJDCg9ydW5uaW5nX2N1cmF0b3IYAiABKAsyKi5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cy5SdW5uaW5nQ3VyYXRvchIUCgx0aW1lc3RhbXBfbXMYAyABKAMSDwoHdmVyc2lvbhgEIAEoCRIwCghzZXJ2aWNlcxgFIAMoCzIeLm5vZGVjb3JlLmNvbW1vbi5TZXJ2aWNlU3RhdHVzEg8KB2Jvb3RfbXMYBiABKAMaHgoOUnVubmluZ0N1cmF0b3ISDAoEcG9ydBgBIAEoBSJFChFDbHVzdGVyTmV0d29ya2luZxIcChR3aXJlZ3VhcmRfcHVibGljX2tleRgBIAEoDBISCgpwb2RfcHJlZml4GAIgASgJItQBChBDbHVzdGVyRGlyZWN0b3J5EjUKBW5vZGVzGAEgAygLMiYubm9kZWNvcmUuY29tbW9uLkNsdXN0ZXJEaXJlY3RvcnkuTm9kZRqIAQoETm9kZRISCgpwdWJsaWNfa2V5GAEgASgMEkEKCWFkZHJlc3NlcxgCIAMoCzIuLm5vZGVjb3JlLmNvbW1vbi5DbHVzdGVyRGlyZWN0b3J5Lk5vZGUuQWRkcmVzcxIQCghqb2luX2tleRgDIAEoDBoXCgdBZGRyZXNzEgwKBGhvc3QYASABKAkqgQEKCU5vZGVTdGF0ZRIWChJOT0RFX1NUQVRFX0lOVkFMSUQQABISCg5OT0RFX1NUQVRFX05FVxABEhYKEk5PREVfU1RBVEVfU1RBTkRCWRACEhEKDU5PREVfU1RBVEVfVVAQAxIdChlOT0RFX1NUQVRFX0RFQ09NTUlTU0lPTkVEEARiBnByb3RvMw");
+  fileDesc("ChNjb21tb24vY29tbW9uLnByb3RvEg9ub2RlY29yZS5jb21tb24izwMKCU5vZGVSb2xlcxJEChBjb25zZW5zdXNfbWVtYmVyGAEgASgLMioubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcy5Db25zZW5zdXNNZW1iZXISTgoVa3ViZXJuZXRlc19jb250cm9sbGVyGAIgASgLMi8ubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcy5LdWJlcm5ldGVzQ29udHJvbGxlchJGChFrdWJlcm5ldGVzX3dvcmtlchgDIAEoCzIrLm5vZGVjb3JlLmNvbW1vbi5Ob2RlUm9sZXMuS3ViZXJuZXRlc1dvcmtlchq3AQoPQ29uc2Vuc3VzTWVtYmVyEhYKDmNhX2NlcnRpZmljYXRlGAEgASgMEhgKEHBlZXJfY2VydGlmaWNhdGUYAiABKAwSPgoFcGVlcnMYAyADKAsyLy5ub2RlY29yZS5jb21tb24uTm9kZVJvbGVzLkNvbnNlbnN1c01lbWJlci5QZWVyEg8KB2FkZHJlc3MYBCABKAkaIQoEUGVlchIMCgRuYW1lGAEgASgJEgsKA3VybBgCIAEoCRoWChRLdWJlcm5ldGVzQ29udHJvbGxlchoSChBLdWJlcm5ldGVzV29ya2VyIicKCU5vZGVMYWJlbBILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAkiPQoNU2VydmljZVN0YXR1cxIMCgRuYW1lGAEgASgJEg0KBXN0YXRlGAIgASgJEg8KB21lc3NhZ2UYAyABKAkiuwIKCk5vZGVTdGF0dXMSGAoQZXh0ZXJuYWxfYWRkcmVzcxgBIAEoCRJDCg9ydW5uaW5nX2N1cmF0b3IYAiABKAsyKi5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cy5SdW5uaW5nQ3VyYXRvchIUCgx0aW1lc3RhbXBfbXMYAyABKAMSDwoHdmVyc2lvbhgEIAEoCRIwCghzZXJ2aWNlcxgFIAMoCzIeLm5vZGVjb3JlLmNvbW1vbi5TZXJ2aWNlU3RhdHVzEg8KB2Jvb3RfbXMYBiABKAMSDAoEc2xvdBgHIAEoCRI2Cg51cGRhdGVfZmFpbHVyZRgIIAEoCzIeLm5vZGVjb3JlLmNvbW1vbi5VcGRhdGVGYWlsdXJlGh4KDlJ1bm5pbmdDdXJhdG9yEgwKBHBvcnQYASABKAUiQQoNVXBkYXRlRmFpbHVyZRIPCgd2ZXJzaW9uGAEgASgJEg4KBnJlYXNvbhgCIAEoCRIPCgd0aW1lX21zGAMgASgDIkUKEUNsdXN0ZXJOZXR3b3JraW5nEhwKFHdpcmVndWFyZF9wdWJsaWNfa2V5GAEgASgMEhIKCnBvZF9wcmVmaXgYAiABKAki1AEKEENsdXN0ZXJEaXJlY3RvcnkSNQoFbm9kZXMYASADKAsyJi5ub2RlY29yZS5jb21tb24uQ2x1c3RlckRpcmVjdG9yeS5Ob2RlGogBCgROb2RlEhIKCnB1YmxpY19rZXkYASABKAwSQQoJYWRkcmVzc2VzGAIgAygLMi4ubm9kZWNvcmUuY29tbW9uLkNsdXN0ZXJEaXJlY3RvcnkuTm9kZS5BZGRyZXNzEhAKCGpvaW5fa2V5GAMgASgMGhcKB0FkZHJlc3MSDAoEaG9zdBgBIAEoCSqBAQoJTm9kZVN0YXRlEhYKEk5PREVfU1RBVEVfSU5WQUxJRBAAEhIKDk5PREVfU1RBVEVfTkVXEAESFgoSTk9ERV9TVEFURV9TVEFOREJZEAISEQoNTk9ERV9TVEFURV9VUBADEh0KGU5PREVfU1RBVEVfREVDT01NSVNTSU9ORUQQBGIGcHJvdG8z");
 
 /**
  * The roles the cluster assigns a node. A role is held when its field is set.
@@ -243,6 +243,22 @@ export type NodeStatus = Message<"nodecore.common.NodeStatus"> & {
    * @generated from field: int64 boot_ms = 6;
    */
   bootMs: bigint;
+
+  /**
+   * The system slot this boot runs ("a" or "b"); empty for a node process.
+   *
+   * @generated from field: string slot = 7;
+   */
+  slot: string;
+
+  /**
+   * The last update of this node that did not take (its trial boot did not
+   * rejoin, or its system image failed verification), until that slot is
+   * written again (internal/update).
+   *
+   * @generated from field: nodecore.common.UpdateFailure update_failure = 8;
+   */
+  updateFailure?: UpdateFailure | undefined;
 };
 
 /**
@@ -268,6 +284,35 @@ export type NodeStatus_RunningCurator = Message<"nodecore.common.NodeStatus.Runn
  */
 export const NodeStatus_RunningCuratorSchema: GenMessage<NodeStatus_RunningCurator> = /*@__PURE__*/
   messageDesc(file_common_common, 3, 0);
+
+/**
+ * @generated from message nodecore.common.UpdateFailure
+ */
+export type UpdateFailure = Message<"nodecore.common.UpdateFailure"> & {
+  /**
+   * @generated from field: string version = 1;
+   */
+  version: string;
+
+  /**
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+
+  /**
+   * When the node noted it, in milliseconds since the Unix epoch.
+   *
+   * @generated from field: int64 time_ms = 3;
+   */
+  timeMs: bigint;
+};
+
+/**
+ * Describes the message nodecore.common.UpdateFailure.
+ * Use `create(UpdateFailureSchema)` to create a new message.
+ */
+export const UpdateFailureSchema: GenMessage<UpdateFailure> = /*@__PURE__*/
+  messageDesc(file_common_common, 4);
 
 /**
  * A node's place in the cluster network (internal/clusternet): the mesh key
@@ -299,7 +344,7 @@ export type ClusterNetworking = Message<"nodecore.common.ClusterNetworking"> & {
  * Use `create(ClusterNetworkingSchema)` to create a new message.
  */
 export const ClusterNetworkingSchema: GenMessage<ClusterNetworking> = /*@__PURE__*/
-  messageDesc(file_common_common, 4);
+  messageDesc(file_common_common, 5);
 
 /**
  * Where a cluster's curators can be reached.
@@ -318,7 +363,7 @@ export type ClusterDirectory = Message<"nodecore.common.ClusterDirectory"> & {
  * Use `create(ClusterDirectorySchema)` to create a new message.
  */
 export const ClusterDirectorySchema: GenMessage<ClusterDirectory> = /*@__PURE__*/
-  messageDesc(file_common_common, 5);
+  messageDesc(file_common_common, 6);
 
 /**
  * @generated from message nodecore.common.ClusterDirectory.Node
@@ -349,7 +394,7 @@ export type ClusterDirectory_Node = Message<"nodecore.common.ClusterDirectory.No
  * Use `create(ClusterDirectory_NodeSchema)` to create a new message.
  */
 export const ClusterDirectory_NodeSchema: GenMessage<ClusterDirectory_Node> = /*@__PURE__*/
-  messageDesc(file_common_common, 5, 0);
+  messageDesc(file_common_common, 6, 0);
 
 /**
  * @generated from message nodecore.common.ClusterDirectory.Node.Address
@@ -366,7 +411,7 @@ export type ClusterDirectory_Node_Address = Message<"nodecore.common.ClusterDire
  * Use `create(ClusterDirectory_Node_AddressSchema)` to create a new message.
  */
 export const ClusterDirectory_Node_AddressSchema: GenMessage<ClusterDirectory_Node_Address> = /*@__PURE__*/
-  messageDesc(file_common_common, 5, 0, 0);
+  messageDesc(file_common_common, 6, 0, 0);
 
 /**
  * A node's lifecycle in the cluster.

@@ -1,0 +1,76 @@
+// The owner's side of updates: a bundle directory is checked here before a
+// byte leaves, and a cluster update goes workers first, then consensus
+// members one at a time, only while the others are healthy.
+
+import { describe, expect, test } from "bun:test";
+import { truncateSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { tempDir } from "../testing/mod.ts";
+import { BUNDLE_FILES, NODE_ARCH } from "../update/mod.ts";
+import type { NodeSummary } from "./format.ts";
+import { planClusterUpdate, readBundle } from "./mod.ts";
+import { refusal } from "./cluster_update.ts";
+
+function bundleDir() {
+  const dir = tempDir("nodecore-bundle-");
+  const files = {} as Record<string, { bytes: number; sha256: string }>;
+  for (const name of BUNDLE_FILES) {
+    const bytes = Buffer.from(name === "version" ? "0.2.0\n" : `${name} `.repeat(100));
+    writeFileSync(join(dir.path, name), bytes);
+    files[name] = { bytes: bytes.length, sha256: new Bun.CryptoHasher("sha256").update(bytes).digest("hex") };
+  }
+  writeFileSync(join(dir.path, "bundle.json"), JSON.stringify({ format: 1, version: "0.2.0", arch: NODE_ARCH, files }));
+  return dir;
+}
+
+describe("a bundle directory", () => {
+  test("is read when every file matches its description", async () => {
+    using dir = bundleDir();
+    expect((await readBundle(dir.path)).manifest.version).toBe("0.2.0");
+  });
+
+  test("without bundle.json is not a bundle", async () => {
+    using dir = tempDir("nodecore-bundle-");
+    await expect(readBundle(dir.path)).rejects.toThrow(`${dir.path} is not an update bundle: it has no bundle.json (bun run image writes one to out/image/slot/)`);
+  });
+
+  test("with a truncated file is refused, naming it", async () => {
+    using dir = bundleDir();
+    truncateSync(join(dir.path, "initramfs"), 10);
+    await expect(readBundle(dir.path)).rejects.toThrow("the bundle's initramfs is 10 bytes; bundle.json says 1000: it is truncated or was changed");
+  });
+
+  test("with a changed file is refused, naming it", async () => {
+    using dir = bundleDir();
+    writeFileSync(join(dir.path, "kernel"), "KERNEL ".repeat(100).slice(0, 700));
+    await expect(readBundle(dir.path)).rejects.toThrow("the bundle's kernel does not match the sha256 in bundle.json: it was changed or damaged");
+  });
+});
+
+function node(id: string, roles: string[], extra: Partial<NodeSummary> = {}): NodeSummary {
+  return { id, state: "UP", address: "10.0.0.1", roles, curator: false, labels: [], health: "HEALTHY", version: "0.1.0", services: [], ...extra };
+}
+
+describe("a cluster update's plan", () => {
+  const nodes = [node("n3", ["consensus"]), node("n1", ["consensus", "kubernetes-worker"]), node("w2", ["kubernetes-worker"]), node("w1", []), node("n2", ["consensus"], { version: "0.2.0" }), node("x", [], { state: "NEW" })];
+
+  test("takes workers first, then consensus members, each in ID order, and skips nodes at the version or not UP", () => {
+    const plan = planClusterUpdate(nodes, "0.2.0");
+    expect(plan.workers.map((n) => n.id)).toEqual(["w1", "w2"]);
+    expect(plan.members.map((n) => n.id)).toEqual(["n1", "n3"]);
+    expect(plan.skip.map((n) => n.id)).toEqual(["n2"]);
+  });
+
+  test("does not touch a consensus member while another is not healthy, nor a node that is not healthy itself", () => {
+    const sick = [node("n1", ["consensus"]), node("n2", ["consensus"], { health: "HEARTBEAT_TIMEOUT" }), node("w1", [], { health: "DEGRADED", healthReason: "kubelet failing" })];
+    expect(refusal(sick[0]!, sick, "0.2.0", false)).toBe("another consensus member is not HEALTHY (n2 HEARTBEAT_TIMEOUT): updating n1 now could cost the cluster its quorum");
+    expect(refusal(sick[2]!, sick, "0.2.0", false)).toBe("w1 is DEGRADED (kubelet failing)");
+    expect(refusal(sick[0]!, sick, "0.2.0", true)).toBeUndefined();
+  });
+
+  test("does not try a version again on a node where it failed, unless forced", () => {
+    const failed = node("w1", [], { updateFailure: { version: "0.2.0", reason: "did not rejoin its cluster within 180 s of booting", timeMs: 1 } });
+    expect(refusal(failed, [failed], "0.2.0", false)).toBe("w1 failed 0.2.0 before (did not rejoin its cluster within 180 s of booting); pass --force to try it again");
+    expect(refusal(failed, [failed], "0.3.0", false)).toBeUndefined();
+  });
+});

@@ -1,0 +1,193 @@
+// `ctl node update <node> --image DIR` and `ctl node rollback <node>`: an
+// update bundle (what `bun run image` writes to out/image/slot/) streamed to
+// a node's management service, which writes it into the slot it is not
+// running and boots it once as a trial (internal/update).
+//
+//   read DIR/bundle.json ─▶ every file there, its size and sha256 checked
+//     here first (a damaged bundle never leaves this machine)
+//   ─▶ the node HEALTHY? (else refused, unless --force)
+//   ─▶ NodeManagement.Update: the description, then the bytes; the node
+//      says how far it has written ─▶ "installed: slot b boots next"
+//   --activate ─▶ the node reboots into it; --wait ─▶ until it is back,
+//      HEALTHY, at the new version; or back at the old one, with the reason
+//      its trial failed
+
+import { closeSync, existsSync, openSync, readFileSync, readSync, statSync } from "node:fs";
+import { join } from "node:path";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { UpdatePhase, type UpdateRequestSchema } from "../../proto/gen/api/node_management_pb.ts";
+import { BUNDLE_FILES, BUNDLE_MANIFEST, BundleError, parseBundleManifest, type BundleManifest } from "../update/mod.ts";
+import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
+import { withListedNode } from "./node_management.ts";
+import { listNodes, nameOf, waitForNode, type CallSettings } from "./nodes.ts";
+import type { NodeSummary } from "./format.ts";
+
+/** Bytes per request: well under the node's per-request limit (1 MiB). */
+export const UPDATE_CHUNK_BYTES = 512 * 1024;
+/** How long one update's stream may take: a bundle is about 160 MiB, and a busy emulated node writes it slowly. */
+export const UPDATE_TIMEOUT_MS = 20 * 60_000;
+const MIB = 1024 * 1024;
+
+export interface Bundle {
+  dir: string;
+  manifest: BundleManifest;
+  /** bundle.json as it is: the node parses it again. */
+  text: string;
+}
+
+function mib(bytes: number): string {
+  return `${(bytes / MIB).toFixed(1)} MiB`;
+}
+
+/** Reads and checks an update bundle directory; throws an OperatorError naming the first file that does not match its description. */
+export async function readBundle(dir: string, progress?: (line: string) => void): Promise<Bundle> {
+  const path = join(dir, BUNDLE_MANIFEST);
+  if (!existsSync(path)) throw new OperatorError(`${dir} is not an update bundle: it has no ${BUNDLE_MANIFEST} (bun run image writes one to out/image/slot/)`);
+  const text = readFileSync(path, "utf8");
+  let manifest: BundleManifest;
+  try {
+    manifest = parseBundleManifest(text);
+  } catch (err) {
+    throw new OperatorError(`${path}: ${(err as BundleError).message}`);
+  }
+  for (const name of BUNDLE_FILES) {
+    const file = join(dir, name);
+    const want = manifest.files[name];
+    if (!existsSync(file)) throw new OperatorError(`the bundle in ${dir} has no ${name}`);
+    const size = statSync(file).size;
+    if (size !== want.bytes) throw new OperatorError(`the bundle's ${name} is ${size} bytes; ${BUNDLE_MANIFEST} says ${want.bytes}: it is truncated or was changed`);
+    progress?.(`checking the bundle's ${name} (${mib(size)}) ...`);
+    const hasher = new Bun.CryptoHasher("sha256");
+    for await (const chunk of Bun.file(file).stream()) hasher.update(chunk);
+    if (hasher.digest("hex") !== want.sha256) throw new OperatorError(`the bundle's ${name} does not match the sha256 in ${BUNDLE_MANIFEST}: it was changed or damaged`);
+  }
+  return { dir, manifest, text };
+}
+
+/** The requests of one update: the description and options, then every file's bytes in order. */
+async function* updateRequests(bundle: Bundle, options: { activate: boolean; allowDowngrade: boolean }): AsyncIterable<MessageInitShape<typeof UpdateRequestSchema>> {
+  yield { bundleManifest: bundle.text, activate: options.activate, allowDowngrade: options.allowDowngrade };
+  const buffer = Buffer.alloc(UPDATE_CHUNK_BYTES);
+  for (const name of BUNDLE_FILES) {
+    const fd = openSync(join(bundle.dir, name), "r");
+    try {
+      for (;;) {
+        const n = readSync(fd, buffer, 0, buffer.length, null);
+        if (n === 0) break;
+        // A copy: the buffer is reused while the request may still be queued.
+        yield { data: new Uint8Array(buffer.subarray(0, n)) };
+      }
+    } finally {
+      closeSync(fd);
+    }
+  }
+}
+
+export interface UpdateOptions {
+  activate: boolean;
+  allowDowngrade: boolean;
+  /** Update a node that is not HEALTHY. */
+  force: boolean;
+  /** With activate: return once the node is back (see waitForUpdate). */
+  wait: boolean;
+  waitMs?: number;
+}
+
+export interface UpdateResult {
+  node: string;
+  slot: string;
+  version: string;
+  /** The node reboots into the slot now (else at its next reboot). */
+  activated: boolean;
+  /** With wait: seconds from the first byte sent to the node back, HEALTHY, at the version. */
+  seconds?: number;
+}
+
+/** Refuses a node that is not fit to be updated (unless forced). */
+function checkUpdatable(node: NodeSummary, force: boolean): void {
+  if (force) return;
+  if (node.health !== "HEALTHY") {
+    throw new OperatorError(`${nameOf(node)} is ${node.health}${node.healthReason ? ` (${node.healthReason})` : ""}: an update would make that worse to tell apart; fix it first, or pass --force`);
+  }
+}
+
+/** Streams `bundle` to node `id`; with options.activate and options.wait, waits until the node is back at its version. */
+export async function updateNode(
+  credentials: OwnerCredentials,
+  settings: CallSettings,
+  id: string,
+  bundle: Bundle,
+  options: UpdateOptions,
+  say: { note: (line: string) => void; progress: (line: string) => void },
+): Promise<UpdateResult> {
+  const node = (await listNodes(credentials, settings)).find((n) => n.id === id);
+  if (!node) throw new OperatorError(`the cluster has no node ${id}`);
+  checkUpdatable(node, options.force);
+  const started = Date.now();
+  const before = node.bootMs;
+  let slot = "";
+  let installed = false;
+  await withListedNode(credentials, node, async (client) => {
+    for await (const answer of client.update(updateRequests(bundle, options), { timeoutMs: UPDATE_TIMEOUT_MS })) {
+      slot = answer.slot;
+      const written = Number(answer.writtenBytes);
+      const total = Number(answer.totalBytes);
+      if (answer.phase === UpdatePhase.WRITING) {
+        say.progress(`${nameOf(node)}: writing ${bundle.manifest.version} to slot ${slot}: ${mib(written)} of ${mib(total)} (${total ? Math.floor((100 * written) / total) : 0} %)`);
+      } else if (answer.phase === UpdatePhase.INSTALLED) {
+        installed = true;
+        say.note(`${nameOf(node)}: ${bundle.manifest.version} installed in slot ${slot}; it boots next, once, as a trial`);
+      } else if (answer.phase === UpdatePhase.REBOOTING) {
+        say.note(`${nameOf(node)} reboots into slot ${slot}`);
+      }
+    }
+  });
+  if (!installed) throw new OperatorError(`${nameOf(node)} ended the update without saying it was installed`);
+  const result: UpdateResult = { node: id, slot, version: bundle.manifest.version, activated: options.activate };
+  if (!options.activate || !options.wait) return result;
+  await waitForUpdate(credentials, id, before, bundle.manifest.version, { ...settings, progress: say.progress, ...(options.waitMs !== undefined ? { waitMs: options.waitMs } : {}) });
+  return { ...result, seconds: Math.round((Date.now() - started) / 100) / 10 };
+}
+
+/**
+ * Waits until node `id` has booted again (a boot after `before`) and is
+ * HEALTHY at `version`. If it comes back at another version and reports
+ * that `version` failed, throws an OperatorError with the node's reason:
+ * the trial was rolled back.
+ */
+export function waitForUpdate(
+  credentials: OwnerCredentials,
+  id: string,
+  before: number | undefined,
+  version: string,
+  settings: CallSettings & { waitMs?: number },
+): Promise<NodeSummary> {
+  return waitForNode(
+    credentials,
+    id,
+    (node) => {
+      const rebooted = node.bootMs !== undefined && node.bootMs > (before ?? 0);
+      if (rebooted && node.version === version && node.health === "HEALTHY") return true;
+      if (rebooted && node.version !== version && node.updateFailure?.version === version) {
+        throw new OperatorError(`${nameOf(node)} rolled back to ${node.version ?? "its old version"}: its update to ${version} failed: ${node.updateFailure.reason}`);
+      }
+      return rebooted ? `${nameOf(node)} booted again at ${node.version ?? "an unknown version"}, its health is ${node.health}` : `${nameOf(node)} has not booted again yet (${node.health})`;
+    },
+    { ...settings, what: `back at ${version}` },
+  );
+}
+
+export interface RollbackResult {
+  node: string;
+  slot: string;
+  version: string;
+  activated: boolean;
+}
+
+/** Makes node `id` boot its other slot once, as a trial (now, with activate). */
+export async function rollbackNode(credentials: OwnerCredentials, settings: CallSettings, id: string, options: { force: boolean; activate: boolean }): Promise<RollbackResult> {
+  const node = (await listNodes(credentials, settings)).find((n) => n.id === id);
+  if (!node) throw new OperatorError(`the cluster has no node ${id}`);
+  const answer = await withListedNode(credentials, node, (client) => client.rollback({ force: options.force, activate: options.activate }, { timeoutMs: settings.timeoutMs }));
+  return { node: id, slot: answer.slot, version: answer.version, activated: options.activate };
+}

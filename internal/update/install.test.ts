@@ -1,0 +1,150 @@
+// Writing a bundle into the slot that is not booted: what is checked before
+// anything is written, what a bad or short stream leaves behind, and what a
+// good one installs.
+
+import { describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { storageLayout } from "../localstorage/mod.ts";
+import { tempDir } from "../testing/mod.ts";
+import { BUNDLE_FILES, NODE_ARCH, readBootRecord, SlotWriter, type BundleManifest } from "./mod.ts";
+
+const SYSTEM_PARTITION_BYTES = 1 << 20;
+
+function sha256(bytes: Uint8Array): string {
+  return new Bun.CryptoHasher("sha256").update(bytes).digest("hex");
+}
+
+/** A node booted from slot a (v1), with an empty slot b, and a bundle (v2) for it. */
+function setup() {
+  const dir = tempDir("nodecore-install-");
+  const layout = storageLayout(dir.path);
+  const a = layout.esp.slot("a");
+  mkdirSync(a.dir, { recursive: true });
+  for (const file of [a.kernel, a.initramfs, a.cmdline]) writeFileSync(file, "slot a");
+  writeFileSync(a.version, "0.1.0\n");
+  writeFileSync(layout.esp.boot, "active=a\n");
+  mkdirSync(layout.data.path, { recursive: true });
+  const systemDevice = join(dir.path, "system-b.img");
+  writeFileSync(systemDevice, new Uint8Array(SYSTEM_PARTITION_BYTES));
+  const contents: Record<(typeof BUNDLE_FILES)[number], Uint8Array> = {
+    system: crypto.getRandomValues(new Uint8Array(300_000)),
+    kernel: crypto.getRandomValues(new Uint8Array(50_000)),
+    initramfs: crypto.getRandomValues(new Uint8Array(2_500_000).subarray(0, 65_536)),
+    version: Buffer.from("0.2.0\n"),
+    cmdline: Buffer.from("console=ttyS0 nodecore.system=1,4096," + "a".repeat(64) + "\n"),
+  };
+  const manifest: BundleManifest = {
+    format: 1,
+    version: "0.2.0",
+    arch: NODE_ARCH,
+    files: Object.fromEntries(BUNDLE_FILES.map((name) => [name, { bytes: contents[name].length, sha256: sha256(contents[name]) }])) as BundleManifest["files"],
+  };
+  const stream = Buffer.concat(BUNDLE_FILES.map((name) => contents[name]));
+  const options = { layout, booted: "a" as const, trial: false, currentVersion: "0.1.0", allowDowngrade: false, systemDevice: { path: systemDevice, bytes: SYSTEM_PARTITION_BYTES } };
+  return { dir, layout, contents, manifest, stream, options, systemDevice };
+}
+
+/** Sends the stream in uneven chunks, as a network would deliver it. */
+async function send(writer: SlotWriter, stream: Uint8Array): Promise<void> {
+  const sizes = [1, 4095, 65_536, 7, 300_001];
+  for (let offset = 0, i = 0; offset < stream.length; i++) {
+    const size = sizes[i % sizes.length]!;
+    await writer.write(stream.subarray(offset, offset + size));
+    offset += size;
+  }
+}
+
+describe("writing an update into the other slot", () => {
+  test("installs every file where the slot choice and the node look, and makes the slot the one-shot next boot", async () => {
+    const { dir, layout, contents, manifest, stream, options, systemDevice } = setup();
+    using _ = dir;
+    const writer = await SlotWriter.begin(manifest, options);
+    expect(writer.slot).toBe("b");
+    await send(writer, stream);
+    expect(writer.progress).toEqual({ written: stream.length, total: stream.length, file: "done" });
+    await writer.finish();
+    const b = layout.esp.slot("b");
+    expect(readFileSync(b.kernel).equals(contents.kernel)).toBe(true);
+    expect(readFileSync(b.initramfs).equals(contents.initramfs)).toBe(true);
+    expect(readFileSync(b.cmdline, "utf8")).toBe(Buffer.from(contents.cmdline).toString());
+    expect(readFileSync(b.version, "utf8")).toBe("0.2.0\n");
+    expect(readFileSync(systemDevice).subarray(0, contents.system.length).equals(contents.system)).toBe(true);
+    expect(readBootRecord(layout)).toEqual({ active: "a", next: "b" });
+    expect(readFileSync(layout.esp.slot("a").kernel, "utf8")).toBe("slot a");
+    expect(existsSync(layout.data.updateStaging)).toBe(false);
+  });
+
+  test("refuses a bundle with one changed byte the moment that file is complete, and leaves the slot unbootable", async () => {
+    const { dir, layout, manifest, stream, options } = setup();
+    using _ = dir;
+    const bad = Buffer.from(stream);
+    bad[manifest.files.system.bytes + 10]! ^= 0xff; // in the kernel
+    const writer = await SlotWriter.begin(manifest, options);
+    await expect(send(writer, bad)).rejects.toThrow(/the bundle's kernel does not match its sha256 .*: it was changed or damaged/);
+    await writer.abort();
+    expect(existsSync(layout.esp.slot("b").cmdline)).toBe(false);
+    expect(readBootRecord(layout)).toEqual({ active: "a", next: undefined });
+  });
+
+  test("refuses a truncated bundle at its end", async () => {
+    const { dir, layout, manifest, stream, options } = setup();
+    using _ = dir;
+    const writer = await SlotWriter.begin(manifest, options);
+    await send(writer, stream.subarray(0, stream.length - 3));
+    await expect(writer.finish()).rejects.toThrow(`the bundle ended after ${stream.length - 3} of ${stream.length} bytes (in its cmdline): it is truncated`);
+    await writer.abort();
+    expect(existsSync(layout.esp.slot("b").cmdline)).toBe(false);
+    expect(readBootRecord(layout).next).toBeUndefined();
+  });
+
+  test("refuses bytes beyond what the description lists", async () => {
+    const { dir, manifest, stream, options } = setup();
+    using _ = dir;
+    const writer = await SlotWriter.begin(manifest, options);
+    await expect(writer.write(Buffer.concat([stream, Buffer.from("x")]))).rejects.toThrow(/sent more than the \d+ bytes its description lists/);
+    await writer.abort();
+  });
+
+  test("a second try after an interrupted one installs cleanly", async () => {
+    const { dir, layout, contents, manifest, stream, options } = setup();
+    using _ = dir;
+    const first = await SlotWriter.begin(manifest, options);
+    await first.write(stream.subarray(0, 100_000));
+    await first.abort();
+    // What a power cut in the middle leaves: staged files, half a system image.
+    mkdirSync(layout.data.updateStaging, { recursive: true });
+    writeFileSync(join(layout.data.updateStaging, "kernel"), "half");
+    const second = await SlotWriter.begin(manifest, options);
+    await send(second, stream);
+    await second.finish();
+    expect(readFileSync(layout.esp.slot("b").kernel).equals(contents.kernel)).toBe(true);
+    expect(readBootRecord(layout).next).toBe("b");
+  });
+
+  describe("refuses before anything is written", () => {
+    test.each([
+      ["another architecture", (m: BundleManifest) => ({ ...m, arch: "riscv64" }), {}, /the bundle is for riscv64; this node runs/],
+      ["an older version", (m: BundleManifest) => ({ ...m, version: "0.0.9" }), {}, /the bundle's version 0\.0\.9 is older than this node's 0\.1\.0 \(allow a downgrade to install it\)/],
+      ["a system larger than the partition", (m: BundleManifest) => ({ ...m, files: { ...m.files, system: { ...m.files.system, bytes: SYSTEM_PARTITION_BYTES + 1 } } }), {}, /partition SYSTEM-B holds 1048576/],
+      ["an update during an unconfirmed trial", (m: BundleManifest) => m, { booted: "b", trial: true }, /runs slot b as an unconfirmed trial; slot a is its way back/],
+    ] as const)("%s", async (_, change, overrides, why) => {
+      const { dir, layout, manifest, options } = setup();
+      using _dir = dir;
+      writeFileSync(layout.esp.slot("a").failed, "{}");
+      await expect(SlotWriter.begin(change(manifest), { ...options, ...overrides })).rejects.toThrow(why);
+      // Untouched: slot a still boots, the record is as it was.
+      expect(readFileSync(layout.esp.slot("a").cmdline, "utf8")).toBe("slot a");
+      expect(readFileSync(layout.esp.boot, "utf8")).toBe("active=a\n");
+      expect(existsSync(dirname(layout.esp.slot("b").cmdline))).toBe(false);
+    });
+
+    test("an older version is written when a downgrade is allowed", async () => {
+      const { dir, manifest, options } = setup();
+      using _ = dir;
+      const writer = await SlotWriter.begin({ ...manifest, version: "0.0.9" }, { ...options, allowDowngrade: true });
+      expect(writer.slot).toBe("b");
+      await writer.abort();
+    });
+  });
+});
