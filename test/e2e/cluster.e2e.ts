@@ -3,11 +3,6 @@
 //
 //   node1 bootstraps ─ owner takes ownership ─ node2, node3 register ─ approved ─ UP
 //   consensus role on node2, node3 ─ etcdctl: three voting members; data written
-//   ctl cluster update to v2 (bun run image --version) while three owner
-//     clients write and read labels: one member at a time, each streamed,
-//     kexec'd into slot b, confirmed once rejoined; every acknowledged write
-//     is there (the fault suite's check), every node HEALTHY at v2, and from
-//     here on every boot of every node kexecs slot b
 //   node1 powered off ─ owner still served (node2/node3) ─ node1 back: JoinNode
 //     through a survivor, its etcd member in sync (reads the data locally)
 //   all three powered off ─ node2's disk alone (on the host) holds no cluster
@@ -43,12 +38,6 @@ import { partitionContains, partitionExtent, readLuks2Header } from "./disk_insp
 import { eventually } from "../../internal/testing/mod.ts";
 import { TEST_IMAGE_REF } from "../../internal/containerd/mod.ts";
 import { assert, assertEqual, e2eCleanup, e2eTest, type E2eContext } from "./harness.ts";
-import { readManifest } from "../../image/mod.ts";
-import { configPaths, loadCredentials } from "../../internal/operator/mod.ts";
-import { enterNamespace, namespaceName } from "../launch/mod.ts";
-import { checkHistory } from "../faults/checker.ts";
-import { Workload } from "../faults/workload.ts";
-import { buildUpdateImage, nextVersion } from "./updates.ts";
 
 /** Per step: three VMs under TCG on two cores are slow. */
 const STEP_TIMEOUT_MS = 600_000;
@@ -144,77 +133,6 @@ e2eTest("etcdctl sees three voting etcd members, and data written to etcd is the
     { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "ctl cluster info" },
   );
 });
-
-/** The rolling update's deadline: the cluster healthy first, then three members, each streamed, written, kexec'd and rejoined under TCG. */
-const CLUSTER_UPDATE_TIMEOUT_MS = 45 * 60_000;
-/** How long the cluster has to be HEALTHY before the update (node1's first kube-apiserver start takes minutes). */
-const HEALTHY_WAIT_S = 900;
-/** How long the owner's writes have to be acknowledged again once the update is done. */
-const ACK_AFTER_UPDATE_MS = 120_000;
-
-e2eTest(
-  "ctl cluster update moves the three members from v1 to v2, one at a time, while owner writes keep succeeding: none lost, every node HEALTHY at v2",
-  async (ctx) => {
-    const c = need(cluster, "the cluster");
-    const f = need(formed, "the formed cluster");
-    const v1 = readManifest(ctx.imageDir).version;
-    const v2 = await buildUpdateImage(ctx, { version: nextVersion(v1, 1), name: "v2" });
-    const target = f.ids.get("node1")!;
-    // As an operator would: ctl refuses to update a node that is not
-    // HEALTHY, and right after formation node1's Kubernetes controller is
-    // still starting (DEGRADED for minutes under TCG).
-    const healthy = await f.ctl("cluster", "health", "--wait", "--wait-timeout", String(HEALTHY_WAIT_S));
-    assertEqual(healthy.exitCode, 0, `ctl cluster health --wait before the update (${healthy.stdout.trim()})`);
-    // The workload's clients are the fault suite's: owner clients inside the cluster's network namespace.
-    const leave = enterNamespace(namespaceName(c.name));
-    let result: { exitCode: number; stdout: string; stderr: string };
-    let workload: Workload | undefined;
-    let final = new Map<string, (string | null)[]>();
-    const started = performance.now();
-    try {
-      const credentials = loadCredentials(configPaths(f.ctlConfig));
-      workload = new Workload({ ca: credentials.ca, certificate: credentials.certificate, privateKey: credentials.key.privateKey, endpoints: credentials.endpoints }, target);
-      result = await f.ctl("cluster", "update", "--image", v2.bundle, "--max-unavailable", "1", "--json");
-      ctx.logger.info(`ctl cluster update exited ${result.exitCode}`, { stderr: result.stderr.trim().slice(-2000) });
-      assertEqual(result.exitCode, 0, `ctl cluster update (${result.stderr.trim()})`);
-      // A write acknowledged after the last node came back: the cluster serves at v2.
-      const after = performance.now();
-      await eventually(
-        () => assert(workload!.acked.some((t) => t >= after), `no write acknowledged since the update ended (${workload!.acked.length} in all)`),
-        { timeoutMs: ACK_AFTER_UPDATE_MS, intervalMs: 200, what: "a write acknowledged after the update" },
-      );
-      await workload.stop();
-      const labels = await workload.call(async (m) => {
-        for await (const node of m.getNodes({}, { timeoutMs: 10_000 })) if (node.id === target) return new Map(node.labels.map((l) => [l.key, l.value]));
-        throw new Error(`node ${target} is not listed`);
-      });
-      const keys = new Set(workload.history.ops.map((o) => o.key));
-      final = new Map([...keys].map((key) => [key, [labels.get(key) ?? null]]));
-    } finally {
-      await workload?.stop();
-      leave();
-    }
-    const seconds = (performance.now() - started) / 1000;
-    const summary = JSON.parse(result.stdout) as { version: string; seconds?: number; steps: { name: string; outcome: string; seconds?: number }[] };
-    assertEqual(summary.version, v2.version, "the version ctl updated to");
-    assertEqual(summary.steps.filter((s) => s.outcome === "updated").length, 3, `members updated (${result.stdout.trim()})`);
-    const check = checkHistory(workload.history.ops, final);
-    assertEqual(check.violations.map((v) => v.message).join("; "), "", "violations in the owner's writes and reads");
-    assert(check.acknowledged > 0, "no write was acknowledged during the update");
-    const listed = await f.ctl("node", "list", "--json");
-    assertEqual(listed.exitCode, 0, `ctl node list (${listed.stderr.trim()})`);
-    const nodes = JSON.parse(listed.stdout) as { id: string; version?: string; health?: string }[];
-    for (const node of nodes) {
-      assertEqual(node.version, v2.version, `${node.id}'s version`);
-      assertEqual(node.health, "HEALTHY", `${node.id}'s health`);
-    }
-    for (const vm of c.nodes) assert(vm.console.find(/I root booted slot b, once, as a trial by kexec/) !== undefined, `${vm.name} should have booted slot b by kexec`);
-    ctx.report(
-      `ctl cluster update ${v1} → ${v2.version}, three consensus members one at a time (streamed, written, kexec'd, rejoined): ${summary.seconds ?? seconds.toFixed(1)} s; per node ${summary.steps.map((s) => `${s.name} ${s.seconds ?? "?"} s`).join(", ")}; ${check.acknowledged} owner writes acknowledged throughout, none lost`,
-    );
-  },
-  { timeoutMs: CLUSTER_UPDATE_TIMEOUT_MS },
-);
 
 e2eTest("with node1 powered off the cluster keeps serving the owner, and node1 rejoins through the survivors", async (ctx) => {
   const c = need(cluster, "the cluster");
