@@ -26,6 +26,13 @@ import { listNodes, nameOf, type CallSettings } from "./nodes.ts";
 
 /** How long a consensus member gets to leave etcd. */
 export const LEAVE_WAIT_MS = 3 * 60_000;
+/**
+ * How long the node gets to answer the reset itself: it overwrites its
+ * ESP's free space (about 160 MiB since the ESP holds two slots), and with
+ * --wipe destroys its key slots. A VM under emulation took 22 s (a
+ * clean-clone CI, 2026-11-26), past ctl's usual 15 s for a call.
+ */
+export const RESET_ANSWER_TIMEOUT_MS = 2 * 60_000;
 const POLL_MS = 1_000;
 
 export interface ResetResult {
@@ -74,7 +81,8 @@ export async function resetNode(
     }
     await withFailover(Management, credentials, (m) => m.deleteNode({ id }, settings), say.progress);
     say.note(`${nameOf(node)} deleted from the cluster: its record and join key are gone`);
-    const answer = await client.reset({ wipe }, { timeoutMs: settings.timeoutMs }).catch((err: unknown) => {
+    say.progress(`${nameOf(node)} overwrites what it kept of the cluster${wipe ? ", destroys its data partition's key slots" : ""} and its ESP's free space ...`);
+    const answer = await client.reset({ wipe }, { timeoutMs: Math.max(settings.timeoutMs, RESET_ANSWER_TIMEOUT_MS) }).catch((err: unknown) => {
       throw new OperatorError(`${nameOf(node)} left the cluster, but forgetting it failed: ${explain(err).line}; run ctl node reset again while it is up`);
     });
     for (const line of answer.erased) say.note(line);

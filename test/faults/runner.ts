@@ -38,10 +38,14 @@ export const RECOVERY_BOUND_MS = 60_000;
  * pulled plug (seed 11) took 27–58 s in most runs with one vCPU per VM, and
  * one run on a slow hour took longer than 60 s: the victim's kernel reached
  * /init after 12 s (4.5 s alone) and its etcd said it served 37 s after it
- * started (2026-11-23). The bound is for "it comes back at all"; how long it took is
- * printed with every run.
+ * started (2026-11-23). Since the system slots (issue 33) every boot also
+ * reads its 98 MiB system image through dm-verity before it goes on: 2.2 s
+ * with one VM, 11.5-12.0 s with three on two cores, and the seed-11 victim
+ * came back 135 s after its power-on in a clean-clone CI (2026-11-26; 118 s
+ * the run before the slots). The bound is for "it comes back at all"; how
+ * long it took is printed with every run.
  */
-export const QEMU_RECOVERY_BOUND_MS = 120_000;
+export const QEMU_RECOVERY_BOUND_MS = 180_000;
 
 /** The seeded choices of a run. */
 export interface Chance {
