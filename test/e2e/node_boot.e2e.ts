@@ -11,6 +11,8 @@
 //                                  --wait: streamed into slot b, kexec'd as a trial that runs out its
 //                                  bound; the node comes back on v1 (slot a, no kexec) by itself, says
 //                                  the update failed, and the failed boot's log lines are readable
+//                                  a good version installed in slot b, one byte of SYSTEM-B changed while
+//                                  powered off: its trial boot refuses it, and the node comes back on slot a
 //
 // One VM runs at a time. Disks and consoles stay in out/cluster/e2e/.
 
@@ -20,7 +22,7 @@ import { randomBytes } from "node:crypto";
 import { NodeParametersSchema } from "../../proto/gen/api/configuration_pb.ts";
 import { bootMilestones, CONSOLE, createCluster, ctlFor, formatMilestones, type Cluster, type ConsoleLine, type NodeVm } from "../launch/mod.ts";
 import { flipByte, hasExt4Magic, isLuks2, partitionContains, partitionExtent, readLuks2Header } from "./disk_inspection.ts";
-import { SYSTEM_A_PARTITION_NUMBER } from "../../image/layout.ts";
+import { SYSTEM_A_PARTITION_NUMBER, SYSTEM_B_PARTITION_NUMBER } from "../../image/layout.ts";
 import { readManifest } from "../../image/mod.ts";
 import { buildUpdateImage, nextVersion } from "./updates.ts";
 import { assert, assertEqual, e2eCleanup, e2eTest, type E2eContext } from "./harness.ts";
@@ -292,6 +294,54 @@ e2eTest("a version that never rejoins, streamed with ctl node update, rolls itse
   ctx.report(
     `a version that never rejoins (trial bound ${BROKEN_TRIAL_BOUND_S} s): ctl node update --activate --wait, from the update to its rollback, back HEALTHY on ${v1}: ${seconds.toFixed(1)} s (${status.updateFailure?.reason})`,
   );
+  await node.stop({ clean: true });
+});
+
+e2eTest("a good version waiting in slot b whose system image was then changed by one byte is refused when it boots, and node1 comes back on slot a by itself", async (ctx) => {
+  const c = await theCluster(ctx);
+  const node = c.node("node1");
+  const v1 = readManifest(ctx.imageDir).version;
+  const good = await buildUpdateImage(ctx, { version: nextVersion(v1, 1), name: "good" });
+  await node.start();
+  await milestone(ctx, node, CONSOLE.nodeUp, "node is UP at v1");
+  const ctl = ctlFor(c);
+  await assertListedUp(ctl, firstNodeId);
+  // Installed, not activated: it boots at the next start.
+  const installed = await ctl("node", "update", firstNodeId!, "--image", good.bundle);
+  assertEqual(installed.exitCode, 0, `ctl node update to ${good.version} (${installed.stderr.trim()})`);
+  assert(installed.stdout.includes(`${good.version} is installed in slot b`), `ctl should say ${good.version} is installed in slot b: ${installed.stdout}`);
+  await node.stop({ clean: true });
+  // What a failing disk, or someone with the powered-off disk, could do.
+  const slotB = await partitionExtent(node.files.disk, SYSTEM_B_PARTITION_NUMBER);
+  assertEqual(slotB.name, "SYSTEM-B", `the name of partition ${SYSTEM_B_PARTITION_NUMBER}`);
+  flipByte(node.files.disk, slotB.startBytes + TAMPERED_OFFSET_BYTES);
+  await node.start();
+  const boots = node.boots;
+  await milestone(ctx, node, /I root booted slot b, once, as a trial by kexec/, "slot b's kernel runs, as a trial");
+  const refused = await milestone(ctx, node, CONSOLE.slotRefused, "refused slot b");
+  assert(/slot=b/.test(refused.text) && /fails verification/.test(refused.text), `node1 should refuse slot b for failing verification: ${refused.text}`);
+  // It reboots by itself, into slot a (the firmware's own build: no kexec).
+  await eventually(() => assert(node.boots > boots, "node1 has not rebooted yet"), {
+    timeoutMs: MILESTONE_TIMEOUT_MS,
+    intervalMs: 500,
+    what: "node1's reboot after the refusal",
+  });
+  await milestone(ctx, node, CONSOLE.nodeUp, "node is UP again");
+  const chosen = node.console.find(CONSOLE.slotChosen);
+  assert(chosen !== undefined && /booting slot a .*: the running build/.test(chosen.text), `node1 should come back on slot a without a kexec: ${chosen?.text}`);
+  const described = await eventually(
+    async () => {
+      const result = await ctl("node", "describe", firstNodeId!, "--json");
+      assertEqual(result.exitCode, 0, `ctl node describe (${result.stderr.trim()})`);
+      return JSON.parse(result.stdout) as { version?: string; slot?: string; updateFailure?: { version?: string; reason?: string } };
+    },
+    { timeoutMs: 60_000, intervalMs: 2_000, what: "ctl node describe after the refusal" },
+  );
+  assertEqual(described.version, v1, "node1's version after the refusal");
+  assertEqual(described.slot, "a", "node1's slot after the refusal");
+  assertEqual(described.updateFailure?.version, good.version, "the refused slot's version in node1's status");
+  assert(/fails verification/.test(described.updateFailure?.reason ?? ""), `the status should say why slot b was refused: ${described.updateFailure?.reason}`);
+  ctx.report(`a tampered slot b refused at its trial boot; node1 back UP on slot a: ${described.updateFailure?.reason}`);
   await node.stop({ clean: true });
 });
 
