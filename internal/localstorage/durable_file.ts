@@ -31,14 +31,24 @@ import { mkdir, open, rename, rm } from "node:fs/promises";
 import { dirname } from "node:path";
 
 export function writeFileDurably(path: string, data: string | Uint8Array, options: { mode?: number } = {}): void {
-  const dir = dirname(path);
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const temporary = `${path}.tmp`;
   const bytes = typeof data === "string" ? Buffer.from(data) : data;
-  const fd = openSync(temporary, "w", options.mode ?? 0o600);
-  try {
+  replaceFromTemporary(path, options.mode, (fd) => {
     let written = 0;
     while (written < bytes.length) written += writeSync(fd, bytes, written, bytes.length - written);
+  });
+}
+
+/**
+ * The frame of every durable write: `fill` writes <path>.tmp, which is then
+ * fsynced and renamed over path (replaceDurably); on a failure the
+ * temporary file goes and path is left as it was.
+ */
+function replaceFromTemporary(path: string, mode: number | undefined, fill: (fd: number) => void): void {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  const temporary = `${path}.tmp`;
+  const fd = openSync(temporary, "w", mode ?? 0o600);
+  try {
+    fill(fd);
     fsyncSync(fd);
   } catch (err) {
     closeSync(fd);
@@ -69,20 +79,7 @@ export function appendFileTo(fromPath: string, fd: number): void {
 
 /** Copies a file to path by writeFileDurably's rule, a chunk at a time (an update's kernel and initramfs onto the ESP). */
 export function copyFileDurably(source: string, path: string, options: { mode?: number } = {}): void {
-  const dir = dirname(path);
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const temporary = `${path}.tmp`;
-  const fd = openSync(temporary, "w", options.mode ?? 0o600);
-  try {
-    appendFileTo(source, fd);
-    fsyncSync(fd);
-  } catch (err) {
-    closeSync(fd);
-    rmSync(temporary, { force: true });
-    throw err;
-  }
-  closeSync(fd);
-  replaceDurably(temporary, path);
+  replaceFromTemporary(path, options.mode, (fd) => appendFileTo(source, fd));
 }
 
 /** writeFileDurably with the writes and fsyncs off the event loop. */
