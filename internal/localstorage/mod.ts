@@ -69,6 +69,7 @@ export {
   openSystemImage,
   mountSystemImage,
   readBootSelection,
+  commandLineParameters,
   formatSystemImageParameter,
   parseSystemImageParameter,
   SystemImageError,

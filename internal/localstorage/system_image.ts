@@ -87,13 +87,19 @@ export interface BootSelection {
   trialBoundS?: number | undefined;
 }
 
-/** Reads the slot parameters from a kernel command line; undefined when no slot was chosen yet (no nodecore.slot). */
-export function readBootSelection(cmdline: string): BootSelection | undefined {
+/** A kernel command line's key=value words, by key (the last of a key wins, as the kernel's own parsing does). */
+export function commandLineParameters(cmdline: string): Map<string, string> {
   const values = new Map<string, string>();
   for (const word of cmdline.trim().split(/\s+/)) {
     const eq = word.indexOf("=");
     if (eq > 0) values.set(word.slice(0, eq), word.slice(eq + 1));
   }
+  return values;
+}
+
+/** Reads the slot parameters from a kernel command line; undefined when no slot was chosen yet (no nodecore.slot). */
+export function readBootSelection(cmdline: string): BootSelection | undefined {
+  const values = commandLineParameters(cmdline);
   const slot = values.get(SLOT_PARAMETER);
   if (slot === undefined || !(SLOTS as readonly string[]).includes(slot)) return undefined;
   const raw = values.get(SYSTEM_PARAMETER);

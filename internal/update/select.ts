@@ -23,7 +23,7 @@
 // decision, makes a slot active (trial.ts, refuse.ts).
 
 import { openSync, closeSync, readFileSync } from "node:fs";
-import { BUILD_PARAMETER, readBootSelection, SLOT_PARAMETER, TRIAL_PARAMETER, type BootSelection, type Slot, type StorageLayout } from "../localstorage/mod.ts";
+import { BUILD_PARAMETER, commandLineParameters, readBootSelection, SLOT_PARAMETER, TRIAL_PARAMETER, type BootSelection, type Slot, type StorageLayout } from "../localstorage/mod.ts";
 import { otherSlot, readBootRecord, slotVersion, writeBootRecord } from "./boot_record.ts";
 
 /** What PID 1 does with this boot. */
@@ -38,14 +38,6 @@ export type BootChoice =
 /** Loads a slot's kernel, initramfs and command line for kexec; throws with the reason it cannot. */
 export type SlotLoader = (kernel: string, initramfs: string, cmdline: string) => void;
 
-/** The value of one key=value word of a command line, or undefined. */
-function parameter(cmdline: string, key: string): string | undefined {
-  for (const word of cmdline.trim().split(/\s+/)) {
-    if (word.startsWith(`${key}=`)) return word.slice(key.length + 1);
-  }
-  return undefined;
-}
-
 function slotCmdline(layout: StorageLayout, slot: Slot): string {
   return readFileSync(layout.esp.slot(slot).cmdline, "utf8").trim();
 }
@@ -57,10 +49,10 @@ function withSlot(cmdline: string, slot: Slot, trial: boolean): string {
 
 /** Whether `slot` holds the build that is running (its command line names the same nodecore.build). */
 function holdsThisBuild(layout: StorageLayout, slot: Slot, running: string): boolean {
-  const ours = parameter(running, BUILD_PARAMETER);
+  const ours = commandLineParameters(running).get(BUILD_PARAMETER);
   if (ours === undefined) return false;
   try {
-    return parameter(slotCmdline(layout, slot), BUILD_PARAMETER) === ours;
+    return commandLineParameters(slotCmdline(layout, slot)).get(BUILD_PARAMETER) === ours;
   } catch {
     return false;
   }
