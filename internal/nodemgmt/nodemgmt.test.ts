@@ -152,6 +152,8 @@ describe("updates", () => {
     writeFileSync(layout.esp.boot, "active=a\n");
     const systemB = join(dir.path, "system-b");
     writeFileSync(systemB, new Uint8Array(4 << 20));
+    const systemA = join(dir.path, "system-a");
+    writeFileSync(systemA, new Uint8Array(4 << 20));
     const membership = new Value<ClusterMembership>();
     membership.set(testMembership(thisNode));
     const slotPort = await freePort();
@@ -164,7 +166,7 @@ describe("updates", () => {
         logs,
         services: () => [],
         power: (action, why) => reboots.push(`${action}: ${why}`),
-        slots: slotControl(layout, { slot: "a", trial: false, system: undefined, systemError: undefined }, "0.1.0", { path: systemB, bytes: 4 << 20 }),
+        slots: slotControl(layout, { slot: "a", trial: false, system: undefined, systemError: undefined }, "0.1.0", { target: { path: systemB, bytes: 4 << 20 }, booted: systemA }),
       }),
       { logger },
     );
@@ -189,6 +191,7 @@ describe("updates", () => {
     return {
       dir,
       layout,
+      systemA,
       contents,
       manifest,
       reboots,
@@ -213,6 +216,30 @@ describe("updates", () => {
     expect(readFileSync(node.layout.esp.slot("b").kernel).equals(node.contents.kernel)).toBe(true);
     expect(readBootRecord(node.layout)).toEqual({ active: "a", next: "b" });
     await eventually(() => expect(node.reboots).toEqual(["reboot: owner updated slot b to 0.2.0 through NodeManagement.Update and activated it"]));
+  });
+
+  test("a system image the booted slot runs as well is copied on the node, and the owner sends only the files it asks for", async () => {
+    await using node = await slottedNode();
+    const booted = readFileSync(node.systemA);
+    booted.set(node.contents.system);
+    writeFileSync(node.systemA, booted);
+    const c = node.client();
+    let ask: (files: string[]) => void = () => {};
+    const asked = new Promise<string[]>((resolve) => (ask = resolve));
+    async function* requests() {
+      yield { bundleManifest: JSON.stringify(node.manifest) };
+      for (const name of await asked) yield { data: node.contents[name as (typeof BUNDLE_FILES)[number]] };
+    }
+    const phases: UpdatePhase[] = [];
+    for await (const answer of c.update(requests())) {
+      phases.push(answer.phase);
+      if (answer.phase === UpdatePhase.RECEIVING) ask(answer.sendFiles);
+    }
+    c.close();
+    expect(await asked).toEqual(["kernel", "initramfs", "version", "cmdline"]);
+    expect(phases.filter((p) => p === UpdatePhase.RECEIVING)).toHaveLength(1);
+    expect(phases.at(-1)).toBe(UpdatePhase.INSTALLED);
+    expect(readBootRecord(node.layout)).toEqual({ active: "a", next: "b" });
   });
 
   test("a damaged or mis-described bundle is refused, saying why, and the node is not rebooted", async () => {

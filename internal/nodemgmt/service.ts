@@ -235,6 +235,15 @@ export function nodeManagementService(deps: NodeManagementDeps): ServiceImpl<typ
         const progress = (phase: UpdatePhase) => ({ phase, writtenBytes: BigInt(writer!.progress.written), totalBytes: BigInt(writer!.total), slot: writer!.slot, version: writer!.manifest.version });
         yield progress(UpdatePhase.WRITING);
         let reported = 0;
+        // What the booted slot holds as well is copied here, not sent.
+        for await (const _ of writer.takeFromBootedSlot()) {
+          ctx.signal.throwIfAborted();
+          if (writer.progress.written - reported >= UPDATE_PROGRESS_EVERY_BYTES) {
+            reported = writer.progress.written;
+            yield progress(UpdatePhase.WRITING);
+          }
+        }
+        yield { ...progress(UpdatePhase.RECEIVING), sendFiles: [...writer.toReceive] };
         for (;;) {
           const next = await stream.next();
           if (next.done) break;

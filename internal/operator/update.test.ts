@@ -9,6 +9,7 @@ import { tempDir } from "../testing/mod.ts";
 import { BUNDLE_FILES, NODE_ARCH } from "../update/mod.ts";
 import type { NodeSummary } from "./format.ts";
 import { planClusterUpdate, readBundle } from "./mod.ts";
+import { parseSendFiles } from "./update.ts";
 import { refusal } from "./cluster_update.ts";
 
 function bundleDir() {
@@ -50,6 +51,22 @@ describe("a bundle directory", () => {
 function node(id: string, roles: string[], extra: Partial<NodeSummary> = {}): NodeSummary {
   return { id, state: "UP", address: "10.0.0.1", roles, curator: false, labels: [], health: "HEALTHY", version: "0.1.0", services: [], ...extra };
 }
+
+describe("the files a node asks for", () => {
+  test("are sent in the bundle's order when each is the bundle's, once", () => {
+    expect(parseSendFiles(["initramfs", "version", "cmdline"])).toEqual(["initramfs", "version", "cmdline"]);
+    expect(parseSendFiles([])).toEqual([]);
+    expect(parseSendFiles([...BUNDLE_FILES])).toEqual([...BUNDLE_FILES]);
+  });
+
+  test.each([
+    ["a file no bundle has", ["../../etc/shadow"], 'the node asked for "../../etc/shadow", which no bundle has'],
+    ["a file twice", ["kernel", "kernel"], "the node asked for kernel, kernel: not each of the bundle's files once, in its order"],
+    ["another order", ["cmdline", "system"], "the node asked for cmdline, system: not each of the bundle's files once, in its order"],
+  ])("are refused when they name %s", (_, names, why) => {
+    expect(parseSendFiles(names)).toBe(why);
+  });
+});
 
 describe("a cluster update's plan", () => {
   const nodes = [node("n3", ["consensus"]), node("n1", ["consensus", "kubernetes-worker"]), node("w2", ["kubernetes-worker"]), node("w1", []), node("n2", ["consensus"], { version: "0.2.0" }), node("x", [], { state: "NEW" })];

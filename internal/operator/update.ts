@@ -6,8 +6,10 @@
 //   read DIR/bundle.json ─▶ every file there, its size and sha256 checked
 //     here first (a damaged bundle never leaves this machine)
 //   ─▶ the node HEALTHY? (else refused, unless --force)
-//   ─▶ NodeManagement.Update: the description, then the bytes; the node
-//      says how far it has written ─▶ "installed: slot b boots next"
+//   ─▶ NodeManagement.Update: the description; the node copies what its
+//      booted slot holds as well and names the files it still needs; their
+//      bytes; the node says how far it has written ─▶ "installed: slot b
+//      boots next"
 //   --activate ─▶ the node reboots into it; --wait ─▶ until it is back,
 //      HEALTHY, at the new version; or back at the old one, with the reason
 //      its trial failed
@@ -16,7 +18,7 @@ import { closeSync, existsSync, openSync, readFileSync, readSync, statSync } fro
 import { join } from "node:path";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { UpdatePhase, type UpdateRequestSchema } from "../../proto/gen/api/node_management_pb.ts";
-import { BUNDLE_FILES, BUNDLE_MANIFEST, BundleError, parseBundleManifest, type BundleManifest } from "../update/mod.ts";
+import { BUNDLE_FILES, BUNDLE_MANIFEST, BundleError, parseBundleManifest, type BundleFile, type BundleManifest } from "../update/mod.ts";
 import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
 import { withListedNode } from "./node_management.ts";
 import { listNodes, nameOf, waitForNode, type CallSettings } from "./nodes.ts";
@@ -64,11 +66,20 @@ export async function readBundle(dir: string, progress?: (line: string) => void)
   return { dir, manifest, text };
 }
 
-/** The requests of one update: the description and options, then every file's bytes in order. */
-async function* updateRequests(bundle: Bundle, options: { activate: boolean; allowDowngrade: boolean }): AsyncIterable<MessageInitShape<typeof UpdateRequestSchema>> {
+/**
+ * The requests of one update: the description and options, then the bytes
+ * of the files the node asks for (`wanted`, once it has taken the rest from
+ * its booted slot), in order.
+ */
+async function* updateRequests(
+  bundle: Bundle,
+  options: { activate: boolean; allowDowngrade: boolean },
+  wanted: Promise<readonly BundleFile[]>,
+): AsyncIterable<MessageInitShape<typeof UpdateRequestSchema>> {
   yield { bundleManifest: bundle.text, activate: options.activate, allowDowngrade: options.allowDowngrade };
+  const files = await wanted;
   const buffer = Buffer.alloc(UPDATE_CHUNK_BYTES);
-  for (const name of BUNDLE_FILES) {
+  for (const name of files) {
     const fd = openSync(join(bundle.dir, name), "r");
     try {
       for (;;) {
@@ -81,6 +92,16 @@ async function* updateRequests(bundle: Bundle, options: { activate: boolean; all
       closeSync(fd);
     }
   }
+}
+
+/** The files a node asked for, if they are the bundle's, each once, in the bundle's order; else why not. */
+export function parseSendFiles(names: readonly string[]): BundleFile[] | string {
+  const known = new Set<string>(BUNDLE_FILES);
+  const bad = names.find((name) => !known.has(name));
+  if (bad !== undefined) return `the node asked for ${JSON.stringify(bad.slice(0, 40))}, which no bundle has`;
+  const inOrder = BUNDLE_FILES.filter((name) => names.includes(name));
+  if (inOrder.length !== names.length || inOrder.some((name, i) => names[i] !== name)) return `the node asked for ${names.slice(0, 8).join(", ")}: not each of the bundle's files once, in its order`;
+  return inOrder;
 }
 
 export interface UpdateOptions {
@@ -128,18 +149,34 @@ export async function updateNode(
   let slot = "";
   let installed = false;
   await withListedNode(credentials, node, async (client) => {
-    for await (const answer of client.update(updateRequests(bundle, options), { timeoutMs: UPDATE_TIMEOUT_MS })) {
-      slot = answer.slot;
-      const written = Number(answer.writtenBytes);
-      const total = Number(answer.totalBytes);
-      if (answer.phase === UpdatePhase.WRITING) {
-        say.progress(`${nameOf(node)}: writing ${bundle.manifest.version} to slot ${slot}: ${mib(written)} of ${mib(total)} (${total ? Math.floor((100 * written) / total) : 0} %)`);
-      } else if (answer.phase === UpdatePhase.INSTALLED) {
-        installed = true;
-        say.note(`${nameOf(node)}: ${bundle.manifest.version} installed in slot ${slot}; it boots next, once, as a trial`);
-      } else if (answer.phase === UpdatePhase.REBOOTING) {
-        say.note(`${nameOf(node)} reboots into slot ${slot}`);
+    let askFor: (files: readonly BundleFile[]) => void = () => {};
+    const wanted = new Promise<readonly BundleFile[]>((resolve) => (askFor = resolve));
+    try {
+      for await (const answer of client.update(updateRequests(bundle, options, wanted), { timeoutMs: UPDATE_TIMEOUT_MS })) {
+        slot = answer.slot;
+        const written = Number(answer.writtenBytes);
+        const total = Number(answer.totalBytes);
+        if (answer.phase === UpdatePhase.RECEIVING) {
+          const files = parseSendFiles(answer.sendFiles);
+          if (typeof files === "string") throw new OperatorError(`${nameOf(node)}: ${files}`);
+          const taken = BUNDLE_FILES.filter((name) => !files.includes(name));
+          const bytes = (names: readonly BundleFile[]) => mib(names.reduce((sum, name) => sum + bundle.manifest.files[name].bytes, 0));
+          say.note(
+            `${nameOf(node)}: ${taken.length ? `took ${taken.join(", ")} (${bytes(taken)}) from its booted slot; ` : ""}${files.length ? `sending ${files.join(", ")} (${bytes(files)})` : "nothing to send"}`,
+          );
+          askFor(files);
+        } else if (answer.phase === UpdatePhase.WRITING) {
+          say.progress(`${nameOf(node)}: writing ${bundle.manifest.version} to slot ${slot}: ${mib(written)} of ${mib(total)} (${total ? Math.floor((100 * written) / total) : 0} %)`);
+        } else if (answer.phase === UpdatePhase.INSTALLED) {
+          installed = true;
+          say.note(`${nameOf(node)}: ${bundle.manifest.version} installed in slot ${slot}; it boots next, once, as a trial`);
+        } else if (answer.phase === UpdatePhase.REBOOTING) {
+          say.note(`${nameOf(node)} reboots into slot ${slot}`);
+        }
       }
+    } finally {
+      // A call that ended before the node asked for anything sends nothing more.
+      askFor([]);
     }
   });
   if (!installed) throw new OperatorError(`${nameOf(node)} ended the update without saying it was installed`);

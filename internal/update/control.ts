@@ -16,11 +16,23 @@ export interface SlotControl {
   rollback(force: boolean): Promise<{ slot: string; version: string }>;
 }
 
-/** systemDevice: where the other slot's system image goes (default: its partition, by GPT name); tests give a file. */
-export function slotControl(layout: StorageLayout, selection: BootSelection, currentVersion: string, systemDevice?: { path: string; bytes: number }): SlotControl {
+/** The system partitions: where the other slot's image goes and where the booted one's is (default: by GPT name); tests give files. */
+export interface SystemDevices {
+  target: { path: string; bytes: number };
+  booted: string;
+}
+
+export function slotControl(layout: StorageLayout, selection: BootSelection, currentVersion: string, devices?: SystemDevices): SlotControl {
   return {
     beginUpdate: (manifest, allowDowngrade) =>
-      SlotWriter.begin(manifest, { layout, booted: selection.slot, trial: selection.trial, currentVersion, allowDowngrade, ...(systemDevice ? { systemDevice } : {}) }),
+      SlotWriter.begin(manifest, {
+        layout,
+        booted: selection.slot,
+        trial: selection.trial,
+        currentVersion,
+        allowDowngrade,
+        ...(devices ? { systemDevice: devices.target, bootedSystemDevice: devices.booted } : {}),
+      }),
 
     async rollback(force) {
       const other = otherSlot(selection.slot);

@@ -27,6 +27,8 @@ function setup() {
   mkdirSync(layout.data.path, { recursive: true });
   const systemDevice = join(dir.path, "system-b.img");
   writeFileSync(systemDevice, new Uint8Array(SYSTEM_PARTITION_BYTES));
+  const bootedSystemDevice = join(dir.path, "system-a.img");
+  writeFileSync(bootedSystemDevice, new Uint8Array(SYSTEM_PARTITION_BYTES).fill(0xa));
   const contents: Record<(typeof BUNDLE_FILES)[number], Uint8Array> = {
     system: crypto.getRandomValues(new Uint8Array(300_000)),
     kernel: crypto.getRandomValues(new Uint8Array(50_000)),
@@ -41,8 +43,8 @@ function setup() {
     files: Object.fromEntries(BUNDLE_FILES.map((name) => [name, { bytes: contents[name].length, sha256: sha256(contents[name]) }])) as BundleManifest["files"],
   };
   const stream = Buffer.concat(BUNDLE_FILES.map((name) => contents[name]));
-  const options = { layout, booted: "a" as const, trial: false, currentVersion: "0.1.0", allowDowngrade: false, systemDevice: { path: systemDevice, bytes: SYSTEM_PARTITION_BYTES } };
-  return { dir, layout, contents, manifest, stream, options, systemDevice };
+  const options = { layout, booted: "a" as const, trial: false, currentVersion: "0.1.0", allowDowngrade: false, systemDevice: { path: systemDevice, bytes: SYSTEM_PARTITION_BYTES }, bootedSystemDevice };
+  return { dir, layout, contents, manifest, stream, options, systemDevice, bootedSystemDevice };
 }
 
 /** Sends the stream in uneven chunks, as a network would deliver it. */
@@ -73,6 +75,58 @@ describe("writing an update into the other slot", () => {
     expect(readBootRecord(layout)).toEqual({ active: "a", next: "b" });
     expect(readFileSync(layout.esp.slot("a").kernel, "utf8")).toBe("slot a");
     expect(existsSync(layout.data.updateStaging)).toBe(false);
+  });
+
+  test("copies what the booted slot holds as well instead of receiving it, and checks every copied byte", async () => {
+    const { dir, layout, contents, manifest, options, systemDevice, bootedSystemDevice } = setup();
+    using _ = dir;
+    // Slot a runs the same system image (its partition is larger than the image) and the same kernel.
+    const booted = readFileSync(bootedSystemDevice);
+    booted.set(contents.system);
+    writeFileSync(bootedSystemDevice, booted);
+    writeFileSync(layout.esp.slot("a").kernel, contents.kernel);
+    const writer = await SlotWriter.begin(manifest, options);
+    const steps: string[] = [];
+    for await (const step of writer.takeFromBootedSlot()) steps.push(step);
+    expect(steps.at(-1)).toBe("done");
+    expect(writer.taken).toEqual(["system", "kernel"]);
+    expect(writer.toReceive).toEqual(["initramfs", "version", "cmdline"]);
+    expect(writer.progress.written).toBe(contents.system.length + contents.kernel.length);
+    await send(writer, Buffer.concat(writer.toReceive.map((name) => contents[name])));
+    await writer.finish();
+    const b = layout.esp.slot("b");
+    expect(readFileSync(b.kernel).equals(contents.kernel)).toBe(true);
+    expect(readFileSync(b.initramfs).equals(contents.initramfs)).toBe(true);
+    expect(readFileSync(systemDevice).subarray(0, contents.system.length).equals(contents.system)).toBe(true);
+    expect(readBootRecord(layout)).toEqual({ active: "a", next: "b" });
+  });
+
+  test("receives a file whose copy in the booted slot has the right size but other bytes, over the copy", async () => {
+    const { dir, layout, contents, manifest, options, systemDevice, bootedSystemDevice } = setup();
+    using _ = dir;
+    const booted = readFileSync(bootedSystemDevice);
+    booted.set(contents.system);
+    booted[1234]! ^= 0x01; // one bit off: slot a's partition was damaged, or holds another image
+    writeFileSync(bootedSystemDevice, booted);
+    writeFileSync(layout.esp.slot("a").kernel, Buffer.from(contents.kernel).reverse());
+    const writer = await SlotWriter.begin(manifest, options);
+    for await (const _step of writer.takeFromBootedSlot());
+    expect(writer.taken).toEqual([]);
+    expect(writer.toReceive).toEqual([...BUNDLE_FILES]);
+    expect(writer.progress.written).toBe(0);
+    await send(writer, Buffer.concat(BUNDLE_FILES.map((name) => contents[name])));
+    await writer.finish();
+    expect(readFileSync(systemDevice).subarray(0, contents.system.length).equals(contents.system)).toBe(true);
+    expect(readFileSync(layout.esp.slot("b").kernel).equals(contents.kernel)).toBe(true);
+  });
+
+  test("takes from the booted slot only before the stream, once", async () => {
+    const { dir, stream, manifest, options } = setup();
+    using _ = dir;
+    const writer = await SlotWriter.begin(manifest, options);
+    await writer.write(stream.subarray(0, 10));
+    await expect(writer.takeFromBootedSlot().next()).rejects.toThrow("the booted slot's files are taken before the stream, once");
+    await writer.abort();
   });
 
   test("refuses a bundle with one changed byte the moment that file is complete, and leaves the slot unbootable", async () => {

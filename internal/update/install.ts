@@ -4,7 +4,10 @@
 //            node's, sizes against where each file goes); then forget the
 //            target slot: its cmdline first (the slot choice can no longer load it),
 //            its other ESP files and failure note, and a next that names it
-//   write    the bytes, in BUNDLE_FILES order: system straight onto
+//   take     every file the booted slot holds as well (same size, same
+//            sha256) is copied from there, hashed as it is copied: an
+//            update that changes only the init sends only the init
+//   write    the other files' bytes, in BUNDLE_FILES order: system straight onto
 //            SYSTEM-<S>, the rest into a staging directory on DATA (so the
 //            ESP's lock is not held while they arrive); each file is hashed
 //            as it comes and checked the moment it is complete
@@ -35,7 +38,12 @@ export interface SlotWriterOptions {
   allowDowngrade: boolean;
   /** The target slot's system partition (default: found by its GPT name), and its size. */
   systemDevice?: { path: string; bytes: number } | undefined;
+  /** The booted slot's system partition, where an unchanged system image is copied from (default: found by its GPT name). */
+  bootedSystemDevice?: string | undefined;
 }
+
+/** Bytes per read when a file is copied from the booted slot. */
+const TAKE_CHUNK_BYTES = 4 * 1024 * 1024;
 
 /** The size of a block device (from sysfs) or a file. */
 function deviceBytes(path: string): number {
@@ -55,6 +63,11 @@ export interface WriteProgress {
 }
 
 export class SlotWriter {
+  /** The files still to arrive in the stream, in order; all of them until takeFromBootedSlot has run. */
+  private pending: BundleFile[] = [...BUNDLE_FILES];
+  /** The files copied from the booted slot instead. */
+  readonly taken: BundleFile[] = [];
+  private streamed = false;
   private index = 0;
   private fileWritten = 0;
   private hasher = new Bun.CryptoHasher("sha256");
@@ -67,6 +80,8 @@ export class SlotWriter {
     readonly manifest: BundleManifest,
     private readonly layout: StorageLayout,
     private readonly systemDevice: string,
+    private readonly bootedSystemDevice: string | undefined,
+    private readonly booted: Slot,
     readonly total: number,
   ) {}
 
@@ -98,36 +113,89 @@ export class SlotWriter {
     });
     rmSync(options.layout.data.updateStaging, { recursive: true, force: true });
     mkdirSync(options.layout.data.updateStaging, { recursive: true, mode: 0o700 });
-    const writer = new SlotWriter(slot, manifest, options.layout, device.path, total);
-    await writer.openCurrent();
-    return writer;
+    const bootedSystem = options.bootedSystemDevice ?? findPartition(SYSTEM_PARTITION_NAMES[options.booted])?.path;
+    return new SlotWriter(slot, manifest, options.layout, device.path, bootedSystem, options.booted, total);
   }
 
   get progress(): WriteProgress {
-    return { written: this.writtenTotal, total: this.total, file: BUNDLE_FILES[this.index] ?? "done" };
+    return { written: this.writtenTotal, total: this.total, file: this.pending[this.index] ?? "done" };
+  }
+
+  /** The files the stream must still carry, in order (after takeFromBootedSlot, only those the booted slot did not have). */
+  get toReceive(): readonly BundleFile[] {
+    return this.pending;
+  }
+
+  /** Where the booted slot keeps its copy of `name`, if it has one of `bytes` bytes (the system partition holds at least that many). */
+  private bootedCopy(name: BundleFile, bytes: number): string | undefined {
+    if (name === "system") return this.bootedSystemDevice !== undefined && deviceBytes(this.bootedSystemDevice) >= bytes ? this.bootedSystemDevice : undefined;
+    const path = this.layout.esp.slot(this.booted)[name];
+    return existsSync(path) && Bun.file(path).size === bytes ? path : undefined;
+  }
+
+  /**
+   * Copies every file the booted slot holds too from there instead of the
+   * stream: a candidate of the right size is copied and hashed as it goes,
+   * and counts only if its sha256 is the bundle's (else the stream carries
+   * it, and overwrites the copy). Yields after each chunk, for progress.
+   * Runs once, before the first byte of the stream.
+   */
+  async *takeFromBootedSlot(): AsyncGenerator<BundleFile | "done"> {
+    if (this.streamed || this.taken.length > 0) throw new BundleError("the booted slot's files are taken before the stream, once");
+    for (const name of BUNDLE_FILES) {
+      const info = this.manifest.files[name];
+      const source = this.bootedCopy(name, info.bytes);
+      if (source === undefined) continue;
+      const input = await open(source, "r");
+      const output = await this.openTarget(name);
+      const hasher = new Bun.CryptoHasher("sha256");
+      const buffer = Buffer.alloc(Math.min(TAKE_CHUNK_BYTES, info.bytes));
+      let copied = 0;
+      try {
+        while (copied < info.bytes) {
+          const { bytesRead } = await input.read(buffer, 0, Math.min(buffer.length, info.bytes - copied), copied);
+          if (bytesRead === 0) break;
+          const part = buffer.subarray(0, bytesRead);
+          hasher.update(part);
+          await output.write(part, 0, bytesRead, copied);
+          copied += bytesRead;
+          this.writtenTotal += bytesRead;
+          yield name;
+        }
+        await output.sync();
+      } finally {
+        await input.close();
+        await output.close();
+      }
+      if (copied === info.bytes && hasher.digest("hex") === info.sha256) this.taken.push(name);
+      else this.writtenTotal -= copied;
+    }
+    this.pending = BUNDLE_FILES.filter((name) => !this.taken.includes(name));
+    yield "done";
   }
 
   private stagedPath(name: BundleFile): string {
     return join(this.layout.data.updateStaging, name);
   }
 
-  private async openCurrent(): Promise<void> {
-    const name = BUNDLE_FILES[this.index];
-    if (name === undefined) return;
-    this.target = name === "system" ? await open(this.systemDevice, "r+") : await open(this.stagedPath(name), "w", 0o600);
+  /** Opens where file `name` goes: the target system partition, or its staging file (emptied). */
+  private openTarget(name: BundleFile): Promise<FileHandle> {
+    return name === "system" ? open(this.systemDevice, "r+") : open(this.stagedPath(name), "w", 0o600);
   }
 
-  /** Takes the next bytes of the bundle (its files back to back, in BUNDLE_FILES order). */
+  /** Takes the next bytes of the bundle (the files it must still receive, back to back, in BUNDLE_FILES order). */
   async write(chunk: Uint8Array): Promise<void> {
     if (this.closed) throw new BundleError("the update was already finished or abandoned");
+    this.streamed = true;
     let offset = 0;
     while (offset < chunk.length) {
-      const name = BUNDLE_FILES[this.index];
+      const name = this.pending[this.index];
       if (name === undefined) throw new BundleError(`the bundle sent more than the ${this.total} bytes its description lists`);
       const info = this.manifest.files[name];
+      this.target ??= await this.openTarget(name);
       const take = Math.min(info.bytes - this.fileWritten, chunk.length - offset);
       const part = chunk.subarray(offset, offset + take);
-      await this.target!.write(part, 0, part.length, this.fileWritten);
+      await this.target.write(part, 0, part.length, this.fileWritten);
       this.hasher.update(part);
       this.fileWritten += take;
       this.writtenTotal += take;
@@ -141,7 +209,6 @@ export class SlotWriter {
         this.index++;
         this.fileWritten = 0;
         this.hasher = new Bun.CryptoHasher("sha256");
-        await this.openCurrent();
       }
     }
   }
@@ -149,8 +216,8 @@ export class SlotWriter {
   /** Installs the checked files into the slot's ESP directory and makes the slot the one-shot next boot. */
   async finish(): Promise<void> {
     if (this.closed) throw new BundleError("the update was already finished or abandoned");
-    if (this.index < BUNDLE_FILES.length) {
-      throw new BundleError(`the bundle ended after ${this.writtenTotal} of ${this.total} bytes (in its ${BUNDLE_FILES[this.index]}): it is truncated`);
+    if (this.index < this.pending.length) {
+      throw new BundleError(`the bundle ended after ${this.writtenTotal} of ${this.total} bytes (in its ${this.pending[this.index]}): it is truncated`);
     }
     this.closed = true;
     const files = this.layout.esp.slot(this.slot);
