@@ -3,9 +3,10 @@
 // --version` (v3 with --test-fault no-rejoin: it never rejoins, and its
 // trial bound is 30 s). Measures:
 //  - ctl cluster update v1 → v2, end to end, and each member's share
-//    (bundle streamed and written, kexec'd into slot b, rejoined, HEALTHY);
-//  - the bundle alone: ctl node update node3 --image v3, streamed and
-//    written, no reboot;
+//    (what its slot a lacks streamed, the rest copied from there, written,
+//    kexec'd into slot b, rejoined, HEALTHY);
+//  - the bundle alone: ctl node update node3 --image v3, written (what
+//    node3's slot b lacks streamed), no reboot;
 //  - the time a rollback costs: ctl node reboot node3 --wait, v3's trial
 //    boot runs out its bound and the node comes back HEALTHY on v2;
 //  - what PID 1 took to load a slot's kernel for kexec, from the consoles.
@@ -18,6 +19,7 @@ import { createLogger } from "../internal/log/mod.ts";
 import { eventually } from "../internal/testing/mod.ts";
 import { figure, seconds } from "./figures.ts";
 import { createCluster, ensureBuilt, formCluster, runHostCommand } from "../test/launch/mod.ts";
+import { nextVersion } from "../test/e2e/updates.ts";
 
 const args = process.argv.slice(2);
 const STEP_TIMEOUT_MS = 600_000;
@@ -31,12 +33,6 @@ if (!args.includes("--no-build")) await ensureBuilt(logger);
 const imageDir = join(REPO_ROOT, OUT_DIR);
 const v1 = readManifest(imageDir).version;
 
-/** `version` with its patch release raised by `by` ("0.1.0+abc" → "0.1.1-bench"). */
-function nextVersion(version: string, by: number): string {
-  const [major = 0, minor = 0, patch = 0] = (version.split(/[+-]/, 1)[0] ?? "").split(".").map((part) => (/^\d+$/.test(part) ? Number(part) : 0));
-  return `${major}.${minor}.${patch + by}-bench`;
-}
-
 /** Builds the image at `version` beside out/image; returns the bundle directory. */
 async function build(name: string, version: string, extra: string[] = []): Promise<string> {
   const outDir = join(REPO_ROOT, "out", `image-bench-${name}`);
@@ -44,8 +40,8 @@ async function build(name: string, version: string, extra: string[] = []): Promi
   return join(outDir, "slot");
 }
 
-const v2 = nextVersion(v1, 1);
-const v3 = nextVersion(v1, 2);
+const v2 = nextVersion(v1, 1, "bench");
+const v3 = nextVersion(v1, 2, "bench");
 logger.info("building v2 and v3", { v2, v3 });
 const v2Bundle = await build("v2", v2);
 const v3Bundle = await build("v3", v3, ["--test-fault", "no-rejoin", "--trial-bound", String(V3_TRIAL_BOUND_S)]);
@@ -70,7 +66,7 @@ try {
   if (rolled.exitCode !== 0) throw new Error(`ctl cluster update: ${rolled.stderr.trim()}`);
   figure("ctl cluster update, three members one at a time, end to end", seconds(performance.now() - started), WIDTH);
   for (const step of (JSON.parse(rolled.stdout) as { steps: { name: string; seconds?: number }[] }).steps) {
-    figure(`  ${step.name}: streamed, written, kexec'd, rejoined, HEALTHY`, step.seconds === undefined ? "—" : `${step.seconds.toFixed(1)} s`, WIDTH);
+    figure(`  ${step.name}: written, kexec'd, rejoined, HEALTHY`, step.seconds === undefined ? "—" : `${step.seconds.toFixed(1)} s`, WIDTH);
   }
   for (const node of cluster.nodes) {
     const loaded = node.console.lines.map((l) => KEXEC_LOADED.exec(l.text)).find((m) => m !== null);
@@ -81,7 +77,7 @@ try {
   started = performance.now();
   const installed = await formed.ctl("node", "update", node3, "--image", v3Bundle);
   if (installed.exitCode !== 0) throw new Error(`ctl node update: ${installed.stderr.trim()}`);
-  figure("ctl node update node3 (no --activate): bundle streamed and written", seconds(performance.now() - started), WIDTH);
+  figure("ctl node update node3 (no --activate): bundle written", seconds(performance.now() - started), WIDTH);
 
   started = performance.now();
   const rebooted = await formed.ctl("node", "reboot", node3, "--wait");

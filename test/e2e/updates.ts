@@ -13,10 +13,10 @@ export interface UpdateImage {
   bundle: string;
 }
 
-/** `version` with its patch release raised by `by`, and "-e2e" in place of its build metadata ("0.1.0+abc" → "0.1.1-e2e"). */
-export function nextVersion(version: string, by: number): string {
+/** `version` with its patch release raised by `by`, and "-<tag>" in place of its build metadata ("0.1.0+abc" → "0.1.1-e2e"). */
+export function nextVersion(version: string, by: number, tag = "e2e"): string {
   const [major = 0, minor = 0, patch = 0] = (version.split(/[+-]/, 1)[0] ?? "").split(".").map((part) => (/^\d+$/.test(part) ? Number(part) : 0));
-  return `${major}.${minor}.${patch + by}-e2e`;
+  return `${major}.${minor}.${patch + by}-${tag}`;
 }
 
 /** Builds the image at `version` beside the e2e's own (the shared cache makes everything but the init and the slot's files a hit). */
