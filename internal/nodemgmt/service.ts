@@ -45,6 +45,8 @@ export const POWER_DELAY_MS = 200;
 export const MAX_BUNDLE_MANIFEST_CHARS = 16 * 1024;
 /** Progress goes back to the caller every this many bytes written. */
 export const UPDATE_PROGRESS_EVERY_BYTES = 8 * 1024 * 1024;
+/** How far ahead of the node's writing the owner may send an update's bytes (HTTP/2 flow control). */
+export const UPDATE_RECEIVE_WINDOW_BYTES = 8 * 1024 * 1024;
 
 export interface NodeManagementDeps {
   logs: LogTree;
@@ -243,6 +245,10 @@ export function nodeManagementService(deps: NodeManagementDeps): ServiceImpl<typ
             yield progress(UpdatePhase.WRITING);
           }
         }
+        // The owner may send well ahead of what has been written: a busy
+        // emulated node answers slowly, and the default 64 KiB window held
+        // a bundle to 0.27 MB/s.
+        ctx.widenReceiveWindow(UPDATE_RECEIVE_WINDOW_BYTES);
         yield { ...progress(UpdatePhase.RECEIVING), sendFiles: [...writer.toReceive] };
         for (;;) {
           const next = await stream.next();

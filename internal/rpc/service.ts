@@ -56,6 +56,27 @@ export interface CallContext {
    * not claimed by the caller. Undefined when the socket does not say.
    */
   remoteAddress: string | undefined;
+  /**
+   * Lets this caller's connection carry up to `bytes` of requests ahead of
+   * what the handler has read (HTTP/2 flow control, connection and
+   * streams): for a method that receives bulk data from a caller it has
+   * already admitted. The default window is 64 KiB, one round trip's worth:
+   * 0.64 MB/s at a round trip of 100 ms, whatever the link. At most
+   * MAX_RECEIVE_WINDOW_BYTES.
+   */
+  widenReceiveWindow(bytes: number): void;
+}
+
+/** The largest receive window a handler may open for its caller (widenReceiveWindow). */
+export const MAX_RECEIVE_WINDOW_BYTES = 16 * 1024 * 1024;
+
+/** Opens a session's receive window to `bytes`: its connection window now, and every stream's through SETTINGS. */
+export function widenWindow(session: object, bytes: number): void {
+  const target = Math.min(Math.max(0, Math.floor(bytes)), MAX_RECEIVE_WINDOW_BYTES);
+  const http2 = session as { state?: { localWindowSize?: number }; setLocalWindowSize?: (n: number) => void; settings?: (s: { initialWindowSize: number }) => void };
+  if ((http2.state?.localWindowSize ?? 0) >= target) return;
+  http2.setLocalWindowSize?.(target);
+  http2.settings?.({ initialWindowSize: target });
 }
 
 type Handler<M> = M extends { methodKind: "unary"; input: infer I extends DescMessage; output: infer O extends DescMessage }
@@ -240,7 +261,8 @@ function contextOf<S>(call: RawCall, method: string, policy: Policy, options: Se
   check(peer, policy);
   const controller = new AbortController();
   (call as NodeJS.EventEmitter).once("cancelled", () => controller.abort(new Error(`${method}: cancelled by client`)));
-  return { ctx: { peer, signal: controller.signal, method, remoteAddress: seen.remoteAddress }, controller };
+  const widenReceiveWindow = (bytes: number) => widenWindow(connection.session, bytes);
+  return { ctx: { peer, signal: controller.signal, method, remoteAddress: seen.remoteAddress, widenReceiveWindow }, controller };
 }
 
 /**
