@@ -9,7 +9,10 @@
 //   NodeManagement (server.ts, under root.nodemgmt once the node is a member)
 //        ├── GetLogs     ◀── internal/logtree (a ring per runnable, process output, kernel)
 //        ├── GetServices ◀── the supervisor's dump (state, restarts, last error, since)
-//        └── Reboot, PowerOff ──▶ PID 1's power path, the one the ACPI button takes
+//        ├── Reboot, PowerOff ──▶ PID 1's power path, the one the ACPI button takes
+//        └── Update, Rollback ──▶ internal/update: the slot this node does not
+//            run; the owner sends only what the booted slot lacks, through
+//            a receive window opened for it (UPDATE_RECEIVE_WINDOW_BYTES)
 //
 // Invariants:
 //  - Owner only: every method's policy is "owner" (service.ts); a node
@@ -24,6 +27,7 @@ export {
   MAX_FOLLOWERS,
   MAX_BACKLOG,
   POWER_DELAY_MS,
+  UPDATE_RECEIVE_WINDOW_BYTES,
   type NodeManagementDeps,
   type PowerRequest,
 } from "./service.ts";
