@@ -580,13 +580,25 @@ export const program: Program<Ctl> = {
           args: [NODE_ID],
           flags: [
             { name: "activate", description: "Reboot into it now (else at the next reboot)" },
+            { name: "wait", description: "With --activate: return once the node is back, HEALTHY, on the other slot's version (or say why it came back on this one)" },
             { name: "force", description: "Boot the other slot even though it failed before" },
           ],
           description: "Boot the node's other system slot, once, as a trial: it stays only if the node rejoins on it",
           run: async (ctl, [typed], flags) => {
+            if (flags.wait === true && flags.activate !== true) throw new UsageError("--wait waits for the reboot that --activate starts; pass both, or neither");
             const id = await ctl.node(typed!);
-            const result = await rollbackNode(ctl.credentials(), ctl.settings, id, { force: flags.force === true, activate: flags.activate === true });
-            ctl.print(result, `${id} boots slot ${result.slot} (${result.version}) ${result.activated ? "now" : "at its next reboot"}, once; it stays there if the node rejoins`);
+            const result = await rollbackNode(
+              ctl.credentials(),
+              ctl.settings,
+              id,
+              { force: flags.force === true, activate: flags.activate === true, wait: flags.wait === true },
+              { note: ctl.note, progress: ctl.progress },
+            );
+            const human =
+              result.seconds !== undefined
+                ? `${id} runs ${result.version} from slot ${result.slot}, HEALTHY, ${result.seconds} s after the rollback began`
+                : `${id} boots slot ${result.slot} (${result.version}) ${result.activated ? "now" : "at its next reboot"}, once; it stays there if the node rejoins`;
+            ctl.print(result, human);
           },
         },
         {

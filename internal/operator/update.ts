@@ -219,12 +219,25 @@ export interface RollbackResult {
   slot: string;
   version: string;
   activated: boolean;
+  /** With wait: seconds from the request to the node back, HEALTHY, on the slot's version. */
+  seconds?: number;
 }
 
-/** Makes node `id` boot its other slot once, as a trial (now, with activate). */
-export async function rollbackNode(credentials: OwnerCredentials, settings: CallSettings, id: string, options: { force: boolean; activate: boolean }): Promise<RollbackResult> {
+/** Makes node `id` boot its other slot once, as a trial (now, with activate); with wait as well, waits until the node is back on it (see waitForUpdate). */
+export async function rollbackNode(
+  credentials: OwnerCredentials,
+  settings: CallSettings,
+  id: string,
+  options: { force: boolean; activate: boolean; wait?: boolean; waitMs?: number },
+  say?: { note: (line: string) => void; progress: (line: string) => void },
+): Promise<RollbackResult> {
   const node = (await listNodes(credentials, settings)).find((n) => n.id === id);
   if (!node) throw new OperatorError(`the cluster has no node ${id}`);
+  const started = Date.now();
   const answer = await withListedNode(credentials, node, (client) => client.rollback({ force: options.force, activate: options.activate }, { timeoutMs: settings.timeoutMs }));
-  return { node: id, slot: answer.slot, version: answer.version, activated: options.activate };
+  const result: RollbackResult = { node: id, slot: answer.slot, version: answer.version, activated: options.activate };
+  if (!options.activate || !options.wait) return result;
+  say?.note(`${nameOf(node)} reboots into slot ${answer.slot} (${answer.version})`);
+  await waitForUpdate(credentials, id, node.bootMs, answer.version, { ...settings, ...(say ? { progress: say.progress } : {}), ...(options.waitMs !== undefined ? { waitMs: options.waitMs } : {}) });
+  return { ...result, seconds: Math.round((Date.now() - started) / 100) / 10 };
 }
