@@ -67,7 +67,7 @@ export function nodeManagementRunnable(options: NodeManagementOptions): Runnable
     const membership = await options.membership.get({ signal: ctx.signal });
     const { credentials } = membership;
     const server = createServer();
-    addService(server, NodeManagement, nodeManagementService(options), {
+    addService(server, NodeManagement, nodeManagementService({ ...options, logger: ctx.logger }), {
       ca: () => credentials.ca,
       policy: NODE_MANAGEMENT_POLICY,
       onError: (method, err) => ctx.logger.debug("call failed", { method, error: String(err) }),

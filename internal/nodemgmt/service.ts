@@ -5,7 +5,7 @@
 import type { NodeManagement } from "../../proto/gen/api/node_management_pb.ts";
 import { LogLevel, LogEntrySchema, UpdatePhase } from "../../proto/gen/api/node_management_pb.ts";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { Level } from "../log/mod.ts";
+import type { Level, Logger } from "../log/mod.ts";
 import { BOOTS_KEPT, matches, type LogFilter, type LogTree, type PastBoot, type TreeEntry } from "../logtree/mod.ts";
 import { WIRE_LEVELS, levelOfWire } from "./levels.ts";
 import { AbortedError, FailedPreconditionError, InvalidArgumentError, NotFoundError, quote, ResourceExhaustedError, type ServiceImpl, type ServicePolicy } from "../rpc/mod.ts";
@@ -64,8 +64,9 @@ export interface NodeManagementDeps {
   reset?: (wipe: boolean) => Promise<string[]>;
   /** The node's system slots (a VM's); absent for a node process, which has none. */
   slots?: SlotControl;
+  /** Where the service notes what it does to the node itself (an update written, or refused). */
+  logger?: Logger;
 }
-
 /** A bundle refused, as the status code that says whose fault it is. */
 function bundleRefusal(err: unknown): unknown {
   if (!(err instanceof BundleError)) return err;
@@ -234,6 +235,7 @@ export function nodeManagementService(deps: NodeManagementDeps): ServiceImpl<typ
         if (head.bundleManifest.length > MAX_BUNDLE_MANIFEST_CHARS) throw new InvalidArgumentError(`bundle_manifest: ${head.bundleManifest.length} characters, more than ${MAX_BUNDLE_MANIFEST_CHARS}`);
         if (head.data.length > 0) throw new InvalidArgumentError("the first request carries data; send the bundle's bytes in the requests after it");
         writer = await slots.beginUpdate(parseBundleManifest(head.bundleManifest), head.allowDowngrade);
+        deps.logger?.info(`writing ${writer.manifest.version} into slot ${writer.slot}`, { bytes: writer.total });
         const progress = (phase: UpdatePhase) => ({ phase, writtenBytes: BigInt(writer!.progress.written), totalBytes: BigInt(writer!.total), slot: writer!.slot, version: writer!.manifest.version });
         yield progress(UpdatePhase.WRITING);
         let reported = 0;
@@ -249,6 +251,7 @@ export function nodeManagementService(deps: NodeManagementDeps): ServiceImpl<typ
         // emulated node answers slowly, and the default 64 KiB window held
         // a bundle to 0.27 MB/s.
         ctx.widenReceiveWindow(UPDATE_RECEIVE_WINDOW_BYTES);
+        deps.logger?.info(`slot ${writer.slot}: took ${writer.taken.join(", ") || "nothing"} from the booted slot; receiving ${writer.toReceive.join(", ") || "nothing"}`);
         yield { ...progress(UpdatePhase.RECEIVING), sendFiles: [...writer.toReceive] };
         for (;;) {
           const next = await stream.next();
@@ -263,12 +266,14 @@ export function nodeManagementService(deps: NodeManagementDeps): ServiceImpl<typ
         }
         ctx.signal.throwIfAborted();
         await writer.finish();
+        deps.logger?.info(`installed ${writer.manifest.version} in slot ${writer.slot}: it boots next, once, as a trial`);
         yield progress(UpdatePhase.INSTALLED);
         if (head.activate) {
           yield progress(UpdatePhase.REBOOTING);
           setTimeout(() => deps.power("reboot", `owner updated slot ${writer!.slot} to ${writer!.manifest.version} through NodeManagement.Update and activated it`), POWER_DELAY_MS);
         }
       } catch (err) {
+        if (writer) deps.logger?.warn(`the update of slot ${writer.slot} to ${writer.manifest.version} ended unfinished: ${(err as Error)?.message ?? String(err)}`);
         await writer?.abort();
         throw bundleRefusal(err);
       } finally {
