@@ -2,10 +2,12 @@
 // in order (they boot qemu VMs; see harness.ts) and ends with the line
 // "N passed, N failed". Exits non-zero if any test failed or none ran.
 //
-//   bun test/e2e/run.ts [--verbose] [--no-build] [--image-dir dir] [file filter]
+//   bun test/e2e/run.ts [--verbose] [--no-build] [--image-dir dir] [--stop-after text] [file filter]
 //
 // --verbose echoes the node consoles; they are always in
-// out/cluster/e2e/<node>.console.log.
+// out/cluster/e2e/<node>.console.log. --stop-after ends the run after the
+// first step whose name contains the text (cleanups still run): for working
+// on one step without the ones after it. CI never passes it.
 
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
@@ -20,6 +22,7 @@ const { values, positionals } = parseArgs({
     verbose: { type: "boolean", default: false },
     "no-build": { type: "boolean", default: false },
     "image-dir": { type: "string" },
+    "stop-after": { type: "string" },
   },
   allowPositionals: true,
   strict: true,
@@ -61,14 +64,20 @@ for (const file of files) {
 
 let passed = 0;
 let failed = 0;
+let stopped = false;
 for (const file of new Set(registry.tests.map((t) => t.file))) {
   for (const test of registry.tests.filter((t) => t.file === file)) {
+    if (stopped) break;
     logger.info(`running: ${test.name}`);
     const started = performance.now();
     try {
       await withDeadline(test.fn(context), test.timeoutMs, test.name);
       passed++;
       process.stdout.write(`✓ ${test.name} (${seconds(performance.now() - started)})\n`);
+      if (values["stop-after"] !== undefined && test.name.includes(values["stop-after"])) {
+        stopped = true;
+        process.stdout.write(`  (--stop-after: the steps after this one are not run)\n`);
+      }
     } catch (err) {
       failed++;
       process.stdout.write(`✗ ${test.name} (${seconds(performance.now() - started)})\n  ${String((err as Error).stack ?? err).replaceAll("\n", "\n  ")}\n`);
