@@ -14,7 +14,7 @@
 
 import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
 import type { NodeSummary } from "./format.ts";
-import { listNodes, nameOf, type CallSettings } from "./nodes.ts";
+import { listNodesPatiently, nameOf, type CallSettings } from "./nodes.ts";
 import { updateNode, type Bundle } from "./update.ts";
 
 export interface ClusterUpdateOptions {
@@ -70,7 +70,7 @@ export async function updateCluster(
   const started = Date.now();
   const version = bundle.manifest.version;
   const steps: ClusterUpdateStep[] = [];
-  const nodes = await listNodes(credentials, settings);
+  const nodes = await listNodesPatiently(credentials, settings);
   const plan = planClusterUpdate(nodes, version);
   for (const node of plan.skip) steps.push({ node: node.id, name: nameOf(node), outcome: "skipped" });
   const notUp = nodes.filter((n) => n.state !== "UP");
@@ -79,7 +79,7 @@ export async function updateCluster(
 
   const one = async (node: NodeSummary): Promise<void> => {
     // Looked at again right before: the cluster changes while the rollout runs.
-    const now = await listNodes(credentials, settings);
+    const now = await listNodesPatiently(credentials, settings);
     const fresh = now.find((n) => n.id === node.id);
     if (!fresh) throw new OperatorError(`${nameOf(node)} left the cluster during the update`);
     if (fresh.version === version) {

@@ -1,6 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import { FilterError, filterNodes, type NodeSummary } from "./format.ts";
-import { resolveNode } from "./nodes.ts";
+import { askPatiently, resolveNode } from "./nodes.ts";
+import { NoCuratorError, type CuratorFailure } from "../curator/client/mod.ts";
+import { OperatorError } from "./config_dir.ts";
 
 const node = (id: string, labels: string[] = []): NodeSummary => ({ id, state: "UP", address: "", roles: [], curator: false, labels, health: "HEALTHY", services: [] });
 const nodes = [node("node-91905a8be1dd2a13", ["name=node1"]), node("node-9190aaaaaaaaaaaa", ["name=node2"]), node("node-0c0ffee000000000")];
@@ -50,5 +52,40 @@ describe("ctl node list --filter", () => {
         expect((err as Error).message.split("\n")).toHaveLength(1);
       }
     }
+  });
+});
+
+describe("a read asked again while no curator answers", () => {
+  const endpoint = { nodeId: "node-06ef88180d876325", host: "10.77.3.11", port: 7835 };
+  const noAnswer = (kind: CuratorFailure["kind"]) => new OperatorError("no curator answered", { cause: new NoCuratorError([{ endpoint, kind, reason: kind }]) });
+
+  test("is asked again after a dropped call or a leader change, and its answer returned", async () => {
+    const failures = [noAnswer("dropped"), noAnswer("unavailable")];
+    const said: string[] = [];
+    let calls = 0;
+    const answer = await askPatiently(
+      async () => {
+        calls++;
+        const failure = failures.shift();
+        if (failure) throw failure;
+        return "listed";
+      },
+      { retryMs: 1, progress: (line) => said.push(line) },
+    );
+    expect([answer, calls, said.length]).toEqual(["listed", 3, 2]);
+    expect(said[0]).toMatch(/^the cluster did not answer \(no curator answered\); asking again$/);
+  });
+
+  test("is not asked again when a curator cannot be trusted, or answered with a refusal", async () => {
+    let calls = 0;
+    await expect(askPatiently(async () => (calls++, Promise.reject(noAnswer("untrusted"))), { retryMs: 1 })).rejects.toThrow("no curator answered");
+    await expect(askPatiently(async () => (calls++, Promise.reject(new OperatorError("the cluster has no node x"))), { retryMs: 1 })).rejects.toThrow("the cluster has no node x");
+    expect(calls).toBe(2);
+  });
+
+  test("gives up once its patience runs out, with the last failure", async () => {
+    let calls = 0;
+    await expect(askPatiently(async () => (calls++, Promise.reject(noAnswer("deadline"))), { patienceMs: 30, retryMs: 5 })).rejects.toThrow("no curator answered");
+    expect(calls).toBeGreaterThan(1);
   });
 });

@@ -2,6 +2,7 @@
 // node before and after so that it can say what it did.
 
 import { Management } from "../../proto/gen/api/management_pb.ts";
+import { NoCuratorError } from "../curator/client/mod.ts";
 import type { OwnerCredentials } from "./config_dir.ts";
 import { OperatorError } from "./config_dir.ts";
 import { withFailover } from "./connection.ts";
@@ -24,6 +25,37 @@ export async function listNodes(credentials: OwnerCredentials, settings: CallSet
     },
     settings.progress,
   );
+}
+
+/** How long a long operation (a rollout) asks again for the node list when no curator answered it. */
+export const LIST_PATIENCE_MS = 60_000;
+const LIST_RETRY_MS = 2_000;
+
+/**
+ * Runs `list` (a read) again while no curator answers it, for up to
+ * patienceMs: in a rollout that takes many minutes, a leader changing hands
+ * or a call dropped by a busy curator is a moment, not the end. A curator
+ * that cannot be trusted, and any answer that is not a failure to answer,
+ * end it at once.
+ */
+export async function askPatiently<T>(list: () => Promise<T>, options: { patienceMs?: number; retryMs?: number; progress?: ((line: string) => void) | undefined } = {}): Promise<T> {
+  const deadline = Date.now() + (options.patienceMs ?? LIST_PATIENCE_MS);
+  for (;;) {
+    try {
+      return await list();
+    } catch (err) {
+      const cause = err instanceof NoCuratorError ? err : (err as Error)?.cause;
+      const transient = cause instanceof NoCuratorError && cause.failures.length > 0 && cause.failures.every((f) => f.kind !== "untrusted" && f.kind !== "identity");
+      if (!transient || Date.now() >= deadline) throw err;
+      options.progress?.(`the cluster did not answer (${(err as Error).message.slice(0, 200)}); asking again`);
+      await Bun.sleep(options.retryMs ?? LIST_RETRY_MS);
+    }
+  }
+}
+
+/** listNodes, asked again while no curator answers (askPatiently). */
+export function listNodesPatiently(credentials: OwnerCredentials, settings: CallSettings): Promise<NodeSummary[]> {
+  return askPatiently(() => listNodes(credentials, settings), { progress: settings.progress });
 }
 
 /** What approving a node did: its state before and after (undefined: not listed), and whether it was approved now. */

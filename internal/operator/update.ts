@@ -21,7 +21,7 @@ import { UpdatePhase, type UpdateRequestSchema } from "../../proto/gen/api/node_
 import { BUNDLE_FILES, BUNDLE_MANIFEST, BundleError, parseBundleManifest, type BundleFile, type BundleManifest } from "../update/mod.ts";
 import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
 import { withListedNode } from "./node_management.ts";
-import { listNodes, nameOf, waitForNode, type CallSettings } from "./nodes.ts";
+import { listNodesPatiently, nameOf, waitForNode, type CallSettings } from "./nodes.ts";
 import type { NodeSummary } from "./format.ts";
 
 /** Bytes per request: well under the node's per-request limit (1 MiB). */
@@ -141,7 +141,7 @@ export async function updateNode(
   options: UpdateOptions,
   say: { note: (line: string) => void; progress: (line: string) => void },
 ): Promise<UpdateResult> {
-  const node = (await listNodes(credentials, settings)).find((n) => n.id === id);
+  const node = (await listNodesPatiently(credentials, settings)).find((n) => n.id === id);
   if (!node) throw new OperatorError(`the cluster has no node ${id}`);
   checkUpdatable(node, options.force);
   const started = Date.now();
@@ -231,7 +231,7 @@ export async function rollbackNode(
   options: { force: boolean; activate: boolean; wait?: boolean; waitMs?: number },
   say?: { note: (line: string) => void; progress: (line: string) => void },
 ): Promise<RollbackResult> {
-  const node = (await listNodes(credentials, settings)).find((n) => n.id === id);
+  const node = (await listNodesPatiently(credentials, settings)).find((n) => n.id === id);
   if (!node) throw new OperatorError(`the cluster has no node ${id}`);
   const started = Date.now();
   const answer = await withListedNode(credentials, node, (client) => client.rollback({ force: options.force, activate: options.activate }, { timeoutMs: settings.timeoutMs }));
