@@ -77,11 +77,6 @@ export function appendFileTo(fromPath: string, fd: number): void {
   }
 }
 
-/** Copies a file to path by writeFileDurably's rule, a chunk at a time (an update's kernel and initramfs onto the ESP). */
-export function copyFileDurably(source: string, path: string, options: { mode?: number } = {}): void {
-  replaceFromTemporary(path, options.mode, (fd) => appendFileTo(source, fd));
-}
-
 /** writeFileDurably with the writes and fsyncs off the event loop. */
 export async function writeFileDurablyAsync(path: string, data: string | Uint8Array, options: { mode?: number } = {}): Promise<void> {
   const dir = dirname(path);
@@ -116,8 +111,8 @@ export async function writeFileDurablyAsync(path: string, data: string | Uint8Ar
   }
 }
 
-/** Renames a written and fsynced temporary file over path, then fsyncs path (for FAT) and its directory. */
-function replaceDurably(temporary: string, path: string): void {
+/** Renames a written and fsynced temporary file over path, then fsyncs path (for FAT) and its directory (an update's files arrive as <name>.tmp on the ESP and are installed by this). */
+export function replaceDurably(temporary: string, path: string): void {
   renameSync(temporary, path);
   const renamed = openSync(path, "r");
   try {

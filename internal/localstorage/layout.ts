@@ -81,8 +81,6 @@ export function storageLayout(root = "/") {
         data: join(data, "etcd", "data"),
       },
       kubernetes: { path: join(data, "kubernetes") },
-      /** An update's ESP files while they arrive, until their digests are checked (internal/update). */
-      updateStaging: join(data, "update-staging"),
     },
     /** tmpfs: sockets and runtime files, gone at reboot. */
     ephemeral: {

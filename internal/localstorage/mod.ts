@@ -31,7 +31,7 @@ import { MS_DIRSYNC, MS_NODEV, MS_NOEXEC, MS_NOSUID, mount } from "../sys/mod.ts
 import { DATA_PARTITION_NAME, ESP_PARTITION_NAME, storageLayout, type StorageLayout } from "./layout.ts";
 import { findPartition } from "./partitions.ts";
 import { StorageError } from "./data_partition.ts";
-export { writeFileDurably, writeFileDurablyAsync, copyFileDurably, appendFileTo, syncDirectory } from "./durable_file.ts";
+export { writeFileDurably, writeFileDurablyAsync, appendFileTo, replaceDurably, syncDirectory } from "./durable_file.ts";
 export { scrubFreeSpace } from "./scrub.ts";
 export { exclusively } from "./exclusive.ts";
 export {

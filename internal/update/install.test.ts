@@ -3,7 +3,7 @@
 // good one installs.
 
 import { describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { storageLayout } from "../localstorage/mod.ts";
 import { tempDir } from "../testing/mod.ts";
@@ -74,7 +74,7 @@ describe("writing an update into the other slot", () => {
     expect(readFileSync(systemDevice).subarray(0, contents.system.length).equals(contents.system)).toBe(true);
     expect(readBootRecord(layout)).toEqual({ active: "a", next: "b" });
     expect(readFileSync(layout.esp.slot("a").kernel, "utf8")).toBe("slot a");
-    expect(existsSync(layout.data.updateStaging)).toBe(false);
+    for (const name of ["kernel", "initramfs", "version", "cmdline"] as const) expect(existsSync(`${b[name]}.tmp`)).toBe(false);
   });
 
   test("copies what the booted slot holds as well instead of receiving it, and checks every copied byte", async () => {
@@ -138,6 +138,8 @@ describe("writing an update into the other slot", () => {
     await expect(send(writer, bad)).rejects.toThrow(/the bundle's kernel does not match its sha256 .*: it was changed or damaged/);
     await writer.abort();
     expect(existsSync(layout.esp.slot("b").cmdline)).toBe(false);
+    // Nothing half arrived is left on the ESP.
+    expect(readdirSync(layout.esp.slot("b").dir)).toEqual([]);
     expect(readBootRecord(layout)).toEqual({ active: "a", next: undefined });
   });
 
@@ -166,9 +168,10 @@ describe("writing an update into the other slot", () => {
     const first = await SlotWriter.begin(manifest, options);
     await first.write(stream.subarray(0, 100_000));
     await first.abort();
-    // What a power cut in the middle leaves: staged files, half a system image.
-    mkdirSync(layout.data.updateStaging, { recursive: true });
-    writeFileSync(join(layout.data.updateStaging, "kernel"), "half");
+    // What a power cut in the middle leaves: files half arrived, half a system image.
+    mkdirSync(layout.esp.slot("b").dir, { recursive: true });
+    writeFileSync(`${layout.esp.slot("b").kernel}.tmp`, "half");
+    writeFileSync(`${layout.esp.slot("b").initramfs}.tmp`, "half");
     const second = await SlotWriter.begin(manifest, options);
     await send(second, stream);
     await second.finish();

@@ -8,13 +8,17 @@
 //            sha256) is copied from there, hashed as it is copied: an
 //            update that changes only the init sends only the init
 //   write    the other files' bytes, in BUNDLE_FILES order: system straight onto
-//            SYSTEM-<S>, the rest into a staging directory on DATA (so the
-//            ESP's lock is not held while they arrive); each file is hashed
-//            as it comes and checked the moment it is complete
+//            SYSTEM-<S>, the rest as <name>.tmp in the slot's ESP directory
+//            (no lock held while they arrive: nothing else touches the slot
+//            being written); each file is hashed as it comes, synced, and
+//            checked the moment it is complete
 //   finish   every file complete and as described, or nothing more happens;
-//            the system partition synced; under the ESP's lock the staged
-//            files are copied in, cmdline last, each durably; then
-//            next=<slot> in the boot record
+//            under the ESP's lock each .tmp is renamed over its name,
+//            durably, cmdline last; then next=<slot> in the boot record
+//
+// The ESP holds both slots' files by design, so an update needs no room
+// anywhere else: staging them on DATA once failed with ENOSPC on a busy
+// controller, and wrote every byte twice.
 //
 // A power cut anywhere leaves the booted slot active and the target slot
 // without a cmdline, which the slot choice will not boot: the update can simply be
@@ -22,8 +26,7 @@
 
 import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { open, type FileHandle } from "node:fs/promises";
-import { join } from "node:path";
-import { copyFileDurably, exclusively, findPartition, SYSTEM_PARTITION_NAMES, type Slot, type StorageLayout } from "../localstorage/mod.ts";
+import { exclusively, findPartition, replaceDurably, SYSTEM_PARTITION_NAMES, type Slot, type StorageLayout } from "../localstorage/mod.ts";
 import { clearSlotFailure, otherSlot, readBootRecord, writeBootRecord } from "./boot_record.ts";
 import { BUNDLE_FILES, BundleError, compareVersions, NODE_ARCH, type BundleFile, type BundleManifest } from "./bundle.ts";
 
@@ -111,8 +114,9 @@ export class SlotWriter {
       for (const path of [files.cmdline, files.kernel, files.initramfs, files.version]) rmSync(path, { force: true });
       clearSlotFailure(options.layout, slot);
     });
-    rmSync(options.layout.data.updateStaging, { recursive: true, force: true });
-    mkdirSync(options.layout.data.updateStaging, { recursive: true, mode: 0o700 });
+    // What an interrupted update left, and room for this one's files.
+    for (const name of ESP_FILES) rmSync(temporaryOf(files[name]), { force: true });
+    mkdirSync(files.dir, { recursive: true });
     const bootedSystem = options.bootedSystemDevice ?? findPartition(SYSTEM_PARTITION_NAMES[options.booted])?.path;
     return new SlotWriter(slot, manifest, options.layout, device.path, bootedSystem, options.booted, total);
   }
@@ -174,8 +178,9 @@ export class SlotWriter {
     yield "done";
   }
 
-  private stagedPath(name: BundleFile): string {
-    return join(this.layout.data.updateStaging, name);
+  /** Where an ESP file arrives: beside its place in the slot's directory, renamed over it by finish(). */
+  private stagedPath(name: Exclude<BundleFile, "system">): string {
+    return temporaryOf(this.layout.esp.slot(this.slot)[name]);
   }
 
   /** Opens where file `name` goes: the target system partition, or its staging file (emptied). */
@@ -222,15 +227,15 @@ export class SlotWriter {
     this.closed = true;
     const files = this.layout.esp.slot(this.slot);
     await exclusively(this.layout.esp.path, () => {
-      mkdirSync(files.dir, { recursive: true });
       // cmdline last: until it is there, the slot choice cannot load the slot.
-      for (const [name, dest] of [["version", files.version], ["kernel", files.kernel], ["initramfs", files.initramfs], ["cmdline", files.cmdline]] as const) {
-        copyDurably(this.stagedPath(name), dest);
+      for (const name of ESP_FILES) {
+        const staged = this.stagedPath(name);
+        if (!existsSync(staged)) throw new BundleError(`the slot's ${name} went missing before it was installed`);
+        replaceDurably(staged, files[name]);
       }
       const record = readBootRecord(this.layout);
       writeBootRecord(this.layout, { active: record.active, next: this.slot });
     });
-    rmSync(this.layout.data.updateStaging, { recursive: true, force: true });
   }
 
   /** Stops writing; the target slot stays unbootable (it has no cmdline). */
@@ -239,12 +244,14 @@ export class SlotWriter {
     this.closed = true;
     await this.target?.close().catch(() => {});
     this.target = undefined;
-    rmSync(this.layout.data.updateStaging, { recursive: true, force: true });
+    for (const name of ESP_FILES) rmSync(this.stagedPath(name), { force: true });
   }
 }
 
-/** Copies a staged file onto the ESP durably (writeFileDurably's rule). */
-function copyDurably(source: string, dest: string): void {
-  if (!existsSync(source)) throw new BundleError(`the staged ${source} is missing`);
-  copyFileDurably(source, dest);
+/** The slot's ESP files, in the order they are installed: cmdline last, since it makes the slot bootable. */
+const ESP_FILES = ["version", "kernel", "initramfs", "cmdline"] as const;
+
+/** The name a file has while it arrives (writeFileDurably's). */
+function temporaryOf(path: string): string {
+  return `${path}.tmp`;
 }
