@@ -26,13 +26,15 @@
 //  - Every external tool (cryptsetup, mke2fs) runs through the process
 //    runner, so PID 1's reaper leaves it alone and failures carry stderr.
 
-import { mkdirSync } from "node:fs";
+import { mkdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
 import { MS_DIRSYNC, MS_NODEV, MS_NOEXEC, MS_NOSUID, mount } from "../sys/mod.ts";
 import { DATA_PARTITION_NAME, ESP_PARTITION_NAME, storageLayout, type StorageLayout } from "./layout.ts";
 import { findPartition } from "./partitions.ts";
 import { StorageError } from "./data_partition.ts";
 export { writeFileDurably, writeFileDurablyAsync, appendFileTo, replaceDurably, syncDirectory } from "./durable_file.ts";
-export { scrubFreeSpace } from "./scrub.ts";
+export { scrubFreeSpace, SCRUB_FILLER } from "./scrub.ts";
+import { SCRUB_FILLER } from "./scrub.ts";
 export { exclusively } from "./exclusive.ts";
 export {
   readSealedConfiguration,
@@ -103,6 +105,10 @@ export function mountESP(layout: StorageLayout, device = findPartition(ESP_PARTI
   } catch (err) {
     throw new StorageError(`could not mount the ESP ${device} on ${layout.esp.path}: ${(err as Error).message}`, { cause: err });
   }
+  // A scrub cut short by a power cut or a shutdown leaves its filler, which
+  // holds the ESP's free space until something removes it: every later
+  // write there (an update's boot files) would fail with ENOSPC.
+  rmSync(join(layout.esp.path, SCRUB_FILLER), { force: true });
   return device;
 }
 

@@ -32,6 +32,9 @@ import { join } from "node:path";
 import { syncfs } from "../sys/mod.ts";
 import { exclusively } from "./exclusive.ts";
 
+/** The file that fills the free space while a scrub runs; one left by a power cut mid-scrub is removed when the ESP is mounted (mountESP). */
+export const SCRUB_FILLER = ".scrub";
+
 const CHUNK_BYTES = 1024 * 1024;
 /** Zeros written between flushes. */
 const FLUSH_EVERY_BYTES = 8 * CHUNK_BYTES;
@@ -53,7 +56,7 @@ async function syncFileSystem(dir: string): Promise<void> {
  */
 export function scrubFreeSpace(dir: string): Promise<number> {
   return exclusively(dir, async () => {
-    const filler = join(dir, ".scrub");
+    const filler = join(dir, SCRUB_FILLER);
     const zeros = Buffer.alloc(CHUNK_BYTES);
     // Every earlier replacement's directory entry on disk before its old clusters are zeroed.
     await syncFileSystem(dir);

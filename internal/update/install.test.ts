@@ -3,10 +3,11 @@
 // good one installs.
 
 import { describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync, writeSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { storageLayout } from "../localstorage/mod.ts";
-import { tempDir } from "../testing/mod.ts";
+import { exclusively, SCRUB_FILLER, storageLayout } from "../localstorage/mod.ts";
+import { runCommand } from "../supervisor/mod.ts";
+import { eventually, tempDir } from "../testing/mod.ts";
 import { BUNDLE_FILES, NODE_ARCH, readBootRecord, SlotWriter, type BundleManifest } from "./mod.ts";
 
 const SYSTEM_PARTITION_BYTES = 1 << 20;
@@ -202,6 +203,73 @@ describe("writing an update into the other slot", () => {
       const writer = await SlotWriter.begin({ ...manifest, version: "0.0.9" }, { ...options, allowDowngrade: true });
       expect(writer.slot).toBe("b");
       await writer.abort();
+    });
+  });
+});
+
+const CAN_MOUNT = process.getuid?.() === 0;
+
+describe.skipIf(!CAN_MOUNT)("the ESP, a small file system of its own (a tmpfs: this host has no vfat)", () => {
+  /** setup(), with the ESP a tmpfs of `size` holding what slot a and the boot record hold. */
+  async function onSmallEsp(size: string, run: (s: ReturnType<typeof setup>) => Promise<void>) {
+    const s = setup();
+    using _ = s.dir;
+    const esp = s.layout.esp.path;
+    const saved = join(s.dir.path, "esp-before");
+    await runCommand(["cp", "-a", esp, saved]);
+    await runCommand(["mount", "-t", "tmpfs", "-o", `size=${size}`, "tmpfs", esp]);
+    try {
+      await runCommand(["cp", "-a", `${saved}/.`, esp]);
+      await run(s);
+    } finally {
+      await runCommand(["umount", esp]);
+    }
+  }
+
+  test("an update whose boot files would not fit is refused before anything is written, saying how much room there is", async () => {
+    await onSmallEsp("8m", async ({ layout, manifest, options }) => {
+      writeFileSync(join(layout.esp.path, "filler"), new Uint8Array(6 << 20));
+      await expect(SlotWriter.begin(manifest, options)).rejects.toThrow(/^the slot's boot files need 113 KiB on the ESP, which has .* free of 8\.0 MiB at .* \(0 B more once slot b's old files go\)$/);
+      expect(existsSync(layout.esp.slot("b").dir)).toBe(false);
+      expect(readBootRecord(layout)).toEqual({ active: "a", next: undefined });
+    });
+  });
+
+  test("an update's boot files wait while a scrub holds the ESP full, and arrive whole once it is done", async () => {
+    await onSmallEsp("8m", async ({ layout, contents, manifest, stream, options }) => {
+      const esp = layout.esp.path;
+      const writer = await SlotWriter.begin(manifest, options);
+      // The system image is not on the ESP: it goes in first.
+      await send(writer, stream.subarray(0, manifest.files.system.bytes));
+      // A scrub as scrubFreeSpace runs it: under the ESP's lock, every free byte taken by its filler.
+      const filler = join(esp, SCRUB_FILLER);
+      let release: () => void = () => {};
+      const held = new Promise<void>((resolve) => (release = resolve));
+      let filled = false;
+      const scrub = exclusively(esp, async () => {
+        const chunk = new Uint8Array(64 * 1024);
+        const fd = openSync(filler, "w");
+        try {
+          for (;;) writeSync(fd, chunk);
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== "ENOSPC") throw err;
+        } finally {
+          closeSync(fd);
+        }
+        filled = true;
+        await held;
+        rmSync(filler);
+      });
+      await eventually(() => expect(filled).toBe(true));
+      // Unlocked, these writes would meet the full ESP now and fail with ENOSPC.
+      const writing = send(writer, stream.subarray(manifest.files.system.bytes));
+      await Bun.sleep(200);
+      release();
+      await scrub;
+      await writing;
+      await writer.finish();
+      expect(readFileSync(layout.esp.slot("b").initramfs).equals(contents.initramfs)).toBe(true);
+      expect(readBootRecord(layout)).toEqual({ active: "a", next: "b" });
     });
   });
 });

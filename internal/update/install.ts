@@ -26,7 +26,7 @@
 
 import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { open, type FileHandle } from "node:fs/promises";
-import { exclusively, findPartition, replaceDurably, SYSTEM_PARTITION_NAMES, type Slot, type StorageLayout } from "../localstorage/mod.ts";
+import { describeSpace, exclusively, findPartition, formatBytes, freeSpace, replaceDurably, SYSTEM_PARTITION_NAMES, type Slot, type StorageLayout } from "../localstorage/mod.ts";
 import { clearSlotFailure, otherSlot, readBootRecord, writeBootRecord } from "./boot_record.ts";
 import { BUNDLE_FILES, BundleError, compareVersions, NODE_ARCH, type BundleFile, type BundleManifest } from "./bundle.ts";
 
@@ -106,17 +106,24 @@ export class SlotWriter {
     })();
     if (manifest.files.system.bytes > device.bytes) throw new BundleError(`the bundle's system image is ${manifest.files.system.bytes} bytes; partition ${SYSTEM_PARTITION_NAMES[slot]} holds ${device.bytes}`, "precondition");
     const total = BUNDLE_FILES.reduce((sum, name) => sum + manifest.files[name].bytes, 0);
+    // The slot's ESP files replace what the slot holds there now (and what an interrupted update left).
+    const files = options.layout.esp.slot(slot);
+    const needed = ESP_FILES.reduce((sum, name) => sum + manifest.files[name].bytes, 0);
+    const space = freeSpace(options.layout.esp.path);
+    const freed = ESP_FILES.flatMap((name) => [files[name], temporaryOf(files[name])]).reduce((sum, path) => sum + (existsSync(path) ? Bun.file(path).size : 0), 0);
+    if (space.freeBytes + freed < needed + ESP_HEADROOM_BYTES) {
+      throw new BundleError(`the slot's boot files need ${formatBytes(needed)} on the ESP, which has ${describeSpace(space)} (${formatBytes(freed)} more once slot ${slot}'s old files go)`, "precondition");
+    }
 
     // From here on the target slot is changed: first so that it cannot boot.
-    const files = options.layout.esp.slot(slot);
     await exclusively(options.layout.esp.path, () => {
       if (record.next === slot) writeBootRecord(options.layout, { active: record.active, next: undefined });
       for (const path of [files.cmdline, files.kernel, files.initramfs, files.version]) rmSync(path, { force: true });
       clearSlotFailure(options.layout, slot);
+      // What an interrupted update left, and room for this one's files.
+      for (const name of ESP_FILES) rmSync(temporaryOf(files[name]), { force: true });
+      mkdirSync(files.dir, { recursive: true });
     });
-    // What an interrupted update left, and room for this one's files.
-    for (const name of ESP_FILES) rmSync(temporaryOf(files[name]), { force: true });
-    mkdirSync(files.dir, { recursive: true });
     const bootedSystem = options.bootedSystemDevice ?? findPartition(SYSTEM_PARTITION_NAMES[options.booted])?.path;
     return new SlotWriter(slot, manifest, options.layout, device.path, bootedSystem, options.booted, total);
   }
@@ -161,12 +168,12 @@ export class SlotWriter {
           if (bytesRead === 0) break;
           const part = buffer.subarray(0, bytesRead);
           hasher.update(part);
-          await output.write(part, 0, bytesRead, copied);
+          await this.writeTo(name, output, part, copied);
           copied += bytesRead;
           this.writtenTotal += bytesRead;
           yield name;
         }
-        await output.sync();
+        await this.onFileSystemOf(name, () => output.sync());
       } finally {
         await input.close();
         await output.close();
@@ -183,9 +190,22 @@ export class SlotWriter {
     return temporaryOf(this.layout.esp.slot(this.slot)[name]);
   }
 
+  /**
+   * Runs `work` on file `name`'s file system: an ESP file under the ESP's
+   * lock, as every ESP writer does (a scrub fills the ESP's free space
+   * while it holds it: localstorage/scrub.ts), the system partition as it is.
+   */
+  private onFileSystemOf<T>(name: BundleFile, work: () => Promise<T>): Promise<T> {
+    return name === "system" ? work() : exclusively(this.layout.esp.path, work);
+  }
+
+  private async writeTo(name: BundleFile, handle: FileHandle, bytes: Uint8Array, position: number): Promise<void> {
+    await this.onFileSystemOf(name, () => handle.write(bytes, 0, bytes.length, position));
+  }
+
   /** Opens where file `name` goes: the target system partition, or its staging file (emptied). */
   private openTarget(name: BundleFile): Promise<FileHandle> {
-    return name === "system" ? open(this.systemDevice, "r+") : open(this.stagedPath(name), "w", 0o600);
+    return name === "system" ? open(this.systemDevice, "r+") : exclusively(this.layout.esp.path, () => open(this.stagedPath(name), "w", 0o600));
   }
 
   /** Takes the next bytes of the bundle (the files it must still receive, back to back, in BUNDLE_FILES order). */
@@ -200,14 +220,15 @@ export class SlotWriter {
       this.target ??= await this.openTarget(name);
       const take = Math.min(info.bytes - this.fileWritten, chunk.length - offset);
       const part = chunk.subarray(offset, offset + take);
-      await this.target.write(part, 0, part.length, this.fileWritten);
+      await this.writeTo(name, this.target, part, this.fileWritten);
       this.hasher.update(part);
       this.fileWritten += take;
       this.writtenTotal += take;
       offset += take;
       if (this.fileWritten === info.bytes) {
         const digest = this.hasher.digest("hex");
-        await this.target!.sync();
+        const done = this.target;
+        await this.onFileSystemOf(name, () => done.sync());
         await this.target!.close();
         this.target = undefined;
         if (digest !== info.sha256) throw new BundleError(`the bundle's ${name} does not match its sha256 (got ${digest.slice(0, 12)}…, want ${info.sha256.slice(0, 12)}…): it was changed or damaged`);
@@ -244,12 +265,17 @@ export class SlotWriter {
     this.closed = true;
     await this.target?.close().catch(() => {});
     this.target = undefined;
-    for (const name of ESP_FILES) rmSync(this.stagedPath(name), { force: true });
+    await exclusively(this.layout.esp.path, () => {
+      for (const name of ESP_FILES) rmSync(this.stagedPath(name), { force: true });
+    });
   }
 }
 
 /** The slot's ESP files, in the order they are installed: cmdline last, since it makes the slot bootable. */
 const ESP_FILES = ["version", "kernel", "initramfs", "cmdline"] as const;
+
+/** Room kept free on the ESP beyond a slot's files: the boot record, failure notes and sealed configuration are rewritten there. */
+const ESP_HEADROOM_BYTES = 4 * 1024 * 1024;
 
 /** The name a file has while it arrives (writeFileDurably's). */
 function temporaryOf(path: string): string {
