@@ -8,6 +8,14 @@
 //   all three powered off ─ node2's disk alone (on the host) holds no cluster
 //     half and does not open ─ all three booted: each combines the shares the
 //     others hold, three voters again, data intact (README, "Cold start")
+//   (--long) ctl cluster update to v2 (bun run image --version) while three owner
+//     clients write and read labels: one member at a time, each taking what
+//     its slot a holds as well, sent the rest, kexec'd into slot b, confirmed
+//     once rejoined; every acknowledged write is there (the fault suite's
+//     check), every node HEALTHY at v2, and from here on every boot of
+//     node1 and node2 kexecs slot b
+//   (--long) ctl node rollback node3 --activate --wait: back on slot a (v1), no
+//     kexec, HEALTHY, confirmed
 //   consensus role removed from node3 ─ etcdctl: two members
 //   Kubernetes: node1 is the controller from the bootstrap; node2 and node3
 //     get kubernetes-worker ─ the owner's kubectl (ctl kubeconfig, the built
@@ -38,6 +46,12 @@ import { partitionContains, partitionExtent, readLuks2Header } from "./disk_insp
 import { eventually } from "../../internal/testing/mod.ts";
 import { TEST_IMAGE_REF } from "../../internal/containerd/mod.ts";
 import { assert, assertEqual, e2eCleanup, e2eTest, type E2eContext } from "./harness.ts";
+import { readManifest } from "../../image/mod.ts";
+import { configPaths, loadCredentials } from "../../internal/operator/mod.ts";
+import { enterNamespace, namespaceName } from "../launch/mod.ts";
+import { checkHistory } from "../faults/checker.ts";
+import { Workload } from "../faults/workload.ts";
+import { buildUpdateImage, nextVersion } from "./updates.ts";
 
 /** Per step: three VMs under TCG on two cores are slow. */
 const STEP_TIMEOUT_MS = 600_000;
@@ -296,6 +310,112 @@ e2eTest("all three powered off and booted again: the cluster comes back with no 
   assertEqual((await etcdctl("node1", "get", "e2e/written-before-cold-start", "--print-value-only")).trim(), "survives a full stop", "a write from before the full stop");
   assertEqual((await etcdctl("node3", "get", "e2e/written-before", "--print-value-only")).trim(), "survives node1", "the first write");
 });
+
+// The rolling update and the rollback after it are long steps (bun run e2e
+// --long): they passed under qemu in 835.8 s and 49.7 s (2026-11-26), each
+// member 198-318 s (system image and kernel copied on the node, the 83 MiB
+// initramfs sent, kexec'd, rejoined, HEALTHY). That is about 15 min more
+// for a CI that is at about 85 of its 90 minutes; docs/updates.md says what
+// comes first to make it room.
+
+/** The rolling update's deadline: the cluster healthy first, then three members, each written, kexec'd and rejoined under TCG. */
+const CLUSTER_UPDATE_TIMEOUT_MS = 35 * 60_000;
+/** How long the cluster has to be HEALTHY before the update (node1's kube-apiserver takes minutes to start after the cold start). */
+const HEALTHY_WAIT_S = 900;
+/** How long the owner's writes have to be acknowledged again once the update is done. */
+const ACK_AFTER_UPDATE_MS = 120_000;
+
+e2eTest(
+  "ctl cluster update moves the three members from v1 to v2, one at a time, while owner writes keep succeeding: none lost, every node HEALTHY at v2",
+  async (ctx) => {
+    const c = need(cluster, "the cluster");
+    const f = need(formed, "the formed cluster");
+    const v1 = readManifest(ctx.imageDir).version;
+    const v2 = await buildUpdateImage(ctx, { version: nextVersion(v1, 1), name: "v2" });
+    const target = f.ids.get("node1")!;
+    // As an operator would: ctl refuses to update a node that is not
+    // HEALTHY, and right after the cold start node1's Kubernetes controller
+    // is still starting (DEGRADED for minutes under TCG).
+    const healthy = await f.ctl("cluster", "health", "--wait", "--wait-timeout", String(HEALTHY_WAIT_S));
+    assertEqual(healthy.exitCode, 0, `ctl cluster health --wait before the update (${healthy.stdout.trim()})`);
+    // The workload's clients are the fault suite's: owner clients inside the cluster's network namespace.
+    const leave = enterNamespace(namespaceName(c.name));
+    let result: { exitCode: number; stdout: string; stderr: string };
+    let workload: Workload | undefined;
+    let final = new Map<string, (string | null)[]>();
+    const started = performance.now();
+    try {
+      const credentials = loadCredentials(configPaths(f.ctlConfig));
+      workload = new Workload({ ca: credentials.ca, certificate: credentials.certificate, privateKey: credentials.key.privateKey, endpoints: credentials.endpoints }, target);
+      result = await f.ctl("cluster", "update", "--image", v2.bundle, "--max-unavailable", "1", "--json");
+      ctx.logger.info(`ctl cluster update exited ${result.exitCode}`, { stderr: result.stderr.trim().slice(-2000) });
+      assertEqual(result.exitCode, 0, `ctl cluster update (${result.stderr.trim()})`);
+      // A write acknowledged after the last node came back: the cluster serves at v2.
+      const after = performance.now();
+      await eventually(
+        () => assert(workload!.acked.some((t) => t >= after), `no write acknowledged since the update ended (${workload!.acked.length} in all)`),
+        { timeoutMs: ACK_AFTER_UPDATE_MS, intervalMs: 200, what: "a write acknowledged after the update" },
+      );
+      await workload.stop();
+      const labels = await workload.call(async (m) => {
+        for await (const node of m.getNodes({}, { timeoutMs: 10_000 })) if (node.id === target) return new Map(node.labels.map((l) => [l.key, l.value]));
+        throw new Error(`node ${target} is not listed`);
+      });
+      const keys = new Set(workload.history.ops.map((o) => o.key));
+      final = new Map([...keys].map((key) => [key, [labels.get(key) ?? null]]));
+    } finally {
+      await workload?.stop();
+      leave();
+    }
+    const seconds = (performance.now() - started) / 1000;
+    const summary = JSON.parse(result.stdout) as { version: string; seconds?: number; steps: { name: string; outcome: string; seconds?: number }[] };
+    assertEqual(summary.version, v2.version, "the version ctl updated to");
+    assertEqual(summary.steps.filter((s) => s.outcome === "updated").length, 3, `members updated (${result.stdout.trim()})`);
+    // v2 changes only the init: each node copies the system image and the kernel from its slot a, and is sent the rest.
+    const took = result.stderr.split("\n").filter((line) => /took system, kernel \([\d.]+ MiB\) from its booted slot; sending initramfs, version, cmdline/.test(line));
+    assertEqual(took.length, 3, `nodes that took the unchanged files from their booted slot (${result.stderr.trim().slice(-2000)})`);
+    const check = checkHistory(workload.history.ops, final);
+    assertEqual(check.violations.map((v) => v.message).join("; "), "", "violations in the owner's writes and reads");
+    assert(check.acknowledged > 0, "no write was acknowledged during the update");
+    const listed = await f.ctl("node", "list", "--json");
+    assertEqual(listed.exitCode, 0, `ctl node list (${listed.stderr.trim()})`);
+    const nodes = JSON.parse(listed.stdout) as { id: string; version?: string; health?: string }[];
+    for (const node of nodes) {
+      assertEqual(node.version, v2.version, `${node.id}'s version`);
+      assertEqual(node.health, "HEALTHY", `${node.id}'s health`);
+    }
+    for (const vm of c.nodes) assert(vm.console.find(/I root booted slot b, once, as a trial by kexec/) !== undefined, `${vm.name} should have booted slot b by kexec`);
+    ctx.report(
+      `ctl cluster update ${v1} → ${v2.version}, three consensus members one at a time (streamed, written, kexec'd, rejoined): ${summary.seconds ?? seconds.toFixed(1)} s; per node ${summary.steps.map((s) => `${s.name} ${s.seconds ?? "?"} s`).join(", ")}; ${check.acknowledged} owner writes acknowledged throughout, none lost`,
+    );
+  },
+  { timeoutMs: CLUSTER_UPDATE_TIMEOUT_MS, long: true },
+);
+
+e2eTest("ctl node rollback node3 --activate --wait: node3 boots slot a again (v1, the firmware's own build: no kexec), rejoins on it, and stays there", async (ctx) => {
+  const c = need(cluster, "the cluster");
+  const f = need(formed, "the formed cluster");
+  const v1 = readManifest(ctx.imageDir).version;
+  const id3 = f.ids.get("node3")!;
+  const node3 = c.nodes.find((n) => n.name === "node3")!;
+  const started = performance.now();
+  const result = await f.ctl("node", "rollback", id3, "--activate", "--wait", "--json");
+  assertEqual(result.exitCode, 0, `ctl node rollback --activate --wait (${result.stderr.trim()})`);
+  const seconds = (performance.now() - started) / 1000;
+  const answer = JSON.parse(result.stdout) as { slot?: string; version?: string };
+  assertEqual(answer.slot, "a", "the slot ctl rolled node3 back to");
+  assertEqual(answer.version, v1, "the version ctl rolled node3 back to");
+  const chosen = node3.console.find(CONSOLE.slotChosen);
+  assert(chosen !== undefined && /booting slot a .*: the running build/.test(chosen.text), `node3 should boot slot a without a kexec: ${chosen?.text}`);
+  const described = await f.ctl("node", "describe", id3, "--json");
+  assertEqual(described.exitCode, 0, `ctl node describe (${described.stderr.trim()})`);
+  const status = JSON.parse(described.stdout) as { version?: string; slot?: string; health?: string; updateFailure?: unknown };
+  assertEqual(status.version, v1, "node3's version after the rollback");
+  assertEqual(status.slot, "a", "node3's slot after the rollback");
+  assertEqual(status.health, "HEALTHY", "node3's health after the rollback");
+  assertEqual(status.updateFailure, undefined, "an update failure after a rollback that rejoined");
+  ctx.report(`ctl node rollback node3 --activate --wait, v2 → ${v1} (slot a, no kexec), back HEALTHY: ${seconds.toFixed(1)} s`);
+}, { long: true });
 
 e2eTest("removing the consensus role from node3 shrinks etcd to two members", async () => {
   const f = need(formed, "the formed cluster");

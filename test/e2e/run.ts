@@ -2,8 +2,11 @@
 // in order (they boot qemu VMs; see harness.ts) and ends with the line
 // "N passed, N failed". Exits non-zero if any test failed or none ran.
 //
-//   bun test/e2e/run.ts [--verbose] [--no-build] [--image-dir dir] [--stop-after text] [file filter]
+//   bun test/e2e/run.ts [--verbose] [--no-build] [--image-dir dir] [--long] [--stop-after text] [file filter]
 //
+// --long also runs the steps registered as long (harness.ts): each says in
+// its file why it is too long for CI's budget; without it they are listed
+// as skipped.
 // --verbose echoes the node consoles; they are always in
 // out/cluster/e2e/<node>.console.log. --stop-after ends the run after the
 // first step whose name contains the text (cleanups still run): for working
@@ -23,6 +26,7 @@ const { values, positionals } = parseArgs({
     "no-build": { type: "boolean", default: false },
     "image-dir": { type: "string" },
     "stop-after": { type: "string" },
+    long: { type: "boolean", default: false },
   },
   allowPositionals: true,
   strict: true,
@@ -65,9 +69,15 @@ for (const file of files) {
 let passed = 0;
 let failed = 0;
 let stopped = false;
+let skipped = 0;
 for (const file of new Set(registry.tests.map((t) => t.file))) {
   for (const test of registry.tests.filter((t) => t.file === file)) {
     if (stopped) break;
+    if (test.long && !values.long) {
+      skipped++;
+      process.stdout.write(`- ${test.name} (long: run with --long)\n`);
+      continue;
+    }
     logger.info(`running: ${test.name}`);
     const started = performance.now();
     try {
@@ -89,5 +99,5 @@ for (const file of new Set(registry.tests.map((t) => t.file))) {
 }
 
 if (figures.length) process.stdout.write(`\n${figures.join("\n")}\n`);
-process.stdout.write(`\n${passed} passed, ${failed} failed\n`);
+process.stdout.write(`\n${passed} passed, ${failed} failed${skipped ? `, ${skipped} long steps skipped (--long runs them)` : ""}\n`);
 process.exit(failed > 0 || passed === 0 ? 1 : 0);
