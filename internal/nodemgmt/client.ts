@@ -28,14 +28,23 @@ export interface OwnerTls {
   privateKey: KeyObject;
 }
 
+/**
+ * How often the owner's connection to a node is pinged, and how long a ping
+ * may go unanswered: a node that loses its power mid-call (an update being
+ * written) sends no reset, and the call would otherwise wait out its whole
+ * deadline (20 min for an update) on a connection to nobody. A busy
+ * emulated node answers a ping within seconds.
+ */
+export const NODE_KEEPALIVE = { timeMs: 10_000, timeoutMs: 20_000 };
+
 /** A client of node `nodeId`'s management service at `host`. */
-export function dialNodeManagement(nodeId: string, host: string, owner: OwnerTls, port = NODE_MANAGEMENT_PORT): ServiceClient<typeof NodeManagement> {
+export function dialNodeManagement(nodeId: string, host: string, owner: OwnerTls, port = NODE_MANAGEMENT_PORT, keepalive = NODE_KEEPALIVE): ServiceClient<typeof NodeManagement> {
   return createClient(NodeManagement, hostPort(host, port), {
     credentials: channelCredentials({
       server: { ca: owner.ca, verify: (certificate) => nodeIdentityProblem(certificate, nodeId) },
       certificate: owner.certificate,
       privateKey: owner.privateKey,
     }),
-    channelOptions: channelOptions(nodeId),
+    channelOptions: { ...channelOptions(nodeId), "grpc.keepalive_time_ms": keepalive.timeMs, "grpc.keepalive_timeout_ms": keepalive.timeoutMs },
   });
 }

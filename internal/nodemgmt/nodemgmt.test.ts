@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { LogLevel, NodeManagement, UpdatePhase } from "../../proto/gen/api/node_management_pb.ts";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { connect, createServer as createTcpServer, type AddressInfo, type Socket } from "node:net";
 import { storageLayout } from "../localstorage/mod.ts";
 import { BUNDLE_FILES, NODE_ARCH, readBootRecord, slotControl, type BundleManifest } from "../update/mod.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
@@ -196,6 +197,7 @@ describe("updates", () => {
       manifest,
       reboots,
       requests,
+      port: slotPort,
       client: () => dialNodeManagement(nodeId, "127.0.0.1", owner, slotPort),
       [Symbol.asyncDispose]: async () => {
         await served.stop();
@@ -240,6 +242,35 @@ describe("updates", () => {
     expect(phases.filter((p) => p === UpdatePhase.RECEIVING)).toHaveLength(1);
     expect(phases.at(-1)).toBe(UpdatePhase.INSTALLED);
     expect(readBootRecord(node.layout)).toEqual({ active: "a", next: "b" });
+  });
+
+  test("an update to a node that loses its power mid-stream ends, UNAVAILABLE, instead of waiting out its deadline", async () => {
+    await using node = await slottedNode();
+    // Between the owner and the node: a line that goes silent, as a VM whose power is pulled does (no reset, no answer).
+    let silent = false;
+    const sockets = new Set<Socket>();
+    const line = createTcpServer((client) => {
+      const upstream = connect(node.port, "127.0.0.1");
+      for (const [from, to] of [[client, upstream], [upstream, client]] as const) {
+        sockets.add(from);
+        from.on("data", (data) => silent || to.write(data));
+        from.on("error", () => {});
+      }
+    });
+    await new Promise<void>((resolve) => line.listen(0, "127.0.0.1", resolve));
+    const c = dialNodeManagement(nodeId, "127.0.0.1", owner, (line.address() as AddressInfo).port, { timeMs: 500, timeoutMs: 1_000 });
+    try {
+      const failure = await refusal(
+        (async () => {
+          for await (const answer of c.update(node.requests())) if (answer.phase === UpdatePhase.WRITING) silent = true;
+        })(),
+      );
+      expect(failure.code).toBe(Status.UNAVAILABLE);
+    } finally {
+      c.close();
+      line.close();
+      for (const socket of sockets) socket.destroy();
+    }
   });
 
   test("a damaged or mis-described bundle is refused, saying why, and the node is not rebooted", async () => {
