@@ -20,7 +20,7 @@ export const BUILD_PACKAGES = [
   "chrony", // chronyd, shipped in the initramfs for time sync
   "busybox-static", // the busybox container image, and the kubelet's mount/umount
   "squashfs-tools", // mksquashfs: the system image
-  "dosfstools", // mkfs.vfat for the ESP
+  "dosfstools", // mkfs.vfat for the ESP; fsck.fat, shipped in the initramfs
   "mtools", // mcopy: slot a's boot files onto the ESP, without mounting it
   "gdisk", // sgdisk for the GPT
 ] as const;

@@ -151,6 +151,8 @@ export const GUEST_ETCD = "/usr/bin/etcd";
 export const GUEST_MKE2FS = "/usr/sbin/mke2fs";
 export const GUEST_E2FSCK = "/usr/sbin/e2fsck";
 export const GUEST_CRYPTSETUP = "/usr/sbin/cryptsetup";
+/** Debian's fsck.fat (dosfstools): checks the ESP before every mount (internal/localstorage checkESP). */
+export const GUEST_FSCK_FAT = "/usr/sbin/fsck.fat";
 /** Debian's veritysetup: opens the booted slot's system image (internal/localstorage/system_image.ts). */
 export const GUEST_VERITYSETUP = "/usr/sbin/veritysetup";
 /** Debian's chronyd: the node's time sync (internal/clock/chrony.ts). */

@@ -13,7 +13,7 @@
 // node core cannot load, PID 1 shows why and stays up.
 
 import { readFileSync } from "node:fs";
-import { mountESP, mountEphemeral, openSystemImage, readBootSelection, storageLayout, type BootSelection, type StorageLayout } from "../../internal/localstorage/mod.ts";
+import { checkESP, mountESP, mountEphemeral, openSystemImage, readBootSelection, storageLayout, type BootSelection, type StorageLayout } from "../../internal/localstorage/mod.ts";
 import { chooseBootSlot, kexecLoader, refuseBootedSlot, settleEarlierTrial } from "../../internal/update/mod.ts";
 import { kexecFileLoad } from "../../internal/sys/mod.ts";
 import { createLogger, type Logger } from "../../internal/log/mod.ts";
@@ -56,6 +56,10 @@ function bootVm(logger: Logger, layout: StorageLayout, logs: LogTree): void {
   followKernelMessages(logs, (message) => logger.warn(message));
   startReaper(logger);
   step("loading kernel modules", () => loadKernelModules(logger));
+  step("checking the ESP", () => {
+    const repaired = checkESP();
+    if (repaired !== undefined) logger.warn("the ESP had errors, repaired (fsck.fat)", { said: repaired });
+  });
   step("mounting the ESP", () => logger.info("ESP mounted", { device: mountESP(layout) }));
   step("mounting the ephemeral tmpfs", () => mountEphemeral(layout));
 }

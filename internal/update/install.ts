@@ -106,11 +106,16 @@ export class SlotWriter {
     })();
     if (manifest.files.system.bytes > device.bytes) throw new BundleError(`the bundle's system image is ${manifest.files.system.bytes} bytes; partition ${SYSTEM_PARTITION_NAMES[slot]} holds ${device.bytes}`, "precondition");
     const total = BUNDLE_FILES.reduce((sum, name) => sum + manifest.files[name].bytes, 0);
-    // The slot's ESP files replace what the slot holds there now (and what an interrupted update left).
+    // The slot's ESP files replace what the slot holds there now. What an
+    // interrupted update left goes first: it is never booted, and after a
+    // power cut its size may not say what it holds.
     const files = options.layout.esp.slot(slot);
+    await exclusively(options.layout.esp.path, () => {
+      for (const name of ESP_FILES) rmSync(temporaryOf(files[name]), { force: true });
+    });
     const needed = ESP_FILES.reduce((sum, name) => sum + manifest.files[name].bytes, 0);
     const space = freeSpace(options.layout.esp.path);
-    const freed = ESP_FILES.flatMap((name) => [files[name], temporaryOf(files[name])]).reduce((sum, path) => sum + (existsSync(path) ? Bun.file(path).size : 0), 0);
+    const freed = ESP_FILES.reduce((sum, name) => sum + (existsSync(files[name]) ? Bun.file(files[name]).size : 0), 0);
     if (space.freeBytes + freed < needed + ESP_HEADROOM_BYTES) {
       throw new BundleError(`the slot's boot files need ${formatBytes(needed)} on the ESP, which has ${describeSpace(space)} (${formatBytes(freed)} more once slot ${slot}'s old files go)`, "precondition");
     }
@@ -120,8 +125,6 @@ export class SlotWriter {
       if (record.next === slot) writeBootRecord(options.layout, { active: record.active, next: undefined });
       for (const path of [files.cmdline, files.kernel, files.initramfs, files.version]) rmSync(path, { force: true });
       clearSlotFailure(options.layout, slot);
-      // What an interrupted update left, and room for this one's files.
-      for (const name of ESP_FILES) rmSync(temporaryOf(files[name]), { force: true });
       mkdirSync(files.dir, { recursive: true });
     });
     const bootedSystem = options.bootedSystemDevice ?? findPartition(SYSTEM_PARTITION_NAMES[options.booted])?.path;

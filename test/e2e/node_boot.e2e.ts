@@ -297,7 +297,7 @@ e2eTest("a version that never rejoins, streamed with ctl node update, rolls itse
   await node.stop({ clean: true });
 });
 
-e2eTest("a good version waiting in slot b whose system image was then changed by one byte is refused when it boots, and node1 comes back on slot a by itself", async (ctx) => {
+e2eTest("power lost while slot b is written: node1 boots slot a as before, and the update is simply run again; that good version in slot b, its system image then changed by one byte, is refused when it boots, and node1 comes back on slot a by itself", async (ctx) => {
   const c = await theCluster(ctx);
   const node = c.node("node1");
   const v1 = readManifest(ctx.imageDir).version;
@@ -306,7 +306,18 @@ e2eTest("a good version waiting in slot b whose system image was then changed by
   await milestone(ctx, node, CONSOLE.nodeUp, "node is UP at v1");
   const ctl = ctlFor(c);
   await assertListedUp(ctl, firstNodeId);
-  // Installed, not activated: it boots at the next start.
+  // The power goes while the node writes slot b (copying its system image, then receiving the rest).
+  const interrupted = ctl("node", "update", firstNodeId!, "--image", good.bundle);
+  await milestone(ctx, node, CONSOLE.updateWriting, "the update writing slot b");
+  await node.stop({ clean: false });
+  const cut = await interrupted;
+  assert(cut.exitCode !== 0, `ctl node update should fail when the node loses power under it: ${cut.stdout.trim()}`);
+  await node.start();
+  await milestone(ctx, node, CONSOLE.nodeUp, "node is UP after the power cut");
+  const afterCut = node.console.find(CONSOLE.slotChosen);
+  assert(afterCut !== undefined && /booting slot a .*: the running build/.test(afterCut.text) && !/trial/.test(afterCut.text), `node1 should boot slot a as before, no trial: ${afterCut?.text}`);
+  await assertListedUp(ctl, firstNodeId);
+  // Run again, installed, not activated: it boots at the next start.
   const installed = await ctl("node", "update", firstNodeId!, "--image", good.bundle);
   assertEqual(installed.exitCode, 0, `ctl node update to ${good.version} (${installed.stderr.trim()})`);
   assert(installed.stdout.includes(`${good.version} is installed in slot b`), `ctl should say ${good.version} is installed in slot b: ${installed.stdout}`);

@@ -18,6 +18,8 @@ export const CONSOLE = {
   systemVerified: /I root system image verified /,
   /** The booted slot's system image failed verification (internal/update/refuse.ts decides what follows). */
   slotRefused: /E root the booted slot must not run /,
+  /** Node management began writing an update into the other slot (internal/nodemgmt). */
+  updateWriting: /I root\.nodemgmt writing \S+ into slot [ab] /,
   parametersRead: /parameters ask to (bootstrap a new cluster|register into a cluster)/,
   /** Enrolment's first decision: from parameters, or join with the sealed configuration. */
   enrolmentDecided: /parameters ask to (bootstrap a new cluster|register into a cluster)|found sealed configuration, joining the cluster/,
@@ -51,6 +53,7 @@ const AWAITED: Record<keyof typeof CONSOLE, string> = {
   espMounted: "to mount its ESP",
   systemVerified: "to verify its system image",
   slotRefused: "to refuse its slot",
+  updateWriting: "to begin writing the update",
   parametersRead: "to read its parameters",
   enrolmentDecided: "to decide how to enrol",
   dataFormatted: "to format its data partition",
