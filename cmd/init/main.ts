@@ -43,7 +43,7 @@ async function selfcheck(): Promise<void> {
 }
 
 /** PID 1's start-up before the supervision tree. Failures here are shown, never fatal to the process. */
-function bootVm(logger: Logger, layout: StorageLayout, logs: LogTree): void {
+function bootVm(logger: Logger, logs: LogTree): void {
   const step = (what: string, fn: () => void) => {
     try {
       fn();
@@ -56,12 +56,28 @@ function bootVm(logger: Logger, layout: StorageLayout, logs: LogTree): void {
   followKernelMessages(logs, (message) => logger.warn(message));
   startReaper(logger);
   step("loading kernel modules", () => loadKernelModules(logger));
-  step("checking the ESP", () => {
-    const repaired = checkESP();
+}
+
+/** The ESP, checked (fsck.fat: a power cut on FAT leaks clusters) and mounted, and the ephemeral tmpfs; failures are shown as bootVm's are. */
+async function mountVmFileSystems(logger: Logger, layout: StorageLayout): Promise<void> {
+  try {
+    const repaired = await checkESP();
     if (repaired !== undefined) logger.warn("the ESP had errors, repaired (fsck.fat)", { said: repaired });
-  });
-  step("mounting the ESP", () => logger.info("ESP mounted", { device: mountESP(layout) }));
-  step("mounting the ephemeral tmpfs", () => mountEphemeral(layout));
+  } catch (err) {
+    logger.error("checking the ESP failed", { error: (err as Error).message });
+    showFatal(`checking the ESP failed: ${(err as Error).message}`);
+  }
+  for (const [what, fn] of [
+    ["mounting the ESP", () => logger.info("ESP mounted", { device: mountESP(layout) })],
+    ["mounting the ephemeral tmpfs", () => mountEphemeral(layout)],
+  ] as const) {
+    try {
+      fn();
+    } catch (err) {
+      logger.error(`${what} failed`, { error: (err as Error).message });
+      showFatal(`${what} failed: ${(err as Error).message}`);
+    }
+  }
 }
 
 /**
@@ -179,7 +195,8 @@ async function main(argv: string[]): Promise<void> {
   const layout = storageLayout(root);
   let selection: BootSelection | undefined;
   if (isPid1) {
-    bootVm(logger, layout, logs);
+    bootVm(logger, logs);
+    await mountVmFileSystems(logger, layout);
     const verified = await verifySystemSlot(logger, layout).catch((err: unknown) => {
       showFatal(`verifying the system image failed: ${(err as Error).message}`);
       return "refused" as const;

@@ -20,7 +20,7 @@ test("a clean ESP passes its check unchanged", async () => {
   using dir = tempDir("nodecore-esp-check-");
   const image = join(dir.path, "esp.img");
   await fatImage(image);
-  expect(checkESP(image)).toBeUndefined();
+  expect(await checkESP(image)).toBeUndefined();
 });
 
 test("clusters no file owns are found and given back, and the ESP is clean afterwards", async () => {
@@ -36,6 +36,6 @@ test("clusters no file owns are found and given back, and the ESP is clean after
   expect(entry).toBeGreaterThan(0);
   bytes[entry] = 0xe5;
   writeFileSync(image, bytes);
-  expect(checkESP(image)).toMatch(/Reclaimed \d+ unused clusters/);
-  expect(checkESP(image)).toBeUndefined();
+  expect(await checkESP(image)).toMatch(/Reclaimed \d+ unused clusters/);
+  expect(await checkESP(image)).toBeUndefined();
 });

@@ -32,6 +32,7 @@ import { MS_DIRSYNC, MS_NODEV, MS_NOEXEC, MS_NOSUID, mount } from "../sys/mod.ts
 import { DATA_PARTITION_NAME, ESP_PARTITION_NAME, storageLayout, type StorageLayout } from "./layout.ts";
 import { findPartition } from "./partitions.ts";
 import { StorageError } from "./data_partition.ts";
+import { runCommand } from "../supervisor/mod.ts";
 export { writeFileDurably, writeFileDurablyAsync, appendFileTo, replaceDurably, syncDirectory } from "./durable_file.ts";
 export { scrubFreeSpace, SCRUB_FILLER } from "./scrub.ts";
 import { SCRUB_FILLER } from "./scrub.ts";
@@ -107,16 +108,16 @@ export {
  * as FSCKnnnn.REC files, which mountESP removes. Returns what fsck.fat said
  * when it repaired something, or undefined when the ESP was clean.
  */
-export function checkESP(device = findPartition(ESP_PARTITION_NAME)?.path): string | undefined {
+export async function checkESP(device = findPartition(ESP_PARTITION_NAME)?.path): Promise<string | undefined> {
   if (!device) throw new StorageError(`no partition named ${ESP_PARTITION_NAME} found: is the node's disk attached?`);
-  // PID 1 starts with no PATH of its own (as the supervisor's one-shot tools do: process_runner.ts).
-  const result = Bun.spawnSync(["fsck.fat", "-a", device], { stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin" } });
-  const said = `${result.stdout.toString()}${result.stderr.toString()}`.trim();
+  // Through the process runner: PID 1 reaps every child it does not track.
+  const result = await runCommand(["fsck.fat", "-a", device], { okExitCodes: [0, 1] }).catch((err: unknown) => {
+    throw new StorageError(`fsck.fat could not check the ESP ${device}: ${(err as Error).message.split("\n")[0]}`, { cause: err });
+  });
   if (result.exitCode === 0) return undefined;
   // Its notes on converting long names (no iconv data in the initramfs) say nothing about the ESP.
-  const lines = said.split("\n").filter((line) => line.trim() !== "" && !/^Cannot initialize conversion/.test(line) && !/^fsck\.fat \d/.test(line));
-  if (result.exitCode === 1) return lines.slice(-6).join("; ");
-  throw new StorageError(`fsck.fat could not check the ESP ${device} (exit ${result.exitCode}): ${lines.at(-1) ?? ""}`);
+  const lines = `${result.stdout}${result.stderr}`.split("\n").filter((line) => line.trim() !== "" && !/^Cannot initialize conversion/.test(line) && !/^fsck\.fat \d/.test(line));
+  return lines.slice(-6).join("; ");
 }
 
 export function mountESP(layout: StorageLayout, device = findPartition(ESP_PARTITION_NAME)?.path): string {
