@@ -42,42 +42,30 @@ async function selfcheck(): Promise<void> {
   console.log(`selfcheck ok: etcd client, API messages and node code load (version ${VERSION})`);
 }
 
-/** PID 1's start-up before the supervision tree. Failures here are shown, never fatal to the process. */
-function bootVm(logger: Logger, logs: LogTree): void {
-  const step = (what: string, fn: () => void) => {
+/**
+ * PID 1's start-up before the supervision tree, up to the ESP (checked with
+ * fsck.fat first: a power cut on FAT leaks clusters) and the ephemeral
+ * tmpfs. Failures here are shown, never fatal to the process.
+ */
+async function bootVm(logger: Logger, layout: StorageLayout, logs: LogTree): Promise<void> {
+  const step = async (what: string, fn: () => void | Promise<void>) => {
     try {
-      fn();
+      await fn();
     } catch (err) {
       logger.error(`${what} failed`, { error: (err as Error).message });
       showFatal(`${what} failed: ${(err as Error).message}`);
     }
   };
-  step("mounting pseudo file systems", () => mountPseudoFilesystems(logger));
+  await step("mounting pseudo file systems", () => mountPseudoFilesystems(logger));
   followKernelMessages(logs, (message) => logger.warn(message));
   startReaper(logger);
-  step("loading kernel modules", () => loadKernelModules(logger));
-}
-
-/** The ESP, checked (fsck.fat: a power cut on FAT leaks clusters) and mounted, and the ephemeral tmpfs; failures are shown as bootVm's are. */
-async function mountVmFileSystems(logger: Logger, layout: StorageLayout): Promise<void> {
-  try {
+  await step("loading kernel modules", () => loadKernelModules(logger));
+  await step("checking the ESP", async () => {
     const repaired = await checkESP();
     if (repaired !== undefined) logger.warn("the ESP had errors, repaired (fsck.fat)", { said: repaired });
-  } catch (err) {
-    logger.error("checking the ESP failed", { error: (err as Error).message });
-    showFatal(`checking the ESP failed: ${(err as Error).message}`);
-  }
-  for (const [what, fn] of [
-    ["mounting the ESP", () => logger.info("ESP mounted", { device: mountESP(layout) })],
-    ["mounting the ephemeral tmpfs", () => mountEphemeral(layout)],
-  ] as const) {
-    try {
-      fn();
-    } catch (err) {
-      logger.error(`${what} failed`, { error: (err as Error).message });
-      showFatal(`${what} failed: ${(err as Error).message}`);
-    }
-  }
+  });
+  await step("mounting the ESP", () => logger.info("ESP mounted", { device: mountESP(layout) }));
+  await step("mounting the ephemeral tmpfs", () => mountEphemeral(layout));
 }
 
 /**
@@ -195,8 +183,7 @@ async function main(argv: string[]): Promise<void> {
   const layout = storageLayout(root);
   let selection: BootSelection | undefined;
   if (isPid1) {
-    bootVm(logger, logs);
-    await mountVmFileSystems(logger, layout);
+    await bootVm(logger, layout, logs);
     const verified = await verifySystemSlot(logger, layout).catch((err: unknown) => {
       showFatal(`verifying the system image failed: ${(err as Error).message}`);
       return "refused" as const;

@@ -33,9 +33,9 @@ import { DATA_PARTITION_NAME, ESP_PARTITION_NAME, storageLayout, type StorageLay
 import { findPartition } from "./partitions.ts";
 import { StorageError } from "./data_partition.ts";
 import { runCommand } from "../supervisor/mod.ts";
+import { SCRUB_FILLER } from "./scrub.ts";
 export { writeFileDurably, writeFileDurablyAsync, appendFileTo, replaceDurably, syncDirectory } from "./durable_file.ts";
 export { scrubFreeSpace, SCRUB_FILLER } from "./scrub.ts";
-import { SCRUB_FILLER } from "./scrub.ts";
 export { exclusively } from "./exclusive.ts";
 export {
   readSealedConfiguration,
@@ -90,15 +90,6 @@ export {
 } from "./system_image.ts";
 
 /**
- * Mounts the ESP (FAT) at its place in the layout, with dirsync. On FAT a
- * file renamed over another takes over the other's directory entry, but
- * without dirsync the entry is rewritten only when the renamed file's inode
- * is written back, while the replaced file's clusters are freed at once: a
- * power cut in between left the entry naming freed clusters ("invalid
- * cluster chain", EIO on every read) or, after a scrub, zeros (qemu fault
- * run, seed 11). With dirsync the rename writes the entry before it returns.
- */
-/**
  * Checks the ESP before it is mounted, and repairs it (fsck.fat -a): FAT
  * has no journal, and a power cut while a file is written there (an
  * update's boot files) leaves clusters allocated that no file owns. They
@@ -120,6 +111,15 @@ export async function checkESP(device = findPartition(ESP_PARTITION_NAME)?.path)
   return lines.slice(-6).join("; ");
 }
 
+/**
+ * Mounts the ESP (FAT) at its place in the layout, with dirsync. On FAT a
+ * file renamed over another takes over the other's directory entry, but
+ * without dirsync the entry is rewritten only when the renamed file's inode
+ * is written back, while the replaced file's clusters are freed at once: a
+ * power cut in between left the entry naming freed clusters ("invalid
+ * cluster chain", EIO on every read) or, after a scrub, zeros (qemu fault
+ * run, seed 11). With dirsync the rename writes the entry before it returns.
+ */
 export function mountESP(layout: StorageLayout, device = findPartition(ESP_PARTITION_NAME)?.path): string {
   if (!device) throw new StorageError(`no partition named ${ESP_PARTITION_NAME} found: is the node's disk attached?`);
   mkdirSync(layout.esp.path, { recursive: true });

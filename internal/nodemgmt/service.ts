@@ -67,6 +67,7 @@ export interface NodeManagementDeps {
   /** Where the service notes what it does to the node itself (an update written, or refused). */
   logger?: Logger;
 }
+
 /** A bundle refused, as the status code that says whose fault it is. */
 function bundleRefusal(err: unknown): unknown {
   if (!(err instanceof BundleError)) return err;

@@ -8,9 +8,9 @@
 //            sha256) is copied from there, hashed as it is copied: an
 //            update that changes only the init sends only the init
 //   write    the other files' bytes, in BUNDLE_FILES order: system straight onto
-//            SYSTEM-<S>, the rest as <name>.tmp in the slot's ESP directory
-//            (no lock held while they arrive: nothing else touches the slot
-//            being written); each file is hashed as it comes, synced, and
+//            SYSTEM-<S>, the rest as <name>.tmp in the slot's ESP directory,
+//            each write under the ESP's lock (a scrub holds the ESP full
+//            under it); each file is hashed as it comes, synced, and
 //            checked the moment it is complete
 //   finish   every file complete and as described, or nothing more happens;
 //            under the ESP's lock each .tmp is renamed over its name,
@@ -71,6 +71,7 @@ export class SlotWriter {
   /** The files copied from the booted slot instead. */
   readonly taken: BundleFile[] = [];
   private streamed = false;
+  private tookFromBooted = false;
   private index = 0;
   private fileWritten = 0;
   private hasher = new Bun.CryptoHasher("sha256");
@@ -155,7 +156,8 @@ export class SlotWriter {
    * Runs once, before the first byte of the stream.
    */
   async *takeFromBootedSlot(): AsyncGenerator<BundleFile | "done"> {
-    if (this.streamed || this.taken.length > 0) throw new BundleError("the booted slot's files are taken before the stream, once");
+    if (this.streamed || this.tookFromBooted) throw new BundleError("the booted slot's files are taken before the stream, once");
+    this.tookFromBooted = true;
     for (const name of BUNDLE_FILES) {
       const info = this.manifest.files[name];
       const source = this.bootedCopy(name, info.bytes);
