@@ -18,9 +18,10 @@ import { assert, assertEqual, e2eTest } from "./harness.ts";
 e2eTest("a VM whose plug is pulled right after it joined consensus comes back UP, and no acknowledged write is lost (fault seed 11)", async (ctx) => {
   const report = await runFaults({ mode: "qemu", seed: 11, runs: 1, kinds: ["vm-power"], imageDir: ctx.imageDir, log: (line) => ctx.logger.info(line) });
   const run = report.runs[0]!;
+  assertEqual(run.problems.join("; "), "", "problems the run saw");
   assertEqual(report.check.violations.map((v) => v.message).join("; "), "", "violations");
   assert(report.check.acknowledged > 0, "no write was acknowledged during the run");
   assertEqual(report.unexpectedExits.join(", "), "", "VMs that stopped or panicked on their own");
-  assert(run.recoveryMs !== undefined, `${run.victim} did not come back, or the cluster was not healthy, within ${QEMU_RECOVERY_BOUND_MS / 1000} s of its power-on`);
+  assert(run.recoveryMs !== undefined, `${run.victim} did not come back, or the cluster was not healthy, within ${QEMU_RECOVERY_BOUND_MS / 1000} s of its power-on; last: ${run.stillFailing}`);
   ctx.report(`vm-power (seed 11) on ${run.victim}: healthy again ${(run.recoveryMs / 1000).toFixed(1)} s after power-on; ${report.check.acknowledged} writes acknowledged, none lost`);
 });

@@ -70,6 +70,8 @@ let passed = 0;
 let failed = 0;
 let stopped = false;
 let skipped = 0;
+/** Each failed step's name and first line, repeated at the end: a CI log is often read from its tail. */
+const failures: string[] = [];
 for (const file of new Set(registry.tests.map((t) => t.file))) {
   for (const test of registry.tests.filter((t) => t.file === file)) {
     if (stopped) break;
@@ -90,6 +92,7 @@ for (const file of new Set(registry.tests.map((t) => t.file))) {
       }
     } catch (err) {
       failed++;
+      failures.push(`✗ ${test.name}\n  ${String((err as Error).message ?? err).split("\n")[0]!.slice(0, 2000)}`);
       process.stdout.write(`✗ ${test.name} (${seconds(performance.now() - started)})\n  ${String((err as Error).stack ?? err).replaceAll("\n", "\n  ")}\n`);
     }
   }
@@ -99,5 +102,6 @@ for (const file of new Set(registry.tests.map((t) => t.file))) {
 }
 
 if (figures.length) process.stdout.write(`\n${figures.join("\n")}\n`);
+if (failures.length) process.stdout.write(`\nfailed:\n${failures.join("\n")}\n`);
 process.stdout.write(`\n${passed} passed, ${failed} failed${skipped ? `, ${skipped} long steps skipped (--long runs them)` : ""}\n`);
 process.exit(failed > 0 || passed === 0 ? 1 : 0);

@@ -94,6 +94,8 @@ export interface RunRecord {
   firstWriteMs: number | undefined;
   /** Fault ended → victim back, every node HEALTHY and every member a voter; undefined if not within the bound. */
   recoveryMs: number | undefined;
+  /** When recoveryMs is undefined: what the last health check said. */
+  stillFailing?: string;
   /** The checks over this run's own keys. */
   check: CheckResult;
   notes: string[];
@@ -241,7 +243,7 @@ export async function runFaultsOn(driver: FaultDriver, options: RunOptions): Pro
         const problem = `run ${run + 1} (${kind} on ${driver.nodeNames[victim]}): every member's copy could not be read, so the runs stop here: ${(err as Error).message}`;
         log(`PROBLEM ${problem}`);
         faultTimes.push(faultAt);
-        runs.push({ kind, victim: driver.nodeNames[victim]!, firstWriteMs: undefined, recoveryMs, check: checkHistory([], new Map()), notes: fault.notes, problems: [...(fault.problems ?? []), problem] });
+        runs.push({ kind, victim: driver.nodeNames[victim]!, firstWriteMs: undefined, recoveryMs, ...(stillFailing ? { stillFailing } : {}), check: checkHistory([], new Map()), notes: fault.notes, problems: [...(fault.problems ?? []), problem] });
         break;
       }
       const keys = new Set(ops.map((o) => o.key));
@@ -253,7 +255,7 @@ export async function runFaultsOn(driver: FaultDriver, options: RunOptions): Pro
       }
       await workload.removeLabels(run);
       faultTimes.push(faultAt);
-      runs.push({ kind, victim: driver.nodeNames[victim]!, firstWriteMs: undefined, recoveryMs, check, notes: fault.notes, problems: fault.problems ?? [] });
+      runs.push({ kind, victim: driver.nodeNames[victim]!, firstWriteMs: undefined, recoveryMs, ...(stillFailing ? { stillFailing } : {}), check, notes: fault.notes, problems: fault.problems ?? [] });
       for (const problem of fault.problems ?? []) log(`run ${run + 1}: PROBLEM ${problem}`);
       const outcome = recoveryMs === undefined ? `NOT healthy within ${driver.recoveryBoundMs / 1000} s (${stillFailing})` : `healthy again after ${Math.round(recoveryMs)} ms`;
       log(`run ${run + 1}: ${outcome}; ${check.acknowledged} writes acknowledged, ${check.lost} lost, ${check.linearizabilityViolations} keys not linearizable`);
