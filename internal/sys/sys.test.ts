@@ -27,9 +27,11 @@ describe("reaper", () => {
       const own = Bun.spawn(["sh", "-c", "exit 0"]);
       const orphanMaker = Bun.spawnSync(["sh", "-c", "sh -c 'exit 0' & echo $!"]);
       const orphan = Number(orphanMaker.stdout.toString().trim());
+      // Polled with a deadline, not a count: with test files in parallel on
+      // two cores the orphan's sh took over 2 s to exit.
       let state;
-      for (let i = 0; i < 200 && (state = processState(orphan))?.state !== "Z"; i++) await Bun.sleep(10);
-      const zombieBefore = state?.state;
+      for (const deadline = Date.now() + 15_000; Date.now() < deadline && (state = processState(orphan))?.state !== "Z"; ) await Bun.sleep(10);
+      const zombieBefore = state?.state ?? "gone";
       await Bun.sleep(50);
       const reaped = reapOrphans((pid) => pid === own.pid);
       const ownExit = await own.exited;
