@@ -61,8 +61,10 @@ async function bootVm(logger: Logger, layout: StorageLayout, logs: LogTree): Pro
   startReaper(logger);
   await step("loading kernel modules", () => loadKernelModules(logger));
   await step("checking the ESP", async () => {
-    const repaired = await checkESP();
-    if (repaired !== undefined) logger.warn("the ESP had errors, repaired (fsck.fat)", { said: repaired });
+    const check = await checkESP();
+    if (check.state === "repaired") logger.warn("the ESP had errors, repaired (fsck.fat)", { said: check.said });
+    // Mounting it anyway: if it is no FAT at all, the mount fails and says so next.
+    if (check.state === "unrepaired") logger.error("the ESP's check found damage it did not repair, or no FAT file system (fsck.fat)", { said: check.said });
   });
   await step("mounting the ESP", () => logger.info("ESP mounted", { device: mountESP(layout) }));
   await step("mounting the ephemeral tmpfs", () => mountEphemeral(layout));

@@ -1,6 +1,7 @@
 // The ESP's check before it is mounted (checkESP): fsck.fat on a FAT image
 // of our own, clean, and with a cluster chain that no file owns any more,
-// as a power cut in the middle of a write leaves one.
+// as a power cut in the middle of a write leaves one; and a partition that
+// is no FAT at all, which fsck.fat cannot check (it exits 1 for that too).
 
 import { expect, test } from "bun:test";
 import { openSync, readFileSync, writeFileSync, closeSync, ftruncateSync } from "node:fs";
@@ -20,7 +21,7 @@ test("a clean ESP passes its check unchanged", async () => {
   using dir = tempDir("nodecore-esp-check-");
   const image = join(dir.path, "esp.img");
   await fatImage(image);
-  expect(await checkESP(image)).toBeUndefined();
+  expect(await checkESP(image)).toEqual({ state: "clean" });
 });
 
 test("clusters no file owns are found and given back, and the ESP is clean afterwards", async () => {
@@ -36,6 +37,19 @@ test("clusters no file owns are found and given back, and the ESP is clean after
   expect(entry).toBeGreaterThan(0);
   bytes[entry] = 0xe5;
   writeFileSync(image, bytes);
-  expect(await checkESP(image)).toMatch(/Reclaimed \d+ unused clusters/);
-  expect(await checkESP(image)).toBeUndefined();
+  const repaired = await checkESP(image);
+  expect(repaired.state).toBe("repaired");
+  expect(repaired.state !== "clean" && repaired.said).toMatch(/Reclaimed \d+ unused clusters/);
+  expect(await checkESP(image)).toEqual({ state: "clean" });
+});
+
+test("a partition that holds no FAT file system is not called repaired", async () => {
+  using dir = tempDir("nodecore-esp-check-");
+  const image = join(dir.path, "zeros.img");
+  const fd = openSync(image, "w");
+  ftruncateSync(fd, 8 * 1024 * 1024);
+  closeSync(fd);
+  const check = await checkESP(image);
+  expect(check.state).toBe("unrepaired");
+  expect(check.state !== "clean" && check.said).toMatch(/sector size/);
 });

@@ -89,6 +89,9 @@ export {
   type SystemImageParameters,
 } from "./system_image.ts";
 
+/** What the ESP's check found: nothing, damage it repaired, or damage it could not repair (or no FAT at all). */
+export type ESPCheck = { state: "clean" } | { state: "repaired"; said: string } | { state: "unrepaired"; said: string };
+
 /**
  * Checks the ESP before it is mounted, and repairs it (fsck.fat -a): FAT
  * has no journal, and a power cut while a file is written there (an
@@ -96,19 +99,24 @@ export {
  * stay lost until a check frees them: the node_boot e2e's power cut in the
  * middle of an update left 90 MiB of a 252 MiB ESP lost, and the next
  * update could not fit. In its automatic mode fsck.fat keeps lost chains
- * as FSCKnnnn.REC files, which mountESP removes. Returns what fsck.fat said
- * when it repaired something, or undefined when the ESP was clean.
+ * as FSCKnnnn.REC files, which mountESP removes.
+ *
+ * fsck.fat exits 1 both when it repaired something and when it could not
+ * check at all (a partition that is not FAT: "Logical sector size is
+ * zero."); only its "Filesystem was changed" tells a repair apart.
  */
-export async function checkESP(device = findPartition(ESP_PARTITION_NAME)?.path): Promise<string | undefined> {
+export async function checkESP(device = findPartition(ESP_PARTITION_NAME)?.path): Promise<ESPCheck> {
   if (!device) throw new StorageError(`no partition named ${ESP_PARTITION_NAME} found: is the node's disk attached?`);
   // Through the process runner: PID 1 reaps every child it does not track.
   const result = await runCommand(["fsck.fat", "-a", device], { okExitCodes: [0, 1] }).catch((err: unknown) => {
     throw new StorageError(`fsck.fat could not check the ESP ${device}: ${(err as Error).message.split("\n")[0]}`, { cause: err });
   });
-  if (result.exitCode === 0) return undefined;
+  if (result.exitCode === 0) return { state: "clean" };
+  const output = `${result.stdout}\n${result.stderr}`;
   // Its notes on converting long names (no iconv data in the initramfs) say nothing about the ESP.
-  const lines = `${result.stdout}${result.stderr}`.split("\n").filter((line) => line.trim() !== "" && !/^Cannot initialize conversion/.test(line) && !/^fsck\.fat \d/.test(line));
-  return lines.slice(-6).join("; ");
+  const lines = output.split("\n").filter((line) => line.trim() !== "" && !/^Cannot initialize conversion/.test(line) && !/^fsck\.fat \d/.test(line));
+  const said = lines.slice(-6).join("; ") || `fsck.fat exited ${result.exitCode} and said nothing`;
+  return /\*\*\* Filesystem was changed \*\*\*/.test(output) ? { state: "repaired", said } : { state: "unrepaired", said };
 }
 
 /**
