@@ -9,6 +9,7 @@
 
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { FINGERPRINT_SUFFIX } from "./layout.ts";
+import { BUNDLE_CHUNK_BYTES } from "../internal/update/mod.ts";
 
 export interface StepInputs {
   /** Parameters that shape the output; serialised as JSON. */
@@ -22,6 +23,14 @@ export async function hashFile(path: string): Promise<string> {
   const hasher = new Bun.CryptoHasher("sha256");
   for await (const chunk of Bun.file(path).stream()) hasher.update(chunk);
   return hasher.digest("hex");
+}
+
+/** The sha256 of each `chunkBytes` of a file, in order (the last may be shorter), hex: the chunks an update bundle lists (internal/update/bundle.ts). */
+export async function chunkDigests(path: string, chunkBytes = BUNDLE_CHUNK_BYTES): Promise<string[]> {
+  const bytes = new Uint8Array(await Bun.file(path).arrayBuffer());
+  const digests: string[] = [];
+  for (let at = 0; at < bytes.length; at += chunkBytes) digests.push(new Bun.CryptoHasher("sha256").update(bytes.subarray(at, at + chunkBytes)).digest("hex"));
+  return digests;
 }
 
 /** The sha256 over a step's parameters and the contents of its files, hex. */

@@ -5,9 +5,12 @@
 // fields), the NUL-terminated name, padding to 4 bytes, the data, padding to
 // 4 bytes; a "TRAILER!!!" entry ends the archive.
 //
-// Invariants: the output depends only on the entries (sorted by path, inode
-// numbers assigned in that order, owner root, mtime 0), so the same inputs
-// give the same bytes. Parents precede children: missing parent directories
+// Invariants: the output depends only on the entries (sorted by path, except
+// that files marked `last` come after all others, inode numbers assigned in
+// that order, owner root, mtime 0), so the same inputs give the same bytes.
+// `last` is for the file that changes most between two builds (the init):
+// everything before it then stays at the same offsets, and so do the
+// compressed blocks over it (initramfs.ts, internal/update/bundle.ts). Parents precede children: missing parent directories
 // are added (mode 0755). Device nodes are archived as such, so building needs
 // no root and no mknod.
 
@@ -17,7 +20,8 @@ import { ImageBuildError } from "./errors.ts";
 export type CpioEntry =
   | { kind: "dir"; path: string; mode: number }
   /** contents: a host file to copy, or the bytes themselves. */
-  | { kind: "file"; path: string; mode: number; contents: string | Uint8Array }
+  /** last: after every entry without it (see the header). */
+  | { kind: "file"; path: string; mode: number; contents: string | Uint8Array; last?: true }
   | { kind: "symlink"; path: string; target: string }
   | { kind: "chardev"; path: string; mode: number; major: number; minor: number };
 
@@ -59,8 +63,10 @@ export function completeEntries(entries: readonly CpioEntry[]): CpioEntry[] {
       else if (existing.kind !== "dir") throw new ImageBuildError(`cpio path ${path} lies below ${parent}, which is a ${existing.kind}`);
     }
   }
-  // Byte order, not locale order: a prefix (the parent) sorts before its extensions.
-  return [...byPath.values()].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+  // Byte order, not locale order: a prefix (the parent) sorts before its
+  // extensions. A file marked last has its parents before it all the same.
+  const isLast = (entry: CpioEntry) => (entry.kind === "file" && entry.last === true ? 1 : 0);
+  return [...byPath.values()].sort((a, b) => isLast(a) - isLast(b) || (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
 }
 
 function hex8(value: number): string {

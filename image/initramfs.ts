@@ -126,13 +126,15 @@ function filesBelow(dir: string): string[] {
 export async function initramfsContents(inputs: InitramfsInputs): Promise<InitramfsContents> {
   const entries: CpioEntry[] = [];
   const sources: string[] = [];
-  const file = (guestPath: string, hostPath: string, mode: number): void => {
-    entries.push({ kind: "file", path: guestPath, mode, contents: hostPath });
+  const file = (guestPath: string, hostPath: string, mode: number, last?: true): void => {
+    entries.push({ kind: "file", path: guestPath, mode, contents: hostPath, ...(last ? { last } : {}) });
     sources.push(hostPath);
   };
 
   file(GUEST_PREINIT, inputs.preinit, EXECUTABLE_MODE);
-  file(GUEST_INIT, inputs.init, EXECUTABLE_MODE);
+  // Last in the archive: two builds that differ in the init alone share every
+  // compressed block before it, and an update sends only the rest.
+  file(GUEST_INIT, inputs.init, EXECUTABLE_MODE, true);
   for (const binary of HOST_BINARIES) file(binary, binary, EXECUTABLE_MODE);
   const built = TREE_BINARIES.map((guest) => realpathSync(join(inputs.systemTree, guest)));
   TREE_BINARIES.forEach((guest, i) => file(guest, built[i]!, EXECUTABLE_MODE));

@@ -69,9 +69,9 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, 
 import { basename, isAbsolute, join, relative, resolve } from "node:path";
 import { createHash } from "node:crypto";
 import { BUILD_PARAMETER, ESP_BOOT_RECORD, espSlotFiles, formatSystemImageParameter, TRIAL_BOUND_PARAMETER } from "../internal/localstorage/mod.ts";
-import { BUNDLE_FILES, BUNDLE_FORMAT, NODE_ARCH, parseBundleManifest, type BundleManifest } from "../internal/update/mod.ts";
+import { BUNDLE_CHUNK_BYTES, BUNDLE_FILES, BUNDLE_FORMAT, CHUNKED_FILES, NODE_ARCH, parseBundleManifest, type BundleManifest } from "../internal/update/mod.ts";
 import { createLogger, type Logger } from "../internal/log/mod.ts";
-import { cachedStep, hashFile } from "./cache.ts";
+import { cachedStep, chunkDigests, hashFile } from "./cache.ts";
 import { writeCpio } from "./cpio.ts";
 import { BUILD_PACKAGES, ensurePackages } from "./deps.ts";
 import { buildDisk, readPartitions, type PartitionInfo } from "./disk.ts";
@@ -325,13 +325,13 @@ export async function buildImage(options: BuildImageOptions = {}): Promise<Image
   writeFileIfChanged(paths.slot.cmdline, `${DEFAULT_KERNEL_CMDLINE} ${slotParameters.join(" ")} ${BUILD_PARAMETER}=${build}\n`);
 
   const bundleBuilt = await cachedStep(paths.slot.bundle, {
-    inputs: { params: { step: "bundle", version }, files: [paths.slot.kernel + FINGERPRINT_SUFFIX, paths.initramfs + FINGERPRINT_SUFFIX, paths.slot.system + FINGERPRINT_SUFFIX, paths.slot.cmdline] },
+    inputs: { params: { step: "bundle", version, chunkBytes: BUNDLE_CHUNK_BYTES }, files: [paths.slot.kernel + FINGERPRINT_SUFFIX, paths.initramfs + FINGERPRINT_SUFFIX, paths.slot.system + FINGERPRINT_SUFFIX, paths.slot.cmdline] },
     build: async () => {
       log.info("describing the update bundle");
       const files = {} as BundleManifest["files"];
       for (const name of BUNDLE_FILES) {
         const path = join(paths.slot.dir, name);
-        files[name] = { bytes: statSync(path).size, sha256: await hashFile(path) };
+        files[name] = { bytes: statSync(path).size, sha256: await hashFile(path), ...(CHUNKED_FILES.includes(name) ? { chunks: await chunkDigests(path) } : {}) };
       }
       const bundle: BundleManifest = { format: BUNDLE_FORMAT, version, arch: NODE_ARCH, files };
       parseBundleManifest(JSON.stringify(bundle));

@@ -8,7 +8,7 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { connect, createServer as createTcpServer, type AddressInfo, type Socket } from "node:net";
 import { storageLayout } from "../localstorage/mod.ts";
-import { BUNDLE_FILES, NODE_ARCH, readBootRecord, slotControl, type BundleManifest } from "../update/mod.ts";
+import { BUNDLE_CHUNK_BYTES, BUNDLE_FILES, NODE_ARCH, readBootRecord, slotControl, type BundleManifest } from "../update/mod.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
 import { Value } from "../event/mod.ts";
 import { captureLogger } from "../log/mod.ts";
@@ -242,6 +242,38 @@ describe("updates", () => {
     expect(phases.filter((p) => p === UpdatePhase.RECEIVING)).toHaveLength(1);
     expect(phases.at(-1)).toBe(UpdatePhase.INSTALLED);
     expect(readBootRecord(node.layout)).toEqual({ active: "a", next: "b" });
+  });
+
+  test("of an initramfs whose chunks the bundle lists, the owner sends only what follows the MiBs the booted slot has alike", async () => {
+    await using node = await slottedNode();
+    // A 2.5 MiB initramfs; slot a's has its first MiB, then other bytes.
+    const initramfs = crypto.getRandomValues(new Uint8Array(2_621_440));
+    const chunks = [0, 1, 2].map((i) => new Bun.CryptoHasher("sha256").update(initramfs.subarray(i * BUNDLE_CHUNK_BYTES, (i + 1) * BUNDLE_CHUNK_BYTES)).digest("hex"));
+    node.contents.initramfs = initramfs;
+    node.manifest.files.initramfs = { bytes: initramfs.length, sha256: new Bun.CryptoHasher("sha256").update(initramfs).digest("hex"), chunks };
+    const booted = new Uint8Array(initramfs.length);
+    booted.set(initramfs.subarray(0, BUNDLE_CHUNK_BYTES));
+    writeFileSync(node.layout.esp.slot("a").initramfs, booted);
+    const c = node.client();
+    let ask: (answer: { files: string[]; from: Record<string, bigint> }) => void = () => {};
+    const asked = new Promise<{ files: string[]; from: Record<string, bigint> }>((resolve) => (ask = resolve));
+    async function* requests() {
+      yield { bundleManifest: JSON.stringify(node.manifest) };
+      const { files, from } = await asked;
+      for (const name of files) {
+        const data = node.contents[name as (typeof BUNDLE_FILES)[number]].subarray(Number(from[name] ?? 0n));
+        for (let i = 0; i < data.length; i += 256 * 1024) yield { data: data.subarray(i, i + 256 * 1024) };
+      }
+    }
+    let last = UpdatePhase.UNSPECIFIED;
+    for await (const answer of c.update(requests())) {
+      last = answer.phase;
+      if (answer.phase === UpdatePhase.RECEIVING) ask({ files: answer.sendFiles, from: answer.sendFrom });
+    }
+    c.close();
+    expect(await asked).toEqual({ files: [...BUNDLE_FILES], from: { initramfs: BigInt(BUNDLE_CHUNK_BYTES) } });
+    expect(last).toBe(UpdatePhase.INSTALLED);
+    expect(readFileSync(node.layout.esp.slot("b").initramfs).equals(initramfs)).toBe(true);
   });
 
   test("an update to a node that loses its power mid-stream ends, UNAVAILABLE, instead of waiting out its deadline", async () => {

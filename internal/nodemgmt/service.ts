@@ -13,7 +13,7 @@ import type { Etcd3 } from "etcd3";
 import { defragment, memberStatus } from "../consensus/mod.ts";
 import type { RunnableDump } from "../supervisor/mod.ts";
 import type { ConsensusRecovery, RecoveryPlan } from "../roleserve/mod.ts";
-import { BundleError, parseBundleManifest, type SlotControl, type SlotWriter } from "../update/mod.ts";
+import { BundleError, parseBundleManifest, type BundleFile, type SlotControl, type SlotWriter } from "../update/mod.ts";
 
 /** Only the owner manages nodes; nodes never call each other here. */
 export const NODE_MANAGEMENT_POLICY: ServicePolicy<typeof NodeManagement> = {
@@ -252,8 +252,12 @@ export function nodeManagementService(deps: NodeManagementDeps): ServiceImpl<typ
         // emulated node answers slowly, and the default 64 KiB window held
         // a bundle to 0.27 MB/s.
         ctx.widenReceiveWindow(UPDATE_RECEIVE_WINDOW_BYTES);
-        deps.logger?.info(`slot ${writer.slot}: took ${writer.taken.join(", ") || "nothing"} from the booted slot; receiving ${writer.toReceive.join(", ") || "nothing"}`);
-        yield { ...progress(UpdatePhase.RECEIVING), sendFiles: [...writer.toReceive] };
+        const taking = writer;
+        const from = (name: BundleFile) => taking.receiveFrom(name);
+        const receiving = writer.toReceive.map((name) => (from(name) > 0 ? `${name} from byte ${from(name)}` : name));
+        deps.logger?.info(`slot ${writer.slot}: took ${writer.taken.join(", ") || "nothing"} from the booted slot (${writer.takenBytes} bytes in all); receiving ${receiving.join(", ") || "nothing"}`);
+        const sendFrom = Object.fromEntries(writer.toReceive.filter((name) => from(name) > 0).map((name) => [name, BigInt(from(name))]));
+        yield { ...progress(UpdatePhase.RECEIVING), sendFiles: [...writer.toReceive], sendFrom };
         for (;;) {
           const next = await stream.next();
           if (next.done) break;

@@ -6,10 +6,10 @@ import { describe, expect, test } from "bun:test";
 import { truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../testing/mod.ts";
-import { BUNDLE_FILES, NODE_ARCH } from "../update/mod.ts";
+import { BUNDLE_FILES, NODE_ARCH, type BundleManifest } from "../update/mod.ts";
 import type { NodeSummary } from "./format.ts";
 import { planClusterUpdate, readBundle } from "./mod.ts";
-import { parseSendFiles } from "./update.ts";
+import { describeSending, parseSendFiles, type WantedFile } from "./update.ts";
 import { refusal } from "./cluster_update.ts";
 
 function bundleDir() {
@@ -53,18 +53,34 @@ function node(id: string, roles: string[], extra: Partial<NodeSummary> = {}): No
 }
 
 describe("the files a node asks for", () => {
+  const manifest = {
+    format: 1,
+    version: "0.2.0",
+    arch: "x86_64",
+    files: { system: { bytes: 4096, sha256: "a".repeat(64) }, kernel: { bytes: 700, sha256: "b".repeat(64) }, initramfs: { bytes: 3_000_000, sha256: "c".repeat(64) }, version: { bytes: 6, sha256: "d".repeat(64) }, cmdline: { bytes: 80, sha256: "e".repeat(64) } },
+  } satisfies BundleManifest;
+  const whole = (names: string[]) => names.map((name) => ({ name, from: 0 }) as WantedFile);
+
   test("are sent in the bundle's order when each is the bundle's, once", () => {
-    expect(parseSendFiles(["initramfs", "version", "cmdline"])).toEqual(["initramfs", "version", "cmdline"]);
-    expect(parseSendFiles([])).toEqual([]);
-    expect(parseSendFiles([...BUNDLE_FILES])).toEqual([...BUNDLE_FILES]);
+    expect(parseSendFiles(["initramfs", "version", "cmdline"], manifest)).toEqual(whole(["initramfs", "version", "cmdline"]));
+    expect(parseSendFiles([], manifest)).toEqual([]);
+    expect(parseSendFiles([...BUNDLE_FILES], manifest)).toEqual(whole([...BUNDLE_FILES]));
+  });
+
+  test("a file whose start the node copied is sent from the offset it names, and ctl says how much it had alike", () => {
+    const wanted = parseSendFiles(["initramfs", "version", "cmdline"], manifest, { initramfs: 2_097_152n });
+    expect(wanted).toEqual([{ name: "initramfs", from: 2_097_152 }, ...whole(["version", "cmdline"])]);
+    expect(describeSending(manifest, wanted as WantedFile[])).toBe("took system, kernel (0.0 MiB) from its booted slot; sending initramfs (0.9 MiB of 2.9 MiB: it had the first 2.0 MiB alike), version, cmdline (0.9 MiB)");
   });
 
   test.each([
-    ["a file no bundle has", ["../../etc/shadow"], 'the node asked for "../../etc/shadow", which no bundle has'],
-    ["a file twice", ["kernel", "kernel"], "the node asked for kernel, kernel: not each of the bundle's files once, in its order"],
-    ["another order", ["cmdline", "system"], "the node asked for cmdline, system: not each of the bundle's files once, in its order"],
-  ])("are refused when they name %s", (_, names, why) => {
-    expect(parseSendFiles(names)).toBe(why);
+    ["a file no bundle has", ["../../etc/shadow"], {}, 'the node asked for "../../etc/shadow", which no bundle has'],
+    ["a file twice", ["kernel", "kernel"], {}, "the node asked for kernel, kernel: not each of the bundle's files once, in its order"],
+    ["another order", ["cmdline", "system"], {}, "the node asked for cmdline, system: not each of the bundle's files once, in its order"],
+    ["an offset for a file it does not ask for", ["cmdline"], { kernel: 10n }, 'the node asked for "kernel" from an offset, but not for the file'],
+    ["an offset past the file's end", ["initramfs"], { initramfs: 3_000_000n }, "the node asked for initramfs from byte 3000000, which is not inside its 3000000 bytes"],
+  ])("are refused when they name %s", (_, names, from, why) => {
+    expect(parseSendFiles(names as string[], manifest, from as Record<string, bigint>)).toBe(why);
   });
 });
 

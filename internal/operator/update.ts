@@ -74,17 +74,18 @@ export async function readBundle(dir: string, progress?: (line: string) => void)
 async function* updateRequests(
   bundle: Bundle,
   options: { activate: boolean; allowDowngrade: boolean },
-  wanted: Promise<readonly BundleFile[]>,
+  wanted: Promise<readonly WantedFile[]>,
 ): AsyncIterable<MessageInitShape<typeof UpdateRequestSchema>> {
   yield { bundleManifest: bundle.text, activate: options.activate, allowDowngrade: options.allowDowngrade };
   const files = await wanted;
   const buffer = Buffer.alloc(UPDATE_CHUNK_BYTES);
-  for (const name of files) {
+  for (const { name, from } of files) {
     const fd = openSync(join(bundle.dir, name), "r");
     try {
-      for (;;) {
-        const n = readSync(fd, buffer, 0, buffer.length, null);
+      for (let position = from; ; ) {
+        const n = readSync(fd, buffer, 0, buffer.length, position);
         if (n === 0) break;
+        position += n;
         // A copy: the buffer is reused while the request may still be queued.
         yield { data: new Uint8Array(buffer.subarray(0, n)) };
       }
@@ -94,14 +95,32 @@ async function* updateRequests(
   }
 }
 
-/** The files a node asked for, if they are the bundle's, each once, in the bundle's order; else why not. */
-export function parseSendFiles(names: readonly string[]): BundleFile[] | string {
+/** A file the node asked for, from this byte on (it copied the ones before from its booted slot). */
+export interface WantedFile {
+  name: BundleFile;
+  from: number;
+}
+
+/**
+ * The files a node asked for, if they are the bundle's, each once, in the
+ * bundle's order, each from an offset inside it (`from`: by name, for the
+ * files it holds the start of); else why not.
+ */
+export function parseSendFiles(names: readonly string[], manifest: BundleManifest, from: Readonly<Record<string, bigint>> = {}): WantedFile[] | string {
   const known = new Set<string>(BUNDLE_FILES);
   const bad = names.find((name) => !known.has(name));
   if (bad !== undefined) return `the node asked for ${JSON.stringify(bad.slice(0, 40))}, which no bundle has`;
   const inOrder = BUNDLE_FILES.filter((name) => names.includes(name));
   if (inOrder.length !== names.length || inOrder.some((name, i) => names[i] !== name)) return `the node asked for ${names.slice(0, 8).join(", ")}: not each of the bundle's files once, in its order`;
-  return inOrder;
+  const stray = Object.keys(from).find((name) => !inOrder.includes(name as BundleFile));
+  if (stray !== undefined) return `the node asked for ${JSON.stringify(stray.slice(0, 40))} from an offset, but not for the file`;
+  const wanted: WantedFile[] = [];
+  for (const name of inOrder) {
+    const offset = from[name] ?? 0n;
+    if (offset < 0n || offset >= BigInt(manifest.files[name].bytes)) return `the node asked for ${name} from byte ${offset}, which is not inside its ${manifest.files[name].bytes} bytes`;
+    wanted.push({ name, from: Number(offset) });
+  }
+  return wanted;
 }
 
 export interface UpdateOptions {
@@ -122,6 +141,19 @@ export interface UpdateResult {
   activated: boolean;
   /** With wait: seconds from the first byte sent to the node back, HEALTHY, at the version. */
   seconds?: number;
+}
+
+/**
+ * What a node takes from its booted slot and what it is sent: "took system,
+ * kernel (99.0 MiB) from its booted slot; sending initramfs (12.0 MiB of
+ * 82.8 MiB: it had the first 70.8 MiB alike), version, cmdline (12.0 MiB)".
+ */
+export function describeSending(manifest: BundleManifest, files: readonly WantedFile[]): string {
+  const taken = BUNDLE_FILES.filter((name) => !files.some((f) => f.name === name));
+  const took = taken.length ? `took ${taken.join(", ")} (${mib(taken.reduce((sum, name) => sum + manifest.files[name].bytes, 0))}) from its booted slot; ` : "";
+  if (files.length === 0) return `${took}nothing to send`;
+  const sent = files.map(({ name, from }) => (from > 0 ? `${name} (${mib(manifest.files[name].bytes - from)} of ${mib(manifest.files[name].bytes)}: it had the first ${mib(from)} alike)` : name));
+  return `${took}sending ${sent.join(", ")} (${mib(files.reduce((sum, { name, from }) => sum + manifest.files[name].bytes - from, 0))})`;
 }
 
 /** Refuses a node that is not fit to be updated (unless forced). */
@@ -149,21 +181,17 @@ export async function updateNode(
   let slot = "";
   let installed = false;
   await withListedNode(credentials, node, async (client) => {
-    let askFor: (files: readonly BundleFile[]) => void = () => {};
-    const wanted = new Promise<readonly BundleFile[]>((resolve) => (askFor = resolve));
+    let askFor: (files: readonly WantedFile[]) => void = () => {};
+    const wanted = new Promise<readonly WantedFile[]>((resolve) => (askFor = resolve));
     try {
       for await (const answer of client.update(updateRequests(bundle, options, wanted), { timeoutMs: UPDATE_TIMEOUT_MS })) {
         slot = answer.slot;
         const written = Number(answer.writtenBytes);
         const total = Number(answer.totalBytes);
         if (answer.phase === UpdatePhase.RECEIVING) {
-          const files = parseSendFiles(answer.sendFiles);
+          const files = parseSendFiles(answer.sendFiles, bundle.manifest, answer.sendFrom);
           if (typeof files === "string") throw new OperatorError(`${nameOf(node)}: ${files}`);
-          const taken = BUNDLE_FILES.filter((name) => !files.includes(name));
-          const bytes = (names: readonly BundleFile[]) => mib(names.reduce((sum, name) => sum + bundle.manifest.files[name].bytes, 0));
-          say.note(
-            `${nameOf(node)}: ${taken.length ? `took ${taken.join(", ")} (${bytes(taken)}) from its booted slot; ` : ""}${files.length ? `sending ${files.join(", ")} (${bytes(files)})` : "nothing to send"}`,
-          );
+          say.note(`${nameOf(node)}: ${describeSending(bundle.manifest, files)}`);
           askFor(files);
         } else if (answer.phase === UpdatePhase.WRITING) {
           say.progress(`${nameOf(node)}: writing ${bundle.manifest.version} to slot ${slot}: ${mib(written)} of ${mib(total)} (${total ? Math.floor((100 * written) / total) : 0} %)`);

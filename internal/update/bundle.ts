@@ -6,7 +6,13 @@
 //   cmdline     with the root hash    ─▶ ESP nodecore/slots/<s>/cmdline
 //   version                           ─▶ ESP nodecore/slots/<s>/version
 //   system      squashfs + hash tree  ─▶ partition SYSTEM-<S>
-//   bundle.json { format, version, arch, files: { name: { bytes, sha256 } } }
+//   bundle.json { format, version, arch, files: { name: { bytes, sha256 } } },
+//               and the initramfs's chunks: the sha256 of each of its MiBs
+//
+// The initramfs is lz4 in independent 8 MiB blocks of a cpio whose last
+// file is the init (image/initramfs.ts): two builds that differ only in the
+// init share every block before the init's own changed bytes, so a node
+// copies the MiBs its booted slot has alike and is sent only the rest.
 //
 // The node believes none of it until the bytes it received hash to what
 // bundle.json says, and bundle.json is checked (parseBundleManifest) before
@@ -30,10 +36,16 @@ export const MAX_BUNDLE_FILE_BYTES: Readonly<Record<BundleFile, number>> = {
   cmdline: 2048,
 };
 
+/** The files whose chunks a bundle describes, and the chunk size: fixed, so that the list's length follows from the file's. */
+export const CHUNKED_FILES: readonly BundleFile[] = ["initramfs"];
+export const BUNDLE_CHUNK_BYTES = 1024 * 1024;
+
 export interface BundleFileInfo {
   bytes: number;
   /** sha256, 64 lowercase hex digits. */
   sha256: string;
+  /** For CHUNKED_FILES: the sha256 of each BUNDLE_CHUNK_BYTES of the file, in order (the last one may be shorter). */
+  chunks?: string[];
 }
 
 export interface BundleManifest {
@@ -91,6 +103,14 @@ export function parseBundleManifest(text: string): BundleManifest {
     if (bytes > MAX_BUNDLE_FILE_BYTES[name]) throw new BundleError(`${BUNDLE_MANIFEST}: ${name} is ${bytes} bytes, more than the ${MAX_BUNDLE_FILE_BYTES[name]} its place holds`);
     if (typeof sha256 !== "string" || !/^[0-9a-f]{64}$/.test(sha256)) throw new BundleError(`${BUNDLE_MANIFEST}: ${name} has no valid sha256: ${quote(sha256)}`);
     out[name] = { bytes, sha256 };
+    const { chunks } = info;
+    if (chunks === undefined) continue;
+    if (!CHUNKED_FILES.includes(name)) throw new BundleError(`${BUNDLE_MANIFEST}: ${name} lists chunks; only ${CHUNKED_FILES.join(", ")} may`);
+    const count = Math.ceil(bytes / BUNDLE_CHUNK_BYTES);
+    if (!Array.isArray(chunks) || chunks.length !== count) throw new BundleError(`${BUNDLE_MANIFEST}: ${name} must list ${count} chunks of ${BUNDLE_CHUNK_BYTES} bytes, not ${Array.isArray(chunks) ? chunks.length : quote(chunks)}`);
+    const bad = chunks.findIndex((chunk) => typeof chunk !== "string" || !/^[0-9a-f]{64}$/.test(chunk));
+    if (bad >= 0) throw new BundleError(`${BUNDLE_MANIFEST}: ${name}'s chunk ${bad} has no valid sha256: ${quote(chunks[bad])}`);
+    out[name].chunks = chunks as string[];
   }
   const extra = Object.keys(files).filter((name) => !(BUNDLE_FILES as readonly string[]).includes(name));
   if (extra.length > 0) throw new BundleError(`${BUNDLE_MANIFEST} lists files no slot has: ${quote(extra.slice(0, 5).join(", "))}`);

@@ -8,7 +8,7 @@ import { dirname, join } from "node:path";
 import { exclusively, SCRUB_FILLER, storageLayout } from "../localstorage/mod.ts";
 import { runCommand } from "../supervisor/mod.ts";
 import { eventually, tempDir } from "../testing/mod.ts";
-import { BUNDLE_FILES, NODE_ARCH, readBootRecord, SlotWriter, type BundleManifest } from "./mod.ts";
+import { BUNDLE_CHUNK_BYTES, BUNDLE_FILES, NODE_ARCH, readBootRecord, SlotWriter, type BundleManifest } from "./mod.ts";
 
 const SYSTEM_PARTITION_BYTES = 1 << 20;
 
@@ -100,6 +100,67 @@ describe("writing an update into the other slot", () => {
     expect(readFileSync(b.initramfs).equals(contents.initramfs)).toBe(true);
     expect(readFileSync(systemDevice).subarray(0, contents.system.length).equals(contents.system)).toBe(true);
     expect(readBootRecord(layout)).toEqual({ active: "a", next: "b" });
+  });
+
+  /** The initramfs of setup() replaced by one of 3.5 MiB whose chunks the manifest lists; slot a's copy shares its first `alike` bytes, then differs (and is longer). */
+  function chunkedInitramfs(alike: number) {
+    const context = setup();
+    const initramfs = crypto.getRandomValues(new Uint8Array(65_536 * 56));
+    const chunks: string[] = [];
+    for (let at = 0; at < initramfs.length; at += BUNDLE_CHUNK_BYTES) chunks.push(sha256(initramfs.subarray(at, at + BUNDLE_CHUNK_BYTES)));
+    context.contents.initramfs = initramfs;
+    context.manifest.files.initramfs = { bytes: initramfs.length, sha256: sha256(initramfs), chunks };
+    const booted = new Uint8Array(initramfs.length + 100_000).fill(0x5a);
+    booted.set(initramfs.subarray(0, alike));
+    writeFileSync(context.layout.esp.slot("a").initramfs, booted);
+    return context;
+  }
+
+  test("of a chunked file, copies the chunks the booted slot has alike at the same places, and receives the file from the first that differs", async () => {
+    const { dir, layout, contents, manifest, options } = chunkedInitramfs(2 * BUNDLE_CHUNK_BYTES + 4096);
+    using _ = dir;
+    const writer = await SlotWriter.begin(manifest, options);
+    for await (const _step of writer.takeFromBootedSlot());
+    expect(writer.taken).toEqual([]);
+    expect(writer.toReceive).toEqual([...BUNDLE_FILES]);
+    // Two whole chunks alike; the third differs after 4096 bytes, so it travels whole.
+    expect(writer.receiveFrom("initramfs")).toBe(2 * BUNDLE_CHUNK_BYTES);
+    expect(writer.receiveFrom("kernel")).toBe(0);
+    expect(writer.progress.written).toBe(2 * BUNDLE_CHUNK_BYTES);
+    await send(writer, Buffer.concat(BUNDLE_FILES.map((name) => contents[name].subarray(writer.receiveFrom(name)))));
+    expect(writer.progress).toEqual({ written: writer.total, total: writer.total, file: "done" });
+    await writer.finish();
+    expect(readFileSync(layout.esp.slot("b").initramfs).equals(contents.initramfs)).toBe(true);
+  });
+
+  test("of a chunked file, a tail that does not complete the file's sha256 is refused", async () => {
+    const { dir, layout, contents, manifest, options } = chunkedInitramfs(BUNDLE_CHUNK_BYTES);
+    using _ = dir;
+    const writer = await SlotWriter.begin(manifest, options);
+    for await (const _step of writer.takeFromBootedSlot());
+    expect(writer.receiveFrom("initramfs")).toBe(BUNDLE_CHUNK_BYTES);
+    const tail = Buffer.from(contents.initramfs.subarray(BUNDLE_CHUNK_BYTES));
+    tail[tail.length - 1]! ^= 0x01;
+    await expect(send(writer, Buffer.concat([contents.system, contents.kernel, tail, contents.version, contents.cmdline]))).rejects.toThrow("the bundle's initramfs does not match its sha256");
+    await writer.abort();
+    expect(existsSync(layout.esp.slot("b").cmdline)).toBe(false);
+    expect(existsSync(`${layout.esp.slot("b").initramfs}.tmp`)).toBe(false);
+  });
+
+  test("of a chunked file, a booted copy alike to the last byte is taken whole, and one alike in nothing is received whole", async () => {
+    for (const [alike, taken] of [[65_536 * 56, true], [0, false]] as const) {
+      const { dir, layout, contents, manifest, options } = chunkedInitramfs(alike);
+      using _ = dir;
+      // The booted copy is exactly the file when all of it is alike.
+      if (taken) writeFileSync(layout.esp.slot("a").initramfs, contents.initramfs);
+      const writer = await SlotWriter.begin(manifest, options);
+      for await (const _step of writer.takeFromBootedSlot());
+      expect(writer.taken.includes("initramfs")).toBe(taken);
+      expect(writer.receiveFrom("initramfs")).toBe(0);
+      await send(writer, Buffer.concat(writer.toReceive.map((name) => contents[name])));
+      await writer.finish();
+      expect(readFileSync(layout.esp.slot("b").initramfs).equals(contents.initramfs)).toBe(true);
+    }
   });
 
   test("receives a file whose copy in the booted slot has the right size but other bytes, over the copy", async () => {

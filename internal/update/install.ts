@@ -6,7 +6,10 @@
 //            its other ESP files and failure note, and a next that names it
 //   take     every file the booted slot holds as well (same size, same
 //            sha256) is copied from there, hashed as it is copied: an
-//            update that changes only the init sends only the init
+//            update that changes only the init sends only the init; of a
+//            file whose chunks the bundle lists (the initramfs), the MiBs
+//            from its start that the booted copy has alike are copied, and
+//            the stream carries the file from the first one that differs
 //   write    the other files' bytes, in BUNDLE_FILES order: system straight onto
 //            SYSTEM-<S>, the rest as <name>.tmp in the slot's ESP directory,
 //            each write under the ESP's lock (a scrub holds the ESP full
@@ -28,7 +31,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { open, type FileHandle } from "node:fs/promises";
 import { describeSpace, exclusively, findPartition, formatBytes, freeSpace, replaceDurably, SYSTEM_PARTITION_NAMES, type Slot, type StorageLayout } from "../localstorage/mod.ts";
 import { clearSlotFailure, otherSlot, readBootRecord, writeBootRecord } from "./boot_record.ts";
-import { BUNDLE_FILES, BundleError, compareVersions, NODE_ARCH, type BundleFile, type BundleManifest } from "./bundle.ts";
+import { BUNDLE_CHUNK_BYTES, BUNDLE_FILES, BundleError, compareVersions, NODE_ARCH, type BundleFile, type BundleFileInfo, type BundleManifest } from "./bundle.ts";
 
 export interface SlotWriterOptions {
   layout: StorageLayout;
@@ -70,6 +73,8 @@ export class SlotWriter {
   private pending: BundleFile[] = [...BUNDLE_FILES];
   /** The files copied from the booted slot instead. */
   readonly taken: BundleFile[] = [];
+  /** Files of which a start was copied from the booted slot: where the stream takes over, and the file's hash so far. */
+  private readonly resumeAt = new Map<BundleFile, { offset: number; hasher: Bun.CryptoHasher }>();
   private streamed = false;
   private tookFromBooted = false;
   private index = 0;
@@ -141,6 +146,16 @@ export class SlotWriter {
     return this.pending;
   }
 
+  /** Where the stream begins each file of toReceive: after the start copied from the booted slot (0 for a whole file). */
+  receiveFrom(name: BundleFile): number {
+    return this.resumeAt.get(name)?.offset ?? 0;
+  }
+
+  /** Bytes copied from the booted slot, whole files and starts together. */
+  get takenBytes(): number {
+    return this.taken.reduce((sum, name) => sum + this.manifest.files[name].bytes, 0) + [...this.resumeAt.values()].reduce((sum, r) => sum + r.offset, 0);
+  }
+
   /** Where the booted slot keeps its copy of `name`, if it has one of `bytes` bytes (the system partition holds at least that many). */
   private bootedCopy(name: BundleFile, bytes: number): string | undefined {
     if (name === "system") return this.bootedSystemDevice !== undefined && deviceBytes(this.bootedSystemDevice) >= bytes ? this.bootedSystemDevice : undefined;
@@ -160,6 +175,11 @@ export class SlotWriter {
     this.tookFromBooted = true;
     for (const name of BUNDLE_FILES) {
       const info = this.manifest.files[name];
+      if (info.chunks !== undefined) {
+        const path = this.layout.esp.slot(this.booted)[name as Exclude<BundleFile, "system">];
+        if (existsSync(path)) yield* this.takeAlikeChunks(name, info as BundleFileInfo & { chunks: string[] }, path);
+        continue;
+      }
       const source = this.bootedCopy(name, info.bytes);
       if (source === undefined) continue;
       const input = await open(source, "r");
@@ -190,6 +210,45 @@ export class SlotWriter {
     yield "done";
   }
 
+  /**
+   * Copies file `name`'s chunks from `source` (the booted slot's copy) for
+   * as long as each hashes to the bundle's chunk at the same place; the
+   * whole file's hash goes on over what the stream brings after them. A
+   * file alike to its last chunk counts as taken.
+   */
+  private async *takeAlikeChunks(name: BundleFile, info: BundleFileInfo & { chunks: string[] }, source: string): AsyncGenerator<BundleFile> {
+    const input = await open(source, "r");
+    const output = await this.openTarget(name);
+    const whole = new Bun.CryptoHasher("sha256");
+    const buffer = Buffer.alloc(BUNDLE_CHUNK_BYTES);
+    let copied = 0;
+    try {
+      for (const want of info.chunks) {
+        const length = Math.min(BUNDLE_CHUNK_BYTES, info.bytes - copied);
+        const { bytesRead } = await input.read(buffer, 0, length, copied);
+        if (bytesRead !== length) break;
+        const part = buffer.subarray(0, length);
+        if (new Bun.CryptoHasher("sha256").update(part).digest("hex") !== want) break;
+        whole.update(part);
+        await this.writeTo(name, output, part, copied);
+        copied += length;
+        this.writtenTotal += length;
+        yield name;
+      }
+      await this.onFileSystemOf(name, () => output.sync());
+    } finally {
+      await input.close();
+      await output.close();
+    }
+    if (copied === info.bytes) {
+      if (whole.digest("hex") === info.sha256) this.taken.push(name);
+      // Chunks that all match a file they do not add up to: the bundle
+      // contradicts itself; the stream carries the whole file, and its
+      // sha256 decides.
+      else this.writtenTotal -= copied;
+    } else if (copied > 0) this.resumeAt.set(name, { offset: copied, hasher: whole });
+  }
+
   /** Where an ESP file arrives: beside its place in the slot's directory, renamed over it by finish(). */
   private stagedPath(name: Exclude<BundleFile, "system">): string {
     return temporaryOf(this.layout.esp.slot(this.slot)[name]);
@@ -208,9 +267,9 @@ export class SlotWriter {
     await this.onFileSystemOf(name, () => handle.write(bytes, 0, bytes.length, position));
   }
 
-  /** Opens where file `name` goes: the target system partition, or its staging file (emptied). */
-  private openTarget(name: BundleFile): Promise<FileHandle> {
-    return name === "system" ? open(this.systemDevice, "r+") : exclusively(this.layout.esp.path, () => open(this.stagedPath(name), "w", 0o600));
+  /** Opens where file `name` goes: the target system partition, or its staging file (emptied, unless `keep`: its start was copied already). */
+  private openTarget(name: BundleFile, keep = false): Promise<FileHandle> {
+    return name === "system" ? open(this.systemDevice, "r+") : exclusively(this.layout.esp.path, () => open(this.stagedPath(name), keep ? "r+" : "w", 0o600));
   }
 
   /** Takes the next bytes of the bundle (the files it must still receive, back to back, in BUNDLE_FILES order). */
@@ -222,7 +281,14 @@ export class SlotWriter {
       const name = this.pending[this.index];
       if (name === undefined) throw new BundleError(`the bundle sent more than the ${this.total} bytes its description lists`);
       const info = this.manifest.files[name];
-      this.target ??= await this.openTarget(name);
+      if (this.target === undefined) {
+        const resume = this.resumeAt.get(name);
+        this.target = await this.openTarget(name, resume !== undefined);
+        if (resume) {
+          this.fileWritten = resume.offset;
+          this.hasher = resume.hasher;
+        }
+      }
       const take = Math.min(info.bytes - this.fileWritten, chunk.length - offset);
       const part = chunk.subarray(offset, offset + take);
       await this.writeTo(name, this.target, part, this.fileWritten);

@@ -36,7 +36,9 @@ export { slotControl, type SlotControl } from "./control.ts";
 export { chooseBootSlot, kexecLoader, type BootChoice, type SlotLoader } from "./select.ts";
 export { trialRunnable, settleEarlierTrial, TRIAL_BOUND_MS, type TrialOptions } from "./trial.ts";
 export {
+  BUNDLE_CHUNK_BYTES,
   BUNDLE_FILES,
+  CHUNKED_FILES,
   BUNDLE_FORMAT,
   BUNDLE_MANIFEST,
   MAX_BUNDLE_FILE_BYTES,

@@ -96,8 +96,18 @@ describe("an update bundle's description", () => {
     ["a negative size", () => text((m) => (m.files.cmdline.bytes = -1)), /cmdline has no valid size/],
     ["an upper-case digest", () => text((m) => (m.files.kernel.sha256 = "AB".repeat(32))), /kernel has no valid sha256/],
     ["a file no slot has", () => text((m) => (m.files["../../etc/passwd"] = file(1))), /lists files no slot has: "..\/..\/etc\/passwd"/],
+    ["chunks for a file that has none", () => text((m) => (m.files.kernel.chunks = ["ab".repeat(32)])), /kernel lists chunks; only initramfs may/],
+    ["fewer chunks than the file has MiBs", () => text((m) => (m.files.initramfs.chunks = ["ab".repeat(32)])), /initramfs must list 77 chunks of 1048576 bytes, not 1/],
+    ["chunks that are not a list", () => text((m) => (m.files.initramfs.chunks = "ab")), /initramfs must list 77 chunks of 1048576 bytes, not "ab"/],
+    ["a chunk that is no digest", () => text((m) => (m.files.initramfs.chunks = [...Array(76).fill("ab".repeat(32)), 7])), /initramfs's chunk 76 has no valid sha256: "7"/],
   ])("is refused with %s", (_, input, why) => {
     expect(() => parseBundleManifest(input())).toThrow(why);
+  });
+
+  test("is read with the initramfs's chunks, one digest a MiB", () => {
+    const chunked = structuredClone(good) as typeof good & { files: { initramfs: { chunks?: string[] } } };
+    chunked.files.initramfs.chunks = Array.from({ length: 77 }, (_, i) => i.toString(16).padStart(64, "0"));
+    expect(parseBundleManifest(JSON.stringify(chunked))).toEqual(chunked);
   });
 
   test("quotes hostile values in part only", () => {

@@ -371,8 +371,8 @@ e2eTest(
     const summary = JSON.parse(result.stdout) as { version: string; seconds?: number; steps: { name: string; outcome: string; seconds?: number }[] };
     assertEqual(summary.version, v2.version, "the version ctl updated to");
     assertEqual(summary.steps.filter((s) => s.outcome === "updated").length, 3, `members updated (${result.stdout.trim()})`);
-    // v2 changes only the init: each node copies the system image and the kernel from its slot a, and is sent the rest.
-    const took = result.stderr.split("\n").filter((line) => /took system, kernel \([\d.]+ MiB\) from its booted slot; sending initramfs, version, cmdline/.test(line));
+    // v2 changes only the init: each node copies the system image, the kernel and the initramfs's start from its slot a, and is sent the rest.
+    const took = result.stderr.split("\n").filter((line) => /took system, kernel \([\d.]+ MiB\) from its booted slot; sending initramfs \([\d.]+ MiB of [\d.]+ MiB: it had the first [\d.]+ MiB alike\), version, cmdline/.test(line));
     assertEqual(took.length, 3, `nodes that took the unchanged files from their booted slot (${result.stderr.trim().slice(-2000)})`);
     const check = checkHistory(workload.history.ops, final);
     assertEqual(check.violations.map((v) => v.message).join("; "), "", "violations in the owner's writes and reads");
