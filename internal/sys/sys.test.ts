@@ -25,7 +25,11 @@ describe("reaper", () => {
       import { becomeSubreaper, reapOrphans, processState } from ${JSON.stringify(join(import.meta.dir, "mod.ts"))};
       becomeSubreaper();
       const own = Bun.spawn(["sh", "-c", "exit 0"]);
-      const orphanMaker = Bun.spawnSync(["sh", "-c", "sh -c 'exit 0' & echo $!"]);
+      // The orphan ends a while after its parent: a zombie that appears
+      // while Bun.spawnSync still waits for its own child can be reaped by
+      // that wait (seen with the test files in parallel), and then this
+      // test could not tell the reaper's work from Bun's.
+      const orphanMaker = Bun.spawnSync(["sh", "-c", "sh -c 'sleep 0.3; exit 0' & echo $!"]);
       const orphan = Number(orphanMaker.stdout.toString().trim());
       // Polled with a deadline, not a count: with test files in parallel on
       // two cores the orphan's sh took over 2 s to exit.
