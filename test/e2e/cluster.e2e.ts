@@ -312,11 +312,11 @@ e2eTest("all three powered off and booted again: the cluster comes back with no 
 });
 
 // The rolling update and the rollback after it are long steps (bun run e2e
-// --long): they passed under qemu in 835.8 s and 49.7 s (2026-11-26), each
-// member 198-318 s (system image and kernel copied on the node, the 83 MiB
-// initramfs sent, kexec'd, rejoined, HEALTHY). That is about 15 min more
-// for a CI that is at about 85 of its 90 minutes; docs/updates.md says what
-// comes first to make it room.
+// --long): they passed under qemu in 793.0 s and 50.6 s (2026-11-26, with
+// the initramfs sent in part), each member 174-265 s (system image, kernel
+// and 74 of the initramfs's 82.8 MiB copied on the node, 8.8 MiB sent,
+// kexec'd, rejoined, HEALTHY). That is about 14 min more for a CI of about
+// 48 min against its goal of 45; docs/updates.md says so.
 
 /** The rolling update's deadline: the cluster healthy first, then three members, each written, kexec'd and rejoined under TCG. */
 const CLUSTER_UPDATE_TIMEOUT_MS = 35 * 60_000;
