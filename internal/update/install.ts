@@ -182,27 +182,7 @@ export class SlotWriter {
       }
       const source = this.bootedCopy(name, info.bytes);
       if (source === undefined) continue;
-      const input = await open(source, "r");
-      const output = await this.openTarget(name);
-      const hasher = new Bun.CryptoHasher("sha256");
-      const buffer = Buffer.alloc(Math.min(TAKE_CHUNK_BYTES, info.bytes));
-      let copied = 0;
-      try {
-        while (copied < info.bytes) {
-          const { bytesRead } = await input.read(buffer, 0, Math.min(buffer.length, info.bytes - copied), copied);
-          if (bytesRead === 0) break;
-          const part = buffer.subarray(0, bytesRead);
-          hasher.update(part);
-          await this.writeTo(name, output, part, copied);
-          copied += bytesRead;
-          this.writtenTotal += bytesRead;
-          yield name;
-        }
-        await this.onFileSystemOf(name, () => output.sync());
-      } finally {
-        await input.close();
-        await output.close();
-      }
+      const { copied, hasher } = yield* this.copyFromBooted(name, source, info.bytes, TAKE_CHUNK_BYTES);
       if (copied === info.bytes && hasher.digest("hex") === info.sha256) this.taken.push(name);
       else this.writtenTotal -= copied;
     }
@@ -217,19 +197,43 @@ export class SlotWriter {
    * file alike to its last chunk counts as taken.
    */
   private async *takeAlikeChunks(name: BundleFile, info: BundleFileInfo & { chunks: string[] }, source: string): AsyncGenerator<BundleFile> {
+    const { copied, hasher: whole } = yield* this.copyFromBooted(name, source, info.bytes, BUNDLE_CHUNK_BYTES, (part, index) => new Bun.CryptoHasher("sha256").update(part).digest("hex") === info.chunks[index]);
+    if (copied === info.bytes) {
+      if (whole.digest("hex") === info.sha256) this.taken.push(name);
+      // Chunks that all match a file they do not add up to: the bundle
+      // contradicts itself; the stream carries the whole file, and its
+      // sha256 decides.
+      else this.writtenTotal -= copied;
+    } else if (copied > 0) this.resumeAt.set(name, { offset: copied, hasher: whole });
+  }
+
+  /**
+   * Copies file `name` from `source` into its target, `chunkBytes` at a
+   * time from the start, each chunk hashed into the file's hash as it is
+   * written, for as long as `accept` takes the chunk (every chunk, without
+   * it) and the source has it whole; syncs what was written. Yields after
+   * each chunk, for progress; returns how much was copied, and the hash.
+   */
+  private async *copyFromBooted(
+    name: BundleFile,
+    source: string,
+    bytes: number,
+    chunkBytes: number,
+    accept: (part: Uint8Array, index: number) => boolean = () => true,
+  ): AsyncGenerator<BundleFile, { copied: number; hasher: Bun.CryptoHasher }> {
     const input = await open(source, "r");
     const output = await this.openTarget(name);
-    const whole = new Bun.CryptoHasher("sha256");
-    const buffer = Buffer.alloc(BUNDLE_CHUNK_BYTES);
+    const hasher = new Bun.CryptoHasher("sha256");
+    const buffer = Buffer.alloc(Math.min(chunkBytes, bytes));
     let copied = 0;
     try {
-      for (const want of info.chunks) {
-        const length = Math.min(BUNDLE_CHUNK_BYTES, info.bytes - copied);
+      for (let index = 0; copied < bytes; index++) {
+        const length = Math.min(buffer.length, bytes - copied);
         const { bytesRead } = await input.read(buffer, 0, length, copied);
         if (bytesRead !== length) break;
         const part = buffer.subarray(0, length);
-        if (new Bun.CryptoHasher("sha256").update(part).digest("hex") !== want) break;
-        whole.update(part);
+        if (!accept(part, index)) break;
+        hasher.update(part);
         await this.writeTo(name, output, part, copied);
         copied += length;
         this.writtenTotal += length;
@@ -240,13 +244,7 @@ export class SlotWriter {
       await input.close();
       await output.close();
     }
-    if (copied === info.bytes) {
-      if (whole.digest("hex") === info.sha256) this.taken.push(name);
-      // Chunks that all match a file they do not add up to: the bundle
-      // contradicts itself; the stream carries the whole file, and its
-      // sha256 decides.
-      else this.writtenTotal -= copied;
-    } else if (copied > 0) this.resumeAt.set(name, { offset: copied, hasher: whole });
+    return { copied, hasher };
   }
 
   /** Where an ESP file arrives: beside its place in the slot's directory, renamed over it by finish(). */
