@@ -24,7 +24,7 @@ describe("chrony's configuration and lines", () => {
     for (const bad of ["ntp.example.org\nallow all", "a b", "-x", "ntp..org", "x".repeat(254)]) expect(timeServerProblem(bad)).toBeDefined();
     expect(() => chronyConfig({ servers: ["10.0.0.1\ncmdallow all"], stateDir: "/s" })).toThrow("time server");
     const text = chronyConfig({ servers: ["10.0.0.1", "ntp.example.org"], stateDir: "/s" });
-    expect(text).toContain("server 10.0.0.1 iburst maxpoll 7\nserver ntp.example.org iburst maxpoll 7\nmakestep 1 3\nport 0\ncmdport 0\n");
+    expect(text).toContain("server 10.0.0.1 iburst maxpoll 6\nserver ntp.example.org iburst maxpoll 6\nmakestep 1 3\nport 0\ncmdport 0\n");
   });
 
   test("chronyd's lines become states", () => {
