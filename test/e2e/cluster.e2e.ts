@@ -50,7 +50,7 @@ import { readManifest } from "../../image/mod.ts";
 import { configPaths, loadCredentials } from "../../internal/operator/mod.ts";
 import { enterNamespace, namespaceName } from "../launch/mod.ts";
 import { checkHistory } from "../faults/checker.ts";
-import { Workload } from "../faults/workload.ts";
+import { QEMU_CALL_TIMEOUT_MS, Workload } from "../faults/workload.ts";
 import { buildUpdateImage, nextVersion } from "./updates.ts";
 
 /** Per step: three VMs under TCG on two cores are slow. */
@@ -346,9 +346,10 @@ e2eTest(
     const started = performance.now();
     try {
       const credentials = loadCredentials(configPaths(f.ctlConfig));
-      workload = new Workload({ ca: credentials.ca, certificate: credentials.certificate, privateKey: credentials.key.privateKey, endpoints: credentials.endpoints }, target);
+      workload = new Workload({ ca: credentials.ca, certificate: credentials.certificate, privateKey: credentials.key.privateKey, endpoints: credentials.endpoints }, target, QEMU_CALL_TIMEOUT_MS);
       result = await f.ctl("cluster", "update", "--image", v2.bundle, "--max-unavailable", "1", "--json");
       ctx.logger.info(`ctl cluster update exited ${result.exitCode}`, { stderr: result.stderr.trim().slice(-2000) });
+      ctx.logger.info(`the owner's clients during the update: ${workload.tally()}`);
       assertEqual(result.exitCode, 0, `ctl cluster update (${result.stderr.trim()})`);
       // A write acknowledged after the last node came back: the cluster serves at v2.
       const after = performance.now();

@@ -13,6 +13,7 @@
 //                commit, must then wait for space without a crash loop, and
 //                come back with its data
 
+import { CALL_TIMEOUT_MS } from "./workload.ts";
 import type { Etcd3 } from "etcd3";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
@@ -36,6 +37,7 @@ export class ProcessFaults implements FaultDriver {
   readonly mode = "process";
   readonly kinds = PROCESS_FAULTS;
   readonly recoveryBoundMs = RECOVERY_BOUND_MS;
+  readonly callTimeoutMs = CALL_TIMEOUT_MS;
   private readonly killedByUs = new Set<NodeProcess>();
 
   private constructor(

@@ -17,6 +17,7 @@
 // Full disks are a process-mode fault: the data file system is inside the
 // VM's encrypted partition, and nothing on the host can fill it.
 
+import { QEMU_CALL_TIMEOUT_MS } from "./workload.ts";
 import type { Etcd3 } from "etcd3";
 import { X509Certificate } from "node:crypto";
 import { Management } from "../../proto/gen/api/management_pb.ts";
@@ -56,6 +57,7 @@ export class QemuFaults implements FaultDriver {
   readonly mode = "qemu";
   readonly kinds = QEMU_FAULTS;
   readonly recoveryBoundMs = QEMU_RECOVERY_BOUND_MS;
+  readonly callTimeoutMs = QEMU_CALL_TIMEOUT_MS;
   private readonly stoppedByUs = new Set<NodeVm>();
 
   private constructor(

@@ -23,7 +23,7 @@ import { ETCD_PREFIX } from "../../internal/curator/mod.ts";
 import { eventually, seededRandom } from "../../internal/testing/mod.ts";
 import { checkHistory, type CheckResult } from "./checker.ts";
 import type { Op } from "./history.ts";
-import { CALL_TIMEOUT_MS, Workload, type OwnerAccess } from "./workload.ts";
+import { Workload, type OwnerAccess } from "./workload.ts";
 
 export const PROCESS_FAULTS = ["etcd-kill", "node-kill", "leader-kill", "disk-full"] as const;
 export const QEMU_FAULTS = ["vm-power", "partition", "slow-network"] as const;
@@ -69,6 +69,8 @@ export interface FaultDriver {
   readonly mode: FaultMode;
   /** How long the cluster has to be healthy again after a fault ends (RECOVERY_BOUND_MS, QEMU_RECOVERY_BOUND_MS). */
   readonly recoveryBoundMs: number;
+  /** Each workload call's deadline (workload.ts: CALL_TIMEOUT_MS, QEMU_CALL_TIMEOUT_MS). */
+  readonly callTimeoutMs: number;
   readonly kinds: readonly FaultKind[];
   readonly nodeNames: readonly string[];
   readonly owner: OwnerAccess;
@@ -183,11 +185,11 @@ export async function runFaultsOn(driver: FaultDriver, options: RunOptions): Pro
   const chance = chanceOf(options.seed);
   const kinds = options.kinds ?? driver.kinds;
   for (const kind of kinds) if (!driver.kinds.includes(kind)) throw new Error(`fault ${kind} needs another mode than ${driver.mode}`);
-  const workload = new Workload(driver.owner, driver.target);
+  const workload = new Workload(driver.owner, driver.target, driver.callTimeoutMs);
   const healthy = async () => {
     const nodes = await workload.call(async (m) => {
       const all = [];
-      for await (const node of m.getNodes({}, { timeoutMs: CALL_TIMEOUT_MS })) all.push(node);
+      for await (const node of m.getNodes({}, { timeoutMs: driver.callTimeoutMs })) all.push(node);
       return all;
     });
     const unhealthy = nodes.filter((n) => n.health !== Node_Health.HEALTHY);
@@ -259,6 +261,7 @@ export async function runFaultsOn(driver: FaultDriver, options: RunOptions): Pro
       for (const problem of fault.problems ?? []) log(`run ${run + 1}: PROBLEM ${problem}`);
       const outcome = recoveryMs === undefined ? `NOT healthy within ${driver.recoveryBoundMs / 1000} s (${stillFailing})` : `healthy again after ${Math.round(recoveryMs)} ms`;
       log(`run ${run + 1}: ${outcome}; ${check.acknowledged} writes acknowledged, ${check.lost} lost, ${check.linearizabilityViolations} keys not linearizable`);
+      log(`run ${run + 1}: the clients since the fault: ${workload.tally(faultAt)}`);
     }
   } finally {
     await workload.stop();
