@@ -223,8 +223,10 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
       deps.requireLeader();
       const id = requestedNodeId(request);
       checkLabelChanges(request.upsert, request.delete);
-      await existingNode(store, id);
-      // One compare-and-swap on the node record, fenced on this curator's term (store.ts).
+      // One compare-and-swap on the node record, fenced on this curator's
+      // term (store.ts); a node that does not exist is NOT_FOUND there, with
+      // no read of its own before it (under TCG each read is a round trip
+      // among the VMs, and the writes to one node queue behind each other).
       const record = await store.updateNode(id, (r) => {
         r.labels = applyLabelChanges(r.labels, request.upsert, request.delete);
         return r;

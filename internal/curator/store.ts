@@ -251,7 +251,7 @@ export class CuratorStore {
       signal?.throwIfAborted();
       const current = await this.node(id);
       // A race a client can start (a deletion under an update) is the client's news, never INTERNAL.
-      if (!current) throw new NotFoundError(`node ${id} not found (deleted meanwhile?)`);
+      if (!current) throw new NotFoundError(`node ${id} not found${attempt > 0 ? " (deleted meanwhile)" : ""}`);
       const next = change(create(NodeRecordSchema, current.value));
       if (await this.commitFenced(this.etcd.if(key, "Mod", "==", current.modRevision).then(this.etcd.put(key).value(Buffer.from(toBinary(NodeRecordSchema, next)))))) {
         return next;
