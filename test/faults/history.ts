@@ -20,6 +20,8 @@ interface OpBase {
   /** When the result arrived; for unknown results, when the client gave up. */
   completedMs: number;
   result: OpResult;
+  /** Why it was not ok: the first line of what the call threw. */
+  reason?: string;
 }
 
 /** Sets the key to a value no other write uses. */
@@ -37,6 +39,11 @@ export interface ReadOp extends OpBase {
 
 export type Op = WriteOp | ReadOp;
 
+/** The first line of what a call threw, as an op keeps it. */
+function reasonOf(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).split("\n")[0]!;
+}
+
 /** Records operations as a workload makes them. */
 export class HistoryRecorder {
   readonly ops: Op[] = [];
@@ -49,13 +56,15 @@ export class HistoryRecorder {
     const invokedMs = this.now();
     const id = this.nextId++;
     let result: OpResult;
+    let reason: string | undefined;
     try {
       await call();
       result = "ok";
     } catch (err) {
       result = classify(err);
+      reason = reasonOf(err);
     }
-    this.ops.push({ id, client, kind: "write", key, value, invokedMs, completedMs: this.now(), result });
+    this.ops.push({ id, client, kind: "write", key, value, invokedMs, completedMs: this.now(), result, ...(reason !== undefined ? { reason } : {}) });
     return result;
   }
 
@@ -64,15 +73,17 @@ export class HistoryRecorder {
     const invokedMs = this.now();
     let seen: Map<string, string> | undefined;
     let result: OpResult;
+    let reason: string | undefined;
     try {
       seen = await call();
       result = "ok";
     } catch (err) {
       result = classify(err);
+      reason = reasonOf(err);
     }
     const completedMs = this.now();
     for (const key of keys) {
-      this.ops.push({ id: this.nextId++, client, kind: "read", key, invokedMs, completedMs, result, ...(seen ? { value: seen.get(key) ?? null } : {}) });
+      this.ops.push({ id: this.nextId++, client, kind: "read", key, invokedMs, completedMs, result, ...(seen ? { value: seen.get(key) ?? null } : {}), ...(reason !== undefined ? { reason } : {}) });
     }
     return result;
   }

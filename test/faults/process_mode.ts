@@ -13,7 +13,6 @@
 //                commit, must then wait for space without a crash loop, and
 //                come back with its data
 
-import { CALL_TIMEOUT_MS } from "./workload.ts";
 import type { Etcd3 } from "etcd3";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
@@ -24,6 +23,7 @@ import { eventually, fillFileSystem, tempDir } from "../../internal/testing/mod.
 import type { NodeProcess } from "../support/node_process.ts";
 import { etcdClientOf, etcdMembersVia, formProcessCluster, type ProcessCluster } from "../support/process_cluster.ts";
 import { PROCESS_FAULTS, RECOVERY_BOUND_MS, type Chance, type FaultDriver, type FaultKind, type InjectedFault } from "./runner.ts";
+import { CALL_TIMEOUT_MS } from "./workload.ts";
 
 /**
  * Each node's data file system: etcd keeps up to five 64 MiB log segments

@@ -17,7 +17,6 @@
 // Full disks are a process-mode fault: the data file system is inside the
 // VM's encrypted partition, and nothing on the host can fill it.
 
-import { QEMU_CALL_TIMEOUT_MS } from "./workload.ts";
 import type { Etcd3 } from "etcd3";
 import { X509Certificate } from "node:crypto";
 import { Management } from "../../proto/gen/api/management_pb.ts";
@@ -29,6 +28,7 @@ import { configPaths, loadCredentials } from "../../internal/operator/mod.ts";
 import { generateKeyPair, rawPublicKey } from "../../internal/pki/mod.ts";
 import { CONSOLE, createCluster, enterNamespace, ensureBuilt, formCluster, namespaceName, type Cluster, type NodeVm } from "../launch/mod.ts";
 import { QEMU_FAULTS, QEMU_RECOVERY_BOUND_MS, type Chance, type FaultDriver, type FaultKind, type InjectedFault } from "./runner.ts";
+import { QEMU_CALL_TIMEOUT_MS } from "./workload.ts";
 
 const CLUSTER_NAME = "faults";
 /** 10.77.5.0/24: apart from the e2e's and the dev cluster's subnets. */

@@ -69,8 +69,6 @@ export class Workload {
   /** The run each client's current operation belongs to. */
   private readonly clientRun: number[] = Array.from({ length: CLIENTS }, () => 0);
   private stopping = false;
-  /** Why calls did not succeed, by their first line: how often each. */
-  private readonly reasons = new Map<string, number>();
   private readonly pools: CuratorPool[];
   private readonly clients: Promise<void>[];
 
@@ -126,29 +124,28 @@ export class Workload {
   }
 
   /**
-   * What the clients' calls came to, in one line: writes and reads by
-   * result, the slowest acknowledged write, and the commonest reasons a
-   * call did not succeed. A run with few acknowledged writes says why.
+   * What the clients' calls invoked from `since` on came to, in one line:
+   * writes and reads by result, the median and slowest acknowledged write,
+   * and the commonest reasons a call did not succeed (a read of several
+   * keys counted once). A run with few acknowledged writes says why.
    */
   tally(since = 0): string {
     const ops = this.history.ops.filter((o) => o.invokedMs >= since);
     const count = (kind: Op["kind"], result: Op["result"]) => ops.filter((o) => o.kind === kind && o.result === result).length;
     const okWrites = ops.filter((o) => o.kind === "write" && o.result === "ok").map((o) => o.completedMs - o.invokedMs).sort((a, b) => a - b);
     const median = okWrites[Math.floor(okWrites.length / 2)];
-    const reasons = [...this.reasons].sort((a, b) => b[1] - a[1]).slice(0, 3).map(([reason, n]) => `${n}× ${reason}`);
+    // One entry per call: a read's ops share their client and invocation time.
+    const calls = new Map(ops.filter((o) => o.reason !== undefined).map((o) => [`${o.kind} ${o.client} ${o.invokedMs}`, o.reason!.replace(/\b[0-9a-f]{16}\b/g, "…").slice(0, 160)]));
+    const reasons = new Map<string, number>();
+    for (const reason of calls.values()) reasons.set(reason, (reasons.get(reason) ?? 0) + 1);
+    const commonest = [...reasons].sort((a, b) => b[1] - a[1]).slice(0, 3).map(([reason, n]) => `${n}× ${reason}`);
     return [
       `writes ${count("write", "ok")} ok, ${count("write", "failed")} failed, ${count("write", "unknown")} unknown`,
       `reads ${count("read", "ok")} ok, ${count("read", "failed")} failed, ${count("read", "unknown")} unknown (per key)`,
       ...(median !== undefined ? [`acknowledged writes took ${Math.round(median)} ms (median), ${Math.round(okWrites.at(-1)!)} ms (slowest)`] : []),
-      ...(reasons.length ? [`calls that did not succeed: ${reasons.join("; ")}`] : []),
+      ...(commonest.length ? [`calls that did not succeed: ${commonest.join("; ")}`] : []),
     ].join("; ");
   }
-
-  private classify = (err: unknown): "failed" | "unknown" => {
-    const reason = ((err as Error)?.message ?? String(err)).split("\n")[0]!.replace(/\b[0-9a-f]{16}\b/g, "…").slice(0, 160);
-    this.reasons.set(reason, (this.reasons.get(reason) ?? 0) + 1);
-    return classify(err);
-  };
 
   private async client(i: number): Promise<void> {
     // Let the constructor finish before the first call.
@@ -165,7 +162,7 @@ export class Workload {
         key,
         value,
         () => this.pools[i]!.call(Management, this.owner.endpoints, (m) => m.updateNodeLabels({ id: this.target, upsert: [{ key, value }] }, { timeoutMs: this.callTimeoutMs })).then(() => {}),
-        this.classify,
+        classify,
       );
       if (result === "ok") this.acked.push(invoked);
       if (n % 2 === 1) {
@@ -179,7 +176,7 @@ export class Workload {
               }
               throw new Error(`node ${this.target} is not listed`);
             }),
-          this.classify,
+          classify,
         );
       }
       if (result !== "ok") await Bun.sleep(50);
