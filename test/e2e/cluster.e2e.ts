@@ -1,7 +1,10 @@
 // Three nodes under qemu form a cluster the way an owner forms one, and
 // etcd (checked with the real etcdctl) follows the roles:
 //
-//   node1 bootstraps ─ owner takes ownership ─ node2, node3 register ─ approved ─ UP
+//   node1 bootstraps ─ owner takes ownership and takes node1's
+//     kubernetes-controller role away until the Kubernetes step (under TCG
+//     an apiserver slows every step after each node1 boot by minutes) ─
+//     node2, node3 register ─ approved ─ UP
 //   consensus role on node2, node3 ─ etcdctl: three voting members; data written
 //   node1 powered off ─ owner still served (node2/node3) ─ node1 back: JoinNode
 //     through a survivor, its etcd member in sync (reads the data locally)
@@ -17,7 +20,7 @@
 //   ctl node rollback node3 --activate --wait: back on slot a (v1), no
 //     kexec, HEALTHY, confirmed
 //   consensus role removed from node3 ─ etcdctl: two members
-//   Kubernetes: node1 is the controller from the bootstrap; node2 and node3
+//   Kubernetes: node1 gets kubernetes-controller again; node2 and node3
 //     get kubernetes-worker ─ the owner's kubectl (ctl kubeconfig, the built
 //     kubectl) sees both Ready, and so does ctl cluster health ─ a pod on each from the preloaded image,
 //     kubectl logs and exec ─ a deleted pod leaves no container ─ the role
@@ -62,12 +65,13 @@ const DATA_PARTITION_NUMBER = 2;
 
 /**
  * The Kubernetes step's deadline (the harness's default is 15 min). Its
- * longest part is kube-apiserver's first start on node1 after the cold
- * start: it writes its bootstrap objects (RBAC roles and bindings, priority
- * classes, ...) into an etcd that answers in 100-300 ms with three VMs on
- * two emulated cores, and answered /readyz 4.5 and 5.2 min after it started
- * (two clean-clone CI runs on 2026-11-26, both past 15 min for the whole
- * step). The workers' Nodes are Ready about a minute after that.
+ * longest part is kube-apiserver's start on node1 once the step gives it
+ * the controller role. Its first start writes its bootstrap objects (RBAC
+ * roles and bindings, priority classes, ...) into an etcd that answers in
+ * 100-300 ms with three VMs on two emulated cores; when it still started
+ * at the bootstrap it answered /readyz 4.5 and 5.2 min later (two
+ * clean-clone CI runs on 2026-11-26, both past 15 min for the whole step).
+ * The workers' Nodes are Ready about a minute after that.
  */
 const KUBERNETES_STEP_TIMEOUT_MS = 28 * 60_000;
 
@@ -115,7 +119,7 @@ async function members(via: string): Promise<{ name: string; isLearner: boolean 
 e2eTest("three nodes form a cluster: bootstrap, takeownership, register, approve, consensus roles", async (ctx: E2eContext) => {
   cluster = await createCluster({ name: "e2e3", nodes: 3, subnetIndex: 3, quiet: !ctx.verbose, imageDir: ctx.imageDir, logger: ctx.logger.child("launch") });
   const started = performance.now();
-  formed = await formCluster(cluster, { timeoutMs: STEP_TIMEOUT_MS, logger: ctx.logger.child("formation") });
+  formed = await formCluster(cluster, { kubernetesController: false, timeoutMs: STEP_TIMEOUT_MS, logger: ctx.logger.child("formation") });
   ctx.report(`three-node cluster formed in qemu (all UP, three voting members): ${((performance.now() - started) / 1000).toFixed(1)} s`);
   assertEqual(formed.ids.size, 3, "nodes with IDs");
 });
@@ -524,17 +528,20 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
   const f = need(formed, "the formed cluster");
   const workers = ["node2", "node3"];
   const ids = workers.map((n) => f.ids.get(n)!);
-  const roles = async (id: string, action: "set" | "unset") => {
+  const roles = async (id: string, action: "set" | "unset", role: "kubernetes-controller" | "kubernetes-worker") => {
     await eventually(
       async () => {
-        const result = await f.ctl("node", "roles", action, id, "kubernetes-worker");
+        const result = await f.ctl("node", "roles", action, id, role);
         if (result.exitCode !== 0) throw new Error(result.stderr.trim());
       },
-      { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: `kubernetes-worker ${action} on ${id}` },
+      { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: `${role} ${action} on ${id}` },
     );
   };
   const started = performance.now();
-  for (const id of ids) await roles(id, "set");
+  // node1 gets back the controller role formation took from it (no apiserver
+  // slowed the steps before this one), then the workers get theirs.
+  await roles(f.ids.get("node1")!, "set", "kubernetes-controller");
+  for (const id of ids) await roles(id, "set", "kubernetes-worker");
 
   // The owner's kubeconfig, as an operator gets it (node1 holds the controller role since the bootstrap).
   await eventually(
@@ -545,6 +552,7 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
     },
     { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "the owner's kubectl reaching the apiserver" },
   );
+  ctx.report(`kubernetes-controller set on node1 → the owner's kubectl gets /readyz ok: ${((performance.now() - started) / 1000).toFixed(1)} s`);
   await eventually(
     async () => {
       const nodes = (JSON.parse(await kubectl("get", "nodes", "-o", "json")) as { items: NodeObject[] }).items;
@@ -558,7 +566,7 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
     },
     { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "both workers Ready" },
   );
-  ctx.report(`kubernetes-worker set on node2 and node3 → both Nodes Ready: ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  ctx.report(`kubernetes-controller set on node1, kubernetes-worker on node2 and node3 → both Nodes Ready: ${((performance.now() - started) / 1000).toFixed(1)} s`);
 
   // The owner's one verdict agrees: every check passes, the workers' Nodes read through an apiserver by ctl itself.
   const verdict = await f.ctl("cluster", "health", "--wait", "--wait-timeout", "300", "--json");
@@ -579,11 +587,24 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
     intervalMs: POLL_MS,
     what: "the default service account",
   });
+  // kubectl apply validates against the apiserver's OpenAPI document for the
+  // objects' group (v1 here), which the apiserver builds on the first request
+  // for it. Under TCG that took longer than the apiserver's own 60 s request
+  // deadline (a clean-clone CI run, 2026-11-27: the apply failed with "the
+  // server was unable to return a response in the time allotted"); the build
+  // goes on after the deadline and is kept. The step waits for the document
+  // as an operator would retry, and says how long it took.
+  const openapi = performance.now();
+  await eventually(
+    async () => {
+      const document = JSON.parse(await kubectl("get", "--raw", "/openapi/v3/api/v1", "--request-timeout=60s")) as { paths?: Record<string, unknown> };
+      assert(Object.keys(document.paths ?? {}).includes("/api/v1/namespaces/{namespace}/pods"), "the v1 OpenAPI document describes pods");
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "the apiserver's OpenAPI document for v1" },
+  );
+  ctx.report(`the apiserver's OpenAPI document for v1 (kubectl apply validates against it) first served: ${((performance.now() - openapi) / 1000).toFixed(1)} s after it was asked for`);
   const applied = performance.now();
-  // kubectl validates against the apiserver's OpenAPI document, which a
-  // freshly started apiserver builds on first request: under TCG that took
-  // longer than the 20 s the other calls get (CI, 2026-11-25).
-  await kubectl("apply", "-f", podsFile, "--request-timeout=90s");
+  await kubectl("apply", "-f", podsFile, "--request-timeout=60s");
   await eventually(
     async () => {
       for (const name of names) assertEqual((await kubectl("get", "pod", name, "-o", "jsonpath={.status.phase}")).trim(), "Running", `pod ${name}'s phase`);
@@ -767,7 +788,7 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
 
   // The worker role taken from node3: its Node goes, and its containers with the runtime.
   const from = node3.console.lines.length;
-  await roles(ids[1]!, "unset");
+  await roles(ids[1]!, "unset", "kubernetes-worker");
   const stopped = await node3.waitForConsole(/stopped what the container runtime left running processes=(\d+)/, STEP_TIMEOUT_MS);
   assert(Number(/processes=(\d+)/.exec(stopped.text)![1]) >= 2, `the shims and containers were still there to stop: ${stopped.text}`);
   await eventually(

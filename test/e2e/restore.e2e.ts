@@ -62,7 +62,7 @@ function telltalePages(bytes: Uint8Array, count: number): Buffer[] {
 e2eTest("two nodes (node1 the only consensus node) are backed up, and the cluster moves on past the backup", async (ctx) => {
   cluster = await createCluster({ name: "e2e-restore", nodes: 2, subnetIndex: 9, quiet: !ctx.verbose, imageDir: ctx.imageDir, logger: ctx.logger.child("launch") });
   const started = performance.now();
-  formed = await formCluster(cluster, { consensusNodes: 1, timeoutMs: STEP_TIMEOUT_MS, logger: ctx.logger.child("formation") });
+  formed = await formCluster(cluster, { consensusNodes: 1, kubernetesController: false, timeoutMs: STEP_TIMEOUT_MS, logger: ctx.logger.child("formation") });
   ctx.report(`two-node cluster formed in qemu: ${((performance.now() - started) / 1000).toFixed(1)} s`);
   const f = formed;
   ids.node1 = f.ids.get("node1")!;

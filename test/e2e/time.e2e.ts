@@ -49,7 +49,7 @@ e2eTest("node2's clock 3 min behind and the time server out of its reach: the bo
   const node2 = c.node("node2");
   node2.clockOffsetS = -180;
   await need(c.timeServer, "the network's time server").restart({ deny: [node2.address] });
-  formed = await formCluster(c, { consensusNodes: 1, timeoutMs: STEP_TIMEOUT_MS, logger: ctx.logger.child("formation") });
+  formed = await formCluster(c, { consensusNodes: 1, kubernetesController: false, timeoutMs: STEP_TIMEOUT_MS, logger: ctx.logger.child("formation") });
   const f = formed;
   node2Id = f.ids.get("node2")!;
   // node1 reached the time server: its gate opened before it bootstrapped.

@@ -80,7 +80,7 @@ export class QemuFaults implements FaultDriver {
     let leave: (() => void) | undefined;
     try {
       options.log("cluster: three VMs booting and forming (minutes under TCG)");
-      const formed = await formCluster(cluster, { timeoutMs: STEP_TIMEOUT_MS, logger: logger.child("formation") });
+      const formed = await formCluster(cluster, { kubernetesController: false, timeoutMs: STEP_TIMEOUT_MS, logger: logger.child("formation") });
       options.log("cluster: formed; the runner moves into its network namespace");
       // As an operator would: cluster info saves every curator as an endpoint, not only node1's (ctl takeownership's).
       const info = await formed.ctl("cluster", "info");
