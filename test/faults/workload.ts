@@ -15,7 +15,7 @@ import { Management } from "../../proto/gen/api/management_pb.ts";
 import { CuratorPool, NoCuratorError, type CuratorClientOf, type CuratorEndpoint } from "../../internal/curator/client/mod.ts";
 import type { KeyObject, X509Certificate } from "node:crypto";
 import { RpcError, Status } from "../../internal/rpc/mod.ts";
-import { HistoryRecorder, type Op } from "./history.ts";
+import { HistoryRecorder, tally, type Op } from "./history.ts";
 
 /** Owner clients writing and reading at once. */
 export const CLIENTS = 3;
@@ -123,28 +123,9 @@ export class Workload {
     for (const pool of this.pools) pool.close();
   }
 
-  /**
-   * What the clients' calls invoked from `since` on came to, in one line:
-   * writes and reads by result, the median and slowest acknowledged write,
-   * and the commonest reasons a call did not succeed (a read of several
-   * keys counted once). A run with few acknowledged writes says why.
-   */
+  /** What the clients' calls invoked from `since` on came to, in one line (history.ts tally). */
   tally(since = 0): string {
-    const ops = this.history.ops.filter((o) => o.invokedMs >= since);
-    const count = (kind: Op["kind"], result: Op["result"]) => ops.filter((o) => o.kind === kind && o.result === result).length;
-    const okWrites = ops.filter((o) => o.kind === "write" && o.result === "ok").map((o) => o.completedMs - o.invokedMs).sort((a, b) => a - b);
-    const median = okWrites[Math.floor(okWrites.length / 2)];
-    // One entry per call: a read's ops share their client and invocation time.
-    const calls = new Map(ops.filter((o) => o.reason !== undefined).map((o) => [`${o.kind} ${o.client} ${o.invokedMs}`, o.reason!.replace(/\b[0-9a-f]{16}\b/g, "…").slice(0, 160)]));
-    const reasons = new Map<string, number>();
-    for (const reason of calls.values()) reasons.set(reason, (reasons.get(reason) ?? 0) + 1);
-    const commonest = [...reasons].sort((a, b) => b[1] - a[1]).slice(0, 3).map(([reason, n]) => `${n}× ${reason}`);
-    return [
-      `writes ${count("write", "ok")} ok, ${count("write", "failed")} failed, ${count("write", "unknown")} unknown`,
-      `reads ${count("read", "ok")} ok, ${count("read", "failed")} failed, ${count("read", "unknown")} unknown (per key)`,
-      ...(median !== undefined ? [`acknowledged writes took ${Math.round(median)} ms (median), ${Math.round(okWrites.at(-1)!)} ms (slowest)`] : []),
-      ...(commonest.length ? [`calls that did not succeed: ${commonest.join("; ")}`] : []),
-    ].join("; ");
+    return tally(this.history.ops, since);
   }
 
   private async client(i: number): Promise<void> {
