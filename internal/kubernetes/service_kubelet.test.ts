@@ -125,7 +125,37 @@ test("the kubelet's certificates are asked again at half their life, and the kub
   }
 }, 60_000);
 
-test("with no apiserver answering, the kubelet line says so, naming what was tried, and the service asks again with backoff", async () => {
+test("an apiserver that starts answering while the service waits for one is taken at once, without the service starting over", async () => {
+  let answers = false;
+  const apiserver = apiserverEndpoint(() => answers);
+  const binDir = standInKubelet();
+  const lines: { state: string; message: string }[] = [];
+  let asked = 0;
+  const { supervisor, entries } = supervisedKubelet(
+    "late",
+    binDir,
+    async (publicKey) => {
+      asked++;
+      const { server, client, proxy, dns } = issueKubeletCertificates(pki, "node-00000000000000aa", publicKeyFromRaw(publicKey), [address]);
+      return { ca: pki.ca.certificate, server, client, proxy, dns, apiservers: [apiserver] };
+    },
+    (_component, state, message) => lines.push({ state, message }),
+    { apiserverWait: { intervalMs: 50, boundMs: 60_000 } },
+  );
+  try {
+    await eventually(() => expect(lines).toContainEqual({ state: "waiting", message: `no apiserver answers /readyz (tried ${apiserver})` }), { timeoutMs: 20_000, what: "the service waiting" });
+    await Bun.sleep(300);
+    answers = true;
+    await eventually(() => expect(entries.some((e) => e.message === "process started" && String(e.fields.command).endsWith("/kubelet"))).toBe(true), { timeoutMs: 10_000, what: "the kubelet started" });
+    // One issue, no runnable died: the wait was the service's own.
+    expect(asked).toBe(1);
+    expect(entries.some((e) => e.message === "runnable died")).toBe(false);
+  } finally {
+    await supervisor.stop();
+  }
+}, 60_000);
+
+test("with no apiserver answering, the kubelet line says so, naming what was tried, and past its wait the service asks the curator again, with backoff", async () => {
   // A port nothing listens on, on this test's address.
   const unreachable = `https://${address}:1`;
   const binDir = join(dir.path, "bin-none");
@@ -140,6 +170,7 @@ test("with no apiserver answering, the kubelet line says so, naming what was tri
       return { ca: pki.ca.certificate, server, client, proxy, dns, apiservers: [unreachable] };
     },
     (_component, state, message) => lines.push({ state, message }),
+    { apiserverWait: { intervalMs: 50, boundMs: 200 } },
   );
   try {
     await eventually(() => expect(asked).toBeGreaterThanOrEqual(3), { timeoutMs: 20_000, what: "the service trying again" });

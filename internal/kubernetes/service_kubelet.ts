@@ -7,7 +7,11 @@
 //     ├── waits for containerd (the CRI socket)
 //     ├── issue(kubelet public key) ──▶ curator IssueKubeletCertificates
 //     │       (server and client certificates, the CA, the apiservers)
-//     ├── the first of those apiservers that answers /readyz to the kubelet's identity
+//     ├── the first of those apiservers that answers /readyz to the kubelet's identity,
+//     │       asked again every APISERVER_WAIT_MS while none does (a controller
+//     │       is often still starting when its workers come up), for at most
+//     │       APISERVER_WAIT_BOUND_MS: then the service starts over and asks the
+//     │       curator again, whose list of apiservers may have changed
 //     ├── files on tmpfs: config, kubeconfig, certificates, key
 //     ├── kubelet (in the runtime's cgroup, so role removal stops its pods too)
 //     ├── kube-proxy beside it (proxy.ts: Services, nftables), as system:kube-proxy
@@ -44,6 +48,15 @@ export const APISERVER_CHECK_MS = 5_000;
 export const APISERVER_MISSES = 3;
 /** How long one of those checks waits: a loaded apiserver (the controller is a worker too, under emulation) is slow, not gone. */
 export const APISERVER_CHECK_TIMEOUT_MS = 5_000;
+/**
+ * How often the apiservers are asked again while none answers yet, and for
+ * how long. The wait is the service's own, not a restart: the supervisor's
+ * backoff grows to a minute (CI, 2026-11-27: node2's kubelet started 133 s
+ * after node1's apiserver answered the owner, its last tries 34 and 60 s
+ * apart).
+ */
+export const APISERVER_WAIT_MS = 3_000;
+export const APISERVER_WAIT_BOUND_MS = 120_000;
 
 export interface KubeletCertificates {
   ca: X509Certificate;
@@ -86,6 +99,8 @@ export interface KubeletServiceOptions {
   dns?: { binDir: string; upstreams: readonly string[] };
   /** The apiserver watch's timing (tests shorten it). */
   apiserverCheck?: { intervalMs: number; misses: number };
+  /** The wait for a first apiserver to answer (tests shorten it). */
+  apiserverWait?: { intervalMs: number; boundMs: number };
 }
 
 export class KubeletError extends Error {
@@ -94,10 +109,11 @@ export class KubeletError extends Error {
 
 /**
  * The first of `apiservers` whose /readyz answers "ok" to this identity
- * (the kubelet's own: what the kubelet will be), or undefined.
+ * (the kubelet's own: what the kubelet will be), or undefined. Each is
+ * given APISERVER_CHECK_TIMEOUT_MS: a loaded apiserver is slow, not gone.
  */
 export async function chooseApiserver(apiservers: readonly string[], identity: { ca: X509Certificate; client: Credential }, signal?: AbortSignal): Promise<string | undefined> {
-  for (const url of apiservers) if (await answersOk(`${url}/readyz`, identity, signal)) return url;
+  for (const url of apiservers) if (await answersOk(`${url}/readyz`, identity, signal, "ok", APISERVER_CHECK_TIMEOUT_MS)) return url;
   return undefined;
 }
 
@@ -127,11 +143,15 @@ export function kubeletService(options: KubeletServiceOptions): Runnable {
       throw new KubeletError(message);
     }
     const identity = { ca: issued.ca, client: { certificate: issued.client, privateKey } };
-    const apiserver = await chooseApiserver(issued.apiservers, identity, ctx.signal);
-    if (!apiserver) {
+    const wait = options.apiserverWait ?? { intervalMs: APISERVER_WAIT_MS, boundMs: APISERVER_WAIT_BOUND_MS };
+    const giveUpAt = performance.now() + wait.boundMs;
+    let apiserver = await chooseApiserver(issued.apiservers, identity, ctx.signal);
+    while (!apiserver) {
       const message = `no apiserver answers /readyz (tried ${issued.apiservers.join(", ")})`;
       options.report("kubelet", "waiting", message);
-      throw new KubeletError(message);
+      if (performance.now() >= giveUpAt) throw new KubeletError(message);
+      await sleep(wait.intervalMs, ctx.signal);
+      apiserver = await chooseApiserver(issued.apiservers, identity, ctx.signal);
     }
     ctx.logger.info("kubelet certificates issued", { apiserver, validUntil: issued.client.validTo });
     const node = {
