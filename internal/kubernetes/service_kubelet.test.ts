@@ -140,7 +140,7 @@ test("an apiserver that starts answering while the service waits for one is take
       return { ca: pki.ca.certificate, server, client, proxy, dns, apiservers: [apiserver] };
     },
     (_component, state, message) => lines.push({ state, message }),
-    { apiserverWait: { intervalMs: 50, boundMs: 60_000 } },
+    { apiserverWait: { intervalMs: 50, listIntervalMs: 50, boundMs: 60_000 } },
   );
   try {
     await eventually(() => expect(lines).toContainEqual({ state: "waiting", message: `no apiserver answers /readyz (tried ${apiserver})` }), { timeoutMs: 20_000, what: "the service waiting" });
@@ -149,6 +149,32 @@ test("an apiserver that starts answering while the service waits for one is take
     await eventually(() => expect(entries.some((e) => e.message === "process started" && String(e.fields.command).endsWith("/kubelet"))).toBe(true), { timeoutMs: 10_000, what: "the kubelet started" });
     // One issue, no runnable died: the wait was the service's own.
     expect(asked).toBe(1);
+    expect(entries.some((e) => e.message === "runnable died")).toBe(false);
+  } finally {
+    await supervisor.stop();
+  }
+}, 60_000);
+
+test("while the curator names no apiserver the service asks it again, and starts the kubelet once it names one, without starting over", async () => {
+  const apiserver = apiserverEndpoint();
+  const binDir = standInKubelet();
+  const lines: { state: string; message: string }[] = [];
+  let asked = 0;
+  const { supervisor, entries } = supervisedKubelet(
+    "nocontroller",
+    binDir,
+    async (publicKey) => {
+      asked++;
+      const { server, client, proxy, dns } = issueKubeletCertificates(pki, "node-00000000000000aa", publicKeyFromRaw(publicKey), [address]);
+      return { ca: pki.ca.certificate, server, client, proxy, dns, apiservers: asked < 3 ? [] : [apiserver] };
+    },
+    (_component, state, message) => lines.push({ state, message }),
+    { apiserverWait: { intervalMs: 50, listIntervalMs: 50, boundMs: 60_000 } },
+  );
+  try {
+    await eventually(() => expect(entries.some((e) => e.message === "process started" && String(e.fields.command).endsWith("/kubelet"))).toBe(true), { timeoutMs: 10_000, what: "the kubelet started" });
+    expect(lines).toContainEqual({ state: "waiting", message: "no apiserver: no UP node holds both the kubernetes-controller and the consensus role" });
+    expect(asked).toBe(3);
     expect(entries.some((e) => e.message === "runnable died")).toBe(false);
   } finally {
     await supervisor.stop();
@@ -170,7 +196,7 @@ test("with no apiserver answering, the kubelet line says so, naming what was tri
       return { ca: pki.ca.certificate, server, client, proxy, dns, apiservers: [unreachable] };
     },
     (_component, state, message) => lines.push({ state, message }),
-    { apiserverWait: { intervalMs: 50, boundMs: 200 } },
+    { apiserverWait: { intervalMs: 50, listIntervalMs: 50, boundMs: 200 } },
   );
   try {
     await eventually(() => expect(asked).toBeGreaterThanOrEqual(3), { timeoutMs: 20_000, what: "the service trying again" });

@@ -7,6 +7,7 @@
 //     ├── waits for containerd (the CRI socket)
 //     ├── issue(kubelet public key) ──▶ curator IssueKubeletCertificates
 //     │       (server and client certificates, the CA, the apiservers)
+//     │       (none named: no controller yet; asked again every APISERVER_LIST_WAIT_MS)
 //     ├── the first of those apiservers that answers /readyz to the kubelet's identity,
 //     │       asked again every APISERVER_WAIT_MS while none does (a controller
 //     │       is often still starting when its workers come up), for at most
@@ -56,6 +57,8 @@ export const APISERVER_CHECK_TIMEOUT_MS = 5_000;
  * apart).
  */
 export const APISERVER_WAIT_MS = 3_000;
+/** How often the curator is asked again while it names no apiserver at all (no controller yet). */
+export const APISERVER_LIST_WAIT_MS = 10_000;
 export const APISERVER_WAIT_BOUND_MS = 120_000;
 
 export interface KubeletCertificates {
@@ -100,7 +103,7 @@ export interface KubeletServiceOptions {
   /** The apiserver watch's timing (tests shorten it). */
   apiserverCheck?: { intervalMs: number; misses: number };
   /** The wait for a first apiserver to answer (tests shorten it). */
-  apiserverWait?: { intervalMs: number; boundMs: number };
+  apiserverWait?: { intervalMs: number; listIntervalMs: number; boundMs: number };
 }
 
 export class KubeletError extends Error {
@@ -135,16 +138,21 @@ export function kubeletService(options: KubeletServiceOptions): Runnable {
     await options.containerdReady.waitFor((r) => r, { signal: ctx.signal });
     options.report("kubelet", "waiting", "for its certificates from the curator");
     const privateKey = kubeletKey(options.keyFile);
-    const issued = await options.issue(rawPublicKey(createPublicKey(privateKey)), ctx.signal);
-    const receivedAt = Date.now();
-    if (issued.apiservers.length === 0) {
+    const wait = options.apiserverWait ?? { intervalMs: APISERVER_WAIT_MS, listIntervalMs: APISERVER_LIST_WAIT_MS, boundMs: APISERVER_WAIT_BOUND_MS };
+    const giveUpAt = performance.now() + wait.boundMs;
+    const publicKey = rawPublicKey(createPublicKey(privateKey));
+    let issued = await options.issue(publicKey, ctx.signal);
+    let receivedAt = Date.now();
+    while (issued.apiservers.length === 0) {
+      // Only the curator knows when a controller comes: asked less often, since each answer is a new set of certificates.
       const message = "no apiserver: no UP node holds both the kubernetes-controller and the consensus role";
       options.report("kubelet", "waiting", message);
-      throw new KubeletError(message);
+      if (performance.now() >= giveUpAt) throw new KubeletError(message);
+      await sleep(wait.listIntervalMs, ctx.signal);
+      issued = await options.issue(publicKey, ctx.signal);
+      receivedAt = Date.now();
     }
     const identity = { ca: issued.ca, client: { certificate: issued.client, privateKey } };
-    const wait = options.apiserverWait ?? { intervalMs: APISERVER_WAIT_MS, boundMs: APISERVER_WAIT_BOUND_MS };
-    const giveUpAt = performance.now() + wait.boundMs;
     let apiserver = await chooseApiserver(issued.apiservers, identity, ctx.signal);
     while (!apiserver) {
       const message = `no apiserver answers /readyz (tried ${issued.apiservers.join(", ")})`;
