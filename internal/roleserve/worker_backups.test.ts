@@ -14,7 +14,7 @@ import { storageLayout } from "../localstorage/mod.ts";
 import type { X509Certificate } from "node:crypto";
 import { rawPublicKey } from "../pki/mod.ts";
 import { systemTree, tempDir, testCA, treeEtcd } from "../testing/mod.ts";
-import { backupsToPrune, proveSnapshot } from "./worker_backups.ts";
+import { backupRoomProblem, backupsToPrune, ETCD_RESERVE_BYTES, proveSnapshot } from "./worker_backups.ts";
 
 let cluster: TestCluster;
 let snapshot: Uint8Array;
@@ -85,5 +85,26 @@ describe("which backups stay", () => {
     expect(backupsToPrune(["d", "c", "b", "a"], 2, "a")).toEqual(["b"]);
     expect(backupsToPrune(["d", "c", "b", "a"], 2, undefined)).toEqual(["b", "a"]);
     expect(backupsToPrune(["a"], 3, undefined)).toEqual([]);
+  });
+});
+
+describe("room for a backup", () => {
+  const MiB = 1024 * 1024;
+  test("fits when the data partition keeps etcd's reserve beside the file, and the ephemeral file system takes the proof", () => {
+    expect(backupRoomProblem(10 * MiB, { data: 200 * MiB, ephemeral: 100 * MiB })).toBeUndefined();
+    // A large database keeps its own size free, more than the reserve.
+    expect(backupRoomProblem(500 * MiB, { data: 1100 * MiB, ephemeral: 1100 * MiB })).toBeUndefined();
+  });
+
+  test("a data partition that the file would leave with less than etcd's reserve is named, with what it has and needs", () => {
+    const problem = backupRoomProblem(10 * MiB, { data: 10 * MiB + ETCD_RESERVE_BYTES, ephemeral: 100 * MiB });
+    expect(problem).toBe("the data partition has 74.0 MiB free; a backup of the 10.0 MiB database needs 75.1 MiB there (the file, and room left for etcd)");
+    expect(backupRoomProblem(500 * MiB, { data: 900 * MiB, ephemeral: 2000 * MiB })).toStartWith("the data partition has 900.0 MiB free");
+  });
+
+  test("an ephemeral file system too small for the plain copy and the throwaway member is named", () => {
+    expect(backupRoomProblem(100 * MiB, { data: 1000 * MiB, ephemeral: 150 * MiB })).toBe(
+      "the ephemeral file system has 150.0 MiB free; proving a backup of the 100.0 MiB database needs 216.0 MiB there (its plain copy and a throwaway member)",
+    );
   });
 });
