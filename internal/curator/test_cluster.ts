@@ -83,10 +83,34 @@ export type Credentials =
   | { kind: "none" };
 
 let portCounter = 0;
-/** Loopback ports unique per test process and per cluster. */
+/** Where the clusters' ports come from: below Linux's ephemeral range (32768-60999), whose ports any outgoing connection may hold. */
+const PORT_FLOOR = 10_000;
+const PORT_SPAN = 22_000;
+
+/** Whether nothing holds `port` on 127.0.0.1 right now. */
+function isFree(port: number): boolean {
+  try {
+    Bun.listen({ hostname: "127.0.0.1", port, socket: { data() {} } }).stop(true);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Three loopback ports for one cluster: spread by process and by cluster
+ * (test files run side by side), and each seen free before it is handed
+ * out. They once came from 21000-41000 unchecked: an etcd whose port an
+ * outgoing connection held could not listen, and its test waited for it
+ * until its timeout (a beforeAll in CI, 2026-11-27).
+ */
 function ports(): { peer: number; client: number; curator: number } {
-  const base = 21_000 + ((process.pid * 7 + portCounter++ * 10) % 20_000);
-  return { peer: base, client: base + 1, curator: base + 2 };
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const base = PORT_FLOOR + ((process.pid * 7 + portCounter++ * 10) % (PORT_SPAN - 3));
+    const p = { peer: base, client: base + 1, curator: base + 2 };
+    if (isFree(p.peer) && isFree(p.client) && isFree(p.curator)) return p;
+  }
+  throw new Error("no three free loopback ports for a test cluster in 200 tries");
 }
 
 export interface TestClusterOptions {
