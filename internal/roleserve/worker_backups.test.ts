@@ -14,7 +14,8 @@ import { storageLayout } from "../localstorage/mod.ts";
 import type { X509Certificate } from "node:crypto";
 import { rawPublicKey } from "../pki/mod.ts";
 import { systemTree, tempDir, testCA, treeEtcd } from "../testing/mod.ts";
-import { backupRoomProblem, backupsToPrune, ETCD_RESERVE_BYTES, proveSnapshot } from "./worker_backups.ts";
+import { ETCD_MIN_FREE_BYTES } from "../consensus/mod.ts";
+import { backupRoomProblem, backupsToPrune, proveSnapshot } from "./worker_backups.ts";
 
 let cluster: TestCluster;
 let snapshot: Uint8Array;
@@ -97,7 +98,7 @@ describe("room for a backup", () => {
   });
 
   test("a data partition that the file would leave with less than etcd's reserve is named, with what it has and needs", () => {
-    const problem = backupRoomProblem(10 * MiB, { data: 10 * MiB + ETCD_RESERVE_BYTES, ephemeral: 100 * MiB });
+    const problem = backupRoomProblem(10 * MiB, { data: 10 * MiB + ETCD_MIN_FREE_BYTES, ephemeral: 100 * MiB });
     expect(problem).toBe("the data partition has 74.0 MiB free; a backup of the 10.0 MiB database needs 75.1 MiB there (the file, and room left for etcd)");
     expect(backupRoomProblem(500 * MiB, { data: 900 * MiB, ephemeral: 2000 * MiB })).toStartWith("the data partition has 900.0 MiB free");
   });

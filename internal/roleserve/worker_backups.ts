@@ -28,14 +28,15 @@
 // the file.
 
 import { create, toBinary } from "@bufbuild/protobuf";
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statfsSync, statSync, writeSync } from "node:fs";
+import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { BackupStatusSchema, BackupTakenSchema, type BackupSchedule, type BackupStatus, type BackupTaken } from "../../proto/gen/api/management_pb.ts";
 import { readSnapshot, shownTarget, targetFor, uploadBackup } from "../backup/mod.ts";
 import { dataPartitionKey, type ClusterMembership, type DataStorage } from "../cluster/mod.ts";
+import { ETCD_MIN_FREE_BYTES } from "../consensus/mod.ts";
 import { BACKUP_STATUS_KEY, CuratorStore, ETCD_PREFIX, backupChunks } from "../curator/mod.ts";
 import type { Value } from "../event/mod.ts";
-import { readSealedConfiguration, type StorageLayout } from "../localstorage/mod.ts";
+import { freeSpace, readSealedConfiguration, type StorageLayout } from "../localstorage/mod.ts";
 import { sleep, type Runnable } from "../supervisor/mod.ts";
 import { VERSION } from "../version/mod.ts";
 import type { ServiceBoard } from "./service_status.ts";
@@ -72,26 +73,20 @@ export function listBackups(dir: string): { file: string; mtimeMs: number }[] {
     .sort((a, b) => b.mtimeMs - a.mtimeMs || b.file.localeCompare(a.file));
 }
 
-/**
- * What a backup leaves free on the data partition beside it, at least: etcd
- * writes there too, and a partition the backup filled would stop the very
- * member it is a backup of (etcd raises its NOSPACE alarm and takes no more
- * writes).
- */
-export const ETCD_RESERVE_BYTES = 64 * 1024 * 1024;
-
 const mib = (bytes: number) => (bytes / (1024 * 1024)).toFixed(1);
 
 /**
  * Why a backup of a database of `dbBytes` does not fit, or undefined. The
  * data partition takes the encrypted file (about the database's size) and
- * must keep ETCD_RESERVE_BYTES or the database's size free, whichever is
- * more; the ephemeral file system takes the plain copy and the throwaway
+ * must keep ETCD_MIN_FREE_BYTES (what etcd needs to start) or the
+ * database's size free, whichever is more: etcd writes there too, and a
+ * partition the backup filled would stop the very member it is a backup of.
+ * The ephemeral file system takes the plain copy and the throwaway
  * member the proof restores it into (about twice the database's size).
  */
 export function backupRoomProblem(dbBytes: number, free: { data: number; ephemeral: number }): string | undefined {
   const file = Math.ceil(dbBytes * 1.01) + 1024 * 1024;
-  const data = file + Math.max(ETCD_RESERVE_BYTES, dbBytes);
+  const data = file + Math.max(ETCD_MIN_FREE_BYTES, dbBytes);
   if (free.data < data) {
     return `the data partition has ${mib(free.data)} MiB free; a backup of the ${mib(dbBytes)} MiB database needs ${mib(data)} MiB there (the file, and room left for etcd)`;
   }
@@ -100,12 +95,6 @@ export function backupRoomProblem(dbBytes: number, free: { data: number; ephemer
     return `the ephemeral file system has ${mib(free.ephemeral)} MiB free; proving a backup of the ${mib(dbBytes)} MiB database needs ${mib(ephemeral)} MiB there (its plain copy and a throwaway member)`;
   }
   return undefined;
-}
-
-/** Free bytes for an unprivileged writer on the file system holding `path`. */
-function freeBytes(path: string): number {
-  const stats = statfsSync(path);
-  return Number(stats.bavail) * Number(stats.bsize);
 }
 
 /** The files to delete so that the newest `keep` stay, and `verified` (if any) too. */
@@ -235,7 +224,7 @@ async function takeScheduledBackup(
     };
     // Checked before anything is written: a backup that cannot fit fails with why, and the partition keeps its room.
     const dbBytes = Number((await options.localConsensus.peek()!.etcd.maintenance.status()).dbSize);
-    const noRoom = backupRoomProblem(dbBytes, { data: freeBytes(options.layout.data.path), ephemeral: freeBytes(options.layout.ephemeral.path) });
+    const noRoom = backupRoomProblem(dbBytes, { data: freeSpace(options.layout.data.path).freeBytes, ephemeral: freeSpace(options.layout.ephemeral.path).freeBytes });
     if (noRoom) throw new Error(noRoom);
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     const time = new Date();
