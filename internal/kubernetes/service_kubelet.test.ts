@@ -73,6 +73,17 @@ function apiserverEndpoint(answers: () => boolean = () => true): string {
   return `https://${address}:${server.port}`;
 }
 
+/** What the curator answers a kubelet key with: its certificates under the test PKI, and `apiservers`. */
+function certificates(publicKey: Uint8Array, apiservers: string[], validForMs?: number): KubeletCertificates {
+  const { server, client, proxy, dns } = issueKubeletCertificates(pki, "node-00000000000000aa", publicKeyFromRaw(publicKey), [address], validForMs);
+  return { ca: pki.ca.certificate, server, client, proxy, dns, apiservers };
+}
+
+/** How often the service started the binary `name`, from its log. */
+function starts(entries: readonly { message: string; fields: Record<string, unknown> }[], name: string): number {
+  return entries.filter((e) => e.message === "process started" && String(e.fields.command).endsWith(`/${name}`)).length;
+}
+
 let standIns: string | undefined;
 /** The kubelet's and kube-proxy's health endpoints, and stand-in binaries that only stay up: made once. */
 function standInKubelet(): string {
@@ -98,10 +109,10 @@ test("the kubelet's certificates are asked again at half their life, and the kub
   const issued: X509Certificate[] = [];
   const issuedAt: number[] = [];
   const issue = async (publicKey: Uint8Array): Promise<KubeletCertificates> => {
-    const { server, client, proxy, dns } = issueKubeletCertificates(pki, "node-00000000000000aa", publicKeyFromRaw(publicKey), [address], validForMs);
-    issued.push(client);
+    const answer = certificates(publicKey, [apiserverUrl], validForMs);
+    issued.push(answer.client);
     issuedAt.push(Date.now());
-    return { ca: pki.ca.certificate, server, client, proxy, dns, apiservers: [apiserverUrl] };
+    return answer;
   };
   const { supervisor, entries } = supervisedKubelet("renewal", binDir, issue);
   try {
@@ -118,8 +129,7 @@ test("the kubelet's certificates are asked again at half their life, and the kub
     // The same kubelet key, so the same identity across renewals.
     expect(issued[1]!.publicKey.export({ type: "spki", format: "der" })).toEqual(first.publicKey.export({ type: "spki", format: "der" }));
     // The kubelet and kube-proxy were started again with the new files.
-    const starts = (name: string) => entries.filter((e) => e.message === "process started" && String(e.fields.command).endsWith(`/${name}`)).length;
-    await eventually(() => expect([starts("kubelet"), starts("kube-proxy")]).toEqual([2, 2]), { what: "the kubelet and kube-proxy started again" });
+    await eventually(() => expect([starts(entries, "kubelet"), starts(entries, "kube-proxy")]).toEqual([2, 2]), { what: "the kubelet and kube-proxy started again" });
   } finally {
     await supervisor.stop();
   }
@@ -136,8 +146,7 @@ test("an apiserver that starts answering while the service waits for one is take
     binDir,
     async (publicKey) => {
       asked++;
-      const { server, client, proxy, dns } = issueKubeletCertificates(pki, "node-00000000000000aa", publicKeyFromRaw(publicKey), [address]);
-      return { ca: pki.ca.certificate, server, client, proxy, dns, apiservers: [apiserver] };
+      return certificates(publicKey, [apiserver]);
     },
     (_component, state, message) => lines.push({ state, message }),
     { apiserverWait: { intervalMs: 50, listIntervalMs: 50, boundMs: 60_000 } },
@@ -146,7 +155,7 @@ test("an apiserver that starts answering while the service waits for one is take
     await eventually(() => expect(lines).toContainEqual({ state: "waiting", message: `no apiserver answers /readyz (tried ${apiserver})` }), { timeoutMs: 20_000, what: "the service waiting" });
     await Bun.sleep(300);
     answers = true;
-    await eventually(() => expect(entries.some((e) => e.message === "process started" && String(e.fields.command).endsWith("/kubelet"))).toBe(true), { timeoutMs: 10_000, what: "the kubelet started" });
+    await eventually(() => expect(starts(entries, "kubelet")).toBeGreaterThan(0), { timeoutMs: 10_000, what: "the kubelet started" });
     // One issue, no runnable died: the wait was the service's own.
     expect(asked).toBe(1);
     expect(entries.some((e) => e.message === "runnable died")).toBe(false);
@@ -165,14 +174,13 @@ test("while the curator names no apiserver the service asks it again, and starts
     binDir,
     async (publicKey) => {
       asked++;
-      const { server, client, proxy, dns } = issueKubeletCertificates(pki, "node-00000000000000aa", publicKeyFromRaw(publicKey), [address]);
-      return { ca: pki.ca.certificate, server, client, proxy, dns, apiservers: asked < 3 ? [] : [apiserver] };
+      return certificates(publicKey, asked < 3 ? [] : [apiserver]);
     },
     (_component, state, message) => lines.push({ state, message }),
     { apiserverWait: { intervalMs: 50, listIntervalMs: 50, boundMs: 60_000 } },
   );
   try {
-    await eventually(() => expect(entries.some((e) => e.message === "process started" && String(e.fields.command).endsWith("/kubelet"))).toBe(true), { timeoutMs: 10_000, what: "the kubelet started" });
+    await eventually(() => expect(starts(entries, "kubelet")).toBeGreaterThan(0), { timeoutMs: 10_000, what: "the kubelet started" });
     expect(lines).toContainEqual({ state: "waiting", message: "no apiserver: no UP node holds both the kubernetes-controller and the consensus role" });
     expect(asked).toBe(3);
     expect(entries.some((e) => e.message === "runnable died")).toBe(false);
@@ -192,8 +200,7 @@ test("with no apiserver answering, the kubelet line says so, naming what was tri
     binDir,
     async (publicKey) => {
       asked++;
-      const { server, client, proxy, dns } = issueKubeletCertificates(pki, "node-00000000000000aa", publicKeyFromRaw(publicKey), [address]);
-      return { ca: pki.ca.certificate, server, client, proxy, dns, apiservers: [unreachable] };
+      return certificates(publicKey, [unreachable]);
     },
     (_component, state, message) => lines.push({ state, message }),
     { apiserverWait: { intervalMs: 50, listIntervalMs: 50, boundMs: 200 } },
@@ -218,19 +225,17 @@ test("an apiserver that stops answering is kept while no other answers (nothing 
     "follow",
     binDir,
     async (publicKey) => {
-      const { server, client, proxy, dns } = issueKubeletCertificates(pki, "node-00000000000000aa", publicKeyFromRaw(publicKey), [address]);
-      return { ca: pki.ca.certificate, server, client, proxy, dns, apiservers: [first, second] };
+      return certificates(publicKey, [first, second]);
     },
     () => {},
     { apiserverCheck: { intervalMs: 100, misses: 2 } },
   );
-  const starts = () => entries.filter((e) => e.message === "process started" && String(e.fields.command).endsWith("/kubelet")).length;
   try {
-    await eventually(() => expect(starts()).toBe(1), { timeoutMs: 20_000, what: "the kubelet started against the first apiserver" });
+    await eventually(() => expect(starts(entries, "kubelet")).toBe(1), { timeoutMs: 20_000, what: "the kubelet started against the first apiserver" });
     firstAnswers = false;
     await eventually(() => expect(entries.some((e) => e.message === "the apiserver does not answer /readyz, and no other does: staying with it")).toBe(true), { timeoutMs: 10_000 });
     await Bun.sleep(500);
-    expect(starts()).toBe(1);
+    expect(starts(entries, "kubelet")).toBe(1);
     expect(entries.some((e) => e.message === "restart requested")).toBe(false);
     // It answers again: nothing changes, and the log says it.
     firstAnswers = true;
@@ -242,7 +247,7 @@ test("an apiserver that stops answering is kept while no other answers (nothing 
       () => expect(entries.find((e) => e.message === "restart requested")?.fields.reason).toBe(`apiserver ${first} stopped answering /readyz (2 checks in a row); ${second} answers: moving there`),
       { timeoutMs: 10_000 },
     );
-    await eventually(() => expect(starts()).toBe(2), { timeoutMs: 20_000, what: "the kubelet started again against the second" });
+    await eventually(() => expect(starts(entries, "kubelet")).toBe(2), { timeoutMs: 20_000, what: "the kubelet started again against the second" });
   } finally {
     await supervisor.stop();
   }
