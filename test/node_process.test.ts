@@ -83,6 +83,11 @@ describe("a one-node cluster of processes", () => {
     node.start({ PATH: "/nonexistent" });
     await node.waitForLog((l) => l.msg === "node is UP", { from, what: "node UP without setpriv", timeoutMs: 90_000 });
     const orphan = etcdPid(from);
+    // etcd's output is a pipe to the node: once the node is gone, etcd's next
+    // log line ends it by SIGPIPE, and under load ("apply request took too
+    // long") that can come at once. Stopped, the leftover writes nothing and
+    // stays, holding its ports and data as a hung one would.
+    process.kill(orphan, "SIGSTOP");
     await node.stop("SIGKILL");
     expect(running(orphan)).toBe(true);
     from = node.logs.length;
