@@ -27,9 +27,24 @@ export async function hashFile(path: string): Promise<string> {
 
 /** The sha256 of each `chunkBytes` of a file, in order (the last may be shorter), hex: the chunks an update bundle lists (internal/update/bundle.ts). */
 export async function chunkDigests(path: string, chunkBytes = BUNDLE_CHUNK_BYTES): Promise<string[]> {
-  const bytes = new Uint8Array(await Bun.file(path).arrayBuffer());
+  // Read as a stream, so that a large system image is never held in memory whole.
   const digests: string[] = [];
-  for (let at = 0; at < bytes.length; at += chunkBytes) digests.push(new Bun.CryptoHasher("sha256").update(bytes.subarray(at, at + chunkBytes)).digest("hex"));
+  let hasher = new Bun.CryptoHasher("sha256");
+  let filled = 0;
+  for await (const piece of Bun.file(path).stream()) {
+    for (let at = 0; at < piece.length; ) {
+      const take = Math.min(chunkBytes - filled, piece.length - at);
+      hasher.update(piece.subarray(at, at + take));
+      filled += take;
+      at += take;
+      if (filled === chunkBytes) {
+        digests.push(hasher.digest("hex"));
+        hasher = new Bun.CryptoHasher("sha256");
+        filled = 0;
+      }
+    }
+  }
+  if (filled > 0) digests.push(hasher.digest("hex"));
   return digests;
 }
 
