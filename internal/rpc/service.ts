@@ -425,6 +425,31 @@ export function addService<S extends DescService>(server: Server, service: S, im
         }
       }
     };
+    // A stream is admitted, then opened (its request parsed, for a server
+    // stream), audited once as opened, and served until it ends; a refusal
+    // before it opened is audited with its error.
+    const stream = async (
+      call: ServerWritableStream<Buffer, Buffer> | ServerDuplexStream<Buffer, Buffer>,
+      open: (seen: Seen) => (ctx: CallContext) => AsyncIterable<MessageInitShape<DescMessage>>,
+    ) => {
+      const seen: Seen = {};
+      const started = performance.now();
+      let opened = false;
+      try {
+        const context = contextOf(call, name, policy, options, seen);
+        await options.admit?.(context.ctx.peer, context.ctx.signal);
+        const responses = open(seen);
+        opened = true;
+        audit(seen);
+        meter.opened();
+        await serveStream(call, context, options, responses, serialize);
+        meter.finished("stream", started, true);
+      } catch (err) {
+        if (!opened) audit(seen, err);
+        meter.finished("stream", started, opened, err);
+        if (!call.cancelled) lastResort((status) => call.emit("error", status ?? fail(err)));
+      }
+    };
     switch (method.methodKind) {
       case "unary":
         definition[method.localName] = { ...base, responseStream: false, originalName: method.name };
@@ -449,47 +474,17 @@ export function addService<S extends DescService>(server: Server, service: S, im
         break;
       case "server_streaming":
         definition[method.localName] = { ...base, responseStream: true, originalName: method.name };
-        handlers[method.localName] = (async (call: ServerWritableStream<Buffer, Buffer>) => {
-          const seen: Seen = {};
-          const started = performance.now();
-          let opened = false;
-          try {
-            const context = contextOf(call, name, policy, options, seen);
-            await options.admit?.(context.ctx.peer, context.ctx.signal);
+        handlers[method.localName] = ((call: ServerWritableStream<Buffer, Buffer>) =>
+          stream(call, (seen) => {
             const request = parseRequest(method.input, call.request);
             seen.request = request;
-            opened = true;
-            audit(seen);
-            meter.opened();
-            await serveStream(call, context, options, (ctx) => handler(request, ctx) as AsyncIterable<MessageInitShape<DescMessage>>, serialize);
-            meter.finished("stream", started, true);
-          } catch (err) {
-            if (!opened) audit(seen, err);
-            meter.finished("stream", started, opened, err);
-            if (!call.cancelled) lastResort((status) => call.emit("error", status ?? fail(err)));
-          }
-        }) as never;
+            return (ctx) => handler(request, ctx) as AsyncIterable<MessageInitShape<DescMessage>>;
+          })) as never;
         break;
       case "bidi_streaming":
         definition[method.localName] = { ...base, requestStream: true, responseStream: true, originalName: method.name };
-        handlers[method.localName] = (async (call: ServerDuplexStream<Buffer, Buffer>) => {
-          const seen: Seen = {};
-          const started = performance.now();
-          let opened = false;
-          try {
-            const context = contextOf(call, name, policy, options, seen);
-            await options.admit?.(context.ctx.peer, context.ctx.signal);
-            opened = true;
-            audit(seen);
-            meter.opened();
-            await serveStream(call, context, options, (ctx) => handler(parseRequests(method.input, call, ctx.signal), ctx) as AsyncIterable<MessageInitShape<DescMessage>>, serialize);
-            meter.finished("stream", started, true);
-          } catch (err) {
-            if (!opened) audit(seen, err);
-            meter.finished("stream", started, opened, err);
-            if (!call.cancelled) lastResort((status) => call.emit("error", status ?? fail(err)));
-          }
-        }) as never;
+        handlers[method.localName] = ((call: ServerDuplexStream<Buffer, Buffer>) =>
+          stream(call, () => (ctx) => handler(parseRequests(method.input, call, ctx.signal), ctx) as AsyncIterable<MessageInitShape<DescMessage>>)) as never;
         break;
       default:
         throw new Error(`${name}: ${method.methodKind} methods are not supported`);
