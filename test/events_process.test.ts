@@ -39,7 +39,8 @@ test("a follower sees the owner delete a node, with the owner as the actor; the 
     }
   })();
   try {
-    await eventually(() => expect(seen.length).toBe(1), { timeoutMs: 30_000 });
+    // The newest event first (another may follow it at once: the follower is live from there).
+    await eventually(() => expect(seen.length).toBeGreaterThanOrEqual(1), { timeoutMs: 30_000 });
     await node3.stop();
     await cluster.ctl("node", "delete", id3);
     const deleted = await eventually(

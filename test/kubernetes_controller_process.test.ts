@@ -29,7 +29,8 @@ const services = (id: string) => serviceLines(ctl, id);
 
 /** The built kubectl with the owner's kubeconfig; stdout, or a thrown error with its stderr. */
 function kubectl(kubeconfig: string, ...args: string[]): string {
-  const result = Bun.spawnSync([KUBECTL, "--kubeconfig", kubeconfig, ...args]);
+  // Bounded: a synchronous kubectl holds this process, and the test's own deadlines with it.
+  const result = Bun.spawnSync([KUBECTL, "--kubeconfig", kubeconfig, "--request-timeout=30s", ...args], { timeout: 60_000 });
   if (result.exitCode !== 0) throw new Error(`kubectl ${args.join(" ")}: ${result.stderr.toString().trim()}`);
   return result.stdout.toString();
 }

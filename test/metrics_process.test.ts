@@ -14,7 +14,7 @@ import { CURATOR_PORT } from "../internal/curator/client/mod.ts";
 import { NODE_MANAGEMENT_PORT } from "../internal/nodemgmt/mod.ts";
 import { privateKeyPem } from "../internal/pki/mod.ts";
 import { channelCredentials, channelOptions, createClient, hostPort, RpcError, Status } from "../internal/rpc/mod.ts";
-import { eventually, tempDir } from "../internal/testing/mod.ts";
+import { eventually, freePort, tempDir } from "../internal/testing/mod.ts";
 import { formProcessCluster, type ProcessCluster } from "./support/process_cluster.ts";
 
 const dir = tempDir("nodecore-metrics-");
@@ -128,7 +128,7 @@ test("the reader certificate opens no gRPC method: a write is refused, and audit
 
 test("Prometheus scrapes every node with the written configuration", async () => {
   const config = join(readerDir, "prometheus.yml");
-  const port = 19090 + Math.floor(Math.random() * 500);
+  const port = await freePort();
   const prometheus = Bun.spawn(
     ["prometheus", `--config.file=${config}`, `--storage.tsdb.path=${join(dir.path, "tsdb")}`, `--web.listen-address=127.0.0.1:${port}`, "--log.level=warn"],
     { stdout: "ignore", stderr: "pipe" },

@@ -88,13 +88,18 @@ describe("a one-node cluster of processes", () => {
     // long") that can come at once. Stopped, the leftover writes nothing and
     // stays, holding its ports and data as a hung one would.
     process.kill(orphan, "SIGSTOP");
-    await node.stop("SIGKILL");
-    expect(running(orphan)).toBe(true);
-    from = node.logs.length;
-    node.start();
-    await node.waitForLog((l) => l.msg === "killed a leftover of an earlier run" && Number(l.pid) === orphan, { from, what: "leftover etcd killed" });
-    await node.waitForLog((l) => l.msg === "node is UP", { from, what: "node UP after the leftover", timeoutMs: 90_000 });
-    expect(running(orphan)).toBe(false);
+    try {
+      await node.stop("SIGKILL");
+      expect(running(orphan)).toBe(true);
+      from = node.logs.length;
+      node.start();
+      await node.waitForLog((l) => l.msg === "killed a leftover of an earlier run" && Number(l.pid) === orphan, { from, what: "leftover etcd killed" });
+      await node.waitForLog((l) => l.msg === "node is UP", { from, what: "node UP after the leftover", timeoutMs: 90_000 });
+      expect(running(orphan)).toBe(false);
+    } finally {
+      // Whatever failed above, the stopped etcd does not outlive the test holding its ports.
+      if (running(orphan)) process.kill(orphan, "SIGKILL");
+    }
     // etcd started once: no "address already in use" crash loop.
     expect(node.logs.slice(from).filter((l) => l.msg === "process started" && l.command === ETCD_COMMAND).length).toBe(1);
   }, 180_000);

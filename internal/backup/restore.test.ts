@@ -17,7 +17,7 @@ const etcdutl = () => join(systemTree(), "usr", "bin", "etcdutl");
 
 beforeAll(async () => {
   cluster = await startTestCluster();
-}, 60_000);
+}, 120_000);
 afterAll(async () => {
   await cluster?.close();
 });

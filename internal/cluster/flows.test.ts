@@ -31,7 +31,7 @@ const neverOpened: DataStorage = {
 beforeAll(async () => {
   cluster = await startTestCluster();
   impostor = await startImpostorCurator(testNode(cluster.clusterCA, { ipAddresses: ["127.0.0.1"] }), cluster.clusterCA.certificate);
-}, 60_000);
+}, 120_000);
 afterAll(async () => {
   impostor?.close();
   await cluster?.close();

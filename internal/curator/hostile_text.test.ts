@@ -27,7 +27,7 @@ beforeAll(async () => {
   callers.owner = { kind: "owner", certificate: new X509Certificate(escrow.ownerCertificate), privateKey: cluster.ownerKey.privateKey };
   callers.node = { kind: "node", certificate: cluster.node.certificate, privateKey: cluster.node.key.privateKey };
   callers["a self-signed stranger"] = { kind: "self-signed", key: generateKeyPair() };
-}, 60_000);
+}, 120_000);
 
 afterAll(async () => {
   process.off("unhandledRejection", onRejection);

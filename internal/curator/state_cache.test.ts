@@ -25,7 +25,7 @@ let cluster: TestCluster;
 
 beforeAll(async () => {
   cluster = await startTestCluster();
-}, 60_000);
+}, 120_000);
 
 afterAll(async () => {
   await cluster?.close();

@@ -31,7 +31,7 @@ import { WatchEvent_Progress } from "../../proto/gen/curator/curator_pb.ts";
 import { RpcError, createClient } from "../rpc/mod.ts";
 import { dialCurator, type CuratorEndpoint } from "./client/mod.ts";
 import { supervise, untilCancelled, type Supervisor } from "../supervisor/mod.ts";
-import { eventually, tempDir, testCA, testNode, treeEtcd, type TestNode } from "../testing/mod.ts";
+import { eventually, freePorts, tempDir, testCA, testNode, treeEtcd, type TestNode } from "../testing/mod.ts";
 import { writeBootstrapState } from "./bootstrap.ts";
 import { consensusRole, type EtcdMember } from "./consensus_membership.ts";
 import type { Leadership } from "./leadership.ts";
@@ -82,35 +82,13 @@ export type Credentials =
   | { kind: "self-signed"; key: KeyPair }
   | { kind: "none" };
 
-let portCounter = 0;
-/** Where the clusters' ports come from: below Linux's ephemeral range (32768-60999), whose ports any outgoing connection may hold. */
-const PORT_FLOOR = 10_000;
-const PORT_SPAN = 22_000;
+/** How long a test cluster's etcd may take to serve. */
+const ETCD_READY_TIMEOUT_MS = 45_000;
 
-/** Whether nothing holds `port` on 127.0.0.1 right now. */
-function isFree(port: number): boolean {
-  try {
-    Bun.listen({ hostname: "127.0.0.1", port, socket: { data() {} } }).stop(true);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/**
- * Three loopback ports for one cluster: spread by process and by cluster
- * (test files run side by side), and each seen free before it is handed
- * out. They once came from 21000-41000 unchecked: an etcd whose port an
- * outgoing connection held could not listen, and its test waited for it
- * until its timeout (a beforeAll in CI, 2026-11-27).
- */
+/** Three loopback ports for one cluster (see freePorts). */
 function ports(): { peer: number; client: number; curator: number } {
-  for (let attempt = 0; attempt < 200; attempt++) {
-    const base = PORT_FLOOR + ((process.pid * 7 + portCounter++ * 10) % (PORT_SPAN - 3));
-    const p = { peer: base, client: base + 1, curator: base + 2 };
-    if (isFree(p.peer) && isFree(p.client) && isFree(p.curator)) return p;
-  }
-  throw new Error("no three free loopback ports for a test cluster in 200 tries");
+  const [peer, client, curator] = freePorts(3) as [number, number, number];
+  return { peer, client, curator };
 }
 
 export interface TestClusterOptions {
@@ -171,7 +149,27 @@ export async function startTestCluster(options: TestClusterOptions = {}): Promis
     },
     { logger, backoff: { initialMs: 100, multiplier: 1.5, maxMs: 2000, jitter: 0.2 } },
   );
-  await ready;
+  // Bounded, and told: an etcd that never serves fails here with its own last
+  // words, not as a hook's timeout that names nothing.
+  let readyTimer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    await Promise.race([
+      ready,
+      new Promise<never>((_, reject) => {
+        readyTimer = setTimeout(() => {
+          const last = entries.filter((e) => e.component.includes("etcd")).slice(-5).map((e) => `${e.message} ${JSON.stringify(e.fields)}`);
+          reject(new Error(`the test cluster's etcd (client port ${p.client}, peer port ${p.peer}) did not serve within ${ETCD_READY_TIMEOUT_MS / 1000} s; its last lines:\n${last.join("\n")}`));
+        }, ETCD_READY_TIMEOUT_MS);
+      }),
+    ]);
+  } catch (err) {
+    etcd.close();
+    await supervisor.stop();
+    dir[Symbol.dispose]();
+    throw err;
+  } finally {
+    clearTimeout(readyTimer);
+  }
   const curators = new Map<number, Supervisor>();
   const startCurator = (port: number, l: Value<Leadership>, key: KeyPair) => {
     curators.set(port, supervise(curatorRunnable(curatorOptions(port, l, key)), { logger: logger.child(`curator-${port}`) }));

@@ -55,7 +55,7 @@ beforeAll(async () => {
   aaa.close();
   owner = { kind: "owner", certificate: new X509Certificate(escrow.ownerCertificate), privateKey: cluster.ownerKey.privateKey };
   mallory = await enrol();
-}, 60_000);
+}, 120_000);
 
 // Closing waits for etcd to stop, which can take its whole 5 s SIGTERM grace (bun's default hook timeout).
 afterAll(async () => {

@@ -250,11 +250,12 @@ describe("dhcp client", () => {
   });
 
   test("dhcp client rebinds by broadcast when the server does not answer renewals", async () => {
-    // Renewals from 100 ms, rebinding from 500 ms, expiry at 10 s.
-    const server = Object.assign(new FakeServer(), { ...LONG_LEASE, rebindingSeconds: 50 });
+    // Renewals from 100 ms, rebinding from 3 s, expiry at 10 s: a stall of
+    // this test process shorter than T2 - T1 leaves it renewing first.
+    const server = Object.assign(new FakeServer(), { ...LONG_LEASE, rebindingSeconds: 300 });
     server.answerRenew = "ignore";
     const { events, leases } = startClient(server);
-    await eventually(() => expect(leases().length).toBeGreaterThanOrEqual(2));
+    await eventually(() => expect(leases().length).toBeGreaterThanOrEqual(2), { timeoutMs: 20_000 });
     // The second lease came from the first extension the server acknowledged;
     // later renewals of that lease may already be under way, so the request
     // is found by its reply, not by its place in the list.
@@ -264,7 +265,7 @@ describe("dhcp client", () => {
     expect(extensions.slice(0, extended).map((s) => s.to)).toEqual(Array(extended).fill({ address: SERVER, port: 67 }));
     expect(extensions[extended]!.to).toEqual({ address: "255.255.255.255", port: 67 });
     expect(events.some((e) => e.kind === "lost")).toBe(false);
-  });
+  }, 30_000);
 
   test("dhcp client gives up the address when the lease expires, then discovers again", async () => {
     const server = new FakeServer();

@@ -252,12 +252,15 @@ describe("heartbeat worker", () => {
     fake.heartbeats.length = 0;
     // The first curator is down: the pool moves on to the fake.
     const conn = connection([{ host: "127.0.0.1", port: 1 }, fake.endpoint]);
-    const { entries } = run(heartbeatWorker({ membership: membership(), connection: conn, intervalMs: 50 }));
-    await eventually(() => expect(fake.heartbeats.length).toBeGreaterThanOrEqual(3));
+    // The stream's answer watchdog is two intervals: at 50 ms, a 100 ms stall
+    // of this loaded process would reopen the stream, and "opened once" would
+    // test the machine's load.
+    const { entries } = run(heartbeatWorker({ membership: membership(), connection: conn, intervalMs: 1_000 }));
+    await eventually(() => expect(fake.heartbeats.length).toBeGreaterThanOrEqual(3), { timeoutMs: 20_000 });
     expect(new Set(fake.heartbeats)).toEqual(new Set([nodeId]));
     // One stream carried them all: it was opened once.
     expect(entries.filter((e) => e.message === "heartbeat stream open").length).toBe(1);
-  });
+  }, 30_000);
 
   test("an impostor curator never receives a heartbeat", async () => {
     impostor.heartbeats.length = 0;

@@ -27,7 +27,7 @@ beforeAll(async () => {
   const about = { caFingerprint: cluster.clusterCA.certificate.fingerprint256, nodeCount: 1, nodecoreVersion: "test" };
   for await (const _ of backupChunks(cluster.etcd, rawPublicKey(cluster.ownerKey.publicKey), about, AbortSignal.timeout(30_000), (blob) => plain.push(Buffer.from(blob))));
   snapshot = Buffer.concat(plain);
-}, 60_000);
+}, 120_000);
 afterAll(async () => {
   await cluster?.close();
   dir[Symbol.dispose]();

@@ -110,7 +110,8 @@ describe("listener", () => {
   test("connections that never finish the TLS handshake are closed at the handshake deadline", async () => {
     const serving = testNode(ca);
     const server = managementServer();
-    const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey, handshakeTimeoutMs: 500 });
+    // Long enough that all 50 are open at once, however slowly a loaded machine accepts them.
+    const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey, handshakeTimeoutMs: 3_000 });
     const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { maxConnections: 1000, maxPendingHandshakes: 100, maxPendingHandshakesPerSource: 100 });
     const idle = idleConnections(port, 50);
     await eventually(() => expect(counters.open).toBe(50));

@@ -125,12 +125,16 @@ function clientOf<S extends Parameters<typeof createClient>[0]>(service: S, tls:
 const asOwner: ClientTlsOptions = { server: expecting(ca.certificate), certificate: owner.certificate, privateKey: owner.key.privateKey };
 const asNode: ClientTlsOptions = { server: expecting(ca.certificate), certificate: node.certificate, privateKey: node.key.privateKey };
 
-/** A node key and a node certificate for it, valid from a minute ago until about three seconds from now (certificate times are whole seconds). */
+/**
+ * A node key and a node certificate for it, valid from a minute ago until
+ * about six seconds from now (certificate times are whole seconds): time
+ * for a loaded machine to make the first call, or open the stream, before it expires.
+ */
 function shortLivedNode() {
   const key = generateKeyPair();
   const nodeId = nodeIdFromPublicKey(rawPublicKey(key.publicKey));
   const notBefore = new Date(Math.floor(Date.now() / 1000) * 1000 - 60_000);
-  const shortLived = createCertificate({ commonName: nodeId, organization: NODE_ORGANIZATION, publicKey: key.publicKey, kind: "peer", notBefore, validForMs: 63_000 }, ca);
+  const shortLived = createCertificate({ commonName: nodeId, organization: NODE_ORGANIZATION, publicKey: key.publicKey, kind: "peer", notBefore, validForMs: 66_000 }, ca);
   return { key, shortLived };
 }
 
@@ -239,10 +243,10 @@ describe("grpc adapter over mutual TLS", () => {
         expect(err.code).toBe(status.UNAUTHENTICATED);
         expect(err.details).toBe("client certificate not accepted: certificate has expired");
       },
-      { timeoutMs: 15_000, intervalMs: 250 },
+      { timeoutMs: 20_000, intervalMs: 250 },
     );
     client.close();
-  });
+  }, 30_000);
 
   test("domain errors map to their status codes and unknown errors to INTERNAL", async () => {
     const client = clientOf(Management, asOwner);
@@ -295,7 +299,7 @@ describe("grpc adapter over mutual TLS", () => {
     expect(ended.details).toBe("the client certificate expired while its stream was open");
     await eventually(() => expect(watchCancelled).toEqual(["Curator/Watch", "Curator/Watch"]));
     client.close();
-  });
+  }, 30_000);
 
   test("bidirectional streams answer each request and end when the client half-closes", async () => {
     const client = clientOf(Curator, asNode);

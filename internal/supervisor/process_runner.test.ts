@@ -74,7 +74,8 @@ describe("process runner", () => {
   test("a child that ignores SIGTERM is killed after the grace period", async () => {
     const { supervisor, entries, pids, proc } = startProcess(
       `process.on("SIGTERM", () => console.log("ignoring SIGTERM")); console.log("ready"); setInterval(() => {}, 1000);`,
-      { killGraceMs: 200 },
+      // Long enough for a loaded machine to run the child's handler before the SIGKILL.
+      { killGraceMs: 2_000 },
     );
     await eventually(() => expect(entries.some((e) => e.message === "ready")).toBe(true));
     await supervisor.stop();
@@ -82,7 +83,7 @@ describe("process runner", () => {
     expect(entries.some((e) => e.message === "process ignored SIGTERM, killing it")).toBe(true);
     expect(alive(pids[0]!)).toBe(false);
     expect(proc().state).toBe("stopped");
-  });
+  }, 30_000);
 
   test("a child that honours SIGTERM stops without SIGKILL", async () => {
     const { supervisor, entries, pids } = startProcess(`console.log("ready"); setInterval(() => {}, 1000);`, { killGraceMs: 5000 });
@@ -161,7 +162,8 @@ describe("runCommand", () => {
 
   test("the reaper can tell bun's children from orphans while they run", async () => {
     const { runCommand, isSpawnedChild } = await import("./mod.ts");
-    const pending = runCommand(["sh", "-c", "echo $$; sleep 0.2"]);
+    // Running long enough to be found in /proc however late the first look comes.
+    const pending = runCommand(["sh", "-c", "echo $$; sleep 3"]);
     const { processState } = await import("../sys/mod.ts");
     let pid = 0;
     await eventually(() => {
@@ -175,7 +177,7 @@ describe("runCommand", () => {
     const { stdout } = await pending;
     expect(Number(stdout.trim())).toBe(pid);
     expect(isSpawnedChild(pid)).toBe(false);
-  });
+  }, 30_000);
 });
 
 describe("every spawn is tracked", () => {

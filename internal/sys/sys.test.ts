@@ -29,7 +29,9 @@ describe("reaper", () => {
       // while Bun.spawnSync still waits for its own child can be reaped by
       // that wait (seen with the test files in parallel), and then this
       // test could not tell the reaper's work from Bun's.
-      const orphanMaker = Bun.spawnSync(["sh", "-c", "sh -c 'sleep 0.3; exit 0' & echo $!"]);
+      // Its output goes nowhere: holding spawnSync's pipe, it would keep
+      // spawnSync waiting until it ended.
+      const orphanMaker = Bun.spawnSync(["sh", "-c", "sh -c 'sleep 0.3; exit 0' >/dev/null 2>&1 & echo $!"]);
       const orphan = Number(orphanMaker.stdout.toString().trim());
       // Polled with a deadline, not a count: with test files in parallel on
       // two cores the orphan's sh took over 2 s to exit.

@@ -9,7 +9,6 @@
 // rpc's partialService, so that a method nobody gave says UNIMPLEMENTED.
 
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { createServer, type AddressInfo } from "node:net";
 import { runCommand } from "../supervisor/mod.ts";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -84,20 +83,41 @@ export async function fillFileSystem(dir: string): Promise<string[]> {
   return files;
 }
 
+let portCounter = 0;
+/** Where tests' ports come from: below Linux's ephemeral range (32768-60999), whose ports any outgoing connection may take between a probe and the real bind. */
+const PORT_FLOOR = 10_000;
+const PORT_SPAN = 22_000;
+
+/** Whether nothing holds `port` on `host` right now. */
+function isFree(host: string, port: number): boolean {
+  try {
+    Bun.listen({ hostname: host, port, socket: { data() {} } }).stop(true);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /**
- * A TCP port on `host` that the system says is free now (listen on port 0,
- * close). Better than a fixed offset from another test cluster's ports,
- * which can land on a third cluster's.
+ * `count` (at most 10) consecutive TCP ports on `host`, each seen free
+ * before it is handed out, spread by process and by call (test files run
+ * side by side). They once came from the ephemeral range (listen on port
+ * 0): an etcd whose port an outgoing connection took meanwhile could not
+ * listen, and its test waited until its timeout.
  */
+export function freePorts(count: number, host = "127.0.0.1"): number[] {
+  if (count < 1 || count > 10) throw new Error(`freePorts: ${count} ports asked, 1 to 10 allowed`);
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const base = PORT_FLOOR + ((process.pid * 7 + portCounter++ * 10) % (PORT_SPAN - count));
+    const ports = Array.from({ length: count }, (_, i) => base + i);
+    if (ports.every((port) => isFree(host, port))) return ports;
+  }
+  throw new Error(`no ${count} free ports on ${host} in 200 tries`);
+}
+
+/** One free TCP port on `host` (see freePorts). */
 export async function freePort(host = "127.0.0.1"): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve, reject) => {
-    probe.once("error", reject);
-    probe.listen(0, host, resolve);
-  });
-  const { port } = probe.address() as AddressInfo;
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return port;
+  return freePorts(1, host)[0]!;
 }
 
 /**
