@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { startTestCluster, type TestCluster } from "../curator/test_cluster.ts";
-import { systemTree, tempDir, treeEtcd } from "../testing/mod.ts";
+import { freePort, freePorts, systemTree, tempDir, treeEtcd } from "../testing/mod.ts";
 import { backupChunks } from "../curator/backup.ts";
 import { rawPrivateKey, rawPublicKey } from "../pki/mod.ts";
 import { BackupFormatError, decryptBackup } from "./format.ts";
@@ -43,6 +43,38 @@ describe("reading a snapshot through a throwaway member", () => {
     expect(state.revision).toBeGreaterThan(0);
     expect(existsSync(scratch)).toBe(false);
   }, 60_000);
+
+  test("a port taken between the probe and etcd's bind: the member starts again on new ports; taken every time, the error says so, and blames no snapshot", async () => {
+    using dir = tempDir();
+    const scratch = join(dir.path, "scratch");
+    const snapshot = await snapshotBytes();
+    // Another process holds a port the probe had found free.
+    const taken = await freePort();
+    const holder = Bun.listen({ hostname: "127.0.0.1", port: taken, socket: { data() {} } });
+    try {
+      const picked: number[][] = [];
+      const firstTaken = async (): Promise<[number, number]> => {
+        const [client, peer] = picked.length === 0 ? [taken, await freePort()] : (freePorts(2) as [number, number]);
+        picked.push([client, peer]);
+        return [client, peer];
+      };
+      const state = await readSnapshot({ etcd: treeEtcd(), etcdutl: etcdutl(), snapshot, scratch, ports: firstTaken });
+      expect(state.nodes.map((n) => n.id)).toEqual([cluster.node.id]);
+      expect(picked.length).toBe(2);
+      expect(existsSync(scratch)).toBe(false);
+
+      let tries = 0;
+      const alwaysTaken = async (): Promise<[number, number]> => (tries++, [await freePort(), taken]);
+      const error = await readSnapshot({ etcd: treeEtcd(), etcdutl: etcdutl(), snapshot, scratch, ports: alwaysTaken }).catch((err: unknown) => err);
+      expect(error).toBeInstanceOf(Error);
+      expect(error).not.toBeInstanceOf(BackupFormatError);
+      expect((error as Error).message).toBe("the snapshot's etcd could not listen: its loopback ports were taken by other processes 3 times in a row");
+      expect(tries).toBe(3);
+      expect(existsSync(scratch)).toBe(false);
+    } finally {
+      holder.stop(true);
+    }
+  }, 120_000);
 
   test("a damaged snapshot is refused by etcdutl's checksum, with why, and leaves nothing behind", async () => {
     using dir = tempDir();

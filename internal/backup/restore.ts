@@ -30,6 +30,8 @@ const PREFIX = "/nodecore/";
 const KEYS = { cluster: `${PREFIX}cluster`, clusterCA: `${PREFIX}ca/cluster`, etcdCA: `${PREFIX}ca/etcd`, nodes: `${PREFIX}nodes/` } as const;
 /** How long the throwaway member gets to serve. */
 const SERVE_TIMEOUT_MS = 60_000;
+/** How long one call to it may take. */
+const CALL_TIMEOUT_MS = 10_000;
 
 /** What a snapshot holds, as the curator wrote it. */
 export interface SnapshotState {
@@ -73,6 +75,45 @@ async function freePort(): Promise<number> {
   });
 }
 
+/**
+ * The throwaway member's revision once it serves; undefined if it exited
+ * because a port of its was taken (then it is gone); a BackupFormatError if
+ * it exited otherwise or did not serve in time.
+ */
+async function untilServing(child: ReturnType<typeof spawnChild>, client: Etcd3): Promise<number | undefined> {
+  const deadline = Date.now() + SERVE_TIMEOUT_MS;
+  for (;;) {
+    try {
+      // An exit ends the wait at once: the port's other process may hold the call until its deadline.
+      const status = await Promise.race([client.maintenance.status(), child.exited.then(() => undefined)]);
+      if (status) return Number(status.header.revision);
+      throw new Error("etcd exited");
+    } catch (err) {
+      if (child.exitCode !== null) {
+        const said = (await new Response(child.stderr as ReadableStream).text()).trim();
+        if (/address already in use/.test(said)) return undefined;
+        throw new BackupFormatError(`the snapshot's etcd exited (${child.exitCode}) instead of serving: ${said.split("\n").at(-1) ?? ""}`);
+      }
+      if (Date.now() > deadline) throw new BackupFormatError(`the snapshot's etcd did not serve within ${SERVE_TIMEOUT_MS / 1000} s: ${(err as Error).message}`);
+      await sleep(200);
+    }
+  }
+}
+
+/** What the serving throwaway member holds, at `revision`. */
+async function readState(client: Etcd3, revision: number): Promise<SnapshotState> {
+  const cluster = await client.get(KEYS.cluster).buffer();
+  if (!cluster) throw new BackupFormatError("the snapshot holds no cluster record: it is not a nodecore cluster's");
+  const nodes = Object.values(await client.getAll().prefix(KEYS.nodes).buffers()).map((bytes) => fromBinary(NodeRecordSchema, bytes));
+  return {
+    cluster: fromBinary(ClusterRecordSchema, cluster),
+    clusterCA: decodeCA(await client.get(KEYS.clusterCA).buffer(), "cluster CA"),
+    etcdCA: decodeCA(await client.get(KEYS.etcdCA).buffer(), "etcd CA"),
+    nodes,
+    revision,
+  };
+}
+
 function decodeCA(bytes: Uint8Array | undefined | null, what: string): CA {
   if (!bytes) throw new BackupFormatError(`the snapshot holds no ${what}: it is not a nodecore cluster's`);
   const ca = fromBinary(CertificateAuthoritySchema, bytes);
@@ -80,10 +121,22 @@ function decodeCA(bytes: Uint8Array | undefined | null, what: string): CA {
 }
 
 /**
+ * How many times the throwaway member is started on new ports when another
+ * process took one of them between the probe and etcd's bind.
+ */
+const PORT_TRIES = 3;
+
+/** Two loopback ports free when probed: the throwaway member's client and peer ports. */
+async function probedPorts(): Promise<[number, number]> {
+  return [await freePort(), await freePort()];
+}
+
+/**
  * Reads what `snapshot` (etcd's snapshot bytes, checked) holds, through a
  * throwaway member in `scratch` (deleted afterwards, whatever happens).
+ * `ports` picks its client and peer ports (tests give their own).
  */
-export async function readSnapshot(options: { etcd: string; etcdutl: string; snapshot: Uint8Array; scratch: string }): Promise<SnapshotState> {
+export async function readSnapshot(options: { etcd: string; etcdutl: string; snapshot: Uint8Array; scratch: string; ports?: () => Promise<[number, number]> }): Promise<SnapshotState> {
   const { scratch } = options;
   rmSync(scratch, { recursive: true, force: true });
   mkdirSync(scratch, { recursive: true, mode: 0o700 });
@@ -92,46 +145,37 @@ export async function readSnapshot(options: { etcd: string; etcdutl: string; sna
   try {
     const snapshotFile = join(scratch, "snapshot.db");
     writeFileSync(snapshotFile, options.snapshot, { mode: 0o600 });
-    const [clientPort, peerPort] = [await freePort(), await freePort()];
-    const peerUrl = `http://127.0.0.1:${peerPort}`;
-    const clientUrl = `http://127.0.0.1:${clientPort}`;
     const dataDir = join(scratch, "member");
-    await restoreSnapshot({ etcdutl: options.etcdutl, snapshotFile, dataDir, name: "restore-check", peerUrl });
-    rmSync(snapshotFile);
-    // Tracked: under PID 1, an untracked child's exit is reaped before bun sees it (ECHILD).
-    child = spawnChild([
-      options.etcd,
-      "--name=restore-check",
-      `--data-dir=${dataDir}`,
-      `--listen-peer-urls=${peerUrl}`,
-      `--listen-client-urls=${clientUrl}`,
-      `--advertise-client-urls=${clientUrl}`,
-      "--log-level=error",
-    ]);
     const { Etcd3 } = await loadEtcd3();
-    client = new Etcd3({ hosts: [clientUrl], dialTimeout: 2_000 });
-    const deadline = Date.now() + SERVE_TIMEOUT_MS;
-    let revision = 0;
-    for (;;) {
-      try {
-        revision = Number((await client.maintenance.status()).header.revision);
-        break;
-      } catch (err) {
-        if (child.exitCode !== null) throw new BackupFormatError(`the snapshot's etcd exited (${child.exitCode}) instead of serving: ${(await new Response(child.stderr as ReadableStream).text()).trim().split("\n").at(-1) ?? ""}`);
-        if (Date.now() > deadline) throw new BackupFormatError(`the snapshot's etcd did not serve within ${SERVE_TIMEOUT_MS / 1000} s: ${(err as Error).message}`);
-        await sleep(200);
+    for (let attempt = 1; ; attempt++) {
+      const [clientPort, peerPort] = await (options.ports ?? probedPorts)();
+      const peerUrl = `http://127.0.0.1:${peerPort}`;
+      const clientUrl = `http://127.0.0.1:${clientPort}`;
+      // The peer URL is written into the restored member, so each try restores anew.
+      await restoreSnapshot({ etcdutl: options.etcdutl, snapshotFile, dataDir, name: "restore-check", peerUrl });
+      // Tracked: under PID 1, an untracked child's exit is reaped before bun sees it (ECHILD).
+      child = spawnChild([
+        options.etcd,
+        "--name=restore-check",
+        `--data-dir=${dataDir}`,
+        `--listen-peer-urls=${peerUrl}`,
+        `--listen-client-urls=${clientUrl}`,
+        `--advertise-client-urls=${clientUrl}`,
+        "--log-level=error",
+      ]);
+      // Each call bounded: should another process listen on the port, it may
+      // accept the connection and never answer.
+      client = new Etcd3({ hosts: [clientUrl], dialTimeout: 2_000, defaultCallOptions: () => ({ deadline: Date.now() + CALL_TIMEOUT_MS }) });
+      const revision = await untilServing(child, client);
+      if (revision !== undefined) {
+        rmSync(snapshotFile);
+        return await readState(client, revision);
       }
+      client.close();
+      client = undefined;
+      // A port taken is no fault of the snapshot's: said as what it is.
+      if (attempt === PORT_TRIES) throw new Error(`the snapshot's etcd could not listen: its loopback ports were taken by other processes ${PORT_TRIES} times in a row`);
     }
-    const cluster = await client.get(KEYS.cluster).buffer();
-    if (!cluster) throw new BackupFormatError("the snapshot holds no cluster record: it is not a nodecore cluster's");
-    const nodes = Object.values(await client.getAll().prefix(KEYS.nodes).buffers()).map((bytes) => fromBinary(NodeRecordSchema, bytes));
-    return {
-      cluster: fromBinary(ClusterRecordSchema, cluster),
-      clusterCA: decodeCA(await client.get(KEYS.clusterCA).buffer(), "cluster CA"),
-      etcdCA: decodeCA(await client.get(KEYS.etcdCA).buffer(), "etcd CA"),
-      nodes,
-      revision,
-    };
   } finally {
     client?.close();
     if (child && child.exitCode === null) {
