@@ -60,6 +60,11 @@ export interface RuntimePaths {
   socket: string;
   config: string;
   /**
+   * CRI's config_path (on tmpfs): one directory per registry host with its
+   * hosts.toml and CA (registries.ts), read at every pull.
+   */
+  registryHosts: string;
+  /**
    * Below the unified cgroup hierarchy: everything the runtime runs lives
    * here, containerd and its shims in <cgroup>/containerd, containers in
    * <cgroup>/containers/<id>. Killing it kills them all.
@@ -89,6 +94,7 @@ export function runtimePaths(dataDir: string, ephemeralDir: string, cgroupRoot: 
     state,
     socket,
     config: join(state, "config.toml"),
+    registryHosts: join(state, "registries"),
     cgroup: join(cgroupRoot, cgroupName),
     cgroupPath: `/${cgroupName}`,
   };
@@ -176,6 +182,9 @@ export function containerdConfig(paths: RuntimePaths, options: { cri?: boolean }
         '  snapshotter = "overlayfs"',
         `  [${images}.pinned_images]`,
         `    sandbox = ${toml(SANDBOX_IMAGE_REF)}`,
+        // Read at every pull: the cluster's registry configuration applies without a restart.
+        `  [${images}.registry]`,
+        `    config_path = ${toml(paths.registryHosts)}`,
         "",
         `[${runtime}]`,
         "  enable_cdi = false",

@@ -30,6 +30,7 @@ describe("runtime paths and configuration", () => {
       root: "/data/containerd",
       state: "/ephemeral/containerd",
       socket: "/ephemeral/containerd/containerd.sock",
+      registryHosts: "/ephemeral/containerd/registries",
       config: "/ephemeral/containerd/config.toml",
       cgroup: "/sys/fs/cgroup/nodecore-runtime",
       cgroupPath: "/nodecore-runtime",

@@ -14,6 +14,10 @@
 //                          <cgroup>/containers/runtime-probe; its output
 //                          goes to the node's log
 //
+//   registries   writeRegistryHosts (registries.ts): the cluster's registry
+//                configuration as CRI's config_path, one hosts.toml (and CA)
+//                per registry host, read by containerd at every pull
+//
 //   role taken away → both stopped (SIGTERM); then killCgroup(<cgroup>)
 //   kills what runs on without them (shims and their containers) and
 //   reports how many processes there were; the kernel's empty cgroup is
@@ -52,4 +56,18 @@ export {
 } from "./config.ts";
 export { containerdService, ctr, parseContainerdLine, type ContainerdOptions } from "./service.ts";
 export { PROBE_IMAGE_PATH, PROBE_CONTAINER_ID, PROBE_IMAGE_REF, PROBE_SCRIPT, runtimeProbe, type ProbeOptions } from "./probe.ts";
+export {
+  CA_FILE,
+  credentialsProblem,
+  HOSTS_TOML,
+  hostsToml,
+  MAX_MIRRORS,
+  MAX_REGISTRIES,
+  mirrorUrlProblem,
+  parseCaPem,
+  registryHostProblem,
+  registryHostsFiles,
+  registryProblem,
+  writeRegistryHosts,
+} from "./registries.ts";
 export { CgroupCleanupError, delegatingCgroup, joinCgroup, killCgroup, processesIn, unifiedCgroupRoot } from "./cgroup.ts";

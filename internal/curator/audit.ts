@@ -51,6 +51,9 @@ export const AUDITED_METHODS: ReadonlySet<string> = new Set([
   "Management/GetKubernetesCredentials",
   "Management/Backup",
   "Management/SetBackupSchedule",
+  "Management/SetContainerRegistry",
+  "Management/SetContainerRegistryCredentials",
+  "Management/RemoveContainerRegistry",
 ]);
 
 /** Calls whose public key is a new key of the owner's, not a node's: they are about no node. */

@@ -32,6 +32,7 @@ import { firstFreePodPrefix, podPrefixCount } from "../clusternet/mod.ts";
 import type { NodeEvent, NodeWatchHub } from "./watch.ts";
 import type { HeartbeatTracker } from "./heartbeats.ts";
 import type { AuditTrail } from "./audit.ts";
+import { registryWatch } from "./registries.ts";
 
 export const CURATOR_POLICY: ServicePolicy<typeof Curator> = {
   watch: "cluster",
@@ -44,6 +45,7 @@ export const CURATOR_POLICY: ServicePolicy<typeof Curator> = {
   issueKubeletCertificates: "node",
   updateNodeClusterNetworking: "node",
   reportNodeManagementCall: "node",
+  watchContainerRegistries: "node",
 };
 
 /** Unlock keys are 32 random bytes. */
@@ -102,6 +104,7 @@ function watchEventOf(event: Extract<NodeEvent, { kind: "put" | "delete" }>): Wa
 export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Curator> {
   const { store, state, logger } = deps;
   return {
+    ...registryWatch(deps),
     async *watch(request, ctx) {
       const filter = request.kind.case === "nodeInCluster" ? { nodeId: request.kind.value.nodeId } : {};
       if (request.kind.case === undefined) throw new InvalidArgumentError("watch what: set node_in_cluster or nodes_in_cluster");

@@ -33,6 +33,7 @@ import { backupChunks } from "./backup.ts";
 import { VERSION } from "../version/mod.ts";
 import { shownTarget, targetUrlProblem } from "../backup/mod.ts";
 import { checkNodeId, checkPublicKey, checkReaderName } from "./validate.ts";
+import { registryManagement } from "./registries.ts";
 import { EVENTS_PREFIX, MAX_EVENTS, decodeEvent, readEvents } from "./audit.ts";
 import { applyLabelChanges, checkLabelChanges } from "./labels.ts";
 import type { CuratorStore } from "./store.ts";
@@ -65,6 +66,10 @@ export const MANAGEMENT_POLICY: ServicePolicy<typeof Management> = {
   backup: "owner",
   setBackupSchedule: "owner",
   getEvents: "owner",
+  setContainerRegistry: "owner",
+  setContainerRegistryCredentials: "owner",
+  removeContainerRegistry: "owner",
+  listContainerRegistries: "owner",
 };
 
 export interface ManagementDeps {
@@ -114,6 +119,7 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
   const { store, state, etcd, logger } = deps;
   let eventFollowers = 0;
   return {
+    ...registryManagement(deps),
     async getRegisterTicket(_request, ctx) {
       const cluster = (await state.read(ctx.signal)).cluster();
       if (!cluster) throw new FailedPreconditionError("the cluster is not bootstrapped");

@@ -9,8 +9,9 @@
 
 import { fromBinary } from "@bufbuild/protobuf";
 import { ClusterRecordSchema, NodeRecordSchema, type ClusterRecord, type NodeRecord } from "../../proto/gen/curator/state/state_pb.ts";
+import type { ContainerRegistry } from "../../proto/gen/common/common_pb.ts";
 import type { CA } from "../pki/mod.ts";
-import { CA_KEYS, CLUSTER_KEY, NODES_PREFIX, decodeCA, joinKeyIndex, missingCA, type CAKind } from "./store.ts";
+import { CA_KEYS, CLUSTER_KEY, NODES_PREFIX, REGISTRIES_KEY, decodeCA, decodeRegistries, joinKeyIndex, missingCA, type CAKind } from "./store.ts";
 
 /** One key's stored version. */
 export interface StateEntry {
@@ -55,6 +56,11 @@ export class StateSnapshot {
       this.#nodes = nodes.sort((a, b) => a.id.localeCompare(b.id));
     }
     return this.#nodes;
+  }
+
+  /** The registry configuration's entries, sorted by host (empty: never set). */
+  registries(): readonly ContainerRegistry[] {
+    return this.#decoded(REGISTRIES_KEY, decodeRegistries) ?? [];
   }
 
   /** The ID of the node that holds this join key, if any. */

@@ -11,11 +11,12 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { ClientClosedError, ClientRuntimeError, EtcdError, GRPCGenericError, type ComparatorBuilder, type Namespace } from "etcd3";
 import { X509Certificate } from "node:crypto";
-import { ClusterNetworkingSchema } from "../../proto/gen/common/common_pb.ts";
+import { ClusterNetworkingSchema, type ContainerRegistry } from "../../proto/gen/common/common_pb.ts";
 import { BackupScheduleSchema, BackupStatusSchema, type BackupSchedule, type BackupStatus } from "../../proto/gen/api/management_pb.ts";
 import {
   CertificateAuthoritySchema,
   ClusterRecordSchema,
+  ContainerRegistriesRecordSchema,
   NodeRecordSchema,
   type ClusterRecord,
   type NodeRecord,
@@ -44,6 +45,8 @@ export const POD_PREFIXES_PREFIX = "podprefixes/";
 export const BACKUP_SCHEDULE_KEY = "settings/backups";
 /** What the node that takes the scheduled backups last reported (api BackupStatus); written by that node (internal/roleserve/worker_backups.ts). */
 export const BACKUP_STATUS_KEY = "backups/status";
+/** How workers pull images, per registry host (state ContainerRegistriesRecord; registries.ts). */
+export const REGISTRIES_KEY = "settings/registries";
 
 export function podPrefixKey(prefix: string): string {
   return POD_PREFIXES_PREFIX + prefix.replace("/", "_");
@@ -212,6 +215,30 @@ export class CuratorStore {
     await this.commitFenced(this.etcd.if(BACKUP_SCHEDULE_KEY, "Version", ">", -1).then(this.etcd.put(BACKUP_SCHEDULE_KEY).value(Buffer.from(toBinary(BackupScheduleSchema, schedule)))));
   }
 
+  /** The registry configuration, and the revision to compare-and-swap on ("0": never set). */
+  async registries(): Promise<Versioned<ContainerRegistry[]>> {
+    const kv = (await this.etcd.get(REGISTRIES_KEY).exec()).kvs[0];
+    return kv ? { value: decodeRegistries(kv.value), modRevision: kv.mod_revision } : { value: [], modRevision: "0" };
+  }
+
+  /**
+   * Read-modify-write of the registry configuration, fenced: `change` gets
+   * the current entries and returns the new ones (or throws to refuse);
+   * stored sorted by host. Retries on conflicts.
+   */
+  async updateRegistries(change: (registries: ContainerRegistry[]) => ContainerRegistry[], signal?: AbortSignal): Promise<ContainerRegistry[]> {
+    return this.oneAtATime(REGISTRIES_KEY, async () => {
+      for (let attempt = 0; attempt < MAX_UPDATE_ATTEMPTS; attempt++) {
+        signal?.throwIfAborted();
+        const current = await this.registries();
+        const next = change(current.value).sort((a, b) => (a.host < b.host ? -1 : a.host > b.host ? 1 : 0));
+        const bytes = Buffer.from(toBinary(ContainerRegistriesRecordSchema, create(ContainerRegistriesRecordSchema, { registries: next })));
+        if (await this.commitFenced(this.etcd.if(REGISTRIES_KEY, "Mod", "==", current.modRevision).then(this.etcd.put(REGISTRIES_KEY).value(bytes)))) return next;
+      }
+      throw new AbortedError(`the registry configuration kept changing under ${MAX_UPDATE_ATTEMPTS} attempts to update it; try again`);
+    });
+  }
+
   async backupStatus(): Promise<BackupStatus | undefined> {
     const bytes = await this.etcd.get(BACKUP_STATUS_KEY).buffer();
     return bytes ? fromBinary(BackupStatusSchema, bytes) : undefined;
@@ -356,6 +383,11 @@ export class CuratorStore {
       .commit();
     return result.succeeded;
   }
+}
+
+/** The entries of the registry configuration as stored under REGISTRIES_KEY. */
+export function decodeRegistries(bytes: Uint8Array): ContainerRegistry[] {
+  return fromBinary(ContainerRegistriesRecordSchema, bytes).registries;
 }
 
 /** A CA as stored under CA_KEYS. */

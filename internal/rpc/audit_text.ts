@@ -29,17 +29,36 @@ export function actorOf(peer: Peer | undefined, remoteAddress: string | undefine
   }
 }
 
-/** What a request asked, in one line: its fields but the node's identity, bytes as their length; cut at MAX_DETAIL_CHARS. */
+/**
+ * Fields that hold a secret, by name, at any depth: shown as "<redacted>"
+ * (whether they are set, never what they hold). A field of a new message
+ * that carries a secret must be named so.
+ */
+export const SECRET_FIELD = /password|secret|token|credentials|privatekey|unlockkey/i;
+
+/** A URL with a user, password or query (a presigned upload's signature) as it may be shown: origin and path. */
+function shownUrl(value: string): string | undefined {
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) return undefined;
+  try {
+    const url = new URL(value);
+    if (!url.username && !url.password && !url.search) return undefined;
+    return `${url.origin}${url.pathname}${url.search ? "?<query redacted>" : ""}`;
+  } catch {
+    return undefined;
+  }
+}
+
+/** What a request asked, in one line: its fields but the node's identity and secrets (SECRET_FIELD), bytes as their length; cut at MAX_DETAIL_CHARS. */
 export function describeRequest(request: unknown): string {
   const show = (value: unknown, depth: number): string => {
     if (value instanceof Uint8Array) return `<${value.length} bytes>`;
     if (typeof value === "bigint") return String(value);
-    if (typeof value === "string") return JSON.stringify(value);
+    if (typeof value === "string") return JSON.stringify(shownUrl(value) ?? value);
     if (Array.isArray(value)) return `[${value.map((v) => show(v, depth + 1)).join(", ")}]`;
     if (value && typeof value === "object") {
       if (depth > 3) return "{…}";
       const fields = Object.entries(value).filter(([k, v]) => !k.startsWith("$") && v !== undefined && !(depth === 0 && (k === "id" || k === "publicKey")));
-      return `{${fields.map(([k, v]) => `${k}: ${show(v, depth + 1)}`).join(", ")}}`;
+      return `{${fields.map(([k, v]) => `${k}: ${SECRET_FIELD.test(k) ? "<redacted>" : show(v, depth + 1)}`).join(", ")}}`;
     }
     return String(value);
   };

@@ -6,7 +6,7 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { ClusterDirectory, NodeLabel, NodeRoles, NodeState, NodeStatus } from "../common/common_pb.ts";
+import type { ClusterDirectory, ContainerRegistry, NodeLabel, NodeRoles, NodeState, NodeStatus, RegistryCredentials } from "../common/common_pb.ts";
 import { file_common_common } from "../common/common_pb.ts";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file api/management.proto.
  */
 export const file_api_management: GenFile = /*@__PURE__*/
-  fileDesc("ChRhcGkvbWFuYWdlbWVudC5wcm90bxIMbm9kZWNvcmUuYXBpIg8KDUVzY3Jvd1JlcXVlc3QiQwoORXNjcm93UmVzcG9uc2USGQoRb3duZXJfY2VydGlmaWNhdGUYASABKAwSFgoOY2FfY2VydGlmaWNhdGUYAiABKAwiQQoQR2V0RXZlbnRzUmVxdWVzdBIMCgRsYXN0GAEgASgNEg8KB25vZGVfaWQYAiABKAkSDgoGZm9sbG93GAMgASgIIv0BCgxDbHVzdGVyRXZlbnQSDwoHdGltZV9tcxgBIAEoAxItCgRraW5kGAIgASgOMh8ubm9kZWNvcmUuYXBpLkNsdXN0ZXJFdmVudC5LaW5kEg0KBWFjdG9yGAMgASgJEg4KBm1ldGhvZBgEIAEoCRIPCgdub2RlX2lkGAUgASgJEg4KBmRldGFpbBgGIAEoCRIOCgZyZXN1bHQYByABKAkiXQoES2luZBIUChBLSU5EX1VOU1BFQ0lGSUVEEAASDQoJS0lORF9DQUxMEAESEAoMS0lORF9SRUZVU0FMEAISDwoLS0lORF9IRUFMVEgQAxINCglLSU5EX0JPT1QQBCIPCg1CYWNrdXBSZXF1ZXN0IlYKC0JhY2t1cENodW5rEgwKBGRhdGEYASABKAwSGwoTc25hcHNob3RfYnl0ZXNfZG9uZRgCIAEoBBIcChRzbmFwc2hvdF9ieXRlc190b3RhbBgDIAEoBCI1Ch9HZXRLdWJlcm5ldGVzQ3JlZGVudGlhbHNSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAwiagogR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzUmVzcG9uc2USGgoSY2xpZW50X2NlcnRpZmljYXRlGAEgASgMEhYKDmNhX2NlcnRpZmljYXRlGAIgASgMEhIKCmFwaXNlcnZlcnMYAyADKAkiQAocR2V0TWV0cmljc0NyZWRlbnRpYWxzUmVxdWVzdBISCgpwdWJsaWNfa2V5GAEgASgMEgwKBG5hbWUYAiABKAkiUwodR2V0TWV0cmljc0NyZWRlbnRpYWxzUmVzcG9uc2USGgoSY2xpZW50X2NlcnRpZmljYXRlGAEgASgMEhYKDmNhX2NlcnRpZmljYXRlGAIgASgMInUKF1VwZGF0ZU5vZGVMYWJlbHNSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSKgoGdXBzZXJ0GAMgAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbBIOCgZkZWxldGUYBCADKAkiRgoYVXBkYXRlTm9kZUxhYmVsc1Jlc3BvbnNlEioKBmxhYmVscxgBIAMoCzIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlTGFiZWwiMwoRRGVsZXRlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDCIUChJEZWxldGVOb2RlUmVzcG9uc2UiIQoTVW5kZWxldGVOb2RlUmVxdWVzdBIKCgJpZBgBIAEoCSIWChRVbmRlbGV0ZU5vZGVSZXNwb25zZSIvChlHZXRFdGNkQ3JlZGVudGlhbHNSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAwiUAoaR2V0RXRjZENyZWRlbnRpYWxzUmVzcG9uc2USFgoOY2FfY2VydGlmaWNhdGUYASABKAwSGgoSY2xpZW50X2NlcnRpZmljYXRlGAIgASgMIhoKGEdldFJlZ2lzdGVyVGlja2V0UmVxdWVzdCIrChlHZXRSZWdpc3RlclRpY2tldFJlc3BvbnNlEg4KBnRpY2tldBgBIAEoDCIXChVHZXRDbHVzdGVySW5mb1JlcXVlc3Qi8QIKFkdldENsdXN0ZXJJbmZvUmVzcG9uc2USPAoRY2x1c3Rlcl9kaXJlY3RvcnkYASABKAsyIS5ub2RlY29yZS5jb21tb24uQ2x1c3RlckRpcmVjdG9yeRIWCg5jYV9jZXJ0aWZpY2F0ZRgCIAEoDBIeChZ1bmxvY2tfc2hhcmVfdGhyZXNob2xkGAMgASgNEhYKDmN1cmF0b3JfbGVhZGVyGAQgASgJEhMKC2V0Y2RfbGVhZGVyGAUgASgJEjUKD2JhY2t1cF9zY2hlZHVsZRgGIAEoCzIcLm5vZGVjb3JlLmFwaS5CYWNrdXBTY2hlZHVsZRIxCg1iYWNrdXBfc3RhdHVzGAcgASgLMhoubm9kZWNvcmUuYXBpLkJhY2t1cFN0YXR1cxIuCgxldGNkX21lbWJlcnMYCCADKAsyGC5ub2RlY29yZS5hcGkuRXRjZE1lbWJlchIaChJldGNkX21lbWJlcnNfZXJyb3IYCSABKAkiOgoKRXRjZE1lbWJlchIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhIKCmlzX2xlYXJuZXIYAyABKAgiVwoOQmFja3VwU2NoZWR1bGUSFQoNZXZlcnlfbWludXRlcxgBIAEoDRIMCgRrZWVwGAIgASgNEg8KB25vZGVfaWQYAyABKAkSDwoHcHV0X3VybBgEIAEoCSJKChhTZXRCYWNrdXBTY2hlZHVsZVJlcXVlc3QSLgoIc2NoZWR1bGUYASABKAsyHC5ub2RlY29yZS5hcGkuQmFja3VwU2NoZWR1bGUiGwoZU2V0QmFja3VwU2NoZWR1bGVSZXNwb25zZSJnCgtCYWNrdXBUYWtlbhIMCgRmaWxlGAEgASgJEg8KB3RpbWVfbXMYAiABKAMSFQoNZXRjZF9yZXZpc2lvbhgDIAEoAxINCgVieXRlcxgEIAEoBBITCgt1cGxvYWRlZF90bxgFIAEoCSLXAQoMQmFja3VwU3RhdHVzEg8KB25vZGVfaWQYASABKAkSJwoEbGFzdBgCIAEoCzIZLm5vZGVjb3JlLmFwaS5CYWNrdXBUYWtlbhIwCg1sYXN0X3ZlcmlmaWVkGAMgASgLMhkubm9kZWNvcmUuYXBpLkJhY2t1cFRha2VuEhIKCmxhc3RfZXJyb3IYBCABKAkSFQoNbGFzdF9lcnJvcl9tcxgFIAEoAxIwCg1sYXN0X3VwbG9hZGVkGAYgASgLMhkubm9kZWNvcmUuYXBpLkJhY2t1cFRha2VuIhEKD0dldE5vZGVzUmVxdWVzdCKHBAoETm9kZRIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMEikKBXN0YXRlGAMgASgOMhoubm9kZWNvcmUuY29tbW9uLk5vZGVTdGF0ZRIrCgZzdGF0dXMYBCABKAsyGy5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cxIpCgVyb2xlcxgFIAEoCzIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlUm9sZXMSKQoGaGVhbHRoGAYgASgOMhkubm9kZWNvcmUuYXBpLk5vZGUuSGVhbHRoEiQKF3RpbWVfc2luY2VfaGVhcnRiZWF0X21zGAcgASgDSACIAQESKgoGbGFiZWxzGAggAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbBIVCg1oZWFsdGhfcmVhc29uGAkgASgJEhwKD2Nsb2NrX29mZnNldF9tcxgKIAEoA0gBiAEBInoKBkhlYWx0aBISCg5IRUFMVEhfVU5LTk9XThAAEhIKDkhFQUxUSF9IRUFMVEhZEAESHAoYSEVBTFRIX0hFQVJUQkVBVF9USU1FT1VUEAISEwoPSEVBTFRIX0RFR1JBREVEEAMSFQoRSEVBTFRIX0NMT0NLX1NLRVcQBEIaChhfdGltZV9zaW5jZV9oZWFydGJlYXRfbXNCEgoQX2Nsb2NrX29mZnNldF9tcyI0ChJBcHByb3ZlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDCIVChNBcHByb3ZlTm9kZVJlc3BvbnNlIuABChZVcGRhdGVOb2RlUm9sZXNSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSHQoQY29uc2Vuc3VzX21lbWJlchgDIAEoCEgAiAEBEiIKFWt1YmVybmV0ZXNfY29udHJvbGxlchgEIAEoCEgBiAEBEh4KEWt1YmVybmV0ZXNfd29ya2VyGAUgASgISAKIAQFCEwoRX2NvbnNlbnN1c19tZW1iZXJCGAoWX2t1YmVybmV0ZXNfY29udHJvbGxlckIUChJfa3ViZXJuZXRlc193b3JrZXIiGQoXVXBkYXRlTm9kZVJvbGVzUmVzcG9uc2UySgoDQUFBEkMKBkVzY3JvdxIbLm5vZGVjb3JlLmFwaS5Fc2Nyb3dSZXF1ZXN0Ghwubm9kZWNvcmUuYXBpLkVzY3Jvd1Jlc3BvbnNlMpoKCgpNYW5hZ2VtZW50EmQKEUdldFJlZ2lzdGVyVGlja2V0EiYubm9kZWNvcmUuYXBpLkdldFJlZ2lzdGVyVGlja2V0UmVxdWVzdBonLm5vZGVjb3JlLmFwaS5HZXRSZWdpc3RlclRpY2tldFJlc3BvbnNlElsKDkdldENsdXN0ZXJJbmZvEiMubm9kZWNvcmUuYXBpLkdldENsdXN0ZXJJbmZvUmVxdWVzdBokLm5vZGVjb3JlLmFwaS5HZXRDbHVzdGVySW5mb1Jlc3BvbnNlEj8KCEdldE5vZGVzEh0ubm9kZWNvcmUuYXBpLkdldE5vZGVzUmVxdWVzdBoSLm5vZGVjb3JlLmFwaS5Ob2RlMAESUgoLQXBwcm92ZU5vZGUSIC5ub2RlY29yZS5hcGkuQXBwcm92ZU5vZGVSZXF1ZXN0GiEubm9kZWNvcmUuYXBpLkFwcHJvdmVOb2RlUmVzcG9uc2USXgoPVXBkYXRlTm9kZVJvbGVzEiQubm9kZWNvcmUuYXBpLlVwZGF0ZU5vZGVSb2xlc1JlcXVlc3QaJS5ub2RlY29yZS5hcGkuVXBkYXRlTm9kZVJvbGVzUmVzcG9uc2USZwoSR2V0RXRjZENyZWRlbnRpYWxzEicubm9kZWNvcmUuYXBpLkdldEV0Y2RDcmVkZW50aWFsc1JlcXVlc3QaKC5ub2RlY29yZS5hcGkuR2V0RXRjZENyZWRlbnRpYWxzUmVzcG9uc2USTwoKRGVsZXRlTm9kZRIfLm5vZGVjb3JlLmFwaS5EZWxldGVOb2RlUmVxdWVzdBogLm5vZGVjb3JlLmFwaS5EZWxldGVOb2RlUmVzcG9uc2USVQoMVW5kZWxldGVOb2RlEiEubm9kZWNvcmUuYXBpLlVuZGVsZXRlTm9kZVJlcXVlc3QaIi5ub2RlY29yZS5hcGkuVW5kZWxldGVOb2RlUmVzcG9uc2USYQoQVXBkYXRlTm9kZUxhYmVscxIlLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlTGFiZWxzUmVxdWVzdBomLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlTGFiZWxzUmVzcG9uc2USeQoYR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzEi0ubm9kZWNvcmUuYXBpLkdldEt1YmVybmV0ZXNDcmVkZW50aWFsc1JlcXVlc3QaLi5ub2RlY29yZS5hcGkuR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzUmVzcG9uc2UScAoVR2V0TWV0cmljc0NyZWRlbnRpYWxzEioubm9kZWNvcmUuYXBpLkdldE1ldHJpY3NDcmVkZW50aWFsc1JlcXVlc3QaKy5ub2RlY29yZS5hcGkuR2V0TWV0cmljc0NyZWRlbnRpYWxzUmVzcG9uc2USQgoGQmFja3VwEhsubm9kZWNvcmUuYXBpLkJhY2t1cFJlcXVlc3QaGS5ub2RlY29yZS5hcGkuQmFja3VwQ2h1bmswARJkChFTZXRCYWNrdXBTY2hlZHVsZRImLm5vZGVjb3JlLmFwaS5TZXRCYWNrdXBTY2hlZHVsZVJlcXVlc3QaJy5ub2RlY29yZS5hcGkuU2V0QmFja3VwU2NoZWR1bGVSZXNwb25zZRJJCglHZXRFdmVudHMSHi5ub2RlY29yZS5hcGkuR2V0RXZlbnRzUmVxdWVzdBoaLm5vZGVjb3JlLmFwaS5DbHVzdGVyRXZlbnQwAWIGcHJvdG8z", [file_common_common]);
+  fileDesc("ChRhcGkvbWFuYWdlbWVudC5wcm90bxIMbm9kZWNvcmUuYXBpIg8KDUVzY3Jvd1JlcXVlc3QiQwoORXNjcm93UmVzcG9uc2USGQoRb3duZXJfY2VydGlmaWNhdGUYASABKAwSFgoOY2FfY2VydGlmaWNhdGUYAiABKAwiUwobU2V0Q29udGFpbmVyUmVnaXN0cnlSZXF1ZXN0EjQKCHJlZ2lzdHJ5GAEgASgLMiIubm9kZWNvcmUuY29tbW9uLkNvbnRhaW5lclJlZ2lzdHJ5Ih4KHFNldENvbnRhaW5lclJlZ2lzdHJ5UmVzcG9uc2UicQomU2V0Q29udGFpbmVyUmVnaXN0cnlDcmVkZW50aWFsc1JlcXVlc3QSDAoEaG9zdBgBIAEoCRI5CgtjcmVkZW50aWFscxgCIAEoCzIkLm5vZGVjb3JlLmNvbW1vbi5SZWdpc3RyeUNyZWRlbnRpYWxzIikKJ1NldENvbnRhaW5lclJlZ2lzdHJ5Q3JlZGVudGlhbHNSZXNwb25zZSIuCh5SZW1vdmVDb250YWluZXJSZWdpc3RyeVJlcXVlc3QSDAoEaG9zdBgBIAEoCSIhCh9SZW1vdmVDb250YWluZXJSZWdpc3RyeVJlc3BvbnNlIiAKHkxpc3RDb250YWluZXJSZWdpc3RyaWVzUmVxdWVzdCKeAQoWQ29udGFpbmVyUmVnaXN0cnlTaG93bhIMCgRob3N0GAEgASgJEg8KB21pcnJvcnMYAiADKAkSGQoRdXBzdHJlYW1fZGlzYWJsZWQYAyABKAgSCgoCY2EYBCABKAkSEwoLc2tpcF92ZXJpZnkYBSABKAgSEAoIdXNlcm5hbWUYBiABKAkSFwoPaGFzX2NyZWRlbnRpYWxzGAcgASgIIlsKH0xpc3RDb250YWluZXJSZWdpc3RyaWVzUmVzcG9uc2USOAoKcmVnaXN0cmllcxgBIAMoCzIkLm5vZGVjb3JlLmFwaS5Db250YWluZXJSZWdpc3RyeVNob3duIkEKEEdldEV2ZW50c1JlcXVlc3QSDAoEbGFzdBgBIAEoDRIPCgdub2RlX2lkGAIgASgJEg4KBmZvbGxvdxgDIAEoCCL9AQoMQ2x1c3RlckV2ZW50Eg8KB3RpbWVfbXMYASABKAMSLQoEa2luZBgCIAEoDjIfLm5vZGVjb3JlLmFwaS5DbHVzdGVyRXZlbnQuS2luZBINCgVhY3RvchgDIAEoCRIOCgZtZXRob2QYBCABKAkSDwoHbm9kZV9pZBgFIAEoCRIOCgZkZXRhaWwYBiABKAkSDgoGcmVzdWx0GAcgASgJIl0KBEtpbmQSFAoQS0lORF9VTlNQRUNJRklFRBAAEg0KCUtJTkRfQ0FMTBABEhAKDEtJTkRfUkVGVVNBTBACEg8KC0tJTkRfSEVBTFRIEAMSDQoJS0lORF9CT09UEAQiDwoNQmFja3VwUmVxdWVzdCJWCgtCYWNrdXBDaHVuaxIMCgRkYXRhGAEgASgMEhsKE3NuYXBzaG90X2J5dGVzX2RvbmUYAiABKAQSHAoUc25hcHNob3RfYnl0ZXNfdG90YWwYAyABKAQiNQofR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzUmVxdWVzdBISCgpwdWJsaWNfa2V5GAEgASgMImoKIEdldEt1YmVybmV0ZXNDcmVkZW50aWFsc1Jlc3BvbnNlEhoKEmNsaWVudF9jZXJ0aWZpY2F0ZRgBIAEoDBIWCg5jYV9jZXJ0aWZpY2F0ZRgCIAEoDBISCgphcGlzZXJ2ZXJzGAMgAygJIkAKHEdldE1ldHJpY3NDcmVkZW50aWFsc1JlcXVlc3QSEgoKcHVibGljX2tleRgBIAEoDBIMCgRuYW1lGAIgASgJIlMKHUdldE1ldHJpY3NDcmVkZW50aWFsc1Jlc3BvbnNlEhoKEmNsaWVudF9jZXJ0aWZpY2F0ZRgBIAEoDBIWCg5jYV9jZXJ0aWZpY2F0ZRgCIAEoDCJ1ChdVcGRhdGVOb2RlTGFiZWxzUmVxdWVzdBIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMEioKBnVwc2VydBgDIAMoCzIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlTGFiZWwSDgoGZGVsZXRlGAQgAygJIkYKGFVwZGF0ZU5vZGVMYWJlbHNSZXNwb25zZRIqCgZsYWJlbHMYASADKAsyGi5ub2RlY29yZS5jb21tb24uTm9kZUxhYmVsIjMKEURlbGV0ZU5vZGVSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwiFAoSRGVsZXRlTm9kZVJlc3BvbnNlIiEKE1VuZGVsZXRlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkiFgoUVW5kZWxldGVOb2RlUmVzcG9uc2UiLwoZR2V0RXRjZENyZWRlbnRpYWxzUmVxdWVzdBISCgpwdWJsaWNfa2V5GAEgASgMIlAKGkdldEV0Y2RDcmVkZW50aWFsc1Jlc3BvbnNlEhYKDmNhX2NlcnRpZmljYXRlGAEgASgMEhoKEmNsaWVudF9jZXJ0aWZpY2F0ZRgCIAEoDCIaChhHZXRSZWdpc3RlclRpY2tldFJlcXVlc3QiKwoZR2V0UmVnaXN0ZXJUaWNrZXRSZXNwb25zZRIOCgZ0aWNrZXQYASABKAwiFwoVR2V0Q2x1c3RlckluZm9SZXF1ZXN0IvECChZHZXRDbHVzdGVySW5mb1Jlc3BvbnNlEjwKEWNsdXN0ZXJfZGlyZWN0b3J5GAEgASgLMiEubm9kZWNvcmUuY29tbW9uLkNsdXN0ZXJEaXJlY3RvcnkSFgoOY2FfY2VydGlmaWNhdGUYAiABKAwSHgoWdW5sb2NrX3NoYXJlX3RocmVzaG9sZBgDIAEoDRIWCg5jdXJhdG9yX2xlYWRlchgEIAEoCRITCgtldGNkX2xlYWRlchgFIAEoCRI1Cg9iYWNrdXBfc2NoZWR1bGUYBiABKAsyHC5ub2RlY29yZS5hcGkuQmFja3VwU2NoZWR1bGUSMQoNYmFja3VwX3N0YXR1cxgHIAEoCzIaLm5vZGVjb3JlLmFwaS5CYWNrdXBTdGF0dXMSLgoMZXRjZF9tZW1iZXJzGAggAygLMhgubm9kZWNvcmUuYXBpLkV0Y2RNZW1iZXISGgoSZXRjZF9tZW1iZXJzX2Vycm9yGAkgASgJIjoKCkV0Y2RNZW1iZXISCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRISCgppc19sZWFybmVyGAMgASgIIlcKDkJhY2t1cFNjaGVkdWxlEhUKDWV2ZXJ5X21pbnV0ZXMYASABKA0SDAoEa2VlcBgCIAEoDRIPCgdub2RlX2lkGAMgASgJEg8KB3B1dF91cmwYBCABKAkiSgoYU2V0QmFja3VwU2NoZWR1bGVSZXF1ZXN0Ei4KCHNjaGVkdWxlGAEgASgLMhwubm9kZWNvcmUuYXBpLkJhY2t1cFNjaGVkdWxlIhsKGVNldEJhY2t1cFNjaGVkdWxlUmVzcG9uc2UiZwoLQmFja3VwVGFrZW4SDAoEZmlsZRgBIAEoCRIPCgd0aW1lX21zGAIgASgDEhUKDWV0Y2RfcmV2aXNpb24YAyABKAMSDQoFYnl0ZXMYBCABKAQSEwoLdXBsb2FkZWRfdG8YBSABKAki1wEKDEJhY2t1cFN0YXR1cxIPCgdub2RlX2lkGAEgASgJEicKBGxhc3QYAiABKAsyGS5ub2RlY29yZS5hcGkuQmFja3VwVGFrZW4SMAoNbGFzdF92ZXJpZmllZBgDIAEoCzIZLm5vZGVjb3JlLmFwaS5CYWNrdXBUYWtlbhISCgpsYXN0X2Vycm9yGAQgASgJEhUKDWxhc3RfZXJyb3JfbXMYBSABKAMSMAoNbGFzdF91cGxvYWRlZBgGIAEoCzIZLm5vZGVjb3JlLmFwaS5CYWNrdXBUYWtlbiIRCg9HZXROb2Rlc1JlcXVlc3QihwQKBE5vZGUSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDBIpCgVzdGF0ZRgDIAEoDjIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdGUSKwoGc3RhdHVzGAQgASgLMhsubm9kZWNvcmUuY29tbW9uLk5vZGVTdGF0dXMSKQoFcm9sZXMYBSABKAsyGi5ub2RlY29yZS5jb21tb24uTm9kZVJvbGVzEikKBmhlYWx0aBgGIAEoDjIZLm5vZGVjb3JlLmFwaS5Ob2RlLkhlYWx0aBIkChd0aW1lX3NpbmNlX2hlYXJ0YmVhdF9tcxgHIAEoA0gAiAEBEioKBmxhYmVscxgIIAMoCzIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlTGFiZWwSFQoNaGVhbHRoX3JlYXNvbhgJIAEoCRIcCg9jbG9ja19vZmZzZXRfbXMYCiABKANIAYgBASJ6CgZIZWFsdGgSEgoOSEVBTFRIX1VOS05PV04QABISCg5IRUFMVEhfSEVBTFRIWRABEhwKGEhFQUxUSF9IRUFSVEJFQVRfVElNRU9VVBACEhMKD0hFQUxUSF9ERUdSQURFRBADEhUKEUhFQUxUSF9DTE9DS19TS0VXEARCGgoYX3RpbWVfc2luY2VfaGVhcnRiZWF0X21zQhIKEF9jbG9ja19vZmZzZXRfbXMiNAoSQXBwcm92ZU5vZGVSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwiFQoTQXBwcm92ZU5vZGVSZXNwb25zZSLgAQoWVXBkYXRlTm9kZVJvbGVzUmVxdWVzdBIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMEh0KEGNvbnNlbnN1c19tZW1iZXIYAyABKAhIAIgBARIiChVrdWJlcm5ldGVzX2NvbnRyb2xsZXIYBCABKAhIAYgBARIeChFrdWJlcm5ldGVzX3dvcmtlchgFIAEoCEgCiAEBQhMKEV9jb25zZW5zdXNfbWVtYmVyQhgKFl9rdWJlcm5ldGVzX2NvbnRyb2xsZXJCFAoSX2t1YmVybmV0ZXNfd29ya2VyIhkKF1VwZGF0ZU5vZGVSb2xlc1Jlc3BvbnNlMkoKA0FBQRJDCgZFc2Nyb3cSGy5ub2RlY29yZS5hcGkuRXNjcm93UmVxdWVzdBocLm5vZGVjb3JlLmFwaS5Fc2Nyb3dSZXNwb25zZTKKDgoKTWFuYWdlbWVudBJkChFHZXRSZWdpc3RlclRpY2tldBImLm5vZGVjb3JlLmFwaS5HZXRSZWdpc3RlclRpY2tldFJlcXVlc3QaJy5ub2RlY29yZS5hcGkuR2V0UmVnaXN0ZXJUaWNrZXRSZXNwb25zZRJbCg5HZXRDbHVzdGVySW5mbxIjLm5vZGVjb3JlLmFwaS5HZXRDbHVzdGVySW5mb1JlcXVlc3QaJC5ub2RlY29yZS5hcGkuR2V0Q2x1c3RlckluZm9SZXNwb25zZRI/CghHZXROb2RlcxIdLm5vZGVjb3JlLmFwaS5HZXROb2Rlc1JlcXVlc3QaEi5ub2RlY29yZS5hcGkuTm9kZTABElIKC0FwcHJvdmVOb2RlEiAubm9kZWNvcmUuYXBpLkFwcHJvdmVOb2RlUmVxdWVzdBohLm5vZGVjb3JlLmFwaS5BcHByb3ZlTm9kZVJlc3BvbnNlEl4KD1VwZGF0ZU5vZGVSb2xlcxIkLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlUm9sZXNSZXF1ZXN0GiUubm9kZWNvcmUuYXBpLlVwZGF0ZU5vZGVSb2xlc1Jlc3BvbnNlEmcKEkdldEV0Y2RDcmVkZW50aWFscxInLm5vZGVjb3JlLmFwaS5HZXRFdGNkQ3JlZGVudGlhbHNSZXF1ZXN0Gigubm9kZWNvcmUuYXBpLkdldEV0Y2RDcmVkZW50aWFsc1Jlc3BvbnNlEk8KCkRlbGV0ZU5vZGUSHy5ub2RlY29yZS5hcGkuRGVsZXRlTm9kZVJlcXVlc3QaIC5ub2RlY29yZS5hcGkuRGVsZXRlTm9kZVJlc3BvbnNlElUKDFVuZGVsZXRlTm9kZRIhLm5vZGVjb3JlLmFwaS5VbmRlbGV0ZU5vZGVSZXF1ZXN0GiIubm9kZWNvcmUuYXBpLlVuZGVsZXRlTm9kZVJlc3BvbnNlEmEKEFVwZGF0ZU5vZGVMYWJlbHMSJS5ub2RlY29yZS5hcGkuVXBkYXRlTm9kZUxhYmVsc1JlcXVlc3QaJi5ub2RlY29yZS5hcGkuVXBkYXRlTm9kZUxhYmVsc1Jlc3BvbnNlEnkKGEdldEt1YmVybmV0ZXNDcmVkZW50aWFscxItLm5vZGVjb3JlLmFwaS5HZXRLdWJlcm5ldGVzQ3JlZGVudGlhbHNSZXF1ZXN0Gi4ubm9kZWNvcmUuYXBpLkdldEt1YmVybmV0ZXNDcmVkZW50aWFsc1Jlc3BvbnNlEnAKFUdldE1ldHJpY3NDcmVkZW50aWFscxIqLm5vZGVjb3JlLmFwaS5HZXRNZXRyaWNzQ3JlZGVudGlhbHNSZXF1ZXN0Gisubm9kZWNvcmUuYXBpLkdldE1ldHJpY3NDcmVkZW50aWFsc1Jlc3BvbnNlEkIKBkJhY2t1cBIbLm5vZGVjb3JlLmFwaS5CYWNrdXBSZXF1ZXN0Ghkubm9kZWNvcmUuYXBpLkJhY2t1cENodW5rMAESZAoRU2V0QmFja3VwU2NoZWR1bGUSJi5ub2RlY29yZS5hcGkuU2V0QmFja3VwU2NoZWR1bGVSZXF1ZXN0Gicubm9kZWNvcmUuYXBpLlNldEJhY2t1cFNjaGVkdWxlUmVzcG9uc2USSQoJR2V0RXZlbnRzEh4ubm9kZWNvcmUuYXBpLkdldEV2ZW50c1JlcXVlc3QaGi5ub2RlY29yZS5hcGkuQ2x1c3RlckV2ZW50MAESbQoUU2V0Q29udGFpbmVyUmVnaXN0cnkSKS5ub2RlY29yZS5hcGkuU2V0Q29udGFpbmVyUmVnaXN0cnlSZXF1ZXN0Gioubm9kZWNvcmUuYXBpLlNldENvbnRhaW5lclJlZ2lzdHJ5UmVzcG9uc2USjgEKH1NldENvbnRhaW5lclJlZ2lzdHJ5Q3JlZGVudGlhbHMSNC5ub2RlY29yZS5hcGkuU2V0Q29udGFpbmVyUmVnaXN0cnlDcmVkZW50aWFsc1JlcXVlc3QaNS5ub2RlY29yZS5hcGkuU2V0Q29udGFpbmVyUmVnaXN0cnlDcmVkZW50aWFsc1Jlc3BvbnNlEnYKF1JlbW92ZUNvbnRhaW5lclJlZ2lzdHJ5Eiwubm9kZWNvcmUuYXBpLlJlbW92ZUNvbnRhaW5lclJlZ2lzdHJ5UmVxdWVzdBotLm5vZGVjb3JlLmFwaS5SZW1vdmVDb250YWluZXJSZWdpc3RyeVJlc3BvbnNlEnYKF0xpc3RDb250YWluZXJSZWdpc3RyaWVzEiwubm9kZWNvcmUuYXBpLkxpc3RDb250YWluZXJSZWdpc3RyaWVzUmVxdWVzdBotLm5vZGVjb3JlLmFwaS5MaXN0Q29udGFpbmVyUmVnaXN0cmllc1Jlc3BvbnNlYgZwcm90bzM", [file_common_common]);
 
 /**
  * @generated from message nodecore.api.EscrowRequest
@@ -56,6 +56,186 @@ export const EscrowResponseSchema: GenMessage<EscrowResponse> = /*@__PURE__*/
   messageDesc(file_api_management, 1);
 
 /**
+ * @generated from message nodecore.api.SetContainerRegistryRequest
+ */
+export type SetContainerRegistryRequest = Message<"nodecore.api.SetContainerRegistryRequest"> & {
+  /**
+   * @generated from field: nodecore.common.ContainerRegistry registry = 1;
+   */
+  registry?: ContainerRegistry | undefined;
+};
+
+/**
+ * Describes the message nodecore.api.SetContainerRegistryRequest.
+ * Use `create(SetContainerRegistryRequestSchema)` to create a new message.
+ */
+export const SetContainerRegistryRequestSchema: GenMessage<SetContainerRegistryRequest> = /*@__PURE__*/
+  messageDesc(file_api_management, 2);
+
+/**
+ * @generated from message nodecore.api.SetContainerRegistryResponse
+ */
+export type SetContainerRegistryResponse = Message<"nodecore.api.SetContainerRegistryResponse"> & {
+};
+
+/**
+ * Describes the message nodecore.api.SetContainerRegistryResponse.
+ * Use `create(SetContainerRegistryResponseSchema)` to create a new message.
+ */
+export const SetContainerRegistryResponseSchema: GenMessage<SetContainerRegistryResponse> = /*@__PURE__*/
+  messageDesc(file_api_management, 3);
+
+/**
+ * @generated from message nodecore.api.SetContainerRegistryCredentialsRequest
+ */
+export type SetContainerRegistryCredentialsRequest = Message<"nodecore.api.SetContainerRegistryCredentialsRequest"> & {
+  /**
+   * @generated from field: string host = 1;
+   */
+  host: string;
+
+  /**
+   * Unset: the host's credentials are removed.
+   *
+   * @generated from field: nodecore.common.RegistryCredentials credentials = 2;
+   */
+  credentials?: RegistryCredentials | undefined;
+};
+
+/**
+ * Describes the message nodecore.api.SetContainerRegistryCredentialsRequest.
+ * Use `create(SetContainerRegistryCredentialsRequestSchema)` to create a new message.
+ */
+export const SetContainerRegistryCredentialsRequestSchema: GenMessage<SetContainerRegistryCredentialsRequest> = /*@__PURE__*/
+  messageDesc(file_api_management, 4);
+
+/**
+ * @generated from message nodecore.api.SetContainerRegistryCredentialsResponse
+ */
+export type SetContainerRegistryCredentialsResponse = Message<"nodecore.api.SetContainerRegistryCredentialsResponse"> & {
+};
+
+/**
+ * Describes the message nodecore.api.SetContainerRegistryCredentialsResponse.
+ * Use `create(SetContainerRegistryCredentialsResponseSchema)` to create a new message.
+ */
+export const SetContainerRegistryCredentialsResponseSchema: GenMessage<SetContainerRegistryCredentialsResponse> = /*@__PURE__*/
+  messageDesc(file_api_management, 5);
+
+/**
+ * @generated from message nodecore.api.RemoveContainerRegistryRequest
+ */
+export type RemoveContainerRegistryRequest = Message<"nodecore.api.RemoveContainerRegistryRequest"> & {
+  /**
+   * @generated from field: string host = 1;
+   */
+  host: string;
+};
+
+/**
+ * Describes the message nodecore.api.RemoveContainerRegistryRequest.
+ * Use `create(RemoveContainerRegistryRequestSchema)` to create a new message.
+ */
+export const RemoveContainerRegistryRequestSchema: GenMessage<RemoveContainerRegistryRequest> = /*@__PURE__*/
+  messageDesc(file_api_management, 6);
+
+/**
+ * @generated from message nodecore.api.RemoveContainerRegistryResponse
+ */
+export type RemoveContainerRegistryResponse = Message<"nodecore.api.RemoveContainerRegistryResponse"> & {
+};
+
+/**
+ * Describes the message nodecore.api.RemoveContainerRegistryResponse.
+ * Use `create(RemoveContainerRegistryResponseSchema)` to create a new message.
+ */
+export const RemoveContainerRegistryResponseSchema: GenMessage<RemoveContainerRegistryResponse> = /*@__PURE__*/
+  messageDesc(file_api_management, 7);
+
+/**
+ * @generated from message nodecore.api.ListContainerRegistriesRequest
+ */
+export type ListContainerRegistriesRequest = Message<"nodecore.api.ListContainerRegistriesRequest"> & {
+};
+
+/**
+ * Describes the message nodecore.api.ListContainerRegistriesRequest.
+ * Use `create(ListContainerRegistriesRequestSchema)` to create a new message.
+ */
+export const ListContainerRegistriesRequestSchema: GenMessage<ListContainerRegistriesRequest> = /*@__PURE__*/
+  messageDesc(file_api_management, 8);
+
+/**
+ * A registry host's entry as the owner may see it: everything but the password.
+ *
+ * @generated from message nodecore.api.ContainerRegistryShown
+ */
+export type ContainerRegistryShown = Message<"nodecore.api.ContainerRegistryShown"> & {
+  /**
+   * @generated from field: string host = 1;
+   */
+  host: string;
+
+  /**
+   * @generated from field: repeated string mirrors = 2;
+   */
+  mirrors: string[];
+
+  /**
+   * @generated from field: bool upstream_disabled = 3;
+   */
+  upstreamDisabled: boolean;
+
+  /**
+   * The CA certificates' subjects and SHA-256 fingerprints, one per line; empty: none.
+   *
+   * @generated from field: string ca = 4;
+   */
+  ca: string;
+
+  /**
+   * @generated from field: bool skip_verify = 5;
+   */
+  skipVerify: boolean;
+
+  /**
+   * The user of the credentials; empty when there are none (has_credentials).
+   *
+   * @generated from field: string username = 6;
+   */
+  username: string;
+
+  /**
+   * @generated from field: bool has_credentials = 7;
+   */
+  hasCredentials: boolean;
+};
+
+/**
+ * Describes the message nodecore.api.ContainerRegistryShown.
+ * Use `create(ContainerRegistryShownSchema)` to create a new message.
+ */
+export const ContainerRegistryShownSchema: GenMessage<ContainerRegistryShown> = /*@__PURE__*/
+  messageDesc(file_api_management, 9);
+
+/**
+ * @generated from message nodecore.api.ListContainerRegistriesResponse
+ */
+export type ListContainerRegistriesResponse = Message<"nodecore.api.ListContainerRegistriesResponse"> & {
+  /**
+   * @generated from field: repeated nodecore.api.ContainerRegistryShown registries = 1;
+   */
+  registries: ContainerRegistryShown[];
+};
+
+/**
+ * Describes the message nodecore.api.ListContainerRegistriesResponse.
+ * Use `create(ListContainerRegistriesResponseSchema)` to create a new message.
+ */
+export const ListContainerRegistriesResponseSchema: GenMessage<ListContainerRegistriesResponse> = /*@__PURE__*/
+  messageDesc(file_api_management, 10);
+
+/**
  * @generated from message nodecore.api.GetEventsRequest
  */
 export type GetEventsRequest = Message<"nodecore.api.GetEventsRequest"> & {
@@ -84,7 +264,7 @@ export type GetEventsRequest = Message<"nodecore.api.GetEventsRequest"> & {
  * Use `create(GetEventsRequestSchema)` to create a new message.
  */
 export const GetEventsRequestSchema: GenMessage<GetEventsRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 2);
+  messageDesc(file_api_management, 11);
 
 /**
  * One entry of the audit trail; written by curators only.
@@ -144,7 +324,7 @@ export type ClusterEvent = Message<"nodecore.api.ClusterEvent"> & {
  * Use `create(ClusterEventSchema)` to create a new message.
  */
 export const ClusterEventSchema: GenMessage<ClusterEvent> = /*@__PURE__*/
-  messageDesc(file_api_management, 3);
+  messageDesc(file_api_management, 12);
 
 /**
  * @generated from enum nodecore.api.ClusterEvent.Kind
@@ -188,7 +368,7 @@ export enum ClusterEvent_Kind {
  * Describes the enum nodecore.api.ClusterEvent.Kind.
  */
 export const ClusterEvent_KindSchema: GenEnum<ClusterEvent_Kind> = /*@__PURE__*/
-  enumDesc(file_api_management, 3, 0);
+  enumDesc(file_api_management, 12, 0);
 
 /**
  * @generated from message nodecore.api.BackupRequest
@@ -201,7 +381,7 @@ export type BackupRequest = Message<"nodecore.api.BackupRequest"> & {
  * Use `create(BackupRequestSchema)` to create a new message.
  */
 export const BackupRequestSchema: GenMessage<BackupRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 4);
+  messageDesc(file_api_management, 13);
 
 /**
  * @generated from message nodecore.api.BackupChunk
@@ -232,7 +412,7 @@ export type BackupChunk = Message<"nodecore.api.BackupChunk"> & {
  * Use `create(BackupChunkSchema)` to create a new message.
  */
 export const BackupChunkSchema: GenMessage<BackupChunk> = /*@__PURE__*/
-  messageDesc(file_api_management, 5);
+  messageDesc(file_api_management, 14);
 
 /**
  * @generated from message nodecore.api.GetKubernetesCredentialsRequest
@@ -251,7 +431,7 @@ export type GetKubernetesCredentialsRequest = Message<"nodecore.api.GetKubernete
  * Use `create(GetKubernetesCredentialsRequestSchema)` to create a new message.
  */
 export const GetKubernetesCredentialsRequestSchema: GenMessage<GetKubernetesCredentialsRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 6);
+  messageDesc(file_api_management, 15);
 
 /**
  * @generated from message nodecore.api.GetKubernetesCredentialsResponse
@@ -285,7 +465,7 @@ export type GetKubernetesCredentialsResponse = Message<"nodecore.api.GetKubernet
  * Use `create(GetKubernetesCredentialsResponseSchema)` to create a new message.
  */
 export const GetKubernetesCredentialsResponseSchema: GenMessage<GetKubernetesCredentialsResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 7);
+  messageDesc(file_api_management, 16);
 
 /**
  * @generated from message nodecore.api.GetMetricsCredentialsRequest
@@ -311,7 +491,7 @@ export type GetMetricsCredentialsRequest = Message<"nodecore.api.GetMetricsCrede
  * Use `create(GetMetricsCredentialsRequestSchema)` to create a new message.
  */
 export const GetMetricsCredentialsRequestSchema: GenMessage<GetMetricsCredentialsRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 8);
+  messageDesc(file_api_management, 17);
 
 /**
  * @generated from message nodecore.api.GetMetricsCredentialsResponse
@@ -337,7 +517,7 @@ export type GetMetricsCredentialsResponse = Message<"nodecore.api.GetMetricsCred
  * Use `create(GetMetricsCredentialsResponseSchema)` to create a new message.
  */
 export const GetMetricsCredentialsResponseSchema: GenMessage<GetMetricsCredentialsResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 9);
+  messageDesc(file_api_management, 18);
 
 /**
  * @generated from message nodecore.api.UpdateNodeLabelsRequest
@@ -373,7 +553,7 @@ export type UpdateNodeLabelsRequest = Message<"nodecore.api.UpdateNodeLabelsRequ
  * Use `create(UpdateNodeLabelsRequestSchema)` to create a new message.
  */
 export const UpdateNodeLabelsRequestSchema: GenMessage<UpdateNodeLabelsRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 10);
+  messageDesc(file_api_management, 19);
 
 /**
  * @generated from message nodecore.api.UpdateNodeLabelsResponse
@@ -392,7 +572,7 @@ export type UpdateNodeLabelsResponse = Message<"nodecore.api.UpdateNodeLabelsRes
  * Use `create(UpdateNodeLabelsResponseSchema)` to create a new message.
  */
 export const UpdateNodeLabelsResponseSchema: GenMessage<UpdateNodeLabelsResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 11);
+  messageDesc(file_api_management, 20);
 
 /**
  * @generated from message nodecore.api.DeleteNodeRequest
@@ -414,7 +594,7 @@ export type DeleteNodeRequest = Message<"nodecore.api.DeleteNodeRequest"> & {
  * Use `create(DeleteNodeRequestSchema)` to create a new message.
  */
 export const DeleteNodeRequestSchema: GenMessage<DeleteNodeRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 12);
+  messageDesc(file_api_management, 21);
 
 /**
  * @generated from message nodecore.api.DeleteNodeResponse
@@ -427,7 +607,7 @@ export type DeleteNodeResponse = Message<"nodecore.api.DeleteNodeResponse"> & {
  * Use `create(DeleteNodeResponseSchema)` to create a new message.
  */
 export const DeleteNodeResponseSchema: GenMessage<DeleteNodeResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 13);
+  messageDesc(file_api_management, 22);
 
 /**
  * @generated from message nodecore.api.UndeleteNodeRequest
@@ -444,7 +624,7 @@ export type UndeleteNodeRequest = Message<"nodecore.api.UndeleteNodeRequest"> & 
  * Use `create(UndeleteNodeRequestSchema)` to create a new message.
  */
 export const UndeleteNodeRequestSchema: GenMessage<UndeleteNodeRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 14);
+  messageDesc(file_api_management, 23);
 
 /**
  * @generated from message nodecore.api.UndeleteNodeResponse
@@ -457,7 +637,7 @@ export type UndeleteNodeResponse = Message<"nodecore.api.UndeleteNodeResponse"> 
  * Use `create(UndeleteNodeResponseSchema)` to create a new message.
  */
 export const UndeleteNodeResponseSchema: GenMessage<UndeleteNodeResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 15);
+  messageDesc(file_api_management, 24);
 
 /**
  * @generated from message nodecore.api.GetEtcdCredentialsRequest
@@ -476,7 +656,7 @@ export type GetEtcdCredentialsRequest = Message<"nodecore.api.GetEtcdCredentials
  * Use `create(GetEtcdCredentialsRequestSchema)` to create a new message.
  */
 export const GetEtcdCredentialsRequestSchema: GenMessage<GetEtcdCredentialsRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 16);
+  messageDesc(file_api_management, 25);
 
 /**
  * @generated from message nodecore.api.GetEtcdCredentialsResponse
@@ -500,7 +680,7 @@ export type GetEtcdCredentialsResponse = Message<"nodecore.api.GetEtcdCredential
  * Use `create(GetEtcdCredentialsResponseSchema)` to create a new message.
  */
 export const GetEtcdCredentialsResponseSchema: GenMessage<GetEtcdCredentialsResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 17);
+  messageDesc(file_api_management, 26);
 
 /**
  * @generated from message nodecore.api.GetRegisterTicketRequest
@@ -513,7 +693,7 @@ export type GetRegisterTicketRequest = Message<"nodecore.api.GetRegisterTicketRe
  * Use `create(GetRegisterTicketRequestSchema)` to create a new message.
  */
 export const GetRegisterTicketRequestSchema: GenMessage<GetRegisterTicketRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 18);
+  messageDesc(file_api_management, 27);
 
 /**
  * @generated from message nodecore.api.GetRegisterTicketResponse
@@ -530,7 +710,7 @@ export type GetRegisterTicketResponse = Message<"nodecore.api.GetRegisterTicketR
  * Use `create(GetRegisterTicketResponseSchema)` to create a new message.
  */
 export const GetRegisterTicketResponseSchema: GenMessage<GetRegisterTicketResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 19);
+  messageDesc(file_api_management, 28);
 
 /**
  * @generated from message nodecore.api.GetClusterInfoRequest
@@ -543,7 +723,7 @@ export type GetClusterInfoRequest = Message<"nodecore.api.GetClusterInfoRequest"
  * Use `create(GetClusterInfoRequestSchema)` to create a new message.
  */
 export const GetClusterInfoRequestSchema: GenMessage<GetClusterInfoRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 20);
+  messageDesc(file_api_management, 29);
 
 /**
  * @generated from message nodecore.api.GetClusterInfoResponse
@@ -617,7 +797,7 @@ export type GetClusterInfoResponse = Message<"nodecore.api.GetClusterInfoRespons
  * Use `create(GetClusterInfoResponseSchema)` to create a new message.
  */
 export const GetClusterInfoResponseSchema: GenMessage<GetClusterInfoResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 21);
+  messageDesc(file_api_management, 30);
 
 /**
  * @generated from message nodecore.api.EtcdMember
@@ -648,7 +828,7 @@ export type EtcdMember = Message<"nodecore.api.EtcdMember"> & {
  * Use `create(EtcdMemberSchema)` to create a new message.
  */
 export const EtcdMemberSchema: GenMessage<EtcdMember> = /*@__PURE__*/
-  messageDesc(file_api_management, 22);
+  messageDesc(file_api_management, 31);
 
 /**
  * @generated from message nodecore.api.BackupSchedule
@@ -690,7 +870,7 @@ export type BackupSchedule = Message<"nodecore.api.BackupSchedule"> & {
  * Use `create(BackupScheduleSchema)` to create a new message.
  */
 export const BackupScheduleSchema: GenMessage<BackupSchedule> = /*@__PURE__*/
-  messageDesc(file_api_management, 23);
+  messageDesc(file_api_management, 32);
 
 /**
  * @generated from message nodecore.api.SetBackupScheduleRequest
@@ -707,7 +887,7 @@ export type SetBackupScheduleRequest = Message<"nodecore.api.SetBackupScheduleRe
  * Use `create(SetBackupScheduleRequestSchema)` to create a new message.
  */
 export const SetBackupScheduleRequestSchema: GenMessage<SetBackupScheduleRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 24);
+  messageDesc(file_api_management, 33);
 
 /**
  * @generated from message nodecore.api.SetBackupScheduleResponse
@@ -720,7 +900,7 @@ export type SetBackupScheduleResponse = Message<"nodecore.api.SetBackupScheduleR
  * Use `create(SetBackupScheduleResponseSchema)` to create a new message.
  */
 export const SetBackupScheduleResponseSchema: GenMessage<SetBackupScheduleResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 25);
+  messageDesc(file_api_management, 34);
 
 /**
  * One scheduled backup.
@@ -763,7 +943,7 @@ export type BackupTaken = Message<"nodecore.api.BackupTaken"> & {
  * Use `create(BackupTakenSchema)` to create a new message.
  */
 export const BackupTakenSchema: GenMessage<BackupTaken> = /*@__PURE__*/
-  messageDesc(file_api_management, 26);
+  messageDesc(file_api_management, 35);
 
 /**
  * @generated from message nodecore.api.BackupStatus
@@ -816,7 +996,7 @@ export type BackupStatus = Message<"nodecore.api.BackupStatus"> & {
  * Use `create(BackupStatusSchema)` to create a new message.
  */
 export const BackupStatusSchema: GenMessage<BackupStatus> = /*@__PURE__*/
-  messageDesc(file_api_management, 27);
+  messageDesc(file_api_management, 36);
 
 /**
  * @generated from message nodecore.api.GetNodesRequest
@@ -829,7 +1009,7 @@ export type GetNodesRequest = Message<"nodecore.api.GetNodesRequest"> & {
  * Use `create(GetNodesRequestSchema)` to create a new message.
  */
 export const GetNodesRequestSchema: GenMessage<GetNodesRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 28);
+  messageDesc(file_api_management, 37);
 
 /**
  * @generated from message nodecore.api.Node
@@ -903,7 +1083,7 @@ export type Node = Message<"nodecore.api.Node"> & {
  * Use `create(NodeSchema)` to create a new message.
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
-  messageDesc(file_api_management, 29);
+  messageDesc(file_api_management, 38);
 
 /**
  * Whether the node's heartbeats reach the curator leader. Only nodes that
@@ -955,7 +1135,7 @@ export enum Node_Health {
  * Describes the enum nodecore.api.Node.Health.
  */
 export const Node_HealthSchema: GenEnum<Node_Health> = /*@__PURE__*/
-  enumDesc(file_api_management, 29, 0);
+  enumDesc(file_api_management, 38, 0);
 
 /**
  * @generated from message nodecore.api.ApproveNodeRequest
@@ -979,7 +1159,7 @@ export type ApproveNodeRequest = Message<"nodecore.api.ApproveNodeRequest"> & {
  * Use `create(ApproveNodeRequestSchema)` to create a new message.
  */
 export const ApproveNodeRequestSchema: GenMessage<ApproveNodeRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 30);
+  messageDesc(file_api_management, 39);
 
 /**
  * @generated from message nodecore.api.ApproveNodeResponse
@@ -992,7 +1172,7 @@ export type ApproveNodeResponse = Message<"nodecore.api.ApproveNodeResponse"> & 
  * Use `create(ApproveNodeResponseSchema)` to create a new message.
  */
 export const ApproveNodeResponseSchema: GenMessage<ApproveNodeResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 31);
+  messageDesc(file_api_management, 40);
 
 /**
  * @generated from message nodecore.api.UpdateNodeRolesRequest
@@ -1031,7 +1211,7 @@ export type UpdateNodeRolesRequest = Message<"nodecore.api.UpdateNodeRolesReques
  * Use `create(UpdateNodeRolesRequestSchema)` to create a new message.
  */
 export const UpdateNodeRolesRequestSchema: GenMessage<UpdateNodeRolesRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 32);
+  messageDesc(file_api_management, 41);
 
 /**
  * @generated from message nodecore.api.UpdateNodeRolesResponse
@@ -1044,7 +1224,7 @@ export type UpdateNodeRolesResponse = Message<"nodecore.api.UpdateNodeRolesRespo
  * Use `create(UpdateNodeRolesResponseSchema)` to create a new message.
  */
 export const UpdateNodeRolesResponseSchema: GenMessage<UpdateNodeRolesResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 33);
+  messageDesc(file_api_management, 42);
 
 /**
  * Authentication, authorization and accounting. The only service (with
@@ -1237,6 +1417,47 @@ export const Management: GenService<{
     methodKind: "server_streaming";
     input: typeof GetEventsRequestSchema;
     output: typeof ClusterEventSchema;
+  },
+  /**
+   * Sets how workers pull from one registry host (mirrors, CA, verification,
+   * credentials), replacing what was set for it; applies to the next pull.
+   *
+   * @generated from rpc nodecore.api.Management.SetContainerRegistry
+   */
+  setContainerRegistry: {
+    methodKind: "unary";
+    input: typeof SetContainerRegistryRequestSchema;
+    output: typeof SetContainerRegistryResponseSchema;
+  },
+  /**
+   * Changes only the credentials of a host that has an entry (unset: none).
+   *
+   * @generated from rpc nodecore.api.Management.SetContainerRegistryCredentials
+   */
+  setContainerRegistryCredentials: {
+    methodKind: "unary";
+    input: typeof SetContainerRegistryCredentialsRequestSchema;
+    output: typeof SetContainerRegistryCredentialsResponseSchema;
+  },
+  /**
+   * Removes a host's entry: its images are pulled from the host itself again.
+   *
+   * @generated from rpc nodecore.api.Management.RemoveContainerRegistry
+   */
+  removeContainerRegistry: {
+    methodKind: "unary";
+    input: typeof RemoveContainerRegistryRequestSchema;
+    output: typeof RemoveContainerRegistryResponseSchema;
+  },
+  /**
+   * Every host's entry, without its secrets.
+   *
+   * @generated from rpc nodecore.api.Management.ListContainerRegistries
+   */
+  listContainerRegistries: {
+    methodKind: "unary";
+    input: typeof ListContainerRegistriesRequestSchema;
+    output: typeof ListContainerRegistriesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_api_management, 1);

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file common/common.proto.
  */
 export const file_common_common: GenFile = /*@__PURE__*/
-  fileDesc("ChNjb21tb24vY29tbW9uLnByb3RvEg9ub2RlY29yZS5jb21tb24izwMKCU5vZGVSb2xlcxJEChBjb25zZW5zdXNfbWVtYmVyGAEgASgLMioubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcy5Db25zZW5zdXNNZW1iZXISTgoVa3ViZXJuZXRlc19jb250cm9sbGVyGAIgASgLMi8ubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcy5LdWJlcm5ldGVzQ29udHJvbGxlchJGChFrdWJlcm5ldGVzX3dvcmtlchgDIAEoCzIrLm5vZGVjb3JlLmNvbW1vbi5Ob2RlUm9sZXMuS3ViZXJuZXRlc1dvcmtlchq3AQoPQ29uc2Vuc3VzTWVtYmVyEhYKDmNhX2NlcnRpZmljYXRlGAEgASgMEhgKEHBlZXJfY2VydGlmaWNhdGUYAiABKAwSPgoFcGVlcnMYAyADKAsyLy5ub2RlY29yZS5jb21tb24uTm9kZVJvbGVzLkNvbnNlbnN1c01lbWJlci5QZWVyEg8KB2FkZHJlc3MYBCABKAkaIQoEUGVlchIMCgRuYW1lGAEgASgJEgsKA3VybBgCIAEoCRoWChRLdWJlcm5ldGVzQ29udHJvbGxlchoSChBLdWJlcm5ldGVzV29ya2VyIicKCU5vZGVMYWJlbBILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAkiPQoNU2VydmljZVN0YXR1cxIMCgRuYW1lGAEgASgJEg0KBXN0YXRlGAIgASgJEg8KB21lc3NhZ2UYAyABKAkiuwIKCk5vZGVTdGF0dXMSGAoQZXh0ZXJuYWxfYWRkcmVzcxgBIAEoCRJDCg9ydW5uaW5nX2N1cmF0b3IYAiABKAsyKi5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cy5SdW5uaW5nQ3VyYXRvchIUCgx0aW1lc3RhbXBfbXMYAyABKAMSDwoHdmVyc2lvbhgEIAEoCRIwCghzZXJ2aWNlcxgFIAMoCzIeLm5vZGVjb3JlLmNvbW1vbi5TZXJ2aWNlU3RhdHVzEg8KB2Jvb3RfbXMYBiABKAMSDAoEc2xvdBgHIAEoCRI2Cg51cGRhdGVfZmFpbHVyZRgIIAEoCzIeLm5vZGVjb3JlLmNvbW1vbi5VcGRhdGVGYWlsdXJlGh4KDlJ1bm5pbmdDdXJhdG9yEgwKBHBvcnQYASABKAUiQQoNVXBkYXRlRmFpbHVyZRIPCgd2ZXJzaW9uGAEgASgJEg4KBnJlYXNvbhgCIAEoCRIPCgd0aW1lX21zGAMgASgDIkUKEUNsdXN0ZXJOZXR3b3JraW5nEhwKFHdpcmVndWFyZF9wdWJsaWNfa2V5GAEgASgMEhIKCnBvZF9wcmVmaXgYAiABKAki1AEKEENsdXN0ZXJEaXJlY3RvcnkSNQoFbm9kZXMYASADKAsyJi5ub2RlY29yZS5jb21tb24uQ2x1c3RlckRpcmVjdG9yeS5Ob2RlGogBCgROb2RlEhIKCnB1YmxpY19rZXkYASABKAwSQQoJYWRkcmVzc2VzGAIgAygLMi4ubm9kZWNvcmUuY29tbW9uLkNsdXN0ZXJEaXJlY3RvcnkuTm9kZS5BZGRyZXNzEhAKCGpvaW5fa2V5GAMgASgMGhcKB0FkZHJlc3MSDAoEaG9zdBgBIAEoCSqBAQoJTm9kZVN0YXRlEhYKEk5PREVfU1RBVEVfSU5WQUxJRBAAEhIKDk5PREVfU1RBVEVfTkVXEAESFgoSTk9ERV9TVEFURV9TVEFOREJZEAISEQoNTk9ERV9TVEFURV9VUBADEh0KGU5PREVfU1RBVEVfREVDT01NSVNTSU9ORUQQBGIGcHJvdG8z");
+  fileDesc("ChNjb21tb24vY29tbW9uLnByb3RvEg9ub2RlY29yZS5jb21tb24izwMKCU5vZGVSb2xlcxJEChBjb25zZW5zdXNfbWVtYmVyGAEgASgLMioubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcy5Db25zZW5zdXNNZW1iZXISTgoVa3ViZXJuZXRlc19jb250cm9sbGVyGAIgASgLMi8ubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcy5LdWJlcm5ldGVzQ29udHJvbGxlchJGChFrdWJlcm5ldGVzX3dvcmtlchgDIAEoCzIrLm5vZGVjb3JlLmNvbW1vbi5Ob2RlUm9sZXMuS3ViZXJuZXRlc1dvcmtlchq3AQoPQ29uc2Vuc3VzTWVtYmVyEhYKDmNhX2NlcnRpZmljYXRlGAEgASgMEhgKEHBlZXJfY2VydGlmaWNhdGUYAiABKAwSPgoFcGVlcnMYAyADKAsyLy5ub2RlY29yZS5jb21tb24uTm9kZVJvbGVzLkNvbnNlbnN1c01lbWJlci5QZWVyEg8KB2FkZHJlc3MYBCABKAkaIQoEUGVlchIMCgRuYW1lGAEgASgJEgsKA3VybBgCIAEoCRoWChRLdWJlcm5ldGVzQ29udHJvbGxlchoSChBLdWJlcm5ldGVzV29ya2VyIicKCU5vZGVMYWJlbBILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAkiPQoNU2VydmljZVN0YXR1cxIMCgRuYW1lGAEgASgJEg0KBXN0YXRlGAIgASgJEg8KB21lc3NhZ2UYAyABKAkiuwIKCk5vZGVTdGF0dXMSGAoQZXh0ZXJuYWxfYWRkcmVzcxgBIAEoCRJDCg9ydW5uaW5nX2N1cmF0b3IYAiABKAsyKi5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cy5SdW5uaW5nQ3VyYXRvchIUCgx0aW1lc3RhbXBfbXMYAyABKAMSDwoHdmVyc2lvbhgEIAEoCRIwCghzZXJ2aWNlcxgFIAMoCzIeLm5vZGVjb3JlLmNvbW1vbi5TZXJ2aWNlU3RhdHVzEg8KB2Jvb3RfbXMYBiABKAMSDAoEc2xvdBgHIAEoCRI2Cg51cGRhdGVfZmFpbHVyZRgIIAEoCzIeLm5vZGVjb3JlLmNvbW1vbi5VcGRhdGVGYWlsdXJlGh4KDlJ1bm5pbmdDdXJhdG9yEgwKBHBvcnQYASABKAUiQQoNVXBkYXRlRmFpbHVyZRIPCgd2ZXJzaW9uGAEgASgJEg4KBnJlYXNvbhgCIAEoCRIPCgd0aW1lX21zGAMgASgDIkUKEUNsdXN0ZXJOZXR3b3JraW5nEhwKFHdpcmVndWFyZF9wdWJsaWNfa2V5GAEgASgMEhIKCnBvZF9wcmVmaXgYAiABKAki1AEKEENsdXN0ZXJEaXJlY3RvcnkSNQoFbm9kZXMYASADKAsyJi5ub2RlY29yZS5jb21tb24uQ2x1c3RlckRpcmVjdG9yeS5Ob2RlGogBCgROb2RlEhIKCnB1YmxpY19rZXkYASABKAwSQQoJYWRkcmVzc2VzGAIgAygLMi4ubm9kZWNvcmUuY29tbW9uLkNsdXN0ZXJEaXJlY3RvcnkuTm9kZS5BZGRyZXNzEhAKCGpvaW5fa2V5GAMgASgMGhcKB0FkZHJlc3MSDAoEaG9zdBgBIAEoCSKtAQoRQ29udGFpbmVyUmVnaXN0cnkSDAoEaG9zdBgBIAEoCRIPCgdtaXJyb3JzGAIgAygJEhkKEXVwc3RyZWFtX2Rpc2FibGVkGAMgASgIEg4KBmNhX3BlbRgEIAEoCRITCgtza2lwX3ZlcmlmeRgFIAEoCBI5CgtjcmVkZW50aWFscxgGIAEoCzIkLm5vZGVjb3JlLmNvbW1vbi5SZWdpc3RyeUNyZWRlbnRpYWxzIjkKE1JlZ2lzdHJ5Q3JlZGVudGlhbHMSEAoIdXNlcm5hbWUYASABKAkSEAoIcGFzc3dvcmQYAiABKAkqgQEKCU5vZGVTdGF0ZRIWChJOT0RFX1NUQVRFX0lOVkFMSUQQABISCg5OT0RFX1NUQVRFX05FVxABEhYKEk5PREVfU1RBVEVfU1RBTkRCWRACEhEKDU5PREVfU1RBVEVfVVAQAxIdChlOT0RFX1NUQVRFX0RFQ09NTUlTU0lPTkVEEARiBnByb3RvMw");
 
 /**
  * The roles the cluster assigns a node. A role is held when its field is set.
@@ -412,6 +412,99 @@ export type ClusterDirectory_Node_Address = Message<"nodecore.common.ClusterDire
  */
 export const ClusterDirectory_Node_AddressSchema: GenMessage<ClusterDirectory_Node_Address> = /*@__PURE__*/
   messageDesc(file_common_common, 6, 0, 0);
+
+/**
+ * How the cluster's workers pull images from one registry host, as the
+ * owner set it (ctl cluster registry). Held by the curator; workers turn
+ * it into containerd's hosts.toml (internal/containerd/registry_hosts.ts)
+ * and their kubelet's credential provider (internal/kubernetes).
+ *
+ * @generated from message nodecore.common.ContainerRegistry
+ */
+export type ContainerRegistry = Message<"nodecore.common.ContainerRegistry"> & {
+  /**
+   * The host as image names spell it: "registry.example.com",
+   * "10.0.0.5:5000", "docker.io". Lower case, with a port if it has one.
+   *
+   * @generated from field: string host = 1;
+   */
+  host: string;
+
+  /**
+   * Tried in order before the host itself: "https://mirror.example.com" or
+   * "http://10.0.0.9:5000", with a path if the mirror has one; no user,
+   * query or fragment.
+   *
+   * @generated from field: repeated string mirrors = 2;
+   */
+  mirrors: string[];
+
+  /**
+   * Never pull from the host itself, only from its mirrors.
+   *
+   * @generated from field: bool upstream_disabled = 3;
+   */
+  upstreamDisabled: boolean;
+
+  /**
+   * PEM certificates that sign the host's and its mirrors' TLS certificates
+   * (a private CA); empty: the node's trusted roots.
+   *
+   * @generated from field: string ca_pem = 4;
+   */
+  caPem: string;
+
+  /**
+   * Do not verify the host's and its mirrors' TLS certificates. Only ever
+   * set by the owner's explicit flag, and always shown in the listing.
+   *
+   * @generated from field: bool skip_verify = 5;
+   */
+  skipVerify: boolean;
+
+  /**
+   * Offered to the host and its mirrors when they ask for credentials;
+   * unset: pull anonymously (or with the pod's own imagePullSecrets).
+   *
+   * @generated from field: nodecore.common.RegistryCredentials credentials = 6;
+   */
+  credentials?: RegistryCredentials | undefined;
+};
+
+/**
+ * Describes the message nodecore.common.ContainerRegistry.
+ * Use `create(ContainerRegistrySchema)` to create a new message.
+ */
+export const ContainerRegistrySchema: GenMessage<ContainerRegistry> = /*@__PURE__*/
+  messageDesc(file_common_common, 7);
+
+/**
+ * A registry login. Secret: it leaves the curator only to nodes that run a
+ * kubelet, and never appears in a listing, a log, an event or a metric.
+ *
+ * @generated from message nodecore.common.RegistryCredentials
+ */
+export type RegistryCredentials = Message<"nodecore.common.RegistryCredentials"> & {
+  /**
+   * @generated from field: string username = 1;
+   */
+  username: string;
+
+  /**
+   * The password, or an access token where the registry takes one as the
+   * password.
+   *
+   * @generated from field: string password = 2;
+   */
+  password: string;
+};
+
+/**
+ * Describes the message nodecore.common.RegistryCredentials.
+ * Use `create(RegistryCredentialsSchema)` to create a new message.
+ */
+export const RegistryCredentialsSchema: GenMessage<RegistryCredentials> = /*@__PURE__*/
+  messageDesc(file_common_common, 8);
 
 /**
  * A node's lifecycle in the cluster.

@@ -6,7 +6,7 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { ClusterNetworking, NodeRoles, NodeState, NodeStatus } from "../common/common_pb.ts";
+import type { ClusterNetworking, ContainerRegistry, NodeRoles, NodeState, NodeStatus } from "../common/common_pb.ts";
 import { file_common_common } from "../common/common_pb.ts";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -14,7 +14,39 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file curator/curator.proto.
  */
 export const file_curator_curator: GenFile = /*@__PURE__*/
-  fileDesc("ChVjdXJhdG9yL2N1cmF0b3IucHJvdG8SEG5vZGVjb3JlLmN1cmF0b3IiQgoiVXBkYXRlTm9kZUNsdXN0ZXJOZXR3b3JraW5nUmVxdWVzdBIcChR3aXJlZ3VhcmRfcHVibGljX2tleRgBIAEoDCI5CiNVcGRhdGVOb2RlQ2x1c3Rlck5ldHdvcmtpbmdSZXNwb25zZRISCgpwb2RfcHJlZml4GAEgASgJIj0KH0lzc3VlS3ViZWxldENlcnRpZmljYXRlc1JlcXVlc3QSGgoSa3ViZWxldF9wdWJsaWNfa2V5GAEgASgMIsgBCiBJc3N1ZUt1YmVsZXRDZXJ0aWZpY2F0ZXNSZXNwb25zZRIaChJzZXJ2ZXJfY2VydGlmaWNhdGUYASABKAwSGgoSY2xpZW50X2NlcnRpZmljYXRlGAIgASgMEhYKDmNhX2NlcnRpZmljYXRlGAMgASgMEhIKCmFwaXNlcnZlcnMYBCADKAkSIAoYcHJveHlfY2xpZW50X2NlcnRpZmljYXRlGAUgASgMEh4KFmRuc19jbGllbnRfY2VydGlmaWNhdGUYBiABKAwiGQoXUHJlcGFyZUNvbGRTdGFydFJlcXVlc3QiVAoYUHJlcGFyZUNvbGRTdGFydFJlc3BvbnNlEhgKEGpvaW5fY2VydGlmaWNhdGUYASABKAwSHgoWdW5sb2NrX3NoYXJlX3RocmVzaG9sZBgCIAEoDSIsChZIZWFydGJlYXRVcGRhdGVSZXF1ZXN0EhIKCnNlbnRfYXRfbXMYASABKAMiGQoXSGVhcnRiZWF0VXBkYXRlUmVzcG9uc2Ui3gEKDFdhdGNoUmVxdWVzdBJHCg9ub2RlX2luX2NsdXN0ZXIYASABKAsyLC5ub2RlY29yZS5jdXJhdG9yLldhdGNoUmVxdWVzdC5Ob2RlSW5DbHVzdGVySAASSQoQbm9kZXNfaW5fY2x1c3RlchgCIAEoCzItLm5vZGVjb3JlLmN1cmF0b3IuV2F0Y2hSZXF1ZXN0Lk5vZGVzSW5DbHVzdGVySAAaIAoNTm9kZUluQ2x1c3RlchIPCgdub2RlX2lkGAEgASgJGhAKDk5vZGVzSW5DbHVzdGVyQgYKBGtpbmQi+wEKBE5vZGUSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDBIpCgVzdGF0ZRgDIAEoDjIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdGUSKQoFcm9sZXMYBCABKAsyGi5ub2RlY29yZS5jb21tb24uTm9kZVJvbGVzEisKBnN0YXR1cxgFIAEoCzIbLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdHVzEhAKCGpvaW5fa2V5GAYgASgMEj4KEmNsdXN0ZXJfbmV0d29ya2luZxgHIAEoCzIiLm5vZGVjb3JlLmNvbW1vbi5DbHVzdGVyTmV0d29ya2luZyIgCg1Ob2RlVG9tYnN0b25lEg8KB25vZGVfaWQYASABKAki5gEKCldhdGNoRXZlbnQSJQoFbm9kZXMYASADKAsyFi5ub2RlY29yZS5jdXJhdG9yLk5vZGUSOAoPbm9kZV90b21ic3RvbmVzGAIgAygLMh8ubm9kZWNvcmUuY3VyYXRvci5Ob2RlVG9tYnN0b25lEjcKCHByb2dyZXNzGAMgASgOMiUubm9kZWNvcmUuY3VyYXRvci5XYXRjaEV2ZW50LlByb2dyZXNzIj4KCFByb2dyZXNzEhQKEFBST0dSRVNTX0lOVkFMSUQQABIcChhQUk9HUkVTU19MQVNUX0JBQ0tMT0dHRUQQASJXChdVcGRhdGVOb2RlU3RhdHVzUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEisKBnN0YXR1cxgCIAEoCzIbLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdHVzIhoKGFVwZGF0ZU5vZGVTdGF0dXNSZXNwb25zZSJAChNSZWdpc3Rlck5vZGVSZXF1ZXN0EhcKD3JlZ2lzdGVyX3RpY2tldBgBIAEoDBIQCghqb2luX2tleRgCIAEoDCIWChRSZWdpc3Rlck5vZGVSZXNwb25zZSIvChFDb21taXROb2RlUmVxdWVzdBIaChJjbHVzdGVyX3VubG9ja19rZXkYASABKAwiRgoSQ29tbWl0Tm9kZVJlc3BvbnNlEhYKDmNhX2NlcnRpZmljYXRlGAEgASgMEhgKEG5vZGVfY2VydGlmaWNhdGUYAiABKAwiEQoPSm9pbk5vZGVSZXF1ZXN0Ii4KEEpvaW5Ob2RlUmVzcG9uc2USGgoSY2x1c3Rlcl91bmxvY2tfa2V5GAEgASgMIoMBCh9SZXBvcnROb2RlTWFuYWdlbWVudENhbGxSZXF1ZXN0Eg4KBm1ldGhvZBgBIAEoCRIOCgZjYWxsZXIYAiABKAkSDgoGZGV0YWlsGAMgASgJEg4KBnJlc3VsdBgEIAEoCRIPCgdyZWZ1c2VkGAUgASgIEg8KB3RpbWVfbXMYBiABKAMiIgogUmVwb3J0Tm9kZU1hbmFnZW1lbnRDYWxsUmVzcG9uc2UyrggKB0N1cmF0b3ISRwoFV2F0Y2gSHi5ub2RlY29yZS5jdXJhdG9yLldhdGNoUmVxdWVzdBocLm5vZGVjb3JlLmN1cmF0b3IuV2F0Y2hFdmVudDABEmkKEFVwZGF0ZU5vZGVTdGF0dXMSKS5ub2RlY29yZS5jdXJhdG9yLlVwZGF0ZU5vZGVTdGF0dXNSZXF1ZXN0Gioubm9kZWNvcmUuY3VyYXRvci5VcGRhdGVOb2RlU3RhdHVzUmVzcG9uc2USXQoMUmVnaXN0ZXJOb2RlEiUubm9kZWNvcmUuY3VyYXRvci5SZWdpc3Rlck5vZGVSZXF1ZXN0GiYubm9kZWNvcmUuY3VyYXRvci5SZWdpc3Rlck5vZGVSZXNwb25zZRJXCgpDb21taXROb2RlEiMubm9kZWNvcmUuY3VyYXRvci5Db21taXROb2RlUmVxdWVzdBokLm5vZGVjb3JlLmN1cmF0b3IuQ29tbWl0Tm9kZVJlc3BvbnNlElEKCEpvaW5Ob2RlEiEubm9kZWNvcmUuY3VyYXRvci5Kb2luTm9kZVJlcXVlc3QaIi5ub2RlY29yZS5jdXJhdG9yLkpvaW5Ob2RlUmVzcG9uc2USZAoJSGVhcnRiZWF0Eigubm9kZWNvcmUuY3VyYXRvci5IZWFydGJlYXRVcGRhdGVSZXF1ZXN0Gikubm9kZWNvcmUuY3VyYXRvci5IZWFydGJlYXRVcGRhdGVSZXNwb25zZSgBMAESaQoQUHJlcGFyZUNvbGRTdGFydBIpLm5vZGVjb3JlLmN1cmF0b3IuUHJlcGFyZUNvbGRTdGFydFJlcXVlc3QaKi5ub2RlY29yZS5jdXJhdG9yLlByZXBhcmVDb2xkU3RhcnRSZXNwb25zZRKBAQoYSXNzdWVLdWJlbGV0Q2VydGlmaWNhdGVzEjEubm9kZWNvcmUuY3VyYXRvci5Jc3N1ZUt1YmVsZXRDZXJ0aWZpY2F0ZXNSZXF1ZXN0GjIubm9kZWNvcmUuY3VyYXRvci5Jc3N1ZUt1YmVsZXRDZXJ0aWZpY2F0ZXNSZXNwb25zZRKKAQobVXBkYXRlTm9kZUNsdXN0ZXJOZXR3b3JraW5nEjQubm9kZWNvcmUuY3VyYXRvci5VcGRhdGVOb2RlQ2x1c3Rlck5ldHdvcmtpbmdSZXF1ZXN0GjUubm9kZWNvcmUuY3VyYXRvci5VcGRhdGVOb2RlQ2x1c3Rlck5ldHdvcmtpbmdSZXNwb25zZRKBAQoYUmVwb3J0Tm9kZU1hbmFnZW1lbnRDYWxsEjEubm9kZWNvcmUuY3VyYXRvci5SZXBvcnROb2RlTWFuYWdlbWVudENhbGxSZXF1ZXN0GjIubm9kZWNvcmUuY3VyYXRvci5SZXBvcnROb2RlTWFuYWdlbWVudENhbGxSZXNwb25zZWIGcHJvdG8z", [file_common_common]);
+  fileDesc("ChVjdXJhdG9yL2N1cmF0b3IucHJvdG8SEG5vZGVjb3JlLmN1cmF0b3IiIQofV2F0Y2hDb250YWluZXJSZWdpc3RyaWVzUmVxdWVzdCJNChNDb250YWluZXJSZWdpc3RyaWVzEjYKCnJlZ2lzdHJpZXMYASADKAsyIi5ub2RlY29yZS5jb21tb24uQ29udGFpbmVyUmVnaXN0cnkiQgoiVXBkYXRlTm9kZUNsdXN0ZXJOZXR3b3JraW5nUmVxdWVzdBIcChR3aXJlZ3VhcmRfcHVibGljX2tleRgBIAEoDCI5CiNVcGRhdGVOb2RlQ2x1c3Rlck5ldHdvcmtpbmdSZXNwb25zZRISCgpwb2RfcHJlZml4GAEgASgJIj0KH0lzc3VlS3ViZWxldENlcnRpZmljYXRlc1JlcXVlc3QSGgoSa3ViZWxldF9wdWJsaWNfa2V5GAEgASgMIsgBCiBJc3N1ZUt1YmVsZXRDZXJ0aWZpY2F0ZXNSZXNwb25zZRIaChJzZXJ2ZXJfY2VydGlmaWNhdGUYASABKAwSGgoSY2xpZW50X2NlcnRpZmljYXRlGAIgASgMEhYKDmNhX2NlcnRpZmljYXRlGAMgASgMEhIKCmFwaXNlcnZlcnMYBCADKAkSIAoYcHJveHlfY2xpZW50X2NlcnRpZmljYXRlGAUgASgMEh4KFmRuc19jbGllbnRfY2VydGlmaWNhdGUYBiABKAwiGQoXUHJlcGFyZUNvbGRTdGFydFJlcXVlc3QiVAoYUHJlcGFyZUNvbGRTdGFydFJlc3BvbnNlEhgKEGpvaW5fY2VydGlmaWNhdGUYASABKAwSHgoWdW5sb2NrX3NoYXJlX3RocmVzaG9sZBgCIAEoDSIsChZIZWFydGJlYXRVcGRhdGVSZXF1ZXN0EhIKCnNlbnRfYXRfbXMYASABKAMiGQoXSGVhcnRiZWF0VXBkYXRlUmVzcG9uc2Ui3gEKDFdhdGNoUmVxdWVzdBJHCg9ub2RlX2luX2NsdXN0ZXIYASABKAsyLC5ub2RlY29yZS5jdXJhdG9yLldhdGNoUmVxdWVzdC5Ob2RlSW5DbHVzdGVySAASSQoQbm9kZXNfaW5fY2x1c3RlchgCIAEoCzItLm5vZGVjb3JlLmN1cmF0b3IuV2F0Y2hSZXF1ZXN0Lk5vZGVzSW5DbHVzdGVySAAaIAoNTm9kZUluQ2x1c3RlchIPCgdub2RlX2lkGAEgASgJGhAKDk5vZGVzSW5DbHVzdGVyQgYKBGtpbmQi+wEKBE5vZGUSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDBIpCgVzdGF0ZRgDIAEoDjIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdGUSKQoFcm9sZXMYBCABKAsyGi5ub2RlY29yZS5jb21tb24uTm9kZVJvbGVzEisKBnN0YXR1cxgFIAEoCzIbLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdHVzEhAKCGpvaW5fa2V5GAYgASgMEj4KEmNsdXN0ZXJfbmV0d29ya2luZxgHIAEoCzIiLm5vZGVjb3JlLmNvbW1vbi5DbHVzdGVyTmV0d29ya2luZyIgCg1Ob2RlVG9tYnN0b25lEg8KB25vZGVfaWQYASABKAki5gEKCldhdGNoRXZlbnQSJQoFbm9kZXMYASADKAsyFi5ub2RlY29yZS5jdXJhdG9yLk5vZGUSOAoPbm9kZV90b21ic3RvbmVzGAIgAygLMh8ubm9kZWNvcmUuY3VyYXRvci5Ob2RlVG9tYnN0b25lEjcKCHByb2dyZXNzGAMgASgOMiUubm9kZWNvcmUuY3VyYXRvci5XYXRjaEV2ZW50LlByb2dyZXNzIj4KCFByb2dyZXNzEhQKEFBST0dSRVNTX0lOVkFMSUQQABIcChhQUk9HUkVTU19MQVNUX0JBQ0tMT0dHRUQQASJXChdVcGRhdGVOb2RlU3RhdHVzUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEisKBnN0YXR1cxgCIAEoCzIbLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdHVzIhoKGFVwZGF0ZU5vZGVTdGF0dXNSZXNwb25zZSJAChNSZWdpc3Rlck5vZGVSZXF1ZXN0EhcKD3JlZ2lzdGVyX3RpY2tldBgBIAEoDBIQCghqb2luX2tleRgCIAEoDCIWChRSZWdpc3Rlck5vZGVSZXNwb25zZSIvChFDb21taXROb2RlUmVxdWVzdBIaChJjbHVzdGVyX3VubG9ja19rZXkYASABKAwiRgoSQ29tbWl0Tm9kZVJlc3BvbnNlEhYKDmNhX2NlcnRpZmljYXRlGAEgASgMEhgKEG5vZGVfY2VydGlmaWNhdGUYAiABKAwiEQoPSm9pbk5vZGVSZXF1ZXN0Ii4KEEpvaW5Ob2RlUmVzcG9uc2USGgoSY2x1c3Rlcl91bmxvY2tfa2V5GAEgASgMIoMBCh9SZXBvcnROb2RlTWFuYWdlbWVudENhbGxSZXF1ZXN0Eg4KBm1ldGhvZBgBIAEoCRIOCgZjYWxsZXIYAiABKAkSDgoGZGV0YWlsGAMgASgJEg4KBnJlc3VsdBgEIAEoCRIPCgdyZWZ1c2VkGAUgASgIEg8KB3RpbWVfbXMYBiABKAMiIgogUmVwb3J0Tm9kZU1hbmFnZW1lbnRDYWxsUmVzcG9uc2UypgkKB0N1cmF0b3ISRwoFV2F0Y2gSHi5ub2RlY29yZS5jdXJhdG9yLldhdGNoUmVxdWVzdBocLm5vZGVjb3JlLmN1cmF0b3IuV2F0Y2hFdmVudDABEmkKEFVwZGF0ZU5vZGVTdGF0dXMSKS5ub2RlY29yZS5jdXJhdG9yLlVwZGF0ZU5vZGVTdGF0dXNSZXF1ZXN0Gioubm9kZWNvcmUuY3VyYXRvci5VcGRhdGVOb2RlU3RhdHVzUmVzcG9uc2USXQoMUmVnaXN0ZXJOb2RlEiUubm9kZWNvcmUuY3VyYXRvci5SZWdpc3Rlck5vZGVSZXF1ZXN0GiYubm9kZWNvcmUuY3VyYXRvci5SZWdpc3Rlck5vZGVSZXNwb25zZRJXCgpDb21taXROb2RlEiMubm9kZWNvcmUuY3VyYXRvci5Db21taXROb2RlUmVxdWVzdBokLm5vZGVjb3JlLmN1cmF0b3IuQ29tbWl0Tm9kZVJlc3BvbnNlElEKCEpvaW5Ob2RlEiEubm9kZWNvcmUuY3VyYXRvci5Kb2luTm9kZVJlcXVlc3QaIi5ub2RlY29yZS5jdXJhdG9yLkpvaW5Ob2RlUmVzcG9uc2USZAoJSGVhcnRiZWF0Eigubm9kZWNvcmUuY3VyYXRvci5IZWFydGJlYXRVcGRhdGVSZXF1ZXN0Gikubm9kZWNvcmUuY3VyYXRvci5IZWFydGJlYXRVcGRhdGVSZXNwb25zZSgBMAESaQoQUHJlcGFyZUNvbGRTdGFydBIpLm5vZGVjb3JlLmN1cmF0b3IuUHJlcGFyZUNvbGRTdGFydFJlcXVlc3QaKi5ub2RlY29yZS5jdXJhdG9yLlByZXBhcmVDb2xkU3RhcnRSZXNwb25zZRKBAQoYSXNzdWVLdWJlbGV0Q2VydGlmaWNhdGVzEjEubm9kZWNvcmUuY3VyYXRvci5Jc3N1ZUt1YmVsZXRDZXJ0aWZpY2F0ZXNSZXF1ZXN0GjIubm9kZWNvcmUuY3VyYXRvci5Jc3N1ZUt1YmVsZXRDZXJ0aWZpY2F0ZXNSZXNwb25zZRKKAQobVXBkYXRlTm9kZUNsdXN0ZXJOZXR3b3JraW5nEjQubm9kZWNvcmUuY3VyYXRvci5VcGRhdGVOb2RlQ2x1c3Rlck5ldHdvcmtpbmdSZXF1ZXN0GjUubm9kZWNvcmUuY3VyYXRvci5VcGRhdGVOb2RlQ2x1c3Rlck5ldHdvcmtpbmdSZXNwb25zZRKBAQoYUmVwb3J0Tm9kZU1hbmFnZW1lbnRDYWxsEjEubm9kZWNvcmUuY3VyYXRvci5SZXBvcnROb2RlTWFuYWdlbWVudENhbGxSZXF1ZXN0GjIubm9kZWNvcmUuY3VyYXRvci5SZXBvcnROb2RlTWFuYWdlbWVudENhbGxSZXNwb25zZRJ2ChhXYXRjaENvbnRhaW5lclJlZ2lzdHJpZXMSMS5ub2RlY29yZS5jdXJhdG9yLldhdGNoQ29udGFpbmVyUmVnaXN0cmllc1JlcXVlc3QaJS5ub2RlY29yZS5jdXJhdG9yLkNvbnRhaW5lclJlZ2lzdHJpZXMwAWIGcHJvdG8z", [file_common_common]);
+
+/**
+ * @generated from message nodecore.curator.WatchContainerRegistriesRequest
+ */
+export type WatchContainerRegistriesRequest = Message<"nodecore.curator.WatchContainerRegistriesRequest"> & {
+};
+
+/**
+ * Describes the message nodecore.curator.WatchContainerRegistriesRequest.
+ * Use `create(WatchContainerRegistriesRequestSchema)` to create a new message.
+ */
+export const WatchContainerRegistriesRequestSchema: GenMessage<WatchContainerRegistriesRequest> = /*@__PURE__*/
+  messageDesc(file_curator_curator, 0);
+
+/**
+ * @generated from message nodecore.curator.ContainerRegistries
+ */
+export type ContainerRegistries = Message<"nodecore.curator.ContainerRegistries"> & {
+  /**
+   * Sorted by host, hosts unique.
+   *
+   * @generated from field: repeated nodecore.common.ContainerRegistry registries = 1;
+   */
+  registries: ContainerRegistry[];
+};
+
+/**
+ * Describes the message nodecore.curator.ContainerRegistries.
+ * Use `create(ContainerRegistriesSchema)` to create a new message.
+ */
+export const ContainerRegistriesSchema: GenMessage<ContainerRegistries> = /*@__PURE__*/
+  messageDesc(file_curator_curator, 1);
 
 /**
  * @generated from message nodecore.curator.UpdateNodeClusterNetworkingRequest
@@ -33,7 +65,7 @@ export type UpdateNodeClusterNetworkingRequest = Message<"nodecore.curator.Updat
  * Use `create(UpdateNodeClusterNetworkingRequestSchema)` to create a new message.
  */
 export const UpdateNodeClusterNetworkingRequestSchema: GenMessage<UpdateNodeClusterNetworkingRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 0);
+  messageDesc(file_curator_curator, 2);
 
 /**
  * @generated from message nodecore.curator.UpdateNodeClusterNetworkingResponse
@@ -52,7 +84,7 @@ export type UpdateNodeClusterNetworkingResponse = Message<"nodecore.curator.Upda
  * Use `create(UpdateNodeClusterNetworkingResponseSchema)` to create a new message.
  */
 export const UpdateNodeClusterNetworkingResponseSchema: GenMessage<UpdateNodeClusterNetworkingResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 1);
+  messageDesc(file_curator_curator, 3);
 
 /**
  * @generated from message nodecore.curator.IssueKubeletCertificatesRequest
@@ -71,7 +103,7 @@ export type IssueKubeletCertificatesRequest = Message<"nodecore.curator.IssueKub
  * Use `create(IssueKubeletCertificatesRequestSchema)` to create a new message.
  */
 export const IssueKubeletCertificatesRequestSchema: GenMessage<IssueKubeletCertificatesRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 2);
+  messageDesc(file_curator_curator, 4);
 
 /**
  * @generated from message nodecore.curator.IssueKubeletCertificatesResponse
@@ -129,7 +161,7 @@ export type IssueKubeletCertificatesResponse = Message<"nodecore.curator.IssueKu
  * Use `create(IssueKubeletCertificatesResponseSchema)` to create a new message.
  */
 export const IssueKubeletCertificatesResponseSchema: GenMessage<IssueKubeletCertificatesResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 3);
+  messageDesc(file_curator_curator, 5);
 
 /**
  * @generated from message nodecore.curator.PrepareColdStartRequest
@@ -142,7 +174,7 @@ export type PrepareColdStartRequest = Message<"nodecore.curator.PrepareColdStart
  * Use `create(PrepareColdStartRequestSchema)` to create a new message.
  */
 export const PrepareColdStartRequestSchema: GenMessage<PrepareColdStartRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 4);
+  messageDesc(file_curator_curator, 6);
 
 /**
  * @generated from message nodecore.curator.PrepareColdStartResponse
@@ -169,7 +201,7 @@ export type PrepareColdStartResponse = Message<"nodecore.curator.PrepareColdStar
  * Use `create(PrepareColdStartResponseSchema)` to create a new message.
  */
 export const PrepareColdStartResponseSchema: GenMessage<PrepareColdStartResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 5);
+  messageDesc(file_curator_curator, 7);
 
 /**
  * @generated from message nodecore.curator.HeartbeatUpdateRequest
@@ -190,7 +222,7 @@ export type HeartbeatUpdateRequest = Message<"nodecore.curator.HeartbeatUpdateRe
  * Use `create(HeartbeatUpdateRequestSchema)` to create a new message.
  */
 export const HeartbeatUpdateRequestSchema: GenMessage<HeartbeatUpdateRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 6);
+  messageDesc(file_curator_curator, 8);
 
 /**
  * @generated from message nodecore.curator.HeartbeatUpdateResponse
@@ -203,7 +235,7 @@ export type HeartbeatUpdateResponse = Message<"nodecore.curator.HeartbeatUpdateR
  * Use `create(HeartbeatUpdateResponseSchema)` to create a new message.
  */
 export const HeartbeatUpdateResponseSchema: GenMessage<HeartbeatUpdateResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 7);
+  messageDesc(file_curator_curator, 9);
 
 /**
  * @generated from message nodecore.curator.WatchRequest
@@ -232,7 +264,7 @@ export type WatchRequest = Message<"nodecore.curator.WatchRequest"> & {
  * Use `create(WatchRequestSchema)` to create a new message.
  */
 export const WatchRequestSchema: GenMessage<WatchRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 8);
+  messageDesc(file_curator_curator, 10);
 
 /**
  * @generated from message nodecore.curator.WatchRequest.NodeInCluster
@@ -249,7 +281,7 @@ export type WatchRequest_NodeInCluster = Message<"nodecore.curator.WatchRequest.
  * Use `create(WatchRequest_NodeInClusterSchema)` to create a new message.
  */
 export const WatchRequest_NodeInClusterSchema: GenMessage<WatchRequest_NodeInCluster> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 8, 0);
+  messageDesc(file_curator_curator, 10, 0);
 
 /**
  * @generated from message nodecore.curator.WatchRequest.NodesInCluster
@@ -262,7 +294,7 @@ export type WatchRequest_NodesInCluster = Message<"nodecore.curator.WatchRequest
  * Use `create(WatchRequest_NodesInClusterSchema)` to create a new message.
  */
 export const WatchRequest_NodesInClusterSchema: GenMessage<WatchRequest_NodesInCluster> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 8, 1);
+  messageDesc(file_curator_curator, 10, 1);
 
 /**
  * @generated from message nodecore.curator.Node
@@ -313,7 +345,7 @@ export type Node = Message<"nodecore.curator.Node"> & {
  * Use `create(NodeSchema)` to create a new message.
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 9);
+  messageDesc(file_curator_curator, 11);
 
 /**
  * @generated from message nodecore.curator.NodeTombstone
@@ -330,7 +362,7 @@ export type NodeTombstone = Message<"nodecore.curator.NodeTombstone"> & {
  * Use `create(NodeTombstoneSchema)` to create a new message.
  */
 export const NodeTombstoneSchema: GenMessage<NodeTombstone> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 10);
+  messageDesc(file_curator_curator, 12);
 
 /**
  * @generated from message nodecore.curator.WatchEvent
@@ -357,7 +389,7 @@ export type WatchEvent = Message<"nodecore.curator.WatchEvent"> & {
  * Use `create(WatchEventSchema)` to create a new message.
  */
 export const WatchEventSchema: GenMessage<WatchEvent> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 11);
+  messageDesc(file_curator_curator, 13);
 
 /**
  * @generated from enum nodecore.curator.WatchEvent.Progress
@@ -380,7 +412,7 @@ export enum WatchEvent_Progress {
  * Describes the enum nodecore.curator.WatchEvent.Progress.
  */
 export const WatchEvent_ProgressSchema: GenEnum<WatchEvent_Progress> = /*@__PURE__*/
-  enumDesc(file_curator_curator, 11, 0);
+  enumDesc(file_curator_curator, 13, 0);
 
 /**
  * @generated from message nodecore.curator.UpdateNodeStatusRequest
@@ -402,7 +434,7 @@ export type UpdateNodeStatusRequest = Message<"nodecore.curator.UpdateNodeStatus
  * Use `create(UpdateNodeStatusRequestSchema)` to create a new message.
  */
 export const UpdateNodeStatusRequestSchema: GenMessage<UpdateNodeStatusRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 12);
+  messageDesc(file_curator_curator, 14);
 
 /**
  * @generated from message nodecore.curator.UpdateNodeStatusResponse
@@ -415,7 +447,7 @@ export type UpdateNodeStatusResponse = Message<"nodecore.curator.UpdateNodeStatu
  * Use `create(UpdateNodeStatusResponseSchema)` to create a new message.
  */
 export const UpdateNodeStatusResponseSchema: GenMessage<UpdateNodeStatusResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 13);
+  messageDesc(file_curator_curator, 15);
 
 /**
  * @generated from message nodecore.curator.RegisterNodeRequest
@@ -439,7 +471,7 @@ export type RegisterNodeRequest = Message<"nodecore.curator.RegisterNodeRequest"
  * Use `create(RegisterNodeRequestSchema)` to create a new message.
  */
 export const RegisterNodeRequestSchema: GenMessage<RegisterNodeRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 14);
+  messageDesc(file_curator_curator, 16);
 
 /**
  * @generated from message nodecore.curator.RegisterNodeResponse
@@ -452,7 +484,7 @@ export type RegisterNodeResponse = Message<"nodecore.curator.RegisterNodeRespons
  * Use `create(RegisterNodeResponseSchema)` to create a new message.
  */
 export const RegisterNodeResponseSchema: GenMessage<RegisterNodeResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 15);
+  messageDesc(file_curator_curator, 17);
 
 /**
  * @generated from message nodecore.curator.CommitNodeRequest
@@ -471,7 +503,7 @@ export type CommitNodeRequest = Message<"nodecore.curator.CommitNodeRequest"> & 
  * Use `create(CommitNodeRequestSchema)` to create a new message.
  */
 export const CommitNodeRequestSchema: GenMessage<CommitNodeRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 16);
+  messageDesc(file_curator_curator, 18);
 
 /**
  * @generated from message nodecore.curator.CommitNodeResponse
@@ -493,7 +525,7 @@ export type CommitNodeResponse = Message<"nodecore.curator.CommitNodeResponse"> 
  * Use `create(CommitNodeResponseSchema)` to create a new message.
  */
 export const CommitNodeResponseSchema: GenMessage<CommitNodeResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 17);
+  messageDesc(file_curator_curator, 19);
 
 /**
  * @generated from message nodecore.curator.JoinNodeRequest
@@ -506,7 +538,7 @@ export type JoinNodeRequest = Message<"nodecore.curator.JoinNodeRequest"> & {
  * Use `create(JoinNodeRequestSchema)` to create a new message.
  */
 export const JoinNodeRequestSchema: GenMessage<JoinNodeRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 18);
+  messageDesc(file_curator_curator, 20);
 
 /**
  * @generated from message nodecore.curator.JoinNodeResponse
@@ -523,7 +555,7 @@ export type JoinNodeResponse = Message<"nodecore.curator.JoinNodeResponse"> & {
  * Use `create(JoinNodeResponseSchema)` to create a new message.
  */
 export const JoinNodeResponseSchema: GenMessage<JoinNodeResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 19);
+  messageDesc(file_curator_curator, 21);
 
 /**
  * @generated from message nodecore.curator.ReportNodeManagementCallRequest
@@ -577,7 +609,7 @@ export type ReportNodeManagementCallRequest = Message<"nodecore.curator.ReportNo
  * Use `create(ReportNodeManagementCallRequestSchema)` to create a new message.
  */
 export const ReportNodeManagementCallRequestSchema: GenMessage<ReportNodeManagementCallRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 20);
+  messageDesc(file_curator_curator, 22);
 
 /**
  * @generated from message nodecore.curator.ReportNodeManagementCallResponse
@@ -590,7 +622,7 @@ export type ReportNodeManagementCallResponse = Message<"nodecore.curator.ReportN
  * Use `create(ReportNodeManagementCallResponseSchema)` to create a new message.
  */
 export const ReportNodeManagementCallResponseSchema: GenMessage<ReportNodeManagementCallResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 21);
+  messageDesc(file_curator_curator, 23);
 
 /**
  * @generated from service nodecore.curator.Curator
@@ -715,6 +747,19 @@ export const Curator: GenService<{
     methodKind: "unary";
     input: typeof ReportNodeManagementCallRequestSchema;
     output: typeof ReportNodeManagementCallResponseSchema;
+  },
+  /**
+   * The cluster's container registry configuration, credentials included:
+   * the whole of it now, then again each time it changes. Callers: nodes
+   * holding the kubernetes-worker role; the stream ends with
+   * PERMISSION_DENIED when the caller loses the role.
+   *
+   * @generated from rpc nodecore.curator.Curator.WatchContainerRegistries
+   */
+  watchContainerRegistries: {
+    methodKind: "server_streaming";
+    input: typeof WatchContainerRegistriesRequestSchema;
+    output: typeof ContainerRegistriesSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_curator_curator, 0);
