@@ -148,6 +148,12 @@ async function main(argv: string[]): Promise<void> {
     await selfcheck();
     return;
   }
+  // The kubelet runs this binary as its registry credential provider (internal/kubernetes/registries.ts).
+  if (argv[0] === "registry-credentials") {
+    const { runCredentialProvider } = await import("../../internal/kubernetes/mod.ts");
+    process.exitCode = await runCredentialProvider(argv[1]);
+    return;
+  }
   const isPid1 = process.pid === 1;
   // Every entry also lands in the node's log rings, for `ctl node logs`.
   const logs = new LogTree();

@@ -109,6 +109,8 @@ describe("the kubelet (golden)", () => {
       "--root-dir=/data/kubernetes/kubelet",
       "--hostname-override=node-00000000000000aa",
       "--node-ip=10.77.0.13",
+      "--image-credential-provider-config=/run/kubelet/credential-providers.json",
+      "--image-credential-provider-bin-dir=/run/kubelet/credential-providers",
     ]);
   });
 

@@ -24,6 +24,7 @@ import type { KeyObject } from "node:crypto";
 import { privateKeyPem, toPem } from "../pki/mod.ts";
 import { buildKubeconfig } from "./kubeconfig.ts";
 import { CLUSTER_DOMAIN, kubeletUser } from "./pki.ts";
+import { credentialProviderArgs } from "./registries.ts";
 
 export const KUBELET_PORT = 10250;
 export const KUBELET_HEALTHZ_PORT = 10248;
@@ -124,5 +125,7 @@ export function kubeletArgs(dir: string, rootDir: string, node: Pick<KubeletNode
     `--root-dir=${rootDir}`,
     `--hostname-override=${node.nodeId}`,
     `--node-ip=${node.address}`,
+    // Registry logins from the cluster's configuration, asked for at every pull (registries.ts).
+    ...credentialProviderArgs(dir),
   ];
 }

@@ -24,7 +24,12 @@
 //        one apiserver chosen, renewed together at half their life:
 //        ├── kubelet                   (kubelet.ts)
 //        ├── kube-proxy, nftables mode (proxy.ts: Services)
-//        └── CoreDNS on the node's address (dns.ts: the cluster DNS)
+//        ├── CoreDNS on the node's address (dns.ts: the cluster DNS)
+//        └── the kubelet's registry credential provider (registries.ts)
+//
+//   worker role ──▶ registriesService (registries.ts): the cluster's registry
+//        configuration (curator) ──▶ containerd's hosts.toml per host and
+//        the kubelet's credentials file, at every change, nothing restarted
 //
 // Invariants:
 //  - Keys and kubeconfigs exist only in etcd and on tmpfs, never on the ESP
@@ -96,3 +101,17 @@ export {
   CLUSTER_DNS_IP,
   type KubeletNode,
 } from "./kubelet.ts";
+export {
+  CREDENTIAL_PROVIDER_COMMAND,
+  CREDENTIAL_PROVIDER_NAME,
+  CredentialProviderError,
+  credentialProviderConfig,
+  credentialResponse,
+  credentialsFile,
+  imageHost,
+  registriesService,
+  REGISTRY_FILES,
+  runCredentialProvider,
+  writeCredentialProvider,
+  type RegistriesServiceOptions,
+} from "./registries.ts";

@@ -40,6 +40,7 @@ import type { Credential } from "./pki.ts";
 import { writePrivateFiles } from "./private_files.ts";
 import { PROXY_FILES, proxyArgs, proxyFiles, proxyHealthz } from "./proxy.ts";
 import { DNS_FILES, dnsArgs, dnsFiles, dnsReady } from "./dns.ts";
+import { writeCredentialProvider } from "./registries.ts";
 
 /** The part of its certificates' remaining life after which the kubelet service asks for new ones (and restarts the kubelet with them). */
 export const KUBELET_RENEW_FRACTION = 0.5;
@@ -88,6 +89,8 @@ export interface KubeletServiceOptions {
   containerdReady: Value<boolean>;
   /** The pods' cgroup parent, from the hierarchy's root. */
   cgroupRoot: string;
+  /** The registry credential provider's executable: the node's own binary (cmd/init) unless a test says otherwise. */
+  credentialProvider?: string;
   /** The kubelet's PATH (kubeletPath: its mount tools). */
   path?: string;
   /** Puts the kubelet process where it belongs (the runtime's cgroup). */
@@ -175,6 +178,8 @@ export function kubeletService(options: KubeletServiceOptions): Runnable {
       key: privateKey,
     };
     writePrivateFiles(options.dir, KUBELET_FILES, kubeletFiles(options.dir, node));
+    // Its registry logins come from the node's own binary (registries.ts).
+    writeCredentialProvider(options.dir, options.credentialProvider ?? process.execPath);
     mkdirSync(options.rootDir, { recursive: true, mode: 0o700 });
     const healthz = `http://${options.address}:${KUBELET_HEALTHZ_PORT}/healthz`;
     ctx.run(

@@ -39,7 +39,8 @@ import { clusterNetService, INTERFACE_NAME, leaveMesh } from "../clusternet/mod.
 import type { ClusterMembership } from "../cluster/mod.ts";
 import { issueEtcdClientCertificate } from "../consensus/mod.ts";
 import { CuratorStore, ETCD_PREFIX } from "../curator/mod.ts";
-import { CONTROLLER_COMPONENTS, controllerService, kubeletPath, kubeletService } from "../kubernetes/mod.ts";
+import { CONTROLLER_COMPONENTS, controllerService, kubeletPath, kubeletService, registriesService } from "../kubernetes/mod.ts";
+import type { ContainerRegistry } from "../../proto/gen/common/common_pb.ts";
 import { generateKeyPair } from "../pki/mod.ts";
 import { X509Certificate } from "node:crypto";
 import { withCurator, type CuratorConnection } from "./curator_connection.ts";
@@ -238,6 +239,28 @@ function kubeletRunnable(options: KubernetesOptions, runtime: RuntimeSetup, cont
   };
 }
 
+/**
+ * Follows the cluster's registry configuration (Curator.WatchContainerRegistries)
+ * into `registries`; a new set of curators means following through the best one again.
+ */
+function registryWatchRunnable(options: KubernetesOptions, registries: Value<readonly ContainerRegistry[]>): Runnable {
+  return async (ctx) => {
+    const connection = await options.connection.get({ signal: ctx.signal });
+    const reconnect = options.connection.waitFor((c) => c !== connection, { signal: ctx.signal }).then(() => {
+      throw new RestartRequest("the curators changed");
+    });
+    reconnect.catch(() => {});
+    const watching = withCurator(connection, async (client) => {
+      for await (const message of client.watchContainerRegistries({}, { signal: ctx.signal })) {
+        registries.set(message.registries);
+        ctx.signalHealthy();
+      }
+    });
+    await Promise.race([watching, reconnect]);
+    if (!ctx.signal.aborted) throw new Error("the curator ended the registry watch");
+  };
+}
+
 /** The deadline of the call that reports the mesh key and gets the pod prefix. */
 const CLUSTER_NETWORKING_TIMEOUT_MS = 10_000;
 
@@ -396,6 +419,17 @@ function workerPart(options: KubernetesOptions, decision: Value<Decision>): Runn
         const probeRuns = new Value<boolean>();
         probeRuns.set(false);
         if (launch.kubelet) {
+          const registries = new Value<readonly ContainerRegistry[]>();
+          ctx.run("registry-watch", registryWatchRunnable(options, registries));
+          ctx.run(
+            "registries",
+            registriesService({
+              hostsDir: runtime.paths.registryHosts,
+              kubeletDir: join(options.ephemeralDir, "kubelet"),
+              registries,
+              report: (component, state, message) => options.board.report(component, state, message),
+            }),
+          );
           ctx.run("kubelet", kubeletRunnable(options, runtime, ready));
           ctx.run("census", censusRunnable(options, runtime, probeRuns));
         }
