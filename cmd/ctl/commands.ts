@@ -7,7 +7,7 @@
 import { describeColdStart, MAX_UNLOCK_SHARE_THRESHOLD } from "../../internal/coldstart/threshold.ts";
 import { shownTarget, targetUrlProblem } from "../../internal/backup/mod.ts";
 import { create, toBinary } from "@bufbuild/protobuf";
-import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { X509Certificate } from "node:crypto";
 import { join } from "node:path";
 import { Management } from "../../proto/gen/api/management_pb.ts";
@@ -77,8 +77,14 @@ import {
   type ClusterHealth,
   readNodeMetrics,
   writeMetricsReader,
+  PASSWORD_ON_COMMAND_LINE,
+  registryCredentials,
+  registryEntry,
+  registryHost,
+  registryTable,
+  type RegistryFlags,
 } from "../../internal/operator/mod.ts";
-import { endpointsOfDirectory, formatEndpoint } from "../../internal/curator/client/mod.ts";
+import { endpointsOfDirectory, formatEndpoint, type CuratorClientOf } from "../../internal/curator/client/mod.ts";
 import { buildKubeconfig, OWNER_USER } from "../../internal/kubernetes/mod.ts";
 import { generateKeyPair, privateKeyPem, rawPublicKey } from "../../internal/pki/mod.ts";
 import { VERSION } from "../../internal/version/mod.ts";
@@ -346,6 +352,74 @@ export const program: Program<Ctl> = {
               { everyMinutes: every, keep, node: nodeId, ...(putUrl ? { upload: shownTarget(putUrl) } : {}) },
               every === 0 ? "scheduled backups off" : `${nodeId} backs the cluster up every ${every} min and keeps ${keep}${also}; ctl cluster info says how it goes`,
             );
+          },
+        },
+        {
+          name: "registry",
+          args: [
+            { name: "action", choices: ["set", "list", "remove", "login", "logout"] },
+            { name: "host", optional: true },
+          ],
+          flags: [
+            { name: "mirror", value: "url", description: "A mirror tried before the host itself (https://… or http://…), in the order given", repeatable: true },
+            { name: "mirrors-only", description: "Pull only from the mirrors, never from the host itself" },
+            { name: "ca", value: "file", description: "PEM certificates that sign the host's and its mirrors' TLS certificates", complete: "file" },
+            { name: "skip-verify", description: "Do not verify the host's and mirrors' TLS certificates (insecure; shown in the listing)" },
+            { name: "username", value: "user", description: "The registry login's user (with --password-stdin)" },
+            { name: "password-stdin", description: "Read the login's password (or access token) from stdin" },
+            { name: "password", value: "refused", description: "Refused: a password is read from stdin only (--password-stdin)", parse: () => true },
+          ],
+          description: "How workers pull images: set <host> [--mirror url]... [--ca file] [--username u --password-stdin] [--skip-verify] [--mirrors-only], list, remove <host>, login <host> --username u --password-stdin, logout <host>",
+          run: async (ctl, [action, typedHost], flags) => {
+            const registryFlags: RegistryFlags = {
+              mirrors: (flags.mirror as string[] | undefined) ?? [],
+              ...(flags.ca !== undefined ? { ca: String(flags.ca) } : {}),
+              skipVerify: flags["skip-verify"] === true,
+              noUpstream: flags["mirrors-only"] === true,
+              ...(flags.username !== undefined ? { username: String(flags.username) } : {}),
+              passwordStdin: flags["password-stdin"] === true,
+              passwordTyped: flags.password !== undefined,
+            };
+            if (registryFlags.passwordTyped) throw new UsageError(PASSWORD_ON_COMMAND_LINE);
+            const readStdin = () => readFileSync(0, "utf8");
+            const call = <T,>(f: (m: CuratorClientOf<typeof Management>) => Promise<T>) => withFailover(Management, ctl.credentials(), f, ctl.progress);
+            switch (action) {
+              case "list": {
+                const { registries } = await call((m) => m.listContainerRegistries({}, ctl.settings));
+                ctl.print(registries.map((r) => ({ host: r.host, mirrors: r.mirrors, upstream: !r.upstreamDisabled, ca: r.ca ? r.ca.split("\n") : [], skipVerify: r.skipVerify, login: r.hasCredentials ? { username: r.username } : null })), registryTable(registries));
+                return;
+              }
+              case "set": {
+                const entry = registryEntry(String(typedHost ?? ""), registryFlags, readStdin);
+                await call((m) => m.setContainerRegistry({ registry: entry }, ctl.settings));
+                const order = [...entry.mirrors, ...(entry.upstreamDisabled ? [] : [entry.host])].join(", then ");
+                ctl.print(
+                  { host: entry.host, order: order.split(", then "), login: entry.credentials ? { username: entry.credentials.username } : null, skipVerify: entry.skipVerify },
+                  `${entry.host}: pulled from ${order}${entry.caPem ? "; TLS verified against the given CA" : ""}${entry.skipVerify ? "; TLS NOT verified" : ""}${entry.credentials ? `; login ${entry.credentials.username || "(token)"}` : ""}. Applies to the next pull on every worker.`,
+                );
+                return;
+              }
+              case "login": {
+                const host = registryHost(typedHost);
+                const credentials = registryCredentials(registryFlags, readStdin);
+                if (!credentials) throw new UsageError("login needs --username <user> --password-stdin (the password or token piped in)");
+                await call((m) => m.setContainerRegistryCredentials({ host, credentials }, ctl.settings));
+                ctl.print({ host, username: credentials.username }, `${host}: workers log in as ${credentials.username || "(token)"} from the next pull on`);
+                return;
+              }
+              case "logout": {
+                const host = registryHost(typedHost);
+                await call((m) => m.setContainerRegistryCredentials({ host }, ctl.settings));
+                ctl.print({ host }, `${host}: workers pull without a login from the next pull on`);
+                return;
+              }
+              case "remove": {
+                const host = registryHost(typedHost);
+                await call((m) => m.removeContainerRegistry({ host }, ctl.settings));
+                ctl.print({ host }, `${host}: entry removed; its images are pulled from the host itself again`);
+                return;
+              }
+            }
           },
         },
         RESTORE_PARAMETERS,

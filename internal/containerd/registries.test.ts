@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { create } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { ContainerRegistrySchema, type ContainerRegistry } from "../../proto/gen/common/common_pb.ts";
@@ -7,7 +7,7 @@ import { toPem } from "../pki/mod.ts";
 import { testCA, tempDir } from "../testing/mod.ts";
 import { hostsToml, MAX_MIRRORS, mirrorUrlProblem, registryHostProblem, registryProblem, writeRegistryHosts } from "./mod.ts";
 
-const registry = (fields: Partial<ContainerRegistry>): ContainerRegistry => create(ContainerRegistrySchema, { host: "registry.example.com", ...fields });
+const registry = (fields: MessageInitShape<typeof ContainerRegistrySchema>): ContainerRegistry => create(ContainerRegistrySchema, { host: "registry.example.com", ...fields });
 const caPem = toPem(testCA().certificate);
 
 describe("hosts.toml", () => {

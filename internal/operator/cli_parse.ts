@@ -148,6 +148,7 @@ function checkFlags<C>(program: Program<C>, invocation: Invocation<C>, read: Wor
 
 /** What cac gave the flag, checked and parsed: the last value if given twice (but the first if as -n and as --lines: mri, cac's reader, merges aliases so). */
 function checkValue(flag: FlagSpec, typed: string, given: unknown): unknown {
+  if (flag.repeatable && flag.value) return (Array.isArray(given) ? given : [given]).map((one: unknown) => checkValue({ ...flag, repeatable: false }, typed, one));
   const raw = Array.isArray(given) ? given.at(-1) : given;
   if (!flag.value) return raw;
   if (typeof raw !== "string") throw new UsageError(`flag '${typed}' needs a value: ${typed} <${flag.value}>`);

@@ -36,6 +36,8 @@ export interface FlagSpec {
   choices?: readonly string[];
   /** What the shell completes as the value. */
   complete?: "file" | "dir";
+  /** May be given more than once: handlers get every value, in the order typed (an array). */
+  repeatable?: boolean;
 }
 
 export interface ArgSpec {
