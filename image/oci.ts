@@ -97,23 +97,26 @@ function blob(mediaType: string, data: Uint8Array): { descriptor: Descriptor; da
   return { descriptor: { mediaType, digest: `sha256:${sha256(data)}`, size: data.length }, data };
 }
 
-/** The OCI layout tarball of a one-layer image, listed under each of `refs`. */
-export function ociImage(refs: readonly string[], layerEntries: readonly TarEntry[], config: Record<string, unknown>): Uint8Array {
-  const layerBlob = blob("application/vnd.oci.image.layer.v1.tar", tarArchive(layerEntries));
+/** The OCI layout tarball of an image of `layers` (bottom first), listed under each of `refs`. */
+export function ociImage(refs: readonly string[], layers: readonly (readonly TarEntry[])[], config: Record<string, unknown>): Uint8Array {
+  if (layers.length === 0) throw new ImageBuildError("an image needs at least one layer");
+  const layerBlobs = layers.map((entries) => blob("application/vnd.oci.image.layer.v1.tar", tarArchive(entries)));
   const configBlob = blob(
     "application/vnd.oci.image.config.v1+json",
-    json({ architecture: "amd64", os: "linux", config, rootfs: { type: "layers", diff_ids: [layerBlob.descriptor.digest] } }),
+    json({ architecture: "amd64", os: "linux", config, rootfs: { type: "layers", diff_ids: layerBlobs.map((l) => l.descriptor.digest) } }),
   );
   const manifest = blob(
     "application/vnd.oci.image.manifest.v1+json",
-    json({ schemaVersion: 2, mediaType: "application/vnd.oci.image.manifest.v1+json", config: configBlob.descriptor, layers: [layerBlob.descriptor] }),
+    json({ schemaVersion: 2, mediaType: "application/vnd.oci.image.manifest.v1+json", config: configBlob.descriptor, layers: layerBlobs.map((l) => l.descriptor) }),
   );
   const index = json({
     schemaVersion: 2,
     mediaType: "application/vnd.oci.image.index.v1+json",
     manifests: refs.map((ref) => ({ ...manifest.descriptor, annotations: { "org.opencontainers.image.ref.name": ref, "io.containerd.image.name": ref } })),
   });
-  const blobs = [manifest, configBlob, layerBlob].map(({ descriptor, data }) => ({ kind: "file" as const, path: `blobs/sha256/${descriptor.digest.slice("sha256:".length)}`, mode: 0o644, contents: data }));
+  // Two layers alike are one blob.
+  const unique = [...new Map([manifest, configBlob, ...layerBlobs].map((b) => [b.descriptor.digest, b])).values()];
+  const blobs = unique.map(({ descriptor, data }) => ({ kind: "file" as const, path: `blobs/sha256/${descriptor.digest.slice("sha256:".length)}`, mode: 0o644, contents: data }));
   return tarArchive([
     { kind: "file", path: "oci-layout", mode: 0o644, contents: json({ imageLayoutVersion: "1.0.0" }) },
     { kind: "file", path: "index.json", mode: 0o644, contents: index },
@@ -130,26 +133,52 @@ export function ociImage(refs: readonly string[], layerEntries: readonly TarEntr
  */
 export function busyboxImage(busybox: Uint8Array): Uint8Array {
   if (busybox.length === 0) throw new ImageBuildError("busybox binary is empty");
+  return ociImage([PROBE_IMAGE_REF, TEST_IMAGE_REF], [busyboxLayer(busybox)], { Env: ["PATH=/bin"], Cmd: ["/bin/sh"] });
+}
+
+/** busybox as /bin/busybox with /bin/sh pointing at it, and the directories a container needs. */
+function busyboxLayer(busybox: Uint8Array): TarEntry[] {
+  return [
+    { kind: "dir", path: "bin", mode: 0o755 },
+    { kind: "file", path: "bin/busybox", mode: 0o755, contents: busybox },
+    { kind: "symlink", path: "bin/sh", target: "busybox" },
+    { kind: "dir", path: "proc", mode: 0o755 },
+    { kind: "dir", path: "sys", mode: 0o755 },
+    { kind: "dir", path: "dev", mode: 0o755 },
+    { kind: "dir", path: "etc", mode: 0o755 },
+    { kind: "dir", path: "tmp", mode: 0o1777 },
+  ];
+}
+
+/** The port the hello image serves HTTP on. */
+export const HELLO_PORT = 8080;
+
+/**
+ * A user's application as the README and the tests pull it from a registry:
+ * two layers, busybox below and the application above (a page and the
+ * command that serves it: busybox's httpd on HELLO_PORT). `ref` names it;
+ * `message` is the page, so that two builds can be told apart.
+ */
+export function helloImage(busybox: Uint8Array, ref: string, message = "hello from nodecore"): Uint8Array {
+  if (busybox.length === 0) throw new ImageBuildError("busybox binary is empty");
+  const page = new TextEncoder().encode(`${message}\n`);
   return ociImage(
-    [PROBE_IMAGE_REF, TEST_IMAGE_REF],
+    [ref],
     [
-      { kind: "dir", path: "bin", mode: 0o755 },
-      { kind: "file", path: "bin/busybox", mode: 0o755, contents: busybox },
-      { kind: "symlink", path: "bin/sh", target: "busybox" },
-      { kind: "dir", path: "proc", mode: 0o755 },
-      { kind: "dir", path: "sys", mode: 0o755 },
-      { kind: "dir", path: "dev", mode: 0o755 },
-      { kind: "dir", path: "etc", mode: 0o755 },
-      { kind: "dir", path: "tmp", mode: 0o1777 },
+      busyboxLayer(busybox),
+      [
+        { kind: "dir", path: "app", mode: 0o755 },
+        { kind: "file", path: "app/index.html", mode: 0o644, contents: page },
+      ],
     ],
-    { Env: ["PATH=/bin"], Cmd: ["/bin/sh"] },
+    { Env: ["PATH=/bin"], Cmd: ["/bin/busybox", "httpd", "-f", "-v", "-p", String(HELLO_PORT), "-h", "/app"], ExposedPorts: { [`${HELLO_PORT}/tcp`]: {} } },
   );
 }
 
 /** The sandbox image: the static pause program (image/pause.c) as /pause, its entrypoint. */
 export function pauseImage(pause: Uint8Array): Uint8Array {
   if (pause.length === 0) throw new ImageBuildError("pause binary is empty");
-  return ociImage([SANDBOX_IMAGE_REF], [{ kind: "file", path: "pause", mode: 0o755, contents: pause }], { Entrypoint: ["/pause"], User: "65535:65535" });
+  return ociImage([SANDBOX_IMAGE_REF], [[{ kind: "file", path: "pause", mode: 0o755, contents: pause }]], { Entrypoint: ["/pause"], User: "65535:65535" });
 }
 
 /** The busybox binary at `path` (Debian's busybox-static: /bin/busybox), or an error naming the package. */

@@ -161,11 +161,12 @@ describe("the owner's registry configuration", () => {
       },
       { timeoutMs: 15_000, what: "the registry calls in the audit trail" },
     );
-    const all = JSON.stringify((await readEvents(cluster.store.etcd, { last: 10_000 })).events);
+    const text = (value: unknown) => JSON.stringify(value, (_key, v: unknown) => (typeof v === "bigint" ? String(v) : v));
+    const all = text((await readEvents(cluster.store.etcd, { last: 10_000 })).events);
     expect(all).toContain("registry.example.com:5000");
     for (const secret of [PASSWORD, NEW_PASSWORD]) {
       expect(all).not.toContain(secret);
-      expect(JSON.stringify(cluster.logs)).not.toContain(secret);
+      expect(text(cluster.logs)).not.toContain(secret);
     }
   }, 30_000);
 });

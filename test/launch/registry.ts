@@ -1,0 +1,176 @@
+// A real container registry for the cluster network and the tests:
+// Debian's docker-registry (the CNCF distribution registry, 2.8), with TLS
+// from a CA of its own (made here, Ed25519, as every key of the project)
+// and htpasswd authentication (bcrypt). Images go in with Debian's skopeo,
+// from the OCI tarballs that image/oci.ts writes.
+//
+//   <dir>/registry.yml   the registry's configuration
+//   <dir>/ca.crt         the CA a client must trust (ctl cluster registry set --ca)
+//   <dir>/server.crt|key its serving certificate, for the address it listens on
+//   <dir>/htpasswd       one user, bcrypt
+//   <dir>/data/          what was pushed
+//   <dir>/registry.log   what it said
+//
+// Stand-in for nothing: this is the registry a user would run on their
+// own network, started by the launcher and the tests.
+
+import type { Subprocess } from "bun";
+import { mkdirSync, writeFileSync, openSync, closeSync } from "node:fs";
+import { join } from "node:path";
+import { createCertificate, generateKeyPair, privateKeyPem, toPem, type CA } from "../../internal/pki/mod.ts";
+import { runHostCommand, stopHostProcess } from "./host_command.ts";
+
+export const REGISTRY_BINARY = "/usr/bin/docker-registry";
+export const SKOPEO_BINARY = "/usr/bin/skopeo";
+const STOP_GRACE_MS = 5_000;
+const READY_TIMEOUT_MS = 30_000;
+
+export interface RegistryOptions {
+  /** Where it keeps its files. */
+  dir: string;
+  /** The address it listens on (its certificate names it), and the port. */
+  address: string;
+  port: number;
+  username: string;
+  password: string;
+  /** Runs argv (in the launcher's namespace, or on the host); stdout and stderr go to the log file descriptor. */
+  spawn?: (argv: string[], log: number) => Subprocess;
+}
+
+/** A CA for the registry: a certificate and its key. */
+function registryCA(): CA {
+  const key = generateKeyPair();
+  const certificate = createCertificate({ commonName: "nodecore test registry CA", kind: "ca", publicKey: key.publicKey }, { privateKey: key.privateKey });
+  return { certificate, privateKey: key.privateKey };
+}
+
+/** The registry's configuration (distribution 2.x). */
+export function registryConfig(options: Pick<RegistryOptions, "dir" | "address" | "port">): string {
+  return [
+    "version: 0.1",
+    "log:",
+    "  level: info",
+    "  accesslog:",
+    "    disabled: false",
+    "storage:",
+    "  filesystem:",
+    `    rootdirectory: ${join(options.dir, "data")}`,
+    "  delete:",
+    "    enabled: true",
+    "http:",
+    `  addr: ${options.address}:${options.port}`,
+    "  tls:",
+    `    certificate: ${join(options.dir, "server.crt")}`,
+    `    key: ${join(options.dir, "server.key")}`,
+    "auth:",
+    "  htpasswd:",
+    "    realm: nodecore",
+    `    path: ${join(options.dir, "htpasswd")}`,
+    "",
+  ].join("\n");
+}
+
+export class ContainerRegistryServer {
+  private constructor(
+    readonly options: RegistryOptions,
+    /** The CA that signs its certificate, as PEM. */
+    readonly caPem: string,
+    private child: Subprocess,
+  ) {}
+
+  /** host:port, as image names spell it. */
+  get host(): string {
+    return `${this.options.address}:${this.options.port}`;
+  }
+
+  get caFile(): string {
+    return join(this.options.dir, "ca.crt");
+  }
+
+  get logFile(): string {
+    return join(this.options.dir, "registry.log");
+  }
+
+  static async start(options: RegistryOptions): Promise<ContainerRegistryServer> {
+    mkdirSync(join(options.dir, "data"), { recursive: true });
+    mkdirSync(join(options.dir, "certs.d"), { recursive: true });
+    const ca = registryCA();
+    const key = generateKeyPair();
+    const isAddress = /^[\d.]+$/.test(options.address);
+    const server = createCertificate(
+      { commonName: options.address, kind: "server", publicKey: key.publicKey, ...(isAddress ? { ipAddresses: [options.address] } : { dnsNames: [options.address] }) },
+      ca,
+    );
+    const caPem = toPem(ca.certificate);
+    writeFileSync(join(options.dir, "ca.crt"), caPem);
+    writeFileSync(join(options.dir, "server.crt"), toPem(server));
+    writeFileSync(join(options.dir, "server.key"), privateKeyPem(key.privateKey), { mode: 0o600 });
+    writeFileSync(join(options.dir, "htpasswd"), `${options.username}:${await Bun.password.hash(options.password, { algorithm: "bcrypt", cost: 5 })}\n`, { mode: 0o600 });
+    writeFileSync(join(options.dir, "registry.yml"), registryConfig(options));
+    const registry = new ContainerRegistryServer(options, caPem, spawnRegistry(options));
+    await registry.waitServing();
+    return registry;
+  }
+
+  /** Until /v2/ answers (401: it serves, and wants a login). */
+  private async waitServing(): Promise<void> {
+    const deadline = Date.now() + READY_TIMEOUT_MS;
+    for (;;) {
+      if (this.child.exitCode !== null) throw new Error(`docker-registry exited (${this.child.exitCode}); see ${this.logFile}`);
+      const status = await fetch(`https://${this.host}/v2/`, { tls: { ca: this.caPem } } as RequestInit).then(
+        (r) => r.status,
+        () => 0,
+      );
+      if (status === 401) return;
+      if (Date.now() > deadline) throw new Error(`docker-registry did not serve on ${this.host} within ${READY_TIMEOUT_MS / 1000} s; see ${this.logFile}`);
+      await Bun.sleep(200);
+    }
+  }
+
+  /**
+   * Pushes an OCI tarball (an OCI image layout in a tar, as image/oci.ts
+   * writes it) as <host>/<name>, with skopeo, trusting the registry's CA.
+   * `run` runs skopeo where the registry can be reached (the namespace).
+   */
+  async push(tarball: string, name: string, run: (argv: string[]) => Promise<unknown> = (argv) => runHostCommand(argv)): Promise<string> {
+    const certs = join(this.options.dir, "certs.d");
+    writeFileSync(join(certs, "ca.crt"), this.caPem);
+    // The login in a file of its own, not on skopeo's command line.
+    const authFile = join(this.options.dir, "auth.json");
+    const auth = Buffer.from(`${this.options.username}:${this.options.password}`).toString("base64");
+    writeFileSync(authFile, JSON.stringify({ auths: { [this.host]: { auth } } }), { mode: 0o600 });
+    const reference = `${this.host}/${name}`;
+    await run([SKOPEO_BINARY, "copy", "--quiet", "--dest-cert-dir", certs, "--authfile", authFile, `oci-archive:${tarball}`, `docker://${reference}`]);
+    return reference;
+  }
+
+  async stop(): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    await stopHostProcess(this.child, STOP_GRACE_MS);
+  }
+
+  /** Starts it again on the same files (after stop): a registry that comes back. */
+  async restart(): Promise<void> {
+    await this.stop();
+    this.child = spawnRegistry(this.options);
+    await this.waitServing();
+  }
+
+  stopSync(): void {
+    try {
+      this.child.kill("SIGKILL");
+    } catch {
+      // Already gone.
+    }
+  }
+}
+
+function spawnRegistry(options: RegistryOptions): Subprocess {
+  const log = openSync(join(options.dir, "registry.log"), "a");
+  try {
+    const argv = [REGISTRY_BINARY, "serve", join(options.dir, "registry.yml")];
+    return options.spawn ? options.spawn(argv, log) : Bun.spawn(argv, { stdin: "ignore", stdout: log, stderr: log });
+  } finally {
+    closeSync(log);
+  }
+}
