@@ -5,46 +5,29 @@
 
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { X509Certificate } from "node:crypto";
-import { AAA, Management } from "../../proto/gen/api/management_pb.ts";
+import { Management } from "../../proto/gen/api/management_pb.ts";
 import { Curator, type ContainerRegistries } from "../../proto/gen/curator/curator_pb.ts";
-import { generateKeyPair, nodeIdFromPublicKey, rawPublicKey, toPem, type KeyPair } from "../pki/mod.ts";
+import { toPem, type KeyPair } from "../pki/mod.ts";
 import { Status } from "../rpc/mod.ts";
 import { eventually, testCA } from "../testing/mod.ts";
 import { readEvents } from "./audit.ts";
-import { refusal, startTestCluster, type TestCluster } from "./test_cluster.ts";
+import { enrolNode, ownerOf, refusal, startTestCluster, type TestCluster } from "./test_cluster.ts";
 
 let cluster: TestCluster;
 let owner: { kind: "owner"; certificate: X509Certificate; privateKey: KeyPair["privateKey"] };
 /** A node holding the kubernetes-worker role, and one holding no role. */
-let worker: { kind: "node"; certificate: X509Certificate; privateKey: KeyPair["privateKey"]; id: string };
-let bystander: { kind: "node"; certificate: X509Certificate; privateKey: KeyPair["privateKey"]; id: string };
+let worker: Awaited<ReturnType<typeof enrolNode>>;
+let bystander: Awaited<ReturnType<typeof enrolNode>>;
 
 const PASSWORD = "pw-Zq8-registry";
 const NEW_PASSWORD = "pw-Kx3-rotated";
 const caPem = toPem(testCA().certificate);
 
-async function enrol(): Promise<{ kind: "node"; certificate: X509Certificate; privateKey: KeyPair["privateKey"]; id: string }> {
-  const key = generateKeyPair();
-  const id = nodeIdFromPublicKey(rawPublicKey(key.publicKey));
-  const management = cluster.client(Management, owner);
-  const { ticket } = await management.getRegisterTicket({});
-  const handshake = cluster.client(Curator, { kind: "self-signed", key });
-  await handshake.registerNode({ registerTicket: ticket, joinKey: rawPublicKey(generateKeyPair().publicKey) });
-  await management.approveNode({ id });
-  const committed = await handshake.commitNode({ clusterUnlockKey: new Uint8Array(32).fill(7) });
-  handshake.close();
-  management.close();
-  return { kind: "node", certificate: new X509Certificate(committed.nodeCertificate), privateKey: key.privateKey, id };
-}
-
 beforeAll(async () => {
   cluster = await startTestCluster();
-  const aaa = cluster.client(AAA, { kind: "self-signed", key: cluster.ownerKey });
-  const escrow = await aaa.escrow({});
-  aaa.close();
-  owner = { kind: "owner", certificate: new X509Certificate(escrow.ownerCertificate), privateKey: cluster.ownerKey.privateKey };
-  worker = await enrol();
-  bystander = await enrol();
+  owner = await ownerOf(cluster);
+  worker = await enrolNode(cluster, owner);
+  bystander = await enrolNode(cluster, owner);
   const management = cluster.client(Management, owner);
   await management.updateNodeRoles({ id: worker.id, kubernetesWorker: true });
   management.close();

@@ -27,7 +27,9 @@ import {
 } from "../pki/mod.ts";
 import { NodeState } from "../../proto/gen/common/common_pb.ts";
 import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
-import { WatchEvent_Progress } from "../../proto/gen/curator/curator_pb.ts";
+import { Curator, WatchEvent_Progress } from "../../proto/gen/curator/curator_pb.ts";
+import { AAA, Management } from "../../proto/gen/api/management_pb.ts";
+import { X509Certificate as X509CertificateClass } from "node:crypto";
 import { RpcError, createClient } from "../rpc/mod.ts";
 import { dialCurator, type CuratorEndpoint } from "./client/mod.ts";
 import { supervise, untilCancelled, type Supervisor } from "../supervisor/mod.ts";
@@ -304,4 +306,37 @@ export async function refusal(promise: Promise<unknown>): Promise<RpcError> {
     throw err;
   }
   throw new Error("call succeeded but should have been refused");
+}
+
+/** The owner of a test cluster, with its certificate from AAA.Escrow. */
+export async function ownerOf(cluster: TestCluster): Promise<{ kind: "owner"; certificate: X509Certificate; privateKey: KeyObject }> {
+  const aaa = cluster.client(AAA, { kind: "self-signed", key: cluster.ownerKey });
+  try {
+    const escrow = await aaa.escrow({});
+    return { kind: "owner", certificate: new X509CertificateClass(escrow.ownerCertificate), privateKey: cluster.ownerKey.privateKey };
+  } finally {
+    aaa.close();
+  }
+}
+
+/** Registers, approves and commits a new node as `owner`; returns it as a caller with its node certificate. */
+export async function enrolNode(
+  cluster: TestCluster,
+  owner: { kind: "owner"; certificate: X509Certificate; privateKey: KeyObject },
+): Promise<{ kind: "node"; certificate: X509Certificate; privateKey: KeyObject; id: string; key: KeyPair; joinKey: KeyPair }> {
+  const key = generateKeyPair();
+  const joinKey = generateKeyPair();
+  const id = nodeIdFromPublicKey(rawPublicKey(key.publicKey));
+  const management = cluster.client(Management, owner);
+  const handshake = cluster.client(Curator, { kind: "self-signed", key });
+  try {
+    const { ticket } = await management.getRegisterTicket({});
+    await handshake.registerNode({ registerTicket: ticket, joinKey: rawPublicKey(joinKey.publicKey) });
+    await management.approveNode({ id });
+    const committed = await handshake.commitNode({ clusterUnlockKey: new Uint8Array(32).fill(7) });
+    return { kind: "node", certificate: new X509CertificateClass(committed.nodeCertificate), privateKey: key.privateKey, id, key, joinKey };
+  } finally {
+    handshake.close();
+    management.close();
+  }
 }

@@ -15,7 +15,7 @@
 // own network, started by the launcher and the tests.
 
 import type { Subprocess } from "bun";
-import { mkdirSync, writeFileSync, openSync, closeSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createCertificate, generateKeyPair, privateKeyPem, toPem, type CA } from "../../internal/pki/mod.ts";
 import { runHostCommand, stopHostProcess } from "./host_command.ts";
@@ -107,24 +107,30 @@ export class ContainerRegistryServer {
     writeFileSync(join(options.dir, "server.key"), privateKeyPem(key.privateKey), { mode: 0o600 });
     writeFileSync(join(options.dir, "htpasswd"), `${options.username}:${await Bun.password.hash(options.password, { algorithm: "bcrypt", cost: 5 })}\n`, { mode: 0o600 });
     writeFileSync(join(options.dir, "registry.yml"), registryConfig(options));
+    const from = existsSync(join(options.dir, "registry.log")) ? readFileSync(join(options.dir, "registry.log")).length : 0;
     const registry = new ContainerRegistryServer(options, caPem, spawnRegistry(options));
-    await registry.waitServing();
+    await registry.waitServing(from);
     return registry;
   }
 
-  /** Until /v2/ answers (401: it serves, and wants a login). */
-  private async waitServing(): Promise<void> {
+  /**
+   * Until its log says it listens (it may run in a network namespace that
+   * this process cannot reach, so the log is what is read).
+   */
+  private async waitServing(from: number): Promise<void> {
     const deadline = Date.now() + READY_TIMEOUT_MS;
+    const listening = `listening on ${this.host}`;
     for (;;) {
+      if (readFileSync(this.logFile, "utf8").slice(from).includes(listening)) return;
       if (this.child.exitCode !== null) throw new Error(`docker-registry exited (${this.child.exitCode}); see ${this.logFile}`);
-      const status = await fetch(`https://${this.host}/v2/`, { tls: { ca: this.caPem } } as RequestInit).then(
-        (r) => r.status,
-        () => 0,
-      );
-      if (status === 401) return;
       if (Date.now() > deadline) throw new Error(`docker-registry did not serve on ${this.host} within ${READY_TIMEOUT_MS / 1000} s; see ${this.logFile}`);
-      await Bun.sleep(200);
+      await Bun.sleep(100);
     }
+  }
+
+  /** The log's length now: what comes after is new. */
+  private logLength(): number {
+    return existsSync(this.logFile) ? readFileSync(this.logFile).length : 0;
   }
 
   /**
@@ -152,8 +158,9 @@ export class ContainerRegistryServer {
   /** Starts it again on the same files (after stop): a registry that comes back. */
   async restart(): Promise<void> {
     await this.stop();
+    const from = this.logLength();
     this.child = spawnRegistry(this.options);
-    await this.waitServing();
+    await this.waitServing(from);
   }
 
   stopSync(): void {

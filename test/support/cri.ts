@@ -1,0 +1,79 @@
+// The kubelet's image calls to containerd's CRI, for process tests on a
+// host where no kubelet can run (cgroup v1): runtime.v1.ImageService
+// PullImage and RemoveImage over containerd's socket, as the kubelet makes
+// them, with the login its credential provider gave. Only these fields of
+// the CRI messages are written (k8s.io/cri-api, api.proto):
+//
+//   PullImageRequest   { ImageSpec image = 1 { string image = 1 }; AuthConfig auth = 2 { username = 1; password = 2 } }
+//   PullImageResponse  { string image_ref = 1 }
+//   RemoveImageRequest { ImageSpec image = 1 }
+//
+// Test-only; a stand-in for the kubelet's client, not for containerd.
+
+import * as grpc from "@grpc/grpc-js";
+
+/** A protobuf length-delimited field. */
+function field(number: number, bytes: Uint8Array): Uint8Array {
+  const length: number[] = [];
+  let n = bytes.length;
+  do {
+    length.push((n & 0x7f) | (n > 0x7f ? 0x80 : 0));
+    n >>>= 7;
+  } while (n > 0);
+  return Buffer.concat([Buffer.from([(number << 3) | 2, ...length]), bytes]);
+}
+
+const text = (value: string) => new TextEncoder().encode(value);
+
+/** The first string field `number` of a message, if any (what a PullImageResponse holds). */
+function readString(message: Uint8Array, number: number): string | undefined {
+  let at = 0;
+  while (at < message.length) {
+    const tag = message[at++]!;
+    let length = 0;
+    let shift = 0;
+    for (;;) {
+      const byte = message[at++]!;
+      length |= (byte & 0x7f) << shift;
+      if (!(byte & 0x80)) break;
+      shift += 7;
+    }
+    if ((tag & 7) !== 2) return undefined;
+    const value = message.subarray(at, at + length);
+    if (tag >> 3 === number) return new TextDecoder().decode(value);
+    at += length;
+  }
+  return undefined;
+}
+
+const identity = (b: Uint8Array) => Buffer.from(b);
+
+export class CriImages {
+  readonly #client: grpc.Client;
+
+  constructor(socket: string) {
+    this.#client = new grpc.Client(`unix://${socket}`, grpc.credentials.createInsecure());
+  }
+
+  #unary(method: string, request: Uint8Array, timeoutMs: number): Promise<Uint8Array> {
+    return new Promise((resolve, reject) => {
+      this.#client.makeUnaryRequest(`/runtime.v1.ImageService/${method}`, identity, identity, Buffer.from(request), { deadline: Date.now() + timeoutMs }, (err, response) => (err ? reject(err) : resolve(response!)));
+    });
+  }
+
+  /** PullImage, with `auth` as the kubelet sends its credential provider's answer; resolves to the image's reference (its digest). */
+  async pull(image: string, auth?: { username: string; password: string }, timeoutMs = 60_000): Promise<string> {
+    const spec = field(1, field(1, text(image)));
+    const login = auth ? field(2, Buffer.concat([field(1, text(auth.username)), field(2, text(auth.password))])) : new Uint8Array();
+    const response = await this.#unary("PullImage", Buffer.concat([spec, login]), timeoutMs);
+    return readString(response, 1) ?? "";
+  }
+
+  async remove(image: string, timeoutMs = 30_000): Promise<void> {
+    await this.#unary("RemoveImage", field(1, field(1, text(image))), timeoutMs);
+  }
+
+  close(): void {
+    this.#client.close();
+  }
+}
