@@ -79,6 +79,8 @@ describe("runtime paths and configuration", () => {
         '  snapshotter = "overlayfs"',
         '  [plugins."io.containerd.cri.v1.images".pinned_images]',
         `    sandbox = "${SANDBOX_IMAGE_REF}"`,
+        '  [plugins."io.containerd.cri.v1.images".registry]',
+        '    config_path = "/ephemeral/containerd/registries"',
         "",
         '[plugins."io.containerd.cri.v1.runtime"]',
         "  enable_cdi = false",
