@@ -26,7 +26,7 @@ import { join, relative } from "node:path";
 import protobuf from "protobufjs";
 import pkg from "./package.json";
 import { buildUpstream, stageSystemTree, UpstreamBuildError, type ExtraFile } from "./image/upstream/mod.ts";
-import { busyboxImage, pauseImage, readBusybox } from "./image/oci.ts";
+import { busyboxImage, HOST_BUSYBOX, pauseImage, readBusybox } from "./image/oci.ts";
 import { DEFAULT_SYSTEM_TREE } from "./image/layout.ts";
 import { PROBE_IMAGE_PATH, SANDBOX_IMAGE_PATH } from "./internal/containerd/mod.ts";
 import { KUBELET_TOOLS, KUBELET_TOOLS_DIR } from "./internal/kubernetes/mod.ts";
@@ -161,7 +161,6 @@ export async function build(): Promise<void> {
 export const SYSTEM_TREE = join(ROOT, DEFAULT_SYSTEM_TREE);
 
 /** Debian's busybox-static: the busybox container image, and mount/umount for the kubelet. */
-const HOST_BUSYBOX = "/bin/busybox";
 
 /** The tree's files besides the upstream binaries: container images, and the kubelet's mount tools. */
 async function systemExtras(): Promise<ExtraFile[]> {

@@ -105,7 +105,7 @@ export { ImageBuildError } from "./errors.ts";
 export { CommandError } from "../internal/supervisor/mod.ts";
 export { run, type RunOptions, type RunResult } from "./exec.ts";
 export { MODULE_ROOTS } from "./modules.ts";
-export { HELLO_PORT, helloImage, ociImage, readBusybox } from "./oci.ts";
+export { HELLO_PORT, helloImage, HOST_BUSYBOX, ociImage, readBusybox } from "./oci.ts";
 export type { PartitionInfo } from "./disk.ts";
 export { bootAndWatch, qemuArgs, CONTROLLER_MEMORY_MIB, DEFAULT_CPUS, DEFAULT_MEMORY_MIB, QEMU_BINARY, WORKER_MEMORY_MIB, type BootResult, type ConsoleLine, type QemuOptions } from "./qemu.ts";
 

@@ -181,6 +181,9 @@ export function pauseImage(pause: Uint8Array): Uint8Array {
   return ociImage([SANDBOX_IMAGE_REF], [[{ kind: "file", path: "pause", mode: 0o755, contents: pause }]], { Entrypoint: ["/pause"], User: "65535:65535" });
 }
 
+/** Where Debian's busybox-static puts busybox on the build host. */
+export const HOST_BUSYBOX = "/bin/busybox";
+
 /** The busybox binary at `path` (Debian's busybox-static: /bin/busybox), or an error naming the package. */
 export function readBusybox(path: string): Uint8Array {
   try {

@@ -29,7 +29,7 @@ import { captureLogger } from "../internal/log/mod.ts";
 import { registriesService, REGISTRY_FILES } from "../internal/kubernetes/mod.ts";
 import { supervise, untilCancelled, type Supervisor } from "../internal/supervisor/mod.ts";
 import { eventually, freePorts, systemTree, tempDir } from "../internal/testing/mod.ts";
-import { helloImage, readBusybox } from "../image/mod.ts";
+import { helloImage, HOST_BUSYBOX, readBusybox } from "../image/mod.ts";
 import { ContainerRegistryServer } from "./launch/registry.ts";
 import { NetworkNamespace, NAMESPACE_PREFIX, subnetOf } from "./launch/network_namespace.ts";
 import { runHostCommand } from "./launch/host_command.ts";
@@ -75,7 +75,7 @@ beforeAll(async () => {
     spawn: (argv, log) => Bun.spawn(ns.command(argv), { stdin: "ignore", stdout: log, stderr: log }),
   });
   const tarball = join(dir.path, "hello.oci.tar");
-  writeFileSync(tarball, helloImage(readBusybox("/bin/busybox"), "nodecore.test/hello:1"));
+  writeFileSync(tarball, helloImage(readBusybox(HOST_BUSYBOX), "nodecore.test/hello:1"));
   await registry.push(tarball, "apps/hello:1", (argv) => ns.run(argv));
   // What CRI answers a pull with: the image's ID, its configuration's digest (in the manifest the index names).
   const member = async (path: string) => JSON.parse((await runHostCommand(["tar", "-xOf", tarball, path])).stdout) as Record<string, unknown>;

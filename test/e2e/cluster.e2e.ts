@@ -44,7 +44,7 @@ import { SealedConfigurationSchema } from "../../proto/gen/api/configuration_pb.
 import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
 import { dataPartitionKey } from "../../internal/cluster/keys.ts";
 import { ESP_PARTITION_NUMBER } from "../../image/layout.ts";
-import { BRIDGE_NAME, CONSOLE, createCluster, ETCDCTL_BINARY as ETCDCTL, formCluster, GATEWAY_NAME, httpBody, httpGetCommand, KUBECTL_BINARY as KUBECTL, runHostCommand, type Cluster, type FormedCluster } from "../launch/mod.ts";
+import { BRIDGE_NAME, CONSOLE, CTL_BINARY, createCluster, ETCDCTL_BINARY as ETCDCTL, formCluster, GATEWAY_NAME, httpBody, httpGetCommand, KUBECTL_BINARY as KUBECTL, runHostCommand, type Cluster, type FormedCluster } from "../launch/mod.ts";
 import { partitionContains, partitionExtent, readLuks2Header } from "./disk_inspection.ts";
 import { eventually } from "../../internal/testing/mod.ts";
 import { TEST_IMAGE_REF } from "../../internal/containerd/mod.ts";
@@ -55,6 +55,8 @@ import { enterNamespace, namespaceName } from "../launch/mod.ts";
 import { checkHistory } from "../faults/checker.ts";
 import { QEMU_CALL_TIMEOUT_MS, Workload } from "../faults/workload.ts";
 import { buildUpdateImage, nextVersion } from "./updates.ts";
+import { HELLO_PORT } from "../../image/mod.ts";
+import { HELLO_REPOSITORY, HELLO_TAG, type ContainerRegistryServer } from "../launch/registry.ts";
 
 /** Per step: three VMs under TCG on two cores are slow. */
 const STEP_TIMEOUT_MS = 600_000;
@@ -80,6 +82,8 @@ const AFTER_REBOOT_RETRY_MS = 60_000;
 
 let cluster: Cluster | undefined;
 let formed: FormedCluster | undefined;
+/** The Kubernetes step's workers (node2, node3) and their marker pods, for the steps after it. */
+let kubernetesWorkers: { ids: string[]; names: string[] } | undefined;
 let etcdDir = "";
 
 function need<T>(value: T | undefined, what: string): T {
@@ -517,6 +521,125 @@ async function podHttpGet(pod: string, host: string, port: number): Promise<stri
   return httpBody(await kubectl("exec", pod, "--", "sh", "-c", httpGetCommand(host, port)), `http://${host}:${port}/ from ${pod}`);
 }
 
+/**
+ * The registry step's deadline: three pods pulled under TCG, and one that
+ * fails first and waits out the kubelet's image backoff (10 s, then 20 s).
+ */
+const REGISTRY_STEP_TIMEOUT_MS = 15 * 60_000;
+
+/** ctl as the owner with `stdin` piped in (a password: never on the command line). */
+async function ctlWithStdin(c: Cluster, args: string[], stdin: string): Promise<{ exitCode: number; stdout: string; stderr: string }> {
+  return c.exec([CTL_BINARY, "--config", c.dir.ctlConfig, ...args], { stdin, okExitCodes: [0, 1, 2] });
+}
+
+/** A pod's phase, its node and the reasons its container waits, from kubectl. */
+async function podState(name: string): Promise<{ phase: string; node: string; ip: string; waiting: string }> {
+  const pod = JSON.parse(await kubectl("get", "pod", name, "-o", "json")) as {
+    spec: { nodeName?: string };
+    status: { phase?: string; podIP?: string; containerStatuses?: { state?: { waiting?: { reason?: string } } }[] };
+  };
+  return {
+    phase: pod.status.phase ?? "",
+    node: pod.spec.nodeName ?? "",
+    ip: pod.status.podIP ?? "",
+    waiting: (pod.status.containerStatuses ?? []).map((s) => s.state?.waiting?.reason ?? "").join(","),
+  };
+}
+
+/** A pod of `image` (its default command: the page on HELLO_PORT), on `nodeId` if given; the default pull policy unless `pullPolicy`. */
+function helloPod(name: string, image: string, nodeId?: string, pullPolicy?: string): unknown {
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name, labels: { app: "hello-e2e" } },
+    spec: {
+      ...(nodeId ? { nodeName: nodeId } : {}),
+      terminationGracePeriodSeconds: 1,
+      containers: [{ name: "main", image, ...(pullPolicy ? { imagePullPolicy: pullPolicy } : {}) }],
+    },
+  };
+}
+
+async function registryStep(ctx: E2eContext, c: Cluster, f: FormedCluster, registry: ContainerRegistryServer, ids: string[], fetcher: string): Promise<void> {
+  const image = `${registry.host}/${HELLO_REPOSITORY}:${HELLO_TAG}`;
+  const apply = async (name: string, object: unknown) => {
+    const file = join(c.dir.path, `${name}.json`);
+    writeFileSync(file, JSON.stringify(object));
+    await kubectl("apply", "-f", file, "--request-timeout=60s");
+  };
+  const running = (name: string) =>
+    eventually(
+      async () => {
+        const state = await podState(name);
+        assertEqual(state.phase, "Running", `pod ${name}'s phase (waiting: ${state.waiting || "-"})`);
+        return state;
+      },
+      { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: `pod ${name} Running` },
+    );
+
+  // The owner sets the registry up, as the README says; the password goes in on stdin.
+  const set = await ctlWithStdin(c, ["cluster", "registry", "set", registry.host, "--ca", registry.caFile, "--username", registry.options.username, "--password-stdin"], `${registry.options.password}\n`);
+  assertEqual(set.exitCode, 0, `ctl cluster registry set (${set.stderr.trim()})`);
+  const listed = await f.ctl("cluster", "registry", "list");
+  assertEqual(listed.exitCode, 0, `ctl cluster registry list (${listed.stderr.trim()})`);
+  assert(listed.stdout.includes(registry.host) && listed.stdout.includes(registry.options.username), `the listing names the host and the login's user:\n${listed.stdout}`);
+  assert(!listed.stdout.includes(registry.options.password), "the listing shows no password");
+
+  // The image, pulled by name with the default pull policy, on both workers.
+  const pulled = performance.now();
+  const pods = ids.map((id, i) => `hello-${i + 2}`);
+  for (const [i, id] of ids.entries()) await apply(pods[i]!, helloPod(pods[i]!, image, id));
+  const states: Awaited<ReturnType<typeof podState>>[] = [];
+  for (const pod of pods) states.push(await running(pod));
+  ctx.report(`${image} (two layers, built here) pulled from the registry with its CA and password → Running on both workers: ${((performance.now() - pulled) / 1000).toFixed(1)} s`);
+  assertEqual(states.map((s) => s.node).join(","), ids.join(","), "the pods' nodes");
+  // Its default command serves its page: the application runs.
+  assertEqual(await eventually(() => podHttpGet(fetcher, states[1]!.ip, HELLO_PORT), { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "the hello page" }), "hello from nodecore", "the page node3's hello pod serves");
+
+  // A wrong password: the pull fails, and kubectl describe says why.
+  const wrong = await ctlWithStdin(c, ["cluster", "registry", "login", registry.host, "--username", registry.options.username, "--password-stdin"], "not-the-password\n");
+  assertEqual(wrong.exitCode, 0, `ctl cluster registry login (${wrong.stderr.trim()})`);
+  await apply("hello-wrong", helloPod("hello-wrong", image, ids[0], "Always"));
+  const described = await eventually(
+    async () => {
+      const text = await kubectl("describe", "pod", "hello-wrong");
+      assert(/401 Unauthorized/.test(text), `kubectl describe pod hello-wrong names the registry's refusal:\n${text.split("\n").slice(-12).join("\n")}`);
+      return text;
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "the pull refused for the wrong password" },
+  );
+  const reason = described.split("\n").find((l) => /401 Unauthorized/.test(l))?.trim() ?? "";
+  ctx.report(`a wrong password: kubectl describe shows ${JSON.stringify(reason.slice(0, 200))}`);
+  assert((await podState("hello-wrong")).waiting.match(/ErrImagePull|ImagePullBackOff/) !== null, "the pod waits on ErrImagePull or ImagePullBackOff");
+  // The login made right again: the kubelet's next try pulls; nothing restarted.
+  const fixed = performance.now();
+  const right = await ctlWithStdin(c, ["cluster", "registry", "login", registry.host, "--username", registry.options.username, "--password-stdin"], `${registry.options.password}\n`);
+  assertEqual(right.exitCode, 0, `ctl cluster registry login (${right.stderr.trim()})`);
+  await running("hello-wrong");
+  ctx.report(`the login made right → the failing pod Running at the kubelet's next try: ${((performance.now() - fixed) / 1000).toFixed(1)} s`);
+
+  // Mirrors: a host that exists nowhere, its first mirror down, its second the registry.
+  const mirrored = "images.nodecore.test";
+  const down = `https://${c.ns.subnet.bridgeAddress}:${registry.options.port + 1}`;
+  const mirrorSet = await ctlWithStdin(
+    c,
+    ["cluster", "registry", "set", mirrored, "--mirror", down, "--mirror", `https://${registry.host}`, "--mirrors-only", "--ca", registry.caFile, "--username", registry.options.username, "--password-stdin"],
+    `${registry.options.password}\n`,
+  );
+  assertEqual(mirrorSet.exitCode, 0, `ctl cluster registry set ${mirrored} (${mirrorSet.stderr.trim()})`);
+  const logFrom = readFileSync(registry.logFile, "utf8").length;
+  const failover = performance.now();
+  await apply("hello-mirror", helloPod("hello-mirror", `${mirrored}/${HELLO_REPOSITORY}:${HELLO_TAG}`, ids[1], "Always"));
+  await running("hello-mirror");
+  ctx.report(`${mirrored} with its first mirror down: Running from the second in ${((performance.now() - failover) / 1000).toFixed(1)} s`);
+  assert(readFileSync(registry.logFile, "utf8").slice(logFrom).includes(`ns=${mirrored}`), "the registry served the pull as a mirror of the host (containerd's ns parameter)");
+
+  // Nothing of this step is left for the next.
+  await kubectl("delete", "pod", ...pods, "hello-wrong", "hello-mirror", "--wait=true", "--timeout=300s");
+  const removed = await f.ctl("cluster", "registry", "remove", mirrored);
+  assertEqual(removed.exitCode, 0, `ctl cluster registry remove (${removed.stderr.trim()})`);
+}
+
 /** How many packets of a capture file match a tcpdump filter. */
 async function packetsMatching(file: string, filter: string): Promise<number> {
   const read = await runHostCommand(["tcpdump", "-r", file, "-n", filter], { okExitCodes: [0] });
@@ -776,6 +899,35 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
   assertEqual(resumed, pages[1], "the page behind the ClusterIP after node3's power cycle");
   ctx.report(`node3 powered off: node2's pod still reached the apiserver 3 of 3; powered on → the Service answers from node3's pod again: ${((performance.now() - poweredOn) / 1000).toFixed(1)} s`);
 
+  kubernetesWorkers = { ids, names };
+}, { timeoutMs: KUBERNETES_STEP_TIMEOUT_MS });
+
+e2eTest(
+  "a user's application from a registry with its own CA and a password: ctl cluster registry set, a two-layer image built here pulled by name onto both workers, a wrong password shown as 401 Unauthorized in kubectl describe until the login is right again (nothing restarted), and a mirror taken over when the first is down",
+  async (ctx) => {
+    const c = need(cluster, "the cluster");
+    const f = need(formed, "the formed cluster");
+    const registry = need(c.registry, "the launcher's registry");
+    const { ids, names } = need(kubernetesWorkers, "the Kubernetes workers");
+    await registryStep(ctx, c, f, registry, ids, names[0]!);
+  },
+  { timeoutMs: REGISTRY_STEP_TIMEOUT_MS },
+);
+
+e2eTest("a deleted pod leaves no container; the worker role taken from node3 removes its Node, its containers and its mesh peer", async () => {
+  const c = need(cluster, "the cluster");
+  const f = need(formed, "the formed cluster");
+  const { ids, names } = need(kubernetesWorkers, "the Kubernetes workers");
+  const node3 = c.node("node3");
+  const roles = async (id: string, action: "set" | "unset", role: "kubernetes-controller" | "kubernetes-worker") => {
+    await eventually(
+      async () => {
+        const result = await f.ctl("node", "roles", action, id, role);
+        if (result.exitCode !== 0) throw new Error(result.stderr.trim());
+      },
+      { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: `${role} ${action} on ${id}` },
+    );
+  };
   // The pod on node2 deleted: node2 says no Kubernetes container is left.
   await kubectl("delete", "pod", names[0]!, "--wait=true", "--timeout=300s");
   await eventually(
@@ -810,7 +962,7 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
     },
     { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "node3 gone from node2's mesh" },
   );
-}, { timeoutMs: KUBERNETES_STEP_TIMEOUT_MS });
+});
 
 e2eTest("ctl node logs and services read a VM, and ctl node reboot brings it back UP and HEALTHY", async (ctx) => {
   const c = need(cluster, "the cluster");

@@ -8,7 +8,8 @@
 import type { Logger } from "../../internal/log/mod.ts";
 import { eventually } from "../../internal/testing/mod.ts";
 import type { FormedCluster } from "./cluster_formation.ts";
-import { KUBECTL_BINARY, writeKubectlWrapper } from "./ctl_wrapper.ts";
+import { CTL_BINARY, KUBECTL_BINARY, writeKubectlWrapper } from "./ctl_wrapper.ts";
+import { configureClusterRegistry, HELLO_REPOSITORY, HELLO_TAG } from "./registry.ts";
 import type { Cluster } from "./launcher.ts";
 
 const POLL_MS = 3_000;
@@ -22,6 +23,22 @@ export async function startKubernetes(cluster: Cluster, formed: FormedCluster, o
   const started = performance.now();
   const log = options.logger;
   const ids = [...formed.ids.values()];
+  // The network's registry first, as an owner would set it up: pods pull from it by name.
+  const registry = cluster.registry;
+  if (registry) {
+    await eventually(
+      async () => {
+        const result = await configureClusterRegistry(registry, (args, stdin) => cluster.exec([CTL_BINARY, "--config", cluster.dir.ctlConfig, ...args], { stdin, okExitCodes: [0, 1, 2] }));
+        if (result.exitCode !== 0) {
+          const why = result.stderr.trim().split("\n").at(-1) ?? "";
+          log.info("setting the cluster's registry failed; trying again", { why });
+          throw new Error(`ctl cluster registry set ${registry.host}: ${why}`);
+        }
+      },
+      { timeoutMs: options.timeoutMs, intervalMs: POLL_MS, what: "the cluster's registry set" },
+    );
+    log.info(`registry ${registry.host} set: workers pull from it with its CA and login`, { image: `${registry.host}/${HELLO_REPOSITORY}:${HELLO_TAG}` });
+  }
   for (const [name, id] of formed.ids) {
     // Right after formation the VMs are busy (node1's apiserver starts under
     // emulation) and a call can miss its deadline: an operator would run it

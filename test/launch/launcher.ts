@@ -8,6 +8,7 @@ import { createLogger, type Logger } from "../../internal/log/mod.ts";
 import { ClusterDir } from "./cluster_dir.ts";
 import { DhcpServer, type StaticLease } from "./dhcp_server.ts";
 import { TimeServer } from "./time_server.ts";
+import { startClusterRegistry, type ContainerRegistryServer } from "./registry.ts";
 import type { HostCommandOptions, HostCommandResult } from "./host_command.ts";
 import { writeCtlWrapper } from "./ctl_wrapper.ts";
 import { deleteNamespaceSync, namespaceName, NetworkNamespace, nodeAddress, removeStaleNamespace, subnetOf } from "./network_namespace.ts";
@@ -96,6 +97,8 @@ export class Cluster {
     private readonly logger: Logger,
     /** The network's NTP server (announced by DHCP), on the bridge's address. */
     readonly timeServer: TimeServer | undefined = undefined,
+    /** The network's container registry (TLS from its own CA, a password), on the bridge's address, holding the images the tests and the README pull. */
+    readonly registry: ContainerRegistryServer | undefined = undefined,
   ) {
     this.unregister = registerTeardown({ label: `cluster ${name}`, close: () => this.close(), closeSync: () => this.closeSync() });
   }
@@ -138,6 +141,7 @@ export class Cluster {
     await this.dhcp?.stop();
     this.dhcp = undefined;
     await this.timeServer?.stop();
+    await this.registry?.stop();
     await this.ns.destroy();
     this.dir.release();
     this.unregister();
@@ -150,6 +154,7 @@ export class Cluster {
     for (const node of this.nodes) node.killSync();
     this.dhcp?.stopSync();
     this.timeServer?.stopSync();
+    this.registry?.stopSync();
     // Deleting the name is enough: the kernel frees the namespace (and the
     // taps in it) once the killed processes inside are gone.
     this.ns.destroySync();
@@ -181,12 +186,14 @@ export async function createCluster(options: ClusterOptions = {}): Promise<Clust
   let ns: NetworkNamespace | undefined;
   let dhcp: DhcpServer | undefined;
   let timeServer: TimeServer | undefined;
+  let registry: ContainerRegistryServer | undefined;
   // Until the Cluster exists to own them, a Ctrl-C must still take down
   // what is set up so far (no node runs yet). The namespace goes by name
   // when the signal comes while NetworkNamespace.create() runs, before ns is set.
   const undo = () => {
     dhcp?.stopSync();
     timeServer?.stopSync();
+    registry?.stopSync();
     if (ns) ns.destroySync();
     else if (creatingNs) deleteNamespaceSync(nsName);
     dir.release();
@@ -242,8 +249,9 @@ export async function createCluster(options: ClusterOptions = {}): Promise<Clust
     }
     timeServer = await TimeServer.start(ns, { address: subnet.bridgeAddress, network: `${subnet.prefix}.0/24`, ...dir.timeServerFiles });
     dhcp = await DhcpServer.start(ns, { leaseFile: dir.dhcpLeases, logFile: dir.dhcpLog, leases, ntpServer: true });
-    logger.info(`cluster ${name} prepared`, { namespace: ns.name, subnet: `${subnet.prefix}.0/24`, nodes: nodes.length, dir: dir.path });
-    return new Cluster(name, dir, ns, owner, nodes, dhcp, logger, timeServer);
+    registry = await startClusterRegistry(ns, join(dir.path, "registry"));
+    logger.info(`cluster ${name} prepared`, { namespace: ns.name, subnet: `${subnet.prefix}.0/24`, nodes: nodes.length, dir: dir.path, registry: registry.host });
+    return new Cluster(name, dir, ns, owner, nodes, dhcp, logger, timeServer, registry);
   } catch (err) {
     undo();
     throw err;

@@ -15,10 +15,13 @@
 // own network, started by the launcher and the tests.
 
 import type { Subprocess } from "bun";
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { createCertificate, generateKeyPair, privateKeyPem, toPem, type CA } from "../../internal/pki/mod.ts";
 import { runHostCommand, stopHostProcess } from "./host_command.ts";
+import type { NetworkNamespace } from "./network_namespace.ts";
+import { helloImage, HOST_BUSYBOX, readBusybox } from "../../image/mod.ts";
 
 export const REGISTRY_BINARY = "/usr/bin/docker-registry";
 export const SKOPEO_BINARY = "/usr/bin/skopeo";
@@ -180,4 +183,50 @@ function spawnRegistry(options: RegistryOptions): Subprocess {
   } finally {
     closeSync(log);
   }
+}
+
+/** Where the launcher's registry listens on the bridge, and the login it wants. */
+export const CLUSTER_REGISTRY_PORT = 5000;
+export const CLUSTER_REGISTRY_USER = "nodecore";
+/** What the launcher pushes: a user's application (image/oci.ts helloImage, two layers), by name and tag. */
+export const HELLO_REPOSITORY = "apps/hello";
+export const HELLO_TAG = "1";
+
+/**
+ * The launcher's registry: on the bridge's address inside the cluster's
+ * namespace, a password of its own per launch (<dir>/password, 0600), and
+ * the hello image pushed, so that pods pull it by name once the owner set
+ * the registry up (configureClusterRegistry).
+ */
+export async function startClusterRegistry(ns: NetworkNamespace, dir: string): Promise<ContainerRegistryServer> {
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  const password = randomBytes(16).toString("hex");
+  writeFileSync(join(dir, "password"), `${password}\n`, { mode: 0o600 });
+  const registry = await ContainerRegistryServer.start({
+    dir,
+    address: ns.subnet.bridgeAddress,
+    port: CLUSTER_REGISTRY_PORT,
+    username: CLUSTER_REGISTRY_USER,
+    password,
+    spawn: (argv, log) => Bun.spawn(ns.command(argv), { stdin: "ignore", stdout: log, stderr: log }),
+  });
+  try {
+    const tarball = join(dir, "hello.oci.tar");
+    writeFileSync(tarball, helloImage(readBusybox(HOST_BUSYBOX), `${registry.host}/${HELLO_REPOSITORY}:${HELLO_TAG}`));
+    await registry.push(tarball, `${HELLO_REPOSITORY}:${HELLO_TAG}`, (argv) => ns.run(argv));
+  } catch (err) {
+    await registry.stop();
+    throw err;
+  }
+  return registry;
+}
+
+/**
+ * What an owner runs to let the cluster pull from the launcher's registry:
+ * `ctl cluster registry set <host> --ca <its CA> --username nodecore
+ * --password-stdin`, the password piped in. Returns ctl's result.
+ */
+export function configureClusterRegistry(registry: ContainerRegistryServer, ctl: (args: string[], stdin: string) => Promise<{ exitCode: number; stdout: string; stderr: string }>) {
+  return ctl(["cluster", "registry", "set", registry.host, "--ca", registry.caFile, "--username", registry.options.username, "--password-stdin"], `${registry.options.password}\n`);
 }
