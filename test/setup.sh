@@ -16,8 +16,10 @@ cd "$(dirname "$0")/.."
 # `bun run build` builds them from their Go modules (image/upstream), with
 # gcc, libseccomp-dev and pkg-config for runc. chrony's chronyd goes into
 # the node image (time sync) and serves NTP in its tests; prometheus scrapes
-# a process cluster in test/metrics_process.test.ts.
-PACKAGES="git openssl util-linux qemu-system-x86 qemu-utils dnsmasq-base cryptsetup-bin dosfstools mtools e2fsprogs gdisk iproute2 nftables cpio kmod gcc libc6-dev libseccomp-dev pkg-config busybox-static squashfs-tools tcpdump prometheus chrony"
+# a process cluster in test/metrics_process.test.ts. docker-registry (the
+# CNCF distribution registry) is the launcher's and the tests' registry,
+# and skopeo pushes the images built here into it (test/launch/registry.ts).
+PACKAGES="git openssl util-linux qemu-system-x86 qemu-utils dnsmasq-base cryptsetup-bin dosfstools mtools e2fsprogs gdisk iproute2 nftables cpio kmod gcc libc6-dev libseccomp-dev pkg-config busybox-static squashfs-tools tcpdump prometheus chrony docker-registry skopeo"
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -23,8 +23,14 @@
 //   Kubernetes: node1 gets kubernetes-controller again; node2 and node3
 //     get kubernetes-worker ─ the owner's kubectl (ctl kubeconfig, the built
 //     kubectl) sees both Ready, and so does ctl cluster health ─ a pod on each from the preloaded image,
-//     kubectl logs and exec ─ a deleted pod leaves no container ─ the role
-//     taken from node3: its Node and its containers go
+//     kubectl logs and exec
+//   a user's application: ctl cluster registry set for the launcher's
+//     registry (its own CA, a password on stdin) ─ the two-layer hello image
+//     pulled by name onto both workers and serving ─ a wrong password shown
+//     as 401 Unauthorized in kubectl describe, Running once the login is
+//     right again ─ a host whose first mirror is down pulled from its second
+//   a deleted pod leaves no container ─ the role taken from node3: its Node
+//     and its containers go
 //   day-2: node1 powered off shows HEARTBEAT_TIMEOUT; ctl node logs and
 //     services read node3; ctl node reboot node3 ─ it boots again, UP, HEALTHY,
 //     and ctl node logs --boot -1 reads what it logged before, and why it rebooted

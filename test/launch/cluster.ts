@@ -14,7 +14,7 @@
 // on screen. Usage: launcher_args.ts, or --help.
 
 import { existsSync } from "node:fs";
-import { relative, resolve } from "node:path";
+import { join, relative, resolve } from "node:path";
 import { readManifest, REPO_ROOT } from "../../image/mod.ts";
 import { createLogger } from "../../internal/log/mod.ts";
 import { ensureBuilt } from "./build_outputs.ts";
@@ -24,6 +24,7 @@ import { PROCESS_CONSENSUS_NODES } from "./launcher_args.ts";
 import { launchProcessCluster, type ProcessCluster, type ProcessLaunchFigures } from "./process_launcher.ts";
 import { interrupted, registerTeardown } from "./teardown.ts";
 import { startKubernetes } from "./kubernetes_start.ts";
+import { CLUSTER_REGISTRY_USER, HELLO_REPOSITORY, HELLO_TAG } from "./registry.ts";
 
 /**
  * The least each step of starting Kubernetes may take (the apiserver
@@ -112,6 +113,11 @@ function hasKubernetes(imageDir: string): boolean {
   return readManifest(imageDir).system.files.some((f) => f.endsWith("/kube-apiserver"));
 }
 
+/** The hello image in the launcher's registry, as a pod names it. */
+function helloRef(cluster: Cluster): string {
+  return cluster.registry ? `${cluster.registry.host}/${HELLO_REPOSITORY}:${HELLO_TAG}` : TEST_IMAGE_REF;
+}
+
 function summary(cluster: Cluster, imageDir: string, kubernetesMs: number | undefined): string {
   const rows = cluster.nodes.map((n) => [n.name, n.address, upField(n, "node"), upField(n, "roles"), shown(n.files.consoleLog)]);
   const header = ["node", "address", "node ID", "roles", "console log"];
@@ -142,10 +148,11 @@ function summary(cluster: Cluster, imageDir: string, kubernetesMs: number | unde
           `  kubernetes    node1 is the controller, every node a worker; all Ready ${(kubernetesMs / 1000).toFixed(0)} s after the roles were set.`,
           `                ${kubectl} runs the built kubectl as the owner inside the namespace (kubeconfig: ${shown(cluster.dir.kubeconfig)}):`,
           `                ${kubectl} get nodes -o wide`,
-          `                ${kubectl} run hello --image=${TEST_IMAGE_REF} --image-pull-policy=Never --restart=Never -- sh -c 'echo hello from $(hostname); sleep 3600'`,
+          `                ${kubectl} run hello --image=${helloRef(cluster)}`,
           `                ${kubectl} wait --for=condition=Ready pod/hello --timeout=300s`,
-          `                ${kubectl} logs hello`,
-          `                (images are never pulled: ${TEST_IMAGE_REF} is busybox, preloaded on every worker)`,
+          `                ${kubectl} exec hello -- busybox wget -qO- http://127.0.0.1:8080/`,
+          `  registry      ${cluster.registry?.host ?? "(none)"} on the cluster network (TLS: ${shown(cluster.registry?.caFile ?? "-")}, user ${CLUSTER_REGISTRY_USER}, password in ${shown(join(cluster.dir.path, "registry", "password"))});`,
+          `                the cluster pulls from it (ctl cluster registry list); ${TEST_IMAGE_REF} (busybox) is preloaded on every worker`,
           `  network       pods on different nodes talk over the WireGuard mesh the curator distributes; Services and the cluster DNS answer them:`,
           `                ${kubectl} exec hello -- busybox nslookup kubernetes.default.svc.cluster.local`,
           `                ${ctl} node describe node2        (its clusternet line: the mesh's peers and their handshakes)`,
