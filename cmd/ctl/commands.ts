@@ -78,6 +78,10 @@ import {
   readNodeMetrics,
   writeMetricsReader,
   PASSWORD_ON_COMMAND_LINE,
+  checkBundleFile,
+  importOnto,
+  importTargets,
+  imageTable,
   registryCredentials,
   registryEntry,
   registryHost,
@@ -717,6 +721,47 @@ export const program: Program<Ctl> = {
             for (const role of roles) request[ROLE_FIELDS[role as RoleName]] = verb === "set";
             await withFailover(Management, ctl.credentials(), (m) => m.updateNodeRoles(request, ctl.settings), ctl.progress);
             ctl.print({ node: id, [verb!]: roles }, `${verb} ${roles.join(", ")} on ${id}`);
+          },
+        },
+      ],
+    },
+    {
+      name: "image",
+      description: "Container images on the workers: offline bundles imported, what each node holds",
+      actions: [
+        {
+          name: "import",
+          args: [FILE],
+          flags: [{ name: "node", value: "node", description: "A node to import onto (default: every UP worker)", repeatable: true }],
+          description: "Import an offline bundle (an OCI image layout or a docker save tar) into workers' image stores, checked whole before anything is added; it stays across reboots",
+          run: async (ctl, [file], flags) => {
+            const { images, bytes } = checkBundleFile(String(file));
+            const named = await Promise.all(((flags.node as string[] | undefined) ?? []).map((typed) => ctl.node(typed)));
+            const credentials = ctl.credentials();
+            const targets = importTargets(await listNodes(credentials, ctl.settings), named);
+            const results: { node: string; images: string[] }[] = [];
+            for (const node of targets) {
+              const imported = await importOnto(credentials, node, String(file), bytes, ctl);
+              ctl.note(`${node.id}: imported ${imported.join(", ")}`);
+              results.push({ node: node.id, images: imported });
+            }
+            ctl.print({ file, bytes, images, nodes: results }, `${images.length} image${images.length === 1 ? "" : "s"} (${images.join(", ")}) on ${results.length} node${results.length === 1 ? "" : "s"}: ${results.map((r) => r.node).join(", ")}`);
+          },
+        },
+        {
+          name: "list",
+          flags: [{ name: "node", value: "node", description: "A node to list (default: every UP worker)", repeatable: true }],
+          description: "The images each worker's image store holds, by name",
+          run: async (ctl, _args, flags) => {
+            const named = await Promise.all(((flags.node as string[] | undefined) ?? []).map((typed) => ctl.node(typed)));
+            const credentials = ctl.credentials();
+            const targets = importTargets(await listNodes(credentials, ctl.settings), named);
+            const listings = [];
+            for (const node of targets) listings.push({ node: node.id, images: (await withNode(credentials, node.id, (client) => client.listImages({}, ctl.settings), ctl.settings)).images });
+            ctl.print(
+              listings.map((l) => ({ node: l.node, images: l.images.map((i) => ({ name: i.name, digest: i.digest, size: i.size })) })),
+              imageTable(listings),
+            );
           },
         },
       ],

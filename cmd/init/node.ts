@@ -175,6 +175,7 @@ export function nodeRoot(config: NodeConfig): Runnable {
           return local ? { client: local.etcd, quotaBytes: memberQuota(config.layout.data.etcd.data) } : undefined;
         },
         recovery: roleValues.recovery,
+        images: () => roleValues.imageStore.peek(),
         reset: (wipe) => forgetCluster({ layout: config.layout, storage: config.storage, wipe, ...(config.scrubEsp ? { scrubEsp: () => scrubFreeSpace(config.layout.esp.path).then(() => {}) } : {}) }),
       }),
     );

@@ -18,6 +18,9 @@
 //                configuration as CRI's config_path, one hosts.toml (and CA)
 //                per registry host, read by containerd at every pull
 //
+//   images       imageStore (images.ts): offline bundles, checked whole
+//                first (bundle.ts), imported into CRI's namespace; listed
+//
 //   role taken away → both stopped (SIGTERM); then killCgroup(<cgroup>)
 //   kills what runs on without them (shims and their containers) and
 //   reports how many processes there were; the kernel's empty cgroup is
@@ -70,4 +73,6 @@ export {
   registryProblem,
   writeRegistryHosts,
 } from "./registries.ts";
+export { BundleCheckError, checkImageBundle, readTarIndex, MAX_BUNDLE_IMAGES, MAX_BUNDLE_MEMBERS, type CheckedBundle } from "./bundle.ts";
+export { imageStore, parseImageListing, type ImageListing, type ImageStore } from "./images.ts";
 export { CgroupCleanupError, delegatingCgroup, joinCgroup, killCgroup, processesIn, unifiedCgroupRoot } from "./cgroup.ts";

@@ -1,6 +1,6 @@
 // NodeManagement: the owner's view into one node. Logs, services, power,
-// its etcd member (status, defragmentation), and its system slots (update,
-// rollback).
+// its etcd member (status, defragmentation), its system slots (update,
+// rollback), and its Kubernetes image store (images.ts).
 
 import type { NodeManagement } from "../../proto/gen/api/node_management_pb.ts";
 import { LogLevel, LogEntrySchema, UpdatePhase } from "../../proto/gen/api/node_management_pb.ts";
@@ -14,6 +14,7 @@ import { defragment, memberStatus } from "../consensus/mod.ts";
 import type { RunnableDump } from "../supervisor/mod.ts";
 import type { ConsensusRecovery, RecoveryPlan } from "../roleserve/mod.ts";
 import { BundleError, parseBundleManifest, type BundleFile, type SlotControl, type SlotWriter } from "../update/mod.ts";
+import { imageCalls, type ImageDeps } from "./images.ts";
 
 /** Only the owner manages nodes; nodes never call each other here. */
 export const NODE_MANAGEMENT_POLICY: ServicePolicy<typeof NodeManagement> = {
@@ -27,6 +28,8 @@ export const NODE_MANAGEMENT_POLICY: ServicePolicy<typeof NodeManagement> = {
   reset: "owner",
   update: "owner",
   rollback: "owner",
+  importImages: "owner",
+  listImages: "owner",
 };
 
 export type PowerRequest = "reboot" | "poweroff";
@@ -48,7 +51,7 @@ export const UPDATE_PROGRESS_EVERY_BYTES = 8 * 1024 * 1024;
 /** How far ahead of the node's writing the owner may send an update's bytes (HTTP/2 flow control). */
 export const UPDATE_RECEIVE_WINDOW_BYTES = 8 * 1024 * 1024;
 
-export interface NodeManagementDeps {
+export interface NodeManagementDeps extends ImageDeps {
   logs: LogTree;
   /** The supervision tree, as data. */
   services: () => RunnableDump[];
@@ -103,6 +106,7 @@ export function nodeManagementService(deps: NodeManagementDeps): ServiceImpl<typ
     return etcd;
   };
   return {
+    ...imageCalls(deps),
     async *getLogs(request, ctx) {
       if (request.path.length > MAX_PATH_CHARS) throw new InvalidArgumentError(`path: ${request.path.length} characters, more than ${MAX_PATH_CHARS}`);
       if (request.path !== "" && !PATH_PATTERN.test(request.path)) {

@@ -66,3 +66,4 @@ export { clusterHealth, gatherClusterHealth, healthTable, type ClusterHealth, ty
 export { eventLine, eventRow, readEvents, type EventRow } from "./events.ts";
 export { readNodeMetrics, writeMetricsReader, READER_FILES, type WrittenReader } from "./metrics.ts";
 export { PASSWORD_ON_COMMAND_LINE, passwordFromStdin, registryCredentials, registryEntry, registryHost, registryTable, type RegistryFlags } from "./registries.ts";
+export { checkBundleFile, importOnto, importTargets, imageTable, IMPORT_TIMEOUT_MS } from "./images.ts";

@@ -64,6 +64,7 @@ import { statusPushWorker, type SlotStatus } from "./worker_statuspush.ts";
 import { heartbeatWorker } from "./worker_heartbeat.ts";
 import { sealedUpdateWorker } from "./worker_sealed.ts";
 import { coldStartWorker } from "./worker_coldstart.ts";
+import type { ImageStore } from "../containerd/mod.ts";
 
 export { withCurator, type CuratorConnection, type CuratorClient } from "./curator_connection.ts";
 export { nodeCallReporter, type NodeManagementReport } from "./report_calls.ts";
@@ -131,6 +132,8 @@ export interface RoleServerValues {
   sealed: Value<SealedConfiguration>;
   /** The last status a curator accepted from this node: set once it has rejoined (an update's trial waits for it). */
   statusPushed: Value<NodeStatus>;
+  /** The worker's Kubernetes image store while its containerd answers (node management's ImportImages, ListImages). */
+  imageStore: Value<ImageStore | undefined>;
 }
 
 export function newRoleServerValues(): RoleServerValues {
@@ -145,6 +148,7 @@ export function newRoleServerValues(): RoleServerValues {
     board: new ServiceBoard(),
     sealed: new Value<SealedConfiguration>(),
     statusPushed: new Value<NodeStatus>(),
+    imageStore: new Value<ImageStore | undefined>(),
   };
 }
 
@@ -242,6 +246,7 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
         ...(options.runtime ? { runtime: options.runtime } : {}),
         ...(options.noKubelet ? { noKubelet: options.noKubelet } : {}),
         ...(options.resolvers ? { resolvers: options.resolvers } : {}),
+        imageStore: values.imageStore,
       }),
     );
     ctx.signalHealthy();

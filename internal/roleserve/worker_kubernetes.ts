@@ -45,7 +45,7 @@ import { generateKeyPair } from "../pki/mod.ts";
 import { X509Certificate } from "node:crypto";
 import { withCurator, type CuratorConnection } from "./curator_connection.ts";
 import type { LocalConsensus } from "./worker_controlplane.ts";
-import { CRI_NAMESPACE, ctr, delegatingCgroup, joinCgroup, containerdService, killCgroup, runtimeBinaries, runtimeProbe, type RuntimePaths } from "../containerd/mod.ts";
+import { CRI_NAMESPACE, ctr, delegatingCgroup, imageStore, joinCgroup, containerdService, killCgroup, runtimeBinaries, runtimeProbe, type ImageStore, type RuntimePaths } from "../containerd/mod.ts";
 import { Value } from "../event/mod.ts";
 import { RestartRequest, sleep, untilCancelled, type Runnable } from "../supervisor/mod.ts";
 import type { ServiceBoard } from "./service_status.ts";
@@ -103,6 +103,8 @@ export interface KubernetesOptions {
   noKubelet?: string;
   /** The node's own DNS resolvers: the cluster DNS forwards names outside the cluster there. */
   resolvers?: (signal: AbortSignal) => Promise<string[]>;
+  /** Written: the Kubernetes image store while the worker's containerd answers (node management imports into it). */
+  imageStore?: Value<ImageStore | undefined>;
 }
 
 const wantsOf = (roles: NodeRoles | undefined) => ({
@@ -261,6 +263,24 @@ function registryWatchRunnable(options: KubernetesOptions, registries: Value<rea
   };
 }
 
+/** Offers the image store (`ctl image import`, `ctl image list`) for as long as containerd answers. */
+function imagesRunnable(target: Value<ImageStore | undefined>, paths: RuntimePaths, ready: Value<boolean>): Runnable {
+  return async (ctx) => {
+    const store = imageStore(paths);
+    try {
+      for (;;) {
+        await ready.waitFor((r) => r, { signal: ctx.signal });
+        target.set(store);
+        ctx.signalHealthy();
+        await ready.waitFor((r) => !r, { signal: ctx.signal });
+        target.set(undefined);
+      }
+    } finally {
+      target.set(undefined);
+    }
+  };
+}
+
 /** The deadline of the call that reports the mesh key and gets the pod prefix. */
 const CLUSTER_NETWORKING_TIMEOUT_MS = 10_000;
 
@@ -416,6 +436,7 @@ function workerPart(options: KubernetesOptions, decision: Value<Decision>): Runn
           options.board.report("containerd", "starting", "waiting for containerd to answer");
           ctx.run("containerd", containerdService({ paths: runtime.paths, ready }));
         }
+        if (options.imageStore) ctx.run("images", imagesRunnable(options.imageStore, runtime.paths, ready));
         const probeRuns = new Value<boolean>();
         probeRuns.set(false);
         if (launch.kubelet) {

@@ -14,7 +14,135 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file api/node_management.proto.
  */
 export const file_api_node_management: GenFile = /*@__PURE__*/
-  fileDesc("ChlhcGkvbm9kZV9tYW5hZ2VtZW50LnByb3RvEgxub2RlY29yZS5hcGkiiQEKDkdldExvZ3NSZXF1ZXN0EgwKBHBhdGgYASABKAkSDwoHc3VidHJlZRgCIAEoCBIPCgdiYWNrbG9nGAMgASgFEg4KBmZvbGxvdxgEIAEoCBIpCgltaW5fbGV2ZWwYBSABKA4yFi5ub2RlY29yZS5hcGkuTG9nTGV2ZWwSDAoEYm9vdBgGIAEoBSKJAQoITG9nRW50cnkSDAoEcGF0aBgBIAEoCRIPCgd0aW1lX21zGAIgASgDEiUKBWxldmVsGAMgASgOMhYubm9kZWNvcmUuYXBpLkxvZ0xldmVsEg8KB21lc3NhZ2UYBCABKAkSJgoGZmllbGRzGAUgAygLMhYubm9kZWNvcmUuYXBpLkxvZ0ZpZWxkIiYKCExvZ0ZpZWxkEgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCSJlCg9HZXRMb2dzUmVzcG9uc2USJwoHZW50cmllcxgBIAMoCzIWLm5vZGVjb3JlLmFwaS5Mb2dFbnRyeRIpCglwYXN0X2Jvb3QYAiABKAsyFi5ub2RlY29yZS5hcGkuUGFzdEJvb3QiYgoIUGFzdEJvb3QSDwoHYm9vdF9tcxgBIAEoAxIPCgd2ZXJzaW9uGAIgASgJEhAKCGVuZGVkX21zGAMgASgDEhEKCWVuZF9jYXVzZRgEIAEoCRIPCgdza2lwcGVkGAUgASgNIhQKEkdldFNlcnZpY2VzUmVxdWVzdCJeCgdTZXJ2aWNlEgwKBHBhdGgYASABKAkSDQoFc3RhdGUYAiABKAkSEAoIcmVzdGFydHMYAyABKA0SEgoKbGFzdF9lcnJvchgEIAEoCRIQCghzaW5jZV9tcxgFIAEoAyI+ChNHZXRTZXJ2aWNlc1Jlc3BvbnNlEicKCHNlcnZpY2VzGAEgAygLMhUubm9kZWNvcmUuYXBpLlNlcnZpY2UiDwoNUmVib290UmVxdWVzdCIQCg5SZWJvb3RSZXNwb25zZSIRCg9Qb3dlck9mZlJlcXVlc3QiEgoQUG93ZXJPZmZSZXNwb25zZSIWChRHZXRFdGNkU3RhdHVzUmVxdWVzdCKFAgoVR2V0RXRjZFN0YXR1c1Jlc3BvbnNlEhEKCW1lbWJlcl9pZBgBIAEoCRIRCglsZWFkZXJfaWQYAiABKAkSEgoKaXNfbGVhcm5lchgDIAEoCBIPCgd2ZXJzaW9uGAQgASgJEhUKDWRiX3NpemVfYnl0ZXMYBSABKAQSHAoUZGJfc2l6ZV9pbl91c2VfYnl0ZXMYBiABKAQSEAoIcmV2aXNpb24YByABKAMSEQoJcmFmdF90ZXJtGAggASgEEhIKCnJhZnRfaW5kZXgYCSABKAQSDgoGYWxhcm1zGAogAygJEg4KBmVycm9ycxgLIAMoCRITCgtxdW90YV9ieXRlcxgMIAEoBCIXChVEZWZyYWdtZW50RXRjZFJlcXVlc3QiVAoWRGVmcmFnbWVudEV0Y2RSZXNwb25zZRIUCgxiZWZvcmVfYnl0ZXMYASABKAQSEwoLYWZ0ZXJfYnl0ZXMYAiABKAQSDwoHdG9va19tcxgDIAEoBCI5ChdSZWNvdmVyQ29uc2Vuc3VzUmVxdWVzdBIPCgdkcnlfcnVuGAEgASgIEg0KBWZvcmNlGAIgASgIIj8KCkxvc3RNZW1iZXISDAoEbmFtZRgBIAEoCRIQCghwZWVyX3VybBgCIAEoCRIRCgltZW1iZXJfaWQYAyABKAkixAEKGFJlY292ZXJDb25zZW5zdXNSZXNwb25zZRIQCghzdXJ2aXZvchgBIAEoCRIRCgltZW1iZXJfaWQYAiABKAkSEQoJbGVhZGVyX2lkGAMgASgJEhAKCHJldmlzaW9uGAQgASgDEg4KBnF1b3J1bRgFIAEoCBIVCg1xdW9ydW1fcmVhc29uGAYgASgJEiYKBGxvc3QYByADKAsyGC5ub2RlY29yZS5hcGkuTG9zdE1lbWJlchIPCgdzdGFydGVkGAggASgIIhwKDFJlc2V0UmVxdWVzdBIMCgR3aXBlGAEgASgIIh8KDVJlc2V0UmVzcG9uc2USDgoGZXJhc2VkGAEgAygJImEKDVVwZGF0ZVJlcXVlc3QSFwoPYnVuZGxlX21hbmlmZXN0GAEgASgJEhcKD2FsbG93X2Rvd25ncmFkZRgCIAEoCBIQCghhY3RpdmF0ZRgDIAEoCBIMCgRkYXRhGAQgASgMIokCCg5VcGRhdGVSZXNwb25zZRIoCgVwaGFzZRgBIAEoDjIZLm5vZGVjb3JlLmFwaS5VcGRhdGVQaGFzZRIVCg13cml0dGVuX2J5dGVzGAIgASgEEhMKC3RvdGFsX2J5dGVzGAMgASgEEgwKBHNsb3QYBCABKAkSDwoHdmVyc2lvbhgFIAEoCRISCgpzZW5kX2ZpbGVzGAYgAygJEj0KCXNlbmRfZnJvbRgHIAMoCzIqLm5vZGVjb3JlLmFwaS5VcGRhdGVSZXNwb25zZS5TZW5kRnJvbUVudHJ5Gi8KDVNlbmRGcm9tRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgEOgI4ASIyCg9Sb2xsYmFja1JlcXVlc3QSDQoFZm9yY2UYASABKAgSEAoIYWN0aXZhdGUYAiABKAgiMQoQUm9sbGJhY2tSZXNwb25zZRIMCgRzbG90GAEgASgJEg8KB3ZlcnNpb24YAiABKAkqdwoITG9nTGV2ZWwSGQoVTE9HX0xFVkVMX1VOU1BFQ0lGSUVEEAASEwoPTE9HX0xFVkVMX0RFQlVHEAESEgoOTE9HX0xFVkVMX0lORk8QAhISCg5MT0dfTEVWRUxfV0FSThADEhMKD0xPR19MRVZFTF9FUlJPUhAEKpkBCgtVcGRhdGVQaGFzZRIcChhVUERBVEVfUEhBU0VfVU5TUEVDSUZJRUQQABIYChRVUERBVEVfUEhBU0VfV1JJVElORxABEhoKFlVQREFURV9QSEFTRV9JTlNUQUxMRUQQAhIaChZVUERBVEVfUEhBU0VfUkVCT09USU5HEAMSGgoWVVBEQVRFX1BIQVNFX1JFQ0VJVklORxAEMq4GCg5Ob2RlTWFuYWdlbWVudBJICgdHZXRMb2dzEhwubm9kZWNvcmUuYXBpLkdldExvZ3NSZXF1ZXN0Gh0ubm9kZWNvcmUuYXBpLkdldExvZ3NSZXNwb25zZTABElIKC0dldFNlcnZpY2VzEiAubm9kZWNvcmUuYXBpLkdldFNlcnZpY2VzUmVxdWVzdBohLm5vZGVjb3JlLmFwaS5HZXRTZXJ2aWNlc1Jlc3BvbnNlEkMKBlJlYm9vdBIbLm5vZGVjb3JlLmFwaS5SZWJvb3RSZXF1ZXN0Ghwubm9kZWNvcmUuYXBpLlJlYm9vdFJlc3BvbnNlEkkKCFBvd2VyT2ZmEh0ubm9kZWNvcmUuYXBpLlBvd2VyT2ZmUmVxdWVzdBoeLm5vZGVjb3JlLmFwaS5Qb3dlck9mZlJlc3BvbnNlElgKDUdldEV0Y2RTdGF0dXMSIi5ub2RlY29yZS5hcGkuR2V0RXRjZFN0YXR1c1JlcXVlc3QaIy5ub2RlY29yZS5hcGkuR2V0RXRjZFN0YXR1c1Jlc3BvbnNlElsKDkRlZnJhZ21lbnRFdGNkEiMubm9kZWNvcmUuYXBpLkRlZnJhZ21lbnRFdGNkUmVxdWVzdBokLm5vZGVjb3JlLmFwaS5EZWZyYWdtZW50RXRjZFJlc3BvbnNlEmEKEFJlY292ZXJDb25zZW5zdXMSJS5ub2RlY29yZS5hcGkuUmVjb3ZlckNvbnNlbnN1c1JlcXVlc3QaJi5ub2RlY29yZS5hcGkuUmVjb3ZlckNvbnNlbnN1c1Jlc3BvbnNlEkAKBVJlc2V0Ehoubm9kZWNvcmUuYXBpLlJlc2V0UmVxdWVzdBobLm5vZGVjb3JlLmFwaS5SZXNldFJlc3BvbnNlEkcKBlVwZGF0ZRIbLm5vZGVjb3JlLmFwaS5VcGRhdGVSZXF1ZXN0Ghwubm9kZWNvcmUuYXBpLlVwZGF0ZVJlc3BvbnNlKAEwARJJCghSb2xsYmFjaxIdLm5vZGVjb3JlLmFwaS5Sb2xsYmFja1JlcXVlc3QaHi5ub2RlY29yZS5hcGkuUm9sbGJhY2tSZXNwb25zZWIGcHJvdG8z");
+  fileDesc("ChlhcGkvbm9kZV9tYW5hZ2VtZW50LnByb3RvEgxub2RlY29yZS5hcGkiSgoTSW1wb3J0SW1hZ2VzUmVxdWVzdBISCgpzaXplX2J5dGVzGAEgASgEEhEKCWZpbGVfbmFtZRgCIAEoCRIMCgRkYXRhGAMgASgMIn0KFEltcG9ydEltYWdlc1Jlc3BvbnNlEigKBXBoYXNlGAEgASgOMhkubm9kZWNvcmUuYXBpLkltcG9ydFBoYXNlEhYKDnJlY2VpdmVkX2J5dGVzGAIgASgEEhMKC3RvdGFsX2J5dGVzGAMgASgEEg4KBmltYWdlcxgEIAMoCSITChFMaXN0SW1hZ2VzUmVxdWVzdCI8Cg5Db250YWluZXJJbWFnZRIMCgRuYW1lGAEgASgJEg4KBmRpZ2VzdBgCIAEoCRIMCgRzaXplGAMgASgJIkIKEkxpc3RJbWFnZXNSZXNwb25zZRIsCgZpbWFnZXMYASADKAsyHC5ub2RlY29yZS5hcGkuQ29udGFpbmVySW1hZ2UiiQEKDkdldExvZ3NSZXF1ZXN0EgwKBHBhdGgYASABKAkSDwoHc3VidHJlZRgCIAEoCBIPCgdiYWNrbG9nGAMgASgFEg4KBmZvbGxvdxgEIAEoCBIpCgltaW5fbGV2ZWwYBSABKA4yFi5ub2RlY29yZS5hcGkuTG9nTGV2ZWwSDAoEYm9vdBgGIAEoBSKJAQoITG9nRW50cnkSDAoEcGF0aBgBIAEoCRIPCgd0aW1lX21zGAIgASgDEiUKBWxldmVsGAMgASgOMhYubm9kZWNvcmUuYXBpLkxvZ0xldmVsEg8KB21lc3NhZ2UYBCABKAkSJgoGZmllbGRzGAUgAygLMhYubm9kZWNvcmUuYXBpLkxvZ0ZpZWxkIiYKCExvZ0ZpZWxkEgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCSJlCg9HZXRMb2dzUmVzcG9uc2USJwoHZW50cmllcxgBIAMoCzIWLm5vZGVjb3JlLmFwaS5Mb2dFbnRyeRIpCglwYXN0X2Jvb3QYAiABKAsyFi5ub2RlY29yZS5hcGkuUGFzdEJvb3QiYgoIUGFzdEJvb3QSDwoHYm9vdF9tcxgBIAEoAxIPCgd2ZXJzaW9uGAIgASgJEhAKCGVuZGVkX21zGAMgASgDEhEKCWVuZF9jYXVzZRgEIAEoCRIPCgdza2lwcGVkGAUgASgNIhQKEkdldFNlcnZpY2VzUmVxdWVzdCJeCgdTZXJ2aWNlEgwKBHBhdGgYASABKAkSDQoFc3RhdGUYAiABKAkSEAoIcmVzdGFydHMYAyABKA0SEgoKbGFzdF9lcnJvchgEIAEoCRIQCghzaW5jZV9tcxgFIAEoAyI+ChNHZXRTZXJ2aWNlc1Jlc3BvbnNlEicKCHNlcnZpY2VzGAEgAygLMhUubm9kZWNvcmUuYXBpLlNlcnZpY2UiDwoNUmVib290UmVxdWVzdCIQCg5SZWJvb3RSZXNwb25zZSIRCg9Qb3dlck9mZlJlcXVlc3QiEgoQUG93ZXJPZmZSZXNwb25zZSIWChRHZXRFdGNkU3RhdHVzUmVxdWVzdCKFAgoVR2V0RXRjZFN0YXR1c1Jlc3BvbnNlEhEKCW1lbWJlcl9pZBgBIAEoCRIRCglsZWFkZXJfaWQYAiABKAkSEgoKaXNfbGVhcm5lchgDIAEoCBIPCgd2ZXJzaW9uGAQgASgJEhUKDWRiX3NpemVfYnl0ZXMYBSABKAQSHAoUZGJfc2l6ZV9pbl91c2VfYnl0ZXMYBiABKAQSEAoIcmV2aXNpb24YByABKAMSEQoJcmFmdF90ZXJtGAggASgEEhIKCnJhZnRfaW5kZXgYCSABKAQSDgoGYWxhcm1zGAogAygJEg4KBmVycm9ycxgLIAMoCRITCgtxdW90YV9ieXRlcxgMIAEoBCIXChVEZWZyYWdtZW50RXRjZFJlcXVlc3QiVAoWRGVmcmFnbWVudEV0Y2RSZXNwb25zZRIUCgxiZWZvcmVfYnl0ZXMYASABKAQSEwoLYWZ0ZXJfYnl0ZXMYAiABKAQSDwoHdG9va19tcxgDIAEoBCI5ChdSZWNvdmVyQ29uc2Vuc3VzUmVxdWVzdBIPCgdkcnlfcnVuGAEgASgIEg0KBWZvcmNlGAIgASgIIj8KCkxvc3RNZW1iZXISDAoEbmFtZRgBIAEoCRIQCghwZWVyX3VybBgCIAEoCRIRCgltZW1iZXJfaWQYAyABKAkixAEKGFJlY292ZXJDb25zZW5zdXNSZXNwb25zZRIQCghzdXJ2aXZvchgBIAEoCRIRCgltZW1iZXJfaWQYAiABKAkSEQoJbGVhZGVyX2lkGAMgASgJEhAKCHJldmlzaW9uGAQgASgDEg4KBnF1b3J1bRgFIAEoCBIVCg1xdW9ydW1fcmVhc29uGAYgASgJEiYKBGxvc3QYByADKAsyGC5ub2RlY29yZS5hcGkuTG9zdE1lbWJlchIPCgdzdGFydGVkGAggASgIIhwKDFJlc2V0UmVxdWVzdBIMCgR3aXBlGAEgASgIIh8KDVJlc2V0UmVzcG9uc2USDgoGZXJhc2VkGAEgAygJImEKDVVwZGF0ZVJlcXVlc3QSFwoPYnVuZGxlX21hbmlmZXN0GAEgASgJEhcKD2FsbG93X2Rvd25ncmFkZRgCIAEoCBIQCghhY3RpdmF0ZRgDIAEoCBIMCgRkYXRhGAQgASgMIokCCg5VcGRhdGVSZXNwb25zZRIoCgVwaGFzZRgBIAEoDjIZLm5vZGVjb3JlLmFwaS5VcGRhdGVQaGFzZRIVCg13cml0dGVuX2J5dGVzGAIgASgEEhMKC3RvdGFsX2J5dGVzGAMgASgEEgwKBHNsb3QYBCABKAkSDwoHdmVyc2lvbhgFIAEoCRISCgpzZW5kX2ZpbGVzGAYgAygJEj0KCXNlbmRfZnJvbRgHIAMoCzIqLm5vZGVjb3JlLmFwaS5VcGRhdGVSZXNwb25zZS5TZW5kRnJvbUVudHJ5Gi8KDVNlbmRGcm9tRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgEOgI4ASIyCg9Sb2xsYmFja1JlcXVlc3QSDQoFZm9yY2UYASABKAgSEAoIYWN0aXZhdGUYAiABKAgiMQoQUm9sbGJhY2tSZXNwb25zZRIMCgRzbG90GAEgASgJEg8KB3ZlcnNpb24YAiABKAkqmQEKC0ltcG9ydFBoYXNlEhwKGElNUE9SVF9QSEFTRV9VTlNQRUNJRklFRBAAEhoKFklNUE9SVF9QSEFTRV9SRUNFSVZJTkcQARIZChVJTVBPUlRfUEhBU0VfQ0hFQ0tJTkcQAhIaChZJTVBPUlRfUEhBU0VfSU1QT1JUSU5HEAMSGQoVSU1QT1JUX1BIQVNFX0lNUE9SVEVEEAQqdwoITG9nTGV2ZWwSGQoVTE9HX0xFVkVMX1VOU1BFQ0lGSUVEEAASEwoPTE9HX0xFVkVMX0RFQlVHEAESEgoOTE9HX0xFVkVMX0lORk8QAhISCg5MT0dfTEVWRUxfV0FSThADEhMKD0xPR19MRVZFTF9FUlJPUhAEKpkBCgtVcGRhdGVQaGFzZRIcChhVUERBVEVfUEhBU0VfVU5TUEVDSUZJRUQQABIYChRVUERBVEVfUEhBU0VfV1JJVElORxABEhoKFlVQREFURV9QSEFTRV9JTlNUQUxMRUQQAhIaChZVUERBVEVfUEhBU0VfUkVCT09USU5HEAMSGgoWVVBEQVRFX1BIQVNFX1JFQ0VJVklORxAEMtoHCg5Ob2RlTWFuYWdlbWVudBJICgdHZXRMb2dzEhwubm9kZWNvcmUuYXBpLkdldExvZ3NSZXF1ZXN0Gh0ubm9kZWNvcmUuYXBpLkdldExvZ3NSZXNwb25zZTABElIKC0dldFNlcnZpY2VzEiAubm9kZWNvcmUuYXBpLkdldFNlcnZpY2VzUmVxdWVzdBohLm5vZGVjb3JlLmFwaS5HZXRTZXJ2aWNlc1Jlc3BvbnNlEkMKBlJlYm9vdBIbLm5vZGVjb3JlLmFwaS5SZWJvb3RSZXF1ZXN0Ghwubm9kZWNvcmUuYXBpLlJlYm9vdFJlc3BvbnNlEkkKCFBvd2VyT2ZmEh0ubm9kZWNvcmUuYXBpLlBvd2VyT2ZmUmVxdWVzdBoeLm5vZGVjb3JlLmFwaS5Qb3dlck9mZlJlc3BvbnNlElgKDUdldEV0Y2RTdGF0dXMSIi5ub2RlY29yZS5hcGkuR2V0RXRjZFN0YXR1c1JlcXVlc3QaIy5ub2RlY29yZS5hcGkuR2V0RXRjZFN0YXR1c1Jlc3BvbnNlElsKDkRlZnJhZ21lbnRFdGNkEiMubm9kZWNvcmUuYXBpLkRlZnJhZ21lbnRFdGNkUmVxdWVzdBokLm5vZGVjb3JlLmFwaS5EZWZyYWdtZW50RXRjZFJlc3BvbnNlEmEKEFJlY292ZXJDb25zZW5zdXMSJS5ub2RlY29yZS5hcGkuUmVjb3ZlckNvbnNlbnN1c1JlcXVlc3QaJi5ub2RlY29yZS5hcGkuUmVjb3ZlckNvbnNlbnN1c1Jlc3BvbnNlEkAKBVJlc2V0Ehoubm9kZWNvcmUuYXBpLlJlc2V0UmVxdWVzdBobLm5vZGVjb3JlLmFwaS5SZXNldFJlc3BvbnNlEkcKBlVwZGF0ZRIbLm5vZGVjb3JlLmFwaS5VcGRhdGVSZXF1ZXN0Ghwubm9kZWNvcmUuYXBpLlVwZGF0ZVJlc3BvbnNlKAEwARJJCghSb2xsYmFjaxIdLm5vZGVjb3JlLmFwaS5Sb2xsYmFja1JlcXVlc3QaHi5ub2RlY29yZS5hcGkuUm9sbGJhY2tSZXNwb25zZRJZCgxJbXBvcnRJbWFnZXMSIS5ub2RlY29yZS5hcGkuSW1wb3J0SW1hZ2VzUmVxdWVzdBoiLm5vZGVjb3JlLmFwaS5JbXBvcnRJbWFnZXNSZXNwb25zZSgBMAESTwoKTGlzdEltYWdlcxIfLm5vZGVjb3JlLmFwaS5MaXN0SW1hZ2VzUmVxdWVzdBogLm5vZGVjb3JlLmFwaS5MaXN0SW1hZ2VzUmVzcG9uc2ViBnByb3RvMw");
+
+/**
+ * @generated from message nodecore.api.ImportImagesRequest
+ */
+export type ImportImagesRequest = Message<"nodecore.api.ImportImagesRequest"> & {
+  /**
+   * First request only: the bundle's size, and its file's name (for messages).
+   *
+   * @generated from field: uint64 size_bytes = 1;
+   */
+  sizeBytes: bigint;
+
+  /**
+   * @generated from field: string file_name = 2;
+   */
+  fileName: string;
+
+  /**
+   * Later requests: the bundle's next bytes.
+   *
+   * @generated from field: bytes data = 3;
+   */
+  data: Uint8Array;
+};
+
+/**
+ * Describes the message nodecore.api.ImportImagesRequest.
+ * Use `create(ImportImagesRequestSchema)` to create a new message.
+ */
+export const ImportImagesRequestSchema: GenMessage<ImportImagesRequest> = /*@__PURE__*/
+  messageDesc(file_api_node_management, 0);
+
+/**
+ * @generated from message nodecore.api.ImportImagesResponse
+ */
+export type ImportImagesResponse = Message<"nodecore.api.ImportImagesResponse"> & {
+  /**
+   * @generated from field: nodecore.api.ImportPhase phase = 1;
+   */
+  phase: ImportPhase;
+
+  /**
+   * @generated from field: uint64 received_bytes = 2;
+   */
+  receivedBytes: bigint;
+
+  /**
+   * @generated from field: uint64 total_bytes = 3;
+   */
+  totalBytes: bigint;
+
+  /**
+   * With IMPORT_PHASE_IMPORTED: the images' names.
+   *
+   * @generated from field: repeated string images = 4;
+   */
+  images: string[];
+};
+
+/**
+ * Describes the message nodecore.api.ImportImagesResponse.
+ * Use `create(ImportImagesResponseSchema)` to create a new message.
+ */
+export const ImportImagesResponseSchema: GenMessage<ImportImagesResponse> = /*@__PURE__*/
+  messageDesc(file_api_node_management, 1);
+
+/**
+ * @generated from message nodecore.api.ListImagesRequest
+ */
+export type ListImagesRequest = Message<"nodecore.api.ListImagesRequest"> & {
+};
+
+/**
+ * Describes the message nodecore.api.ListImagesRequest.
+ * Use `create(ListImagesRequestSchema)` to create a new message.
+ */
+export const ListImagesRequestSchema: GenMessage<ListImagesRequest> = /*@__PURE__*/
+  messageDesc(file_api_node_management, 2);
+
+/**
+ * @generated from message nodecore.api.ContainerImage
+ */
+export type ContainerImage = Message<"nodecore.api.ContainerImage"> & {
+  /**
+   * As pods name it ("registry.example.com/app:1").
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The manifest's (or index's) digest.
+   *
+   * @generated from field: string digest = 2;
+   */
+  digest: string;
+
+  /**
+   * Its size in the store, as containerd says it ("2.1 MiB").
+   *
+   * @generated from field: string size = 3;
+   */
+  size: string;
+};
+
+/**
+ * Describes the message nodecore.api.ContainerImage.
+ * Use `create(ContainerImageSchema)` to create a new message.
+ */
+export const ContainerImageSchema: GenMessage<ContainerImage> = /*@__PURE__*/
+  messageDesc(file_api_node_management, 3);
+
+/**
+ * @generated from message nodecore.api.ListImagesResponse
+ */
+export type ListImagesResponse = Message<"nodecore.api.ListImagesResponse"> & {
+  /**
+   * @generated from field: repeated nodecore.api.ContainerImage images = 1;
+   */
+  images: ContainerImage[];
+};
+
+/**
+ * Describes the message nodecore.api.ListImagesResponse.
+ * Use `create(ListImagesResponseSchema)` to create a new message.
+ */
+export const ListImagesResponseSchema: GenMessage<ListImagesResponse> = /*@__PURE__*/
+  messageDesc(file_api_node_management, 4);
 
 /**
  * @generated from message nodecore.api.GetLogsRequest
@@ -70,7 +198,7 @@ export type GetLogsRequest = Message<"nodecore.api.GetLogsRequest"> & {
  * Use `create(GetLogsRequestSchema)` to create a new message.
  */
 export const GetLogsRequestSchema: GenMessage<GetLogsRequest> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 0);
+  messageDesc(file_api_node_management, 5);
 
 /**
  * @generated from message nodecore.api.LogEntry
@@ -113,7 +241,7 @@ export type LogEntry = Message<"nodecore.api.LogEntry"> & {
  * Use `create(LogEntrySchema)` to create a new message.
  */
 export const LogEntrySchema: GenMessage<LogEntry> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 1);
+  messageDesc(file_api_node_management, 6);
 
 /**
  * @generated from message nodecore.api.LogField
@@ -135,7 +263,7 @@ export type LogField = Message<"nodecore.api.LogField"> & {
  * Use `create(LogFieldSchema)` to create a new message.
  */
 export const LogFieldSchema: GenMessage<LogField> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 2);
+  messageDesc(file_api_node_management, 7);
 
 /**
  * @generated from message nodecore.api.GetLogsResponse
@@ -159,7 +287,7 @@ export type GetLogsResponse = Message<"nodecore.api.GetLogsResponse"> & {
  * Use `create(GetLogsResponseSchema)` to create a new message.
  */
 export const GetLogsResponseSchema: GenMessage<GetLogsResponse> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 3);
+  messageDesc(file_api_node_management, 8);
 
 /**
  * @generated from message nodecore.api.PastBoot
@@ -200,7 +328,7 @@ export type PastBoot = Message<"nodecore.api.PastBoot"> & {
  * Use `create(PastBootSchema)` to create a new message.
  */
 export const PastBootSchema: GenMessage<PastBoot> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 4);
+  messageDesc(file_api_node_management, 9);
 
 /**
  * @generated from message nodecore.api.GetServicesRequest
@@ -213,7 +341,7 @@ export type GetServicesRequest = Message<"nodecore.api.GetServicesRequest"> & {
  * Use `create(GetServicesRequestSchema)` to create a new message.
  */
 export const GetServicesRequestSchema: GenMessage<GetServicesRequest> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 5);
+  messageDesc(file_api_node_management, 10);
 
 /**
  * @generated from message nodecore.api.Service
@@ -258,7 +386,7 @@ export type Service = Message<"nodecore.api.Service"> & {
  * Use `create(ServiceSchema)` to create a new message.
  */
 export const ServiceSchema: GenMessage<Service> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 6);
+  messageDesc(file_api_node_management, 11);
 
 /**
  * @generated from message nodecore.api.GetServicesResponse
@@ -275,7 +403,7 @@ export type GetServicesResponse = Message<"nodecore.api.GetServicesResponse"> & 
  * Use `create(GetServicesResponseSchema)` to create a new message.
  */
 export const GetServicesResponseSchema: GenMessage<GetServicesResponse> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 7);
+  messageDesc(file_api_node_management, 12);
 
 /**
  * @generated from message nodecore.api.RebootRequest
@@ -288,7 +416,7 @@ export type RebootRequest = Message<"nodecore.api.RebootRequest"> & {
  * Use `create(RebootRequestSchema)` to create a new message.
  */
 export const RebootRequestSchema: GenMessage<RebootRequest> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 8);
+  messageDesc(file_api_node_management, 13);
 
 /**
  * @generated from message nodecore.api.RebootResponse
@@ -301,7 +429,7 @@ export type RebootResponse = Message<"nodecore.api.RebootResponse"> & {
  * Use `create(RebootResponseSchema)` to create a new message.
  */
 export const RebootResponseSchema: GenMessage<RebootResponse> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 9);
+  messageDesc(file_api_node_management, 14);
 
 /**
  * @generated from message nodecore.api.PowerOffRequest
@@ -314,7 +442,7 @@ export type PowerOffRequest = Message<"nodecore.api.PowerOffRequest"> & {
  * Use `create(PowerOffRequestSchema)` to create a new message.
  */
 export const PowerOffRequestSchema: GenMessage<PowerOffRequest> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 10);
+  messageDesc(file_api_node_management, 15);
 
 /**
  * @generated from message nodecore.api.PowerOffResponse
@@ -327,7 +455,7 @@ export type PowerOffResponse = Message<"nodecore.api.PowerOffResponse"> & {
  * Use `create(PowerOffResponseSchema)` to create a new message.
  */
 export const PowerOffResponseSchema: GenMessage<PowerOffResponse> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 11);
+  messageDesc(file_api_node_management, 16);
 
 /**
  * @generated from message nodecore.api.GetEtcdStatusRequest
@@ -340,7 +468,7 @@ export type GetEtcdStatusRequest = Message<"nodecore.api.GetEtcdStatusRequest"> 
  * Use `create(GetEtcdStatusRequestSchema)` to create a new message.
  */
 export const GetEtcdStatusRequestSchema: GenMessage<GetEtcdStatusRequest> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 12);
+  messageDesc(file_api_node_management, 17);
 
 /**
  * @generated from message nodecore.api.GetEtcdStatusResponse
@@ -424,7 +552,7 @@ export type GetEtcdStatusResponse = Message<"nodecore.api.GetEtcdStatusResponse"
  * Use `create(GetEtcdStatusResponseSchema)` to create a new message.
  */
 export const GetEtcdStatusResponseSchema: GenMessage<GetEtcdStatusResponse> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 13);
+  messageDesc(file_api_node_management, 18);
 
 /**
  * @generated from message nodecore.api.DefragmentEtcdRequest
@@ -437,7 +565,7 @@ export type DefragmentEtcdRequest = Message<"nodecore.api.DefragmentEtcdRequest"
  * Use `create(DefragmentEtcdRequestSchema)` to create a new message.
  */
 export const DefragmentEtcdRequestSchema: GenMessage<DefragmentEtcdRequest> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 14);
+  messageDesc(file_api_node_management, 19);
 
 /**
  * @generated from message nodecore.api.DefragmentEtcdResponse
@@ -464,7 +592,7 @@ export type DefragmentEtcdResponse = Message<"nodecore.api.DefragmentEtcdRespons
  * Use `create(DefragmentEtcdResponseSchema)` to create a new message.
  */
 export const DefragmentEtcdResponseSchema: GenMessage<DefragmentEtcdResponse> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 15);
+  messageDesc(file_api_node_management, 20);
 
 /**
  * @generated from message nodecore.api.RecoverConsensusRequest
@@ -491,7 +619,7 @@ export type RecoverConsensusRequest = Message<"nodecore.api.RecoverConsensusRequ
  * Use `create(RecoverConsensusRequestSchema)` to create a new message.
  */
 export const RecoverConsensusRequestSchema: GenMessage<RecoverConsensusRequest> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 16);
+  messageDesc(file_api_node_management, 21);
 
 /**
  * @generated from message nodecore.api.LostMember
@@ -520,7 +648,7 @@ export type LostMember = Message<"nodecore.api.LostMember"> & {
  * Use `create(LostMemberSchema)` to create a new message.
  */
 export const LostMemberSchema: GenMessage<LostMember> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 17);
+  messageDesc(file_api_node_management, 22);
 
 /**
  * @generated from message nodecore.api.RecoverConsensusResponse
@@ -584,7 +712,7 @@ export type RecoverConsensusResponse = Message<"nodecore.api.RecoverConsensusRes
  * Use `create(RecoverConsensusResponseSchema)` to create a new message.
  */
 export const RecoverConsensusResponseSchema: GenMessage<RecoverConsensusResponse> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 18);
+  messageDesc(file_api_node_management, 23);
 
 /**
  * @generated from message nodecore.api.ResetRequest
@@ -603,7 +731,7 @@ export type ResetRequest = Message<"nodecore.api.ResetRequest"> & {
  * Use `create(ResetRequestSchema)` to create a new message.
  */
 export const ResetRequestSchema: GenMessage<ResetRequest> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 19);
+  messageDesc(file_api_node_management, 24);
 
 /**
  * @generated from message nodecore.api.ResetResponse
@@ -622,7 +750,7 @@ export type ResetResponse = Message<"nodecore.api.ResetResponse"> & {
  * Use `create(ResetResponseSchema)` to create a new message.
  */
 export const ResetResponseSchema: GenMessage<ResetResponse> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 20);
+  messageDesc(file_api_node_management, 25);
 
 /**
  * @generated from message nodecore.api.UpdateRequest
@@ -662,7 +790,7 @@ export type UpdateRequest = Message<"nodecore.api.UpdateRequest"> & {
  * Use `create(UpdateRequestSchema)` to create a new message.
  */
 export const UpdateRequestSchema: GenMessage<UpdateRequest> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 21);
+  messageDesc(file_api_node_management, 26);
 
 /**
  * @generated from message nodecore.api.UpdateResponse
@@ -719,7 +847,7 @@ export type UpdateResponse = Message<"nodecore.api.UpdateResponse"> & {
  * Use `create(UpdateResponseSchema)` to create a new message.
  */
 export const UpdateResponseSchema: GenMessage<UpdateResponse> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 22);
+  messageDesc(file_api_node_management, 27);
 
 /**
  * @generated from message nodecore.api.RollbackRequest
@@ -745,7 +873,7 @@ export type RollbackRequest = Message<"nodecore.api.RollbackRequest"> & {
  * Use `create(RollbackRequestSchema)` to create a new message.
  */
 export const RollbackRequestSchema: GenMessage<RollbackRequest> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 23);
+  messageDesc(file_api_node_management, 28);
 
 /**
  * @generated from message nodecore.api.RollbackResponse
@@ -769,7 +897,51 @@ export type RollbackResponse = Message<"nodecore.api.RollbackResponse"> & {
  * Use `create(RollbackResponseSchema)` to create a new message.
  */
 export const RollbackResponseSchema: GenMessage<RollbackResponse> = /*@__PURE__*/
-  messageDesc(file_api_node_management, 24);
+  messageDesc(file_api_node_management, 29);
+
+/**
+ * @generated from enum nodecore.api.ImportPhase
+ */
+export enum ImportPhase {
+  /**
+   * @generated from enum value: IMPORT_PHASE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The node has room for the bundle and is taking its bytes.
+   *
+   * @generated from enum value: IMPORT_PHASE_RECEIVING = 1;
+   */
+  RECEIVING = 1,
+
+  /**
+   * Every byte is there; the bundle is being checked.
+   *
+   * @generated from enum value: IMPORT_PHASE_CHECKING = 2;
+   */
+  CHECKING = 2,
+
+  /**
+   * Checked; containerd is importing it.
+   *
+   * @generated from enum value: IMPORT_PHASE_IMPORTING = 3;
+   */
+  IMPORTING = 3,
+
+  /**
+   * Imported: the images are in the store (images names them).
+   *
+   * @generated from enum value: IMPORT_PHASE_IMPORTED = 4;
+   */
+  IMPORTED = 4,
+}
+
+/**
+ * Describes the enum nodecore.api.ImportPhase.
+ */
+export const ImportPhaseSchema: GenEnum<ImportPhase> = /*@__PURE__*/
+  enumDesc(file_api_node_management, 0);
 
 /**
  * @generated from enum nodecore.api.LogLevel
@@ -805,7 +977,7 @@ export enum LogLevel {
  * Describes the enum nodecore.api.LogLevel.
  */
 export const LogLevelSchema: GenEnum<LogLevel> = /*@__PURE__*/
-  enumDesc(file_api_node_management, 0);
+  enumDesc(file_api_node_management, 1);
 
 /**
  * @generated from enum nodecore.api.UpdatePhase
@@ -851,7 +1023,7 @@ export enum UpdatePhase {
  * Describes the enum nodecore.api.UpdatePhase.
  */
 export const UpdatePhaseSchema: GenEnum<UpdatePhase> = /*@__PURE__*/
-  enumDesc(file_api_node_management, 1);
+  enumDesc(file_api_node_management, 2);
 
 /**
  * @generated from service nodecore.api.NodeManagement
@@ -979,6 +1151,33 @@ export const NodeManagement: GenService<{
     methodKind: "unary";
     input: typeof RollbackRequestSchema;
     output: typeof RollbackResponseSchema;
+  },
+  /**
+   * Imports container images from an offline bundle (an OCI image layout,
+   * or what `docker save` writes, as a tar) into the node's Kubernetes image
+   * store, where they stay across reboots. The first request says the
+   * bundle's size and name, the later ones carry its bytes. Refused before a
+   * byte is taken when the bundle does not fit the data partition; the whole
+   * bundle is checked (a tar, every blob against its digest, what its index
+   * names present) before anything is imported. Only on a node that runs a
+   * kubelet (FAILED_PRECONDITION otherwise); one import at a time.
+   *
+   * @generated from rpc nodecore.api.NodeManagement.ImportImages
+   */
+  importImages: {
+    methodKind: "bidi_streaming";
+    input: typeof ImportImagesRequestSchema;
+    output: typeof ImportImagesResponseSchema;
+  },
+  /**
+   * The images the node's Kubernetes image store holds, by name.
+   *
+   * @generated from rpc nodecore.api.NodeManagement.ListImages
+   */
+  listImages: {
+    methodKind: "unary";
+    input: typeof ListImagesRequestSchema;
+    output: typeof ListImagesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_api_node_management, 0);
