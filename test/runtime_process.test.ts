@@ -5,7 +5,8 @@
 // same in a VM (test/e2e/cluster.e2e.ts).
 
 import { afterAll, expect, test } from "bun:test";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { helloImage, HOST_BUSYBOX, readBusybox } from "../image/mod.ts";
 import { join } from "node:path";
 import { killCgroup, processesIn, runtimeCgroupName, unifiedCgroupRoot } from "../internal/containerd/mod.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
@@ -36,6 +37,22 @@ test("kubernetes-worker runs the probe container with the built containerd, and 
   await eventually(async () => expect((await containerdLine(id))?.state).toBe("running"), { timeoutMs: 30_000, what: "containerd running in the status" });
   // containerd, its shim, and the container's shell and sleep.
   expect(processesIn(cgroup).length).toBeGreaterThanOrEqual(3);
+
+  // An offline bundle, as an operator imports one: checked on the way, in the store after.
+  const bundle = join(dir.path, "offline.oci.tar");
+  writeFileSync(bundle, helloImage(readBusybox(HOST_BUSYBOX), "offline.example.com/apps/offline:1", "imported, not pulled"));
+  const imported = await ctl("image", "import", bundle, "--json");
+  expect(imported.stderr).toContain(`${id}: imported offline.example.com/apps/offline:1`);
+  expect(imported.code).toBe(0);
+  expect(JSON.parse(imported.stdout)).toMatchObject({ images: ["offline.example.com/apps/offline:1"], nodes: [{ node: id, images: ["offline.example.com/apps/offline:1"] }] });
+  const listed = JSON.parse((await ctl("image", "list", "--node", id, "--json")).stdout) as { node: string; images: { name: string; digest: string }[] }[];
+  expect(listed[0]!.images.find((i) => i.name === "offline.example.com/apps/offline:1")?.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
+  const truncated = join(dir.path, "truncated.oci.tar");
+  writeFileSync(truncated, readFileSync(bundle).subarray(0, 5000));
+  const refused = await ctl("image", "import", truncated);
+  expect(refused.code).not.toBe(0);
+  expect(refused.stderr).toContain("cut short");
+  expect(refused.stderr).toContain("nothing was sent");
 
   const unsetFrom = node.logs.length;
   expect((await ctl("node", "roles", "unset", id, "kubernetes-worker")).code).toBe(0);

@@ -15,7 +15,8 @@ import { nameOf } from "./nodes.ts";
 
 /** How long one node's import may take (its bytes, its check and containerd's import), under emulation too. */
 export const IMPORT_TIMEOUT_MS = 30 * 60_000;
-const IMPORT_CHUNK_BYTES = 1024 * 1024;
+/** Each request's bytes: well under the servers' 1 MiB message bound. */
+const IMPORT_CHUNK_BYTES = 512 * 1024;
 
 const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
 
