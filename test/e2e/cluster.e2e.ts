@@ -29,6 +29,7 @@
 //     pulled by name onto both workers and serving ─ a wrong password shown
 //     as 401 Unauthorized in kubectl describe, Running once the login is
 //     right again ─ a host whose first mirror is down pulled from its second
+//     ─ the registry stopped: ctl image import onto node2, a pod of it runs there
 //   a deleted pod leaves no container ─ the role taken from node3: its Node
 //     and its containers go
 //   day-2: node1 powered off shows HEARTBEAT_TIMEOUT; ctl node logs and
@@ -61,7 +62,7 @@ import { enterNamespace, namespaceName } from "../launch/mod.ts";
 import { checkHistory } from "../faults/checker.ts";
 import { QEMU_CALL_TIMEOUT_MS, Workload } from "../faults/workload.ts";
 import { buildUpdateImage, nextVersion } from "./updates.ts";
-import { HELLO_PORT } from "../../image/mod.ts";
+import { HELLO_PORT, helloImage, HOST_BUSYBOX, readBusybox } from "../../image/mod.ts";
 import { HELLO_REPOSITORY, HELLO_TAG, type ContainerRegistryServer } from "../launch/registry.ts";
 
 /** Per step: three VMs under TCG on two cores are slow. */
@@ -640,8 +641,27 @@ async function registryStep(ctx: E2eContext, c: Cluster, f: FormedCluster, regis
   ctx.report(`${mirrored} with its first mirror down: Running from the second in ${((performance.now() - failover) / 1000).toFixed(1)} s`);
   assert(readFileSync(registry.logFile, "utf8").slice(logFrom).includes(`ns=${mirrored}`), "the registry served the pull as a mirror of the host (containerd's ns parameter)");
 
+  // Offline: with the registry stopped, an image no registry holds, imported onto node2, runs there.
+  await registry.stop();
+  try {
+    const offline = "offline.nodecore.test/apps/offline:1";
+    const tarball = join(c.dir.path, "offline.oci.tar");
+    writeFileSync(tarball, helloImage(readBusybox(HOST_BUSYBOX), offline, "imported, not pulled"));
+    const importedAt = performance.now();
+    const imported = await f.ctl("image", "import", tarball, "--node", ids[0]!);
+    assertEqual(imported.exitCode, 0, `ctl image import (${imported.stderr.trim()})`);
+    ctx.report(`ctl image import of a ${(readFileSync(tarball).length / 1024 / 1024).toFixed(1)} MiB bundle onto node2: ${((performance.now() - importedAt) / 1000).toFixed(1)} s`);
+    const listedImages = await f.ctl("image", "list", "--node", ids[0]!);
+    assert(listedImages.stdout.includes(offline), `ctl image list names the imported image:\n${listedImages.stdout}`);
+    await apply("hello-offline", helloPod("hello-offline", offline, ids[0], "IfNotPresent"));
+    const state = await running("hello-offline");
+    assertEqual(await podHttpGet(fetcher, state.ip, HELLO_PORT), "imported, not pulled", "the page the imported image serves");
+  } finally {
+    await registry.restart();
+  }
+
   // Nothing of this step is left for the next.
-  await kubectl("delete", "pod", ...pods, "hello-wrong", "hello-mirror", "--wait=true", "--timeout=300s");
+  await kubectl("delete", "pod", ...pods, "hello-wrong", "hello-mirror", "hello-offline", "--wait=true", "--timeout=300s");
   const removed = await f.ctl("cluster", "registry", "remove", mirrored);
   assertEqual(removed.exitCode, 0, `ctl cluster registry remove (${removed.stderr.trim()})`);
 }
@@ -909,7 +929,7 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
 }, { timeoutMs: KUBERNETES_STEP_TIMEOUT_MS });
 
 e2eTest(
-  "a user's application from a registry with its own CA and a password: ctl cluster registry set, a two-layer image built here pulled by name onto both workers, a wrong password shown as 401 Unauthorized in kubectl describe until the login is right again (nothing restarted), and a mirror taken over when the first is down",
+  "a user's application from a registry with its own CA and a password: ctl cluster registry set, a two-layer image built here pulled by name onto both workers, a wrong password shown as 401 Unauthorized in kubectl describe until the login is right again (nothing restarted), a mirror taken over when the first is down, and with the registry stopped an offline bundle imported onto node2 runs there",
   async (ctx) => {
     const c = need(cluster, "the cluster");
     const f = need(formed, "the formed cluster");
