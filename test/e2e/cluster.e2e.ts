@@ -454,6 +454,17 @@ e2eTest("removing the consensus role from node3 shrinks etcd to two members", as
   await need(cluster, "the cluster").node("node3").waitForConsole(/consensus role removed: deleting this node's etcd data/, STEP_TIMEOUT_MS);
 });
 
+/** ctl node roles <action> <id> <role>, run again until the cluster takes it (an operator would). */
+async function setRole(f: FormedCluster, id: string, action: "set" | "unset", role: "kubernetes-controller" | "kubernetes-worker"): Promise<void> {
+  await eventually(
+    async () => {
+      const result = await f.ctl("node", "roles", action, id, role);
+      if (result.exitCode !== 0) throw new Error(result.stderr.trim());
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: `${role} ${action} on ${id}` },
+  );
+}
+
 /** The node's services line for `name`, from the owner's node list. */
 async function serviceLine(f: FormedCluster, id: string, name: string): Promise<{ state: string; message: string } | undefined> {
   const listed = await f.ctl("node", "list", "--json");
@@ -677,15 +688,7 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
   const f = need(formed, "the formed cluster");
   const workers = ["node2", "node3"];
   const ids = workers.map((n) => f.ids.get(n)!);
-  const roles = async (id: string, action: "set" | "unset", role: "kubernetes-controller" | "kubernetes-worker") => {
-    await eventually(
-      async () => {
-        const result = await f.ctl("node", "roles", action, id, role);
-        if (result.exitCode !== 0) throw new Error(result.stderr.trim());
-      },
-      { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: `${role} ${action} on ${id}` },
-    );
-  };
+  const roles = (id: string, action: "set" | "unset", role: "kubernetes-controller" | "kubernetes-worker") => setRole(f, id, action, role);
   const started = performance.now();
   // node1 gets back the controller role formation took from it (no apiserver
   // slowed the steps before this one), then the workers get theirs.
@@ -945,15 +948,7 @@ e2eTest("a deleted pod leaves no container; the worker role taken from node3 rem
   const f = need(formed, "the formed cluster");
   const { ids, names } = need(kubernetesWorkers, "the Kubernetes workers");
   const node3 = c.node("node3");
-  const roles = async (id: string, action: "set" | "unset", role: "kubernetes-controller" | "kubernetes-worker") => {
-    await eventually(
-      async () => {
-        const result = await f.ctl("node", "roles", action, id, role);
-        if (result.exitCode !== 0) throw new Error(result.stderr.trim());
-      },
-      { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: `${role} ${action} on ${id}` },
-    );
-  };
+  const roles = (id: string, action: "set" | "unset", role: "kubernetes-controller" | "kubernetes-worker") => setRole(f, id, action, role);
   // The pod on node2 deleted: node2 says no Kubernetes container is left.
   await kubectl("delete", "pod", names[0]!, "--wait=true", "--timeout=300s");
   await eventually(

@@ -1,0 +1,107 @@
+// Getting a user's image onto a worker, two ways, printed, never asserted
+// (issue 43): an image of about 50 MiB (busybox and 48 MiB of random
+// bytes, so nothing compresses or dedupes; a new one per run)
+//  - pulled from a real registry (Debian's docker-registry, TLS from its
+//    own CA, htpasswd) through CRI PullImage, as the kubelet pulls, by the
+//    built containerd, with the login the built init answers as the
+//    kubelet's credential provider;
+//  - imported with `ctl image import` onto a node process holding the
+//    worker role (node management → the bundle checked whole → ctr import).
+// On this host, not in a VM: the registry and containerd share a network
+// namespace of their own; the node process is on loopback.
+//   bun bench/images.ts [runs=3]
+
+import { create } from "@bufbuild/protobuf";
+import { cpus } from "node:os";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { ContainerRegistrySchema } from "../proto/gen/common/common_pb.ts";
+import { containerdConfig, runtimeBinaries, runtimeEnv, runtimePaths, writeRegistryHosts } from "../internal/containerd/mod.ts";
+import { credentialResponse, credentialsFile } from "../internal/kubernetes/mod.ts";
+import { freePorts, systemTree, tempDir } from "../internal/testing/mod.ts";
+import { HOST_BUSYBOX, ociImage, readBusybox } from "../image/mod.ts";
+import { ContainerRegistryServer } from "../test/launch/registry.ts";
+import { NAMESPACE_PREFIX, NetworkNamespace, subnetOf } from "../test/launch/network_namespace.ts";
+import { CriImages } from "../test/support/cri.ts";
+import { NodeProcess, loopbackBlock, ownedNode } from "../test/support/node_process.ts";
+import { figure, spread } from "./figures.ts";
+
+const RUNS = Number(process.argv[2] ?? 3);
+const RANDOM_LAYER_BYTES = 48 * 1024 * 1024;
+const WIDTH = 66;
+
+/** An image of busybox and a random layer, as an OCI layout tarball. */
+function bigImage(ref: string): Uint8Array {
+  const busybox = readBusybox(HOST_BUSYBOX);
+  const noise = new Uint8Array(RANDOM_LAYER_BYTES);
+  for (let at = 0; at < noise.length; at += 65_536) crypto.getRandomValues(noise.subarray(at, at + 65_536));
+  return ociImage(
+    [ref],
+    [
+      [
+        { kind: "dir", path: "bin", mode: 0o755 },
+        { kind: "file", path: "bin/busybox", mode: 0o755, contents: busybox },
+      ],
+      [{ kind: "file", path: "noise", mode: 0o644, contents: noise }],
+    ],
+    { Cmd: ["/bin/busybox", "sleep", "3600"] },
+  );
+}
+
+const cpu = readFileSync("/proc/cpuinfo", "utf8").match(/^model name\s*:\s*(.+)$/m)?.[1] ?? "unknown CPU";
+console.log(`images bench: ${RUNS} runs, an image of ${((RANDOM_LAYER_BYTES + readBusybox(HOST_BUSYBOX).length) / 2 ** 20).toFixed(1)} MiB each; this host: ${cpus().length} cores, ${cpu}`);
+
+using dir = tempDir("nodecore-bench-images-");
+const ns = await NetworkNamespace.create(`${NAMESPACE_PREFIX}bench-img-${process.pid}`, subnetOf(202));
+const [port] = freePorts(1) as [number];
+const registry = await ContainerRegistryServer.start({
+  dir: join(dir.path, "registry"),
+  address: ns.subnet.bridgeAddress,
+  port,
+  username: "bench",
+  password: "bench-password",
+  spawn: (argv, log) => Bun.spawn(ns.command(argv), { stdin: "ignore", stdout: log, stderr: log }),
+});
+const paths = runtimePaths(join(dir.path, "data"), join(dir.path, "run"), "/sys/fs/cgroup", "nodecore-bench-images", systemTree());
+mkdirSync(paths.root, { recursive: true });
+mkdirSync(paths.state, { recursive: true });
+writeFileSync(paths.config, containerdConfig(paths, { cri: true }));
+const entry = create(ContainerRegistrySchema, { host: registry.host, caPem: registry.caPem, credentials: { username: "bench", password: "bench-password" } });
+writeRegistryHosts(paths.registryHosts, [entry]);
+const env = Object.entries(runtimeEnv(paths.prefix)).map(([k, v]) => `${k}=${v}`);
+const containerd = Bun.spawn(ns.command(["env", ...env, runtimeBinaries(paths.prefix).containerd, "--config", paths.config]), { stdin: "ignore", stdout: "ignore", stderr: "ignore" });
+const node = new NodeProcess("node1", join(dir.path, "node1"), loopbackBlock()(11));
+const { ctl, bootstrap } = ownedNode(node, dir.path);
+const cri = new CriImages(paths.socket);
+try {
+  const id = String((await bootstrap()).node);
+  if ((await ctl("node", "roles", "set", id, "kubernetes-worker")).code !== 0) throw new Error("could not give the node the worker role");
+  await node.waitForLog((l) => /^runtime probe: pid /.test(l.msg), { timeoutMs: 90_000, what: "the node's containerd running" });
+  const pulls: number[] = [];
+  const imports: number[] = [];
+  for (let run = 0; run < RUNS; run++) {
+    const pushedRef = `${registry.host}/bench/big:${run}`;
+    const tarball = join(dir.path, `big-${run}.tar`);
+    writeFileSync(tarball, bigImage(pushedRef));
+    await registry.push(tarball, `bench/big:${run}`, (argv) => ns.run(argv));
+    const login = JSON.parse(credentialResponse(JSON.stringify({ kind: "CredentialProviderRequest", image: pushedRef }), credentialsFile([entry]))).auth[registry.host];
+    let started = performance.now();
+    await cri.pull(pushedRef, login, 600_000);
+    pulls.push(performance.now() - started);
+    // Another random layer for the import, so that it too starts cold.
+    writeFileSync(tarball, bigImage(`offline.example.com/bench/big:${run}`));
+    started = performance.now();
+    const imported = await ctl("image", "import", tarball, "--node", id);
+    if (imported.code !== 0) throw new Error(`ctl image import: ${imported.stderr}`);
+    imports.push(performance.now() - started);
+  }
+  figure("pull from the registry (CRI PullImage, TLS + login), min/median/max", spread(pulls), WIDTH);
+  figure("ctl image import onto a node process, min/median/max", spread(imports), WIDTH);
+} finally {
+  cri.close();
+  await node.stop();
+  containerd.kill();
+  await containerd.exited;
+  await registry.stop();
+  await ns.destroy();
+}
