@@ -28,7 +28,7 @@ import pkg from "./package.json";
 import { buildUpstream, stageSystemTree, UpstreamBuildError, type ExtraFile } from "./image/upstream/mod.ts";
 import { busyboxImage, HOST_BUSYBOX, pauseImage, readBusybox } from "./image/oci.ts";
 import { DEFAULT_SYSTEM_TREE } from "./image/layout.ts";
-import { PROBE_IMAGE_PATH, SANDBOX_IMAGE_PATH } from "./internal/containerd/mod.ts";
+import { PROBE_IMAGE_PATH, PUBLIC_CA_BUNDLE, SANDBOX_IMAGE_PATH } from "./internal/containerd/mod.ts";
 import { KUBELET_TOOLS, KUBELET_TOOLS_DIR } from "./internal/kubernetes/mod.ts";
 
 const ROOT = import.meta.dir;
@@ -160,9 +160,15 @@ export async function build(): Promise<void> {
 /** Where the upstream binaries are laid out for node processes and the image. */
 export const SYSTEM_TREE = join(ROOT, DEFAULT_SYSTEM_TREE);
 
-/** Debian's busybox-static: the busybox container image, and mount/umount for the kubelet. */
+/**
+ * The public CAs the host trusts (Debian's ca-certificates): containerd
+ * verifies public registries (Docker Hub, GHCR, a mirror with a public
+ * certificate) against them; a registry's own CA comes from the cluster's
+ * registry configuration (ctl cluster registry set --ca).
+ */
+const HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt";
 
-/** The tree's files besides the upstream binaries: container images, and the kubelet's mount tools. */
+/** The tree's files besides the upstream binaries: container images, the kubelet's mount tools, the public CAs. */
 async function systemExtras(): Promise<ExtraFile[]> {
   const pause = join(OUT, "pause");
   const compiled = await $`gcc -static -Os -s -Wall -Wextra -Werror -o ${pause} ${join(ROOT, "image", "pause.c")}`.quiet().nothrow();
@@ -173,7 +179,16 @@ async function systemExtras(): Promise<ExtraFile[]> {
     { path: SANDBOX_IMAGE_PATH.slice(1), contents: pauseImage(readFileSync(pause)), mode: 0o644 },
     { path: `${KUBELET_TOOLS_DIR.slice(1)}/busybox`, contents: busybox, mode: 0o755 },
     ...KUBELET_TOOLS.map((tool) => ({ path: `${KUBELET_TOOLS_DIR.slice(1)}/${tool}`, contents: { link: "busybox" }, mode: 0o777 })),
+    { path: PUBLIC_CA_BUNDLE.slice(1), contents: readCaBundle(), mode: 0o644 },
   ];
+}
+
+function readCaBundle(): Uint8Array {
+  try {
+    return readFileSync(HOST_CA_BUNDLE);
+  } catch (error) {
+    throw new Error(`could not read ${HOST_CA_BUNDLE}, the public CAs containerd trusts (Debian package ca-certificates): ${(error as Error).message}`);
+  }
 }
 
 /** Builds (or finds in the cache) the upstream components and lays them out in out/system. */

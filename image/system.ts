@@ -20,6 +20,9 @@
 //   /usr/share/nodecore/images/{runtime-probe,pause}.oci.tar
 //                              busybox (the probe and test image) and the
 //                              sandbox image, imported into containerd
+//   /usr/share/nodecore/ca-certificates.crt
+//                              the public CAs (Debian's ca-certificates):
+//                              containerd verifies public registries with them
 //
 // With `bun run image --kubernetes DIR` the user's own Kubernetes binaries
 // take /kubernetes/bin's place: checked to be ELF executables, never the

@@ -24,14 +24,18 @@ export function runtimeBinaries(prefix: string): Record<keyof typeof RUNTIME_BIN
   return Object.fromEntries(entries) as Record<keyof typeof RUNTIME_BINARIES, string>;
 }
 
+/** Where the system tree keeps the public CAs (Debian's ca-certificates, build.ts): the node has no /etc/ssl of its own. */
+export const PUBLIC_CA_BUNDLE = "/usr/share/nodecore/ca-certificates.crt";
+
 /**
  * The environment containerd and ctr run with: containerd finds its shim,
  * and the shim finds runc, through PATH. Their libraries are where the
  * loader looks by default (the image build puts them in the initramfs).
- * Containers get the environment of their image, not this one.
+ * Public registries are verified against the tree's public CAs (Go reads
+ * SSL_CERT_FILE). Containers get the environment of their image, not this one.
  */
 export function runtimeEnv(prefix: string): Record<string, string> {
-  return { PATH: `${prefix}/usr/bin:${prefix}/usr/sbin` };
+  return { PATH: `${prefix}/usr/bin:${prefix}/usr/sbin`, SSL_CERT_FILE: `${prefix}${PUBLIC_CA_BUNDLE}` };
 }
 
 /** The runtime's cgroup on a VM (below the unified hierarchy's root). */

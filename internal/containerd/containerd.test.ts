@@ -41,8 +41,8 @@ describe("runtime paths and configuration", () => {
       runc: "/system/usr/sbin/runc",
       ctr: "/system/usr/bin/ctr",
     });
-    expect(runtimeEnv("/system")).toEqual({ PATH: "/system/usr/bin:/system/usr/sbin" });
-    expect(runtimeEnv("")).toEqual({ PATH: "/usr/bin:/usr/sbin" });
+    expect(runtimeEnv("/system")).toEqual({ PATH: "/system/usr/bin:/system/usr/sbin", SSL_CERT_FILE: "/system/usr/share/nodecore/ca-certificates.crt" });
+    expect(runtimeEnv("")).toEqual({ PATH: "/usr/bin:/usr/sbin", SSL_CERT_FILE: "/usr/share/nodecore/ca-certificates.crt" });
   });
 
   test("refuses a socket path the kernel cannot bind, and a cgroup name that is a path", () => {
