@@ -27,8 +27,8 @@
 //   a user's application: ctl cluster registry set for the launcher's
 //     registry (its own CA, a password on stdin) ─ the two-layer hello image
 //     pulled by name onto both workers and serving ─ a wrong password shown
-//     as 401 Unauthorized in kubectl describe, Running once the login is
-//     right again ─ a host whose first mirror is down pulled from its second
+//     as 401 Unauthorized in kubectl describe, a pod's own imagePullSecrets
+//     pulling meanwhile, Running once the login is right again ─ a host whose first mirror is down pulled from its second
 //     ─ the registry stopped: ctl image import onto node2, a pod of it runs there
 //   a deleted pod leaves no container ─ the role taken from node3: its Node
 //     and its containers go
@@ -629,6 +629,13 @@ async function registryStep(ctx: E2eContext, c: Cluster, f: FormedCluster, regis
   const reason = described.split("\n").find((l) => /401 Unauthorized/.test(l))?.trim() ?? "";
   ctx.report(`a wrong password: kubectl describe shows ${JSON.stringify(reason.slice(0, 200))}`);
   assert((await podState("hello-wrong")).waiting.match(/ErrImagePull|ImagePullBackOff/) !== null, "the pod waits on ErrImagePull or ImagePullBackOff");
+  // A pod's own imagePullSecrets work beside the cluster's login (which is wrong now).
+  await kubectl("create", "secret", "docker-registry", "hello-pull", `--docker-server=${registry.host}`, `--docker-username=${registry.options.username}`, `--docker-password=${registry.options.password}`);
+  const withSecret = helloPod("hello-secret", image, ids[1], "Always") as { spec: Record<string, unknown> };
+  withSecret.spec.imagePullSecrets = [{ name: "hello-pull" }];
+  await apply("hello-secret", withSecret);
+  await running("hello-secret");
+  ctx.report("a pod with its own imagePullSecrets pulled while the cluster's login was wrong");
   // The login made right again: the kubelet's next try pulls; nothing restarted.
   const fixed = performance.now();
   const right = await ctlWithStdin(c, ["cluster", "registry", "login", registry.host, "--username", registry.options.username, "--password-stdin"], `${registry.options.password}\n`);
@@ -672,7 +679,8 @@ async function registryStep(ctx: E2eContext, c: Cluster, f: FormedCluster, regis
   }
 
   // Nothing of this step is left for the next.
-  await kubectl("delete", "pod", ...pods, "hello-wrong", "hello-mirror", "hello-offline", "--wait=true", "--timeout=300s");
+  await kubectl("delete", "pod", ...pods, "hello-wrong", "hello-secret", "hello-mirror", "hello-offline", "--wait=true", "--timeout=300s");
+  await kubectl("delete", "secret", "hello-pull");
   const removed = await f.ctl("cluster", "registry", "remove", mirrored);
   assertEqual(removed.exitCode, 0, `ctl cluster registry remove (${removed.stderr.trim()})`);
 }
