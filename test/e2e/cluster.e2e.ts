@@ -691,7 +691,7 @@ async function packetsMatching(file: string, filter: string): Promise<number> {
   return read.stdout.split("\n").filter(Boolean).length;
 }
 
-e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and node3 as workers are Ready, run a pod each that logs, execs and reaches the other across the encrypted mesh, by IP, by a Service's ClusterIP, by its node port and by name (cluster DNS), and again after a worker's power cycle; a deleted pod leaves no container; the worker role going removes the Node, its containers and its mesh peer", async (ctx) => {
+e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and node3 as workers are Ready, run a pod each that logs, execs and reaches the other across the encrypted mesh, by IP, by a Service's ClusterIP, by its node port and by name (cluster DNS), and again after a worker's power cycle", async (ctx) => {
   const c = need(cluster, "the cluster");
   const f = need(formed, "the formed cluster");
   const workers = ["node2", "node3"];
