@@ -102,6 +102,7 @@ export {
   type KubeletNode,
 } from "./kubelet.ts";
 export {
+  COMMON_REGISTRY_PORTS,
   CREDENTIAL_PROVIDER_COMMAND,
   CREDENTIAL_PROVIDER_NAME,
   CredentialProviderError,
@@ -109,7 +110,9 @@ export {
   credentialResponse,
   credentialsFile,
   imageHost,
+  providerPorts,
   registriesService,
+  registryPorts,
   REGISTRY_FILES,
   runCredentialProvider,
   writeCredentialProvider,

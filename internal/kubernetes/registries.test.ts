@@ -4,7 +4,7 @@ import { lstatSync, readFileSync, readlinkSync } from "node:fs";
 import { join } from "node:path";
 import { ContainerRegistrySchema } from "../../proto/gen/common/common_pb.ts";
 import { tempDir } from "../testing/mod.ts";
-import { CREDENTIAL_PROVIDER_NAME, credentialResponse, credentialsFile, imageHost, writeCredentialProvider } from "./mod.ts";
+import { CREDENTIAL_PROVIDER_NAME, credentialProviderConfig, credentialResponse, credentialsFile, imageHost, providerPorts, registryPorts, writeCredentialProvider } from "./mod.ts";
 
 const request = (image: string) => JSON.stringify({ apiVersion: "credentialprovider.kubelet.k8s.io/v1", kind: "CredentialProviderRequest", image });
 const file = credentialsFile([
@@ -48,6 +48,15 @@ describe("the kubelet's credential provider", () => {
     expect(() => credentialResponse(request(""), file)).toThrow("not a CredentialProviderRequest");
   });
 
+  test("the ports the patterns cover: the common ones and those of the configured hosts", () => {
+    const registries = [create(ContainerRegistrySchema, { host: "registry.example.com:6000" }), create(ContainerRegistrySchema, { host: "docker.io" }), create(ContainerRegistrySchema, { host: "10.0.0.5:5000" })];
+    expect(registryPorts(registries)).toEqual([5000, 6000]);
+    expect(providerPorts(registries)).toEqual([443, 5000, 5001, 6000, 8080, 8443]);
+    const patterns = credentialProviderConfig("/f", providerPorts(registries)).providers as { matchImages: string[] }[];
+    expect(patterns[0]!.matchImages).toContain("*.*.*:6000");
+    expect(patterns[0]!.matchImages).toHaveLength(6 * 7);
+  });
+
   test("its configuration and bin directory: the node's own binary under the provider's name, asked at every pull", () => {
     using dir = tempDir();
     writeCredentialProvider(dir.path, "/init");
@@ -63,5 +72,7 @@ describe("the kubelet's credential provider", () => {
       args: ["registry-credentials", join(dir.path, "registry-credentials.json")],
     });
     expect(config.providers[0].matchImages).toContain("*.*.*.*");
+    // The kubelet matches ports exactly: the common registry ports are covered too.
+    expect(config.providers[0].matchImages).toContain("*.*.*.*:5000");
   });
 });

@@ -45,22 +45,40 @@ export const REGISTRY_FILES = {
 } as const;
 
 /**
- * Images the provider is asked about: any host of up to six name parts
- * (patterns without a port match a host with any port). Whether there is a
- * login for the host is the provider's answer, so that a host the owner
- * adds later needs no new kubelet configuration.
+ * Images the provider is asked about: any host of up to six name parts.
+ * Whether there is a login for the host is the provider's answer, so that
+ * a host the owner adds later needs no new kubelet configuration, but for
+ * one thing: the kubelet matches a pattern's port exactly (a pattern
+ * without one matches only images without one; pkg/credentialprovider
+ * URLsMatch), and it reads the patterns only when it starts. So the
+ * patterns cover the ports registries commonly use and every port the
+ * cluster's configuration names when the kubelet starts; a host on
+ * another port, set later, restarts the kubelet once (service_kubelet.ts;
+ * its pods keep running).
  */
 const MATCH_ANY = ["*", "*.*", "*.*.*", "*.*.*.*", "*.*.*.*.*", "*.*.*.*.*.*"];
+export const COMMON_REGISTRY_PORTS: readonly number[] = [443, 5000, 5001, 8080, 8443];
 
-/** The kubelet's --image-credential-provider-config (JSON, which it reads as YAML). */
-export function credentialProviderConfig(credentialsFile: string): Record<string, unknown> {
+/** The ports the registry hosts of `registries` name (registry.example.com:5000 → 5000). */
+export function registryPorts(registries: readonly ContainerRegistry[]): number[] {
+  const ports = registries.map((r) => /:(\d+)$/.exec(r.host)?.[1]).filter((p): p is string => p !== undefined).map(Number);
+  return [...new Set(ports)].sort((a, b) => a - b);
+}
+
+/** The ports the provider's patterns cover for `registries`: the common ones and theirs. */
+export function providerPorts(registries: readonly ContainerRegistry[]): number[] {
+  return [...new Set([...COMMON_REGISTRY_PORTS, ...registryPorts(registries)])].sort((a, b) => a - b);
+}
+
+/** The kubelet's --image-credential-provider-config (JSON, which it reads as YAML), covering hosts without a port and on `ports`. */
+export function credentialProviderConfig(credentialsFile: string, ports: readonly number[] = COMMON_REGISTRY_PORTS): Record<string, unknown> {
   return {
     apiVersion: "kubelet.config.k8s.io/v1",
     kind: "CredentialProviderConfig",
     providers: [
       {
         name: CREDENTIAL_PROVIDER_NAME,
-        matchImages: MATCH_ANY,
+        matchImages: [...MATCH_ANY, ...ports.flatMap((port) => MATCH_ANY.map((pattern) => `${pattern}:${port}`))],
         // Asked at every pull: a changed login applies to the next one.
         defaultCacheDuration: "0s",
         apiVersion: PROVIDER_API,
@@ -171,11 +189,12 @@ function replaceFile(path: string, content: string): void {
 /**
  * The credential provider's files in the kubelet's directory `dir`: its
  * configuration, and its bin directory with the node's own binary
- * (`binary`) under the provider's name. Written before the kubelet starts.
+ * (`binary`) under the provider's name, matching hosts on `ports`.
+ * Written before the kubelet starts.
  */
-export function writeCredentialProvider(dir: string, binary: string): void {
+export function writeCredentialProvider(dir: string, binary: string, ports: readonly number[] = COMMON_REGISTRY_PORTS): void {
   mkdirSync(join(dir, REGISTRY_FILES.providerBinDir), { recursive: true, mode: 0o700 });
-  replaceFile(join(dir, REGISTRY_FILES.providerConfig), JSON.stringify(credentialProviderConfig(join(dir, REGISTRY_FILES.credentials)), null, 2) + "\n");
+  replaceFile(join(dir, REGISTRY_FILES.providerConfig), JSON.stringify(credentialProviderConfig(join(dir, REGISTRY_FILES.credentials), ports), null, 2) + "\n");
   const link = join(dir, REGISTRY_FILES.providerBinDir, CREDENTIAL_PROVIDER_NAME);
   rmSync(link, { force: true });
   symlinkSync(binary, link);

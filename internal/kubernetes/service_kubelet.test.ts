@@ -6,7 +6,9 @@
 // and a /healthz endpoint on the kubelet's port.
 
 import { afterAll, expect, test } from "bun:test";
-import { chmodSync, writeFileSync } from "node:fs";
+import { chmodSync, readFileSync, writeFileSync } from "node:fs";
+import { create } from "@bufbuild/protobuf";
+import { ContainerRegistrySchema, type ContainerRegistry } from "../../proto/gen/common/common_pb.ts";
 import type { X509Certificate } from "node:crypto";
 import { join } from "node:path";
 import { Value } from "../event/mod.ts";
@@ -253,3 +255,28 @@ test("an apiserver that stops answering is kept while no other answers (nothing 
   }
 }, 60_000);
 
+
+test("a registry host on a port the credential provider's patterns do not cover restarts the kubelet once, with the port covered; a login or a covered port restarts nothing", async () => {
+  const apiserverUrl = apiserverEndpoint();
+  const binDir = standInKubelet();
+  const registries = new Value<readonly ContainerRegistry[]>();
+  registries.set([create(ContainerRegistrySchema, { host: "registry.example.com:5000" })]);
+  const { supervisor, entries } = supervisedKubelet("ports", binDir, async (publicKey) => certificates(publicKey, [apiserverUrl]), () => {}, { registries, apiserverCheck: { intervalMs: 100, misses: 3 } });
+  const patterns = () => (JSON.parse(readFileSync(join(dir.path, "ports", "run", "credential-providers.json"), "utf8")) as { providers: { matchImages: string[] }[] }).providers[0]!.matchImages;
+  try {
+    await eventually(() => expect(starts(entries, "kubelet")).toBe(1), { timeoutMs: 20_000, what: "the kubelet started" });
+    expect(patterns()).toContain("*.*.*:5000");
+    expect(patterns()).not.toContain("*.*.*:6000");
+    registries.set([create(ContainerRegistrySchema, { host: "registry.example.com:5000", credentials: { username: "u", password: "p" } }), create(ContainerRegistrySchema, { host: "docker.io" })]);
+    await Bun.sleep(500);
+    expect(entries.some((e) => e.message === "restart requested")).toBe(false);
+    registries.set([create(ContainerRegistrySchema, { host: "images.example.com:6000" })]);
+    await eventually(() => expect(entries.find((e) => e.message === "restart requested")?.fields.reason).toMatch(/^a registry host on port 6000 was set/), { timeoutMs: 10_000 });
+    await eventually(() => expect(starts(entries, "kubelet")).toBe(2), { timeoutMs: 20_000, what: "the kubelet started again" });
+    expect(patterns()).toContain("*.*.*:6000");
+    await Bun.sleep(500);
+    expect(starts(entries, "kubelet")).toBe(2);
+  } finally {
+    await supervisor.stop();
+  }
+}, 60_000);

@@ -40,7 +40,8 @@ import type { Credential } from "./pki.ts";
 import { writePrivateFiles } from "./private_files.ts";
 import { PROXY_FILES, proxyArgs, proxyFiles, proxyHealthz } from "./proxy.ts";
 import { DNS_FILES, dnsArgs, dnsFiles, dnsReady } from "./dns.ts";
-import { writeCredentialProvider } from "./registries.ts";
+import { providerPorts, registryPorts, writeCredentialProvider } from "./registries.ts";
+import type { ContainerRegistry } from "../../proto/gen/common/common_pb.ts";
 
 /** The part of its certificates' remaining life after which the kubelet service asks for new ones (and restarts the kubelet with them). */
 export const KUBELET_RENEW_FRACTION = 0.5;
@@ -91,6 +92,8 @@ export interface KubeletServiceOptions {
   cgroupRoot: string;
   /** The registry credential provider's executable: the node's own binary (cmd/init) unless a test says otherwise. */
   credentialProvider?: string;
+  /** Read: the cluster's registry configuration (the ports its hosts name: the provider's patterns). */
+  registries?: Value<readonly ContainerRegistry[]>;
   /** The kubelet's PATH (kubeletPath: its mount tools). */
   path?: string;
   /** Puts the kubelet process where it belongs (the runtime's cgroup). */
@@ -178,8 +181,10 @@ export function kubeletService(options: KubeletServiceOptions): Runnable {
       key: privateKey,
     };
     writePrivateFiles(options.dir, KUBELET_FILES, kubeletFiles(options.dir, node));
-    // Its registry logins come from the node's own binary (registries.ts).
-    writeCredentialProvider(options.dir, options.credentialProvider ?? process.execPath);
+    // Its registry logins come from the node's own binary (registries.ts),
+    // asked about hosts on the ports the cluster's registries use now.
+    const ports = providerPorts(options.registries?.peek() ?? []);
+    writeCredentialProvider(options.dir, options.credentialProvider ?? process.execPath, ports);
     mkdirSync(options.rootDir, { recursive: true, mode: 0o700 });
     const healthz = `http://${options.address}:${KUBELET_HEALTHZ_PORT}/healthz`;
     ctx.run(
@@ -239,6 +244,10 @@ export function kubeletService(options: KubeletServiceOptions): Runnable {
       await sleep(Math.max(0, Math.min(check.intervalMs, renewAt - Date.now())), ctx.signal);
       if (Date.now() >= renewAt) {
         throw new RestartRequest(`the kubelet's certificates are past half their life (valid until ${issued.client.validTo}); asking the curator for new ones`);
+      }
+      const uncovered = registryPorts(options.registries?.peek() ?? []).filter((port) => !ports.includes(port));
+      if (uncovered.length) {
+        throw new RestartRequest(`a registry host on port ${uncovered.join(", ")} was set; the kubelet reads which images ask its credential provider only when it starts (its pods keep running)`);
       }
       if (await answersOk(`${apiserver}/readyz`, identity, ctx.signal, "ok", APISERVER_CHECK_TIMEOUT_MS)) {
         if (silentSince !== undefined) ctx.logger.info("the apiserver answers /readyz again", { apiserver, silentForMs: Date.now() - silentSince });

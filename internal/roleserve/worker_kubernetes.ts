@@ -199,7 +199,7 @@ function controllerRunnable(options: KubernetesOptions): Runnable {
 }
 
 /** The kubelet, beside containerd, in the runtime's cgroup; its certificates come from the curator. */
-function kubeletRunnable(options: KubernetesOptions, runtime: RuntimeSetup, containerdReady: Value<boolean>): Runnable {
+function kubeletRunnable(options: KubernetesOptions, runtime: RuntimeSetup, containerdReady: Value<boolean>, registries: Value<readonly ContainerRegistry[]>): Runnable {
   return async (ctx) => {
     const membership = await options.membership.get({ signal: ctx.signal });
     const { paths } = runtime;
@@ -214,6 +214,7 @@ function kubeletRunnable(options: KubernetesOptions, runtime: RuntimeSetup, cont
       keyFile: join(options.dataDir, "kubelet.key"),
       containerdSocket: paths.socket,
       containerdReady,
+      registries,
       cgroupRoot: `${paths.cgroupPath}/pods`,
       path: kubeletPath(paths.prefix),
       dns: { binDir: `${paths.prefix}/usr/bin`, upstreams: (await options.resolvers?.(ctx.signal)) ?? [] },
@@ -451,7 +452,7 @@ function workerPart(options: KubernetesOptions, decision: Value<Decision>): Runn
               report: (component, state, message) => options.board.report(component, state, message),
             }),
           );
-          ctx.run("kubelet", kubeletRunnable(options, runtime, ready));
+          ctx.run("kubelet", kubeletRunnable(options, runtime, ready, registries));
           ctx.run("census", censusRunnable(options, runtime, probeRuns));
         }
         ctx.run(
