@@ -335,7 +335,7 @@ describe("ctl", () => {
 describe("every bad command line and config fails with one line that names its cause", () => {
   // exit 2: mistakes in the command line.
   const usage: [string[], string | RegExp][] = [
-    [[], "missing command (commands: version, help, genkey, takeownership, cluster, ticket, node, etcd, events, metrics, kubeconfig, params, completion)"],
+    [[], "missing command (commands: version, help, genkey, takeownership, cluster, ticket, node, image, etcd, events, metrics, kubeconfig, params, completion)"],
     [["nod", "list"], "unknown command 'nod' (did you mean 'node'?)"],
     [["x"], "unknown command 'x' (commands: "],
     [["node"], "missing action for node (actions: list, describe, approve, delete, reset, undelete, logs, services, reboot, update, rollback, poweroff, label, roles)"],
