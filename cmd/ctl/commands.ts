@@ -396,6 +396,8 @@ export const program: Program<Ctl> = {
               case "set": {
                 const entry = registryEntry(String(typedHost ?? ""), registryFlags, readStdin);
                 await call((m) => m.setContainerRegistry({ registry: entry }, ctl.settings));
+                const clear = entry.credentials ? entry.mirrors.filter((m) => m.startsWith("http://")) : [];
+                if (clear.length) ctl.note(`${clear.join(", ")}: plain http; the login is offered to it, in clear, if it asks for one`);
                 const order = [...entry.mirrors, ...(entry.upstreamDisabled ? [] : [entry.host])].join(", then ");
                 ctl.print(
                   { host: entry.host, order: order.split(", then "), login: entry.credentials ? { username: entry.credentials.username } : null, skipVerify: entry.skipVerify },
