@@ -737,7 +737,7 @@ export const program: Program<Ctl> = {
           flags: [{ name: "node", value: "node", description: "A node to import onto (default: every UP worker)", repeatable: true }],
           description: "Import an offline bundle (an OCI image layout or a docker save tar) into workers' image stores, checked whole before anything is added; it stays across reboots",
           run: async (ctl, [file], flags) => {
-            const { images, bytes } = checkBundleFile(String(file));
+            const { images, bytes } = await checkBundleFile(String(file));
             const named = await Promise.all(((flags.node as string[] | undefined) ?? []).map((typed) => ctl.node(typed)));
             const credentials = ctl.credentials();
             const targets = importTargets(await listNodes(credentials, ctl.settings), named);

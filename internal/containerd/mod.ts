@@ -74,6 +74,6 @@ export {
   registryProblem,
   writeRegistryHosts,
 } from "./registries.ts";
-export { BundleCheckError, checkImageBundle, readTarIndex, MAX_BUNDLE_IMAGES, MAX_BUNDLE_MEMBERS, type CheckedBundle } from "./bundle.ts";
+export { BundleCheckError, checkImageBundle, MAX_BUNDLE_IMAGES, MAX_BUNDLE_MEMBERS, type CheckedBundle } from "./bundle.ts";
 export { imageStore, parseImageListing, type ImageListing, type ImageStore } from "./images.ts";
 export { CgroupCleanupError, delegatingCgroup, joinCgroup, killCgroup, processesIn, unifiedCgroupRoot } from "./cgroup.ts";

@@ -7,9 +7,10 @@
 //        ◀── CHECKING ── checkImageBundle (internal/containerd/bundle.ts)
 //        ◀── IMPORTING ── ctr images import (CRI's namespace)
 //        ◀── IMPORTED {images}; the received file is deleted, whatever happened
+//            (and what a crash left is deleted before the next import)
 
 import { randomBytes } from "node:crypto";
-import { closeSync, mkdirSync, openSync, rmSync, writeSync } from "node:fs";
+import { closeSync, mkdirSync, openSync, readdirSync, rmSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { ImportPhase, type NodeManagement } from "../../proto/gen/api/node_management_pb.ts";
 import { BundleCheckError, checkImageBundle, type ImageStore } from "../containerd/mod.ts";
@@ -71,6 +72,8 @@ export function imageCalls(deps: ImageDeps): Pick<ServiceImpl<typeof NodeManagem
       let fd: number | undefined;
       try {
         mkdirSync(store.scratchDir, { recursive: true, mode: 0o700 });
+        // What an import cut short by a crash or a power cut left (one import runs at a time).
+        for (const stale of readdirSync(store.scratchDir)) rmSync(join(store.scratchDir, stale), { recursive: true, force: true });
         const { freeBytes } = freeSpace(store.scratchDir);
         if (freeBytes < importNeeds(size)) {
           throw new FailedPreconditionError(`${name} (${formatBytes(size)}) does not fit this node: an import needs about ${formatBytes(importNeeds(size))} free on the data partition, which has ${formatBytes(freeBytes)}`);
@@ -100,14 +103,14 @@ export function imageCalls(deps: ImageDeps): Pick<ServiceImpl<typeof NodeManagem
         yield progress(ImportPhase.CHECKING, received);
         let checked;
         try {
-          checked = checkImageBundle(file);
+          checked = await checkImageBundle(file);
         } catch (err) {
           if (err instanceof BundleCheckError) throw new InvalidArgumentError(`${name}: ${err.message}; nothing was imported`);
           throw err;
         }
         yield progress(ImportPhase.IMPORTING, received);
-        const imported = await store.importBundle(file, ctx.signal);
-        const images = imported.length ? imported : checked.images;
+        const images = await store.importBundle(file, ctx.signal);
+        if (images.length === 0) throw new FailedPreconditionError(`${name}: containerd imported no image from it (it names ${checked.images.join(", ")})`);
         deps.logger?.info(`imported ${images.length} image${images.length === 1 ? "" : "s"} from an offline bundle`, { images: images.join(","), bytes: size });
         yield progress(ImportPhase.IMPORTED, received, images);
       } finally {

@@ -35,6 +35,7 @@ export const REPORTED_METHODS: ReadonlySet<string> = new Set([
   "NodeManagement/Reset",
   "NodeManagement/Update",
   "NodeManagement/Rollback",
+  "NodeManagement/ImportImages",
 ]);
 
 function reporter(report: NodeManagementOptions["report"]): ((call: AuditedCall) => void) | undefined {

@@ -21,7 +21,7 @@ const IMPORT_CHUNK_BYTES = 512 * 1024;
 const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
 
 /** The bundle, checked as a node will check it: its images' names, or an OperatorError saying what is wrong. */
-export function checkBundleFile(file: string): { images: string[]; bytes: number } {
+export async function checkBundleFile(file: string): Promise<{ images: string[]; bytes: number }> {
   let bytes: number;
   try {
     bytes = statSync(file).size;
@@ -29,7 +29,7 @@ export function checkBundleFile(file: string): { images: string[]; bytes: number
     throw new OperatorError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
   }
   try {
-    return { images: checkImageBundle(file).images, bytes };
+    return { images: (await checkImageBundle(file)).images, bytes };
   } catch (err) {
     if (err instanceof BundleCheckError) throw new OperatorError(`${file}: ${err.message}; nothing was sent`);
     throw err;
