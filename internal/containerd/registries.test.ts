@@ -62,6 +62,8 @@ describe("validation: each field, one line naming it", () => {
     expect(registryHostProblem("..")).toContain("is not a registry host");
     expect(registryHostProblem("evil\u202ehost")).toContain("\\u{202e}");
     expect(registryHostProblem("a".repeat(300))).toContain("more than");
+    expect(registryHostProblem("a.b.c.d.e.f")).toBeUndefined();
+    expect(registryHostProblem("a.b.c.d.e.f.g:5000")).toBe("'a.b.c.d.e.f.g:5000': 7 name parts, more than the 6 the kubelet matches logins for");
   });
 
   test("mirror URLs", () => {

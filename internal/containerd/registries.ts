@@ -28,6 +28,7 @@ import type { ContainerRegistry, RegistryCredentials } from "../../proto/gen/com
 export const MAX_REGISTRIES = 64;
 export const MAX_MIRRORS = 8;
 export const MAX_REGISTRY_HOST_CHARS = 260;
+export const MAX_HOST_PARTS = 6;
 export const MAX_MIRROR_URL_CHARS = 512;
 export const MAX_CA_PEM_BYTES = 64 * 1024;
 export const MAX_CA_CERTIFICATES = 16;
@@ -64,6 +65,8 @@ export function registryHostProblem(host: string): string | undefined {
   }
   const [, name = "", port] = match;
   if (name.length > 253) return `${shown(host)}: the name is ${name.length} characters, more than 253`;
+  // The kubelet's credential provider patterns match up to six name parts (internal/kubernetes/registries.ts).
+  if (name.split(".").length > MAX_HOST_PARTS) return `${shown(host)}: ${name.split(".").length} name parts, more than the ${MAX_HOST_PARTS} the kubelet matches logins for`;
   if (port !== undefined && (Number(port) < 1 || Number(port) > 65535 || port.startsWith("0"))) return `${shown(host)}: port ${port} is not 1 to 65535`;
   if (/^[\d.]+$/.test(name) && isIP(name) !== 4) return `${shown(host)} is not an IPv4 address`;
   return undefined;

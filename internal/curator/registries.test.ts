@@ -152,4 +152,28 @@ describe("the owner's registry configuration", () => {
       expect(text(cluster.logs)).not.toContain(secret);
     }
   }, 30_000);
+
+  test("a configuration too large for one etcd write is refused, saying so, and what is stored stays", async () => {
+    const management = cluster.client(Management, owner);
+    try {
+      const bundle = Array.from({ length: 16 }, () => toPem(testCA().certificate)).join("");
+      const before = await management.listContainerRegistries({});
+      let refused: Awaited<ReturnType<typeof refusal>> | undefined;
+      for (let i = 0; i < 64 && !refused; i++) {
+        await management
+          .setContainerRegistry({ registry: { host: `big-${i}.example.com`, caPem: bundle, mirrors: Array.from({ length: 8 }, (_, m) => `https://m${m}.example.com/${"p".repeat(400)}`), credentials: { username: "u", password: "x".repeat(8000) } } })
+          .catch(async (err: unknown) => {
+            refused = await refusal(Promise.reject(err));
+          });
+      }
+      expect(refused?.code).toBe(Status.RESOURCE_EXHAUSTED);
+      expect(refused?.details).toMatch(/^the registry configuration would be \d+ bytes, more than the 1048576 one etcd write takes; use smaller CA bundles or fewer entries$/);
+      const after = await management.listContainerRegistries({});
+      expect(after.registries.length).toBeGreaterThan(before.registries.length);
+      for (const entry of after.registries.filter((r) => r.host.startsWith("big-"))) await management.removeContainerRegistry({ host: entry.host });
+    } finally {
+      management.close();
+    }
+  }, 120_000);
 });
+

@@ -139,10 +139,16 @@ class Bell {
   }
   async wait(signal: AbortSignal): Promise<void> {
     if (!this.#rung && !signal.aborted) {
-      await new Promise<void>((resolve) => {
-        this.#wake = resolve;
-        signal.addEventListener("abort", () => resolve(), { once: true });
-      });
+      let onAbort: (() => void) | undefined;
+      try {
+        await new Promise<void>((resolve) => {
+          this.#wake = resolve;
+          onAbort = resolve;
+          signal.addEventListener("abort", onAbort, { once: true });
+        });
+      } finally {
+        if (onAbort) signal.removeEventListener("abort", onAbort);
+      }
     }
     this.#wake = undefined;
     this.#rung = false;

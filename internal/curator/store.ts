@@ -22,7 +22,7 @@ import {
   type NodeRecord,
 } from "../../proto/gen/curator/state/state_pb.ts";
 import { privateKeyFromRaw, rawPrivateKey, type CA } from "../pki/mod.ts";
-import { AbortedError, NotFoundError, UnavailableError } from "../rpc/mod.ts";
+import { AbortedError, NotFoundError, ResourceExhaustedError, UnavailableError } from "../rpc/mod.ts";
 
 /** All curator keys live under this etcd prefix. */
 export const ETCD_PREFIX = "/nodecore/";
@@ -47,6 +47,8 @@ export const BACKUP_SCHEDULE_KEY = "settings/backups";
 export const BACKUP_STATUS_KEY = "backups/status";
 /** How workers pull images, per registry host (state ContainerRegistriesRecord; registries.ts). */
 export const REGISTRIES_KEY = "settings/registries";
+/** The registry configuration's largest encoding: well under etcd's 1.5 MiB request bound. */
+export const MAX_REGISTRIES_RECORD_BYTES = 1024 * 1024;
 
 export function podPrefixKey(prefix: string): string {
   return POD_PREFIXES_PREFIX + prefix.replace("/", "_");
@@ -233,6 +235,9 @@ export class CuratorStore {
         const current = await this.registries();
         const next = change(current.value).sort((a, b) => (a.host < b.host ? -1 : a.host > b.host ? 1 : 0));
         const bytes = Buffer.from(toBinary(ContainerRegistriesRecordSchema, create(ContainerRegistriesRecordSchema, { registries: next })));
+        if (bytes.length > MAX_REGISTRIES_RECORD_BYTES) {
+          throw new ResourceExhaustedError(`the registry configuration would be ${bytes.length} bytes, more than the ${MAX_REGISTRIES_RECORD_BYTES} one etcd write takes; use smaller CA bundles or fewer entries`);
+        }
         if (await this.commitFenced(this.etcd.if(REGISTRIES_KEY, "Mod", "==", current.modRevision).then(this.etcd.put(REGISTRIES_KEY).value(bytes)))) return next;
       }
       throw new AbortedError(`the registry configuration kept changing under ${MAX_UPDATE_ATTEMPTS} attempts to update it; try again`);

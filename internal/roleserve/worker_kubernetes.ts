@@ -31,7 +31,7 @@
 // running, with the mesh's peers and their last handshakes); and "containerd"
 // (not-assigned | unavailable | starting | running).
 
-import { existsSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { NodeRoles } from "../../proto/gen/common/common_pb.ts";
 import type { Node } from "../../proto/gen/curator/curator_pb.ts";
@@ -39,7 +39,7 @@ import { clusterNetService, INTERFACE_NAME, leaveMesh } from "../clusternet/mod.
 import type { ClusterMembership } from "../cluster/mod.ts";
 import { issueEtcdClientCertificate } from "../consensus/mod.ts";
 import { CuratorStore, ETCD_PREFIX } from "../curator/mod.ts";
-import { CONTROLLER_COMPONENTS, controllerService, kubeletPath, kubeletService, registriesService } from "../kubernetes/mod.ts";
+import { CONTROLLER_COMPONENTS, controllerService, kubeletPath, kubeletService, registriesService, REGISTRY_FILES } from "../kubernetes/mod.ts";
 import type { ContainerRegistry } from "../../proto/gen/common/common_pb.ts";
 import { generateKeyPair } from "../pki/mod.ts";
 import { X509Certificate } from "node:crypto";
@@ -264,6 +264,12 @@ function registryWatchRunnable(options: KubernetesOptions, registries: Value<rea
   };
 }
 
+/** Removes the registry configuration a worker wrote (its logins included): the role is gone. */
+function forgetRegistries(options: KubernetesOptions, runtime: RuntimeSetup | undefined): void {
+  rmSync(join(options.ephemeralDir, "kubelet", REGISTRY_FILES.credentials), { force: true });
+  if (runtime) rmSync(runtime.paths.registryHosts, { recursive: true, force: true });
+}
+
 /** Offers the image store (`ctl image import`, `ctl image list`) for as long as containerd answers. */
 function imagesRunnable(target: Value<ImageStore | undefined>, paths: RuntimePaths, ready: Value<boolean>): Runnable {
   return async (ctx) => {
@@ -399,6 +405,9 @@ function workerPart(options: KubernetesOptions, decision: Value<Decision>): Runn
     }
     const runtime = options.runtime;
     if (!wants.worker) {
+      // Registry logins end with the role: the curator ends the worker's
+      // watch, and what the worker wrote of them goes from its tmpfs.
+      forgetRegistries(options, runtime);
       // The children of an earlier run (the role was just taken away) are
       // stopped by now; whatever they left in the runtime's cgroup goes.
       if (runtime) {
