@@ -362,7 +362,7 @@ describe("kubernetes worker", () => {
     expect(entries.some((e) => e.message === "restart requested" && e.fields.reason === "Kubernetes roles changed")).toBe(true);
   });
 
-  test("the runtime: a missing system image is named; without the role, leftovers in its cgroup are killed and the node says none is left", async () => {
+  test("the runtime: a missing system image is named; without the role, leftovers in its cgroup are killed and the node says none is left, and its registry logins are gone", async () => {
     const cgroupRoot = unifiedCgroupRoot();
     if (!cgroupRoot) throw new Error("no cgroup v2 hierarchy on this host");
     const paths = runtimePaths(join(dir.path, "data"), join(dir.path, "run"), cgroupRoot, `nodecore-test-kw-${process.pid}`);
@@ -376,6 +376,12 @@ describe("kubernetes worker", () => {
     await eventually(() => expect(line(board, "containerd")?.state).toBe("unavailable"));
     expect(line(board, "containerd")!.message).toBe("container runtime files missing: the system image is not attached: no drive with serial nodecore-system");
 
+    // What the worker wrote of the cluster's registry configuration, its logins included.
+    const credentials = join(dir.path, "ephemeral-kubernetes", "kubelet", "registry-credentials.json");
+    mkdirSync(join(dir.path, "ephemeral-kubernetes", "kubelet"), { recursive: true });
+    writeFileSync(credentials, '{"hosts":{"registry.example.com":{"username":"u","password":"p"}}}');
+    mkdirSync(join(paths.registryHosts, "registry.example.com"), { recursive: true });
+    writeFileSync(join(paths.registryHosts, "registry.example.com", "hosts.toml"), "");
     // A process an earlier run left in the runtime's cgroup (a shim, say).
     const leftover = Bun.spawn(["sleep", "300"]);
     try {
@@ -385,6 +391,9 @@ describe("kubernetes worker", () => {
       expect(line(board, "containerd")!.message).toBe(`no kubernetes-worker role; no container process left (${paths.cgroup} is empty)`);
       expect(await leftover.exited).toBe(137);
       expect(existsSync(paths.cgroup)).toBe(false);
+      // The logins end with the role.
+      expect(existsSync(credentials)).toBe(false);
+      expect(existsSync(paths.registryHosts)).toBe(false);
     } finally {
       leftover.kill("SIGKILL");
     }
