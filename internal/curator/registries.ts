@@ -11,7 +11,7 @@
 //        curator, from memory; never a password)
 //   worker ◀── Curator.WatchContainerRegistries: everything, credentials too,
 //        now and at each change; only while the caller holds the
-//        kubernetes-worker role (checked at every change of its record)
+//        kubernetes-worker role (followed through the node records' watch hub)
 //
 // Invariants:
 //  - What is stored passed registryProblem (internal/containerd): containerd
@@ -29,13 +29,16 @@ import { credentialsProblem, MAX_REGISTRIES, parseCaPem, registryHostProblem, re
 import type { Logger } from "../log/mod.ts";
 import { InvalidArgumentError, NotFoundError, PermissionDeniedError, ResourceExhaustedError, UnavailableError, type ServiceImpl } from "../rpc/mod.ts";
 import type { StateReader } from "./state_cache.ts";
-import { NODES_PREFIX, REGISTRIES_KEY, type CuratorStore } from "./store.ts";
+import { REGISTRIES_KEY, type CuratorStore } from "./store.ts";
+import type { NodeWatchHub } from "./watch.ts";
 
 /** Workers one curator follows at once (one stream per worker). */
 export const MAX_REGISTRY_WATCHERS = 2_000;
 
 export interface RegistryDeps {
   store: CuratorStore;
+  /** The node records' watch hub (only the Curator service's watch uses it). */
+  watches?: NodeWatchHub;
   state: StateReader;
   requireLeader: () => void;
   logger: Logger;
@@ -155,8 +158,25 @@ class Bell {
   }
 }
 
+/**
+ * Calls `ended` once node `nodeId`'s record no longer holds the
+ * kubernetes-worker role (deleted records included), or with the hub's
+ * error if it can no longer tell; returns when `signal` aborts.
+ */
+async function followRole(watches: NodeWatchHub, nodeId: string, signal: AbortSignal, ended: (err: Error) => void): Promise<void> {
+  try {
+    for await (const event of watches.subscribe({ nodeId }, signal)) {
+      if (event.kind === "backlog-end") continue;
+      const record = event.kind === "backlog" ? event.nodes[0] : event.kind === "put" ? event.node : undefined;
+      if (!record?.roles?.kubernetesWorker) return ended(new PermissionDeniedError(`node ${nodeId} no longer holds the kubernetes-worker role`));
+    }
+  } catch (err) {
+    if (!signal.aborted) ended(err as Error);
+  }
+}
+
 /** Curator's registry watch. */
-export function registryWatch(deps: RegistryDeps): Pick<ServiceImpl<typeof Curator>, "watchContainerRegistries"> {
+export function registryWatch(deps: RegistryDeps & { watches: NodeWatchHub }): Pick<ServiceImpl<typeof Curator>, "watchContainerRegistries"> {
   let watchers = 0;
   return {
     async *watchContainerRegistries(_request, ctx) {
@@ -171,21 +191,25 @@ export function registryWatch(deps: RegistryDeps): Pick<ServiceImpl<typeof Curat
       watchers++;
       const bell = new Bell();
       let failure: Error | undefined;
-      const opened: Watcher[] = [];
+      let watcher: Watcher | undefined;
+      // Ends the role's follower when the stream ends, whichever way.
+      const following = new AbortController();
       try {
-        // The watches go on before the first read: no change between the read and the watch is missed.
-        for (const key of [REGISTRIES_KEY, NODES_PREFIX + nodeId]) {
-          const watcher = await deps.store.etcd.watch().key(key).create();
-          opened.push(watcher);
-          watcher.on("put", () => bell.ring());
-          watcher.on("delete", () => bell.ring());
-          const end = (why: string) => {
-            failure ??= new UnavailableError(`the curator lost its etcd watch: ${why}; watch again`);
-            bell.ring();
-          };
-          watcher.on("error", (err: Error) => end(err.message));
-          watcher.on("disconnected", (err: Error) => end(`interrupted (${err.message})`));
-        }
+        // The watch goes on before the first read: no change between the read and the watch is missed.
+        watcher = await deps.store.etcd.watch().key(REGISTRIES_KEY).create();
+        watcher.on("put", () => bell.ring());
+        watcher.on("delete", () => bell.ring());
+        const end = (why: string) => {
+          failure ??= new UnavailableError(`the curator lost its etcd watch: ${why}; watch again`);
+          bell.ring();
+        };
+        watcher.on("error", (err: Error) => end(err.message));
+        watcher.on("disconnected", (err: Error) => end(`interrupted (${err.message})`));
+        // The caller's record, from the curator's one watch of the node records (watch.ts), as the rights guard follows it (rights.ts).
+        void followRole(deps.watches, nodeId, following.signal, (err) => {
+          failure ??= err;
+          bell.ring();
+        });
         let sent: Buffer | undefined;
         for (;;) {
           const snapshot = await deps.state.read(ctx.signal);
@@ -203,7 +227,8 @@ export function registryWatch(deps: RegistryDeps): Pick<ServiceImpl<typeof Curat
         }
       } finally {
         watchers--;
-        await Promise.all(opened.map((w) => w.cancel().catch(() => {})));
+        following.abort();
+        await watcher?.cancel().catch(() => {});
       }
     },
   };
