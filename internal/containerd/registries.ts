@@ -23,6 +23,7 @@ import { mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:
 import { dirname, join } from "node:path";
 import { isIP } from "node:net";
 import type { ContainerRegistry, RegistryCredentials } from "../../proto/gen/common/common_pb.ts";
+import { firstUnprintable, quote } from "../rpc/mod.ts";
 
 /** Bounds on what the owner may set: hosts, mirrors per host, and each field. */
 export const MAX_REGISTRIES = 64;
@@ -44,15 +45,8 @@ const LABEL = "[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?";
 /** A DNS name or an IPv4 address, lower case, with an optional port: how image names spell a registry. */
 const HOST = new RegExp(`^(${LABEL}(?:\\.${LABEL})*)(?::(\\d{1,5}))?$`);
 
-/** Control, format and separator characters, and lone surrogates. */
-const UNPRINTABLE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}]/u;
-
-/** A value as a message quotes it: bounded, unprintable characters escaped. */
-function shown(value: string, max = 80): string {
-  const cut = Array.from(value).slice(0, max).join("");
-  const escaped = cut.replace(new RegExp(UNPRINTABLE.source, "gu"), (c) => `\\u{${c.codePointAt(0)!.toString(16)}}`);
-  return `'${escaped}${cut.length < value.length ? "…" : ""}'`;
-}
+/** Whether a value holds a control, format or separator character, or a lone surrogate. */
+const unprintable = (value: string) => firstUnprintable(value) !== undefined;
 
 /** Why `host` is not a registry host as image names spell it; undefined if it is one. */
 export function registryHostProblem(host: string): string | undefined {
@@ -61,34 +55,34 @@ export function registryHostProblem(host: string): string | undefined {
   const match = HOST.exec(host);
   if (!match) {
     const hint = host.includes("://") ? " (a host, not a URL: registry.example.com or 10.0.0.5:5000)" : host !== host.toLowerCase() ? " (image names spell hosts in lower case)" : " (a DNS name or IPv4 address, with a port if it has one)";
-    return `${shown(host)} is not a registry host${hint}`;
+    return `${quote(host)} is not a registry host${hint}`;
   }
   const [, name = "", port] = match;
-  if (name.length > 253) return `${shown(host)}: the name is ${name.length} characters, more than 253`;
+  if (name.length > 253) return `${quote(host)}: the name is ${name.length} characters, more than 253`;
   // The kubelet's credential provider patterns match up to six name parts (internal/kubernetes/registries.ts).
-  if (name.split(".").length > MAX_HOST_PARTS) return `${shown(host)}: ${name.split(".").length} name parts, more than the ${MAX_HOST_PARTS} the kubelet matches logins for`;
-  if (port !== undefined && (Number(port) < 1 || Number(port) > 65535 || port.startsWith("0"))) return `${shown(host)}: port ${port} is not 1 to 65535`;
-  if (/^[\d.]+$/.test(name) && isIP(name) !== 4) return `${shown(host)} is not an IPv4 address`;
+  if (name.split(".").length > MAX_HOST_PARTS) return `${quote(host)}: ${name.split(".").length} name parts, more than the ${MAX_HOST_PARTS} the kubelet matches logins for`;
+  if (port !== undefined && (Number(port) < 1 || Number(port) > 65535 || port.startsWith("0"))) return `${quote(host)}: port ${port} is not 1 to 65535`;
+  if (/^[\d.]+$/.test(name) && isIP(name) !== 4) return `${quote(host)} is not an IPv4 address`;
   return undefined;
 }
 
 /** Why `url` is not a mirror's URL; undefined if it is one. */
 export function mirrorUrlProblem(url: string): string | undefined {
   if (url.length > MAX_MIRROR_URL_CHARS) return `${url.length} characters, more than ${MAX_MIRROR_URL_CHARS}`;
-  if (UNPRINTABLE.test(url) || /\s/.test(url)) return `${shown(url)} holds a space or an unprintable character`;
+  if (unprintable(url) || /\s/.test(url)) return `${quote(url)} holds a space or an unprintable character`;
   let parsed: URL;
   try {
     parsed = new URL(url);
   } catch {
-    return `${shown(url)} is not a URL (for example https://mirror.example.com or http://10.0.0.9:5000)`;
+    return `${quote(url)} is not a URL (for example https://mirror.example.com or http://10.0.0.9:5000)`;
   }
-  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") return `${shown(url)}: the scheme is ${shown(parsed.protocol.replace(/:$/, ""), 16)}; use https or http`;
-  if (parsed.username || parsed.password) return `${shown(parsed.origin)}: no user or password in a URL (it would be shown in listings); use ctl cluster registry login`;
-  if (parsed.search || url.includes("?")) return `${shown(url)} has a query; a mirror is a scheme, a host and a path`;
-  if (parsed.hash || url.includes("#")) return `${shown(url)} has a fragment; a mirror is a scheme, a host and a path`;
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") return `${quote(url)}: the scheme is ${quote(parsed.protocol.replace(/:$/, ""), 16)}; use https or http`;
+  if (parsed.username || parsed.password) return `${quote(parsed.origin)}: no user or password in a URL (it would be shown in listings); use ctl cluster registry login`;
+  if (parsed.search || url.includes("?")) return `${quote(url)} has a query; a mirror is a scheme, a host and a path`;
+  if (parsed.hash || url.includes("#")) return `${quote(url)} has a fragment; a mirror is a scheme, a host and a path`;
   const host = parsed.port ? `${parsed.hostname}:${parsed.port}` : parsed.hostname;
   const problem = registryHostProblem(host);
-  if (problem) return `${shown(url)}: its host ${problem.replace(/^'[^']*' /, "")}`;
+  if (problem) return `${quote(url)}: its host ${problem.replace(/^'[^']*' /, "")}`;
   return undefined;
 }
 
@@ -115,11 +109,11 @@ export function parseCaPem(pem: string): X509Certificate[] | string {
 export function credentialsProblem(credentials: RegistryCredentials): string | undefined {
   const { username, password } = credentials;
   if (username.length > MAX_USERNAME_CHARS) return `username: ${username.length} characters, more than ${MAX_USERNAME_CHARS}`;
-  if (UNPRINTABLE.test(username) || username.includes(":")) return "username: holds ':' or an unprintable character";
+  if (unprintable(username) || username.includes(":")) return "username: holds ':' or an unprintable character";
   if (password.length === 0) return "password: is empty";
   if (password.length > MAX_PASSWORD_CHARS) return `password: ${password.length} characters, more than ${MAX_PASSWORD_CHARS}`;
   // Never quoted: it is a secret.
-  if (UNPRINTABLE.test(password)) return "password: holds an unprintable character";
+  if (unprintable(password)) return "password: holds an unprintable character";
   return undefined;
 }
 
@@ -133,7 +127,7 @@ export function registryProblem(registry: ContainerRegistry): string | undefined
     const problem = mirrorUrlProblem(mirror);
     if (problem) return `mirrors[${index}]: ${problem}`;
     const normal = new URL(mirror).href.replace(/\/$/, "");
-    if (seen.has(normal)) return `mirrors[${index}]: ${shown(mirror)} is listed twice`;
+    if (seen.has(normal)) return `mirrors[${index}]: ${quote(mirror)} is listed twice`;
     seen.add(normal);
   }
   if (registry.upstreamDisabled && registry.mirrors.length === 0) return "upstream_disabled: with the host itself off, name at least one mirror";

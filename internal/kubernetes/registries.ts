@@ -23,13 +23,14 @@
 // authentication alike, and sits beside a pod's own imagePullSecrets,
 // which the kubelet tries too.
 
-import { mkdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import type { ContainerRegistry } from "../../proto/gen/common/common_pb.ts";
 import { writeRegistryHosts } from "../containerd/mod.ts";
 import type { Value } from "../event/mod.ts";
 import type { Runnable } from "../supervisor/mod.ts";
 import type { ComponentState } from "./component.ts";
+import { writePrivateFiles } from "./private_files.ts";
 
 /** The kubelet's name for the provider: the executable's name in its bin directory. */
 export const CREDENTIAL_PROVIDER_NAME = "nodecore-registry-credentials";
@@ -179,13 +180,6 @@ export async function runCredentialProvider(credentialsPath: string | undefined)
   }
 }
 
-/** Writes `content` beside `path` and renames it into place (0600). */
-function replaceFile(path: string, content: string): void {
-  const temporary = `${path}.new`;
-  writeFileSync(temporary, content, { mode: 0o600 });
-  renameSync(temporary, path);
-}
-
 /**
  * The credential provider's files in the kubelet's directory `dir`: its
  * configuration, and its bin directory with the node's own binary
@@ -193,8 +187,8 @@ function replaceFile(path: string, content: string): void {
  * Written before the kubelet starts.
  */
 export function writeCredentialProvider(dir: string, binary: string, ports: readonly number[] = COMMON_REGISTRY_PORTS): void {
+  writePrivateFiles(dir, { providerConfig: REGISTRY_FILES.providerConfig }, { providerConfig: JSON.stringify(credentialProviderConfig(join(dir, REGISTRY_FILES.credentials), ports), null, 2) + "\n" });
   mkdirSync(join(dir, REGISTRY_FILES.providerBinDir), { recursive: true, mode: 0o700 });
-  replaceFile(join(dir, REGISTRY_FILES.providerConfig), JSON.stringify(credentialProviderConfig(join(dir, REGISTRY_FILES.credentials), ports), null, 2) + "\n");
   const link = join(dir, REGISTRY_FILES.providerBinDir, CREDENTIAL_PROVIDER_NAME);
   rmSync(link, { force: true });
   symlinkSync(binary, link);
@@ -213,13 +207,12 @@ export interface RegistriesServiceOptions {
 /** Follows the cluster's registry configuration into containerd's hosts and the kubelet's credentials file. */
 export function registriesService(options: RegistriesServiceOptions): Runnable {
   return async (ctx) => {
-    mkdirSync(options.kubeletDir, { recursive: true, mode: 0o700 });
     options.report("registries", "waiting", "for the cluster's registry configuration");
     using watcher = options.registries.watch();
     for (;;) {
       const registries = await watcher.get({ signal: ctx.signal });
       const hosts = writeRegistryHosts(options.hostsDir, registries);
-      replaceFile(join(options.kubeletDir, REGISTRY_FILES.credentials), credentialsFile(registries));
+      writePrivateFiles(options.kubeletDir, { credentials: REGISTRY_FILES.credentials }, { credentials: credentialsFile(registries) });
       const logins = registries.filter((r) => r.credentials).length;
       ctx.logger.info("registry configuration applied", { hosts: hosts.join(",") || "none", logins });
       options.report("registries", "running", hosts.length ? `${hosts.length} registry hosts configured (${logins} with a login)` : "no registry configured: images are pulled from their hosts");

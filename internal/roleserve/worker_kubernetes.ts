@@ -209,7 +209,7 @@ function kubeletRunnable(options: KubernetesOptions, runtime: RuntimeSetup, cont
       nodeId: membership.credentials.nodeId,
       address: membership.address,
       binDir: options.binDir ?? DEFAULT_KUBERNETES_BIN_DIR,
-      dir: join(options.ephemeralDir, "kubelet"),
+      dir: kubeletDir(options),
       rootDir: join(options.dataDir, "kubelet"),
       keyFile: join(options.dataDir, "kubelet.key"),
       containerdSocket: paths.socket,
@@ -264,9 +264,14 @@ function registryWatchRunnable(options: KubernetesOptions, registries: Value<rea
   };
 }
 
+/** The kubelet's files on tmpfs: its certificates, configuration and registry logins. */
+function kubeletDir(options: KubernetesOptions): string {
+  return join(options.ephemeralDir, "kubelet");
+}
+
 /** Removes the registry configuration a worker wrote (its logins included): the role is gone. */
 function forgetRegistries(options: KubernetesOptions, runtime: RuntimeSetup | undefined): void {
-  rmSync(join(options.ephemeralDir, "kubelet", REGISTRY_FILES.credentials), { force: true });
+  rmSync(join(kubeletDir(options), REGISTRY_FILES.credentials), { force: true });
   if (runtime) rmSync(runtime.paths.registryHosts, { recursive: true, force: true });
 }
 
@@ -456,7 +461,7 @@ function workerPart(options: KubernetesOptions, decision: Value<Decision>): Runn
             "registries",
             registriesService({
               hostsDir: runtime.paths.registryHosts,
-              kubeletDir: join(options.ephemeralDir, "kubelet"),
+              kubeletDir: kubeletDir(options),
               registries,
               report: (component, state, message) => options.board.report(component, state, message),
             }),
