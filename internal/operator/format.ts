@@ -78,6 +78,11 @@ export function describeOffset(ms: number): string {
   return `${formatDuration(Math.abs(ms))} ${ms > 0 ? "ahead of" : "behind"} the curator leader's`;
 }
 
+/** A size in MiB, one decimal: "12.3 MiB". */
+export function mib(bytes: number): string {
+  return `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+}
+
 /** Rows as aligned columns for people: two spaces apart, the last column unpadded. */
 export function alignColumns(rows: readonly (readonly string[])[]): string[] {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));

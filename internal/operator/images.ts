@@ -4,21 +4,18 @@
 // check each node makes again), so a broken file costs no transfer.
 
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { closeSync, openSync, readSync, statSync } from "node:fs";
+import { statSync } from "node:fs";
+import { fileChunks } from "./file_chunks.ts";
 import { basename } from "node:path";
 import { ImportPhase, type ContainerImage, type ImportImagesRequestSchema } from "../../proto/gen/api/node_management_pb.ts";
 import { BundleCheckError, checkImageBundle } from "../containerd/mod.ts";
 import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
-import { alignColumns, type NodeSummary } from "./format.ts";
+import { alignColumns, mib, type NodeSummary } from "./format.ts";
 import { withListedNode } from "./node_management.ts";
 import { nameOf } from "./nodes.ts";
 
 /** How long one node's import may take (its bytes, its check and containerd's import), under emulation too. */
 export const IMPORT_TIMEOUT_MS = 30 * 60_000;
-/** Each request's bytes: well under the servers' 1 MiB message bound. */
-const IMPORT_CHUNK_BYTES = 512 * 1024;
-
-const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
 
 /** The bundle, checked as a node will check it: its images' names, or an OperatorError saying what is wrong. */
 export async function checkBundleFile(file: string): Promise<{ images: string[]; bytes: number }> {
@@ -46,19 +43,7 @@ export function importTargets(nodes: readonly NodeSummary[], named: readonly str
 
 async function* importRequests(file: string, bytes: number): AsyncIterable<MessageInitShape<typeof ImportImagesRequestSchema>> {
   yield { sizeBytes: BigInt(bytes), fileName: basename(file) };
-  const fd = openSync(file, "r");
-  try {
-    const buffer = Buffer.alloc(IMPORT_CHUNK_BYTES);
-    for (let position = 0; position < bytes; ) {
-      const n = readSync(fd, buffer, 0, Math.min(buffer.length, bytes - position), position);
-      if (n === 0) break;
-      position += n;
-      // A copy: the buffer is reused while the request may still be queued.
-      yield { data: new Uint8Array(buffer.subarray(0, n)) };
-    }
-  } finally {
-    closeSync(fd);
-  }
+  for (const data of fileChunks(file, 0, bytes)) yield { data };
 }
 
 /** Streams the bundle to one node; returns the images it imported. */

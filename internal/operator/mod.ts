@@ -58,7 +58,7 @@ export { namespaceHint, isRoutableFromHere } from "./network_hint.ts";
 export { checkBackup, describeBackup, describeBackupSchedule, describeRestore, readForRestore, takeBackup, BACKUP_TIMEOUT_MS } from "./backup.ts";
 export { resetNode, type ResetResult } from "./reset.ts";
 export { updateCluster, planClusterUpdate, type ClusterUpdateOptions, type ClusterUpdateResult, type ClusterUpdateStep } from "./cluster_update.ts";
-export { readBundle, updateNode, rollbackNode, waitForUpdate, UPDATE_CHUNK_BYTES, type Bundle, type UpdateOptions, type UpdateResult, type RollbackResult } from "./update.ts";
+export { readBundle, updateNode, rollbackNode, waitForUpdate, type Bundle, type UpdateOptions, type UpdateResult, type RollbackResult } from "./update.ts";
 export { recoverConsensus, describePlan, survivorEndpoint, RECOVER_WAIT_MS, type RecoverResult } from "./recover.ts";
 export { defragmentEtcd, etcdStatus, etcdStatusTable, DEFRAG_TIMEOUT_MS, type DefragRow, type EtcdMemberRow } from "./etcd.ts";
 export { withNode, withListedNode, readLogs, formatLogEntry, logEntryJson, serviceTable, LOG_LEVELS, type NodeManagementClient, type ServiceRow } from "./node_management.ts";

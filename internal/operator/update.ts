@@ -14,7 +14,7 @@
 //      HEALTHY, at the new version; or back at the old one, with the reason
 //      its trial failed
 
-import { closeSync, existsSync, openSync, readFileSync, readSync, statSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { UpdatePhase, type UpdateRequestSchema } from "../../proto/gen/api/node_management_pb.ts";
@@ -22,23 +22,17 @@ import { BUNDLE_FILES, BUNDLE_MANIFEST, BundleError, parseBundleManifest, type B
 import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
 import { withListedNode } from "./node_management.ts";
 import { listNodesPatiently, nameOf, waitForNode, type CallSettings } from "./nodes.ts";
-import type { NodeSummary } from "./format.ts";
+import { mib, type NodeSummary } from "./format.ts";
+import { fileChunks } from "./file_chunks.ts";
 
-/** Bytes per request: well under the node's per-request limit (1 MiB). */
-export const UPDATE_CHUNK_BYTES = 512 * 1024;
 /** How long one update's stream may take: a bundle is about 160 MiB, and a busy emulated node writes it slowly. */
 export const UPDATE_TIMEOUT_MS = 20 * 60_000;
-const MIB = 1024 * 1024;
 
 export interface Bundle {
   dir: string;
   manifest: BundleManifest;
   /** bundle.json as it is: the node parses it again. */
   text: string;
-}
-
-function mib(bytes: number): string {
-  return `${(bytes / MIB).toFixed(1)} MiB`;
 }
 
 /** Reads and checks an update bundle directory; throws an OperatorError naming the first file that does not match its description. */
@@ -78,21 +72,7 @@ async function* updateRequests(
 ): AsyncIterable<MessageInitShape<typeof UpdateRequestSchema>> {
   yield { bundleManifest: bundle.text, activate: options.activate, allowDowngrade: options.allowDowngrade };
   const files = await wanted;
-  const buffer = Buffer.alloc(UPDATE_CHUNK_BYTES);
-  for (const { name, from } of files) {
-    const fd = openSync(join(bundle.dir, name), "r");
-    try {
-      for (let position = from; ; ) {
-        const n = readSync(fd, buffer, 0, buffer.length, position);
-        if (n === 0) break;
-        position += n;
-        // A copy: the buffer is reused while the request may still be queued.
-        yield { data: new Uint8Array(buffer.subarray(0, n)) };
-      }
-    } finally {
-      closeSync(fd);
-    }
-  }
+  for (const { name, from } of files) for (const data of fileChunks(join(bundle.dir, name), from)) yield { data };
 }
 
 /** A file the node asked for, from this byte on (it copied the ones before from its booted slot). */
