@@ -4,7 +4,6 @@
 // partition, so what is imported stays across reboots; CRI sees an image
 // as soon as it is imported.
 
-import { mkdirSync } from "node:fs";
 import type { RuntimePaths } from "./config.ts";
 import { CRI_NAMESPACE } from "./config.ts";
 import { ctr } from "./service.ts";
@@ -45,7 +44,6 @@ export function imageStore(paths: RuntimePaths): ImageStore {
   return {
     scratchDir,
     async importBundle(file, signal) {
-      mkdirSync(scratchDir, { recursive: true, mode: 0o700 });
       const said = await ctr(paths, ["images", "import", "--local", file], signal, CRI_NAMESPACE);
       // "unpacking <name> (sha256:…)...done" per image.
       return [...said.matchAll(/unpacking (\S+) \(sha256:[0-9a-f]+\)/g)].map((m) => m[1]!);

@@ -91,11 +91,12 @@ export class ContainerRegistryServer {
   }
 
   get logFile(): string {
-    return join(this.options.dir, "registry.log");
+    return registryLog(this.options.dir);
   }
 
   static async start(options: RegistryOptions): Promise<ContainerRegistryServer> {
     mkdirSync(join(options.dir, "data"), { recursive: true });
+    // skopeo's view of the registry: its CA in a certificate directory (push).
     mkdirSync(join(options.dir, "certs.d"), { recursive: true });
     const ca = registryCA();
     const key = generateKeyPair();
@@ -106,11 +107,12 @@ export class ContainerRegistryServer {
     );
     const caPem = toPem(ca.certificate);
     writeFileSync(join(options.dir, "ca.crt"), caPem);
+    writeFileSync(join(options.dir, "certs.d", "ca.crt"), caPem);
     writeFileSync(join(options.dir, "server.crt"), toPem(server));
     writeFileSync(join(options.dir, "server.key"), privateKeyPem(key.privateKey), { mode: 0o600 });
     writeFileSync(join(options.dir, "htpasswd"), `${options.username}:${await Bun.password.hash(options.password, { algorithm: "bcrypt", cost: 5 })}\n`, { mode: 0o600 });
     writeFileSync(join(options.dir, "registry.yml"), registryConfig(options));
-    const from = existsSync(join(options.dir, "registry.log")) ? readFileSync(join(options.dir, "registry.log")).length : 0;
+    const from = logLength(options);
     const registry = new ContainerRegistryServer(options, caPem, spawnRegistry(options));
     await registry.waitServing(from);
     return registry;
@@ -131,10 +133,7 @@ export class ContainerRegistryServer {
     }
   }
 
-  /** The log's length now: what comes after is new. */
-  private logLength(): number {
-    return existsSync(this.logFile) ? readFileSync(this.logFile).length : 0;
-  }
+
 
   /**
    * Pushes an OCI tarball (an OCI image layout in a tar, as image/oci.ts
@@ -143,7 +142,6 @@ export class ContainerRegistryServer {
    */
   async push(tarball: string, name: string, run: (argv: string[]) => Promise<unknown> = (argv) => runHostCommand(argv)): Promise<string> {
     const certs = join(this.options.dir, "certs.d");
-    writeFileSync(join(certs, "ca.crt"), this.caPem);
     // The login in a file of its own, not on skopeo's command line.
     const authFile = join(this.options.dir, "auth.json");
     const auth = Buffer.from(`${this.options.username}:${this.options.password}`).toString("base64");
@@ -161,7 +159,7 @@ export class ContainerRegistryServer {
   /** Starts it again on the same files (after stop): a registry that comes back. */
   async restart(): Promise<void> {
     await this.stop();
-    const from = this.logLength();
+    const from = logLength(this.options);
     this.child = spawnRegistry(this.options);
     await this.waitServing(from);
   }
@@ -175,8 +173,19 @@ export class ContainerRegistryServer {
   }
 }
 
+/** Where the registry's output goes. */
+function registryLog(dir: string): string {
+  return join(dir, "registry.log");
+}
+
+/** The registry log's length now: what comes after is new. */
+function logLength(options: Pick<RegistryOptions, "dir">): number {
+  const log = registryLog(options.dir);
+  return existsSync(log) ? readFileSync(log).length : 0;
+}
+
 function spawnRegistry(options: RegistryOptions): Subprocess {
-  const log = openSync(join(options.dir, "registry.log"), "a");
+  const log = openSync(registryLog(options.dir), "a");
   try {
     const argv = [REGISTRY_BINARY, "serve", join(options.dir, "registry.yml")];
     return options.spawn ? options.spawn(argv, log) : Bun.spawn(argv, { stdin: "ignore", stdout: log, stderr: log });
