@@ -13,16 +13,16 @@
 
 import { create } from "@bufbuild/protobuf";
 import { cpus } from "node:os";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ContainerRegistrySchema } from "../proto/gen/common/common_pb.ts";
-import { containerdConfig, runtimeBinaries, runtimeEnv, runtimePaths, writeRegistryHosts } from "../internal/containerd/mod.ts";
+import { writeRegistryHosts } from "../internal/containerd/mod.ts";
 import { credentialResponse, credentialsFile } from "../internal/kubernetes/mod.ts";
-import { freePorts, systemTree, tempDir } from "../internal/testing/mod.ts";
+import { freePorts, tempDir } from "../internal/testing/mod.ts";
 import { HOST_BUSYBOX, ociImage, readBusybox } from "../image/mod.ts";
-import { ContainerRegistryServer } from "../test/launch/registry.ts";
+import { ContainerRegistryServer, spawnIn } from "../test/launch/registry.ts";
 import { NAMESPACE_PREFIX, NetworkNamespace, subnetOf } from "../test/launch/network_namespace.ts";
-import { CriImages } from "../test/support/cri.ts";
+import { startCriContainerd } from "../test/support/cri.ts";
 import { NodeProcess, loopbackBlock, ownedNode } from "../test/support/node_process.ts";
 import { figure, spread } from "./figures.ts";
 
@@ -60,19 +60,14 @@ const registry = await ContainerRegistryServer.start({
   port,
   username: "bench",
   password: "bench-password",
-  spawn: (argv, log) => Bun.spawn(ns.command(argv), { stdin: "ignore", stdout: log, stderr: log }),
+  spawn: spawnIn(ns),
 });
-const paths = runtimePaths(join(dir.path, "data"), join(dir.path, "run"), "/sys/fs/cgroup", "nodecore-bench-images", systemTree());
-mkdirSync(paths.root, { recursive: true });
-mkdirSync(paths.state, { recursive: true });
-writeFileSync(paths.config, containerdConfig(paths, { cri: true }));
+const runtime = await startCriContainerd(ns, join(dir.path, "containerd"), "nodecore-bench-images");
+const { paths, images: cri } = runtime;
 const entry = create(ContainerRegistrySchema, { host: registry.host, caPem: registry.caPem, credentials: { username: "bench", password: "bench-password" } });
 writeRegistryHosts(paths.registryHosts, [entry]);
-const env = Object.entries(runtimeEnv(paths.prefix)).map(([k, v]) => `${k}=${v}`);
-const containerd = Bun.spawn(ns.command(["env", ...env, runtimeBinaries(paths.prefix).containerd, "--config", paths.config]), { stdin: "ignore", stdout: "ignore", stderr: "ignore" });
 const node = new NodeProcess("node1", join(dir.path, "node1"), loopbackBlock()(11));
 const { ctl, bootstrap } = ownedNode(node, dir.path);
-const cri = new CriImages(paths.socket);
 try {
   const id = String((await bootstrap()).node);
   if ((await ctl("node", "roles", "set", id, "kubernetes-worker")).code !== 0) throw new Error("could not give the node the worker role");
@@ -98,10 +93,8 @@ try {
   figure("pull from the registry (CRI PullImage, TLS + login), min/median/max", spread(pulls), WIDTH);
   figure("ctl image import onto a node process, min/median/max", spread(imports), WIDTH);
 } finally {
-  cri.close();
   await node.stop();
-  containerd.kill();
-  await containerd.exited;
+  await runtime.stop();
   await registry.stop();
   await ns.destroy();
 }

@@ -16,24 +16,24 @@
 
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { create } from "@bufbuild/protobuf";
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
 import { Management } from "../proto/gen/api/management_pb.ts";
 import { Curator } from "../proto/gen/curator/curator_pb.ts";
 import type { ContainerRegistry } from "../proto/gen/common/common_pb.ts";
-import { containerdConfig, runtimeBinaries, runtimeEnv, runtimePaths } from "../internal/containerd/mod.ts";
+import type { RuntimePaths } from "../internal/containerd/mod.ts";
 import { enrolNode, ownerOf, startTestCluster, type TestCluster } from "../internal/curator/test_cluster.ts";
 import { Value } from "../internal/event/mod.ts";
 import { captureLogger } from "../internal/log/mod.ts";
 import { registriesService, REGISTRY_FILES } from "../internal/kubernetes/mod.ts";
 import { supervise, untilCancelled, type Supervisor } from "../internal/supervisor/mod.ts";
-import { eventually, freePorts, systemTree, tempDir } from "../internal/testing/mod.ts";
+import { eventually, freePorts, tempDir } from "../internal/testing/mod.ts";
 import { helloImage, HOST_BUSYBOX, readBusybox } from "../image/mod.ts";
-import { ContainerRegistryServer } from "./launch/registry.ts";
+import { ContainerRegistryServer, spawnIn } from "./launch/registry.ts";
 import { NetworkNamespace, NAMESPACE_PREFIX, subnetOf } from "./launch/network_namespace.ts";
 import { runHostCommand } from "./launch/host_command.ts";
-import { CriImages } from "./support/cri.ts";
+import { startCriContainerd, type CriImages } from "./support/cri.ts";
 
 const dir = tempDir("nodecore-registry-");
 const PASSWORD = "pw-4Tq-registry";
@@ -48,8 +48,9 @@ let cri: CriImages;
 let service: Supervisor;
 /** The pushed image's ID (its configuration's digest), as CRI names what it pulled. */
 let imageId: string;
-const paths = runtimePaths(join(dir.path, "data"), join(dir.path, "run"), "/sys/fs/cgroup", "nodecore-registry-test", systemTree());
-const kubeletDir = join(dir.path, "run", "kubelet");
+let runtime: Awaited<ReturnType<typeof startCriContainerd>>;
+let paths: RuntimePaths;
+const kubeletDir = join(dir.path, "kubelet");
 const stopStream = new AbortController();
 
 beforeAll(async () => {
@@ -72,7 +73,7 @@ beforeAll(async () => {
     port: registryPort,
     username: "alice",
     password: PASSWORD,
-    spawn: (argv, log) => Bun.spawn(ns.command(argv), { stdin: "ignore", stdout: log, stderr: log }),
+    spawn: spawnIn(ns),
   });
   const tarball = join(dir.path, "hello.oci.tar");
   writeFileSync(tarball, helloImage(readBusybox(HOST_BUSYBOX), "nodecore.test/hello:1"));
@@ -83,13 +84,10 @@ beforeAll(async () => {
   imageId = ((await member(`blobs/sha256/${manifest.manifests[0]!.digest.slice("sha256:".length)}`)) as { config: { digest: string } }).config.digest;
   deadMirror = `https://${address}:${deadPort}`;
 
-  mkdirSync(paths.root, { recursive: true, mode: 0o700 });
-  mkdirSync(paths.state, { recursive: true, mode: 0o700 });
-  writeFileSync(paths.config, containerdConfig(paths, { cri: true }));
-  const env = Object.entries(runtimeEnv(paths.prefix)).map(([k, v]) => `${k}=${v}`);
-  containerd = Bun.spawn(ns.command(["env", ...env, runtimeBinaries(paths.prefix).containerd, "--config", paths.config]), { stdin: "ignore", stdout: "ignore", stderr: Bun.file(join(dir.path, "containerd.log")) });
-  cri = new CriImages(paths.socket);
-  await eventually(() => expect(existsSync(paths.socket)).toBe(true), { timeoutMs: 30_000, what: "containerd's socket" });
+  runtime = await startCriContainerd(ns, join(dir.path, "containerd"), "nodecore-registry-test");
+  paths = runtime.paths;
+  cri = runtime.images;
+  containerd = runtime.process;
 
   // The worker's side, as the role server runs it: the curator's stream into a value, the service writing files from it.
   const registries = new Value<readonly ContainerRegistry[]>();
@@ -110,10 +108,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   stopStream.abort();
-  cri?.close();
   await service?.stop();
-  containerd?.kill();
-  await containerd?.exited;
+  await runtime?.stop();
   await registry?.stop();
   await ns?.destroy();
   await cluster?.close();

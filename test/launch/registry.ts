@@ -194,6 +194,11 @@ function spawnRegistry(options: RegistryOptions): Subprocess {
   }
 }
 
+/** RegistryOptions.spawn for a registry in `ns`. */
+export function spawnIn(ns: NetworkNamespace): NonNullable<RegistryOptions["spawn"]> {
+  return (argv, log) => Bun.spawn(ns.command(argv), { stdin: "ignore", stdout: log, stderr: log });
+}
+
 /** Where the launcher's registry listens on the bridge, and the login it wants. */
 export const CLUSTER_REGISTRY_PORT = 5000;
 export const CLUSTER_REGISTRY_USER = "nodecore";
@@ -218,7 +223,7 @@ export async function startClusterRegistry(ns: NetworkNamespace, dir: string): P
     port: CLUSTER_REGISTRY_PORT,
     username: CLUSTER_REGISTRY_USER,
     password,
-    spawn: (argv, log) => Bun.spawn(ns.command(argv), { stdin: "ignore", stdout: log, stderr: log }),
+    spawn: spawnIn(ns),
   });
   try {
     const tarball = join(dir, "hello.oci.tar");

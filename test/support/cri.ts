@@ -8,9 +8,16 @@
 //   PullImageResponse  { string image_ref = 1 }
 //   RemoveImageRequest { ImageSpec image = 1 }
 //
-// Test-only; a stand-in for the kubelet's client, not for containerd.
+// Test-only; a stand-in for the kubelet's client, not for containerd (the
+// real one, started by startCriContainerd).
 
 import * as grpc from "@grpc/grpc-js";
+import type { Subprocess } from "bun";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { containerdConfig, runtimeBinaries, runtimeEnv, runtimePaths, type RuntimePaths } from "../../internal/containerd/mod.ts";
+import { systemTree } from "../../internal/testing/mod.ts";
+import type { NetworkNamespace } from "../launch/network_namespace.ts";
 
 /** A protobuf length-delimited field. */
 function field(number: number, bytes: Uint8Array): Uint8Array {
@@ -77,3 +84,33 @@ export class CriImages {
     this.#client.close();
   }
 }
+
+/**
+ * The built containerd (out/system) with CRI on, run in `ns` with its files
+ * below `dir`, as a worker's is when a kubelet runs beside it; resolves once
+ * its socket is there. `cgroupName` names its runtime cgroup.
+ */
+export async function startCriContainerd(ns: NetworkNamespace, dir: string, cgroupName: string): Promise<{ paths: RuntimePaths; process: Subprocess; images: CriImages; stop(): Promise<void> }> {
+  const paths = runtimePaths(join(dir, "data"), join(dir, "run"), "/sys/fs/cgroup", cgroupName, systemTree());
+  mkdirSync(paths.root, { recursive: true, mode: 0o700 });
+  mkdirSync(paths.state, { recursive: true, mode: 0o700 });
+  writeFileSync(paths.config, containerdConfig(paths, { cri: true }));
+  const env = Object.entries(runtimeEnv(paths.prefix)).map(([k, v]) => `${k}=${v}`);
+  const process = Bun.spawn(ns.command(["env", ...env, runtimeBinaries(paths.prefix).containerd, "--config", paths.config]), { stdin: "ignore", stdout: "ignore", stderr: Bun.file(join(dir, "containerd.log")) });
+  const images = new CriImages(paths.socket);
+  const stop = async () => {
+    images.close();
+    process.kill();
+    await process.exited;
+  };
+  const deadline = Date.now() + 30_000;
+  while (!existsSync(paths.socket)) {
+    if (process.exitCode !== null || Date.now() > deadline) {
+      await stop();
+      throw new Error(`containerd did not make its socket ${paths.socket}; see ${join(dir, "containerd.log")}`);
+    }
+    await Bun.sleep(100);
+  }
+  return { paths, process, images, stop };
+}
+
