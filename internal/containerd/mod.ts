@@ -21,6 +21,10 @@
 //   images       imageStore (images.ts): offline bundles, checked whole
 //                first (bundle.ts), imported into CRI's namespace; listed
 //
+//   peers        imagePeersService (peer_mirror.ts, peer_content.ts): the
+//                peer mirror; what one worker holds, the others pull from
+//                it by digest, over mutual TLS, ahead of the registries
+//
 //   role taken away → both stopped (SIGTERM); then killCgroup(<cgroup>)
 //   kills what runs on without them (shims and their containers) and
 //   reports how many processes there were; the kernel's empty cgroup is
@@ -63,6 +67,8 @@ export { PROBE_IMAGE_PATH, PROBE_CONTAINER_ID, PROBE_IMAGE_REF, PROBE_SCRIPT, ru
 export {
   CA_FILE,
   credentialsProblem,
+  DEFAULT_HOST_DIR,
+  defaultHostsToml,
   HOSTS_TOML,
   hostsToml,
   MAX_MIRRORS,
@@ -75,5 +81,23 @@ export {
   writeRegistryHosts,
 } from "./registries.ts";
 export { BundleCheckError, checkImageBundle, MAX_BUNDLE_IMAGES, MAX_BUNDLE_MEMBERS, type CheckedBundle } from "./bundle.ts";
+export { CONTENT_DIGEST, contentPath, digestProblem, IMAGE_PEER_PORT, imagePeerService, manifestMediaType, MAX_MANIFEST_BYTES, readContent } from "./peer_content.ts";
+export {
+  imagePeersService,
+  MAX_PEERS_ASKED,
+  parseMirrorPath,
+  PEER_MIRROR_PORT,
+  PEER_TOKEN_HEADER,
+  PeerClients,
+  peerCallerProblem,
+  peerMirrorAnswer,
+  peerMirrorEndpoint,
+  peerWorkers,
+  type ImagePeersOptions,
+  type PeerMirrorEndpoint,
+  type PeerNode,
+  type PeerSource,
+  type PeerTls,
+} from "./peer_mirror.ts";
 export { imageStore, parseImageListing, type ImageListing, type ImageStore } from "./images.ts";
 export { CgroupCleanupError, delegatingCgroup, joinCgroup, killCgroup, processesIn, unifiedCgroupRoot } from "./cgroup.ts";

@@ -7,9 +7,13 @@
 //        │ registryProblem: what containerd could not take, refused before
 //        │ anything is stored (the curator) or sent (ctl)
 //        ▼
-//   <hostsDir>/<host>/hosts.toml   mirrors as [host."…"] in order, the host
-//   <hostsDir>/<host>/ca.pem       itself last as `server` (or, with the
-//                                  upstream off, the last mirror in its place)
+//   <hostsDir>/<host>/hosts.toml   the peer mirror first (pull only; not
+//   <hostsDir>/<host>/ca.pem       with peers_disabled), then the mirrors as
+//                                  [host."…"] in order, the host itself last
+//                                  as `server` (or, with the upstream off,
+//                                  the last mirror in its place)
+//   <hostsDir>/_default/hosts.toml the peer mirror alone, for every host the
+//                                  configuration does not name
 //
 // containerd reads a host's directory at every pull (its config_path), so
 // a change applies to the next pull: nothing restarts. Credentials are not
@@ -24,6 +28,7 @@ import { dirname, join } from "node:path";
 import { isIP } from "node:net";
 import type { ContainerRegistry, RegistryCredentials } from "../../proto/gen/common/common_pb.ts";
 import { firstUnprintable, quote } from "../rpc/mod.ts";
+import { PEER_TOKEN_HEADER, type PeerMirrorEndpoint } from "./peer_mirror.ts";
 
 /** Bounds on what the owner may set: hosts, mirrors per host, and each field. */
 export const MAX_REGISTRIES = 64;
@@ -40,6 +45,8 @@ export const MAX_PASSWORD_CHARS = 8192;
 /** The hosts.toml of a host, and its CA file, in the host's directory. */
 export const HOSTS_TOML = "hosts.toml";
 export const CA_FILE = "ca.pem";
+/** containerd's directory for every host without one of its own. */
+export const DEFAULT_HOST_DIR = "_default";
 
 const LABEL = "[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?";
 /** A DNS name or an IPv4 address, lower case, with an optional port: how image names spell a registry. */
@@ -146,13 +153,24 @@ export function registryProblem(registry: ContainerRegistry): string | undefined
 const toml = (value: string): string => JSON.stringify(value);
 
 /**
- * The hosts.toml of one registry host: its mirrors in order, each for pull
- * and resolve, then the host itself as the server (containerd's own default
- * for it: https://<host>, registry-1.docker.io for docker.io), or, with the
- * upstream off, the last mirror as the server. The CA and skip_verify apply
- * to every one of them. `caPath`: the host's CA file, if it has a CA.
+ * The peer mirror's entry (peer_mirror.ts): pulls by digest only, never
+ * resolves a tag, and carries the boot's token. Plain HTTP on loopback;
+ * the proxy's own calls to the peers are mutual TLS.
  */
-export function hostsToml(registry: ContainerRegistry, caPath?: string): string {
+function peerMirrorHost(peer: PeerMirrorEndpoint): string[] {
+  return [`[host.${toml(peer.url)}]`, '  capabilities = ["pull"]', `  dial_timeout = "1s"`, `  [host.${toml(peer.url)}.header]`, `    ${PEER_TOKEN_HEADER} = ${toml(peer.token)}`];
+}
+
+/**
+ * The hosts.toml of one registry host: the peer mirror first when `peer`
+ * is given and the host does not turn peers off, then its mirrors in
+ * order, each for pull and resolve, then the host itself as the server
+ * (containerd's own default for it: https://<host>, registry-1.docker.io
+ * for docker.io), or, with the upstream off, the last mirror as the
+ * server. The CA and skip_verify apply to the mirrors and the host.
+ * `caPath`: the host's CA file, if it has a CA.
+ */
+export function hostsToml(registry: ContainerRegistry, caPath?: string, peer?: PeerMirrorEndpoint): string {
   const tls = [...(caPath ? [`ca = ${toml(caPath)}`] : []), ...(registry.skipVerify ? ["skip_verify = true"] : [])];
   const mirrors = registry.upstreamDisabled ? registry.mirrors.slice(0, -1) : registry.mirrors;
   const server = registry.upstreamDisabled ? registry.mirrors.at(-1) : undefined;
@@ -162,20 +180,27 @@ export function hostsToml(registry: ContainerRegistry, caPath?: string): string 
     ...(server ? [`server = ${toml(server)}`, 'capabilities = ["pull", "resolve"]'] : []),
     ...tls,
   ];
+  if (peer && !registry.peersDisabled) lines.push("", ...peerMirrorHost(peer));
   for (const mirror of mirrors) {
     lines.push("", `[host.${toml(mirror)}]`, '  capabilities = ["pull", "resolve"]', ...tls.map((line) => `  ${line}`));
   }
   return lines.join("\n") + "\n";
 }
 
-/** The files of every host's directory, by path relative to the hosts directory. */
-export function registryHostsFiles(hostsDir: string, registries: readonly ContainerRegistry[]): Map<string, string> {
+/** The hosts.toml for every host the configuration does not name: the peer mirror, then the host itself. */
+export function defaultHostsToml(peer: PeerMirrorEndpoint): string {
+  return ["# Every registry host without a directory of its own: written by nodecore.", "# The peer mirror first; then the host itself, containerd's default.", "", ...peerMirrorHost(peer)].join("\n") + "\n";
+}
+
+/** The files of every host's directory, by path relative to the hosts directory; with `peer`, the default host's too. */
+export function registryHostsFiles(hostsDir: string, registries: readonly ContainerRegistry[], peer?: PeerMirrorEndpoint): Map<string, string> {
   const files = new Map<string, string>();
   for (const registry of registries) {
     const caPath = registry.caPem ? `${hostsDir}/${registry.host}/${CA_FILE}` : undefined;
     if (caPath) files.set(`${registry.host}/${CA_FILE}`, registry.caPem.endsWith("\n") ? registry.caPem : `${registry.caPem}\n`);
-    files.set(`${registry.host}/${HOSTS_TOML}`, hostsToml(registry, caPath));
+    files.set(`${registry.host}/${HOSTS_TOML}`, hostsToml(registry, caPath, peer));
   }
+  if (peer) files.set(`${DEFAULT_HOST_DIR}/${HOSTS_TOML}`, defaultHostsToml(peer));
   return files;
 }
 
@@ -184,11 +209,12 @@ export function registryHostsFiles(hostsDir: string, registries: readonly Contai
  * each file is written beside its place and renamed over it (a pull that
  * reads it meanwhile sees the old file or the new one, never half of
  * one), the CA before the hosts.toml that names it; directories of hosts
- * no longer configured are removed. Returns the hosts written.
+ * no longer configured are removed, and the default host's without `peer`.
+ * Returns the hosts written.
  */
-export function writeRegistryHosts(hostsDir: string, registries: readonly ContainerRegistry[]): string[] {
+export function writeRegistryHosts(hostsDir: string, registries: readonly ContainerRegistry[], peer?: PeerMirrorEndpoint): string[] {
   mkdirSync(hostsDir, { recursive: true, mode: 0o700 });
-  const files = registryHostsFiles(hostsDir, registries);
+  const files = registryHostsFiles(hostsDir, registries, peer);
   const hosts = new Set(registries.map((r) => r.host));
   // CA files first: a hosts.toml never names a CA file that is not there yet.
   const ordered = [...files].sort(([a], [b]) => Number(a.endsWith(HOSTS_TOML)) - Number(b.endsWith(HOSTS_TOML)));
@@ -204,6 +230,7 @@ export function writeRegistryHosts(hostsDir: string, registries: readonly Contai
     if (!files.has(`${host}/${CA_FILE}`)) rmSync(join(hostsDir, host, CA_FILE), { force: true });
   }
   for (const entry of readdirSync(hostsDir)) {
+    if (entry === DEFAULT_HOST_DIR && peer) continue;
     if (!hosts.has(entry)) rmSync(join(hostsDir, entry), { recursive: true, force: true });
   }
   return [...hosts];

@@ -26,7 +26,7 @@
 import { mkdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import type { ContainerRegistry } from "../../proto/gen/common/common_pb.ts";
-import { writeRegistryHosts } from "../containerd/mod.ts";
+import { writeRegistryHosts, type PeerMirrorEndpoint } from "../containerd/mod.ts";
 import type { Value } from "../event/mod.ts";
 import type { Runnable } from "../supervisor/mod.ts";
 import type { ComponentState } from "./component.ts";
@@ -201,6 +201,8 @@ export interface RegistriesServiceOptions {
   kubeletDir: string;
   /** Read: the cluster's registry configuration, as the curator's WatchContainerRegistries last sent it. */
   registries: Value<readonly ContainerRegistry[]>;
+  /** The peer mirror, named first for every host that does not turn peers off (internal/containerd/peer_mirror.ts). */
+  peer?: PeerMirrorEndpoint;
   report: (component: string, state: ComponentState, message: string) => void;
 }
 
@@ -211,7 +213,7 @@ export function registriesService(options: RegistriesServiceOptions): Runnable {
     using watcher = options.registries.watch();
     for (;;) {
       const registries = await watcher.get({ signal: ctx.signal });
-      const hosts = writeRegistryHosts(options.hostsDir, registries);
+      const hosts = writeRegistryHosts(options.hostsDir, registries, options.peer);
       writePrivateFiles(options.kubeletDir, { credentials: REGISTRY_FILES.credentials }, { credentials: credentialsFile(registries) });
       const logins = registries.filter((r) => r.credentials).length;
       ctx.logger.info("registry configuration applied", { hosts: hosts.join(",") || "none", logins });

@@ -5,22 +5,11 @@
 
 import type { KeyObject, X509Certificate } from "node:crypto";
 import { NodeManagement } from "../../proto/gen/api/node_management_pb.ts";
-import { NODE_ORGANIZATION, commonNameOf, namesItsOwnKey, organizationOf } from "../pki/mod.ts";
+import { nodeIdentityProblem } from "../pki/mod.ts";
 import { channelCredentials, channelOptions, createClient, hostPort, type ServiceClient } from "../rpc/mod.ts";
 
 /** The port every node serves NodeManagement on (the curator is on 7835). */
 export const NODE_MANAGEMENT_PORT = 7836;
-
-/** Why `certificate` (chained to the cluster CA by TLS) is not node `nodeId`'s, or undefined if it is. */
-export function nodeIdentityProblem(certificate: X509Certificate, nodeId: string): string | undefined {
-  const name = commonNameOf(certificate);
-  if (organizationOf(certificate) !== NODE_ORGANIZATION) return `the server presented a certificate of '${name}', not a node certificate`;
-  if (!namesItsOwnKey(certificate)) {
-    return `the node certificate names ${name}, which does not match its key`;
-  }
-  if (name !== nodeId) return `expected node ${nodeId}, but ${name} answered`;
-  return undefined;
-}
 
 export interface OwnerTls {
   ca: X509Certificate;

@@ -32,4 +32,4 @@ export {
   type PowerRequest,
 } from "./service.ts";
 export { WIRE_LEVELS, levelOfWire } from "./levels.ts";
-export { dialNodeManagement, nodeIdentityProblem, NODE_MANAGEMENT_PORT, type OwnerTls } from "./client.ts";
+export { dialNodeManagement, NODE_MANAGEMENT_PORT, type OwnerTls } from "./client.ts";

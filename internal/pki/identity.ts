@@ -158,6 +158,21 @@ export function namesItsOwnKey(certificate: X509Certificate): boolean {
   return certificate.publicKey.asymmetricKeyType === "ed25519" && nodeIdFromPublicKey(rawPublicKey(certificate.publicKey)) === commonNameOf(certificate);
 }
 
+/**
+ * Why `certificate` (chained to the cluster CA by TLS) is not node `nodeId`'s
+ * node certificate, or undefined if it is: a client checks with it that the
+ * node it dialled at an address is the node it meant.
+ */
+export function nodeIdentityProblem(certificate: X509Certificate, nodeId: string): string | undefined {
+  const name = commonNameOf(certificate);
+  if (organizationOf(certificate) !== NODE_ORGANIZATION) return `the server presented a certificate of '${name}', not a node certificate`;
+  if (!namesItsOwnKey(certificate)) {
+    return `the node certificate names ${name}, which does not match its key`;
+  }
+  if (name !== nodeId) return `expected node ${nodeId}, but ${name} answered`;
+  return undefined;
+}
+
 /** The O field of a certificate's subject. */
 export function organizationOf(certificate: X509Certificate): string | undefined {
   return fieldOf(certificate.subject, "O");

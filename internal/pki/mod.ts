@@ -51,6 +51,7 @@ export {
   organizationOf,
   commonNameOf,
   namesItsOwnKey,
+  nodeIdentityProblem,
   CA_COMMON_NAME,
   NODE_ORGANIZATION,
   CURATOR_ORGANIZATION,

@@ -45,7 +45,22 @@ import { generateKeyPair } from "../pki/mod.ts";
 import { X509Certificate } from "node:crypto";
 import { withCurator, type CuratorConnection } from "./curator_connection.ts";
 import type { LocalConsensus } from "./worker_controlplane.ts";
-import { CRI_NAMESPACE, ctr, delegatingCgroup, imageStore, joinCgroup, containerdService, killCgroup, runtimeBinaries, runtimeProbe, type ImageStore, type RuntimePaths } from "../containerd/mod.ts";
+import {
+  CRI_NAMESPACE,
+  ctr,
+  delegatingCgroup,
+  imagePeersService,
+  imageStore,
+  joinCgroup,
+  containerdService,
+  killCgroup,
+  peerMirrorEndpoint,
+  runtimeBinaries,
+  runtimeProbe,
+  type ImageStore,
+  type PeerMirrorEndpoint,
+  type RuntimePaths,
+} from "../containerd/mod.ts";
 import { Value } from "../event/mod.ts";
 import { RestartRequest, sleep, untilCancelled, type Runnable } from "../supervisor/mod.ts";
 import type { ServiceBoard } from "./service_status.ts";
@@ -238,6 +253,22 @@ function kubeletRunnable(options: KubernetesOptions, runtime: RuntimeSetup, cont
         };
       },
       report: (component, state, message) => options.board.report(component, state, message),
+    })(ctx);
+  };
+}
+
+/** The peer mirror (internal/containerd/peer_mirror.ts): this node's images to the other workers, theirs to its containerd. */
+function imagePeersRunnable(options: KubernetesOptions, runtime: RuntimeSetup, endpoint: PeerMirrorEndpoint): Runnable {
+  return async (ctx) => {
+    options.board.report("image-peers", "starting", "the peer mirror: serving this node's images to the other workers");
+    const { credentials, address } = await options.membership.get({ signal: ctx.signal });
+    await imagePeersService({
+      tls: credentials,
+      address,
+      nodes: options.nodes,
+      contentRoot: runtime.paths.root,
+      endpoint,
+      onServing: () => options.board.report("image-peers", "running", `serving this node's images to the other workers on ${address}; containerd asks the workers first, by digest`),
     })(ctx);
   };
 }
@@ -456,13 +487,16 @@ function workerPart(options: KubernetesOptions, decision: Value<Decision>): Runn
         probeRuns.set(false);
         if (launch.kubelet) {
           const registries = new Value<readonly ContainerRegistry[]>();
+          const peer = peerMirrorEndpoint();
           ctx.run("registry-watch", registryWatchRunnable(options, registries));
+          ctx.run("image-peers", imagePeersRunnable(options, runtime, peer));
           ctx.run(
             "registries",
             registriesService({
               hostsDir: runtime.paths.registryHosts,
               kubeletDir: kubeletDir(options),
               registries,
+              peer,
               report: (component, state, message) => options.board.report(component, state, message),
             }),
           );
