@@ -367,19 +367,21 @@ export const program: Program<Ctl> = {
           flags: [
             { name: "mirror", value: "url", description: "A mirror tried before the host itself (https://… or http://…), in the order given", repeatable: true },
             { name: "mirrors-only", description: "Pull only from the mirrors, never from the host itself" },
+            { name: "no-peers", description: "Never fetch this host's images from other workers (the peer mirror): for images some pods may pull with their own imagePullSecrets and others may not" },
             { name: "ca", value: "file", description: "PEM certificates that sign the host's and its mirrors' TLS certificates", complete: "file" },
             { name: "skip-verify", description: "Do not verify the host's and mirrors' TLS certificates (insecure; shown in the listing)" },
             { name: "username", value: "user", description: "The registry login's user (with --password-stdin)" },
             { name: "password-stdin", description: "Read the login's password (or access token) from stdin" },
             { name: "password", value: "refused", description: "Refused: a password is read from stdin only (--password-stdin)", parse: () => true },
           ],
-          description: "How workers pull images: set <host> [--mirror url]... [--ca file] [--username u --password-stdin] [--skip-verify] [--mirrors-only], list, remove <host>, login <host> --username u --password-stdin, logout <host>",
+          description: "How workers pull images: set <host> [--mirror url]... [--ca file] [--username u --password-stdin] [--skip-verify] [--mirrors-only] [--no-peers], list, remove <host>, login <host> --username u --password-stdin, logout <host>",
           run: async (ctl, [action, typedHost], flags) => {
             const registryFlags: RegistryFlags = {
               mirrors: (flags.mirror as string[] | undefined) ?? [],
               ...(flags.ca !== undefined ? { ca: String(flags.ca) } : {}),
               skipVerify: flags["skip-verify"] === true,
               noUpstream: flags["mirrors-only"] === true,
+              noPeers: flags["no-peers"] === true,
               ...(flags.username !== undefined ? { username: String(flags.username) } : {}),
               passwordStdin: flags["password-stdin"] === true,
               passwordTyped: flags.password !== undefined,
@@ -390,7 +392,7 @@ export const program: Program<Ctl> = {
             switch (action) {
               case "list": {
                 const { registries } = await call((m) => m.listContainerRegistries({}, ctl.settings));
-                ctl.print(registries.map((r) => ({ host: r.host, mirrors: r.mirrors, upstream: !r.upstreamDisabled, ca: r.ca ? r.ca.split("\n") : [], skipVerify: r.skipVerify, login: r.hasCredentials ? { username: r.username } : null })), registryTable(registries));
+                ctl.print(registries.map((r) => ({ host: r.host, mirrors: r.mirrors, upstream: !r.upstreamDisabled, peers: !r.peersDisabled, ca: r.ca ? r.ca.split("\n") : [], skipVerify: r.skipVerify, login: r.hasCredentials ? { username: r.username } : null })), registryTable(registries));
                 return;
               }
               case "set": {
@@ -398,7 +400,7 @@ export const program: Program<Ctl> = {
                 await call((m) => m.setContainerRegistry({ registry: entry }, ctl.settings));
                 const clear = entry.credentials ? entry.mirrors.filter((m) => m.startsWith("http://")) : [];
                 if (clear.length) ctl.note(`${clear.join(", ")}: plain http; the login is offered to it, in clear, if it asks for one`);
-                const order = [...entry.mirrors, ...(entry.upstreamDisabled ? [] : [entry.host])].join(", then ");
+                const order = [...(entry.peersDisabled ? [] : ["the other workers (by digest)"]), ...entry.mirrors, ...(entry.upstreamDisabled ? [] : [entry.host])].join(", then ");
                 ctl.print(
                   { host: entry.host, order: order.split(", then "), login: entry.credentials ? { username: entry.credentials.username } : null, skipVerify: entry.skipVerify },
                   `${entry.host}: pulled from ${order}${entry.caPem ? "; TLS verified against the given CA" : ""}${entry.skipVerify ? "; TLS NOT verified" : ""}${entry.credentials ? `; login ${entry.credentials.username || "(token)"}` : ""}. Applies to the next pull on every worker.`,

@@ -56,6 +56,7 @@ export function shownRegistry(registry: ContainerRegistry): ContainerRegistrySho
     skipVerify: registry.skipVerify,
     username: registry.credentials?.username ?? "",
     hasCredentials: registry.credentials !== undefined,
+    peersDisabled: registry.peersDisabled,
   });
 }
 

@@ -17,6 +17,8 @@ describe("ctl cluster registry set", () => {
     expect(entry.mirrors).toEqual(["https://a.example.com", "http://10.0.0.9:5000"]);
     expect(entry.caPem).toBe(caPem);
     expect(entry.credentials).toMatchObject({ username: "alice", password: "s3cret" });
+    expect(entry.peersDisabled).toBe(false);
+    expect(registryEntry("registry.example.com", flags({ noPeers: true }), () => "", () => caPem).peersDisabled).toBe(true);
   });
 
   test("bad input: one line naming its cause, before any call", () => {
@@ -43,12 +45,15 @@ describe("ctl cluster registry set", () => {
   });
 });
 
-test("the listing shows skip-verify and the login's user, never a password", () => {
+test("the listing shows skip-verify, peers turned off and the login's user, never a password", () => {
   const table = registryTable([
     create(ContainerRegistryShownSchema, { host: "registry.example.com", mirrors: ["https://m.example.com"], username: "alice", hasCredentials: true, ca: "CN=ca sha256:00" }),
-    create(ContainerRegistryShownSchema, { host: "insecure.example.com", skipVerify: true, upstreamDisabled: false }),
+    create(ContainerRegistryShownSchema, { host: "insecure.example.com", skipVerify: true, upstreamDisabled: false, peersDisabled: true }),
   ]);
-  expect(table.split("\n")[0]).toBe("HOST                  MIRRORS                UPSTREAM  CA             VERIFY              LOGIN");
+  const lines = table.split("\n");
+  expect(lines[0]).toBe("HOST                  MIRRORS                UPSTREAM  PEERS  CA             VERIFY              LOGIN");
+  expect(lines[1]).toMatch(/^registry\.example\.com .* last +first /);
+  expect(lines[2]).toMatch(/^insecure\.example\.com .* last +off /);
   expect(table).toContain("SKIPPED (insecure)");
   expect(table).toContain("alice");
   expect(registryTable([])).toContain("no registry configured");

@@ -18,6 +18,8 @@ export interface RegistryFlags {
   ca?: string;
   skipVerify: boolean;
   noUpstream: boolean;
+  /** The host's images are never fetched from other workers (the peer mirror). */
+  noPeers?: boolean;
   username?: string;
   passwordStdin: boolean;
   /** Set when a password was typed on the command line: refused, and never echoed. */
@@ -74,6 +76,7 @@ export function registryEntry(host: string, flags: RegistryFlags, readStdin: () 
     upstreamDisabled: flags.noUpstream,
     caPem,
     skipVerify: flags.skipVerify,
+    peersDisabled: flags.noPeers === true,
     ...(credentials ? { credentials } : {}),
   });
   const problem = registryProblem(entry);
@@ -88,11 +91,12 @@ export function registryEntry(host: string, flags: RegistryFlags, readStdin: () 
 export function registryTable(registries: readonly ContainerRegistryShown[]): string {
   if (registries.length === 0) return "no registry configured: every image is pulled from its own host, anonymously (or with the pod's imagePullSecrets)";
   const rows = [
-    ["HOST", "MIRRORS", "UPSTREAM", "CA", "VERIFY", "LOGIN"],
+    ["HOST", "MIRRORS", "UPSTREAM", "PEERS", "CA", "VERIFY", "LOGIN"],
     ...registries.map((r) => [
       r.host,
       r.mirrors.join(",") || "-",
       r.upstreamDisabled ? "off" : "last",
+      r.peersDisabled ? "off" : "first",
       r.ca ? `${r.ca.split("\n").length} certificate${r.ca.includes("\n") ? "s" : ""}` : "-",
       r.skipVerify ? "SKIPPED (insecure)" : "yes",
       r.hasCredentials ? r.username || "(token)" : "-",
