@@ -86,17 +86,19 @@ export class CriImages {
 }
 
 /**
- * The built containerd (out/system) with CRI on, run in `ns` with its files
- * below `dir`, as a worker's is when a kubelet runs beside it; resolves once
- * its socket is there. `cgroupName` names its runtime cgroup.
+ * The built containerd (out/system) with CRI on, run in `ns` (in the host's
+ * network without one) with its files below `dir`, as a worker's is when a
+ * kubelet runs beside it; resolves once its socket is there. `cgroupName`
+ * names its runtime cgroup.
  */
-export async function startCriContainerd(ns: NetworkNamespace, dir: string, cgroupName: string): Promise<{ paths: RuntimePaths; process: Subprocess; images: CriImages; stop(): Promise<void> }> {
+export async function startCriContainerd(ns: NetworkNamespace | undefined, dir: string, cgroupName: string): Promise<{ paths: RuntimePaths; process: Subprocess; images: CriImages; stop(): Promise<void> }> {
   const paths = runtimePaths(join(dir, "data"), join(dir, "run"), "/sys/fs/cgroup", cgroupName, systemTree());
   mkdirSync(paths.root, { recursive: true, mode: 0o700 });
   mkdirSync(paths.state, { recursive: true, mode: 0o700 });
   writeFileSync(paths.config, containerdConfig(paths, { cri: true }));
   const env = Object.entries(runtimeEnv(paths.prefix)).map(([k, v]) => `${k}=${v}`);
-  const process = Bun.spawn(ns.command(["env", ...env, runtimeBinaries(paths.prefix).containerd, "--config", paths.config]), { stdin: "ignore", stdout: "ignore", stderr: Bun.file(join(dir, "containerd.log")) });
+  const argv = ["env", ...env, runtimeBinaries(paths.prefix).containerd, "--config", paths.config];
+  const process = Bun.spawn(ns ? ns.command(argv) : argv, { stdin: "ignore", stdout: "ignore", stderr: Bun.file(join(dir, "containerd.log")) });
   const images = new CriImages(paths.socket);
   const stop = async () => {
     images.close();
