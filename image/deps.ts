@@ -14,7 +14,7 @@ export const BUILD_PACKAGES = [
   "libc6-dev", // their static libc
   "libseccomp-dev", // runc's seccomp support, linked statically (image/upstream)
   "pkg-config", // how runc's build finds libseccomp
-  "e2fsprogs", // mke2fs/e2fsck, shipped in the initramfs
+  "e2fsprogs", // mke2fs/e2fsck/tune2fs, shipped in the initramfs
   "cryptsetup-bin", // cryptsetup and veritysetup, shipped in the initramfs; veritysetup also builds the system image's hash tree
   "nftables", // nft, shipped in the initramfs for kube-proxy
   "chrony", // chronyd, shipped in the initramfs for time sync

@@ -3,7 +3,7 @@
 //   /init                      static pre-init (preinit.c): mounts /proc, /dev; execs /init.bin
 //   /init.bin                  the bun-compiled node init (out/init)
 //   /usr/bin/etcd              etcd built from its Go module (image/upstream), static
-//   /usr/sbin/{mke2fs,e2fsck,cryptsetup}   for the data partition
+//   /usr/sbin/{mke2fs,e2fsck,tune2fs,cryptsetup}   for the data partition
 //   /usr/sbin/fsck.fat         checks the ESP before it is mounted
 //   /usr/sbin/veritysetup      opens the booted slot's system image (dm-verity)
 //   /usr/sbin/nft              Debian's nftables, for kube-proxy (worker role)
@@ -29,12 +29,12 @@ import { join, relative } from "node:path";
 import type { CpioEntry } from "./cpio.ts";
 import { ImageBuildError } from "./errors.ts";
 import { run } from "./exec.ts";
-import { GUEST_CHRONYD, GUEST_CRYPTSETUP, GUEST_E2FSCK, GUEST_FSCK_FAT, GUEST_INIT, GUEST_MKE2FS, GUEST_NFT, GUEST_PREINIT, GUEST_VERITYSETUP, guestModulesDir } from "./layout.ts";
+import { GUEST_CHRONYD, GUEST_CRYPTSETUP, GUEST_E2FSCK, GUEST_FSCK_FAT, GUEST_INIT, GUEST_MKE2FS, GUEST_NFT, GUEST_TUNE2FS, GUEST_PREINIT, GUEST_VERITYSETUP, guestModulesDir } from "./layout.ts";
 import { SHIPPED_INDEX_FILES, type StagedModules } from "./modules.ts";
 import { INITRAMFS_FILES } from "./upstream/mod.ts";
 
 /** Host binaries shipped at the same path in the guest (Debian 12 is merged-/usr). */
-export const HOST_BINARIES = [GUEST_MKE2FS, GUEST_E2FSCK, GUEST_CRYPTSETUP, GUEST_VERITYSETUP, GUEST_NFT, GUEST_CHRONYD, GUEST_FSCK_FAT] as const;
+export const HOST_BINARIES = [GUEST_MKE2FS, GUEST_E2FSCK, GUEST_TUNE2FS, GUEST_CRYPTSETUP, GUEST_VERITYSETUP, GUEST_NFT, GUEST_CHRONYD, GUEST_FSCK_FAT] as const;
 
 /** The built binaries the initramfs carries (etcd: consensus starts before any role mounts the system image). */
 export const TREE_BINARIES = INITRAMFS_FILES.map((path) => `/${path}`);

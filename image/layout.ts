@@ -150,6 +150,8 @@ export const GUEST_INIT = "/init.bin";
 export const GUEST_ETCD = "/usr/bin/etcd";
 export const GUEST_MKE2FS = "/usr/sbin/mke2fs";
 export const GUEST_E2FSCK = "/usr/sbin/e2fsck";
+/** Debian's tune2fs: gives a data partition formatted before project quotas its quota features, once (internal/localstorage/quota.ts). */
+export const GUEST_TUNE2FS = "/usr/sbin/tune2fs";
 export const GUEST_CRYPTSETUP = "/usr/sbin/cryptsetup";
 /** Debian's fsck.fat (dosfstools): checks the ESP before every mount (internal/localstorage checkESP). */
 export const GUEST_FSCK_FAT = "/usr/sbin/fsck.fat";

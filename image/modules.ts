@@ -36,6 +36,7 @@ export const MODULE_ROOTS = [
   "vfat", // the ESP
   "crc32c_generic", // crypto "crc32c": ext4/jbd2 metadata checksums (softdep, requested at mount)
   "ext4", // the data filesystem
+  "quota_v2", // ext4's project quotas (persistent volumes' limits); without it a quota file system does not mount
   "ecb", // xts(aes) is built on ecb(aes) (softdep of xts)
   "xts", // aes-xts-plain64, cryptsetup's LUKS2 default cipher
   "dm_crypt", // the encrypted data partition

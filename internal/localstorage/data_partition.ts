@@ -8,6 +8,7 @@ import { writeFileDurably } from "./durable_file.ts";
 import type { Logger } from "../log/mod.ts";
 import { CommandError, runCommand } from "../supervisor/mod.ts";
 import { mount, umount } from "../sys/mod.ts";
+import { checkProjectQuotas, DATA_QUOTA_MKFS, kernelHasQuotaFormat, PROJECT_QUOTA_MOUNT_OPTION, QUOTA_MIGRATION_ARGS, quotaFeaturesMissing } from "./quota.ts";
 
 /** cryptsetup exits with this code when no key slot opens with the given key. */
 const CRYPTSETUP_EXIT_WRONG_KEY = 2;
@@ -31,6 +32,13 @@ export interface DataPartitionOptions {
   key: Uint8Array;
   /** Path of the marker file written after formatting. */
   formattedMarker: string;
+  /**
+   * Whether the file system gets project quotas (quota.ts: persistent
+   * volumes' hard limits): a new one is formatted with them, one from
+   * before them gets them once, before mounting, and it is mounted to
+   * enforce them. Default: where the kernel can mount such a file system.
+   */
+  projectQuotas?: boolean;
   logger: Logger;
   signal?: AbortSignal;
 }
@@ -94,6 +102,7 @@ export async function mountDataPartition(options: DataPartitionOptions): Promise
   if (options.key.length !== 32) throw new StorageError(`data partition key must be 32 bytes, got ${options.key.length}`);
   if (!existsSync(device)) throw new StorageError(`data partition ${device} does not exist`);
   const mapped = `/dev/mapper/${options.mapperName}`;
+  const projectQuotas = options.projectQuotas ?? kernelHasQuotaFormat();
   if (isMounted(options.mountpoint)) {
     // A restarted runnable finds the partition as it left it.
     logger.info("data partition already mounted", { mountpoint: options.mountpoint });
@@ -109,15 +118,32 @@ export async function mountDataPartition(options: DataPartitionOptions): Promise
   if (!hasExt4(mapped)) {
     // Either the first boot, or one that died between encrypting and
     // formatting: there is no file system, so nothing can be lost.
-    logger.info("creating ext4 file system on the unlocked data partition", { device: mapped });
-    await runCommand(["mke2fs", "-t", "ext4", "-q", "-L", "data", "-E", "lazy_itable_init=1,lazy_journal_init=1", mapped], { signal, logger });
+    logger.info("creating ext4 file system on the unlocked data partition", { device: mapped, projectQuotas });
+    const quota = projectQuotas ? ["-O", DATA_QUOTA_MKFS.features] : [];
+    const extended = ["lazy_itable_init=1", "lazy_journal_init=1", ...(projectQuotas ? [DATA_QUOTA_MKFS.extended] : [])].join(",");
+    await runCommand(["mke2fs", "-t", "ext4", "-q", "-L", "data", ...quota, "-E", extended, mapped], { signal, logger });
     result = "formatted";
+  } else if (projectQuotas) {
+    const missing = quotaFeaturesMissing(mapped);
+    if (missing.length) {
+      // Formatted before project quotas: tune2fs adds them to the
+      // unmounted file system in place (it keeps every file), once.
+      logger.info("giving the data file system project quotas, once, before mounting it", { device: mapped, missing: missing.join(", ") });
+      await runCommand(["tune2fs", ...QUOTA_MIGRATION_ARGS, mapped], { signal, logger });
+    }
   }
   mkdirSync(options.mountpoint, { recursive: true });
   try {
-    mount(mapped, options.mountpoint, "ext4", 0n, "");
+    mount(mapped, options.mountpoint, "ext4", 0n, projectQuotas ? PROJECT_QUOTA_MOUNT_OPTION : "");
   } catch (err) {
     throw new StorageError(`could not mount data partition on ${options.mountpoint}: ${(err as Error).message}`, { cause: err });
+  }
+  if (projectQuotas) {
+    const problem = checkProjectQuotas(options.mountpoint);
+    if (problem) logger.warn("project quotas do not work on the data partition: persistent volumes get no hard limit", { problem });
+    else logger.info("project quotas enforced on the data partition: persistent volumes get hard limits");
+  } else {
+    logger.warn("this kernel cannot mount a quota file system (no quota_v2): the data partition has no project quotas, and persistent volumes get no hard limit");
   }
   if (result === "formatted") writeFileDurably(options.formattedMarker, `${new Date().toISOString()}\n`);
   const formattedAt = existsSync(options.formattedMarker) ? readFileSync(options.formattedMarker, "utf8").trim() : undefined;

@@ -22,6 +22,14 @@ const SYS_finit_module = 313; // x86_64
 
 let lib: ReturnType<typeof open> | undefined;
 let kexecLib: ReturnType<typeof openKexec> | undefined;
+let quotaLib: ReturnType<typeof openQuota> | undefined;
+
+/** syscall(2) bound with quotactl_fd's arguments: (number, fd, cmd, id, addr). */
+function openQuota() {
+  return dlopen(LIBC, {
+    syscall: { args: [FFIType.i64, FFIType.i32, FFIType.u32, FFIType.i32, FFIType.ptr], returns: FFIType.i64 },
+  });
+}
 
 /** syscall(2) bound a second time with kexec_file_load's six arguments: a binding has one signature. */
 function openKexec() {
@@ -90,6 +98,7 @@ const ERRNO_NAMES: Record<number, string> = {
   22: "EINVAL",
   24: "EMFILE",
   25: "ENOTTY",
+  28: "ENOSPC",
   30: "EROFS",
   38: "ENOSYS",
   90: "EMSGSIZE",
@@ -101,6 +110,7 @@ const ERRNO_NAMES: Record<number, string> = {
   101: "ENETUNREACH",
   105: "ENOBUFS",
   113: "EHOSTUNREACH",
+  122: "EDQUOT",
 };
 
 /** "ENODEV", or "errno 123" for one this file does not name. */
@@ -195,6 +205,18 @@ export function kexecFileLoad(kernelFd: number, initramfsFd: number, cmdline: st
   const text = cString(cmdline);
   const result = kexecLib.symbols.syscall(BigInt(SYS_kexec_file_load), kernelFd, initramfsFd, BigInt(text.byteLength), text, 0n);
   check(result, "kexec_file_load", `command line of ${text.byteLength} bytes`);
+}
+
+const SYS_quotactl_fd = 443; // the same on x86_64 and aarch64
+
+/**
+ * quotactl_fd(2): a quota command on the file system that holds the open
+ * file `fd` (any file or directory on it; no device path needed). `what`
+ * names the subject for errors.
+ */
+export function quotactlFd(fd: number, cmd: number, id: number, addr: Uint8Array, what: string): void {
+  quotaLib ??= openQuota();
+  check(quotaLib.symbols.syscall(BigInt(SYS_quotactl_fd), fd, cmd, id, addr), "quotactl_fd", what);
 }
 
 const LINUX_REBOOT_CMD_CAD_OFF = 0;

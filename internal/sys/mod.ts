@@ -39,6 +39,7 @@ export {
   socket,
   close,
   ioctl,
+  quotactlFd,
   setsockopt,
   bind,
   sendto,

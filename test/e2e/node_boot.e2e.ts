@@ -118,7 +118,7 @@ function assertNoPanic(node: NodeVm): void {
   assert(panic === undefined, `${node.name}'s kernel panicked: ${panic?.text}`);
 }
 
-e2eTest("a node reads its parameters from fw_cfg, mounts its ESP, formats and mounts its encrypted data partition and gets its address", async (ctx) => {
+e2eTest("a node reads its parameters from fw_cfg, mounts its ESP, formats and mounts its encrypted data partition (with project quotas, proven) and gets its address", async (ctx) => {
   const node = (await theCluster(ctx)).node("node1");
   await node.start();
   const parameters = await milestone(ctx, node, CONSOLE.parametersRead, "node parameters read");
@@ -129,6 +129,9 @@ e2eTest("a node reads its parameters from fw_cfg, mounts its ESP, formats and mo
   const formatted = await milestone(ctx, node, CONSOLE.dataFormatted, "data partition formatted and mounted");
   firstFormattedAt = field(formatted, "formattedAt");
   assert(firstFormattedAt !== undefined && !Number.isNaN(Date.parse(firstFormattedAt)), `the format marker should be a timestamp: ${formatted.text}`);
+  // Persistent volumes' hard limits: the node proved its project quotas before it said it was mounted.
+  const quotas = node.console.find(/project quotas/);
+  assert(quotas !== undefined && /project quotas enforced on the data partition/.test(quotas.text), `the node should enforce project quotas on its data partition: ${quotas?.text ?? "it said nothing of them"}`);
   const address = await milestone(ctx, node, CONSOLE.addressAcquired, "address acquired");
   assert(address.text.includes(`got address ${node.address}/24 `), `node1 should get its static lease ${node.address}: ${address.text}`);
   assertNoPanic(node);
