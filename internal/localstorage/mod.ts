@@ -7,7 +7,9 @@
 //   ├─ "SYSTEM-A" / "SYSTEM-B"  squashfs + hash tree ─dm-verity(root hash from
 //   │      the booted slot's command line)─▶ /dev/mapper/system ─▶ /system (roles)
 //   └─ "DATA" LUKS2 ─unlock(key)─▶ /dev/mapper/data ─ext4─▶ /data
-//                                                     node key + certificate, etcd, kubernetes
+//                                                     node key + certificate, etcd, kubernetes,
+//                                                     persistent volumes (project quotas,
+//                                                     quota.ts: mounted prjquota, proven at boot)
 //   tmpfs ───────────────────────────────────────────▶ /ephemeral  sockets, runtime files
 //
 //   storageLayout(root) names every path; code never builds one by hand.
@@ -59,6 +61,19 @@ export {
   type StorageLayout,
 } from "./layout.ts";
 export { blockDevices, findPartition, type BlockDevice } from "./partitions.ts";
+export {
+  assignProject,
+  checkProjectQuotas,
+  clearProjectLimit,
+  kernelHasQuotaFormat,
+  MAX_PROJECT_ID,
+  projectOf,
+  projectUsage,
+  QUOTA_CHECK_PROJECT,
+  QuotaError,
+  setProjectLimit,
+  type ProjectUsage,
+} from "./quota.ts";
 export {
   mountDataPartition,
   closeDataPartition,
