@@ -11,7 +11,7 @@ export const AAA_POLICY: ServicePolicy<typeof AAA> = { escrow: "key" };
 export function aaaService(state: StateReader): ServiceImpl<typeof AAA> {
   return {
     async escrow(_request, ctx) {
-      if (ctx.peer.kind === "anonymous") throw new Error("unreachable: the key policy admits only certificate holders");
+      if (ctx.peer.kind === "anonymous" || ctx.peer.kind === "local") throw new Error("unreachable: the key policy admits only certificate holders");
       const presented = ctx.peer.kind === "key" || ctx.peer.kind === "node" ? ctx.peer.publicKey : rawPublicKey(ctx.peer.certificate.publicKey);
       const snapshot = await state.read(ctx.signal);
       const cluster = snapshot.cluster();

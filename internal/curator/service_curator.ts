@@ -78,6 +78,7 @@ function presentedKey(ctx: CallContext): Uint8Array {
     case "metrics":
       throw new PermissionDeniedError(`the ${ctx.peer.kind} certificate cannot act as a node`);
     case "anonymous":
+    case "local":
       throw new Error("unreachable: the key policy admits only certificate holders");
   }
 }

@@ -36,6 +36,8 @@ export function scrapeRefusal(peer: Peer): string | undefined {
       return undefined;
     case "anonymous":
       return "no client certificate presented";
+    case "local":
+      return "metrics are read over TLS, not a local socket";
     case "key":
       return `client certificate not accepted: ${peer.whyNotCluster}`;
     case "node":

@@ -24,6 +24,8 @@ export function actorOf(peer: Peer | undefined, remoteAddress: string | undefine
       return `metrics reader ${JSON.stringify(encodable(peer.name, 64))}${from}`;
     case "key":
       return `an unverified key${from}`;
+    case "local":
+      return "a local process";
     default:
       return `anonymous${from}`;
   }

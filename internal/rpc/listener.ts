@@ -23,7 +23,9 @@
 // MAX_PENDING_HANDSHAKES_PER_SOURCE of its handshake slots, and the nodes
 // and the owner, who have connected before, keep a share of their own.
 
-import { Server, type ServerOptions } from "@grpc/grpc-js";
+import { ChannelCredentials, Server, ServerCredentials, type ServerOptions } from "@grpc/grpc-js";
+import { chmodSync, mkdirSync, rmSync } from "node:fs";
+import { dirname } from "node:path";
 import type { TLSSocket } from "node:tls";
 import { sourceAddress } from "./address.ts";
 import type { RotatingServerCredentials } from "./tls.ts";
@@ -285,4 +287,23 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
     known.set(source, true);
     if (known.size > KNOWN_SOURCES_REMEMBERED) known.delete(known.keys().next().value!);
   });
+}
+
+/**
+ * Binds `server` on the unix socket `path`, for a local service: callers
+ * are processes on this node (Peer "local", policy "local"), with no TLS;
+ * who may connect is the socket file's business: it is made 0600 (root
+ * only), in a directory made 0700 if it has to be made. A stale socket
+ * file from an earlier run is replaced.
+ */
+export async function listenLocal(server: Server, path: string): Promise<void> {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  rmSync(path, { force: true });
+  await new Promise<number>((resolve, reject) => server.bindAsync(`unix:${path}`, ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve(port))));
+  chmodSync(path, 0o600);
+}
+
+/** A client's credentials for a local service's unix socket (listenLocal): none. */
+export function localCredentials(): ChannelCredentials {
+  return ChannelCredentials.createInsecure();
 }

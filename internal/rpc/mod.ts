@@ -15,11 +15,15 @@
 //   channelCredentials({server: {ca, verify}}): every client says who the server must be
 //
 // Invariants:
-//  - Every API runs over TLS. Every client verifies the server's certificate
-//    against what it expects of that server (which node, which role, which
-//    address); no client overrides identity to a name shared by many.
+//  - Every API between machines runs over TLS. Every client verifies the
+//    server's certificate against what it expects of that server (which
+//    node, which role, which address); no client overrides identity to a
+//    name shared by many. The one exception is a local service
+//    (listenLocal): a unix socket, 0600, whose callers are processes on
+//    the node (the kubelet calling the volume plugin), Peer "local", served
+//    only to methods whose policy is "local", and never the other way round.
 //  - Every server bounds its connections, handshakes and streams.
-//  - Every method has a policy (owner, node, cluster, or key): the caller is authenticated from its client
+//  - Every method has a policy (owner, node, cluster, key or local): the caller is authenticated from its client
 //    certificate and checked before the handler runs. Only "key" methods
 //    (the handshakes) accept certificates not under the cluster CA.
 //  - Domain errors map to status codes in errors.ts and nowhere else; a
@@ -80,6 +84,8 @@ export {
 export {
   createServer,
   listen,
+  listenLocal,
+  localCredentials,
   MAX_CONNECTIONS,
   FIRST_FLIGHT_TIMEOUT_MS,
   heardClientHello,

@@ -25,6 +25,10 @@ import {
  *  key:    presented some other certificate (self-signed, foreign CA, or
  *          expired): the handshake proves it holds that key, nothing more.
  *  anonymous: sent no certificate.
+ *  local:  a process on this node, on a unix socket of a local service
+ *          (listenLocal): the socket file's permissions let it in, and
+ *          no certificate is involved (the kubelet calling the node's
+ *          volume plugin).
  */
 export type Peer =
   | { kind: "owner"; certificate: X509Certificate }
@@ -32,7 +36,8 @@ export type Peer =
   | { kind: "join"; nodeId: string; publicKey: Uint8Array; certificate: X509Certificate }
   | { kind: "metrics"; name: string; certificate: X509Certificate }
   | { kind: "key"; publicKey: Uint8Array; certificate: X509Certificate; whyNotCluster: string }
-  | { kind: "anonymous" };
+  | { kind: "anonymous" }
+  | { kind: "local" };
 
 
 export function authenticate(certificate: X509Certificate | undefined, ca: X509Certificate): Peer {
@@ -70,11 +75,15 @@ export function authenticate(certificate: X509Certificate | undefined, ca: X509C
  *  owner: the owner certificate.      node: a node certificate.
  *  cluster: owner or node.            join: a node's join certificate.
  *  key: any certificate (the handler checks the key).
+ *  local: a process on this node, through a local service's unix socket.
  */
-export type Policy = "owner" | "node" | "cluster" | "join" | "key";
+export type Policy = "owner" | "node" | "cluster" | "join" | "key" | "local";
 
 /** Why the peer may not call under this policy, or undefined if it may. */
 export function refusal(peer: Peer, policy: Policy): { code: "unauthenticated" | "permission-denied"; reason: string } | undefined {
+  // Local and remote callers never share a method.
+  if (peer.kind === "local") return policy === "local" ? undefined : { code: "permission-denied", reason: "a caller on a local socket may call only the node's local services" };
+  if (policy === "local") return { code: "permission-denied", reason: "only a process on this node may call this, through its local socket" };
   if (peer.kind === "anonymous") {
     return { code: "unauthenticated", reason: "no client certificate presented" };
   }

@@ -24,6 +24,7 @@ import {
 import { create, fromBinary, toBinary, type DescMessage, type DescService, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
 import type { X509Certificate } from "node:crypto";
+import { TLSSocket } from "node:tls";
 import {
   InvalidArgumentError,
   PermissionDeniedError,
@@ -167,7 +168,7 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 function guardRights<S>(peer: Peer, options: ServeOptions<S>, end: (err: Error) => void): () => void {
   const scope = new AbortController();
   let timer: ReturnType<typeof setTimeout> | undefined;
-  if (peer.kind !== "anonymous") {
+  if (peer.kind !== "anonymous" && peer.kind !== "local") {
     const validTo = Date.parse(peer.certificate.validTo);
     const arm = () => {
       const left = validTo - Date.now();
@@ -235,6 +236,8 @@ const callers = new WeakMap<object, Authenticated>();
  * is refused on its connection's next call) and the CA is the same object.
  */
 function callerOf({ session, socket }: ReturnType<typeof connectionOf>, ca: X509Certificate): Peer {
+  // A unix socket of a local service (listenLocal): no TLS, the file's permissions admitted the caller.
+  if (!(socket instanceof TLSSocket)) return { kind: "local" };
   const now = Date.now();
   const known = callers.get(session);
   if (known && known.ca === ca && now >= known.validFrom && now <= known.validTo) return known.peer;

@@ -7,6 +7,7 @@
 // see callerOf in service.ts).
 
 import { ChannelCredentials, ServerCredentials, type ChannelOptions } from "@grpc/grpc-js";
+import { Socket } from "node:net";
 import { TLSSocket, type PeerCertificate, type SecureContextOptions } from "node:tls";
 import { X509Certificate } from "node:crypto";
 import type { KeyObject } from "node:crypto";
@@ -125,14 +126,14 @@ export function peerCertificateOf(peer: PeerCertificate | undefined): X509Certif
  * grpc-js keeps on its innermost call object. The grpc-js version is
  * pinned, and the adapter's tests fail loudly if that layout changes.
  */
-export function connectionOf(call: object): { session: object; socket: TLSSocket } {
+export function connectionOf(call: object): { session: object; socket: TLSSocket | Socket } {
   type Inner = { stream?: { session?: { socket?: unknown } }; nextCall?: Inner; call?: Inner };
   let inner: Inner | undefined = (call as Inner).call;
   for (let depth = 0; inner && !inner.stream && depth < 8; depth++) inner = inner.nextCall;
   const session = inner?.stream?.session;
   const socket = session?.socket;
-  if (!session || !(socket instanceof TLSSocket)) {
-    throw new Error("cannot find the TLS socket of a grpc-js call (did the grpc-js version change?)");
-  }
-  return { session, socket };
+  if (session && socket instanceof TLSSocket) return { session, socket };
+  // A local service's unix socket (listenLocal): a plain stream socket with no address.
+  if (session && socket instanceof Socket && socket.remoteAddress === undefined && !(socket as { encrypted?: boolean }).encrypted) return { session, socket };
+  throw new Error("cannot find the TLS socket of a grpc-js call (did the grpc-js version change?)");
 }
