@@ -39,6 +39,7 @@ export {
   addService,
   createClient,
   MAX_REQUEST_BYTES,
+  LOCAL_SERVICE,
   type AuditedCall,
   type CallMeter,
   type CallContext,

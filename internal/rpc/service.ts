@@ -38,6 +38,11 @@ import { sourceAddress } from "./address.ts";
 import { encodable } from "./text.ts";
 import { connectionOf, peerCertificateOf } from "./tls.ts";
 
+/** The `ca` of a service served only on a unix socket (listenLocal): its callers hold no certificate, and a TLS caller is never asked about. */
+export const LOCAL_SERVICE: () => X509Certificate = () => {
+  throw new Error("a local service is served on a unix socket only; it has no CA to check certificates against");
+};
+
 /** Requests larger than this are refused with INVALID_ARGUMENT. */
 export const MAX_REQUEST_BYTES = 1024 * 1024;
 
@@ -95,7 +100,7 @@ export type ServiceImpl<S> = { [K in keyof MethodsOf<S>]: Handler<MethodsOf<S>[K
 export type ServicePolicy<S> = { [K in keyof MethodsOf<S>]: Policy };
 
 export interface ServeOptions<S> {
-  /** The cluster CA that owner and node certificates must chain to. */
+  /** The cluster CA that owner and node certificates must chain to (LOCAL_SERVICE for a service on a unix socket only). */
   ca: () => X509Certificate;
   policy: ServicePolicy<S>;
   /** Called for every call that fails, with the status it returned. */
@@ -235,9 +240,10 @@ const callers = new WeakMap<object, Authenticated>();
  * while now lies within the certificate's validity (an expired certificate
  * is refused on its connection's next call) and the CA is the same object.
  */
-function callerOf({ session, socket }: ReturnType<typeof connectionOf>, ca: X509Certificate): Peer {
+function callerOf({ session, socket }: ReturnType<typeof connectionOf>, caOf: () => X509Certificate): Peer {
   // A unix socket of a local service (listenLocal): no TLS, the file's permissions admitted the caller.
   if (!(socket instanceof TLSSocket)) return { kind: "local" };
+  const ca = caOf();
   const now = Date.now();
   const known = callers.get(session);
   if (known && known.ca === ca && now >= known.validFrom && now <= known.validTo) return known.peer;
@@ -259,7 +265,7 @@ interface Seen {
 function contextOf<S>(call: RawCall, method: string, policy: Policy, options: ServeOptions<S>, seen: Seen): { ctx: CallContext; controller: AbortController } {
   const connection = connectionOf(call);
   seen.remoteAddress = sourceAddress(connection.socket.remoteAddress);
-  const peer = callerOf(connection, options.ca());
+  const peer = callerOf(connection, options.ca);
   seen.peer = peer;
   check(peer, policy);
   const controller = new AbortController();

@@ -168,6 +168,8 @@ export const MS_NODEV = 4n;
 export const MS_NOEXEC = 8n;
 /** Directory changes (create, rename, unlink) are written before the call returns. */
 export const MS_DIRSYNC = 128n;
+export const MS_REMOUNT = 32n;
+export const MS_BIND = 4096n;
 export const MNT_DETACH = 2;
 
 export function mount(source: string, target: string, fstype: string, flags = 0n, data = ""): void {

@@ -35,6 +35,8 @@ export {
   MS_NODEV,
   MS_NOEXEC,
   MS_DIRSYNC,
+  MS_REMOUNT,
+  MS_BIND,
   MNT_DETACH,
   socket,
   close,
