@@ -75,6 +75,18 @@ test("kubernetes-controller runs the real apiserver, controller-manager and sche
   const bindings = kubectl(kubeconfig, "get", "clusterrolebindings", "-o", "name");
   expect(bindings).toContain("clusterrolebinding.rbac.authorization.k8s.io/nodecore:apiserver-kubelet-api-admin");
   expect(bindings).toContain("clusterrolebinding.rbac.authorization.k8s.io/nodecore:owner-cluster-admin");
+  // Persistent volumes: the default StorageClass, the plugin's CSIDriver, and
+  // what a worker's provisioner may do by its group (and nothing without it).
+  await node.waitForLog((l) => l.msg === "storage objects reconciled", { what: "the storage objects made" });
+  const storageClass = JSON.parse(kubectl(kubeconfig, "get", "storageclass", "local", "-o", "json")) as Record<string, unknown> & { metadata: { annotations: Record<string, string> } };
+  expect(storageClass).toMatchObject({ provisioner: "volumes.nodecore.local", volumeBindingMode: "WaitForFirstConsumer", reclaimPolicy: "Delete", allowVolumeExpansion: true });
+  expect(storageClass.metadata.annotations["storageclass.kubernetes.io/is-default-class"]).toBe("true");
+  expect(JSON.parse(kubectl(kubeconfig, "get", "csidriver", "volumes.nodecore.local", "-o", "json")).spec).toMatchObject({ attachRequired: false, storageCapacity: true });
+  const canI = (...args: string[]) => Bun.spawnSync([KUBECTL, "--kubeconfig", kubeconfig, "auth", "can-i", ...args], { timeout: 60_000 }).stdout.toString().trim();
+  expect(canI("create", "persistentvolumes", "--as", "nodecore:volumes:node-x", "--as-group", "nodecore:volume-provisioners")).toBe("yes");
+  expect(canI("create", "csistoragecapacities.storage.k8s.io", "-n", "kube-system", "--as", "nodecore:volumes:node-x", "--as-group", "nodecore:volume-provisioners")).toBe("yes");
+  expect(canI("create", "persistentvolumes", "--as", "nodecore:volumes:node-x")).toBe("no");
+  expect(canI("get", "secrets", "--as", "nodecore:volumes:node-x", "--as-group", "nodecore:volume-provisioners")).toBe("no");
   // The controller-manager works: it made the default namespace's service account.
   await eventually(() => expect(kubectl(kubeconfig, "get", "serviceaccount", "default", "-o", "name")).toBe("serviceaccount/default\n"), {
     timeoutMs: 60_000,

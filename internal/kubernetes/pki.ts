@@ -166,7 +166,7 @@ export function issueKubeletCertificates(
   publicKey: KeyObject,
   addresses: readonly string[],
   validForMs: number = KUBELET_CERTIFICATE_VALIDITY_MS,
-): { server: X509Certificate; client: X509Certificate; proxy: X509Certificate; dns: X509Certificate } {
+): { server: X509Certificate; client: X509Certificate; proxy: X509Certificate; dns: X509Certificate; volumes: X509Certificate } {
   const commonName = kubeletUser(nodeId);
   return {
     server: createCertificate({ commonName, organization: NODES_GROUP, publicKey, kind: "server", dnsNames: [nodeId], ipAddresses: addresses, validForMs }, pki.ca),
@@ -175,7 +175,15 @@ export function issueKubeletCertificates(
     proxy: createCertificate({ commonName: PROXY_USER, publicKey, kind: "client", validForMs }, pki.ca),
     // CoreDNS beside them too, under a name of its own that the reconciler gives read access to what DNS answers from.
     dns: createCertificate({ commonName: DNS_USER, publicKey, kind: "client", validForMs }, pki.ca),
+    // The node's volume provisioner (provisioner.ts), a name of its own per node in a group the reconciler binds.
+    volumes: createCertificate({ commonName: volumesUser(nodeId), organization: VOLUMES_GROUP, publicKey, kind: "client", validForMs }, pki.ca),
   };
+}
+
+/** A worker's volume provisioner's identity: its own name, in the group reconciler.ts binds to nodecore:volume-provisioner. */
+export const VOLUMES_GROUP = "nodecore:volume-provisioners";
+export function volumesUser(nodeId: string): string {
+  return `nodecore:volumes:${nodeId}`;
 }
 
 /** The cluster DNS server's identity (reconciler.ts binds it to nodecore:cluster-dns). */

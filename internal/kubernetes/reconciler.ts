@@ -11,6 +11,15 @@
 //   nodecore:cluster-dns                  user nodecore:cluster-dns → ClusterRole
 //                                         nodecore:cluster-dns (list/watch Services,
 //                                         Namespaces, EndpointSlices)
+//   nodecore:volume-provisioners          group nodecore:volume-provisioners (each
+//                                         worker's provisioner) → ClusterRole
+//                                         nodecore:volume-provisioner (PVs, claims,
+//                                         their events, CSIStorageCapacity)
+//
+// And persistent volumes' objects (reconcileStorage): the StorageClass
+// `local`, the cluster's default (WaitForFirstConsumer, expandable, Delete),
+// and the CSIDriver of the workers' volume plugin (csi.ts), which tells the
+// scheduler to heed each node's CSIStorageCapacity.
 //
 // And the cluster DNS Service (reconcileDns): kube-system/kube-dns at
 // 10.96.0.10, without a selector, whose EndpointSlice lists every worker's
@@ -28,54 +37,35 @@
 // A binding whose role changed is deleted and created again: Kubernetes
 // does not let a binding's roleRef change.
 //
-// @kubernetes/client-node is loaded on first use, so that nodes that never
-// run a controller never pay for loading it. Its requests go through bun's
-// fetch with the client certificate given directly (apiHttp below): the
-// library's own HTTP layer hands its TLS settings to undici as a
-// dispatcher, which bun's fetch ignores, so the CA and the client
-// certificate would never be used.
+// The client's configuration is api_client.ts's, as the node core's admin.
 
 import { isIPv4 } from "../network/mod.ts";
-import { privateKeyPem, toPem } from "../pki/mod.ts";
-import { APISERVER_KUBELET_CLIENT, DNS_USER, OWNER_USER, type KubernetesPKI } from "./pki.ts";
+import { clientConfiguration, statusOf } from "./api_client.ts";
+import { APISERVER_KUBELET_CLIENT, DNS_USER, OWNER_USER, VOLUMES_GROUP, type KubernetesPKI } from "./pki.ts";
+import { CSI_DRIVER } from "./csi.ts";
 import { CLUSTER_DNS_IP } from "./kubelet.ts";
 
 type ClientNode = typeof import("@kubernetes/client-node");
 
-/** One request's deadline. */
-const REQUEST_TIMEOUT_MS = 10_000;
-
-/** client-node's configuration for one apiserver, as the node core's admin identity, over bun's fetch. */
+/** client-node's configuration for one apiserver, as the node core's admin identity. */
 function apiConfiguration(k8s: ClientNode, server: string, pki: KubernetesPKI) {
-  const tls = { ca: toPem(pki.ca.certificate), cert: toPem(pki.admin.certificate), key: privateKeyPem(pki.admin.privateKey) };
-  const httpApi = k8s.wrapHttpLibrary({
-    async send(request) {
-      const response = await fetch(request.getUrl(), {
-        method: request.getHttpMethod().toString(),
-        headers: request.getHeaders(),
-        body: request.getBody() as string | undefined,
-        signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
-        tls,
-      } as RequestInit);
-      const headers: Record<string, string> = {};
-      response.headers.forEach((value, name) => (headers[name] = value));
-      const body = Buffer.from(await response.arrayBuffer());
-      return new k8s.ResponseContext(response.status, headers, {
-        text: async () => body.toString(),
-        binary: async () => body,
-        stream: () => null,
-      });
-    },
-  });
-  return k8s.createConfiguration({ baseServer: new k8s.ServerConfiguration(server, {}), httpApi });
+  return clientConfiguration(k8s, server, { ca: pki.ca.certificate, certificate: pki.admin.certificate, privateKey: pki.admin.privateKey });
 }
 
 const RBAC_GROUP = "rbac.authorization.k8s.io";
 
+/** A binding of one subject: a user, or (group) a group. */
 export interface ClusterRoleBindingSpec {
   name: string;
-  user: string;
+  user?: string;
+  group?: string;
   clusterRole: string;
+}
+
+interface PolicyRule {
+  apiGroups: string[];
+  resources: string[];
+  verbs: string[];
 }
 
 /** What the cluster DNS server reads: the names it answers come from these. */
@@ -85,10 +75,32 @@ export const DNS_ROLE_RULES = [
   { apiGroups: ["discovery.k8s.io"], resources: ["endpointslices"], verbs: ["list", "watch"] },
 ];
 
+/**
+ * What a worker's volume provisioner does (provisioner.ts): make, resize
+ * and delete the PersistentVolumes of its node's claims, update the claims'
+ * resize status, say why in events, and report its node's room.
+ */
+export const VOLUMES_ROLE = "nodecore:volume-provisioner";
+export const VOLUMES_ROLE_RULES: PolicyRule[] = [
+  { apiGroups: [""], resources: ["persistentvolumes"], verbs: ["get", "list", "watch", "create", "update", "patch", "delete"] },
+  { apiGroups: [""], resources: ["persistentvolumeclaims"], verbs: ["get", "list", "watch", "update", "patch"] },
+  { apiGroups: [""], resources: ["persistentvolumeclaims/status"], verbs: ["update", "patch"] },
+  { apiGroups: [""], resources: ["events"], verbs: ["create", "patch"] },
+  { apiGroups: ["storage.k8s.io"], resources: ["storageclasses"], verbs: ["get", "list", "watch"] },
+  { apiGroups: ["storage.k8s.io"], resources: ["csistoragecapacities"], verbs: ["get", "list", "watch", "create", "update", "patch", "delete"] },
+];
+
+/** The cluster roles the reconciler keeps. */
+export const BASE_ROLES: readonly { name: string; rules: PolicyRule[] }[] = [
+  { name: DNS_ROLE, rules: DNS_ROLE_RULES },
+  { name: VOLUMES_ROLE, rules: VOLUMES_ROLE_RULES },
+];
+
 export const BASE_BINDINGS: readonly ClusterRoleBindingSpec[] = [
   { name: "nodecore:owner-cluster-admin", user: OWNER_USER, clusterRole: "cluster-admin" },
   { name: "nodecore:apiserver-kubelet-api-admin", user: APISERVER_KUBELET_CLIENT, clusterRole: "system:kubelet-api-admin" },
   { name: "nodecore:cluster-dns", user: DNS_USER, clusterRole: DNS_ROLE },
+  { name: "nodecore:volume-provisioners", group: VOLUMES_GROUP, clusterRole: VOLUMES_ROLE },
 ];
 
 const LABELS = { "app.kubernetes.io/managed-by": "nodecore" };
@@ -98,23 +110,18 @@ export function bindingObject(spec: ClusterRoleBindingSpec) {
     apiVersion: `${RBAC_GROUP}/v1`,
     kind: "ClusterRoleBinding",
     metadata: { name: spec.name, labels: LABELS },
-    subjects: [{ kind: "User", apiGroup: RBAC_GROUP, name: spec.user }],
+    subjects: [spec.group !== undefined ? { kind: "Group", apiGroup: RBAC_GROUP, name: spec.group } : { kind: "User", apiGroup: RBAC_GROUP, name: spec.user! }],
     roleRef: { kind: "ClusterRole", apiGroup: RBAC_GROUP, name: spec.clusterRole },
   };
 }
 
 export type ReconcileAction = "created" | "unchanged" | "replaced";
 
-/** HTTP status of a client-node error, if it has one. */
 /** A replacement's resourceVersion: the one the existing object has, so that a concurrent change fails the replace instead of being lost. */
 function sameVersion(metadata: { resourceVersion?: string | undefined } | undefined): { resourceVersion?: string } {
   return metadata?.resourceVersion !== undefined ? { resourceVersion: metadata.resourceVersion } : {};
 }
 
-function statusOf(error: unknown): number | undefined {
-  const code = (error as { code?: unknown }).code;
-  return typeof code === "number" ? code : undefined;
-}
 
 /**
  * Deletes the Node objects whose names are not in `workers` (the node IDs
@@ -137,24 +144,26 @@ export async function pruneNodes(server: string, pki: KubernetesPKI, workers: Re
   return deleted;
 }
 
-/** Applies DNS_ROLE and BASE_BINDINGS against the apiserver at `server`; returns what it did to each. */
+/** Applies BASE_ROLES and BASE_BINDINGS against the apiserver at `server`; returns what it did to each. */
 export async function reconcile(server: string, pki: KubernetesPKI): Promise<Record<string, ReconcileAction>> {
   const k8s = await import("@kubernetes/client-node");
   const rbac = new k8s.RbacAuthorizationV1Api(apiConfiguration(k8s, server, pki));
   const done: Record<string, ReconcileAction> = {};
-  const role = { apiVersion: `${RBAC_GROUP}/v1`, kind: "ClusterRole", metadata: { name: DNS_ROLE, labels: LABELS }, rules: DNS_ROLE_RULES };
-  const existingRole = await rbac.readClusterRole({ name: DNS_ROLE }).catch((error: unknown) => {
-    if (statusOf(error) === 404) return undefined;
-    throw new Error(`could not read ClusterRole ${DNS_ROLE}: ${(error as Error).message}`, { cause: error });
-  });
-  if (!existingRole) {
-    await rbac.createClusterRole({ body: role });
-    done[DNS_ROLE] = "created";
-  } else if (JSON.stringify(existingRole.rules?.map((r) => ({ apiGroups: r.apiGroups, resources: r.resources, verbs: r.verbs }))) !== JSON.stringify(DNS_ROLE_RULES)) {
-    await rbac.replaceClusterRole({ name: DNS_ROLE, body: { ...role, metadata: { ...role.metadata, ...sameVersion(existingRole.metadata) } } });
-    done[DNS_ROLE] = "replaced";
-  } else {
-    done[DNS_ROLE] = "unchanged";
+  for (const { name, rules } of BASE_ROLES) {
+    const role = { apiVersion: `${RBAC_GROUP}/v1`, kind: "ClusterRole", metadata: { name, labels: LABELS }, rules };
+    const existingRole = await rbac.readClusterRole({ name }).catch((error: unknown) => {
+      if (statusOf(error) === 404) return undefined;
+      throw new Error(`could not read ClusterRole ${name}: ${(error as Error).message}`, { cause: error });
+    });
+    if (!existingRole) {
+      await rbac.createClusterRole({ body: role });
+      done[name] = "created";
+    } else if (JSON.stringify(existingRole.rules?.map((r) => ({ apiGroups: r.apiGroups, resources: r.resources, verbs: r.verbs }))) !== JSON.stringify(rules)) {
+      await rbac.replaceClusterRole({ name, body: { ...role, metadata: { ...role.metadata, ...sameVersion(existingRole.metadata) } } });
+      done[name] = "replaced";
+    } else {
+      done[name] = "unchanged";
+    }
   }
   for (const spec of BASE_BINDINGS) {
     const wanted = bindingObject(spec);
@@ -173,8 +182,8 @@ export async function reconcile(server: string, pki: KubernetesPKI): Promise<Rec
       existing.roleRef.name === spec.clusterRole &&
       existing.roleRef.kind === "ClusterRole" &&
       existing.subjects?.length === 1 &&
-      existing.subjects[0]!.kind === "User" &&
-      existing.subjects[0]!.name === spec.user;
+      existing.subjects[0]!.kind === (spec.group !== undefined ? "Group" : "User") &&
+      existing.subjects[0]!.name === (spec.group ?? spec.user);
     if (same) {
       done[spec.name] = "unchanged";
       continue;
@@ -265,6 +274,79 @@ export async function reconcileDns(server: string, pki: KubernetesPKI, workers: 
       await discovery.replaceNamespacedEndpointSlice({ namespace, name: slice, body: { ...wanted, metadata: { ...wanted.metadata, ...sameVersion(existing.metadata) } } });
       changed.push(`EndpointSlice ${slice}: ${wanted.endpoints.map((e) => `${e.nodeName}=${e.addresses[0]}`).join(" ") || "no workers"}`);
     }
+  }
+  return changed;
+}
+
+/** The cluster's default StorageClass: a volume on the data partition of the node a claim's pod lands on. */
+export const STORAGE_CLASS = "local";
+const DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class";
+
+export function storageClassObject() {
+  return {
+    apiVersion: "storage.k8s.io/v1",
+    kind: "StorageClass",
+    // The default only when made: an owner who makes another class the default keeps it so.
+    metadata: { name: STORAGE_CLASS, labels: LABELS, annotations: { [DEFAULT_CLASS_ANNOTATION]: "true" } },
+    provisioner: CSI_DRIVER,
+    reclaimPolicy: "Delete",
+    // The claim waits for its pod: the scheduler picks the node (heeding each node's room), the volume is made there.
+    volumeBindingMode: "WaitForFirstConsumer",
+    allowVolumeExpansion: true,
+  };
+}
+
+export function csiDriverObject() {
+  return {
+    apiVersion: "storage.k8s.io/v1",
+    kind: "CSIDriver",
+    metadata: { name: CSI_DRIVER, labels: LABELS },
+    spec: { attachRequired: false, podInfoOnMount: false, storageCapacity: true, volumeLifecycleModes: ["Persistent"], fsGroupPolicy: "File", requiresRepublish: false },
+  };
+}
+
+/**
+ * Keeps the StorageClass `local` and the volume plugin's CSIDriver as
+ * storageClassObject and csiDriverObject say, where it matters: fields
+ * Kubernetes does not let change are changed by deleting and making the
+ * object again (existing volumes keep working: they name the driver, not
+ * these objects). Returns what changed.
+ */
+export async function reconcileStorage(server: string, pki: KubernetesPKI): Promise<string[]> {
+  const k8s = await import("@kubernetes/client-node");
+  const storage = new k8s.StorageV1Api(apiConfiguration(k8s, server, pki));
+  const changed: string[] = [];
+  const absent = (what: string) => (error: unknown) => {
+    if (statusOf(error) === 404) return undefined;
+    throw new Error(`could not read ${what}: ${(error as Error).message}`, { cause: error });
+  };
+  const wantedClass = storageClassObject();
+  const existingClass = await storage.readStorageClass({ name: STORAGE_CLASS }).catch(absent(`StorageClass ${STORAGE_CLASS}`));
+  const sameClass =
+    existingClass &&
+    existingClass.provisioner === wantedClass.provisioner &&
+    existingClass.reclaimPolicy === wantedClass.reclaimPolicy &&
+    existingClass.volumeBindingMode === wantedClass.volumeBindingMode &&
+    existingClass.allowVolumeExpansion === wantedClass.allowVolumeExpansion;
+  if (!sameClass) {
+    if (existingClass) await storage.deleteStorageClass({ name: STORAGE_CLASS });
+    await storage.createStorageClass({ body: existingClass ? { ...wantedClass, metadata: { ...wantedClass.metadata, annotations: existingClass.metadata?.annotations ?? {} } } : wantedClass });
+    changed.push(`${existingClass ? "replaced" : "created"} StorageClass ${STORAGE_CLASS}`);
+  }
+  const wantedDriver = csiDriverObject();
+  const existingDriver = await storage.readCSIDriver({ name: CSI_DRIVER }).catch(absent(`CSIDriver ${CSI_DRIVER}`));
+  const spec = existingDriver?.spec;
+  const sameDriver =
+    spec &&
+    spec.attachRequired === wantedDriver.spec.attachRequired &&
+    spec.podInfoOnMount === wantedDriver.spec.podInfoOnMount &&
+    spec.storageCapacity === wantedDriver.spec.storageCapacity &&
+    spec.fsGroupPolicy === wantedDriver.spec.fsGroupPolicy &&
+    JSON.stringify(spec.volumeLifecycleModes) === JSON.stringify(wantedDriver.spec.volumeLifecycleModes);
+  if (!sameDriver) {
+    if (existingDriver) await storage.deleteCSIDriver({ name: CSI_DRIVER });
+    await storage.createCSIDriver({ body: wantedDriver });
+    changed.push(`${existingDriver ? "replaced" : "created"} CSIDriver ${CSI_DRIVER}`);
   }
   return changed;
 }

@@ -22,7 +22,7 @@ import { component, untilOk, type ComponentState } from "./component.ts";
 import { controllerFiles, writeControllerFiles } from "./controller_files.ts";
 import { APISERVER_PORT, CONTROLLER_MANAGER_PORT, SCHEDULER_PORT, apiserverArgs, controllerManagerArgs, schedulerArgs, type ControllerFlagOptions } from "./controller_flags.ts";
 import { ensureKubernetesPKI, type Credential } from "./pki.ts";
-import { pruneNodes, reconcile, reconcileDns } from "./reconciler.ts";
+import { pruneNodes, reconcile, reconcileDns, reconcileStorage } from "./reconciler.ts";
 
 /** The controller's components: each a binary of that name, and a status line. */
 export const CONTROLLER_COMPONENTS = ["kube-apiserver", "kube-controller-manager", "kube-scheduler"] as const;
@@ -83,6 +83,8 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
       await wasReady.waitFor((r) => r, { signal: c.signal });
       const actions = await reconcile(url, pki);
       c.logger.info("base objects reconciled", actions);
+      const storage = await reconcileStorage(url, pki);
+      if (storage.length > 0) c.logger.info("storage objects reconciled", { changes: storage.join("; ") });
       c.signalHealthy();
       for (;;) {
         const workers = await options.workers();
