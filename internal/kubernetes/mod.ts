@@ -87,6 +87,11 @@ export {
 export { controllerService, CONTROLLER_COMPONENTS, type ControllerServiceOptions } from "./service_controller.ts";
 export { answersOk, parseKlogLine, type ComponentState } from "./component.ts";
 export { reconcile, bindingObject, BASE_BINDINGS, type ClusterRoleBindingSpec, type ReconcileAction } from "./reconciler.ts";
+export { nodeVolumeStore, volumesService, type VolumesServiceOptions } from "./volumes_service.ts";
+export { VolumeStore, VOLUME_RESERVE, describeRoom, kernelQuotas, NoRoomError, VolumeError, type ProjectQuotas, type Volume, type VolumeRoom } from "./volume_store.ts";
+export { CSI_DRIVER, csiSockets } from "./csi.ts";
+export { provisionerService, quantityBytes } from "./provisioner.ts";
+export { STORAGE_CLASS, reconcileStorage } from "./reconciler.ts";
 export { kubeletService, chooseApiserver, KubeletError, APISERVER_CHECK_MS, APISERVER_MISSES, type KubeletCertificates, type KubeletServiceOptions } from "./service_kubelet.ts";
 export {
   kubeletArgs,

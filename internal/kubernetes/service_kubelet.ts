@@ -17,6 +17,7 @@
 //     ├── kubelet (in the runtime's cgroup, so role removal stops its pods too)
 //     ├── kube-proxy beside it (proxy.ts: Services, nftables), as system:kube-proxy
 //     ├── CoreDNS beside it (dns.ts: the cluster DNS), as nodecore:cluster-dns
+//     ├── the volume provisioner (provisioner.ts), as nodecore:volumes:<node>
 //     └── watches that apiserver: when it stops answering (APISERVER_MISSES
 //         checks in a row) and another one answers, the service starts over
 //         with that one, so a kubelet follows the controllers instead of
@@ -42,6 +43,8 @@ import { PROXY_FILES, proxyArgs, proxyFiles, proxyHealthz } from "./proxy.ts";
 import { DNS_FILES, dnsArgs, dnsFiles, dnsReady } from "./dns.ts";
 import { providerPorts, registryPorts, writeCredentialProvider } from "./registries.ts";
 import type { ContainerRegistry } from "../../proto/gen/common/common_pb.ts";
+import { provisionerService } from "./provisioner.ts";
+import type { VolumeStore } from "./volume_store.ts";
 
 /** The part of its certificates' remaining life after which the kubelet service asks for new ones (and restarts the kubelet with them). */
 export const KUBELET_RENEW_FRACTION = 0.5;
@@ -71,6 +74,8 @@ export interface KubeletCertificates {
   proxy: X509Certificate;
   /** The cluster DNS server's client certificate (nodecore:cluster-dns) over the same key. */
   dns: X509Certificate;
+  /** The volume provisioner's client certificate (nodecore:volumes:<node>) over the same key. */
+  volumes: X509Certificate;
   /** https://address:6443 of the controllers, as the cluster has them. */
   apiservers: string[];
 }
@@ -106,6 +111,8 @@ export interface KubeletServiceOptions {
    * node's own resolvers. Without it no DNS server runs.
    */
   dns?: { binDir: string; upstreams: readonly string[] };
+  /** The node's volume store: its provisioner runs beside the kubelet, as the node's volumes identity. */
+  volumes?: VolumeStore;
   /** The apiserver watch's timing (tests shorten it). */
   apiserverCheck?: { intervalMs: number; misses: number };
   /** The wait for a first apiserver to answer (tests shorten it). */
@@ -227,6 +234,10 @@ export function kubeletService(options: KubeletServiceOptions): Runnable {
           },
         }),
       );
+    }
+    if (options.volumes) {
+      // The volume provisioner: this node's claims, as this node's volumes identity, renewed with the kubelet.
+      ctx.run("volume-provisioner", provisionerService({ nodeName: options.nodeId, store: options.volumes, apiserver, identity: { ca: issued.ca, certificate: issued.volumes, privateKey } }));
     }
     ctx.signalHealthy();
     const check = options.apiserverCheck ?? { intervalMs: APISERVER_CHECK_MS, misses: APISERVER_MISSES };

@@ -39,7 +39,7 @@ import { clusterNetService, INTERFACE_NAME, leaveMesh } from "../clusternet/mod.
 import type { ClusterMembership } from "../cluster/mod.ts";
 import { issueEtcdClientCertificate } from "../consensus/mod.ts";
 import { CuratorStore, ETCD_PREFIX } from "../curator/mod.ts";
-import { CONTROLLER_COMPONENTS, controllerService, kubeletPath, kubeletService, registriesService, REGISTRY_FILES } from "../kubernetes/mod.ts";
+import { CONTROLLER_COMPONENTS, controllerService, kubeletPath, kubeletService, nodeVolumeStore, registriesService, REGISTRY_FILES, volumesService, type VolumeStore } from "../kubernetes/mod.ts";
 import type { ContainerRegistry } from "../../proto/gen/common/common_pb.ts";
 import { generateKeyPair } from "../pki/mod.ts";
 import { X509Certificate } from "node:crypto";
@@ -214,7 +214,7 @@ function controllerRunnable(options: KubernetesOptions): Runnable {
 }
 
 /** The kubelet, beside containerd, in the runtime's cgroup; its certificates come from the curator. */
-function kubeletRunnable(options: KubernetesOptions, runtime: RuntimeSetup, containerdReady: Value<boolean>, registries: Value<readonly ContainerRegistry[]>): Runnable {
+function kubeletRunnable(options: KubernetesOptions, runtime: RuntimeSetup, containerdReady: Value<boolean>, registries: Value<readonly ContainerRegistry[]>, volumes: VolumeStore): Runnable {
   return async (ctx) => {
     const membership = await options.membership.get({ signal: ctx.signal });
     const { paths } = runtime;
@@ -227,6 +227,7 @@ function kubeletRunnable(options: KubernetesOptions, runtime: RuntimeSetup, cont
       dir: kubeletDir(options),
       rootDir: join(options.dataDir, "kubelet"),
       keyFile: join(options.dataDir, "kubelet.key"),
+      volumes,
       containerdSocket: paths.socket,
       containerdReady,
       registries,
@@ -249,6 +250,7 @@ function kubeletRunnable(options: KubernetesOptions, runtime: RuntimeSetup, cont
           client: new X509Certificate(response.clientCertificate),
           proxy: new X509Certificate(response.proxyClientCertificate),
           dns: new X509Certificate(response.dnsClientCertificate),
+          volumes: new X509Certificate(response.volumesClientCertificate),
           apiservers: response.apiservers,
         };
       },
@@ -500,7 +502,10 @@ function workerPart(options: KubernetesOptions, decision: Value<Decision>): Runn
               report: (component, state, message) => options.board.report(component, state, message),
             }),
           );
-          ctx.run("kubelet", kubeletRunnable(options, runtime, ready, registries));
+          // Persistent volumes: the plugin the kubelet mounts them with, and (beside the kubelet) the provisioner, on one store.
+          const volumes = nodeVolumeStore(options.dataDir);
+          ctx.run("volumes", volumesService({ store: volumes, kubeletRoot: join(options.dataDir, "kubelet"), nodeName: (await options.membership.get({ signal: ctx.signal })).credentials.nodeId, report: (component, state, message) => options.board.report(component, state, message) }));
+          ctx.run("kubelet", kubeletRunnable(options, runtime, ready, registries, volumes));
           ctx.run("census", censusRunnable(options, runtime, probeRuns));
         }
         ctx.run(

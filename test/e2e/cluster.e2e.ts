@@ -651,7 +651,14 @@ async function registryStep(ctx: E2eContext, c: Cluster, f: FormedCluster, regis
   );
   const reason = described.split("\n").find((l) => /401 Unauthorized/.test(l))?.trim() ?? "";
   ctx.report(`a wrong password: kubectl describe shows ${JSON.stringify(reason.slice(0, 200))}`);
-  assert((await podState("hello-wrong")).waiting.match(/ErrImagePull|ImagePullBackOff/) !== null, "the pod waits on ErrImagePull or ImagePullBackOff");
+  // The pod's status follows its events: read until it says so too.
+  await eventually(
+    async () => {
+      const state = await podState("hello-wrong");
+      assert(/ErrImagePull|ImagePullBackOff/.test(state.waiting), `the pod waits on ErrImagePull or ImagePullBackOff (phase ${state.phase}, waiting ${JSON.stringify(state.waiting)})`);
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "the pod's status showing the failed pull" },
+  );
   // A pod's own imagePullSecrets work beside the cluster's login (which is wrong now).
   await kubectl("create", "secret", "docker-registry", "hello-pull", `--docker-server=${registry.host}`, `--docker-username=${registry.options.username}`, `--docker-password=${registry.options.password}`);
   const withSecret = helloPod("hello-secret", image, ids[1], "Always") as { spec: Record<string, unknown> };
