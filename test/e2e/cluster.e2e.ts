@@ -31,6 +31,9 @@
 //     as 401 Unauthorized in kubectl describe, a pod's own imagePullSecrets
 //     pulling meanwhile, Running once the login is right again ─ a host whose first mirror is down pulled from its second
 //     ─ the registry stopped: ctl image import onto node2, a pod of it runs there
+//   a user's StatefulSet: a 64 Mi claim of the default class on node2, a 128 Mi
+//     write refused, the kubelet's volume stats, grown to 192 Mi while running,
+//     the pod back to its data after deletion, the room back after the claim
 //   a deleted pod leaves no container ─ the role taken from node3: its Node
 //     and its containers go
 //   day-2: node1 powered off shows HEARTBEAT_TIMEOUT; ctl node logs and
@@ -56,6 +59,7 @@ import { BRIDGE_NAME, CONSOLE, CTL_BINARY, createCluster, ETCDCTL_BINARY as ETCD
 import { partitionContains, partitionExtent, readLuks2Header } from "./disk_inspection.ts";
 import { eventually } from "../../internal/testing/mod.ts";
 import { TEST_IMAGE_REF } from "../../internal/containerd/mod.ts";
+import { quantityBytes } from "../../internal/kubernetes/mod.ts";
 import { assert, assertEqual, e2eCleanup, e2eTest, type E2eContext } from "./harness.ts";
 import { readManifest } from "../../image/mod.ts";
 import { configPaths, loadCredentials } from "../../internal/operator/mod.ts";
@@ -979,6 +983,135 @@ e2eTest(
     await registryStep(ctx, c, f, registry, ids, names[0]!);
   },
   { timeoutMs: REGISTRY_STEP_TIMEOUT_MS },
+);
+
+/** The persistent volumes step's deadline: a claim made and bound, a pod restarted, the kubelet's stats (a minute apart), an expansion, a deletion. */
+const VOLUMES_STEP_TIMEOUT_MS = 15 * 60_000;
+
+/** What node `nodeId` told the scheduler it has for new volumes (its CSIStorageCapacity), in bytes. */
+async function volumeRoom(nodeId: string): Promise<number> {
+  const capacity = JSON.parse(await kubectl("get", "csistoragecapacity", "-n", "kube-system", `nodecore-local-${nodeId}`, "-o", "json")) as { capacity: string };
+  return quantityBytes(capacity.capacity) ?? Number.NaN;
+}
+
+async function volumesStep(ctx: E2eContext, c: Cluster, ids: string[]): Promise<void> {
+  const node2 = ids[0]!;
+  const MiB = 1024 * 1024;
+  const exec = (script: string) => kubectl("exec", "db-0", "--", "sh", "-c", script);
+  const apply = async (name: string, object: unknown) => {
+    const file = join(c.dir.path, `${name}.json`);
+    writeFileSync(file, JSON.stringify(object));
+    await kubectl("apply", "-f", file, "--request-timeout=60s");
+  };
+  const running = () =>
+    eventually(
+      async () => {
+        const state = await podState("db-0");
+        assertEqual(state.phase, "Running", `pod db-0's phase (waiting: ${state.waiting || "-"})`);
+        return state;
+      },
+      { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "pod db-0 Running" },
+    );
+  const roomBefore = await eventually(() => volumeRoom(node2), { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "node2's CSIStorageCapacity" });
+
+  // A StatefulSet as a user writes one: a claim template of 64 Mi, the default class.
+  const claimed = performance.now();
+  await apply("db", {
+    apiVersion: "apps/v1",
+    kind: "StatefulSet",
+    metadata: { name: "db" },
+    spec: {
+      serviceName: "db",
+      replicas: 1,
+      selector: { matchLabels: { app: "db" } },
+      template: {
+        metadata: { labels: { app: "db" } },
+        spec: {
+          nodeSelector: { "kubernetes.io/hostname": node2 },
+          terminationGracePeriodSeconds: 1,
+          containers: [{ name: "main", image: TEST_IMAGE_REF, imagePullPolicy: "Never", command: ["sh", "-c", "exec sleep 3600"], volumeMounts: [{ name: "data", mountPath: "/data" }] }],
+        },
+      },
+      volumeClaimTemplates: [{ metadata: { name: "data" }, spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "64Mi" } } } }],
+    },
+  });
+  await running();
+  ctx.report(`claim → pod Running with its volume mounted: ${((performance.now() - claimed) / 1000).toFixed(1)} s`);
+  const claim = JSON.parse(await kubectl("get", "pvc", "data-db-0", "-o", "json")) as { spec: { volumeName: string; storageClassName: string }; status: { phase: string } };
+  assertEqual(claim.status.phase, "Bound", "the claim's phase");
+  assertEqual(claim.spec.storageClassName, "local", "the claim's class (the default)");
+  const pv = JSON.parse(await kubectl("get", "pv", claim.spec.volumeName, "-o", "json")) as { spec: { csi: { driver: string }; nodeAffinity: unknown } };
+  assertEqual(pv.spec.csi.driver, "volumes.nodecore.local", "the volume's driver");
+  assert(JSON.stringify(pv.spec.nodeAffinity).includes(node2), `the volume is node2's: ${JSON.stringify(pv.spec.nodeAffinity)}`);
+
+  // The limit holds: 128 Mi do not fit in 64 Mi.
+  await exec("echo kept > /data/marker");
+  const refused = await exec("dd if=/dev/zero of=/data/big bs=1M count=128 2>&1; echo exit=$?; rm -f /data/big");
+  assert(/Disk quota exceeded|No space left/.test(refused) && !/exit=0/.test(refused), `a 128 Mi write into a 64 Mi claim is refused:\n${refused}`);
+  ctx.report(`128 Mi written into the 64 Mi claim: ${refused.split("\n").find((l) => /quota|space/.test(l))?.trim()}`);
+
+  // Its use, as the kubelet reports it (NodeGetVolumeStats).
+  const stats = await eventually(
+    async () => {
+      const metrics = await kubectl("get", "--raw", `/api/v1/nodes/${node2}/proxy/metrics`);
+      const line = metrics.split("\n").find((l) => l.startsWith("kubelet_volume_stats_capacity_bytes{") && l.includes('persistentvolumeclaim="data-db-0"'));
+      assert(line !== undefined, "kubelet_volume_stats_capacity_bytes for data-db-0");
+      return line;
+    },
+    { timeoutMs: 4 * 60_000, intervalMs: 10_000, what: "the kubelet's volume stats" },
+  );
+  assertEqual(Number(stats.split(" ").at(-1)), 64 * MiB, `the kubelet's capacity of the volume (${stats})`);
+
+  // Grown to 192 Mi while the pod runs: the kubelet raises the limit, and the write fits.
+  const expanding = performance.now();
+  await kubectl("patch", "pvc", "data-db-0", "--type=merge", "-p", JSON.stringify({ spec: { resources: { requests: { storage: "192Mi" } } } }));
+  await eventually(
+    async () => {
+      const status = JSON.parse(await kubectl("get", "pvc", "data-db-0", "-o", "json")) as { status: { capacity?: { storage?: string } } };
+      assertEqual(quantityBytes(status.status.capacity?.storage), 192 * MiB, "the claim's capacity");
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "the claim grown to 192 Mi" },
+  );
+  ctx.report(`expansion 64 → 192 Mi seen in the claim's status: ${((performance.now() - expanding) / 1000).toFixed(1)} s`);
+  const fits = await exec("dd if=/dev/zero of=/data/big bs=1M count=128 2>&1; echo exit=$?; rm -f /data/big");
+  assert(/exit=0/.test(fits), `the 128 Mi write fits after the expansion:\n${fits}`);
+
+  // The pod deleted comes back on node2, to its data.
+  await kubectl("delete", "pod", "db-0", "--wait=true", "--timeout=300s");
+  const back = await running();
+  assertEqual(back.node, node2, "the node the StatefulSet's pod came back on");
+  assertEqual((await exec("cat /data/marker")).trim(), "kept", "the data the pod finds again");
+
+  // The claim deleted with its StatefulSet: the volume and its room go back.
+  await kubectl("delete", "statefulset", "db", "--wait=true", "--timeout=300s");
+  await kubectl("delete", "pvc", "data-db-0", "--wait=true", "--timeout=300s");
+  await eventually(
+    async () => {
+      const left = await kubectl("get", "pv", "-o", "name");
+      assert(!left.includes(claim.spec.volumeName), `the volume's PV is deleted: ${left}`);
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "the PersistentVolume deleted" },
+  );
+  const roomAfter = await eventually(
+    async () => {
+      const room = await volumeRoom(node2);
+      // Within 32 MiB of before: the node's own files (logs, etcd) move meanwhile.
+      assert(room >= roomBefore - 32 * MiB, `node2's room back: ${room} bytes, ${roomBefore} before the claim`);
+      return room;
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "node2's room back" },
+  );
+  ctx.report(`claim deleted: its PV gone, node2's room for volumes ${(roomBefore / MiB).toFixed(0)} MiB before, ${(roomAfter / MiB).toFixed(0)} MiB after`);
+}
+
+e2eTest(
+  "a user's StatefulSet keeps its data: a 64 Mi claim of the default class bound on node2, a 128 Mi write refused, the kubelet's volume stats, grown to 192 Mi while running and the write fits, the pod deleted comes back to its data, the claim deleted gives the room back",
+  async (ctx) => {
+    const c = need(cluster, "the cluster");
+    const { ids } = need(kubernetesWorkers, "the Kubernetes workers");
+    await volumesStep(ctx, c, ids);
+  },
+  { timeoutMs: VOLUMES_STEP_TIMEOUT_MS },
 );
 
 e2eTest("a deleted pod leaves no container; the worker role taken from node3 removes its Node, its containers and its mesh peer", async () => {
