@@ -31,6 +31,18 @@
 //        configuration (curator) ──▶ containerd's hosts.toml per host and
 //        the kubelet's credentials file, at every change, nothing restarted
 //
+//   worker role ──▶ persistent volumes, one store (volume_store.ts: a
+//        directory per volume on the data partition, a project quota at the
+//        claim's size, a reserve volumes never take):
+//        ├── volumesService (volumes_service.ts): the CSI plugin (csi.ts) on
+//        │   local sockets the kubelet finds in its plugins_registry
+//        └── provisionerService (provisioner.ts), beside the kubelet as
+//            nodecore:volumes:<node>: claims placed here ──▶ volumes and
+//            PVs; released ──▶ deleted; grown ──▶ NodeExpandVolume; the
+//            node's room ──▶ CSIStorageCapacity
+//        the reconciler keeps the StorageClass local (the default) and the
+//        plugin's CSIDriver
+//
 // Invariants:
 //  - Keys and kubeconfigs exist only in etcd and on tmpfs, never on the ESP
 //    or the data partition.
