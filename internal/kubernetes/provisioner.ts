@@ -156,8 +156,9 @@ export function provisionerService(options: ProvisionerOptions): Runnable {
       try {
         options.store.create(name, bytes);
       } catch (error) {
-        if (error instanceof NoRoomError || error instanceof VolumeError) return tell(claim, "Warning", "ProvisioningFailed", `node ${options.nodeName}: ${error.message}`);
-        throw error;
+        // No room, or the node cannot make volumes (its quotas): the claim says so, at most once a minute, and the pass goes on.
+        const why = error instanceof NoRoomError || error instanceof VolumeError ? error.message : `could not make the volume: ${(error as Error).message}`;
+        return tell(claim, "Warning", "ProvisioningFailed", `node ${options.nodeName}: ${why}`);
       }
       try {
         await core.createPersistentVolume({ body: persistentVolumeFor(claim, options.nodeName, bytes) });
@@ -212,8 +213,8 @@ export function provisionerService(options: ProvisionerOptions): Runnable {
       const made = new Set<string>();
       for (const claim of claims.items) {
         if (!awaitsVolumeOn(claim, options.nodeName)) continue;
-        await provision(claim);
         made.add(volumeNameOf(claim));
+        await provision(claim);
       }
       for (const pv of ours) {
         const name = pv.metadata!.name!;
@@ -229,7 +230,8 @@ export function provisionerService(options: ProvisionerOptions): Runnable {
         if (claim && pv.status?.phase === "Bound") await expand(pv, claim);
       }
       // A volume no PV names and no waiting claim will name: what an interrupted provisioning left.
-      const named = new Set(ours.map((pv) => pv.spec!.csi!.volumeHandle));
+      // Any PV of this driver counts, whatever its affinity says: data is never removed on a PV's word being unclear.
+      const named = new Set(volumes.items.filter((pv) => pv.spec?.csi?.driver === CSI_DRIVER).map((pv) => pv.spec!.csi!.volumeHandle));
       for (const volume of options.store.list()) {
         if (named.has(volume.name) || made.has(volume.name)) continue;
         options.store.delete(volume.name);
@@ -239,13 +241,17 @@ export function provisionerService(options: ProvisionerOptions): Runnable {
     };
 
     let healthy = false;
+    let quietUntil = 0;
     for (;;) {
       try {
         await pass();
         if (!healthy) ctx.signalHealthy();
         healthy = true;
+        quietUntil = 0;
       } catch (error) {
-        logPassFailure(ctx.logger, error);
+        // Said once a minute while it lasts (an apiserver away), not at every pass.
+        if (Date.now() >= quietUntil) logPassFailure(ctx.logger, error);
+        quietUntil = Date.now() + EVENT_REPEAT_MS;
       }
       await sleep(options.intervalMs ?? PROVISION_INTERVAL_MS, ctx.signal);
     }
