@@ -22,8 +22,15 @@ import { mkdirSync, readdirSync, renameSync, rmSync, existsSync } from "node:fs"
 import { join } from "node:path";
 import { assignProject, clearProjectLimit, freeSpace, formatBytes, projectOf, projectUsage, QUOTA_CHECK_PROJECT, setProjectLimit, MAX_PROJECT_ID } from "../localstorage/mod.ts";
 
-/** What volumes never take: the larger of a share of the partition and a floor. */
-export const VOLUME_RESERVE = { share: 0.1, floorBytes: 1024 * 1024 * 1024 } as const;
+/**
+ * What volumes never take: the larger of a share of the partition and a
+ * floor. The share is above the kubelet's own line (it evicts pods when
+ * less than 10% of the node's file system is free, and collects images
+ * from 85% full), so that volumes filled to their limits never make the
+ * kubelet evict the pods using them; the floor keeps room for etcd and
+ * the node's files on a small disk.
+ */
+export const VOLUME_RESERVE = { share: 0.15, floorBytes: 256 * 1024 * 1024 } as const;
 /** A volume's name: what the provisioner names it (its PV's name, pvc-<uid>). */
 export const VOLUME_NAME = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 const MAKING = ".new-";
