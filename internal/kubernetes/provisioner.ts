@@ -33,6 +33,7 @@ import { formatBytes } from "../localstorage/mod.ts";
 import type { Logger } from "../log/mod.ts";
 import { sleep, type Runnable } from "../supervisor/mod.ts";
 import { clientConfiguration, statusOf, type ClientIdentity } from "./api_client.ts";
+import type { ComponentState } from "./component.ts";
 import { CSI_DRIVER } from "./csi.ts";
 import { STORAGE_CLASS } from "./reconciler.ts";
 import { describeRoom, NoRoomError, VolumeError, type VolumeStore } from "./volume_store.ts";
@@ -111,6 +112,8 @@ export interface ProvisionerOptions {
   apiserver: string;
   identity: ClientIdentity;
   intervalMs?: number;
+  /** The "volume-provisioner" status line. */
+  report?: (component: string, state: ComponentState, message: string) => void;
 }
 
 /** The provisioner: one pass every PROVISION_INTERVAL_MS; a failed pass is logged and the next one tries again. */
@@ -245,13 +248,20 @@ export function provisionerService(options: ProvisionerOptions): Runnable {
     for (;;) {
       try {
         await pass();
-        if (!healthy) ctx.signalHealthy();
+        if (!healthy) {
+          ctx.signalHealthy();
+          options.report?.("volume-provisioner", "running", `provisioning the claims placed on this node; ${describeRoom(options.store.room())}`);
+        }
         healthy = true;
         quietUntil = 0;
       } catch (error) {
         // Said once a minute while it lasts (an apiserver away), not at every pass.
-        if (Date.now() >= quietUntil) logPassFailure(ctx.logger, error);
+        if (Date.now() >= quietUntil) {
+          logPassFailure(ctx.logger, error);
+          options.report?.("volume-provisioner", "waiting", `a pass failed, trying again: ${(error as Error).message.slice(0, 200)}`);
+        }
         quietUntil = Date.now() + EVENT_REPEAT_MS;
+        healthy = false;
       }
       await sleep(options.intervalMs ?? PROVISION_INTERVAL_MS, ctx.signal);
     }

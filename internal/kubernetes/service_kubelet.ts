@@ -237,7 +237,7 @@ export function kubeletService(options: KubeletServiceOptions): Runnable {
     }
     if (options.volumes) {
       // The volume provisioner: this node's claims, as this node's volumes identity, renewed with the kubelet.
-      ctx.run("volume-provisioner", provisionerService({ nodeName: options.nodeId, store: options.volumes, apiserver, identity: { ca: issued.ca, certificate: issued.volumes, privateKey } }));
+      ctx.run("volume-provisioner", provisionerService({ nodeName: options.nodeId, store: options.volumes, apiserver, identity: { ca: issued.ca, certificate: issued.volumes, privateKey }, report: options.report }));
     }
     ctx.signalHealthy();
     const check = options.apiserverCheck ?? { intervalMs: APISERVER_CHECK_MS, misses: APISERVER_MISSES };
