@@ -387,7 +387,10 @@ describe("failure descriptions", () => {
     const late = new RpcError(Status.DEADLINE_EXCEEDED, "Deadline exceeded after 0.502s,LB pick: 0.000s,remote_addr=127.0.0.1:1", "Management/GetNodes");
     expect(answerFailure(endpoint, late)).toMatchObject({ kind: "deadline", reason: "deadline exceeded: no answer within 0.5 s" });
     const server = new RpcError(Status.DEADLINE_EXCEEDED, "etcd did not answer", "Management/GetNodes");
-    expect(answerFailure(endpoint, server).reason).toBe("deadline exceeded: etcd did not answer");
+    expect(answerFailure(endpoint, server, 1234).reason).toBe("deadline exceeded: etcd did not answer");
+    // The server's own deadline timer fired first (a loaded client): the caller's measure says how long.
+    const serverTimer = new RpcError(Status.DEADLINE_EXCEEDED, "Deadline exceeded", "Management/GetNodes");
+    expect(answerFailure(endpoint, serverTimer, 312).reason).toBe("deadline exceeded: no answer within 0.3 s");
     expect(answerFailure(endpoint, new RpcError(Status.UNAVAILABLE, "not the leader", "Management/ApproveNode"))).toMatchObject({ kind: "unavailable", reason: "not the leader" });
   });
 

@@ -112,12 +112,19 @@ export function connectFailure(endpoint: CuratorEndpoint, outcome: ConnectOutcom
   }
 }
 
-/** A curator that answered an error that makes the call move on (tryNextAfter). */
-export function answerFailure(endpoint: CuratorEndpoint, err: unknown): CuratorFailure {
+/**
+ * A curator that answered an error that makes the call move on
+ * (tryNextAfter). `elapsedMs`: how long the call took, as the caller
+ * measured it.
+ */
+export function answerFailure(endpoint: CuratorEndpoint, err: unknown, elapsedMs?: number): CuratorFailure {
   if (err instanceof RpcError && err.code === Status.DEADLINE_EXCEEDED) {
-    // grpc-js: "Deadline exceeded after 15.002s,LB pick: 0.000s,remote_addr=…"; a server's own words otherwise.
+    // grpc-js's client: "Deadline exceeded after 15.002s,LB pick: 0.000s,remote_addr=…". Under load the
+    // server's own timer (the deadline the client sent) can fire first and say only "Deadline exceeded":
+    // then the caller's own measure says how long it waited.
     const after = /^Deadline exceeded after (\d+(?:\.\d+)?)s/.exec(err.details);
-    const reason = after ? `deadline exceeded: no answer within ${Number(after[1]).toFixed(1).replace(/\.0$/, "")} s` : `deadline exceeded: ${err.details}`;
+    const seconds = after ? Number(after[1]) : err.details === "Deadline exceeded" && elapsedMs !== undefined ? elapsedMs / 1000 : undefined;
+    const reason = seconds !== undefined ? `deadline exceeded: no answer within ${seconds.toFixed(1).replace(/\.0$/, "")} s` : `deadline exceeded: ${err.details}`;
     return { endpoint, kind: "deadline", reason, error: err };
   }
   // grpc-js's words for a connection that went away under a call: the call may have been carried out.

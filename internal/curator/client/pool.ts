@@ -129,13 +129,14 @@ export class CuratorPool {
         this.forgetLeader(endpoint);
         continue;
       }
+      const calledAt = performance.now();
       try {
         const result = await call(client, endpoint);
         this.preferred = endpoint;
         return result;
       } catch (err) {
         if (!tryNext(err)) throw err;
-        failures.push(answerFailure(endpoint, err));
+        failures.push(answerFailure(endpoint, err, performance.now() - calledAt));
         this.forgetLeader(endpoint);
         const hint = leaderHintOf(err);
         if (hint) {
