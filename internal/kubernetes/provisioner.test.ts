@@ -34,7 +34,7 @@ describe("the provisioner's reading of Kubernetes", () => {
     const pv = persistentVolumeFor(claim(), "node-1", 64 * 2 ** 20);
     expect(pv.metadata?.name).toBe("pvc-1234-abcd");
     expect(pv.spec).toMatchObject({
-      capacity: { storage: String(64 * 2 ** 20) },
+      capacity: { storage: "64Mi" },
       persistentVolumeReclaimPolicy: "Delete",
       storageClassName: "local",
       csi: { driver: CSI_DRIVER, volumeHandle: "pvc-1234-abcd" },

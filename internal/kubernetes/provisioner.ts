@@ -93,7 +93,8 @@ export function persistentVolumeFor(claim: V1PersistentVolumeClaim, nodeName: st
     kind: "PersistentVolume",
     metadata: { name, annotations: { [PROVISIONED_BY]: CSI_DRIVER }, labels: { "app.kubernetes.io/managed-by": "nodecore" } },
     spec: {
-      capacity: { storage: String(bytes) },
+      // The claim's own words (64Mi), so that listings show what the user asked for.
+      capacity: { storage: claim.spec?.resources?.requests?.storage ?? String(bytes) },
       accessModes: claim.spec?.accessModes ?? ["ReadWriteOnce"],
       persistentVolumeReclaimPolicy: "Delete",
       storageClassName: STORAGE_CLASS,
@@ -181,11 +182,12 @@ export function provisionerService(options: ProvisionerOptions): Runnable {
         return tell(claim, "Warning", "VolumeResizeFailed", `node ${options.nodeName}: ${formatBytes(wanted - capacity)} more asked; ${describeRoom(room)}`);
       }
       // The kubelet grows the limit (NodeExpandVolume) when the PV is larger than the claim's status says, and the claim waits for it.
-      await core.replacePersistentVolume({ name: pv.metadata!.name!, body: { ...pv, spec: { ...pv.spec, capacity: { ...pv.spec!.capacity, storage: String(wanted) } } } });
+      const size = claim.spec!.resources!.requests!.storage!;
+      await core.replacePersistentVolume({ name: pv.metadata!.name!, body: { ...pv, spec: { ...pv.spec, capacity: { ...pv.spec!.capacity, storage: size } } } });
       await core.replaceNamespacedPersistentVolumeClaimStatus({
         name: claim.metadata!.name!,
         namespace: claim.metadata!.namespace!,
-        body: { ...claim, status: { ...claim.status, allocatedResources: { ...claim.status?.allocatedResources, storage: String(wanted) }, allocatedResourceStatuses: { storage: "NodeResizePending" } } },
+        body: { ...claim, status: { ...claim.status, allocatedResources: { ...claim.status?.allocatedResources, storage: size }, allocatedResourceStatuses: { storage: "NodeResizePending" } } },
       });
       ctx.logger.info("volume expansion handed to the kubelet", { volume: pv.metadata!.name, bytes: wanted });
       await tell(claim, "Normal", "ExternalExpanding", `volume ${pv.metadata!.name} grows to ${formatBytes(wanted)} on node ${options.nodeName} while in use (the kubelet raises its limit)`);
