@@ -94,6 +94,7 @@ describe("explain", () => {
     expect(explain(new RpcError(Status.DEADLINE_EXCEEDED, "Deadline exceeded after 15.002s,LB pick: 0.001s", "M/GetNodes")).line).toBe(
       "deadline exceeded: no answer within 15 s [DEADLINE_EXCEEDED]",
     );
+    expect(explain(new RpcError(Status.DEADLINE_EXCEEDED, "Deadline exceeded", "M/GetNodes")).line).toBe("deadline exceeded: no answer within the call's deadline (--timeout) [DEADLINE_EXCEEDED]");
     expect(explain(new Error("error:1E08010C:DECODER routines::unsupported\n  at somewhere")).line).toBe("error:1E08010C:DECODER routines::unsupported at somewhere");
     expect(explain("a string")).toEqual({ line: "a string", exitStatus: 1 });
   });

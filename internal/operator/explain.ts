@@ -59,10 +59,17 @@ function systemErrorLine(err: unknown): string | undefined {
   return where ? `${where}: ${SYSTEM_ERRORS[code]}` : `${SYSTEM_ERRORS[code]} (${code})`;
 }
 
-/** grpc-js's "Deadline exceeded after 1.002s,LB pick: …" as "deadline exceeded: no answer within 1 s". */
+/**
+ * grpc-js's "Deadline exceeded after 1.002s,LB pick: …" as "deadline
+ * exceeded: no answer within 1 s". A bare "Deadline exceeded" is the
+ * server's own timer (the deadline ctl sent) firing first, on a loaded
+ * machine: said as such, never as the words doubled.
+ */
 export function deadlineText(details: string): string {
   const after = /^Deadline exceeded after (\d+(?:\.\d+)?)s/.exec(details);
-  return after ? `deadline exceeded: no answer within ${Number(Number(after[1]).toFixed(1))} s` : `deadline exceeded: ${details}`;
+  if (after) return `deadline exceeded: no answer within ${Number(Number(after[1]).toFixed(1))} s`;
+  if (details === "Deadline exceeded") return "deadline exceeded: no answer within the call's deadline (--timeout)";
+  return `deadline exceeded: ${details}`;
 }
 
 /**
