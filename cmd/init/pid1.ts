@@ -2,10 +2,11 @@
 // reap orphans, turn power requests into a clean shutdown, and show fatal
 // conditions on the console. Logic lives in internal/sys; this is wiring.
 
-import { closeSync, constants, mkdirSync, openSync, readdirSync, readFileSync, readSync } from "node:fs";
+import { closeSync, constants, mkdirSync, openSync, readdirSync, readSync } from "node:fs";
 import { release } from "node:os";
 import type { Logger } from "../../internal/log/mod.ts";
 import { isSpawnedChild } from "../../internal/supervisor/mod.ts";
+import { mountTable } from "../../internal/localstorage/mod.ts";
 import {
   MNT_DETACH,
   MS_NODEV,
@@ -48,11 +49,7 @@ const PSEUDO_MOUNTS: PseudoMount[] = [
 
 function mountedTargets(): Set<string> {
   try {
-    return new Set(
-      readFileSync("/proc/self/mounts", "utf8")
-        .split("\n")
-        .map((line) => line.split(" ")[1] ?? ""),
-    );
+    return new Set(mountTable().map((m) => m.target));
   } catch {
     return new Set();
   }

@@ -18,7 +18,7 @@
 // a path below the kubelet's pods directory, the access mode one node's.
 // Block volumes are not served (INVALID_ARGUMENT says so).
 
-import { existsSync, mkdirSync, readFileSync, rmdirSync, statfsSync } from "node:fs";
+import { existsSync, mkdirSync, rmdirSync, statfsSync } from "node:fs";
 import { join, normalize } from "node:path";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import {
@@ -33,6 +33,7 @@ import {
 } from "../../proto/gen/csi/csi_pb.ts";
 import { Registration } from "../../proto/gen/csi/pluginregistration_pb.ts";
 import { FailedPreconditionError, InvalidArgumentError, NotFoundError, quote, ResourceExhaustedError, type ServiceImpl } from "../rpc/mod.ts";
+import { mountAt } from "../localstorage/mod.ts";
 import { MS_BIND, MS_RDONLY, MS_REMOUNT, mount, umount } from "../sys/mod.ts";
 import { VERSION } from "../version/mod.ts";
 import { NoRoomError, VOLUME_NAME, type VolumeStore } from "./volume_store.ts";
@@ -79,17 +80,6 @@ function checkCapability(capability: VolumeCapability | undefined, readonly: boo
   const mode = capability.accessMode?.mode ?? VolumeCapability_AccessMode_Mode.UNKNOWN;
   if (!SINGLE_NODE_MODES.has(mode)) throw new InvalidArgumentError(`volume_capability.access_mode: ${VolumeCapability_AccessMode_Mode[mode] ?? mode}: a volume lives on one node (ReadWriteOnce, ReadWriteOncePod)`);
   if (mode === VolumeCapability_AccessMode_Mode.SINGLE_NODE_READER_ONLY && !readonly) throw new InvalidArgumentError("readonly: a reader-only access mode is published read-only");
-}
-
-/** The mount at `target`, from /proc/self/mountinfo: its options field, or undefined if nothing is mounted there. */
-function mountAt(target: string): { readonly: boolean } | undefined {
-  for (const line of readFileSync("/proc/self/mountinfo", "utf8").split("\n")) {
-    const fields = line.split(" ");
-    // Mount points escape spaces and the like as octal (\040).
-    const point = fields[4]?.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8)));
-    if (point === target) return { readonly: (fields[5] ?? "").split(",").includes("ro") };
-  }
-  return undefined;
 }
 
 export interface CsiOptions {
@@ -140,7 +130,8 @@ export function csiNodeService(options: CsiOptions): ServiceImpl<typeof CsiNode>
       checkCapability(request.volumeCapability, request.readonly);
       const mounted = mountAt(target);
       if (mounted) {
-        if (mounted.readonly !== request.readonly) throw new FailedPreconditionError(`${target} is already mounted ${mounted.readonly ? "read-only" : "read-write"}`);
+        const readonly = mounted.options.includes("ro");
+        if (readonly !== request.readonly) throw new FailedPreconditionError(`${target} is already mounted ${readonly ? "read-only" : "read-write"}`);
         return {};
       }
       mkdirSync(target, { recursive: true, mode: 0o750 });

@@ -46,10 +46,36 @@ export interface DataPartitionOptions {
 /** What mountDataPartition did. */
 export type DataMountResult = "formatted" | "mounted";
 
+/** One line of /proc/self/mounts: where, and its options ("rw", "ro", "prjquota", ...). */
+export interface MountEntry {
+  source: string;
+  target: string;
+  fstype: string;
+  options: string[];
+}
+
+/** The kernel escapes space, tab, newline and backslash in mount paths as octal (\040). */
+const unescapeMountPath = (path: string) => path.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8)));
+
+/** This process's mounts (/proc/self/mounts), in order. */
+export function mountTable(): MountEntry[] {
+  return readFileSync("/proc/self/mounts", "utf8")
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => {
+      const [source = "", target = "", fstype = "", options = ""] = line.split(" ");
+      return { source: unescapeMountPath(source), target: unescapeMountPath(target), fstype, options: options.split(",") };
+    });
+}
+
+/** The mount exactly at `mountpoint` (the last one, if stacked), or undefined if there is none. */
+export function mountAt(mountpoint: string): MountEntry | undefined {
+  return mountTable().findLast((m) => m.target === mountpoint);
+}
+
 /** Whether something is mounted exactly at `mountpoint` (per /proc/self/mounts). */
 export function isMounted(mountpoint: string): boolean {
-  const mounts = readFileSync("/proc/self/mounts", "utf8");
-  return mounts.split("\n").some((line) => line.split(" ")[1] === mountpoint);
+  return mountAt(mountpoint) !== undefined;
 }
 
 async function isLuks(device: string, signal?: AbortSignal): Promise<boolean> {

@@ -78,7 +78,10 @@ export {
   mountDataPartition,
   closeDataPartition,
   isMounted,
+  mountAt,
+  mountTable,
   StorageError,
+  type MountEntry,
   type DataPartitionOptions,
   type DataMountResult,
 } from "./data_partition.ts";
