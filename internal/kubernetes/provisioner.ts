@@ -237,12 +237,13 @@ export function provisionerService(options: ProvisionerOptions): Runnable {
       // A volume no PV names and no waiting claim will name: what an interrupted provisioning left.
       // Any PV of this driver counts, whatever its affinity says: data is never removed on a PV's word being unclear.
       const named = new Set(volumes.items.filter((pv) => pv.spec?.csi?.driver === CSI_DRIVER).map((pv) => pv.spec!.csi!.volumeHandle));
-      for (const volume of options.store.list()) {
-        if (named.has(volume.name) || made.has(volume.name)) continue;
+      const kept = options.store.list().filter((volume) => {
+        if (named.has(volume.name) || made.has(volume.name)) return true;
         options.store.delete(volume.name);
         ctx.logger.info("removed a volume that no claim or PersistentVolume names", { volume: volume.name });
-      }
-      await publishCapacity(options.store.room().availableBytes);
+        return false;
+      });
+      await publishCapacity(options.store.room(kept).availableBytes);
     };
 
     let healthy = false;

@@ -154,17 +154,17 @@ export class VolumeStore {
     return { name, path, project, limitBytes: usage.limitBytes, usedBytes: usage.usedBytes, usedInodes: usage.usedInodes };
   }
 
-  /** The partition's room for volumes. */
-  room(): VolumeRoom {
+  /** The partition's room for volumes; `volumes`: list()'s answer, when the caller has it already. */
+  room(volumes: readonly Volume[] = this.list()): VolumeRoom {
     const space = freeSpace(this.root);
     const reserveBytes = Math.max(VOLUME_RESERVE.floorBytes, Math.floor(space.totalBytes * VOLUME_RESERVE.share));
-    const promisedBytes = this.list().reduce((sum, v) => sum + Math.max(0, v.limitBytes - v.usedBytes), 0);
+    const promisedBytes = volumes.reduce((sum, v) => sum + Math.max(0, v.limitBytes - v.usedBytes), 0);
     const availableBytes = Math.max(0, space.freeBytes - reserveBytes - promisedBytes);
     return { freeBytes: space.freeBytes, totalBytes: space.totalBytes, reserveBytes, promisedBytes, availableBytes };
   }
 
-  private nextProject(): number {
-    const used = new Set(this.list().map((v) => v.project));
+  private nextProject(volumes: readonly Volume[]): number {
+    const used = new Set(volumes.map((v) => v.project));
     for (let id = QUOTA_CHECK_PROJECT + 1; id <= MAX_PROJECT_ID; id++) if (!used.has(id)) return id;
     throw new VolumeError("no project ID left");
   }
@@ -179,12 +179,13 @@ export class VolumeStore {
     const existing = this.get(name);
     if (existing) return existing;
     if (!Number.isSafeInteger(bytes) || bytes <= 0) throw new VolumeError(`a volume of ${bytes} bytes`);
-    const room = this.room();
+    const volumes = this.list();
+    const room = this.room(volumes);
     if (bytes > room.availableBytes) throw new NoRoomError(`${formatBytes(bytes)} asked; ${describeRoom(room)}`);
     const making = join(this.root, `${MAKING}${name}`);
     rmSync(making, { recursive: true, force: true });
     mkdirSync(making, { mode: 0o777 });
-    const project = this.nextProject();
+    const project = this.nextProject(volumes);
     this.quotas.assign(making, project);
     this.quotas.setLimit(project, bytes);
     renameSync(making, path);
