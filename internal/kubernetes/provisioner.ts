@@ -132,6 +132,8 @@ export function provisionerService(options: ProvisionerOptions): Runnable {
     const tell = async (claim: V1PersistentVolumeClaim, type: "Normal" | "Warning", reason: string, message: string) => {
       const key = `${claim.metadata?.uid}/${reason}`;
       if ((said.get(key) ?? 0) > Date.now()) return;
+      // Bounded: what may be said again already is forgotten.
+      for (const [known, until] of said) if (until <= Date.now()) said.delete(known);
       said.set(key, Date.now() + EVENT_REPEAT_MS);
       const now = new Date();
       await core
