@@ -1,11 +1,11 @@
 // The volume plugin on real unix sockets with real bind mounts (root), its
 // volumes in a real volume store. The client here stands in for the
 // kubelet's CSI client, making the calls the kubelet makes; the qemu e2e
-// has the real kubelet call it. The kernel's quotas are the volume store
-// test's recording stand-in (this host's kernel has none).
+// has the real kubelet call it. The kernel's quotas are a recording
+// stand-in (test_quotas.ts).
 
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   Identity,
@@ -18,21 +18,14 @@ import { Registration } from "../../proto/gen/csi/pluginregistration_pb.ts";
 import { addService, createClient, createServer, listenLocal, LOCAL_SERVICE, localCredentials, RpcError, Status } from "../rpc/mod.ts";
 import { tempDir } from "../testing/mod.ts";
 import { CSI_DRIVER, csiIdentityService, csiNodeService, csiRegistrationService, csiSockets } from "./csi.ts";
-import { VolumeStore, type ProjectQuotas } from "./volume_store.ts";
+import { recordingQuotas } from "./test_quotas.ts";
+import { VolumeStore } from "./volume_store.ts";
 
 const dir = tempDir("nodecore-csi-");
 const kubeletRoot = join(dir.path, "kubelet");
 const sockets = csiSockets(kubeletRoot);
-const limits = new Map<number, number>();
-const projects = new Map<number, number>();
-/** A stand-in for the kernel's project quotas (see volume_store.test.ts): 1 MiB used by every project. */
-const quotas: ProjectQuotas = {
-  projectOf: (d) => projects.get(statSync(d).ino) ?? 0,
-  assign: (d, id) => void projects.set(statSync(d).ino, id),
-  setLimit: (id, bytes) => void limits.set(id, bytes),
-  usage: (id) => ({ usedBytes: 1024 * 1024, limitBytes: limits.get(id) ?? 0, usedInodes: 3 }),
-  clear: (id) => void limits.delete(id),
-};
+/** Every project has 1 MiB and 3 inodes in use. */
+const quotas = recordingQuotas({ usedBytes: 1024 * 1024, usedInodes: 3 });
 const store = new VolumeStore(join(dir.path, "data", "volumes"), quotas);
 const registered: string[] = [];
 const server = createServer();

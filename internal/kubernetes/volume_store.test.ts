@@ -1,29 +1,13 @@
 // The volume store's bookkeeping on a real directory tree. The kernel's
-// quotas are a recording stand-in here (this host's kernel cannot mount a
-// quota file system); the real ones are tested in
-// internal/localstorage/quota.test.ts where the kernel allows, and proven
-// by every node at boot.
+// quotas are a recording stand-in here (test_quotas.ts says why).
 
 import { describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { freeSpace } from "../localstorage/mod.ts";
 import { tempDir } from "../testing/mod.ts";
-import { describeRoom, NoRoomError, VOLUME_RESERVE, VolumeError, VolumeStore, type ProjectQuotas } from "./volume_store.ts";
-
-/** A stand-in for the kernel's project quotas: a directory's project kept by its inode (as ext4 keeps it, across renames), limits in a map, no usage counted. */
-function recordingQuotas(): ProjectQuotas & { limits: Map<number, number> } {
-  const limits = new Map<number, number>();
-  const projects = new Map<number, number>();
-  return {
-    limits,
-    projectOf: (dir) => projects.get(statSync(dir).ino) ?? 0,
-    assign: (dir, id) => void projects.set(statSync(dir).ino, id),
-    setLimit: (id, bytes) => void limits.set(id, bytes),
-    usage: (id) => ({ usedBytes: 0, limitBytes: limits.get(id) ?? 0, usedInodes: 0 }),
-    clear: (id) => void limits.delete(id),
-  };
-}
+import { recordingQuotas } from "./test_quotas.ts";
+import { describeRoom, NoRoomError, VOLUME_RESERVE, VolumeError, VolumeStore } from "./volume_store.ts";
 
 const MiB = 1024 * 1024;
 

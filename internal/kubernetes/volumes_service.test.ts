@@ -1,10 +1,10 @@
 // The volume plugin as the role server launches it: the store recovered,
 // both sockets made for the kubelet, the status line said; stopped, it
-// lets go of them. The kernel's quotas are a recording stand-in (this
-// host's kernel has none; see volume_store.test.ts).
+// lets go of them. The kernel's quotas are a recording stand-in
+// (test_quotas.ts).
 
 import { expect, test } from "bun:test";
-import { existsSync, mkdirSync, statSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { Identity } from "../../proto/gen/csi/csi_pb.ts";
 import { Registration } from "../../proto/gen/csi/pluginregistration_pb.ts";
@@ -14,18 +14,12 @@ import { supervise } from "../supervisor/mod.ts";
 import { eventually, tempDir } from "../testing/mod.ts";
 import { CSI_DRIVER, csiSockets } from "./csi.ts";
 import { volumesService } from "./volumes_service.ts";
-import { VolumeStore, type ProjectQuotas } from "./volume_store.ts";
+import { recordingQuotas } from "./test_quotas.ts";
+import { VolumeStore } from "./volume_store.ts";
 
 test("the plugin finishes an interrupted make, serves both sockets, says its room; stopped, it is gone", async () => {
   using dir = tempDir();
-  const projects = new Map<number, number>();
-  const quotas: ProjectQuotas = {
-    projectOf: (d) => projects.get(statSync(d).ino) ?? 0,
-    assign: (d, id) => void projects.set(statSync(d).ino, id),
-    setLimit: () => {},
-    usage: () => ({ usedBytes: 0, limitBytes: 0, usedInodes: 0 }),
-    clear: () => {},
-  };
+  const quotas = recordingQuotas();
   const store = new VolumeStore(join(dir.path, "volumes"), quotas);
   mkdirSync(join(store.root, ".new-pvc-half"), { recursive: true });
   const kubeletRoot = join(dir.path, "kubelet");
