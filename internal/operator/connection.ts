@@ -15,9 +15,9 @@ import {
   type CuratorEndpoint,
 } from "../curator/client/mod.ts";
 import { selfSignedCertificate, verifyIssuedBy, type KeyPair } from "../pki/mod.ts";
-import { RpcError, Status, channelCredentials, channelOptions, createClient } from "../rpc/mod.ts";
+import { deadlineReason, RpcError, Status, channelCredentials, channelOptions, createClient } from "../rpc/mod.ts";
 import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
-import { curatorFailureLine, deadlineText } from "./explain.ts";
+import { curatorFailureLine } from "./explain.ts";
 import { namespaceHint } from "./network_hint.ts";
 
 /** Per-call deadline unless the caller sets one. */
@@ -101,7 +101,7 @@ function unreached(err: unknown, endpoint: CuratorEndpoint): OperatorError | und
   const failure = err.connectionFailure;
   let reason: string;
   if (failure) reason = failure.kind === "refused" ? `connection refused at ${address}` : failure.reason;
-  else if (err.code === Status.DEADLINE_EXCEEDED) reason = deadlineText(err.details);
+  else if (err.code === Status.DEADLINE_EXCEEDED) reason = deadlineReason(err.details);
   else return undefined;
   // Refused, no route or no answer: perhaps ctl runs outside the cluster's network namespace.
   const hint = failure === undefined || failure.kind === "refused" || failure.kind === "unreachable" ? namespaceHint([endpoint.host]) : undefined;

@@ -12,7 +12,7 @@
 //   anything else                    ──▶ its message
 
 import { NoCuratorError } from "../curator/client/mod.ts";
-import { RpcError, Status } from "../rpc/mod.ts";
+import { deadlineReason, RpcError, Status } from "../rpc/mod.ts";
 import { OperatorError, type ConfigPaths } from "./config_dir.ts";
 import { UsageError } from "./cli_table.ts";
 import { namespaceHint, type NamespaceHintOptions } from "./network_hint.ts";
@@ -27,7 +27,7 @@ function describe(err: unknown): string {
   if (err instanceof UsageError || err instanceof OperatorError) return err.message;
   if (err instanceof NoCuratorError) return curatorFailureLine(err, {});
   if (err instanceof RpcError) {
-    if (err.code === Status.DEADLINE_EXCEEDED) return `${deadlineText(err.details)} [DEADLINE_EXCEEDED]`;
+    if (err.code === Status.DEADLINE_EXCEEDED) return `${deadlineReason(err.details)} [DEADLINE_EXCEEDED]`;
     const failure = err.connectionFailure;
     if (failure) return failure.reason;
     const hint = err.code === Status.UNAVAILABLE ? " (is the cluster up, and are the endpoints in the config dir current?)" : "";
@@ -57,19 +57,6 @@ function systemErrorLine(err: unknown): string | undefined {
   if (typeof code !== "string" || !(code in SYSTEM_ERRORS)) return undefined;
   const where = typeof dest === "string" && code === "EEXIST" ? dest : typeof path === "string" ? path : undefined;
   return where ? `${where}: ${SYSTEM_ERRORS[code]}` : `${SYSTEM_ERRORS[code]} (${code})`;
-}
-
-/**
- * grpc-js's "Deadline exceeded after 1.002s,LB pick: …" as "deadline
- * exceeded: no answer within 1 s". A bare "Deadline exceeded" is the
- * server's own timer (the deadline ctl sent) firing first, on a loaded
- * machine: said as such, never as the words doubled.
- */
-export function deadlineText(details: string): string {
-  const after = /^Deadline exceeded after (\d+(?:\.\d+)?)s/.exec(details);
-  if (after) return `deadline exceeded: no answer within ${Number(Number(after[1]).toFixed(1))} s`;
-  if (details === "Deadline exceeded") return "deadline exceeded: no answer within the call's deadline (--timeout)";
-  return `deadline exceeded: ${details}`;
 }
 
 /**

@@ -175,3 +175,19 @@ export function fromServiceError(err: ServiceError, method: string): RpcError {
 }
 
 export { Status };
+
+/**
+ * Why a call ran out of time, in seconds when they are known: grpc-js's
+ * client says "Deadline exceeded after 1.002s,LB pick: …" ("deadline
+ * exceeded: no answer within 1 s"); under load the server's own timer (the
+ * deadline the client sent) can fire first and say only "Deadline
+ * exceeded": then `elapsedMs`, the caller's own measure, if it has one. A
+ * server's own words for DEADLINE_EXCEEDED are kept.
+ */
+export function deadlineReason(details: string, elapsedMs?: number): string {
+  const after = /^Deadline exceeded after (\d+(?:\.\d+)?)s/.exec(details);
+  const seconds = after ? Number(after[1]) : details === "Deadline exceeded" && elapsedMs !== undefined ? elapsedMs / 1000 : undefined;
+  if (seconds !== undefined) return `deadline exceeded: no answer within ${Number(seconds.toFixed(1))} s`;
+  if (details === "Deadline exceeded") return "deadline exceeded: no answer within the call's deadline (--timeout)";
+  return `deadline exceeded: ${details}`;
+}

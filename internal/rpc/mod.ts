@@ -67,6 +67,7 @@ export {
   RpcError,
   Status,
   toStatus,
+  deadlineReason,
 } from "./errors.ts";
 export { authenticate, refusal, type Peer, type Policy } from "./peer.ts";
 export {

@@ -27,7 +27,7 @@
 // The order of the attempts is the pool's (pool.ts); it also reads why a
 // connection failed, which grpc-js tells only to calls (RpcError.connectionFailure).
 
-import { RpcError, Status } from "../../rpc/mod.ts";
+import { deadlineReason, RpcError, Status } from "../../rpc/mod.ts";
 import { formatAddress, formatEndpoint, type CuratorEndpoint } from "./endpoint.ts";
 
 /** How long a curator gets to accept a connection before the next one is tried. */
@@ -119,13 +119,7 @@ export function connectFailure(endpoint: CuratorEndpoint, outcome: ConnectOutcom
  */
 export function answerFailure(endpoint: CuratorEndpoint, err: unknown, elapsedMs?: number): CuratorFailure {
   if (err instanceof RpcError && err.code === Status.DEADLINE_EXCEEDED) {
-    // grpc-js's client: "Deadline exceeded after 15.002s,LB pick: 0.000s,remote_addr=…". Under load the
-    // server's own timer (the deadline the client sent) can fire first and say only "Deadline exceeded":
-    // then the caller's own measure says how long it waited.
-    const after = /^Deadline exceeded after (\d+(?:\.\d+)?)s/.exec(err.details);
-    const seconds = after ? Number(after[1]) : err.details === "Deadline exceeded" && elapsedMs !== undefined ? elapsedMs / 1000 : undefined;
-    const reason = seconds !== undefined ? `deadline exceeded: no answer within ${seconds.toFixed(1).replace(/\.0$/, "")} s` : `deadline exceeded: ${err.details}`;
-    return { endpoint, kind: "deadline", reason, error: err };
+    return { endpoint, kind: "deadline", reason: deadlineReason(err.details, elapsedMs), error: err };
   }
   // grpc-js's words for a connection that went away under a call: the call may have been carried out.
   if (err instanceof RpcError && err.code === Status.UNAVAILABLE && /Connection dropped|RST_STREAM|ECONNRESET|socket hang up/i.test(err.details)) {
