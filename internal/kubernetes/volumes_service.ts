@@ -56,8 +56,8 @@ export function volumesService(options: VolumesServiceOptions): Runnable {
       // The CSI socket first: the kubelet dials it as soon as it sees the registration socket.
       await listenLocal(csi, sockets.endpoint);
       await listenLocal(registration, sockets.registration);
-      const room = options.store.room();
-      options.report("volumes", "running", `${options.store.list().length} volumes; ${describeRoom(room)}`);
+      const volumes = options.store.list();
+      options.report("volumes", "running", `${volumes.length} volumes; ${describeRoom(options.store.room(volumes))}`);
       ctx.logger.info("volume plugin serving", { endpoint: sockets.endpoint, registration: sockets.registration });
       ctx.signalHealthy();
       await untilCancelled(ctx.signal);
