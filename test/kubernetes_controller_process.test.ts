@@ -5,10 +5,11 @@
 // in the apiserver; the owner's kubeconfig works with the built kubectl; a
 // component that dies is restarted and says so, and kubectl works again
 // without help; removing the role stops all three; giving it back reads the
-// same PKI from etcd.
+// same PKI from etcd. Then the volumes controller (volumes_controller.ts)
+// against that real apiserver and controller-manager.
 
 import { afterAll, expect, test } from "bun:test";
-import { statSync } from "node:fs";
+import { statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { eventually, systemTree, tempDir } from "../internal/testing/mod.ts";
 import { NodeProcess, loopbackBlock, ownedNode, serviceLines } from "./support/node_process.ts";
@@ -137,3 +138,54 @@ test("kubernetes-controller runs the real apiserver, controller-manager and sche
   await allRunning();
   expect(kubectl(kubeconfig, "get", "serviceaccount", "default", "-o", "name")).toBe("serviceaccount/default\n");
 }, 480_000);
+
+test("the volumes controller: a volume on a node the records no longer hold has its PV deleted, its claim Lost and told why; room published for a node that is not a worker is withdrawn; a volume on a node that is there is kept", async () => {
+  // The node and its owner's kubeconfig from the test above (the controller runs on node1).
+  const kubeconfig = join(dir.path, "owner.kubeconfig");
+  const apply = (object: unknown) => {
+    const file = join(dir.path, "object.json");
+    writeFileSync(file, JSON.stringify(object));
+    kubectl(kubeconfig, "apply", "-f", file);
+  };
+  const self = (JSON.parse((await ctl("node", "list", "--json")).stdout) as { id: string }[])[0]!.id;
+  const volume = (name: string, node: string, claim?: { name: string; uid: string }) => ({
+    apiVersion: "v1",
+    kind: "PersistentVolume",
+    metadata: { name },
+    spec: {
+      capacity: { storage: "64Mi" },
+      accessModes: ["ReadWriteOnce"],
+      persistentVolumeReclaimPolicy: "Delete",
+      storageClassName: "local",
+      csi: { driver: "volumes.nodecore.local", volumeHandle: name },
+      nodeAffinity: { required: { nodeSelectorTerms: [{ matchExpressions: [{ key: "kubernetes.io/hostname", operator: "In", values: [node] }] }] } },
+      ...(claim ? { claimRef: { apiVersion: "v1", kind: "PersistentVolumeClaim", namespace: "default", ...claim } } : {}),
+    },
+  });
+  // A claim bound to a volume on node-gone: a node no record holds (as after ctl node reset).
+  apply({ apiVersion: "v1", kind: "PersistentVolumeClaim", metadata: { name: "kept-data", namespace: "default" }, spec: { storageClassName: "local", accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "64Mi" } }, volumeName: "pvc-on-gone" } });
+  const uid = kubectl(kubeconfig, "get", "pvc", "kept-data", "-o", "jsonpath={.metadata.uid}");
+  apply(volume("pvc-on-gone", "node-gone", { name: "kept-data", uid }));
+  // A volume on node1, which is in the records (not a worker): kept.
+  apply(volume("pvc-on-self", self));
+  apply({
+    apiVersion: "storage.k8s.io/v1",
+    kind: "CSIStorageCapacity",
+    metadata: { name: "nodecore-local-node-resting", namespace: "kube-system" },
+    storageClassName: "local",
+    nodeTopology: { matchLabels: { "kubernetes.io/hostname": "node-resting" } },
+    capacity: "100Mi",
+  });
+  await eventually(
+    () => {
+      expect(kubectl(kubeconfig, "get", "pv", "-o", "name").split("\n")).not.toContain("persistentvolume/pvc-on-gone");
+      expect(kubectl(kubeconfig, "get", "pvc", "kept-data", "-o", "jsonpath={.status.phase}")).toBe("Lost");
+      expect(kubectl(kubeconfig, "get", "csistoragecapacities", "-n", "kube-system", "-o", "name")).not.toContain("nodecore-local-node-resting");
+    },
+    { timeoutMs: 60_000, intervalMs: 1000, what: "the gone node's PV deleted, its claim Lost, the stale room withdrawn" },
+  );
+  const events = kubectl(kubeconfig, "get", "events", "-n", "default", "--field-selector", "involvedObject.name=kept-data", "-o", "jsonpath={range .items[*]}{.reason}: {.message}{'\\n'}{end}");
+  expect(events).toContain("VolumeNodeGone: volume pvc-on-gone was on node node-gone, which is no longer in the cluster (reset or deleted)");
+  expect(kubectl(kubeconfig, "get", "pv", "pvc-on-self", "-o", "name")).toBe("persistentvolume/pvc-on-self\n");
+  expect(node.logs.some((l) => l.msg?.toString().startsWith("volumes of nodes that are gone") && l.volumes === "pvc-on-gone")).toBe(true);
+}, 120_000);

@@ -17,7 +17,10 @@
 //        ├── kube-controller-manager   ─┐ started only after that
 //        ├── kube-scheduler            ─┘
 //        └── reconciler (reconciler.ts): base RBAC, the kube-dns Service and
-//            its EndpointSlice (the workers' DNS servers), Nodes pruned
+//            its EndpointSlice (the workers' DNS servers), Nodes pruned;
+//            volumes_controller.ts: the PVs of nodes that are gone deleted
+//            (their claims Lost, told why), the room of nodes that are not
+//            workers withdrawn, claims no worker has room for told so
 //
 //   worker role ──▶ kubeletService (service_kubelet.ts): one key, certificates
 //        from the curator (kubelet, system:kube-proxy, nodecore:cluster-dns),

@@ -33,6 +33,7 @@ import { formatBytes } from "../localstorage/mod.ts";
 import type { Logger } from "../log/mod.ts";
 import { sleep, type Runnable } from "../supervisor/mod.ts";
 import { clientConfiguration, statusOf, type ClientIdentity } from "./api_client.ts";
+import { claimEvents, EVENT_REPEAT_MS } from "./claim_events.ts";
 import type { ComponentState } from "./component.ts";
 import { CSI_DRIVER } from "./csi.ts";
 import { STORAGE_CLASS } from "./reconciler.ts";
@@ -44,10 +45,10 @@ const PROVISIONED_BY = "pv.kubernetes.io/provisioned-by";
 const HOSTNAME_LABEL = "kubernetes.io/hostname";
 /** Where each node's CSIStorageCapacity lives. */
 export const CAPACITY_NAMESPACE = "kube-system";
+/** Each node's CSIStorageCapacity is this and its node name. */
+export const CAPACITY_PREFIX = "nodecore-local-";
 /** How often the provisioner looks at the claims and volumes. */
 export const PROVISION_INTERVAL_MS = 2_000;
-/** An event about the same claim and reason is not repeated sooner. */
-const EVENT_REPEAT_MS = 60_000;
 
 const UNITS: Record<string, number> = { "": 1, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60 };
 
@@ -124,35 +125,9 @@ export function provisionerService(options: ProvisionerOptions): Runnable {
     const configuration = clientConfiguration(k8s, options.apiserver, options.identity);
     const core = new k8s.CoreV1Api(configuration);
     const storage = new k8s.StorageV1Api(configuration);
-    const said = new Map<string, number>();
+    const tell = claimEvents(core, { component: CSI_DRIVER, host: options.nodeName }, ctx.logger);
     const recovered = options.store.recover();
     if (recovered.length) ctx.logger.info("finished what an interrupted volume operation left", { removed: recovered.join(",") });
-
-    /** An event on `claim`, at most once a minute per reason. */
-    const tell = async (claim: V1PersistentVolumeClaim, type: "Normal" | "Warning", reason: string, message: string) => {
-      const key = `${claim.metadata?.uid}/${reason}`;
-      if ((said.get(key) ?? 0) > Date.now()) return;
-      // Bounded: what may be said again already is forgotten.
-      for (const [known, until] of said) if (until <= Date.now()) said.delete(known);
-      said.set(key, Date.now() + EVENT_REPEAT_MS);
-      const now = new Date();
-      await core
-        .createNamespacedEvent({
-          namespace: claim.metadata!.namespace!,
-          body: {
-            metadata: { generateName: `${claim.metadata!.name}.`, namespace: claim.metadata!.namespace! },
-            involvedObject: { kind: "PersistentVolumeClaim", apiVersion: "v1", namespace: claim.metadata!.namespace!, name: claim.metadata!.name!, uid: claim.metadata!.uid! },
-            type,
-            reason,
-            message,
-            source: { component: CSI_DRIVER, host: options.nodeName },
-            firstTimestamp: now,
-            lastTimestamp: now,
-            count: 1,
-          },
-        })
-        .catch((error: unknown) => ctx.logger.debug("could not record an event", { reason, error: (error as Error).message }));
-    };
 
     const provision = async (claim: V1PersistentVolumeClaim) => {
       const name = volumeNameOf(claim);
@@ -196,7 +171,7 @@ export function provisionerService(options: ProvisionerOptions): Runnable {
     };
 
     const publishCapacity = async (available: number) => {
-      const name = `nodecore-local-${options.nodeName}`.slice(0, 253);
+      const name = `${CAPACITY_PREFIX}${options.nodeName}`.slice(0, 253);
       const body = {
         apiVersion: "storage.k8s.io/v1",
         kind: "CSIStorageCapacity",

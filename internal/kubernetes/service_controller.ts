@@ -6,7 +6,9 @@
 //   controllerService
 //     ├── ensureKubernetesPKI (etcd), then this node's files on tmpfs
 //     ├── kube-apiserver            healthy = GET /readyz answers "ok" (as ADMIN_USER)
-//     ├── reconciler                once the apiserver was ready: the base RBAC bindings
+//     ├── reconciler                once the apiserver was ready: the base RBAC bindings,
+//     │                             then every NODE_PRUNE_INTERVAL_MS: Nodes, cluster DNS,
+//     │                             and volumes of nodes that are gone (volumes_controller.ts)
 //     ├── kube-controller-manager   started once the apiserver was ready
 //     └── kube-scheduler            started once the apiserver was ready
 //
@@ -23,6 +25,7 @@ import { controllerFiles, writeControllerFiles } from "./controller_files.ts";
 import { APISERVER_PORT, CONTROLLER_MANAGER_PORT, SCHEDULER_PORT, apiserverArgs, controllerManagerArgs, schedulerArgs, type ControllerFlagOptions } from "./controller_flags.ts";
 import { ensureKubernetesPKI, type Credential } from "./pki.ts";
 import { pruneNodes, reconcile, reconcileDns, reconcileStorage } from "./reconciler.ts";
+import { sweepVolumes, volumesController } from "./volumes_controller.ts";
 
 /** The controller's components: each a binary of that name, and a status line. */
 export const CONTROLLER_COMPONENTS = ["kube-apiserver", "kube-controller-manager", "kube-scheduler"] as const;
@@ -40,8 +43,11 @@ export interface ControllerServiceOptions {
   dir: string;
   /** Each component's status line. */
   report: (component: string, state: ComponentState, message: string) => void;
-  /** The nodes that hold the kubernetes-worker role, as the cluster's records have them now: node ID → address. */
-  workers: () => Promise<ReadonlyMap<string, string>>;
+  /**
+   * The cluster's records now: `workers`, the nodes that hold the
+   * kubernetes-worker role (node ID → address); `known`, every node ID.
+   */
+  records: () => Promise<{ workers: ReadonlyMap<string, string>; known: ReadonlySet<string> }>;
 }
 
 /** How often the Node objects are held against the cluster's records. */
@@ -86,12 +92,14 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
       const storage = await reconcileStorage(url, pki);
       if (storage.length > 0) c.logger.info("storage objects reconciled", { changes: storage.join("; ") });
       c.signalHealthy();
+      const volumes = await volumesController(url, { ca: pki.ca.certificate, certificate: pki.admin.certificate, privateKey: pki.admin.privateKey }, c.logger);
       for (;;) {
-        const workers = await options.workers();
+        const { workers, known } = await options.records();
         const deleted = await pruneNodes(url, pki, new Set(workers.keys()));
         if (deleted.length > 0) c.logger.info("deleted the Node objects of nodes without the kubernetes-worker role", { nodes: deleted.join(",") });
         const dns = await reconcileDns(url, pki, workers);
         if (dns.length > 0) c.logger.info("cluster DNS objects changed", { changes: dns.join("; ") });
+        await sweepVolumes(volumes, { known, workers: new Set(workers.keys()) }, c.logger);
         await sleep(NODE_PRUNE_INTERVAL_MS, c.signal);
       }
     });

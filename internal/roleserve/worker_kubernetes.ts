@@ -204,7 +204,10 @@ function controllerRunnable(options: KubernetesOptions): Runnable {
         binDir: options.binDir ?? DEFAULT_KUBERNETES_BIN_DIR,
         dir: join(options.ephemeralDir, "controller"),
         report: (component, state, message) => options.board.report(component, state, message),
-        workers: async () => new Map((await store.nodes()).nodes.filter((n) => n.roles?.kubernetesWorker).map((n) => [n.id, n.status?.externalAddress ?? ""])),
+        records: async () => {
+          const { nodes } = await store.nodes();
+          return { workers: new Map(nodes.filter((n) => n.roles?.kubernetesWorker).map((n) => [n.id, n.status?.externalAddress ?? ""])), known: new Set(nodes.map((n) => n.id)) };
+        },
       }),
     );
     ctx.signalHealthy();

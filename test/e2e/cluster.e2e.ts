@@ -994,7 +994,7 @@ async function volumeRoom(nodeId: string): Promise<number> {
   return quantityBytes(capacity.capacity) ?? Number.NaN;
 }
 
-async function volumesStep(ctx: E2eContext, c: Cluster, ids: string[]): Promise<void> {
+async function volumesStep(ctx: E2eContext, c: Cluster, f: FormedCluster, ids: string[]): Promise<void> {
   const node2 = ids[0]!;
   const MiB = 1024 * 1024;
   const exec = (script: string) => kubectl("exec", "db-0", "--", "sh", "-c", script);
@@ -1082,6 +1082,23 @@ async function volumesStep(ctx: E2eContext, c: Cluster, ids: string[]): Promise<
   assertEqual(back.node, node2, "the node the StatefulSet's pod came back on");
   assertEqual((await exec("cat /data/marker")).trim(), "kept", "the data the pod finds again");
 
+  // node2 rebooted as an operator reboots it: the kubelet starts the pod
+  // again, on its volume, mounted again, with its data.
+  const startedAt = async () => kubectl("get", "pod", "db-0", "-o", "jsonpath={.status.containerStatuses[0].state.running.startedAt}");
+  const before = await startedAt();
+  const rebooting = performance.now();
+  const rebooted = await f.ctl("node", "reboot", node2, "--wait");
+  assertEqual(rebooted.exitCode, 0, `ctl node reboot node2 --wait (${rebooted.stderr.trim()})`);
+  await eventually(
+    async () => {
+      const now = await startedAt();
+      assert(now !== "" && now !== before, `db-0's container started again after the reboot (started ${now || "not running"}, before ${before})`);
+      assertEqual((await exec("cat /data/marker")).trim(), "kept", "the data after node2's reboot");
+    },
+    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "db-0 running again on its data after node2's reboot" },
+  );
+  ctx.report(`ctl node reboot node2 (its volume in use) → db-0 running again on its data: ${((performance.now() - rebooting) / 1000).toFixed(1)} s`);
+
   // The claim deleted with its StatefulSet: the volume and its room go back.
   await kubectl("delete", "statefulset", "db", "--wait=true", "--timeout=300s");
   await kubectl("delete", "pvc", "data-db-0", "--wait=true", "--timeout=300s");
@@ -1105,11 +1122,12 @@ async function volumesStep(ctx: E2eContext, c: Cluster, ids: string[]): Promise<
 }
 
 e2eTest(
-  "a user's StatefulSet keeps its data: a 64 Mi claim of the default class bound on node2, a 128 Mi write refused, the kubelet's volume stats, grown to 192 Mi while running and the write fits, the pod deleted comes back to its data, the claim deleted gives the room back",
+  "a user's StatefulSet keeps its data: a 64 Mi claim of the default class bound on node2, a 128 Mi write refused, the kubelet's volume stats, grown to 192 Mi while running and the write fits, the pod deleted comes back to its data, and again after node2 reboots, the claim deleted gives the room back",
   async (ctx) => {
     const c = need(cluster, "the cluster");
+    const f = need(formed, "the formed cluster");
     const { ids } = need(kubernetesWorkers, "the Kubernetes workers");
-    await volumesStep(ctx, c, ids);
+    await volumesStep(ctx, c, f, ids);
   },
   { timeoutMs: VOLUMES_STEP_TIMEOUT_MS },
 );
