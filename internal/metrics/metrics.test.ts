@@ -4,7 +4,7 @@ import type { X509Certificate } from "node:crypto";
 import { generateKeyPair, issueMetricsReaderCertificate, selfSignedCertificate } from "../pki/mod.ts";
 import { testCA, testNode, testOwner } from "../testing/mod.ts";
 import type { Peer } from "../rpc/mod.ts";
-import { NodeMetrics, metricsHandler, prometheusConfig, scrapeRefusal } from "./mod.ts";
+import { NodeMetrics, metricsHandler, prometheusConfig, SCRAPE_REUSE_MS, scrapeRefusal } from "./mod.ts";
 
 const dump = [
   { path: "root", state: "healthy" as const, restarts: 0, sinceMs: 1, backoffMs: 500 },
@@ -73,6 +73,34 @@ test("etcd's metrics follow the node's; when etcd fails, a comment says why and 
   // Not a consensus node: nothing of etcd's, and no comment either.
   const none = new NodeMetrics({ runnables: () => dump, etcd: () => undefined });
   expect(await none.scrape()).not.toContain("etcd");
+});
+
+test("readers share scrapes: many at once cost one, and a text answers for a second, then a new one is made", async () => {
+  let scrapes = 0;
+  let release: () => void = () => {};
+  const metrics = new NodeMetrics({
+    runnables: () => dump,
+    etcd: () => async () => {
+      scrapes++;
+      await new Promise<void>((resolve) => (release = resolve));
+      return `etcd_scrape_number ${scrapes}`;
+    },
+  });
+  const readers = Array.from({ length: 100 }, () => metrics.sharedScrape());
+  await Bun.sleep(10);
+  release();
+  const texts = await Promise.all(readers);
+  expect(scrapes).toBe(1);
+  expect(new Set(texts).size).toBe(1);
+  expect(texts[0]).toContain("etcd_scrape_number 1");
+  // Within the second: the same text, no new scrape.
+  expect(await metrics.sharedScrape()).toBe(texts[0]!);
+  expect(scrapes).toBe(1);
+  await Bun.sleep(SCRAPE_REUSE_MS + 50);
+  const next = metrics.sharedScrape();
+  await Bun.sleep(10);
+  release();
+  expect(await next).toContain("etcd_scrape_number 2");
 });
 
 const ca = testCA();

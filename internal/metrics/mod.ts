@@ -23,6 +23,6 @@
 // the node ID as their DNS name, so a scrape configuration has one job per
 // node, each with its server_name (ctl metrics credentials writes one).
 
-export { NodeMetrics, PREFIX, ETCD_METRICS_TIMEOUT_MS, type MetricSources } from "./node_metrics.ts";
+export { NodeMetrics, PREFIX, ETCD_METRICS_TIMEOUT_MS, SCRAPE_REUSE_MS, type MetricSources } from "./node_metrics.ts";
 export { metricsHandler, scrapeRefusal, METRICS_PATH, type MetricsHandlerOptions, type ScrapeRefusal } from "./serve.ts";
 export { prometheusConfig, type ScrapeTarget } from "./prometheus_config.ts";

@@ -21,6 +21,8 @@ const RUNNABLE_STATES: readonly RunnableState[] = ["starting", "healthy", "done"
 
 /** How long etcd's metrics may take before the scrape goes on without them. */
 export const ETCD_METRICS_TIMEOUT_MS = 5_000;
+/** A scrape's text answers every reader who asks within this long of it (sharedScrape). */
+export const SCRAPE_REUSE_MS = 1_000;
 
 export interface MetricSources {
   /** The supervision tree now. */
@@ -110,6 +112,29 @@ export class NodeMetrics {
   }
 
   /** The whole text: the node's metrics, then etcd's (or a line saying why they are missing). */
+  private latest: { text: string; atMs: number } | undefined;
+  private inFlight: Promise<string> | undefined;
+
+  /**
+   * What readers over the network get: one scrape at a time, whatever the
+   * number of readers, and its text reused for SCRAPE_REUSE_MS after it.
+   * So readers cost the node's event loop at most one scrape a second,
+   * and its memory one text, however fast or many they are.
+   */
+  sharedScrape(): Promise<string> {
+    if (this.latest && Date.now() - this.latest.atMs < SCRAPE_REUSE_MS) return Promise.resolve(this.latest.text);
+    this.inFlight ??= this.scrape()
+      .then((text) => {
+        this.latest = { text, atMs: Date.now() };
+        return text;
+      })
+      .finally(() => {
+        this.inFlight = undefined;
+      });
+    return this.inFlight;
+  }
+
+  /** A scrape now, of its own (tests, and sharedScrape). */
   async scrape(signal?: AbortSignal): Promise<string> {
     const own = await this.registry.metrics();
     const etcd = this.sources.etcd?.();

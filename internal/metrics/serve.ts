@@ -2,7 +2,8 @@
 // The caller is judged by its client certificate before anything else,
 // exactly as a gRPC call is (rpc's authenticate): the owner, or a metrics
 // reader certificate under the cluster CA. Everyone else is refused, and
-// the refusal goes to the cluster's audit trail.
+// the refusal goes to the cluster's audit trail. Readers share scrapes
+// (NodeMetrics.sharedScrape): one at a time, each answering for a second.
 
 import type { X509Certificate } from "node:crypto";
 import { authenticate, peerCertificateOf, type HttpHandler, type Peer } from "../rpc/mod.ts";
@@ -62,6 +63,6 @@ export function metricsHandler(options: MetricsHandlerOptions): HttpHandler {
     const path = request.path.split("?")[0];
     if (path !== METRICS_PATH) return { status: 404, contentType: "text/plain", body: `not found: only ${METRICS_PATH} is served here\n` };
     if (request.method !== "GET" && request.method !== "HEAD") return { status: 405, contentType: "text/plain", body: `method not allowed: ${METRICS_PATH} is read with GET\n` };
-    return { status: 200, contentType: TEXT_FORMAT, body: await options.metrics.scrape() };
+    return { status: 200, contentType: TEXT_FORMAT, body: await options.metrics.sharedScrape() };
   };
 }

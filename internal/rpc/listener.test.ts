@@ -11,7 +11,7 @@ import { connect as tlsConnect } from "node:tls";
 import { createServer as createTcpServer } from "node:net";
 import { request as httpsRequest } from "node:https";
 import { connect as http2Connect } from "node:http2";
-import { addService, channelCredentials, channelOptions, createClient, createServer, listen, MAX_CONNECTIONS, MAX_PENDING_HANDSHAKES, MAX_PENDING_HANDSHAKES_PER_SOURCE, partialService, serverCredentials } from "./mod.ts";
+import { addService, channelCredentials, channelOptions, createClient, createServer, listen, MAX_CONNECTIONS, MAX_HTTP_ANSWERS_IN_FLIGHT, MAX_PENDING_HANDSHAKES, MAX_PENDING_HANDSHAKES_PER_SOURCE, partialService, serverCredentials } from "./mod.ts";
 
 const ca = testCA();
 const owner = testOwner(ca);
@@ -241,4 +241,43 @@ describe("listener", () => {
     client.close();
     expect(asked).toEqual(["GET /metrics owner", "GET /metrics?x=1 owner"]);
   });
+
+  test("plain HTTPS answers are bounded per connection and per server: beyond, a quick 503 and the handler is never run", async () => {
+    const serving = testNode(ca);
+    const server = managementServer();
+    const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey, allowHttp1: true });
+    let running = 0;
+    let release: () => void = () => {};
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const { port } = await listen(server, "127.0.0.1:0", credentials, undefined, async () => {
+      running++;
+      await held;
+      return { status: 200, contentType: "text/plain", body: "answered\n" };
+    });
+    const tls = { ca: ca.certificate.toString(), cert: owner.certificate.toString(), key: owner.key.privateKey.export({ format: "pem", type: "pkcs8" }).toString(), servername: "unnamed.nodecore.invalid", checkServerIdentity: () => undefined };
+    const get = (session: ReturnType<typeof http2Connect>) =>
+      new Promise<number>((resolve, reject) => {
+        const stream = session.request({ ":path": "/metrics", ":method": "GET" });
+        let status = 0;
+        stream.on("response", (headers) => (status = Number(headers[":status"])));
+        stream.on("data", () => {});
+        stream.on("end", () => resolve(status));
+        stream.on("error", reject);
+        stream.end();
+      });
+    // One connection, four at once: two are answered, two are told busy at once.
+    const one = http2Connect(`https://127.0.0.1:${port}`, tls);
+    const first = [get(one), get(one), get(one), get(one)];
+    await eventually(() => expect(running).toBe(2), { timeoutMs: 5_000, intervalMs: 10 });
+    // Across connections, the server's bound: MAX_HTTP_ANSWERS_IN_FLIGHT in all.
+    const sessions = Array.from({ length: MAX_HTTP_ANSWERS_IN_FLIGHT }, () => http2Connect(`https://127.0.0.1:${port}`, tls));
+    const more = sessions.map((s) => get(s));
+    await eventually(() => expect(running).toBe(MAX_HTTP_ANSWERS_IN_FLIGHT), { timeoutMs: 10_000, intervalMs: 10 });
+    release();
+    const statuses = [...(await Promise.all(first)), ...(await Promise.all(more))];
+    expect(statuses.filter((s) => s === 200).length).toBe(MAX_HTTP_ANSWERS_IN_FLIGHT);
+    expect(statuses.filter((s) => s === 503).length).toBe(statuses.length - MAX_HTTP_ANSWERS_IN_FLIGHT);
+    expect(running).toBe(MAX_HTTP_ANSWERS_IN_FLIGHT);
+    for (const s of [one, ...sessions]) s.close();
+  }, 30_000);
 });

@@ -17,7 +17,8 @@
 // A server may also answer plain HTTPS requests (the node's metrics) beside
 // gRPC on the same port: HTTP/2 streams that are not gRPC, and HTTP/1.1
 // requests from clients that offer no h2, go to an HttpHandler, on the same
-// bounded connections.
+// bounded connections, at most MAX_HTTP_ANSWERS_PER_CONNECTION and
+// MAX_HTTP_ANSWERS_IN_FLIGHT at once (beyond: 503 before the handler runs).
 //
 // So one address that floods a port with idle connections holds at most
 // MAX_PENDING_HANDSHAKES_PER_SOURCE of its handshake slots, and the nodes
@@ -123,6 +124,10 @@ export type HttpHandler = (request: HttpRequest) => Promise<HttpAnswer>;
 
 /** The longest a handler may take before the request is answered 503. */
 const HTTP_ANSWER_TIMEOUT_MS = 30_000;
+/** Plain HTTPS requests being answered at once, per server: more are answered 503 before anything else is done. */
+export const MAX_HTTP_ANSWERS_IN_FLIGHT = 32;
+/** ... and per connection (HTTP/2 multiplexes; HTTP/1.1 may pipeline). */
+export const MAX_HTTP_ANSWERS_PER_CONNECTION = 2;
 
 /**
  * Binds `server` on `address` ("host:port", IPv6 hosts in brackets) and
@@ -166,7 +171,31 @@ function routeHttp(listener: Http2Listener, http: HttpHandler): void {
   type Stream = { respond(headers: Record<string, string | number>): void; end(body?: string): void; session?: { socket?: unknown }; destroyed?: boolean };
   type Http1Request = { method?: string; url?: string; httpVersion: string; socket: unknown };
   type Http1Response = { writeHead(status: number, headers: Record<string, string | number>): void; end(body?: string): void };
+  // Bounded before the handler runs: each answer may be a whole scrape's
+  // text in a socket's buffers, so many readers at once would hold many.
+  let inFlight = 0;
+  const perConnection = new WeakMap<object, number>();
   const answer = async (request: HttpRequest, send: (answer: HttpAnswer) => void) => {
+    const connection = (request.socket as object | undefined) ?? {};
+    const mine = perConnection.get(connection) ?? 0;
+    if (inFlight >= MAX_HTTP_ANSWERS_IN_FLIGHT || mine >= MAX_HTTP_ANSWERS_PER_CONNECTION) {
+      try {
+        send({ status: 503, contentType: "text/plain", body: "busy: too many requests at once; try again\n" });
+      } catch {
+        // The client went away.
+      }
+      return;
+    }
+    inFlight++;
+    perConnection.set(connection, mine + 1);
+    try {
+      await answerNow(request, send);
+    } finally {
+      inFlight--;
+      perConnection.set(connection, (perConnection.get(connection) ?? 1) - 1);
+    }
+  };
+  const answerNow = async (request: HttpRequest, send: (answer: HttpAnswer) => void) => {
     let timer: ReturnType<typeof setTimeout> | undefined;
     const late = new Promise<HttpAnswer>((resolve) => {
       timer = setTimeout(() => resolve({ status: 503, contentType: "text/plain", body: "the answer took too long\n" }), HTTP_ANSWER_TIMEOUT_MS);
