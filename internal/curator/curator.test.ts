@@ -7,11 +7,12 @@ import { NodeLabelSchema, NodeState } from "../../proto/gen/common/common_pb.ts"
 import { create } from "@bufbuild/protobuf";
 import { Curator, WatchEvent_Progress, type WatchEvent } from "../../proto/gen/curator/curator_pb.ts";
 import { generateKeyPair, issueOwnerCertificate, nodeIdFromPublicKey, rawPublicKey, type KeyPair } from "../pki/mod.ts";
-import { Status, type RpcError } from "../rpc/mod.ts";
+import { AlreadyExistsError, Status, type RpcError } from "../rpc/mod.ts";
 import { eventually, freePort, testCA } from "../testing/mod.ts";
 import { loadKubernetesPKI } from "../kubernetes/mod.ts";
-import { CuratorStore, ETCD_PREFIX, FencedError, NODES_PREFIX } from "./store.ts";
+import { CuratorStore, ETCD_PREFIX, FencedError, NODES_PREFIX, wireguardKeyIndex } from "./store.ts";
 import { SUPERVISION_LINE } from "./convert.ts";
+import { WIREGUARD_KEY_CHANGES_PER_HOUR } from "./service_curator.ts";
 import { etcdMembers, ORPHAN_LEARNER_GRACE_MS, reconcileMembership } from "./consensus_membership.ts";
 import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
 import { captureLogger } from "../log/mod.ts";
@@ -225,6 +226,12 @@ describe("cluster network", () => {
       const backlog = (await watch.next()).value as WatchEvent;
       expect(backlog.nodes[0]?.clusterNetworking).toMatchObject({ wireguardPublicKey: rotated, podPrefix: first.podPrefix });
       await watch.return?.();
+      // The same key again is free; new keys are bounded (one was used above).
+      for (let i = 0; i < 3; i++) await curator.updateNodeClusterNetworking({ wireguardPublicKey: rotated });
+      for (let i = 1; i < WIREGUARD_KEY_CHANGES_PER_HOUR; i++) await curator.updateNodeClusterNetworking({ wireguardPublicKey: wireguardKey() });
+      const tooMany = await refusal(curator.updateNodeClusterNetworking({ wireguardPublicKey: wireguardKey() }));
+      expect(tooMany.code).toBe(Status.RESOURCE_EXHAUSTED);
+      expect(tooMany.details).toMatch(new RegExp(`^node ${cluster.node.id} changed its WireGuard key ${WIREGUARD_KEY_CHANGES_PER_HOUR} times in the last hour, the most allowed; try again in \\d+ s$`));
       // The owner is no node.
       const asOwner = cluster.client(Curator, owner);
       expect((await refusal(asOwner.updateNodeClusterNetworking({ wireguardPublicKey: rotated }))).code).toBe(Status.PERMISSION_DENIED);
@@ -265,6 +272,41 @@ describe("cluster network", () => {
     expect((await store.assignClusterNetworking(next, wireguardKey(), choose)).clusterNetworking!.podPrefix).toBe(lowest);
     for (const id of [...ids.filter((i) => i !== holder), next]) await store.deleteNode(id, () => {});
   });
+
+  test("a WireGuard key is one node's: another node's key is refused (by its index, or by a record from before the index), the same key again writes nothing, a changed or deleted node frees its old key", async () => {
+    const store = new CuratorStore(cluster.etcd.namespace(ETCD_PREFIX));
+    const made = async () => {
+      const key = generateKeyPair();
+      const id = nodeIdFromPublicKey(rawPublicKey(key.publicKey));
+      await store.createNode(create(NodeRecordSchema, { id, publicKey: rawPublicKey(key.publicKey), joinKey: rawPublicKey(generateKeyPair().publicKey), state: NodeState.UP }));
+      return id;
+    };
+    const [a, b] = [await made(), await made()];
+    const choose = (taken: ReadonlySet<string>) => firstFreePodPrefix(taken)!;
+    const aKey = wireguardKey();
+    await store.assignClusterNetworking(a, aKey, choose);
+    const refusal = (id: string, key: Uint8Array) => store.assignClusterNetworking(id, key, choose).then(() => undefined, (error: unknown) => error);
+    expect(await refusal(b, aKey)).toBeInstanceOf(AlreadyExistsError);
+    expect((await store.node(b))!.value.clusterNetworking).toBeUndefined();
+    // Sent again: nothing is written (the record's revision stays).
+    const revision = (await store.node(a))!.modRevision;
+    await store.assignClusterNetworking(a, aKey, choose);
+    expect((await store.node(a))!.modRevision).toBe(revision);
+    // a changes its key: the old one is free, and b may take it.
+    await store.assignClusterNetworking(a, wireguardKey(), choose);
+    await store.assignClusterNetworking(b, aKey, choose);
+    // A record from before the index (its claim key absent) still holds its key.
+    const bKey = (await store.node(b))!.value.clusterNetworking!.wireguardPublicKey;
+    await cluster.etcd.namespace(ETCD_PREFIX).delete().key(wireguardKeyIndex(bKey));
+    expect(await refusal(a, bKey)).toBeInstanceOf(AlreadyExistsError);
+    // b's next call writes its claim; b deleted frees it.
+    await store.assignClusterNetworking(b, bKey, choose);
+    expect(await cluster.etcd.namespace(ETCD_PREFIX).get(wireguardKeyIndex(bKey)).string()).toBe(b);
+    await store.deleteNode(b, () => {});
+    expect(await cluster.etcd.namespace(ETCD_PREFIX).get(wireguardKeyIndex(bKey)).string()).toBeNull();
+    await store.assignClusterNetworking(a, bKey, choose);
+    await store.deleteNode(a, () => {});
+  }, 30_000);
 });
 
 describe("register, approve, commit, join", () => {

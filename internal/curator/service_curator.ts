@@ -48,6 +48,10 @@ export const CURATOR_POLICY: ServicePolicy<typeof Curator> = {
   watchContainerRegistries: "node",
 };
 
+/** How often one node may change its WireGuard key (each change is a record write and a watch event to every node). */
+export const WIREGUARD_KEY_CHANGES_PER_HOUR = 10;
+const HOUR_MS = 3_600_000;
+
 /** Unlock keys are 32 random bytes. */
 export const UNLOCK_KEY_BYTES = 32;
 
@@ -104,6 +108,8 @@ function watchEventOf(event: Extract<NodeEvent, { kind: "put" | "delete" }>): Wa
 
 export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Curator> {
   const { store, state, logger } = deps;
+  // Each node's recent WireGuard key changes (times), while this curator serves; bounded by the nodes.
+  const keyChanges = new Map<string, number[]>();
   return {
     ...registryWatch(deps),
     async *watch(request, ctx) {
@@ -297,6 +303,18 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
       const node = await store.node(ctx.peer.nodeId);
       if (!node?.value.roles?.kubernetesWorker) {
         throw new FailedPreconditionError(`node ${ctx.peer.nodeId} does not hold the kubernetes-worker role; only workers join the cluster network`);
+      }
+      const had = node.value.clusterNetworking?.wireguardPublicKey;
+      if (had?.length && !sameBytes(had, request.wireguardPublicKey)) {
+        const now = Date.now();
+        const recent = (keyChanges.get(ctx.peer.nodeId) ?? []).filter((t) => t > now - HOUR_MS);
+        if (recent.length >= WIREGUARD_KEY_CHANGES_PER_HOUR) {
+          const retryS = Math.ceil((recent[0]! + HOUR_MS - now) / 1000);
+          throw new ResourceExhaustedError(`node ${ctx.peer.nodeId} changed its WireGuard key ${recent.length} times in the last hour, the most allowed; try again in ${retryS} s`);
+        }
+        recent.push(now);
+        keyChanges.set(ctx.peer.nodeId, recent);
+        for (const [id, times] of keyChanges) if (times.every((t) => t <= now - HOUR_MS)) keyChanges.delete(id);
       }
       const record = await store.assignClusterNetworking(
         ctx.peer.nodeId,

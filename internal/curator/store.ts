@@ -22,7 +22,7 @@ import {
   type NodeRecord,
 } from "../../proto/gen/curator/state/state_pb.ts";
 import { privateKeyFromRaw, rawPrivateKey, type CA } from "../pki/mod.ts";
-import { AbortedError, NotFoundError, ResourceExhaustedError, UnavailableError } from "../rpc/mod.ts";
+import { AbortedError, AlreadyExistsError, NotFoundError, ResourceExhaustedError, UnavailableError } from "../rpc/mod.ts";
 
 /** All curator keys live under this etcd prefix. */
 export const ETCD_PREFIX = "/nodecore/";
@@ -39,6 +39,8 @@ export const JOIN_KEYS_PREFIX = "joinkeys/";
  */
 export const DELETED_PREFIX = "deleted/";
 export const DELETED_JOIN_KEYS_PREFIX = "deleted-joinkeys/";
+/** wireguardkeys/<hex of a WireGuard public key> → the node ID whose key it is: one node per key. */
+export const WIREGUARD_KEYS_PREFIX = "wireguardkeys/";
 /** podprefixes/<prefix, "/" written "_"> → the node ID holding that pod prefix (pod_prefixes.ts). */
 export const POD_PREFIXES_PREFIX = "podprefixes/";
 /** The scheduled backups as the owner set them (api BackupSchedule). */
@@ -49,6 +51,10 @@ export const BACKUP_STATUS_KEY = "backups/status";
 export const REGISTRIES_KEY = "settings/registries";
 /** The registry configuration's largest encoding: well under etcd's 1.5 MiB request bound. */
 export const MAX_REGISTRIES_RECORD_BYTES = 1024 * 1024;
+
+export function wireguardKeyIndex(key: Uint8Array): string {
+  return WIREGUARD_KEYS_PREFIX + Buffer.from(key).toString("hex");
+}
 
 export function podPrefixKey(prefix: string): string {
   return POD_PREFIXES_PREFIX + prefix.replace("/", "_");
@@ -298,6 +304,11 @@ export class CuratorStore {
    * the prefix's claim key, so that two nodes never get the same prefix and
    * no record names a prefix that is not claimed for it. The prefix of a
    * node that has one never changes.
+   *
+   * The key is claimed the same way (wireguardKeyIndex): a key another
+   * node holds is refused (AlreadyExistsError), whether its index says so
+   * or, for a record written before the index, the record itself. The same
+   * key sent again writes nothing.
    */
   async assignClusterNetworking(
     id: string,
@@ -311,15 +322,31 @@ export class CuratorStore {
         signal?.throwIfAborted();
         const current = await this.node(id);
         if (!current) throw new NotFoundError(`node ${id} not found (deleted meanwhile?)`);
+        const had = current.value.clusterNetworking;
+        const held = had?.podPrefix;
+        const index = wireguardKeyIndex(wireguardPublicKey);
+        const holder = (await this.etcd.get(index).string()) ?? undefined;
+        if (held && had && Buffer.from(had.wireguardPublicKey).equals(Buffer.from(wireguardPublicKey)) && holder === id) return current.value;
+        const squatted = holder !== undefined ? holder !== id : (await this.nodes()).nodes.some((n) => n.id !== id && Buffer.from(n.clusterNetworking?.wireguardPublicKey ?? []).equals(Buffer.from(wireguardPublicKey)));
+        if (squatted) throw new AlreadyExistsError("this WireGuard public key is another node's; each node makes its own");
         const next = create(NodeRecordSchema, current.value);
-        const held = current.value.clusterNetworking?.podPrefix;
         const prefix = held || choose(await this.heldPodPrefixes());
         next.clusterNetworking = create(ClusterNetworkingSchema, { wireguardPublicKey, podPrefix: prefix });
-        const record = this.etcd.put(key).value(Buffer.from(toBinary(NodeRecordSchema, next)));
-        const txn = held
-          ? this.etcd.if(key, "Mod", "==", current.modRevision).then(record)
-          : this.etcd.if(key, "Mod", "==", current.modRevision).and(podPrefixKey(prefix), "Version", "==", 0).then(record, this.etcd.put(podPrefixKey(prefix)).value(id));
-        if (await this.commitFenced(txn)) return next;
+        const ops: Parameters<ComparatorBuilder["then"]> = [this.etcd.put(key).value(Buffer.from(toBinary(NodeRecordSchema, next)))];
+        let txn = this.etcd.if(key, "Mod", "==", current.modRevision);
+        // The key's claim: made now, or already this node's.
+        if (holder === undefined) {
+          txn = txn.and(index, "Version", "==", 0);
+          ops.push(this.etcd.put(index).value(id));
+        } else txn = txn.and(index, "Value", "==", id);
+        // The key it had before is free again.
+        const before = had?.wireguardPublicKey.length ? wireguardKeyIndex(had.wireguardPublicKey) : undefined;
+        if (before !== undefined && before !== index) ops.push(this.etcd.delete().key(before));
+        if (!held) {
+          txn = txn.and(podPrefixKey(prefix), "Version", "==", 0);
+          ops.push(this.etcd.put(podPrefixKey(prefix)).value(id));
+        }
+        if (await this.commitFenced(txn.then(...ops))) return next;
       }
       throw new AbortedError(`node ${id} kept changing under ${MAX_UPDATE_ATTEMPTS} attempts to set its cluster networking; try again`);
     });
@@ -354,6 +381,9 @@ export class CuratorStore {
       // Its pod prefix is free again with it.
       const prefix = current.value.clusterNetworking?.podPrefix;
       const releases = prefix ? [this.etcd.delete().key(podPrefixKey(prefix))] : [];
+      // And its WireGuard key.
+      const wireguardKey = current.value.clusterNetworking?.wireguardPublicKey;
+      if (wireguardKey?.length) releases.push(this.etcd.delete().key(wireguardKeyIndex(wireguardKey)));
       if (await this.commitFenced(this.etcd.if(key, "Mod", "==", current.modRevision).then(this.etcd.delete().key(key), this.etcd.delete().key(index), tombstone, joinKeyTombstone, ...releases))) {
         return "deleted";
       }
