@@ -66,13 +66,18 @@ describe("the trail of a curator", () => {
     // A key of the owner's (Kubernetes credentials) names no node.
     const management2 = cluster.client(Management, owner);
     await management2.getKubernetesCredentials({ publicKey: rawPublicKey(generateKeyPair().publicKey) }).catch(() => {});
+    // A metrics reader's credential (a year long) is recorded too, by its name.
+    await management2.getMetricsCredentials({ publicKey: rawPublicKey(generateKeyPair().publicKey), name: "prometheus-1" });
     management2.close();
     const credentials = await eventually(async () => {
-      const found = (await events()).find((e) => e.method === "Management/GetKubernetesCredentials");
-      expect(found).toBeDefined();
-      return found!;
+      const found = (await events()).filter((e) => e.method === "Management/GetKubernetesCredentials" || e.method === "Management/GetMetricsCredentials");
+      expect(found.length).toBe(2);
+      return found;
     });
-    expect(credentials.nodeId).toBe("");
+    expect(credentials.map((e) => [e.method, e.nodeId, e.detail, e.result])).toEqual([
+      ["Management/GetKubernetesCredentials", "", "", expect.any(String)],
+      ["Management/GetMetricsCredentials", "", '{name: "prometheus-1"}', "OK"],
+    ]);
   });
 
   test("refused calls are recorded, at most a few per caller and minute", async () => {

@@ -49,6 +49,7 @@ export const AUDITED_METHODS: ReadonlySet<string> = new Set([
   "Management/UndeleteNode",
   "Management/UpdateNodeLabels",
   "Management/GetKubernetesCredentials",
+  "Management/GetMetricsCredentials",
   "Management/Backup",
   "Management/SetBackupSchedule",
   "Management/SetContainerRegistry",
@@ -57,7 +58,7 @@ export const AUDITED_METHODS: ReadonlySet<string> = new Set([
 ]);
 
 /** Calls whose public key is a new key of the owner's, not a node's: they are about no node. */
-const OWNER_KEY_METHODS: ReadonlySet<string> = new Set(["Management/GetKubernetesCredentials", "Management/GetEtcdCredentials"]);
+const OWNER_KEY_METHODS: ReadonlySet<string> = new Set(["Management/GetKubernetesCredentials", "Management/GetEtcdCredentials", "Management/GetMetricsCredentials"]);
 
 /** The node a request is about: its `id`, its public key's node ID, or the node a backup schedule names. */
 export function targetOf(request: unknown): string {

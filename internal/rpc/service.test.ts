@@ -5,7 +5,9 @@ import { Curator, WatchEvent_Progress } from "../../proto/gen/curator/curator_pb
 import { NodeState } from "../../proto/gen/common/common_pb.ts";
 import { createCertificate, generateKeyPair, NODE_ORGANIZATION, commonNameOf, nodeIdFromPublicKey, rawPublicKey, selfSignedCertificate } from "../pki/mod.ts";
 import {
+  FailedPreconditionError,
   NotFoundError,
+  type AuditedCall,
   RpcError,
   addService,
   channelCredentials,
@@ -41,6 +43,8 @@ let server: Server;
 let target: string;
 const watchCancelled: string[] = [];
 const heartbeatsSeen: string[] = [];
+/** What the Curator service's audit hook was told. */
+const streamsAudited: AuditedCall[] = [];
 
 beforeAll(async () => {
   server = new Server();
@@ -88,6 +92,7 @@ beforeAll(async () => {
     partialService(Curator, {
       async *watch(request, ctx) {
         yield { nodes: [{ id: "node-a" }] };
+        if (request.kind.case === "nodeInCluster" && request.kind.value.nodeId === "node-failing") throw new FailedPreconditionError("node-failing cannot be watched");
         yield { progress: WatchEvent_Progress.LAST_BACKLOGGED };
         if (request.kind.case === "nodeInCluster") return;
         // Follow "forever" until the client goes away.
@@ -104,7 +109,7 @@ beforeAll(async () => {
         heartbeatsSeen.push(`${ctx.peer.kind}:${count}`);
       },
     }),
-    { ca: () => ca.certificate, policy: { watch: "node", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "node", prepareColdStart: "node", issueKubeletCertificates: "node", updateNodeClusterNetworking: "node", reportNodeManagementCall: "node", watchContainerRegistries: "node" } },
+    { ca: () => ca.certificate, audit: (call) => streamsAudited.push(call), policy: { watch: "node", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "node", prepareColdStart: "node", issueKubeletCertificates: "node", updateNodeClusterNetworking: "node", reportNodeManagementCall: "node", watchContainerRegistries: "node" } },
   );
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync("127.0.0.1:0", serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey }), (err, p) =>
@@ -312,6 +317,48 @@ describe("grpc adapter over mutual TLS", () => {
     const { eventually } = await import("../testing/mod.ts");
     await eventually(() => expect(heartbeatsSeen).toContain("node:3"));
     client.close();
+  });
+
+  test("a stream is audited once, when it ends, with how it ended: OK, its error, or its refusal; a client stream by its first request", async () => {
+    // Streams of the tests before may still be ending: only this test's count.
+    // A refused call was never parsed: it has no request, and is the owner's.
+    const from = streamsAudited.length;
+    const mine = (call: AuditedCall) =>
+      call.peer?.kind === "owner" || /node-failing|"1234"/.test(JSON.stringify(call.request ?? null, (_, v) => (typeof v === "bigint" ? String(v) : v)));
+    const client = clientOf(Curator, asNode);
+    const watched = client.watch({ kind: { case: "nodeInCluster", value: { nodeId: "node-failing" } } });
+    let got = 0;
+    const failed = await rpcError(
+      (async () => {
+        for await (const _ of watched) got++;
+      })(),
+    );
+    expect(got).toBe(1);
+    expect(failed.code).toBe(status.FAILED_PRECONDITION);
+    async function* two() {
+      yield { sentAtMs: 1234n };
+      yield { sentAtMs: 5678n };
+    }
+    for await (const _ of client.heartbeat(two())) {
+      // Drained.
+    }
+    const owners = clientOf(Curator, asOwner);
+    await rpcError((async () => {
+      for await (const _ of owners.watch({ kind: { case: "nodeInCluster", value: { nodeId: "node-audited" } } })) {
+        // Refused before it opens.
+      }
+    })());
+    await eventually(() => expect(streamsAudited.slice(from).filter(mine).length).toBe(3));
+    const [watch, heartbeat, refused] = streamsAudited.slice(from).filter(mine);
+    expect(watch).toMatchObject({ method: "Curator/Watch", request: { kind: { case: "nodeInCluster", value: { nodeId: "node-failing" } } } });
+    expect(watch!.error).toBeInstanceOf(FailedPreconditionError);
+    expect(heartbeat).toMatchObject({ method: "Curator/Heartbeat", request: { sentAtMs: 1234n } });
+    expect(heartbeat!.error).toBeUndefined();
+    expect(refused!.method).toBe("Curator/Watch");
+    expect(refused!.peer?.kind).toBe("owner");
+    expect(refused!.error).toBeDefined();
+    client.close();
+    owners.close();
   });
 
   test("a bidirectional stream is checked against its policy like any call", async () => {

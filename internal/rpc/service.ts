@@ -127,9 +127,9 @@ export interface ServeOptions<S> {
    */
   revoked?: (peer: Peer, signal: AbortSignal) => Promise<Error>;
   /**
-   * Told of every call once: a unary call when it ends, a stream when it
-   * opens (or fails to), refusals included. The audit trail's tap; it must
-   * not throw or block (what it throws is dropped).
+   * Told of every call once, when it ends, with how it ended (a stream
+   * too, however long it lived), refusals included. The audit trail's tap;
+   * it must not throw or block (what it throws is dropped).
    */
   audit?: (call: AuditedCall) => void;
   /** Told how every call goes, for the node's metrics (internal/metrics); like audit, it must not throw or block. */
@@ -156,9 +156,9 @@ export interface AuditedCall {
   /** The caller, once its certificate was read; undefined if the call failed before. */
   peer: Peer | undefined;
   remoteAddress: string | undefined;
-  /** The parsed request, if it got that far. */
+  /** The parsed request, if it got that far (a client stream's first). */
   request: unknown;
-  /** Why the call failed; absent if it succeeded (or the stream opened). */
+  /** Why the call failed; absent if it succeeded. */
   error?: unknown;
 }
 
@@ -327,6 +327,14 @@ async function writeResponses(
  * request; a malformed one ends the call with INVALID_ARGUMENT. The
  * iterable ends when the client half-closes or cancels.
  */
+/** The requests as they come, the first kept in `seen` for the audit hook. */
+async function* firstSeen<T>(requests: AsyncIterable<T>, seen: Seen): AsyncIterable<T> {
+  for await (const request of requests) {
+    seen.request ??= request;
+    yield request;
+  }
+}
+
 async function* parseRequests<I extends DescMessage>(schema: I, call: ServerDuplexStream<Buffer, Buffer>, signal: AbortSignal): AsyncIterable<MessageShape<I>> {
   // Read through events, not the stream's async iterator: under bun, that
   // iterator never sees a grpc-js server stream's end.
@@ -435,8 +443,9 @@ export function addService<S extends DescService>(server: Server, service: S, im
       }
     };
     // A stream is admitted, then opened (its request parsed, for a server
-    // stream), audited once as opened, and served until it ends; a refusal
-    // before it opened is audited with its error.
+    // stream), served until it ends, and audited once then, with how it
+    // ended (a refusal before it opened, with its error); a client stream's
+    // first request stands for its request.
     const stream = async (
       call: ServerWritableStream<Buffer, Buffer> | ServerDuplexStream<Buffer, Buffer>,
       open: (seen: Seen) => (ctx: CallContext) => AsyncIterable<MessageInitShape<DescMessage>>,
@@ -449,12 +458,12 @@ export function addService<S extends DescService>(server: Server, service: S, im
         await options.admit?.(context.ctx.peer, context.ctx.signal);
         const responses = open(seen);
         opened = true;
-        audit(seen);
         meter.opened();
         await serveStream(call, context, options, responses, serialize);
+        audit(seen);
         meter.finished("stream", started, true);
       } catch (err) {
-        if (!opened) audit(seen, err);
+        audit(seen, err);
         meter.finished("stream", started, opened, err);
         if (!call.cancelled) lastResort((status) => call.emit("error", status ?? fail(err)));
       }
@@ -493,7 +502,7 @@ export function addService<S extends DescService>(server: Server, service: S, im
       case "bidi_streaming":
         definition[method.localName] = { ...base, requestStream: true, responseStream: true, originalName: method.name };
         handlers[method.localName] = ((call: ServerDuplexStream<Buffer, Buffer>) =>
-          stream(call, () => (ctx) => handler(parseRequests(method.input, call, ctx.signal), ctx) as AsyncIterable<MessageInitShape<DescMessage>>)) as never;
+          stream(call, (seen) => (ctx) => handler(firstSeen(parseRequests(method.input, call, ctx.signal), seen), ctx) as AsyncIterable<MessageInitShape<DescMessage>>)) as never;
         break;
       default:
         throw new Error(`${name}: ${method.methodKind} methods are not supported`);
