@@ -3,7 +3,10 @@
 // files, each of which must fail with one line that names its cause.
 
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { X509Certificate } from "node:crypto";
+import { BackupWriter, decryptBackup } from "../internal/backup/mod.ts";
+import { readOwnerKey } from "../internal/operator/mod.ts";
 import { createServer as createNetServer, type AddressInfo } from "node:net";
 import { join } from "node:path";
 import type { DescService } from "@bufbuild/protobuf";
@@ -19,6 +22,7 @@ import {
   issueOwnerCertificate,
   nodeIdFromPublicKey,
   privateKeyPem,
+  rawPrivateKey,
   rawPublicKey,
   type CA,
 } from "../internal/pki/mod.ts";
@@ -171,7 +175,8 @@ describe("ctl", () => {
     expect(readFileSync(file).includes(Buffer.from(cluster.clusterCA.certificate.raw))).toBe(false);
     expectOneLineError(await ctl("cluster", "backup", file), 1, `${file} exists: a backup never overwrites a file`);
     const checked = await ctl("cluster", "check-backup", file);
-    expect(checked.stdout).toMatch(/: readable with this owner key, etcd's checksum matches \(\d+ bytes of database\), of this cluster\n/);
+    expect(checked.stdout).toContain(`: readable with this owner key, etcd's checksum matches (`);
+    expect(checked.stdout).toContain(` bytes of database), signed by this cluster's CA (${cluster.clusterCA.certificate.fingerprint256})\n`);
     expect(checked.stdout).toContain("nodes: ");
     const stranger = join(config.path, "stranger.key");
     writeFileSync(stranger, privateKeyPem(generateKeyPair().privateKey), { mode: 0o600 });
@@ -179,12 +184,59 @@ describe("ctl", () => {
     const bytes = readFileSync(file);
     const cut = join(config.path, "cut.backup");
     writeFileSync(cut, bytes.subarray(0, bytes.length - 100));
-    expectOneLineError(await ctl("cluster", "check-backup", cut), 1, `${cut}: it ends inside frame`);
+    expectOneLineError(await ctl("cluster", "check-backup", cut), 1, `${cut}: it does not end with its signature (truncated)`);
     const damaged = join(config.path, "damaged.backup");
     const flipped = Buffer.from(bytes);
-    flipped[flipped.length - 40]! ^= 1;
+    flipped[flipped.length - 200]! ^= 1;
     writeFileSync(damaged, flipped);
     expectOneLineError(await ctl("cluster", "check-backup", damaged), 1, `${damaged}: frame `);
+  });
+
+  test("a forged backup (this cluster's snapshot, its header naming this CA, encrypted to the owner, signed by another CA) is refused by check-backup and params restore; without a pinned CA, check-backup says it checked nothing of whose it is", async () => {
+    const file = join(config.path, "cluster.backup");
+    const owner = readOwnerKey(join(config.path, "owner.key"));
+    const { header, snapshot } = decryptBackup(readFileSync(file), rawPrivateKey(owner.privateKey));
+    // Any key but the CA's: another cluster's CA key, say.
+    const forgerKey = generateKeyPair();
+    const writer = new BackupWriter(rawPublicKey(owner.publicKey), { caFingerprint: header.caFingerprint, etcdRevision: header.etcdRevision, createdAt: header.createdAt, nodeCount: header.nodeCount, nodecoreVersion: header.nodecoreVersion }, forgerKey.privateKey);
+    const forged = join(config.path, "forged.backup");
+    writeFileSync(forged, Buffer.concat([writer.push(snapshot), writer.finish()]));
+    const why = "it was not written by this cluster, or was changed since";
+    const refused = await ctl("cluster", "check-backup", forged);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`${forged}: its signature is not by the pinned cluster CA's key: ${why}`);
+    const params = join(config.path, "forged.pb");
+    const restore = await ctl("params", "restore", forged, params);
+    expect(restore.code).toBe(1);
+    expect(restore.stderr).toContain(why);
+    expect(existsSync(params)).toBe(false);
+    // Another directory: the owner key alone, no ca.crt.
+    const bare = join(config.path, "bare");
+    mkdirSync(bare, { recursive: true });
+    writeFileSync(join(bare, "owner.key"), readFileSync(join(config.path, "owner.key")), { mode: 0o600 });
+    const unpinned = await ctlIn(bare, "cluster", "check-backup", forged);
+    expect(unpinned.code).toBe(0);
+    expect(unpinned.stdout).toContain("NOT checked for which cluster wrote it: no pinned CA here (ca.crt), give it with --ca");
+    expectOneLineError(await ctlIn(bare, "params", "restore", forged, params), 1, "no pinned cluster CA: a restore needs the CA the backup must be signed by");
+    // --ca names it: the real backup passes, the forged one does not.
+    expect((await ctlIn(bare, "cluster", "check-backup", file, "--ca", join(config.path, "ca.crt"))).stdout).toContain("signed by this cluster's CA");
+    expect((await ctlIn(bare, "cluster", "check-backup", forged, "--ca", join(config.path, "ca.crt"))).code).toBe(1);
+  });
+
+  test("takeownership refuses a cluster whose CA is not the pinned one, saving nothing, unless told to replace it", async () => {
+    const other = join(config.path, "other-owner");
+    mkdirSync(other, { recursive: true });
+    for (const name of ["owner.key", "owner.crt", "endpoints"]) writeFileSync(join(other, name), readFileSync(join(config.path, name)), { mode: 0o600 });
+    const foreign = createClusterCA(generateKeyPair());
+    writeFileSync(join(other, "ca.crt"), foreign.toString());
+    const refused = await ctlIn(other, "takeownership", formatEndpoint(cluster.endpoint));
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`has CA ${cluster.clusterCA.certificate.fingerprint256}, not the CA pinned in ${join(other, "ca.crt")} (${foreign.fingerprint256}): nothing was saved`);
+    expect(readFileSync(join(other, "ca.crt"), "utf8")).toBe(foreign.toString());
+    const replaced = await ctlIn(other, "takeownership", formatEndpoint(cluster.endpoint), "--replace-ca");
+    expect(replaced.code).toBe(0);
+    expect(replaced.stderr).toContain(`replacing the pinned CA ${foreign.fingerprint256} with ${cluster.clusterCA.certificate.fingerprint256} (--replace-ca)`);
+    expect(new X509Certificate(readFileSync(join(other, "ca.crt"))).fingerprint256).toBe(cluster.clusterCA.certificate.fingerprint256);
   });
 
   test("cluster recover names a survivor the config has no curator of, or a malformed one, in one line, and calls nothing", async () => {

@@ -162,10 +162,20 @@ test("the volumes controller: a volume on a node the records no longer hold has 
       ...(claim ? { claimRef: { apiVersion: "v1", kind: "PersistentVolumeClaim", namespace: "default", ...claim } } : {}),
     },
   });
-  // A claim bound to a volume on node-gone: a node no record holds (as after ctl node reset).
-  apply({ apiVersion: "v1", kind: "PersistentVolumeClaim", metadata: { name: "kept-data", namespace: "default" }, spec: { storageClassName: "local", accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "64Mi" } }, volumeName: "pvc-on-gone" } });
+  // A claim bound to a volume on node-gone, a node no record holds (as after
+  // ctl node reset): written bound, both sides, as the PV controller leaves
+  // them once it has bound a pair (the controller here may take longer to
+  // bind than the volumes controller takes to see that node-gone is gone).
+  apply({
+    apiVersion: "v1",
+    kind: "PersistentVolumeClaim",
+    metadata: { name: "kept-data", namespace: "default", annotations: { "pv.kubernetes.io/bind-completed": "yes" } },
+    spec: { storageClassName: "local", accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "64Mi" } }, volumeName: "pvc-on-gone" },
+  });
   const uid = kubectl(kubeconfig, "get", "pvc", "kept-data", "-o", "jsonpath={.metadata.uid}");
   apply(volume("pvc-on-gone", "node-gone", { name: "kept-data", uid }));
+  kubectl(kubeconfig, "patch", "pvc", "kept-data", "--subresource=status", "--type=merge", "-p", JSON.stringify({ status: { phase: "Bound", capacity: { storage: "64Mi" }, accessModes: ["ReadWriteOnce"] } }));
+  kubectl(kubeconfig, "patch", "pv", "pvc-on-gone", "--subresource=status", "--type=merge", "-p", JSON.stringify({ status: { phase: "Bound" } }));
   // A volume on node1, which is in the records (not a worker): kept.
   apply(volume("pvc-on-self", self));
   apply({

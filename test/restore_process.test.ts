@@ -71,7 +71,7 @@ describe("a cluster restored from its backup", () => {
   test("ctl params restore says what comes back and where to boot, and refuses a damaged backup with why", async () => {
     const damaged = join(dir.path, "damaged.backup");
     const bytes = Buffer.from(readFileSync(backup));
-    bytes[bytes.length - 40]! ^= 1;
+    bytes[bytes.length - 200]! ^= 1;
     writeFileSync(damaged, bytes);
     // ctl cluster restore is the same action, where Talos and Metropolis operators look for it.
     const refused = await ctl("cluster", "restore", damaged, join(dir.path, "never.pb"));

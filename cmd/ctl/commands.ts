@@ -33,6 +33,9 @@ import {
   describeNode,
   positiveInteger,
   readOwnerKey,
+  readPinnedCA,
+  readCACertificate,
+  type BackupTrust,
   saveCredentials,
   takeOwnership,
   withFailover,
@@ -147,17 +150,35 @@ function timeServerList(text: string): string[] {
   return servers;
 }
 
+/** Which CA a backup is checked against: --ca, else the config directory's ca.crt. */
+const CA_FLAG: FlagSpec = { name: "ca", value: "file", description: "The cluster CA certificate (PEM) the backup must be signed by (default: ca.crt in the config directory)" };
+const ALLOW_UNSIGNED_FLAG: FlagSpec = { name: "allow-unsigned", description: "Accept a backup written before backups were signed (format 1): only its header then says which cluster it is of" };
+
+function backupTrust(ctl: Ctl, flags: Record<string, unknown>): BackupTrust {
+  const file = flags.ca as string | undefined;
+  const ca = file !== undefined ? readCACertificate(file) : readPinnedCA(ctl.paths());
+  return { ...(ca ? { ca } : {}), allowUnsigned: flags["allow-unsigned"] === true };
+}
+
 /** Restore parameters from a backup: `ctl params restore`, and `ctl cluster restore` as Talos and Metropolis operators look for it. */
 const RESTORE_PARAMETERS: ActionSpec<Ctl> = {
   name: "restore",
   args: [{ name: "backup", complete: "file" }, FILE],
-  flags: [TIME_SERVER_FLAG],
-  description: "Write parameters that create the cluster again from a backup (they hold its every key: the node deletes them once read)",
+  flags: [TIME_SERVER_FLAG, CA_FLAG, ALLOW_UNSIGNED_FLAG],
+  description: "Write parameters that create the cluster again from a backup its CA signed (they hold its every key: the node deletes them once read)",
   run: (ctl, [backup, file], flags) => {
     const key = readOwnerKey(ctl.ownerKey ?? ctl.paths().ownerKey);
-    const { header, snapshot } = readForRestore(backup!, key);
+    const plan = readForRestore(backup!, key, backupTrust(ctl, flags));
+    const { header, snapshot } = plan;
+    ctl.note(plan.signature ? `signed by the cluster CA ${plan.ca.fingerprint256}` : "UNSIGNED (format 1, accepted with --allow-unsigned): only its header says which cluster it is of");
     for (const line of [...describeBackup(header).split("\n"), ...describeRestore(header)]) ctl.note(line);
-    const params = create(NodeParametersSchema, { cluster: { case: "clusterRestore", value: { ownerPublicKey: rawPublicKey(key.publicKey), snapshot } }, timeServers: (flags["time-server"] as string[] | undefined) ?? [] });
+    const restore = {
+      ownerPublicKey: rawPublicKey(key.publicKey),
+      snapshot,
+      caCertificate: new Uint8Array(plan.ca.raw),
+      ...(plan.signature ? { backupHeader: new Uint8Array(plan.headerBytes), signature: new Uint8Array(plan.signature) } : {}),
+    };
+    const params = create(NodeParametersSchema, { cluster: { case: "clusterRestore", value: restore }, timeServers: (flags["time-server"] as string[] | undefined) ?? [] });
     writeParameters(ctl, file!, "restore", toBinary(NodeParametersSchema, params));
   },
 };
@@ -206,12 +227,22 @@ export const program: Program<Ctl> = {
     {
       name: "takeownership",
       args: [{ name: "endpoint" }],
-      description: "Prove the owner key to a node and save the owner's credentials",
-      run: async (ctl, [endpoint]) => {
+      flags: [{ name: "replace-ca", description: "Trust the cluster's CA even though it is not the CA pinned in the config directory (ca.crt), and pin it instead" }],
+      description: "Prove the owner key to a node and save the owner's credentials (refused if the cluster's CA is not the one pinned here)",
+      run: async (ctl, [endpoint], flags) => {
         const paths = ctl.paths();
         const key = readOwnerKey(ctl.ownerKey ?? paths.ownerKey);
         ctl.progress(`proving the owner key to ${endpoint} ...`);
         const result = await takeOwnership(endpoint!, key, ctl.settings);
+        const pinned = readPinnedCA(paths);
+        if (pinned && pinned.fingerprint256 !== result.ca.fingerprint256) {
+          if (flags["replace-ca"] !== true) {
+            throw new OperatorError(
+              `the cluster at ${endpoint} has CA ${result.ca.fingerprint256}, not the CA pinned in ${paths.ca} (${pinned.fingerprint256}): nothing was saved. If this is a new cluster you own, run again with --replace-ca`,
+            );
+          }
+          ctl.note(`replacing the pinned CA ${pinned.fingerprint256} with ${result.ca.fingerprint256} (--replace-ca)`);
+        }
         saveCredentials(paths, result);
         const curators = result.endpoints.map(formatEndpoint);
         ctl.print({ config: paths.dir, endpoints: curators }, `took ownership; credentials saved in ${paths.dir}\ncurators: ${curators.join(", ")}`);
@@ -434,20 +465,18 @@ export const program: Program<Ctl> = {
         {
           name: "check-backup",
           args: [FILE],
-          description: "Read a backup with the owner key: decrypt it, check etcd's own checksum of the snapshot and (with credentials) that it is of this cluster",
-          run: async (ctl, [file]) => {
+          flags: [CA_FLAG, ALLOW_UNSIGNED_FLAG],
+          description: "Read a backup with the owner key: decrypt it, check etcd's own checksum of the snapshot, and that this cluster's CA (ca.crt, or --ca) signed it",
+          run: async (ctl, [file], flags) => {
             const owner = readOwnerKey(ctl.ownerKey ?? ctl.paths().ownerKey);
-            let ca: string | undefined;
-            try {
-              ca = ctl.credentials().ca.fingerprint256;
-            } catch {
-              // No credentials here: the check stands on the key alone.
-            }
-            const { header, databaseBytes } = checkBackup(file!, owner, ca);
-            ctl.print(
-              { file, header, databaseBytes, sameCluster: ca ? true : undefined },
-              `${file}: readable with this owner key, etcd's checksum matches (${databaseBytes} bytes of database)${ca ? ", of this cluster" : ""}\n${describeBackup(header)}`,
-            );
+            const trust = backupTrust(ctl, flags);
+            const { header, databaseBytes, signedBy } = checkBackup(file!, owner, trust);
+            const whose = !trust.ca
+              ? "; NOT checked for which cluster wrote it: no pinned CA here (ca.crt), give it with --ca"
+              : signedBy
+                ? `, signed by this cluster's CA (${signedBy})`
+                : ", UNSIGNED (format 1, accepted with --allow-unsigned): only its header says it is of this cluster";
+            ctl.print({ file, header, databaseBytes, signedBy: signedBy ?? null }, `${file}: readable with this owner key, etcd's checksum matches (${databaseBytes} bytes of database)${whose}\n${describeBackup(header)}`);
           },
         },
       ],

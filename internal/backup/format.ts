@@ -14,12 +14,33 @@
 // its last frame, all fail to decrypt, and say which.
 //
 // The plaintext is etcd's snapshot as etcd streams it: the database file
-// followed by its SHA-256, which snapshotIntegrity checks after decryption.
+// followed by its SHA-256, which snapshotIntegrity checks after decryption
+// (and that it is an etcd database: bbolt's first meta page).
+//
+// Format 2 is signed by the cluster. Anyone with the owner's public key
+// can encrypt a file to it, so encryption says nothing of who wrote it:
+//
+//   ... frames ... | signature, 64 bytes | "NODECORE-SIGNED1\n"
+//
+// The signature is Ed25519, by the cluster CA's key, over SIGNATURE_CONTEXT,
+// the header's SHA-256 and the snapshot's SHA-256 (verifyBackupSignature).
+// A reader holding the CA it trusts (the owner's pinned ca.crt) believes
+// the header and the snapshot only once the signature verifies with that
+// CA's key. Format 1 files have no signature and are read only when the
+// caller says it accepts that (ctl --allow-unsigned).
+//
+// Every header field is checked for its type and its characters when read
+// (readBackupHeader): nothing of a crafted header reaches a terminal raw.
 
-import { createCipheriv, createDecipheriv, createHash, hkdfSync } from "node:crypto";
+import { createCipheriv, createDecipheriv, createHash, hkdfSync, sign, verify, type KeyObject, type X509Certificate } from "node:crypto";
 import { ed25519, x25519 } from "@noble/curves/ed25519.js";
 
 export const MAGIC = "NODECORE-BACKUP1\n";
+/** The last bytes of a signed (format 2) file. */
+export const SIGNED_MAGIC = "NODECORE-SIGNED1\n";
+const SIGNATURE_BYTES = 64;
+/** What a backup signature is over, before the two hashes. */
+const SIGNATURE_CONTEXT = "nodecore backup signature v1\n";
 /** Plaintext bytes per frame. */
 export const CHUNK_BYTES = 64 * 1024;
 const TAG_BYTES = 16;
@@ -29,7 +50,8 @@ const INFO = "nodecore backup v1";
 
 /** What a backup says about itself, in clear. */
 export interface BackupHeader {
-  format: 1;
+  /** 2: signed by the cluster CA (written since); 1: unsigned. */
+  format: 1 | 2;
   /** The cluster CA's SHA-256 fingerprint (as `ctl cluster info` prints it): which cluster. */
   caFingerprint: string;
   /** The owner's Ed25519 public key, base64: who can read it. */
@@ -88,13 +110,15 @@ export class BackupWriter {
   private started = false;
   readonly header: BackupHeader;
   private readonly headerBytes: Buffer;
+  private readonly snapshotHash = createHash("sha256");
 
-  constructor(ownerPublicKey: Uint8Array, about: Omit<BackupHeader, "format" | "ownerPublicKey" | "ephemeralPublicKey">) {
+  /** `signer`: the cluster CA's private key (Ed25519), which signs the file (format 2). */
+  constructor(ownerPublicKey: Uint8Array, about: Omit<BackupHeader, "format" | "ownerPublicKey" | "ephemeralPublicKey">, private readonly signer: KeyObject) {
     const recipient = ed25519.utils.toMontgomery(ownerPublicKey);
     const ephemeral = x25519.utils.randomSecretKey();
     const ephemeralPublic = x25519.getPublicKey(ephemeral);
     this.key = fileKey(x25519.getSharedSecret(ephemeral, recipient), ephemeralPublic, recipient);
-    this.header = { format: 1, ...about, ownerPublicKey: Buffer.from(ownerPublicKey).toString("base64"), ephemeralPublicKey: Buffer.from(ephemeralPublic).toString("base64") };
+    this.header = { format: 2, ...about, ownerPublicKey: Buffer.from(ownerPublicKey).toString("base64"), ephemeralPublicKey: Buffer.from(ephemeralPublic).toString("base64") };
     this.headerBytes = Buffer.from(JSON.stringify(this.header));
     this.headerHash = createHash("sha256").update(this.headerBytes).digest();
   }
@@ -114,6 +138,7 @@ export class BackupWriter {
 
   push(bytes: Uint8Array): Buffer {
     const out = this.start();
+    this.snapshotHash.update(bytes);
     this.pending = Buffer.concat([this.pending, bytes]);
     // Keep at least one byte back: the last frame is only known at finish().
     while (this.pending.length > CHUNK_BYTES) {
@@ -127,8 +152,62 @@ export class BackupWriter {
     const out = this.start();
     out.push(this.frame(this.pending, true));
     this.pending = Buffer.alloc(0);
+    out.push(sign(null, signedMessage(this.headerBytes, this.snapshotHash.digest()), this.signer), Buffer.from(SIGNED_MAGIC));
     return Buffer.concat(out);
   }
+}
+
+const KEY_BASE64 = /^[A-Za-z0-9+/]{43}=$/;
+const FINGERPRINT = /^[0-9A-F]{2}(:[0-9A-F]{2}){31}$/;
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$/;
+const NODE_ID = /^node-[0-9a-f]{16}$/;
+/** An address as a node record holds it: IPv4 or IPv6 characters, or none. */
+const ADDRESS = /^[0-9A-Fa-f.:]{0,45}$/;
+const VERSION_TEXT = /^[0-9A-Za-z.+\-_]{1,64}$/;
+/** The most nodes a header may list. */
+const MAX_HEADER_NODES = 100_000;
+
+/**
+ * A parsed header, checked field by field: each has its type, and strings
+ * only the characters they can have, so that what is printed of a header
+ * is what a backup writes (never a terminal's escape). Throws
+ * BackupFormatError naming the first field that is not so.
+ */
+function checkHeader(parsed: unknown): BackupHeader {
+  if (!parsed || typeof parsed !== "object" || Array.isArray(parsed)) throw new BackupFormatError("its header is not a JSON object (corrupted)");
+  const h = parsed as Record<string, unknown>;
+  if (h.format !== 1 && h.format !== 2) throw new BackupFormatError("its header is not of format 1 or 2 (corrupted, or a newer format)");
+  const bad = (field: string, what: string) => new BackupFormatError(`its header's ${field} is not ${what} (corrupted, or crafted)`);
+  for (const field of ["ephemeralPublicKey", "ownerPublicKey"] as const) {
+    if (typeof h[field] !== "string" || !KEY_BASE64.test(h[field])) throw bad(field, "a 32-byte key in base64");
+  }
+  if (typeof h.caFingerprint !== "string" || !FINGERPRINT.test(h.caFingerprint)) throw bad("caFingerprint", "a SHA-256 fingerprint (AB:CD:...)");
+  if (!Number.isSafeInteger(h.etcdRevision) || (h.etcdRevision as number) < 0) throw bad("etcdRevision", "a whole number");
+  if (typeof h.createdAt !== "string" || !ISO_TIME.test(h.createdAt)) throw bad("createdAt", "an ISO time");
+  if (!Number.isSafeInteger(h.nodeCount) || (h.nodeCount as number) < 0 || (h.nodeCount as number) > MAX_HEADER_NODES) throw bad("nodeCount", "a count of nodes");
+  if (typeof h.nodecoreVersion !== "string" || !VERSION_TEXT.test(h.nodecoreVersion)) throw bad("nodecoreVersion", "a version");
+  const nodes = h.nodes;
+  if (nodes !== undefined) {
+    if (!Array.isArray(nodes) || nodes.length > MAX_HEADER_NODES) throw bad("nodes", "a list of nodes");
+    for (const n of nodes as unknown[]) {
+      const node = n as Record<string, unknown> | null;
+      if (!node || typeof node !== "object" || typeof node.id !== "string" || !NODE_ID.test(node.id) || typeof node.address !== "string" || !ADDRESS.test(node.address) || typeof node.consensus !== "boolean") {
+        throw bad("nodes", "a list of nodes (an ID, an address, whether consensus)");
+      }
+    }
+  }
+  return parsed as BackupHeader;
+}
+
+/** A header's bytes as a backup file holds them, checked (a restoring node gets them in its parameters). */
+export function parseBackupHeader(headerBytes: Uint8Array): BackupHeader {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(headerBytes).toString("utf8"));
+  } catch {
+    throw new BackupFormatError("its header is not JSON (corrupted)");
+  }
+  return checkHeader(parsed);
 }
 
 /** The header of a backup file, read without any key; throws BackupFormatError. */
@@ -140,22 +219,7 @@ export function readBackupHeader(file: Uint8Array): { header: BackupHeader; body
   const start = MAGIC.length + 4;
   if (bytes.length < start + length) throw new BackupFormatError("it ends inside its header (truncated)");
   const headerBytes = bytes.subarray(start, start + length);
-  let header: BackupHeader;
-  try {
-    header = JSON.parse(headerBytes.toString("utf8"));
-  } catch {
-    throw new BackupFormatError("its header is not JSON (corrupted)");
-  }
-  if (header?.format !== 1 || typeof header.ephemeralPublicKey !== "string" || typeof header.ownerPublicKey !== "string" || typeof header.caFingerprint !== "string") {
-    throw new BackupFormatError("its header lacks the fields of format 1 (corrupted, or a newer format)");
-  }
-  for (const field of ["ephemeralPublicKey", "ownerPublicKey"] as const) {
-    if (!/^[A-Za-z0-9+/]{43}=$/.test(header[field])) throw new BackupFormatError(`its header's ${field} is not a 32-byte key in base64 (corrupted)`);
-  }
-  const nodes: unknown = header.nodes;
-  if (nodes !== undefined && (!Array.isArray(nodes) || !nodes.every((n) => typeof n?.id === "string" && typeof n.address === "string" && typeof n.consensus === "boolean"))) {
-    throw new BackupFormatError("its header's node list is not a list of nodes (corrupted)");
-  }
+  const header = parseBackupHeader(headerBytes);
   return { header, bodyOffset: start + length, headerBytes };
 }
 
@@ -164,9 +228,17 @@ export function readBackupHeader(file: Uint8Array): { header: BackupHeader; body
  * returns its header and the snapshot. Throws BackupFormatError naming why
  * it cannot: another owner's file, a damaged or truncated one.
  */
-export function decryptBackup(file: Uint8Array, ownerPrivateKey: Uint8Array): { header: BackupHeader; snapshot: Buffer } {
+export function decryptBackup(file: Uint8Array, ownerPrivateKey: Uint8Array): DecryptedBackup {
   const { header, bodyOffset, headerBytes } = readBackupHeader(file);
-  const bytes = Buffer.from(file.buffer, file.byteOffset, file.byteLength);
+  let bytes = Buffer.from(file.buffer, file.byteOffset, file.byteLength);
+  let signature: Buffer | undefined;
+  if (header.format === 2) {
+    // The signature and its magic end the file: the frames end before them.
+    const end = bytes.length - SIGNED_MAGIC.length;
+    if (end - SIGNATURE_BYTES < bodyOffset || bytes.subarray(end).toString("latin1") !== SIGNED_MAGIC) throw new BackupFormatError("it does not end with its signature (truncated)");
+    signature = Buffer.from(bytes.subarray(end - SIGNATURE_BYTES, end));
+    bytes = bytes.subarray(0, end - SIGNATURE_BYTES);
+  }
   const ownerPublic = ed25519.getPublicKey(ownerPrivateKey);
   if (Buffer.from(ownerPublic).toString("base64") !== header.ownerPublicKey) {
     throw new BackupFormatError(`it is encrypted to another owner key (${header.ownerPublicKey}), not to this one (${Buffer.from(ownerPublic).toString("base64")})`);
@@ -206,7 +278,44 @@ export function decryptBackup(file: Uint8Array, ownerPrivateKey: Uint8Array): { 
     }
     if (last) break;
   }
-  return { header, snapshot: Buffer.concat(parts) };
+  return { header, headerBytes, snapshot: Buffer.concat(parts), ...(signature ? { signature } : {}) };
+}
+
+/** A backup read with the owner's key: believe none of it before verifyBackupSignature. */
+export interface DecryptedBackup {
+  header: BackupHeader;
+  headerBytes: Buffer;
+  snapshot: Buffer;
+  /** Format 2's signature; absent in format 1. */
+  signature?: Buffer;
+}
+
+function signedMessage(headerBytes: Uint8Array, snapshotSha256: Uint8Array): Buffer {
+  return Buffer.concat([Buffer.from(SIGNATURE_CONTEXT), createHash("sha256").update(headerBytes).digest(), snapshotSha256]);
+}
+
+/**
+ * Whether `backup` is the cluster's whose CA is `ca` (the owner's pinned
+ * ca.crt): its header names that CA, and its signature verifies with that
+ * CA's key over its header and its snapshot. Throws BackupFormatError with
+ * the cause. An unsigned (format 1) backup is refused unless
+ * `allowUnsigned`: then only its header's word says whose it is.
+ */
+export function verifyBackupSignature(backup: Pick<DecryptedBackup, "header" | "headerBytes" | "snapshot" | "signature">, ca: X509Certificate, allowUnsigned = false): void {
+  const { header } = backup;
+  if (header.caFingerprint !== ca.fingerprint256) throw new BackupFormatError(`it is of another cluster (CA ${header.caFingerprint}, the pinned CA is ${ca.fingerprint256})`);
+  if (!backup.signature) {
+    if (allowUnsigned) return;
+    throw new BackupFormatError("it is unsigned (format 1, written before backups were signed): nothing proves which cluster wrote it; accept that with --allow-unsigned");
+  }
+  const message = signedMessage(backup.headerBytes, createHash("sha256").update(backup.snapshot).digest());
+  let good = false;
+  try {
+    good = verify(null, message, ca.publicKey, backup.signature);
+  } catch {
+    good = false;
+  }
+  if (!good) throw new BackupFormatError("its signature is not by the pinned cluster CA's key: it was not written by this cluster, or was changed since");
 }
 
 /** Checks an etcd snapshot's trailing SHA-256 (etcd appends it to the database it streams). */
@@ -215,5 +324,31 @@ export function snapshotIntegrity(snapshot: Uint8Array): { databaseBytes: number
   const database = snapshot.subarray(0, snapshot.length - 32);
   const expected = Buffer.from(snapshot.subarray(snapshot.length - 32));
   if (!createHash("sha256").update(database).digest().equals(expected)) throw new BackupFormatError("its snapshot's SHA-256 does not match (etcd's snapshot is damaged)");
+  const problem = boltProblem(database);
+  if (problem) throw new BackupFormatError(`its snapshot is not an etcd database: ${problem}`);
   return { databaseBytes: database.length };
+}
+
+/** bbolt's meta page magic, and the version etcd's databases have. */
+const BOLT_MAGIC = 0xed0cdaed;
+const BOLT_VERSION = 2;
+const BOLT_META_PAGE = 0x04;
+
+/**
+ * Why `database` is not a bbolt file (etcd's database), or undefined: its
+ * first page must be a meta page with bbolt's magic and version, a page
+ * size that is a power of two from 1 KiB to 64 KiB, and a length that is a
+ * whole number of pages.
+ */
+function boltProblem(database: Uint8Array): string | undefined {
+  const b = Buffer.from(database.buffer, database.byteOffset, database.byteLength);
+  if (b.length < 64) return "shorter than a page";
+  // Page header: id u64, flags u16, count u16, overflow u32; then the meta: magic u32, version u32, page size u32 (little-endian).
+  if ((b.readUInt16LE(8) & BOLT_META_PAGE) === 0) return "its first page is not a meta page";
+  if (b.readUInt32LE(16) !== BOLT_MAGIC) return "no bbolt magic in its first page";
+  if (b.readUInt32LE(20) !== BOLT_VERSION) return `bbolt version ${b.readUInt32LE(20)}, not ${BOLT_VERSION}`;
+  const pageSize = b.readUInt32LE(24);
+  if (pageSize < 1024 || pageSize > 65536 || (pageSize & (pageSize - 1)) !== 0) return `a page size of ${pageSize}`;
+  if (b.length % pageSize !== 0) return `${b.length} bytes, not a whole number of ${pageSize}-byte pages`;
+  return undefined;
 }

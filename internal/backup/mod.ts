@@ -7,10 +7,14 @@
 //   ctl cluster backup FILE ──Management.Backup──▶ curator leader (internal/curator/backup.ts)
 //        ◀── file bytes (header, frames) ──────── etcd snapshot → BackupWriter
 //   ctl cluster check-backup FILE: decrypts with the owner key, checks the
-//        snapshot's own SHA-256, and prints the header
+//        snapshot's own SHA-256, that it is an etcd database, and that the
+//        pinned CA (ca.crt) signed it; prints the header (checked field by field)
 //
-//   ctl params restore BACKUP FILE: the snapshot, decrypted, in a node's
-//        parameters; restore.ts reads it through a throwaway etcd member and
+//   ctl params restore BACKUP FILE: checks that the pinned cluster CA signed
+//        it (format 2), then the snapshot, decrypted, with that CA, the
+//        header and the signature, in a node's parameters; the node checks
+//        the signature again, and that the snapshot's CA is that CA;
+//        restore.ts reads it through a throwaway etcd member and
 //        turns it into the restoring node's etcd data (internal/cluster's
 //        flow_restore.ts, internal/roleserve's control plane)
 //
@@ -19,5 +23,5 @@
 //        into a throwaway member, and PUT to the owner's HTTP target (target.ts)
 
 export { readSnapshot, restoreSnapshot, type SnapshotState } from "./restore.ts";
-export { BackupFormatError, BackupWriter, CHUNK_BYTES, MAGIC, decryptBackup, readBackupHeader, snapshotIntegrity, type BackupHeader } from "./format.ts";
+export { BackupFormatError, BackupWriter, CHUNK_BYTES, MAGIC, SIGNED_MAGIC, decryptBackup, parseBackupHeader, readBackupHeader, snapshotIntegrity, verifyBackupSignature, type BackupHeader, type DecryptedBackup } from "./format.ts";
 export { MAX_TARGET_URL_LENGTH, shownTarget, targetFor, targetUrlProblem, uploadBackup } from "./target.ts";

@@ -26,7 +26,7 @@ afterAll(async () => {
 async function snapshotBytes(): Promise<Uint8Array> {
   const chunks: Uint8Array[] = [];
   const about = { caFingerprint: cluster.clusterCA.certificate.fingerprint256, nodeCount: 1, nodecoreVersion: "test" };
-  for await (const chunk of backupChunks(cluster.etcd, rawPublicKey(cluster.ownerKey.publicKey), about, AbortSignal.timeout(30_000))) chunks.push(chunk.data);
+  for await (const chunk of backupChunks(cluster.etcd, rawPublicKey(cluster.ownerKey.publicKey), about, cluster.clusterCA.privateKey, AbortSignal.timeout(30_000))) chunks.push(chunk.data);
   return decryptBackup(Buffer.concat(chunks), rawPrivateKey(cluster.ownerKey.privateKey)).snapshot;
 }
 

@@ -136,6 +136,7 @@ export function enrolmentRunnable(options: EnrolmentOptions): Runnable {
             ...common,
             ownerPublicKey: decision.ownerPublicKey,
             snapshot: decision.snapshot,
+            caCertificate: decision.caCertificate,
             address,
             etcd,
             etcdutl: options.etcdutl?.() ?? etcdutlBeside(etcd),

@@ -1,8 +1,11 @@
 // RESTORE: this node creates the cluster again from a backup's snapshot
 // (`ctl params restore BACKUP FILE`, after every consensus member is lost).
 //
-//   parameters: owner key + snapshot ─▶ a throwaway etcd member reads it
+//   parameters: owner key + snapshot + the owner's pinned CA (+ the
+//     backup's header and CA signature, checked when the parameters are
+//     read: node_parameters.ts) ─▶ a throwaway etcd member reads it
 //     (internal/backup/restore.ts): cluster record (same owner?), both CAs
+//     (the cluster CA exactly the pinned one?)
 //   ─▶ keys (node, join, node unlock, cluster unlock) ─▶ sealed
 //     configuration with the backup's CA ─▶ data partition formatted,
 //     mounted ─▶ node credentials under the backup's CA, and the pending
@@ -21,6 +24,7 @@
 // join path, as a bootstrap does: the data opens with the cold-start key,
 // and the pending restore is still there.
 
+import type { X509Certificate } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { readSnapshot } from "../backup/mod.ts";
@@ -64,6 +68,8 @@ export function clearPendingRestore(layout: StorageLayout): void {
 export interface RestoreOptions {
   ownerPublicKey: Uint8Array;
   snapshot: Uint8Array;
+  /** The cluster CA the owner pinned: the snapshot's cluster must have it. */
+  caCertificate: X509Certificate;
   layout: StorageLayout;
   storage: DataStorage;
   /** This node's address. */
@@ -85,6 +91,10 @@ export async function restoreCluster(options: RestoreOptions): Promise<Enrolled>
   });
   if (!Buffer.from(state.cluster.ownerPublicKey).equals(Buffer.from(options.ownerPublicKey))) {
     throw new ParametersError("the restore's snapshot is of a cluster with another owner key than the parameters name");
+  }
+  // The snapshot's own CA, not any header's claim: the one the owner pinned, or nothing is restored.
+  if (!state.clusterCA.certificate.raw.equals(options.caCertificate.raw)) {
+    throw new ParametersError(`the restore's snapshot is of a cluster whose CA (${state.clusterCA.certificate.fingerprint256}) is not the one the owner pinned (${options.caCertificate.fingerprint256})`);
   }
   logger.info("snapshot read", { revision: state.revision, nodes: state.nodes.length, ca: state.clusterCA.certificate.fingerprint256 });
 

@@ -3,12 +3,36 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { NodeParametersSchema, SealedConfigurationSchema, type NodeParameters } from "../../proto/gen/api/configuration_pb.ts";
+import { createHash, type KeyObject } from "node:crypto";
+import { ed25519 } from "@noble/curves/ed25519.js";
+import { BackupWriter, readBackupHeader, SIGNED_MAGIC } from "../backup/mod.ts";
+import { generateKeyPair } from "../pki/mod.ts";
 import { captureLogger } from "../log/mod.ts";
 import { tempDir, testCA } from "../testing/mod.ts";
 import { decideEnrolment, readNodeParameters, ParametersError } from "./mod.ts";
 
 const ownerKey = new Uint8Array(32).fill(7);
-const ca = testCA().certificate;
+const clusterCA = testCA();
+const ca = clusterCA.certificate;
+
+/** Restore parameters of a signed backup: its header and snapshot, signed by `signer` (the cluster CA's key unless forged). */
+function restore(options: { signer?: KeyObject; caCertificate?: Uint8Array; snapshot?: Buffer } = {}): NodeParameters {
+  const database = Buffer.alloc(4096 * 2);
+  database.writeUInt16LE(0x04, 8);
+  database.writeUInt32LE(0xed0cdaed, 16);
+  database.writeUInt32LE(2, 20);
+  database.writeUInt32LE(4096, 24);
+  const snapshot = Buffer.concat([database, createHash("sha256").update(database).digest()]);
+  const writer = new BackupWriter(ed25519.getPublicKey(ed25519.utils.randomSecretKey()), { caFingerprint: ca.fingerprint256, etcdRevision: 5, createdAt: "2026-11-27T10:00:00.000Z", nodeCount: 1, nodecoreVersion: "test" }, options.signer ?? clusterCA.privateKey);
+  const file = Buffer.concat([writer.push(snapshot), writer.finish()]);
+  const signature = file.subarray(file.length - SIGNED_MAGIC.length - 64, file.length - SIGNED_MAGIC.length);
+  return create(NodeParametersSchema, {
+    cluster: {
+      case: "clusterRestore",
+      value: { ownerPublicKey: ownerKey, snapshot: options.snapshot ?? snapshot, caCertificate: options.caCertificate ?? new Uint8Array(ca.raw), backupHeader: readBackupHeader(file).headerBytes, signature },
+    },
+  });
+}
 
 const bootstrap = () => create(NodeParametersSchema, { cluster: { case: "clusterBootstrap", value: { ownerPublicKey: ownerKey } } });
 const register = (overrides: Partial<{ ticket: Uint8Array; ca: Uint8Array; hosts: string[] }> = {}) =>
@@ -86,8 +110,19 @@ describe("node parameters", () => {
     ["an empty directory", register({ hosts: [] }), "cluster directory lists no nodes"],
     ["a directory without addresses", register({ hosts: [""] }), "cluster directory has no node addresses"],
     ["a time server that is no host", create(NodeParametersSchema, { ...bootstrap(), timeServers: ["ntp.example.org", "10.0.0.1\nallow all"] }), 'time server "10.0.0.1\\nallow all" is neither an IP address nor a host name'],
+    ["a restore without a CA (an older ctl)", restore({ caCertificate: new Uint8Array(0) }), "the restore names no cluster CA (written by an older ctl)"],
+    ["a restore signed by another key", restore({ signer: generateKeyPair().privateKey }), "the restore's backup its signature is not by the pinned cluster CA's key"],
+    ["a restore pinned to another CA", restore({ caCertificate: new Uint8Array(testCA().certificate.raw) }), "the restore's backup it is of another cluster"],
     ["nine time servers", create(NodeParametersSchema, { ...bootstrap(), timeServers: Array.from({ length: 9 }, (_, i) => `10.0.0.${i + 1}`) }), "9 time servers, more than 8"],
   ];
+  test("a restore signed by the CA it names is valid", () => {
+    const { dir, paths } = setup({ fwCfg: restore() });
+    using _ = dir;
+    const read = readNodeParameters(paths, captureLogger("t").logger);
+    expect(read.kind).toBe("restore");
+    expect(read.kind === "restore" && read.caCertificate.fingerprint256).toBe(ca.fingerprint256);
+  });
+
   for (const [what, content, message] of invalid) {
     test(`${what} is an error naming the source`, () => {
       const { dir, paths } = setup({ fwCfg: content });

@@ -11,7 +11,7 @@ import {
   type NodeParameters,
 } from "../../proto/gen/api/configuration_pb.ts";
 import type { Logger } from "../log/mod.ts";
-import { snapshotIntegrity } from "../backup/mod.ts";
+import { parseBackupHeader, snapshotIntegrity, verifyBackupSignature } from "../backup/mod.ts";
 import { timeServersProblem } from "../clock/mod.ts";
 
 /** The qemu fw_cfg entry name (qemu -fw_cfg name=dev.nodecore/parameters.pb,file=...). */
@@ -29,7 +29,7 @@ export type ParametersSource = "fw_cfg" | "esp";
 export type ValidParameters =
   | { kind: "bootstrap"; ownerPublicKey: Uint8Array; unlockShareThreshold: number; raw: NodeParameters }
   | { kind: "register"; ticket: Uint8Array; caCertificate: X509Certificate; raw: NodeParameters }
-  | { kind: "restore"; ownerPublicKey: Uint8Array; snapshot: Uint8Array; raw: NodeParameters };
+  | { kind: "restore"; ownerPublicKey: Uint8Array; snapshot: Uint8Array; caCertificate: X509Certificate; raw: NodeParameters };
 
 export interface ParameterPaths {
   fwCfg: string;
@@ -78,14 +78,29 @@ export function validateParameters(params: NodeParameters, where: string): Valid
       return { kind: "register", ticket: registerTicket, caCertificate: ca, raw: params };
     }
     case "clusterRestore": {
-      const { ownerPublicKey, snapshot } = cluster.value;
+      const { ownerPublicKey, snapshot, backupHeader, signature } = cluster.value;
       if (ownerPublicKey.length !== 32) throw new ParametersError(`node parameters at ${where}: restore owner public key must be 32 bytes (ed25519), got ${ownerPublicKey.length}`);
       try {
         snapshotIntegrity(snapshot);
       } catch (err) {
         throw new ParametersError(`node parameters at ${where}: the restore's snapshot is damaged: ${(err as Error).message}`, { cause: err });
       }
-      return { kind: "restore", ownerPublicKey, snapshot, raw: params };
+      if (cluster.value.caCertificate.length === 0) throw new ParametersError(`node parameters at ${where}: the restore names no cluster CA (written by an older ctl): write them again with 'ctl params restore'`);
+      let ca: X509Certificate;
+      try {
+        ca = new X509Certificate(cluster.value.caCertificate);
+      } catch (err) {
+        throw new ParametersError(`node parameters at ${where}: the restore's CA certificate does not parse: ${(err as Error).message}`, { cause: err });
+      }
+      // Checked again here, not only by ctl: the backup's signature by that CA.
+      if (signature.length > 0 || backupHeader.length > 0) {
+        try {
+          verifyBackupSignature({ header: parseBackupHeader(backupHeader), headerBytes: Buffer.from(backupHeader), snapshot: Buffer.from(snapshot), signature: Buffer.from(signature) }, ca);
+        } catch (err) {
+          throw new ParametersError(`node parameters at ${where}: the restore's backup ${(err as Error).message}`, { cause: err });
+        }
+      }
+      return { kind: "restore", ownerPublicKey, snapshot, caCertificate: ca, raw: params };
     }
     case undefined:
       throw new ParametersError(`node parameters at ${where} set neither cluster bootstrap, cluster register nor cluster restore`);

@@ -2,13 +2,15 @@
 // own member, encrypted to the owner as it streams (internal/backup), so
 // that no byte of it leaves the node in clear.
 //
-//   maintenance.snapshot() ──blob, remaining──▶ BackupWriter(owner key, header) ──file bytes──▶ caller
+//   maintenance.snapshot() ──blob, remaining──▶ BackupWriter(owner key, header, CA key) ──file bytes──▶ caller
+//   (encrypted to the owner, signed by the cluster CA's key at its end)
 //
 // The header is written once the first snapshot message has named the
 // revision it was taken at. The snapshot is read no faster than the caller
 // takes the file: etcd's stream is paused while a chunk waits.
 
 import type { Etcd3 } from "etcd3";
+import type { KeyObject } from "node:crypto";
 import { BackupWriter, type BackupHeader } from "../backup/mod.ts";
 
 /** What the backup's header says besides the keys and the revision. */
@@ -78,6 +80,8 @@ export async function* backupChunks(
   etcd: Etcd3,
   ownerPublicKey: Uint8Array,
   about: BackupAbout,
+  /** The cluster CA's private key: the file is signed with it (internal/backup format 2). */
+  signer: KeyObject,
   signal: AbortSignal,
   /** Gets the snapshot's own bytes as they pass (a scheduled backup keeps them to prove they restore). */
   tee?: (plain: Uint8Array) => void,
@@ -90,7 +94,7 @@ export async function* backupChunks(
   let done = 0n;
   let total = 0n;
   for await (const message of snapshotMessages(etcd, signal)) {
-    writer ??= new BackupWriter(ownerPublicKey, { ...about, etcdRevision: Number(message.header?.revision ?? 0) || before, createdAt: new Date().toISOString() });
+    writer ??= new BackupWriter(ownerPublicKey, { ...about, etcdRevision: Number(message.header?.revision ?? 0) || before, createdAt: new Date().toISOString() }, signer);
     done += BigInt(message.blob.length);
     total = done + BigInt(message.remaining_bytes ?? 0);
     tee?.(message.blob);

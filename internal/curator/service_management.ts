@@ -317,7 +317,7 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
       const nodes = snapshot.nodes().map((n) => ({ id: n.id, address: n.status?.externalAddress ?? "", consensus: Boolean(n.roles?.consensusMember) }));
       const about = { caFingerprint: snapshot.ca("cluster").certificate.fingerprint256, nodeCount: nodes.length, nodes, nodecoreVersion: VERSION };
       let bytes = 0;
-      for await (const chunk of backupChunks(etcd, cluster.ownerPublicKey, about, ctx.signal)) {
+      for await (const chunk of backupChunks(etcd, cluster.ownerPublicKey, about, snapshot.ca("cluster").privateKey, ctx.signal)) {
         bytes += chunk.data.length;
         yield chunk;
       }

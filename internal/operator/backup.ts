@@ -7,7 +7,8 @@
 
 import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
 import { Management, type BackupSchedule, type BackupStatus, type BackupTaken } from "../../proto/gen/api/management_pb.ts";
-import { BackupFormatError, decryptBackup, readBackupHeader, shownTarget, snapshotIntegrity, type BackupHeader } from "../backup/mod.ts";
+import type { X509Certificate } from "node:crypto";
+import { BackupFormatError, decryptBackup, readBackupHeader, shownTarget, snapshotIntegrity, verifyBackupSignature, type BackupHeader } from "../backup/mod.ts";
 import { formatBytes } from "../localstorage/mod.ts";
 import { rawPrivateKey, type KeyPair } from "../pki/mod.ts";
 import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
@@ -58,20 +59,29 @@ export async function takeBackup(credentials: OwnerCredentials, settings: CallSe
   }
 }
 
+/** Which CA a backup must be signed by, and whether an unsigned one may pass. */
+export interface BackupTrust {
+  /** The cluster CA the owner pinned (ca.crt, or --ca); without one, nothing says whose a backup is. */
+  ca?: X509Certificate;
+  /** Format 1 (unsigned) backups pass on their header's word: --allow-unsigned. */
+  allowUnsigned?: boolean;
+}
+
 /**
  * Reads `file` with the owner's key: decrypts every frame, checks etcd's
- * own SHA-256 of the snapshot, and, given the cluster's CA fingerprint,
- * that the backup is of this cluster. Throws OperatorError with the cause.
+ * own SHA-256 of the snapshot and that it is an etcd database, and, given
+ * the pinned CA, that the cluster signed it (internal/backup
+ * verifyBackupSignature). Throws OperatorError with the cause. `signedBy`
+ * is the CA's fingerprint when that was proven.
  */
-export function checkBackup(file: string, owner: KeyPair, caFingerprint?: string): { header: BackupHeader; databaseBytes: number } {
+export function checkBackup(file: string, owner: KeyPair, trust: BackupTrust = {}): { header: BackupHeader; databaseBytes: number; signedBy?: string } {
   if (!existsSync(file)) throw new OperatorError(`no backup at ${file}`);
   try {
-    const { header, snapshot } = decryptBackup(readFileSync(file), rawPrivateKey(owner.privateKey));
-    const { databaseBytes } = snapshotIntegrity(snapshot);
-    if (caFingerprint && header.caFingerprint !== caFingerprint) {
-      throw new BackupFormatError(`it is of another cluster (CA ${header.caFingerprint}, this cluster's is ${caFingerprint})`);
-    }
-    return { header, databaseBytes };
+    const backup = decryptBackup(readFileSync(file), rawPrivateKey(owner.privateKey));
+    const { databaseBytes } = snapshotIntegrity(backup.snapshot);
+    if (!trust.ca) return { header: backup.header, databaseBytes };
+    verifyBackupSignature(backup, trust.ca, trust.allowUnsigned);
+    return { header: backup.header, databaseBytes, ...(backup.signature ? { signedBy: trust.ca.fingerprint256 } : {}) };
   } catch (err) {
     if (err instanceof BackupFormatError) throw new OperatorError(`${file}: ${err.message}`);
     throw err;
@@ -93,21 +103,30 @@ export function describeBackup(header: BackupHeader, extra: string[] = []): stri
 /** A backup turned into a restoring node's parameters (ctl params restore). */
 export interface RestorePlan {
   header: BackupHeader;
+  /** The header as the file holds it: the node checks the signature over it again. */
+  headerBytes: Uint8Array;
   /** etcd's snapshot, decrypted: what goes into the parameters. */
   snapshot: Uint8Array;
+  /** The cluster CA's signature (absent for an unsigned backup the owner accepted). */
+  signature?: Uint8Array;
+  /** The CA it was checked against: the restored cluster must have it. */
+  ca: X509Certificate;
 }
 
 /**
  * Reads `file` with the owner's key, as checkBackup does, for parameters
  * that restore the cluster from it; refuses, with the cause, what a restore
- * would refuse later.
+ * would refuse later, and any backup the pinned CA did not sign.
  */
-export function readForRestore(file: string, owner: KeyPair): RestorePlan {
+export function readForRestore(file: string, owner: KeyPair, trust: BackupTrust): RestorePlan {
   if (!existsSync(file)) throw new OperatorError(`no backup at ${file}`);
+  const ca = trust.ca;
+  if (!ca) throw new OperatorError("no pinned cluster CA: a restore needs the CA the backup must be signed by (ca.crt in the config directory, kept from 'ctl takeownership'), or --ca <file>");
   try {
-    const { header, snapshot } = decryptBackup(readFileSync(file), rawPrivateKey(owner.privateKey));
-    snapshotIntegrity(snapshot);
-    return { header, snapshot };
+    const backup = decryptBackup(readFileSync(file), rawPrivateKey(owner.privateKey));
+    snapshotIntegrity(backup.snapshot);
+    verifyBackupSignature(backup, ca, trust.allowUnsigned);
+    return { header: backup.header, headerBytes: backup.headerBytes, snapshot: backup.snapshot, ca, ...(backup.signature ? { signature: backup.signature } : {}) };
   } catch (err) {
     if (err instanceof BackupFormatError) throw new OperatorError(`${file}: ${err.message}`);
     throw err;

@@ -61,6 +61,17 @@ function readCertificate(path: string, what: string): X509Certificate {
   }
 }
 
+/** The cluster CA pinned in the config directory (ca.crt, written by takeownership), if there is one. */
+export function readPinnedCA(paths: ConfigPaths): X509Certificate | undefined {
+  return existsSync(paths.ca) ? readCertificate(paths.ca, "cluster CA certificate") : undefined;
+}
+
+/** A CA certificate the owner names (--ca): an error naming the file if it is not one. */
+export function readCACertificate(path: string): X509Certificate {
+  if (!existsSync(path)) throw new OperatorError(`no CA certificate at ${path}`);
+  return readCertificate(path, "CA certificate");
+}
+
 /** A file's text; an error that names the file and why it cannot be read (permissions, a directory). */
 function readConfigFile(path: string): string {
   try {

@@ -28,6 +28,8 @@ export {
   loadCredentials,
   readOwnerKey,
   saveCredentials,
+  readPinnedCA,
+  readCACertificate,
   OperatorError,
   CONFIG_DIR_ENV,
   type ConfigPaths,
@@ -55,7 +57,7 @@ export { helpText } from "./cli_help.ts";
 export { completionScript, SHELLS, type Shell } from "./cli_completion.ts";
 export { explain, curatorFailureLine, type ExitStatus } from "./explain.ts";
 export { namespaceHint, isRoutableFromHere } from "./network_hint.ts";
-export { checkBackup, describeBackup, describeBackupSchedule, describeRestore, readForRestore, takeBackup, BACKUP_TIMEOUT_MS } from "./backup.ts";
+export { checkBackup, describeBackup, describeBackupSchedule, describeRestore, readForRestore, takeBackup, BACKUP_TIMEOUT_MS, type BackupTrust } from "./backup.ts";
 export { resetNode, type ResetResult } from "./reset.ts";
 export { updateCluster, planClusterUpdate, type ClusterUpdateOptions, type ClusterUpdateResult, type ClusterUpdateStep } from "./cluster_update.ts";
 export { readBundle, updateNode, rollbackNode, waitForUpdate, type Bundle, type UpdateOptions, type UpdateResult, type RollbackResult } from "./update.ts";

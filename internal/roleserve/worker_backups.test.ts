@@ -25,7 +25,7 @@ beforeAll(async () => {
   cluster = await startTestCluster();
   const plain: Uint8Array[] = [];
   const about = { caFingerprint: cluster.clusterCA.certificate.fingerprint256, nodeCount: 1, nodecoreVersion: "test" };
-  for await (const _ of backupChunks(cluster.etcd, rawPublicKey(cluster.ownerKey.publicKey), about, AbortSignal.timeout(30_000), (blob) => plain.push(Buffer.from(blob))));
+  for await (const _ of backupChunks(cluster.etcd, rawPublicKey(cluster.ownerKey.publicKey), about, cluster.clusterCA.privateKey, AbortSignal.timeout(30_000), (blob) => plain.push(Buffer.from(blob))));
   snapshot = Buffer.concat(plain);
 }, 120_000);
 afterAll(async () => {

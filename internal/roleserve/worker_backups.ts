@@ -234,7 +234,8 @@ async function takeScheduledBackup(
     let bytes = 0;
     let revision = 0;
     try {
-      for await (const chunk of backupChunks(options.localConsensus.peek()!.etcd, cluster.ownerPublicKey, about, signal, (blob) => writeSync(plain, blob))) {
+      const { privateKey: signer } = await store.ca("cluster");
+      for await (const chunk of backupChunks(options.localConsensus.peek()!.etcd, cluster.ownerPublicKey, about, signer, signal, (blob) => writeSync(plain, blob))) {
         writeSync(fd, chunk.data);
         bytes += chunk.data.length;
         revision = chunk.etcdRevision;

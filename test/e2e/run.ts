@@ -12,7 +12,7 @@
 // first step whose name contains the text (cleanups still run): for working
 // on one step without the ones after it. CI never passes it.
 
-import { readdirSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { OUT_DIR, REPO_ROOT } from "../../image/mod.ts";
@@ -56,6 +56,35 @@ async function withDeadline(promise: Promise<void>, ms: number, what: string): P
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 
+/** Lines of each node console kept with a failure: CI keeps only its log's tail, so the failures list carries what the nodes last said. */
+const CONSOLE_TAIL_LINES = 8;
+
+/**
+ * The last lines of every node console (out/cluster/<cluster>/<node>.console.log)
+ * written to since `sinceMs`: what the VMs said while a step failed.
+ */
+function consoleTails(sinceMs: number): string[] {
+  const root = join(REPO_ROOT, OUT_DIR, "cluster");
+  if (!existsSync(root)) return [];
+  const tails: string[] = [];
+  for (const cluster of readdirSync(root)) {
+    const dir = join(root, cluster);
+    let files: string[];
+    try {
+      files = readdirSync(dir).filter((f) => f.endsWith(".console.log"));
+    } catch {
+      continue;
+    }
+    for (const file of files.sort()) {
+      const path = join(dir, file);
+      if (statSync(path).mtimeMs < sinceMs) continue;
+      const lines = readFileSync(path, "utf8").replace(/\x1b\[[0-9;?]*[A-Za-z]/g, "").split("\n").map((l) => l.trimEnd()).filter((l) => l.length > 0);
+      tails.push(`  ${cluster}/${file.replace(".console.log", "")}, its last lines:`, ...lines.slice(-CONSOLE_TAIL_LINES).map((l) => `    ${l.slice(0, 240)}`));
+    }
+  }
+  return tails;
+}
+
 if (!values["no-build"]) await ensureBuilt(logger);
 
 const files = readdirSync(import.meta.dir)
@@ -92,7 +121,7 @@ for (const file of new Set(registry.tests.map((t) => t.file))) {
       }
     } catch (err) {
       failed++;
-      failures.push(`✗ ${test.name}\n  ${String((err as Error).message ?? err).split("\n")[0]!.slice(0, 2000)}`);
+      failures.push([`✗ ${test.name}`, `  ${String((err as Error).message ?? err).split("\n")[0]!.slice(0, 2000)}`, ...consoleTails(Date.now() - (performance.now() - started))].join("\n"));
       process.stdout.write(`✗ ${test.name} (${seconds(performance.now() - started)})\n  ${String((err as Error).stack ?? err).replaceAll("\n", "\n  ")}\n`);
     }
   }
