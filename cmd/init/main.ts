@@ -15,7 +15,8 @@
 import { readFileSync } from "node:fs";
 import { checkESP, mountESP, mountEphemeral, openSystemImage, readBootSelection, storageLayout, type BootSelection, type StorageLayout } from "../../internal/localstorage/mod.ts";
 import { chooseBootSlot, kexecLoader, refuseBootedSlot, settleEarlierTrial } from "../../internal/update/mod.ts";
-import { kexecFileLoad } from "../../internal/sys/mod.ts";
+import { fileLimit, kexecFileLoad, setFileLimit } from "../../internal/sys/mod.ts";
+import { FILE_RESERVE, MAX_CONNECTIONS_PER_PROCESS, NODE_FILE_LIMIT } from "../../internal/rpc/mod.ts";
 import { createLogger, type Logger } from "../../internal/log/mod.ts";
 import { LogTree, followKernelMessages } from "../../internal/logtree/mod.ts";
 import { resolve } from "node:path";
@@ -57,6 +58,13 @@ async function bootVm(logger: Logger, layout: StorageLayout, logs: LogTree): Pro
     }
   };
   await step("mounting pseudo file systems", () => mountPseudoFilesystems(logger));
+  // Every server's connections together stay below it, with a reserve (internal/rpc listener.ts).
+  try {
+    setFileLimit(NODE_FILE_LIMIT);
+    logger.info("open file limit set", { files: fileLimit().soft, servers: MAX_CONNECTIONS_PER_PROCESS, reserve: FILE_RESERVE });
+  } catch (err) {
+    logger.warn("could not raise the open file limit: a flood of connections can take the node's own files", { files: fileLimit().soft, error: (err as Error).message });
+  }
   followKernelMessages(logs, (message) => logger.warn(message));
   startReaper(logger);
   await step("loading kernel modules", () => loadKernelModules(logger));

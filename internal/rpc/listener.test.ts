@@ -182,6 +182,73 @@ describe("listener", () => {
     client.close();
   }, 60_000);
 
+  test("a connection that finished its handshake but makes no call is dropped at the first-call deadline: HTTP/2 that answers pings, an HTTP/1.1 header trickled, a refused call; one whose call was let in stays", async () => {
+    const serving = testNode(ca);
+    const server = managementServer();
+    const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey, allowHttp1: true });
+    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { maxConnections: 1000, maxPendingHandshakes: 100, firstCallTimeoutMs: 1_000 }, async () => ({ status: 200, contentType: "text/plain", body: "ok\n" }));
+    const anonymous = { ca: ca.certificate.toString(), servername: "unnamed.nodecore.invalid", checkServerIdentity: () => undefined };
+    // HTTP/2 with no certificate, no call, answering the server's pings.
+    const quiet = http2Connect(`https://127.0.0.1:${port}`, anonymous);
+    quiet.on("error", () => {});
+    let quietClosed = false;
+    quiet.on("close", () => (quietClosed = true));
+    // HTTP/1.1: a header, a byte at a time, never finished.
+    const trickle = tlsConnect({ port, host: "127.0.0.1", ...anonymous, ALPNProtocols: ["http/1.1"] });
+    trickle.on("error", () => {});
+    let trickleClosed = false;
+    trickle.on("close", () => (trickleClosed = true));
+    const header = "GET /metrics HTTP/1.1\r\nHost: x\r\n";
+    let sent = 0;
+    const dripping = setInterval(() => sent < header.length && trickle.write(header[sent++]!), 200);
+    // A call refused (no certificate): not a call let in.
+    const refusedClient = createClient(Management, `127.0.0.1:${port}`, { credentials: channelCredentials({ server: { ca: ca.certificate, verify: () => undefined } }), channelOptions: channelOptions() });
+    await refusedClient.getRegisterTicket({}).catch(() => {});
+    // The owner's call is let in: its connection stays past the deadline, and serves again on it.
+    const client = ownerClient(port);
+    await client.getRegisterTicket({});
+    try {
+      await eventually(() => expect(quietClosed && trickleClosed).toBe(true), { timeoutMs: 10_000 });
+      expect(counters.idle).toBeGreaterThanOrEqual(3);
+      await eventually(() => expect(counters.open).toBe(1), { timeoutMs: 10_000 });
+      expect((await client.getRegisterTicket({}, { timeoutMs: 5_000 })).ticket).toEqual(new Uint8Array([7]));
+      expect(counters.open).toBe(1);
+    } finally {
+      clearInterval(dripping);
+      client.close();
+      refusedClient.close();
+      quiet.destroy();
+      trickle.destroy();
+    }
+  }, 30_000);
+
+  test("a handshake made without a certificate does not make its source known: only the owner's or a node's call let in does", async () => {
+    const serving = testNode(ca);
+    const server = managementServer();
+    const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey, handshakeTimeoutMs: 60_000 });
+    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { maxConnections: 1000, maxPendingHandshakes: 20, maxPendingHandshakesPerSource: 30, reservedForKnownSources: 10, firstFlightTimeoutMs: 60_000 });
+    // 127.0.0.5 finishes an anonymous handshake.
+    let handshook = false;
+    await new Promise<void>((resolve) => {
+      const options = { port, host: "127.0.0.1", localAddress: "127.0.0.5", ca: ca.certificate.toString(), servername: "unnamed.nodecore.invalid", checkServerIdentity: () => undefined, ALPNProtocols: ["h2"] };
+      const socket = tlsConnect(options as Parameters<typeof tlsConnect>[0], () => {
+        handshook = true;
+        setTimeout(() => socket.destroy(), 200);
+        socket.once("close", () => resolve());
+      });
+      socket.on("error", () => resolve());
+    });
+    expect(handshook).toBe(true);
+    await eventually(() => expect(counters.open).toBe(0));
+    // 127.0.0.2 takes the strangers' share (20 less the 10 kept).
+    const flood = idleConnections(port, 10, "127.0.0.2");
+    await eventually(() => expect(counters.handshaking).toBe(10));
+    expect(flood.closed()).toBe(0);
+    // 127.0.0.5 is still a stranger: refused at once.
+    const again = idleConnections(port, 1, "127.0.0.5");
+    await eventually(() => expect(again.closed()).toBe(1));
+  }, 30_000);
+
   test("a rotated certificate is served to new connections without a restart", async () => {
     const first = testNode(ca);
     const second = testNode(ca);

@@ -11,8 +11,18 @@
 //                  sends it as soon as it connects, so a connection that says
 //                  nothing frees its slot long before the handshake deadline
 //               ─▶ TLS handshake, TLS_HANDSHAKE_TIMEOUT_MS at most ─▶ HTTP/2 session
+//               ─▶ a call that passes its policy (or a plain HTTPS request answered)
+//                  within FIRST_CALL_TIMEOUT_MS, or the connection is dropped: one that
+//                  only answers pings, or trickles a request's header, holds nothing
 //               ─▶ at most MAX_CONCURRENT_STREAMS calls at once per connection
 //               ─▶ keepalive pings: a peer that stops answering is dropped
+//               ─▶ no call for CONNECTION_IDLE_MS: closed gracefully (GOAWAY); an
+//                  HTTP/1.1 connection is closed after its one request
+//
+// Every server of the process counts against MAX_CONNECTIONS_PER_PROCESS
+// too, so that all of them together stay below the file descriptors PID 1
+// gives itself (NODE_FILE_LIMIT, cmd/init), with FILE_RESERVE left for the
+// node's own files, clients and pipes.
 //
 // A server may also answer plain HTTPS requests (the node's metrics) beside
 // gRPC on the same port: HTTP/2 streams that are not gRPC, and HTTP/1.1
@@ -22,7 +32,8 @@
 //
 // So one address that floods a port with idle connections holds at most
 // MAX_PENDING_HANDSHAKES_PER_SOURCE of its handshake slots, and the nodes
-// and the owner, who have connected before, keep a share of their own.
+// and the owner, whose calls have been let in before (a handshake alone,
+// which anyone can finish, earns nothing), keep a share of their own.
 
 import { ChannelCredentials, Server, ServerCredentials, type ServerOptions } from "@grpc/grpc-js";
 import { chmodSync, mkdirSync, rmSync } from "node:fs";
@@ -41,10 +52,20 @@ export const MAX_CONNECTIONS_PER_SOURCE = 512;
 export const FIRST_FLIGHT_TIMEOUT_MS = 3_000;
 /** Connections from one address still in their TLS handshake. */
 export const MAX_PENDING_HANDSHAKES_PER_SOURCE = 32;
-/** The share of pending handshakes that only sources seen to finish a handshake before may take. */
+/** The share of pending handshakes that only known sources (an owner's or a node's call let in from there before) may take. */
 export const RESERVED_SHARE_FOR_KNOWN_SOURCES = 0.25;
-/** How many sources that finished a handshake are remembered (the least recent go first). */
+/** How many known sources are remembered (the least recent go first). */
 const KNOWN_SOURCES_REMEMBERED = 4096;
+/** How long after its handshake a connection may go without a call let in (or an HTTPS request answered). */
+export const FIRST_CALL_TIMEOUT_MS = 10_000;
+/** A connection with no call for this long is closed gracefully (grpc-js max_connection_idle_ms). */
+export const CONNECTION_IDLE_MS = 5 * 60_000;
+/** Open connections of every server in this process together. */
+export const MAX_CONNECTIONS_PER_PROCESS = 8192;
+/** The file descriptors PID 1 gives itself (setrlimit RLIMIT_NOFILE). */
+export const NODE_FILE_LIMIT = 65_536;
+/** What stays for the node's own files, clients and pipes when every server is full. */
+export const FILE_RESERVE = NODE_FILE_LIMIT - MAX_CONNECTIONS_PER_PROCESS;
 /** Concurrent calls (streams) on one connection. */
 export const MAX_CONCURRENT_STREAMS = 1024;
 /** The server pings an idle connection this often, and drops it if the ping is not answered in KEEPALIVE_TIMEOUT_MS. */
@@ -60,6 +81,7 @@ export function createServer(): Server {
     "grpc.max_concurrent_streams": MAX_CONCURRENT_STREAMS,
     "grpc.keepalive_time_ms": KEEPALIVE_TIME_MS,
     "grpc.keepalive_timeout_ms": KEEPALIVE_TIMEOUT_MS,
+    "grpc.max_connection_idle_ms": CONNECTION_IDLE_MS,
   };
   return new Server(options);
 }
@@ -71,6 +93,7 @@ export interface ListenLimits {
   maxPendingHandshakesPerSource?: number;
   reservedForKnownSources?: number;
   firstFlightTimeoutMs?: number;
+  firstCallTimeoutMs?: number;
 }
 
 /** What a listener refused, for logs and tests. */
@@ -80,9 +103,34 @@ export interface ListenerCounters {
   refused: number;
   /** Connections dropped for sending no ClientHello in time. */
   silent: number;
+  /** Connections dropped for making no call (let in) within FIRST_CALL_TIMEOUT_MS of their handshake. */
+  idle: number;
 }
 
-type Socket = { destroy(): void; once(event: string, listener: () => void): void; remoteAddress?: string | undefined; _handle?: { getCipher?: () => unknown } | null };
+type Socket = { destroy(): void; once(event: string, listener: () => void): void; remoteAddress?: string | undefined; remotePort?: number | undefined; _handle?: { getCipher?: () => unknown } | null };
+
+/** The bounded connections of every server in this process, by their client's address and port. */
+const connections = new Map<string, { used: boolean; known: () => void }>();
+/** Open connections of every server in this process. */
+let processConnections = 0;
+
+const connectionKey = (socket: { remoteAddress?: string | undefined; remotePort?: number | undefined }) => `${socket.remoteAddress ?? ""} ${socket.remotePort ?? 0}`;
+
+/**
+ * Tells the listener that a call on `socket`'s connection was let in (it
+ * passed its policy: rpc's contextOf), or that a plain HTTPS request there
+ * was answered: the connection has earned its keep past
+ * FIRST_CALL_TIMEOUT_MS. A call from the owner or a node (`knownSource`)
+ * also makes its address a known source, which may use the handshakes
+ * kept for known sources.
+ */
+export function connectionUsed(socket: { remoteAddress?: string | undefined; remotePort?: number | undefined } | undefined, knownSource: boolean): void {
+  if (!socket) return;
+  const entry = connections.get(connectionKey(socket));
+  if (!entry) return;
+  entry.used = true;
+  if (knownSource) entry.known();
+}
 
 /**
  * Whether the server has read the connection's ClientHello: bun's TLS
@@ -148,7 +196,7 @@ export async function listen(
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync(address, credentials, (err, bound) => (err ? reject(err) : resolve(bound))),
   );
-  const counters: ListenerCounters = { open: 0, handshaking: 0, refused: 0, silent: 0 };
+  const counters: ListenerCounters = { open: 0, handshaking: 0, refused: 0, silent: 0, idle: 0 };
   const added = http2ServersOf(server).filter((s) => !before.has(s));
   if (added.length === 0) throw new Error("cannot find the HTTP/2 servers grpc-js created (did the grpc-js version change?)");
   for (const listener of added) {
@@ -208,6 +256,8 @@ function routeHttp(listener: Http2Listener, http: HttpHandler): void {
     } finally {
       clearTimeout(timer);
     }
+    // Answered, not refused: the connection made a call worth keeping it for.
+    if (result.status < 400) connectionUsed(request.socket, false);
     try {
       send(result);
     } catch {
@@ -217,7 +267,8 @@ function routeHttp(listener: Http2Listener, http: HttpHandler): void {
   listener.on("request", ((request: Http1Request, response: Http1Response) => {
     if (request.httpVersion.startsWith("2")) return;
     void answer({ method: request.method ?? "GET", path: request.url ?? "/", socket: request.socket as TLSSocket }, (a) => {
-      response.writeHead(a.status, { "content-type": a.contentType, "content-length": Buffer.byteLength(a.body) });
+      // One request per HTTP/1.1 connection: nothing is held between requests.
+      response.writeHead(a.status, { "content-type": a.contentType, "content-length": Buffer.byteLength(a.body), connection: "close" });
       response.end(a.body);
     });
   }) as never);
@@ -253,10 +304,16 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
     handshakes: limits.maxPendingHandshakesPerSource ?? MAX_PENDING_HANDSHAKES_PER_SOURCE,
   };
   const firstFlightMs = limits.firstFlightTimeoutMs ?? FIRST_FLIGHT_TIMEOUT_MS;
+  const firstCallMs = limits.firstCallTimeoutMs ?? FIRST_CALL_TIMEOUT_MS;
   const reserved = Math.min(limits.reservedForKnownSources ?? Math.floor(limits.maxPendingHandshakes * RESERVED_SHARE_FOR_KNOWN_SOURCES), limits.maxPendingHandshakes);
   const sources = new Map<string, SourceCount>();
-  // Insertion order is recency: a source is re-inserted when it finishes a handshake.
+  // Insertion order is recency: a source is re-inserted at each owner's or node's call let in.
   const known = new Map<string, true>();
+  const remember = (source: string) => {
+    known.delete(source);
+    known.set(source, true);
+    if (known.size > KNOWN_SOURCES_REMEMBERED) known.delete(known.keys().next().value!);
+  };
   // Each socket in its handshake, with its source and that source's counts.
   const handshaking = new Map<Socket, { source: string; count: SourceCount }>();
   const finished = (socket: Socket) => {
@@ -272,6 +329,7 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
     const count = sources.get(source) ?? { open: 0, handshaking: 0 };
     const handshakeRoom = known.has(source) ? limits.maxPendingHandshakes : limits.maxPendingHandshakes - reserved;
     if (
+      processConnections >= MAX_CONNECTIONS_PER_PROCESS ||
       counters.open >= limits.maxConnections ||
       counters.handshaking >= handshakeRoom ||
       count.open >= perSource.connections ||
@@ -286,6 +344,7 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
     count.handshaking++;
     counters.open++;
     counters.handshaking++;
+    processConnections++;
     handshaking.set(socket, { source, count });
     // Checked after the event loop's next poll: a loop that was busy past the
     // deadline reads what has arrived before it judges the connection silent.
@@ -300,23 +359,45 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
       firstFlightMs,
     );
     silence.unref?.();
+    let firstCall: ReturnType<typeof setTimeout> | undefined;
+    const key = connectionKey(socket);
+    const markKnown = () => remember(source);
     socket.once("close", () => {
       clearTimeout(silence);
+      clearTimeout(firstCall);
+      if (connections.get(key)?.known === markKnown) connections.delete(key);
       finished(socket);
       counters.open--;
+      processConnections--;
       if (--count.open === 0) sources.delete(source);
+    });
+    handshook.set(socket, () => {
+      connections.set(key, { used: false, known: markKnown });
+      // Judged after the loop's next poll too: a call read meanwhile counts.
+      firstCall = setTimeout(
+        () =>
+          setImmediate(() => {
+            if (connections.get(key)?.used === false) {
+              counters.idle++;
+              socket.destroy();
+            }
+          }),
+        firstCallMs,
+      );
+      firstCall.unref?.();
     });
   });
   // bun hands the same TLS socket to "connection" and "secureConnection".
   listener.on("secureConnection", (socket: Socket) => {
-    const source = handshaking.get(socket)?.source;
-    if (source === undefined) return;
+    if (!handshaking.has(socket)) return;
     finished(socket);
-    known.delete(source);
-    known.set(source, true);
-    if (known.size > KNOWN_SOURCES_REMEMBERED) known.delete(known.keys().next().value!);
+    handshook.get(socket)?.();
+    handshook.delete(socket);
   });
 }
+
+/** What each connection does once its handshake is done. */
+const handshook = new WeakMap<Socket, () => void>();
 
 /**
  * Binds `server` on the unix socket `path`, for a local service: callers

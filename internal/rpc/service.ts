@@ -37,6 +37,7 @@ import { authenticate, refusal, type Peer, type Policy } from "./peer.ts";
 import { sourceAddress } from "./address.ts";
 import { encodable } from "./text.ts";
 import { connectionOf, peerCertificateOf } from "./tls.ts";
+import { connectionUsed } from "./listener.ts";
 
 /** The `ca` of a service served only on a unix socket (listenLocal): its callers hold no certificate, and a TLS caller is never asked about. */
 export const LOCAL_SERVICE: () => X509Certificate = () => {
@@ -268,6 +269,8 @@ function contextOf<S>(call: RawCall, method: string, policy: Policy, options: Se
   const peer = callerOf(connection, options.ca);
   seen.peer = peer;
   check(peer, policy);
+  // Let in: the connection has made a call (listener.ts), and an owner's or a node's source is known.
+  connectionUsed(connection.socket, peer.kind === "owner" || peer.kind === "node");
   const controller = new AbortController();
   (call as NodeJS.EventEmitter).once("cancelled", () => controller.abort(new Error(`${method}: cancelled by client`)));
   const widenReceiveWindow = (bytes: number) => widenWindow(connection.session, bytes);

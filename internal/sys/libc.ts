@@ -63,6 +63,8 @@ function open() {
       args: [FFIType.i32, FFIType.ptr, FFIType.u64, FFIType.i32, FFIType.ptr, FFIType.ptr],
       returns: FFIType.i64_fast,
     },
+    setrlimit: { args: [FFIType.i32, FFIType.ptr], returns: FFIType.i32 },
+    getrlimit: { args: [FFIType.i32, FFIType.ptr], returns: FFIType.i32 },
     strerror: { args: [FFIType.i32], returns: FFIType.cstring },
     __errno_location: { args: [], returns: FFIType.ptr },
   });
@@ -145,6 +147,21 @@ function check(result: number | bigint, call: string, subject = ""): number {
   const value = Number(result);
   if (value < 0) throw new SyscallError(call, lastErrno(), subject);
   return value;
+}
+
+const RLIMIT_NOFILE = 7;
+
+/** This process's limit on open files: its soft and hard values. */
+export function fileLimit(): { soft: number; hard: number } {
+  const limit = new BigUint64Array(2);
+  check(libc().getrlimit(RLIMIT_NOFILE, ptr(limit)), "getrlimit", "RLIMIT_NOFILE");
+  return { soft: Number(limit[0]), hard: Number(limit[1]) };
+}
+
+/** Sets this process's limit on open files, soft and hard (raising the hard limit takes CAP_SYS_RESOURCE). Children inherit it. */
+export function setFileLimit(files: number): void {
+  const limit = BigUint64Array.of(BigInt(files), BigInt(files));
+  check(libc().setrlimit(RLIMIT_NOFILE, ptr(limit)), "setrlimit", "RLIMIT_NOFILE");
 }
 
 /** A C string: the bytes of `text` and a terminating NUL. */

@@ -42,6 +42,8 @@ export {
   close,
   ioctl,
   quotactlFd,
+  fileLimit,
+  setFileLimit,
   setsockopt,
   bind,
   sendto,

@@ -132,6 +132,9 @@ e2eTest("a node reads its parameters from fw_cfg, mounts its ESP, formats and mo
   // Persistent volumes' hard limits: the node proved its project quotas before it said it was mounted.
   const quotas = node.console.find(/project quotas/);
   assert(quotas !== undefined && /project quotas enforced on the data partition/.test(quotas.text), `the node should enforce project quotas on its data partition: ${quotas?.text ?? "it said nothing of them"}`);
+  // PID 1's own file limit, above every server's connections together (internal/rpc listener.ts).
+  const files = node.console.find(/open file limit/);
+  assert(files !== undefined && / I root open file limit set files=65536 /.test(files.text), `PID 1 should raise its open file limit to 65536: ${files?.text ?? "it said nothing of it"}`);
   const address = await milestone(ctx, node, CONSOLE.addressAcquired, "address acquired");
   assert(address.text.includes(`got address ${node.address}/24 `), `node1 should get its static lease ${node.address}: ${address.text}`);
   assertNoPanic(node);
