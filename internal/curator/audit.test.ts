@@ -8,9 +8,9 @@ import { ClusterEvent_Kind, Management, type ClusterEvent } from "../../proto/ge
 import { Curator } from "../../proto/gen/curator/curator_pb.ts";
 import { captureLogger } from "../log/mod.ts";
 import { generateKeyPair, issueOwnerCertificate, rawPublicKey, type KeyPair } from "../pki/mod.ts";
-import { Status } from "../rpc/mod.ts";
+import { PermissionDeniedError, Status } from "../rpc/mod.ts";
 import { eventually } from "../testing/mod.ts";
-import { AuditTrail, EVENTS_PREFIX, REFUSALS_PER_MINUTE, readEvents, targetOf } from "./audit.ts";
+import { AuditTrail, EVENTS_PREFIX, REFUSALS_PER_MINUTE, REFUSALS_PER_MINUTE_OVERALL, readEvents, targetOf } from "./audit.ts";
 import { actorOf, describeRequest } from "../rpc/mod.ts";
 import { refusal, startTestCluster, type TestCluster } from "./test_cluster.ts";
 
@@ -153,5 +153,31 @@ describe("the trail of a curator", () => {
     expect(left.length).toBe(kept);
     expect(left.at(-1)!.detail).toBe("pruning 4");
     expect(await cluster.store.etcd.getAll().prefix(EVENTS_PREFIX).count()).toBe(kept);
+  });
+
+  test("a flood of refusals from many addresses costs the trail a bounded number of writes and one count, and never an owner's write", async () => {
+    const base = Math.floor(Date.now() / 60_000) * 60_000;
+    let now = base;
+    const trail = new AuditTrail(cluster.store.etcd, captureLogger("audit").logger, (e) => e, () => now);
+    const flood = `flood-${base}`;
+    // 2100 addresses, six refused calls each (no certificate), as the outside test did.
+    for (let i = 0; i < 2100; i++) {
+      for (let j = 0; j < 6; j++) {
+        trail.tap({ method: "Management/UpdateNodeLabels", localName: "updateNodeLabels", peer: { kind: "anonymous" }, remoteAddress: `10.${i >> 8}.${i & 255}.${j}`, request: undefined, error: new PermissionDeniedError(flood) });
+      }
+    }
+    // The owner's write, right after: recorded, whatever is queued.
+    trail.tap({ method: "Management/UpdateNodeLabels", localName: "updateNodeLabels", peer: { kind: "owner" } as never, remoteAddress: "127.0.0.1", request: { id: cluster.node.id, upsert: [{ key: flood, value: "x" }], delete: [] } });
+    await trail.flush();
+    const written = (await events()).filter((e) => e.result.includes(flood) || e.detail.includes(flood));
+    const refusals = written.filter((e) => e.kind === ClusterEvent_Kind.REFUSAL);
+    expect(refusals.length).toBe(REFUSALS_PER_MINUTE_OVERALL);
+    expect(written.filter((e) => e.kind === ClusterEvent_Kind.CALL).map((e) => e.actor)).toEqual(["owner"]);
+    // The next minute's first refusal brings the count of what was left out.
+    now = base + 60_000;
+    trail.tap({ method: "Management/UpdateNodeLabels", localName: "updateNodeLabels", peer: { kind: "anonymous" }, remoteAddress: "10.99.0.1", request: undefined, error: new PermissionDeniedError(flood) });
+    await trail.flush();
+    const counted = (await events()).filter((e) => e.timeMs === BigInt(base + 60_000) && e.detail.startsWith("and "));
+    expect(counted.map((e) => e.detail)).toEqual([`and ${2100 * 6 - REFUSALS_PER_MINUTE_OVERALL} more refused calls from ${2100 * 6 > 10_000 ? "at least " : ""}${Math.min(2100 * 6, 10_000)} callers in that minute, not recorded one by one`]);
   });
 });

@@ -5,11 +5,14 @@
 //     Management writes and secret reads (AUDITED): the caller, the node
 //       acted on, what was asked, and the result (OK or the status)
 //     any call refused for who made it: at most REFUSALS_PER_MINUTE per
-//       caller a minute, then one line counting the rest
+//       caller and REFUSALS_PER_MINUTE_OVERALL from everyone a minute,
+//       then one line counting the rest (rpc's RefusalBudget)
 //   the leader's health watch (health_events.ts) ──▶ AuditTrail.record
 //     a node's health changing, a node booting
-//          │ queued (bounded), written one at a time; a full queue drops the
-//          ▼ oldest and says how many
+//          │ two queues, written one at a time, calls first: what was done
+//          │ (calls, health, nodes' reports of calls) is never dropped;
+//          │ refusals wait in a bounded queue of their own, whose oldest go
+//          ▼ when it is full (said, with that cause)
 //   events/<time ms, 15 digits>-<random> ──▶ Management.GetEvents, ctl events [-f]
 //
 // Keys sort by time, so the newest are a range read away. The trail keeps
@@ -24,19 +27,23 @@ import { ClusterEventSchema, ClusterEvent_Kind, type ClusterEvent } from "../../
 import type { ReportNodeManagementCallRequest } from "../../proto/gen/curator/curator_pb.ts";
 import type { Logger } from "../log/mod.ts";
 import { nodeIdFromPublicKey } from "../pki/mod.ts";
-import { actorOf, callResult, describeRequest, encodable, InvalidArgumentError, isRefusal, MAX_DETAIL_CHARS, quote, type AuditedCall } from "../rpc/mod.ts";
+import { actorOf, callResult, describeRequest, encodable, InvalidArgumentError, isRefusal, leftOutLine, MAX_DETAIL_CHARS, quote, RefusalBudget, type AuditedCall } from "../rpc/mod.ts";
 
 export const EVENTS_PREFIX = "events/";
 /** How many events the trail keeps. */
 export const MAX_EVENTS = 10_000;
 /** How often (in writes) the oldest beyond MAX_EVENTS are deleted. */
 const PRUNE_EVERY = 100;
-/** Events waiting to be written; beyond this the oldest are dropped (etcd down for long). */
-const MAX_QUEUED = 1_000;
+/** Refusals waiting to be written; beyond this the oldest are dropped. */
+const MAX_QUEUED_REFUSALS = 1_000;
 /** Refusals recorded per caller and minute; the rest are counted in one line. */
 export const REFUSALS_PER_MINUTE = 5;
-/** Node management calls one node may report a minute (reboots and resets are rare; a flood is not news). */
+/** Refusals recorded from everyone in a minute; the rest are counted in one line. */
+export const REFUSALS_PER_MINUTE_OVERALL = 60;
+/** Refusals one node may report a minute (it bounds its own too: report_calls.ts). */
 export const NODE_REPORTS_PER_MINUTE = 30;
+/** Calls (not refusals) one node may report a minute: the owner's reboots, updates and resets are rare, a node that floods its reports is not believed. */
+export const NODE_CALL_REPORTS_PER_MINUTE = 120;
 const NODE_METHOD = /^NodeManagement\/[A-Z][A-Za-z]{1,40}$/;
 
 /** The Management calls whose every outcome is recorded: they change the cluster or hand out a secret. */
@@ -86,9 +93,13 @@ export function eventKey(timeMs: number): string {
 }
 
 export class AuditTrail {
-  private readonly queue: ClusterEvent[] = [];
+  /** What was done: calls, health, nodes' reports of calls. Never dropped. */
+  private readonly calls: ClusterEvent[] = [];
+  /** Refusals and their counting lines: bounded, the oldest dropped. */
+  private readonly refusals: ClusterEvent[] = [];
   private draining = false;
   private dropped = 0;
+  private readonly refusalBudget: RefusalBudget;
   private writes = 0;
   /** Per rate-limited key (a refusing caller, a reporting node): this minute and the count in it. */
   private readonly allowances = new Map<string, { minute: number; count: number }>();
@@ -98,7 +109,9 @@ export class AuditTrail {
     private readonly logger: Logger,
     private readonly mapError: (err: unknown) => unknown = (e) => e,
     private readonly now: () => number = () => Date.now(),
-  ) {}
+  ) {
+    this.refusalBudget = new RefusalBudget(REFUSALS_PER_MINUTE, REFUSALS_PER_MINUTE_OVERALL, now);
+  }
 
   /** The rpc audit hook: records what AUDITED_METHODS and refusals call for. */
   tap(call: AuditedCall): void {
@@ -124,7 +137,10 @@ export class AuditTrail {
    */
   fromNode(nodeId: string, report: Pick<ReportNodeManagementCallRequest, "method" | "caller" | "detail" | "result" | "refused">): void {
     if (!NODE_METHOD.test(report.method)) throw new InvalidArgumentError(`method: ${quote(report.method, 60)} is not NodeManagement/<Method>`);
-    if (!this.allow(`report:${nodeId}`, NODE_REPORTS_PER_MINUTE, (over) => this.record({ kind: ClusterEvent_Kind.CALL, actor: `${nodeId}`, nodeId, detail: `and ${over} more node management calls reported by ${nodeId} in that minute, not recorded one by one`, result: "" }))) return;
+    // Refusals and calls have budgets of their own: a flood of refusals never takes a call's place.
+    const [key, budget, what] = report.refused ? [`refused:${nodeId}`, NODE_REPORTS_PER_MINUTE, "refused calls"] : [`calls:${nodeId}`, NODE_CALL_REPORTS_PER_MINUTE, "calls"];
+    const kind = report.refused ? ClusterEvent_Kind.REFUSAL : ClusterEvent_Kind.CALL;
+    if (!this.allow(key, budget, (over) => this.record({ kind, actor: `${nodeId}`, nodeId, detail: `and ${over} more node management ${what} reported by ${nodeId} in that minute, not recorded one by one`, result: "" }))) return;
     this.record({
       kind: report.refused ? ClusterEvent_Kind.REFUSAL : ClusterEvent_Kind.CALL,
       actor: `${encodable(report.caller, 100)} (as ${nodeId} reports)`,
@@ -135,25 +151,28 @@ export class AuditTrail {
     });
   }
 
-  /** Queues an event (stamped now) to be written. */
+  /** Queues an event (stamped now) to be written: a refusal in the refusals' queue, anything else in the calls'. */
   record(event: { kind: ClusterEvent_Kind; actor: string; method?: string; nodeId?: string; detail?: string; result?: string }): void {
-    this.queue.push(create(ClusterEventSchema, { ...event, timeMs: BigInt(this.now()) }));
-    if (this.queue.length > MAX_QUEUED) {
-      this.queue.shift();
-      this.dropped++;
-    }
+    const message = create(ClusterEventSchema, { ...event, timeMs: BigInt(this.now()) });
+    if (event.kind === ClusterEvent_Kind.REFUSAL) {
+      this.refusals.push(message);
+      if (this.refusals.length > MAX_QUEUED_REFUSALS) {
+        this.refusals.shift();
+        this.dropped++;
+      }
+    } else this.calls.push(message);
     void this.drain();
   }
 
   /** Resolves once everything queued so far is written (tests, shutdown). */
   async flush(): Promise<void> {
-    while (this.queue.length || this.draining) await Bun.sleep(5);
+    while (this.calls.length || this.refusals.length || this.draining) await Bun.sleep(5);
   }
 
   private allowRefusal(actor: string): boolean {
-    return this.allow(`refusal:${actor}`, REFUSALS_PER_MINUTE, (over) =>
-      this.record({ kind: ClusterEvent_Kind.REFUSAL, actor, detail: `and ${over} more refused calls from ${actor} in that minute, not recorded one by one`, result: "" }),
-    );
+    const { admit, leftOut } = this.refusalBudget.admit(actor);
+    if (leftOut) this.record({ kind: ClusterEvent_Kind.REFUSAL, actor: "", detail: leftOutLine(leftOut), result: "" });
+    return admit;
   }
 
   /** At most `perMinute` a minute for `key`; when a minute ends with more, `counted` is told how many more. */
@@ -175,13 +194,18 @@ export class AuditTrail {
     if (this.draining) return;
     this.draining = true;
     try {
-      while (this.queue.length) {
-        const event = this.queue[0]!;
+      for (;;) {
+        // Calls first: refusals wait behind what was done.
+        const queue = this.calls.length ? this.calls : this.refusals;
+        const event = queue[0];
+        if (!event) break;
         try {
           await this.etcd.put(eventKey(Number(event.timeMs))).value(Buffer.from(toBinary(ClusterEventSchema, event)));
-          this.queue.shift();
+          // The refusals' queue may have dropped its oldest meanwhile: take this one by identity.
+          const at = queue.indexOf(event);
+          if (at >= 0) queue.splice(at, 1);
         } catch (err) {
-          this.logger.warn("could not record an event in the audit trail; trying again", { error: (err as Error).message, queued: this.queue.length });
+          this.logger.warn("could not record an event in the audit trail; trying again", { error: (err as Error).message, calls: this.calls.length, refusals: this.refusals.length });
           await Bun.sleep(1_000);
           continue;
         }
@@ -190,7 +214,7 @@ export class AuditTrail {
       if (this.dropped) {
         const dropped = this.dropped;
         this.dropped = 0;
-        this.logger.warn("events dropped from the audit trail: etcd did not take them in time", { dropped });
+        this.logger.warn("refusals dropped from the audit trail: they came faster than etcd took them, and their queue was full", { dropped, queueBound: MAX_QUEUED_REFUSALS });
       }
     } finally {
       this.draining = false;

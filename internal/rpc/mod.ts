@@ -111,3 +111,4 @@ export {
   type ListenerCounters,
 } from "./listener.ts";
 export { actorOf, callResult, describeRequest, isRefusal, MAX_DETAIL_CHARS } from "./audit_text.ts";
+export { RefusalBudget, leftOutLine, type LeftOut } from "./refusal_budget.ts";
