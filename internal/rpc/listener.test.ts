@@ -249,6 +249,24 @@ describe("listener", () => {
     await eventually(() => expect(again.closed()).toBe(1));
   }, 30_000);
 
+  test("strangers fill only their share of the connections: the owner, known from an earlier call, still gets in", async () => {
+    const serving = testNode(ca);
+    const server = managementServer();
+    const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey, handshakeTimeoutMs: 60_000 });
+    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { maxConnections: 20, maxPendingHandshakes: 100, maxPendingHandshakesPerSource: 100, firstFlightTimeoutMs: 60_000 });
+    const before = ownerClient(port);
+    await before.getRegisterTicket({});
+    before.close();
+    await eventually(() => expect(counters.open).toBe(0));
+    // 30 wanted from two other addresses: 15 (20 less the quarter kept) let in.
+    const floods = [2, 3].map((n) => idleConnections(port, 15, `127.0.0.${n}`));
+    await eventually(() => expect(floods.reduce((sum, f) => sum + f.closed(), 0)).toBe(15));
+    expect(counters.open).toBe(15);
+    const client = ownerClient(port);
+    expect((await client.getRegisterTicket({}, { timeoutMs: 5_000 })).ticket).toEqual(new Uint8Array([7]));
+    client.close();
+  }, 30_000);
+
   test("a rotated certificate is served to new connections without a restart", async () => {
     const first = testNode(ca);
     const second = testNode(ca);

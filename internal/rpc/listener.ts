@@ -33,7 +33,9 @@
 // So one address that floods a port with idle connections holds at most
 // MAX_PENDING_HANDSHAKES_PER_SOURCE of its handshake slots, and the nodes
 // and the owner, whose calls have been let in before (a handshake alone,
-// which anyone can finish, earns nothing), keep a share of their own.
+// which anyone can finish, earns nothing), keep a share of their own, of
+// the handshakes and of the connections (RESERVED_SHARE_FOR_KNOWN_SOURCES
+// of each).
 
 import { ChannelCredentials, Server, ServerCredentials, type ServerOptions } from "@grpc/grpc-js";
 import { chmodSync, mkdirSync, rmSync } from "node:fs";
@@ -52,7 +54,7 @@ export const MAX_CONNECTIONS_PER_SOURCE = 512;
 export const FIRST_FLIGHT_TIMEOUT_MS = 3_000;
 /** Connections from one address still in their TLS handshake. */
 export const MAX_PENDING_HANDSHAKES_PER_SOURCE = 32;
-/** The share of pending handshakes that only known sources (an owner's or a node's call let in from there before) may take. */
+/** The share of pending handshakes, and of connections, that only known sources (an owner's or a node's call let in from there before) may take. */
 export const RESERVED_SHARE_FOR_KNOWN_SOURCES = 0.25;
 /** How many known sources are remembered (the least recent go first). */
 const KNOWN_SOURCES_REMEMBERED = 4096;
@@ -327,10 +329,13 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
   listener.prependListener("connection", (socket) => {
     const source = sourceAddress(socket.remoteAddress) ?? "";
     const count = sources.get(source) ?? { open: 0, handshaking: 0 };
-    const handshakeRoom = known.has(source) ? limits.maxPendingHandshakes : limits.maxPendingHandshakes - reserved;
+    const isKnown = known.has(source);
+    const handshakeRoom = isKnown ? limits.maxPendingHandshakes : limits.maxPendingHandshakes - reserved;
+    // Connections too: a share is kept for known sources, so that strangers who fill the rest keep no node or owner out.
+    const connectionRoom = isKnown ? limits.maxConnections : limits.maxConnections - Math.floor(limits.maxConnections * RESERVED_SHARE_FOR_KNOWN_SOURCES);
     if (
       processConnections >= MAX_CONNECTIONS_PER_PROCESS ||
-      counters.open >= limits.maxConnections ||
+      counters.open >= connectionRoom ||
       counters.handshaking >= handshakeRoom ||
       count.open >= perSource.connections ||
       count.handshaking >= perSource.handshakes
