@@ -76,9 +76,9 @@ test(
         return { close: () => socket.destroy(), onClose: (fn) => socket.once("close", fn) };
       }),
     );
-    // HTTP/2 that never calls: 4 sources x 300 on the curator port.
-    const quiet = [1, 2, 3, 4].map((n) =>
-      keepOpen(300, () => {
+    // HTTP/2 that never calls: 5 sources x 500 on the curator port, more than its 2048 connections.
+    const quiet = [1, 2, 3, 4, 5].map((n) =>
+      keepOpen(500, () => {
         const session = http2Connect(`https://${host}:${CURATOR_PORT}`, { ...tls, localAddress: `127.0.10.${n}` } as never);
         session.on("error", () => {});
         return { close: () => session.destroy(), onClose: (fn) => session.once("close", fn) };
