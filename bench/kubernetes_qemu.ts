@@ -89,7 +89,7 @@ try {
         apiVersion: "v1",
         kind: "Pod",
         metadata: { name },
-        spec: { terminationGracePeriodSeconds: 1, containers: [{ name: "main", image: TEST_IMAGE_REF, imagePullPolicy: "Never", command: ["sleep", "3600"] }] },
+        spec: { terminationGracePeriodSeconds: 1, containers: [{ name: "main", image: TEST_IMAGE_REF, imagePullPolicy: "Never", command: ["sh", "-c", "exec sleep 3600"] }] },
       }),
     );
     const applied = performance.now();

@@ -56,13 +56,18 @@ try {
   const apply = async (name: string, ...objects: unknown[]) => {
     const file = join(cluster.dir.path, `${name}.json`);
     writeFileSync(file, JSON.stringify({ apiVersion: "v1", kind: "List", items: objects }));
-    await kubectl("apply", "-f", file);
+    // create, not apply: client-side apply reads the apiserver's whole
+    // OpenAPI v2 document to make its patch, which the apiserver builds on
+    // the first request, for minutes under TCG (noted for issue 47); the
+    // objects are new, and the apiserver validates them either way.
+    await kubectl("create", "-f", file);
   };
+  // Running and its container ready (an exec right after Running alone may find no container yet).
   const untilRunning = (pod: string) =>
     eventually(
       async () => {
-        const phase = (await kubectl("get", "pod", pod, "-o", "jsonpath={.status.phase}")).trim();
-        if (phase !== "Running") throw new Error(`phase ${phase || "none yet"}`);
+        const state = (await kubectl("get", "pod", pod, "-o", "jsonpath={.status.phase} {.status.containerStatuses[0].ready}")).trim();
+        if (state !== "Running true") throw new Error(`phase and readiness: ${state || "none yet"}`);
       },
       { timeoutMs: STEP_TIMEOUT_MS, intervalMs: 250, what: `${pod} Running` },
     );
@@ -103,7 +108,7 @@ try {
           name: "main",
           image: TEST_IMAGE_REF,
           imagePullPolicy: "Never",
-          command: ["sleep", "3600"],
+          command: ["sh", "-c", "exec sleep 3600"],
           volumeMounts: [{ name: "data", mountPath: "/data" }, ...(scratch ? [{ name: "scratch", mountPath: "/scratch" }] : [])],
         },
       ],
