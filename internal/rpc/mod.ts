@@ -11,7 +11,10 @@
 //     policy check ─▶ handler(request, ctx)
 //     thrown DomainError ─▶ toStatus ─▶ gRPC status
 //
-//   createServer() + listen(): bounded connections, handshakes (10 s), streams, keepalive
+//   createServer() + listen(): bounded connections, handshakes (10 s), a first call
+//     let in within 10 s, idle closes (5 min), streams, keepalive; a quarter kept
+//     for known sources (an owner's or a node's call let in from there)
+//   RefusalBudget: how many refused calls an audit trail records one by one
 //   channelCredentials({server: {ca, verify}}): every client says who the server must be
 //
 // Invariants:
@@ -22,7 +25,10 @@
 //    (listenLocal): a unix socket, 0600, whose callers are processes on
 //    the node (the kubelet calling the volume plugin), Peer "local", served
 //    only to methods whose policy is "local", and never the other way round.
-//  - Every server bounds its connections, handshakes and streams.
+//  - Every server bounds its connections, handshakes and streams, and how
+//    long a connection may hold a slot without a call let in; all servers
+//    of a process together stay below the files PID 1 gives itself.
+//  - A stream is audited once, when it ends, with how it ended.
 //  - Every method has a policy (owner, node, cluster, key or local): the caller is authenticated from its client
 //    certificate and checked before the handler runs. Only "key" methods
 //    (the handshakes) accept certificates not under the cluster CA.
