@@ -19,7 +19,8 @@ import { DEFAULT_CPUS, OUT_DIR, REPO_ROOT } from "../image/mod.ts";
 import { TEST_IMAGE_REF } from "../internal/containerd/mod.ts";
 import { createLogger } from "../internal/log/mod.ts";
 import { eventually } from "../internal/testing/mod.ts";
-import { createCluster, ensureBuilt, formCluster, KUBECTL_BINARY } from "../test/launch/mod.ts";
+import { createCluster, ensureBuilt, formCluster } from "../test/launch/mod.ts";
+import { ownerKubectl } from "./owner_kubectl.ts";
 import { figure, percentile, seconds } from "./figures.ts";
 
 const STEP_TIMEOUT_MS = 600_000;
@@ -50,12 +51,7 @@ try {
       if (stage === "node1 UP") node1Up = performance.now();
     },
   });
-  const kubeconfig = join(cluster.dir.path, "owner.kubeconfig");
-  const kubectl = async (...args: string[]) => {
-    const result = await cluster.exec([KUBECTL_BINARY, "--kubeconfig", kubeconfig, "--request-timeout=20s", ...args], { okExitCodes: [0, 1] });
-    if (result.exitCode !== 0) throw new Error(`kubectl ${args.join(" ")}: ${result.stderr.trim()}`);
-    return result.stdout;
-  };
+  const { kubeconfig, kubectl } = ownerKubectl(cluster, "20s");
   await eventually(
     async () => {
       const written = await formed.ctl("kubeconfig", kubeconfig);

@@ -21,7 +21,8 @@ import { DEFAULT_CPUS, OUT_DIR, REPO_ROOT } from "../image/mod.ts";
 import { TEST_IMAGE_REF } from "../internal/containerd/mod.ts";
 import { createLogger } from "../internal/log/mod.ts";
 import { eventually } from "../internal/testing/mod.ts";
-import { createCluster, ensureBuilt, formCluster, KUBECTL_BINARY } from "../test/launch/mod.ts";
+import { createCluster, ensureBuilt, formCluster } from "../test/launch/mod.ts";
+import { ownerKubectl } from "./owner_kubectl.ts";
 import { figure, percentile, seconds } from "./figures.ts";
 
 const STEP_TIMEOUT_MS = 600_000;
@@ -47,12 +48,7 @@ if (!values["no-build"]) await ensureBuilt(log);
 const cluster = await createCluster({ name: "benchvol", nodes: 2, quiet: true, imageDir, logger: log.child("launch") });
 try {
   const formed = await formCluster(cluster, { timeoutMs: STEP_TIMEOUT_MS, logger: log.child("formation") });
-  const kubeconfig = join(cluster.dir.path, "owner.kubeconfig");
-  const kubectl = async (...args: string[]) => {
-    const result = await cluster.exec([KUBECTL_BINARY, "--kubeconfig", kubeconfig, "--request-timeout=30s", ...args], { okExitCodes: [0, 1] });
-    if (result.exitCode !== 0) throw new Error(`kubectl ${args.join(" ")}: ${result.stderr.trim()}`);
-    return result.stdout;
-  };
+  const { kubeconfig, kubectl } = ownerKubectl(cluster);
   const apply = async (name: string, ...objects: unknown[]) => {
     const file = join(cluster.dir.path, `${name}.json`);
     writeFileSync(file, JSON.stringify({ apiVersion: "v1", kind: "List", items: objects }));
