@@ -182,6 +182,26 @@ describe("listener", () => {
     client.close();
   }, 60_000);
 
+  test("a source known from a call on one server of the process is known on the others: strangers fill a second port, and the owner still gets in there", async () => {
+    const serving = testNode(ca);
+    const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey, handshakeTimeoutMs: 60_000 });
+    const limits = { maxConnections: 1000, maxPendingHandshakes: 40, maxPendingHandshakesPerSource: 8, reservedForKnownSources: 10, firstFlightTimeoutMs: 60_000 };
+    const first = await listen(managementServer(), "127.0.0.1:0", credentials, limits);
+    const second = await listen(managementServer(), "127.0.0.1:0", credentials, limits);
+    // The owner calls the first server from 127.0.0.1, never the second.
+    const before = ownerClient(first.port);
+    await before.getRegisterTicket({});
+    before.close();
+    // Strangers take the second server's share of handshakes (40 less the 10 kept) ...
+    const floods = [2, 3, 4, 5, 6, 7].map((n) => idleConnections(second.port, 8, `127.0.0.${n}`));
+    await eventually(() => expect(floods.reduce((sum, f) => sum + f.closed(), 0)).toBe(18));
+    expect(second.counters.handshaking).toBe(30);
+    // ... and the owner, known to the process, is served there from the reserve.
+    const client = ownerClient(second.port);
+    expect((await client.getRegisterTicket({}, { timeoutMs: 5_000 })).ticket).toEqual(new Uint8Array([7]));
+    client.close();
+  }, 60_000);
+
   test("a connection that finished its handshake but makes no call is dropped at the first-call deadline: HTTP/2 that answers pings, an HTTP/1.1 header trickled, a refused call; one whose call was let in stays", async () => {
     const serving = testNode(ca);
     const server = managementServer();

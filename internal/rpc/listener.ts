@@ -35,7 +35,8 @@
 // and the owner, whose calls have been let in before (a handshake alone,
 // which anyone can finish, earns nothing), keep a share of their own, of
 // the handshakes and of the connections (RESERVED_SHARE_FOR_KNOWN_SOURCES
-// of each).
+// of each). A source is known to the whole process, not to one server: a
+// call let in on the curator's port counts on the node management port too.
 
 import { ChannelCredentials, Server, ServerCredentials, type ServerOptions } from "@grpc/grpc-js";
 import { chmodSync, mkdirSync, rmSync } from "node:fs";
@@ -115,6 +116,19 @@ type Socket = { destroy(): void; once(event: string, listener: () => void): void
 const connections = new Map<string, { used: boolean; known: () => void }>();
 /** Open connections of every server in this process. */
 let processConnections = 0;
+/**
+ * Known sources, for every server in this process: an address whose owner's
+ * or node's call was let in on any of them is known on all of them (the
+ * owner who has called the curator may scrape the node's metrics while
+ * strangers fill its port). Insertion order is recency: a source is
+ * re-inserted at each such call.
+ */
+const known = new Map<string, true>();
+function remember(source: string): void {
+  known.delete(source);
+  known.set(source, true);
+  if (known.size > KNOWN_SOURCES_REMEMBERED) known.delete(known.keys().next().value!);
+}
 
 const connectionKey = (socket: { remoteAddress?: string | undefined; remotePort?: number | undefined }) => `${socket.remoteAddress ?? ""} ${socket.remotePort ?? 0}`;
 
@@ -309,13 +323,6 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
   const firstCallMs = limits.firstCallTimeoutMs ?? FIRST_CALL_TIMEOUT_MS;
   const reserved = Math.min(limits.reservedForKnownSources ?? Math.floor(limits.maxPendingHandshakes * RESERVED_SHARE_FOR_KNOWN_SOURCES), limits.maxPendingHandshakes);
   const sources = new Map<string, SourceCount>();
-  // Insertion order is recency: a source is re-inserted at each owner's or node's call let in.
-  const known = new Map<string, true>();
-  const remember = (source: string) => {
-    known.delete(source);
-    known.set(source, true);
-    if (known.size > KNOWN_SOURCES_REMEMBERED) known.delete(known.keys().next().value!);
-  };
   // Each socket in its handshake, with its source and that source's counts.
   const handshaking = new Map<Socket, { source: string; count: SourceCount }>();
   const finished = (socket: Socket) => {
