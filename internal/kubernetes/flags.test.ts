@@ -65,6 +65,9 @@ describe("the controller's command lines (golden)", () => {
       "--allocate-node-cidrs=false",
       "--service-cluster-ip-range=10.96.0.0/12",
       "--leader-elect=true",
+      "--leader-elect-lease-duration=60s",
+      "--leader-elect-renew-deadline=40s",
+      "--leader-elect-retry-period=5s",
       "--profiling=false",
     ]);
   });
@@ -80,6 +83,9 @@ describe("the controller's command lines (golden)", () => {
       "--tls-private-key-file=/run/k/scheduler.key",
       "--client-ca-file=/run/k/ca.crt",
       "--leader-elect=true",
+      "--leader-elect-lease-duration=60s",
+      "--leader-elect-renew-deadline=40s",
+      "--leader-elect-retry-period=5s",
       "--profiling=false",
     ]);
   });

@@ -970,6 +970,15 @@ e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and no
   assertEqual(resumed, pages[1], "the page behind the ClusterIP after node3's power cycle");
   ctx.report(`node3 powered off: node2's pod still reached the apiserver 3 of 3; powered on → the Service answers from node3's pod again: ${((performance.now() - poweredOn) / 1000).toFixed(1)} s`);
 
+  // The control plane held through all of it: node1's controller-manager and
+  // scheduler never lost their leases and restarted (issue 46).
+  const listed = await f.ctl("node", "services", "node1", "-o", "json");
+  assertEqual(listed.exitCode, 0, `ctl node services node1 (${listed.stderr.trim()})`);
+  const controlPlane = (JSON.parse(listed.stdout) as { path: string; restarts: number; lastError?: string }[]).filter((s) => /\.(controller-manager|scheduler)$/.test(s.path));
+  assertEqual(controlPlane.length, 2, `node1's controller-manager and scheduler in ctl node services (${controlPlane.map((s) => s.path).join(", ")})`);
+  for (const service of controlPlane) assertEqual(service.restarts, 0, `restarts of ${service.path} (last error: ${service.lastError || "none"})`);
+  ctx.report(`node1's controller-manager and scheduler: 0 restarts over ${((performance.now() - started) / 60_000).toFixed(1)} minutes of the Kubernetes step`);
+
   kubernetesWorkers = { ids, names };
 }, { timeoutMs: KUBERNETES_STEP_TIMEOUT_MS });
 
