@@ -23,7 +23,7 @@ import { nodeManagementRunnable, type PowerRequest } from "../../internal/nodemg
 import { NodeMetrics } from "../../internal/metrics/mod.ts";
 import { shareHolderRunnable } from "../../internal/coldstart/mod.ts";
 import { failingRunnables, failingSummary, sleep, untilCancelled, type Runnable, type RunnableDump } from "../../internal/supervisor/mod.ts";
-import { SUPERVISION_LINE } from "../../internal/curator/mod.ts";
+import { SUPERVISION_LINE, type ConsensusJoinTiming } from "../../internal/curator/mod.ts";
 import { memberQuota } from "../../internal/consensus/mod.ts";
 import { TEST_FAULT, VERSION } from "../../internal/version/mod.ts";
 import { sethostname } from "../../internal/sys/mod.ts";
@@ -39,6 +39,8 @@ export interface NodeConfig {
   etcdClientHost: "loopback" | "node-address";
   /** The etcd binary (default: the node image's). */
   etcdBinary?: string;
+  /** The curator leader's waits for etcd learners (default: the product's); node processes in tests shorten them. */
+  consensusJoinTiming?: ConsensusJoinTiming;
   /** Where etcdutl is, mounting what it takes (a VM's system image); a restore needs it. */
   etcdutl?: () => string;
   kubernetesBinDir?: string;
@@ -142,6 +144,7 @@ export function nodeRoot(config: NodeConfig): Runnable {
           membership,
           etcdClientHost: (m) => (config.etcdClientHost === "loopback" ? "127.0.0.1" : m.address),
           ...(config.etcdBinary ? { etcdBinary: config.etcdBinary } : {}),
+          ...(config.consensusJoinTiming ? { consensusJoinTiming: config.consensusJoinTiming } : {}),
           ...(config.etcdutl ? { etcdutl: config.etcdutl } : {}),
           storage: config.storage,
           ...(config.kubernetesBinDir ? { kubernetesBinDir: config.kubernetesBinDir } : {}),

@@ -10,6 +10,7 @@ import { FW_CFG_PARAMETERS_PATH, encryptedPartition, plainDirectory } from "../.
 import { PROBE_IMAGE_PATH, runtimeCgroupName, runtimePaths, SANDBOX_IMAGE_PATH, unifiedCgroupRoot } from "../../internal/containerd/mod.ts";
 import { dataPartitionDevice, mountSystemImage, type BootSelection, type StorageLayout } from "../../internal/localstorage/mod.ts";
 import type { Logger } from "../../internal/log/mod.ts";
+import type { ConsensusJoinTiming } from "../../internal/curator/mod.ts";
 import type { BootEnd, LogTree } from "../../internal/logtree/mod.ts";
 import { Network } from "../../internal/network/mod.ts";
 import { supervise, type Supervisor } from "../../internal/supervisor/mod.ts";
@@ -68,6 +69,22 @@ export interface RunNodeOptions {
   selection: BootSelection | undefined;
 }
 
+/**
+ * A node process's curator-leader waits for etcd learners, from
+ * NODECORE_PROCESS_CONSENSUS_JOIN_TIMING="<catch-up ms>,<rejoin backoff ms>"
+ * (test/learner_process.test.ts shortens them). A VM, as PID 1, never reads it.
+ */
+function processConsensusJoinTiming(logger: Logger): { consensusJoinTiming?: ConsensusJoinTiming } {
+  const value = process.env.NODECORE_PROCESS_CONSENSUS_JOIN_TIMING;
+  if (value === undefined) return {};
+  const match = /^(\d{1,9}),(\d{1,9})$/.exec(value);
+  if (!match) {
+    logger.warn("NODECORE_PROCESS_CONSENSUS_JOIN_TIMING is not <catch-up ms>,<rejoin backoff ms>; the product's waits apply", { value: value.slice(0, 40) });
+    return {};
+  }
+  return { consensusJoinTiming: { catchUpMs: Number(match[1]), rejoinBackoffMs: Number(match[2]) } };
+}
+
 export function runNode({ logger, logs, isPid1, root, layout, address, system: processSystem, selection }: RunNodeOptions): void {
   if (!isPid1) becomeSubreaper();
   // Pending promises do not keep bun's event loop alive, and a runnable may
@@ -89,6 +106,7 @@ export function runNode({ logger, logs, isPid1, root, layout, address, system: p
         network: isPid1 || !address ? { kind: "dhcp", network: new Network({ hostname: "nodecore" }) } : { kind: "fixed", address },
         etcdClientHost: isPid1 ? "loopback" : "node-address",
         ...(isPid1 ? {} : { etcdBinary: join(system, TREE_ETCD) }),
+        ...(isPid1 ? {} : processConsensusJoinTiming(logger)),
         etcdutl: () => {
           if (isPid1) mountSystemImage(SYSTEM_IMAGE_DIR);
           return join(system, TREE_ETCDUTL);

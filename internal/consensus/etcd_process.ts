@@ -36,6 +36,16 @@ const READY_PROBE_INTERVAL_MS = 500;
 const SERVING_LINE_WAIT_MS = 20_000;
 /** etcd's log message once it serves clients (after it has published itself through raft). */
 const SERVING_CLIENTS_MESSAGE = "serving client traffic securely";
+/**
+ * What etcd says when the cluster has no member for it: it was removed
+ * (while it ran, or while it was down: "permanently removed"), or it joins
+ * a cluster that did not add it, or no longer has it ("member count is
+ * unequal": the cluster's members and the ones it was told to join differ).
+ */
+const NOT_A_MEMBER_MESSAGES = [/the member has been permanently removed from the cluster/, /member count is unequal/];
+
+/** etcd stopped because the cluster has no member for it (NOT_A_MEMBER_MESSAGES). */
+export class EtcdNotAMemberError extends Error {}
 
 /** Raft's clock: heartbeat interval (one tick) and election timeout, in ms; and how often etcd snapshots. */
 export interface RaftTiming {
@@ -249,6 +259,7 @@ export async function runEtcdMember(ctx: RunContext, options: EtcdMemberOptions)
     space: describeSpace(space),
   });
   let client: Promise<Etcd3> | undefined;
+  let notAMember: string | undefined;
   let servingClients!: () => void;
   const serving = new Promise<void>((resolve) => (servingClients = resolve));
   await runProcess(ctx, {
@@ -258,6 +269,7 @@ export async function runEtcdMember(ctx: RunContext, options: EtcdMemberOptions)
     parseLine: (line) => {
       const parsed = parseEtcdLine(line);
       if (parsed?.message === SERVING_CLIENTS_MESSAGE) servingClients();
+      notAMember ??= NOT_A_MEMBER_MESSAGES.map((m) => m.exec(line)?.[0]).find((said) => said !== undefined);
       return parsed;
     },
     // An etcd left running by an earlier run of this node (killed before it
@@ -297,6 +309,7 @@ export async function runEtcdMember(ctx: RunContext, options: EtcdMemberOptions)
     },
   }).catch((err: unknown) => {
     if (ctx.signal.aborted) throw err;
+    if (notAMember !== undefined) throw new EtcdNotAMemberError(`etcd stopped: the cluster has no member for this node (etcd: ${notAMember}): ${(err as Error).message}`, { cause: err });
     const space = freeSpace(dataRoot);
     if (space.freeBytes >= minFree) throw err;
     diedOnFullDisk.add(dataRoot);

@@ -31,6 +31,7 @@ export {
   peerUrl,
   clientUrl,
   ETCD_BINARY,
+  EtcdNotAMemberError,
   etcdutlBeside,
   ETCD_MIN_FREE_BYTES,
   ETCD_PEER_PORT,

@@ -16,6 +16,16 @@
 // a grant interrupted after its learner was added leaves a learner that
 // never starts, which the reconciler removes after ORPHAN_LEARNER_GRACE_MS,
 // instead of letting it block every later join.
+//
+// A learner whose node holds the role but never catches up (its etcd never
+// starts: powered off after the grant, a full disk, a crash loop) would
+// block every later join too, since etcd takes one learner at a time. The
+// leader gives it up after LEARNER_CATCH_UP_MS (holdConsensusJoins): the
+// learner goes, the role stays (what the node should run), and the node
+// gets a new learner once its heartbeats say it is up again, at most once
+// per REJOIN_BACKOFF_MS (doubling). The node, told by its etcd that the
+// cluster no longer has its member, drops its etcd data and joins again
+// (roleserve/worker_controlplane.ts).
 
 import { create } from "@bufbuild/protobuf";
 import type { Etcd3 } from "etcd3";
@@ -265,3 +275,102 @@ function peerPortAnswers(member: EtcdMember): Promise<boolean> {
     socket.once("error", () => done(false));
   });
 }
+
+/** How long a learner whose node holds the consensus role may take to catch up (to be promoted) before the leader gives it up. */
+export const LEARNER_CATCH_UP_MS = 5 * 60_000;
+/** The first wait before a node whose learner was given up gets a new one; each further give-up doubles it, to REJOIN_BACKOFF_MAX_MS. */
+export const REJOIN_BACKOFF_MS = 60_000;
+export const REJOIN_BACKOFF_MAX_MS = 30 * 60_000;
+
+/** The two waits of holdConsensusJoins; process tests shorten them (test/learner_process.test.ts). */
+export interface ConsensusJoinTiming {
+  /** LEARNER_CATCH_UP_MS unless given. */
+  catchUpMs: number;
+  /** REJOIN_BACKOFF_MS unless given (doubling to REJOIN_BACKOFF_MAX_MS). */
+  rejoinBackoffMs: number;
+}
+
+/** What the leader remembers between rounds of holdConsensusJoins (lost with the leadership: a new leader starts counting again). */
+export interface ConsensusJoins {
+  /** When each learner (by member ID) was first seen a learner. */
+  learnerSince: Map<string, number>;
+  /** Per node whose learner was given up: how many times, and when it may get a new one. */
+  rejoin: Map<string, { givenUp: number; notBefore: number }>;
+}
+
+export function newConsensusJoins(): ConsensusJoins {
+  return { learnerSince: new Map(), rejoin: new Map() };
+}
+
+/** What one round of holdConsensusJoins did, for the audit trail. */
+export type ConsensusJoinChange =
+  | { kind: "given-up"; node: string; learnerMs: number; started: boolean; rejoinInMs: number }
+  | { kind: "rejoining"; node: string; givenUp: number };
+
+/**
+ * One round of the leader's hold on consensus joins:
+ *  - a learner of a node that holds the role, still a learner
+ *    `catchUpMs` after it was first seen, is removed from etcd (the role
+ *    stays in the record), so that the next join can go on;
+ *  - a node that holds the role but has no member (its learner given up,
+ *    or a removal of one interrupted) gets a new learner, and its role a
+ *    payload naming today's members, once no other learner is catching up,
+ *    `healthy(node)` says its heartbeats arrive, and its backoff has passed.
+ * A node that votes is forgotten. Records are written through `store`
+ * (fenced on the leadership).
+ */
+export async function holdConsensusJoins(
+  etcd: Etcd3,
+  store: CuratorStore,
+  nodes: readonly NodeRecord[],
+  joins: ConsensusJoins,
+  options: { healthy: (node: string) => boolean; logger: Logger; now?: number; timing?: ConsensusJoinTiming },
+): Promise<ConsensusJoinChange[]> {
+  const now = options.now ?? Date.now();
+  const catchUpMs = options.timing?.catchUpMs ?? LEARNER_CATCH_UP_MS;
+  const backoffMs = options.timing?.rejoinBackoffMs ?? REJOIN_BACKOFF_MS;
+  const changes: ConsensusJoinChange[] = [];
+  let members = await etcdMembers(etcd);
+  for (const id of joins.learnerSince.keys()) if (!members.some((m) => m.id === id && m.isLearner)) joins.learnerSince.delete(id);
+  const holders = nodes.filter((n) => n.roles?.consensusMember);
+  for (const id of joins.rejoin.keys()) if (!holders.some((n) => n.id === id)) joins.rejoin.delete(id);
+  for (const node of holders) {
+    const member = memberOf(members, node);
+    if (!member) continue;
+    if (!member.isLearner) {
+      joins.rejoin.delete(node.id);
+      continue;
+    }
+    const since = joins.learnerSince.get(member.id) ?? now;
+    joins.learnerSince.set(member.id, since);
+    if (now - since < catchUpMs) continue;
+    const givenUp = (joins.rejoin.get(node.id)?.givenUp ?? 0) + 1;
+    const rejoinInMs = Math.min(backoffMs * 2 ** (givenUp - 1), REJOIN_BACKOFF_MAX_MS);
+    options.logger.warn("giving up an etcd learner that did not catch up: removed, so that other nodes can join; its node keeps the consensus role and gets a new learner once it is up", {
+      node: node.id,
+      learnerMs: now - since,
+      started: Boolean(member.name),
+      rejoinInMs,
+    });
+    await etcd.cluster.memberRemove({ ID: member.id });
+    joins.learnerSince.delete(member.id);
+    joins.rejoin.set(node.id, { givenUp, notBefore: now + rejoinInMs });
+    changes.push({ kind: "given-up", node: node.id, learnerMs: now - since, started: Boolean(member.name), rejoinInMs });
+    members = await etcdMembers(etcd);
+  }
+  for (const node of holders) {
+    if (memberOf(members, node) || members.some((m) => m.isLearner)) continue;
+    const rejoin = joins.rejoin.get(node.id);
+    if ((rejoin && now < rejoin.notBefore) || !options.healthy(node.id)) continue;
+    options.logger.info("giving a consensus node without an etcd member a new learner", { node: node.id, givenUp: rejoin?.givenUp ?? 0 });
+    const role = await grantConsensus(etcd, store, node, options.logger);
+    await store.updateNode(node.id, (record) => {
+      if (record.roles?.consensusMember) record.roles.consensusMember = role;
+      return record;
+    });
+    changes.push({ kind: "rejoining", node: node.id, givenUp: rejoin?.givenUp ?? 0 });
+    members = await etcdMembers(etcd);
+  }
+  return changes;
+}
+

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { X509Certificate } from "node:crypto";
 import { AAA, Management, Node_Health } from "../../proto/gen/api/management_pb.ts";
-import { NodeLabelSchema, NodeState } from "../../proto/gen/common/common_pb.ts";
+import { NodeLabelSchema, NodeRolesSchema, NodeState, NodeStatusSchema } from "../../proto/gen/common/common_pb.ts";
 import { create } from "@bufbuild/protobuf";
 import { Curator, WatchEvent_Progress, type WatchEvent } from "../../proto/gen/curator/curator_pb.ts";
 import { generateKeyPair, issueOwnerCertificate, nodeIdFromPublicKey, rawPublicKey, type KeyPair } from "../pki/mod.ts";
@@ -13,7 +13,8 @@ import { loadKubernetesPKI } from "../kubernetes/mod.ts";
 import { CuratorStore, ETCD_PREFIX, FencedError, NODES_PREFIX, wireguardKeyIndex } from "./store.ts";
 import { SUPERVISION_LINE } from "./convert.ts";
 import { WIREGUARD_KEY_CHANGES_PER_HOUR } from "./service_curator.ts";
-import { etcdMembers, ORPHAN_LEARNER_GRACE_MS, reconcileMembership } from "./consensus_membership.ts";
+import { etcdMembers, grantConsensus, holdConsensusJoins, LEARNER_CATCH_UP_MS, newConsensusJoins, ORPHAN_LEARNER_GRACE_MS, reconcileMembership, REJOIN_BACKOFF_MS } from "./consensus_membership.ts";
+import { peerUrl } from "../consensus/mod.ts";
 import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
 import { captureLogger } from "../log/mod.ts";
 import { refusal, startTestCluster, type TestCluster } from "./test_cluster.ts";
@@ -774,4 +775,55 @@ describe("etcd's members held against the consensus roles", () => {
     expect(await reconcileMembership(cluster.etcd, roleless, logger, firstSeen)).toEqual([]);
     expect((await etcdMembers(cluster.etcd)).length).toBe(1);
   });
+  test("a learner whose node holds the role but never catches up is given up after its bound; the next join goes on; the node gets a new learner once it is up and its backoff passed", async () => {
+    const { logger } = captureLogger("test");
+    const store = new CuratorStore(cluster.etcd.namespace(ETCD_PREFIX));
+    const node = async (address: string) => {
+      const key = generateKeyPair();
+      const id = nodeIdFromPublicKey(rawPublicKey(key.publicKey));
+      const status = create(NodeStatusSchema, { externalAddress: address });
+      expect(await store.createNode(create(NodeRecordSchema, { id, publicKey: rawPublicKey(key.publicKey), joinKey: rawPublicKey(generateKeyPair().publicKey), state: NodeState.UP, status }))).toBe("created");
+      return (await store.node(id))!.value;
+    };
+    const stalled = await node("127.0.0.97");
+    const next = await node("127.0.0.96");
+    const learners = async () => (await etcdMembers(cluster.etcd)).filter((m) => m.isLearner);
+    // The owner gives `stalled` the consensus role (as UpdateNodeRoles does); its etcd never starts.
+    const role = await grantConsensus(cluster.etcd, store, stalled, logger);
+    await store.updateNode(stalled.id, (r) => ((r.roles = create(NodeRolesSchema, { consensusMember: role })), r));
+    // While its learner stays, the next node's join is refused.
+    await expect(grantConsensus(cluster.etcd, store, next, logger)).rejects.toThrow(/one node joins etcd at a time/);
+
+    const joins = newConsensusJoins();
+    const round = async (now: number, up = false) => holdConsensusJoins(cluster.etcd, store, (await store.nodes()).nodes, joins, { healthy: (id) => up && id === stalled.id, logger, now });
+    const t0 = Date.now();
+    expect(await round(t0)).toEqual([]);
+    expect(await round(t0 + LEARNER_CATCH_UP_MS - 1)).toEqual([]);
+    expect((await learners()).map((m) => m.peerUrls[0])).toEqual([peerUrl("127.0.0.97")]);
+    expect(await round(t0 + LEARNER_CATCH_UP_MS)).toEqual([{ kind: "given-up", node: stalled.id, learnerMs: LEARNER_CATCH_UP_MS, started: false, rejoinInMs: REJOIN_BACKOFF_MS }]);
+    expect(await learners()).toEqual([]);
+    // The role stays: it is what the node should run.
+    expect((await store.node(stalled.id))?.value.roles?.consensusMember).toBeDefined();
+
+    // The next join goes on; while its learner catches up, `stalled` gets none, up or not.
+    await grantConsensus(cluster.etcd, store, next, logger);
+    const rejoinAt = t0 + LEARNER_CATCH_UP_MS + REJOIN_BACKOFF_MS;
+    expect(await round(rejoinAt, true)).toEqual([]);
+    for (const m of await learners()) await cluster.etcd.cluster.memberRemove({ ID: m.id });
+    // Not up (no heartbeats): none, even past its backoff; up before its backoff passed: none either.
+    expect(await round(rejoinAt, false)).toEqual([]);
+    expect(await round(rejoinAt - 1, true)).toEqual([]);
+    // Up, and past its backoff: a new learner, and a role that names today's members.
+    expect(await round(rejoinAt, true)).toEqual([{ kind: "rejoining", node: stalled.id, givenUp: 1 }]);
+    expect((await learners()).map((m) => m.peerUrls[0])).toEqual([peerUrl("127.0.0.97")]);
+    const peers = (await store.node(stalled.id))?.value.roles?.consensusMember?.peers.map((p) => p.url).sort();
+    expect(peers).toEqual((await etcdMembers(cluster.etcd)).map((m) => m.peerUrls[0]!).sort());
+    // Given up again: the wait doubles.
+    const t1 = rejoinAt + 1;
+    expect(await round(t1)).toEqual([]);
+    expect(await round(t1 + LEARNER_CATCH_UP_MS)).toEqual([{ kind: "given-up", node: stalled.id, learnerMs: LEARNER_CATCH_UP_MS, started: false, rejoinInMs: 2 * REJOIN_BACKOFF_MS }]);
+    expect(await learners()).toEqual([]);
+    // Leave the shared cluster as it was: no role, no record.
+    for (const id of [stalled.id, next.id]) await store.updateNode(id, (r) => ((r.roles = undefined), r));
+  }, 60_000);
 });

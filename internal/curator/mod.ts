@@ -44,6 +44,7 @@ export { curatorRunnable, PROMOTE_INTERVAL_MS, type CuratorOptions } from "./ser
 export { writeBootstrapState, writeRestoredNode, REGISTER_TICKET_BYTES, type BootstrapState } from "./bootstrap.ts";
 export { CuratorStore, ETCD_PREFIX, StoreError, BACKUP_SCHEDULE_KEY, BACKUP_STATUS_KEY } from "./store.ts";
 export { backupChunks, type BackupAbout } from "./backup.ts";
+export { type ConsensusJoinTiming } from "./consensus_membership.ts";
 export { consensusRole, dropLostConsensusRoles, etcdMembers, grantConsensus, revokeConsensus, promoteLearners, type EtcdMember } from "./consensus_membership.ts";
 export { ELECTION_NAME, LEADER_LEASE_TTL_S, type Leadership, type LeaderInfo } from "./leadership.ts";
 export { UNLOCK_KEY_BYTES } from "./service_curator.ts";

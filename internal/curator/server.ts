@@ -3,7 +3,7 @@
 
 import type { Etcd3 } from "etcd3";
 import { createPublicKey, type KeyObject, type X509Certificate } from "node:crypto";
-import { AAA, Management, Node_Health } from "../../proto/gen/api/management_pb.ts";
+import { AAA, ClusterEvent_Kind, Management, Node_Health } from "../../proto/gen/api/management_pb.ts";
 import { Curator } from "../../proto/gen/curator/curator_pb.ts";
 import { Value } from "../event/mod.ts";
 import { UnavailableError, addService, createServer, listen, serverCredentials, type AuditedCall, type CallMeter, type Peer } from "../rpc/mod.ts";
@@ -15,7 +15,7 @@ import { toApiNode } from "./convert.ts";
 import type { Logger } from "../log/mod.ts";
 import { sleep, untilCancelled, type Runnable } from "../supervisor/mod.ts";
 import { CURATOR_PORT, HEARTBEAT_TIMEOUT_MS, formatAddress, leaderTrailer, parseEndpoint } from "./client/mod.ts";
-import { handRaftLeadershipAway, promoteLearners, reconcileMembership } from "./consensus_membership.ts";
+import { handRaftLeadershipAway, holdConsensusJoins, type ConsensusJoinTiming, newConsensusJoins, promoteLearners, reconcileMembership } from "./consensus_membership.ts";
 import { CURATOR_CERTIFICATE_VALIDITY_MS, issueOwnCuratorCertificate } from "./curator_certificate.ts";
 import { leadershipRunnable, type Leadership } from "./leadership.ts";
 import { AAA_POLICY, aaaService } from "./service_aaa.ts";
@@ -51,6 +51,8 @@ export interface CuratorOptions {
   leadership?: Value<Leadership>;
   /** How long without a heartbeat makes a node timed out (HEARTBEAT_TIMEOUT_MS); for tests. */
   heartbeatTimeoutMs?: number;
+  /** How long a learner may take to catch up, and the wait before a new one (consensus_membership.ts); for tests. */
+  consensusJoinTiming?: ConsensusJoinTiming;
   /** false: no audit trail (audit.ts); only bench/audit.ts turns it off, to measure what it costs. */
   auditTrail?: boolean;
   /** Told how each call goes: the node's metrics (internal/metrics). */
@@ -124,23 +126,43 @@ export function curatorRunnable(options: CuratorOptions): Runnable {
       ),
     );
 
+    // Heartbeats count from the moment this curator begins to lead.
+    const heartbeats = new HeartbeatTracker(undefined, options.heartbeatTimeoutMs);
+    const trail = new AuditTrail(store.etcd, ctx.logger.child("audit"), etcdUnavailable);
+
     // etcd's members held against the consensus roles, so that a change
-    // interrupted halfway converges by itself (consensus_membership.ts).
+    // interrupted halfway converges by itself, and a learner that does not
+    // catch up blocks no other join (consensus_membership.ts). What the
+    // leader remembers of learners starts again with each term.
     const orphanLearners = new Map<string, number>();
+    let joins = newConsensusJoins();
+    let joinsTerm: unknown;
     ctx.run(
       "membership",
       whileLeading(async (logger) => {
         try {
-          await reconcileMembership(options.etcd, (await store.nodes()).nodes, logger, orphanLearners);
+          const { nodes } = await store.nodes();
+          await reconcileMembership(options.etcd, nodes, logger, orphanLearners);
+          const term = leadership.peek()?.fenceKey;
+          if (term !== joinsTerm) [joins, joinsTerm] = [newConsensusJoins(), term];
+          const byId = new Map(nodes.map((n) => [n.id, n]));
+          const healthy = (id: string) => {
+            const record = byId.get(id);
+            return record !== undefined && heartbeats.health(id, record.state).health === Node_Health.HEALTHY;
+          };
+          const changes = await holdConsensusJoins(options.etcd, store, nodes, joins, { healthy, logger, ...(options.consensusJoinTiming ? { timing: options.consensusJoinTiming } : {}) });
+          for (const change of changes) {
+            const detail =
+              change.kind === "given-up"
+                ? `etcd learner given up after ${Math.round(change.learnerMs / 1000)} s without catching up (${change.started ? "it started" : "it never started"}): removed so that other nodes can join; the node keeps the consensus role and gets a new learner once it is up, in ${Math.round(change.rejoinInMs / 1000)} s at the earliest`
+                : `given a new etcd learner (its last ${change.givenUp === 1 ? "was" : `${change.givenUp} were`} given up)`;
+            trail.record({ kind: ClusterEvent_Kind.CONSENSUS, actor: `curator ${options.nodeId}`, nodeId: change.node, detail });
+          }
         } catch (err) {
           logger.warn("could not hold etcd's members against the consensus roles", { reason: (err as Error).message });
         }
       }),
     );
-
-    // Heartbeats count from the moment this curator begins to lead.
-    const heartbeats = new HeartbeatTracker(undefined, options.heartbeatTimeoutMs);
-    const trail = new AuditTrail(store.etcd, ctx.logger.child("audit"), etcdUnavailable);
     // What the leader sees happen to nodes goes into the audit trail (health_events.ts).
     const seen = new HealthEvents();
     ctx.run(

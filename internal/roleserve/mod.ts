@@ -45,6 +45,7 @@
 import type { ClusterDirectory, NodeRoles, NodeStatus } from "../../proto/gen/common/common_pb.ts";
 import type { SealedConfiguration } from "../../proto/gen/api/configuration_pb.ts";
 import type { Node } from "../../proto/gen/curator/curator_pb.ts";
+import type { ConsensusJoinTiming } from "../curator/mod.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
 import { Value } from "../event/mod.ts";
 import type { StorageLayout } from "../localstorage/mod.ts";
@@ -87,6 +88,8 @@ export interface RoleServerOptions {
   etcdClientHost: (membership: ClusterMembership) => string;
   /** The etcd binary (default: the node image's, /usr/bin/etcd). */
   etcdBinary?: string;
+  /** The curator leader's waits for etcd learners (default: the product's); process tests shorten them. */
+  consensusJoinTiming?: ConsensusJoinTiming;
   /** Where etcdutl is, mounting what it takes (default: beside etcd); a restore needs it. */
   etcdutl?: () => string;
   /** The node's data storage: a scheduled backup proves its cluster half opens it. */
@@ -170,6 +173,7 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
         board: values.board,
         etcdClientHost: options.etcdClientHost,
         ...(options.etcdBinary ? { etcdBinary: options.etcdBinary } : {}),
+        ...(options.consensusJoinTiming ? { consensusJoinTiming: options.consensusJoinTiming } : {}),
         ...(options.etcdutl ? { etcdutl: options.etcdutl } : {}),
         ...(options.curatorPort !== undefined ? { curatorPort: options.curatorPort } : {}),
         ...(options.metrics ? { meter: options.metrics.meter } : {}),

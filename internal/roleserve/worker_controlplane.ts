@@ -19,8 +19,8 @@ import { NodeStatusSchema, type NodeRoles } from "../../proto/gen/common/common_
 import { clearPendingBootstrap, clearPendingRestore, loadPendingRestore, type ClusterMembership, type PendingBootstrap } from "../cluster/mod.ts";
 import { restoreSnapshot } from "../backup/mod.ts";
 import type { CallMeter } from "../rpc/mod.ts";
-import { etcdutlBeside, clientUrl, connectEtcd, fetchEtcdMetrics, issueMemberCertificate, memberQuota, peerUrl, runEtcdMember, upkeepRunnable } from "../consensus/mod.ts";
-import { consensusRole, curatorRunnable, dropLostConsensusRoles, etcdMembers, writeBootstrapState, writeRestoredNode, type Leadership } from "../curator/mod.ts";
+import { EtcdNotAMemberError, etcdutlBeside, clientUrl, connectEtcd, fetchEtcdMetrics, issueMemberCertificate, memberQuota, peerUrl, runEtcdMember, upkeepRunnable } from "../consensus/mod.ts";
+import { consensusRole, curatorRunnable, type ConsensusJoinTiming, dropLostConsensusRoles, etcdMembers, writeBootstrapState, writeRestoredNode, type Leadership } from "../curator/mod.ts";
 import { CURATOR_PORT, type CuratorEndpoint } from "../curator/client/mod.ts";
 import { Value } from "../event/mod.ts";
 import type { StorageLayout } from "../localstorage/mod.ts";
@@ -40,6 +40,8 @@ export const MEMBER_STATUS_INTERVAL_MS = 2_000;
  * it is noticed within half a second.
  */
 export const LEARNER_STATUS_INTERVAL_MS = 500;
+/** How long a node that holds the consensus role, but whose etcd the cluster has no member for, waits before it tries to join again. */
+export const REJOIN_WAIT_MS = 10_000;
 /** How long a node that lost the consensus role keeps its etcd member serving for the cluster to remove it. */
 export const LEAVE_WAIT_MS = 60_000;
 /** How often it looks. */
@@ -97,6 +99,8 @@ export interface ControlPlaneOptions {
   etcdClientHost: (membership: ClusterMembership) => string;
   /** The etcd binary (default: the node image's). */
   etcdBinary?: string;
+  /** The curator leader's waits for etcd learners (default: the product's); process tests shorten them. */
+  consensusJoinTiming?: ConsensusJoinTiming;
   /** Where etcdutl is, mounting what it takes (default: beside etcd); a restore needs it. */
   etcdutl?: () => string;
   curatorPort?: number;
@@ -294,6 +298,19 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
         },
       });
     } catch (err) {
+      if (!c.signal.aborted && !leave.signal.aborted && err instanceof EtcdNotAMemberError && options.roles.peek()?.consensusMember) {
+        // The node holds the role, but the cluster has no member for it: the
+        // leader gave up its learner (consensus_membership.ts), or removed
+        // its member while it was down. Its etcd data is of no use now; it
+        // goes, and the node joins again from the role as the cluster has it
+        // by then (the leader adds a new learner once this node is up).
+        c.logger.warn(`the cluster has no etcd member for this node, which holds the consensus role: dropping its etcd data and joining again in ${REJOIN_WAIT_MS / 1000} s`, { reason: err.message });
+        clearEtcdMember(options.layout);
+        options.board.report("consensus", "rejoining", "the cluster has no etcd member for this node; joining again once it adds one");
+        await sleep(REJOIN_WAIT_MS, c.signal);
+        restart.set("the cluster has no etcd member for this node: joining again");
+        await untilCancelled(c.signal);
+      }
       if (c.signal.aborted || !leave.signal.aborted) throw err;
       // An etcd that stops because the cluster removed its member is the leave going as planned.
       restart.set("consensus role removed (etcd stopped once the cluster removed its member)");
@@ -376,6 +393,7 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
       clusterCA: credentials.ca,
       leadership,
       ...(options.meter ? { meter: options.meter } : {}),
+      ...(options.consensusJoinTiming ? { consensusJoinTiming: options.consensusJoinTiming } : {}),
     });
     c.run("curator", async (cc) => {
       if (leave.signal.aborted) return cc.signalDone();

@@ -58,6 +58,8 @@ export async function formProcessCluster(
     prepare?: (node: NodeProcess) => Promise<void>;
     /** How many of the three hold the consensus role (default 3); the others are plain members. */
     consensus?: 1 | 2 | 3;
+    /** Added to every node's environment. */
+    env?: Record<string, string>;
   } = {},
 ): Promise<ProcessCluster> {
   const address = loopbackBlock();
@@ -85,7 +87,7 @@ export async function formProcessCluster(
   };
   try {
     node1.writeParameters({ cluster: { case: "clusterBootstrap", value: { ownerPublicKey: rawPublicKey(owner.publicKey) } } } as never);
-    node1.start();
+    node1.start(options.env);
     await node1.waitForLog((l) => l.msg === "node is UP");
     onStep("node1 UP");
     await ctl("takeownership", node1.address);
@@ -93,7 +95,7 @@ export async function formProcessCluster(
     const params = fromBinary(NodeParametersSchema, readFileSync(join(dir, "register.pb")));
     for (const node of joiners) {
       node.writeParameters(params);
-      node.start();
+      node.start(options.env);
     }
     for (const node of joiners) {
       const waiting = await node.waitForLog((l) => l.msg.startsWith("waiting for the owner to approve node"));
