@@ -250,6 +250,7 @@ async function launchVms(): Promise<void> {
       logger: log,
       imageDir,
       ...(options.memoryMiB !== undefined ? { memoryMiB: options.memoryMiB } : {}),
+      ...(options.cpus !== undefined ? { cpus: options.cpus } : {}),
     });
   } catch (err) {
     cluster = await fail(`could not launch the cluster: ${(err as Error).message}`);

@@ -3,7 +3,7 @@
 
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { cloneDisk, CONTROLLER_MEMORY_MIB, DEFAULT_CPUS, manifestPaths, OUT_DIR, readManifest, REPO_ROOT, WORKER_MEMORY_MIB } from "../../image/mod.ts";
+import { cloneDisk, manifestPaths, OUT_DIR, readManifest, REPO_ROOT } from "../../image/mod.ts";
 import { createLogger, type Logger } from "../../internal/log/mod.ts";
 import { ClusterDir } from "./cluster_dir.ts";
 import { DhcpServer, type StaticLease } from "./dhcp_server.ts";
@@ -15,6 +15,7 @@ import { deleteNamespaceSync, namespaceName, NetworkNamespace, nodeAddress, remo
 import { NodeVm } from "./node_vm.ts";
 import { encodeNodeParameters, loadOrCreateOwnerKey, loadOrCreateStorageTestKey, type NodeParametersSpec, type OwnerKey } from "./node_parameters.ts";
 import { registerTeardown } from "./teardown.ts";
+import { sizeVms, thisHost } from "./vm_sizing.ts";
 
 export const DEFAULT_CLUSTER_NAME = "dev";
 /** Cluster directories live here (gitignored), one per cluster name. */
@@ -53,8 +54,9 @@ export interface ClusterOptions {
   storageTestKey?: boolean;
   /** Do not echo consoles to the terminal (they still go to <node>.console.log). */
   quiet?: boolean;
+  /** Memory per VM (default: sized to the host, vm_sizing.ts). */
   memoryMiB?: number;
-  /** vCPUs per VM (default DEFAULT_CPUS). */
+  /** vCPUs per VM (default: sized to the host, vm_sizing.ts). */
   cpus?: number;
   /** The kernel command line (default: the image's, slot a's). */
   cmdline?: string;
@@ -207,6 +209,9 @@ export async function createCluster(options: ClusterOptions = {}): Promise<Clust
     writeCtlWrapper(dir.ctlWrapper, { cluster: name, namespace: ns.name, config: dir.ctlConfig });
     const nodes: NodeVm[] = [];
     const leases: StaticLease[] = [];
+    const sizing = sizeVms(specs.length, thisHost(), { ...(options.cpus !== undefined ? { cpus: options.cpus } : {}), ...(options.memoryMiB !== undefined ? { memoryMiB: options.memoryMiB } : {}) });
+    logger.info(sizing.summary);
+    for (const warning of sizing.warnings) logger.warn(warning);
     for (const [i, spec] of specs.entries()) {
       const index = i + 1;
       const nodeName = `node${index}`;
@@ -239,8 +244,8 @@ export async function createCluster(options: ClusterOptions = {}): Promise<Clust
           hasStorageTestKey: withKey,
           // Node 1 bootstraps, and the first node is the Kubernetes
           // controller; every node of a launched cluster is a worker.
-          memoryMiB: options.memoryMiB ?? (index === 1 ? CONTROLLER_MEMORY_MIB : WORKER_MEMORY_MIB),
-          cpus: options.cpus ?? DEFAULT_CPUS,
+          memoryMiB: index === 1 ? sizing.controllerMemoryMiB : sizing.workerMemoryMiB,
+          cpus: sizing.cpus,
           echo: !(options.quiet ?? false),
           ns,
           logger,

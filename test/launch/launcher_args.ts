@@ -20,9 +20,11 @@ export const MAX_TIMEOUT_S = 86_400;
 /** Below this the node's kernel and initramfs do not fit. */
 export const MIN_MEMORY_MIB = 256;
 export const MAX_MEMORY_MIB = 65_536;
+/** qemu's own bound on vCPUs is far higher; a node needs no more than this. */
+export const MAX_CPUS = 64;
 
 export const USAGE = [
-  "usage: bun run cluster [--nodes N] [--name dev] [--verbose] [--keep] [--timeout seconds] [--memory MiB] [--no-build] [--image-dir dir] [--kubernetes dir]",
+  "usage: bun run cluster [--nodes N] [--name dev] [--verbose] [--keep] [--timeout seconds] [--cpus N] [--memory MiB] [--no-build] [--image-dir dir] [--kubernetes dir]",
   "       bun run cluster --processes [--nodes N] [--name dev] [--timeout seconds] [--no-build]",
   `  --nodes N     how many nodes, 1..${MAX_NODES} VMs (default ${DEFAULT_NODES}), each with the consensus role;`,
   `                with --processes 1..${MAX_PROCESS_NODES}, the first ${PROCESS_CONSENSUS_NODES} with the consensus role`,
@@ -32,7 +34,8 @@ export const USAGE = [
   "  --verbose     echo the node consoles (always in out/cluster/<name>/<node>.console.log)",
   "  --keep        boot the disks of the last launch again instead of fresh ones",
   `  --timeout s   deadline of each formation step (default ${DEFAULT_UP_TIMEOUT_S})`,
-  "  --memory MiB  memory per node",
+  "  --cpus N      vCPUs per node (default: this host's cores shared among the nodes, 1 to 4 each)",
+  "  --memory MiB  memory per node (default: 2560 for node1, 1536 for the others, less if the host has less)",
   "  --no-build    do not bring out/ up to date first",
   "  --image-dir   boot the image in dir instead of out/image (with --no-build: one built elsewhere)",
   "  --kubernetes  build the Kubernetes server binaries in dir (kube-apiserver, kube-controller-manager,",
@@ -49,6 +52,7 @@ export interface LaunchOptions {
   keep: boolean;
   timeoutMs: number;
   memoryMiB: number | undefined;
+  cpus: number | undefined;
   build: boolean;
   imageDir: string | undefined;
   /** The user's Kubernetes server binaries, built into the image. */
@@ -58,7 +62,7 @@ export interface LaunchOptions {
 export type LauncherArgs = { kind: "launch"; options: LaunchOptions } | { kind: "help" } | { kind: "error"; message: string };
 
 const FLAGS = ["verbose", "keep", "no-build", "help", "processes"] as const;
-const VALUED = ["nodes", "name", "timeout", "memory", "image-dir", "kubernetes"] as const;
+const VALUED = ["nodes", "name", "timeout", "cpus", "memory", "image-dir", "kubernetes"] as const;
 type Flag = (typeof FLAGS)[number];
 type Valued = (typeof VALUED)[number];
 
@@ -93,6 +97,9 @@ function checkValue(option: Valued, value: string): void {
       return;
     case "memory":
       wholeNumber("--memory", value, MIN_MEMORY_MIB, MAX_MEMORY_MIB);
+      return;
+    case "cpus":
+      wholeNumber("--cpus", value, 1, MAX_CPUS);
       return;
     case "image-dir":
     case "kubernetes":
@@ -142,11 +149,12 @@ export function parseLauncherArgs(argv: readonly string[]): LauncherArgs {
   const nodes = Number(values.get("nodes") ?? DEFAULT_NODES);
   if (!processes && nodes > MAX_NODES) return { kind: "error", message: nodesMessage(String(nodes)) };
   if (processes) {
-    const vmOnly = [...(["keep", "verbose"] as const).filter((f) => flags.has(f)), ...(["memory", "image-dir", "kubernetes"] as const).filter((v) => values.has(v))];
+    const vmOnly = [...(["keep", "verbose"] as const).filter((f) => flags.has(f)), ...(["cpus", "memory", "image-dir", "kubernetes"] as const).filter((v) => values.has(v))];
     if (vmOnly.length > 0) return { kind: "error", message: `--${vmOnly[0]} is for VMs; node processes do without it (drop it, or drop --processes)` };
   }
   if (values.has("kubernetes") && flags.has("no-build")) return { kind: "error", message: "--kubernetes builds the binaries into the image; it needs a build (drop --no-build)" };
   const memory = values.get("memory");
+  const cpus = values.get("cpus");
   return {
     kind: "launch",
     options: {
@@ -157,6 +165,7 @@ export function parseLauncherArgs(argv: readonly string[]): LauncherArgs {
       keep: flags.has("keep"),
       timeoutMs: Number(values.get("timeout") ?? DEFAULT_UP_TIMEOUT_S) * 1000,
       memoryMiB: memory === undefined ? undefined : Number(memory),
+      cpus: cpus === undefined ? undefined : Number(cpus),
       build: !flags.has("no-build"),
       imageDir: values.get("image-dir"),
       kubernetesDir: values.get("kubernetes"),

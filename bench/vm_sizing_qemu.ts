@@ -1,0 +1,149 @@
+// The launched 3-VM cluster, twice on this host, side by side (issue 46):
+// every VM with two vCPUs, as the launcher gave them before it sized VMs to
+// the host, and sized to the host (test/launch/vm_sizing.ts: one vCPU each
+// on two cores). For each, as an owner sees it:
+//  - formation: node1 UP → three voting members;
+//  - Kubernetes: node1 keeps the controller role, every node gets the worker
+//    role → every Node Ready (the launcher's own step);
+//  - load: a Deployment of one CPU-bound pod per node (a shell loop) for
+//    LOAD_MINUTES, while `kubectl exec` into a sleeping pod is timed every
+//    EXEC_EVERY_MS and the apiserver's /readyz is read;
+//  - then the restarts of node1's controller-manager and scheduler (ctl node
+//    services) and of etcd.
+// Fresh disks. Prints figures; asserts nothing. One cluster at a time.
+//
+//   bun bench/vm_sizing_qemu.ts [--minutes N] [--only 2|sized] [--no-build] [--image-dir dir]
+
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { OUT_DIR, REPO_ROOT } from "../image/mod.ts";
+import { TEST_IMAGE_REF } from "../internal/containerd/mod.ts";
+import { createLogger } from "../internal/log/mod.ts";
+import { eventually } from "../internal/testing/mod.ts";
+import { createCluster, ensureBuilt, formCluster } from "../test/launch/mod.ts";
+import { startKubernetes } from "../test/launch/kubernetes_start.ts";
+import { sizeVms, thisHost } from "../test/launch/vm_sizing.ts";
+import { ownerKubectl } from "./owner_kubectl.ts";
+import { figure, percentile, seconds } from "./figures.ts";
+
+const STEP_TIMEOUT_MS = 900_000;
+const EXEC_EVERY_MS = 10_000;
+
+const { values } = parseArgs({
+  options: {
+    minutes: { type: "string", default: "8" },
+    only: { type: "string" },
+    "no-build": { type: "boolean", default: false },
+    "image-dir": { type: "string" },
+  },
+  strict: true,
+});
+const minutes = Number(values.minutes);
+if (!Number.isFinite(minutes) || minutes <= 0) throw new Error(`--minutes must be a positive number, not ${values.minutes}`);
+if (values.only !== undefined && values.only !== "2" && values.only !== "sized") throw new Error(`--only is 2 or sized, not ${values.only}`);
+const imageDir = values["image-dir"] ?? join(REPO_ROOT, OUT_DIR);
+const log = createLogger("bench.vmsizing");
+if (!values["no-build"]) await ensureBuilt(log);
+
+interface Row {
+  label: string;
+  formation: number;
+  kubernetes: number;
+  execs: number[];
+  execFailures: number;
+  readyzFailures: number;
+  readyzReads: number;
+  restarts: Record<string, number>;
+}
+
+async function run(label: string, cpus: number | undefined): Promise<Row> {
+  const cluster = await createCluster({ name: "benchsize", nodes: 3, quiet: true, imageDir, logger: log.child("launch"), ...(cpus !== undefined ? { cpus } : {}) });
+  try {
+    let node1Up = 0;
+    const formed = await formCluster(cluster, {
+      timeoutMs: STEP_TIMEOUT_MS,
+      logger: log.child("formation"),
+      onStage: (stage) => {
+        if (stage === "node1 UP") node1Up = performance.now();
+      },
+    });
+    const formation = performance.now() - node1Up;
+    const kubernetes = await startKubernetes(cluster, formed, { timeoutMs: STEP_TIMEOUT_MS, logger: log.child("kubernetes") });
+    const { kubectl } = ownerKubectl(cluster, "60s");
+    const file = join(cluster.dir.path, "load.json");
+    const pod = (name: string, command: string) => ({ name, image: TEST_IMAGE_REF, imagePullPolicy: "Never", command: ["sh", "-c", command] });
+    writeFileSync(
+      file,
+      JSON.stringify({
+        apiVersion: "v1",
+        kind: "List",
+        items: [
+          { apiVersion: "v1", kind: "Pod", metadata: { name: "shell" }, spec: { terminationGracePeriodSeconds: 1, containers: [pod("main", "exec sleep 36000")] } },
+          {
+            apiVersion: "apps/v1",
+            kind: "Deployment",
+            metadata: { name: "burn" },
+            spec: {
+              replicas: 3,
+              selector: { matchLabels: { app: "burn" } },
+              template: {
+                metadata: { labels: { app: "burn" } },
+                spec: {
+                  terminationGracePeriodSeconds: 1,
+                  topologySpreadConstraints: [{ maxSkew: 1, topologyKey: "kubernetes.io/hostname", whenUnsatisfiable: "ScheduleAnyway", labelSelector: { matchLabels: { app: "burn" } } }],
+                  containers: [pod("main", "while :; do :; done")],
+                },
+              },
+            },
+          },
+        ],
+      }),
+    );
+    await kubectl("create", "-f", file);
+    await eventually(async () => {
+      const phase = (await kubectl("get", "pod", "shell", "-o", "jsonpath={.status.phase}")).trim();
+      if (phase !== "Running") throw new Error(`phase ${phase || "none yet"}`);
+    }, { timeoutMs: STEP_TIMEOUT_MS, intervalMs: 2_000, what: "the shell pod Running" });
+    log.info(`${label}: under load for ${minutes} minutes`);
+    const execs: number[] = [];
+    let execFailures = 0;
+    let readyzFailures = 0;
+    let readyzReads = 0;
+    const end = performance.now() + minutes * 60_000;
+    while (performance.now() < end) {
+      const started = performance.now();
+      try {
+        await kubectl("exec", "shell", "--", "true");
+        execs.push(performance.now() - started);
+      } catch {
+        execFailures++;
+      }
+      readyzReads++;
+      if ((await kubectl("get", "--raw", "/readyz").catch(() => "")).trim() !== "ok") readyzFailures++;
+      await Bun.sleep(Math.max(0, EXEC_EVERY_MS - (performance.now() - started)));
+    }
+    const listed = await formed.ctl("node", "services", "node1", "-o", "json");
+    const rows = JSON.parse(listed.stdout) as { path: string; restarts: number }[];
+    const restarts: Record<string, number> = {};
+    for (const name of ["controller-manager", "scheduler", "apiserver", "etcd"]) restarts[name] = rows.filter((r) => r.path.endsWith(`.${name}`)).reduce((sum, r) => sum + r.restarts, 0);
+    return { label, formation, kubernetes, execs, execFailures, readyzFailures, readyzReads, restarts };
+  } finally {
+    await cluster.close();
+  }
+}
+
+const sized = sizeVms(3, thisHost());
+const rows: Row[] = [];
+if (values.only !== "sized") rows.push(await run("2 vCPUs per VM (before)", 2));
+if (values.only !== "2") rows.push(await run(`sized: ${sized.cpus} vCPU${sized.cpus === 1 ? "" : "s"} per VM`, undefined));
+const host = thisHost();
+console.log(`\nThree VMs (node1 controller and worker, node2 and node3 workers) on this host (${host.cpus} cores, ${host.memoryMiB} MiB), TCG -cpu max, fresh disks; ${minutes} min of load (3 CPU-bound pods)`);
+for (const row of rows) {
+  console.log(`\n${row.label}`);
+  figure("node1 UP → three voting members", seconds(row.formation));
+  figure("worker roles set → every Node Ready", seconds(row.kubernetes));
+  figure(`kubectl exec under load: p50 / max (${row.execs.length} ok, ${row.execFailures} failed)`, row.execs.length ? `${seconds(percentile(row.execs, 50))} / ${seconds(Math.max(...row.execs))}` : "—");
+  figure("apiserver /readyz not ok under load", `${row.readyzFailures} of ${row.readyzReads}`);
+  figure("node1 restarts: controller-manager / scheduler / apiserver / etcd", `${row.restarts["controller-manager"]} / ${row.restarts.scheduler} / ${row.restarts.apiserver} / ${row.restarts.etcd}`);
+}
