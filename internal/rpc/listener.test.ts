@@ -202,6 +202,29 @@ describe("listener", () => {
     client.close();
   }, 60_000);
 
+  test("a known source may hold every pending handshake of the server, not one address's share: many nodes dialling from one address keep getting in; a stranger keeps its share", async () => {
+    const serving = testNode(ca);
+    const server = managementServer();
+    const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey, handshakeTimeoutMs: 60_000 });
+    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { maxConnections: 1000, maxPendingHandshakes: 40, maxPendingHandshakesPerSource: 8, reservedForKnownSources: 10, firstFlightTimeoutMs: 60_000 });
+    const before = ownerClient(port);
+    await before.getRegisterTicket({});
+    before.close();
+    await eventually(() => expect(counters.open).toBe(0));
+    // 20 handshakes pending from the known address: all held, past the share of 8.
+    const known = idleConnections(port, 20, "127.0.0.1");
+    await eventually(() => expect(counters.handshaking).toBe(20));
+    expect(known.closed()).toBe(0);
+    // A stranger gets its 8, no more.
+    const stranger = idleConnections(port, 20, "127.0.0.60");
+    await eventually(() => expect(stranger.closed()).toBe(12));
+    expect(counters.handshaking).toBe(28);
+    // And the owner's call from the known address still goes through.
+    const client = ownerClient(port);
+    expect((await client.getRegisterTicket({}, { timeoutMs: 5_000 })).ticket).toEqual(new Uint8Array([7]));
+    client.close();
+  }, 30_000);
+
   test("a connection that finished its handshake but makes no call is dropped at the first-call deadline: HTTP/2 that answers pings, an HTTP/1.1 header trickled, a refused call; one whose call was let in stays", async () => {
     const serving = testNode(ca);
     const server = managementServer();

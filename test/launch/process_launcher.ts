@@ -243,6 +243,13 @@ async function runCtl(dir: ClusterDir, ...args: string[]): Promise<string> {
   return stdout;
 }
 
+/**
+ * Nodes started at once, each batch UP before the next starts: k3s advises
+ * joining agents in batches of 50 or fewer, and 100 at once put the owner's
+ * calls behind a storm of handshakes on this two-core host (issue 46).
+ */
+export const REGISTER_BATCH = 50;
+
 export async function launchProcessCluster(options: ProcessLaunchOptions): Promise<{ cluster: ProcessCluster; figures: ProcessLaunchFigures }> {
   const { logger, timeoutMs } = options;
   const started = performance.now();
@@ -297,18 +304,21 @@ export async function launchProcessCluster(options: ProcessLaunchOptions): Promi
       const registerFile = join(dir.path, "register.pb");
       await runCtl(dir, "params", "register", registerFile);
       const register = await Bun.file(registerFile).bytes();
-      logger.info(`starting ${others.length} more node${others.length === 1 ? "" : "s"}; approving each as it asks`);
-      await Promise.all(
-        others.map(async (node) => {
-          node.writeParameters(register);
-          node.start();
-          const asking = await Promise.race([node.waitFor((l) => typeof l.msg === "string" && WAITING_FOR_APPROVAL.test(l.msg), "register and ask for approval", timeoutMs), fatal(node)]);
-          const id = WAITING_FOR_APPROVAL.exec(String(asking.msg))![1]!;
-          cluster.ids.set(node.name, id);
-          await asOwner(`approving ${node.name}`, (c) => withFailover(Management, c, (m) => m.approveNode({ id }, { timeoutMs: OWNER_CALL_TIMEOUT_MS })));
-          await upLine(node);
-        }),
-      );
+      logger.info(`starting ${others.length} more node${others.length === 1 ? "" : "s"}, at most ${REGISTER_BATCH} at a time; approving each as it asks`);
+      for (let from = 0; from < others.length; from += REGISTER_BATCH) {
+        if (from > 0) logger.info(`nodes ${from + 2}..${Math.min(from + REGISTER_BATCH, others.length) + 1}: starting the next batch`);
+        await Promise.all(
+          others.slice(from, from + REGISTER_BATCH).map(async (node) => {
+            node.writeParameters(register);
+            node.start();
+            const asking = await Promise.race([node.waitFor((l) => typeof l.msg === "string" && WAITING_FOR_APPROVAL.test(l.msg), "register and ask for approval", timeoutMs), fatal(node)]);
+            const id = WAITING_FOR_APPROVAL.exec(String(asking.msg))![1]!;
+            cluster.ids.set(node.name, id);
+            await asOwner(`approving ${node.name}`, (c) => withFailover(Management, c, (m) => m.approveNode({ id }, { timeoutMs: OWNER_CALL_TIMEOUT_MS })));
+            await upLine(node);
+          }),
+        );
+      }
     }
     figures.allUp = since();
     logger.info("every node is UP", { nodes: nodes.length, after: `${(figures.allUp / 1000).toFixed(1)}s` });
