@@ -15,7 +15,8 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { DEFAULT_CPUS, OUT_DIR, REPO_ROOT } from "../image/mod.ts";
+import { OUT_DIR, REPO_ROOT } from "../image/mod.ts";
+import { sizeVms, thisHost } from "../test/launch/vm_sizing.ts";
 import { TEST_IMAGE_REF } from "../internal/containerd/mod.ts";
 import { createLogger } from "../internal/log/mod.ts";
 import { eventually } from "../internal/testing/mod.ts";
@@ -110,7 +111,7 @@ try {
   const apiserverRss = await rss("/metrics");
   const kubeletRss = await rss(`/api/v1/nodes/${worker}/proxy/metrics`);
 
-  console.log(`\nKubernetes in qemu (TCG -cpu max, ${DEFAULT_CPUS} vCPUs per VM, node1 controller, node2 worker, fresh disks)`);
+  console.log(`\nKubernetes in qemu (TCG -cpu max, ${sizeVms(2, thisHost()).cpus} vCPU(s) per VM, sized to the host, node1 controller, node2 worker, fresh disks)`);
   figure("node1 UP → its apiserver ready for the owner's kubectl", seconds(apiserverReady));
   figure("kubernetes-worker set on node2 → its Node Ready", seconds(nodeReady));
   figure(`kubectl apply → pod Running, ${pods} pods one after another: p50 / max`, `${seconds(percentile(running, 50))} / ${seconds(Math.max(...running))}`);

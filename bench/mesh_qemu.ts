@@ -16,7 +16,8 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { DEFAULT_CPUS, OUT_DIR, REPO_ROOT } from "../image/mod.ts";
+import { OUT_DIR, REPO_ROOT } from "../image/mod.ts";
+import { sizeVms, thisHost } from "../test/launch/vm_sizing.ts";
 import { TEST_IMAGE_REF } from "../internal/containerd/mod.ts";
 import { createLogger } from "../internal/log/mod.ts";
 import { eventually } from "../internal/testing/mod.ts";
@@ -153,7 +154,7 @@ try {
   await eventually(async () => (await fetchIn(clusterIp, 80)) === "v2", { timeoutMs: STEP_TIMEOUT_MS, intervalMs: 250, what: "the Service answering with v2" });
   const endpointChange = performance.now() - moved;
 
-  console.log(`\nCluster network in qemu (TCG -cpu max, ${DEFAULT_CPUS} vCPUs per VM, three VMs on this machine's cores; node1 controller, node2 and node3 workers; fresh disks)`);
+  console.log(`\nCluster network in qemu (TCG -cpu max, ${sizeVms(3, thisHost()).cpus} vCPU(s) per VM, sized to the host, three VMs on this machine's cores; node1 controller, node2 and node3 workers; fresh disks)`);
   figure("kubernetes-worker set on node3 → its Node Ready", seconds(nodeReady));
   figure("kubernetes-worker set on node3 → a pod on it answers node2's pod by IP", seconds(nodeAdded));
   figure("round trip, pod → pod across the mesh (avg of 20)", `${meshRtt.toFixed(1)} ms`);

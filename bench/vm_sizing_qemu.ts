@@ -70,7 +70,9 @@ async function run(label: string, cpus: number | undefined): Promise<Row> {
     });
     const formation = performance.now() - node1Up;
     const kubernetes = await startKubernetes(cluster, formed, { timeoutMs: STEP_TIMEOUT_MS, logger: log.child("kubernetes") });
-    const { kubectl } = ownerKubectl(cluster, "60s");
+    const { kubeconfig, kubectl } = ownerKubectl(cluster, "60s");
+    const written = await formed.ctl("kubeconfig", kubeconfig);
+    if (written.exitCode !== 0) throw new Error(`ctl kubeconfig: ${written.stderr.trim()}`);
     const file = join(cluster.dir.path, "load.json");
     const pod = (name: string, command: string) => ({ name, image: TEST_IMAGE_REF, imagePullPolicy: "Never", command: ["sh", "-c", command] });
     writeFileSync(

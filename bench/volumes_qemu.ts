@@ -17,7 +17,8 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { DEFAULT_CPUS, OUT_DIR, REPO_ROOT } from "../image/mod.ts";
+import { OUT_DIR, REPO_ROOT } from "../image/mod.ts";
+import { sizeVms, thisHost } from "../test/launch/vm_sizing.ts";
 import { TEST_IMAGE_REF } from "../internal/containerd/mod.ts";
 import { createLogger } from "../internal/log/mod.ts";
 import { eventually } from "../internal/testing/mod.ts";
@@ -164,7 +165,7 @@ try {
   );
   const expansion = performance.now() - asked;
 
-  console.log(`\nPersistent volumes in qemu (TCG -cpu max, ${DEFAULT_CPUS} vCPUs per VM, node1 controller, node2 worker, fresh disks; timed in the pod)`);
+  console.log(`\nPersistent volumes in qemu (TCG -cpu max, ${sizeVms(2, thisHost()).cpus} vCPU(s) per VM, sized to the host, node1 controller, node2 worker, fresh disks; timed in the pod)`);
   figure(`claim and pod applied → pod Running on its new volume, ${claims} one after another: p50 / max`, `${seconds(percentile(running, 50))} / ${seconds(Math.max(...running))}`);
   figure(`write ${mib} MiB + fsync, median of 3: in the volume / in an emptyDir (same partition)`, `${rate(wIn)} / ${rate(wOut)} (ratio ${(wOut / wIn).toFixed(2)})`);
   figure(`read ${mib} MiB O_DIRECT, median of 3: in the volume / in an emptyDir`, `${rate(rIn)} / ${rate(rOut)} (ratio ${(rOut / rIn).toFixed(2)})`);
