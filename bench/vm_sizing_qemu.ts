@@ -116,7 +116,7 @@ async function run(label: string, cpus: number | undefined): Promise<Row> {
     while (performance.now() < end) {
       const started = performance.now();
       try {
-        await kubectl("exec", "shell", "--", "true");
+        await kubectl("exec", "shell", "--", "sh", "-c", "exit 0");
         execs.push(performance.now() - started);
       } catch {
         execFailures++;

@@ -202,16 +202,16 @@ describe("listener", () => {
     client.close();
   }, 60_000);
 
-  test("a known source may hold every pending handshake of the server, not one address's share: many nodes dialling from one address keep getting in; a stranger keeps its share", async () => {
+  test("a known source may hold every connection and pending handshake of the server, not one address's share: many nodes dialling from one address keep getting in; a stranger keeps its share", async () => {
     const serving = testNode(ca);
     const server = managementServer();
     const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey, handshakeTimeoutMs: 60_000 });
-    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { maxConnections: 1000, maxPendingHandshakes: 40, maxPendingHandshakesPerSource: 8, reservedForKnownSources: 10, firstFlightTimeoutMs: 60_000 });
+    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { maxConnections: 1000, maxPendingHandshakes: 40, maxConnectionsPerSource: 16, maxPendingHandshakesPerSource: 8, reservedForKnownSources: 10, firstFlightTimeoutMs: 60_000 });
     const before = ownerClient(port);
     await before.getRegisterTicket({});
     before.close();
     await eventually(() => expect(counters.open).toBe(0));
-    // 20 handshakes pending from the known address: all held, past the share of 8.
+    // 20 handshakes pending from the known address: all held, past the shares of 8 handshakes and 16 connections.
     const known = idleConnections(port, 20, "127.0.0.1");
     await eventually(() => expect(counters.handshaking).toBe(20));
     expect(known.closed()).toBe(0);

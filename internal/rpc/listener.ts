@@ -5,7 +5,7 @@
 //   TCP connect ─▶ over a bound? ─▶ dropped at once
 //                    - MAX_CONNECTIONS open, MAX_PENDING_HANDSHAKES handshaking (all sources)
 //                    - MAX_CONNECTIONS_PER_SOURCE, MAX_PENDING_HANDSHAKES_PER_SOURCE (one address;
-//                      a known source may take every pending handshake the server has)
+//                      a known source may take every connection and handshake the server has)
 //                    - a source never seen to finish a handshake gets only the pending
 //                      handshakes outside RESERVED_SHARE_FOR_KNOWN_SOURCES
 //               ─▶ its ClientHello within FIRST_FLIGHT_TIMEOUT_MS, or dropped: a client
@@ -342,15 +342,16 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
     // Connections too: a share is kept for known sources, so that strangers who fill the rest keep no node or owner out.
     const connectionRoom = isKnown ? limits.maxConnections : limits.maxConnections - Math.floor(limits.maxConnections * RESERVED_SHARE_FOR_KNOWN_SOURCES);
     // A known source is held to the server's bounds, not to one address's
-    // share: many nodes may dial from one address (node processes on one
+    // shares of connections and handshakes: many nodes may dial from one address (node processes on one
     // host, nodes behind one NAT), and a storm of them must not take the
     // owner's handshakes from that address (issue 46).
     const sourceHandshakes = isKnown ? limits.maxPendingHandshakes : perSource.handshakes;
+    const sourceConnections = isKnown ? limits.maxConnections : perSource.connections;
     if (
       processConnections >= MAX_CONNECTIONS_PER_PROCESS ||
       counters.open >= connectionRoom ||
       counters.handshaking >= handshakeRoom ||
-      count.open >= perSource.connections ||
+      count.open >= sourceConnections ||
       count.handshaking >= sourceHandshakes
     ) {
       counters.refused++;
