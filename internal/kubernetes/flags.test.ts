@@ -68,6 +68,7 @@ describe("the controller's command lines (golden)", () => {
       "--leader-elect-lease-duration=60s",
       "--leader-elect-renew-deadline=40s",
       "--leader-elect-retry-period=5s",
+      "--feature-gates=ControllerManagerReleaseLeaderElectionLockOnExit=true",
       "--profiling=false",
     ]);
   });
