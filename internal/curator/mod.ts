@@ -17,6 +17,10 @@
 //                                 shared by concurrent reads (read_index.ts)
 //              leadership ── etcd election (lease) ──▶ Value<Leadership>
 //              promoter   ── leader only: etcd learners → voters once caught up
+//              membership ── leader only: etcd's members held against the consensus
+//                            roles; a learner that does not catch up is given up,
+//                            its node given a new one once it is up
+//                            (consensus_membership.ts)
 //
 // Clients reach curators only through ./client (endpoints, the port, what
 // a curator must prove); this package serves, that one calls.
