@@ -8,7 +8,7 @@
 // member, follow the node's unchanged.
 
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
-import type { CallMeter } from "../rpc/mod.ts";
+import { connectionDrops, type CallMeter } from "../rpc/mod.ts";
 import type { RunnableDump, RunnableState } from "../supervisor/mod.ts";
 
 /** Every metric of the node's own starts so. */
@@ -82,6 +82,16 @@ export class NodeMetrics {
         const now = this.sources.logDrops?.();
         if (!now) return;
         for (const [reason, n] of Object.entries(now)) drops.inc({ reason }, n);
+      },
+    });
+    const connectionsDropped = new Counter({
+      name: `${PREFIX}rpc_connections_dropped_total`,
+      help: "Connections the node's servers dropped since this boot: refused at once for a full bound (refused-process-connections, refused-server-connections, refused-server-handshakes, refused-source-connections, refused-source-handshakes), or later for saying nothing (silent) or calling nothing (idle) in time; by whether their source was known (an owner's or node's call let in from it)",
+      labelNames: ["reason", "source"],
+      registers,
+      collect: () => {
+        connectionsDropped.reset();
+        for (const d of connectionDrops()) connectionsDropped.inc({ reason: d.reason, source: d.source }, d.count);
       },
     });
     const calls = new Histogram({

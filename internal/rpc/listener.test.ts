@@ -11,7 +11,7 @@ import { connect as tlsConnect } from "node:tls";
 import { createServer as createTcpServer } from "node:net";
 import { request as httpsRequest } from "node:https";
 import { connect as http2Connect } from "node:http2";
-import { addService, channelCredentials, channelOptions, createClient, createServer, listen, MAX_CONNECTIONS, MAX_HTTP_ANSWERS_IN_FLIGHT, MAX_PENDING_HANDSHAKES, MAX_PENDING_HANDSHAKES_PER_SOURCE, partialService, serverCredentials } from "./mod.ts";
+import { addService, channelCredentials, channelOptions, connectionDrops, createClient, createServer, listen, MAX_CONNECTIONS, MAX_HTTP_ANSWERS_IN_FLIGHT, MAX_PENDING_HANDSHAKES, MAX_PENDING_HANDSHAKES_PER_SOURCE, partialService, serverCredentials } from "./mod.ts";
 
 const ca = testCA();
 const owner = testOwner(ca);
@@ -48,6 +48,11 @@ function idleConnections(port: number, count: number, from = "127.0.0.1"): { clo
     sockets.push(socket);
   }
   return { closed: () => closed };
+}
+
+/** How many connections from strangers this process's servers dropped for `reason` so far (connectionDrops). */
+function strangerDrops(reason: string): number {
+  return connectionDrops().find((d) => d.reason === reason && d.source === "stranger")?.count ?? 0;
 }
 
 function ownerClient(port: number, expect: (name: string | undefined) => string | undefined = () => undefined) {
@@ -215,10 +220,12 @@ describe("listener", () => {
     const known = idleConnections(port, 20, "127.0.0.1");
     await eventually(() => expect(counters.handshaking).toBe(20));
     expect(known.closed()).toBe(0);
-    // A stranger gets its 8, no more.
+    // A stranger gets its 8, no more; the 12 refused are counted for the node's metrics, by reason.
+    const refusedBefore = strangerDrops("refused-source-handshakes");
     const stranger = idleConnections(port, 20, "127.0.0.60");
     await eventually(() => expect(stranger.closed()).toBe(12));
     expect(counters.handshaking).toBe(28);
+    expect(strangerDrops("refused-source-handshakes") - refusedBefore).toBe(12);
     // And the owner's call from the known address still goes through.
     const client = ownerClient(port);
     expect((await client.getRegisterTicket({}, { timeoutMs: 5_000 })).ticket).toEqual(new Uint8Array([7]));

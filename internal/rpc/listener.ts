@@ -117,6 +117,26 @@ type Socket = { destroy(): void; once(event: string, listener: () => void): void
 const connections = new Map<string, { used: boolean; known: () => void }>();
 /** Open connections of every server in this process. */
 let processConnections = 0;
+/** Why connections were dropped by every server of this process, and whether their source was known: "<reason>/<known|stranger>" → how many. */
+const drops = new Map<string, number>();
+function dropped(reason: string, isKnown: boolean): void {
+  const key = `${reason}/${isKnown ? "known" : "stranger"}`;
+  drops.set(key, (drops.get(key) ?? 0) + 1);
+}
+
+/**
+ * The connections every server of this process dropped so far, by reason
+ * (refused-<the bound that was full>, silent: no ClientHello in time,
+ * idle: no call in time) and by whether their source was known: for the
+ * node's metrics, so that a storm's lost calls can be told apart.
+ */
+export function connectionDrops(): { reason: string; source: "known" | "stranger"; count: number }[] {
+  return [...drops].map(([key, count]) => {
+    const [reason, source] = key.split("/") as [string, "known" | "stranger"];
+    return { reason, source, count };
+  });
+}
+
 /**
  * Known sources, for every server in this process: an address whose owner's
  * or node's call was let in on any of them is known on all of them (the
@@ -347,14 +367,21 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
     // owner's handshakes from that address (issue 46).
     const sourceHandshakes = isKnown ? limits.maxPendingHandshakes : perSource.handshakes;
     const sourceConnections = isKnown ? limits.maxConnections : perSource.connections;
-    if (
-      processConnections >= MAX_CONNECTIONS_PER_PROCESS ||
-      counters.open >= connectionRoom ||
-      counters.handshaking >= handshakeRoom ||
-      count.open >= sourceConnections ||
-      count.handshaking >= sourceHandshakes
-    ) {
+    const refusal =
+      processConnections >= MAX_CONNECTIONS_PER_PROCESS
+        ? "process-connections"
+        : counters.open >= connectionRoom
+          ? "server-connections"
+          : counters.handshaking >= handshakeRoom
+            ? "server-handshakes"
+            : count.open >= sourceConnections
+              ? "source-connections"
+              : count.handshaking >= sourceHandshakes
+                ? "source-handshakes"
+                : undefined;
+    if (refusal) {
       counters.refused++;
+      dropped(`refused-${refusal}`, isKnown);
       socket.destroy();
       return;
     }
@@ -372,6 +399,7 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
         setImmediate(() => {
           if (handshaking.has(socket) && heardClientHello(socket) === false) {
             counters.silent++;
+            dropped("silent", known.has(source));
             socket.destroy();
           }
         }),
@@ -398,6 +426,7 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
           setImmediate(() => {
             if (connections.get(key)?.used === false) {
               counters.idle++;
+              dropped("idle", known.has(source));
               socket.destroy();
             }
           }),

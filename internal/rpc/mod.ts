@@ -94,6 +94,7 @@ export {
   listen,
   listenLocal,
   localCredentials,
+  connectionDrops,
   MAX_CONNECTIONS,
   FIRST_FLIGHT_TIMEOUT_MS,
   heardClientHello,
