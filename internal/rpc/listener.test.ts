@@ -79,9 +79,10 @@ function clientHello(): Promise<Buffer> {
 }
 
 /** A connection that sends `bytes` and then nothing; says when the server closed it. */
-function saying(port: number, bytes: Uint8Array): { closed: () => boolean } {
+/** A connection from `from` (a stranger's address unless told) that says `bytes` and then nothing. */
+function saying(port: number, bytes: Uint8Array, from = "127.0.0.70"): { closed: () => boolean } {
   let closed = false;
-  const socket = connect({ port, host: "127.0.0.1" });
+  const socket = connect({ port, host: "127.0.0.1", localAddress: from });
   socket.on("error", () => {});
   socket.on("close", () => (closed = true));
   if (bytes.length) socket.write(bytes);
@@ -110,6 +111,22 @@ describe("listener", () => {
     const client = ownerClient(port);
     expect((await client.getRegisterTicket({})).ticket).toEqual(new Uint8Array([7]));
     client.close();
+  });
+
+  test("a known source is spared the first-flight check (on a starved CPU it judged their ClientHellos unsent): its silent connection is left to the handshake deadline, a stranger's is not", async () => {
+    const serving = testNode(ca);
+    const server = managementServer();
+    const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey, handshakeTimeoutMs: 60_000 });
+    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { maxConnections: 1000, maxPendingHandshakes: 100, maxPendingHandshakesPerSource: 100, firstFlightTimeoutMs: 400 });
+    const before = ownerClient(port);
+    await before.getRegisterTicket({});
+    before.close();
+    const known = saying(port, new Uint8Array(), "127.0.0.1");
+    const stranger = saying(port, new Uint8Array());
+    await eventually(() => expect(stranger.closed()).toBe(true), { timeoutMs: 10_000 });
+    await Bun.sleep(800);
+    expect(known.closed()).toBe(false);
+    expect(counters.silent).toBe(1);
   });
 
   test("connections that never finish the TLS handshake are closed at the handshake deadline", async () => {
@@ -406,8 +423,13 @@ describe("listener", () => {
     await eventually(() => expect(running).toBe(2), { timeoutMs: 5_000, intervalMs: 10 });
     // Across connections, the server's bound: MAX_HTTP_ANSWERS_IN_FLIGHT in all.
     const sessions = Array.from({ length: MAX_HTTP_ANSWERS_IN_FLIGHT }, () => http2Connect(`https://127.0.0.1:${port}`, tls));
-    const more = sessions.map((s) => get(s));
+    let busy = 0;
+    const more = sessions.map((s) => get(s).then((status) => (status === 503 && busy++, status)));
     await eventually(() => expect(running).toBe(MAX_HTTP_ANSWERS_IN_FLIGHT), { timeoutMs: 10_000, intervalMs: 10 });
+    // Every request has arrived before the held ones are let go: the two the
+    // server had no room for were told busy (a request still on its way when
+    // the others are released would find room, and be answered).
+    await eventually(() => expect(busy).toBe(2), { timeoutMs: 10_000, intervalMs: 10 });
     release();
     const statuses = [...(await Promise.all(first)), ...(await Promise.all(more))];
     expect(statuses.filter((s) => s === 200).length).toBe(MAX_HTTP_ANSWERS_IN_FLIGHT);
