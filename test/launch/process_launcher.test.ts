@@ -1,6 +1,7 @@
 // `bun run cluster --processes`: node processes of the built out/init on
 // loopback form a cluster as the owner would, and the ctl wrapper the
-// launcher writes reaches it.
+// launcher writes reaches it; a storm of 60 registrations loses none of the
+// owner's calls (issue 46).
 
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
@@ -38,6 +39,17 @@ describe("node processes launched as a cluster", () => {
     expect(cluster.nodes.some((n) => n.running)).toBe(false);
     cluster = undefined;
   }, 180_000);
+
+  test("a storm of 60 registrations (a batch of 50, then 10): all UP, three voters, and every one of the owner's calls reached a curator", async () => {
+    const launched = await launchProcessCluster({ name: "storm-test", nodes: 61, consensus: 3, timeoutMs: 180_000, logger: createLogger("test.storm", { format: "none" }) });
+    cluster = launched.cluster;
+    expect(new Set(cluster.ids.values()).size).toBe(61);
+    expect(launched.figures.ownerCalls).toBeGreaterThan(60);
+    expect(launched.figures.ownerCallFailures).toBe(0);
+    console.log(`storm of 60: all UP ${(launched.figures.allUp / 1000).toFixed(1)} s, formed ${(launched.figures.formed / 1000).toFixed(1)} s, ${launched.figures.ownerCalls} owner calls, ${launched.figures.ownerCallFailures} reached no curator`);
+    await cluster.close();
+    cluster = undefined;
+  }, 420_000);
 
   test("addresses differ between cluster names, and stay in 127.77.0.0/16", () => {
     expect(processAddress("dev", 1)).not.toBe(processAddress("other", 1));
