@@ -118,11 +118,14 @@ type Socket = { destroy(): void; once(event: string, listener: () => void): void
 const connections = new Map<string, { used: boolean; known: () => void }>();
 /** Open connections of every server in this process. */
 let processConnections = 0;
-/** Why connections were dropped by every server of this process, and whether their source was known: "<reason>/<known|stranger>" → how many. */
-const drops = new Map<string, number>();
-function dropped(reason: string, isKnown: boolean): void {
-  const key = `${reason}/${isKnown ? "known" : "stranger"}`;
-  drops.set(key, (drops.get(key) ?? 0) + 1);
+type DroppedSource = "known" | "stranger";
+/** Why connections were dropped by every server of this process, and whether their source was known, by "<reason> <source>". */
+const drops = new Map<string, { reason: string; source: DroppedSource; count: number }>();
+function dropped(reason: string, source: DroppedSource): void {
+  const key = `${reason} ${source}`;
+  const entry = drops.get(key) ?? { reason, source, count: 0 };
+  entry.count++;
+  drops.set(key, entry);
 }
 
 /**
@@ -131,11 +134,8 @@ function dropped(reason: string, isKnown: boolean): void {
  * idle: no call in time) and by whether their source was known: for the
  * node's metrics, so that a storm's lost calls can be told apart.
  */
-export function connectionDrops(): { reason: string; source: "known" | "stranger"; count: number }[] {
-  return [...drops].map(([key, count]) => {
-    const [reason, source] = key.split("/") as [string, "known" | "stranger"];
-    return { reason, source, count };
-  });
+export function connectionDrops(): { reason: string; source: DroppedSource; count: number }[] {
+  return [...drops.values()].map((entry) => ({ ...entry }));
 }
 
 /**
@@ -363,26 +363,25 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
     // Connections too: a share is kept for known sources, so that strangers who fill the rest keep no node or owner out.
     const connectionRoom = isKnown ? limits.maxConnections : limits.maxConnections - Math.floor(limits.maxConnections * RESERVED_SHARE_FOR_KNOWN_SOURCES);
     // A known source is held to the server's bounds, not to one address's
-    // shares of connections and handshakes: many nodes may dial from one address (node processes on one
-    // host, nodes behind one NAT), and a storm of them must not take the
-    // owner's handshakes from that address (issue 46).
+    // shares of connections and handshakes: many nodes may dial from one
+    // address (node processes on one host, nodes behind one NAT), and a
+    // storm of them must not take the owner's handshakes from that address
+    // (issue 46).
     const sourceHandshakes = isKnown ? limits.maxPendingHandshakes : perSource.handshakes;
     const sourceConnections = isKnown ? limits.maxConnections : perSource.connections;
-    const refusal =
-      processConnections >= MAX_CONNECTIONS_PER_PROCESS
-        ? "process-connections"
-        : counters.open >= connectionRoom
-          ? "server-connections"
-          : counters.handshaking >= handshakeRoom
-            ? "server-handshakes"
-            : count.open >= sourceConnections
-              ? "source-connections"
-              : count.handshaking >= sourceHandshakes
-                ? "source-handshakes"
-                : undefined;
-    if (refusal) {
+    // The first bound that is full names the refusal.
+    const full = (
+      [
+        ["process-connections", processConnections >= MAX_CONNECTIONS_PER_PROCESS],
+        ["server-connections", counters.open >= connectionRoom],
+        ["server-handshakes", counters.handshaking >= handshakeRoom],
+        ["source-connections", count.open >= sourceConnections],
+        ["source-handshakes", count.handshaking >= sourceHandshakes],
+      ] as const
+    ).find(([, over]) => over)?.[0];
+    if (full) {
       counters.refused++;
-      dropped(`refused-${refusal}`, isKnown);
+      dropped(`refused-${full}`, isKnown ? "known" : "stranger");
       socket.destroy();
       return;
     }
@@ -405,7 +404,7 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
         setImmediate(() => {
           if (handshaking.has(socket) && !known.has(source) && heardClientHello(socket) === false) {
             counters.silent++;
-            dropped("silent", known.has(source));
+            dropped("silent", "stranger");
             socket.destroy();
           }
         }),
@@ -432,7 +431,7 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
           setImmediate(() => {
             if (connections.get(key)?.used === false) {
               counters.idle++;
-              dropped("idle", known.has(source));
+              dropped("idle", known.has(source) ? "known" : "stranger");
               socket.destroy();
             }
           }),
