@@ -101,26 +101,53 @@ function checkPinned(c: Component): void {
   }
 }
 
-async function buildInto(c: Component, dir: string): Promise<void> {
+/** While a long step runs, how often the build says it is still at it. */
+export const HEARTBEAT_MS = 30_000;
+
+/**
+ * Runs one step of a component's build, saying when it starts, every
+ * HEARTBEAT_MS while it runs, and how long it took: a cold Kubernetes
+ * build is minutes of one `go build`, and nobody should watch one line
+ * that long.
+ */
+export async function loggedStep<T>(what: string, log: (line: string) => void, work: () => Promise<T>, heartbeatMs = HEARTBEAT_MS): Promise<T> {
+  const started = performance.now();
+  const elapsed = () => ((performance.now() - started) / 1000).toFixed(0);
+  log(`${what} …`);
+  const timer = setInterval(() => log(`${what}: still at it after ${elapsed()} s`), heartbeatMs);
+  try {
+    const result = await work();
+    log(`${what}: done in ${elapsed()} s`);
+    return result;
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+async function buildInto(c: Component, dir: string, log: (line: string) => void): Promise<void> {
   const cwd = join(UPSTREAM_DIR, c.name);
   const env = goEnv({ CGO_ENABLED: c.cgo ? "1" : "0" });
   // Download first, so that a module the proxy cannot serve is named as such.
-  try {
-    await run(["go", "mod", "download"], { cwd, env });
-  } catch (cause) {
-    throw new UpstreamBuildError(`${c.name} ${c.version}: fetching modules failed: ${oneLine(cause)}`);
-  }
+  await loggedStep(`${c.name}: fetching modules`, log, async () => {
+    try {
+      await run(["go", "mod", "download"], { cwd, env });
+    } catch (cause) {
+      throw new UpstreamBuildError(`${c.name} ${c.version}: fetching modules failed: ${oneLine(cause)}`);
+    }
+  });
   const ldflags = ["-s", "-w", ...Object.entries(c.stamps).map(([k, v]) => `-X ${k}=${v}`)];
   if (c.staticLink) ldflags.push("-extldflags", "-static");
-  for (const binary of c.binaries) {
+  for (const [i, binary] of c.binaries.entries()) {
     const argv = ["go", "build", "-trimpath", "-buildvcs=false", "-ldflags", ldflags.join(" "), "-o", join(dir, binary.name)];
     if (c.tags.length > 0) argv.push("-tags", c.tags.join(","));
     argv.push(binary.pkg);
-    try {
-      await run(argv, { cwd, env });
-    } catch (cause) {
-      throw new UpstreamBuildError(`${c.name} ${c.version}: building ${binary.name} (${binary.pkg}) failed: ${oneLine(cause)}`);
-    }
+    await loggedStep(`${c.name}: building ${binary.name} (${i + 1} of ${c.binaries.length})`, log, async () => {
+      try {
+        await run(argv, { cwd, env });
+      } catch (cause) {
+        throw new UpstreamBuildError(`${c.name} ${c.version}: building ${binary.name} (${binary.pkg}) failed: ${oneLine(cause)}`);
+      }
+    });
   }
   for (const [link, target] of Object.entries(c.links)) symlinkSync(target, join(dir, link));
 }
@@ -137,7 +164,7 @@ export interface BuildReport {
  * Builds c unless a complete build of the same inputs is cached; returns its
  * folder. Throws UpstreamBuildError (one line: component, version, step).
  */
-export async function buildComponent(c: Component): Promise<BuildReport> {
+export async function buildComponent(c: Component, log: (line: string) => void = () => {}): Promise<BuildReport> {
   const started = performance.now();
   checkPinned(c);
   const dir = await componentDir(c);
@@ -146,7 +173,7 @@ export async function buildComponent(c: Component): Promise<BuildReport> {
   const partial = `${dir}.partial`;
   rmSync(partial, { recursive: true, force: true });
   mkdirSync(partial, { recursive: true });
-  await buildInto(c, partial);
+  await buildInto(c, partial, log);
   const listing = readdirSync(partial).sort().map((name) => {
     const stat = statSync(join(partial, name));
     return `${name} ${stat.size}`;
@@ -156,14 +183,22 @@ export async function buildComponent(c: Component): Promise<BuildReport> {
   return { component: c, dir, built: true, seconds: (performance.now() - started) / 1000 };
 }
 
-/** Builds (or finds) every component, printing one line per component. Returns name -> folder. */
+/**
+ * Builds (or finds) every component, saying what it does as it goes: one
+ * line per cached component; for one it builds, a line as each step starts
+ * and ends and a heartbeat while it runs (see loggedStep). Returns name -> folder.
+ */
 export async function buildUpstream(log: (line: string) => void = console.log): Promise<Record<string, string>> {
   const dirs: Record<string, string> = {};
-  for (const c of COMPONENTS) {
-    const report = await buildComponent(c);
+  const started = performance.now();
+  let built = 0;
+  for (const [i, c] of COMPONENTS.entries()) {
+    const report = await buildComponent(c, (line) => log(`upstream: [${i + 1}/${COMPONENTS.length}] ${line}`));
     dirs[c.name] = report.dir;
+    if (report.built) built++;
     log(report.built ? `upstream: built ${c.name} ${c.version} in ${report.seconds.toFixed(0)} s` : `upstream: ${c.name} ${c.version} cached`);
   }
+  if (built > 0) log(`upstream: ${built} of ${COMPONENTS.length} components built in ${((performance.now() - started) / 1000).toFixed(0)} s`);
   return dirs;
 }
 

@@ -7,7 +7,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../../internal/testing/mod.ts";
-import { buildComponent, componentDir, isComplete, UpstreamBuildError } from "./build.ts";
+import { buildComponent, componentDir, isComplete, loggedStep, UpstreamBuildError } from "./build.ts";
 import { COMPONENTS, type Component } from "./components.ts";
 import { UPSTREAM_DIR } from "./go.ts";
 import { parseStagingModules, skeletonGoMod } from "./pin.ts";
@@ -83,6 +83,25 @@ describe("the cache", () => {
   });
 });
 
+describe("progress", () => {
+  test("a step says when it starts, that it is still at it while it runs, and how long it took", async () => {
+    const lines: string[] = [];
+    const result = await loggedStep("kubernetes: building hyperkube (1 of 1)", (l) => lines.push(l), () => Bun.sleep(130).then(() => 42), 40);
+    expect(result).toBe(42);
+    expect(lines[0]).toBe("kubernetes: building hyperkube (1 of 1) …");
+    expect(lines.filter((l) => /still at it after \d+ s$/.test(l)).length).toBeGreaterThanOrEqual(2);
+    expect(lines.at(-1)).toMatch(/^kubernetes: building hyperkube \(1 of 1\): done in \d+ s$/);
+  });
+
+  test("a failed step stops its heartbeat", async () => {
+    const lines: string[] = [];
+    await expect(loggedStep("x", (l) => lines.push(l), () => Bun.sleep(10).then(() => Promise.reject(new Error("no"))), 20)).rejects.toThrow("no");
+    const count = lines.length;
+    await Bun.sleep(80);
+    expect(lines.length).toBe(count);
+  });
+});
+
 describe("a build that cannot be done", () => {
   test("stops with one line naming the component, its version and the step, and leaves no folder that counts", async () => {
     // A wrapper whose go.mod pins a version the proxy has never served.
@@ -106,7 +125,8 @@ describe("a build that cannot be done", () => {
       writeFileSync(join(wrapper, "go.mod"), skeletonGoMod(bogus, {}));
       writeFileSync(join(wrapper, "go.sum"), "");
       process.env.NODECORE_UPSTREAM_CACHE = join(dir.path, "cache");
-      const error = await buildComponent(bogus).then(
+      const lines: string[] = [];
+      const error = await buildComponent(bogus, (line) => lines.push(line)).then(
         () => undefined,
         (e: unknown) => e,
       );
@@ -116,6 +136,9 @@ describe("a build that cannot be done", () => {
       expect(message).toStartWith("bogus v0.0.0-nodecore-never: fetching modules failed: ");
       expect(message).toContain("github.com/containernetworking/plugins");
       expect(isComplete(await componentDir(bogus), bogus)).toBe(false);
+      // It said what it was doing, and never that the step was done.
+      expect(lines[0]).toBe("bogus: fetching modules …");
+      expect(lines.some((l) => l.includes("done"))).toBe(false);
     } finally {
       delete process.env.NODECORE_UPSTREAM_CACHE;
       Bun.spawnSync(["rm", "-rf", wrapper]);

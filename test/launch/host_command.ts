@@ -5,7 +5,7 @@
 
 import { run, type RunOptions, type RunResult } from "../../image/mod.ts";
 
-export type HostCommandOptions = Pick<RunOptions, "stdin" | "cwd" | "okExitCodes">;
+export type HostCommandOptions = Pick<RunOptions, "stdin" | "cwd" | "okExitCodes" | "inherit">;
 export type HostCommandResult = RunResult;
 
 /** Runs argv to completion; throws CommandError unless it exits with an ok code. */
