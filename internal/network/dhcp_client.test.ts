@@ -160,6 +160,11 @@ function startClient(server: FakeServer, options: { lease?: DhcpLease; timings?:
   const controller = new AbortController();
   const { logger, entries } = captureLogger("dhcp");
   const events: ClientEvent[] = [];
+  // Before the client starts: the client counts its lease's times from
+  // when it began to ask (RFC 2131 4.4.1), which is no earlier than this.
+  // An event's time is later than that by however long the exchange took
+  // on a loaded machine, so it cannot serve as the lease's start.
+  const started = performance.now();
   const result = runDhcpClient(server, {
     signal: controller.signal,
     logger,
@@ -176,7 +181,7 @@ function startClient(server: FakeServer, options: { lease?: DhcpLease; timings?:
   };
   stops.push(stop);
   const leases = () => events.filter((e) => e.kind === "lease").map((e) => e.lease);
-  return { controller, events, entries, result, leases };
+  return { controller, events, entries, result, leases, started };
 }
 
 describe("dhcp client", () => {
@@ -237,15 +242,14 @@ describe("dhcp client", () => {
 
   test("dhcp client renews its lease at T1 by unicast to the server", async () => {
     const server = Object.assign(new FakeServer(), LONG_LEASE);
-    const { events, leases } = startClient(server);
+    const { events, leases, started } = startClient(server);
     await eventually(() => expect(leases().length).toBeGreaterThanOrEqual(2));
     const renewal = server.requests((s) => s.message.ciaddr === OFFERED)[0]!;
     expect(renewal.to).toEqual({ address: SERVER, port: 67 });
     expect(renewal.message.broadcast).toBe(false);
     expect(renewal.message.options.requestedAddress).toBeUndefined();
     expect(renewal.message.options.serverId).toBeUndefined();
-    const firstLease = events[0]!.at;
-    expect(renewal.at - firstLease).toBeGreaterThanOrEqual(LONG_LEASE.renewalSeconds * FAST.secondMs! - 5);
+    expect(renewal.at - started).toBeGreaterThanOrEqual(LONG_LEASE.renewalSeconds * FAST.secondMs! - 1);
     expect(events.some((e) => e.kind === "lost")).toBe(false);
   });
 
@@ -271,10 +275,10 @@ describe("dhcp client", () => {
     const server = new FakeServer();
     server.answerRenew = "ignore";
     server.answerRebind = "ignore";
-    const { events } = startClient(server);
+    const { events, started } = startClient(server);
     const lost = await eventually(() => events.find((e) => e.kind === "lost") ?? false);
     expect(lost).toMatchObject({ reason: "lease expired" });
-    expect(lost!.at - events[0]!.at).toBeGreaterThanOrEqual(LEASE_SECONDS * FAST.secondMs! - 5);
+    expect(lost!.at - started).toBeGreaterThanOrEqual(LEASE_SECONDS * FAST.secondMs! - 1);
     // The new lease expires in turn; only the first three events are this test's.
     await eventually(() => expect(events.slice(0, 3).map((e) => e.kind)).toEqual(["lease", "lost", "lease"]));
     expect(server.discovers().filter((s) => s.at >= lost!.at).length).toBeGreaterThanOrEqual(1);
