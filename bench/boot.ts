@@ -1,4 +1,4 @@
-// Boot figures of the node image under qemu (TCG, -cpu max, DEFAULT_CPUS vCPUs): how
+// Boot figures of the node image under qemu (KVM where it works, else TCG; DEFAULT_CPUS vCPUs): how
 // long after qemu starts a node reaches each milestone on its first boot
 // (formats its data partition, bootstraps a cluster) and on its second (same
 // disk), how long a clean poweroff takes, the image's sizes, and the floor:
@@ -17,7 +17,7 @@ import { mkdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { bootAndWatch, buildImage, cloneDisk, DEFAULT_CPUS, manifestPaths, OUT_DIR, qemuArgs, readManifest, REPO_ROOT, type ConsoleLine } from "../image/mod.ts";
+import { bootAndWatch, buildImage, chooseAccelerator, cloneDisk, DEFAULT_CPUS, manifestPaths, OUT_DIR, qemuArgs, readManifest, REPO_ROOT, type ConsoleLine } from "../image/mod.ts";
 import { createLogger } from "../internal/log/mod.ts";
 import { BOOT_MILESTONES, CONSOLE, createCluster, ensureBuilt, runHostCommand } from "../test/launch/mod.ts";
 import { spread } from "./figures.ts";
@@ -85,7 +85,7 @@ async function floorBoot(): Promise<Timings> {
   await cloneDisk(paths.disk, disk);
   log.info("booting the floor (stand-in init that powers off at once)");
   const started = performance.now();
-  const result = await bootAndWatch(qemuArgs({ kernel: paths.kernel, initramfs: paths.initramfs, disk, cpus, cmdline: manifest.cmdline }), { until: () => false, timeoutMs: FLOOR_TIMEOUT_MS });
+  const result = await bootAndWatch(qemuArgs({ kernel: paths.kernel, initramfs: paths.initramfs, disk, cpus, accel: accel.accel, cmdline: manifest.cmdline }), { until: () => false, timeoutMs: FLOOR_TIMEOUT_MS });
   const exitedMs = performance.now() - started;
   rmSync(disk, { force: true });
   if (result.timedOut || !result.lines.some((l) => FLOOR_LINE.test(l.text))) throw new Error(`the floor boot did not power off by itself: ${result.lines.slice(-5).map((l) => l.text).join(" | ")}`);
@@ -133,6 +133,8 @@ async function nodeRun(run: number): Promise<NodeRun> {
 if (!values["no-build"]) await ensureBuilt(log);
 const manifest = readManifest(imageDir);
 const image = manifestPaths(manifest, imageDir);
+const accel = await chooseAccelerator({ kernel: image.kernel });
+log.info(`qemu accelerator: ${accel.accel} (${accel.reason})`);
 
 const floor = await floorBoot();
 const nodeRuns: NodeRun[] = [];
@@ -148,7 +150,7 @@ const secondOf = column((r) => r.second);
 const width = Math.max(...rows.map((r) => r.length));
 const out: string[] = [
   "",
-  `boot figures: seconds after qemu started (host receive times), TCG -cpu max, ${cpus} vCPU${cpus === 1 ? "" : "s"}, ${runs === 1 ? "one run" : `median of ${runs} runs`}`,
+  `boot figures: seconds after qemu started (host receive times), ${accel.accel.toUpperCase()}, ${cpus} vCPU${cpus === 1 ? "" : "s"}, ${runs === 1 ? "one run" : `median of ${runs} runs`}`,
   `${"".padEnd(width)}  ${"floor".padStart(8)}  ${"boot 1".padStart(8)}  ${"boot 2".padStart(8)}`,
   ...rows.map((name) => `${name.padEnd(width)}  ${secs(floor.get(name)).padStart(8)}  ${secs(firstOf(name)).padStart(8)}  ${secs(secondOf(name)).padStart(8)}`),
   "  floor: same kernel and initramfs contents, a stand-in init that powers off at once (no NIC)",

@@ -1,4 +1,4 @@
-// Cold-start figures under qemu (TCG on this machine): three encrypted
+// Cold-start figures under qemu (KVM where it works; TCG on this machine): three encrypted
 // consensus VMs are all powered off, then powered on, and come back by
 // combining the threshold shares they hold for each other (README, "Cold
 // start"). Measures, for two full stops:
@@ -16,7 +16,7 @@ import { join } from "node:path";
 import { OUT_DIR, REPO_ROOT } from "../image/mod.ts";
 import { createLogger } from "../internal/log/mod.ts";
 import { eventually } from "../internal/testing/mod.ts";
-import { figure, seconds } from "./figures.ts";
+import { figure, qemuAccel, seconds } from "./figures.ts";
 import { CONSOLE, createCluster, ensureBuilt, formCluster, type FormedCluster } from "../test/launch/mod.ts";
 
 const args = process.argv.slice(2);
@@ -79,7 +79,7 @@ try {
     { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "ctl cluster info" },
   );
   for (const node of cluster.nodes) await node.waitForConsole(SHARES_MADE, STEP_TIMEOUT_MS); // first boots: the lines are there
-  console.log(`cold-start figures under qemu (${new Date().toISOString()}, ${navigator.hardwareConcurrency} cores, TCG), 3 consensus members, threshold 2 of 2`);
+  console.log(`cold-start figures under qemu (${new Date().toISOString()}, ${navigator.hardwareConcurrency} cores, ${await qemuAccel()}), 3 consensus members, threshold 2 of 2`);
 
   await stopAll();
   let wall = Date.now();

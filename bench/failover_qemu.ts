@@ -16,7 +16,7 @@ import { OUT_DIR, REPO_ROOT } from "../image/mod.ts";
 import { createLogger } from "../internal/log/mod.ts";
 import { LEADER_LEASE_TTL_S } from "../internal/curator/mod.ts";
 import { eventually } from "../internal/testing/mod.ts";
-import { figure, percentile, seconds } from "./figures.ts";
+import { figure, percentile, qemuAccel, seconds } from "./figures.ts";
 import { CONSOLE, createCluster, ensureBuilt, formCluster, waitForVoters, type NodeVm } from "../test/launch/mod.ts";
 
 const args = process.argv.slice(2);
@@ -44,7 +44,7 @@ function currentLeader(): NodeVm | undefined {
 try {
   const formed = await formCluster(cluster, { timeoutMs: STEP_TIMEOUT_MS, logger: logger.child("formation") });
   await formed.ctl("cluster", "info");
-  console.log(`failover figures under qemu (${new Date().toISOString()}, ${navigator.hardwareConcurrency} cores, TCG, leader lease TTL ${LEADER_LEASE_TTL_S} s)`);
+  console.log(`failover figures under qemu (${new Date().toISOString()}, ${navigator.hardwareConcurrency} cores, ${await qemuAccel()}, leader lease TTL ${LEADER_LEASE_TTL_S} s)`);
   const writes: number[] = [];
   const nodes: number[] = [];
   for (let n = 0; n < TRIALS; n++) {

@@ -1,6 +1,9 @@
 // How the bench scripts print and summarise what they measure: one figure
 // per line, name then value, and percentiles over the sorted samples.
 
+import { join } from "node:path";
+import { chooseAccelerator, manifestPaths, OUT_DIR, readManifest, REPO_ROOT } from "../image/mod.ts";
+
 /** Prints "name ........ value", names padded to `width` so values line up. */
 export function figure(name: string, value: string, width = 62): void {
   console.log(`${name.padEnd(width)} ${value}`);
@@ -19,4 +22,14 @@ export function spread(samples: readonly number[], digits = 1): string {
 export function percentile(samples: readonly number[], p: number): number {
   const sorted = [...samples].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+/**
+ * How qemu runs this bench's VMs, for its heading: "KVM -cpu host" or "TCG
+ * -cpu max". The clusters' launches made the decision (image/accel.ts); this
+ * reads it from the same cache.
+ */
+export async function qemuAccel(imageDir = join(REPO_ROOT, OUT_DIR)): Promise<string> {
+  const choice = await chooseAccelerator({ kernel: manifestPaths(readManifest(imageDir), imageDir).kernel });
+  return choice.accel === "kvm" ? "KVM -cpu host" : "TCG -cpu max";
 }

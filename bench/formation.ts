@@ -12,7 +12,7 @@ import { parseArgs } from "node:util";
 import { DEFAULT_CPUS, OUT_DIR, REPO_ROOT } from "../image/mod.ts";
 import { createLogger } from "../internal/log/mod.ts";
 import { createCluster, ensureBuilt, formCluster, type FormationStage } from "../test/launch/mod.ts";
-import { spread } from "./figures.ts";
+import { qemuAccel, spread } from "./figures.ts";
 
 const NODES = 3;
 const STEP_TIMEOUT_MS = 300_000;
@@ -61,7 +61,7 @@ for (let i = 1; i <= runs; i++) results.push(await formOnce(i));
 const order: FormationStage[] = ["node1 UP", "owner took ownership", "every node registered", "every node UP", "consensus roles given", "voters"];
 const lines = [
   "",
-  `three-node qemu formation (TCG -cpu max, ${cpus} vCPU${cpus === 1 ? "" : "s"} per VM, fresh disks): seconds after the first VM started, min / median / max of ${runs} run${runs === 1 ? "" : "s"}`,
+  `three-node qemu formation (${await qemuAccel(imageDir)}, ${cpus} vCPU${cpus === 1 ? "" : "s"} per VM, fresh disks): seconds after the first VM started, min / median / max of ${runs} run${runs === 1 ? "" : "s"}`,
   ...order.map((stage) => `  ${stage.padEnd(24)} ${spread(results.map((r) => r.get(stage)!))}`),
   "  stage lengths",
   ...order.slice(1).map((stage, i) => `    ${order[i]} → ${stage}`.padEnd(52) + spread(results.map((r) => r.get(stage)! - r.get(order[i]!)!))),

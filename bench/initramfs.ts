@@ -14,7 +14,7 @@ import { mkdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { bootAndWatch, cloneDisk, DEFAULT_CPUS, manifestPaths, OUT_DIR, qemuArgs, readManifest, REPO_ROOT } from "../image/mod.ts";
+import { bootAndWatch, chooseAccelerator, cloneDisk, DEFAULT_CPUS, manifestPaths, OUT_DIR, qemuArgs, readManifest, REPO_ROOT } from "../image/mod.ts";
 import { createLogger } from "../internal/log/mod.ts";
 import { CONSOLE, runHostCommand } from "../test/launch/mod.ts";
 
@@ -47,6 +47,7 @@ const VARIANTS: Variant[] = [
 
 const manifest = readManifest(imageDir);
 const image = manifestPaths(manifest, imageDir);
+const accel = await chooseAccelerator({ kernel: image.kernel });
 const workDir = join(tmpdir(), "nodecore-bench-initramfs");
 mkdirSync(workDir, { recursive: true });
 const disk = join(workDir, "disk.img");
@@ -66,7 +67,7 @@ async function variantFile(variant: Variant, index: number): Promise<{ path: str
 async function bootToInit(initramfs: string): Promise<{ hostMs: number; kernelS: number | undefined }> {
   rmSync(disk, { force: true });
   await cloneDisk(image.disk, disk);
-  const result = await bootAndWatch(qemuArgs({ kernel: image.kernel, initramfs, disk }), { until: (text) => CONSOLE.kernelRunsInit.test(text), timeoutMs: BOOT_TIMEOUT_MS });
+  const result = await bootAndWatch(qemuArgs({ kernel: image.kernel, initramfs, disk, accel: accel.accel }), { until: (text) => CONSOLE.kernelRunsInit.test(text), timeoutMs: BOOT_TIMEOUT_MS });
   if (!result.matched) throw new Error(`the kernel did not run /init: ${result.lines.slice(-5).map((l) => l.text).join(" | ")}`);
   const stamp = KERNEL_STAMP.exec(result.matched.text);
   return { hostMs: result.matched.ms, kernelS: stamp ? Number(stamp[1]) : undefined };
@@ -92,7 +93,7 @@ rmSync(workDir, { recursive: true, force: true });
 process.stdout.write(
   [
     "",
-    `initramfs variants: qemu start → kernel runs /init (TCG -cpu max, ${DEFAULT_CPUS} vCPUs, ${runs} boots each; min / median / max, seconds)`,
+    `initramfs variants: qemu start → kernel runs /init (${accel.accel.toUpperCase()}, ${DEFAULT_CPUS} vCPUs, ${runs} boots each; min / median / max, seconds)`,
     `${"variant".padEnd(10)} ${"size".padStart(10)} ${"build".padStart(8)}   ${"host clock".padStart(20)}   ${"kernel clock".padStart(20)}`,
     ...rows,
     "",

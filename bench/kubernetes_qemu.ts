@@ -22,7 +22,7 @@ import { createLogger } from "../internal/log/mod.ts";
 import { eventually } from "../internal/testing/mod.ts";
 import { createCluster, ensureBuilt, formCluster } from "../test/launch/mod.ts";
 import { ownerKubectl } from "./owner_kubectl.ts";
-import { figure, percentile, seconds } from "./figures.ts";
+import { figure, percentile, qemuAccel, seconds } from "./figures.ts";
 
 const STEP_TIMEOUT_MS = 600_000;
 const POLL_MS = 1_000;
@@ -111,7 +111,7 @@ try {
   const apiserverRss = await rss("/metrics");
   const kubeletRss = await rss(`/api/v1/nodes/${worker}/proxy/metrics`);
 
-  console.log(`\nKubernetes in qemu (TCG -cpu max, ${sizeVms(2, thisHost()).cpus} vCPU(s) per VM, sized to the host, node1 controller, node2 worker, fresh disks)`);
+  console.log(`\nKubernetes in qemu (${await qemuAccel(imageDir)}, ${sizeVms(2, thisHost()).cpus} vCPU(s) per VM, sized to the host, node1 controller, node2 worker, fresh disks)`);
   figure("node1 UP → its apiserver ready for the owner's kubectl", seconds(apiserverReady));
   figure("kubernetes-worker set on node2 → its Node Ready", seconds(nodeReady));
   figure(`kubectl apply → pod Running, ${pods} pods one after another: p50 / max`, `${seconds(percentile(running, 50))} / ${seconds(Math.max(...running))}`);

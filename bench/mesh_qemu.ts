@@ -23,7 +23,7 @@ import { createLogger } from "../internal/log/mod.ts";
 import { eventually } from "../internal/testing/mod.ts";
 import { createCluster, ensureBuilt, formCluster, httpBody, httpGetCommand } from "../test/launch/mod.ts";
 import { ownerKubectl } from "./owner_kubectl.ts";
-import { figure, seconds } from "./figures.ts";
+import { figure, qemuAccel, seconds } from "./figures.ts";
 
 const STEP_TIMEOUT_MS = 900_000;
 const POLL_MS = 1_000;
@@ -154,7 +154,7 @@ try {
   await eventually(async () => (await fetchIn(clusterIp, 80)) === "v2", { timeoutMs: STEP_TIMEOUT_MS, intervalMs: 250, what: "the Service answering with v2" });
   const endpointChange = performance.now() - moved;
 
-  console.log(`\nCluster network in qemu (TCG -cpu max, ${sizeVms(3, thisHost()).cpus} vCPU(s) per VM, sized to the host, three VMs on this machine's cores; node1 controller, node2 and node3 workers; fresh disks)`);
+  console.log(`\nCluster network in qemu (${await qemuAccel(imageDir)}, ${sizeVms(3, thisHost()).cpus} vCPU(s) per VM, sized to the host, three VMs on this machine's cores; node1 controller, node2 and node3 workers; fresh disks)`);
   figure("kubernetes-worker set on node3 → its Node Ready", seconds(nodeReady));
   figure("kubernetes-worker set on node3 → a pod on it answers node2's pod by IP", seconds(nodeAdded));
   figure("round trip, pod → pod across the mesh (avg of 20)", `${meshRtt.toFixed(1)} ms`);

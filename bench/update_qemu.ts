@@ -1,4 +1,4 @@
-// Update figures under qemu (TCG on this machine): three consensus VMs at
+// Update figures under qemu (KVM where it works; TCG on this machine): three consensus VMs at
 // v1 (out/image), v2 and v3 built from the same tree with `bun run image
 // --version` (v3 with --test-fault no-rejoin: it never rejoins, and its
 // trial bound is 30 s). Measures:
@@ -17,7 +17,7 @@ import { join } from "node:path";
 import { OUT_DIR, readManifest, REPO_ROOT } from "../image/mod.ts";
 import { createLogger } from "../internal/log/mod.ts";
 import { eventually } from "../internal/testing/mod.ts";
-import { figure, seconds } from "./figures.ts";
+import { figure, qemuAccel, seconds } from "./figures.ts";
 import { createCluster, ensureBuilt, formCluster, runHostCommand } from "../test/launch/mod.ts";
 import { nextVersion } from "../test/e2e/updates.ts";
 
@@ -59,7 +59,7 @@ try {
     },
     { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "the cluster healthy" },
   );
-  console.log(`update figures under qemu (${new Date().toISOString()}, ${navigator.hardwareConcurrency} cores, TCG), 3 consensus members, ${v1} → ${v2}`);
+  console.log(`update figures under qemu (${new Date().toISOString()}, ${navigator.hardwareConcurrency} cores, ${await qemuAccel(imageDir)}), 3 consensus members, ${v1} → ${v2}`);
 
   let started = performance.now();
   const rolled = await formed.ctl("cluster", "update", "--image", v2Bundle, "--max-unavailable", "1", "--json");

@@ -25,7 +25,7 @@ import { createCluster, ensureBuilt, formCluster } from "../test/launch/mod.ts";
 import { startKubernetes } from "../test/launch/kubernetes_start.ts";
 import { sizeVms, thisHost } from "../test/launch/vm_sizing.ts";
 import { ownerKubectl } from "./owner_kubectl.ts";
-import { figure, percentile, seconds } from "./figures.ts";
+import { figure, percentile, qemuAccel, seconds } from "./figures.ts";
 
 const STEP_TIMEOUT_MS = 900_000;
 const EXEC_EVERY_MS = 10_000;
@@ -140,7 +140,7 @@ const rows: Row[] = [];
 if (values.only !== "sized") rows.push(await run("2 vCPUs per VM (before)", 2));
 if (values.only !== "2") rows.push(await run(`sized: ${sized.cpus} vCPU${sized.cpus === 1 ? "" : "s"} per VM`, undefined));
 const host = thisHost();
-console.log(`\nThree VMs (node1 controller and worker, node2 and node3 workers) on this host (${host.cpus} cores, ${host.memoryMiB} MiB), TCG -cpu max, fresh disks; ${minutes} min of load (3 CPU-bound pods)`);
+console.log(`\nThree VMs (node1 controller and worker, node2 and node3 workers) on this host (${host.cpus} cores, ${host.memoryMiB} MiB), ${await qemuAccel(imageDir)}, fresh disks; ${minutes} min of load (3 CPU-bound pods)`);
 for (const row of rows) {
   console.log(`\n${row.label}`);
   figure("node1 UP → three voting members", seconds(row.formation));

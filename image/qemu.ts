@@ -1,9 +1,10 @@
 // Booting the image under qemu: the command line, and a runner that follows
 // the serial console line by line until a condition, a deadline or exit.
 //
-// Always TCG (this host's /dev/kvm cannot run a normal guest) with -cpu max
-// (bun dies on an invalid opcode with qemu's default CPU model).
+// The accelerator is the caller's choice (image/accel.ts probes which one
+// works here: KVM where it runs a guest, TCG otherwise).
 
+import { accelArgs, type Accelerator } from "./accel.ts";
 import { DEFAULT_KERNEL_CMDLINE } from "./layout.ts";
 
 export const QEMU_BINARY = "qemu-system-x86_64";
@@ -31,6 +32,8 @@ export const DEFAULT_CPUS = 2;
 const KILL_GRACE_MS = 5_000;
 
 export interface QemuOptions {
+  /** KVM or TCG: chooseAccelerator's decision (image/accel.ts). */
+  accel: Accelerator;
   /** The kernel qemu boots: slot a's build, standing in for the firmware's fixed entry. */
   kernel: string;
   /** Its initrd: the slot's initramfs (the node OS). */
@@ -58,10 +61,7 @@ function escapeOptionValue(value: string): string {
 export function qemuArgs(options: QemuOptions): string[] {
   const argv = [
     QEMU_BINARY,
-    "-accel",
-    "tcg",
-    "-cpu",
-    "max",
+    ...accelArgs(options.accel),
     "-m",
     String(options.memoryMiB ?? DEFAULT_MEMORY_MIB),
     "-smp",

@@ -23,6 +23,7 @@ import {
   BOOT_PACKAGES,
   bootAndWatch,
   buildImage,
+  chooseAccelerator,
   cloneDisk,
   DEFAULT_INIT_BINARY,
   ensurePackages,
@@ -115,7 +116,9 @@ const disk = join(WORK_DIR, "disk.img");
 rmSync(disk, { force: true });
 await cloneDisk(paths.disk, disk);
 
-const argv = qemuArgs({ kernel: paths.kernel, initramfs: paths.initramfs, disk, cmdline: values.cmdline ?? manifest.cmdline, fwCfg: FW_CFG_TEST });
+const accel = await chooseAccelerator({ kernel: paths.kernel });
+log.info("qemu accelerator", { accel: accel.accel, reason: accel.reason });
+const argv = qemuArgs({ kernel: paths.kernel, initramfs: paths.initramfs, disk, accel: accel.accel, cmdline: values.cmdline ?? manifest.cmdline, fwCfg: FW_CFG_TEST });
 log.info("booting", { command: argv.join(" ") });
 const result = await bootAndWatch(argv, {
   until: (line) => standIn && STAND_IN_DONE.test(line),

@@ -4,6 +4,9 @@
 // module loading from modules.load, sysfs and fw_cfg, the partitions by
 // GPT name, the ESP (vfat), LUKS2 + ext4 on the data partition, etcd. Then it
 // powers the VM off — on success or failure, since PID 1 must not exit.
+// Off PID 1 it answers only `--version` (the image build asks every init
+// for its build name) and otherwise refuses: on a host it would format a
+// disk and power the host off.
 
 import { dlopen, FFIType, ptr, read } from "bun:ffi";
 import { existsSync, mkdirSync, openSync, closeSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
@@ -17,6 +20,15 @@ const DEVICE_POLL_MS = 50;
 const FW_CFG_ITEM = "/sys/firmware/qemu_fw_cfg/by_name/opt/test/raw";
 const LUKS_NAME = "data";
 const LUKS_KEY_FILE = "/run/smoke.key";
+
+if (process.argv[2] === "--version") {
+  process.stdout.write("smoke-stand-in\n");
+  process.exit(0);
+}
+if (process.pid !== 1) {
+  process.stderr.write("smoke_init: not PID 1, doing nothing (this is a VM's stand-in init)\n");
+  process.exit(2);
+}
 
 const started = performance.now();
 const uptime = (): string => readFileSync("/proc/uptime", "utf8").split(" ")[0] ?? "?";

@@ -23,7 +23,8 @@ import { NodeParametersSchema } from "../../proto/gen/api/configuration_pb.ts";
 import { bootMilestones, CONSOLE, createCluster, ctlFor, formatMilestones, type Cluster, type ConsoleLine, type NodeVm } from "../launch/mod.ts";
 import { flipByte, hasExt4Magic, isLuks2, partitionContains, partitionExtent, readLuks2Header } from "./disk_inspection.ts";
 import { SYSTEM_A_PARTITION_NUMBER, SYSTEM_B_PARTITION_NUMBER } from "../../image/layout.ts";
-import { readManifest } from "../../image/mod.ts";
+import { AcceleratorError, chooseAccelerator, manifestPaths, readManifest, REPO_ROOT } from "../../image/mod.ts";
+import { join } from "node:path";
 import { buildUpdateImage, nextVersion } from "./updates.ts";
 import { assert, assertEqual, e2eCleanup, e2eTest, type E2eContext } from "./harness.ts";
 
@@ -117,6 +118,31 @@ function assertNoPanic(node: NodeVm): void {
   const panic = node.console.find(CONSOLE.kernelPanic);
   assert(panic === undefined, `${node.name}'s kernel panicked: ${panic?.text}`);
 }
+
+e2eTest("qemu runs the nodes with KVM where a kernel boots under it and with TCG otherwise, saying why; the launcher refuses --accel kvm where KVM cannot run a guest", async (ctx) => {
+  const kernel = manifestPaths(readManifest(ctx.imageDir), ctx.imageDir).kernel;
+  // The probe itself, not its cached decision (image/accel.ts).
+  const probed = await chooseAccelerator({ kernel, cacheFile: null });
+  ctx.report(`accelerator probe on this host: ${probed.accel.toUpperCase()}, ${probed.reason}`);
+  assert(probed.reason.length > 0 && !probed.reason.includes("\n"), `the decision should carry a one-line reason: ${JSON.stringify(probed.reason)}`);
+  const asked = await chooseAccelerator({ kernel, cacheFile: null, asked: "kvm" }).then(
+    (choice) => choice.accel,
+    (error: unknown) => error as Error,
+  );
+  if (probed.accel === "kvm") {
+    assertEqual(asked, "kvm", "--accel kvm where KVM works");
+    return;
+  }
+  assert(asked instanceof AcceleratorError, `--accel kvm should be refused where the probe chose TCG: ${String(asked)}`);
+  // As an operator would ask for it: the launcher stops before it sets anything up, in one line naming why.
+  const launch = Bun.spawn([process.execPath, join(REPO_ROOT, "test/launch/cluster.ts"), "--no-build", "--image-dir", ctx.imageDir, "--accel", "kvm", "--nodes", "1", "--name", "accel"], { stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const [exitCode, stdout, stderr] = await Promise.all([launch.exited, new Response(launch.stdout).text(), new Response(launch.stderr).text()]);
+  assertEqual(exitCode, 1, `the launcher's exit code (${stderr.trim()})`);
+  const said = `${stdout}${stderr}`;
+  const refusal = said.split("\n").find((l) => l.includes("--accel kvm: KVM cannot run a guest on this host: "));
+  assert(refusal !== undefined, `the launcher should say why it cannot use KVM: ${said.slice(-600)}`);
+  assert(!/namespace|prepared/.test(said), `nothing should be set up before the refusal: ${said.slice(-600)}`);
+});
 
 e2eTest("a node reads its parameters from fw_cfg, mounts its ESP, formats and mounts its encrypted data partition (with project quotas, proven) and gets its address", async (ctx) => {
   const node = (await theCluster(ctx)).node("node1");

@@ -15,7 +15,8 @@
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { OUT_DIR, REPO_ROOT } from "../../image/mod.ts";
+import { availableParallelism } from "node:os";
+import { chooseAccelerator, manifestPaths, OUT_DIR, readManifest, REPO_ROOT } from "../../image/mod.ts";
 import { createLogger } from "../../internal/log/mod.ts";
 import { ensureBuilt } from "../launch/mod.ts";
 import { registry, type E2eContext } from "./harness.ts";
@@ -86,6 +87,10 @@ function consoleTails(sinceMs: number): string[] {
 }
 
 if (!values["no-build"]) await ensureBuilt(logger);
+// Every figure depends on it: the clusters' launches take this decision
+// from the same cache (image/accel.ts), so it is made once, here.
+const accel = await chooseAccelerator({ kernel: manifestPaths(readManifest(context.imageDir), context.imageDir).kernel });
+logger.info(`qemu runs the nodes with ${accel.accel.toUpperCase()}: ${accel.reason}`);
 
 const files = readdirSync(import.meta.dir)
   .filter((f) => f.endsWith(".e2e.ts") && positionals.every((p) => f.includes(p)))
@@ -130,7 +135,7 @@ for (const file of new Set(registry.tests.map((t) => t.file))) {
   }
 }
 
-if (figures.length) process.stdout.write(`\n${figures.join("\n")}\n`);
+if (figures.length) process.stdout.write(`\nfigures (qemu with ${accel.accel.toUpperCase()}, ${accel.reason}; this host: ${availableParallelism()} cores):\n${figures.join("\n")}\n`);
 if (failures.length) process.stdout.write(`\nfailed:\n${failures.join("\n")}\n`);
 process.stdout.write(`\n${passed} passed, ${failed} failed${skipped ? `, ${skipped} long steps skipped (--long runs them)` : ""}\n`);
 process.exit(failed > 0 || passed === 0 ? 1 : 0);

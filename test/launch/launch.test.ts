@@ -232,15 +232,15 @@ describe("launcher arguments", () => {
   test("no arguments launch the default cluster: three quiet nodes, built first", () => {
     expect(parseLauncherArgs([])).toEqual({
       kind: "launch",
-      options: { nodes: DEFAULT_NODES, processes: false, name: "dev", verbose: false, keep: false, timeoutMs: DEFAULT_UP_TIMEOUT_S * 1000, memoryMiB: undefined, cpus: undefined, build: true, imageDir: undefined, kubernetesDir: undefined },
+      options: { nodes: DEFAULT_NODES, processes: false, name: "dev", verbose: false, keep: false, timeoutMs: DEFAULT_UP_TIMEOUT_S * 1000, memoryMiB: undefined, cpus: undefined, accel: undefined, build: true, imageDir: undefined, kubernetesDir: undefined },
     });
   });
 
   test("every option is read, as '--option value' or '--option=value'", () => {
-    const parsed = parseLauncherArgs(["--nodes", "1", "--name=e2e", "--verbose", "--keep", "--timeout=60", "--memory", "2048", "--cpus", "1", "--no-build", "--image-dir", "/images"]);
+    const parsed = parseLauncherArgs(["--nodes", "1", "--name=e2e", "--verbose", "--keep", "--timeout=60", "--memory", "2048", "--cpus", "1", "--accel", "tcg", "--no-build", "--image-dir", "/images"]);
     expect(parsed).toEqual({
       kind: "launch",
-      options: { nodes: 1, processes: false, name: "e2e", verbose: true, keep: true, timeoutMs: 60_000, memoryMiB: 2048, cpus: 1, build: false, imageDir: "/images", kubernetesDir: undefined },
+      options: { nodes: 1, processes: false, name: "e2e", verbose: true, keep: true, timeoutMs: 60_000, memoryMiB: 2048, cpus: 1, accel: "tcg", build: false, imageDir: "/images", kubernetesDir: undefined },
     });
     expect(parseLauncherArgs(["--kubernetes", "/opt/k8s"])).toMatchObject({ kind: "launch", options: { kubernetesDir: "/opt/k8s", build: true } });
     expect(parseLauncherArgs(["--kubernetes=/opt/k8s", "--no-build"])).toEqual({
@@ -253,7 +253,7 @@ describe("launcher arguments", () => {
     const parsed = parseLauncherArgs(["--processes", "--nodes", "50", "--name", "many"]);
     expect(parsed).toEqual({
       kind: "launch",
-      options: { nodes: 50, processes: true, name: "many", verbose: false, keep: false, timeoutMs: DEFAULT_UP_TIMEOUT_S * 1000, memoryMiB: undefined, cpus: undefined, build: true, imageDir: undefined, kubernetesDir: undefined },
+      options: { nodes: 50, processes: true, name: "many", verbose: false, keep: false, timeoutMs: DEFAULT_UP_TIMEOUT_S * 1000, memoryMiB: undefined, cpus: undefined, accel: undefined, build: true, imageDir: undefined, kubernetesDir: undefined },
     });
     const message = (argv: string[]) => {
       const result = parseLauncherArgs(argv);
@@ -287,6 +287,8 @@ describe("launcher arguments", () => {
     expect(message(["--verbose=yes"])).toBe("--verbose takes no value, got '--verbose=yes'");
     expect(message(["3"])).toStartWith("unexpected argument '3'");
     expect(message(["--timeout", "1e9"])).toStartWith("--timeout must be a whole number");
+    expect(message(["--accel", "hvf"])).toBe("--accel must be one of kvm, tcg, got 'hvf'");
+    expect(message(["--processes", "--accel", "kvm"])).toBe("--accel is for VMs; node processes do without it (drop it, or drop --processes)");
   });
 });
 

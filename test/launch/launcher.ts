@@ -3,7 +3,7 @@
 
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { cloneDisk, manifestPaths, OUT_DIR, readManifest, REPO_ROOT } from "../../image/mod.ts";
+import { chooseAccelerator, cloneDisk, manifestPaths, OUT_DIR, readManifest, REPO_ROOT, type Accelerator, type AcceleratorChoice } from "../../image/mod.ts";
 import { createLogger, type Logger } from "../../internal/log/mod.ts";
 import { ClusterDir } from "./cluster_dir.ts";
 import { DhcpServer, type StaticLease } from "./dhcp_server.ts";
@@ -58,6 +58,8 @@ export interface ClusterOptions {
   memoryMiB?: number;
   /** vCPUs per VM (default: sized to the host, vm_sizing.ts). */
   cpus?: number;
+  /** KVM or TCG (default: probed, image/accel.ts); "kvm" fails the launch where KVM cannot run a guest. */
+  accel?: Accelerator;
   /** The kernel command line (default: the image's, slot a's). */
   cmdline?: string;
   /** Where the built image is (default out/image). */
@@ -91,6 +93,8 @@ export class Cluster {
 
   constructor(
     readonly name: string,
+    /** KVM or TCG, and why: the e2e and the benches print it beside their figures. */
+    readonly accel: AcceleratorChoice,
     readonly dir: ClusterDir,
     readonly ns: NetworkNamespace,
     readonly owner: OwnerKey,
@@ -179,6 +183,9 @@ export async function createCluster(options: ClusterOptions = {}): Promise<Clust
   const manifest = readManifest(imageDir);
   const image = manifestPaths(manifest, imageDir);
   for (const file of Object.values(image)) if (!existsSync(file)) throw new Error(`image file ${file} is missing: run bun image/build.ts`);
+  // Before anything is set up: a --accel kvm that cannot be honoured stops here.
+  const accel = await chooseAccelerator({ kernel: image.kernel, asked: options.accel });
+  logger.info(`qemu runs the nodes with ${accel.accel.toUpperCase()}: ${accel.reason}`);
 
   const dir = ClusterDir.open(options.dir ?? join(REPO_ROOT, CLUSTER_DIRS, name), { fresh: options.fresh ?? true });
   const subnetIndex = options.subnetIndex ?? DEFAULT_SUBNET_INDEX;
@@ -246,6 +253,7 @@ export async function createCluster(options: ClusterOptions = {}): Promise<Clust
           // controller; every node of a launched cluster is a worker.
           memoryMiB: index === 1 ? sizing.controllerMemoryMiB : sizing.workerMemoryMiB,
           cpus: sizing.cpus,
+          accel: accel.accel,
           echo: !(options.quiet ?? false),
           ns,
           logger,
@@ -256,7 +264,7 @@ export async function createCluster(options: ClusterOptions = {}): Promise<Clust
     dhcp = await DhcpServer.start(ns, { leaseFile: dir.dhcpLeases, logFile: dir.dhcpLog, leases, ntpServer: true });
     registry = await startClusterRegistry(ns, join(dir.path, "registry"));
     logger.info(`cluster ${name} prepared`, { namespace: ns.name, subnet: `${subnet.prefix}.0/24`, nodes: nodes.length, dir: dir.path, registry: registry.host });
-    return new Cluster(name, dir, ns, owner, nodes, dhcp, logger, timeServer, registry);
+    return new Cluster(name, accel, dir, ns, owner, nodes, dhcp, logger, timeServer, registry);
   } catch (err) {
     undo();
     throw err;

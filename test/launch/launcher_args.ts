@@ -4,6 +4,7 @@
 // than node:util parseArgs, whose mistakes are TypeErrors with messages
 // about positional arguments and ambiguity that do not name the fix.
 
+import { ACCELERATORS, type Accelerator } from "../../image/mod.ts";
 import { CLUSTER_NAME, DEFAULT_CLUSTER_NAME } from "./launcher.ts";
 
 /** A cluster of three: every node a consensus member, as issue #5 asks of the main command. */
@@ -24,7 +25,7 @@ export const MAX_MEMORY_MIB = 65_536;
 export const MAX_CPUS = 64;
 
 export const USAGE = [
-  "usage: bun run cluster [--nodes N] [--name dev] [--verbose] [--keep] [--timeout seconds] [--cpus N] [--memory MiB] [--no-build] [--image-dir dir] [--kubernetes dir]",
+  "usage: bun run cluster [--nodes N] [--name dev] [--verbose] [--keep] [--timeout seconds] [--cpus N] [--memory MiB] [--accel kvm|tcg] [--no-build] [--image-dir dir] [--kubernetes dir]",
   "       bun run cluster --processes [--nodes N] [--name dev] [--timeout seconds] [--no-build]",
   `  --nodes N     how many nodes, 1..${MAX_NODES} VMs (default ${DEFAULT_NODES}), each with the consensus role;`,
   `                with --processes 1..${MAX_PROCESS_NODES}, the first ${PROCESS_CONSENSUS_NODES} with the consensus role`,
@@ -36,6 +37,8 @@ export const USAGE = [
   `  --timeout s   deadline of each formation step (default ${DEFAULT_UP_TIMEOUT_S})`,
   "  --cpus N      vCPUs per node (default: this host's cores shared among the nodes, 1 to 4 each)",
   "  --memory MiB  memory per node (default: 2560 for node1, 1536 for the others, less if the host has less)",
+  "  --accel a     kvm or tcg (default: KVM when it can boot a guest on this host, checked once per",
+  "                host boot; software emulation otherwise)",
   "  --no-build    do not bring out/ up to date first",
   "  --image-dir   boot the image in dir instead of out/image (with --no-build: one built elsewhere)",
   "  --kubernetes  build the Kubernetes server binaries in dir (kube-apiserver, kube-controller-manager,",
@@ -53,6 +56,8 @@ export interface LaunchOptions {
   timeoutMs: number;
   memoryMiB: number | undefined;
   cpus: number | undefined;
+  /** --accel: undefined lets the launcher probe (image/accel.ts). */
+  accel: Accelerator | undefined;
   build: boolean;
   imageDir: string | undefined;
   /** The user's Kubernetes server binaries, built into the image. */
@@ -62,7 +67,7 @@ export interface LaunchOptions {
 export type LauncherArgs = { kind: "launch"; options: LaunchOptions } | { kind: "help" } | { kind: "error"; message: string };
 
 const FLAGS = ["verbose", "keep", "no-build", "help", "processes"] as const;
-const VALUED = ["nodes", "name", "timeout", "cpus", "memory", "image-dir", "kubernetes"] as const;
+const VALUED = ["nodes", "name", "timeout", "cpus", "memory", "accel", "image-dir", "kubernetes"] as const;
 type Flag = (typeof FLAGS)[number];
 type Valued = (typeof VALUED)[number];
 
@@ -100,6 +105,9 @@ function checkValue(option: Valued, value: string): void {
       return;
     case "cpus":
       wholeNumber("--cpus", value, 1, MAX_CPUS);
+      return;
+    case "accel":
+      if (!(ACCELERATORS as readonly string[]).includes(value)) throw new ArgumentError(`--accel must be one of ${ACCELERATORS.join(", ")}, got '${value}'`);
       return;
     case "image-dir":
     case "kubernetes":
@@ -149,7 +157,7 @@ export function parseLauncherArgs(argv: readonly string[]): LauncherArgs {
   const nodes = Number(values.get("nodes") ?? DEFAULT_NODES);
   if (!processes && nodes > MAX_NODES) return { kind: "error", message: nodesMessage(String(nodes)) };
   if (processes) {
-    const vmOnly = [...(["keep", "verbose"] as const).filter((f) => flags.has(f)), ...(["cpus", "memory", "image-dir", "kubernetes"] as const).filter((v) => values.has(v))];
+    const vmOnly = [...(["keep", "verbose"] as const).filter((f) => flags.has(f)), ...(["cpus", "memory", "accel", "image-dir", "kubernetes"] as const).filter((v) => values.has(v))];
     if (vmOnly.length > 0) return { kind: "error", message: `--${vmOnly[0]} is for VMs; node processes do without it (drop it, or drop --processes)` };
   }
   if (values.has("kubernetes") && flags.has("no-build")) return { kind: "error", message: "--kubernetes builds the binaries into the image; it needs a build (drop --no-build)" };
@@ -166,6 +174,7 @@ export function parseLauncherArgs(argv: readonly string[]): LauncherArgs {
       timeoutMs: Number(values.get("timeout") ?? DEFAULT_UP_TIMEOUT_S) * 1000,
       memoryMiB: memory === undefined ? undefined : Number(memory),
       cpus: cpus === undefined ? undefined : Number(cpus),
+      accel: values.get("accel") as Accelerator | undefined,
       build: !flags.has("no-build"),
       imageDir: values.get("image-dir"),
       kubernetesDir: values.get("kubernetes"),

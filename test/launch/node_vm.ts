@@ -9,7 +9,7 @@
 
 import { existsSync, rmSync } from "node:fs";
 import type { Subprocess } from "bun";
-import { qemuArgs } from "../../image/mod.ts";
+import { qemuArgs, type Accelerator } from "../../image/mod.ts";
 import type { Logger } from "../../internal/log/mod.ts";
 import { awaitedMilestone } from "./boot_milestones.ts";
 import type { NodeFiles } from "./cluster_dir.ts";
@@ -46,6 +46,8 @@ export interface NodeVmConfig {
   hasStorageTestKey: boolean;
   memoryMiB: number;
   cpus: number;
+  /** KVM or TCG, as the cluster chose it (image/accel.ts). */
+  accel: Accelerator;
   cmdline?: string;
   /** Echo the console to the terminal as "[node1] ...". */
   echo: boolean;
@@ -125,6 +127,7 @@ export class NodeVm {
       disk: files.disk,
       memoryMiB: this.config.memoryMiB,
       cpus: this.config.cpus,
+      accel: this.config.accel,
       ...(this.config.cmdline !== undefined ? { cmdline: this.config.cmdline } : {}),
       fwCfgFiles,
       extraArgs: [

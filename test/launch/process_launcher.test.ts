@@ -45,8 +45,8 @@ describe("node processes launched as a cluster", () => {
     cluster = launched.cluster;
     expect(new Set(cluster.ids.values()).size).toBe(61);
     expect(launched.figures.ownerCalls).toBeGreaterThan(60);
-    expect(launched.figures.ownerCallFailures).toBe(0);
     console.log(`storm of 60: all UP ${(launched.figures.allUp / 1000).toFixed(1)} s, formed ${(launched.figures.formed / 1000).toFixed(1)} s, ${launched.figures.ownerCalls} owner calls, ${launched.figures.ownerCallFailures} reached no curator`);
+    expect({ failures: launched.figures.ownerCallFailures, reasons: launched.figures.ownerCallFailureReasons }).toEqual({ failures: 0, reasons: [] });
     await cluster.close();
     cluster = undefined;
   }, 420_000);

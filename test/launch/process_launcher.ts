@@ -216,6 +216,8 @@ export interface ProcessLaunchFigures {
   ownerCalls: number;
   /** Owner calls that reached no curator (connect failures, deadlines) and were tried again. */
   ownerCallFailures: number;
+  /** Why they reached none: the first few errors, as the owner saw them. */
+  ownerCallFailureReasons: string[];
 }
 
 export class ProcessCluster {
@@ -249,6 +251,8 @@ async function runCtl(dir: ClusterDir, ...args: string[]): Promise<string> {
  * calls behind a storm of handshakes on this two-core host (issue 46).
  */
 export const REGISTER_BATCH = 50;
+/** How many of the owner's failed calls the figures keep the error of. */
+const FAILURE_REASONS_KEPT = 10;
 
 export async function launchProcessCluster(options: ProcessLaunchOptions): Promise<{ cluster: ProcessCluster; figures: ProcessLaunchFigures }> {
   const { logger, timeoutMs } = options;
@@ -260,7 +264,7 @@ export async function launchProcessCluster(options: ProcessLaunchOptions): Promi
   const nodes = Array.from({ length: options.nodes }, (_, i) => new LaunchedNode(`node${i + 1}`, join(dir.path, `node${i + 1}`), processAddress(options.name, i + 1), dir.path));
   const cluster = new ProcessCluster(options.name, dir, nodes, new Map());
   options.onCluster?.(cluster);
-  const figures: ProcessLaunchFigures = { node1Up: 0, allUp: 0, formed: 0, ownerCalls: 0, ownerCallFailures: 0 };
+  const figures: ProcessLaunchFigures = { node1Up: 0, allUp: 0, formed: 0, ownerCalls: 0, ownerCallFailures: 0, ownerCallFailureReasons: [] };
   const [first, ...others] = nodes as [LaunchedNode, ...LaunchedNode[]];
   const votes = (node: LaunchedNode) => node.waitFor((l) => l.msg === "status pushed" && String(l.services ?? "").includes("consensus=voter"), "report a voting etcd member", timeoutMs);
   const upLine = (node: LaunchedNode) => node.waitFor((l) => l.msg === NODE_UP, "get UP", timeoutMs);
@@ -287,6 +291,7 @@ export async function launchProcessCluster(options: ProcessLaunchOptions): Promi
         const unreachable = err instanceof OperatorError && err.cause instanceof NoCuratorError;
         if (!unreachable || performance.now() > deadline) throw new Error(`${what}: ${(err as Error).message}`, { cause: err });
         figures.ownerCallFailures++;
+        if (figures.ownerCallFailureReasons.length < FAILURE_REASONS_KEPT) figures.ownerCallFailureReasons.push(`${what}: ${(err as Error).message}`);
         logger.warn(`${what}: no curator answered; trying again`, { reason: (err as Error).message });
       }
     }
