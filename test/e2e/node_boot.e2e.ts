@@ -121,11 +121,13 @@ function assertNoPanic(node: NodeVm): void {
 
 e2eTest("qemu runs the nodes with KVM where a kernel boots under it and with TCG otherwise, saying why; the launcher refuses --accel kvm where KVM cannot run a guest", async (ctx) => {
   const kernel = manifestPaths(readManifest(ctx.imageDir), ctx.imageDir).kernel;
-  // The probe itself, not its cached decision (image/accel.ts).
-  const probed = await chooseAccelerator({ kernel, cacheFile: null });
+  // run.ts probed before the first step (in CI's fresh clone, for real:
+  // there is no out/accel.json yet); this reads that decision, as every
+  // launch does (image/accel.ts).
+  const probed = await chooseAccelerator({ kernel });
   ctx.report(`accelerator probe on this host: ${probed.accel.toUpperCase()}, ${probed.reason}`);
   assert(probed.reason.length > 0 && !probed.reason.includes("\n"), `the decision should carry a one-line reason: ${JSON.stringify(probed.reason)}`);
-  const asked = await chooseAccelerator({ kernel, cacheFile: null, asked: "kvm" }).then(
+  const asked = await chooseAccelerator({ kernel, asked: "kvm" }).then(
     (choice) => choice.accel,
     (error: unknown) => error as Error,
   );
