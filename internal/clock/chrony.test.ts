@@ -9,6 +9,7 @@ import { Value } from "../event/mod.ts";
 import { captureLogger } from "../log/mod.ts";
 import { spawnChild, supervise } from "../supervisor/mod.ts";
 import { eventually, tempDir } from "../testing/mod.ts";
+import { firstAnswer } from "./first_answer.ts";
 import { chronyConfig, chronyEvent, describeSync, nextSync, timeServerProblem, timeSyncRunnable, type TimeSync } from "./chrony.ts";
 import { timeSyncGate } from "./sync_gate.ts";
 
@@ -72,10 +73,26 @@ describe("chronyd under the supervisor", () => {
       expect(sync.peek()).toMatchObject({ state: "synced", source: SERVER });
       await eventually(() => expect(lines.at(-1)).toStartWith(`synced: synced to ${SERVER} since `));
       expect(lines[0]).toBe(`starting: syncing with ${SERVER}`);
+      // The gate opened on the first query's answer, before chronyd started.
+      const said = entries.map((e) => e.message);
+      const agreed = said.indexOf("the first server's answer agrees with the clock");
+      expect(agreed).toBeGreaterThanOrEqual(0);
+      expect(agreed).toBeLessThan(said.indexOf("starting chronyd"));
     } finally {
       await supervisor.stop();
     }
   }, 30_000);
+
+  test("the first query: chronyd serving NTP answers it, with the offset of a clock it shares (about 0); a dead server beside it costs nothing", async () => {
+    const started = performance.now();
+    const answer = await firstAnswer(["127.0.0.124", SERVER]);
+    expect(answer?.server).toBe(SERVER);
+    expect(Math.abs(answer!.offsetMs)).toBeLessThan(100);
+    expect(answer!.delayMs).toBeGreaterThanOrEqual(0);
+    expect(performance.now() - started).toBeLessThan(900);
+    expect(await firstAnswer(["127.0.0.124"], { timeoutMs: 200 })).toBeUndefined();
+    expect(await firstAnswer([])).toBeUndefined();
+  });
 
   test("no servers: reported, never fatal, and the gate does not wait; a server that never answers: the gate times out", async () => {
     const none = new Value<TimeSync>();

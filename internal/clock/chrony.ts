@@ -13,11 +13,17 @@
 // first STEP_UPDATES updates (a VM that starts hours off is right at once,
 // before any certificate is checked), then slews. A node process shares
 // its host's clock: its chronyd measures, and never sets it (-x).
+//
+// Before chronyd starts, one query to the servers (first_answer.ts) sets a
+// clock that is off at once and opens the boot gate: chronyd needs four
+// exchanges two seconds apart before it selects a source.
 
 import { writeFileSync, mkdirSync } from "node:fs";
 import { isIP } from "node:net";
 import { join } from "node:path";
+import { firstAnswer } from "./first_answer.ts";
 import type { Value } from "../event/mod.ts";
+import { setWallClock } from "../sys/mod.ts";
 import { runProcess, untilCancelled, type ParsedLine, type Runnable } from "../supervisor/mod.ts";
 
 /** chronyd in the node image (image/initramfs.ts) and on Debian. */
@@ -145,6 +151,8 @@ export interface TimeSyncOptions {
   /** false: measure only, never set the clock (a node process shares its host's). */
   setClock: boolean;
   fastPoll?: boolean;
+  /** The first query's servers' port (tests; default NTP_PORT). */
+  ntpPort?: number;
 }
 
 export function timeSyncRunnable(options: TimeSyncOptions): Runnable {
@@ -168,6 +176,18 @@ export function timeSyncRunnable(options: TimeSyncOptions): Runnable {
     let sync: TimeSync = { state: "starting", servers };
     let settle: ReturnType<typeof setTimeout> | undefined;
     publish(sync);
+    const first = await firstAnswer(servers, { signal: ctx.signal, ...(options.ntpPort !== undefined ? { port: options.ntpPort } : {}) });
+    if (first) {
+      const off = Math.abs(first.offsetMs) > STEP_THRESHOLD_S * 1000;
+      if (off && options.setClock) setWallClock(Date.now() + first.offsetMs);
+      const correctionS = Math.round(first.offsetMs) / 1000;
+      sync = { state: "synced", source: first.server, sinceMs: Date.now(), ...(off && options.setClock ? { correctionS } : {}) };
+      publish(sync);
+      const said = !off ? "the first server's answer agrees with the clock" : options.setClock ? "the clock was stepped to the first server's answer" : "the first server's answer says the clock is off; this node does not set it";
+      ctx.logger.info(said, { server: first.server, offsetS: correctionS, delayMs: Math.round(first.delayMs) });
+    } else {
+      ctx.logger.info("no server answered the first query; chronyd will keep asking", { servers: servers.join(",") });
+    }
     ctx.logger.info("starting chronyd", { servers: servers.join(",") });
     await runProcess(ctx, {
       command: options.binary ?? CHRONYD_BINARY,

@@ -64,6 +64,7 @@ function open() {
       returns: FFIType.i64_fast,
     },
     setrlimit: { args: [FFIType.i32, FFIType.ptr], returns: FFIType.i32 },
+    clock_settime: { args: [FFIType.i32, FFIType.ptr], returns: FFIType.i32 },
     getrlimit: { args: [FFIType.i32, FFIType.ptr], returns: FFIType.i32 },
     strerror: { args: [FFIType.i32], returns: FFIType.cstring },
     __errno_location: { args: [], returns: FFIType.ptr },
@@ -162,6 +163,15 @@ export function fileLimit(): { soft: number; hard: number } {
 export function setFileLimit(files: number): void {
   const limit = BigUint64Array.of(BigInt(files), BigInt(files));
   check(libc().setrlimit(RLIMIT_NOFILE, ptr(limit)), "setrlimit", "RLIMIT_NOFILE");
+}
+
+const CLOCK_REALTIME = 0;
+
+/** Sets the wall clock to `ms` since the epoch (clock_settime(CLOCK_REALTIME); takes CAP_SYS_TIME). */
+export function setWallClock(ms: number): void {
+  const seconds = Math.floor(ms / 1000);
+  const timespec = BigInt64Array.of(BigInt(seconds), BigInt(Math.min(999_999_999, Math.round((ms - seconds * 1000) * 1e6))));
+  check(libc().clock_settime(CLOCK_REALTIME, ptr(timespec)), "clock_settime", "CLOCK_REALTIME");
 }
 
 /** A C string: the bytes of `text` and a terminating NUL. */

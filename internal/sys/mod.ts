@@ -44,6 +44,7 @@ export {
   quotactlFd,
   fileLimit,
   setFileLimit,
+  setWallClock,
   setsockopt,
   bind,
   sendto,
