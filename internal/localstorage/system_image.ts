@@ -125,8 +125,6 @@ export const SYSTEM_IMAGE_DEVICE = `/dev/mapper/${SYSTEM_MAPPER_NAME}`;
 export class SystemImageError extends StorageError {}
 
 const READ_CHUNK_BYTES = 1024 * 1024;
-/** Reads of the system image in flight while it is read through at boot. */
-const READS_IN_FLIGHT = 4;
 
 /**
  * Opens the booted slot's system image through dm-verity and reads all of it
@@ -149,35 +147,24 @@ export async function openSystemImage(selection: BootSelection, options: { signa
       throw new SystemImageError(`slot ${selection.slot}'s system image (${partition.path}) does not open with its root hash: ${(err as Error).message}`, { cause: err });
     }
   }
-  // READS_IN_FLIGHT reads at once: dm-verity hashes each read's blocks on
-  // its own workqueue, so with several in flight every CPU hashes (one at a
-  // time left all but one idle: 3.5 s for the image under TCG).
   const file = await open(SYSTEM_IMAGE_DEVICE, "r");
-  const size = dataBlocks * VERITY_BLOCK_BYTES;
-  let next = 0;
+  const buffer = Buffer.alloc(READ_CHUNK_BYTES);
   let position = 0;
-  const reader = async (): Promise<void> => {
-    const buffer = Buffer.alloc(READ_CHUNK_BYTES);
+  try {
     for (;;) {
       options.signal?.throwIfAborted();
-      const at = next;
-      if (at >= size) return;
-      next += READ_CHUNK_BYTES;
       let n: number;
       try {
-        ({ bytesRead: n } = await file.read(buffer, 0, buffer.length, at));
+        ({ bytesRead: n } = await file.read(buffer, 0, buffer.length, position));
       } catch (err) {
         throw new SystemImageError(
-          `slot ${selection.slot}'s system image fails verification in the MiB at byte ${at} (${(err as Error).message}): it was changed after it was built`,
+          `slot ${selection.slot}'s system image fails verification in the MiB at byte ${position} (${(err as Error).message}): it was changed after it was built`,
           { cause: err },
         );
       }
+      if (n === 0) break;
       position += n;
-      if (n < Math.min(READ_CHUNK_BYTES, size - at)) return;
     }
-  };
-  try {
-    await Promise.all(Array.from({ length: READS_IN_FLIGHT }, reader));
   } finally {
     await file.close();
   }
