@@ -13,6 +13,33 @@ import { configureClusterRegistry, HELLO_REPOSITORY, HELLO_TAG } from "./registr
 import type { Cluster } from "./launcher.ts";
 
 const POLL_MS = 3_000;
+/** While one wait lasts, how often the launcher says it still waits, and for how long it has. */
+const STILL_WAITING_MS = 15_000;
+
+/**
+ * Polls `check` until it passes, as eventually does, and says every
+ * STILL_WAITING_MS what it still waits for, how long it has waited, and
+ * the last answer: nobody should watch one line for minutes.
+ */
+async function waitSaying(log: Logger, what: string, check: () => Promise<void>, timeoutMs: number): Promise<void> {
+  const started = performance.now();
+  let said = started;
+  await eventually(
+    async () => {
+      try {
+        await check();
+      } catch (error) {
+        if (performance.now() - said >= STILL_WAITING_MS) {
+          said = performance.now();
+          log.info(`still waiting for ${what} (${((said - started) / 1000).toFixed(0)} s)`, { last: ((error as Error).message.split("\n")[0] ?? "").slice(0, 160) });
+        }
+        throw error;
+      }
+    },
+    { timeoutMs, intervalMs: POLL_MS, what },
+  );
+  log.info(`${what}: after ${((performance.now() - started) / 1000).toFixed(0)} s`);
+}
 
 interface NodeList {
   items: { metadata: { name: string }; status: { conditions?: { type: string; status: string }[] } }[];
@@ -56,20 +83,34 @@ export async function startKubernetes(cluster: Cluster, formed: FormedCluster, o
     );
     log.info(`${name}: kubernetes-worker role set`, { node: id });
   }
-  log.info("waiting for the apiserver on node1 to answer the owner (under emulation it takes a minute to start)");
+  // One kubeconfig: its client certificate is good for far longer than
+  // the wait, and every `ctl kubeconfig` has the curator issue another,
+  // work a starting control plane does not need beside it.
   await eventually(
     async () => {
       const written = await formed.ctl("kubeconfig", cluster.dir.kubeconfig);
       if (written.exitCode !== 0) throw new Error(written.stderr.trim());
+    },
+    { timeoutMs: options.timeoutMs, intervalMs: POLL_MS, what: "the owner's kubeconfig (ctl kubeconfig)" },
+  );
+  log.info(
+    `waiting for node1's apiserver to be ready (/readyz): ${cluster.accel.accel === "kvm" ? "seconds under KVM" : "under TCG it loads its binary, builds its APIs and makes its default roles, 1.5-2 min on two cores"}`,
+  );
+  await waitSaying(
+    log,
+    "node1's apiserver to be ready",
+    async () => {
       const ready = await cluster.exec([KUBECTL_BINARY, "--kubeconfig", cluster.dir.kubeconfig, "--request-timeout=10s", "get", "--raw", "/readyz"], { okExitCodes: [0, 1] });
       if (ready.stdout.trim() !== "ok") throw new Error(ready.stderr.trim() || ready.stdout.trim());
     },
-    { timeoutMs: options.timeoutMs, intervalMs: POLL_MS, what: "the apiserver answering the owner's kubeconfig" },
+    options.timeoutMs,
   );
   writeKubectlWrapper(cluster.dir.kubectlWrapper, { cluster: cluster.name, namespace: cluster.ns.name, kubeconfig: cluster.dir.kubeconfig });
   log.info(`waiting for ${ids.length} Node${ids.length === 1 ? "" : "s"} to be Ready`);
   let lastReady = -1;
-  await eventually(
+  await waitSaying(
+    log,
+    `every Node Ready`,
     async () => {
       const listed = await cluster.exec([KUBECTL_BINARY, "--kubeconfig", cluster.dir.kubeconfig, "--request-timeout=10s", "get", "nodes", "-o", "json"], { okExitCodes: [0, 1] });
       if (listed.exitCode !== 0) throw new Error(listed.stderr.trim());
@@ -79,17 +120,19 @@ export async function startKubernetes(cluster: Cluster, formed: FormedCluster, o
       lastReady = ready.length;
       if (ready.length !== ids.length) throw new Error(`Ready: ${ready.length} of ${ids.length}`);
     },
-    { timeoutMs: options.timeoutMs, intervalMs: POLL_MS, what: "every Node Ready" },
+    options.timeoutMs,
   );
   // Pods are refused until the controller-manager has made the namespace's
   // default service account: a cluster is ready for workloads once it has.
   log.info("waiting for the default service account (pods need it)");
-  await eventually(
+  await waitSaying(
+    log,
+    "the default service account",
     async () => {
       const sa = await cluster.exec([KUBECTL_BINARY, "--kubeconfig", cluster.dir.kubeconfig, "--request-timeout=10s", "get", "serviceaccount", "default", "-o", "name"], { okExitCodes: [0, 1] });
       if (sa.stdout.trim() !== "serviceaccount/default") throw new Error(sa.stderr.trim() || "no default service account yet");
     },
-    { timeoutMs: options.timeoutMs, intervalMs: POLL_MS, what: "the default service account" },
+    options.timeoutMs,
   );
   return performance.now() - started;
 }
