@@ -86,12 +86,15 @@ export async function startKubernetes(cluster: Cluster, formed: FormedCluster, o
   // One kubeconfig: its client certificate is good for far longer than
   // the wait, and every `ctl kubeconfig` has the curator issue another,
   // work a starting control plane does not need beside it.
-  await eventually(
+  log.info("getting the owner's kubeconfig (ctl kubeconfig)");
+  await waitSaying(
+    log,
+    "the owner's kubeconfig",
     async () => {
       const written = await formed.ctl("kubeconfig", cluster.dir.kubeconfig);
-      if (written.exitCode !== 0) throw new Error(written.stderr.trim());
+      if (written.exitCode !== 0) throw new Error(written.stderr.trim().split("\n").at(-1) ?? `exit ${written.exitCode}`);
     },
-    { timeoutMs: options.timeoutMs, intervalMs: POLL_MS, what: "the owner's kubeconfig (ctl kubeconfig)" },
+    options.timeoutMs,
   );
   log.info(
     `waiting for node1's apiserver to be ready (/readyz): ${cluster.accel.accel === "kvm" ? "seconds under KVM" : "under TCG it loads its binary, builds its APIs and makes its default roles, 1.5-2 min on two cores"}`,
