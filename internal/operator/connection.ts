@@ -8,6 +8,8 @@ import { AAA, Management } from "../../proto/gen/api/management_pb.ts";
 import {
   NoCuratorError,
   callAnyCurator,
+  type CuratorPool,
+  type DialCredentials,
   endpointsOfDirectory,
   formatAddress,
   parseEndpoint,
@@ -20,6 +22,11 @@ import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
 import { curatorFailureLine } from "./explain.ts";
 import { namespaceHint } from "./network_hint.ts";
 
+/** What the owner dials the curators with. */
+export function ownerDialCredentials(credentials: OwnerCredentials): DialCredentials {
+  return { ca: credentials.ca, certificate: credentials.certificate, privateKey: credentials.key.privateKey };
+}
+
 /** Per-call deadline unless the caller sets one. */
 export const DEFAULT_CALL_TIMEOUT_MS = 15_000;
 
@@ -28,22 +35,22 @@ export const DEFAULT_CALL_TIMEOUT_MS = 15_000;
  * one succeeds, reporting each attempt through `progress`. Refusals
  * (permission, not found, ...) are final; unreachable, untrusted or
  * non-leading curators make it try the next one. When none answers, the
- * error says what happened at each, with hints (explain.ts).
+ * error says what happened at each, with hints (explain.ts). With `pool`,
+ * the calls share its connections (a program that makes many calls as the
+ * owner, as the process launcher does); without, each call dials afresh
+ * and closes its connections, as one ctl command does.
  */
 export async function withFailover<S extends DescService, T>(
   service: S,
   credentials: OwnerCredentials,
   call: (client: CuratorClientOf<S>, endpoint: CuratorEndpoint) => Promise<T>,
   progress: (line: string) => void = () => {},
+  pool?: CuratorPool,
 ): Promise<T> {
   try {
-    return await callAnyCurator(
-      service,
-      credentials.endpoints,
-      { ca: credentials.ca, certificate: credentials.certificate, privateKey: credentials.key.privateKey },
-      call,
-      { progress },
-    );
+    return pool
+      ? await pool.call(service, credentials.endpoints, call, { progress })
+      : await callAnyCurator(service, credentials.endpoints, ownerDialCredentials(credentials), call, { progress });
   } catch (err) {
     if (err instanceof NoCuratorError) throw new OperatorError(curatorFailureLine(err, { files: credentials.files }), { cause: err });
     throw err;

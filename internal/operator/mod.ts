@@ -35,7 +35,7 @@ export {
   type ConfigPaths,
   type OwnerCredentials,
 } from "./config_dir.ts";
-export { takeOwnership, withFailover, DEFAULT_CALL_TIMEOUT_MS } from "./connection.ts";
+export { ownerDialCredentials, takeOwnership, withFailover, DEFAULT_CALL_TIMEOUT_MS } from "./connection.ts";
 export { describeNode, filterNodes, FilterError, formatDuration, nodeTable, parseLabelArgs, rolesOf, summarize, ROLE_FIELDS, type NodeSummary, type RoleName } from "./format.ts";
 export { approveNode, listNodes, nameOf, NAME_LABEL, REBOOT_WAIT_MS, resolveNode, waitUntilRebooted, type Approval, type CallSettings } from "./nodes.ts";
 export {

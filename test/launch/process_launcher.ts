@@ -27,8 +27,8 @@ import { appendFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { Management } from "../../proto/gen/api/management_pb.ts";
 import type { Logger } from "../../internal/log/mod.ts";
-import { configPaths, listNodes, loadCredentials, OperatorError, withFailover, type OwnerCredentials } from "../../internal/operator/mod.ts";
-import { NoCuratorError } from "../../internal/curator/client/mod.ts";
+import { configPaths, listNodes, loadCredentials, OperatorError, ownerDialCredentials, withFailover, type OwnerCredentials } from "../../internal/operator/mod.ts";
+import { CuratorPool, NoCuratorError } from "../../internal/curator/client/mod.ts";
 import { DEFAULT_SYSTEM_TREE, REPO_ROOT } from "../../image/mod.ts";
 import { ClusterDir } from "./cluster_dir.ts";
 import { CTL_BINARY, writeCtlWrapper } from "./ctl_wrapper.ts";
@@ -278,15 +278,22 @@ export async function launchProcessCluster(options: ProcessLaunchOptions): Promi
       () => new Promise<never>(() => {}),
     );
 
-  // The owner's calls, in process: each one that reaches no curator is counted and tried again.
+  // The owner's calls, in process: each one that reaches no curator is
+  // counted and tried again. They share one pool of connections, as one
+  // program making many calls would: 50 approvals at once, each dialling
+  // afresh, were a handshake storm of the owner's own beside the nodes'
+  // (CI lost 3-7 of them to connection resets while node1's listener
+  // dropped none).
   let credentials: OwnerCredentials | undefined;
-  const asOwner = async <T>(what: string, call: (credentials: OwnerCredentials) => Promise<T>): Promise<T> => {
+  let pool: CuratorPool | undefined;
+  const asOwner = async <T>(what: string, call: (credentials: OwnerCredentials, pool: CuratorPool) => Promise<T>): Promise<T> => {
     const deadline = performance.now() + timeoutMs;
     for (;;) {
       credentials ??= loadCredentials(configPaths(dir.ctlConfig));
+      pool ??= new CuratorPool(ownerDialCredentials(credentials));
       figures.ownerCalls++;
       try {
-        return await call(credentials);
+        return await call(credentials, pool);
       } catch (err) {
         const unreachable = err instanceof OperatorError && err.cause instanceof NoCuratorError;
         if (!unreachable || performance.now() > deadline) throw new Error(`${what}: ${(err as Error).message}`, { cause: err });
@@ -319,7 +326,7 @@ export async function launchProcessCluster(options: ProcessLaunchOptions): Promi
             const asking = await Promise.race([node.waitFor((l) => typeof l.msg === "string" && WAITING_FOR_APPROVAL.test(l.msg), "register and ask for approval", timeoutMs), fatal(node)]);
             const id = WAITING_FOR_APPROVAL.exec(String(asking.msg))![1]!;
             cluster.ids.set(node.name, id);
-            await asOwner(`approving ${node.name}`, (c) => withFailover(Management, c, (m) => m.approveNode({ id }, { timeoutMs: OWNER_CALL_TIMEOUT_MS })));
+            await asOwner(`approving ${node.name}`, (c, p) => withFailover(Management, c, (m) => m.approveNode({ id }, { timeoutMs: OWNER_CALL_TIMEOUT_MS }), undefined, p));
             await upLine(node);
           }),
         );
@@ -336,7 +343,7 @@ export async function launchProcessCluster(options: ProcessLaunchOptions): Promi
       // and the next attempt follows the node's own news of its member.
       for (;;) {
         try {
-          await asOwner(`consensus role for ${node.name}`, (c) => withFailover(Management, c, (m) => m.updateNodeRoles({ id, consensusMember: true }, { timeoutMs: OWNER_CALL_TIMEOUT_MS })));
+          await asOwner(`consensus role for ${node.name}`, (c, p) => withFailover(Management, c, (m) => m.updateNodeRoles({ id, consensusMember: true }, { timeoutMs: OWNER_CALL_TIMEOUT_MS }), undefined, p));
           break;
         } catch (err) {
           if (!/try again/.test((err as Error).message) || since() > timeoutMs * 4) throw err;
@@ -364,5 +371,7 @@ export async function launchProcessCluster(options: ProcessLaunchOptions): Promi
     const stuck = nodes.filter((n) => n.running).map((n) => `${n.name}: ${n.lastMessages(1)}`);
     await cluster.close();
     throw new Error(`${(err as Error).message}${stuck.length > 0 ? `\n  last words: ${stuck.slice(0, 5).join("\n  ")}` : ""}`, { cause: err });
+  } finally {
+    pool?.close();
   }
 }
