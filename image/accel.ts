@@ -100,12 +100,6 @@ function readCache(file: string, key: string): AcceleratorChoice | undefined {
   return undefined;
 }
 
-/** Parses --accel's value; throws AcceleratorError naming the choices. */
-export function parseAccelerator(value: string): Accelerator {
-  if ((ACCELERATORS as readonly string[]).includes(value)) return value as Accelerator;
-  throw new AcceleratorError(`--accel must be one of ${ACCELERATORS.join(", ")}, got ${JSON.stringify(value)}`);
-}
-
 /**
  * Chooses the accelerator for `kernel`'s VMs (see the top of the file).
  * `asked: "tcg"` is taken as it is; `asked: "kvm"` is checked, and throws

@@ -107,7 +107,7 @@ export { run, type RunOptions, type RunResult } from "./exec.ts";
 export { MODULE_ROOTS } from "./modules.ts";
 export { HELLO_PORT, helloImage, HOST_BUSYBOX, ociImage, readBusybox } from "./oci.ts";
 export type { PartitionInfo } from "./disk.ts";
-export { AcceleratorError, ACCELERATORS, chooseAccelerator, parseAccelerator, PROBE_TIMEOUT_MS, type Accelerator, type AcceleratorChoice } from "./accel.ts";
+export { AcceleratorError, ACCELERATORS, chooseAccelerator, PROBE_TIMEOUT_MS, type Accelerator, type AcceleratorChoice } from "./accel.ts";
 export { bootAndWatch, qemuArgs, CONTROLLER_MEMORY_MIB, DEFAULT_CPUS, DEFAULT_MEMORY_MIB, QEMU_BINARY, WORKER_MEMORY_MIB, type BootResult, type ConsoleLine, type QemuOptions } from "./qemu.ts";
 
 const MIB = 1024 * 1024;
