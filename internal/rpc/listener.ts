@@ -13,6 +13,8 @@
 //                  nothing frees its slot long before the handshake deadline
 //                  (a known source is spared this check: see bound())
 //               ─▶ TLS handshake, TLS_HANDSHAKE_TIMEOUT_MS at most ─▶ HTTP/2 session
+//                  (these three deadlines give back the time this process
+//                  did not run: deadline.ts)
 //               ─▶ a call that passes its policy (or a plain HTTPS request answered)
 //                  within FIRST_CALL_TIMEOUT_MS, or the connection is dropped: one that
 //                  only answers pings, or trickles a request's header, holds nothing
@@ -45,7 +47,8 @@ import { chmodSync, mkdirSync, rmSync } from "node:fs";
 import { dirname } from "node:path";
 import type { TLSSocket } from "node:tls";
 import { sourceAddress } from "./address.ts";
-import type { RotatingServerCredentials } from "./tls.ts";
+import { peerDeadline } from "./deadline.ts";
+import { TLS_HANDSHAKE_TIMEOUT_MS, type RotatingServerCredentials } from "./tls.ts";
 
 /** Open connections per server, authenticated or not. */
 export const MAX_CONNECTIONS = 2048;
@@ -98,6 +101,7 @@ export interface ListenLimits {
   maxPendingHandshakesPerSource?: number;
   reservedForKnownSources?: number;
   firstFlightTimeoutMs?: number;
+  handshakeTimeoutMs?: number;
   firstCallTimeoutMs?: number;
 }
 
@@ -108,6 +112,8 @@ export interface ListenerCounters {
   refused: number;
   /** Connections dropped for sending no ClientHello in time. */
   silent: number;
+  /** Connections dropped for not finishing the TLS handshake in time. */
+  unfinished: number;
   /** Connections dropped for making no call (let in) within FIRST_CALL_TIMEOUT_MS of their handshake. */
   idle: number;
 }
@@ -234,7 +240,7 @@ export async function listen(
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync(address, credentials, (err, bound) => (err ? reject(err) : resolve(bound))),
   );
-  const counters: ListenerCounters = { open: 0, handshaking: 0, refused: 0, silent: 0, idle: 0 };
+  const counters: ListenerCounters = { open: 0, handshaking: 0, refused: 0, silent: 0, unfinished: 0, idle: 0 };
   const added = http2ServersOf(server).filter((s) => !before.has(s));
   if (added.length === 0) throw new Error("cannot find the HTTP/2 servers grpc-js created (did the grpc-js version change?)");
   for (const listener of added) {
@@ -343,6 +349,7 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
   };
   const firstFlightMs = limits.firstFlightTimeoutMs ?? FIRST_FLIGHT_TIMEOUT_MS;
   const firstCallMs = limits.firstCallTimeoutMs ?? FIRST_CALL_TIMEOUT_MS;
+  const handshakeMs = limits.handshakeTimeoutMs ?? TLS_HANDSHAKE_TIMEOUT_MS;
   const reserved = Math.min(limits.reservedForKnownSources ?? Math.floor(limits.maxPendingHandshakes * RESERVED_SHARE_FOR_KNOWN_SOURCES), limits.maxPendingHandshakes);
   const sources = new Map<string, SourceCount>();
   // Each socket in its handshake, with its source and that source's counts.
@@ -392,31 +399,34 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
     counters.handshaking++;
     processConnections++;
     handshaking.set(socket, { source, count });
-    // Checked after the event loop's next poll: a loop that was busy past the
-    // deadline reads what has arrived before it judges the connection silent.
-    // Not for a known source: on a starved CPU the check judged the owner's
-    // and nodes' connections silent although their ClientHello had been sent
-    // (a 100-node storm: 15 such drops, all from the known source, in
-    // nodecore_rpc_connections_dropped_total); they have the TLS handshake
-    // deadline, as every connection does.
-    const silence = setTimeout(
-      () =>
-        setImmediate(() => {
-          if (handshaking.has(socket) && !known.has(source) && heardClientHello(socket) === false) {
-            counters.silent++;
-            dropped("silent", "stranger");
-            socket.destroy();
-          }
-        }),
-      firstFlightMs,
-    );
-    silence.unref?.();
-    let firstCall: ReturnType<typeof setTimeout> | undefined;
+    // Every deadline is judged after the event loop's next poll, and gives
+    // back the time this process did not run (deadline.ts): a loop that was
+    // away past it reads what has arrived before it judges the connection.
+    // The first flight is not checked for a known source: on a starved CPU
+    // the check judged the owner's and nodes' connections silent although
+    // their ClientHello had been sent (a 100-node storm: 15 such drops, all
+    // from the known source, in nodecore_rpc_connections_dropped_total);
+    // they have the handshake deadline, as every connection does.
+    const silence = peerDeadline(firstFlightMs, () => {
+      if (handshaking.has(socket) && !known.has(source) && heardClientHello(socket) === false) {
+        counters.silent++;
+        dropped("silent", "stranger");
+        socket.destroy();
+      }
+    });
+    const unfinished = peerDeadline(handshakeMs, () => {
+      if (!handshaking.has(socket)) return;
+      counters.unfinished++;
+      dropped("unfinished", known.has(source) ? "known" : "stranger");
+      socket.destroy();
+    });
+    let firstCall: { clear(): void } | undefined;
     const key = connectionKey(socket);
     const markKnown = () => remember(source);
     socket.once("close", () => {
-      clearTimeout(silence);
-      clearTimeout(firstCall);
+      silence.clear();
+      unfinished.clear();
+      firstCall?.clear();
       if (connections.get(key)?.known === markKnown) connections.delete(key);
       finished(socket);
       counters.open--;
@@ -424,20 +434,16 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
       if (--count.open === 0) sources.delete(source);
     });
     handshook.set(socket, () => {
+      silence.clear();
+      unfinished.clear();
       connections.set(key, { used: false, known: markKnown });
-      // Judged after the loop's next poll too: a call read meanwhile counts.
-      firstCall = setTimeout(
-        () =>
-          setImmediate(() => {
-            if (connections.get(key)?.used === false) {
-              counters.idle++;
-              dropped("idle", known.has(source) ? "known" : "stranger");
-              socket.destroy();
-            }
-          }),
-        firstCallMs,
-      );
-      firstCall.unref?.();
+      firstCall = peerDeadline(firstCallMs, () => {
+        if (connections.get(key)?.used === false) {
+          counters.idle++;
+          dropped("idle", known.has(source) ? "known" : "stranger");
+          socket.destroy();
+        }
+      });
     });
   });
   // bun hands the same TLS socket to "connection" and "secureConnection".

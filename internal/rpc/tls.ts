@@ -21,21 +21,27 @@ import type { KeyObject } from "node:crypto";
  */
 export const UNNAMED_SERVER_SNI = "unnamed.nodecore.invalid";
 
-/** How long a client gets to complete the TLS handshake before the server drops it. */
+/** How long a client gets to complete the TLS handshake before the server drops it (listener.ts judges it). */
 export const TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
+/**
+ * The runtime's own handshake timer: only a backstop. It cannot tell a
+ * client that is late from a process that was away (deadline.ts), so the
+ * listener's deadline, which can, is the one that bounds handshakes; this
+ * one lies beyond the longest wait that deadline ever gives.
+ */
+export const HANDSHAKE_BACKSTOP_MS = 60_000;
 
 /**
  * Server credentials that request, but do not require, a client certificate
  * (chain checks happen per call: some calls accept self-signed
- * certificates), drop clients that do not finish the handshake in time, and
- * can be given a new certificate without a restart (curator certificates
+ * certificates), and can be given a new certificate without a restart (curator certificates
  * are short-lived).
  */
 export class RotatingServerCredentials extends ServerCredentials {
-  constructor(contextOptions: SecureContextOptions, handshakeTimeoutMs = TLS_HANDSHAKE_TIMEOUT_MS, allowHttp1 = false) {
+  constructor(contextOptions: SecureContextOptions, allowHttp1 = false) {
     // allowHTTP1: the server also speaks HTTP/1.1 to clients that offer no
     // h2 (a metrics scraper); listen() routes those requests (listener.ts).
-    super({ requestCert: true, rejectUnauthorized: false, handshakeTimeout: handshakeTimeoutMs, ...(allowHttp1 ? { allowHTTP1: true } : {}) } as SecureContextOptions, contextOptions);
+    super({ requestCert: true, rejectUnauthorized: false, handshakeTimeout: HANDSHAKE_BACKSTOP_MS, ...(allowHttp1 ? { allowHTTP1: true } : {}) } as SecureContextOptions, contextOptions);
   }
   _equals(other: ServerCredentials): boolean {
     return other === this;
@@ -56,8 +62,8 @@ function contextOptionsOf(options: ServerTlsOptions): SecureContextOptions {
   return { cert: options.certificate.toString(), key: options.privateKey.export({ format: "pem", type: "pkcs8" }).toString() };
 }
 
-export function serverCredentials(options: ServerTlsOptions & { handshakeTimeoutMs?: number; allowHttp1?: boolean }): RotatingServerCredentials {
-  return new RotatingServerCredentials(contextOptionsOf(options), options.handshakeTimeoutMs, options.allowHttp1);
+export function serverCredentials(options: ServerTlsOptions & { allowHttp1?: boolean }): RotatingServerCredentials {
+  return new RotatingServerCredentials(contextOptionsOf(options), options.allowHttp1);
 }
 
 /**
