@@ -88,6 +88,14 @@ test("kubernetes-controller runs the real apiserver, controller-manager and sche
   expect(canI("create", "csistoragecapacities.storage.k8s.io", "-n", "kube-system", "--as", "nodecore:volumes:node-x", "--as-group", "nodecore:volume-provisioners")).toBe("yes");
   expect(canI("create", "persistentvolumes", "--as", "nodecore:volumes:node-x")).toBe("no");
   expect(canI("get", "secrets", "--as", "nodecore:volumes:node-x", "--as-group", "nodecore:volume-provisioners")).toBe("no");
+  // The OpenAPI documents kubectl validates against are built as soon as the
+  // apiserver is ready (openapi_warm.ts): a List, which kubectl validates
+  // against the whole v2 document, is applied without waiting for it.
+  const warmed = "the apiserver's OpenAPI documents are built (kubectl apply validates against them)";
+  await node.waitForLog((l) => l.msg === warmed, { what: "the OpenAPI documents built" });
+  const list = join(dir.path, "list.json");
+  writeFileSync(list, JSON.stringify({ apiVersion: "v1", kind: "List", items: [{ apiVersion: "v1", kind: "ConfigMap", metadata: { name: "from-a-list", namespace: "default" }, data: { a: "1" } }] }));
+  expect(kubectl(kubeconfig, "apply", "-f", list)).toContain("configmap/from-a-list created");
   // The controller-manager works: it made the default namespace's service account.
   await eventually(() => expect(kubectl(kubeconfig, "get", "serviceaccount", "default", "-o", "name")).toBe("serviceaccount/default\n"), {
     timeoutMs: 60_000,
@@ -114,6 +122,8 @@ test("kubernetes-controller runs the real apiserver, controller-manager and sche
     { timeoutMs: 120_000, intervalMs: 500, what: "the apiserver running again after its second start" },
   );
   expect(kubectl(kubeconfig, "get", "--raw", "/readyz")).toBe("ok");
+  // The new apiserver process built its documents again.
+  await eventually(() => expect(node.logs.filter((l) => l.msg === warmed).length).toBe(2), { timeoutMs: 120_000, intervalMs: 500, what: "the OpenAPI documents built again" });
 
   // The role goes: all three are stopped, and their lines with them.
   expect((await ctl("node", "roles", "unset", id, "kubernetes-controller")).code).toBe(0);

@@ -12,6 +12,10 @@
 //     ├── kube-controller-manager   started once the apiserver was ready
 //     └── kube-scheduler            started once the apiserver was ready
 //
+// Once the apiserver is ready, at each of its starts, the OpenAPI documents
+// kubectl validates against are asked for, so that the apiserver builds
+// them then and not on a user's first apply (openapi_warm.ts).
+//
 // Status lines: "kube-apiserver", "kube-controller-manager",
 // "kube-scheduler": waiting (for what), starting, running, restarting
 // (with how many starts and the last failure).
@@ -23,6 +27,7 @@ import { sleep, untilCancelled, type RunContext, type Runnable } from "../superv
 import { component, untilOk, type ComponentState } from "./component.ts";
 import { controllerFiles, writeControllerFiles } from "./controller_files.ts";
 import { APISERVER_PORT, CONTROLLER_MANAGER_PORT, SCHEDULER_PORT, apiserverArgs, controllerManagerArgs, schedulerArgs, type ControllerFlagOptions } from "./controller_flags.ts";
+import { warmOpenApi } from "./openapi_warm.ts";
 import { ensureKubernetesPKI, type Credential } from "./pki.ts";
 import { pruneNodes, reconcile, reconcileDns, reconcileStorage } from "./reconciler.ts";
 import { sweepVolumes, volumesController } from "./volumes_controller.ts";
@@ -77,6 +82,8 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
         ready: async (signal) => {
           await healthy("kube-apiserver", `${url}/readyz`)(signal);
           wasReady.set(true);
+          // In the background, at every start: nothing waits on it (openapi_warm.ts).
+          void warmOpenApi(url, { ca: pki.ca.certificate, client: pki.admin }, signal, ctx.logger).catch(() => {});
         },
       }),
     );
