@@ -13,11 +13,13 @@
 //     ─ the gate syncs it before its first handshake: it joins, its time
 //       line says it was corrected by about 2 h, and the audit trail has
 //       no CLOCK_SKEW for it since
+//   then the restore steps take the cluster over (two_nodes.ts)
 
 import { createCluster, formCluster, type Cluster, type FormedCluster } from "../launch/mod.ts";
 import { CONSOLE } from "../launch/mod.ts";
 import { eventually } from "../../internal/testing/mod.ts";
 import { assert, assertEqual, e2eCleanup, e2eTest } from "./harness.ts";
+import { handOver } from "./two_nodes.ts";
 
 const STEP_TIMEOUT_MS = 600_000;
 const POLL_MS = 3_000;
@@ -129,7 +131,11 @@ e2eTest("node2 powered on with its clock 2 h behind: the boot gate syncs it befo
   // A change of health reads "FROM → TO[: reason]"; what counts is a change into CLOCK_SKEW.
   const since = (await healthEvents(f)).filter((e) => Date.parse(e.time) >= poweredOn);
   assert(!since.some((e) => / → CLOCK_SKEW\b/.test(e.detail)), `no change into CLOCK_SKEW for node2 since it powered on: ${JSON.stringify(since.map((e) => e.detail))}`);
+  lastStepPassed = true;
 });
+
+/** Set by the last step: only a cluster every step left as it should be is handed over. */
+let lastStepPassed = false;
 
 /** node2's records in the audit trail, as ctl events --json prints them. */
 async function healthEvents(f: FormedCluster): Promise<{ time: string; detail: string }[]> {
@@ -138,6 +144,5 @@ async function healthEvents(f: FormedCluster): Promise<{ time: string; detail: s
   return out.stdout.trim().split("\n").filter((l) => l !== "").map((l) => JSON.parse(l) as { time: string; detail: string });
 }
 
-e2eCleanup(async () => {
-  await cluster?.close();
-});
+// The restore steps take the cluster over when they run next (two_nodes.ts).
+e2eCleanup(() => handOver(cluster, formed, lastStepPassed));
