@@ -76,13 +76,7 @@ export const NODE_FILE_LIMIT = 65_536;
 export const FILE_RESERVE = NODE_FILE_LIMIT - MAX_CONNECTIONS_PER_PROCESS;
 /** Concurrent calls (streams) on one connection. */
 export const MAX_CONCURRENT_STREAMS = 1024;
-/**
- * The server pings each connection this often, and drops it if the ping is
- * not answered in KEEPALIVE_TIMEOUT_MS (a peer that went away without a
- * word holds no slot). The listener does it, not grpc-js, whose timer
- * cannot tell a peer that did not answer from a process that was away
- * (deadline.ts).
- */
+/** The server pings an idle connection this often, and drops it if the ping is not answered in KEEPALIVE_TIMEOUT_MS. */
 export const KEEPALIVE_TIME_MS = 30_000;
 export const KEEPALIVE_TIMEOUT_MS = 10_000;
 /** Largest message a server accepts (requests are checked again, more tightly, per method). */
@@ -93,6 +87,8 @@ export function createServer(): Server {
   const options: ServerOptions = {
     "grpc.max_receive_message_length": MAX_RECEIVE_MESSAGE_BYTES,
     "grpc.max_concurrent_streams": MAX_CONCURRENT_STREAMS,
+    "grpc.keepalive_time_ms": KEEPALIVE_TIME_MS,
+    "grpc.keepalive_timeout_ms": KEEPALIVE_TIMEOUT_MS,
     "grpc.max_connection_idle_ms": CONNECTION_IDLE_MS,
   };
   return new Server(options);
@@ -107,8 +103,6 @@ export interface ListenLimits {
   firstFlightTimeoutMs?: number;
   handshakeTimeoutMs?: number;
   firstCallTimeoutMs?: number;
-  keepaliveTimeMs?: number;
-  keepaliveTimeoutMs?: number;
 }
 
 /** What a listener refused, for logs and tests. */
@@ -122,8 +116,6 @@ export interface ListenerCounters {
   unfinished: number;
   /** Connections dropped for making no call (let in) within FIRST_CALL_TIMEOUT_MS of their handshake. */
   idle: number;
-  /** Connections dropped for not answering a keepalive ping in time. */
-  unanswered: number;
 }
 
 type Socket = { destroy(): void; once(event: string, listener: () => void): void; remoteAddress?: string | undefined; remotePort?: number | undefined; _handle?: { getCipher?: () => unknown } | null };
@@ -198,14 +190,6 @@ export function heardClientHello(socket: Socket): boolean | undefined {
   const cipher = handle.getCipher() as { name?: string | null } | null | undefined;
   return Boolean(cipher?.name);
 }
-/** What the keepalive uses of an HTTP/2 session (node:http2's ServerHttp2Session). */
-type Http2Session = {
-  socket?: { remoteAddress?: string | undefined } | undefined;
-  destroyed: boolean;
-  destroy(): void;
-  ping(callback: (err: Error | null) => void): boolean;
-  once(event: "close", listener: () => void): void;
-};
 type Http2Listener = {
   on(event: string, listener: (...args: never[]) => void): void;
   prependListener(event: string, listener: (socket: Socket) => void): void;
@@ -256,7 +240,7 @@ export async function listen(
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync(address, credentials, (err, bound) => (err ? reject(err) : resolve(bound))),
   );
-  const counters: ListenerCounters = { open: 0, handshaking: 0, refused: 0, silent: 0, unfinished: 0, idle: 0, unanswered: 0 };
+  const counters: ListenerCounters = { open: 0, handshaking: 0, refused: 0, silent: 0, unfinished: 0, idle: 0 };
   const added = http2ServersOf(server).filter((s) => !before.has(s));
   if (added.length === 0) throw new Error("cannot find the HTTP/2 servers grpc-js created (did the grpc-js version change?)");
   for (const listener of added) {
@@ -460,38 +444,6 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
           socket.destroy();
         }
       });
-    });
-  });
-  // Keepalive, one ping at a time per connection (see KEEPALIVE_TIME_MS).
-  const keepaliveMs = limits.keepaliveTimeMs ?? KEEPALIVE_TIME_MS;
-  const keepaliveTimeoutMs = limits.keepaliveTimeoutMs ?? KEEPALIVE_TIMEOUT_MS;
-  listener.on("session", (session: Http2Session) => {
-    const source = sourceAddress(session.socket?.remoteAddress) ?? "";
-    let waiting: { clear(): void } | undefined;
-    const drop = () => {
-      counters.unanswered++;
-      dropped("unanswered", known.has(source) ? "known" : "stranger");
-      session.destroy();
-    };
-    const pinging = setInterval(() => {
-      if (waiting || session.destroyed) return;
-      const deadline = peerDeadline(keepaliveTimeoutMs, drop);
-      waiting = deadline;
-      const answered = (err: Error | null) => {
-        deadline.clear();
-        waiting = undefined;
-        if (err && !session.destroyed) session.destroy();
-      };
-      try {
-        if (!session.ping(answered)) answered(new Error("the ping was not sent"));
-      } catch (err) {
-        answered(err as Error);
-      }
-    }, keepaliveMs);
-    pinging.unref?.();
-    session.once("close", () => {
-      clearInterval(pinging);
-      waiting?.clear();
     });
   });
   // bun hands the same TLS socket to "connection" and "secureConnection".

@@ -6,9 +6,7 @@
 // Reads one JSON line on stdin: the serving identity and the CA (PEM), the
 // listener's limits, and when to stall ("accept": as the connection comes
 // in, before the handshake; "handshake": as soon as the handshake is done,
-// before the first call is read; "ping": right after the server sent the
-// connection its first keepalive ping) and for how long, and how long the
-// call's handler takes. Prints {"port": N},
+// before the first call is read) and for how long. Prints {"port": N},
 // then, on each further stdin line, the listener's counters as one JSON line.
 //
 //   bun starved_server_driver.ts < config.json
@@ -23,9 +21,7 @@ export interface StarvedServerConfig {
   certificate: string;
   privateKey: string;
   limits: ListenLimits;
-  stall: { at: "accept" | "handshake" | "ping"; ms: number };
-  /** How long GetRegisterTicket takes to answer. */
-  handlerMs?: number;
+  stall: { at: "accept" | "handshake"; ms: number };
 }
 
 /** The process does nothing else for `ms`: no timer runs, no socket is read. */
@@ -39,32 +35,11 @@ const config = JSON.parse((await lines.next()).value as string) as StarvedServer
 const ca = new X509Certificate(config.ca);
 const server = createServer();
 const policy = Object.fromEntries(Management.methods.map((method) => [method.localName, "owner"])) as ServicePolicy<typeof Management>;
-const getRegisterTicket = async () => {
-  await Bun.sleep(config.handlerMs ?? 0);
-  return { ticket: new Uint8Array([7]) };
-};
-addService(server, Management, partialService(Management, { getRegisterTicket }), { ca: () => ca, policy });
+addService(server, Management, partialService(Management, { getRegisterTicket: async () => ({ ticket: new Uint8Array([7]) }) }), { ca: () => ca, policy });
 const credentials = serverCredentials({ certificate: new X509Certificate(config.certificate), privateKey: createPrivateKey(config.privateKey) });
 const { port, counters } = await listen(server, "127.0.0.1:0", credentials, config.limits);
-const http2Servers = [...(server as unknown as { http2Servers: Map<{ on(event: string, listener: (arg: never) => void): void }, unknown> }).http2Servers.keys()];
-type Session = { ping(callback: (err: Error | null) => void): boolean };
-for (const listener of http2Servers) {
-  if (config.stall.at === "ping") {
-    // The ping is on its way when the process goes away: its answer waits, unread, behind the stall.
-    listener.on("session", (session: Session) => {
-      const ping = session.ping.bind(session);
-      let stalled = false;
-      session.ping = (callback) => {
-        const sent = ping(callback);
-        if (!stalled) {
-          stalled = true;
-          setImmediate(() => away(config.stall.ms));
-        }
-        return sent;
-      };
-    });
-  } else listener.on(config.stall.at === "accept" ? "connection" : "secureConnection", () => away(config.stall.ms));
-}
+const http2Servers = [...(server as unknown as { http2Servers: Map<{ on(event: string, listener: () => void): void }, unknown> }).http2Servers.keys()];
+for (const listener of http2Servers) listener.on(config.stall.at === "accept" ? "connection" : "secureConnection", () => away(config.stall.ms));
 process.stdout.write(JSON.stringify({ port }) + "\n");
 for await (const _ of { [Symbol.asyncIterator]: () => lines }) process.stdout.write(JSON.stringify(counters) + "\n");
 server.forceShutdown();
