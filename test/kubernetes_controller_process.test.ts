@@ -207,5 +207,6 @@ test("the volumes controller: a volume on a node the records no longer hold has 
   const events = kubectl(kubeconfig, "get", "events", "-n", "default", "--field-selector", "involvedObject.name=kept-data", "-o", "jsonpath={range .items[*]}{.reason}: {.message}{'\\n'}{end}");
   expect(events).toContain("VolumeNodeGone: volume pvc-on-gone was on node node-gone, which is no longer in the cluster (reset or deleted)");
   expect(kubectl(kubeconfig, "get", "pv", "pvc-on-self", "-o", "name")).toBe("persistentvolume/pvc-on-self\n");
-  expect(node.logs.some((l) => l.msg?.toString().startsWith("volumes of nodes that are gone") && l.volumes === "pvc-on-gone")).toBe(true);
+  // Said once the sweep is done, a few API calls after the deletion seen above.
+  await node.waitForLog((l) => l.msg?.toString().startsWith("volumes of nodes that are gone") === true && l.volumes === "pvc-on-gone", { what: "the sweep's line naming pvc-on-gone" });
 }, 120_000);
