@@ -153,16 +153,25 @@ describe("listener", () => {
     expect(counters.silent).toBe(1);
   });
 
-  test("connections that never finish the TLS handshake are closed at the handshake deadline", async () => {
+  test("connections that never finish the TLS handshake are closed at the handshake deadline; a known source's get KNOWN_SOURCE_HANDSHAKE_TIMEOUT_MS", async () => {
     const serving = testNode(ca);
     const server = managementServer();
     // Long enough that all 50 are open at once, however slowly a loaded machine accepts them.
     const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey });
-    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { handshakeTimeoutMs: 3_000, maxConnections: 1000, maxPendingHandshakes: 100, maxPendingHandshakesPerSource: 100 });
-    const idle = idleConnections(port, 50);
-    await eventually(() => expect(counters.open).toBe(50));
-    expect(counters.handshaking).toBe(50);
+    // The first-flight check is put out of the way: this is the handshake deadline's test.
+    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { handshakeTimeoutMs: 3_000, firstFlightTimeoutMs: 60_000, maxConnections: 1000, maxPendingHandshakes: 100, maxPendingHandshakesPerSource: 100 });
+    const before = ownerClient(port);
+    await before.getRegisterTicket({});
+    before.close();
+    const known = idleConnections(port, 1, "127.0.0.1");
+    const idle = idleConnections(port, 50, "127.0.0.81");
+    await eventually(() => expect(counters.open).toBe(51));
+    expect(counters.handshaking).toBe(51);
     await eventually(() => expect(idle.closed()).toBe(50), { timeoutMs: 10_000 });
+    expect(counters.unfinished).toBe(50);
+    // The known source's is still in its handshake, within its longer deadline.
+    expect(known.closed()).toBe(0);
+    for (const socket of sockets.splice(0)) socket.destroy();
     await eventually(() => expect(counters.open).toBe(0));
     // The server still serves, and a served connection is no longer counted as handshaking.
     const client = ownerClient(port);

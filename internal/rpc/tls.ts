@@ -25,11 +25,13 @@ export const UNNAMED_SERVER_SNI = "unnamed.nodecore.invalid";
 export const TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
 /**
  * The runtime's own handshake timer: only a backstop. It cannot tell a
- * client that is late from a process that was away (deadline.ts), so the
- * listener's deadline, which can, is the one that bounds handshakes; this
- * one lies beyond the longest wait that deadline ever gives.
+ * client that is late from a process that was away (deadline.ts), and bun's
+ * (1.4.5) says "TLS handshake timeout" but leaves open a connection that
+ * sent its whole ClientHello and then stalled; so the listener's deadline,
+ * which does neither, is the one that bounds handshakes, and this one lies
+ * beyond the longest wait that deadline gives.
  */
-export const HANDSHAKE_BACKSTOP_MS = 60_000;
+export const HANDSHAKE_BACKSTOP_MS = 180_000;
 
 /**
  * Server credentials that request, but do not require, a client certificate
