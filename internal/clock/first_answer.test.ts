@@ -3,7 +3,8 @@
 // answers the query in chrony.test.ts.
 
 import { describe, expect, test } from "bun:test";
-import { MAX_DELAY_MS, ntpRequest, readReply } from "./first_answer.ts";
+import { createSocket } from "node:dgram";
+import { MAX_DELAY_MS, ntpRequest, QUERY_RESEND_MS, queryServer, readReply } from "./first_answer.ts";
 
 const NTP_UNIX_OFFSET_S = 2_208_988_800;
 
@@ -52,5 +53,34 @@ describe("an NTP reply", () => {
     expect(readReply(good.subarray(0, 47), request, t1 + 10)).toBeUndefined();
     expect(readReply(reply(request, t1 + 5, t1 + 6), request, t1 + MAX_DELAY_MS + 20)).toBeUndefined();
     expect(readReply(reply(request, t1 + 5, t1 + 6), request, t1 - 10)).toBeUndefined(); // a negative round trip
+  });
+
+  test("an exchange within our clock's millisecond is a round trip of 0, not a negative one to refuse", () => {
+    // Sent and received in the same whole millisecond (Date.now()), 0.3 ms in the server.
+    const read = readReply(reply(request, t1 + 0.2, t1 + 0.5), request, t1);
+    expect(read).toEqual({ offsetMs: expect.closeTo(0.35, 1), delayMs: 0 });
+  });
+});
+
+describe("querying a server", () => {
+  test("a query that goes unanswered is sent again, with its own timestamp, and the answer to the second is taken", async () => {
+    const server = createSocket("udp4");
+    await new Promise<void>((resolve) => server.bind(0, "127.0.0.1", resolve));
+    const seen: Uint8Array[] = [];
+    server.on("message", (message, from) => {
+      seen.push(new Uint8Array(message));
+      // The first query is lost; the second is answered.
+      if (seen.length < 2) return;
+      const now = Date.now();
+      server.send(reply(new Uint8Array(message), now, now), from.port, from.address);
+    });
+    try {
+      const answer = await queryServer("127.0.0.1", { port: server.address().port, timeoutMs: 5 * QUERY_RESEND_MS });
+      expect(answer?.server).toBe("127.0.0.1");
+      expect(seen.length).toBeGreaterThanOrEqual(2);
+      expect(Buffer.from(seen[1]!.subarray(40, 48)).equals(Buffer.from(seen[0]!.subarray(40, 48)))).toBe(false);
+    } finally {
+      server.close();
+    }
   });
 });

@@ -21,6 +21,10 @@ import { isIPv6 } from "node:net";
 export const NTP_PORT = 123;
 /** How long one server gets to answer. */
 export const QUERY_TIMEOUT_MS = 1_000;
+/** A server not answered yet is asked again this often within the timeout (a query or its answer lost is UDP's lot). */
+export const QUERY_RESEND_MS = 250;
+/** The resolution of the times we take (Date.now()). */
+const CLOCK_RESOLUTION_MS = 1;
 /** An answer whose round trip took longer than this is not used: the offset could be off by half of it. */
 export const MAX_DELAY_MS = 500;
 /** Seconds from 1900 (NTP's era 0) to 1970. */
@@ -75,9 +79,12 @@ export function readReply(reply: Uint8Array, request: Uint8Array, receivedMs: nu
   const t2 = readTimestamp(view, 32);
   const t3 = readTimestamp(view, 40);
   const t4 = receivedMs;
+  // Our two times are whole milliseconds (Date.now()): an exchange within
+  // one millisecond can come out up to 1 ms below zero, and is a round trip
+  // of about nothing, not a reply to refuse.
   const delayMs = t4 - t1 - (t3 - t2);
-  if (!(delayMs >= 0 && delayMs <= maxDelayMs)) return undefined;
-  return { offsetMs: (t2 - t1 + (t3 - t4)) / 2, delayMs };
+  if (!(delayMs >= -CLOCK_RESOLUTION_MS && delayMs <= maxDelayMs)) return undefined;
+  return { offsetMs: (t2 - t1 + (t3 - t4)) / 2, delayMs: Math.max(0, delayMs) };
 }
 
 export interface QueryOptions {
@@ -88,32 +95,53 @@ export interface QueryOptions {
   signal?: AbortSignal;
 }
 
-/** One query to one server; undefined if no answer to believe came within timeoutMs. */
+/**
+ * Queries one server, again every QUERY_RESEND_MS until it answers (each
+ * query with its own transmit timestamp, each answer matched to its own);
+ * undefined if no answer to believe came within timeoutMs.
+ */
 export async function queryServer(server: string, options: QueryOptions = {}): Promise<FirstAnswer | undefined> {
   const socket = createSocket(isIPv6(server) ? "udp6" : "udp4");
   const timeoutMs = options.timeoutMs ?? QUERY_TIMEOUT_MS;
+  let resend: ReturnType<typeof setInterval> | undefined;
   try {
     return await new Promise<FirstAnswer | undefined>((resolve) => {
       const done = (answer: FirstAnswer | undefined) => {
         clearTimeout(timer);
+        clearInterval(resend);
         options.signal?.removeEventListener("abort", onAbort);
         resolve(answer);
       };
       const onAbort = () => done(undefined);
       const timer = setTimeout(() => done(undefined), timeoutMs);
       options.signal?.addEventListener("abort", onAbort, { once: true });
-      const request = ntpRequest(Date.now());
+      const requests: Uint8Array[] = [];
       socket.on("error", () => done(undefined));
       socket.on("message", (message) => {
-        const read = readReply(new Uint8Array(message), request, Date.now(), options.maxDelayMs);
-        if (read) done({ server, ...read });
+        const receivedMs = Date.now();
+        for (const request of requests) {
+          const read = readReply(new Uint8Array(message), request, receivedMs, options.maxDelayMs);
+          if (read) return done({ server, ...read });
+        }
       });
-      // A host name is resolved by the socket; a failed lookup is an error, and no answer.
-      socket.send(request, options.port ?? NTP_PORT, server, (error) => error && done(undefined));
+      const ask = () => {
+        // Distinct transmit timestamps, so that each answer names its query.
+        const request = ntpRequest(Math.max(Date.now(), (requests.length && readTransmitMs(requests.at(-1)!)) + 1));
+        requests.push(request);
+        // A host name is resolved by the socket; a failed lookup is an error, and no answer.
+        socket.send(request, options.port ?? NTP_PORT, server, (error) => error && done(undefined));
+      };
+      ask();
+      resend = setInterval(ask, QUERY_RESEND_MS);
     });
   } finally {
     socket.close();
   }
+}
+
+/** The transmit timestamp of one of our requests, in ms since the epoch. */
+function readTransmitMs(request: Uint8Array): number {
+  return readTimestamp(new DataView(request.buffer, request.byteOffset, request.byteLength), 40);
 }
 
 /**
