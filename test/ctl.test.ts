@@ -61,10 +61,17 @@ async function withEndpoints<T>(line: string, body: () => Promise<T>): Promise<T
   }
 }
 
-/** A loopback port that nothing listens on. */
+/**
+ * An address of the loopback block that no other test listens on: a port
+ * freed on 127.0.0.1 was taken by another file's server in the parallel
+ * suite once, and the "refused" connection was answered.
+ */
+const UNUSED_LOOPBACK = "127.0.7.254";
+
+/** A port of UNUSED_LOOPBACK that nothing listens on. */
 async function closedPort(): Promise<number> {
   const server = createNetServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  await new Promise<void>((resolve) => server.listen(0, UNUSED_LOOPBACK, resolve));
   const { port } = server.address() as AddressInfo;
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return port;
@@ -266,10 +273,11 @@ describe("ctl", () => {
 
   test("a refused connection is reported as refused, at its address", async () => {
     const port = await closedPort();
-    const result = await withEndpoints(`127.0.0.1:${port}`, () => ctl("node", "list"));
-    expectOneLineError(result, 1, `ctl: no curator answered (1 tried): 127.0.0.1:${port}: connection refused at 127.0.0.1:${port}`);
-    const taken = await ctl("takeownership", `127.0.0.1:${port}`);
-    expectOneLineError(taken, 1, `ctl: could not reach 127.0.0.1:${port}: connection refused at 127.0.0.1:${port}`);
+    const at = `${UNUSED_LOOPBACK}:${port}`;
+    const result = await withEndpoints(at, () => ctl("node", "list"));
+    expectOneLineError(result, 1, `ctl: no curator answered (1 tried): ${at}: connection refused at ${at}`);
+    const taken = await ctl("takeownership", at);
+    expectOneLineError(taken, 1, `ctl: could not reach ${at}: connection refused at ${at}`);
   });
 
   test("a curator whose certificate the saved CA does not trust (an earlier cluster's credentials) is named as such", async () => {
