@@ -13,8 +13,8 @@
 //                  nothing frees its slot long before the handshake deadline
 //                  (a known source is spared this check: see bound())
 //               ─▶ TLS handshake, TLS_HANDSHAKE_TIMEOUT_MS at most ─▶ HTTP/2 session
-//                  (these three deadlines give back the time this process
-//                  did not run: deadline.ts)
+//                  (these three deadlines give a known source back the time
+//                  this process did not run: deadline.ts)
 //               ─▶ a call that passes its policy (or a plain HTTPS request answered)
 //                  within FIRST_CALL_TIMEOUT_MS, or the connection is dropped: one that
 //                  only answers pings, or trickles a request's header, holds nothing
@@ -104,6 +104,7 @@ export interface ListenLimits {
   reservedForKnownSources?: number;
   firstFlightTimeoutMs?: number;
   handshakeTimeoutMs?: number;
+  knownSourceHandshakeTimeoutMs?: number;
   firstCallTimeoutMs?: number;
 }
 
@@ -352,6 +353,7 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
   const firstFlightMs = limits.firstFlightTimeoutMs ?? FIRST_FLIGHT_TIMEOUT_MS;
   const firstCallMs = limits.firstCallTimeoutMs ?? FIRST_CALL_TIMEOUT_MS;
   const handshakeMs = limits.handshakeTimeoutMs ?? TLS_HANDSHAKE_TIMEOUT_MS;
+  const knownHandshakeMs = limits.knownSourceHandshakeTimeoutMs ?? KNOWN_SOURCE_HANDSHAKE_TIMEOUT_MS;
   const reserved = Math.min(limits.reservedForKnownSources ?? Math.floor(limits.maxPendingHandshakes * RESERVED_SHARE_FOR_KNOWN_SOURCES), limits.maxPendingHandshakes);
   const sources = new Map<string, SourceCount>();
   // Each socket in its handshake, with its source and that source's counts.
@@ -401,33 +403,43 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
     counters.handshaking++;
     processConnections++;
     handshaking.set(socket, { source, count });
-    // Every deadline is judged after the event loop's next poll, and gives
-    // back the time this process did not run (deadline.ts): a loop that was
-    // away past it reads what has arrived before it judges the connection.
+    // Every deadline is judged after the event loop's next poll, and a known
+    // source's gives back the time this process did not run (deadline.ts):
+    // a loop that was away past it reads what has arrived before it judges
+    // the connection. A stranger's does not: a flood must not buy itself
+    // time by slowing the node.
     // The first flight is not checked for a known source: on a starved CPU
     // the check judged the owner's and nodes' connections silent although
     // their ClientHello had been sent (a 100-node storm: 15 such drops, all
     // from the known source, in nodecore_rpc_connections_dropped_total);
     // they have the handshake deadline, as every connection does.
-    const silence = peerDeadline(firstFlightMs, () => {
-      if (handshaking.has(socket) && !known.has(source) && heardClientHello(socket) === false) {
-        counters.silent++;
-        dropped("silent", "stranger");
-        socket.destroy();
-      }
-    });
+    const silence = peerDeadline(
+      firstFlightMs,
+      () => {
+        if (handshaking.has(socket) && !known.has(source) && heardClientHello(socket) === false) {
+          counters.silent++;
+          dropped("silent", "stranger");
+          socket.destroy();
+        }
+      },
+      false,
+    );
     // A known source's handshake gets KNOWN_SOURCE_HANDSHAKE_TIMEOUT_MS. The
     // runtime's own handshake timer, which this deadline replaced, never
     // closed a connection that had sent its ClientHello (tls.ts); with this
     // one at 10 s for everyone, an owner's ctl call in the loaded unit suite
     // (a dozen node processes on two cores) dropped about 10 s after it
     // began, once, most likely in its handshake.
-    const unfinished = peerDeadline(isKnown ? KNOWN_SOURCE_HANDSHAKE_TIMEOUT_MS : handshakeMs, () => {
-      if (!handshaking.has(socket)) return;
-      counters.unfinished++;
-      dropped("unfinished", known.has(source) ? "known" : "stranger");
-      socket.destroy();
-    });
+    const unfinished = peerDeadline(
+      isKnown ? knownHandshakeMs : handshakeMs,
+      () => {
+        if (!handshaking.has(socket)) return;
+        counters.unfinished++;
+        dropped("unfinished", known.has(source) ? "known" : "stranger");
+        socket.destroy();
+      },
+      isKnown,
+    );
     let firstCall: { clear(): void } | undefined;
     const key = connectionKey(socket);
     const markKnown = () => remember(source);
@@ -445,13 +457,17 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
       silence.clear();
       unfinished.clear();
       connections.set(key, { used: false, known: markKnown });
-      firstCall = peerDeadline(firstCallMs, () => {
-        if (connections.get(key)?.used === false) {
-          counters.idle++;
-          dropped("idle", known.has(source) ? "known" : "stranger");
-          socket.destroy();
-        }
-      });
+      firstCall = peerDeadline(
+        firstCallMs,
+        () => {
+          if (connections.get(key)?.used === false) {
+            counters.idle++;
+            dropped("idle", known.has(source) ? "known" : "stranger");
+            socket.destroy();
+          }
+        },
+        known.has(source),
+      );
     });
   });
   // bun hands the same TLS socket to "connection" and "secureConnection".

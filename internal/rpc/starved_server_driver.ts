@@ -6,7 +6,8 @@
 // Reads one JSON line on stdin: the serving identity and the CA (PEM), the
 // listener's limits, and when to stall ("accept": as the connection comes
 // in, before the handshake; "handshake": as soon as the handshake is done,
-// before the first call is read) and for how long. Prints {"port": N},
+// before the first call is read), for how long, and after how many
+// connections that are not stalled. Prints {"port": N},
 // then, on each further stdin line, the listener's counters as one JSON line.
 //
 //   bun starved_server_driver.ts < config.json
@@ -21,7 +22,8 @@ export interface StarvedServerConfig {
   certificate: string;
   privateKey: string;
   limits: ListenLimits;
-  stall: { at: "accept" | "handshake"; ms: number };
+  /** Connections not stalled first (to let a call make the source known), then every later one. */
+  stall: { at: "accept" | "handshake"; ms: number; skip?: number };
 }
 
 /** The process does nothing else for `ms`: no timer runs, no socket is read. */
@@ -39,7 +41,12 @@ addService(server, Management, partialService(Management, { getRegisterTicket: a
 const credentials = serverCredentials({ certificate: new X509Certificate(config.certificate), privateKey: createPrivateKey(config.privateKey) });
 const { port, counters } = await listen(server, "127.0.0.1:0", credentials, config.limits);
 const http2Servers = [...(server as unknown as { http2Servers: Map<{ on(event: string, listener: () => void): void }, unknown> }).http2Servers.keys()];
-for (const listener of http2Servers) listener.on(config.stall.at === "accept" ? "connection" : "secureConnection", () => away(config.stall.ms));
+let connections = 0;
+for (const listener of http2Servers) {
+  listener.on(config.stall.at === "accept" ? "connection" : "secureConnection", () => {
+    if (++connections > (config.stall.skip ?? 0)) away(config.stall.ms);
+  });
+}
 process.stdout.write(JSON.stringify({ port }) + "\n");
 for await (const _ of { [Symbol.asyncIterator]: () => lines }) process.stdout.write(JSON.stringify(counters) + "\n");
 server.forceShutdown();
