@@ -75,7 +75,7 @@ export function readReply(reply: Uint8Array, request: Uint8Array, receivedMs: nu
   if (mode !== 4 || leap === 3 || stratum < 1 || stratum > 15) return undefined;
   // The origin timestamp must be the transmit timestamp we sent, bit for bit.
   for (let i = 0; i < 8; i++) if (reply[24 + i] !== request[40 + i]) return undefined;
-  const t1 = readTimestamp(new DataView(request.buffer, request.byteOffset, request.byteLength), 40);
+  const t1 = readTransmitMs(request);
   const t2 = readTimestamp(view, 32);
   const t3 = readTimestamp(view, 40);
   const t4 = receivedMs;

@@ -14,7 +14,7 @@
 //   createServer() + listen(): bounded connections, handshakes (10 s), a first call
 //     let in within 10 s, idle closes (5 min), streams, keepalive; a quarter kept
 //     for known sources (an owner's or a node's call let in from there);
-//     peerDeadline: a deadline that gives back the time the process was away
+//     (deadline.ts: a known source's deadlines give back the time the process was away)
 //   RefusalBudget: how many refused calls an audit trail records one by one
 //   channelCredentials({server: {ca, verify}}): every client says who the server must be
 //
@@ -121,4 +121,3 @@ export {
 } from "./listener.ts";
 export { actorOf, callResult, describeRequest, isRefusal, MAX_DETAIL_CHARS } from "./audit_text.ts";
 export { RefusalBudget, leftOutLine, type LeftOut } from "./refusal_budget.ts";
-export { peerDeadline, STALL_MS, STALL_EXTENSION_LIMIT, type PeerDeadline } from "./deadline.ts";
