@@ -412,3 +412,54 @@ describe("certificates", () => {
     expect(foreignOwner.certificate.verify(ca.certificate.publicKey)).toBe(false);
   });
 });
+
+describe("a stream's writer", () => {
+  // A followed stream to a slow reader waits for "drain" again and again on
+  // the same call and signal; each wait used to leave an abort listener on
+  // the signal (and, when aborted, a drain listener on the call) behind.
+  test("takes its listeners off after every wait for the reader", async () => {
+    const { EventEmitter } = await import("node:events");
+    const { writeResponses } = await import("./service.ts");
+    const call = Object.assign(new EventEmitter(), {
+      cancelled: false,
+      written: 0,
+      ended: false,
+      write(_bytes: Buffer) {
+        this.written++;
+        // Never ready: every write waits for a drain, which comes soon after.
+        setImmediate(() => this.emit("drain"));
+        return false;
+      },
+      end() {
+        this.ended = true;
+      },
+    });
+    const controller = new AbortController();
+    let abortListeners = 0;
+    const add = controller.signal.addEventListener.bind(controller.signal);
+    const remove = controller.signal.removeEventListener.bind(controller.signal);
+    controller.signal.addEventListener = ((type: string, listener: EventListener, options?: AddEventListenerOptions) => {
+      if (type === "abort") abortListeners++;
+      add(type, listener, options);
+    }) as typeof controller.signal.addEventListener;
+    controller.signal.removeEventListener = ((type: string, listener: EventListener) => {
+      if (type === "abort") abortListeners--;
+      remove(type, listener);
+    }) as typeof controller.signal.removeEventListener;
+    async function* responses() {
+      for (let i = 0; i < 500; i++) yield { ticket: new Uint8Array([i % 256]) };
+    }
+    await writeResponses(call as never, responses(), () => Buffer.from([1]), controller.signal, () => undefined);
+    expect({ written: call.written, ended: call.ended }).toEqual({ written: 500, ended: true });
+    expect(abortListeners).toBe(0);
+    expect(call.listenerCount("drain")).toBe(0);
+    // Aborted while it waits: the drain listener goes too.
+    const aborted = new AbortController();
+    const stuck = Object.assign(new EventEmitter(), { cancelled: true, write: () => false, end: () => {} });
+    const writing = writeResponses(stuck as never, responses(), () => Buffer.from([1]), aborted.signal, () => undefined);
+    await Bun.sleep(10);
+    aborted.abort();
+    await writing;
+    expect(stuck.listenerCount("drain")).toBe(0);
+  });
+});

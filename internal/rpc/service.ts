@@ -303,9 +303,13 @@ async function serveStream<S>(
   }
 }
 
-/** Writes a handler's responses to a stream, waiting for the client to drain, then ends it. */
-async function writeResponses(
-  call: ServerWritableStream<Buffer, Buffer> | ServerDuplexStream<Buffer, Buffer>,
+/**
+ * Writes a handler's responses to a stream, waiting for the client to
+ * drain, then ends it. Each wait takes its listeners off again: a followed
+ * stream waits thousands of times on the same call and signal.
+ */
+export async function writeResponses(
+  call: Pick<ServerWritableStream<Buffer, Buffer>, "write" | "end" | "once" | "off" | "cancelled">,
   responses: AsyncIterable<MessageInitShape<DescMessage>>,
   serialize: (message: MessageInitShape<DescMessage>) => Buffer,
   signal: AbortSignal,
@@ -315,8 +319,13 @@ async function writeResponses(
     if (signal.aborted) break;
     if (!call.write(serialize(message))) {
       await new Promise<void>((resolve) => {
-        call.once("drain", resolve);
-        signal.addEventListener("abort", () => resolve(), { once: true });
+        const done = () => {
+          call.off("drain", done);
+          signal.removeEventListener("abort", done);
+          resolve();
+        };
+        call.once("drain", done);
+        signal.addEventListener("abort", done, { once: true });
       });
     }
   }
