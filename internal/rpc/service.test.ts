@@ -420,20 +420,21 @@ describe("a stream's writer", () => {
   test("takes its listeners off after every wait for the reader", async () => {
     const { EventEmitter } = await import("node:events");
     const { writeResponses } = await import("./service.ts");
-    const call = Object.assign(new EventEmitter(), {
-      cancelled: false,
-      written: 0,
-      ended: false,
-      write(_bytes: Buffer) {
+    /** A call whose reader is never ready: every write waits for a drain, which comes soon after. */
+    class SlowReader extends EventEmitter {
+      cancelled = false;
+      written = 0;
+      ended = false;
+      write(): boolean {
         this.written++;
-        // Never ready: every write waits for a drain, which comes soon after.
         setImmediate(() => this.emit("drain"));
         return false;
-      },
-      end() {
+      }
+      end(): void {
         this.ended = true;
-      },
-    });
+      }
+    }
+    const call = new SlowReader();
     const controller = new AbortController();
     let abortListeners = 0;
     const add = controller.signal.addEventListener.bind(controller.signal);

@@ -309,7 +309,7 @@ async function serveStream<S>(
  * stream waits thousands of times on the same call and signal.
  */
 export async function writeResponses(
-  call: Pick<ServerWritableStream<Buffer, Buffer>, "write" | "end" | "once" | "off" | "cancelled">,
+  call: ServerWritableStream<Buffer, Buffer> | ServerDuplexStream<Buffer, Buffer>,
   responses: AsyncIterable<MessageInitShape<DescMessage>>,
   serialize: (message: MessageInitShape<DescMessage>) => Buffer,
   signal: AbortSignal,
