@@ -248,6 +248,7 @@ describe("a three-node cluster of processes", () => {
     const leader = [...ids].find(([, id]) => id === leaderId)![0];
     const other = [node1, node2].find((n) => n !== leader)!;
     const from = leader.logs.length;
+    const otherFrom = other.logs.length;
     // The leader removes its own etcd member: ctl either hears that it worked, or that it may have (its connection went with the member).
     const removed = await eventually(
       async () => {
@@ -258,6 +259,13 @@ describe("a three-node cluster of processes", () => {
       { timeoutMs: 60_000, intervalMs: 1000, what: "consensus role removed from the leader's node" },
     );
     if (removed.code !== 0) expect(removed.stderr).toContain("may still have been carried out; running the same command again is safe");
+    // The old leader's curator resigns at once, before its control plane
+    // restarts (that waits for the cluster to remove its etcd member), and
+    // the other curator leads: nobody waits out the leaving leader's term.
+    const resigned = await leader.waitForLog((l) => l.msg === "resigned curator leadership", { from, what: "the old leader resigned" });
+    const restarted = await leader.waitForLog((l) => l.msg === "restart requested" && /^consensus role removed/.test(String(l.reason)), { from, what: "the old leader's control plane restarted" });
+    expect(leader.logs.indexOf(resigned)).toBeLessThan(leader.logs.indexOf(restarted));
+    await other.waitForLog((l) => l.msg === "elected curator leader", { from: otherFrom, what: "the other curator leads" });
     await eventually(async () => expect((await members(other)).map((m) => m.name)).toEqual([ids.get(other)!]), { timeoutMs: 60_000, intervalMs: 1000, what: "etcd without the old leader's member" });
     await leader.waitForLog((l) => l.msg === "consensus role removed: deleting this node's etcd data", { from, what: "the old leader left etcd" });
     await eventually(

@@ -137,9 +137,11 @@ export function leadershipRunnable(etcd: Namespace, self: LeaderInfo, state: Val
       await Promise.race([untilCancelled(ctx.signal), failed]);
     } finally {
       ended = true;
+      const led = isLeader;
       isLeader = false;
       publish();
       await campaign.resign().catch(() => {});
+      if (led) ctx.logger.info("resigned curator leadership");
       await observer?.cancel().catch(() => {});
     }
   };

@@ -37,7 +37,9 @@ export class Value<T> {
     return await watcher.get(options);
   }
 
-  /** The first value (current or future) for which `predicate` holds. */
+  /** The first value (current or future) for which `predicate` holds; narrowed to `U` when the predicate is a type guard (`(v) => v !== undefined`). */
+  waitFor<U extends T>(predicate: (value: T) => value is U, options?: { signal?: AbortSignal }): Promise<U>;
+  waitFor(predicate: (value: T) => boolean, options?: { signal?: AbortSignal }): Promise<T>;
   async waitFor(predicate: (value: T) => boolean, options: { signal?: AbortSignal } = {}): Promise<T> {
     using watcher = this.watch();
     return await watcher.getWhen(predicate, options);

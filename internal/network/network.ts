@@ -72,8 +72,7 @@ export class Network {
 
   /** The node's address, waiting until it has one. */
   async getAddress(options: { signal?: AbortSignal } = {}): Promise<NodeAddress> {
-    const address = await this.address.waitFor((a) => a !== undefined, options);
-    return address as NodeAddress;
+    return await this.address.waitFor((a) => a !== undefined, options);
   }
 
   /**

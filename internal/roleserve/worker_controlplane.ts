@@ -329,10 +329,10 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
   const consensus: Runnable = async (c) => {
     const client = await serving.waitFor((e) => e !== undefined, { signal: c.signal });
     const url = clientUrl(etcdClientHost);
-    options.localConsensus?.set({ etcd: client!, url, ca: member.ca, metrics: (signal) => fetchEtcdMetrics(url, tls, signal) });
+    options.localConsensus?.set({ etcd: client, url, ca: member.ca, metrics: (signal) => fetchEtcdMetrics(url, tls, signal) });
     try {
-      await finishPendingWrites(c, client!);
-      runBesideMember(c, client!);
+      await finishPendingWrites(c, client);
+      runBesideMember(c, client);
       c.signalHealthy();
       await untilCancelled(c.signal);
     } finally {
@@ -413,7 +413,13 @@ async function runControlPlane(ctx: RunContext, run: ControlPlaneRun): Promise<v
             .catch(() => {});
         },
       });
-      if (leave.signal.aborted && !cc.signal.aborted) cc.signalDone();
+      // Left: a death, not "done". What the curator started (its leadership
+      // campaign, promoter, heartbeats) runs under this runnable's own tree
+      // node, which "done" would leave running: the leader would keep its
+      // term, and the other curators would name it for its lease's length.
+      // The death stops and awaits them (the campaign resigns on its way
+      // out); the next run sees the leave and is done at once.
+      if (leave.signal.aborted && !cc.signal.aborted) throw new RestartRequest("the node left consensus: the curator's own children stop with it");
     });
     // The member's database: sizes, alarms, defragmentation, a way back from NOSPACE.
     c.run(

@@ -191,15 +191,15 @@ function controllerRunnable(options: KubernetesOptions): Runnable {
     for (const component of CONTROLLER_COMPONENTS) options.board.report(component, "waiting", "for the local etcd member");
     const local = await options.localConsensus.waitFor((l) => l !== undefined, { signal: ctx.signal });
     const membership = await options.membership.get({ signal: ctx.signal });
-    const store = new CuratorStore(local!.etcd.namespace(ETCD_PREFIX));
+    const store = new CuratorStore(local.etcd.namespace(ETCD_PREFIX));
     const etcdCA = await store.ca("etcd");
     const key = generateKeyPair();
     const client = { certificate: issueEtcdClientCertificate(etcdCA, key.publicKey, "kube-apiserver"), privateKey: key.privateKey };
     ctx.run(
       "controller",
       controllerService({
-        etcd: local!.etcd,
-        etcdAccess: { url: local!.url, ca: local!.ca, client },
+        etcd: local.etcd,
+        etcdAccess: { url: local.url, ca: local.ca, client },
         address: membership.address,
         binDir: options.binDir ?? DEFAULT_KUBERNETES_BIN_DIR,
         dir: join(options.ephemeralDir, "controller"),
