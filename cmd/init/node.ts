@@ -249,9 +249,8 @@ export function nodeRoot(config: NodeConfig): Runnable {
       if (state.phase !== "member") return void status.signalDone();
       status.logger.info("storage mounted, node is part of the cluster", { node: state.nodeId, via: state.decision });
       using roles = roleValues.roles.watch();
-      // Once per change of roles: the roles value is set again on every
-      // change of any node record (a label write), which repeated the line
-      // about once a second under the fault suite's workload.
+      // Once per change of the role names: the roles value also changes
+      // with the consensus members' peers, which the line does not name.
       let printed: string | undefined;
       for (;;) {
         const current = await roles.getWhen((r) => r !== undefined, { signal: status.signal });

@@ -206,6 +206,21 @@ describe("role fetch worker", () => {
     });
   });
 
+  test("publishes this node's roles and the directory only when they change, not at every other node's record", async () => {
+    fake.setBacklog([{ nodes: [node(create(NodeRolesSchema, { consensusMember: { address: "127.0.0.1" } }), { running: true })] }]);
+    const values = newRoleServerValues();
+    run(roleFetchWorker({ membership: membership(), connection: connection([fake.endpoint]), roles: values.roles, directory: values.directory }));
+    await eventually(() => expect(values.roles.peek()?.consensusMember).toBeDefined());
+    await eventually(() => expect(values.directory.peek()?.nodes.length).toBe(1));
+    const before = { roles: values.roles._state().version, directory: values.directory._state().version };
+    // Another node's record changes (its status), again and again; then this node's roles.
+    for (let i = 0; i < 5; i++) fake.push({ nodes: [node(create(NodeRolesSchema, {}), { id: "node-other", address: `127.0.0.${10 + i}` })] });
+    fake.push({ nodes: [node(create(NodeRolesSchema, { consensusMember: { address: "127.0.0.1" }, kubernetesWorker: {} }), { running: true })] });
+    await eventually(() => expect(values.roles.peek()?.kubernetesWorker).toBeDefined());
+    // Roles were published once more (the change), the directory not at all.
+    expect({ roles: values.roles._state().version - before.roles, directory: values.directory._state().version - before.directory }).toEqual({ roles: 1, directory: 0 });
+  });
+
   test("watches again through the new best curator when the curators change", async () => {
     fake.setBacklog([{ nodes: [node(create(NodeRolesSchema, {}))] }]);
     const values = newRoleServerValues();

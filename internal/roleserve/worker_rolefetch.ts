@@ -3,8 +3,8 @@
 // (the directory other workers dial), and every node's record (the mesh's
 // peers, internal/clusternet).
 
-import { create } from "@bufbuild/protobuf";
-import { NodeRolesSchema, type ClusterDirectory, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
+import { create, equals } from "@bufbuild/protobuf";
+import { ClusterDirectorySchema, NodeRolesSchema, type ClusterDirectory, type NodeRoles } from "../../proto/gen/common/common_pb.ts";
 import { directoryOf, formatEndpoint } from "../curator/client/mod.ts";
 import { WatchEvent_Progress, type Node } from "../../proto/gen/curator/curator_pb.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
@@ -58,8 +58,13 @@ export function roleFetchWorker(options: RoleFetchOptions): Runnable {
           ctx.logger.info("roles", JSON.parse(summary));
           lastRoles = summary;
         }
-        options.roles.set(roles);
-        options.directory.set(directoryOf([...nodes.values()]));
+        // Each only when it changed: most events are another node's record
+        // (a label, a heartbeat's status), which leaves both as they were.
+        const published = options.roles.peek();
+        if (published === undefined || !equals(NodeRolesSchema, published, roles)) options.roles.set(roles);
+        const directory = directoryOf([...nodes.values()]);
+        const known = options.directory.peek();
+        if (known === undefined || !equals(ClusterDirectorySchema, known, directory)) options.directory.set(directory);
         options.nodes?.set([...nodes.values()]);
         ctx.signalHealthy();
       }
