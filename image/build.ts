@@ -24,7 +24,7 @@ import { createLogger } from "../internal/log/mod.ts";
 import { TEST_FAULTS } from "../internal/version/mod.ts";
 import { MAX_TRIAL_BOUND_S, MIN_TRIAL_BOUND_S } from "../internal/localstorage/mod.ts";
 import { VERSION_PATTERN } from "../internal/update/mod.ts";
-import { compile } from "../build.ts";
+import { compile } from "./compile.ts";
 import { buildImage, CACHE_DIR, imagePaths, OUT_DIR, REPO_ROOT, type KernelFormat } from "./mod.ts";
 
 const KERNEL_FORMATS: readonly KernelFormat[] = ["vmlinux", "bzImage"];

@@ -1,34 +1,41 @@
-// The folders are the architecture, and these are its two rules as checks:
-// a package reaches another only through its mod.ts, and no chain of
-// imports between packages leads back to where it started. Test files and
-// test-only fixtures (test_cluster.ts, fake_curator.ts) may reach further.
+// The folders are the architecture, and these are its rules as checks: a
+// package reaches another only through its mod.ts, and so do the programs
+// around internal/ (cmd/, image/, bench/); no chain of imports between
+// packages leads back to where it started; and nothing below the root
+// imports the root's build.ts (image/compile.ts is what both build with).
+// Test files and test-only fixtures (test_cluster.ts, fake_curator.ts) may
+// reach further.
 
 import { expect, test } from "bun:test";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 
-const INTERNAL = join(import.meta.dir, "..", "internal");
+const ROOT = join(import.meta.dir, "..");
+const INTERNAL = join(ROOT, "internal");
 const TEST_ONLY = /(\.test\.ts|\/test_cluster\.ts|\/fake_curator\.ts)$/;
 
-/** Every import between two packages of internal/: [from file, to file], both relative to internal/. */
-function crossImports(): [string, string][] {
+/** Every relative import of the .ts files below `dir` but test files and fixtures: [from file, resolved target]. */
+function importsBelow(dir: string): [string, string][] {
   const out: [string, string][] = [];
-  const walk = (dir: string) => {
-    for (const name of readdirSync(dir)) {
-      const path = join(dir, name);
+  const walk = (d: string) => {
+    for (const name of readdirSync(d)) {
+      const path = join(d, name);
       if (statSync(path).isDirectory()) walk(path);
       else if (path.endsWith(".ts") && !TEST_ONLY.test(path)) {
-        for (const match of readFileSync(path, "utf8").matchAll(/from\s+"(\.[^"]+)"/g)) {
-          const target = resolve(dirname(path), match[1]!);
-          if (!target.startsWith(INTERNAL + "/")) continue;
-          const [from, to] = [relative(INTERNAL, path), relative(INTERNAL, target)];
-          if (packageOf(from) !== packageOf(to)) out.push([from, to]);
-        }
+        for (const match of readFileSync(path, "utf8").matchAll(/from\s+"(\.[^"]+)"/g)) out.push([path, resolve(dirname(path), match[1]!)]);
       }
     }
   };
-  walk(INTERNAL);
+  walk(dir);
   return out;
+}
+
+/** Every import between two packages of internal/: [from file, to file], both relative to internal/. */
+function crossImports(): [string, string][] {
+  return importsBelow(INTERNAL)
+    .filter(([, to]) => to.startsWith(INTERNAL + "/"))
+    .map(([from, to]): [string, string] => [relative(INTERNAL, from), relative(INTERNAL, to)])
+    .filter(([from, to]) => packageOf(from) !== packageOf(to));
 }
 
 /** The package a file belongs to: its first folder (curator/client is curator's). */
@@ -78,6 +85,22 @@ test("no chain of imports between packages leads back to where it started", () =
   }
   expect(edges.size).toBeGreaterThan(10);
   expect(cycles(edges)).toEqual([]);
+});
+
+test("cmd/, image/ and bench/ reach internal/ only through its packages' mod.ts", () => {
+  const past = ["cmd", "image", "bench"]
+    .flatMap((dir) => importsBelow(join(ROOT, dir)))
+    .filter(([, to]) => to.startsWith(INTERNAL + "/") && !to.endsWith("/mod.ts") && !TEST_ONLY.test(to))
+    .map(([from, to]) => `${relative(ROOT, from)} -> ${relative(ROOT, to)}`);
+  expect(past).toEqual([]);
+});
+
+test("nothing below the root imports the root's build.ts", () => {
+  const upward = ["cmd", "image", "bench", "internal", "test"]
+    .flatMap((dir) => importsBelow(join(ROOT, dir)))
+    .filter(([, to]) => to === join(ROOT, "build.ts"))
+    .map(([from]) => relative(ROOT, from));
+  expect(upward).toEqual([]);
 });
 
 test("the cycle check finds a cycle when there is one", () => {

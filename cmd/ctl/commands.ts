@@ -4,7 +4,7 @@
 // command's `actions`: name, arguments, one line of description, handler.
 // The handlers only wire flags to internal/operator and print the result.
 
-import { describeColdStart, MAX_UNLOCK_SHARE_THRESHOLD } from "../../internal/coldstart/threshold.ts";
+import { describeColdStart, MAX_UNLOCK_SHARE_THRESHOLD } from "../../internal/coldstart/mod.ts";
 import { shownTarget, targetUrlProblem } from "../../internal/backup/mod.ts";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
