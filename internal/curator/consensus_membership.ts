@@ -7,6 +7,8 @@
 //           ─▶ node stops etcd and deletes its data
 //   reconcile (the leader, every few seconds): an etcd member that no
 //           node's consensus role accounts for is removed
+//   the leader's own node: role cleared ─▶ its curator resigns while its
+//           etcd serves ─▶ the next leader's reconcile removes the member
 //
 // The etcd member list is the truth for who is a member; node records say
 // what each node should run. A change spans both, so it is made in the
@@ -172,23 +174,26 @@ export const ORPHAN_LEARNER_GRACE_MS = 30_000;
  * Holds etcd's members against the consensus roles: a member that no
  * node's role accounts for is removed (a learner that never started only
  * after ORPHAN_LEARNER_GRACE_MS, counted from when `firstSeen` first saw
- * it). The last voter is never removed. Returns the removed members' names
- * (or IDs, for one that never started).
+ * it). The last voter is never removed, nor `self`'s: the leader's own
+ * node leaving consensus resigns first, while its etcd serves, and the
+ * next leader removes its member (handing over without a lease to wait
+ * out). Returns the removed members' names (or IDs, for one that never
+ * started).
  */
-export async function reconcileMembership(etcd: Etcd3, nodes: readonly NodeRecord[], logger: Logger, firstSeen: Map<string, number>, now = Date.now()): Promise<string[]> {
+export async function reconcileMembership(etcd: Etcd3, nodes: readonly NodeRecord[], logger: Logger, firstSeen: Map<string, number>, now = Date.now(), self?: string): Promise<string[]> {
   const members = await etcdMembers(etcd);
   const accounted = new Set(nodes.filter((n) => n.roles?.consensusMember).flatMap((n) => memberOf(members, n)?.id ?? []));
   const removed: string[] = [];
   for (const id of firstSeen.keys()) if (!members.some((m) => m.id === id && !accounted.has(id))) firstSeen.delete(id);
   for (const member of members) {
-    if (accounted.has(member.id)) continue;
+    if (accounted.has(member.id) || (self !== undefined && member.name === self)) continue;
     if (!member.isLearner && members.filter((m) => !m.isLearner).length - removed.length <= 1) continue;
     if (!member.name) {
       const since = firstSeen.get(member.id) ?? now;
       firstSeen.set(member.id, since);
       if (now - since < ORPHAN_LEARNER_GRACE_MS) continue;
     }
-    logger.warn("removing an etcd member that no consensus role accounts for (a change interrupted halfway)", { member: member.name || member.id, learner: member.isLearner });
+    logger.warn("removing an etcd member that no consensus role accounts for (a change interrupted halfway, or the last leader's own node that left)", { member: member.name || member.id, learner: member.isLearner });
     await etcd.cluster.memberRemove({ ID: member.id });
     firstSeen.delete(member.id);
     removed.push(member.name || member.id);

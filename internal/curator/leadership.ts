@@ -140,8 +140,12 @@ export function leadershipRunnable(etcd: Namespace, self: LeaderInfo, state: Val
       const led = isLeader;
       isLeader = false;
       publish();
-      await campaign.resign().catch(() => {});
-      if (led) ctx.logger.info("resigned curator leadership");
+      const resigned = await campaign.resign().then(
+        () => undefined,
+        (err: unknown) => (err as Error).message,
+      );
+      if (led && resigned === undefined) ctx.logger.info("resigned curator leadership");
+      else if (led) ctx.logger.warn("could not resign curator leadership: the others wait out its lease", { reason: resigned });
       await observer?.cancel().catch(() => {});
     }
   };

@@ -142,7 +142,7 @@ export function curatorRunnable(options: CuratorOptions): Runnable {
       whileLeading(async (logger) => {
         try {
           const { nodes } = await store.nodes();
-          await reconcileMembership(options.etcd, nodes, logger, orphanLearners);
+          await reconcileMembership(options.etcd, nodes, logger, orphanLearners, Date.now(), options.nodeId);
           const term = leadership.peek()?.fenceKey;
           if (term !== joinsTerm) [joins, joinsTerm] = [newConsensusJoins(), term];
           const byId = new Map(nodes.map((n) => [n.id, n]));

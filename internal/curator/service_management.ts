@@ -353,9 +353,14 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
         r.roles = roles;
         return r;
       });
-      // The record first, then etcd: an interruption here (the leader's own
-      // member going takes its etcd with it) leaves what the reconciler finishes.
-      if (revoking) await revokeConsensus(etcd, node, logger);
+      // The record first, then etcd: an interruption here leaves what the
+      // reconciler finishes. The leader's own member is not removed here:
+      // that would take this curator's etcd (and the caller's reply) before
+      // it resigned, and the others would wait out its lease. Its node's
+      // curator resigns once it sees the record, and the next leader's
+      // reconciler removes the member.
+      if (revoking && id === deps.leader?.()) logger.info("this curator's own node leaves consensus: it resigns, and the next leader removes its etcd member", { node: id });
+      else if (revoking) await revokeConsensus(etcd, node, logger);
       logger.info("node roles updated", {
         node: id,
         consensusMember: Boolean(consensusMember),
