@@ -11,13 +11,13 @@
 //   all three powered off ─ node2's disk alone (on the host) holds no cluster
 //     half and does not open ─ all three booted: each combines the shares the
 //     others hold, three voters again, data intact (README, "Cold start")
-//   ctl cluster update to v2 (bun run image --version) while three owner
+//   (--long) ctl cluster update to v2 (bun run image --version) while three owner
 //     clients write and read labels: one member at a time, each taking what
 //     its slot a holds as well, sent the rest, kexec'd into slot b, confirmed
 //     once rejoined; every acknowledged write is there (the fault suite's
 //     check), every node HEALTHY at v2, and from here on every boot of
 //     node1 and node2 kexecs slot b
-//   ctl node rollback node3 --activate --wait: back on slot a (v1), no
+//   (--long) ctl node rollback node3 --activate --wait: back on slot a (v1), no
 //     kexec, HEALTHY, confirmed
 //   consensus role removed from node3 ─ etcdctl: two members
 //   Kubernetes: node1 gets kubernetes-controller again; node2 and node3
@@ -331,14 +331,19 @@ e2eTest("all three powered off and booted again: the cluster comes back with no 
   assertEqual((await etcdctl("node3", "get", "e2e/written-before", "--print-value-only")).trim(), "survives node1", "the first write");
 });
 
-// The rolling update and the rollback after it ran as long steps (bun run
-// e2e --long) until the CI had room for them: 793.0 s and 50.6 s under qemu
-// (2026-11-26), each member 174-265 s (system image, kernel and 74 of the
-// initramfs's 82.8 MiB copied on the node, 8.8 MiB sent, kexec'd, rejoined,
-// HEALTHY). In CI since 2026-11-27: 634.0 s and 493.5 s in two clean-clone
-// runs while node1 still held the controller role from its bootstrap (its
-// kube-apiserver restarting beside each of its boots); without it, 429.9 s
-// and 384.9 s. docs/development.md has CI's time.
+// The rolling update and the rollback after it are long steps (bun run
+// e2e --long): too long for CI's budget again. They ran as long steps until
+// 2026-11-26 (793.0 s and 50.6 s under qemu, each member 174-265 s: system
+// image, kernel and 74 of the initramfs's 82.8 MiB copied on the node, 8.8
+// MiB sent, kexec'd, rejoined, HEALTHY), then in CI (384.9-634.0 s). On
+// 2026-11-28 the host ran TCG at half its usual speed: the update took
+// 763.1 s, and the whole suite 91.5 min, past CI's 90-minute kill. CI keeps
+// ctl node update, the trial boot, the rollback of a version that never
+// rejoins and a power cut while writing in node_boot.e2e.ts. They come back
+// into CI once a restart by kexec straight from the running node and an
+// update that writes the next member while the last one reboots make them
+// cheaper (issue 47), or with issue 50's update that keeps a running
+// application serving. docs/development.md has CI's time.
 
 /** The rolling update's deadline: the cluster healthy first, then three members, each written, kexec'd and rejoined under TCG. */
 const CLUSTER_UPDATE_TIMEOUT_MS = 35 * 60_000;
@@ -412,10 +417,12 @@ e2eTest(
       `ctl cluster update ${v1} → ${v2.version}, three consensus members one at a time (streamed, written, kexec'd, rejoined): ${summary.seconds ?? seconds.toFixed(1)} s; per node ${summary.steps.map((s) => `${s.name} ${s.seconds ?? "?"} s`).join(", ")}; ${check.acknowledged} owner writes acknowledged throughout, none lost`,
     );
   },
-  { timeoutMs: CLUSTER_UPDATE_TIMEOUT_MS },
+  { timeoutMs: CLUSTER_UPDATE_TIMEOUT_MS, long: true },
 );
 
-e2eTest("ctl node rollback node3 --activate --wait: node3 boots slot a again (v1, the firmware's own build: no kexec), rejoins on it, and stays there", async (ctx) => {
+e2eTest(
+  "ctl node rollback node3 --activate --wait: node3 boots slot a again (v1, the firmware's own build: no kexec), rejoins on it, and stays there",
+  async (ctx) => {
   const c = need(cluster, "the cluster");
   const f = need(formed, "the formed cluster");
   const v1 = readManifest(ctx.imageDir).version;
@@ -438,7 +445,10 @@ e2eTest("ctl node rollback node3 --activate --wait: node3 boots slot a again (v1
   assertEqual(status.health, "HEALTHY", "node3's health after the rollback");
   assertEqual(status.updateFailure, undefined, "an update failure after a rollback that rejoined");
   ctx.report(`ctl node rollback node3 --activate --wait, v2 → ${v1} (slot a, no kexec), back HEALTHY: ${seconds.toFixed(1)} s`);
-});
+  },
+  // It rolls back what the rolling update installed: long with it.
+  { long: true },
+);
 
 e2eTest("removing the consensus role from node3 shrinks etcd to two members", async () => {
   const f = need(formed, "the formed cluster");
@@ -641,10 +651,22 @@ async function registryStep(ctx: E2eContext, c: Cluster, f: FormedCluster, regis
   // Its default command serves its page: the application runs.
   assertEqual(await eventually(() => podHttpGet(fetcher, states[1]!.ip, HELLO_PORT), { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "the hello page" }), "hello from nodecore", "the page node3's hello pod serves");
 
-  // A wrong password: the pull fails, and kubectl describe says why.
+  // Pulls that do not wait on each other run at once (under TCG each pod
+  // takes a minute or more; one after the other they cost CI minutes): a
+  // wrong password on node2 beside a pod's own imagePullSecrets on node3;
+  // then, with the login right again, the failing pod's next try beside a
+  // host whose first mirror is down.
   const wrong = await ctlWithStdin(c, ["cluster", "registry", "login", registry.host, "--username", registry.options.username, "--password-stdin"], "not-the-password\n");
   assertEqual(wrong.exitCode, 0, `ctl cluster registry login (${wrong.stderr.trim()})`);
+  // A pod's own imagePullSecrets work beside the cluster's login (which is wrong now).
+  await kubectl("create", "secret", "docker-registry", "hello-pull", `--docker-server=${registry.host}`, `--docker-username=${registry.options.username}`, `--docker-password=${registry.options.password}`);
+  const withSecret = helloPod("hello-secret", image, ids[1], "Always") as { spec: Record<string, unknown> };
+  withSecret.spec.imagePullSecrets = [{ name: "hello-pull" }];
   await apply("hello-wrong", helloPod("hello-wrong", image, ids[0], "Always"));
+  await apply("hello-secret", withSecret);
+  const secretRunning = running("hello-secret");
+  secretRunning.catch(() => {});
+  // The wrong password: the pull fails, and kubectl describe says why.
   const described = await eventually(
     async () => {
       const text = await kubectl("describe", "pod", "hello-wrong");
@@ -663,19 +685,14 @@ async function registryStep(ctx: E2eContext, c: Cluster, f: FormedCluster, regis
     },
     { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "the pod's status showing the failed pull" },
   );
-  // A pod's own imagePullSecrets work beside the cluster's login (which is wrong now).
-  await kubectl("create", "secret", "docker-registry", "hello-pull", `--docker-server=${registry.host}`, `--docker-username=${registry.options.username}`, `--docker-password=${registry.options.password}`);
-  const withSecret = helloPod("hello-secret", image, ids[1], "Always") as { spec: Record<string, unknown> };
-  withSecret.spec.imagePullSecrets = [{ name: "hello-pull" }];
-  await apply("hello-secret", withSecret);
-  await running("hello-secret");
+  await secretRunning;
   ctx.report("a pod with its own imagePullSecrets pulled while the cluster's login was wrong");
   // The login made right again: the kubelet's next try pulls; nothing restarted.
   const fixed = performance.now();
   const right = await ctlWithStdin(c, ["cluster", "registry", "login", registry.host, "--username", registry.options.username, "--password-stdin"], `${registry.options.password}\n`);
   assertEqual(right.exitCode, 0, `ctl cluster registry login (${right.stderr.trim()})`);
-  await running("hello-wrong");
-  ctx.report(`the login made right → the failing pod Running at the kubelet's next try: ${((performance.now() - fixed) / 1000).toFixed(1)} s`);
+  const fixedRunning = running("hello-wrong").then(() => (performance.now() - fixed) / 1000);
+  fixedRunning.catch(() => {});
 
   // Mirrors: a host that exists nowhere, its first mirror down, its second the registry.
   const mirrored = "images.nodecore.test";
@@ -692,6 +709,7 @@ async function registryStep(ctx: E2eContext, c: Cluster, f: FormedCluster, regis
   await running("hello-mirror");
   ctx.report(`${mirrored} with its first mirror down: Running from the second in ${((performance.now() - failover) / 1000).toFixed(1)} s`);
   assert(readFileSync(registry.logFile, "utf8").slice(logFrom).includes(`ns=${mirrored}`), "the registry served the pull as a mirror of the host (containerd's ns parameter)");
+  ctx.report(`the login made right → the failing pod Running at the kubelet's next try: ${(await fixedRunning).toFixed(1)} s`);
 
   // Offline: with the registry stopped, an image no registry holds, imported onto node2, runs there.
   await registry.stop();

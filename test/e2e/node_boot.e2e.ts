@@ -335,7 +335,7 @@ e2eTest("power lost while slot b is written: node1 boots slot a as before, and t
   const c = await theCluster(ctx);
   const node = c.node("node1");
   const v1 = readManifest(ctx.imageDir).version;
-  // The same build as the cluster e2e's v2 (same version, same directory): a cache hit when that ran first.
+  // The same build as the cluster e2e's v2 (same version, same directory): a cache hit when its rolling update ran first (--long).
   const good = await buildUpdateImage(ctx, { version: nextVersion(v1, 1), name: "v2" });
   // Up from the step before, unless that one failed and stopped it.
   if (node.state !== "running") {
