@@ -3,9 +3,9 @@
 // Each trial, on the same etcd with the same data:
 //  - under nodecore: the role set again; from the node's "process started"
 //    line for kube-apiserver to its "kube-apiserver is ready" line (the node
-//    asks /readyz every 250 ms);
+//    asks /readyz every READINESS_POLL_MS, each answer given READINESS_TIMEOUT_MS);
 //  - by hand: the role unset, then the same binary started here with the
-//    same flags and files (another port), asked /readyz every 250 ms too,
+//    same flags and files (another port), asked /readyz the same way,
 //    from spawn to the first "ok".
 // Prints min / median / max of each and the ratio of the medians (the
 // goal: ≤ 1.1); asserts nothing.
@@ -13,14 +13,13 @@
 
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { apiserverArgs, parseKubeconfig } from "../internal/kubernetes/mod.ts";
+import { apiserverArgs, parseKubeconfig, READINESS_POLL_MS, READINESS_TIMEOUT_MS } from "../internal/kubernetes/mod.ts";
 import { eventually, systemTree, tempDir } from "../internal/testing/mod.ts";
 import { NodeProcess, loopbackBlock, ownedNode, type LogLine } from "../test/support/node_process.ts";
 import { figure, percentile, spread } from "./figures.ts";
 
 const TRIALS = Number(process.argv[2] ?? 5);
 const STEP_TIMEOUT_MS = 120_000;
-const POLL_MS = 250;
 const BY_HAND_PORT = 16443;
 
 const dir = tempDir("nodecore-bench-apiserver-");
@@ -75,14 +74,14 @@ try {
     try {
       for (;;) {
         const ok = await fetch(`https://${node.address}:${BY_HAND_PORT}/readyz`, {
-          signal: AbortSignal.timeout(2000),
+          signal: AbortSignal.timeout(READINESS_TIMEOUT_MS),
           tls: { ca: owner.ca, cert: owner.certificate, key: owner.privateKey },
         } as RequestInit)
           .then(async (r) => r.ok && (await r.text()).trim() === "ok")
           .catch(() => false);
         if (ok) break;
         if (performance.now() - t0 > STEP_TIMEOUT_MS) throw new Error("the apiserver started by hand never answered /readyz");
-        await Bun.sleep(POLL_MS);
+        await Bun.sleep(READINESS_POLL_MS);
       }
       byHand.push(performance.now() - t0);
     } finally {

@@ -10,9 +10,19 @@ import type { Credential } from "./pki.ts";
 
 export type ComponentState = "waiting" | "starting" | "running" | "restarting";
 
-/** How long one health answer may take, and how often a starting component is asked. */
+/** How long one health answer may take, unless the caller says otherwise. */
 const HEALTH_TIMEOUT_MS = 2_000;
-const HEALTH_POLL_MS = 250;
+/**
+ * How a starting component is asked whether it is ready: an answer may take
+ * READINESS_TIMEOUT_MS, and the next question comes READINESS_POLL_MS after
+ * the last answer. A loaded apiserver answers /readyz late; asked again at
+ * 2 s and every 250 ms (as until 2026-11-28), it threw the work of each
+ * late answer away and was asked for more: a TLS handshake, an
+ * authentication and readyz's own etcd read, on the node that runs it, for
+ * the minutes it starts under emulation.
+ */
+export const READINESS_TIMEOUT_MS = 15_000;
+export const READINESS_POLL_MS = 1_000;
 
 const KLOG_LEVELS: Record<string, ParsedLine["level"]> = { I: "info", W: "warn", E: "error", F: "error" };
 
@@ -60,7 +70,7 @@ export async function answersOk(
 
 /** Waits until answersOk(url, as, want) holds: a starting component's readiness. */
 export async function untilOk(url: string, as: Parameters<typeof answersOk>[1], signal: AbortSignal, want: HealthAnswer = "ok"): Promise<void> {
-  while (!(await answersOk(url, as, signal, want))) await sleep(HEALTH_POLL_MS, signal);
+  while (!(await answersOk(url, as, signal, want, READINESS_TIMEOUT_MS))) await sleep(READINESS_POLL_MS, signal);
 }
 
 export interface ComponentOptions {

@@ -100,7 +100,7 @@ export {
   type ControllerFlagOptions,
 } from "./controller_flags.ts";
 export { controllerService, CONTROLLER_COMPONENTS, type ControllerServiceOptions } from "./service_controller.ts";
-export { answersOk, parseKlogLine, type ComponentState } from "./component.ts";
+export { answersOk, parseKlogLine, READINESS_POLL_MS, READINESS_TIMEOUT_MS, type ComponentState } from "./component.ts";
 export { reconcile, bindingObject, BASE_BINDINGS, type ClusterRoleBindingSpec, type ReconcileAction } from "./reconciler.ts";
 export { nodeVolumeStore, volumesService, type VolumesServiceOptions } from "./volumes_service.ts";
 export { VolumeStore, VOLUME_RESERVE, describeRoom, kernelQuotas, NoRoomError, VolumeError, type ProjectQuotas, type Volume, type VolumeRoom } from "./volume_store.ts";
