@@ -13,11 +13,13 @@ import { loadKubernetesPKI } from "../kubernetes/mod.ts";
 import { CuratorStore, ETCD_PREFIX, FencedError, NODES_PREFIX, wireguardKeyIndex } from "./store.ts";
 import { SUPERVISION_LINE } from "./convert.ts";
 import { WIREGUARD_KEY_CHANGES_PER_HOUR } from "./service_curator.ts";
+import { MIN_BACKUP_EVERY_MINUTES } from "./service_management.ts";
+import { MAX_BACKUP_ERROR_CHARS } from "./validate.ts";
 import { etcdMembers, grantConsensus, holdConsensusJoins, LEARNER_CATCH_UP_MS, newConsensusJoins, ORPHAN_LEARNER_GRACE_MS, reconcileMembership, REJOIN_BACKOFF_MS } from "./consensus_membership.ts";
 import { peerUrl } from "../consensus/mod.ts";
 import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
 import { captureLogger } from "../log/mod.ts";
-import { refusal, startTestCluster, type TestCluster } from "./test_cluster.ts";
+import { enrolNode, refusal, startTestCluster, type TestCluster } from "./test_cluster.ts";
 import { firstFreePodPrefix, parsePrefix } from "../clusternet/mod.ts";
 import { x25519 } from "@noble/curves/ed25519.js";
 
@@ -197,6 +199,52 @@ describe("Kubernetes credentials", () => {
       await management.updateNodeRoles({ id: cluster.node.id, kubernetesWorker: false });
       management.close();
       curator.close();
+    }
+  });
+});
+
+describe("the scheduled backups' status", () => {
+  // The backups worker on the node the schedule names used to write the
+  // status key into etcd itself, unfenced, from whichever node it ran on.
+  test("only the node the schedule names reports it; the caller is checked before the fields, the fields are bounded, and the leader records it for ctl cluster info", async () => {
+    const curator = cluster.client(Curator, asNode());
+    const management = cluster.client(Management, owner);
+    const other = await enrolNode(cluster, owner);
+    const asOther = cluster.client(Curator, other);
+    const asOwner = cluster.client(Curator, owner);
+    const status = { last: { file: "/data/backups/1-r7.backup", timeMs: BigInt(Date.now()), etcdRevision: 7n, bytes: 4096n }, lastError: "" };
+    try {
+      // No schedule: nobody reports.
+      const unscheduled = await refusal(curator.reportBackupStatus({ status }));
+      expect(unscheduled.code).toBe(Status.PERMISSION_DENIED);
+      expect(unscheduled.details).toBe(`only the node the backup schedule names reports its backups (caller is ${cluster.node.id}; the schedule names no node)`);
+      await management.setBackupSchedule({ schedule: { everyMinutes: MIN_BACKUP_EVERY_MINUTES, keep: 2, nodeId: cluster.node.id } });
+      // Another node, even with a bad status: refused for who it is, before its fields are read.
+      const stranger = await refusal(asOther.reportBackupStatus({ status: { ...status, lastError: "\u001b]0;owned\u0007" } }));
+      expect(stranger.code).toBe(Status.PERMISSION_DENIED);
+      expect(stranger.details).toContain(`caller is ${other.id}; the schedule names '${cluster.node.id}'`);
+      expect((await refusal(asOwner.reportBackupStatus({ status }))).code).toBe(Status.PERMISSION_DENIED);
+      // The named node's bad fields: one line naming the field, nothing stored.
+      for (const [bad, field] of [
+        [{ ...status, lastError: "\u001b]0;owned\u0007" }, "status.last_error"],
+        [{ ...status, lastError: "x".repeat(MAX_BACKUP_ERROR_CHARS + 1) }, "status.last_error"],
+        [{ ...status, nodeId: other.id }, "status.node_id"],
+        [{ ...status, last: { ...status.last, file: "/data/\u202ebackup" } }, "status.last.file"],
+      ] as const) {
+        const refused = await refusal(curator.reportBackupStatus({ status: bad }));
+        expect(refused.code).toBe(Status.INVALID_ARGUMENT);
+        expect(refused.details).toStartWith(`${field}: `);
+      }
+      expect((await management.getClusterInfo({})).backupStatus).toBeUndefined();
+      // As told, with the caller as its node.
+      await curator.reportBackupStatus({ status: { ...status, lastError: "the target answered 507", lastErrorMs: 5n } });
+      const info = await management.getClusterInfo({});
+      expect(info.backupStatus?.nodeId).toBe(cluster.node.id);
+      expect(info.backupStatus?.last?.file).toBe(status.last.file);
+      expect(info.backupStatus?.lastError).toBe("the target answered 507");
+    } finally {
+      await management.setBackupSchedule({ schedule: { everyMinutes: 0 } });
+      for (const client of [curator, management, asOther, asOwner]) client.close();
     }
   });
 });

@@ -46,7 +46,8 @@
 
 export { curatorRunnable, PROMOTE_INTERVAL_MS, type CuratorOptions } from "./server.ts";
 export { writeBootstrapState, writeRestoredNode, REGISTER_TICKET_BYTES, type BootstrapState } from "./bootstrap.ts";
-export { CuratorStore, ETCD_PREFIX, StoreError, BACKUP_SCHEDULE_KEY, BACKUP_STATUS_KEY } from "./store.ts";
+export { curatorReader, type CuratorReader } from "./reader.ts";
+export { MAX_BACKUP_ERROR_CHARS } from "./validate.ts";
 export { backupChunks, type BackupAbout } from "./backup.ts";
 export { type ConsensusJoinTiming } from "./consensus_membership.ts";
 export { consensusRole, dropLostConsensusRoles, etcdMembers, grantConsensus, revokeConsensus, promoteLearners, type EtcdMember } from "./consensus_membership.ts";

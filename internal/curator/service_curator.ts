@@ -27,7 +27,7 @@ import {
 import { toCuratorNode } from "./convert.ts";
 import type { CuratorStore } from "./store.ts";
 import type { StateReader } from "./state_cache.ts";
-import { checkAddressProven, checkNodeId, checkNodeStatus, checkPublicKey, checkWireguardKey, MAX_TICKET_BYTES } from "./validate.ts";
+import { checkAddressProven, checkBackupStatus, checkNodeId, checkNodeStatus, checkPublicKey, checkWireguardKey, MAX_TICKET_BYTES } from "./validate.ts";
 import { firstFreePodPrefix, podPrefixCount } from "../clusternet/mod.ts";
 import type { NodeEvent, NodeWatchHub } from "./watch.ts";
 import type { HeartbeatTracker } from "./heartbeats.ts";
@@ -46,6 +46,7 @@ export const CURATOR_POLICY: ServicePolicy<typeof Curator> = {
   updateNodeClusterNetworking: "node",
   reportNodeManagementCall: "node",
   watchContainerRegistries: "node",
+  reportBackupStatus: "node",
 };
 
 /** How often one node may change its WireGuard key (each change is a record write and a watch event to every node). */
@@ -232,6 +233,23 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
       const certificate = issueNodeCertificate(ca, publicKeyFromRaw(publicKey));
       logger.info("node committed, it is UP", { node: id });
       return { caCertificate: new Uint8Array(ca.certificate.raw), nodeCertificate: new Uint8Array(certificate.raw) };
+    },
+
+    async reportBackupStatus(request, ctx) {
+      if (ctx.peer.kind !== "node") throw new Error("unreachable: policy is node");
+      const caller = ctx.peer.nodeId;
+      deps.requireLeader();
+      // The caller first: only the node the schedule names reports backups.
+      const schedule = await store.backupSchedule();
+      if (schedule?.nodeId !== caller) {
+        throw new PermissionDeniedError(`only the node the backup schedule names reports its backups (caller is ${caller}; the schedule names ${schedule?.nodeId ? quote(schedule.nodeId, 40) : "no node"})`);
+      }
+      const status = request.status;
+      if (!status) throw new InvalidArgumentError("status: missing");
+      if (status.nodeId !== "" && status.nodeId !== caller) throw new InvalidArgumentError(`status.node_id: ${quote(status.nodeId, 40)} is not the caller (${caller})`);
+      checkBackupStatus(status);
+      await store.setBackupStatus({ ...status, nodeId: caller });
+      return {};
     },
 
     async reportNodeManagementCall(request, ctx) {

@@ -255,6 +255,11 @@ export class CuratorStore {
     return bytes ? fromBinary(BackupStatusSchema, bytes) : undefined;
   }
 
+  /** What the scheduled backups' node reported (Curator.ReportBackupStatus), fenced like every write. */
+  async setBackupStatus(status: BackupStatus): Promise<void> {
+    await this.commitFenced(this.etcd.if(BACKUP_STATUS_KEY, "Version", ">", -1).then(this.etcd.put(BACKUP_STATUS_KEY).value(Buffer.from(toBinary(BackupStatusSchema, status)))));
+  }
+
   /** The tombstone of a node the owner deleted: the record it had then. */
   async deletedNode(id: string): Promise<NodeRecord | undefined> {
     const bytes = await this.etcd.get(DELETED_PREFIX + id).buffer();

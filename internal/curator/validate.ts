@@ -10,6 +10,7 @@
 import { x25519 } from "@noble/curves/ed25519.js";
 import { isIP } from "node:net";
 import type { NodeStatus } from "../../proto/gen/common/common_pb.ts";
+import type { BackupStatus, BackupTaken } from "../../proto/gen/api/management_pb.ts";
 import { canonicalIp, isCanonicalEd25519PublicKey, NODE_ID_PATTERN } from "../pki/mod.ts";
 import { firstUnprintable, InvalidArgumentError, isLoopback, PermissionDeniedError, quote } from "../rpc/mod.ts";
 
@@ -23,6 +24,10 @@ export const MAX_SERVICE_STATE_CHARS = 32;
 export const MAX_SERVICE_MESSAGE_CHARS = 512;
 /** A status timestamp may be ahead of the curator's clock by this much (clock skew), no more. */
 export const MAX_TIMESTAMP_SKEW_MS = 24 * 3600 * 1000;
+/** Why a scheduled backup failed, as its node reports it (what the node cut it to, and made printable). */
+export const MAX_BACKUP_ERROR_CHARS = 1024;
+/** A backup file's path on its node, and where its HTTP target received it. */
+export const MAX_BACKUP_PATH_CHARS = 4096;
 /** Register tickets are this long at most (they are 32 bytes). */
 export const MAX_TICKET_BYTES = 64;
 
@@ -131,4 +136,20 @@ export function checkNodeStatus(status: NodeStatus, now = Date.now()): void {
     checkToken(`${field}.state`, service.state, MAX_SERVICE_STATE_CHARS);
     checkPrintable(`${field}.message`, service.message, MAX_SERVICE_MESSAGE_CHARS);
   });
+}
+
+/** What the scheduled backups' node reports about them (Curator.ReportBackupStatus). */
+export function checkBackupStatus(status: BackupStatus, now = Date.now()): void {
+  const taken = (field: string, t: BackupTaken | undefined) => {
+    if (!t) return;
+    checkPrintable(`${field}.file`, t.file, MAX_BACKUP_PATH_CHARS);
+    checkPrintable(`${field}.uploaded_to`, t.uploadedTo, MAX_BACKUP_PATH_CHARS);
+    if (t.timeMs < 0n || t.timeMs > BigInt(now + MAX_TIMESTAMP_SKEW_MS)) invalid(`${field}.time_ms`, `${t.timeMs} is not a time between the epoch and a day from now`);
+    if (t.etcdRevision < 0n) invalid(`${field}.etcd_revision`, `${t.etcdRevision} is negative`);
+  };
+  taken("status.last", status.last);
+  taken("status.last_verified", status.lastVerified);
+  taken("status.last_uploaded", status.lastUploaded);
+  checkPrintable("status.last_error", status.lastError, MAX_BACKUP_ERROR_CHARS);
+  if (status.lastErrorMs < 0n || status.lastErrorMs > BigInt(now + MAX_TIMESTAMP_SKEW_MS)) invalid("status.last_error_ms", `${status.lastErrorMs} is not a time between the epoch and a day from now`);
 }

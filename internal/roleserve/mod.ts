@@ -50,7 +50,7 @@ import type { ClusterMembership } from "../cluster/mod.ts";
 import { Value } from "../event/mod.ts";
 import type { StorageLayout } from "../localstorage/mod.ts";
 import { untilCancelled, type Runnable } from "../supervisor/mod.ts";
-import type { CuratorConnection } from "./curator_connection.ts";
+import { withCurator, type CuratorConnection } from "./curator_connection.ts";
 import { ServiceBoard } from "./service_status.ts";
 import { controlPlaneWorker, type LocalConsensus, type LocalCurator } from "./worker_controlplane.ts";
 import { ConsensusRecovery } from "./consensus_recovery.ts";
@@ -68,6 +68,9 @@ import { coldStartWorker } from "./worker_coldstart.ts";
 import type { ImageStore } from "../containerd/mod.ts";
 
 export { withCurator, type CuratorConnection, type CuratorClient } from "./curator_connection.ts";
+
+/** The deadline of the call that hands a backup's status to the curator leader. */
+const BACKUP_REPORT_TIMEOUT_MS = 10_000;
 export { nodeCallReporter, type NodeManagementReport } from "./report_calls.ts";
 export { ServiceBoard } from "./service_status.ts";
 export { controlPlaneWorker, type LocalConsensus, type LocalCurator, type ControlPlaneOptions } from "./worker_controlplane.ts";
@@ -206,6 +209,11 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
         etcd,
         etcdutl: options.etcdutl ?? (() => etcdutlBeside(etcd)),
         ...(options.storage ? { storage: options.storage } : {}),
+        reportStatus: async (status) => {
+          const connection = values.connection.peek();
+          if (!connection) throw new Error("the node has no curator connection yet");
+          await withCurator(connection, (client) => client.reportBackupStatus({ status }, { timeoutMs: BACKUP_REPORT_TIMEOUT_MS }));
+        },
       }),
     );
     ctx.run(

@@ -368,8 +368,8 @@ describe("kubernetes worker", () => {
     roles.set(create(NodeRolesSchema, { kubernetesWorker: {} }));
     await eventually(() => expect(line(board, "kubernetes")?.state).toBe("unavailable"));
     expect(line(board, "kubernetes")!.message).toContain(`Kubernetes binaries not found in ${binDir} (missing: kubelet, kube-proxy)`);
-    // No runtime given: this node cannot run containers, and says so.
-    expect(line(board, "containerd")).toMatchObject({ state: "unavailable", message: "this node cannot run containers: no cgroup v2 hierarchy is mounted" });
+    // No runtime given: this node cannot run containers, and says so (the worker part says it after the decision: wait for it).
+    await eventually(() => expect(line(board, "containerd")).toMatchObject({ state: "unavailable", message: "this node cannot run containers: no cgroup v2 hierarchy is mounted" }));
     mkdirSync(binDir, { recursive: true });
     writeFileSync(join(binDir, "kubelet"), "#!/bin/sh\n");
     roles.set(create(NodeRolesSchema, { kubernetesWorker: {}, kubernetesController: {} }));

@@ -19,22 +19,29 @@
 //        or new) gets the newest proven one later, tried again after a while
 //     ─▶ the newest `keep` backups stay, and the newest proven one always;
 //        a write that failed deletes nothing, and nothing at the target ever
-//     ─▶ status: BACKUP_STATUS_KEY in etcd (ctl cluster info shows it) and
-//        the "backups" service line, failing while the last attempt failed
-//        (which makes the node DEGRADED wherever health shows)
+//     ─▶ status: reported to the curator leader (Curator.ReportBackupStatus,
+//        which takes it only from the node the schedule names, and writes it
+//        fenced; ctl cluster info shows it) and the "backups" service line,
+//        failing while the last attempt failed (which makes the node
+//        DEGRADED wherever health shows)
+//
+// What it reads of the cluster (the schedule, the last status, the records,
+// the cluster CA that signs the backup) it reads from the local member
+// through the curator's read-only view (curator/reader.ts).
 //
 // The node cannot read the file it wrote (only the owner's key does); it
 // proves the snapshot that went into it. `ctl cluster check-backup` proves
 // the file.
 
-import { create, toBinary } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { BackupStatusSchema, BackupTakenSchema, type BackupSchedule, type BackupStatus, type BackupTaken } from "../../proto/gen/api/management_pb.ts";
 import { readSnapshot, shownTarget, targetFor, uploadBackup } from "../backup/mod.ts";
 import { dataPartitionKey, type ClusterMembership, type DataStorage } from "../cluster/mod.ts";
 import { ETCD_MIN_FREE_BYTES } from "../consensus/mod.ts";
-import { BACKUP_STATUS_KEY, CuratorStore, ETCD_PREFIX, backupChunks } from "../curator/mod.ts";
+import { backupChunks, curatorReader, MAX_BACKUP_ERROR_CHARS, type CuratorReader } from "../curator/mod.ts";
+import { encodable } from "../rpc/mod.ts";
 import type { Value } from "../event/mod.ts";
 import { freeSpace, readSealedConfiguration, type StorageLayout } from "../localstorage/mod.ts";
 import { sleep, type Runnable } from "../supervisor/mod.ts";
@@ -57,6 +64,8 @@ export interface BackupsOptions {
   etcdutl: () => string;
   /** Tells whether a key opens the node's data (the proof's last step); absent: that step is skipped, and said so. */
   storage?: DataStorage;
+  /** Hands the status to the curator leader (Curator.ReportBackupStatus); throws if no curator took it. */
+  reportStatus: (status: BackupStatus) => Promise<void>;
 }
 
 /** Where the scheduled backups live on the data partition. */
@@ -112,7 +121,7 @@ export function backupsWorker(options: BackupsOptions): Runnable {
     for (;;) {
       const local = options.localConsensus.peek();
       if (local) {
-        const store = new CuratorStore(local.etcd.namespace(ETCD_PREFIX));
+        const store = curatorReader(local.etcd);
         const schedule = await store.backupSchedule().catch(() => undefined);
         if (!schedule || schedule.everyMinutes === 0 || schedule.nodeId !== self) {
           if (reported !== "none") options.board.withdraw(SERVICE);
@@ -154,7 +163,7 @@ type UploadRetries = Map<string, number>;
 export const UPLOAD_RETRY_MS = 5 * 60_000;
 
 /** The newest proven backup, if the schedule's HTTP target has not received it and its retry is due. */
-async function owedToTarget(store: CuratorStore, schedule: BackupSchedule, retries: UploadRetries): Promise<BackupTaken | undefined> {
+async function owedToTarget(store: CuratorReader, schedule: BackupSchedule, retries: UploadRetries): Promise<BackupTaken | undefined> {
   const status = await store.backupStatus();
   const proven = status?.lastVerified;
   if (!proven || !existsSync(proven.file)) return undefined;
@@ -174,20 +183,20 @@ async function send(schedule: BackupSchedule, taken: BackupTaken, status: Backup
   } catch (err) {
     if (signal.aborted) throw err;
     retries.set(key, Date.now() + Math.min(UPLOAD_RETRY_MS, schedule.everyMinutes * 60_000));
-    status.lastError = (err as Error).message.split("\n")[0]!;
+    status.lastError = failureLine(err);
     status.lastErrorMs = BigInt(Date.now());
     logger.warn("a proven backup could not be sent; it stays on this node, and nothing is deleted at the target", { error: status.lastError });
   }
 }
 
 /** A proven backup the target missed (it was down, or it is new), sent again. */
-async function resend(options: BackupsOptions, store: CuratorStore, schedule: BackupSchedule, proven: BackupTaken, retries: UploadRetries, logger: Logger, signal: AbortSignal): Promise<void> {
+async function resend(options: BackupsOptions, store: CuratorReader, schedule: BackupSchedule, proven: BackupTaken, retries: UploadRetries, logger: Logger, signal: AbortSignal): Promise<void> {
   const previous = await store.backupStatus().catch(() => undefined);
   const status = previous ?? create(BackupStatusSchema);
   status.lastError = "";
   status.lastErrorMs = 0n;
   await send(schedule, proven, status, retries, logger, signal);
-  await writeStatus(store, status).catch((err: unknown) => logger.warn("could not record the backup status in etcd", { error: (err as Error).message }));
+  await writeStatus(options, status, logger);
   options.board.report(SERVICE, status.lastError ? "failing" : "running", describe(schedule, status));
 }
 
@@ -195,7 +204,7 @@ async function resend(options: BackupsOptions, store: CuratorStore, schedule: Ba
 async function takeScheduledBackup(
   options: BackupsOptions,
   membership: ClusterMembership,
-  store: CuratorStore,
+  store: CuratorReader,
   schedule: BackupSchedule,
   retries: UploadRetries,
   logger: Logger,
@@ -215,7 +224,7 @@ async function takeScheduledBackup(
   try {
     const cluster = await store.cluster();
     if (!cluster) throw new Error("etcd holds no cluster record");
-    const { nodes } = await store.nodes();
+    const nodes = await store.nodes();
     const about = {
       caFingerprint: membership.credentials.ca.fingerprint256,
       nodeCount: nodes.length,
@@ -257,7 +266,7 @@ async function takeScheduledBackup(
     logger.info("scheduled backup proven: it restores", { file, ...proof });
     if (schedule.putUrl) await send(schedule, taken, status, retries, logger, signal);
   } catch (err) {
-    status.lastError = (err as Error).message.split("\n")[0]!;
+    status.lastError = failureLine(err);
     status.lastErrorMs = BigInt(Date.now());
     logger.warn("scheduled backup failed; the older proven one stays", { error: status.lastError });
   } finally {
@@ -268,7 +277,7 @@ async function takeScheduledBackup(
   if (status.last && status.last !== previous?.last) {
     for (const file of backupsToPrune(listBackups(dir).map((b) => b.file), schedule.keep, status.lastVerified?.file)) rmSync(file, { force: true });
   }
-  await writeStatus(store, status).catch((err: unknown) => logger.warn("could not record the backup status in etcd", { error: (err as Error).message }));
+  await writeStatus(options, status, logger);
   options.board.report(SERVICE, status.lastError ? "failing" : "running", describe(schedule, status));
 }
 
@@ -298,6 +307,13 @@ export async function proveSnapshot(
   return { nodes: state.nodes.length, revision: state.revision };
 }
 
-async function writeStatus(store: CuratorStore, status: BackupStatus): Promise<void> {
-  await store.etcd.put(BACKUP_STATUS_KEY).value(Buffer.from(toBinary(BackupStatusSchema, status)));
+/** A failure's first line as the status carries it: printable, and within what the curator takes. */
+function failureLine(err: unknown): string {
+  // Escapes may lengthen what is cut to fit; the last slice keeps it within the bound.
+  return encodable((err as Error).message.split("\n")[0] ?? "", MAX_BACKUP_ERROR_CHARS - 100).slice(0, MAX_BACKUP_ERROR_CHARS);
+}
+
+/** The status to the curator leader; a failure to hand it over is logged (the next attempt reports again). */
+async function writeStatus(options: BackupsOptions, status: BackupStatus, logger: Logger): Promise<void> {
+  await options.reportStatus(status).catch((err: unknown) => logger.warn("could not report the backup status to the curator", { error: (err as Error).message }));
 }

@@ -38,7 +38,7 @@ import type { Node } from "../../proto/gen/curator/curator_pb.ts";
 import { clusterNetService, INTERFACE_NAME, leaveMesh } from "../clusternet/mod.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
 import { issueEtcdClientCertificate } from "../consensus/mod.ts";
-import { CuratorStore, ETCD_PREFIX } from "../curator/mod.ts";
+import { curatorReader } from "../curator/mod.ts";
 import { CONTROLLER_COMPONENTS, controllerService, kubeletPath, kubeletService, nodeVolumeStore, registriesService, REGISTRY_FILES, volumesService, type VolumeStore } from "../kubernetes/mod.ts";
 import type { ContainerRegistry } from "../../proto/gen/common/common_pb.ts";
 import { generateKeyPair } from "../pki/mod.ts";
@@ -191,8 +191,8 @@ function controllerRunnable(options: KubernetesOptions): Runnable {
     for (const component of CONTROLLER_COMPONENTS) options.board.report(component, "waiting", "for the local etcd member");
     const local = await options.localConsensus.waitFor((l) => l !== undefined, { signal: ctx.signal });
     const membership = await options.membership.get({ signal: ctx.signal });
-    const store = new CuratorStore(local.etcd.namespace(ETCD_PREFIX));
-    const etcdCA = await store.ca("etcd");
+    const curator = curatorReader(local.etcd);
+    const etcdCA = await curator.ca("etcd");
     const key = generateKeyPair();
     const client = { certificate: issueEtcdClientCertificate(etcdCA, key.publicKey, "kube-apiserver"), privateKey: key.privateKey };
     ctx.run(
@@ -205,7 +205,7 @@ function controllerRunnable(options: KubernetesOptions): Runnable {
         dir: join(options.ephemeralDir, "controller"),
         report: (component, state, message) => options.board.report(component, state, message),
         records: async () => {
-          const { nodes } = await store.nodes();
+          const nodes = await curator.nodes();
           return { workers: new Map(nodes.filter((n) => n.roles?.kubernetesWorker).map((n) => [n.id, n.status?.externalAddress ?? ""])), known: new Set(nodes.map((n) => n.id)) };
         },
       }),

@@ -23,7 +23,7 @@ beforeAll(async () => {
   });
   addService(grpc, Curator, impl, {
     ca: () => ca.certificate,
-    policy: { watch: "node", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "node", prepareColdStart: "node", issueKubeletCertificates: "node", updateNodeClusterNetworking: "node", reportNodeManagementCall: "node", watchContainerRegistries: "node" },
+    policy: { watch: "node", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "node", prepareColdStart: "node", issueKubeletCertificates: "node", updateNodeClusterNetworking: "node", reportNodeManagementCall: "node", watchContainerRegistries: "node", reportBackupStatus: "node" },
   });
   const { port } = await listen(grpc, "127.0.0.1:0", serverCredentials({ certificate: server.certificate, privateKey: server.key.privateKey }));
   const expected = { ca: ca.certificate, verify: () => undefined };

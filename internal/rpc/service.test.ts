@@ -109,7 +109,7 @@ beforeAll(async () => {
         heartbeatsSeen.push(`${ctx.peer.kind}:${count}`);
       },
     }),
-    { ca: () => ca.certificate, audit: (call) => streamsAudited.push(call), policy: { watch: "node", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "node", prepareColdStart: "node", issueKubeletCertificates: "node", updateNodeClusterNetworking: "node", reportNodeManagementCall: "node", watchContainerRegistries: "node" } },
+    { ca: () => ca.certificate, audit: (call) => streamsAudited.push(call), policy: { watch: "node", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "node", prepareColdStart: "node", issueKubeletCertificates: "node", updateNodeClusterNetworking: "node", reportNodeManagementCall: "node", watchContainerRegistries: "node", reportBackupStatus: "node" } },
   );
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync("127.0.0.1:0", serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey }), (err, p) =>

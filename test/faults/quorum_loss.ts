@@ -18,7 +18,7 @@
 import { fromBinary } from "@bufbuild/protobuf";
 import { rmSync } from "node:fs";
 import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
-import { ETCD_PREFIX } from "../../internal/curator/mod.ts";
+import { ETCD_PREFIX } from "../../internal/curator/store.ts";
 import { configPaths, loadCredentials } from "../../internal/operator/mod.ts";
 import { eventually, tempDir } from "../../internal/testing/mod.ts";
 import type { NodeProcess } from "../support/node_process.ts";

@@ -23,7 +23,7 @@ import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { NodeParametersSchema } from "../../proto/gen/api/configuration_pb.ts";
 import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
-import { ETCD_PREFIX } from "../../internal/curator/mod.ts";
+import { ETCD_PREFIX } from "../../internal/curator/store.ts";
 import { configPaths, loadCredentials } from "../../internal/operator/mod.ts";
 import { tempDir } from "../../internal/testing/mod.ts";
 import { NodeProcess } from "../support/node_process.ts";

@@ -19,7 +19,7 @@ import { fromBinary } from "@bufbuild/protobuf";
 import type { Etcd3 } from "etcd3";
 import { Node_Health } from "../../proto/gen/api/management_pb.ts";
 import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
-import { ETCD_PREFIX } from "../../internal/curator/mod.ts";
+import { ETCD_PREFIX } from "../../internal/curator/store.ts";
 import { eventually, seededRandom } from "../../internal/testing/mod.ts";
 import { checkHistory, type CheckResult } from "./checker.ts";
 import type { Op } from "./history.ts";

@@ -6,6 +6,8 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { BackupStatus } from "../api/management_pb.ts";
+import { file_api_management } from "../api/management_pb.ts";
 import type { ClusterNetworking, ContainerRegistry, NodeRoles, NodeState, NodeStatus } from "../common/common_pb.ts";
 import { file_common_common } from "../common/common_pb.ts";
 import type { Message } from "@bufbuild/protobuf";
@@ -14,7 +16,39 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file curator/curator.proto.
  */
 export const file_curator_curator: GenFile = /*@__PURE__*/
-  fileDesc("ChVjdXJhdG9yL2N1cmF0b3IucHJvdG8SEG5vZGVjb3JlLmN1cmF0b3IiIQofV2F0Y2hDb250YWluZXJSZWdpc3RyaWVzUmVxdWVzdCJNChNDb250YWluZXJSZWdpc3RyaWVzEjYKCnJlZ2lzdHJpZXMYASADKAsyIi5ub2RlY29yZS5jb21tb24uQ29udGFpbmVyUmVnaXN0cnkiQgoiVXBkYXRlTm9kZUNsdXN0ZXJOZXR3b3JraW5nUmVxdWVzdBIcChR3aXJlZ3VhcmRfcHVibGljX2tleRgBIAEoDCI5CiNVcGRhdGVOb2RlQ2x1c3Rlck5ldHdvcmtpbmdSZXNwb25zZRISCgpwb2RfcHJlZml4GAEgASgJIj0KH0lzc3VlS3ViZWxldENlcnRpZmljYXRlc1JlcXVlc3QSGgoSa3ViZWxldF9wdWJsaWNfa2V5GAEgASgMIuwBCiBJc3N1ZUt1YmVsZXRDZXJ0aWZpY2F0ZXNSZXNwb25zZRIaChJzZXJ2ZXJfY2VydGlmaWNhdGUYASABKAwSGgoSY2xpZW50X2NlcnRpZmljYXRlGAIgASgMEhYKDmNhX2NlcnRpZmljYXRlGAMgASgMEhIKCmFwaXNlcnZlcnMYBCADKAkSIAoYcHJveHlfY2xpZW50X2NlcnRpZmljYXRlGAUgASgMEh4KFmRuc19jbGllbnRfY2VydGlmaWNhdGUYBiABKAwSIgoadm9sdW1lc19jbGllbnRfY2VydGlmaWNhdGUYByABKAwiGQoXUHJlcGFyZUNvbGRTdGFydFJlcXVlc3QiVAoYUHJlcGFyZUNvbGRTdGFydFJlc3BvbnNlEhgKEGpvaW5fY2VydGlmaWNhdGUYASABKAwSHgoWdW5sb2NrX3NoYXJlX3RocmVzaG9sZBgCIAEoDSIsChZIZWFydGJlYXRVcGRhdGVSZXF1ZXN0EhIKCnNlbnRfYXRfbXMYASABKAMiGQoXSGVhcnRiZWF0VXBkYXRlUmVzcG9uc2Ui3gEKDFdhdGNoUmVxdWVzdBJHCg9ub2RlX2luX2NsdXN0ZXIYASABKAsyLC5ub2RlY29yZS5jdXJhdG9yLldhdGNoUmVxdWVzdC5Ob2RlSW5DbHVzdGVySAASSQoQbm9kZXNfaW5fY2x1c3RlchgCIAEoCzItLm5vZGVjb3JlLmN1cmF0b3IuV2F0Y2hSZXF1ZXN0Lk5vZGVzSW5DbHVzdGVySAAaIAoNTm9kZUluQ2x1c3RlchIPCgdub2RlX2lkGAEgASgJGhAKDk5vZGVzSW5DbHVzdGVyQgYKBGtpbmQi+wEKBE5vZGUSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDBIpCgVzdGF0ZRgDIAEoDjIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdGUSKQoFcm9sZXMYBCABKAsyGi5ub2RlY29yZS5jb21tb24uTm9kZVJvbGVzEisKBnN0YXR1cxgFIAEoCzIbLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdHVzEhAKCGpvaW5fa2V5GAYgASgMEj4KEmNsdXN0ZXJfbmV0d29ya2luZxgHIAEoCzIiLm5vZGVjb3JlLmNvbW1vbi5DbHVzdGVyTmV0d29ya2luZyIgCg1Ob2RlVG9tYnN0b25lEg8KB25vZGVfaWQYASABKAki5gEKCldhdGNoRXZlbnQSJQoFbm9kZXMYASADKAsyFi5ub2RlY29yZS5jdXJhdG9yLk5vZGUSOAoPbm9kZV90b21ic3RvbmVzGAIgAygLMh8ubm9kZWNvcmUuY3VyYXRvci5Ob2RlVG9tYnN0b25lEjcKCHByb2dyZXNzGAMgASgOMiUubm9kZWNvcmUuY3VyYXRvci5XYXRjaEV2ZW50LlByb2dyZXNzIj4KCFByb2dyZXNzEhQKEFBST0dSRVNTX0lOVkFMSUQQABIcChhQUk9HUkVTU19MQVNUX0JBQ0tMT0dHRUQQASJXChdVcGRhdGVOb2RlU3RhdHVzUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEisKBnN0YXR1cxgCIAEoCzIbLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdHVzIhoKGFVwZGF0ZU5vZGVTdGF0dXNSZXNwb25zZSJAChNSZWdpc3Rlck5vZGVSZXF1ZXN0EhcKD3JlZ2lzdGVyX3RpY2tldBgBIAEoDBIQCghqb2luX2tleRgCIAEoDCIWChRSZWdpc3Rlck5vZGVSZXNwb25zZSIvChFDb21taXROb2RlUmVxdWVzdBIaChJjbHVzdGVyX3VubG9ja19rZXkYASABKAwiRgoSQ29tbWl0Tm9kZVJlc3BvbnNlEhYKDmNhX2NlcnRpZmljYXRlGAEgASgMEhgKEG5vZGVfY2VydGlmaWNhdGUYAiABKAwiEQoPSm9pbk5vZGVSZXF1ZXN0Ii4KEEpvaW5Ob2RlUmVzcG9uc2USGgoSY2x1c3Rlcl91bmxvY2tfa2V5GAEgASgMIoMBCh9SZXBvcnROb2RlTWFuYWdlbWVudENhbGxSZXF1ZXN0Eg4KBm1ldGhvZBgBIAEoCRIOCgZjYWxsZXIYAiABKAkSDgoGZGV0YWlsGAMgASgJEg4KBnJlc3VsdBgEIAEoCRIPCgdyZWZ1c2VkGAUgASgIEg8KB3RpbWVfbXMYBiABKAMiIgogUmVwb3J0Tm9kZU1hbmFnZW1lbnRDYWxsUmVzcG9uc2UypgkKB0N1cmF0b3ISRwoFV2F0Y2gSHi5ub2RlY29yZS5jdXJhdG9yLldhdGNoUmVxdWVzdBocLm5vZGVjb3JlLmN1cmF0b3IuV2F0Y2hFdmVudDABEmkKEFVwZGF0ZU5vZGVTdGF0dXMSKS5ub2RlY29yZS5jdXJhdG9yLlVwZGF0ZU5vZGVTdGF0dXNSZXF1ZXN0Gioubm9kZWNvcmUuY3VyYXRvci5VcGRhdGVOb2RlU3RhdHVzUmVzcG9uc2USXQoMUmVnaXN0ZXJOb2RlEiUubm9kZWNvcmUuY3VyYXRvci5SZWdpc3Rlck5vZGVSZXF1ZXN0GiYubm9kZWNvcmUuY3VyYXRvci5SZWdpc3Rlck5vZGVSZXNwb25zZRJXCgpDb21taXROb2RlEiMubm9kZWNvcmUuY3VyYXRvci5Db21taXROb2RlUmVxdWVzdBokLm5vZGVjb3JlLmN1cmF0b3IuQ29tbWl0Tm9kZVJlc3BvbnNlElEKCEpvaW5Ob2RlEiEubm9kZWNvcmUuY3VyYXRvci5Kb2luTm9kZVJlcXVlc3QaIi5ub2RlY29yZS5jdXJhdG9yLkpvaW5Ob2RlUmVzcG9uc2USZAoJSGVhcnRiZWF0Eigubm9kZWNvcmUuY3VyYXRvci5IZWFydGJlYXRVcGRhdGVSZXF1ZXN0Gikubm9kZWNvcmUuY3VyYXRvci5IZWFydGJlYXRVcGRhdGVSZXNwb25zZSgBMAESaQoQUHJlcGFyZUNvbGRTdGFydBIpLm5vZGVjb3JlLmN1cmF0b3IuUHJlcGFyZUNvbGRTdGFydFJlcXVlc3QaKi5ub2RlY29yZS5jdXJhdG9yLlByZXBhcmVDb2xkU3RhcnRSZXNwb25zZRKBAQoYSXNzdWVLdWJlbGV0Q2VydGlmaWNhdGVzEjEubm9kZWNvcmUuY3VyYXRvci5Jc3N1ZUt1YmVsZXRDZXJ0aWZpY2F0ZXNSZXF1ZXN0GjIubm9kZWNvcmUuY3VyYXRvci5Jc3N1ZUt1YmVsZXRDZXJ0aWZpY2F0ZXNSZXNwb25zZRKKAQobVXBkYXRlTm9kZUNsdXN0ZXJOZXR3b3JraW5nEjQubm9kZWNvcmUuY3VyYXRvci5VcGRhdGVOb2RlQ2x1c3Rlck5ldHdvcmtpbmdSZXF1ZXN0GjUubm9kZWNvcmUuY3VyYXRvci5VcGRhdGVOb2RlQ2x1c3Rlck5ldHdvcmtpbmdSZXNwb25zZRKBAQoYUmVwb3J0Tm9kZU1hbmFnZW1lbnRDYWxsEjEubm9kZWNvcmUuY3VyYXRvci5SZXBvcnROb2RlTWFuYWdlbWVudENhbGxSZXF1ZXN0GjIubm9kZWNvcmUuY3VyYXRvci5SZXBvcnROb2RlTWFuYWdlbWVudENhbGxSZXNwb25zZRJ2ChhXYXRjaENvbnRhaW5lclJlZ2lzdHJpZXMSMS5ub2RlY29yZS5jdXJhdG9yLldhdGNoQ29udGFpbmVyUmVnaXN0cmllc1JlcXVlc3QaJS5ub2RlY29yZS5jdXJhdG9yLkNvbnRhaW5lclJlZ2lzdHJpZXMwAWIGcHJvdG8z", [file_common_common]);
+  fileDesc("ChVjdXJhdG9yL2N1cmF0b3IucHJvdG8SEG5vZGVjb3JlLmN1cmF0b3IiRwoZUmVwb3J0QmFja3VwU3RhdHVzUmVxdWVzdBIqCgZzdGF0dXMYASABKAsyGi5ub2RlY29yZS5hcGkuQmFja3VwU3RhdHVzIhwKGlJlcG9ydEJhY2t1cFN0YXR1c1Jlc3BvbnNlIiEKH1dhdGNoQ29udGFpbmVyUmVnaXN0cmllc1JlcXVlc3QiTQoTQ29udGFpbmVyUmVnaXN0cmllcxI2CgpyZWdpc3RyaWVzGAEgAygLMiIubm9kZWNvcmUuY29tbW9uLkNvbnRhaW5lclJlZ2lzdHJ5IkIKIlVwZGF0ZU5vZGVDbHVzdGVyTmV0d29ya2luZ1JlcXVlc3QSHAoUd2lyZWd1YXJkX3B1YmxpY19rZXkYASABKAwiOQojVXBkYXRlTm9kZUNsdXN0ZXJOZXR3b3JraW5nUmVzcG9uc2USEgoKcG9kX3ByZWZpeBgBIAEoCSI9Ch9Jc3N1ZUt1YmVsZXRDZXJ0aWZpY2F0ZXNSZXF1ZXN0EhoKEmt1YmVsZXRfcHVibGljX2tleRgBIAEoDCLsAQogSXNzdWVLdWJlbGV0Q2VydGlmaWNhdGVzUmVzcG9uc2USGgoSc2VydmVyX2NlcnRpZmljYXRlGAEgASgMEhoKEmNsaWVudF9jZXJ0aWZpY2F0ZRgCIAEoDBIWCg5jYV9jZXJ0aWZpY2F0ZRgDIAEoDBISCgphcGlzZXJ2ZXJzGAQgAygJEiAKGHByb3h5X2NsaWVudF9jZXJ0aWZpY2F0ZRgFIAEoDBIeChZkbnNfY2xpZW50X2NlcnRpZmljYXRlGAYgASgMEiIKGnZvbHVtZXNfY2xpZW50X2NlcnRpZmljYXRlGAcgASgMIhkKF1ByZXBhcmVDb2xkU3RhcnRSZXF1ZXN0IlQKGFByZXBhcmVDb2xkU3RhcnRSZXNwb25zZRIYChBqb2luX2NlcnRpZmljYXRlGAEgASgMEh4KFnVubG9ja19zaGFyZV90aHJlc2hvbGQYAiABKA0iLAoWSGVhcnRiZWF0VXBkYXRlUmVxdWVzdBISCgpzZW50X2F0X21zGAEgASgDIhkKF0hlYXJ0YmVhdFVwZGF0ZVJlc3BvbnNlIt4BCgxXYXRjaFJlcXVlc3QSRwoPbm9kZV9pbl9jbHVzdGVyGAEgASgLMiwubm9kZWNvcmUuY3VyYXRvci5XYXRjaFJlcXVlc3QuTm9kZUluQ2x1c3RlckgAEkkKEG5vZGVzX2luX2NsdXN0ZXIYAiABKAsyLS5ub2RlY29yZS5jdXJhdG9yLldhdGNoUmVxdWVzdC5Ob2Rlc0luQ2x1c3RlckgAGiAKDU5vZGVJbkNsdXN0ZXISDwoHbm9kZV9pZBgBIAEoCRoQCg5Ob2Rlc0luQ2x1c3RlckIGCgRraW5kIvsBCgROb2RlEgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSKQoFc3RhdGUYAyABKA4yGi5ub2RlY29yZS5jb21tb24uTm9kZVN0YXRlEikKBXJvbGVzGAQgASgLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcxIrCgZzdGF0dXMYBSABKAsyGy5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cxIQCghqb2luX2tleRgGIAEoDBI+ChJjbHVzdGVyX25ldHdvcmtpbmcYByABKAsyIi5ub2RlY29yZS5jb21tb24uQ2x1c3Rlck5ldHdvcmtpbmciIAoNTm9kZVRvbWJzdG9uZRIPCgdub2RlX2lkGAEgASgJIuYBCgpXYXRjaEV2ZW50EiUKBW5vZGVzGAEgAygLMhYubm9kZWNvcmUuY3VyYXRvci5Ob2RlEjgKD25vZGVfdG9tYnN0b25lcxgCIAMoCzIfLm5vZGVjb3JlLmN1cmF0b3IuTm9kZVRvbWJzdG9uZRI3Cghwcm9ncmVzcxgDIAEoDjIlLm5vZGVjb3JlLmN1cmF0b3IuV2F0Y2hFdmVudC5Qcm9ncmVzcyI+CghQcm9ncmVzcxIUChBQUk9HUkVTU19JTlZBTElEEAASHAoYUFJPR1JFU1NfTEFTVF9CQUNLTE9HR0VEEAEiVwoXVXBkYXRlTm9kZVN0YXR1c1JlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIrCgZzdGF0dXMYAiABKAsyGy5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cyIaChhVcGRhdGVOb2RlU3RhdHVzUmVzcG9uc2UiQAoTUmVnaXN0ZXJOb2RlUmVxdWVzdBIXCg9yZWdpc3Rlcl90aWNrZXQYASABKAwSEAoIam9pbl9rZXkYAiABKAwiFgoUUmVnaXN0ZXJOb2RlUmVzcG9uc2UiLwoRQ29tbWl0Tm9kZVJlcXVlc3QSGgoSY2x1c3Rlcl91bmxvY2tfa2V5GAEgASgMIkYKEkNvbW1pdE5vZGVSZXNwb25zZRIWCg5jYV9jZXJ0aWZpY2F0ZRgBIAEoDBIYChBub2RlX2NlcnRpZmljYXRlGAIgASgMIhEKD0pvaW5Ob2RlUmVxdWVzdCIuChBKb2luTm9kZVJlc3BvbnNlEhoKEmNsdXN0ZXJfdW5sb2NrX2tleRgBIAEoDCKDAQofUmVwb3J0Tm9kZU1hbmFnZW1lbnRDYWxsUmVxdWVzdBIOCgZtZXRob2QYASABKAkSDgoGY2FsbGVyGAIgASgJEg4KBmRldGFpbBgDIAEoCRIOCgZyZXN1bHQYBCABKAkSDwoHcmVmdXNlZBgFIAEoCBIPCgd0aW1lX21zGAYgASgDIiIKIFJlcG9ydE5vZGVNYW5hZ2VtZW50Q2FsbFJlc3BvbnNlMpcKCgdDdXJhdG9yEkcKBVdhdGNoEh4ubm9kZWNvcmUuY3VyYXRvci5XYXRjaFJlcXVlc3QaHC5ub2RlY29yZS5jdXJhdG9yLldhdGNoRXZlbnQwARJpChBVcGRhdGVOb2RlU3RhdHVzEikubm9kZWNvcmUuY3VyYXRvci5VcGRhdGVOb2RlU3RhdHVzUmVxdWVzdBoqLm5vZGVjb3JlLmN1cmF0b3IuVXBkYXRlTm9kZVN0YXR1c1Jlc3BvbnNlEl0KDFJlZ2lzdGVyTm9kZRIlLm5vZGVjb3JlLmN1cmF0b3IuUmVnaXN0ZXJOb2RlUmVxdWVzdBomLm5vZGVjb3JlLmN1cmF0b3IuUmVnaXN0ZXJOb2RlUmVzcG9uc2USVwoKQ29tbWl0Tm9kZRIjLm5vZGVjb3JlLmN1cmF0b3IuQ29tbWl0Tm9kZVJlcXVlc3QaJC5ub2RlY29yZS5jdXJhdG9yLkNvbW1pdE5vZGVSZXNwb25zZRJRCghKb2luTm9kZRIhLm5vZGVjb3JlLmN1cmF0b3IuSm9pbk5vZGVSZXF1ZXN0GiIubm9kZWNvcmUuY3VyYXRvci5Kb2luTm9kZVJlc3BvbnNlEmQKCUhlYXJ0YmVhdBIoLm5vZGVjb3JlLmN1cmF0b3IuSGVhcnRiZWF0VXBkYXRlUmVxdWVzdBopLm5vZGVjb3JlLmN1cmF0b3IuSGVhcnRiZWF0VXBkYXRlUmVzcG9uc2UoATABEmkKEFByZXBhcmVDb2xkU3RhcnQSKS5ub2RlY29yZS5jdXJhdG9yLlByZXBhcmVDb2xkU3RhcnRSZXF1ZXN0Gioubm9kZWNvcmUuY3VyYXRvci5QcmVwYXJlQ29sZFN0YXJ0UmVzcG9uc2USgQEKGElzc3VlS3ViZWxldENlcnRpZmljYXRlcxIxLm5vZGVjb3JlLmN1cmF0b3IuSXNzdWVLdWJlbGV0Q2VydGlmaWNhdGVzUmVxdWVzdBoyLm5vZGVjb3JlLmN1cmF0b3IuSXNzdWVLdWJlbGV0Q2VydGlmaWNhdGVzUmVzcG9uc2USigEKG1VwZGF0ZU5vZGVDbHVzdGVyTmV0d29ya2luZxI0Lm5vZGVjb3JlLmN1cmF0b3IuVXBkYXRlTm9kZUNsdXN0ZXJOZXR3b3JraW5nUmVxdWVzdBo1Lm5vZGVjb3JlLmN1cmF0b3IuVXBkYXRlTm9kZUNsdXN0ZXJOZXR3b3JraW5nUmVzcG9uc2USgQEKGFJlcG9ydE5vZGVNYW5hZ2VtZW50Q2FsbBIxLm5vZGVjb3JlLmN1cmF0b3IuUmVwb3J0Tm9kZU1hbmFnZW1lbnRDYWxsUmVxdWVzdBoyLm5vZGVjb3JlLmN1cmF0b3IuUmVwb3J0Tm9kZU1hbmFnZW1lbnRDYWxsUmVzcG9uc2USdgoYV2F0Y2hDb250YWluZXJSZWdpc3RyaWVzEjEubm9kZWNvcmUuY3VyYXRvci5XYXRjaENvbnRhaW5lclJlZ2lzdHJpZXNSZXF1ZXN0GiUubm9kZWNvcmUuY3VyYXRvci5Db250YWluZXJSZWdpc3RyaWVzMAESbwoSUmVwb3J0QmFja3VwU3RhdHVzEisubm9kZWNvcmUuY3VyYXRvci5SZXBvcnRCYWNrdXBTdGF0dXNSZXF1ZXN0Giwubm9kZWNvcmUuY3VyYXRvci5SZXBvcnRCYWNrdXBTdGF0dXNSZXNwb25zZWIGcHJvdG8z", [file_api_management, file_common_common]);
+
+/**
+ * @generated from message nodecore.curator.ReportBackupStatusRequest
+ */
+export type ReportBackupStatusRequest = Message<"nodecore.curator.ReportBackupStatusRequest"> & {
+  /**
+   * Its node_id is the caller's (empty is taken as the caller's).
+   *
+   * @generated from field: nodecore.api.BackupStatus status = 1;
+   */
+  status?: BackupStatus | undefined;
+};
+
+/**
+ * Describes the message nodecore.curator.ReportBackupStatusRequest.
+ * Use `create(ReportBackupStatusRequestSchema)` to create a new message.
+ */
+export const ReportBackupStatusRequestSchema: GenMessage<ReportBackupStatusRequest> = /*@__PURE__*/
+  messageDesc(file_curator_curator, 0);
+
+/**
+ * @generated from message nodecore.curator.ReportBackupStatusResponse
+ */
+export type ReportBackupStatusResponse = Message<"nodecore.curator.ReportBackupStatusResponse"> & {
+};
+
+/**
+ * Describes the message nodecore.curator.ReportBackupStatusResponse.
+ * Use `create(ReportBackupStatusResponseSchema)` to create a new message.
+ */
+export const ReportBackupStatusResponseSchema: GenMessage<ReportBackupStatusResponse> = /*@__PURE__*/
+  messageDesc(file_curator_curator, 1);
 
 /**
  * @generated from message nodecore.curator.WatchContainerRegistriesRequest
@@ -27,7 +61,7 @@ export type WatchContainerRegistriesRequest = Message<"nodecore.curator.WatchCon
  * Use `create(WatchContainerRegistriesRequestSchema)` to create a new message.
  */
 export const WatchContainerRegistriesRequestSchema: GenMessage<WatchContainerRegistriesRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 0);
+  messageDesc(file_curator_curator, 2);
 
 /**
  * @generated from message nodecore.curator.ContainerRegistries
@@ -46,7 +80,7 @@ export type ContainerRegistries = Message<"nodecore.curator.ContainerRegistries"
  * Use `create(ContainerRegistriesSchema)` to create a new message.
  */
 export const ContainerRegistriesSchema: GenMessage<ContainerRegistries> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 1);
+  messageDesc(file_curator_curator, 3);
 
 /**
  * @generated from message nodecore.curator.UpdateNodeClusterNetworkingRequest
@@ -65,7 +99,7 @@ export type UpdateNodeClusterNetworkingRequest = Message<"nodecore.curator.Updat
  * Use `create(UpdateNodeClusterNetworkingRequestSchema)` to create a new message.
  */
 export const UpdateNodeClusterNetworkingRequestSchema: GenMessage<UpdateNodeClusterNetworkingRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 2);
+  messageDesc(file_curator_curator, 4);
 
 /**
  * @generated from message nodecore.curator.UpdateNodeClusterNetworkingResponse
@@ -84,7 +118,7 @@ export type UpdateNodeClusterNetworkingResponse = Message<"nodecore.curator.Upda
  * Use `create(UpdateNodeClusterNetworkingResponseSchema)` to create a new message.
  */
 export const UpdateNodeClusterNetworkingResponseSchema: GenMessage<UpdateNodeClusterNetworkingResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 3);
+  messageDesc(file_curator_curator, 5);
 
 /**
  * @generated from message nodecore.curator.IssueKubeletCertificatesRequest
@@ -103,7 +137,7 @@ export type IssueKubeletCertificatesRequest = Message<"nodecore.curator.IssueKub
  * Use `create(IssueKubeletCertificatesRequestSchema)` to create a new message.
  */
 export const IssueKubeletCertificatesRequestSchema: GenMessage<IssueKubeletCertificatesRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 4);
+  messageDesc(file_curator_curator, 6);
 
 /**
  * @generated from message nodecore.curator.IssueKubeletCertificatesResponse
@@ -171,7 +205,7 @@ export type IssueKubeletCertificatesResponse = Message<"nodecore.curator.IssueKu
  * Use `create(IssueKubeletCertificatesResponseSchema)` to create a new message.
  */
 export const IssueKubeletCertificatesResponseSchema: GenMessage<IssueKubeletCertificatesResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 5);
+  messageDesc(file_curator_curator, 7);
 
 /**
  * @generated from message nodecore.curator.PrepareColdStartRequest
@@ -184,7 +218,7 @@ export type PrepareColdStartRequest = Message<"nodecore.curator.PrepareColdStart
  * Use `create(PrepareColdStartRequestSchema)` to create a new message.
  */
 export const PrepareColdStartRequestSchema: GenMessage<PrepareColdStartRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 6);
+  messageDesc(file_curator_curator, 8);
 
 /**
  * @generated from message nodecore.curator.PrepareColdStartResponse
@@ -211,7 +245,7 @@ export type PrepareColdStartResponse = Message<"nodecore.curator.PrepareColdStar
  * Use `create(PrepareColdStartResponseSchema)` to create a new message.
  */
 export const PrepareColdStartResponseSchema: GenMessage<PrepareColdStartResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 7);
+  messageDesc(file_curator_curator, 9);
 
 /**
  * @generated from message nodecore.curator.HeartbeatUpdateRequest
@@ -232,7 +266,7 @@ export type HeartbeatUpdateRequest = Message<"nodecore.curator.HeartbeatUpdateRe
  * Use `create(HeartbeatUpdateRequestSchema)` to create a new message.
  */
 export const HeartbeatUpdateRequestSchema: GenMessage<HeartbeatUpdateRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 8);
+  messageDesc(file_curator_curator, 10);
 
 /**
  * @generated from message nodecore.curator.HeartbeatUpdateResponse
@@ -245,7 +279,7 @@ export type HeartbeatUpdateResponse = Message<"nodecore.curator.HeartbeatUpdateR
  * Use `create(HeartbeatUpdateResponseSchema)` to create a new message.
  */
 export const HeartbeatUpdateResponseSchema: GenMessage<HeartbeatUpdateResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 9);
+  messageDesc(file_curator_curator, 11);
 
 /**
  * @generated from message nodecore.curator.WatchRequest
@@ -274,7 +308,7 @@ export type WatchRequest = Message<"nodecore.curator.WatchRequest"> & {
  * Use `create(WatchRequestSchema)` to create a new message.
  */
 export const WatchRequestSchema: GenMessage<WatchRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 10);
+  messageDesc(file_curator_curator, 12);
 
 /**
  * @generated from message nodecore.curator.WatchRequest.NodeInCluster
@@ -291,7 +325,7 @@ export type WatchRequest_NodeInCluster = Message<"nodecore.curator.WatchRequest.
  * Use `create(WatchRequest_NodeInClusterSchema)` to create a new message.
  */
 export const WatchRequest_NodeInClusterSchema: GenMessage<WatchRequest_NodeInCluster> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 10, 0);
+  messageDesc(file_curator_curator, 12, 0);
 
 /**
  * @generated from message nodecore.curator.WatchRequest.NodesInCluster
@@ -304,7 +338,7 @@ export type WatchRequest_NodesInCluster = Message<"nodecore.curator.WatchRequest
  * Use `create(WatchRequest_NodesInClusterSchema)` to create a new message.
  */
 export const WatchRequest_NodesInClusterSchema: GenMessage<WatchRequest_NodesInCluster> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 10, 1);
+  messageDesc(file_curator_curator, 12, 1);
 
 /**
  * @generated from message nodecore.curator.Node
@@ -355,7 +389,7 @@ export type Node = Message<"nodecore.curator.Node"> & {
  * Use `create(NodeSchema)` to create a new message.
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 11);
+  messageDesc(file_curator_curator, 13);
 
 /**
  * @generated from message nodecore.curator.NodeTombstone
@@ -372,7 +406,7 @@ export type NodeTombstone = Message<"nodecore.curator.NodeTombstone"> & {
  * Use `create(NodeTombstoneSchema)` to create a new message.
  */
 export const NodeTombstoneSchema: GenMessage<NodeTombstone> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 12);
+  messageDesc(file_curator_curator, 14);
 
 /**
  * @generated from message nodecore.curator.WatchEvent
@@ -399,7 +433,7 @@ export type WatchEvent = Message<"nodecore.curator.WatchEvent"> & {
  * Use `create(WatchEventSchema)` to create a new message.
  */
 export const WatchEventSchema: GenMessage<WatchEvent> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 13);
+  messageDesc(file_curator_curator, 15);
 
 /**
  * @generated from enum nodecore.curator.WatchEvent.Progress
@@ -422,7 +456,7 @@ export enum WatchEvent_Progress {
  * Describes the enum nodecore.curator.WatchEvent.Progress.
  */
 export const WatchEvent_ProgressSchema: GenEnum<WatchEvent_Progress> = /*@__PURE__*/
-  enumDesc(file_curator_curator, 13, 0);
+  enumDesc(file_curator_curator, 15, 0);
 
 /**
  * @generated from message nodecore.curator.UpdateNodeStatusRequest
@@ -444,7 +478,7 @@ export type UpdateNodeStatusRequest = Message<"nodecore.curator.UpdateNodeStatus
  * Use `create(UpdateNodeStatusRequestSchema)` to create a new message.
  */
 export const UpdateNodeStatusRequestSchema: GenMessage<UpdateNodeStatusRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 14);
+  messageDesc(file_curator_curator, 16);
 
 /**
  * @generated from message nodecore.curator.UpdateNodeStatusResponse
@@ -457,7 +491,7 @@ export type UpdateNodeStatusResponse = Message<"nodecore.curator.UpdateNodeStatu
  * Use `create(UpdateNodeStatusResponseSchema)` to create a new message.
  */
 export const UpdateNodeStatusResponseSchema: GenMessage<UpdateNodeStatusResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 15);
+  messageDesc(file_curator_curator, 17);
 
 /**
  * @generated from message nodecore.curator.RegisterNodeRequest
@@ -481,7 +515,7 @@ export type RegisterNodeRequest = Message<"nodecore.curator.RegisterNodeRequest"
  * Use `create(RegisterNodeRequestSchema)` to create a new message.
  */
 export const RegisterNodeRequestSchema: GenMessage<RegisterNodeRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 16);
+  messageDesc(file_curator_curator, 18);
 
 /**
  * @generated from message nodecore.curator.RegisterNodeResponse
@@ -494,7 +528,7 @@ export type RegisterNodeResponse = Message<"nodecore.curator.RegisterNodeRespons
  * Use `create(RegisterNodeResponseSchema)` to create a new message.
  */
 export const RegisterNodeResponseSchema: GenMessage<RegisterNodeResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 17);
+  messageDesc(file_curator_curator, 19);
 
 /**
  * @generated from message nodecore.curator.CommitNodeRequest
@@ -513,7 +547,7 @@ export type CommitNodeRequest = Message<"nodecore.curator.CommitNodeRequest"> & 
  * Use `create(CommitNodeRequestSchema)` to create a new message.
  */
 export const CommitNodeRequestSchema: GenMessage<CommitNodeRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 18);
+  messageDesc(file_curator_curator, 20);
 
 /**
  * @generated from message nodecore.curator.CommitNodeResponse
@@ -535,7 +569,7 @@ export type CommitNodeResponse = Message<"nodecore.curator.CommitNodeResponse"> 
  * Use `create(CommitNodeResponseSchema)` to create a new message.
  */
 export const CommitNodeResponseSchema: GenMessage<CommitNodeResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 19);
+  messageDesc(file_curator_curator, 21);
 
 /**
  * @generated from message nodecore.curator.JoinNodeRequest
@@ -548,7 +582,7 @@ export type JoinNodeRequest = Message<"nodecore.curator.JoinNodeRequest"> & {
  * Use `create(JoinNodeRequestSchema)` to create a new message.
  */
 export const JoinNodeRequestSchema: GenMessage<JoinNodeRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 20);
+  messageDesc(file_curator_curator, 22);
 
 /**
  * @generated from message nodecore.curator.JoinNodeResponse
@@ -565,7 +599,7 @@ export type JoinNodeResponse = Message<"nodecore.curator.JoinNodeResponse"> & {
  * Use `create(JoinNodeResponseSchema)` to create a new message.
  */
 export const JoinNodeResponseSchema: GenMessage<JoinNodeResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 21);
+  messageDesc(file_curator_curator, 23);
 
 /**
  * @generated from message nodecore.curator.ReportNodeManagementCallRequest
@@ -619,7 +653,7 @@ export type ReportNodeManagementCallRequest = Message<"nodecore.curator.ReportNo
  * Use `create(ReportNodeManagementCallRequestSchema)` to create a new message.
  */
 export const ReportNodeManagementCallRequestSchema: GenMessage<ReportNodeManagementCallRequest> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 22);
+  messageDesc(file_curator_curator, 24);
 
 /**
  * @generated from message nodecore.curator.ReportNodeManagementCallResponse
@@ -632,7 +666,7 @@ export type ReportNodeManagementCallResponse = Message<"nodecore.curator.ReportN
  * Use `create(ReportNodeManagementCallResponseSchema)` to create a new message.
  */
 export const ReportNodeManagementCallResponseSchema: GenMessage<ReportNodeManagementCallResponse> = /*@__PURE__*/
-  messageDesc(file_curator_curator, 23);
+  messageDesc(file_curator_curator, 25);
 
 /**
  * @generated from service nodecore.curator.Curator
@@ -770,6 +804,18 @@ export const Curator: GenService<{
     methodKind: "server_streaming";
     input: typeof WatchContainerRegistriesRequestSchema;
     output: typeof ContainerRegistriesSchema;
+  },
+  /**
+   * How the scheduled backups went, from the node the backup schedule names
+   * (its backups worker): the leader records it, fenced, for ctl cluster
+   * info. Any other node is refused.
+   *
+   * @generated from rpc nodecore.curator.Curator.ReportBackupStatus
+   */
+  reportBackupStatus: {
+    methodKind: "unary";
+    input: typeof ReportBackupStatusRequestSchema;
+    output: typeof ReportBackupStatusResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_curator_curator, 0);

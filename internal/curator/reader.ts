@@ -1,0 +1,35 @@
+// What code beside the curator reads of the curator's state, from the local
+// etcd member of a consensus node: the scheduled backups (what to back up,
+// and the cluster CA that signs it) and the Kubernetes controller (the etcd
+// CA for the apiserver's client certificate, and the workers). Reads only:
+// the curator is the one writer of its key space, through its leader,
+// fenced; a node reports what the curator must record through a Curator
+// call (ReportBackupStatus). No code outside this package names the keys
+// (test/key_spaces.test.ts holds that).
+
+import type { Etcd3 } from "etcd3";
+import type { BackupSchedule, BackupStatus } from "../../proto/gen/api/management_pb.ts";
+import type { ClusterRecord, NodeRecord } from "../../proto/gen/curator/state/state_pb.ts";
+import type { CA } from "../pki/mod.ts";
+import { CuratorStore, ETCD_PREFIX } from "./store.ts";
+
+export interface CuratorReader {
+  backupSchedule(): Promise<BackupSchedule | undefined>;
+  backupStatus(): Promise<BackupStatus | undefined>;
+  cluster(): Promise<ClusterRecord | undefined>;
+  nodes(): Promise<NodeRecord[]>;
+  /** The cluster CA (it signs backups) or the etcd CA (it certifies the apiserver's etcd client), with its key. */
+  ca(kind: "cluster" | "etcd"): Promise<CA>;
+}
+
+/** A read-only view of the curator's state in `etcd` (the local member's client). */
+export function curatorReader(etcd: Etcd3): CuratorReader {
+  const store = new CuratorStore(etcd.namespace(ETCD_PREFIX));
+  return {
+    backupSchedule: () => store.backupSchedule(),
+    backupStatus: () => store.backupStatus(),
+    cluster: () => store.cluster(),
+    nodes: async () => (await store.nodes()).nodes,
+    ca: (kind) => store.ca(kind),
+  };
+}
