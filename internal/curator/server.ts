@@ -14,7 +14,7 @@ import { HealthEvents } from "./health_events.ts";
 import { toApiNode } from "./convert.ts";
 import type { Logger } from "../log/mod.ts";
 import { sleep, untilCancelled, type Runnable } from "../supervisor/mod.ts";
-import { CURATOR_PORT, HEARTBEAT_TIMEOUT_MS, formatAddress, leaderTrailer, parseEndpoint } from "./client/mod.ts";
+import { CURATOR_PORT, HEARTBEAT_TIMEOUT_MS, electionTrailer, formatAddress, leaderTrailer, parseEndpoint } from "./client/mod.ts";
 import { handRaftLeadershipAway, holdConsensusJoins, type ConsensusJoinTiming, newConsensusJoins, promoteLearners, reconcileMembership } from "./consensus_membership.ts";
 import { CURATOR_CERTIFICATE_VALIDITY_MS, issueOwnCuratorCertificate } from "./curator_certificate.ts";
 import { leadershipRunnable, type Leadership } from "./leadership.ts";
@@ -73,7 +73,7 @@ export function curatorRunnable(options: CuratorOptions): Runnable {
       const state = leadership.peek();
       if (state?.isLeader) return;
       const leader = state?.leader;
-      if (!leader) throw new UnavailableError("this curator is not the leader, and no leader is elected yet");
+      if (!leader) throw new UnavailableError("this curator is not the leader, and no leader is elected yet", { trailers: electionTrailer() });
       // The hint lets clients go straight to the leader (client/leader.ts).
       let trailers: Record<string, string> = {};
       try {

@@ -19,7 +19,7 @@ import { refusal, startImpostorCurator, startTestCluster, type ImpostorCurator, 
 import { createServer as createNetServer, connect as tcpConnect, type AddressInfo, type Server } from "node:net";
 import type { Value } from "../../event/mod.ts";
 import { RpcError, Status } from "../../rpc/mod.ts";
-import { eventually, freePort, testCA, testCurator, testNode } from "../../testing/mod.ts";
+import { eventually, freePort, testCA, testCurator, testNode, testOwner } from "../../testing/mod.ts";
 import type { Leadership } from "../leadership.ts";
 import { answerFailure, connectFailure } from "./failover.ts";
 import { acceptsConnections, connectPatiently } from "./patience.ts";
@@ -398,4 +398,59 @@ describe("failure descriptions", () => {
     const dropped = new RpcError(Status.UNAVAILABLE, "Connection dropped", "Management/UpdateNodeRoles");
     expect(answerFailure(endpoint, dropped)).toMatchObject({ kind: "dropped", reason: "the connection dropped during the call (Connection dropped)" });
   });
+});
+
+describe("an election under way", () => {
+  // Right after a bootstrap, and in every failover, a curator answers but
+  // none leads: "no leader is elected yet". ctl node approve failed on it
+  // (a process cluster's formation under load); the call was refused before
+  // anything was done, so the pool asks again until a leader answers.
+  const electionCA = testCA();
+  const owner = testOwner(electionCA);
+  async function leaderlessFor(refusals: number) {
+    const { startFakeCurator } = await import("../fake_curator.ts");
+    const { UnavailableError } = await import("../../rpc/mod.ts");
+    const { electionTrailer } = await import("./mod.ts");
+    let asked = 0;
+    const curator = await startFakeCurator({
+      serving: testCurator(electionCA),
+      clusterCA: electionCA.certificate,
+      management: {
+        getRegisterTicket: async () => {
+          if (++asked <= refusals) throw new UnavailableError("this curator is not the leader, and no leader is elected yet", { trailers: electionTrailer() });
+          return { ticket: new Uint8Array([7]) };
+        },
+      },
+    });
+    return { curator, asked: () => asked };
+  }
+
+  test("a call is asked again while no curator leads, and answered once one does; the progress says why it waits", async () => {
+    const { curator, asked } = await leaderlessFor(3);
+    const pool = new CuratorPool(owner.tls);
+    const said: string[] = [];
+    try {
+      const answer = await pool.call(Management, [curator.endpoint], (m) => m.getRegisterTicket({}), { progress: (l) => said.push(l) });
+      expect(answer.ticket).toEqual(new Uint8Array([7]));
+      expect(asked()).toBe(4);
+      expect(said.filter((l) => l.startsWith("no curator leads yet")).length).toBe(1);
+    } finally {
+      pool.close();
+      curator.close();
+    }
+  }, 30_000);
+
+  test("past its patience the call fails as before, naming the curator's answer", async () => {
+    const { curator, asked } = await leaderlessFor(1_000);
+    const pool = new CuratorPool(owner.tls);
+    try {
+      const err = await pool.call(Management, [curator.endpoint], (m) => m.getRegisterTicket({}), { electionPatienceMs: 1_200 }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(NoCuratorError);
+      expect((err as Error).message).toContain("no leader is elected yet");
+      expect(asked()).toBeGreaterThanOrEqual(2);
+    } finally {
+      pool.close();
+      curator.close();
+    }
+  }, 30_000);
 });

@@ -71,6 +71,8 @@ export interface FailoverOptions {
   progress?: (line: string) => void;
   /** Whether an error from one curator means trying the next; the default moves on for UNAVAILABLE and DEADLINE_EXCEEDED. */
   tryNextAfter?: (err: unknown) => boolean;
+  /** How long to keep asking while every curator that answered says no curator leads yet (pool.ts; default ELECTION_PATIENCE_MS). */
+  electionPatienceMs?: number;
 }
 
 export function unavailableOrDeadline(err: unknown): boolean {

@@ -39,6 +39,6 @@ export { dialCurator, type DialCredentials, type CuratorClientOf } from "./dial.
 export { unavailableOrDeadline, NoCuratorError, CONNECT_TIMEOUT_MS, type CuratorFailure, type FailoverOptions } from "./failover.ts";
 export { CuratorPool, callAnyCurator } from "./pool.ts";
 export { CONNECT_PATIENCE_MS } from "./patience.ts";
-export { LEADER_TRAILER, leaderHintOf, leaderTrailer } from "./leader.ts";
+export { ELECTION_TRAILER, electionTrailer, electionUnderWay, LEADER_TRAILER, leaderHintOf, leaderTrailer } from "./leader.ts";
 export { HEARTBEAT_INTERVAL_MS, HEARTBEAT_TIMEOUT_MS } from "./heartbeat.ts";
 export { KEEPALIVE_TIME_MS, KEEPALIVE_TIMEOUT_MS, RECONNECT_BACKOFF_MS } from "./dial.ts";

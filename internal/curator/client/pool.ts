@@ -14,7 +14,10 @@
 //          anything else             → final, returned to the caller
 //     4. none answered → NoCuratorError, saying what happened at each
 //        (failover.ts words it; why a connection failed is read from
-//        grpc-js as it fails: lastConnectionFailure)
+//        grpc-js as it fails: lastConnectionFailure); unless one said that
+//        no curator leads yet (an election under way: the call was refused
+//        before anything was done), then all of it again, every
+//        ELECTION_RETRY_MS, for up to ELECTION_PATIENCE_MS
 //
 // Clients stay open between calls (keepalive and reconnect backoff: dial.ts),
 // so a long-lived caller such as the role server pays for a connection once
@@ -37,7 +40,7 @@ import {
   type CuratorFailure,
   type FailoverOptions,
 } from "./failover.ts";
-import { leaderHintOf } from "./leader.ts";
+import { electionUnderWay, leaderHintOf } from "./leader.ts";
 import { CONNECT_PATIENCE_MS, connectPatiently } from "./patience.ts";
 
 /**
@@ -47,6 +50,16 @@ import { CONNECT_PATIENCE_MS, connectPatiently } from "./patience.ts";
  * wait for a connection.
  */
 const FAILURE_READ_TIMEOUT_MS = 100;
+
+/**
+ * How long a call waits out an election, and how often it asks again: a
+ * new cluster's first seconds and every failover have a window in which a
+ * curator answers but none leads (ctl node approve right after a
+ * bootstrap failed in it under load). A leader is elected within its
+ * lease's time (5 s); three of them, and the call gives up as before.
+ */
+export const ELECTION_PATIENCE_MS = 15_000;
+const ELECTION_RETRY_MS = 500;
 
 interface Attempt<S> {
   endpoint: CuratorEndpoint;
@@ -69,12 +82,32 @@ export class CuratorPool {
     return this.preferred;
   }
 
-  /** Runs `call` on the curators, leader first, until one succeeds; see the file comment. */
+  /** Runs `call` on the curators, leader first, until one succeeds, waiting out an election; see the file comment. */
   async call<S extends DescService, T>(
     service: S,
     endpoints: readonly CuratorEndpoint[],
     call: (client: CuratorClientOf<S>, endpoint: CuratorEndpoint) => Promise<T>,
     options: FailoverOptions = {},
+  ): Promise<T> {
+    const giveUpAt = performance.now() + (options.electionPatienceMs ?? ELECTION_PATIENCE_MS);
+    for (let round = 0; ; round++) {
+      try {
+        return await this.callOnce(service, endpoints, call, options);
+      } catch (err) {
+        const electing = err instanceof NoCuratorError && err.failures.some((f) => electionUnderWay(f.error));
+        if (!electing || performance.now() + ELECTION_RETRY_MS > giveUpAt) throw err;
+        if (round === 0) options.progress?.("no curator leads yet (an election is under way); asking again ...");
+        await new Promise((resolve) => setTimeout(resolve, ELECTION_RETRY_MS));
+      }
+    }
+  }
+
+  /** One round: each curator once (and a hinted leader); see the file comment. */
+  private async callOnce<S extends DescService, T>(
+    service: S,
+    endpoints: readonly CuratorEndpoint[],
+    call: (client: CuratorClientOf<S>, endpoint: CuratorEndpoint) => Promise<T>,
+    options: FailoverOptions,
   ): Promise<T> {
     const connectTimeoutMs = options.connectTimeoutMs ?? this.options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS;
     const patienceMs = Math.max(options.connectPatienceMs ?? this.options.connectPatienceMs ?? CONNECT_PATIENCE_MS, connectTimeoutMs);
