@@ -265,3 +265,38 @@ describe("ImagePeer between two workers, over mutual TLS under the cluster CA", 
     expect(existsSync(contentPath(dir.path, digestOf(layer)))).toBe(true);
   });
 });
+
+describe("connections to peers", () => {
+  // After a node's boot on a busy emulated machine, the TLS handshake of a
+  // pull's first question took longer than PEER_HEADER_TIMEOUT_MS, and the
+  // first pieces came from the registry (CI). warm() connects beforehand.
+  test("warm() connects to every named peer in the background, before any pull asks it", async () => {
+    const { createServer } = await import("node:net");
+    const self = testNode(testCA());
+    const [port] = freePorts(1) as [number];
+    const hosts = ["127.0.0.21", "127.0.0.22"];
+    const accepted = new Set<string>();
+    const servers = await Promise.all(
+      hosts.map(
+        (host) =>
+          new Promise<ReturnType<typeof createServer>>((resolve) => {
+            const server = createServer((socket) => {
+              accepted.add(host);
+              socket.on("error", () => {});
+            });
+            server.listen(port, host, () => resolve(server));
+          }),
+      ),
+    );
+    const peers = new PeerClients(self.credentials, () => hosts.map((address, i) => ({ nodeId: `node-00000000000000a${i}`, address })), port);
+    try {
+      await Bun.sleep(200);
+      expect([...accepted]).toEqual([]);
+      peers.warm();
+      await eventually(() => expect([...accepted].sort()).toEqual(hosts), { timeoutMs: 10_000 });
+    } finally {
+      peers.close();
+      for (const server of servers) server.close();
+    }
+  }, 15_000);
+});

@@ -63,6 +63,8 @@ export const PEER_TOKEN_HEADER = "x-nodecore-peer-token";
 export const MAX_PEERS_ASKED = 16;
 /** How long a peer may take to say whether it holds something. */
 export const PEER_HEADER_TIMEOUT_MS = 2_000;
+/** How long a background connection to a peer may take (PeerClients.warm); a pull never waits on it. */
+export const PEER_WARM_TIMEOUT_MS = 15_000;
 /** How long a peer that served wrong bytes is not asked again. */
 export const DISTRUST_MS = 10 * 60_000;
 /** Requests the proxy looks up at once; more are answered 503, and containerd goes on to the next host. */
@@ -266,6 +268,22 @@ export class PeerClients implements PeerSource {
     this.distrusted.set(peer.nodeId, Date.now() + DISTRUST_MS);
   }
 
+  /**
+   * Connects to every peer in the background, at start and whenever the
+   * records change, so that a pull's first question does not pay for a
+   * TLS handshake inside PEER_HEADER_TIMEOUT_MS. On a busy emulated
+   * machine right after a boot that handshake alone took longer, and the
+   * first pieces of an image came from the registry instead (CI). A peer
+   * that is down fails its connection here, so a pull's question to it
+   * fails at once rather than waiting out the header deadline. One
+   * connection per peer (a cluster of N workers keeps N−1 on each); a
+   * channel idle for 30 minutes closes (grpc-js), and the next change of
+   * the records connects it again.
+   */
+  warm(): void {
+    for (const peer of this.peers()) void this.client(peer).connect(PEER_WARM_TIMEOUT_MS).catch(() => {});
+  }
+
   /** Closes the clients of peers no longer named. */
   prune(): void {
     const named = new Set(this.peers().map((p) => p.nodeId));
@@ -363,6 +381,7 @@ export function imagePeersService(options: ImagePeersOptions): Runnable {
       for (;;) {
         await watcher.get({ signal: ctx.signal });
         peers.prune();
+        peers.warm();
       }
     })().catch(() => {});
     try {

@@ -593,7 +593,35 @@ function helloPod(name: string, image: string, nodeId?: string, pullPolicy?: str
   };
 }
 
+/** The registry step's host that exists nowhere but through its mirrors. */
+const MIRRORED_HOST = "images.nodecore.test";
+
+/**
+ * The registry step: its checks, then nothing of it is left for the next
+ * step, whether it passed or not (a failed run's pods made the next step's
+ * count of node2's containers fail as well).
+ */
 async function registryStep(ctx: E2eContext, c: Cluster, f: FormedCluster, registry: ContainerRegistryServer, ids: string[], fetcher: string): Promise<void> {
+  let passed = false;
+  try {
+    await registryChecks(ctx, c, f, registry, ids, fetcher);
+    passed = true;
+  } finally {
+    const cleanup = async () => {
+      await kubectl("delete", "pod", ...ids.map((_, i) => `hello-${i + 2}`), "hello-wrong", "hello-secret", "hello-mirror", "hello-offline", "--ignore-not-found", "--wait=true", "--timeout=300s");
+      await kubectl("delete", "secret", "hello-pull", "--ignore-not-found");
+      // The right login, in case the step stopped while it was wrong: the steps after it pull from the registry too.
+      const login = await ctlWithStdin(c, ["cluster", "registry", "login", registry.host, "--username", registry.options.username, "--password-stdin"], `${registry.options.password}\n`);
+      assertEqual(login.exitCode, 0, `ctl cluster registry login (${login.stderr.trim()})`);
+      const removed = await f.ctl("cluster", "registry", "remove", MIRRORED_HOST);
+      assertEqual(removed.exitCode, 0, `ctl cluster registry remove (${removed.stderr.trim()})`);
+    };
+    if (passed) await cleanup();
+    else await cleanup().catch((err: unknown) => ctx.logger.warn(`the failed registry step's cleanup: ${(err as Error).message}`));
+  }
+}
+
+async function registryChecks(ctx: E2eContext, c: Cluster, f: FormedCluster, registry: ContainerRegistryServer, ids: string[], fetcher: string): Promise<void> {
   const image = `${registry.host}/${HELLO_REPOSITORY}:${HELLO_TAG}`;
   const apply = async (name: string, object: unknown) => {
     const file = join(c.dir.path, `${name}.json`);
@@ -695,7 +723,7 @@ async function registryStep(ctx: E2eContext, c: Cluster, f: FormedCluster, regis
   fixedRunning.catch(() => {});
 
   // Mirrors: a host that exists nowhere, its first mirror down, its second the registry.
-  const mirrored = "images.nodecore.test";
+  const mirrored = MIRRORED_HOST;
   const down = `https://${c.ns.subnet.bridgeAddress}:${registry.options.port + 1}`;
   const mirrorSet = await ctlWithStdin(
     c,
@@ -730,11 +758,6 @@ async function registryStep(ctx: E2eContext, c: Cluster, f: FormedCluster, regis
     await registry.restart();
   }
 
-  // Nothing of this step is left for the next.
-  await kubectl("delete", "pod", ...pods, "hello-wrong", "hello-secret", "hello-mirror", "hello-offline", "--wait=true", "--timeout=300s");
-  await kubectl("delete", "secret", "hello-pull");
-  const removed = await f.ctl("cluster", "registry", "remove", mirrored);
-  assertEqual(removed.exitCode, 0, `ctl cluster registry remove (${removed.stderr.trim()})`);
 }
 
 /** How many packets of a capture file match a tcpdump filter. */
