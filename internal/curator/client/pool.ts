@@ -97,7 +97,7 @@ export class CuratorPool {
         const electing = err instanceof NoCuratorError && err.failures.some((f) => electionUnderWay(f.error));
         if (!electing || performance.now() + ELECTION_RETRY_MS > giveUpAt) throw err;
         if (round === 0) options.progress?.("no curator leads yet (an election is under way); asking again ...");
-        await new Promise((resolve) => setTimeout(resolve, ELECTION_RETRY_MS));
+        await Bun.sleep(ELECTION_RETRY_MS);
       }
     }
   }
