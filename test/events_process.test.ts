@@ -96,13 +96,16 @@ test("what the curator leader sees is in the trail too: a node timing out, booti
   await node2.stop("SIGKILL");
   await eventually(async () => expect((await about()).some((r) => r.kind === "health" && r.detail === "HEALTHY → HEARTBEAT_TIMEOUT")).toBe(true), { timeoutMs: 60_000, what: "node2's timeout in the trail" });
   node2.start();
+  // Two facts, seen apart: health comes back with the first heartbeat, the
+  // new boot with the node's first status report, in either order.
   const rows = await eventually(
     async () => {
       const list = await about();
       expect(list.some((r) => r.kind === "health" && r.detail === "HEARTBEAT_TIMEOUT → HEALTHY")).toBe(true);
+      expect(list.some((r) => r.kind === "boot")).toBe(true);
       return list;
     },
-    { timeoutMs: 90_000, what: "node2 back in the trail" },
+    { timeoutMs: 90_000, what: "node2 back in the trail, and its new boot" },
   );
   const boot = rows.find((r) => r.kind === "boot");
   expect(boot?.detail).toMatch(/^began a new boot at \d{4}-\d\d-\d\dT\S+Z$/);
