@@ -2,7 +2,8 @@
 
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { describeSpace, formatBytes, freeSpace, waitForFreeSpace } from "../localstorage/mod.ts";
+import { describeSpace, freeSpace, waitForFreeSpace } from "../localstorage/mod.ts";
+import { formatBytes } from "../log/mod.ts";
 import { AUTO_COMPACTION_RETENTION, quotaFor } from "./upkeep.ts";
 import { privateKeyPem } from "../pki/mod.ts";
 import { hostPort } from "../rpc/mod.ts";

@@ -17,7 +17,7 @@
 // cluster keeps a quorum while one member defragments.
 
 import type { Etcd3 } from "etcd3";
-import { formatBytes } from "../localstorage/mod.ts";
+import { formatBytes } from "../log/mod.ts";
 import { sleep, type Runnable } from "../supervisor/mod.ts";
 
 /** How much history auto-compaction keeps (etcd's periodic mode: compacts every retention/10). */

@@ -29,8 +29,7 @@
 // provisioning leaves no orphan).
 
 import type { V1PersistentVolume, V1PersistentVolumeClaim } from "@kubernetes/client-node";
-import { formatBytes } from "../localstorage/mod.ts";
-import type { Logger } from "../log/mod.ts";
+import { formatBytes, type Logger } from "../log/mod.ts";
 import { sleep, type Runnable } from "../supervisor/mod.ts";
 import { clientConfiguration, statusOf, type ClientIdentity } from "./api_client.ts";
 import { claimEvents, EVENT_REPEAT_MS } from "./claim_events.ts";

@@ -20,7 +20,8 @@
 
 import { mkdirSync, readdirSync, renameSync, rmSync, existsSync } from "node:fs";
 import { join } from "node:path";
-import { assignProject, clearProjectLimit, freeSpace, formatBytes, projectOf, projectUsage, QUOTA_CHECK_PROJECT, setProjectLimit, MAX_PROJECT_ID } from "../localstorage/mod.ts";
+import { assignProject, clearProjectLimit, freeSpace, projectOf, projectUsage, QUOTA_CHECK_PROJECT, setProjectLimit, MAX_PROJECT_ID } from "../localstorage/mod.ts";
+import { formatBytes } from "../log/mod.ts";
 
 /**
  * What volumes never take: the larger of a share of the partition and a

@@ -26,8 +26,7 @@
 // apiserver in test/kubernetes_controller_process.test.ts.
 
 import type { CoreV1Api, StorageV1Api, V1CSIStorageCapacity, V1PersistentVolume, V1PersistentVolumeClaim } from "@kubernetes/client-node";
-import { formatBytes } from "../localstorage/mod.ts";
-import type { Logger } from "../log/mod.ts";
+import { formatBytes, type Logger } from "../log/mod.ts";
 import { clientConfiguration, statusOf, type ClientIdentity } from "./api_client.ts";
 import { claimEvents, type ClaimEvent } from "./claim_events.ts";
 import { CSI_DRIVER } from "./csi.ts";

@@ -9,6 +9,7 @@
 // runEtcdMember uses this).
 
 import { statfsSync } from "node:fs";
+import { formatBytes } from "../log/mod.ts";
 import { sleep } from "../supervisor/mod.ts";
 
 export interface FreeSpace {
@@ -21,18 +22,6 @@ export interface FreeSpace {
 export function freeSpace(path: string): FreeSpace {
   const fs = statfsSync(path);
   return { path, freeBytes: fs.bavail * fs.bsize, totalBytes: fs.blocks * fs.bsize };
-}
-
-/** 1536 → "1.5 KiB". */
-export function formatBytes(bytes: number): string {
-  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
-  let value = bytes;
-  let unit = 0;
-  while (value >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit++;
-  }
-  return unit === 0 ? `${value} B` : `${value.toFixed(value < 10 ? 1 : 0)} ${units[unit]}`;
 }
 
 /** "0 B free of 512 MiB at /data". */

@@ -45,7 +45,7 @@ export {
   updateSealedConfiguration,
   SealedConfigurationError,
 } from "./sealed_configuration.ts";
-export { freeSpace, formatBytes, describeSpace, waitForFreeSpace, FREE_SPACE_POLL_MS, type FreeSpace, type SpaceWaitOptions } from "./free_space.ts";
+export { freeSpace, describeSpace, waitForFreeSpace, FREE_SPACE_POLL_MS, type FreeSpace, type SpaceWaitOptions } from "./free_space.ts";
 
 export {
   storageLayout,

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { budgeted, captureLogger, formatJson, formatText, type LogEntry } from "./mod.ts";
+import { budgeted, captureLogger, formatBytes, formatJson, formatText, type LogEntry } from "./mod.ts";
 
 const entry: LogEntry = {
   time: new Date("2026-01-02T03:04:05.678Z"),
@@ -57,4 +57,8 @@ describe("log", () => {
       ["root.etcd.output", "chatter 10"],
     ]);
   });
+});
+
+test("bytes are written as people read them: whole below a KiB, one decimal below ten units, binary units up to TiB", () => {
+  expect([0, 1023, 1536, 10 * 1024, 5.5 * 1024 ** 3, 3 * 1024 ** 5].map(formatBytes)).toEqual(["0 B", "1023 B", "1.5 KiB", "10 KiB", "5.5 GiB", "3072 TiB"]);
 });

@@ -20,6 +20,8 @@
 
 import { createConsola, type ConsolaInstance, type ConsolaReporter, type LogObject } from "consola/core";
 
+export { formatBytes } from "./units.ts";
+
 export type Level = "debug" | "info" | "warn" | "error";
 
 /** One structured log entry as reporters and sinks see it. */

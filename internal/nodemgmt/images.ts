@@ -14,8 +14,8 @@ import { closeSync, mkdirSync, openSync, readdirSync, rmSync, writeSync } from "
 import { join } from "node:path";
 import { ImportPhase, type NodeManagement } from "../../proto/gen/api/node_management_pb.ts";
 import { BundleCheckError, checkImageBundle, type ImageStore } from "../containerd/mod.ts";
-import { formatBytes, freeSpace } from "../localstorage/mod.ts";
-import type { Logger } from "../log/mod.ts";
+import { freeSpace } from "../localstorage/mod.ts";
+import { formatBytes, type Logger } from "../log/mod.ts";
 import { AbortedError, FailedPreconditionError, InvalidArgumentError, quote, type ServiceImpl } from "../rpc/mod.ts";
 
 /** The largest bundle a node takes. */

@@ -9,7 +9,7 @@ import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, r
 import { Management, type BackupSchedule, type BackupStatus, type BackupTaken } from "../../proto/gen/api/management_pb.ts";
 import type { X509Certificate } from "node:crypto";
 import { BackupFormatError, decryptBackup, readBackupHeader, shownTarget, snapshotIntegrity, verifyBackupSignature, type BackupHeader } from "../backup/mod.ts";
-import { formatBytes } from "../localstorage/mod.ts";
+import { formatBytes } from "../log/mod.ts";
 import { rawPrivateKey, type KeyPair } from "../pki/mod.ts";
 import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
 import { withFailover } from "./connection.ts";

@@ -4,7 +4,7 @@
 // goes one member at a time, the raft leader last, so the cluster keeps a
 // quorum while a member is blocked.
 
-import { formatBytes } from "../localstorage/mod.ts";
+import { formatBytes } from "../log/mod.ts";
 import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
 import { explain } from "./explain.ts";
 import { alignColumns, type NodeSummary } from "./format.ts";

@@ -29,7 +29,8 @@
 
 import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { open, type FileHandle } from "node:fs/promises";
-import { describeSpace, exclusively, findPartition, formatBytes, freeSpace, replaceDurably, SYSTEM_PARTITION_NAMES, type Slot, type StorageLayout } from "../localstorage/mod.ts";
+import { describeSpace, exclusively, findPartition, freeSpace, replaceDurably, SYSTEM_PARTITION_NAMES, type Slot, type StorageLayout } from "../localstorage/mod.ts";
+import { formatBytes } from "../log/mod.ts";
 import { clearSlotFailure, otherSlot, readBootRecord, writeBootRecord } from "./boot_record.ts";
 import { BUNDLE_CHUNK_BYTES, BUNDLE_FILES, BundleError, compareVersions, NODE_ARCH, type BundleFile, type BundleFileInfo, type BundleManifest } from "./bundle.ts";
 
