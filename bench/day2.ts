@@ -17,7 +17,8 @@ import { CuratorPool, HEARTBEAT_INTERVAL_MS, HEARTBEAT_TIMEOUT_MS } from "../int
 import { Value } from "../internal/event/mod.ts";
 import { captureLogger } from "../internal/log/mod.ts";
 import { LogTree, MAX_TOTAL_CHARS } from "../internal/logtree/mod.ts";
-import { dialNodeManagement, nodeManagementRunnable } from "../internal/nodemgmt/mod.ts";
+import { dialNodeManagement } from "../internal/nodemgmt/client/mod.ts";
+import { nodeManagementRunnable } from "../internal/nodemgmt/mod.ts";
 import { configPaths, loadCredentials } from "../internal/operator/mod.ts";
 import { createClusterCA, generateKeyPair, issueNodeCertificate, issueOwnerCertificate, nodeIdFromPublicKey, rawPublicKey } from "../internal/pki/mod.ts";
 import { supervise } from "../internal/supervisor/mod.ts";

@@ -9,7 +9,7 @@
 
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { NODE_MANAGEMENT_PORT } from "../internal/nodemgmt/mod.ts";
+import { NODE_MANAGEMENT_PORT } from "../internal/nodemgmt/client/mod.ts";
 import { hostPort } from "../internal/rpc/mod.ts";
 import { tempDir } from "../internal/testing/mod.ts";
 import { formProcessCluster } from "../test/support/process_cluster.ts";

@@ -18,7 +18,7 @@ import { connect as tcpConnect } from "node:net";
 import { join } from "node:path";
 import { connect as tlsConnect, type ConnectionOptions } from "node:tls";
 import { CURATOR_PORT } from "../internal/curator/client/mod.ts";
-import { NODE_MANAGEMENT_PORT } from "../internal/nodemgmt/mod.ts";
+import { NODE_MANAGEMENT_PORT } from "../internal/nodemgmt/client/mod.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
 import { NodeProcess, loopbackBlock, ownedNode } from "./support/node_process.ts";
 

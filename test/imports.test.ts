@@ -2,7 +2,9 @@
 // package reaches another only through its mod.ts, and so do the programs
 // around internal/ (cmd/, image/, bench/); no chain of imports between
 // packages leads back to where it started; and nothing below the root
-// imports the root's build.ts (image/compile.ts is what both build with).
+// imports the root's build.ts (image/compile.ts is what both build with);
+// the owner's side stands on the curator's and node management's clients,
+// never on their servers.
 // Test files and test-only fixtures (test_cluster.ts, fake_curator.ts) may
 // reach further.
 
@@ -91,6 +93,15 @@ test("cmd/, image/ and bench/ reach internal/ only through its packages' mod.ts"
   const past = ["cmd", "image", "bench"]
     .flatMap((dir) => importsBelow(join(ROOT, dir)))
     .filter(([, to]) => to.startsWith(INTERNAL + "/") && !to.endsWith("/mod.ts") && !TEST_ONLY.test(to))
+    .map(([from, to]) => `${relative(ROOT, from)} -> ${relative(ROOT, to)}`);
+  expect(past).toEqual([]);
+});
+
+test("the owner's side (internal/operator, cmd/ctl) reaches the curator and node management only through their clients", () => {
+  const servers = ["curator", "nodemgmt"].map((name) => join(INTERNAL, name, "mod.ts"));
+  const past = [join(INTERNAL, "operator"), join(ROOT, "cmd", "ctl")]
+    .flatMap((dir) => importsBelow(dir))
+    .filter(([, to]) => servers.includes(to))
     .map(([from, to]) => `${relative(ROOT, from)} -> ${relative(ROOT, to)}`);
   expect(past).toEqual([]);
 });

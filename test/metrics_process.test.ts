@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { Management } from "../proto/gen/api/management_pb.ts";
 import { loadCredentials } from "../internal/cluster/mod.ts";
 import { CURATOR_PORT } from "../internal/curator/client/mod.ts";
-import { NODE_MANAGEMENT_PORT } from "../internal/nodemgmt/mod.ts";
+import { NODE_MANAGEMENT_PORT } from "../internal/nodemgmt/client/mod.ts";
 import { privateKeyPem } from "../internal/pki/mod.ts";
 import { channelCredentials, channelOptions, createClient, hostPort, RpcError, Status } from "../internal/rpc/mod.ts";
 import { eventually, freePort, tempDir } from "../internal/testing/mod.ts";

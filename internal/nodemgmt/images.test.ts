@@ -17,7 +17,8 @@ import { refusal } from "../curator/test_cluster.ts";
 import { supervise, type Supervisor } from "../supervisor/mod.ts";
 import { eventually, freePort, tempDir, testCA, testMembership, testNode, testOwner } from "../testing/mod.ts";
 import { helloImage } from "../../image/oci.ts";
-import { dialNodeManagement, nodeManagementRunnable } from "./mod.ts";
+import { dialNodeManagement } from "./client/mod.ts";
+import { nodeManagementRunnable } from "./mod.ts";
 
 const ca = testCA();
 const thisNode = testNode(ca);

@@ -4,7 +4,7 @@
 //   ctl node logs|services|reboot|poweroff <id>
 //        │ 1. Management.GetNodes (any curator) ──▶ the node's reported address
 //        │ 2. mutual TLS to <address>:7836: the owner's certificate; the node
-//        │    must present the node certificate for <id> (client.ts)
+//        │    must present the node certificate for <id> (client/: the owner's side)
 //        ▼
 //   NodeManagement (server.ts, under root.nodemgmt once the node is a member)
 //        ├── GetLogs     ◀── internal/logtree (a ring per runnable, process output, kernel)
@@ -31,5 +31,3 @@ export {
   type NodeManagementDeps,
   type PowerRequest,
 } from "./service.ts";
-export { WIRE_LEVELS, levelOfWire } from "./levels.ts";
-export { dialNodeManagement, NODE_MANAGEMENT_PORT, type OwnerTls } from "./client.ts";

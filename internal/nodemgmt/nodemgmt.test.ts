@@ -19,7 +19,8 @@ import { refusal } from "../curator/test_cluster.ts";
 import { supervise, type Supervisor } from "../supervisor/mod.ts";
 import { eventually, freePort, tempDir, testCA, testMembership, testNode, testOwner } from "../testing/mod.ts";
 import { answerProblems, callEveryMethod, hostileRounds } from "../testing/unicode.ts";
-import { MAX_BACKLOG, dialNodeManagement, nodeManagementRunnable, type PowerRequest } from "./mod.ts";
+import { dialNodeManagement } from "./client/mod.ts";
+import { MAX_BACKLOG, nodeManagementRunnable, type PowerRequest } from "./mod.ts";
 
 const ca = testCA();
 /** The node whose management service is under test. */

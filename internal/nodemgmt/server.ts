@@ -11,7 +11,7 @@ import type { Value } from "../event/mod.ts";
 import { metricsHandler, type NodeMetrics, type ScrapeRefusal } from "../metrics/mod.ts";
 import { actorOf, addService, callResult, createServer, describeRequest, hostPort, isRefusal, listen, serverCredentials, type AuditedCall } from "../rpc/mod.ts";
 import { untilCancelled, type Runnable } from "../supervisor/mod.ts";
-import { NODE_MANAGEMENT_PORT } from "./client.ts";
+import { NODE_MANAGEMENT_PORT } from "./client/mod.ts";
 import { NODE_MANAGEMENT_POLICY, nodeManagementService, type NodeManagementDeps } from "./service.ts";
 
 export interface NodeManagementOptions extends NodeManagementDeps {

@@ -7,7 +7,7 @@ import { LogLevel, LogEntrySchema, UpdatePhase } from "../../proto/gen/api/node_
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { Level, Logger } from "../log/mod.ts";
 import { BOOTS_KEPT, matches, type LogFilter, type LogTree, type PastBoot, type TreeEntry } from "../logtree/mod.ts";
-import { WIRE_LEVELS, levelOfWire } from "./levels.ts";
+import { WIRE_LEVELS, levelOfWire } from "./client/mod.ts";
 import { AbortedError, FailedPreconditionError, InvalidArgumentError, NotFoundError, quote, ResourceExhaustedError, type ServiceImpl, type ServicePolicy } from "../rpc/mod.ts";
 import type { Etcd3 } from "etcd3";
 import { defragment, memberStatus } from "../consensus/mod.ts";

@@ -7,7 +7,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { Management } from "../../proto/gen/api/management_pb.ts";
 import { METRICS_PATH, prometheusConfig } from "../metrics/mod.ts";
-import { NODE_MANAGEMENT_PORT } from "../nodemgmt/mod.ts";
+import { NODE_MANAGEMENT_PORT } from "../nodemgmt/client/mod.ts";
 import { generateKeyPair, privateKeyPem, rawPublicKey } from "../pki/mod.ts";
 import { hostPort } from "../rpc/mod.ts";
 import { OperatorError, type OwnerCredentials } from "./config_dir.ts";

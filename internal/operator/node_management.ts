@@ -4,7 +4,7 @@
 
 import type { LogEntry, NodeManagement } from "../../proto/gen/api/node_management_pb.ts";
 import { formatText } from "../log/mod.ts";
-import { WIRE_LEVELS, dialNodeManagement, levelOfWire } from "../nodemgmt/mod.ts";
+import { WIRE_LEVELS, dialNodeManagement, levelOfWire } from "../nodemgmt/client/mod.ts";
 import { RpcError, Status, type ServiceClient } from "../rpc/mod.ts";
 import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
 import { alignColumns, formatDuration, type NodeSummary } from "./format.ts";

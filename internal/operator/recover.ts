@@ -16,7 +16,7 @@
 import type { RecoverConsensusResponse } from "../../proto/gen/api/node_management_pb.ts";
 import { Management } from "../../proto/gen/api/management_pb.ts";
 import { parseEndpoint, type CuratorEndpoint } from "../curator/client/mod.ts";
-import { dialNodeManagement } from "../nodemgmt/mod.ts";
+import { dialNodeManagement } from "../nodemgmt/client/mod.ts";
 import { sleep } from "../supervisor/mod.ts";
 import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
 import { withFailover } from "./connection.ts";

@@ -16,7 +16,7 @@
 
 import { Management } from "../../proto/gen/api/management_pb.ts";
 import { NoCuratorError } from "../curator/client/mod.ts";
-import { dialNodeManagement } from "../nodemgmt/mod.ts";
+import { dialNodeManagement } from "../nodemgmt/client/mod.ts";
 import { RpcError, Status } from "../rpc/mod.ts";
 import { sleep } from "../supervisor/mod.ts";
 import { OperatorError, type OwnerCredentials } from "./config_dir.ts";

@@ -4,9 +4,9 @@
 // node's own status report, so it is trusted for nothing but reaching it.
 
 import type { KeyObject, X509Certificate } from "node:crypto";
-import { NodeManagement } from "../../proto/gen/api/node_management_pb.ts";
-import { nodeIdentityProblem } from "../pki/mod.ts";
-import { channelCredentials, channelOptions, createClient, hostPort, type ServiceClient } from "../rpc/mod.ts";
+import { NodeManagement } from "../../../proto/gen/api/node_management_pb.ts";
+import { nodeIdentityProblem } from "../../pki/mod.ts";
+import { channelCredentials, channelOptions, createClient, hostPort, type ServiceClient } from "../../rpc/mod.ts";
 
 /** The port every node serves NodeManagement on (the curator is on 7835). */
 export const NODE_MANAGEMENT_PORT = 7836;
