@@ -13,7 +13,7 @@
 // image does not have; so the node core keeps one nftables table of its own,
 // written whole with `nft -f` (the binary kube-proxy uses too).
 
-import { CLUSTER_CIDR } from "../kubernetes/mod.ts";
+import { CLUSTER_CIDR } from "./prefix.ts";
 import { runCommand } from "../supervisor/mod.ts";
 
 /** The nftables table the node core owns; nobody else writes it. */

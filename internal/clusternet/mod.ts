@@ -31,7 +31,7 @@
 //  - A node's peers are computed from the curator's records only, never
 //    from what another node sends it directly.
 
-export { POD_PREFIX_LENGTH, contains, firstFreePodPrefix, formatPrefix, parsePrefix, podPrefixCount, type Prefix } from "./prefix.ts";
+export { CLUSTER_CIDR, POD_PREFIX_LENGTH, contains, firstFreePodPrefix, formatPrefix, parsePrefix, podPrefixCount, type Prefix } from "./prefix.ts";
 export { WIREGUARD_PORT, desiredPeers, peerChanges, type Peer, type Skipped } from "./peers.ts";
 export { HANDSHAKE_STALE_MS, INTERFACE_NAME, MESH_RULE_PRIORITY, MESH_TABLE, applyRoutes, clusterNetService, describePeers, leaveMesh, loadOrCreateKey, meshAddress, type ClusterNetOptions } from "./service.ts";
 export { MASQUERADE_TABLE, applyMasquerade, masqueradeRuleset, removeMasquerade } from "./masquerade.ts";

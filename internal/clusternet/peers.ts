@@ -20,9 +20,8 @@
 
 import type { Node } from "../../proto/gen/curator/curator_pb.ts";
 import { NodeState } from "../../proto/gen/common/common_pb.ts";
-import { CLUSTER_CIDR } from "../kubernetes/mod.ts";
 import { isIPv4 } from "../network/mod.ts";
-import { contains, parsePrefix, POD_PREFIX_LENGTH } from "./prefix.ts";
+import { CLUSTER_CIDR, contains, parsePrefix, POD_PREFIX_LENGTH } from "./prefix.ts";
 
 /** The UDP port every node's WireGuard interface listens on. */
 export const WIREGUARD_PORT = 51820;

@@ -10,7 +10,8 @@
 // (curator/store.ts, assignClusterNetworking), and deleted in the one that deletes
 // the node. The lowest free prefix goes first.
 
-import { CLUSTER_CIDR } from "../kubernetes/mod.ts";
+/** The pods' network: every worker's pod prefix is cut out of it (kube-proxy tells pod traffic by it, internal/kubernetes). */
+export const CLUSTER_CIDR = "10.244.0.0/16";
 
 /** Every node's pod prefix is this long. */
 export const POD_PREFIX_LENGTH = 24;

@@ -6,7 +6,7 @@ import { createPublicKey, type KeyObject, type X509Certificate } from "node:cryp
 import { AAA, ClusterEvent_Kind, Management, Node_Health } from "../../proto/gen/api/management_pb.ts";
 import { Curator } from "../../proto/gen/curator/curator_pb.ts";
 import { Value } from "../event/mod.ts";
-import { UnavailableError, addService, createServer, listen, serverCredentials, type AuditedCall, type CallMeter, type Peer } from "../rpc/mod.ts";
+import { UnavailableError, addService, clusterListenLimits, createServer, listen, serverCredentials, type AuditedCall, type CallMeter, type Peer } from "../rpc/mod.ts";
 import { admitMember, whenRightsEnd } from "./rights.ts";
 import { etcdUnavailable } from "./store.ts";
 import { AuditTrail } from "./audit.ts";
@@ -224,7 +224,7 @@ export function curatorRunnable(options: CuratorOptions): Runnable {
     const address = formatAddress({ host: options.listenHost, port });
     const credentials = serverCredentials({ certificate: identity.certificate, privateKey: options.privateKey });
     try {
-      await listen(server, address, credentials);
+      await listen(server, address, credentials, clusterListenLimits(() => options.clusterCA));
     } catch (err) {
       server.forceShutdown();
       throw new Error(`could not listen on ${address}: ${(err as Error).message}`, { cause: err });

@@ -45,8 +45,6 @@ export const NODES_GROUP = "system:nodes";
 /** The Service network, and the apiserver's address in it (its first host). */
 export const SERVICE_CIDR = "10.96.0.0/12";
 export const API_SERVICE_IP = "10.96.0.1";
-/** The pod network, from which the controller-manager gives each node a /24. */
-export const CLUSTER_CIDR = "10.244.0.0/16";
 export const CLUSTER_DOMAIN = "cluster.local";
 
 /** The one etcd key of the stored PKI (outside the curator's /nodecore/ prefix). */

@@ -7,7 +7,7 @@
 //  - nftables mode, not iptables: the image carries Debian's `nft` (the
 //    initramfs, with its libraries), and the kernel's nf_tables modules;
 //    no iptables, no ipset.
-//  - the cluster CIDR is the curator's (CLUSTER_CIDR): traffic from it is a
+//  - the cluster CIDR is the mesh's (internal/clusternet, CLUSTER_CIDR): traffic from it is a
 //    pod's, everything else going to a Service is masqueraded;
 //  - kube-proxy leaves the kernel's conntrack settings alone (conntrack
 //    maxPerCore 0, timeouts 0): the node's are small on purpose;
@@ -16,7 +16,8 @@
 import { join } from "node:path";
 import type { KeyObject, X509Certificate } from "node:crypto";
 import { buildKubeconfig } from "./kubeconfig.ts";
-import { CLUSTER_CIDR, PROXY_USER } from "./pki.ts";
+import { CLUSTER_CIDR } from "../clusternet/mod.ts";
+import { PROXY_USER } from "./pki.ts";
 
 export const PROXY_HEALTHZ_PORT = 10256;
 export const PROXY_METRICS_PORT = 10249;

@@ -9,7 +9,7 @@ import type { ReportNodeManagementCallRequestSchema } from "../../proto/gen/cura
 import type { ClusterMembership } from "../cluster/mod.ts";
 import type { Value } from "../event/mod.ts";
 import { metricsHandler, type NodeMetrics, type ScrapeRefusal } from "../metrics/mod.ts";
-import { actorOf, addService, callResult, createServer, describeRequest, hostPort, isRefusal, listen, serverCredentials, type AuditedCall } from "../rpc/mod.ts";
+import { actorOf, addService, callResult, clusterListenLimits, createServer, describeRequest, hostPort, isRefusal, listen, serverCredentials, type AuditedCall } from "../rpc/mod.ts";
 import { untilCancelled, type Runnable } from "../supervisor/mod.ts";
 import { NODE_MANAGEMENT_PORT } from "./client/mod.ts";
 import { NODE_MANAGEMENT_POLICY, nodeManagementService, type NodeManagementDeps } from "./service.ts";
@@ -79,7 +79,7 @@ export function nodeManagementRunnable(options: NodeManagementOptions): Runnable
     const http = options.metrics ? metricsHandler({ metrics: options.metrics, ca: () => credentials.ca, ...(refused ? { refused } : {}) }) : undefined;
     const address = hostPort(membership.address, options.port ?? NODE_MANAGEMENT_PORT);
     try {
-      await listen(server, address, serverCredentials({ certificate: credentials.certificate, privateKey: credentials.privateKey, allowHttp1: http !== undefined }), undefined, http);
+      await listen(server, address, serverCredentials({ certificate: credentials.certificate, privateKey: credentials.privateKey, allowHttp1: http !== undefined }), clusterListenLimits(() => credentials.ca), http);
     } catch (err) {
       server.forceShutdown();
       throw new Error(`could not listen on ${address}: ${(err as Error).message}`, { cause: err });

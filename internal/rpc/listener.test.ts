@@ -373,6 +373,52 @@ describe("listener", () => {
     }, 30_000);
   }
 
+  // The owner's first call after ctl takeownership's escrow comes from an
+  // address no call was let in from: on a node starting its apiserver
+  // under TCG it was dropped ("the connection dropped during the call",
+  // the formation of a clean-clone CI run). A certificate under the
+  // cluster CA vouches for its connection (clusterListenLimits): the
+  // first-call deadline gives it the time back from its first connection.
+  for (const vouch of [true, false]) {
+    test(`the owner's very first connection to a server away past its first-call deadline ${vouch ? "is served: its certificate vouches for it" : "is dropped where no certificate is vouched for (the check can fail)"}`, async () => {
+      const serving = testNode(ca);
+      const config: StarvedServerConfig = {
+        ca: ca.certificate.toString(),
+        certificate: serving.certificate.toString(),
+        privateKey: serving.key.privateKey.export({ format: "pem", type: "pkcs8" }).toString(),
+        limits: { maxConnections: 100, maxPendingHandshakes: 10, firstFlightTimeoutMs: 1_000, handshakeTimeoutMs: 1_000, knownSourceHandshakeTimeoutMs: 1_000, firstCallTimeoutMs: 1_000 },
+        stall: { at: "handshake", ms: 2_500 },
+        vouch,
+      };
+      const driver = Bun.spawn([process.execPath, join(import.meta.dir, "starved_server_driver.ts")], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
+      const lines = driverLines(driver.stdout);
+      try {
+        driver.stdin.write(JSON.stringify(config) + "\n");
+        const { port } = JSON.parse(await lines.next()) as { port: number };
+        const client = createClient(Management, `127.0.0.1:${port}`, {
+          credentials: channelCredentials({ server: { ca: ca.certificate, verify: () => undefined }, certificate: owner.certificate, privateKey: owner.key.privateKey }),
+          channelOptions: { ...channelOptions(), "grpc.use_local_subchannel_pool": 1 },
+        });
+        const answer = await client.getRegisterTicket({}, { timeoutMs: 20_000 }).then(
+          (r) => r.ticket,
+          (err: Error) => err.message,
+        );
+        client.close();
+        driver.stdin.write("counters\n");
+        const counters = JSON.parse(await lines.next()) as ListenerCounters;
+        if (vouch) {
+          expect(answer).toEqual(new Uint8Array([7]));
+          expect(counters.idle).toBe(0);
+        } else {
+          expect(answer).toMatch(/UNAVAILABLE: Connection dropped/);
+          expect(counters.idle).toBe(1);
+        }
+      } finally {
+        driver.kill();
+      }
+    }, 30_000);
+  }
+
   test("a handshake made without a certificate does not make its source known: only the owner's or a node's call let in does", async () => {
     const serving = testNode(ca);
     const server = managementServer();

@@ -18,6 +18,8 @@
 //               ─▶ a call that passes its policy (or a plain HTTPS request answered)
 //                  within FIRST_CALL_TIMEOUT_MS, or the connection is dropped: one that
 //                  only answers pings, or trickles a request's header, holds nothing
+//                  (a certificate the cluster CA issued gets the time back this
+//                  process did not run, from its first connection: ListenLimits.vouch)
 //               ─▶ at most MAX_CONCURRENT_STREAMS calls at once per connection
 //               ─▶ keepalive pings: a peer that stops answering is dropped
 //               ─▶ no call for CONNECTION_IDLE_MS: closed gracefully (GOAWAY); an
@@ -48,7 +50,9 @@ import { dirname } from "node:path";
 import type { TLSSocket } from "node:tls";
 import { sourceAddress } from "./address.ts";
 import { peerDeadline } from "./deadline.ts";
-import { TLS_HANDSHAKE_TIMEOUT_MS, type RotatingServerCredentials } from "./tls.ts";
+import type { X509Certificate } from "node:crypto";
+import { authenticate } from "./peer.ts";
+import { peerCertificateOf, TLS_HANDSHAKE_TIMEOUT_MS, type RotatingServerCredentials } from "./tls.ts";
 
 /** Open connections per server, authenticated or not. */
 export const MAX_CONNECTIONS = 2048;
@@ -106,6 +110,15 @@ export interface ListenLimits {
   handshakeTimeoutMs?: number;
   knownSourceHandshakeTimeoutMs?: number;
   firstCallTimeoutMs?: number;
+  /**
+   * Whether a client's certificate vouches for it (vouchedUnder: one the
+   * cluster CA issued). A vouched connection's first-call
+   * deadline gives back the time this process did not run, as a known
+   * source's does, from its first connection on: the owner's first call
+   * after ctl takeownership's escrow comes from an address no call was let
+   * in from yet.
+   */
+  vouch?: (certificate: X509Certificate | undefined) => boolean;
 }
 
 /** What a listener refused, for logs and tests. */
@@ -457,6 +470,9 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
       silence.clear();
       unfinished.clear();
       connections.set(key, { used: false, known: markKnown });
+      // A certificate is believed, never an address: one under the cluster
+      // CA gets the time back that a known source gets.
+      const vouched = limits.vouch !== undefined && limits.vouch(peerCertificateOf((socket as unknown as TLSSocket).getPeerCertificate?.()));
       firstCall = peerDeadline(
         firstCallMs,
         () => {
@@ -466,7 +482,7 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
             socket.destroy();
           }
         },
-        known.has(source),
+        vouched || known.has(source),
       );
     });
   });
@@ -477,6 +493,24 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
     handshook.get(socket)?.();
     handshook.delete(socket);
   });
+}
+
+/**
+ * A vouch (ListenLimits.vouch): the certificate is one the cluster CA
+ * issued (the owner's, a node's, a join or metrics reader certificate),
+ * checked as every call checks it (peer.ts). What it may call is still
+ * its policy's business; this only says it is no stranger.
+ */
+export function vouchedUnder(ca: () => X509Certificate): (certificate: X509Certificate | undefined) => boolean {
+  return (certificate) => {
+    const kind = authenticate(certificate, ca()).kind;
+    return kind === "owner" || kind === "node" || kind === "join" || kind === "metrics";
+  };
+}
+
+/** The default bounds, with the cluster's certificates vouched for: what a server of the cluster listens with. */
+export function clusterListenLimits(ca: () => X509Certificate): ListenLimits {
+  return { maxConnections: MAX_CONNECTIONS, maxPendingHandshakes: MAX_PENDING_HANDSHAKES, vouch: vouchedUnder(ca) };
 }
 
 /** What each connection does once its handshake is done. */

@@ -118,6 +118,8 @@ export {
   type HttpRequest,
   type ListenLimits,
   type ListenerCounters,
+  clusterListenLimits,
+  vouchedUnder,
 } from "./listener.ts";
 export { actorOf, callResult, describeRequest, isRefusal, MAX_DETAIL_CHARS } from "./audit_text.ts";
 export { RefusalBudget, leftOutLine, type LeftOut } from "./refusal_budget.ts";

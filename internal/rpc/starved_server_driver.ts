@@ -15,7 +15,7 @@
 import { createPrivateKey, X509Certificate } from "node:crypto";
 import { createInterface } from "node:readline";
 import { Management } from "../../proto/gen/api/management_pb.ts";
-import { addService, createServer, listen, partialService, serverCredentials, type ListenLimits, type ServicePolicy } from "./mod.ts";
+import { addService, createServer, listen, partialService, serverCredentials, vouchedUnder, type ListenLimits, type ServicePolicy } from "./mod.ts";
 
 export interface StarvedServerConfig {
   ca: string;
@@ -24,6 +24,8 @@ export interface StarvedServerConfig {
   limits: ListenLimits;
   /** Connections not stalled first (to let a call make the source known), then every later one. */
   stall: { at: "accept" | "handshake"; ms: number; skip?: number };
+  /** Vouch for the cluster's certificates (clusterListenLimits). */
+  vouch?: boolean;
 }
 
 /** The process does nothing else for `ms`: no timer runs, no socket is read. */
@@ -39,7 +41,7 @@ const server = createServer();
 const policy = Object.fromEntries(Management.methods.map((method) => [method.localName, "owner"])) as ServicePolicy<typeof Management>;
 addService(server, Management, partialService(Management, { getRegisterTicket: async () => ({ ticket: new Uint8Array([7]) }) }), { ca: () => ca, policy });
 const credentials = serverCredentials({ certificate: new X509Certificate(config.certificate), privateKey: createPrivateKey(config.privateKey) });
-const { port, counters } = await listen(server, "127.0.0.1:0", credentials, config.limits);
+const { port, counters } = await listen(server, "127.0.0.1:0", credentials, config.vouch ? { ...config.limits, vouch: vouchedUnder(() => ca) } : config.limits);
 const http2Servers = [...(server as unknown as { http2Servers: Map<{ on(event: string, listener: () => void): void }, unknown> }).http2Servers.keys()];
 let connections = 0;
 for (const listener of http2Servers) {
