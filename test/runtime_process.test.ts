@@ -32,7 +32,7 @@ test("kubernetes-worker runs the probe container with the built containerd, and 
   const from = node.logs.length;
   expect((await ctl("node", "roles", "set", id, "kubernetes-worker")).code).toBe(0);
   const report = await node.waitForLog((l) => /^runtime probe: pid /.test(l.msg), { from, timeoutMs: 90_000, what: "the container's report" });
-  expect(report.component).toBe("root.roleserve.kubernetes.worker.probe.output");
+  expect(report.component).toBe("root.roleserve.kubernetes.worker.runtime.probe.output");
   expect(report.msg).toBe(`runtime probe: pid 1, root overlay, cgroup 0::/${cgroup.split("/").at(-1)}/containers/runtime-probe`);
   await eventually(async () => expect((await containerdLine(id))?.state).toBe("running"), { timeoutMs: 30_000, what: "containerd running in the status" });
   // containerd, its shim, and the container's shell and sleep.

@@ -5,14 +5,19 @@
 //
 //   roleserve (kubernetes worker, role kubernetes-worker)
 //        │
-//        ├── containerd   containerdService: config.toml → containerd
-//        │                 process in <cgroup>/containerd; ready = `ctr
-//        │                 version` answers                 ──► ready Value
-//        │                                                          │
-//        └── probe        runtimeProbe: waits for ready, imports the image's
-//                          busybox OCI tarball, runs it (`ctr run --rm`) in
-//                          <cgroup>/containers/runtime-probe; its output
-//                          goes to the node's log
+//        └── runtime        containerRuntime (runtime.ts): one runnable,
+//            │               CRI on when a kubelet runs beside it
+//            ├── containerd  containerdService: config.toml → containerd
+//            │               process in <cgroup>/containerd; ready = `ctr
+//            │               version` answers                 ──► ready Value
+//            ├── probe       runtimeProbe: waits for ready, imports the image's
+//            │               busybox OCI tarball, runs it (`ctr run --rm`) in
+//            │               <cgroup>/containers/runtime-probe; its output
+//            │               goes to the node's log
+//            ├── images      the image store offered while containerd answers
+//            ├── census      (CRI) the kubelet's containers, counted on the
+//            │               "containerd" line every 3 s
+//            └── image-peers (CRI) the peer mirror, below
 //
 //   registries   writeRegistryHosts (registries.ts): the cluster's registry
 //                configuration as CRI's config_path, one hosts.toml (and CA)
@@ -101,3 +106,4 @@ export {
 } from "./peer_mirror.ts";
 export { imageStore, parseImageListing, type ImageListing, type ImageStore } from "./images.ts";
 export { CgroupCleanupError, delegatingCgroup, joinCgroup, killCgroup, processesIn, unifiedCgroupRoot } from "./cgroup.ts";
+export { CENSUS_INTERVAL_MS, containerRuntime, type ContainerRuntimeOptions } from "./runtime.ts";

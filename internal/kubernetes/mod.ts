@@ -22,7 +22,13 @@
 //            (their claims Lost, told why), the room of nodes that are not
 //            workers withdrawn, claims no worker has room for told so
 //
-//   worker role ──▶ kubeletService (service_kubelet.ts): one key, certificates
+//   worker role ──▶ workerService (service_worker.ts): what a worker runs
+//        beside its container runtime, launched by the role server with
+//        two curator calls (WorkerCurator): the mesh (internal/clusternet:
+//        the pod prefix, which containerd's CRI network waits for), the
+//        registries, the volume plugin, and the kubelet's service below
+//
+//   kubeletService (service_kubelet.ts): one key, certificates
 //        from the curator (kubelet, system:kube-proxy, nodecore:cluster-dns),
 //        one apiserver chosen, renewed together at half their life:
 //        ├── kubelet                   (kubelet.ts)
@@ -60,7 +66,6 @@ export {
   ADMIN_USER,
   API_SERVICE_IP,
   APISERVER_KUBELET_CLIENT,
-  CLUSTER_CIDR,
   CLUSTER_DOMAIN,
   CONTROLLER_MANAGER_USER,
   FRONT_PROXY_CLIENT,
@@ -138,3 +143,4 @@ export {
   writeCredentialProvider,
   type RegistriesServiceOptions,
 } from "./registries.ts";
+export { forgetRegistries, workerService, type WorkerCurator, type WorkerServiceOptions } from "./service_worker.ts";

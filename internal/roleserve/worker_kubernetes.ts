@@ -19,8 +19,14 @@
 //    are missing.
 //
 //   roles ──▶ decision ──(what may run)──┬──▶ controller part ─▶ controller service
-//             "kubernetes" line          └──▶ worker part ─────▶ containerd, probe,
-//                                                                 kubelet, census
+//             "kubernetes" line          └──▶ worker part ─┬──▶ runtime (containerd:
+//                                                          │    containerd, probe, census, peers)
+//                                                          ├──▶ registry-watch (curator)
+//                                                          └──▶ node (kubernetes: clusternet,
+//                                                               registries, volumes, kubelet)
+//   This file decides and launches; what runs is internal/containerd's and
+//   internal/kubernetes', and what they ask the curator is
+//   kubernetes_curator.ts'.
 //   Each part starts over only when its own part of the decision changes:
 //   a controller given the worker role keeps its apiserver running.
 //
@@ -31,39 +37,23 @@
 // running, with the mesh's peers and their last handshakes); and "containerd"
 // (not-assigned | unavailable | starting | running).
 
-import { existsSync, rmSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
-import type { NodeRoles } from "../../proto/gen/common/common_pb.ts";
+import type { ContainerRegistry, NodeRoles } from "../../proto/gen/common/common_pb.ts";
 import type { Node } from "../../proto/gen/curator/curator_pb.ts";
-import { clusterNetService, INTERFACE_NAME, leaveMesh } from "../clusternet/mod.ts";
+import { INTERFACE_NAME, leaveMesh } from "../clusternet/mod.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
 import { issueEtcdClientCertificate } from "../consensus/mod.ts";
+import { containerRuntime, killCgroup, peerMirrorEndpoint, runtimeBinaries, type ImageStore, type RuntimePaths } from "../containerd/mod.ts";
 import { curatorReader } from "../curator/mod.ts";
-import { CONTROLLER_COMPONENTS, controllerService, kubeletPath, kubeletService, nodeVolumeStore, registriesService, REGISTRY_FILES, volumesService, type VolumeStore } from "../kubernetes/mod.ts";
-import type { ContainerRegistry } from "../../proto/gen/common/common_pb.ts";
-import { generateKeyPair } from "../pki/mod.ts";
-import { X509Certificate } from "node:crypto";
-import { withCurator, type CuratorConnection } from "./curator_connection.ts";
-import type { LocalConsensus } from "./worker_controlplane.ts";
-import {
-  CRI_NAMESPACE,
-  ctr,
-  delegatingCgroup,
-  imagePeersService,
-  imageStore,
-  joinCgroup,
-  containerdService,
-  killCgroup,
-  peerMirrorEndpoint,
-  runtimeBinaries,
-  runtimeProbe,
-  type ImageStore,
-  type PeerMirrorEndpoint,
-  type RuntimePaths,
-} from "../containerd/mod.ts";
 import { Value } from "../event/mod.ts";
-import { RestartRequest, sleep, untilCancelled, type Runnable } from "../supervisor/mod.ts";
+import { CONTROLLER_COMPONENTS, controllerService, forgetRegistries, workerService } from "../kubernetes/mod.ts";
+import { generateKeyPair } from "../pki/mod.ts";
+import { RestartRequest, untilCancelled, type Runnable } from "../supervisor/mod.ts";
+import type { CuratorConnection } from "./curator_connection.ts";
+import { registryWatch, workerCurator } from "./kubernetes_curator.ts";
 import type { ServiceBoard } from "./service_status.ts";
+import type { LocalConsensus } from "./worker_controlplane.ts";
 
 /** Where the node image puts the Kubernetes binaries (built from their Go modules, or the user's own). */
 export const DEFAULT_KUBERNETES_BIN_DIR = "/system/kubernetes/bin";
@@ -78,9 +68,6 @@ export interface RuntimeSetup {
   /** The sandbox (pause) image's OCI tarball, imported for the kubelet. */
   sandboxImage: string;
 }
-
-/** The deadline of the kubelet's certificate call. */
-const ISSUE_TIMEOUT_MS = 10_000;
 
 export interface KubernetesOptions {
   /** Read: the node's address. */
@@ -216,164 +203,8 @@ function controllerRunnable(options: KubernetesOptions): Runnable {
   };
 }
 
-/** The kubelet, beside containerd, in the runtime's cgroup; its certificates come from the curator. */
-function kubeletRunnable(options: KubernetesOptions, runtime: RuntimeSetup, containerdReady: Value<boolean>, registries: Value<readonly ContainerRegistry[]>, volumes: VolumeStore): Runnable {
-  return async (ctx) => {
-    const membership = await options.membership.get({ signal: ctx.signal });
-    const { paths } = runtime;
-    // The pods' cgroup root, with every controller delegated down to it.
-    delegatingCgroup(paths.cgroup.slice(0, paths.cgroup.length - paths.cgroupPath.length), join(paths.cgroup, "pods"));
-    await kubeletService({
-      nodeId: membership.credentials.nodeId,
-      address: membership.address,
-      binDir: options.binDir ?? DEFAULT_KUBERNETES_BIN_DIR,
-      dir: kubeletDir(options),
-      rootDir: join(options.dataDir, "kubelet"),
-      keyFile: join(options.dataDir, "kubelet.key"),
-      volumes,
-      containerdSocket: paths.socket,
-      containerdReady,
-      registries,
-      cgroupRoot: `${paths.cgroupPath}/pods`,
-      path: kubeletPath(paths.prefix),
-      dns: { binDir: `${paths.prefix}/usr/bin`, upstreams: (await options.resolvers?.(ctx.signal)) ?? [] },
-      onSpawn: (pid) => {
-        try {
-          joinCgroup(join(paths.cgroup, "kubelet"), pid);
-        } catch (error) {
-          ctx.logger.warn("could not move the kubelet into the runtime's cgroup", { cgroup: paths.cgroup, error: (error as Error).message });
-        }
-      },
-      issue: async (publicKey, signal) => {
-        const connection = await options.connection.get({ signal });
-        const response = await withCurator(connection, (client) => client.issueKubeletCertificates({ kubeletPublicKey: publicKey }, { timeoutMs: ISSUE_TIMEOUT_MS, signal }));
-        return {
-          ca: new X509Certificate(response.caCertificate),
-          server: new X509Certificate(response.serverCertificate),
-          client: new X509Certificate(response.clientCertificate),
-          proxy: new X509Certificate(response.proxyClientCertificate),
-          dns: new X509Certificate(response.dnsClientCertificate),
-          volumes: new X509Certificate(response.volumesClientCertificate),
-          apiservers: response.apiservers,
-        };
-      },
-      report: (component, state, message) => options.board.report(component, state, message),
-    })(ctx);
-  };
-}
-
-/** The peer mirror (internal/containerd/peer_mirror.ts): this node's images to the other workers, theirs to its containerd. */
-function imagePeersRunnable(options: KubernetesOptions, runtime: RuntimeSetup, endpoint: PeerMirrorEndpoint): Runnable {
-  return async (ctx) => {
-    options.board.report("image-peers", "starting", "the peer mirror: serving this node's images to the other workers");
-    const { credentials, address } = await options.membership.get({ signal: ctx.signal });
-    await imagePeersService({
-      tls: credentials,
-      address,
-      nodes: options.nodes,
-      contentRoot: runtime.paths.root,
-      endpoint,
-      onServing: () => options.board.report("image-peers", "running", `serving this node's images to the other workers on ${address}; containerd asks the workers first, by digest`),
-    })(ctx);
-  };
-}
-
-/**
- * Follows the cluster's registry configuration (Curator.WatchContainerRegistries)
- * into `registries`; a new set of curators means following through the best one again.
- */
-function registryWatchRunnable(options: KubernetesOptions, registries: Value<readonly ContainerRegistry[]>): Runnable {
-  return async (ctx) => {
-    const connection = await options.connection.get({ signal: ctx.signal });
-    const reconnect = options.connection.waitFor((c) => c !== connection, { signal: ctx.signal }).then(() => {
-      throw new RestartRequest("the curators changed");
-    });
-    reconnect.catch(() => {});
-    const watching = withCurator(connection, async (client) => {
-      for await (const message of client.watchContainerRegistries({}, { signal: ctx.signal })) {
-        registries.set(message.registries);
-        ctx.signalHealthy();
-      }
-    });
-    await Promise.race([watching, reconnect]);
-    if (!ctx.signal.aborted) throw new Error("the curator ended the registry watch");
-  };
-}
-
 /** The kubelet's files on tmpfs: its certificates, configuration and registry logins. */
-function kubeletDir(options: KubernetesOptions): string {
-  return join(options.ephemeralDir, "kubelet");
-}
-
-/** Removes the registry configuration a worker wrote (its logins included): the role is gone. */
-function forgetRegistries(options: KubernetesOptions, runtime: RuntimeSetup | undefined): void {
-  rmSync(join(kubeletDir(options), REGISTRY_FILES.credentials), { force: true });
-  if (runtime) rmSync(runtime.paths.registryHosts, { recursive: true, force: true });
-}
-
-/** Offers the image store (`ctl image import`, `ctl image list`) for as long as containerd answers. */
-function imagesRunnable(target: Value<ImageStore | undefined>, paths: RuntimePaths, ready: Value<boolean>): Runnable {
-  return async (ctx) => {
-    const store = imageStore(paths);
-    try {
-      for (;;) {
-        await ready.waitFor((r) => r, { signal: ctx.signal });
-        target.set(store);
-        ctx.signalHealthy();
-        await ready.waitFor((r) => !r, { signal: ctx.signal });
-        target.set(undefined);
-      }
-    } finally {
-      target.set(undefined);
-    }
-  };
-}
-
-/** The deadline of the call that reports the mesh key and gets the pod prefix. */
-const CLUSTER_NETWORKING_TIMEOUT_MS = 10_000;
-
-/** The mesh (internal/clusternet): its key on the data partition, its prefix from the curator. */
-function clusterNetRunnable(options: KubernetesOptions, podPrefix: Value<string>): Runnable {
-  return async (ctx) => {
-    const membership = await options.membership.get({ signal: ctx.signal });
-    await clusterNetService({
-      nodeId: membership.credentials.nodeId,
-      keyFile: join(options.dataDir, "clusternet", "wireguard.key"),
-      register: async (publicKey, signal) => {
-        const connection = await options.connection.get({ signal });
-        const response = await withCurator(connection, (client) => client.updateNodeClusterNetworking({ wireguardPublicKey: publicKey }, { timeoutMs: CLUSTER_NETWORKING_TIMEOUT_MS, signal }));
-        return response.podPrefix;
-      },
-      nodes: options.nodes,
-      podPrefix,
-      report: (state, message) => options.board.report("clusternet", state, message),
-    })(ctx);
-  };
-}
-
-/** How often the Kubernetes containers are counted for the containerd line. */
-const CENSUS_INTERVAL_MS = 3_000;
-
-/**
- * Counts the containers CRI keeps for the kubelet (its pods' containers and
- * sandboxes) and says so on the containerd line, so that the owner sees
- * from `ctl node services` what runs on the node and that a deleted pod
- * left nothing behind.
- */
-function censusRunnable(options: KubernetesOptions, runtime: RuntimeSetup, probeRuns: Value<boolean>): Runnable {
-  return async (ctx) => {
-    ctx.signalHealthy();
-    let last = "";
-    for (;;) {
-      await probeRuns.waitFor((r) => r, { signal: ctx.signal });
-      const containers = (await ctr(runtime.paths, ["containers", "ls", "--quiet"], ctx.signal, CRI_NAMESPACE)).split("\n").filter(Boolean).length;
-      const message = `containerd answers; the runtime probe container runs; ${containers} Kubernetes container${containers === 1 ? "" : "s"} (pods and their sandboxes)`;
-      if (message !== last) options.board.report("containerd", "running", message);
-      last = message;
-      await sleep(CENSUS_INTERVAL_MS, ctx.signal);
-    }
-  };
-}
+const kubeletDir = (options: KubernetesOptions) => join(options.ephemeralDir, "kubelet");
 
 /** What the decision says, for the two parts that act on it. */
 interface Decision {
@@ -431,8 +262,9 @@ const workerKey = (d: Decision) => JSON.stringify({ worker: d.wants.worker, kube
 
 /**
  * The worker part: without the worker role, empties the runtime's cgroup
- * (what an earlier run left); with it, containerd, the probe, and the
- * kubelet with the container census when the decision launches it.
+ * (what an earlier run left); with it, the container runtime
+ * (internal/containerd), and the kubelet's node (internal/kubernetes:
+ * mesh, registries, volumes, kubelet) when the decision launches it.
  */
 function workerPart(options: KubernetesOptions, decision: Value<Decision>): Runnable {
   return async (ctx) => {
@@ -448,7 +280,7 @@ function workerPart(options: KubernetesOptions, decision: Value<Decision>): Runn
     if (!wants.worker) {
       // Registry logins end with the role: the curator ends the worker's
       // watch, and what the worker wrote of them goes from its tmpfs.
-      forgetRegistries(options, runtime);
+      forgetRegistries(kubeletDir(options), runtime?.paths);
       // The children of an earlier run (the role was just taken away) are
       // stopped by now; whatever they left in the runtime's cgroup goes.
       if (runtime) {
@@ -473,56 +305,39 @@ function workerPart(options: KubernetesOptions, decision: Value<Decision>): Runn
       } else {
         const ready = new Value<boolean>();
         ready.set(false);
-        if (launch.kubelet) {
-          // The pods' network: the mesh first, for the pod prefix the CNI configuration needs.
-          const podPrefix = new Value<string>();
-          ctx.run("clusternet", clusterNetRunnable(options, podPrefix));
-          options.board.report("containerd", "starting", "waiting for the node's pod prefix (clusternet), then for containerd to answer");
-          ctx.run("containerd", async (inner) => {
-            const prefix = await podPrefix.get({ signal: inner.signal });
-            options.board.report("containerd", "starting", "waiting for containerd to answer");
-            await containerdService({ paths: runtime.paths, ready, cri: { images: [runtime.sandboxImage, runtime.probeImage], podPrefix: prefix } })(inner);
-          });
+        const report = (component: string, state: string, message: string) => options.board.report(component, state, message);
+        const containers = { paths: runtime.paths, ready, probeImage: runtime.probeImage, ...(options.imageStore ? { imageStore: options.imageStore } : {}), report };
+        if (!launch.kubelet) {
+          ctx.run("runtime", containerRuntime(containers));
         } else {
-          options.board.report("containerd", "starting", "waiting for containerd to answer");
-          ctx.run("containerd", containerdService({ paths: runtime.paths, ready }));
-        }
-        if (options.imageStore) ctx.run("images", imagesRunnable(options.imageStore, runtime.paths, ready));
-        const probeRuns = new Value<boolean>();
-        probeRuns.set(false);
-        if (launch.kubelet) {
+          // The kubelet's node: its mesh gives the pod prefix that containerd's CRI network waits for.
+          const { credentials, address } = await options.membership.get({ signal: ctx.signal });
+          const podPrefix = new Value<string>();
           const registries = new Value<readonly ContainerRegistry[]>();
           const peer = peerMirrorEndpoint();
-          ctx.run("registry-watch", registryWatchRunnable(options, registries));
-          ctx.run("image-peers", imagePeersRunnable(options, runtime, peer));
+          const peers = { tls: credentials, address, nodes: options.nodes, endpoint: peer };
+          ctx.run("runtime", containerRuntime({ ...containers, cri: { sandboxImage: runtime.sandboxImage, podPrefix, peers } }));
+          ctx.run("registry-watch", registryWatch(options.connection, registries));
           ctx.run(
-            "registries",
-            registriesService({
-              hostsDir: runtime.paths.registryHosts,
-              kubeletDir: kubeletDir(options),
+            "node",
+            workerService({
+              nodeId: credentials.nodeId,
+              address,
+              binDir: options.binDir ?? DEFAULT_KUBERNETES_BIN_DIR,
+              dir: kubeletDir(options),
+              dataDir: options.dataDir,
+              runtime: runtime.paths,
+              containerdReady: ready,
+              nodes: options.nodes,
+              podPrefix,
               registries,
               peer,
-              report: (component, state, message) => options.board.report(component, state, message),
+              ...(options.resolvers ? { resolvers: options.resolvers } : {}),
+              curator: workerCurator(options.connection),
+              report,
             }),
           );
-          // Persistent volumes: the plugin the kubelet mounts them with, and (beside the kubelet) the provisioner, on one store.
-          const volumes = nodeVolumeStore(options.dataDir);
-          ctx.run("volumes", volumesService({ store: volumes, kubeletRoot: join(options.dataDir, "kubelet"), nodeName: (await options.membership.get({ signal: ctx.signal })).credentials.nodeId, report: (component, state, message) => options.board.report(component, state, message) }));
-          ctx.run("kubelet", kubeletRunnable(options, runtime, ready, registries, volumes));
-          ctx.run("census", censusRunnable(options, runtime, probeRuns));
         }
-        ctx.run(
-          "probe",
-          runtimeProbe({
-            paths: runtime.paths,
-            ready,
-            image: runtime.probeImage,
-            onRunning: () => {
-              probeRuns.set(true);
-              options.board.report("containerd", "running", "containerd answers; the runtime probe container runs");
-            },
-          }),
-        );
       }
     }
     ctx.signalHealthy();
