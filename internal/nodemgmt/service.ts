@@ -5,7 +5,7 @@
 import type { NodeManagement } from "../../proto/gen/api/node_management_pb.ts";
 import { LogLevel, LogEntrySchema, UpdatePhase } from "../../proto/gen/api/node_management_pb.ts";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { Level, Logger } from "../log/mod.ts";
+import type { Logger } from "../log/mod.ts";
 import { BOOTS_KEPT, matches, type LogFilter, type LogTree, type PastBoot, type TreeEntry } from "../logtree/mod.ts";
 import { WIRE_LEVELS, levelOfWire } from "./client/mod.ts";
 import { AbortedError, FailedPreconditionError, InvalidArgumentError, NotFoundError, quote, ResourceExhaustedError, type ServiceImpl, type ServicePolicy } from "../rpc/mod.ts";

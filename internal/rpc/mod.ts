@@ -5,6 +5,7 @@
 //            ┌──────────────────────┴───────────────────────┐
 //            ▼                                              ▼
 //   addService(server, Svc, impl, {ca, policy})     createClient(Svc, target, {credentials})
+//     (service.ts)                                     (client.ts)
 //     raw bytes ─▶ size check ─▶ fromBinary           create ─▶ toBinary ─▶ grpc-js
 //     TLS client cert ─▶ authenticate ─▶ Peer         errors ─▶ RpcError(code, details)
 //       (once per connection; validity per call)
@@ -14,7 +15,8 @@
 //   createServer() + listen(): bounded connections, handshakes (10 s), a first call
 //     let in within 10 s, idle closes (5 min), streams, keepalive; a quarter kept
 //     for known sources (an owner's or a node's call let in from there);
-//     (deadline.ts: a known source's deadlines give back the time the process was away)
+//     (deadline.ts: a known source's deadlines give back the time the process was away,
+//     and so does a certificate under the cluster CA at the first-call deadline)
 //   RefusalBudget: how many refused calls an audit trail records one by one
 //   channelCredentials({server: {ca, verify}}): every client says who the server must be
 //
@@ -44,20 +46,16 @@ export { hostPort, isLoopback, sourceAddress } from "./address.ts";
 export { encodable, firstUnprintable, printable, quote, QUOTE_MAX_CHARS, STATUS_MAX_CHARS } from "./text.ts";
 export {
   addService,
-  createClient,
   MAX_REQUEST_BYTES,
   LOCAL_SERVICE,
   type AuditedCall,
   type CallMeter,
   type CallContext,
-  type CallOptions,
-  type ClientOptions,
-  type ConnectResult,
   type ServeOptions,
-  type ServiceClient,
   type ServiceImpl,
   type ServicePolicy,
 } from "./service.ts";
+export { createClient, type CallOptions, type ClientOptions, type ConnectResult, type ServiceClient } from "./client.ts";
 export { partialService } from "./partial_service.ts";
 export {
   DomainError,

@@ -1,19 +1,14 @@
-// Generated protobuf-es services as grpc-js services and clients.
+// Generated protobuf-es services as grpc-js services (the clients:
+// client.ts).
 //
 // protobuf-es describes services (GenService) but ships no grpc-js binding;
-// this file is that binding. Requests reach the server as raw bytes and are
+// this file is its server half. Requests reach the server as raw bytes and are
 // parsed here, so a malformed or oversized request becomes INVALID_ARGUMENT
 // with a reason instead of grpc-js's generic INTERNAL.
 
 import {
-  Client as GrpcClient,
   Metadata,
-  connectivityState,
-  type ChannelCredentials,
-  type ChannelOptions,
-  type ClientReadableStream,
   type Server,
-  type ClientDuplexStream,
   type ServerDuplexStream,
   type ServerUnaryCall,
   type ServerWritableStream,
@@ -30,7 +25,6 @@ import {
   PermissionDeniedError,
   Status,
   UnauthenticatedError,
-  fromServiceError,
   toStatus,
 } from "./errors.ts";
 import { authenticate, refusal, type Peer, type Policy } from "./peer.ts";
@@ -47,7 +41,8 @@ export const LOCAL_SERVICE: () => X509Certificate = () => {
 /** Requests larger than this are refused with INVALID_ARGUMENT. */
 export const MAX_REQUEST_BYTES = 1024 * 1024;
 
-type MethodsOf<S> = S extends GenService<infer R extends GenServiceMethods> ? R : never;
+/** The methods of a generated service, by name (for the server's tables and the client's, client.ts). */
+export type MethodsOf<S> = S extends GenService<infer R extends GenServiceMethods> ? R : never;
 
 /** What a handler knows about its call. */
 export interface CallContext {
@@ -195,7 +190,8 @@ function guardRights<S>(peer: Peer, options: ServeOptions<S>, end: (err: Error) 
   };
 }
 
-function methodPath(service: DescService, name: string): string {
+/** A method's gRPC path: "/<package.Service>/<Method>". */
+export function methodPath(service: DescService, name: string): string {
   return `/${service.typeName}/${name}`;
 }
 
@@ -521,142 +517,4 @@ export function addService<S extends DescService>(server: Server, service: S, im
     }
   }
   server.addService(definition, handlers as never);
-}
-
-/** Options of one client call. */
-export interface CallOptions {
-  signal?: AbortSignal;
-  /** Give up after this long (DEADLINE_EXCEEDED). */
-  timeoutMs?: number;
-}
-
-type ClientMethod<M> = M extends { methodKind: "unary"; input: infer I extends DescMessage; output: infer O extends DescMessage }
-  ? (request: MessageInitShape<I>, options?: CallOptions) => Promise<MessageShape<O>>
-  : M extends { methodKind: "server_streaming"; input: infer I extends DescMessage; output: infer O extends DescMessage }
-    ? (request: MessageInitShape<I>, options?: CallOptions) => AsyncIterable<MessageShape<O>>
-    : M extends { methodKind: "bidi_streaming"; input: infer I extends DescMessage; output: infer O extends DescMessage }
-      ? (requests: AsyncIterable<MessageInitShape<I>>, options?: CallOptions) => AsyncIterable<MessageShape<O>>
-      : never;
-
-/** How a connection attempt ended: connected, failed (refused, TLS or identity refused), or still trying at the deadline. */
-export type ConnectResult = "ready" | "failed" | "timeout";
-
-/**
- * A typed client of a service. connect() connects (or fails) within a
- * deadline, so that callers with several servers can move on from one that
- * is down without spending a whole call's deadline on it; close() releases
- * the channel.
- */
-export type ServiceClient<S> = { [K in keyof MethodsOf<S>]: ClientMethod<MethodsOf<S>[K]> } & {
-  connect(timeoutMs: number): Promise<ConnectResult>;
-  close(): void;
-};
-
-export interface ClientOptions {
-  credentials: ChannelCredentials;
-  channelOptions?: ChannelOptions;
-}
-
-function callOptionsOf(options: CallOptions | undefined) {
-  return options?.timeoutMs !== undefined ? { deadline: new Date(Date.now() + options.timeoutMs) } : {};
-}
-
-/** Creates a typed client for `service` at `target` (host:port). */
-export function createClient<S extends DescService>(service: S, target: string, options: ClientOptions): ServiceClient<S> {
-  const client = new GrpcClient(target, options.credentials, options.channelOptions);
-  const out: Record<string, unknown> = {
-    close: () => client.close(),
-    connect: (timeoutMs: number) => connect(client, Date.now() + timeoutMs),
-  };
-  for (const method of service.methods) {
-    const path = methodPath(service, method.name);
-    const name = `${service.name}/${method.name}`;
-    const serialize = (message: MessageInitShape<DescMessage>) => Buffer.from(toBinary(method.input, create(method.input, message)));
-    const deserialize = (bytes: Buffer) => fromBinary(method.output, bytes);
-    switch (method.methodKind) {
-      case "unary":
-        out[method.localName] = (request: MessageInitShape<DescMessage>, callOptions?: CallOptions) =>
-          new Promise((resolve, reject) => {
-            callOptions?.signal?.throwIfAborted();
-            const call = client.makeUnaryRequest(path, serialize, deserialize, request, new Metadata(), callOptionsOf(callOptions), (err, response) => {
-              callOptions?.signal?.removeEventListener("abort", onAbort);
-              if (err) reject(fromServiceError(err, name));
-              else resolve(response);
-            });
-            const onAbort = () => call.cancel();
-            callOptions?.signal?.addEventListener("abort", onAbort, { once: true });
-          });
-        break;
-      case "server_streaming":
-        out[method.localName] = (request: MessageInitShape<DescMessage>, callOptions?: CallOptions) =>
-          streamResponses(client.makeServerStreamRequest(path, serialize, deserialize, request, new Metadata(), callOptionsOf(callOptions)), name, callOptions?.signal);
-        break;
-      case "bidi_streaming":
-        out[method.localName] = (requests: AsyncIterable<MessageInitShape<DescMessage>>, callOptions?: CallOptions) => {
-          const call = client.makeBidiStreamRequest(path, serialize, deserialize, new Metadata(), callOptionsOf(callOptions));
-          return streamResponses(call, name, callOptions?.signal, sendRequests(call, requests));
-        };
-        break;
-      default:
-        throw new Error(`${name}: ${method.methodKind} methods are not supported`);
-    }
-  }
-  return out as ServiceClient<S>;
-}
-
-function connect(client: GrpcClient, deadline: number): Promise<ConnectResult> {
-  const channel = client.getChannel();
-  return new Promise((resolve) => {
-    const check = () => {
-      const state = channel.getConnectivityState(true);
-      if (state === connectivityState.READY) return resolve("ready");
-      if (state === connectivityState.TRANSIENT_FAILURE || state === connectivityState.SHUTDOWN) return resolve("failed");
-      channel.watchConnectivityState(state, deadline, (err) => (err ? resolve("timeout") : check()));
-    };
-    check();
-  });
-}
-
-/**
- * Feeds a client's requests into a bidirectional call, half-closing when
- * they run out. Returns a stop function that ends the feeding (and the
- * request iterable) once the call is over.
- */
-function sendRequests<T>(call: ClientDuplexStream<T, unknown>, requests: AsyncIterable<T>): () => void {
-  const iterator = requests[Symbol.asyncIterator]();
-  let stopped = false;
-  const stop = () => {
-    if (stopped) return;
-    stopped = true;
-    void iterator.return?.();
-  };
-  void (async () => {
-    try {
-      for (;;) {
-        const next = await iterator.next();
-        if (stopped || next.done) break;
-        if (!call.write(next.value)) await new Promise<void>((resolve) => call.once("drain", resolve));
-      }
-      if (!stopped) call.end();
-    } catch {
-      // The requests failed (their signal aborted, most likely): end the call.
-      if (!stopped) call.cancel();
-    }
-  })();
-  return stop;
-}
-
-async function* streamResponses<T>(call: ClientReadableStream<T> | ClientDuplexStream<unknown, T>, name: string, signal: AbortSignal | undefined, onEnd?: () => void): AsyncIterable<T> {
-  const onAbort = () => call.cancel();
-  signal?.addEventListener("abort", onAbort, { once: true });
-  try {
-    for await (const message of call) yield message as T;
-  } catch (err) {
-    if (signal?.aborted) throw signal.reason;
-    throw fromServiceError(err as ServiceError, name);
-  } finally {
-    signal?.removeEventListener("abort", onAbort);
-    call.cancel();
-    onEnd?.();
-  }
 }
