@@ -39,7 +39,11 @@ const context: E2eContext = {
   imageDir: values["image-dir"] ?? join(REPO_ROOT, OUT_DIR),
   verbose: values.verbose,
   logger,
-  report: (text) => figures.push(text),
+  // Logged as it comes too, so that a run stopped or killed part-way keeps what it measured.
+  report: (text) => {
+    figures.push(text);
+    logger.info(`figure: ${text}`);
+  },
 };
 
 class TestTimeoutError extends Error {
