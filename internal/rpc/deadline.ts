@@ -21,8 +21,8 @@
 // Time is given back only where the caller says so: the listener gives it
 // to known sources (addresses an owner's or a node's call was let in
 // from) and, at the first-call deadline, to connections whose certificate
-// the cluster CA issued (ListenLimits.vouch: the owner's first call after
-// takeownership's escrow was dropped so), never to strangers. Given to strangers, it let a flood hold its
+// the cluster CA issued (ListenLimits.vouch), never to strangers. Given
+// to strangers, it let a flood hold its
 // connections longer the slower it made the node, until the owner was
 // locked out (the floods process test, on a loaded machine: every owner
 // call refused, where without it the test passed in 44 s).

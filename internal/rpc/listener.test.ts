@@ -419,6 +419,46 @@ describe("listener", () => {
     }, 30_000);
   }
 
+  // A call whose headers arrived, but which its policy has not judged yet
+  // (the server got to it late), gets the first-call deadline once more:
+  // dropped at the first, it failed as "the connection dropped during the
+  // call". Here the owner's request body comes after the deadline; a call
+  // that never completes is dropped at the second.
+  test("a call that arrived but is not let in yet when the first-call deadline comes gets it once more; one that never completes is dropped at the second", async () => {
+    const serving = testNode(ca);
+    const server = managementServer();
+    const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey });
+    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { maxConnections: 100, maxPendingHandshakes: 10, firstCallTimeoutMs: 1_000 });
+    const tls = { ca: ca.certificate.toString(), cert: owner.certificate.toString(), key: owner.key.privateKey.export({ format: "pem", type: "pkcs8" }).toString(), servername: "unnamed.nodecore.invalid", checkServerIdentity: () => undefined };
+    const call = () => {
+      const session = http2Connect(`https://127.0.0.1:${port}`, tls);
+      session.on("error", () => {});
+      const stream = session.request({ ":method": "POST", ":path": "/nodecore.api.Management/GetRegisterTicket", "content-type": "application/grpc", te: "trailers" }, { endStream: false });
+      stream.on("error", () => {});
+      let status: string | undefined;
+      stream.on("trailers", (trailers) => (status = String(trailers["grpc-status"])));
+      stream.on("response", (headers) => (status ??= headers["grpc-status"] === undefined ? undefined : String(headers["grpc-status"])));
+      let closed = false;
+      session.on("close", () => (closed = true));
+      return { session, stream, status: () => status, closed: () => closed };
+    };
+    const late = call();
+    const never = call();
+    try {
+      await Bun.sleep(1_500);
+      // Past the first deadline: both asked, neither judged; both still open.
+      expect(late.closed() || never.closed()).toBe(false);
+      late.stream.end(Buffer.from([0, 0, 0, 0, 0]));
+      await eventually(() => expect(late.status()).toBe("0"), { timeoutMs: 5_000 });
+      await eventually(() => expect(never.closed()).toBe(true), { timeoutMs: 5_000 });
+      expect(late.closed()).toBe(false);
+      expect(counters.idle).toBe(1);
+    } finally {
+      late.session.destroy();
+      never.session.destroy();
+    }
+  }, 30_000);
+
   test("a handshake made without a certificate does not make its source known: only the owner's or a node's call let in does", async () => {
     const serving = testNode(ca);
     const server = managementServer();

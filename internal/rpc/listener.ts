@@ -18,8 +18,9 @@
 //               ─▶ a call that passes its policy (or a plain HTTPS request answered)
 //                  within FIRST_CALL_TIMEOUT_MS, or the connection is dropped: one that
 //                  only answers pings, or trickles a request's header, holds nothing
-//                  (a certificate the cluster CA issued gets the time back this
-//                  process did not run, from its first connection: ListenLimits.vouch)
+//                  (a call that arrived but is not judged yet gets the deadline
+//                  once more; a certificate the cluster CA issued gets the time
+//                  back this process did not run: ListenLimits.vouch)
 //               ─▶ at most MAX_CONCURRENT_STREAMS calls at once per connection
 //               ─▶ keepalive pings: a peer that stops answering is dropped
 //               ─▶ no call for CONNECTION_IDLE_MS: closed gracefully (GOAWAY); an
@@ -112,11 +113,11 @@ export interface ListenLimits {
   firstCallTimeoutMs?: number;
   /**
    * Whether a client's certificate vouches for it (vouchedUnder: one the
-   * cluster CA issued). A vouched connection's first-call
-   * deadline gives back the time this process did not run, as a known
-   * source's does, from its first connection on: the owner's first call
-   * after ctl takeownership's escrow comes from an address no call was let
-   * in from yet.
+   * cluster CA issued). A vouched connection's first-call deadline gives
+   * back the time this process did not run, as a known source's does, from
+   * its first connection on: the owner's first call after ctl
+   * takeownership's escrow comes from an address no call was let in from
+   * yet.
    */
   vouch?: (certificate: X509Certificate | undefined) => boolean;
 }
@@ -137,7 +138,7 @@ export interface ListenerCounters {
 type Socket = { destroy(): void; once(event: string, listener: () => void): void; remoteAddress?: string | undefined; remotePort?: number | undefined; _handle?: { getCipher?: () => unknown } | null };
 
 /** The bounded connections of every server in this process, by their client's address and port. */
-const connections = new Map<string, { used: boolean; known: () => void }>();
+const connections = new Map<string, { used: boolean; asked: boolean; known: () => void }>();
 /** Open connections of every server in this process. */
 let processConnections = 0;
 type DroppedSource = "known" | "stranger";
@@ -208,7 +209,8 @@ export function heardClientHello(socket: Socket): boolean | undefined {
 }
 type Http2Listener = {
   on(event: string, listener: (...args: never[]) => void): void;
-  prependListener(event: string, listener: (socket: Socket) => void): void;
+  prependListener(event: "connection", listener: (socket: Socket) => void): void;
+  prependListener(event: "stream", listener: (stream: { session?: { socket?: { remoteAddress?: string; remotePort?: number } } }) => void): void;
   listeners(event: string): ((...args: unknown[]) => void)[];
   removeAllListeners(event: string): void;
 };
@@ -469,22 +471,38 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
     handshook.set(socket, () => {
       silence.clear();
       unfinished.clear();
-      connections.set(key, { used: false, known: markKnown });
-      // A certificate is believed, never an address: one under the cluster
-      // CA gets the time back that a known source gets.
+      connections.set(key, { used: false, asked: false, known: markKnown });
+      // A certificate is believed, never an address: one the cluster CA
+      // issued gets the time back that a known source gets.
       const vouched = limits.vouch !== undefined && limits.vouch(peerCertificateOf((socket as unknown as TLSSocket).getPeerCertificate?.()));
-      firstCall = peerDeadline(
-        firstCallMs,
-        () => {
-          if (connections.get(key)?.used === false) {
-            counters.idle++;
-            dropped("idle", known.has(source) ? "known" : "stranger");
-            socket.destroy();
-          }
-        },
-        vouched || known.has(source),
-      );
+      let extended = false;
+      const judge = () => {
+        const entry = connections.get(key);
+        if (!entry || entry.used) return;
+        // A call that arrived but is not judged by its policy yet (the
+        // server was slow to get to it) gets one more deadline: dropped
+        // now, it failed as "the connection dropped during the call" (a
+        // node's role watch, heartbeat and registry watch died so, 20 to 30
+        // times in one e2e run, on connections a node's pool had dialled
+        // and called only later).
+        if (entry.asked && !extended) {
+          extended = true;
+          firstCall = peerDeadline(firstCallMs, judge, vouched || known.has(source));
+          return;
+        }
+        counters.idle++;
+        dropped("idle", known.has(source) ? "known" : "stranger");
+        socket.destroy();
+      };
+      firstCall = peerDeadline(firstCallMs, judge, vouched || known.has(source));
     });
+  });
+  // A gRPC call arrived on the connection (its headers are read): it is
+  // asked, though its policy may not have let it in yet (judge, above).
+  listener.prependListener("stream", (stream: { session?: { socket?: { remoteAddress?: string; remotePort?: number } } }) => {
+    const socket = stream.session?.socket;
+    const entry = socket ? connections.get(connectionKey(socket)) : undefined;
+    if (entry) entry.asked = true;
   });
   // bun hands the same TLS socket to "connection" and "secureConnection".
   listener.on("secureConnection", (socket: Socket) => {
