@@ -7,7 +7,7 @@
 import { describeColdStart, MAX_UNLOCK_SHARE_THRESHOLD } from "../../internal/coldstart/mod.ts";
 import { shownTarget, targetUrlProblem } from "../../internal/backup/mod.ts";
 import { create, toBinary } from "@bufbuild/protobuf";
-import { chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, readFileSync, writeFileSync } from "node:fs";
 import { X509Certificate } from "node:crypto";
 import { join } from "node:path";
 import { Management } from "../../proto/gen/api/management_pb.ts";
@@ -90,10 +90,13 @@ import {
   registryHost,
   registryTable,
   type RegistryFlags,
+  certifyNewKey,
+  ETCD_CLIENT_FILES,
+  writePemFiles,
 } from "../../internal/operator/mod.ts";
 import { endpointsOfDirectory, formatEndpoint, type CuratorClientOf } from "../../internal/curator/client/mod.ts";
 import { buildKubeconfig, OWNER_USER } from "../../internal/kubernetes/mod.ts";
-import { generateKeyPair, privateKeyPem, rawPublicKey } from "../../internal/pki/mod.ts";
+import { rawPublicKey } from "../../internal/pki/mod.ts";
 import { VERSION } from "../../internal/version/mod.ts";
 import { timeServersProblem } from "../../internal/clock/mod.ts";
 
@@ -808,19 +811,9 @@ export const program: Program<Ctl> = {
           args: [{ name: "dir", complete: "dir" }],
           description: "Write a client certificate and key for etcdctl into <dir>",
           run: async (ctl, [dir]) => {
-            const key = generateKeyPair();
-            const response = await withFailover(
-              Management,
-              ctl.credentials(),
-              (m) => m.getEtcdCredentials({ publicKey: rawPublicKey(key.publicKey) }, ctl.settings),
-              ctl.progress,
-            );
-            mkdirSync(dir!, { recursive: true, mode: 0o700 });
-            const pem = (der: Uint8Array) => new X509Certificate(der).toString();
-            writeFileSync(join(dir!, "ca.pem"), pem(response.caCertificate));
-            writeFileSync(join(dir!, "client.pem"), pem(response.clientCertificate));
-            writeFileSync(join(dir!, "client.key"), privateKeyPem(key.privateKey), { mode: 0o600 });
-            const example = `etcdctl --cacert ${join(dir!, "ca.pem")} --cert ${join(dir!, "client.pem")} --key ${join(dir!, "client.key")} --endpoints https://<node address>:2379 member list`;
+            const client = await certifyNewKey((publicKey) => withFailover(Management, ctl.credentials(), (m) => m.getEtcdCredentials({ publicKey }, ctl.settings), ctl.progress));
+            writePemFiles(dir!, ETCD_CLIENT_FILES, client);
+            const example = `etcdctl --cacert ${join(dir!, ETCD_CLIENT_FILES.ca)} --cert ${join(dir!, ETCD_CLIENT_FILES.certificate)} --key ${join(dir!, ETCD_CLIENT_FILES.key)} --endpoints https://<node address>:2379 member list`;
             ctl.print({ dir, example }, `etcd client credentials written to ${dir}\n${example}`);
           },
         },
@@ -904,22 +897,11 @@ export const program: Program<Ctl> = {
       args: [{ name: "file", complete: "file" }],
       description: "Write a kubeconfig for kubectl: a Kubernetes client certificate for the owner (user nodecore:owner, cluster-admin), over a key made here and written only into <file>",
       run: async (ctl, [file]) => {
-        const key = generateKeyPair();
-        const response = await withFailover(
-          Management,
-          ctl.credentials(),
-          (m) => m.getKubernetesCredentials({ publicKey: rawPublicKey(key.publicKey) }, ctl.settings),
-          ctl.progress,
-        );
+        const client = await certifyNewKey((publicKey) => withFailover(Management, ctl.credentials(), (m) => m.getKubernetesCredentials({ publicKey }, ctl.settings), ctl.progress));
+        const { response } = client;
         const server = response.apiservers[0];
         if (!server) throw new OperatorError("no apiserver to point the kubeconfig at: no UP node holds both the kubernetes-controller and the consensus role");
-        const text = buildKubeconfig({
-          server,
-          ca: new X509Certificate(response.caCertificate),
-          certificate: new X509Certificate(response.clientCertificate),
-          privateKey: key.privateKey,
-          user: OWNER_USER,
-        });
+        const text = buildKubeconfig({ server, ca: client.ca, certificate: client.certificate, privateKey: client.key.privateKey, user: OWNER_USER });
         writeFileSync(file!, text, { mode: 0o600 });
         chmodSync(file!, 0o600);
         const example = `kubectl --kubeconfig ${file} get nodes`;

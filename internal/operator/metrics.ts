@@ -2,17 +2,17 @@
 // for the cluster's nodes, and one node's metrics read with the owner's own
 // certificate (internal/metrics serves them on the node management port).
 
-import { X509Certificate } from "node:crypto";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { Management } from "../../proto/gen/api/management_pb.ts";
 import { METRICS_PATH, prometheusConfig } from "../metrics/mod.ts";
 import { NODE_MANAGEMENT_PORT } from "../nodemgmt/client/mod.ts";
-import { generateKeyPair, privateKeyPem, rawPublicKey } from "../pki/mod.ts";
+import { privateKeyPem } from "../pki/mod.ts";
 import { hostPort } from "../rpc/mod.ts";
 import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
 import { listNodes, type CallSettings } from "./nodes.ts";
 import { withFailover } from "./connection.ts";
+import { certifyNewKey, writePemFiles } from "./client_credentials.ts";
 
 /** The files `ctl metrics credentials` writes into its directory. */
 export const READER_FILES = { ca: "ca.pem", certificate: "reader.pem", key: "reader.key", config: "prometheus.yml" } as const;
@@ -30,15 +30,10 @@ export interface WrittenReader {
  * with one job per UP node into `dir`.
  */
 export async function writeMetricsReader(credentials: OwnerCredentials, settings: CallSettings, dir: string, name: string, intervalSeconds = 15): Promise<WrittenReader> {
-  const key = generateKeyPair();
-  const response = await withFailover(Management, credentials, (m) => m.getMetricsCredentials({ publicKey: rawPublicKey(key.publicKey), name }, settings), settings.progress);
+  const reader = await certifyNewKey((publicKey) => withFailover(Management, credentials, (m) => m.getMetricsCredentials({ publicKey, name }, settings), settings.progress));
   const nodes = (await listNodes(credentials, settings)).filter((n) => n.state === "UP" && n.address);
   const absolute = resolve(dir);
-  const files = { ca: join(absolute, READER_FILES.ca), certificate: join(absolute, READER_FILES.certificate), key: join(absolute, READER_FILES.key) };
-  mkdirSync(absolute, { recursive: true, mode: 0o700 });
-  writeFileSync(files.ca, new X509Certificate(response.caCertificate).toString());
-  writeFileSync(files.certificate, new X509Certificate(response.clientCertificate).toString());
-  writeFileSync(files.key, privateKeyPem(key.privateKey), { mode: 0o600 });
+  const files = writePemFiles(absolute, READER_FILES, reader);
   const config = join(absolute, READER_FILES.config);
   writeFileSync(config, prometheusConfig(nodes.map((n) => ({ nodeId: n.id, address: n.address, port: NODE_MANAGEMENT_PORT })), files, intervalSeconds));
   return { dir: absolute, targets: nodes.map((n) => n.id), config };

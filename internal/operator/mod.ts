@@ -67,5 +67,6 @@ export { withNode, withListedNode, readLogs, formatLogEntry, logEntryJson, servi
 export { clusterHealth, gatherClusterHealth, healthTable, type ClusterHealth, type ClusterHealthInputs, type HealthCheck } from "./health.ts";
 export { eventLine, eventRow, readEvents, type EventRow } from "./events.ts";
 export { readNodeMetrics, writeMetricsReader, READER_FILES, type WrittenReader } from "./metrics.ts";
+export { certifyNewKey, ETCD_CLIENT_FILES, writePemFiles, type CertifiedKey } from "./client_credentials.ts";
 export { PASSWORD_ON_COMMAND_LINE, passwordFromStdin, registryCredentials, registryEntry, registryHost, registryTable, type RegistryFlags } from "./registries.ts";
 export { checkBundleFile, importOnto, importTargets, imageTable, IMPORT_TIMEOUT_MS } from "./images.ts";
