@@ -114,6 +114,39 @@ function driverLines(stdout: ReadableStream<Uint8Array>): { next(): Promise<stri
   };
 }
 
+/** A starved server of its own (starved_server_driver.ts), serving under the stall `config` says: its port, and its listener's counters on demand. */
+async function starvedServer(stall: StarvedServerConfig["stall"], vouch = false): Promise<{ port: number; counters(): Promise<ListenerCounters>; kill(): void }> {
+  const serving = testNode(ca);
+  const config: StarvedServerConfig = {
+    ca: ca.certificate.toString(),
+    certificate: serving.certificate.toString(),
+    privateKey: serving.key.privateKey.export({ format: "pem", type: "pkcs8" }).toString(),
+    limits: { maxConnections: 100, maxPendingHandshakes: 10, firstFlightTimeoutMs: 1_000, handshakeTimeoutMs: 1_000, knownSourceHandshakeTimeoutMs: 1_000, firstCallTimeoutMs: 1_000 },
+    stall,
+    vouch,
+  };
+  const driver = Bun.spawn([process.execPath, join(import.meta.dir, "starved_server_driver.ts")], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
+  const lines = driverLines(driver.stdout);
+  driver.stdin.write(JSON.stringify(config) + "\n");
+  const { port } = JSON.parse(await lines.next()) as { port: number };
+  return {
+    port,
+    counters: async () => {
+      driver.stdin.write("counters\n");
+      return JSON.parse(await lines.next()) as ListenerCounters;
+    },
+    kill: () => driver.kill(),
+  };
+}
+
+/** The owner's client on a connection of its own. */
+function ownerOnOwnConnection(port: number) {
+  return createClient(Management, `127.0.0.1:${port}`, {
+    credentials: channelCredentials({ server: { ca: ca.certificate, verify: () => undefined }, certificate: owner.certificate, privateKey: owner.key.privateKey }),
+    channelOptions: { ...channelOptions(), "grpc.use_local_subchannel_pool": 1 },
+  });
+}
+
 describe("listener", () => {
   test("a connection that sends no ClientHello (nothing, or part of one) is dropped at the first-flight deadline; one that sent it is left to the handshake deadline", async () => {
     const serving = testNode(ca);
@@ -333,42 +366,22 @@ describe("listener", () => {
   // flood slow the node into locking the owner out (deadline.ts).
   for (const at of ["accept", "handshake"] as const) {
     test(`a server away for longer than its deadlines (${at === "accept" ? "as a connection comes in: the handshake deadline" : "right after the handshake: the first-call deadline"}) still serves a known source's call`, async () => {
-      const serving = testNode(ca);
-      const config: StarvedServerConfig = {
-        ca: ca.certificate.toString(),
-        certificate: serving.certificate.toString(),
-        privateKey: serving.key.privateKey.export({ format: "pem", type: "pkcs8" }).toString(),
-        limits: { maxConnections: 100, maxPendingHandshakes: 10, firstFlightTimeoutMs: 1_000, handshakeTimeoutMs: 1_000, knownSourceHandshakeTimeoutMs: 1_000, firstCallTimeoutMs: 1_000 },
-        stall: { at, ms: 2_500, skip: 1 },
-      };
-      const driver = Bun.spawn([process.execPath, join(import.meta.dir, "starved_server_driver.ts")], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
-      const lines = driverLines(driver.stdout);
-      // Each client on a connection of its own.
-      const ownConnection = { ...channelOptions(), "grpc.use_local_subchannel_pool": 1 };
-      const client = () =>
-        createClient(Management, `127.0.0.1:${port}`, {
-          credentials: channelCredentials({ server: { ca: ca.certificate, verify: () => undefined }, certificate: owner.certificate, privateKey: owner.key.privateKey }),
-          channelOptions: ownConnection,
-        });
-      let port = 0;
+      const server = await starvedServer({ at, ms: 2_500, skip: 1 });
       try {
-        driver.stdin.write(JSON.stringify(config) + "\n");
-        ({ port } = JSON.parse(await lines.next()) as { port: number });
-        const first = client();
+        const first = ownerOnOwnConnection(server.port);
         expect((await first.getRegisterTicket({}, { timeoutMs: 20_000 })).ticket).toEqual(new Uint8Array([7]));
         first.close();
         // The owner's address is known now: its next connection, stalled past every deadline, is served.
-        const known = client();
+        const known = ownerOnOwnConnection(server.port);
         try {
           expect((await known.getRegisterTicket({}, { timeoutMs: 20_000 })).ticket).toEqual(new Uint8Array([7]));
         } finally {
           known.close();
         }
-        driver.stdin.write("counters\n");
-        const counters = JSON.parse(await lines.next()) as ListenerCounters;
+        const counters = await server.counters();
         expect({ unfinished: counters.unfinished, idle: counters.idle }).toEqual({ unfinished: 0, idle: 0 });
       } finally {
-        driver.kill();
+        server.kill();
       }
     }, 30_000);
   }
@@ -381,31 +394,15 @@ describe("listener", () => {
   // first-call deadline gives it the time back from its first connection.
   for (const vouch of [true, false]) {
     test(`the owner's very first connection to a server away past its first-call deadline ${vouch ? "is served: its certificate vouches for it" : "is dropped where no certificate is vouched for (the check can fail)"}`, async () => {
-      const serving = testNode(ca);
-      const config: StarvedServerConfig = {
-        ca: ca.certificate.toString(),
-        certificate: serving.certificate.toString(),
-        privateKey: serving.key.privateKey.export({ format: "pem", type: "pkcs8" }).toString(),
-        limits: { maxConnections: 100, maxPendingHandshakes: 10, firstFlightTimeoutMs: 1_000, handshakeTimeoutMs: 1_000, knownSourceHandshakeTimeoutMs: 1_000, firstCallTimeoutMs: 1_000 },
-        stall: { at: "handshake", ms: 2_500 },
-        vouch,
-      };
-      const driver = Bun.spawn([process.execPath, join(import.meta.dir, "starved_server_driver.ts")], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
-      const lines = driverLines(driver.stdout);
+      const server = await starvedServer({ at: "handshake", ms: 2_500 }, vouch);
       try {
-        driver.stdin.write(JSON.stringify(config) + "\n");
-        const { port } = JSON.parse(await lines.next()) as { port: number };
-        const client = createClient(Management, `127.0.0.1:${port}`, {
-          credentials: channelCredentials({ server: { ca: ca.certificate, verify: () => undefined }, certificate: owner.certificate, privateKey: owner.key.privateKey }),
-          channelOptions: { ...channelOptions(), "grpc.use_local_subchannel_pool": 1 },
-        });
+        const client = ownerOnOwnConnection(server.port);
         const answer = await client.getRegisterTicket({}, { timeoutMs: 20_000 }).then(
           (r) => r.ticket,
           (err: Error) => err.message,
         );
         client.close();
-        driver.stdin.write("counters\n");
-        const counters = JSON.parse(await lines.next()) as ListenerCounters;
+        const counters = await server.counters();
         if (vouch) {
           expect(answer).toEqual(new Uint8Array([7]));
           expect(counters.idle).toBe(0);
@@ -414,7 +411,7 @@ describe("listener", () => {
           expect(counters.idle).toBe(1);
         }
       } finally {
-        driver.kill();
+        server.kill();
       }
     }, 30_000);
   }
