@@ -5,7 +5,7 @@
 
 import { afterAll, expect, test } from "bun:test";
 import { join } from "node:path";
-import { tempDir } from "../internal/testing/mod.ts";
+import { eventually, tempDir } from "../internal/testing/mod.ts";
 import { NodeProcess, loopbackBlock, ownedNode } from "./support/node_process.ts";
 
 const dir = tempDir("nodecore-bootlogs-");
@@ -47,8 +47,18 @@ test("after ctl node reboot, --boot -1 shows the previous boot's last lines and 
   expect(follow.stderr.trim()).toBe("ctl: --follow reads this boot only; leave out --boot, or --follow");
 
   // The reboot is in the cluster's audit trail, as the node reported it.
-  const trail = (await ctl("events", "--node", id, "--json")).stdout.trim().split("\n").map((l) => JSON.parse(l) as { kind: string; actor: string; method: string; result: string });
-  expect(trail.find((e) => e.method === "NodeManagement/Reboot")).toMatchObject({ kind: "call", actor: `owner (as ${id} reports)`, result: "OK" });
+  // The node reports it when its curator connection is back after the
+  // reboot: a fact that comes in its own time, waited for.
+  const reboot = await eventually(
+    async () => {
+      const trail = (await ctl("events", "--node", id, "--json")).stdout.trim().split("\n").map((l) => JSON.parse(l) as { kind: string; actor: string; method: string; result: string });
+      const found = trail.find((e) => e.method === "NodeManagement/Reboot");
+      expect(found).toBeDefined();
+      return found!;
+    },
+    { timeoutMs: 60_000, what: "the reboot in the audit trail, as the node reported it" },
+  );
+  expect(reboot).toMatchObject({ kind: "call", actor: `owner (as ${id} reports)`, result: "OK" });
   const described = (await ctl("node", "describe", id)).stdout;
   expect(described).toMatch(/^ +previous-boot +ended +\S+Z: reboot: owner asked through NodeManagement\.Reboot \(ctl node logs --boot -1\)$/m);
-}, 120_000);
+}, 180_000);

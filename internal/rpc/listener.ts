@@ -521,8 +521,14 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
  */
 export function vouchedUnder(ca: () => X509Certificate): (certificate: X509Certificate | undefined) => boolean {
   return (certificate) => {
-    const kind = authenticate(certificate, ca()).kind;
-    return kind === "owner" || kind === "node" || kind === "join" || kind === "metrics";
+    // Runs in the listener's handshake event, before any call's error
+    // handling: a certificate that cannot even be checked vouches for nothing.
+    try {
+      const kind = authenticate(certificate, ca()).kind;
+      return kind === "owner" || kind === "node" || kind === "join" || kind === "metrics";
+    } catch {
+      return false;
+    }
   };
 }
 
