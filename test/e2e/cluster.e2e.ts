@@ -753,7 +753,7 @@ async function registryChecks(ctx: E2eContext, c: Cluster, f: FormedCluster, reg
     assertEqual(imported.exitCode, 0, `ctl image import (${imported.stderr.trim()})`);
     ctx.report(`ctl image import of a ${(readFileSync(tarball).length / 1024 / 1024).toFixed(1)} MiB bundle onto node2: ${((performance.now() - importedAt) / 1000).toFixed(1)} s`);
     const listedImages = await f.ctl("image", "list", "--node", ids[0]!);
-    assert(listedImages.stdout.includes(offline), `ctl image list names the imported image:\n${listedImages.stdout}`);
+    assert(listedImages.stdout.includes(offline), `ctl image list names the imported image (exit ${listedImages.exitCode}):\n${listedImages.stdout}${listedImages.stderr}`);
     await apply("hello-offline", helloPod("hello-offline", offline, ids[0], "IfNotPresent"));
     const state = await running("hello-offline");
     assertEqual(await podHttpGet(fetcher, state.ip, HELLO_PORT), "imported, not pulled", "the page the imported image serves");
