@@ -22,6 +22,7 @@ import {
   OperatorError,
   UsageError,
   serviceTable,
+  withListedNode,
   withNode,
   readLogs,
   approveNode,
@@ -792,8 +793,8 @@ export const program: Program<Ctl> = {
             const named = await Promise.all(((flags.node as string[] | undefined) ?? []).map((typed) => ctl.node(typed)));
             const credentials = ctl.credentials();
             const targets = importTargets(await listNodes(credentials, ctl.settings), named);
-            const listings = [];
-            for (const node of targets) listings.push({ node: node.id, images: (await withNode(credentials, node.id, (client) => client.listImages({}, ctl.settings), ctl.settings)).images });
+            // The nodes as listed once, asked at once: each listing is that node's own work.
+            const listings = await Promise.all(targets.map(async (node) => ({ node: node.id, images: (await withListedNode(credentials, node, (client) => client.listImages({}, ctl.settings))).images })));
             ctl.print(
               listings.map((l) => ({ node: l.node, images: l.images.map((i) => ({ name: i.name, digest: i.digest, size: i.size })) })),
               imageTable(listings),
