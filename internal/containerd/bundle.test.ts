@@ -3,7 +3,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { helloImage, tarArchive } from "../../image/oci.ts";
 import { tempDir } from "../testing/mod.ts";
-import { checkImageBundle, parseImageListing } from "./mod.ts";
+import { checkImageBundle } from "./mod.ts";
 
 const busybox = new Uint8Array(4096).fill(7);
 const hello = helloImage(busybox, "registry.example.com/apps/hello:1");
@@ -69,16 +69,6 @@ describe("offline image bundles are checked whole before anything is imported", 
     expect(await check(Buffer.from(text, "latin1"))).toContain("has no full image name");
     void dir;
   });
-});
-
-test("ctr's image listing: named images only, with digest and size", async () => {
-  const output = [
-    "REF                                                                     TYPE                                       DIGEST                                                                  SIZE    PLATFORMS   LABELS                          ",
-    `nodecore.test/hello:1                                                   application/vnd.oci.image.manifest.v1+json sha256:${"1".repeat(64)} 1.9 MiB linux/amd64 io.cri-containerd.image=managed `,
-    `sha256:${"e".repeat(64)} application/vnd.oci.image.manifest.v1+json sha256:${"1".repeat(64)} 1.9 MiB linux/amd64 io.cri-containerd.image=managed `,
-    `nodecore.test/hello@sha256:${"1".repeat(64)} application/vnd.oci.image.manifest.v1+json sha256:${"1".repeat(64)} 1.9 MiB linux/amd64 -`,
-  ].join("\n");
-  expect(parseImageListing(output)).toEqual([{ name: "nodecore.test/hello:1", digest: `sha256:${"1".repeat(64)}`, size: "1.9 MiB" }]);
 });
 
 /** The tar's first header given another type flag, its checksum made right again. */

@@ -41,6 +41,8 @@ export type ServiceClient<S> = { [K in keyof MethodsOf<S>]: ClientMethod<Methods
 export interface ClientOptions {
   credentials: ChannelCredentials;
   channelOptions?: ChannelOptions;
+  /** Headers sent with every call (containerd's API takes its namespace so). */
+  metadata?: Readonly<Record<string, string>>;
 }
 
 function callOptionsOf(options: CallOptions | undefined) {
@@ -50,6 +52,11 @@ function callOptionsOf(options: CallOptions | undefined) {
 /** Creates a typed client for `service` at `target` (host:port). */
 export function createClient<S extends DescService>(service: S, target: string, options: ClientOptions): ServiceClient<S> {
   const client = new GrpcClient(target, options.credentials, options.channelOptions);
+  const headers = () => {
+    const metadata = new Metadata();
+    for (const [key, value] of Object.entries(options.metadata ?? {})) metadata.set(key, value);
+    return metadata;
+  };
   const out: Record<string, unknown> = {
     close: () => client.close(),
     connect: (timeoutMs: number) => connect(client, Date.now() + timeoutMs),
@@ -64,7 +71,7 @@ export function createClient<S extends DescService>(service: S, target: string, 
         out[method.localName] = (request: MessageInitShape<DescMessage>, callOptions?: CallOptions) =>
           new Promise((resolve, reject) => {
             callOptions?.signal?.throwIfAborted();
-            const call = client.makeUnaryRequest(path, serialize, deserialize, request, new Metadata(), callOptionsOf(callOptions), (err, response) => {
+            const call = client.makeUnaryRequest(path, serialize, deserialize, request, headers(), callOptionsOf(callOptions), (err, response) => {
               callOptions?.signal?.removeEventListener("abort", onAbort);
               if (err) reject(fromServiceError(err, name));
               else resolve(response);
@@ -75,11 +82,11 @@ export function createClient<S extends DescService>(service: S, target: string, 
         break;
       case "server_streaming":
         out[method.localName] = (request: MessageInitShape<DescMessage>, callOptions?: CallOptions) =>
-          streamResponses(client.makeServerStreamRequest(path, serialize, deserialize, request, new Metadata(), callOptionsOf(callOptions)), name, callOptions?.signal);
+          streamResponses(client.makeServerStreamRequest(path, serialize, deserialize, request, headers(), callOptionsOf(callOptions)), name, callOptions?.signal);
         break;
       case "bidi_streaming":
         out[method.localName] = (requests: AsyncIterable<MessageInitShape<DescMessage>>, callOptions?: CallOptions) => {
-          const call = client.makeBidiStreamRequest(path, serialize, deserialize, new Metadata(), callOptionsOf(callOptions));
+          const call = client.makeBidiStreamRequest(path, serialize, deserialize, headers(), callOptionsOf(callOptions));
           return streamResponses(call, name, callOptions?.signal, sendRequests(call, requests));
         };
         break;
