@@ -202,7 +202,8 @@ test("the volumes controller: a volume on a node the records no longer hold has 
       expect(kubectl(kubeconfig, "get", "pv", "-o", "name").split("\n")).not.toContain("persistentvolume/pvc-on-gone");
       expect(kubectl(kubeconfig, "get", "csistoragecapacities", "-n", "kube-system", "-o", "name")).not.toContain("nodecore-local-node-resting");
     },
-    { timeoutMs: 60_000, intervalMs: 1000, what: "the gone node's PV deleted, the stale room withdrawn" },
+    // A change in Kubernetes alone is seen at the reconciler's resync (20 s), a gone node taken as gone at the look after (reconcile_pace.ts).
+    { timeoutMs: 90_000, intervalMs: 1000, what: "the gone node's PV deleted, the stale room withdrawn" },
   );
   // What the controller-manager's PV controller does then: the claim Lost.
   // It may have to take its lease again first (the test above killed the

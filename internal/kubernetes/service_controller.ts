@@ -7,7 +7,7 @@
 //     ├── ensureKubernetesPKI (etcd), then this node's files on tmpfs
 //     ├── kube-apiserver            healthy = GET /readyz answers "ok" (as ADMIN_USER)
 //     ├── reconciler                once the apiserver was ready: the base RBAC bindings,
-//     │                             then every NODE_PRUNE_INTERVAL_MS: Nodes, cluster DNS,
+//     │                             then, paced (reconcile_pace.ts): Nodes, cluster DNS,
 //     │                             and volumes of nodes that are gone (volumes_controller.ts)
 //     ├── kube-controller-manager   started once the apiserver was ready
 //     └── kube-scheduler            started once the apiserver was ready
@@ -29,6 +29,7 @@ import { controllerFiles, writeControllerFiles } from "./controller_files.ts";
 import { APISERVER_PORT, CONTROLLER_MANAGER_PORT, SCHEDULER_PORT, apiserverArgs, controllerManagerArgs, schedulerArgs, type ControllerFlagOptions } from "./controller_flags.ts";
 import { warmOpenApi } from "./openapi_warm.ts";
 import { ensureKubernetesPKI, type Credential } from "./pki.ts";
+import { RECONCILE_TICK_MS, ReconcilePace, recordsKey } from "./reconcile_pace.ts";
 import { pruneNodes, reconcile, reconcileDns, reconcileStorage } from "./reconciler.ts";
 import { sweepVolumes, volumesController } from "./volumes_controller.ts";
 
@@ -55,8 +56,6 @@ export interface ControllerServiceOptions {
   records: () => Promise<{ workers: ReadonlyMap<string, string>; known: ReadonlySet<string> }>;
 }
 
-/** How often the Node objects are held against the cluster's records. */
-export const NODE_PRUNE_INTERVAL_MS = 5_000;
 
 export function controllerService(options: ControllerServiceOptions): Runnable {
   return async (ctx) => {
@@ -100,14 +99,29 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
       if (storage.length > 0) c.logger.info("storage objects reconciled", { changes: storage.join("; ") });
       c.signalHealthy();
       const volumes = await volumesController(url, { ca: pki.ca.certificate, certificate: pki.admin.certificate, privateKey: pki.admin.privateKey }, c.logger);
+      // Paced, and a failed pass is tried again, not a death (reconcile_pace.ts).
+      const pace = new ReconcilePace();
       for (;;) {
-        const { workers, known } = await options.records();
-        const deleted = await pruneNodes(url, pki, new Set(workers.keys()));
-        if (deleted.length > 0) c.logger.info("deleted the Node objects of nodes without the kubernetes-worker role", { nodes: deleted.join(",") });
-        const dns = await reconcileDns(url, pki, workers);
-        if (dns.length > 0) c.logger.info("cluster DNS objects changed", { changes: dns.join("; ") });
-        await sweepVolumes(volumes, { known, workers: new Set(workers.keys()) }, c.logger);
-        await sleep(NODE_PRUNE_INTERVAL_MS, c.signal);
+        try {
+          const { workers, known } = await options.records();
+          const key = recordsKey({ workers, known });
+          if (pace.due(key, Date.now())) {
+            const deleted = await pruneNodes(url, pki, new Set(workers.keys()));
+            if (deleted.length > 0) c.logger.info("deleted the Node objects of nodes without the kubernetes-worker role", { nodes: deleted.join(",") });
+            const dns = await reconcileDns(url, pki, workers);
+            if (dns.length > 0) c.logger.info("cluster DNS objects changed", { changes: dns.join("; ") });
+            const swept = await sweepVolumes(volumes, { known, workers: new Set(workers.keys()) }, c.logger);
+            const ended = pace.passed(key, Date.now(), swept.watching > 0);
+            if (ended > 0) c.logger.info("a reconcile pass went through again", { failedPasses: ended });
+          }
+        } catch (err) {
+          if (c.signal.aborted) throw err;
+          const wait = pace.failed(Date.now());
+          c.logger.warn("a reconcile pass failed; trying again later", { error: (err as Error).message, failedPasses: pace.failures, nextInMs: wait });
+          await sleep(wait, c.signal);
+          continue;
+        }
+        await sleep(RECONCILE_TICK_MS, c.signal);
       }
     });
     ctx.run(

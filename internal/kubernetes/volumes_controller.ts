@@ -120,6 +120,8 @@ export function volumesDecision(input: VolumesInput): VolumesDecision {
 export interface VolumesSwept {
   volumesDeleted: string[];
   capacitiesDeleted: string[];
+  /** Nodes named by a volume and missing from the records at this look only: the next look decides. */
+  watching: number;
 }
 
 /** Lists, decides and acts once. `known` (every node ID) and `workers` come from the cluster's records, read just before. */
@@ -136,7 +138,7 @@ export async function sweepVolumes(
   const named = volumes.items.filter((v) => v.spec?.csi?.driver === CSI_DRIVER).flatMap((v) => volumeNode(v) ?? []);
   const gone = goneNodes.look(records.known, named);
   const decision = volumesDecision({ volumes: volumes.items, claims: claims.items, capacities: capacities.items, gone, workers: records.workers });
-  const swept: VolumesSwept = { volumesDeleted: [], capacitiesDeleted: [] };
+  const swept: VolumesSwept = { volumesDeleted: [], capacitiesDeleted: [], watching: [...goneNodes.missingNow].filter((n) => !gone.has(n)).length };
   const absent = (error: unknown) => {
     if (statusOf(error) !== 404) throw error;
   };
@@ -179,6 +181,11 @@ export async function sweepVolumes(
  */
 export class GoneNodes {
   private missing = new Set<string>();
+
+  /** The nodes missing at the last look. */
+  get missingNow(): ReadonlySet<string> {
+    return this.missing;
+  }
 
   /** `known`: every node ID in the records now. Returns those missing now and at the last look. */
   look(known: ReadonlySet<string>, named: Iterable<string>): Set<string> {
