@@ -92,7 +92,9 @@ async function atSize(targetMiB: number, hostBase: number): Promise<void> {
   }
 }
 
-console.log(`disaster-recovery figures, ${new Date().toISOString()}, on ${(await Bun.file("/proc/cpuinfo").text()).match(/model name\s*:\s*(.*)/)?.[1] ?? "this machine"} (${navigator.hardwareConcurrency} cores), node processes`);
+console.log(
+  `disaster-recovery figures, ${new Date().toISOString()}, on ${(await Bun.file("/proc/cpuinfo").text()).match(/model name\s*:\s*(.*)/)?.[1] ?? "this machine"} (${navigator.hardwareConcurrency} cores), node processes`,
+);
 for (const [i, size] of SIZES_MIB.entries()) await atSize(size, 120 + i * 2);
 console.log("\nfrom the fault suite's disasters (a workload of three owner clients writing and reading):");
 const loss = await runQuorumLoss({ seed: 1, firstHost: 70 });

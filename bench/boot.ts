@@ -85,10 +85,19 @@ async function floorBoot(): Promise<Timings> {
   await cloneDisk(paths.disk, disk);
   log.info("booting the floor (stand-in init that powers off at once)");
   const started = performance.now();
-  const result = await bootAndWatch(qemuArgs({ kernel: paths.kernel, initramfs: paths.initramfs, disk, cpus, accel: accel.accel, cmdline: manifest.cmdline }), { until: () => false, timeoutMs: FLOOR_TIMEOUT_MS });
+  const result = await bootAndWatch(qemuArgs({ kernel: paths.kernel, initramfs: paths.initramfs, disk, cpus, accel: accel.accel, cmdline: manifest.cmdline }), {
+    until: () => false,
+    timeoutMs: FLOOR_TIMEOUT_MS,
+  });
   const exitedMs = performance.now() - started;
   rmSync(disk, { force: true });
-  if (result.timedOut || !result.lines.some((l) => FLOOR_LINE.test(l.text))) throw new Error(`the floor boot did not power off by itself: ${result.lines.slice(-5).map((l) => l.text).join(" | ")}`);
+  if (result.timedOut || !result.lines.some((l) => FLOOR_LINE.test(l.text)))
+    throw new Error(
+      `the floor boot did not power off by itself: ${result.lines
+        .slice(-5)
+        .map((l) => l.text)
+        .join(" | ")}`,
+    );
   const timings = timingsOf(result.lines, { "qemu exited (powered off)": exitedMs });
   const first = result.lines.find((l) => FLOOR_LINE.test(l.text));
   if (first) timings.set("first init log line", first.ms);
@@ -170,8 +179,17 @@ const out: string[] = [
   "",
   `min / median / max over ${runs} run${runs === 1 ? "" : "s"}`,
   ...(["first", "second"] as const).flatMap((boot) => [
-    `  boot ${boot === "first" ? 1 : 2}: qemu start → node is UP        ${spread(nodeRuns.flatMap((r) => (r[boot].has("node is UP") ? [r[boot].get("node is UP")!] : [])), 2)}`,
-    `  boot ${boot === "first" ? 1 : 2}: part of the cluster → UP    ${spread(nodeRuns.flatMap((r) => { const v = span(r[boot], "part of the cluster", "node is UP"); return v === undefined ? [] : [v]; }), 2)}`,
+    `  boot ${boot === "first" ? 1 : 2}: qemu start → node is UP        ${spread(
+      nodeRuns.flatMap((r) => (r[boot].has("node is UP") ? [r[boot].get("node is UP")!] : [])),
+      2,
+    )}`,
+    `  boot ${boot === "first" ? 1 : 2}: part of the cluster → UP    ${spread(
+      nodeRuns.flatMap((r) => {
+        const v = span(r[boot], "part of the cluster", "node is UP");
+        return v === undefined ? [] : [v];
+      }),
+      2,
+    )}`,
   ]),
   "",
   "sizes",

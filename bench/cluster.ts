@@ -31,7 +31,6 @@ const THROUGHPUT_CONCURRENCY = 32;
 const WATCHER_STEPS = [1000, 2000];
 const WATCHERS_PER_CLIENT = 100;
 
-
 async function curatorFigures(): Promise<void> {
   const cluster = await startTestCluster();
   try {
@@ -73,9 +72,7 @@ async function curatorFigures(): Promise<void> {
         await ownerPool.call(Management, endpoints, (m) => m.getClusterInfo({}));
         poolReads.push(performance.now() - started);
         started = performance.now();
-        await nodePool.call(Curator, endpoints, (c) =>
-          c.updateNodeStatus({ nodeId: cluster.node.id, status: { externalAddress: cluster.host, timestampMs: BigInt(Date.now()) } }),
-        );
+        await nodePool.call(Curator, endpoints, (c) => c.updateNodeStatus({ nodeId: cluster.node.id, status: { externalAddress: cluster.host, timestampMs: BigInt(Date.now()) } }));
         poolWrites.push(performance.now() - started);
       }
       figure(`through the pool: read p50 / p99, ${LATENCY_CALLS} calls`, `${ms(percentile(poolReads, 50))} / ${ms(percentile(poolReads, 99))}`);
@@ -154,7 +151,15 @@ async function curatorFigures(): Promise<void> {
       const written = performance.now();
       await curator.updateNodeStatus({ nodeId: cluster.node.id, status: { externalAddress: cluster.host, version: marker, timestampMs: BigInt(Date.now()) } });
       await eventually(() => seen.length === watchers, { timeoutMs: 120_000, what: "update reached every watcher" });
-      figure(`watch: one update reaches all ${watchers} watchers`, `${ms(Math.max(...seen) - written)} (median ${ms(percentile(seen.map((t) => t - written), 50))})`);
+      figure(
+        `watch: one update reaches all ${watchers} watchers`,
+        `${ms(Math.max(...seen) - written)} (median ${ms(
+          percentile(
+            seen.map((t) => t - written),
+            50,
+          ),
+        )})`,
+      );
       rssDuring = rss();
     }
     const most = WATCHER_STEPS.at(-1)!;

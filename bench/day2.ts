@@ -136,11 +136,7 @@ async function heartbeatTimeout(): Promise<void> {
     await cluster.stop();
     dir[Symbol.dispose]();
   }
-  figure(
-    `node process SIGKILLed → HEARTBEAT_TIMEOUT (${TRIALS} trials), p50 / max`,
-    `${seconds(percentile(samples, 50), 2)} / ${seconds(Math.max(...samples), 2)}`,
-    WIDTH,
-  );
+  figure(`node process SIGKILLed → HEARTBEAT_TIMEOUT (${TRIALS} trials), p50 / max`, `${seconds(percentile(samples, 50), 2)} / ${seconds(Math.max(...samples), 2)}`, WIDTH);
   figure("  (heartbeat interval / leader's timeout)", `${seconds(HEARTBEAT_INTERVAL_MS)} / ${seconds(HEARTBEAT_TIMEOUT_MS)}`, WIDTH);
 }
 

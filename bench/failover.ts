@@ -55,8 +55,7 @@ async function trial(cluster: ProcessCluster, pool: CuratorPool, endpoints: Para
   // that its role fetch and its status push both have something to carry.
   const before = await listNodes();
   const flipped = new Map(cluster.nodes.map((node) => [node, !before.find((r) => r.id === cluster.ids.get(node))?.roles?.kubernetesWorker]));
-  const setWorker = (node: NodeProcess) =>
-    pool.call(Management, endpoints, (m) => m.updateNodeRoles({ id: cluster.ids.get(node)!, kubernetesWorker: flipped.get(node)! }, { timeoutMs: 2_000 }));
+  const setWorker = (node: NodeProcess) => pool.call(Management, endpoints, (m) => m.updateNodeRoles({ id: cluster.ids.get(node)!, kubernetesWorker: flipped.get(node)! }, { timeoutMs: 2_000 }));
   const leader = cluster.nodes.find((node) => node.address === pool.leader?.host);
   if (!leader) throw new Error(`the pool names no leader among the nodes (${pool.leader?.host})`);
   const survivors = cluster.nodes.filter((node) => node !== leader);
@@ -112,10 +111,13 @@ async function trial(cluster: ProcessCluster, pool: CuratorPool, endpoints: Para
   const from = leader.logs.length;
   leader.start();
   await leader.waitForLog((l) => l.msg === "node is UP", { from, timeoutMs: 120_000, what: "UP again" });
-  await eventually(async () => {
-    const voters = (await cluster.etcdMembers(survivors[0]!)).filter((m) => !m.isLearner && m.name !== "");
-    if (voters.length !== 3) throw new Error(`${voters.length} voters`);
-  }, { timeoutMs: 120_000, intervalMs: 500, what: "three voters again" });
+  await eventually(
+    async () => {
+      const voters = (await cluster.etcdMembers(survivors[0]!)).filter((m) => !m.isLearner && m.name !== "");
+      if (voters.length !== 3) throw new Error(`${voters.length} voters`);
+    },
+    { timeoutMs: 120_000, intervalMs: 500, what: "three voters again" },
+  );
   await leader.waitForLog((l) => l.msg === "curator serving", { from, timeoutMs: 120_000, what: "curator serving again" });
   return { write: firstWrite!, nodes: nodesWorking, elected: elected ?? Number.NaN };
 }

@@ -68,7 +68,13 @@ async function bootToInit(initramfs: string): Promise<{ hostMs: number; kernelS:
   rmSync(disk, { force: true });
   await cloneDisk(image.disk, disk);
   const result = await bootAndWatch(qemuArgs({ kernel: image.kernel, initramfs, disk, accel: accel.accel }), { until: (text) => CONSOLE.kernelRunsInit.test(text), timeoutMs: BOOT_TIMEOUT_MS });
-  if (!result.matched) throw new Error(`the kernel did not run /init: ${result.lines.slice(-5).map((l) => l.text).join(" | ")}`);
+  if (!result.matched)
+    throw new Error(
+      `the kernel did not run /init: ${result.lines
+        .slice(-5)
+        .map((l) => l.text)
+        .join(" | ")}`,
+    );
   const stamp = KERNEL_STAMP.exec(result.matched.text);
   return { hostMs: result.matched.ms, kernelS: stamp ? Number(stamp[1]) : undefined };
 }

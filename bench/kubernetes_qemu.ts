@@ -69,7 +69,7 @@ try {
   if (set.exitCode !== 0) throw new Error(set.stderr.trim());
   await eventually(
     async () => {
-      const ready = (await kubectl("get", "node", worker, "-o", "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}")).trim();
+      const ready = (await kubectl("get", "node", worker, "-o", 'jsonpath={.status.conditions[?(@.type=="Ready")].status}')).trim();
       if (ready !== "True") throw new Error(`Ready: ${ready || "no Node yet"}`);
     },
     { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "node2's Node Ready" },
@@ -91,10 +91,13 @@ try {
     );
     const applied = performance.now();
     await kubectl("apply", "-f", file);
-    await eventually(async () => {
-      const phase = (await kubectl("get", "pod", name, "-o", "jsonpath={.status.phase}")).trim();
-      if (phase !== "Running") throw new Error(`phase ${phase || "none yet"}`);
-    }, { timeoutMs: STEP_TIMEOUT_MS, intervalMs: 250, what: `${name} Running` });
+    await eventually(
+      async () => {
+        const phase = (await kubectl("get", "pod", name, "-o", "jsonpath={.status.phase}")).trim();
+        if (phase !== "Running") throw new Error(`phase ${phase || "none yet"}`);
+      },
+      { timeoutMs: STEP_TIMEOUT_MS, intervalMs: 250, what: `${name} Running` },
+    );
     running.push(performance.now() - applied);
     log.info(`${name} Running`, { seconds: (running.at(-1)! / 1000).toFixed(1) });
   }

@@ -102,14 +102,15 @@ try {
   await eventually(async () => (await kubectl("get", "node", node2!, "-o", "name")).trim() !== "", { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "node2's Node" });
   await apply("client", pod("client", node2!, "client", { app: "client" }));
   await running("client");
-  const fetchIn = (host: string, port: number) => kubectl("exec", "client", "--", "sh", "-c", httpGetCommand(host, port)).then((answer) => httpBody(answer, `http://${host}:${port}/ from the client pod`));
+  const fetchIn = (host: string, port: number) =>
+    kubectl("exec", "client", "--", "sh", "-c", httpGetCommand(host, port)).then((answer) => httpBody(answer, `http://${host}:${port}/ from the client pod`));
 
   // A node added: from the role set to its pod answering node2's. The pod
   // is applied once its Node exists: the pod garbage collector deletes pods
   // bound to a node that does not (after 40 s), as it does for an operator.
   const added = performance.now();
   await setWorker("node3");
-  await eventually(async () => (await kubectl("get", "node", node3!, "-o", "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}")).trim() === "True", {
+  await eventually(async () => (await kubectl("get", "node", node3!, "-o", 'jsonpath={.status.conditions[?(@.type=="Ready")].status}')).trim() === "True", {
     timeoutMs: STEP_TIMEOUT_MS,
     intervalMs: POLL_MS,
     what: "node3's Node Ready",
@@ -154,7 +155,9 @@ try {
   await eventually(async () => (await fetchIn(clusterIp, 80)) === "v2", { timeoutMs: STEP_TIMEOUT_MS, intervalMs: 250, what: "the Service answering with v2" });
   const endpointChange = performance.now() - moved;
 
-  console.log(`\nCluster network in qemu (${await qemuAccel(imageDir)}, ${sizeVms(3, thisHost()).cpus} vCPU(s) per VM, sized to the host, three VMs on this machine's cores; node1 controller, node2 and node3 workers; fresh disks)`);
+  console.log(
+    `\nCluster network in qemu (${await qemuAccel(imageDir)}, ${sizeVms(3, thisHost()).cpus} vCPU(s) per VM, sized to the host, three VMs on this machine's cores; node1 controller, node2 and node3 workers; fresh disks)`,
+  );
   figure("kubernetes-worker set on node3 → its Node Ready", seconds(nodeReady));
   figure("kubernetes-worker set on node3 → a pod on it answers node2's pod by IP", seconds(nodeAdded));
   figure("round trip, pod → pod across the mesh (avg of 20)", `${meshRtt.toFixed(1)} ms`);

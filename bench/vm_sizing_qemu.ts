@@ -103,10 +103,13 @@ async function run(label: string, cpus: number | undefined): Promise<Row> {
       }),
     );
     await kubectl("create", "-f", file);
-    await eventually(async () => {
-      const phase = (await kubectl("get", "pod", "shell", "-o", "jsonpath={.status.phase}")).trim();
-      if (phase !== "Running") throw new Error(`phase ${phase || "none yet"}`);
-    }, { timeoutMs: STEP_TIMEOUT_MS, intervalMs: 2_000, what: "the shell pod Running" });
+    await eventually(
+      async () => {
+        const phase = (await kubectl("get", "pod", "shell", "-o", "jsonpath={.status.phase}")).trim();
+        if (phase !== "Running") throw new Error(`phase ${phase || "none yet"}`);
+      },
+      { timeoutMs: STEP_TIMEOUT_MS, intervalMs: 2_000, what: "the shell pod Running" },
+    );
     log.info(`${label}: under load for ${minutes} minutes`);
     const execs: number[] = [];
     let execFailures = 0;
@@ -140,12 +143,17 @@ const rows: Row[] = [];
 if (values.only !== "sized") rows.push(await run("2 vCPUs per VM (before)", 2));
 if (values.only !== "2") rows.push(await run(`sized: ${sized.cpus} vCPU${sized.cpus === 1 ? "" : "s"} per VM`, undefined));
 const host = thisHost();
-console.log(`\nThree VMs (node1 controller and worker, node2 and node3 workers) on this host (${host.cpus} cores, ${host.memoryMiB} MiB), ${await qemuAccel(imageDir)}, fresh disks; ${minutes} min of load (3 CPU-bound pods)`);
+console.log(
+  `\nThree VMs (node1 controller and worker, node2 and node3 workers) on this host (${host.cpus} cores, ${host.memoryMiB} MiB), ${await qemuAccel(imageDir)}, fresh disks; ${minutes} min of load (3 CPU-bound pods)`,
+);
 for (const row of rows) {
   console.log(`\n${row.label}`);
   figure("node1 UP → three voting members", seconds(row.formation));
   figure("worker roles set → every Node Ready", seconds(row.kubernetes));
-  figure(`kubectl exec under load: p50 / max (${row.execs.length} ok, ${row.execFailures} failed)`, row.execs.length ? `${seconds(percentile(row.execs, 50))} / ${seconds(Math.max(...row.execs))}` : "—");
+  figure(
+    `kubectl exec under load: p50 / max (${row.execs.length} ok, ${row.execFailures} failed)`,
+    row.execs.length ? `${seconds(percentile(row.execs, 50))} / ${seconds(Math.max(...row.execs))}` : "—",
+  );
   figure("apiserver /readyz not ok under load", `${row.readyzFailures} of ${row.readyzReads}`);
   figure("node1 restarts: controller-manager / scheduler / apiserver / etcd", `${row.restarts["controller-manager"]} / ${row.restarts.scheduler} / ${row.restarts.apiserver} / ${row.restarts.etcd}`);
 }

@@ -41,7 +41,8 @@ const { values } = parseArgs({
 const claims = Number(values.claims);
 const mib = Number(values.mib);
 if (!Number.isInteger(claims) || claims < 1) throw new Error(`--claims must be a whole number of at least 1, not ${values.claims}`);
-if (!Number.isInteger(mib) || mib < 8 || mib > 256) throw new Error(`--mib must be a whole number from 8 to 256 (the VM's data partition holds the volume and an emptyDir of that size), not ${values.mib}`);
+if (!Number.isInteger(mib) || mib < 8 || mib > 256)
+  throw new Error(`--mib must be a whole number from 8 to 256 (the VM's data partition holds the volume and an emptyDir of that size), not ${values.mib}`);
 const imageDir = values["image-dir"] ?? join(REPO_ROOT, OUT_DIR);
 const log = createLogger("bench.volumes");
 
@@ -165,7 +166,9 @@ try {
   );
   const expansion = performance.now() - asked;
 
-  console.log(`\nPersistent volumes in qemu (${await qemuAccel(imageDir)}, ${sizeVms(2, thisHost()).cpus} vCPU(s) per VM, sized to the host, node1 controller, node2 worker, fresh disks; timed in the pod)`);
+  console.log(
+    `\nPersistent volumes in qemu (${await qemuAccel(imageDir)}, ${sizeVms(2, thisHost()).cpus} vCPU(s) per VM, sized to the host, node1 controller, node2 worker, fresh disks; timed in the pod)`,
+  );
   figure(`claim and pod applied → pod Running on its new volume, ${claims} one after another: p50 / max`, `${seconds(percentile(running, 50))} / ${seconds(Math.max(...running))}`);
   figure(`write ${mib} MiB + fsync, median of 3: in the volume / in an emptyDir (same partition)`, `${rate(wIn)} / ${rate(wOut)} (ratio ${(wOut / wIn).toFixed(2)})`);
   figure(`read ${mib} MiB O_DIRECT, median of 3: in the volume / in an emptyDir`, `${rate(rIn)} / ${rate(rOut)} (ratio ${(rOut / rIn).toFixed(2)})`);

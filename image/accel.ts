@@ -66,7 +66,27 @@ function deviceProblem(device: string): string | undefined {
 
 /** Boots `kernel` under KVM; undefined if it ran, or why not. */
 async function bootProblem(kernel: string, qemu: string, device: string, timeoutMs: number): Promise<{ problem?: string; seconds: number }> {
-  const argv = [qemu, "-accel", "kvm", "-cpu", "host", "-m", "256", "-smp", "1", "-nodefaults", "-display", "none", "-serial", "stdio", "-no-reboot", "-kernel", kernel, "-append", "console=ttyS0 panic=-1 loglevel=4"];
+  const argv = [
+    qemu,
+    "-accel",
+    "kvm",
+    "-cpu",
+    "host",
+    "-m",
+    "256",
+    "-smp",
+    "1",
+    "-nodefaults",
+    "-display",
+    "none",
+    "-serial",
+    "stdio",
+    "-no-reboot",
+    "-kernel",
+    kernel,
+    "-append",
+    "console=ttyS0 panic=-1 loglevel=4",
+  ];
   const started = performance.now();
   let result;
   try {
@@ -76,7 +96,10 @@ async function bootProblem(kernel: string, qemu: string, device: string, timeout
   }
   const seconds = (performance.now() - started) / 1000;
   if (result.matched) return { seconds };
-  const said = result.lines.map((l) => l.text.replace(/^\[qemu stderr\] /, "").trim()).filter((t) => /kvm|KVM|error|failed/i.test(t)).at(-1);
+  const said = result.lines
+    .map((l) => l.text.replace(/^\[qemu stderr\] /, "").trim())
+    .filter((t) => /kvm|KVM|error|failed/i.test(t))
+    .at(-1);
   if (result.timedOut) return { problem: `${device} opens, but a kernel under KVM did not boot within ${timeoutMs / 1000} s${said ? ` (qemu: ${said})` : ""}`, seconds };
   return { problem: `qemu -accel kvm exited with code ${result.exitCode ?? "?"}${said ? `: ${said}` : ""}`, seconds };
 }
@@ -116,7 +139,8 @@ export async function chooseAccelerator(options: ProbeOptions): Promise<Accelera
     let problem = deviceProblem(device);
     let seconds = 0;
     if (problem === undefined) ({ problem, seconds } = await bootProblem(options.kernel, qemu, device, options.timeoutMs ?? PROBE_TIMEOUT_MS));
-    choice = problem === undefined ? { accel: "kvm", reason: `KVM works here (a kernel booted under it in ${seconds.toFixed(1)} s)` } : { accel: "tcg", reason: `software emulation, because ${problem}` };
+    choice =
+      problem === undefined ? { accel: "kvm", reason: `KVM works here (a kernel booted under it in ${seconds.toFixed(1)} s)` } : { accel: "tcg", reason: `software emulation, because ${problem}` };
     if (cacheFile) {
       mkdirSync(dirname(cacheFile), { recursive: true });
       writeFileSync(cacheFile, `${JSON.stringify({ key, ...choice, probed: new Date().toISOString() })}\n`);

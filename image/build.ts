@@ -58,7 +58,8 @@ const { values } = parseArgs({
 
 function trialBound(value: string): number {
   const seconds = Number(value);
-  if (!/^\d+$/.test(value) || seconds < MIN_TRIAL_BOUND_S || seconds > MAX_TRIAL_BOUND_S) throw new UsageError(`--trial-bound ${value}: want whole seconds from ${MIN_TRIAL_BOUND_S} to ${MAX_TRIAL_BOUND_S}`);
+  if (!/^\d+$/.test(value) || seconds < MIN_TRIAL_BOUND_S || seconds > MAX_TRIAL_BOUND_S)
+    throw new UsageError(`--trial-bound ${value}: want whole seconds from ${MIN_TRIAL_BOUND_S} to ${MAX_TRIAL_BOUND_S}`);
   return seconds;
 }
 

@@ -32,7 +32,7 @@ export async function chunkDigests(path: string, chunkBytes = BUNDLE_CHUNK_BYTES
   let hasher = new Bun.CryptoHasher("sha256");
   let filled = 0;
   for await (const piece of Bun.file(path).stream()) {
-    for (let at = 0; at < piece.length; ) {
+    for (let at = 0; at < piece.length;) {
       const take = Math.min(chunkBytes - filled, piece.length - at);
       hasher.update(piece.subarray(at, at + take));
       filled += take;

@@ -27,7 +27,11 @@ describe("cpio", () => {
   });
 
   test("a file marked last comes after every other entry, its parents before it as always", () => {
-    const entries: CpioEntry[] = [{ kind: "file", path: "/init.bin", mode: 0o755, contents: new Uint8Array([1]), last: true }, { kind: "file", path: "/opt/z/late", mode: 0o644, contents: new Uint8Array([2]), last: true }, ...ENTRIES];
+    const entries: CpioEntry[] = [
+      { kind: "file", path: "/init.bin", mode: 0o755, contents: new Uint8Array([1]), last: true },
+      { kind: "file", path: "/opt/z/late", mode: 0o644, contents: new Uint8Array([2]), last: true },
+      ...ENTRIES,
+    ];
     expect(completeEntries(entries).map((e) => e.path)).toEqual(["bin", "dev", "dev/console", "opt", "opt/z", "tmp", "usr", "usr/bin", "usr/bin/tool", "init.bin", "opt/z/late"]);
   });
 

@@ -78,12 +78,7 @@ function padding(length: number): Uint8Array {
 }
 
 function header(fields: { ino: number; mode: number; nlink: number; size: number; rdevMajor: number; rdevMinor: number; nameBytes: number }): string {
-  return (
-    MAGIC +
-    [fields.ino, fields.mode, 0, 0, fields.nlink, FIXED_MTIME, fields.size, 0, 0, fields.rdevMajor, fields.rdevMinor, fields.nameBytes, 0]
-      .map(hex8)
-      .join("")
-  );
+  return MAGIC + [fields.ino, fields.mode, 0, 0, fields.nlink, FIXED_MTIME, fields.size, 0, 0, fields.rdevMajor, fields.rdevMinor, fields.nameBytes, 0].map(hex8).join("");
 }
 
 /** What one entry stores: its mode with file type, link count, data and device. */
@@ -121,9 +116,7 @@ export function writeCpio(dest: string, entries: readonly CpioEntry[]): number {
   };
   const putEntry = (ino: number, name: string, what: ReturnType<typeof describe>): void => {
     const nameBytes = new TextEncoder().encode(name + "\0");
-    const head = new TextEncoder().encode(
-      header({ ino, mode: what.mode, nlink: what.nlink, size: what.data.length, rdevMajor: what.rdev[0], rdevMinor: what.rdev[1], nameBytes: nameBytes.length }),
-    );
+    const head = new TextEncoder().encode(header({ ino, mode: what.mode, nlink: what.nlink, size: what.data.length, rdevMajor: what.rdev[0], rdevMinor: what.rdev[1], nameBytes: nameBytes.length }));
     put(head);
     put(nameBytes);
     put(padding(HEADER_BYTES + nameBytes.length));

@@ -5,4 +5,3 @@
 export class ImageBuildError extends Error {
   override name = "ImageBuildError";
 }
-

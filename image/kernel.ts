@@ -197,10 +197,7 @@ export async function extractVmlinux(vmlinuz: string, dest: string): Promise<voi
   const size = Bun.file(partial).size;
   if (!startsWith(head, ELF_MAGIC) || size !== expectedSize) {
     rmSync(partial, { force: true });
-    throw new ImageBuildError(
-      `could not extract vmlinux: ${decompressor.name} payload gave ${size} bytes ` +
-        `${startsWith(head, ELF_MAGIC) ? "" : "(not ELF) "}, want an ELF of ${expectedSize}`,
-    );
+    throw new ImageBuildError(`could not extract vmlinux: ${decompressor.name} payload gave ${size} bytes ` + `${startsWith(head, ELF_MAGIC) ? "" : "(not ELF) "}, want an ELF of ${expectedSize}`);
   }
   truncateSync(partial, await elfEnd(partial));
   renameSync(partial, dest);

@@ -327,7 +327,10 @@ export async function buildImage(options: BuildImageOptions = {}): Promise<Image
   writeFileIfChanged(paths.slot.cmdline, `${DEFAULT_KERNEL_CMDLINE} ${slotParameters.join(" ")} ${BUILD_PARAMETER}=${build}\n`);
 
   const bundleBuilt = await cachedStep(paths.slot.bundle, {
-    inputs: { params: { step: "bundle", version, chunkBytes: BUNDLE_CHUNK_BYTES }, files: [paths.slot.kernel + FINGERPRINT_SUFFIX, paths.initramfs + FINGERPRINT_SUFFIX, paths.slot.system + FINGERPRINT_SUFFIX, paths.slot.cmdline] },
+    inputs: {
+      params: { step: "bundle", version, chunkBytes: BUNDLE_CHUNK_BYTES },
+      files: [paths.slot.kernel + FINGERPRINT_SUFFIX, paths.initramfs + FINGERPRINT_SUFFIX, paths.slot.system + FINGERPRINT_SUFFIX, paths.slot.cmdline],
+    },
     build: async () => {
       log.info("describing the update bundle");
       const files = {} as BundleManifest["files"];
@@ -427,10 +430,7 @@ export function readManifest(outDir: string = join(REPO_ROOT, OUT_DIR)): ImageMa
  * initramfs and the manifest's cmdline (slot a's, as the disk template
  * installs it: the firmware's fixed entry), and a copy of disk.
  */
-export function manifestPaths(
-  manifest: ImageManifest,
-  outDir: string = join(REPO_ROOT, OUT_DIR),
-): { kernel: string; slot: string; initramfs: string; disk: string; system: string } {
+export function manifestPaths(manifest: ImageManifest, outDir: string = join(REPO_ROOT, OUT_DIR)): { kernel: string; slot: string; initramfs: string; disk: string; system: string } {
   return {
     kernel: join(outDir, manifest.kernel.file),
     slot: join(outDir, manifest.slot.dir),

@@ -26,7 +26,10 @@ describe("modules", () => {
   test("load order puts soft pre-dependencies and dependencies before each module", () => {
     const deps = parseModulesDep(MODULES_DEP);
     const providers = parseAliases(ALIASES).get("crypto-crc32c") ?? [];
-    const softPre = new Map([["ext4", providers], ["jbd2", providers]]);
+    const softPre = new Map([
+      ["ext4", providers],
+      ["jbd2", providers],
+    ]);
     const order = loadOrder(["dm_crypt", "ext4"], { deps, softPre }).map(moduleName);
     expect(order).toEqual(["dm_mod", "dm_crypt", "crc32c_generic", "crc16", "mbcache", "jbd2", "ext4"]);
   });

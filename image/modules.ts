@@ -133,10 +133,7 @@ export function parseAliases(text: string): Map<string, string[]> {
  * soft "pre:" dependencies (those shipped) and its modules.dep entries.
  * roots keeps its order wherever dependencies allow.
  */
-export function loadOrder(
-  roots: readonly string[],
-  { deps, softPre }: { deps: ReadonlyMap<string, readonly string[]>; softPre: ReadonlyMap<string, readonly string[]> },
-): string[] {
+export function loadOrder(roots: readonly string[], { deps, softPre }: { deps: ReadonlyMap<string, readonly string[]>; softPre: ReadonlyMap<string, readonly string[]> }): string[] {
   const byName = new Map([...deps.keys()].map((path) => [moduleName(path), path]));
   const order: string[] = [];
   const state = new Map<string, "visiting" | "done">();
@@ -179,10 +176,7 @@ export const SHIPPED_INDEX_FILES = ["modules.dep", "modules.softdep", "modules.a
  * kernel into stageDir (which is replaced), plain .ko only, with depmod's
  * index and modules.load.
  */
-export async function stageModules(
-  kernel: KernelTree,
-  { stageDir, roots = MODULE_ROOTS }: { stageDir: string; roots?: readonly string[] },
-): Promise<StagedModules> {
+export async function stageModules(kernel: KernelTree, { stageDir, roots = MODULE_ROOTS }: { stageDir: string; roots?: readonly string[] }): Promise<StagedModules> {
   const fullDeps = parseModulesDep(readFileSync(join(kernel.modulesDir, "modules.dep"), "utf8"));
   const byName = new Map([...fullDeps.keys()].map((path) => [moduleName(path), path]));
 

@@ -22,10 +22,7 @@ import { ImageBuildError } from "./errors.ts";
 
 export { PROBE_IMAGE_REF, SANDBOX_IMAGE_REF, TEST_IMAGE_REF };
 
-export type TarEntry =
-  | { kind: "dir"; path: string; mode: number }
-  | { kind: "file"; path: string; mode: number; contents: Uint8Array }
-  | { kind: "symlink"; path: string; target: string };
+export type TarEntry = { kind: "dir"; path: string; mode: number } | { kind: "file"; path: string; mode: number; contents: Uint8Array } | { kind: "symlink"; path: string; target: string };
 
 const BLOCK = 512;
 const NAME_MAX = 100;

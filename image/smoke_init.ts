@@ -137,7 +137,11 @@ async function main(): Promise<void> {
   writeFileSync("/mnt/data/hello.txt", "hello");
   say(`ext4 on luks mounted, holds ${JSON.stringify(readdirSync("/mnt/data"))}`);
   umount("/mnt/data");
-  say(`e2fsck: ${exec(["/usr/sbin/e2fsck", "-f", "-n", `/dev/mapper/${LUKS_NAME}`]).split("\n").at(-1)}`);
+  say(
+    `e2fsck: ${exec(["/usr/sbin/e2fsck", "-f", "-n", `/dev/mapper/${LUKS_NAME}`])
+      .split("\n")
+      .at(-1)}`,
+  );
   exec(["/usr/sbin/cryptsetup", "close", LUKS_NAME]);
 
   say(`etcd: ${exec(["/usr/bin/etcd", "--version"]).split("\n")[0]}`);

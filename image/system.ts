@@ -29,7 +29,23 @@
 // test stand-in. zstd-compressed; built reproducibly (every file owned by
 // root, every time 0), so the same inputs give the same bytes.
 
-import { chmodSync, closeSync, copyFileSync, lstatSync, mkdirSync, openSync, readdirSync, readlinkSync, readSync, realpathSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  closeSync,
+  copyFileSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readlinkSync,
+  readSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { dirname, isAbsolute, join, relative } from "node:path";
 import { CONTROLLER_COMPONENTS } from "../internal/kubernetes/mod.ts";
 import { ImageBuildError } from "./errors.ts";
@@ -138,8 +154,7 @@ export function describeSystem(contents: SystemContents): unknown[] {
   return contents.files.map((file) => ({
     path: file.path,
     mode: file.mode,
-    contents:
-      typeof file.contents === "string" || !(file.contents instanceof Uint8Array) ? file.contents : new Bun.CryptoHasher("sha256").update(file.contents).digest("hex"),
+    contents: typeof file.contents === "string" || !(file.contents instanceof Uint8Array) ? file.contents : new Bun.CryptoHasher("sha256").update(file.contents).digest("hex"),
   }));
 }
 

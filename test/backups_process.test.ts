@@ -77,7 +77,10 @@ test("a scheduled backup is written on the named node, proven to restore, shown 
 test("each proven backup goes to the owner's HTTP target; a full one is reported and deletes nothing, and a new target gets the newest proven backup", async () => {
   type Backups = { lastProven?: { file: string }; lastUploaded?: { file: string; uploadedTo: string }; lastError?: string };
   const backups = async () => (JSON.parse((await ctl("cluster", "info", "--json")).stdout) as { backups: Backups }).backups;
-  const local = () => readdirSync(join(node.layout.data.path, "backups")).filter((n) => n.endsWith(".backup")).sort();
+  const local = () =>
+    readdirSync(join(node.layout.data.path, "backups"))
+      .filter((n) => n.endsWith(".backup"))
+      .sort();
   const before = local();
   expect(before.length).toBeGreaterThan(0);
   const base = `http://127.0.0.1:${target.port}`;

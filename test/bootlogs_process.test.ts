@@ -51,7 +51,10 @@ test("after ctl node reboot, --boot -1 shows the previous boot's last lines and 
   // reboot: a fact that comes in its own time, waited for.
   const reboot = await eventually(
     async () => {
-      const trail = (await ctl("events", "--node", id, "--json")).stdout.trim().split("\n").map((l) => JSON.parse(l) as { kind: string; actor: string; method: string; result: string });
+      const trail = (await ctl("events", "--node", id, "--json")).stdout
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l) as { kind: string; actor: string; method: string; result: string });
       const found = trail.find((e) => e.method === "NodeManagement/Reboot");
       expect(found).toBeDefined();
       return found!;

@@ -34,7 +34,9 @@ afterAll(async () => {
 
 const members = etcdMembersVia;
 
-async function nodeList(): Promise<{ id: string; state: string; roles: string[]; address: string; health: string; lastSeenMs?: number; services: { name: string; state: string; message: string }[] }[]> {
+async function nodeList(): Promise<
+  { id: string; state: string; roles: string[]; address: string; health: string; lastSeenMs?: number; services: { name: string; state: string; message: string }[] }[]
+> {
   const result = await ctl("node", "list", "--json");
   if (result.code !== 0) throw new Error(`ctl node list failed: ${result.stderr}`);
   return JSON.parse(result.stdout);
@@ -62,7 +64,12 @@ describe("a three-node cluster of processes", () => {
       ids.set(node, String(waiting.msg).split(" ")[7]!);
     }
     const listed = await nodeList();
-    expect(listed.filter((n) => n.state === "NEW").map((n) => n.id).sort()).toEqual([ids.get(node2)!, ids.get(node3)!].sort());
+    expect(
+      listed
+        .filter((n) => n.state === "NEW")
+        .map((n) => n.id)
+        .sort(),
+    ).toEqual([ids.get(node2)!, ids.get(node3)!].sort());
     for (const node of [node2, node3]) expect((await ctl("node", "approve", ids.get(node)!)).code).toBe(0);
     for (const node of [node2, node3]) await node.waitForLog((l) => l.msg === "node is UP", { what: "UP after approval" });
     ids.set(node1, (await nodeList()).find((n) => n.address === node1.address)!.id);
@@ -95,7 +102,20 @@ describe("a three-node cluster of processes", () => {
     const etcdDir = join(dir.path, "etcd-client");
     expect((await ctl("etcd", "credentials", etcdDir)).code).toBe(0);
     const etcdctl = Bun.spawn(
-      [join(systemTree(), "usr", "bin", "etcdctl"), "--cacert", join(etcdDir, "ca.pem"), "--cert", join(etcdDir, "client.pem"), "--key", join(etcdDir, "client.key"), "--endpoints", `https://${node2.address}:2379`, "--write-out=json", "member", "list"],
+      [
+        join(systemTree(), "usr", "bin", "etcdctl"),
+        "--cacert",
+        join(etcdDir, "ca.pem"),
+        "--cert",
+        join(etcdDir, "client.pem"),
+        "--key",
+        join(etcdDir, "client.key"),
+        "--endpoints",
+        `https://${node2.address}:2379`,
+        "--write-out=json",
+        "member",
+        "list",
+      ],
       { stdout: "pipe", stderr: "pipe" },
     );
     const [out, err] = await Promise.all([new Response(etcdctl.stdout).text(), new Response(etcdctl.stderr).text(), etcdctl.exited]);
@@ -162,8 +182,7 @@ describe("a three-node cluster of processes", () => {
     const owner = loadOwnerCredentials(configPaths(join(dir.path, "ctl")), ownerKeyFile);
     expect(owner.endpoints.length).toBe(3);
     const pool = new CuratorPool({ ca: owner.ca, certificate: owner.certificate, privateKey: owner.key.privateKey });
-    const setWorker = (node: NodeProcess, worker: boolean) =>
-      pool.call(Management, owner.endpoints, (m) => m.updateNodeRoles({ id: ids.get(node)!, kubernetesWorker: worker }, { timeoutMs: 5_000 }));
+    const setWorker = (node: NodeProcess, worker: boolean) => pool.call(Management, owner.endpoints, (m) => m.updateNodeRoles({ id: ids.get(node)!, kubernetesWorker: worker }, { timeoutMs: 5_000 }));
     // An owner's script retries a write that found no leader for a moment.
     const setWorkerEventually = (node: NodeProcess, worker: boolean, what: string) => eventually(() => setWorker(node, worker), { timeoutMs: 60_000, intervalMs: 200, what });
     try {
@@ -240,11 +259,16 @@ describe("a three-node cluster of processes", () => {
       if (result.code !== 0) throw new Error(result.stderr);
       return JSON.parse(result.stdout) as { leaders: { curator: string; etcd: string } };
     };
-    const leaderId = (await eventually(async () => {
-      const { leaders } = await info();
-      if (!leaders.curator.startsWith("node-")) throw new Error(`no curator leader yet: ${leaders.curator}`);
-      return leaders;
-    }, { timeoutMs: 30_000, intervalMs: 1000, what: "the curator leader" })).curator;
+    const leaderId = (
+      await eventually(
+        async () => {
+          const { leaders } = await info();
+          if (!leaders.curator.startsWith("node-")) throw new Error(`no curator leader yet: ${leaders.curator}`);
+          return leaders;
+        },
+        { timeoutMs: 30_000, intervalMs: 1000, what: "the curator leader" },
+      )
+    ).curator;
     const leader = [...ids].find(([, id]) => id === leaderId)![0];
     const other = [node1, node2].find((n) => n !== leader)!;
     const from = leader.logs.length;
@@ -286,7 +310,10 @@ describe("a three-node cluster of processes", () => {
     );
     await eventually(
       async () => {
-        const voters = (await members(other)).filter((m) => !m.isLearner).map((m) => m.name).sort();
+        const voters = (await members(other))
+          .filter((m) => !m.isLearner)
+          .map((m) => m.name)
+          .sort();
         expect(voters).toEqual([leaderId, ids.get(other)!].sort());
       },
       { timeoutMs: 90_000, intervalMs: 1000, what: "the old leader a voter again" },

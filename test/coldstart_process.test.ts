@@ -168,7 +168,11 @@ describe("cold start with threshold shares", () => {
     // can open: a curator would need one of them open first. That event
     // proves the negative; no time has to pass for it.
     for (const node of [node1, node3]) {
-      const waiting = await node.waitForLog((l) => l.msg.startsWith("cold start: no curator answers; have 1 of 2 shares"), { from: from.get(node)!, timeoutMs: 60_000, what: "waiting for node2's share" });
+      const waiting = await node.waitForLog((l) => l.msg.startsWith("cold start: no curator answers; have 1 of 2 shares"), {
+        from: from.get(node)!,
+        timeoutMs: 60_000,
+        what: "waiting for node2's share",
+      });
       expect(waiting.msg).toContain(cluster.ids.get(node2)!);
     }
     for (const node of [node1, node3]) expect(node.logs.slice(from.get(node)!).some((l) => l.msg === "node is UP")).toBe(false);
@@ -191,7 +195,10 @@ describe("cold start with threshold shares", () => {
     const [node1, node2, node3] = cluster.nodes as [NodeProcess, NodeProcess, NodeProcess];
     const id = (n: NodeProcess) => cluster.ids.get(n)!;
     await eventually(() => cluster.ctl("node", "roles", "unset", id(node3), "consensus"), { timeoutMs: 60_000, intervalMs: 500 });
-    for (const [node, other] of [[node1, node2], [node2, node1]] as const) {
+    for (const [node, other] of [
+      [node1, node2],
+      [node2, node1],
+    ] as const) {
       await eventually(
         () => {
           const shares = readSealedConfiguration(node.layout.esp.sealed)?.unlockShares;

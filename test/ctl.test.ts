@@ -140,7 +140,10 @@ describe("ctl", () => {
     expect(table.code).toBe(0);
     // No heartbeats here (no role server runs): health is UNKNOWN, or HEARTBEAT_TIMEOUT after the grace period.
     expect(table.stdout).toMatch(
-      new RegExp(`^NODE\\s+STATE\\s+HEALTH\\s+LAST SEEN\\s+ADDRESS\\s+ROLES\\s+LABELS\\n${cluster.node.id}\\s+UP\\s+(UNKNOWN|HEARTBEAT_TIMEOUT)\\s+-\\s+${cluster.host}\\s+consensus,kubernetes-controller\\s+-$`, "m"),
+      new RegExp(
+        `^NODE\\s+STATE\\s+HEALTH\\s+LAST SEEN\\s+ADDRESS\\s+ROLES\\s+LABELS\\n${cluster.node.id}\\s+UP\\s+(UNKNOWN|HEARTBEAT_TIMEOUT)\\s+-\\s+${cluster.host}\\s+consensus,kubernetes-controller\\s+-$`,
+        "m",
+      ),
     );
     const json = JSON.parse((await ctl("node", "list", "--json")).stdout);
     expect(json).toEqual([expect.objectContaining({ id: cluster.node.id, state: "UP", roles: ["consensus", "kubernetes-controller"], curator: true })]);
@@ -205,7 +208,11 @@ describe("ctl", () => {
     const { header, snapshot } = decryptBackup(readFileSync(file), rawPrivateKey(owner.privateKey));
     // Any key but the CA's: another cluster's CA key, say.
     const forgerKey = generateKeyPair();
-    const writer = new BackupWriter(rawPublicKey(owner.publicKey), { caFingerprint: header.caFingerprint, etcdRevision: header.etcdRevision, createdAt: header.createdAt, nodeCount: header.nodeCount, nodecoreVersion: header.nodecoreVersion }, forgerKey.privateKey);
+    const writer = new BackupWriter(
+      rawPublicKey(owner.publicKey),
+      { caFingerprint: header.caFingerprint, etcdRevision: header.etcdRevision, createdAt: header.createdAt, nodeCount: header.nodeCount, nodecoreVersion: header.nodecoreVersion },
+      forgerKey.privateKey,
+    );
     const forged = join(config.path, "forged.backup");
     writeFileSync(forged, Buffer.concat([writer.push(snapshot), writer.finish()]));
     const why = "it was not written by this cluster, or was changed since";
@@ -247,7 +254,11 @@ describe("ctl", () => {
   });
 
   test("cluster recover names a survivor the config has no curator of, or a malformed one, in one line, and calls nothing", async () => {
-    expectOneLineError(await ctl("cluster", "recover", "--from", "node-0123456789abcdef", "--yes"), 1, `--from node-0123456789abcdef: the ctl config lists no curator of that node (it lists ${cluster.node.id}); give its address as node-0123456789abcdef@<address>`);
+    expectOneLineError(
+      await ctl("cluster", "recover", "--from", "node-0123456789abcdef", "--yes"),
+      1,
+      `--from node-0123456789abcdef: the ctl config lists no curator of that node (it lists ${cluster.node.id}); give its address as node-0123456789abcdef@<address>`,
+    );
     expectOneLineError(await ctl("cluster", "recover", "--from", "somehost", "--yes"), 1, "--from somehost: name the surviving node by its ID (node- and 16 hex digits), optionally as node-…@address");
     expectOneLineError(await ctl("cluster", "recover", "--from", "node-01@10.0.0.1", "--yes"), 1, "--from node-01@10.0.0.1: 'node-01@10.0.0.1': 'node-01' is not a node ID");
   });
@@ -313,16 +324,10 @@ describe("ctl", () => {
 
   test("a fake curator holding a genuine node certificate is refused, and gets no call", async () => {
     const key = generateKeyPair();
-    const impostor = await startImpostorCurator(
-      { key, certificate: issueNodeCertificate(cluster.clusterCA, key.publicKey, { ipAddresses: ["127.0.0.1"] }) },
-      cluster.clusterCA.certificate,
-    );
+    const impostor = await startImpostorCurator({ key, certificate: issueNodeCertificate(cluster.clusterCA, key.publicKey, { ipAddresses: ["127.0.0.1"] }) }, cluster.clusterCA.certificate);
     try {
       // As if the impostor had got itself into the owner's endpoints.
-      const [approve, list] = await withEndpoints(`${impostor.endpoint.host}:${impostor.endpoint.port}`, async () => [
-        await ctl("node", "approve", cluster.node.id),
-        await ctl("node", "list"),
-      ]);
+      const [approve, list] = await withEndpoints(`${impostor.endpoint.host}:${impostor.endpoint.port}`, async () => [await ctl("node", "approve", cluster.node.id), await ctl("node", "list")]);
       expectOneLineError(approve!, 1, "ctl: no curator could be trusted (1 tried): ");
       expect(approve!.stdout).toBe("");
       expect(approve!.stderr).toContain("not a curator certificate");
@@ -482,7 +487,12 @@ describe("every bad command line and config fails with one line that names its c
       ["node", "list"],
       /cluster CA certificate \S+\/ca\.crt is not a valid PEM certificate/,
     ],
-    ["a corrupt owner key", (d) => writeFileSync(join(d, "owner.key"), "-----BEGIN PRIVATE KEY-----\nnope\n-----END PRIVATE KEY-----\n"), ["node", "list"], /owner key \S+\/owner\.key is not a valid PEM private key/],
+    [
+      "a corrupt owner key",
+      (d) => writeFileSync(join(d, "owner.key"), "-----BEGIN PRIVATE KEY-----\nnope\n-----END PRIVATE KEY-----\n"),
+      ["node", "list"],
+      /owner key \S+\/owner\.key is not a valid PEM private key/,
+    ],
     [
       "an owner key that owner.crt does not certify",
       (d) => writeFileSync(join(d, "owner.key"), privateKeyPem(generateKeyPair().privateKey)),
@@ -505,13 +515,26 @@ describe("every bad command line and config fails with one line that names its c
     ["no owner key to bootstrap with", () => {}, ["--owner-key", "/nonexistent/owner.key", "params", "bootstrap", "/tmp/x.pb"], "no owner key at /nonexistent/owner.key"],
     ["a parameters file in a missing directory", () => {}, ["params", "bootstrap", "/nonexistent/dir/x.pb"], "/nonexistent/dir/x.pb: no such file or directory"],
     ["an endpoint that is not one", () => {}, ["takeownership", "10.0.0.1:99999"], "'10.0.0.1:99999': port must be 1-65535"],
-    ["an update bundle that is not one", () => {}, ["node", "update", "node-1", "--image", "/tmp"], "/tmp is not an update bundle: it has no bundle.json (bun run image writes one to out/image/slot/)"],
+    [
+      "an update bundle that is not one",
+      () => {},
+      ["node", "update", "node-1", "--image", "/tmp"],
+      "/tmp is not an update bundle: it has no bundle.json (bun run image writes one to out/image/slot/)",
+    ],
     [
       "an update bundle with a file cut short",
       (d) => {
         const bundle = join(d, "bundle");
         mkdirSync(bundle);
-        writeFileSync(join(bundle, "bundle.json"), JSON.stringify({ format: 1, version: "0.2.0", arch: "x86_64", files: Object.fromEntries(["system", "kernel", "initramfs", "version", "cmdline"].map((n) => [n, { bytes: 10, sha256: "0".repeat(64) }])) }));
+        writeFileSync(
+          join(bundle, "bundle.json"),
+          JSON.stringify({
+            format: 1,
+            version: "0.2.0",
+            arch: "x86_64",
+            files: Object.fromEntries(["system", "kernel", "initramfs", "version", "cmdline"].map((n) => [n, { bytes: 10, sha256: "0".repeat(64) }])),
+          }),
+        );
         for (const name of ["system", "kernel", "initramfs", "version", "cmdline"]) writeFileSync(join(bundle, name), "0123456789");
         writeFileSync(join(bundle, "system"), "01234");
       },

@@ -58,12 +58,18 @@ test("a follower sees the owner delete a node, with the owner as the actor; the 
   }
 
   // The trail from the start: the formation's approvals and the consensus role, each with the owner as the actor.
-  const all = (await cluster.ctl("events", "-n", "1000", "--json")).stdout.trim().split("\n").map((l) => JSON.parse(l) as Row);
+  const all = (await cluster.ctl("events", "-n", "1000", "--json")).stdout
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as Row);
   const approvals = all.filter((r) => r.method === "Management/ApproveNode");
   expect(approvals.map((r) => r.node).sort()).toEqual([cluster.ids.get(cluster.nodes[1]!)!, id3].sort());
   expect(approvals.every((r) => r.actor === "owner" && r.result === "OK")).toBe(true);
   // --node: only what concerns that node.
-  const about = (await cluster.ctl("events", "--node", id3, "--json")).stdout.trim().split("\n").map((l) => JSON.parse(l) as Row);
+  const about = (await cluster.ctl("events", "--node", id3, "--json")).stdout
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as Row);
   expect(about.length).toBeGreaterThanOrEqual(2);
   expect(about.every((r) => r.node === id3)).toBe(true);
   // For people: one line each, time first.
@@ -78,7 +84,10 @@ test("a stranger's refused calls are in the trail, under its address", async () 
   expect(refused.code).not.toBe(0);
   const rows = await eventually(
     async () => {
-      const list = (await cluster.ctl("events", "-n", "1000", "--json")).stdout.trim().split("\n").map((l) => JSON.parse(l) as Row);
+      const list = (await cluster.ctl("events", "-n", "1000", "--json")).stdout
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l) as Row);
       const found = list.filter((r) => r.kind === "refusal");
       expect(found.length).toBeGreaterThan(0);
       return found;
@@ -92,9 +101,16 @@ test("a stranger's refused calls are in the trail, under its address", async () 
 test("what the curator leader sees is in the trail too: a node timing out, booting again and coming back", async () => {
   const node2 = cluster.nodes[1]!;
   const id2 = cluster.ids.get(node2)!;
-  const about = async () => (await cluster.ctl("events", "--node", id2, "-n", "1000", "--json")).stdout.trim().split("\n").map((l) => JSON.parse(l) as Row);
+  const about = async () =>
+    (await cluster.ctl("events", "--node", id2, "-n", "1000", "--json")).stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as Row);
   await node2.stop("SIGKILL");
-  await eventually(async () => expect((await about()).some((r) => r.kind === "health" && r.detail === "HEALTHY → HEARTBEAT_TIMEOUT")).toBe(true), { timeoutMs: 60_000, what: "node2's timeout in the trail" });
+  await eventually(async () => expect((await about()).some((r) => r.kind === "health" && r.detail === "HEALTHY → HEARTBEAT_TIMEOUT")).toBe(true), {
+    timeoutMs: 60_000,
+    what: "node2's timeout in the trail",
+  });
   node2.start();
   // Two facts, seen apart: health comes back with the first heartbeat, the
   // new boot with the node's first status report, in either order.

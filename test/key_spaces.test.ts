@@ -59,7 +59,7 @@ test("no product code outside a key space's owner names that key space", () => {
 
 test("the check sees a key space named outside its owner", () => {
   const [curator, kubernetes] = KEY_SPACES;
-  expect(curator!.names.test('const store = new CuratorStore(etcd.namespace(ETCD_PREFIX));')).toBe(true);
+  expect(curator!.names.test("const store = new CuratorStore(etcd.namespace(ETCD_PREFIX));")).toBe(true);
   expect(curator!.names.test('etcd.getAll().prefix("/nodecore/")')).toBe(true);
   expect(curator!.names.test('"/usr/share/nodecore/images/pause.oci.tar"')).toBe(false);
   expect(kubernetes!.names.test('await etcd.get("/kubernetes/pki")')).toBe(true);

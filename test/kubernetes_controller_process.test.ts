@@ -83,7 +83,10 @@ test("kubernetes-controller runs the real apiserver, controller-manager and sche
   expect(storageClass).toMatchObject({ provisioner: "volumes.nodecore.local", volumeBindingMode: "WaitForFirstConsumer", reclaimPolicy: "Delete", allowVolumeExpansion: true });
   expect(storageClass.metadata.annotations["storageclass.kubernetes.io/is-default-class"]).toBe("true");
   expect(JSON.parse(kubectl(kubeconfig, "get", "csidriver", "volumes.nodecore.local", "-o", "json")).spec).toMatchObject({ attachRequired: false, storageCapacity: true });
-  const canI = (...args: string[]) => Bun.spawnSync([KUBECTL, "--kubeconfig", kubeconfig, "auth", "can-i", ...args], { timeout: 60_000 }).stdout.toString().trim();
+  const canI = (...args: string[]) =>
+    Bun.spawnSync([KUBECTL, "--kubeconfig", kubeconfig, "auth", "can-i", ...args], { timeout: 60_000 })
+      .stdout.toString()
+      .trim();
   expect(canI("create", "persistentvolumes", "--as", "nodecore:volumes:node-x", "--as-group", "nodecore:volume-provisioners")).toBe("yes");
   expect(canI("create", "csistoragecapacities.storage.k8s.io", "-n", "kube-system", "--as", "nodecore:volumes:node-x", "--as-group", "nodecore:volume-provisioners")).toBe("yes");
   expect(canI("create", "persistentvolumes", "--as", "nodecore:volumes:node-x")).toBe("no");
@@ -184,7 +187,16 @@ test("the volumes controller: a volume on a node the records no longer hold has 
   });
   const uid = kubectl(kubeconfig, "get", "pvc", "kept-data", "-o", "jsonpath={.metadata.uid}");
   apply(volume("pvc-on-gone", "node-gone", { name: "kept-data", uid }));
-  kubectl(kubeconfig, "patch", "pvc", "kept-data", "--subresource=status", "--type=merge", "-p", JSON.stringify({ status: { phase: "Bound", capacity: { storage: "64Mi" }, accessModes: ["ReadWriteOnce"] } }));
+  kubectl(
+    kubeconfig,
+    "patch",
+    "pvc",
+    "kept-data",
+    "--subresource=status",
+    "--type=merge",
+    "-p",
+    JSON.stringify({ status: { phase: "Bound", capacity: { storage: "64Mi" }, accessModes: ["ReadWriteOnce"] } }),
+  );
   kubectl(kubeconfig, "patch", "pv", "pvc-on-gone", "--subresource=status", "--type=merge", "-p", JSON.stringify({ status: { phase: "Bound" } }));
   // A volume on node1, which is in the records (not a worker): kept.
   apply(volume("pvc-on-self", self));

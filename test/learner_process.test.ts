@@ -38,67 +38,68 @@ function treeWithBrokenEtcd(): string {
   return tree;
 }
 
-test(
-  "a learner that never starts is given up after its bound, the next join goes on, and its node joins again once it can",
-  async () => {
-    const broken = treeWithBrokenEtcd();
-    cluster = await formProcessCluster(dir.path, 60, undefined, {
-      consensus: 1,
-      env: { NODECORE_PROCESS_CONSENSUS_JOIN_TIMING: `${TIMING.catchUpMs},${TIMING.rejoinBackoffMs}` },
-      prepare: async (node) => {
-        if (node.name === "node2") node.system = broken;
-      },
-    });
-    const c = cluster;
-    const [node1, node2, node3] = c.nodes as [(typeof c.nodes)[0], (typeof c.nodes)[0], (typeof c.nodes)[0]];
-    const id2 = c.ids.get(node2)!;
-    const id3 = c.ids.get(node3)!;
-    const owner = (...args: string[]) => runCtl(c.ctlDir, "--owner-key", c.ownerKeyFile, ...args);
+test("a learner that never starts is given up after its bound, the next join goes on, and its node joins again once it can", async () => {
+  const broken = treeWithBrokenEtcd();
+  cluster = await formProcessCluster(dir.path, 60, undefined, {
+    consensus: 1,
+    env: { NODECORE_PROCESS_CONSENSUS_JOIN_TIMING: `${TIMING.catchUpMs},${TIMING.rejoinBackoffMs}` },
+    prepare: async (node) => {
+      if (node.name === "node2") node.system = broken;
+    },
+  });
+  const c = cluster;
+  const [node1, node2, node3] = c.nodes as [(typeof c.nodes)[0], (typeof c.nodes)[0], (typeof c.nodes)[0]];
+  const id2 = c.ids.get(node2)!;
+  const id3 = c.ids.get(node3)!;
+  const owner = (...args: string[]) => runCtl(c.ctlDir, "--owner-key", c.ownerKeyFile, ...args);
 
-    // Node 2 gets the role: a learner is added, and its etcd never starts.
-    expect((await owner("node", "roles", "set", id2, "consensus")).code).toBe(0);
-    // While it stays a learner, node 3's join is refused.
-    const refused = await owner("node", "roles", "set", id3, "consensus");
-    expect(refused.code).not.toBe(0);
-    expect(refused.stderr).toMatch(/one node joins etcd at a time/);
+  // Node 2 gets the role: a learner is added, and its etcd never starts.
+  expect((await owner("node", "roles", "set", id2, "consensus")).code).toBe(0);
+  // While it stays a learner, node 3's join is refused.
+  const refused = await owner("node", "roles", "set", id3, "consensus");
+  expect(refused.code).not.toBe(0);
+  expect(refused.stderr).toMatch(/one node joins etcd at a time/);
 
-    // The leader gives it up after its bound; the trail says so; the health check names node 2.
-    await eventually(
-      async () => {
-        const members = await c.etcdMembers(node1);
-        expect(members.filter((m) => m.isLearner)).toEqual([]);
-        const events = await owner("events", "-n", "200");
-        expect(events.stdout).toMatch(new RegExp(`consensus .*${id2}.*etcd learner given up after \\d+ s without catching up \\(it never started\\)`));
-      },
-      { timeoutMs: TIMING.catchUpMs + 60_000, intervalMs: 1_000, what: "node 2's learner given up" },
-    );
-    const health = await owner("cluster", "health");
-    expect(health.stdout).toContain(`${id2} holds the consensus role but is no voting member`);
+  // The leader gives it up after its bound; the trail says so; the health check names node 2.
+  await eventually(
+    async () => {
+      const members = await c.etcdMembers(node1);
+      expect(members.filter((m) => m.isLearner)).toEqual([]);
+      const events = await owner("events", "-n", "200");
+      expect(events.stdout).toMatch(new RegExp(`consensus .*${id2}.*etcd learner given up after \\d+ s without catching up \\(it never started\\)`));
+    },
+    { timeoutMs: TIMING.catchUpMs + 60_000, intervalMs: 1_000, what: "node 2's learner given up" },
+  );
+  const health = await owner("cluster", "health");
+  expect(health.stdout).toContain(`${id2} holds the consensus role but is no voting member`);
 
-    // Node 3 joins meanwhile, and votes.
-    await eventually(async () => expect((await owner("node", "roles", "set", id3, "consensus")).code).toBe(0), { timeoutMs: 60_000, intervalMs: 1_000, what: "node 3's consensus role" });
-    await eventually(
-      async () => {
-        const members = await c.etcdMembers(node1);
-        expect(members.find((m) => m.name === id3)?.isLearner).toBe(false);
-      },
-      { timeoutMs: 90_000, intervalMs: 1_000, what: "node 3 voting" },
-    );
+  // Node 3 joins meanwhile, and votes.
+  await eventually(async () => expect((await owner("node", "roles", "set", id3, "consensus")).code).toBe(0), { timeoutMs: 60_000, intervalMs: 1_000, what: "node 3's consensus role" });
+  await eventually(
+    async () => {
+      const members = await c.etcdMembers(node1);
+      expect(members.find((m) => m.name === id3)?.isLearner).toBe(false);
+    },
+    { timeoutMs: 90_000, intervalMs: 1_000, what: "node 3 voting" },
+  );
 
-    // Node 2 can run etcd again (its disk freed, its crash fixed): it gets a new learner, drops its old etcd data, joins, and votes.
-    await node2.stop();
-    node2.system = systemTree();
-    const from = node2.logs.length;
-    node2.start({ NODECORE_PROCESS_CONSENSUS_JOIN_TIMING: `${TIMING.catchUpMs},${TIMING.rejoinBackoffMs}` });
-    await eventually(
-      async () => {
-        const members = await c.etcdMembers(node1);
-        expect(members.filter((m) => !m.isLearner).map((m) => m.name).sort()).toEqual([c.ids.get(node1)!, id2, id3].sort());
-      },
-      { timeoutMs: 180_000, intervalMs: 1_000, what: "node 2 voting again" },
-    );
-    expect(node2.logs.slice(from).some((l) => String(l.msg).startsWith("the cluster has no etcd member for this node, which holds the consensus role"))).toBe(true);
-    expect((await owner("events", "-n", "200")).stdout).toMatch(new RegExp(`consensus .*${id2}.*given a new etcd learner \\(its last was given up\\)`));
-  },
-  420_000,
-);
+  // Node 2 can run etcd again (its disk freed, its crash fixed): it gets a new learner, drops its old etcd data, joins, and votes.
+  await node2.stop();
+  node2.system = systemTree();
+  const from = node2.logs.length;
+  node2.start({ NODECORE_PROCESS_CONSENSUS_JOIN_TIMING: `${TIMING.catchUpMs},${TIMING.rejoinBackoffMs}` });
+  await eventually(
+    async () => {
+      const members = await c.etcdMembers(node1);
+      expect(
+        members
+          .filter((m) => !m.isLearner)
+          .map((m) => m.name)
+          .sort(),
+      ).toEqual([c.ids.get(node1)!, id2, id3].sort());
+    },
+    { timeoutMs: 180_000, intervalMs: 1_000, what: "node 2 voting again" },
+  );
+  expect(node2.logs.slice(from).some((l) => String(l.msg).startsWith("the cluster has no etcd member for this node, which holds the consensus role"))).toBe(true);
+  expect((await owner("events", "-n", "200")).stdout).toMatch(new RegExp(`consensus .*${id2}.*given a new etcd learner \\(its last was given up\\)`));
+}, 420_000);

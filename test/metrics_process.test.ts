@@ -86,7 +86,10 @@ test("no certificate, a node's certificate, a wrong path: refused, one line each
 
   const rows = await eventually(
     async () => {
-      const all = (await cluster.ctl("events", "-n", "1000", "--json")).stdout.trim().split("\n").map((l) => JSON.parse(l) as { method: string; actor: string; result: string; node: string });
+      const all = (await cluster.ctl("events", "-n", "1000", "--json")).stdout
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l) as { method: string; actor: string; result: string; node: string });
       const refused = all.filter((r) => r.method === "NodeManagement/Metrics");
       expect(refused.length).toBeGreaterThanOrEqual(2);
       return refused;
@@ -119,7 +122,10 @@ test("the reader certificate opens no gRPC method: a write is refused, and audit
   // The curator's trail has it, under the reader's name.
   await eventually(
     async () => {
-      const all = (await cluster.ctl("events", "-n", "1000", "--json")).stdout.trim().split("\n").map((l) => JSON.parse(l) as { kind: string; method: string; actor: string });
+      const all = (await cluster.ctl("events", "-n", "1000", "--json")).stdout
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l) as { kind: string; method: string; actor: string });
       expect(all.some((r) => r.kind === "refusal" && r.method === "Management/ApproveNode" && r.actor.startsWith('metrics reader "prometheus" from '))).toBe(true);
     },
     { timeoutMs: 30_000, what: "the reader's refused write in the trail" },
@@ -129,10 +135,10 @@ test("the reader certificate opens no gRPC method: a write is refused, and audit
 test("Prometheus scrapes every node with the written configuration", async () => {
   const config = join(readerDir, "prometheus.yml");
   const port = await freePort();
-  const prometheus = Bun.spawn(
-    ["prometheus", `--config.file=${config}`, `--storage.tsdb.path=${join(dir.path, "tsdb")}`, `--web.listen-address=127.0.0.1:${port}`, "--log.level=warn"],
-    { stdout: "ignore", stderr: "pipe" },
-  );
+  const prometheus = Bun.spawn(["prometheus", `--config.file=${config}`, `--storage.tsdb.path=${join(dir.path, "tsdb")}`, `--web.listen-address=127.0.0.1:${port}`, "--log.level=warn"], {
+    stdout: "ignore",
+    stderr: "pipe",
+  });
   const api = async <T>(path: string): Promise<T> => {
     const response = await fetch(`http://127.0.0.1:${port}/api/v1/${path}`, { signal: AbortSignal.timeout(5_000) });
     const body = (await response.json()) as { status: string; data: T };

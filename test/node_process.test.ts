@@ -128,7 +128,10 @@ describe("a one-node cluster of processes", () => {
     await node.waitForLog((l) => l.msg === "node is UP", { from, what: "node UP after the reboot", timeoutMs: 90_000 });
     try {
       // The follower said the node went and came back, and printed the new boot's lines, each once.
-      await eventually(() => expect(followed.err).toMatch(new RegExp(`^ctl: ${id} went away \\(.+\\); following it again once it is back\\nctl: ${id} is back; following its logs again\\n$`)), { timeoutMs: 60_000, what: "the follower's notes" });
+      await eventually(() => expect(followed.err).toMatch(new RegExp(`^ctl: ${id} went away \\(.+\\); following it again once it is back\\nctl: ${id} is back; following its logs again\\n$`)), {
+        timeoutMs: 60_000,
+        what: "the follower's notes",
+      });
       await eventually(() => expect(followed.out).toMatch(/storage mounted, node is part of the cluster[\s\S]*node is UP/), { timeoutMs: 60_000, what: "the new boot, followed" });
       const lines = followed.out.trim().split("\n");
       expect(new Set(lines).size).toBe(lines.length);

@@ -94,7 +94,14 @@ beforeAll(async () => {
   const peers = (node: typeof a, address: string, paths: typeof workerA.paths, endpoint: PeerMirrorEndpoint) => {
     const { logger, entries } = captureLogger("root");
     const supervisor = supervise(
-      imagePeersService({ tls: { nodeId: node.id, ca: cluster.clusterCA.certificate, certificate: node.certificate, privateKey: node.privateKey }, address, nodes, contentRoot: paths.root, endpoint, servePort }),
+      imagePeersService({
+        tls: { nodeId: node.id, ca: cluster.clusterCA.certificate, certificate: node.certificate, privateKey: node.privateKey },
+        address,
+        nodes,
+        contentRoot: paths.root,
+        endpoint,
+        servePort,
+      }),
       { logger },
     );
     return { supervisor, entries };

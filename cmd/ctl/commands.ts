@@ -148,7 +148,10 @@ const TIME_SERVER_FLAG: FlagSpec = {
 };
 
 function timeServerList(text: string): string[] {
-  const servers = text.split(",").map((s) => s.trim()).filter((s) => s !== "");
+  const servers = text
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "");
   const problem = timeServersProblem(servers);
   if (problem) throw new UsageError(problem);
   return servers;
@@ -262,12 +265,7 @@ export const program: Program<Ctl> = {
           run: async (ctl) => {
             const paths = ctl.paths();
             const credentials = ctl.credentials();
-            const { info, port } = await withFailover(
-              Management,
-              credentials,
-              async (m, e) => ({ info: await m.getClusterInfo({}, ctl.settings), port: e.port }),
-              ctl.progress,
-            );
+            const { info, port } = await withFailover(Management, credentials, async (m, e) => ({ info: await m.getClusterInfo({}, ctl.settings), port: e.port }), ctl.progress);
             // Curators all listen on one port: the one that answered.
             const endpoints = endpointsOfDirectory(info.clusterDirectory, port);
             if (endpoints.length) saveCredentials(paths, { certificate: credentials.certificate, ca: credentials.ca, endpoints });
@@ -286,7 +284,13 @@ export const program: Program<Ctl> = {
           name: "update",
           flags: [
             { name: "image", value: "dir", description: "The update bundle: the slot directory bun run image writes (out/image/slot)", complete: "dir" },
-            { name: "max-unavailable", value: "N", description: "How many workers are updated at once (consensus members always go one at a time)", default: "1", parse: positiveInteger("max-unavailable", 64) },
+            {
+              name: "max-unavailable",
+              value: "N",
+              description: "How many workers are updated at once (consensus members always go one at a time)",
+              default: "1",
+              parse: positiveInteger("max-unavailable", 64),
+            },
             { name: "allow-downgrade", description: "Install a version older than the nodes'" },
             { name: "force", description: "Update nodes that are not HEALTHY, and nodes that failed this version before" },
           ],
@@ -333,7 +337,12 @@ export const program: Program<Ctl> = {
                 ctl.print({ verdict: health.healthy ? "healthy" : "degraded", checks: health.checks }, healthTable(health));
                 return health.healthy ? 0 : 1;
               }
-              ctl.progress(`waiting: ${health.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.detail}`).join("; ")}`);
+              ctl.progress(
+                `waiting: ${health.checks
+                  .filter((c) => !c.ok)
+                  .map((c) => `${c.name}: ${c.detail}`)
+                  .join("; ")}`,
+              );
               await Bun.sleep(HEALTH_POLL_MS);
             }
           },
@@ -359,7 +368,13 @@ export const program: Program<Ctl> = {
           run: async (ctl, _args, flags) => {
             const from = flags.from as string | undefined;
             if (!from) throw new UsageError("missing --from <node>: name the consensus node that survived");
-            const result = await recoverConsensus(ctl.credentials(), ctl.settings, from, { dryRun: flags["dry-run"] === true, yes: flags.yes === true, force: flags.force === true }, { note: ctl.note, progress: ctl.progress });
+            const result = await recoverConsensus(
+              ctl.credentials(),
+              ctl.settings,
+              from,
+              { dryRun: flags["dry-run"] === true, yes: flags.yes === true, force: flags.force === true },
+              { note: ctl.note, progress: ctl.progress },
+            );
             const summary = result.started
               ? `recovered: ${result.survivor} is etcd's only member, at revision ${result.revision} or later; ${result.lost.length} member${result.lost.length === 1 ? "" : "s"} removed`
               : "dry run: nothing was done";
@@ -409,7 +424,8 @@ export const program: Program<Ctl> = {
             { name: "password-stdin", description: "Read the login's password (or access token) from stdin" },
             { name: "password", value: "refused", description: "Refused: a password is read from stdin only (--password-stdin)", parse: () => true },
           ],
-          description: "How workers pull images: set <host> [--mirror url]... [--ca file] [--username u --password-stdin] [--skip-verify] [--mirrors-only] [--no-peers], list, remove <host>, login <host> --username u --password-stdin, logout <host>",
+          description:
+            "How workers pull images: set <host> [--mirror url]... [--ca file] [--username u --password-stdin] [--skip-verify] [--mirrors-only] [--no-peers], list, remove <host>, login <host> --username u --password-stdin, logout <host>",
           run: async (ctl, [action, typedHost], flags) => {
             const registryFlags: RegistryFlags = {
               mirrors: (flags.mirror as string[] | undefined) ?? [],
@@ -423,11 +439,22 @@ export const program: Program<Ctl> = {
             };
             if (registryFlags.passwordTyped) throw new UsageError(PASSWORD_ON_COMMAND_LINE);
             const readStdin = () => readFileSync(0, "utf8");
-            const call = <T,>(f: (m: CuratorClientOf<typeof Management>) => Promise<T>) => withFailover(Management, ctl.credentials(), f, ctl.progress);
+            const call = <T>(f: (m: CuratorClientOf<typeof Management>) => Promise<T>) => withFailover(Management, ctl.credentials(), f, ctl.progress);
             switch (action) {
               case "list": {
                 const { registries } = await call((m) => m.listContainerRegistries({}, ctl.settings));
-                ctl.print(registries.map((r) => ({ host: r.host, mirrors: r.mirrors, upstream: !r.upstreamDisabled, peers: !r.peersDisabled, ca: r.ca ? r.ca.split("\n") : [], skipVerify: r.skipVerify, login: r.hasCredentials ? { username: r.username } : null })), registryTable(registries));
+                ctl.print(
+                  registries.map((r) => ({
+                    host: r.host,
+                    mirrors: r.mirrors,
+                    upstream: !r.upstreamDisabled,
+                    peers: !r.peersDisabled,
+                    ca: r.ca ? r.ca.split("\n") : [],
+                    skipVerify: r.skipVerify,
+                    login: r.hasCredentials ? { username: r.username } : null,
+                  })),
+                  registryTable(registries),
+                );
                 return;
               }
               case "set": {
@@ -480,7 +507,10 @@ export const program: Program<Ctl> = {
               : signedBy
                 ? `, signed by this cluster's CA (${signedBy})`
                 : ", UNSIGNED (format 1, accepted with --allow-unsigned): only its header says it is of this cluster";
-            ctl.print({ file, header, databaseBytes, signedBy: signedBy ?? null }, `${file}: readable with this owner key, etcd's checksum matches (${databaseBytes} bytes of database)${whose}\n${describeBackup(header)}`);
+            ctl.print(
+              { file, header, databaseBytes, signedBy: signedBy ?? null },
+              `${file}: readable with this owner key, etcd's checksum matches (${databaseBytes} bytes of database)${whose}\n${describeBackup(header)}`,
+            );
           },
         },
       ],
@@ -738,12 +768,7 @@ export const program: Program<Ctl> = {
               throw new UsageError((err as Error).message);
             }
             const id = await ctl.node(typed!);
-            const { labels } = await withFailover(
-              Management,
-              ctl.credentials(),
-              (m) => m.updateNodeLabels({ id: id!, upsert: parsed.upsert, delete: parsed.remove }, ctl.settings),
-              ctl.progress,
-            );
+            const { labels } = await withFailover(Management, ctl.credentials(), (m) => m.updateNodeLabels({ id: id!, upsert: parsed.upsert, delete: parsed.remove }, ctl.settings), ctl.progress);
             const now = labels.map((l) => `${l.key}=${l.value}`);
             ctl.print({ node: id, labels: now }, `labels of ${id}: ${now.join(", ") || "(none)"}`);
           },
@@ -782,7 +807,10 @@ export const program: Program<Ctl> = {
               ctl.note(`${node.id}: imported ${imported.join(", ")}`);
               results.push({ node: node.id, images: imported });
             }
-            ctl.print({ file, bytes, images, nodes: results }, `${images.length} image${images.length === 1 ? "" : "s"} (${images.join(", ")}) on ${results.length} node${results.length === 1 ? "" : "s"}: ${results.map((r) => r.node).join(", ")}`);
+            ctl.print(
+              { file, bytes, images, nodes: results },
+              `${images.length} image${images.length === 1 ? "" : "s"} (${images.join(", ")}) on ${results.length} node${results.length === 1 ? "" : "s"}: ${results.map((r) => r.node).join(", ")}`,
+            );
           },
         },
         {
@@ -794,7 +822,9 @@ export const program: Program<Ctl> = {
             const credentials = ctl.credentials();
             const targets = importTargets(await listNodes(credentials, ctl.settings), named);
             // The nodes as listed once, asked at once: each listing is that node's own work.
-            const listings = await Promise.all(targets.map(async (node) => ({ node: node.id, images: (await withListedNode(credentials, node, (client) => client.listImages({}, ctl.settings))).images })));
+            const listings = await Promise.all(
+              targets.map(async (node) => ({ node: node.id, images: (await withListedNode(credentials, node, (client) => client.listImages({}, ctl.settings))).images })),
+            );
             ctl.print(
               listings.map((l) => ({ node: l.node, images: l.images.map((i) => ({ name: i.name, digest: i.digest, size: i.size })) })),
               imageTable(listings),
@@ -938,7 +968,10 @@ export const program: Program<Ctl> = {
           run: (ctl, [file], flags) => {
             const key = readOwnerKey(ctl.ownerKey ?? ctl.paths().ownerKey);
             const unlockShareThreshold = (flags["unlock-threshold"] as number | undefined) ?? 0;
-            const params = create(NodeParametersSchema, { cluster: { case: "clusterBootstrap", value: { ownerPublicKey: rawPublicKey(key.publicKey), unlockShareThreshold } }, timeServers: (flags["time-server"] as string[] | undefined) ?? [] });
+            const params = create(NodeParametersSchema, {
+              cluster: { case: "clusterBootstrap", value: { ownerPublicKey: rawPublicKey(key.publicKey), unlockShareThreshold } },
+              timeServers: (flags["time-server"] as string[] | undefined) ?? [],
+            });
             writeParameters(ctl, file!, "bootstrap", toBinary(NodeParametersSchema, params));
           },
         },

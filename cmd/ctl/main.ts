@@ -4,18 +4,7 @@
 // and exits 2 for a mistake in the command line, 1 for anything else.
 
 import { writeSync } from "node:fs";
-import {
-  checkInvocation,
-  configPaths,
-  defaultConfigDir,
-  explain,
-  helpText,
-  listNodes,
-  loadCredentials,
-  parseCommandLine,
-  resolveNode,
-  DEFAULT_CALL_TIMEOUT_MS,
-} from "../../internal/operator/mod.ts";
+import { checkInvocation, configPaths, defaultConfigDir, explain, helpText, listNodes, loadCredentials, parseCommandLine, resolveNode, DEFAULT_CALL_TIMEOUT_MS } from "../../internal/operator/mod.ts";
 import { VERSION } from "../../internal/version/mod.ts";
 import { program, type Ctl } from "./commands.ts";
 

@@ -103,7 +103,9 @@ async function verifySystemSlot(logger: Logger, layout: StorageLayout): Promise<
       return "refused";
     }
     if (choice.kind === "loaded") {
-      logger.info(`booting slot ${choice.slot} (version ${choice.version})${choice.trial ? ", once, as a trial" : ""}: its kernel is loaded, starting it`, { ms: Math.round(performance.now() - started) });
+      logger.info(`booting slot ${choice.slot} (version ${choice.version})${choice.trial ? ", once, as a trial" : ""}: its kernel is loaded, starting it`, {
+        ms: Math.round(performance.now() - started),
+      });
       powerDown("kexec", [layout.esp.path], logger);
       showFatal(`slot ${choice.slot}'s kernel was loaded but would not start`);
       return "refused";

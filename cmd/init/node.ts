@@ -103,8 +103,7 @@ export function nodeRoot(config: NodeConfig): Runnable {
     const membership = new Value<ClusterMembership>();
     roleValues = newRoleServerValues();
     const network = config.network;
-    const address = async (signal: AbortSignal) =>
-      network.kind === "fixed" ? network.address : (await network.network.getAddress({ signal })).address;
+    const address = async (signal: AbortSignal) => (network.kind === "fixed" ? network.address : (await network.network.getAddress({ signal })).address);
 
     if (network.kind === "dhcp") ctx.run("network", network.network.run);
     if (selection) {
@@ -221,7 +220,11 @@ export function nodeRoot(config: NodeConfig): Runnable {
         rotated = true;
         const previous = rotateBoots(dir);
         if (previous?.end) {
-          b.logger.info("the previous boot's logs are kept (ctl node logs --boot -1)", { began: new Date(previous.bootMs).toISOString(), ended: new Date(previous.end.timeMs).toISOString(), cause: previous.end.cause });
+          b.logger.info("the previous boot's logs are kept (ctl node logs --boot -1)", {
+            began: new Date(previous.bootMs).toISOString(),
+            ended: new Date(previous.end.timeMs).toISOString(),
+            cause: previous.end.cause,
+          });
           roleValues.board.report(PREVIOUS_BOOT_LINE, "ended", `${new Date(previous.end.timeMs).toISOString()}: ${previous.end.cause} (ctl node logs --boot -1)`);
         }
       }

@@ -7,19 +7,7 @@ import { release } from "node:os";
 import type { Logger } from "../../internal/log/mod.ts";
 import { isSpawnedChild } from "../../internal/supervisor/mod.ts";
 import { mountTable } from "../../internal/localstorage/mod.ts";
-import {
-  MNT_DETACH,
-  MS_NODEV,
-  MS_NOEXEC,
-  MS_NOSUID,
-  disableCtrlAltDel,
-  loadModules,
-  mount,
-  reapOrphans,
-  reboot,
-  sync,
-  umount,
-} from "../../internal/sys/mod.ts";
+import { MNT_DETACH, MS_NODEV, MS_NOEXEC, MS_NOSUID, disableCtrlAltDel, loadModules, mount, reapOrphans, reboot, sync, umount } from "../../internal/sys/mod.ts";
 
 /** An interval that holds the process open: pending promises do not keep bun's event loop alive. */
 export const KEEPALIVE_INTERVAL_MS = 1 << 30;

@@ -165,4 +165,3 @@ export function runNode({ logger, logs, isPid1, root, layout, address, system: p
     process.on("SIGINT", () => void stop("poweroff", "SIGINT"));
   }
 }
-

@@ -84,7 +84,10 @@ export function isComplete(dir: string, c: Component): boolean {
 function oneLine(cause: unknown): string {
   if (cause instanceof CommandError) {
     // Go prints the failing package or module last; keep the lines that say why.
-    const lines = cause.stderr.split("\n").map((l) => l.trim()).filter((l) => l !== "" && !l.startsWith("go: downloading"));
+    const lines = cause.stderr
+      .split("\n")
+      .map((l) => l.trim())
+      .filter((l) => l !== "" && !l.startsWith("go: downloading"));
     return lines.slice(-3).join(" | ").slice(0, 600) || `exit ${cause.exitCode}`;
   }
   return (cause instanceof Error ? cause.message : String(cause)).split("\n")[0]!;
@@ -174,10 +177,12 @@ export async function buildComponent(c: Component, log: (line: string) => void =
   rmSync(partial, { recursive: true, force: true });
   mkdirSync(partial, { recursive: true });
   await buildInto(c, partial, log);
-  const listing = readdirSync(partial).sort().map((name) => {
-    const stat = statSync(join(partial, name));
-    return `${name} ${stat.size}`;
-  });
+  const listing = readdirSync(partial)
+    .sort()
+    .map((name) => {
+      const stat = statSync(join(partial, name));
+      return `${name} ${stat.size}`;
+    });
   writeFileSync(join(partial, BUILT_FILE), `${c.module} ${c.version}\n${listing.join("\n")}\n`);
   renameSync(partial, dir);
   return { component: c, dir, built: true, seconds: (performance.now() - started) / 1000 };

@@ -86,7 +86,12 @@ describe("the cache", () => {
 describe("progress", () => {
   test("a step says when it starts, that it is still at it while it runs, and how long it took", async () => {
     const lines: string[] = [];
-    const result = await loggedStep("kubernetes: building hyperkube (1 of 1)", (l) => lines.push(l), () => Bun.sleep(130).then(() => 42), 40);
+    const result = await loggedStep(
+      "kubernetes: building hyperkube (1 of 1)",
+      (l) => lines.push(l),
+      () => Bun.sleep(130).then(() => 42),
+      40,
+    );
     expect(result).toBe(42);
     expect(lines[0]).toBe("kubernetes: building hyperkube (1 of 1) …");
     expect(lines.filter((l) => /still at it after \d+ s$/.test(l)).length).toBeGreaterThanOrEqual(2);
@@ -95,7 +100,14 @@ describe("progress", () => {
 
   test("a failed step stops its heartbeat", async () => {
     const lines: string[] = [];
-    await expect(loggedStep("x", (l) => lines.push(l), () => Bun.sleep(10).then(() => Promise.reject(new Error("no"))), 20)).rejects.toThrow("no");
+    await expect(
+      loggedStep(
+        "x",
+        (l) => lines.push(l),
+        () => Bun.sleep(10).then(() => Promise.reject(new Error("no"))),
+        20,
+      ),
+    ).rejects.toThrow("no");
     const count = lines.length;
     await Bun.sleep(80);
     expect(lines.length).toBe(count);

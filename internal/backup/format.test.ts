@@ -80,7 +80,9 @@ describe("backup files", () => {
     const cut = (end: number) => Buffer.concat([file.subarray(0, end), file.subarray(file.length - signed)]);
     expect(refusal(() => decryptBackup(cut(firstFrame), owner))).toBe("it ends after frame 0, before its last one (truncated)");
     expect(refusal(() => decryptBackup(cut(firstFrame + 100), owner))).toBe("it ends inside frame 1 (truncated)");
-    expect(refusal(() => decryptBackup(Buffer.concat([frames, frames.subarray(bodyOffset), file.subarray(file.length - signed)]), owner))).toBe("bytes follow its last frame (frame 2): appended to, or two files joined");
+    expect(refusal(() => decryptBackup(Buffer.concat([frames, frames.subarray(bodyOffset), file.subarray(file.length - signed)]), owner))).toBe(
+      "bytes follow its last frame (frame 2): appended to, or two files joined",
+    );
     const flipped = Buffer.from(file);
     flipped[firstFrame + 50]! ^= 1;
     expect(refusal(() => decryptBackup(flipped, owner))).toBe("frame 1 does not decrypt (corrupted, or its header was changed)");
@@ -107,7 +109,9 @@ describe("backup files", () => {
     const other = snapshot(PAGE * 4);
     expect(refusal(() => verifyBackupSignature({ ...good, snapshot: other }, ca.certificate))).toMatch(/^its signature is not by the pinned cluster CA's key/);
     // Pinned to another cluster's CA.
-    expect(refusal(() => verifyBackupSignature(good, forger.certificate))).toBe(`it is of another cluster (CA ${ca.certificate.fingerprint256}, the pinned CA is ${forger.certificate.fingerprint256})`);
+    expect(refusal(() => verifyBackupSignature(good, forger.certificate))).toBe(
+      `it is of another cluster (CA ${ca.certificate.fingerprint256}, the pinned CA is ${forger.certificate.fingerprint256})`,
+    );
     // Unsigned (format 1): only with the caller's consent.
     const { signature: _, ...unsigned } = good;
     expect(refusal(() => verifyBackupSignature(unsigned, ca.certificate))).toMatch(/^it is unsigned \(format 1, written before backups were signed\)/);
@@ -148,6 +152,8 @@ describe("backup files", () => {
     expect(refusal(() => snapshotIntegrity(Buffer.concat([zeros, createHash("sha256").update(zeros).digest()])))).toBe("its snapshot is not an etcd database: its first page is not a meta page");
     const ragged = snapshot(PAGE * 2).subarray(0, PAGE * 2 - 100);
     const database = ragged;
-    expect(refusal(() => snapshotIntegrity(Buffer.concat([database, createHash("sha256").update(database).digest()])))).toBe(`its snapshot is not an etcd database: ${PAGE * 2 - 100} bytes, not a whole number of ${PAGE}-byte pages`);
+    expect(refusal(() => snapshotIntegrity(Buffer.concat([database, createHash("sha256").update(database).digest()])))).toBe(
+      `its snapshot is not an etcd database: ${PAGE * 2 - 100} bytes, not a whole number of ${PAGE}-byte pages`,
+    );
   });
 });

@@ -113,7 +113,11 @@ export class BackupWriter {
   private readonly snapshotHash = createHash("sha256");
 
   /** `signer`: the cluster CA's private key (Ed25519), which signs the file (format 2). */
-  constructor(ownerPublicKey: Uint8Array, about: Omit<BackupHeader, "format" | "ownerPublicKey" | "ephemeralPublicKey">, private readonly signer: KeyObject) {
+  constructor(
+    ownerPublicKey: Uint8Array,
+    about: Omit<BackupHeader, "format" | "ownerPublicKey" | "ephemeralPublicKey">,
+    private readonly signer: KeyObject,
+  ) {
     const recipient = ed25519.utils.toMontgomery(ownerPublicKey);
     const ephemeral = x25519.utils.randomSecretKey();
     const ephemeralPublic = x25519.getPublicKey(ephemeral);
@@ -191,7 +195,15 @@ function checkHeader(parsed: unknown): BackupHeader {
     if (!Array.isArray(nodes) || nodes.length > MAX_HEADER_NODES) throw bad("nodes", "a list of nodes");
     for (const n of nodes as unknown[]) {
       const node = n as Record<string, unknown> | null;
-      if (!node || typeof node !== "object" || typeof node.id !== "string" || !NODE_ID.test(node.id) || typeof node.address !== "string" || !ADDRESS.test(node.address) || typeof node.consensus !== "boolean") {
+      if (
+        !node ||
+        typeof node !== "object" ||
+        typeof node.id !== "string" ||
+        !NODE_ID.test(node.id) ||
+        typeof node.address !== "string" ||
+        !ADDRESS.test(node.address) ||
+        typeof node.consensus !== "boolean"
+      ) {
         throw bad("nodes", "a list of nodes (an ID, an address, whether consensus)");
       }
     }

@@ -23,5 +23,18 @@
 //        into a throwaway member, and PUT to the owner's HTTP target (target.ts)
 
 export { readSnapshot, restoreSnapshot, type SnapshotState } from "./restore.ts";
-export { BackupFormatError, BackupWriter, CHUNK_BYTES, MAGIC, SIGNED_MAGIC, decryptBackup, parseBackupHeader, readBackupHeader, snapshotIntegrity, verifyBackupSignature, type BackupHeader, type DecryptedBackup } from "./format.ts";
+export {
+  BackupFormatError,
+  BackupWriter,
+  CHUNK_BYTES,
+  MAGIC,
+  SIGNED_MAGIC,
+  decryptBackup,
+  parseBackupHeader,
+  readBackupHeader,
+  snapshotIntegrity,
+  verifyBackupSignature,
+  type BackupHeader,
+  type DecryptedBackup,
+} from "./format.ts";
 export { MAX_TARGET_URL_LENGTH, shownTarget, targetFor, targetUrlProblem, uploadBackup } from "./target.ts";

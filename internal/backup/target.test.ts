@@ -34,7 +34,15 @@ describe("a target URL", () => {
   test("http and https are accepted; anything else is refused in one line, naming why", () => {
     expect(targetUrlProblem("https://store.example/backups/?token=abc")).toBeUndefined();
     expect(targetUrlProblem("http://10.0.0.9:8080")).toBeUndefined();
-    const refused = ["", "store.example/backups", "ftp://store.example/", "file:///data/backups", "https://store.example/#x", `https://x.example/${"a".repeat(MAX_TARGET_URL_LENGTH)}`, "https://exa mple\n.com/"];
+    const refused = [
+      "",
+      "store.example/backups",
+      "ftp://store.example/",
+      "file:///data/backups",
+      "https://store.example/#x",
+      `https://x.example/${"a".repeat(MAX_TARGET_URL_LENGTH)}`,
+      "https://exa mple\n.com/",
+    ];
     for (const url of refused) {
       const problem = targetUrlProblem(url);
       expect(problem).toBeString();

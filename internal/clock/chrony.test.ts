@@ -107,7 +107,9 @@ describe("chronyd under the supervisor", () => {
       await idle.stop();
     }
     const silent = new Value<TimeSync>();
-    const quiet = supervise(timeSyncRunnable({ servers: async () => ["127.0.0.124"], stateDir: join(dir.path, "silent"), sync: silent, report: () => {}, setClock: false, fastPoll: true }), { logger });
+    const quiet = supervise(timeSyncRunnable({ servers: async () => ["127.0.0.124"], stateDir: join(dir.path, "silent"), sync: silent, report: () => {}, setClock: false, fastPoll: true }), {
+      logger,
+    });
     try {
       expect(await timeSyncGate(silent, { timeoutMs: 3_000 })).toBe("timed-out");
       expect(silent.peek()?.state).not.toBe("synced");

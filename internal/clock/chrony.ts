@@ -96,10 +96,7 @@ export function chronyConfig(options: ChronyConfigOptions): string {
 }
 
 /** What one of chronyd's log lines says about the sync, if anything. */
-export type ChronyEvent =
-  | { kind: "selected"; source: string }
-  | { kind: "unselectable"; reason: string }
-  | { kind: "correction"; seconds: number; stepped: boolean };
+export type ChronyEvent = { kind: "selected"; source: string } | { kind: "unselectable"; reason: string } | { kind: "correction"; seconds: number; stepped: boolean };
 
 /** Reads a chronyd line ("2026-11-25T15:26:59Z Selected source 10.0.0.1", with or without the time). */
 export function chronyEvent(line: string): ChronyEvent | undefined {
@@ -183,7 +180,11 @@ export function timeSyncRunnable(options: TimeSyncOptions): Runnable {
       const correctionS = Math.round(first.offsetMs) / 1000;
       sync = { state: "synced", source: first.server, sinceMs: Date.now(), ...(off && options.setClock ? { correctionS } : {}) };
       publish(sync);
-      const said = !off ? "the first server's answer agrees with the clock" : options.setClock ? "the clock was stepped to the first server's answer" : "the first server's answer says the clock is off; this node does not set it";
+      const said = !off
+        ? "the first server's answer agrees with the clock"
+        : options.setClock
+          ? "the clock was stepped to the first server's answer"
+          : "the first server's answer says the clock is off; this node does not set it";
       ctx.logger.info(said, { server: first.server, offsetS: correctionS, delayMs: Math.round(first.delayMs) });
     } else {
       ctx.logger.info("no server answered the first query; chronyd will keep asking", { servers: servers.join(",") });

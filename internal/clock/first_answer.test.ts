@@ -15,7 +15,10 @@ function reply(request: Uint8Array, t2: number, t3: number, header: { leap?: num
   packet[0] = ((header.leap ?? 0) << 6) | (4 << 3) | (header.mode ?? 4);
   packet[1] = header.stratum ?? 2;
   packet.set(request.subarray(40, 48), 24);
-  for (const [at, ms] of [[32, t2], [40, t3]] as const) {
+  for (const [at, ms] of [
+    [32, t2],
+    [40, t3],
+  ] as const) {
     const seconds = Math.floor(ms / 1000);
     view.setUint32(at, seconds + NTP_UNIX_OFFSET_S);
     view.setUint32(at + 4, Math.floor(((ms - seconds * 1000) / 1000) * 2 ** 32));

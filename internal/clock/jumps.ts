@@ -28,11 +28,7 @@ export function jumpBetween(before: ClockLook, after: ClockLook, thresholdMs = J
   return Math.abs(step) > thresholdMs ? step : undefined;
 }
 
-export function clockWatch(options: {
-  report: (state: string, message: string) => void;
-  look?: () => ClockLook;
-  intervalMs?: number;
-}): Runnable {
+export function clockWatch(options: { report: (state: string, message: string) => void; look?: () => ClockLook; intervalMs?: number }): Runnable {
   const look = options.look ?? (() => ({ wallMs: Date.now(), monoMs: performance.now() }));
   return async (ctx) => {
     ctx.signalHealthy();
@@ -48,7 +44,10 @@ export function clockWatch(options: {
       jumps++;
       const said = `${step > 0 ? "+" : "-"}${(Math.abs(step) / 1000).toFixed(1)} s`;
       ctx.logger.warn("the wall clock jumped: it was set, and moved unlike the monotonic clock", { step: said, at: new Date(now.wallMs).toISOString() });
-      options.report("jumped", `the wall clock jumped ${said} at ${new Date(now.wallMs).toISOString()}${jumps > 1 ? ` (${jumps} jumps this boot)` : ""}; the curator leader says whether it is right now (CLOCK_SKEW)`);
+      options.report(
+        "jumped",
+        `the wall clock jumped ${said} at ${new Date(now.wallMs).toISOString()}${jumps > 1 ? ` (${jumps} jumps this boot)` : ""}; the curator leader says whether it is right now (CLOCK_SKEW)`,
+      );
     }
   };
 }

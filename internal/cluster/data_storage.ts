@@ -4,14 +4,7 @@
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import {
-  DATA_MAPPER_NAME,
-  StorageError,
-  mountDataPartition,
-  type DataMountResult,
-  type StorageLayout,
-  writeFileDurably,
-} from "../localstorage/mod.ts";
+import { DATA_MAPPER_NAME, StorageError, mountDataPartition, type DataMountResult, type StorageLayout, writeFileDurably } from "../localstorage/mod.ts";
 import type { Logger } from "../log/mod.ts";
 import { runCommand } from "../supervisor/mod.ts";
 

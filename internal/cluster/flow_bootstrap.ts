@@ -20,16 +20,7 @@ import type { ClusterDirectory } from "../../proto/gen/common/common_pb.ts";
 import { createEtcdCA } from "../consensus/mod.ts";
 import { writeFileDurably, writeSealedConfiguration, type StorageLayout } from "../localstorage/mod.ts";
 import type { Logger } from "../log/mod.ts";
-import {
-  createClusterCA,
-  generateKeyPair,
-  issueNodeCertificate,
-  nodeIdFromPublicKey,
-  privateKeyFromRaw,
-  rawPrivateKey,
-  rawPublicKey,
-  type CA,
-} from "../pki/mod.ts";
+import { createClusterCA, generateKeyPair, issueNodeCertificate, nodeIdFromPublicKey, privateKeyFromRaw, rawPrivateKey, rawPublicKey, type CA } from "../pki/mod.ts";
 import { saveCredentials, type NodeCredentials } from "./credentials.ts";
 import type { DataStorage } from "./data_storage.ts";
 import { dataPartitionKey, randomKey } from "./keys.ts";

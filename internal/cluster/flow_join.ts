@@ -11,15 +11,7 @@ import type { SealedConfiguration } from "../../proto/gen/api/configuration_pb.t
 import type { StorageLayout } from "../localstorage/mod.ts";
 import type { Logger } from "../log/mod.ts";
 import { Curator } from "../../proto/gen/curator/curator_pb.ts";
-import {
-  CURATOR_PORT,
-  NoCuratorError,
-  CuratorPool,
-  endpointsOfDirectory,
-  formatEndpoint,
-  sameAddress,
-  type CuratorEndpoint,
-} from "../curator/client/mod.ts";
+import { CURATOR_PORT, NoCuratorError, CuratorPool, endpointsOfDirectory, formatEndpoint, sameAddress, type CuratorEndpoint } from "../curator/client/mod.ts";
 import { canonicalIp, commonNameOf, privateKeyFromRaw, selfSignedCertificate } from "../pki/mod.ts";
 import { gatherShares, peersOf } from "../coldstart/mod.ts";
 import { create } from "@bufbuild/protobuf";
@@ -160,9 +152,7 @@ export async function joinCluster(options: JoinOptions): Promise<Enrolled> {
   await options.storage.open(dataPartitionKey(options.sealed.nodeUnlockKey, clusterUnlockKey), logger, signal);
   const credentials = loadCredentials(options.layout);
   if (!credentials) {
-    throw new CredentialsError(
-      "the data storage holds no node credentials: the node's first enrolment was interrupted before they were saved; wipe the disk and enrol the node again",
-    );
+    throw new CredentialsError("the data storage holds no node credentials: the node's first enrolment was interrupted before they were saved; wipe the disk and enrol the node again");
   }
   logger.info("joined", { node: credentials.nodeId });
   if (unpinned.size === 0) return { credentials, clusterUnlockKey };

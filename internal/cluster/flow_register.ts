@@ -14,14 +14,7 @@ import type { ClusterDirectory } from "../../proto/gen/common/common_pb.ts";
 import { writeSealedConfiguration, type StorageLayout } from "../localstorage/mod.ts";
 import type { Logger } from "../log/mod.ts";
 import { Curator } from "../../proto/gen/curator/curator_pb.ts";
-import {
-  CuratorPool,
-  endpointsOfDirectory,
-  NoCuratorError,
-  type CuratorClientOf,
-  type CuratorEndpoint,
-  type DialCredentials,
-} from "../curator/client/mod.ts";
+import { CuratorPool, endpointsOfDirectory, NoCuratorError, type CuratorClientOf, type CuratorEndpoint, type DialCredentials } from "../curator/client/mod.ts";
 import { generateKeyPair, nodeIdFromPublicKey, rawPrivateKey, rawPublicKey, selfSignedCertificate, verifyIssuedBy } from "../pki/mod.ts";
 import { RpcError, Status } from "../rpc/mod.ts";
 import { sleep } from "../supervisor/mod.ts";
@@ -100,16 +93,13 @@ export async function registerNode(options: RegisterOptions): Promise<Enrolled> 
   logger.info("registering into the cluster", { node: nodeId, curators: endpoints.length });
 
   const unreachable = (err: unknown) =>
-    err instanceof RpcError && (err.code === Status.UNAVAILABLE || err.code === Status.DEADLINE_EXCEEDED)
-      ? `waiting for a curator to answer: ${err.details}`
-      : undefined;
+    err instanceof RpcError && (err.code === Status.UNAVAILABLE || err.code === Status.DEADLINE_EXCEEDED) ? `waiting for a curator to answer: ${err.details}` : undefined;
   try {
-    await untilOneAnswers(
-      endpoints,
-      asNodeKey,
-      (c) => c.registerNode({ registerTicket: options.ticket, joinKey: rawPublicKey(joinKey.publicKey) }, { timeoutMs: REGISTER_CALL_TIMEOUT_MS, signal }),
-      { logger, signal, waiting: unreachable },
-    );
+    await untilOneAnswers(endpoints, asNodeKey, (c) => c.registerNode({ registerTicket: options.ticket, joinKey: rawPublicKey(joinKey.publicKey) }, { timeoutMs: REGISTER_CALL_TIMEOUT_MS, signal }), {
+      logger,
+      signal,
+      waiting: unreachable,
+    });
   } catch (err) {
     if (err instanceof RpcError && err.code === Status.PERMISSION_DENIED) {
       throw new ParametersError(`the cluster refused the register ticket in this node's parameters: ${err.details}`);
@@ -118,20 +108,12 @@ export async function registerNode(options: RegisterOptions): Promise<Enrolled> 
   }
   logger.info("registered; waiting for the owner to approve this node", { node: nodeId, approve: `ctl node approve ${nodeId}` });
 
-  const committed = await untilOneAnswers(
-    endpoints,
-    asNodeKey,
-    (c) => c.commitNode({ clusterUnlockKey }, { timeoutMs: REGISTER_CALL_TIMEOUT_MS, signal }),
-    {
-      logger,
-      signal,
-      retryMs: APPROVAL_POLL_MS,
-      waiting: (err) =>
-        err instanceof RpcError && err.code === Status.FAILED_PRECONDITION
-          ? `waiting for the owner to approve node ${nodeId} (ctl node approve ${nodeId})`
-          : unreachable(err),
-    },
-  );
+  const committed = await untilOneAnswers(endpoints, asNodeKey, (c) => c.commitNode({ clusterUnlockKey }, { timeoutMs: REGISTER_CALL_TIMEOUT_MS, signal }), {
+    logger,
+    signal,
+    retryMs: APPROVAL_POLL_MS,
+    waiting: (err) => (err instanceof RpcError && err.code === Status.FAILED_PRECONDITION ? `waiting for the owner to approve node ${nodeId} (ctl node approve ${nodeId})` : unreachable(err)),
+  });
   const ca = new X509Certificate(committed.caCertificate);
   const certificate = new X509Certificate(committed.nodeCertificate);
   const problem = verifyIssuedBy(certificate, options.caCertificate) ?? (ca.fingerprint256 === options.caCertificate.fingerprint256 ? undefined : "CA changed");

@@ -94,7 +94,9 @@ export async function restoreCluster(options: RestoreOptions): Promise<Enrolled>
   }
   // The snapshot's own CA, not any header's claim: the one the owner pinned, or nothing is restored.
   if (!state.clusterCA.certificate.raw.equals(options.caCertificate.raw)) {
-    throw new ParametersError(`the restore's snapshot is of a cluster whose CA (${state.clusterCA.certificate.fingerprint256}) is not the one the owner pinned (${options.caCertificate.fingerprint256})`);
+    throw new ParametersError(
+      `the restore's snapshot is of a cluster whose CA (${state.clusterCA.certificate.fingerprint256}) is not the one the owner pinned (${options.caCertificate.fingerprint256})`,
+    );
   }
   logger.info("snapshot read", { revision: state.revision, nodes: state.nodes.length, ca: state.clusterCA.certificate.fingerprint256 });
 

@@ -79,9 +79,7 @@ describe("enrolment against an impostor curator", () => {
       signal: controller.signal,
       curatorPort: impostor.endpoint.port,
     }).catch((e: unknown) => e);
-    await eventually(() =>
-      expect(entries.some((e) => e.message === "waiting for a curator to let this node join" && String(e.fields.lastError).includes("no curator could be trusted"))).toBe(true),
-    );
+    await eventually(() => expect(entries.some((e) => e.message === "waiting for a curator to let this node join" && String(e.fields.lastError).includes("no curator could be trusted"))).toBe(true));
     controller.abort(new Error("test over"));
     expect(((await flow) as Error).message).toBe("test over");
     expect(impostor.calls).toEqual([]);

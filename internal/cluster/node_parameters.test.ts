@@ -23,13 +23,23 @@ function restore(options: { signer?: KeyObject; caCertificate?: Uint8Array; snap
   database.writeUInt32LE(2, 20);
   database.writeUInt32LE(4096, 24);
   const snapshot = Buffer.concat([database, createHash("sha256").update(database).digest()]);
-  const writer = new BackupWriter(ed25519.getPublicKey(ed25519.utils.randomSecretKey()), { caFingerprint: ca.fingerprint256, etcdRevision: 5, createdAt: "2026-11-27T10:00:00.000Z", nodeCount: 1, nodecoreVersion: "test" }, options.signer ?? clusterCA.privateKey);
+  const writer = new BackupWriter(
+    ed25519.getPublicKey(ed25519.utils.randomSecretKey()),
+    { caFingerprint: ca.fingerprint256, etcdRevision: 5, createdAt: "2026-11-27T10:00:00.000Z", nodeCount: 1, nodecoreVersion: "test" },
+    options.signer ?? clusterCA.privateKey,
+  );
   const file = Buffer.concat([writer.push(snapshot), writer.finish()]);
   const signature = file.subarray(file.length - SIGNED_MAGIC.length - 64, file.length - SIGNED_MAGIC.length);
   return create(NodeParametersSchema, {
     cluster: {
       case: "clusterRestore",
-      value: { ownerPublicKey: ownerKey, snapshot: options.snapshot ?? snapshot, caCertificate: options.caCertificate ?? new Uint8Array(ca.raw), backupHeader: readBackupHeader(file).headerBytes, signature },
+      value: {
+        ownerPublicKey: ownerKey,
+        snapshot: options.snapshot ?? snapshot,
+        caCertificate: options.caCertificate ?? new Uint8Array(ca.raw),
+        backupHeader: readBackupHeader(file).headerBytes,
+        signature,
+      },
     },
   });
 }
@@ -90,9 +100,7 @@ describe("node parameters", () => {
   test("missing everywhere is an error naming both places", () => {
     const { dir, paths } = setup({});
     using _ = dir;
-    expect(() => readNodeParameters(paths, captureLogger("t").logger)).toThrow(
-      `no node parameters: looked in qemu fw_cfg (${paths.fwCfg}) and on the ESP (${paths.esp})`,
-    );
+    expect(() => readNodeParameters(paths, captureLogger("t").logger)).toThrow(`no node parameters: looked in qemu fw_cfg (${paths.fwCfg}) and on the ESP (${paths.esp})`);
   });
 
   const invalid: [string, NodeParameters | Uint8Array, string][] = [
@@ -109,7 +117,11 @@ describe("node parameters", () => {
     ["a CA that does not parse", register({ ca: new Uint8Array([1, 2, 3]) }), "CA certificate does not parse"],
     ["an empty directory", register({ hosts: [] }), "cluster directory lists no nodes"],
     ["a directory without addresses", register({ hosts: [""] }), "cluster directory has no node addresses"],
-    ["a time server that is no host", create(NodeParametersSchema, { ...bootstrap(), timeServers: ["ntp.example.org", "10.0.0.1\nallow all"] }), 'time server "10.0.0.1\\nallow all" is neither an IP address nor a host name'],
+    [
+      "a time server that is no host",
+      create(NodeParametersSchema, { ...bootstrap(), timeServers: ["ntp.example.org", "10.0.0.1\nallow all"] }),
+      'time server "10.0.0.1\\nallow all" is neither an IP address nor a host name',
+    ],
     ["a restore without a CA (an older ctl)", restore({ caCertificate: new Uint8Array(0) }), "the restore names no cluster CA (written by an older ctl)"],
     ["a restore signed by another key", restore({ signer: generateKeyPair().privateKey }), "the restore's backup its signature is not by the pinned cluster CA's key"],
     ["a restore pinned to another CA", restore({ caCertificate: new Uint8Array(testCA().certificate.raw) }), "the restore's backup it is of another cluster"],
@@ -141,10 +153,7 @@ describe("node parameters", () => {
 });
 
 describe("enrolment decision", () => {
-  const sealed = toBinary(
-    SealedConfigurationSchema,
-    create(SealedConfigurationSchema, { nodeUnlockKey: new Uint8Array(32), joinKey: new Uint8Array(32), clusterCa: new Uint8Array(ca.raw) }),
-  );
+  const sealed = toBinary(SealedConfigurationSchema, create(SealedConfigurationSchema, { nodeUnlockKey: new Uint8Array(32), joinKey: new Uint8Array(32), clusterCa: new Uint8Array(ca.raw) }));
 
   test("a sealed configuration means join, whatever the parameters say", () => {
     const { dir, paths } = setup({ fwCfg: bootstrap(), sealed });
@@ -166,5 +175,4 @@ describe("enrolment decision", () => {
     using _ = dir;
     expect(() => decideEnrolment(paths, captureLogger("t").logger)).toThrow("refusing to start over");
   });
-
 });

@@ -6,10 +6,7 @@ import { MAX_UNLOCK_SHARE_THRESHOLD } from "../coldstart/mod.ts";
 import { existsSync, readFileSync } from "node:fs";
 import { X509Certificate } from "node:crypto";
 import { fromBinary } from "@bufbuild/protobuf";
-import {
-  NodeParametersSchema,
-  type NodeParameters,
-} from "../../proto/gen/api/configuration_pb.ts";
+import { NodeParametersSchema, type NodeParameters } from "../../proto/gen/api/configuration_pb.ts";
 import type { Logger } from "../log/mod.ts";
 import { parseBackupHeader, snapshotIntegrity, verifyBackupSignature } from "../backup/mod.ts";
 import { timeServersProblem } from "../clock/mod.ts";
@@ -85,7 +82,8 @@ export function validateParameters(params: NodeParameters, where: string): Valid
       } catch (err) {
         throw new ParametersError(`node parameters at ${where}: the restore's snapshot is damaged: ${(err as Error).message}`, { cause: err });
       }
-      if (cluster.value.caCertificate.length === 0) throw new ParametersError(`node parameters at ${where}: the restore names no cluster CA (written by an older ctl): write them again with 'ctl params restore'`);
+      if (cluster.value.caCertificate.length === 0)
+        throw new ParametersError(`node parameters at ${where}: the restore names no cluster CA (written by an older ctl): write them again with 'ctl params restore'`);
       let ca: X509Certificate;
       try {
         ca = new X509Certificate(cluster.value.caCertificate);
@@ -128,4 +126,3 @@ export function readNodeParameters(paths: ParameterPaths, logger: Logger): Valid
   const params = parse(readFileSync(inFwCfg ? paths.fwCfg : paths.esp), where);
   return { ...validateParameters(params, where), source };
 }
-

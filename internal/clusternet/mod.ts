@@ -33,6 +33,18 @@
 
 export { CLUSTER_CIDR, POD_PREFIX_LENGTH, contains, firstFreePodPrefix, formatPrefix, parsePrefix, podPrefixCount, type Prefix } from "./prefix.ts";
 export { WIREGUARD_PORT, desiredPeers, peerChanges, type Peer, type Skipped } from "./peers.ts";
-export { HANDSHAKE_STALE_MS, INTERFACE_NAME, MESH_RULE_PRIORITY, MESH_TABLE, applyRoutes, clusterNetService, describePeers, leaveMesh, loadOrCreateKey, meshAddress, type ClusterNetOptions } from "./service.ts";
+export {
+  HANDSHAKE_STALE_MS,
+  INTERFACE_NAME,
+  MESH_RULE_PRIORITY,
+  MESH_TABLE,
+  applyRoutes,
+  clusterNetService,
+  describePeers,
+  leaveMesh,
+  loadOrCreateKey,
+  meshAddress,
+  type ClusterNetOptions,
+} from "./service.ts";
 export { MASQUERADE_TABLE, applyMasquerade, masqueradeRuleset, removeMasquerade } from "./masquerade.ts";
 export { PERSISTENT_KEEPALIVE_S, readDevice, setDevice, type DeviceChange, type PeerState } from "./wireguard.ts";

@@ -30,8 +30,20 @@ describe("peers from the records", () => {
     const nodes = [worker("node-a", 1), worker("node-b", 2), worker("node-c", 3)];
     const { peers, skipped } = desiredPeers("node-a", nodes);
     expect(peers).toEqual([
-      { nodeId: "node-b", publicKey: b64(nodes[1]!.clusterNetworking!.wireguardPublicKey), endpoint: `10.77.0.12:${WIREGUARD_PORT}`, allowedIps: ["10.244.2.0/24", "10.77.0.12/32"], podPrefix: "10.244.2.0/24" },
-      { nodeId: "node-c", publicKey: b64(nodes[2]!.clusterNetworking!.wireguardPublicKey), endpoint: `10.77.0.13:${WIREGUARD_PORT}`, allowedIps: ["10.244.3.0/24", "10.77.0.13/32"], podPrefix: "10.244.3.0/24" },
+      {
+        nodeId: "node-b",
+        publicKey: b64(nodes[1]!.clusterNetworking!.wireguardPublicKey),
+        endpoint: `10.77.0.12:${WIREGUARD_PORT}`,
+        allowedIps: ["10.244.2.0/24", "10.77.0.12/32"],
+        podPrefix: "10.244.2.0/24",
+      },
+      {
+        nodeId: "node-c",
+        publicKey: b64(nodes[2]!.clusterNetworking!.wireguardPublicKey),
+        endpoint: `10.77.0.13:${WIREGUARD_PORT}`,
+        allowedIps: ["10.244.3.0/24", "10.77.0.13/32"],
+        podPrefix: "10.244.3.0/24",
+      },
     ]);
     expect(skipped).toEqual([]);
   });
@@ -100,7 +112,15 @@ describe("changes to the interface", () => {
 describe("the status line", () => {
   test("each peer by name with its prefix and its handshake's state, never its age; nodes left out with why", () => {
     const now = 1_000_000_000;
-    const peer = (key: string, prefix: string, lastHandshakeMs: number) => ({ nodeId: "", publicKey: key, endpoint: "", allowedIps: ["10.77.0.99/32", prefix], lastHandshakeMs, rxBytes: 0, txBytes: 0 });
+    const peer = (key: string, prefix: string, lastHandshakeMs: number) => ({
+      nodeId: "",
+      publicKey: key,
+      endpoint: "",
+      allowedIps: ["10.77.0.99/32", prefix],
+      lastHandshakeMs,
+      rxBytes: 0,
+      txBytes: 0,
+    });
     const names = new Map([
       ["k1", { nodeId: "node-b", podPrefix: "10.244.2.0/24" }],
       ["k2", { nodeId: "node-c", podPrefix: "10.244.3.0/24" }],

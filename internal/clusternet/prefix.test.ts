@@ -10,7 +10,7 @@ describe("pod prefixes", () => {
   });
 
   test("prefixes parse only as IPv4 with no host bits, and containment is by range", () => {
-    expect(parsePrefix("10.244.3.0/24")).toEqual({ base: (10 * 2 ** 24) + (244 << 16) + (3 << 8), length: 24 });
+    expect(parsePrefix("10.244.3.0/24")).toEqual({ base: 10 * 2 ** 24 + (244 << 16) + (3 << 8), length: 24 });
     for (const bad of ["10.244.3.1/24", "10.244.3.0", "10.244.300.0/24", "fd00::/64", "10.244.3.0/33", " 10.244.3.0/24"]) expect(parsePrefix(bad)).toBeUndefined();
     expect(formatPrefix(parsePrefix("192.168.0.0/16")!)).toBe("192.168.0.0/16");
     expect(contains(parsePrefix("10.244.0.0/16")!, parsePrefix("10.244.255.0/24")!)).toBe(true);

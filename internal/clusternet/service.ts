@@ -129,8 +129,14 @@ export function applyRoutes(ifindex: number, podPrefix: string, peers: readonly 
       removed.push(named(route.prefix));
     }
   };
-  converge(RT_TABLE_MAIN, peers.map((p) => p.podPrefix));
-  converge(MESH_TABLE, peers.map((p) => `${p.endpoint.split(":")[0]}/32`));
+  converge(
+    RT_TABLE_MAIN,
+    peers.map((p) => p.podPrefix),
+  );
+  converge(
+    MESH_TABLE,
+    peers.map((p) => `${p.endpoint.split(":")[0]}/32`),
+  );
   const rule = { from: podPrefix, table: MESH_TABLE, priority: MESH_RULE_PRIORITY };
   for (const other of ourRules()) {
     if (other.from === rule.from && other.table === rule.table && other.priority === rule.priority) continue;

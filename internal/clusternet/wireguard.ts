@@ -4,7 +4,20 @@
 // dump) to read them back with each peer's last handshake and traffic.
 // Attribute numbers are those of include/uapi/linux/wireguard.h.
 
-import { attr, concat, decodeAttributes, NETLINK_GENERIC, NetlinkError, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST, encodeAttributes, withNetlink, type Attribute, type NetlinkSocket } from "../network/mod.ts";
+import {
+  attr,
+  concat,
+  decodeAttributes,
+  NETLINK_GENERIC,
+  NetlinkError,
+  NLM_F_ACK,
+  NLM_F_DUMP,
+  NLM_F_REQUEST,
+  encodeAttributes,
+  withNetlink,
+  type Attribute,
+  type NetlinkSocket,
+} from "../network/mod.ts";
 import type { Peer } from "./peers.ts";
 
 const GENL_ID_CTRL = 16;
@@ -87,7 +100,10 @@ export function peerAttributes(peer: Peer): Attribute[] {
     attr.u32(WGPEER_A_FLAGS, WGPEER_F_REPLACE_ALLOWEDIPS),
     attr.bytes(WGPEER_A_ENDPOINT, sockaddrIn(peer.endpoint)),
     attr.u16(WGPEER_A_PERSISTENT_KEEPALIVE_INTERVAL, PERSISTENT_KEEPALIVE_S),
-    attr.nested(WGPEER_A_ALLOWEDIPS, peer.allowedIps.map((p) => attr.nested(0, allowedIp(p)))),
+    attr.nested(
+      WGPEER_A_ALLOWEDIPS,
+      peer.allowedIps.map((p) => attr.nested(0, allowedIp(p))),
+    ),
   ];
 }
 

@@ -14,15 +14,7 @@ import { ShareHolder } from "../../proto/gen/coldstart/coldstart_pb.ts";
 import { Value } from "../event/mod.ts";
 import { captureLogger } from "../log/mod.ts";
 import { storageLayout } from "../localstorage/mod.ts";
-import {
-  generateKeyPair,
-  issueJoinCertificate,
-  issueNodeCertificate,
-  nodeIdFromPublicKey,
-  privateKeyFromRaw,
-  rawPublicKey,
-  selfSignedCertificate,
-} from "../pki/mod.ts";
+import { generateKeyPair, issueJoinCertificate, issueNodeCertificate, nodeIdFromPublicKey, privateKeyFromRaw, rawPublicKey, selfSignedCertificate } from "../pki/mod.ts";
 import { RpcError, Status } from "../rpc/mod.ts";
 import { supervise, type Supervisor } from "../supervisor/mod.ts";
 import { eventually, freePort, tempDir, testCA } from "../testing/mod.ts";
@@ -86,7 +78,11 @@ describe("splitting and combining", () => {
     const sealed = await splitClusterHalf({ clusterHalf, nodeUnlockKey: owner.nodeUnlockKey, owner: owner.id, holders: asHolders(holders), threshold: 2, epoch: 4n });
     expect(sealed.map((s) => s.holder)).toEqual(holders.map((h) => h.id));
     const bodies = sealed.map(handBack);
-    for (const pair of [[0, 1], [0, 2], [1, 2]]) {
+    for (const pair of [
+      [0, 1],
+      [0, 2],
+      [1, 2],
+    ]) {
       const result = await combineShares(pair.map((i) => bodies[i]!));
       expect(result).toEqual({ kind: "combined", clusterHalf, epoch: 4n });
     }
@@ -149,7 +145,10 @@ describe("the holder's file", () => {
     await holdShare(path, { owner: "node-b", epoch: 1n, committedEpoch: 0n, sealedShare: bytes(9) });
     await holdShare(path, { owner: "node-a", epoch: 2n, committedEpoch: 1n, sealedShare: bytes(2) });
     await holdShare(path, { owner: "node-a", epoch: 3n, committedEpoch: 1n, sealedShare: bytes(3) });
-    const epochsOf = (who: string) => readHeldShares(path).shares.filter((s) => s.owner === who).map((s) => Number(s.epoch));
+    const epochsOf = (who: string) =>
+      readHeldShares(path)
+        .shares.filter((s) => s.owner === who)
+        .map((s) => Number(s.epoch));
     expect(epochsOf("node-a")).toEqual([1, 3]);
     await holdShare(path, { owner: "node-a", epoch: 3n, committedEpoch: 3n, sealedShare: bytes(3) });
     expect(epochsOf("node-a")).toEqual([3]);
@@ -343,7 +342,9 @@ describe("the cold-start rule as ctl cluster info says it", () => {
   test("a configured threshold above the other consensus members is named, with what is used instead", () => {
     expect(describeColdStart(1, 3)).toBe("disk alone unlocks (one consensus member; a second one turns threshold shares on)");
     expect(describeColdStart(3, 0)).toBe("each consensus member needs shares from any 2 of the other 2 (a majority); no disk alone opens its data");
-    expect(describeColdStart(3, 5)).toBe("each consensus member needs shares from any 2 of the other 2 (configured threshold 5, more than the 2 others there are: all of them until more join); no disk alone opens its data");
+    expect(describeColdStart(3, 5)).toBe(
+      "each consensus member needs shares from any 2 of the other 2 (configured threshold 5, more than the 2 others there are: all of them until more join); no disk alone opens its data",
+    );
     expect(describeColdStart(5, 2)).toBe("each consensus member needs shares from any 2 of the other 4 (configured threshold 2); no disk alone opens its data");
   });
 });

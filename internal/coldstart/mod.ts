@@ -33,14 +33,4 @@ export { dialShareHolder, gatherShares, peersOf, SHARE_CALL_TIMEOUT_MS, type Gat
 export { shareHolderService, isConsensusMember, SHARE_HOLDER_POLICY } from "./service.ts";
 export { dropShares, holdShare, readHeldShares, sharesHeldFor, HeldSharesError } from "./held_shares.ts";
 export { defaultThreshold, describeColdStart, effectiveThreshold, MAX_UNLOCK_SHARE_THRESHOLD } from "./threshold.ts";
-export {
-  combineShares,
-  openAsHolder,
-  openWrapped,
-  sealToHolder,
-  splitClusterHalf,
-  ShareError,
-  MAX_HOLDERS,
-  type CombineResult,
-  type Holder,
-} from "./shares.ts";
+export { combineShares, openAsHolder, openWrapped, sealToHolder, splitClusterHalf, ShareError, MAX_HOLDERS, type CombineResult, type Holder } from "./shares.ts";

@@ -46,17 +46,15 @@ export function shareHolderRunnable(options: ShareHolderOptions): Runnable {
     addService(
       server,
       ShareHolder,
-      shareHolderService(
-        {
-          nodeId,
-          heldPath: options.layout.esp.heldShares,
-          espPath: options.layout.esp.path,
-          sealed: current,
-          // Live while the node is part of the cluster; before that, what the ESP remembers.
-          directory: () => options.directory.peek() ?? current().clusterDirectory ?? create(ClusterDirectorySchema),
-          logger: ctx.logger,
-        },
-      ),
+      shareHolderService({
+        nodeId,
+        heldPath: options.layout.esp.heldShares,
+        espPath: options.layout.esp.path,
+        sealed: current,
+        // Live while the node is part of the cluster; before that, what the ESP remembers.
+        directory: () => options.directory.peek() ?? current().clusterDirectory ?? create(ClusterDirectorySchema),
+        logger: ctx.logger,
+      }),
       { ca, policy: SHARE_HOLDER_POLICY, onError: (method, err) => ctx.logger.info("share call refused", { method, error: (err as Error).message }) },
     );
     const where = hostPort(address, options.port ?? SHARE_HOLDER_PORT);

@@ -24,13 +24,7 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { ed25519, x25519 } from "@noble/curves/ed25519.js";
 import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes, timingSafeEqual } from "node:crypto";
 import { combine, split } from "shamir-secret-sharing";
-import {
-  SealedShareSchema,
-  ShareBodySchema,
-  WrappedShareSchema,
-  type ShareBody,
-  type WrappedShare,
-} from "../../proto/gen/coldstart/coldstart_pb.ts";
+import { SealedShareSchema, ShareBodySchema, WrappedShareSchema, type ShareBody, type WrappedShare } from "../../proto/gen/coldstart/coldstart_pb.ts";
 import { MAX_UNLOCK_SHARE_THRESHOLD } from "./threshold.ts";
 
 const WRAP_KEY_INFO = "nodecore unlock share wrap v1";

@@ -21,6 +21,11 @@ export function describeColdStart(members: number, configured: number): string {
   const others = members - 1;
   const t = effectiveThreshold(configured, others);
   // A threshold above the holders cannot be met: the split takes all of them, and the owner is told.
-  const rule = configured > others ? `configured threshold ${configured}, more than the ${others} others there are: all of them until more join` : configured > 0 ? `configured threshold ${configured}` : "a majority";
+  const rule =
+    configured > others
+      ? `configured threshold ${configured}, more than the ${others} others there are: all of them until more join`
+      : configured > 0
+        ? `configured threshold ${configured}`
+        : "a majority";
   return `each consensus member needs shares from any ${t} of the other ${others} (${rule}); no disk alone opens its data`;
 }

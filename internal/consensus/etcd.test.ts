@@ -285,4 +285,3 @@ describe("etcd upkeep", () => {
     client.close();
   }, 90_000);
 });
-

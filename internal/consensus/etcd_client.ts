@@ -22,8 +22,7 @@ type HostPolicy = ReturnType<NonNullable<NonNullable<IOptions["faultHandling"]>[
  * Calls keep their deadline and the client's three retries.
  */
 const passThrough = {
-  execute: <T>(fn: (context: { signal: AbortSignal }) => PromiseLike<T> | T, signal?: AbortSignal) =>
-    Promise.resolve().then(() => fn({ signal: signal ?? new AbortController().signal })),
+  execute: <T>(fn: (context: { signal: AbortSignal }) => PromiseLike<T> | T, signal?: AbortSignal) => Promise.resolve().then(() => fn({ signal: signal ?? new AbortController().signal })),
   onSuccess: () => ({ dispose() {} }),
   onFailure: () => ({ dispose() {} }),
 } as unknown as HostPolicy;

@@ -111,10 +111,17 @@ describe("a bundle that containerd's reader would read otherwise is refused", ()
     const config = blob(JSON.stringify({ architecture: "amd64", os: "linux", rootfs: { type: "layers", diff_ids: [layer.digest] } }));
     const manifest = blob(JSON.stringify({ schemaVersion: 2, config: { digest: config.digest, size: config.size }, layers: [{ digest: layer.digest, size: layer.size }] }));
     const fanOut = (times: number) => {
-      const index = blob(JSON.stringify({ schemaVersion: 2, mediaType: "application/vnd.oci.image.index.v1+json", manifests: Array.from({ length: times }, () => ({ digest: manifest.digest, size: manifest.size })) }));
+      const index = blob(
+        JSON.stringify({ schemaVersion: 2, mediaType: "application/vnd.oci.image.index.v1+json", manifests: Array.from({ length: times }, () => ({ digest: manifest.digest, size: manifest.size })) }),
+      );
       return tarArchive([
         file("oci-layout", JSON.stringify({ imageLayoutVersion: "1.0.0" })),
-        file("index.json", JSON.stringify({ manifests: [{ mediaType: "application/vnd.oci.image.index.v1+json", digest: index.digest, size: index.size, annotations: { "io.containerd.image.name": "example.com/app:1" } }] })),
+        file(
+          "index.json",
+          JSON.stringify({
+            manifests: [{ mediaType: "application/vnd.oci.image.index.v1+json", digest: index.digest, size: index.size, annotations: { "io.containerd.image.name": "example.com/app:1" } }],
+          }),
+        ),
         { kind: "dir", path: "blobs", mode: 0o755 },
         { kind: "dir", path: "blobs/sha256", mode: 0o755 },
         layer.entry,

@@ -120,7 +120,8 @@ async function readTarIndex(file: FileHandle): Promise<Map<string, Member>> {
       if (members.size === 0) throw new BundleCheckError("the tar holds nothing");
       return members;
     }
-    if (!checksumOk(header)) throw new BundleCheckError(offset === 0 ? "not a tar file (an OCI image layout or docker save tar)" : `the tar is damaged at byte ${offset} (a header's checksum is wrong)`);
+    if (!checksumOk(header))
+      throw new BundleCheckError(offset === 0 ? "not a tar file (an OCI image layout or docker save tar)" : `the tar is damaged at byte ${offset} (a header's checksum is wrong)`);
     const size = octal(header.subarray(124, 136));
     const type = String.fromCharCode(header[156]!);
     if ("xgLKN".includes(type)) throw new BundleCheckError(`the tar has extended headers (PAX or GNU, type '${type}'), which OCI layouts and docker save do not need; nothing is read from such a tar`);
@@ -199,7 +200,8 @@ export async function checkImageBundle(path: string): Promise<CheckedBundle> {
         const name = `blobs/sha256/${digest.slice("sha256:".length)}`;
         const member = members.get(name);
         if (!member) throw new BundleCheckError(`${what} ${digest.slice(0, 19)}… is not in the bundle`);
-        if (descriptor.size !== undefined && descriptor.size !== member.size) throw new BundleCheckError(`${what} ${digest.slice(0, 19)}…: ${member.size} bytes where its descriptor says ${descriptor.size}`);
+        if (descriptor.size !== undefined && descriptor.size !== member.size)
+          throw new BundleCheckError(`${what} ${digest.slice(0, 19)}…: ${member.size} bytes where its descriptor says ${descriptor.size}`);
         return name;
       };
       // Each manifest or index is walked once however often it is named, and all of them together are bounded.
@@ -231,7 +233,9 @@ export async function checkImageBundle(path: string): Promise<CheckedBundle> {
         await walk(descriptor, 0);
         const ref = descriptor.annotations?.["io.containerd.image.name"] ?? descriptor.annotations?.["org.opencontainers.image.ref.name"] ?? "";
         if (!ref.includes("/") && !ref.includes(":")) {
-          throw new BundleCheckError(`a manifest in index.json has no full image name (annotation io.containerd.image.name or org.opencontainers.image.ref.name, like registry.example.com/app:1); found ${JSON.stringify(ref.slice(0, 80))}`);
+          throw new BundleCheckError(
+            `a manifest in index.json has no full image name (annotation io.containerd.image.name or org.opencontainers.image.ref.name, like registry.example.com/app:1); found ${JSON.stringify(ref.slice(0, 80))}`,
+          );
         }
         images.push(ref);
       }

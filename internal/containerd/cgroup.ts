@@ -70,7 +70,10 @@ export function delegatingCgroup(root: string, dir: string): void {
   for (const part of ["", ...parts]) {
     current = part ? join(current, part) : current;
     mkdirSync(current, { recursive: true });
-    const offered = readFileSync(join(current, "cgroup.controllers"), "utf8").trim().split(/\s+/).filter((c) => controllers.includes(c));
+    const offered = readFileSync(join(current, "cgroup.controllers"), "utf8")
+      .trim()
+      .split(/\s+/)
+      .filter((c) => controllers.includes(c));
     const delegated = readFileSync(join(current, "cgroup.subtree_control"), "utf8").trim().split(/\s+/).filter(Boolean);
     const missing = offered.filter((c) => !delegated.includes(c));
     if (missing.length === 0) continue;

@@ -75,7 +75,7 @@ describe("runtime paths and configuration", () => {
     expect(config).toContain(`disabled_plugins = [${DISABLED_PLUGINS.map((p) => `"${p}"`).join(", ")}]`);
     expect(config.slice(config.indexOf("[plugins."))).toBe(
       [
-        "[plugins.\"io.containerd.cri.v1.images\"]",
+        '[plugins."io.containerd.cri.v1.images"]',
         '  snapshotter = "overlayfs"',
         '  [plugins."io.containerd.cri.v1.images".pinned_images]',
         `    sandbox = "${SANDBOX_IMAGE_REF}"`,

@@ -24,7 +24,14 @@ function contentStore(root: string, documents: Record<string, string>): void {
 }
 
 describe("an image's size, added up from the content store as ctr does", () => {
-  const manifest = json({ schemaVersion: 2, config: { digest: digest(3), size: 500 }, layers: [{ digest: digest(4), size: 1000 }, { digest: digest(5), size: 2000 }] });
+  const manifest = json({
+    schemaVersion: 2,
+    config: { digest: digest(3), size: 500 },
+    layers: [
+      { digest: digest(4), size: 1000 },
+      { digest: digest(5), size: 2000 },
+    ],
+  });
   const index = json({
     schemaVersion: 2,
     manifests: [

@@ -117,7 +117,10 @@ export function imageStore(paths: RuntimePaths): ImageStore {
       const client = createClient(Images, `unix:${paths.socket}`, { credentials: credentials.createInsecure(), metadata: { "containerd-namespace": CRI_NAMESPACE } });
       try {
         const { images } = await client.list({}, { timeoutMs: LIST_TIMEOUT_MS, ...(signal ? { signal } : {}) });
-        return namedImages(paths.root, images.map((image) => ({ name: image.name, ...(image.target ? { target: { digest: image.target.digest, size: image.target.size } } : {}) })));
+        return namedImages(
+          paths.root,
+          images.map((image) => ({ name: image.name, ...(image.target ? { target: { digest: image.target.digest, size: image.target.size } } : {}) })),
+        );
       } finally {
         client.close();
       }

@@ -178,7 +178,10 @@ describe("ImagePeer between two workers, over mutual TLS under the cluster CA", 
   const layer = new Uint8Array(32 * 256 * 1024 + 17).map((_, i) => (i * 7) % 256);
   const manifest = new TextEncoder().encode(JSON.stringify({ schemaVersion: 2, config: { digest: "sha256:x" }, layers: [{ digest: digestOf(layer) }] }));
   const { logger } = captureLogger("root");
-  const supervisor = supervise(imagePeersService({ tls: a.credentials, address: "127.0.0.1", nodes, contentRoot: dir.path, endpoint: { url: `http://127.0.0.1:${proxyPort}`, token: "t" }, servePort: port }), { logger });
+  const supervisor = supervise(
+    imagePeersService({ tls: a.credentials, address: "127.0.0.1", nodes, contentRoot: dir.path, endpoint: { url: `http://127.0.0.1:${proxyPort}`, token: "t" }, servePort: port }),
+    { logger },
+  );
   const clientOf = (node: typeof a) => new PeerClients(node.credentials, () => peerWorkers(nodes.peek()!, node.id), port);
 
   beforeAll(async () => {
@@ -187,7 +190,10 @@ describe("ImagePeer between two workers, over mutual TLS under the cluster CA", 
       mkdirSync(dirname(path), { recursive: true });
       writeFileSync(path, content);
     }
-    await eventually(async () => expect(await fetch(`http://127.0.0.1:${proxyPort}/v2/`, { headers: { [PEER_TOKEN_HEADER]: "t" } }).then((r) => r.status)).toBe(200), { timeoutMs: 10_000, what: "the peer mirror serving" });
+    await eventually(async () => expect(await fetch(`http://127.0.0.1:${proxyPort}/v2/`, { headers: { [PEER_TOKEN_HEADER]: "t" } }).then((r) => r.status)).toBe(200), {
+      timeoutMs: 10_000,
+      what: "the peer mirror serving",
+    });
   });
   afterAll(async () => {
     await supervisor.stop();
@@ -215,7 +221,10 @@ describe("ImagePeer between two workers, over mutual TLS under the cluster CA", 
 
   test("refused: a node the records do not name a worker; a worker that loses the role loses its open stream", async () => {
     const call = (node: typeof a) =>
-      createClient(ImagePeer, `127.0.0.1:${port}`, { credentials: channelCredentials({ server: { ca: ca.certificate, verify: () => undefined }, certificate: node.credentials.certificate, privateKey: node.credentials.privateKey }), channelOptions: channelOptions(a.id) });
+      createClient(ImagePeer, `127.0.0.1:${port}`, {
+        credentials: channelCredentials({ server: { ca: ca.certificate, verify: () => undefined }, certificate: node.credentials.certificate, privateKey: node.credentials.privateKey }),
+        channelOptions: channelOptions(a.id),
+      });
     const first = async (node: typeof a, headerOnly = true) => {
       const client = call(node);
       try {

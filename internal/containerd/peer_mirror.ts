@@ -39,19 +39,7 @@ import type { Node } from "../../proto/gen/curator/curator_pb.ts";
 import type { Value } from "../event/mod.ts";
 import type { Logger } from "../log/mod.ts";
 import { nodeIdentityProblem } from "../pki/mod.ts";
-import {
-  addService,
-  channelCredentials,
-  channelOptions,
-  createClient,
-  createServer,
-  hostPort,
-  listen,
-  PermissionDeniedError,
-  serverCredentials,
-  type Peer,
-  type ServiceClient,
-} from "../rpc/mod.ts";
+import { addService, channelCredentials, channelOptions, createClient, createServer, hostPort, listen, PermissionDeniedError, serverCredentials, type Peer, type ServiceClient } from "../rpc/mod.ts";
 import { untilCancelled, type Runnable } from "../supervisor/mod.ts";
 import { CONTENT_DIGEST, IMAGE_PEER_PORT, imagePeerService } from "./peer_content.ts";
 
@@ -84,9 +72,7 @@ export interface PeerNode {
 
 /** The workers other than `self` that the records say are up, with an address. */
 export function peerWorkers(nodes: readonly Node[], self: string): PeerNode[] {
-  return nodes
-    .filter((n) => n.id !== self && n.state === NodeState.UP && n.roles?.kubernetesWorker && n.status?.externalAddress)
-    .map((n) => ({ nodeId: n.id, address: n.status!.externalAddress }));
+  return nodes.filter((n) => n.id !== self && n.state === NodeState.UP && n.roles?.kubernetesWorker && n.status?.externalAddress).map((n) => ({ nodeId: n.id, address: n.status!.externalAddress }));
 }
 
 /** Why `peer` may not fetch from this node, by the records; undefined if it may. */
@@ -281,7 +267,10 @@ export class PeerClients implements PeerSource {
    * the records connects it again.
    */
   warm(): void {
-    for (const peer of this.peers()) void this.client(peer).connect(PEER_WARM_TIMEOUT_MS).catch(() => {});
+    for (const peer of this.peers())
+      void this.client(peer)
+        .connect(PEER_WARM_TIMEOUT_MS)
+        .catch(() => {});
   }
 
   /** Closes the clients of peers no longer named. */

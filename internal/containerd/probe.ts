@@ -33,7 +33,7 @@ export const PROBE_SCRIPT = [
   // on to the container: without the trap, stopping the probe waited out
   // the runner's kill grace (5 s) every time.
   "trap 'exit 0' TERM",
-  'root=$(awk \'$5=="/"{print $9}\' /proc/self/mountinfo)',
+  "root=$(awk '$5==\"/\"{print $9}' /proc/self/mountinfo)",
   // The unified hierarchy's line only (a hybrid host lists v1 ones too).
   'echo "runtime probe: pid $$, root $root, cgroup $(grep ^0:: /proc/self/cgroup)"',
   // A wait the trap interrupts at once, where a sleep would finish first.
@@ -79,17 +79,7 @@ export function runtimeProbe(options: ProbeOptions): Runnable {
     await ctr(paths, ["images", "import", options.image], ctx.signal);
     if (await removeLeftover(paths, ctx.signal)) ctx.logger.warn("removed a probe container an earlier run left");
     ctx.logger.info("starting the probe container", { image: PROBE_IMAGE_REF, id: PROBE_CONTAINER_ID });
-    const [command = "", ...args] = ctrArgv(paths, [
-      "run",
-      "--rm",
-      "--cgroup",
-      `${paths.cgroupPath}/containers/${PROBE_CONTAINER_ID}`,
-      PROBE_IMAGE_REF,
-      PROBE_CONTAINER_ID,
-      "sh",
-      "-c",
-      PROBE_SCRIPT,
-    ]);
+    const [command = "", ...args] = ctrArgv(paths, ["run", "--rm", "--cgroup", `${paths.cgroupPath}/containers/${PROBE_CONTAINER_ID}`, PROBE_IMAGE_REF, PROBE_CONTAINER_ID, "sh", "-c", PROBE_SCRIPT]);
     await runProcess(ctx, {
       command,
       args,

@@ -32,7 +32,7 @@ describe("hosts.toml", () => {
     expect(text).toContain('server = "https://m2.example.com"\ncapabilities = ["pull", "resolve"]\n');
     expect(text).toContain('[host."https://m1.example.com"]');
     expect(text).not.toContain('[host."https://m2.example.com"]');
-    expect(text).not.toContain("registry.example.com\"");
+    expect(text).not.toContain('registry.example.com"');
   });
 
   test("the CA and skip_verify apply to the host and to every mirror", () => {

@@ -61,7 +61,11 @@ export function registryHostProblem(host: string): string | undefined {
   if (host.length > MAX_REGISTRY_HOST_CHARS) return `${host.length} characters, more than ${MAX_REGISTRY_HOST_CHARS}`;
   const match = HOST.exec(host);
   if (!match) {
-    const hint = host.includes("://") ? " (a host, not a URL: registry.example.com or 10.0.0.5:5000)" : host !== host.toLowerCase() ? " (image names spell hosts in lower case)" : " (a DNS name or IPv4 address, with a port if it has one)";
+    const hint = host.includes("://")
+      ? " (a host, not a URL: registry.example.com or 10.0.0.5:5000)"
+      : host !== host.toLowerCase()
+        ? " (image names spell hosts in lower case)"
+        : " (a DNS name or IPv4 address, with a port if it has one)";
     return `${quote(host)} is not a registry host${hint}`;
   }
   const [, name = "", port] = match;
@@ -189,7 +193,10 @@ export function hostsToml(registry: ContainerRegistry, caPath?: string, peer?: P
 
 /** The hosts.toml for every host the configuration does not name: the peer mirror, then the host itself. */
 export function defaultHostsToml(peer: PeerMirrorEndpoint): string {
-  return ["# Every registry host without a directory of its own: written by nodecore.", "# The peer mirror first; then the host itself, containerd's default.", "", ...peerMirrorHost(peer)].join("\n") + "\n";
+  return (
+    ["# Every registry host without a directory of its own: written by nodecore.", "# The peer mirror first; then the host itself, containerd's default.", "", ...peerMirrorHost(peer)].join("\n") +
+    "\n"
+  );
 }
 
 /** The files of every host's directory, by path relative to the hosts directory; with `peer`, the default host's too. */

@@ -71,7 +71,10 @@ export function containerRuntime(options: ContainerRuntimeOptions): Runnable {
           onServing: () => report("image-peers", "running", `serving this node's images to the other workers on ${cri.peers.address}; containerd asks the workers first, by digest`),
         })(inner);
       });
-      ctx.run("census", census(paths, probeRuns, (message) => report("containerd", "running", message)));
+      ctx.run(
+        "census",
+        census(paths, probeRuns, (message) => report("containerd", "running", message)),
+      );
     }
     ctx.run(
       "probe",

@@ -132,7 +132,9 @@ describe("the trail of a curator", () => {
   test("a node's report of its own node management call is recorded about that node, the caller marked as its word; a bad method is refused", async () => {
     const curator = cluster.client(Curator, { kind: "node", certificate: cluster.node.certificate, privateKey: cluster.node.key.privateKey });
     await curator.reportNodeManagementCall({ method: "NodeManagement/Reboot", caller: "owner", detail: "", result: "OK", refused: false, timeMs: BigInt(Date.now()) });
-    expect((await refusal(curator.reportNodeManagementCall({ method: "Management/DeleteNode", caller: "owner", detail: "", result: "OK", refused: false, timeMs: 0n }))).code).toBe(Status.INVALID_ARGUMENT);
+    expect((await refusal(curator.reportNodeManagementCall({ method: "Management/DeleteNode", caller: "owner", detail: "", result: "OK", refused: false, timeMs: 0n }))).code).toBe(
+      Status.INVALID_ARGUMENT,
+    );
     curator.close();
     const reboot = await eventually(async () => {
       const found = (await events()).find((e) => e.method === "NodeManagement/Reboot");
@@ -158,16 +160,34 @@ describe("the trail of a curator", () => {
   test("a flood of refusals from many addresses costs the trail a bounded number of writes and one count, and never an owner's write", async () => {
     const base = Math.floor(Date.now() / 60_000) * 60_000;
     let now = base;
-    const trail = new AuditTrail(cluster.store.etcd, captureLogger("audit").logger, (e) => e, () => now);
+    const trail = new AuditTrail(
+      cluster.store.etcd,
+      captureLogger("audit").logger,
+      (e) => e,
+      () => now,
+    );
     const flood = `flood-${base}`;
     // 2100 addresses, six refused calls each (no certificate), as the outside test did.
     for (let i = 0; i < 2100; i++) {
       for (let j = 0; j < 6; j++) {
-        trail.tap({ method: "Management/UpdateNodeLabels", localName: "updateNodeLabels", peer: { kind: "anonymous" }, remoteAddress: `10.${i >> 8}.${i & 255}.${j}`, request: undefined, error: new PermissionDeniedError(flood) });
+        trail.tap({
+          method: "Management/UpdateNodeLabels",
+          localName: "updateNodeLabels",
+          peer: { kind: "anonymous" },
+          remoteAddress: `10.${i >> 8}.${i & 255}.${j}`,
+          request: undefined,
+          error: new PermissionDeniedError(flood),
+        });
       }
     }
     // The owner's write, right after: recorded, whatever is queued.
-    trail.tap({ method: "Management/UpdateNodeLabels", localName: "updateNodeLabels", peer: { kind: "owner" } as never, remoteAddress: "127.0.0.1", request: { id: cluster.node.id, upsert: [{ key: flood, value: "x" }], delete: [] } });
+    trail.tap({
+      method: "Management/UpdateNodeLabels",
+      localName: "updateNodeLabels",
+      peer: { kind: "owner" } as never,
+      remoteAddress: "127.0.0.1",
+      request: { id: cluster.node.id, upsert: [{ key: flood, value: "x" }], delete: [] },
+    });
     await trail.flush();
     const written = (await events()).filter((e) => e.result.includes(flood) || e.detail.includes(flood));
     const refusals = written.filter((e) => e.kind === ClusterEvent_Kind.REFUSAL);
@@ -175,9 +195,18 @@ describe("the trail of a curator", () => {
     expect(written.filter((e) => e.kind === ClusterEvent_Kind.CALL).map((e) => e.actor)).toEqual(["owner"]);
     // The next minute's first refusal brings the count of what was left out.
     now = base + 60_000;
-    trail.tap({ method: "Management/UpdateNodeLabels", localName: "updateNodeLabels", peer: { kind: "anonymous" }, remoteAddress: "10.99.0.1", request: undefined, error: new PermissionDeniedError(flood) });
+    trail.tap({
+      method: "Management/UpdateNodeLabels",
+      localName: "updateNodeLabels",
+      peer: { kind: "anonymous" },
+      remoteAddress: "10.99.0.1",
+      request: undefined,
+      error: new PermissionDeniedError(flood),
+    });
     await trail.flush();
     const counted = (await events()).filter((e) => e.timeMs === BigInt(base + 60_000) && e.detail.startsWith("and "));
-    expect(counted.map((e) => e.detail)).toEqual([`and ${2100 * 6 - REFUSALS_PER_MINUTE_OVERALL} more refused calls from ${2100 * 6 > 10_000 ? "at least " : ""}${Math.min(2100 * 6, 10_000)} callers in that minute, not recorded one by one`]);
+    expect(counted.map((e) => e.detail)).toEqual([
+      `and ${2100 * 6 - REFUSALS_PER_MINUTE_OVERALL} more refused calls from ${2100 * 6 > 10_000 ? "at least " : ""}${Math.min(2100 * 6, 10_000)} callers in that minute, not recorded one by one`,
+    ]);
   });
 });

@@ -140,7 +140,12 @@ export class AuditTrail {
     // Refusals and calls have budgets of their own: a flood of refusals never takes a call's place.
     const [key, budget, what] = report.refused ? [`refused:${nodeId}`, NODE_REPORTS_PER_MINUTE, "refused calls"] : [`calls:${nodeId}`, NODE_CALL_REPORTS_PER_MINUTE, "calls"];
     const kind = report.refused ? ClusterEvent_Kind.REFUSAL : ClusterEvent_Kind.CALL;
-    if (!this.allow(key, budget, (over) => this.record({ kind, actor: `${nodeId}`, nodeId, detail: `and ${over} more node management ${what} reported by ${nodeId} in that minute, not recorded one by one`, result: "" }))) return;
+    if (
+      !this.allow(key, budget, (over) =>
+        this.record({ kind, actor: `${nodeId}`, nodeId, detail: `and ${over} more node management ${what} reported by ${nodeId} in that minute, not recorded one by one`, result: "" }),
+      )
+    )
+      return;
     this.record({
       kind: report.refused ? ClusterEvent_Kind.REFUSAL : ClusterEvent_Kind.CALL,
       actor: `${encodable(report.caller, 100)} (as ${nodeId} reports)`,
@@ -225,7 +230,12 @@ export class AuditTrail {
   async prune(max = MAX_EVENTS): Promise<number> {
     const count = await this.etcd.getAll().prefix(EVENTS_PREFIX).count();
     if (count <= max) return 0;
-    const oldest = await this.etcd.getAll().prefix(EVENTS_PREFIX).sort("Key", "Ascend").limit(count - max).keys();
+    const oldest = await this.etcd
+      .getAll()
+      .prefix(EVENTS_PREFIX)
+      .sort("Key", "Ascend")
+      .limit(count - max)
+      .keys();
     const last = oldest.at(-1);
     if (!last) return 0;
     // [first key of the prefix, last key to go]
@@ -233,7 +243,6 @@ export class AuditTrail {
     return oldest.length;
   }
 }
-
 
 /** Reads the trail's newest `last` events (about `nodeId`, if given), oldest first, and the etcd revision read at. */
 export async function readEvents(etcd: Namespace, options: { last: number; nodeId?: string }): Promise<{ events: ClusterEvent[]; revision: number }> {

@@ -79,9 +79,7 @@ export async function grantConsensus(etcd: Etcd3, store: CuratorStore, record: N
     const learner = members.find((m) => m.isLearner);
     if (learner) {
       // etcd admits one learner at a time.
-      throw new FailedPreconditionError(
-        `${learner.name || "another node"} is still catching up as an etcd learner; one node joins etcd at a time, try again once it votes`,
-      );
+      throw new FailedPreconditionError(`${learner.name || "another node"} is still catching up as an etcd learner; one node joins etcd at a time, try again once it votes`);
     }
     logger.info("adding etcd learner", { node: record.id, peerUrl: url });
     try {
@@ -193,7 +191,10 @@ export async function reconcileMembership(etcd: Etcd3, nodes: readonly NodeRecor
       firstSeen.set(member.id, since);
       if (now - since < ORPHAN_LEARNER_GRACE_MS) continue;
     }
-    logger.warn("removing an etcd member that no consensus role accounts for (a change interrupted halfway, or the last leader's own node that left)", { member: member.name || member.id, learner: member.isLearner });
+    logger.warn("removing an etcd member that no consensus role accounts for (a change interrupted halfway, or the last leader's own node that left)", {
+      member: member.name || member.id,
+      learner: member.isLearner,
+    });
     await etcd.cluster.memberRemove({ ID: member.id });
     firstSeen.delete(member.id);
     removed.push(member.name || member.id);
@@ -308,9 +309,7 @@ export function newConsensusJoins(): ConsensusJoins {
 }
 
 /** What one round of holdConsensusJoins did, for the audit trail. */
-export type ConsensusJoinChange =
-  | { kind: "given-up"; node: string; learnerMs: number; started: boolean; rejoinInMs: number }
-  | { kind: "rejoining"; node: string; givenUp: number };
+export type ConsensusJoinChange = { kind: "given-up"; node: string; learnerMs: number; started: boolean; rejoinInMs: number } | { kind: "rejoining"; node: string; givenUp: number };
 
 /**
  * One round of the leader's hold on consensus joins:
@@ -378,4 +377,3 @@ export async function holdConsensusJoins(
   }
   return changes;
 }
-

@@ -28,7 +28,10 @@ export const FAILING_STATE = "failing";
 function healthOf(record: NodeRecord, health: Health): { health: Node_Health; reason: string } {
   if (health.health === Node_Health.HEALTHY && health.clockOffsetMs !== undefined && Math.abs(health.clockOffsetMs) > MAX_CLOCK_SKEW_MS) {
     const off = health.clockOffsetMs;
-    return { health: Node_Health.CLOCK_SKEW, reason: `its clock is ${(Math.abs(off) / 1000).toFixed(1)} s ${off > 0 ? "ahead of" : "behind"} the curator leader's (at most ${MAX_CLOCK_SKEW_MS / 1000} s allowed)` };
+    return {
+      health: Node_Health.CLOCK_SKEW,
+      reason: `its clock is ${(Math.abs(off) / 1000).toFixed(1)} s ${off > 0 ? "ahead of" : "behind"} the curator leader's (at most ${MAX_CLOCK_SKEW_MS / 1000} s allowed)`,
+    };
   }
   const services = record.status?.services ?? [];
   const supervision = services.find((s) => s.name === SUPERVISION_LINE);

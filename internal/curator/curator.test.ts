@@ -42,7 +42,6 @@ afterAll(async () => {
   await cluster?.close();
 });
 
-
 const asNode = () => ({ kind: "node" as const, certificate: cluster.node.certificate, privateKey: cluster.node.key.privateKey });
 
 describe("owner escrow", () => {
@@ -280,7 +279,9 @@ describe("cluster network", () => {
       for (let i = 1; i < WIREGUARD_KEY_CHANGES_PER_HOUR; i++) await curator.updateNodeClusterNetworking({ wireguardPublicKey: wireguardKey() });
       const tooMany = await refusal(curator.updateNodeClusterNetworking({ wireguardPublicKey: wireguardKey() }));
       expect(tooMany.code).toBe(Status.RESOURCE_EXHAUSTED);
-      expect(tooMany.details).toMatch(new RegExp(`^node ${cluster.node.id} changed its WireGuard key ${WIREGUARD_KEY_CHANGES_PER_HOUR} times in the last hour, the most allowed; try again in \\d+ s$`));
+      expect(tooMany.details).toMatch(
+        new RegExp(`^node ${cluster.node.id} changed its WireGuard key ${WIREGUARD_KEY_CHANGES_PER_HOUR} times in the last hour, the most allowed; try again in \\d+ s$`),
+      );
       // The owner is no node.
       const asOwner = cluster.client(Curator, owner);
       expect((await refusal(asOwner.updateNodeClusterNetworking({ wireguardPublicKey: rotated }))).code).toBe(Status.PERMISSION_DENIED);
@@ -334,7 +335,11 @@ describe("cluster network", () => {
     const choose = (taken: ReadonlySet<string>) => firstFreePodPrefix(taken)!;
     const aKey = wireguardKey();
     await store.assignClusterNetworking(a, aKey, choose);
-    const refusal = (id: string, key: Uint8Array) => store.assignClusterNetworking(id, key, choose).then(() => undefined, (error: unknown) => error);
+    const refusal = (id: string, key: Uint8Array) =>
+      store.assignClusterNetworking(id, key, choose).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
     expect(await refusal(b, aKey)).toBeInstanceOf(AlreadyExistsError);
     expect((await store.node(b))!.value.clusterNetworking).toBeUndefined();
     // Sent again: nothing is written (the record's revision stays).
@@ -435,7 +440,13 @@ describe("labels", () => {
   test("the owner upserts and deletes labels; the node list shows them sorted", async () => {
     const management = cluster.client(Management, owner);
     const id = cluster.node.id;
-    const first = await management.updateNodeLabels({ id, upsert: [{ key: "zone", value: "a" }, { key: "example.com/rack", value: "7" }] });
+    const first = await management.updateNodeLabels({
+      id,
+      upsert: [
+        { key: "zone", value: "a" },
+        { key: "example.com/rack", value: "7" },
+      ],
+    });
     expect(first.labels.map((l) => `${l.key}=${l.value}`)).toEqual(["example.com/rack=7", "zone=a"]);
     const second = await management.updateNodeLabels({ id, upsert: [{ key: "zone", value: "b" }], delete: ["example.com/rack", "never-set"] });
     expect(second.labels.map((l) => `${l.key}=${l.value}`)).toEqual(["zone=b"]);
@@ -459,7 +470,11 @@ describe("labels", () => {
   test("a write fenced on a term that has ended, or on no term, is refused and changes nothing", async () => {
     const id = cluster.node.id;
     const before = (await cluster.store.node(id))!.modRevision;
-    const failure = (promise: Promise<unknown>) => promise.then(() => new Error("the write went through"), (err: unknown) => err as Error);
+    const failure = (promise: Promise<unknown>) =>
+      promise.then(
+        () => new Error("the write went through"),
+        (err: unknown) => err as Error,
+      );
     const ended = new CuratorStore(cluster.etcd.namespace(ETCD_PREFIX), { fence: () => "election/curator-leader/7fffffffffffffff" });
     const endedError = await failure(ended.updateNode(id, (r) => r));
     expect(endedError).toBeInstanceOf(FencedError);
@@ -587,9 +602,16 @@ describe("health and removal", () => {
 
   test("the owner cannot send heartbeats as a node", async () => {
     const asOwner = cluster.client(Curator, owner);
-    const refusedOwner = await refusal((async () => {
-      for await (const _ of asOwner.heartbeat((async function* () { yield {}; })())) return;
-    })());
+    const refusedOwner = await refusal(
+      (async () => {
+        for await (const _ of asOwner.heartbeat(
+          (async function* () {
+            yield {};
+          })(),
+        ))
+          return;
+      })(),
+    );
     asOwner.close();
     expect(refusedOwner.code).toBe(Status.PERMISSION_DENIED);
   });
@@ -605,16 +627,23 @@ describe("health and removal", () => {
     const openWatch = asNode.watch({ kind: { case: "nodesInCluster", value: {} } })[Symbol.asyncIterator]();
     expect((await openWatch.next()).done).toBe(false);
     const beating = new AbortController();
-    const openBeats = asNode.heartbeat((async function* () {
-      while (!beating.signal.aborted) {
-        yield {};
-        await Bun.sleep(100); // a node's heartbeat pace, shortened
-      }
-    })())[Symbol.asyncIterator]();
+    const openBeats = asNode
+      .heartbeat(
+        (async function* () {
+          while (!beating.signal.aborted) {
+            yield {};
+            await Bun.sleep(100); // a node's heartbeat pace, shortened
+          }
+        })(),
+      )
+      [Symbol.asyncIterator]();
     expect((await openBeats.next()).done).toBe(false);
-    const endOf = (stream: AsyncIterator<unknown>) => refusal((async () => {
-      while (!(await stream.next()).done);
-    })());
+    const endOf = (stream: AsyncIterator<unknown>) =>
+      refusal(
+        (async () => {
+          while (!(await stream.next()).done);
+        })(),
+      );
 
     await management.deleteNode({ id });
     for (const ended of [await endOf(openWatch), await endOf(openBeats)]) {
@@ -636,14 +665,23 @@ describe("health and removal", () => {
 
     // Its certificate is still signed by the CA, but the cluster's records no longer know it.
     const asDeleted = cluster.client(Curator, { kind: "node", certificate, privateKey: key.privateKey });
-    const watch = await refusal((async () => {
-      for await (const _ of asDeleted.watch({ kind: { case: "nodesInCluster", value: {} } })) return;
-    })());
+    const watch = await refusal(
+      (async () => {
+        for await (const _ of asDeleted.watch({ kind: { case: "nodesInCluster", value: {} } })) return;
+      })(),
+    );
     expect(watch.code).toBe(Status.PERMISSION_DENIED);
     expect(watch.details).toBe(`node ${id} is not part of the cluster (it was deleted)`);
-    const beat = await refusal((async () => {
-      for await (const _ of asDeleted.heartbeat((async function* () { yield {}; })())) return;
-    })());
+    const beat = await refusal(
+      (async () => {
+        for await (const _ of asDeleted.heartbeat(
+          (async function* () {
+            yield {};
+          })(),
+        ))
+          return;
+      })(),
+    );
     expect(beat.code).toBe(Status.PERMISSION_DENIED);
     asDeleted.close();
     // Nor does it read the cluster's directory, join keys and CA any more.
@@ -734,7 +772,12 @@ describe("watch", () => {
       }
     })();
     await eventually(() => expect(events.some((e) => e.progress === WatchEvent_Progress.LAST_BACKLOGGED)).toBe(true));
-    const backlog = events.slice(0, events.findIndex((e) => e.progress === WatchEvent_Progress.LAST_BACKLOGGED)).flatMap((e) => e.nodes.map((n) => n.id));
+    const backlog = events
+      .slice(
+        0,
+        events.findIndex((e) => e.progress === WatchEvent_Progress.LAST_BACKLOGGED),
+      )
+      .flatMap((e) => e.nodes.map((n) => n.id));
     expect(backlog).toContain(cluster.node.id);
     // An update and a deletion, written straight to etcd.
     const temp = generateKeyPair();
@@ -778,15 +821,24 @@ describe("leader election", () => {
     expect(err.details).toBe(`this curator is not the leader; the leader is ${cluster.node.id} at ${cluster.target}`);
     // Reads are served by any curator, except node health: only the leader hears heartbeats.
     expect((await management.getClusterInfo({})).caCertificate.length).toBeGreaterThan(0);
-    const list = await refusal((async () => {
-      for await (const _ of management.getNodes({})) return;
-    })());
+    const list = await refusal(
+      (async () => {
+        for await (const _ of management.getNodes({})) return;
+      })(),
+    );
     expect(list.code).toBe(Status.UNAVAILABLE);
     expect(list.trailers?.["nodecore-leader"]).toBe(`${cluster.node.id}@${cluster.target}`);
     const asNode = cluster.client(Curator, { kind: "node", certificate: cluster.node.certificate, privateKey: cluster.node.key.privateKey }, endpoint);
-    const beat = await refusal((async () => {
-      for await (const _ of asNode.heartbeat((async function* () { yield {}; })())) return;
-    })());
+    const beat = await refusal(
+      (async () => {
+        for await (const _ of asNode.heartbeat(
+          (async function* () {
+            yield {};
+          })(),
+        ))
+          return;
+      })(),
+    );
     asNode.close();
     expect(beat.code).toBe(Status.UNAVAILABLE);
 
@@ -830,7 +882,9 @@ describe("etcd's members held against the consensus roles", () => {
       const key = generateKeyPair();
       const id = nodeIdFromPublicKey(rawPublicKey(key.publicKey));
       const status = create(NodeStatusSchema, { externalAddress: address });
-      expect(await store.createNode(create(NodeRecordSchema, { id, publicKey: rawPublicKey(key.publicKey), joinKey: rawPublicKey(generateKeyPair().publicKey), state: NodeState.UP, status }))).toBe("created");
+      expect(await store.createNode(create(NodeRecordSchema, { id, publicKey: rawPublicKey(key.publicKey), joinKey: rawPublicKey(generateKeyPair().publicKey), state: NodeState.UP, status }))).toBe(
+        "created",
+      );
       return (await store.node(id))!.value;
     };
     const stalled = await node("127.0.0.97");

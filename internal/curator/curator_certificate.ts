@@ -29,11 +29,7 @@ export interface CuratorCertificate {
 }
 
 /** Issues this node's curator certificate, if the cluster's records allow it. */
-export async function issueOwnCuratorCertificate(
-  store: CuratorStore,
-  publicKey: KeyObject,
-  validForMs = CURATOR_CERTIFICATE_VALIDITY_MS,
-): Promise<CuratorCertificate> {
+export async function issueOwnCuratorCertificate(store: CuratorStore, publicKey: KeyObject, validForMs = CURATOR_CERTIFICATE_VALIDITY_MS): Promise<CuratorCertificate> {
   const nodeId = nodeIdFromPublicKey(rawPublicKey(publicKey));
   const record = await store.node(nodeId);
   if (!record) throw new NotAConsensusMemberError(`node ${nodeId} has no record in the cluster; it cannot serve as a curator`);

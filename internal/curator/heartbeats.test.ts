@@ -56,7 +56,11 @@ describe("heartbeat tracker", () => {
 describe("clock offsets from heartbeats", () => {
   test("the estimate is the least delayed of the last samples; delays never make a clock look ahead", () => {
     let wall = 1_800_000_000_000;
-    const tracker = new HeartbeatTracker(() => 0, TIMEOUT, () => wall);
+    const tracker = new HeartbeatTracker(
+      () => 0,
+      TIMEOUT,
+      () => wall,
+    );
     // The node's clock is 2 h behind; its updates arrive 40, 900, 15 and 3000 ms after they were sent.
     const behind = -2 * 3600_000;
     for (const delay of [40, 900, 15, 3_000]) {
@@ -74,7 +78,11 @@ describe("clock offsets from heartbeats", () => {
 
   test("an update without a time, or with a nonsense one, gives no offset; a new term and a forgotten node forget it", () => {
     const wall = 1_800_000_000_000;
-    const tracker = new HeartbeatTracker(() => 0, TIMEOUT, () => wall);
+    const tracker = new HeartbeatTracker(
+      () => 0,
+      TIMEOUT,
+      () => wall,
+    );
     tracker.beat("node-a");
     tracker.beat("node-a", Number.MAX_SAFE_INTEGER);
     tracker.beat("node-a", -5);

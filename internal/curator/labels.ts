@@ -20,8 +20,6 @@ const NAME = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
 const DNS_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
 const DNS_SUBDOMAIN = new RegExp(`^${DNS_LABEL}(\\.${DNS_LABEL})*$`);
 
-
-
 /** Why `key` is not a label key, or undefined if it is one. */
 export function labelKeyProblem(key: string): string | undefined {
   if (key.length === 0) return "is empty";

@@ -161,7 +161,14 @@ describe("the owner's registry configuration", () => {
       let refused: Awaited<ReturnType<typeof refusal>> | undefined;
       for (let i = 0; i < 64 && !refused; i++) {
         await management
-          .setContainerRegistry({ registry: { host: `big-${i}.example.com`, caPem: bundle, mirrors: Array.from({ length: 8 }, (_, m) => `https://m${m}.example.com/${"p".repeat(400)}`), credentials: { username: "u", password: "x".repeat(8000) } } })
+          .setContainerRegistry({
+            registry: {
+              host: `big-${i}.example.com`,
+              caPem: bundle,
+              mirrors: Array.from({ length: 8 }, (_, m) => `https://m${m}.example.com/${"p".repeat(400)}`),
+              credentials: { username: "u", password: "x".repeat(8000) },
+            },
+          })
           .catch(async (err: unknown) => {
             refused = await refusal(Promise.reject(err));
           });
@@ -176,4 +183,3 @@ describe("the owner's registry configuration", () => {
     }
   }, 120_000);
 });
-

@@ -47,7 +47,10 @@ export interface RegistryDeps {
 /** An entry as the owner may see it: everything but the password. */
 export function shownRegistry(registry: ContainerRegistry): ContainerRegistryShown {
   const certificates = registry.caPem ? parseCaPem(registry.caPem) : [];
-  const ca = typeof certificates === "string" ? `(unreadable: ${certificates})` : certificates.map((c) => `${c.subject.replace(/\n/g, ", ")} sha256:${createHash("sha256").update(c.raw).digest("hex")}`).join("\n");
+  const ca =
+    typeof certificates === "string"
+      ? `(unreadable: ${certificates})`
+      : certificates.map((c) => `${c.subject.replace(/\n/g, ", ")} sha256:${createHash("sha256").update(c.raw).digest("hex")}`).join("\n");
   return create(ContainerRegistryShownSchema, {
     host: registry.host,
     mirrors: registry.mirrors,
@@ -72,7 +75,14 @@ function noEntry(host: string): NotFoundError {
 
 /** What a log line may say about an entry. */
 function logged(registry: ContainerRegistry): Record<string, unknown> {
-  return { host: registry.host, mirrors: registry.mirrors.length, upstream: !registry.upstreamDisabled, ca: registry.caPem !== "", skipVerify: registry.skipVerify, credentials: registry.credentials !== undefined };
+  return {
+    host: registry.host,
+    mirrors: registry.mirrors.length,
+    upstream: !registry.upstreamDisabled,
+    ca: registry.caPem !== "",
+    skipVerify: registry.skipVerify,
+    credentials: registry.credentials !== undefined,
+  };
 }
 
 type RegistryMethods = "setContainerRegistry" | "setContainerRegistryCredentials" | "removeContainerRegistry" | "listContainerRegistries";

@@ -38,10 +38,13 @@ export async function whenRightsEnd(watches: NodeWatchHub, peer: Peer, signal: A
   try {
     for await (const event of watches.subscribe({ nodeId: id }, signal)) {
       const refusal =
-        event.kind === "backlog" ? memberRefusal(id, event.nodes[0]?.state)
-        : event.kind === "put" ? memberRefusal(id, event.node.state)
-        : event.kind === "delete" ? memberRefusal(id, undefined)
-        : undefined;
+        event.kind === "backlog"
+          ? memberRefusal(id, event.nodes[0]?.state)
+          : event.kind === "put"
+            ? memberRefusal(id, event.node.state)
+            : event.kind === "delete"
+              ? memberRefusal(id, undefined)
+              : undefined;
       if (refusal) return refusal;
     }
   } catch (err) {

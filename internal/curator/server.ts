@@ -88,14 +88,16 @@ export function curatorRunnable(options: CuratorOptions): Runnable {
     // caught up (below), and every PROMOTE_INTERVAL_MS keep etcd's raft
     // leadership on another node (see handRaftLeadershipAway for why; a
     // failed hand-off is retried with the next member as target).
-    const whileLeading = (step: (logger: Logger, round: number) => Promise<unknown>): Runnable => async (p) => {
-      p.signalHealthy();
-      for (let round = 0; ; round++) {
-        await leadership.waitFor((l) => l.isLeader, { signal: p.signal });
-        await step(p.logger, round);
-        await sleep(PROMOTE_INTERVAL_MS, p.signal);
-      }
-    };
+    const whileLeading =
+      (step: (logger: Logger, round: number) => Promise<unknown>): Runnable =>
+      async (p) => {
+        p.signalHealthy();
+        for (let round = 0; ; round++) {
+          await leadership.waitFor((l) => l.isLeader, { signal: p.signal });
+          await step(p.logger, round);
+          await sleep(PROMOTE_INTERVAL_MS, p.signal);
+        }
+      };
     // Bumped when this curator adds an etcd learner: the promoter looks at once.
     const learnerAdded = new Value<number>();
     let learnersAdded = 0;
@@ -120,9 +122,7 @@ export function curatorRunnable(options: CuratorOptions): Runnable {
     ctx.run(
       "raft-handoff",
       whileLeading((logger, round) =>
-        handRaftLeadershipAway(options.etcd, logger, round).catch((err: unknown) =>
-          logger.warn("could not hand etcd raft leadership away", { reason: (err as Error).message }),
-        ),
+        handRaftLeadershipAway(options.etcd, logger, round).catch((err: unknown) => logger.warn("could not hand etcd raft leadership away", { reason: (err as Error).message })),
       ),
     );
 
@@ -216,15 +216,25 @@ export function curatorRunnable(options: CuratorOptions): Runnable {
     addService(server, AAA, aaaService(state), { ...serveOptions, policy: AAA_POLICY });
     const onLearnerAdded = () => learnerAdded.set(++learnersAdded);
     const kubernetesPKI = kubernetesPKISource(options.etcd);
-    addService(server, Management, managementService({ store, state, etcd: options.etcd, requireLeader, leader: () => leadership.peek()?.leader?.nodeId, heartbeats, logger: ctx.logger, onLearnerAdded, kubernetesPKI }), {
-      ...serveOptions,
-      policy: MANAGEMENT_POLICY,
-    });
+    addService(
+      server,
+      Management,
+      managementService({ store, state, etcd: options.etcd, requireLeader, leader: () => leadership.peek()?.leader?.nodeId, heartbeats, logger: ctx.logger, onLearnerAdded, kubernetesPKI }),
+      {
+        ...serveOptions,
+        policy: MANAGEMENT_POLICY,
+      },
+    );
     addService(server, Curator, curatorService({ store, state, watches, requireLeader, heartbeats, logger: ctx.logger, kubernetesPKI, trail }), { ...serveOptions, policy: CURATOR_POLICY });
     const address = formatAddress({ host: options.listenHost, port });
     const credentials = serverCredentials({ certificate: identity.certificate, privateKey: options.privateKey });
     try {
-      await listen(server, address, credentials, clusterListenLimits(() => options.clusterCA));
+      await listen(
+        server,
+        address,
+        credentials,
+        clusterListenLimits(() => options.clusterCA),
+      );
     } catch (err) {
       server.forceShutdown();
       throw new Error(`could not listen on ${address}: ${(err as Error).message}`, { cause: err });

@@ -71,7 +71,6 @@ export interface CuratorServiceDeps {
   kubernetesPKI: () => Promise<KubernetesPKI>;
 }
 
-
 /** The key a handshake caller proved it holds. */
 function presentedKey(ctx: CallContext): Uint8Array {
   switch (ctx.peer.kind) {
@@ -190,7 +189,9 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
           throw new PermissionDeniedError(`node ${id} was deleted from the cluster; the owner can let it register again (ctl node undelete ${id})`);
         case "join-key-deleted": {
           const deleted = await store.deletedNodeByJoinKey(request.joinKey);
-          throw new PermissionDeniedError(`this join key belonged to node ${deleted ?? "(a deleted node)"}, which was deleted from the cluster; the owner can lift that (ctl node undelete ${deleted ?? "<id>"})`);
+          throw new PermissionDeniedError(
+            `this join key belonged to node ${deleted ?? "(a deleted node)"}, which was deleted from the cluster; the owner can lift that (ctl node undelete ${deleted ?? "<id>"})`,
+          );
         }
         default: {
           const unreachable: never = created;
@@ -242,7 +243,9 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
       // The caller first: only the node the schedule names reports backups.
       const schedule = await store.backupSchedule();
       if (schedule?.nodeId !== caller) {
-        throw new PermissionDeniedError(`only the node the backup schedule names reports its backups (caller is ${caller}; the schedule names ${schedule?.nodeId ? quote(schedule.nodeId, 40) : "no node"})`);
+        throw new PermissionDeniedError(
+          `only the node the backup schedule names reports its backups (caller is ${caller}; the schedule names ${schedule?.nodeId ? quote(schedule.nodeId, 40) : "no node"})`,
+        );
       }
       const status = request.status;
       if (!status) throw new InvalidArgumentError("status: missing");

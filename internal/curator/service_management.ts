@@ -5,26 +5,12 @@
 import type { Etcd3 } from "etcd3";
 import { BackupScheduleSchema, type ClusterEvent, type Management } from "../../proto/gen/api/management_pb.ts";
 import { create } from "@bufbuild/protobuf";
-import {
-  NodeRolesSchema,
-  NodeRoles_KubernetesControllerSchema,
-  NodeRoles_KubernetesWorkerSchema,
-  NodeState,
-} from "../../proto/gen/common/common_pb.ts";
+import { NodeRolesSchema, NodeRoles_KubernetesControllerSchema, NodeRoles_KubernetesWorkerSchema, NodeState } from "../../proto/gen/common/common_pb.ts";
 import type { NodeRecord } from "../../proto/gen/curator/state/state_pb.ts";
 import type { Logger } from "../log/mod.ts";
 import { issueOwnerKubernetesCertificate, type KubernetesPKI } from "../kubernetes/mod.ts";
 import { createCertificate, issueMetricsReaderCertificate, nodeIdFromPublicKey, publicKeyFromRaw } from "../pki/mod.ts";
-import {
-  encodable,
-  FailedPreconditionError,
-  InvalidArgumentError,
-  NotFoundError,
-  ResourceExhaustedError,
-  UnavailableError,
-  type ServiceImpl,
-  type ServicePolicy,
-} from "../rpc/mod.ts";
+import { encodable, FailedPreconditionError, InvalidArgumentError, NotFoundError, ResourceExhaustedError, UnavailableError, type ServiceImpl, type ServicePolicy } from "../rpc/mod.ts";
 import { checkRevocable, etcdMembers, grantConsensus, revokeConsensus } from "./consensus_membership.ts";
 import { apiserverUrls } from "./kubernetes_credentials.ts";
 import { directoryOf } from "./client/mod.ts";
@@ -186,7 +172,12 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
       let wake: (() => void) | undefined;
       let failure: Error | undefined;
       let watcher: Awaited<ReturnType<typeof openWatch>> | undefined;
-      const openWatch = (revision: number) => store.etcd.watch().prefix(EVENTS_PREFIX).startRevision(String(revision + 1)).watcher();
+      const openWatch = (revision: number) =>
+        store.etcd
+          .watch()
+          .prefix(EVENTS_PREFIX)
+          .startRevision(String(revision + 1))
+          .watcher();
       try {
         const { events, revision } = await readEvents(store.etcd, { last, ...(nodeId ? { nodeId } : {}) });
         watcher = openWatch(revision);
@@ -233,10 +224,14 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
       // term (store.ts); a node that does not exist is NOT_FOUND there, with
       // no read of its own before it (under TCG each read is a round trip
       // among the VMs, and the writes to one node queue behind each other).
-      const record = await store.updateNode(id, (r) => {
-        r.labels = applyLabelChanges(r.labels, request.upsert, request.delete);
-        return r;
-      }, ctx.signal);
+      const record = await store.updateNode(
+        id,
+        (r) => {
+          r.labels = applyLabelChanges(r.labels, request.upsert, request.delete);
+          return r;
+        },
+        ctx.signal,
+      );
       logger.info("node labels updated", { node: id, upserted: request.upsert.length, deleted: request.delete.length });
       return { labels: record.labels };
     },
@@ -244,11 +239,15 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
     async deleteNode(request, ctx) {
       deps.requireLeader();
       const id = requestedNodeId(request);
-      const result = await store.deleteNode(id, (r) => {
-        if (r.roles?.consensusMember) {
-          throw new FailedPreconditionError(`node ${id} is a consensus member; take the role away first (ctl node roles unset ${id} consensus)`);
-        }
-      }, ctx.signal);
+      const result = await store.deleteNode(
+        id,
+        (r) => {
+          if (r.roles?.consensusMember) {
+            throw new FailedPreconditionError(`node ${id} is a consensus member; take the role away first (ctl node roles unset ${id} consensus)`);
+          }
+        },
+        ctx.signal,
+      );
       if (result === "not-found") throw new NotFoundError(`node ${id} not found`);
       deps.heartbeats.forget(id);
       logger.info("node deleted", { node: id });
@@ -269,10 +268,14 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
       const node = await existingNode(store, id);
       if (node.state === NodeState.DECOMMISSIONED) throw new FailedPreconditionError(`node ${id} is decommissioned`);
       if (node.state !== NodeState.NEW) return {};
-      await store.updateNode(id, (r) => {
-        if (r.state === NodeState.NEW) r.state = NodeState.STANDBY;
-        return r;
-      }, ctx.signal);
+      await store.updateNode(
+        id,
+        (r) => {
+          if (r.state === NodeState.NEW) r.state = NodeState.STANDBY;
+          return r;
+        },
+        ctx.signal,
+      );
       logger.info("node approved", { node: id });
       return {};
     },
@@ -280,10 +283,7 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
     async getEtcdCredentials(request, ctx) {
       checkPublicKey("public_key", request.publicKey);
       const ca = (await state.read(ctx.signal)).ca("etcd");
-      const certificate = createCertificate(
-        { commonName: "owner", organization: "nodecore etcd client", publicKey: publicKeyFromRaw(request.publicKey), kind: "client" },
-        ca,
-      );
+      const certificate = createCertificate({ commonName: "owner", organization: "nodecore etcd client", publicKey: publicKeyFromRaw(request.publicKey), kind: "client" }, ca);
       logger.info("issued an etcd client certificate to the owner");
       return { caCertificate: new Uint8Array(ca.certificate.raw), clientCertificate: new Uint8Array(certificate.raw) };
     },

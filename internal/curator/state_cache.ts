@@ -144,7 +144,11 @@ export class StateCache implements StateReader {
       const loaded = await this.#readAll();
       this.counts.loads++;
       const copy: Copy = { entries: entriesOf(loaded), revision: BigInt(loaded.header.revision), changes: 0, dropped: false };
-      const watcher = this.#etcd.watch().inRange({ start: PREFIX, end: PREFIX_END }).startRevision(String(copy.revision + 1n)).watcher();
+      const watcher = this.#etcd
+        .watch()
+        .inRange({ start: PREFIX, end: PREFIX_END })
+        .startRevision(String(copy.revision + 1n))
+        .watcher();
       let broken!: (err: Error) => void;
       const lost = new Promise<never>((_, reject) => (broken = reject));
       const drop = (why: string, cause?: unknown) => {
@@ -206,7 +210,12 @@ export class StateCache implements StateReader {
       // since were outside the prefix): a later check may prove it there.
       const changed = this.#changed.promise;
       const owed = check.owedAt !== undefined && check.owedAt === copy.changes;
-      const later = owed ? changed : this.#index.next().then((c) => void (check = c), () => undefined);
+      const later = owed
+        ? changed
+        : this.#index.next().then(
+            (c) => void (check = c),
+            () => undefined,
+          );
       let timer: ReturnType<typeof setTimeout> | undefined;
       const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, left)));
       let onAbort: (() => void) | undefined;

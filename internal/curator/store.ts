@@ -13,14 +13,7 @@ import { ClientClosedError, ClientRuntimeError, EtcdError, GRPCGenericError, typ
 import { X509Certificate } from "node:crypto";
 import { ClusterNetworkingSchema, type ContainerRegistry } from "../../proto/gen/common/common_pb.ts";
 import { BackupScheduleSchema, BackupStatusSchema, type BackupSchedule, type BackupStatus } from "../../proto/gen/api/management_pb.ts";
-import {
-  CertificateAuthoritySchema,
-  ClusterRecordSchema,
-  ContainerRegistriesRecordSchema,
-  NodeRecordSchema,
-  type ClusterRecord,
-  type NodeRecord,
-} from "../../proto/gen/curator/state/state_pb.ts";
+import { CertificateAuthoritySchema, ClusterRecordSchema, ContainerRegistriesRecordSchema, NodeRecordSchema, type ClusterRecord, type NodeRecord } from "../../proto/gen/curator/state/state_pb.ts";
 import { privateKeyFromRaw, rawPrivateKey, type CA } from "../pki/mod.ts";
 import { AbortedError, AlreadyExistsError, NotFoundError, ResourceExhaustedError, UnavailableError } from "../rpc/mod.ts";
 
@@ -242,7 +235,9 @@ export class CuratorStore {
         const next = change(current.value).sort((a, b) => (a.host < b.host ? -1 : a.host > b.host ? 1 : 0));
         const bytes = Buffer.from(toBinary(ContainerRegistriesRecordSchema, create(ContainerRegistriesRecordSchema, { registries: next })));
         if (bytes.length > MAX_REGISTRIES_RECORD_BYTES) {
-          throw new ResourceExhaustedError(`the registry configuration would be ${bytes.length} bytes, more than the ${MAX_REGISTRIES_RECORD_BYTES} one etcd write takes; use smaller CA bundles or fewer entries`);
+          throw new ResourceExhaustedError(
+            `the registry configuration would be ${bytes.length} bytes, more than the ${MAX_REGISTRIES_RECORD_BYTES} one etcd write takes; use smaller CA bundles or fewer entries`,
+          );
         }
         if (await this.commitFenced(this.etcd.if(REGISTRIES_KEY, "Mod", "==", current.modRevision).then(this.etcd.put(REGISTRIES_KEY).value(bytes)))) return next;
       }
@@ -315,12 +310,7 @@ export class CuratorStore {
    * or, for a record written before the index, the record itself. The same
    * key sent again writes nothing.
    */
-  async assignClusterNetworking(
-    id: string,
-    wireguardPublicKey: Uint8Array,
-    choose: (taken: ReadonlySet<string>) => string,
-    signal?: AbortSignal,
-  ): Promise<NodeRecord> {
+  async assignClusterNetworking(id: string, wireguardPublicKey: Uint8Array, choose: (taken: ReadonlySet<string>) => string, signal?: AbortSignal): Promise<NodeRecord> {
     return this.oneAtATime(id, async () => {
       const key = NODES_PREFIX + id;
       for (let attempt = 0; attempt < MAX_UPDATE_ATTEMPTS; attempt++) {
@@ -332,7 +322,10 @@ export class CuratorStore {
         const index = wireguardKeyIndex(wireguardPublicKey);
         const holder = (await this.etcd.get(index).string()) ?? undefined;
         if (held && had && Buffer.from(had.wireguardPublicKey).equals(Buffer.from(wireguardPublicKey)) && holder === id) return current.value;
-        const squatted = holder !== undefined ? holder !== id : (await this.nodes()).nodes.some((n) => n.id !== id && Buffer.from(n.clusterNetworking?.wireguardPublicKey ?? []).equals(Buffer.from(wireguardPublicKey)));
+        const squatted =
+          holder !== undefined
+            ? holder !== id
+            : (await this.nodes()).nodes.some((n) => n.id !== id && Buffer.from(n.clusterNetworking?.wireguardPublicKey ?? []).equals(Buffer.from(wireguardPublicKey)));
         if (squatted) throw new AlreadyExistsError("this WireGuard public key is another node's; each node makes its own");
         const next = create(NodeRecordSchema, current.value);
         const prefix = held || choose(await this.heldPodPrefixes());

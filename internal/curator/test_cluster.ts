@@ -17,14 +17,7 @@ import { NodeStatusSchema } from "../../proto/gen/common/common_pb.ts";
 import { Value } from "../event/mod.ts";
 import { captureLogger, type LogEntry } from "../log/mod.ts";
 import { clientUrl, connectEtcd, createEtcdCA, issueMemberCertificate, peerUrl, runEtcdMember } from "../consensus/mod.ts";
-import {
-  generateKeyPair,
-  nodeIdFromPublicKey,
-  rawPublicKey,
-  selfSignedCertificate,
-  type CA,
-  type KeyPair,
-} from "../pki/mod.ts";
+import { generateKeyPair, nodeIdFromPublicKey, rawPublicKey, selfSignedCertificate, type CA, type KeyPair } from "../pki/mod.ts";
 import { NodeState } from "../../proto/gen/common/common_pb.ts";
 import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
 import { Curator, WatchEvent_Progress } from "../../proto/gen/curator/curator_pb.ts";
@@ -159,7 +152,10 @@ export async function startTestCluster(options: TestClusterOptions = {}): Promis
       ready,
       new Promise<never>((_, reject) => {
         readyTimer = setTimeout(() => {
-          const last = entries.filter((e) => e.component.includes("etcd")).slice(-5).map((e) => `${e.message} ${JSON.stringify(e.fields)}`);
+          const last = entries
+            .filter((e) => e.component.includes("etcd"))
+            .slice(-5)
+            .map((e) => `${e.message} ${JSON.stringify(e.fields)}`);
           reject(new Error(`the test cluster's etcd (client port ${p.client}, peer port ${p.peer}) did not serve within ${ETCD_READY_TIMEOUT_MS / 1000} s; its last lines:\n${last.join("\n")}`));
         }, ETCD_READY_TIMEOUT_MS);
       }),
@@ -271,11 +267,7 @@ export async function startTestCluster(options: TestClusterOptions = {}): Promis
  */
 export type ImpostorCurator = FakeCurator;
 
-export function startImpostorCurator(
-  node: { key: KeyPair; certificate: X509Certificate },
-  clusterCA: X509Certificate,
-  host = "127.0.0.1",
-): Promise<ImpostorCurator> {
+export function startImpostorCurator(node: { key: KeyPair; certificate: X509Certificate }, clusterCA: X509Certificate, host = "127.0.0.1"): Promise<ImpostorCurator> {
   return startFakeCurator({
     serving: node,
     clusterCA,

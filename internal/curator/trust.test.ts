@@ -22,7 +22,6 @@ let owner: { kind: "owner"; certificate: X509Certificate; privateKey: KeyPair["p
 /** An enrolled node without roles: the attacker. */
 let mallory: { key: KeyPair; joinKey: KeyPair; id: string; certificate: X509Certificate };
 
-
 /** Registers, approves and commits a new node; returns its identity. */
 async function enrol(): Promise<{ key: KeyPair; joinKey: KeyPair; id: string; certificate: X509Certificate }> {
   const key = generateKeyPair();
@@ -200,9 +199,11 @@ describe("other free-form input", () => {
     expect(err.details).toBe("id: '../../ca/cluster' is not a node ID (node- and 16 hex digits)");
     management.close();
     const watcher = cluster.client(Curator, { kind: "node", certificate: mallory.certificate, privateKey: mallory.key.privateKey });
-    const watchErr = await refusal((async () => {
-      for await (const _ of watcher.watch({ kind: { case: "nodeInCluster", value: { nodeId: "x\u001b" } } })) void _;
-    })());
+    const watchErr = await refusal(
+      (async () => {
+        for await (const _ of watcher.watch({ kind: { case: "nodeInCluster", value: { nodeId: "x\u001b" } } })) void _;
+      })(),
+    );
     expect(watchErr.code).toBe(Status.INVALID_ARGUMENT);
     watcher.close();
   });

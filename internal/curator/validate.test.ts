@@ -58,7 +58,8 @@ describe("a WireGuard key must be a Curve25519 point a peer can trust", () => {
 });
 
 describe("what a node says about its slots and its last failed update", () => {
-  const status = (change: { slot?: string; updateFailure?: UpdateFailure }) => create(NodeStatusSchema, { externalAddress: "10.77.0.12", timestampMs: BigInt(Date.now()), version: "0.2.0", ...change });
+  const status = (change: { slot?: string; updateFailure?: UpdateFailure }) =>
+    create(NodeStatusSchema, { externalAddress: "10.77.0.12", timestampMs: BigInt(Date.now()), version: "0.2.0", ...change });
   const refusal = (s: NodeStatus) => {
     try {
       checkNodeStatus(s);

@@ -23,11 +23,7 @@ import { NodeRecordSchema, type NodeRecord } from "../../proto/gen/curator/state
 import { ResourceExhaustedError, UnavailableError } from "../rpc/mod.ts";
 import { NODES_PREFIX, type CuratorStore } from "./store.ts";
 
-export type NodeEvent =
-  | { kind: "backlog"; nodes: NodeRecord[] }
-  | { kind: "backlog-end" }
-  | { kind: "put"; node: NodeRecord }
-  | { kind: "delete"; nodeId: string };
+export type NodeEvent = { kind: "backlog"; nodes: NodeRecord[] } | { kind: "backlog-end" } | { kind: "put"; node: NodeRecord } | { kind: "delete"; nodeId: string };
 
 /** Concurrent watchers one curator serves; more are refused with RESOURCE_EXHAUSTED. */
 export const MAX_WATCHERS = 10_000;
@@ -113,7 +109,11 @@ export class NodeWatchHub {
     const records = new Map(nodes.map((n) => [n.id, n]));
     // Listeners go on before the watch is created: events can follow its
     // creation at once, before a promise of it would resolve.
-    const watcher = this.#store.etcd.watch().prefix(NODES_PREFIX).startRevision(String(BigInt(revision) + 1n)).watcher();
+    const watcher = this.#store.etcd
+      .watch()
+      .prefix(NODES_PREFIX)
+      .startRevision(String(BigInt(revision) + 1n))
+      .watcher();
     const running: Running = { records, watcher };
     watcher.on("put", (kv) => {
       if (this.#running !== running) return;

@@ -165,8 +165,7 @@ export type ValueChange<T extends Record<string, Value<unknown>>> = {
  */
 export async function* followValues<T extends Record<string, Value<unknown>>>(values: T, signal: AbortSignal): AsyncIterable<ValueChange<T>> {
   const watchers = Object.entries(values).map(([key, value]) => ({ key, watcher: value.watch() }));
-  const next = (entry: (typeof watchers)[number]) =>
-    entry.watcher.get({ signal }).then((value) => ({ entry, change: { key: entry.key, value } as ValueChange<T> }));
+  const next = (entry: (typeof watchers)[number]) => entry.watcher.get({ signal }).then((value) => ({ entry, change: { key: entry.key, value } as ValueChange<T> }));
   const pending = new Map(watchers.map((entry) => [entry, next(entry)]));
   for (const promise of pending.values()) promise.catch(() => {});
   try {

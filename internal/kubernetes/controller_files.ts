@@ -10,15 +10,7 @@ import type { X509Certificate } from "node:crypto";
 import { privateKeyPem, toPem } from "../pki/mod.ts";
 import { buildKubeconfig } from "./kubeconfig.ts";
 import { writePrivateFiles } from "./private_files.ts";
-import {
-  CONTROLLER_MANAGER_USER,
-  SCHEDULER_USER,
-  issueApiserverCertificate,
-  issueComponentServingCertificate,
-  serviceAccountPublicKeyPem,
-  type Credential,
-  type KubernetesPKI,
-} from "./pki.ts";
+import { CONTROLLER_MANAGER_USER, SCHEDULER_USER, issueApiserverCertificate, issueComponentServingCertificate, serviceAccountPublicKeyPem, type Credential, type KubernetesPKI } from "./pki.ts";
 
 export const CONTROLLER_FILES = {
   ca: "ca.crt",

@@ -7,13 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import {
-  Identity,
-  Node as CsiNode,
-  NodeServiceCapability_RPC_Type,
-  VolumeCapability_AccessMode_Mode,
-  VolumeUsage_Unit,
-} from "../../proto/gen/csi/csi_pb.ts";
+import { Identity, Node as CsiNode, NodeServiceCapability_RPC_Type, VolumeCapability_AccessMode_Mode, VolumeUsage_Unit } from "../../proto/gen/csi/csi_pb.ts";
 import { Registration } from "../../proto/gen/csi/pluginregistration_pb.ts";
 import { addService, createClient, createServer, listenLocal, LOCAL_SERVICE, localCredentials, RpcError, Status } from "../rpc/mod.ts";
 import { tempDir } from "../testing/mod.ts";
@@ -44,7 +38,12 @@ beforeAll(async () => {
     ca: LOCAL_SERVICE,
     policy: { nodePublishVolume: "local", nodeUnpublishVolume: "local", nodeGetVolumeStats: "local", nodeExpandVolume: "local", nodeGetCapabilities: "local", nodeGetInfo: "local" },
   });
-  addService(registrar, Registration, csiRegistrationService(sockets.endpoint, (ok, error) => registered.push(`${ok} ${error}`)), { ca: LOCAL_SERVICE, policy: { getInfo: "local", notifyRegistrationStatus: "local" } });
+  addService(
+    registrar,
+    Registration,
+    csiRegistrationService(sockets.endpoint, (ok, error) => registered.push(`${ok} ${error}`)),
+    { ca: LOCAL_SERVICE, policy: { getInfo: "local", notifyRegistrationStatus: "local" } },
+  );
   await listenLocal(server, sockets.endpoint);
   await listenLocal(registrar, sockets.registration);
   node = createClient(CsiNode, `unix:${sockets.endpoint}`, { credentials: localCredentials() });
@@ -119,14 +118,26 @@ describe("a pod's volume", () => {
   });
 
   test("refused before anything is mounted: other volumes, paths outside the pods, block, many nodes, sizes", async () => {
-    const refusal = (p: Promise<unknown>) => p.then(() => undefined, (e: RpcError) => `${Status[e.code]}: ${e.details}`);
-    expect(await refusal(node.nodePublishVolume({ volumeId: "pvc-b", targetPath: targetOf("pod-3"), volumeCapability: { ...mount, accessMode: rwo } }))).toBe("NOT_FOUND: volume pvc-b is not on this node");
+    const refusal = (p: Promise<unknown>) =>
+      p.then(
+        () => undefined,
+        (e: RpcError) => `${Status[e.code]}: ${e.details}`,
+      );
+    expect(await refusal(node.nodePublishVolume({ volumeId: "pvc-b", targetPath: targetOf("pod-3"), volumeCapability: { ...mount, accessMode: rwo } }))).toBe(
+      "NOT_FOUND: volume pvc-b is not on this node",
+    );
     expect(await refusal(node.nodePublishVolume({ volumeId: "../../etc", targetPath: targetOf("pod-3"), volumeCapability: { ...mount, accessMode: rwo } }))).toContain("INVALID_ARGUMENT: volume_id");
     for (const targetPath of ["/etc", `${sockets.podsDir}/../x`, "relative/path", sockets.podsDir]) {
       expect(await refusal(node.nodePublishVolume({ volumeId: "pvc-a", targetPath, volumeCapability: { ...mount, accessMode: rwo } }))).toContain("INVALID_ARGUMENT: target_path");
     }
-    expect(await refusal(node.nodePublishVolume({ volumeId: "pvc-a", targetPath: targetOf("pod-3"), volumeCapability: { accessType: { case: "block", value: {} }, accessMode: rwo } }))).toContain("block volumes are not served");
-    expect(await refusal(node.nodePublishVolume({ volumeId: "pvc-a", targetPath: targetOf("pod-3"), volumeCapability: { ...mount, accessMode: { mode: VolumeCapability_AccessMode_Mode.MULTI_NODE_MULTI_WRITER } } }))).toContain("a volume lives on one node");
+    expect(await refusal(node.nodePublishVolume({ volumeId: "pvc-a", targetPath: targetOf("pod-3"), volumeCapability: { accessType: { case: "block", value: {} }, accessMode: rwo } }))).toContain(
+      "block volumes are not served",
+    );
+    expect(
+      await refusal(
+        node.nodePublishVolume({ volumeId: "pvc-a", targetPath: targetOf("pod-3"), volumeCapability: { ...mount, accessMode: { mode: VolumeCapability_AccessMode_Mode.MULTI_NODE_MULTI_WRITER } } }),
+      ),
+    ).toContain("a volume lives on one node");
     expect(existsSync(targetOf("pod-3"))).toBe(false);
     expect(await refusal(node.nodeExpandVolume({ volumeId: "pvc-a", capacityRange: { requiredBytes: BigInt(Number.MAX_SAFE_INTEGER) } }))).toContain("RESOURCE_EXHAUSTED");
   });

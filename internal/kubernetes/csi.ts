@@ -78,7 +78,8 @@ function checkCapability(capability: VolumeCapability | undefined, readonly: boo
   if (capability.accessType.case === "block") throw new InvalidArgumentError("volume_capability: block volumes are not served by this plugin; use volumeMode: Filesystem");
   if (capability.accessType.case !== "mount") throw new InvalidArgumentError("volume_capability: neither mount nor block");
   const mode = capability.accessMode?.mode ?? VolumeCapability_AccessMode_Mode.UNKNOWN;
-  if (!SINGLE_NODE_MODES.has(mode)) throw new InvalidArgumentError(`volume_capability.access_mode: ${VolumeCapability_AccessMode_Mode[mode] ?? mode}: a volume lives on one node (ReadWriteOnce, ReadWriteOncePod)`);
+  if (!SINGLE_NODE_MODES.has(mode))
+    throw new InvalidArgumentError(`volume_capability.access_mode: ${VolumeCapability_AccessMode_Mode[mode] ?? mode}: a volume lives on one node (ReadWriteOnce, ReadWriteOncePod)`);
   if (mode === VolumeCapability_AccessMode_Mode.SINGLE_NODE_READER_ONLY && !readonly) throw new InvalidArgumentError("readonly: a reader-only access mode is published read-only");
 }
 

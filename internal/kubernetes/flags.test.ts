@@ -183,7 +183,13 @@ describe("cluster DNS", () => {
     const service = dnsServiceObject();
     expect(service.spec).toMatchObject({ clusterIP: "10.96.0.10", internalTrafficPolicy: "Local" });
     expect("selector" in service.spec).toBe(false);
-    const slice = dnsEndpointSlice(new Map([["node-b", "10.77.0.13"], ["node-a", "10.77.0.12"], ["node-c", ""]]));
+    const slice = dnsEndpointSlice(
+      new Map([
+        ["node-b", "10.77.0.13"],
+        ["node-a", "10.77.0.12"],
+        ["node-c", ""],
+      ]),
+    );
     expect(slice.metadata.labels["kubernetes.io/service-name"]).toBe("kube-dns");
     expect(slice.endpoints).toEqual([
       { addresses: ["10.77.0.12"], nodeName: "node-a", conditions: { ready: true } },

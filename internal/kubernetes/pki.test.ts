@@ -53,9 +53,7 @@ describe("the Kubernetes PKI", () => {
       expect(asServer.ok).toBe(false);
       expect(asServer.output).toContain("unsuitable certificate purpose");
       // Each key is the one the certificate names.
-      expect(createPublicKey(credential.privateKey).export({ format: "der", type: "spki" })).toEqual(
-        credential.certificate.publicKey.export({ format: "der", type: "spki" }),
-      );
+      expect(createPublicKey(credential.privateKey).export({ format: "der", type: "spki" })).toEqual(credential.certificate.publicKey.export({ format: "der", type: "spki" }));
     }
   });
 

@@ -246,7 +246,10 @@ export async function ensureKubernetesPKI(etcd: Namespace): Promise<{ pki: Kuber
   const existing = await loadKubernetesPKI(etcd);
   if (existing) return { pki: existing, created: false };
   const fresh = createKubernetesPKI();
-  const result = await etcd.if(PKI_KEY, "Create", "==", 0).then(etcd.put(PKI_KEY).value(encodeKubernetesPKI(fresh))).commit();
+  const result = await etcd
+    .if(PKI_KEY, "Create", "==", 0)
+    .then(etcd.put(PKI_KEY).value(encodeKubernetesPKI(fresh)))
+    .commit();
   if (result.succeeded) return { pki: fresh, created: true };
   const winner = await loadKubernetesPKI(etcd);
   if (!winner) throw new KubernetesPKIError(`the Kubernetes PKI in etcd (${PKI_KEY}) was created and then removed while it was being read`);

@@ -5,7 +5,12 @@ import { awaitsVolumeOn, persistentVolumeFor, quantityBytes, SELECTED_NODE, STOR
 
 const claim = (fields: { annotations?: Record<string, string>; storageClassName?: string; volumeName?: string; phase?: string; storage?: string } = {}): V1PersistentVolumeClaim => ({
   metadata: { name: "data-db-0", namespace: "apps", uid: "1234-abcd", annotations: fields.annotations ?? { [SELECTED_NODE]: "node-1", [STORAGE_PROVISIONER]: CSI_DRIVER } },
-  spec: { storageClassName: fields.storageClassName ?? "local", accessModes: ["ReadWriteOnce"], resources: { requests: { storage: fields.storage ?? "64Mi" } }, ...(fields.volumeName ? { volumeName: fields.volumeName } : {}) },
+  spec: {
+    storageClassName: fields.storageClassName ?? "local",
+    accessModes: ["ReadWriteOnce"],
+    resources: { requests: { storage: fields.storage ?? "64Mi" } },
+    ...(fields.volumeName ? { volumeName: fields.volumeName } : {}),
+  },
   status: { phase: fields.phase ?? "Pending" },
 });
 

@@ -185,7 +185,12 @@ export function provisionerService(options: ProvisionerOptions): Runnable {
         throw error;
       });
       if (!existing) await storage.createNamespacedCSIStorageCapacity({ namespace: CAPACITY_NAMESPACE, body });
-      else if (existing.capacity !== body.capacity) await storage.replaceNamespacedCSIStorageCapacity({ name, namespace: CAPACITY_NAMESPACE, body: { ...body, metadata: { ...body.metadata, ...(existing.metadata?.resourceVersion ? { resourceVersion: existing.metadata.resourceVersion } : {}) } } });
+      else if (existing.capacity !== body.capacity)
+        await storage.replaceNamespacedCSIStorageCapacity({
+          name,
+          namespace: CAPACITY_NAMESPACE,
+          body: { ...body, metadata: { ...body.metadata, ...(existing.metadata?.resourceVersion ? { resourceVersion: existing.metadata.resourceVersion } : {}) } },
+        });
     };
 
     const pass = async () => {

@@ -32,10 +32,40 @@ describe("the reconciler's passes", () => {
 
   test("the records' key ignores order and changes with an address, a worker or a node", () => {
     const key = (workers: [string, string][], known: string[]) => recordsKey({ workers: new Map(workers), known: new Set(known) });
-    const base = key([["n1", "10.0.0.1"], ["n2", "10.0.0.2"]], ["n1", "n2", "n3"]);
-    expect(key([["n2", "10.0.0.2"], ["n1", "10.0.0.1"]], ["n3", "n2", "n1"])).toBe(base);
-    expect(key([["n1", "10.0.0.9"], ["n2", "10.0.0.2"]], ["n1", "n2", "n3"])).not.toBe(base);
+    const base = key(
+      [
+        ["n1", "10.0.0.1"],
+        ["n2", "10.0.0.2"],
+      ],
+      ["n1", "n2", "n3"],
+    );
+    expect(
+      key(
+        [
+          ["n2", "10.0.0.2"],
+          ["n1", "10.0.0.1"],
+        ],
+        ["n3", "n2", "n1"],
+      ),
+    ).toBe(base);
+    expect(
+      key(
+        [
+          ["n1", "10.0.0.9"],
+          ["n2", "10.0.0.2"],
+        ],
+        ["n1", "n2", "n3"],
+      ),
+    ).not.toBe(base);
     expect(key([["n1", "10.0.0.1"]], ["n1", "n2", "n3"])).not.toBe(base);
-    expect(key([["n1", "10.0.0.1"], ["n2", "10.0.0.2"]], ["n1", "n2"])).not.toBe(base);
+    expect(
+      key(
+        [
+          ["n1", "10.0.0.1"],
+          ["n2", "10.0.0.2"],
+        ],
+        ["n1", "n2"],
+      ),
+    ).not.toBe(base);
   });
 });

@@ -122,7 +122,6 @@ function sameVersion(metadata: { resourceVersion?: string | undefined } | undefi
   return metadata?.resourceVersion !== undefined ? { resourceVersion: metadata.resourceVersion } : {};
 }
 
-
 /**
  * Deletes the Node objects whose names are not in `workers` (the node IDs
  * that hold the kubernetes-worker role); returns the names deleted.

@@ -49,7 +49,11 @@ describe("the kubelet's credential provider", () => {
   });
 
   test("the ports the patterns cover: the common ones and those of the configured hosts", () => {
-    const registries = [create(ContainerRegistrySchema, { host: "registry.example.com:6000" }), create(ContainerRegistrySchema, { host: "docker.io" }), create(ContainerRegistrySchema, { host: "10.0.0.5:5000" })];
+    const registries = [
+      create(ContainerRegistrySchema, { host: "registry.example.com:6000" }),
+      create(ContainerRegistrySchema, { host: "docker.io" }),
+      create(ContainerRegistrySchema, { host: "10.0.0.5:5000" }),
+    ];
     expect(registryPorts(registries)).toEqual([5000, 6000]);
     expect(providerPorts(registries)).toEqual([443, 5000, 5001, 6000, 8080, 8443]);
     const patterns = credentialProviderConfig("/f", providerPorts(registries)).providers as { matchImages: string[] }[];

@@ -62,7 +62,10 @@ export const COMMON_REGISTRY_PORTS: readonly number[] = [443, 5000, 5001, 8080, 
 
 /** The ports the registry hosts of `registries` name (registry.example.com:5000 → 5000). */
 export function registryPorts(registries: readonly ContainerRegistry[]): number[] {
-  const ports = registries.map((r) => /:(\d+)$/.exec(r.host)?.[1]).filter((p): p is string => p !== undefined).map(Number);
+  const ports = registries
+    .map((r) => /:(\d+)$/.exec(r.host)?.[1])
+    .filter((p): p is string => p !== undefined)
+    .map(Number);
   return [...new Set(ports)].sort((a, b) => a - b);
 }
 

@@ -56,7 +56,6 @@ export interface ControllerServiceOptions {
   records: () => Promise<{ workers: ReadonlyMap<string, string>; known: ReadonlySet<string> }>;
 }
 
-
 export function controllerService(options: ControllerServiceOptions): Runnable {
   return async (ctx) => {
     for (const name of CONTROLLER_COMPONENTS) options.report(name, "waiting", "for the Kubernetes PKI");

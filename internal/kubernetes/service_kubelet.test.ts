@@ -255,13 +255,18 @@ test("an apiserver that stops answering is kept while no other answers (nothing 
   }
 }, 60_000);
 
-
 test("a registry host on a port the credential provider's patterns do not cover restarts the kubelet once, with the port covered; a login or a covered port restarts nothing", async () => {
   const apiserverUrl = apiserverEndpoint();
   const binDir = standInKubelet();
   const registries = new Value<readonly ContainerRegistry[]>();
   registries.set([create(ContainerRegistrySchema, { host: "registry.example.com:5000" })]);
-  const { supervisor, entries } = supervisedKubelet("ports", binDir, async (publicKey) => certificates(publicKey, [apiserverUrl]), () => {}, { registries, apiserverCheck: { intervalMs: 100, misses: 3 } });
+  const { supervisor, entries } = supervisedKubelet(
+    "ports",
+    binDir,
+    async (publicKey) => certificates(publicKey, [apiserverUrl]),
+    () => {},
+    { registries, apiserverCheck: { intervalMs: 100, misses: 3 } },
+  );
   const patterns = () => (JSON.parse(readFileSync(join(dir.path, "ports", "run", "credential-providers.json"), "utf8")) as { providers: { matchImages: string[] }[] }).providers[0]!.matchImages;
   try {
     await eventually(() => expect(starts(entries, "kubelet")).toBe(1), { timeoutMs: 20_000, what: "the kubelet started" });

@@ -237,7 +237,10 @@ export function kubeletService(options: KubeletServiceOptions): Runnable {
     }
     if (options.volumes) {
       // The volume provisioner: this node's claims, as this node's volumes identity, renewed with the kubelet.
-      ctx.run("volume-provisioner", provisionerService({ nodeName: options.nodeId, store: options.volumes, apiserver, identity: { ca: issued.ca, certificate: issued.volumes, privateKey }, report: options.report }));
+      ctx.run(
+        "volume-provisioner",
+        provisionerService({ nodeName: options.nodeId, store: options.volumes, apiserver, identity: { ca: issued.ca, certificate: issued.volumes, privateKey }, report: options.report }),
+      );
     }
     ctx.signalHealthy();
     const check = options.apiserverCheck ?? { intervalMs: APISERVER_CHECK_MS, misses: APISERVER_MISSES };
@@ -251,7 +254,7 @@ export function kubeletService(options: KubeletServiceOptions): Runnable {
     // would get busier.
     const others = issued.apiservers.filter((url) => url !== apiserver);
     let silentSince: number | undefined;
-    for (let misses = 0; ; ) {
+    for (let misses = 0; ;) {
       await sleep(Math.max(0, Math.min(check.intervalMs, renewAt - Date.now())), ctx.signal);
       if (Date.now() >= renewAt) {
         throw new RestartRequest(`the kubelet's certificates are past half their life (valid until ${issued.client.validTo}); asking the curator for new ones`);

@@ -24,7 +24,12 @@ describe("a worker's volumes", () => {
     expect(b.project).not.toBe(a.project);
     // Made again (a provisioner that died after making it): the same volume.
     expect(store.create("pvc-a", 64 * MiB).project).toBe(a.project);
-    expect(store.list().map((v) => v.name).sort()).toEqual(["pvc-a", "pvc-b"]);
+    expect(
+      store
+        .list()
+        .map((v) => v.name)
+        .sort(),
+    ).toEqual(["pvc-a", "pvc-b"]);
 
     writeFileSync(join(a.path, "data"), "kept");
     expect(store.expand("pvc-a", 128 * MiB).limitBytes).toBe(128 * MiB);

@@ -125,11 +125,7 @@ export interface VolumesSwept {
 }
 
 /** Lists, decides and acts once. `known` (every node ID) and `workers` come from the cluster's records, read just before. */
-export async function sweepVolumes(
-  { api, goneNodes, tell }: VolumesController,
-  records: { known: ReadonlySet<string>; workers: ReadonlySet<string> },
-  logger: Logger,
-): Promise<VolumesSwept> {
+export async function sweepVolumes({ api, goneNodes, tell }: VolumesController, records: { known: ReadonlySet<string>; workers: ReadonlySet<string> }, logger: Logger): Promise<VolumesSwept> {
   const [volumes, claims, capacities] = await Promise.all([
     api.core.listPersistentVolume(),
     api.core.listPersistentVolumeClaimForAllNamespaces(),
@@ -170,7 +166,8 @@ export async function sweepVolumes(
     swept.capacitiesDeleted.push(name);
   }
   for (const { claim, message } of decision.tooLarge) await tell(claim, "Warning", "NotEnoughRoom", message);
-  if (swept.volumesDeleted.length || swept.capacitiesDeleted.length) logger.info("volumes of nodes that are gone, and room no worker gives, removed", { volumes: swept.volumesDeleted.join(",") || "none", capacities: swept.capacitiesDeleted.join(",") || "none" });
+  if (swept.volumesDeleted.length || swept.capacitiesDeleted.length)
+    logger.info("volumes of nodes that are gone, and room no worker gives, removed", { volumes: swept.volumesDeleted.join(",") || "none", capacities: swept.capacitiesDeleted.join(",") || "none" });
   return swept;
 }
 

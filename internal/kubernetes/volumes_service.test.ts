@@ -44,7 +44,12 @@ test("the plugin finishes an interrupted make, serves both sockets, says its roo
   }
   const after = createClient(Identity, `unix:${csiSockets(kubeletRoot).endpoint}`, { credentials: localCredentials() });
   try {
-    expect(await after.probe({}, { timeoutMs: 2000 }).then(() => "answered", () => "gone")).toBe("gone");
+    expect(
+      await after.probe({}, { timeoutMs: 2000 }).then(
+        () => "answered",
+        () => "gone",
+      ),
+    ).toBe("gone");
   } finally {
     after.close();
   }

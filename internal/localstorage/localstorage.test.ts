@@ -72,9 +72,7 @@ describe.skipIf(!HAS_DEVICE_MAPPER)("data partition", () => {
   });
 
   test("a missing device or a short key is a clear error", async () => {
-    await expect(mountDataPartition({ ...options(), device: "/dev/does-not-exist" })).rejects.toThrow(
-      "data partition /dev/does-not-exist does not exist",
-    );
+    await expect(mountDataPartition({ ...options(), device: "/dev/does-not-exist" })).rejects.toThrow("data partition /dev/does-not-exist does not exist");
     await expect(mountDataPartition({ ...options(), key: new Uint8Array(16) })).rejects.toThrow("data partition key must be 32 bytes, got 16");
   });
 });

@@ -39,12 +39,7 @@ import { SCRUB_FILLER } from "./scrub.ts";
 export { writeFileDurably, writeFileDurablyAsync, appendFileTo, replaceDurably, syncDirectory } from "./durable_file.ts";
 export { scrubFreeSpace, SCRUB_FILLER } from "./scrub.ts";
 export { exclusively } from "./exclusive.ts";
-export {
-  readSealedConfiguration,
-  writeSealedConfiguration,
-  updateSealedConfiguration,
-  SealedConfigurationError,
-} from "./sealed_configuration.ts";
+export { readSealedConfiguration, writeSealedConfiguration, updateSealedConfiguration, SealedConfigurationError } from "./sealed_configuration.ts";
 export { freeSpace, describeSpace, waitForFreeSpace, FREE_SPACE_POLL_MS, type FreeSpace, type SpaceWaitOptions } from "./free_space.ts";
 
 export {
@@ -74,17 +69,7 @@ export {
   setProjectLimit,
   type ProjectUsage,
 } from "./quota.ts";
-export {
-  mountDataPartition,
-  closeDataPartition,
-  isMounted,
-  mountAt,
-  mountTable,
-  StorageError,
-  type MountEntry,
-  type DataPartitionOptions,
-  type DataMountResult,
-} from "./data_partition.ts";
+export { mountDataPartition, closeDataPartition, isMounted, mountAt, mountTable, StorageError, type MountEntry, type DataPartitionOptions, type DataMountResult } from "./data_partition.ts";
 
 export {
   openSystemImage,

@@ -64,7 +64,7 @@ export function scrubFreeSpace(dir: string): Promise<number> {
     let unflushed = 0;
     const handle = await open(filler, "w", 0o600);
     try {
-      for (let chunk = CHUNK_BYTES; chunk >= 512; ) {
+      for (let chunk = CHUNK_BYTES; chunk >= 512;) {
         try {
           const { bytesWritten } = await handle.write(zeros, 0, chunk);
           written += bytesWritten;

@@ -37,10 +37,7 @@ describe("updateSealedConfiguration", () => {
     const layout = storageLayout(dir.path);
     const published = new Value<SealedConfiguration>();
     expect(await updateSealedConfiguration(layout.esp, published, () => {})).toBeUndefined();
-    writeSealedConfiguration(
-      layout.esp.sealed,
-      create(SealedConfigurationSchema, { nodeUnlockKey: new Uint8Array(32), joinKey: new Uint8Array(32), clusterCa: new Uint8Array(ca.raw) }),
-    );
+    writeSealedConfiguration(layout.esp.sealed, create(SealedConfigurationSchema, { nodeUnlockKey: new Uint8Array(32), joinKey: new Uint8Array(32), clusterCa: new Uint8Array(ca.raw) }));
     // Two workers at once: the second reads what the first wrote.
     await Promise.all([
       updateSealedConfiguration(layout.esp, published, (s) => void (s.joinCertificate = new Uint8Array([1, 2, 3]))),

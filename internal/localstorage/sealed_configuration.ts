@@ -37,10 +37,7 @@ export function readSealedConfiguration(path: string): SealedConfiguration | und
     }
     return sealed;
   } catch (err) {
-    throw new SealedConfigurationError(
-      `sealed configuration at ${path} is corrupt: ${(err as Error).message}; refusing to start over, as that would lose the node's data`,
-      { cause: err },
-    );
+    throw new SealedConfigurationError(`sealed configuration at ${path} is corrupt: ${(err as Error).message}; refusing to start over, as that would lose the node's data`, { cause: err });
   }
 }
 

@@ -157,10 +157,9 @@ export async function openSystemImage(selection: BootSelection, options: { signa
       try {
         ({ bytesRead: n } = await file.read(buffer, 0, buffer.length, position));
       } catch (err) {
-        throw new SystemImageError(
-          `slot ${selection.slot}'s system image fails verification in the MiB at byte ${position} (${(err as Error).message}): it was changed after it was built`,
-          { cause: err },
-        );
+        throw new SystemImageError(`slot ${selection.slot}'s system image fails verification in the MiB at byte ${position} (${(err as Error).message}): it was changed after it was built`, {
+          cause: err,
+        });
       }
       if (n === 0) break;
       position += n;

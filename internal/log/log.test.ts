@@ -43,7 +43,11 @@ describe("log", () => {
   test("a budget bounds a chatty component's lines, says how many it held back, and leaves the others whole", () => {
     let now = 0;
     const written: LogEntry[] = [];
-    const write = budgeted((e) => written.push(e), { applies: (c) => c.endsWith(".output"), burst: 3, perSecond: 2, readThem: "read them elsewhere" }, () => now);
+    const write = budgeted(
+      (e) => written.push(e),
+      { applies: (c) => c.endsWith(".output"), burst: 3, perSecond: 2, readThem: "read them elsewhere" },
+      () => now,
+    );
     const line = (component: string, message: string): LogEntry => ({ time: new Date(now), level: "info", component, message, fields: {} });
     for (let i = 0; i < 10; i++) write(line("root.etcd.output", `chatter ${i}`));
     for (let i = 0; i < 5; i++) write(line("root.etcd", `narrative ${i}`));

@@ -177,7 +177,13 @@ export function budgeted(write: LogSink, budget: OutputBudget, now: () => number
     bucket.timer = undefined;
     const held = bucket.held;
     bucket.held = 0;
-    write({ time: new Date(now()), level: "info", component, message: `${held} lines of this component not shown here (more than ${budget.burst} at once, or ${budget.perSecond} a second); ${budget.readThem}`, fields: {} });
+    write({
+      time: new Date(now()),
+      level: "info",
+      component,
+      message: `${held} lines of this component not shown here (more than ${budget.burst} at once, or ${budget.perSecond} a second); ${budget.readThem}`,
+      fields: {},
+    });
   };
   return (entry) => {
     if (!budget.applies(entry.component)) return write(entry);

@@ -18,7 +18,11 @@ function treeWith(lines: [string, string][]): LogTree {
 describe("boot logs", () => {
   test("a boot that ended cleanly is read back whole, with its end; the next boot moves it to boot 1", () => {
     using dir = tempDir("nodecore-boots-");
-    const tree = treeWith([["root.a", "first"], ["root.b", "second"], ["kernel", "third"]]);
+    const tree = treeWith([
+      ["root.a", "first"],
+      ["root.b", "second"],
+      ["kernel", "third"],
+    ]);
     expect(rotateBoots(dir.path)).toBeUndefined();
     persistBoot(dir.path, tree, { bootMs: 1_000, version: "0.1.0" });
     persistBoot(dir.path, tree, { bootMs: 1_000, version: "0.1.0", end: { timeMs: 2_000, cause: "reboot: owner asked through NodeManagement.Reboot" } });
@@ -56,7 +60,14 @@ describe("boot logs", () => {
 
   test("a damaged line is skipped and counted, never fatal; a damaged header leaves the entries readable", () => {
     using dir = tempDir("nodecore-boots-");
-    persistBoot(dir.path, treeWith([["root.a", "one"], ["root.a", "two"]]), { bootMs: 1_000, version: "v" });
+    persistBoot(
+      dir.path,
+      treeWith([
+        ["root.a", "one"],
+        ["root.a", "two"],
+      ]),
+      { bootMs: 1_000, version: "v" },
+    );
     const file = join(dir.path, "boot-0.ndjson");
     appendFileSync(file, '{"t": "not a time"}\n\u0000\u0001garbage\n{"t":5,"l":"info","p":"root","m":"three","f":[]}\n');
     const read = readBoot(dir.path, 0)!;

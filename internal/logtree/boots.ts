@@ -117,11 +117,22 @@ export function readBoot(dir: string, age: number): PastBoot | undefined {
     try {
       const value = JSON.parse(line);
       if (i === 0 && value?.header && typeof value.header.bootMs === "number") {
-        header = { bootMs: value.header.bootMs, version: String(value.header.version ?? ""), ...(value.header.end ? { end: { timeMs: Number(value.header.end.timeMs), cause: String(value.header.end.cause) } } : {}) };
+        header = {
+          bootMs: value.header.bootMs,
+          version: String(value.header.version ?? ""),
+          ...(value.header.end ? { end: { timeMs: Number(value.header.end.timeMs), cause: String(value.header.end.cause) } } : {}),
+        };
         continue;
       }
       if (typeof value?.t !== "number" || !LEVELS.has(value.l) || typeof value.p !== "string" || typeof value.m !== "string" || !Array.isArray(value.f)) throw new Error("not an entry");
-      entries.push({ seq: entries.length + 1, time: new Date(value.t), level: value.l, path: value.p, message: value.m, fields: value.f.filter((f: unknown) => Array.isArray(f) && f.length === 2).map(([k, v]: [unknown, unknown]) => [String(k), String(v)]) });
+      entries.push({
+        seq: entries.length + 1,
+        time: new Date(value.t),
+        level: value.l,
+        path: value.p,
+        message: value.m,
+        fields: value.f.filter((f: unknown) => Array.isArray(f) && f.length === 2).map(([k, v]: [unknown, unknown]) => [String(k), String(v)]),
+      });
     } catch {
       skipped++;
     }

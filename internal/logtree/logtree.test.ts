@@ -47,7 +47,11 @@ describe("rings", () => {
     const [entry] = tree.backlog({ path: "root", subtree: false }, 1);
     expect(entry!.message.length).toBeLessThan(MAX_MESSAGE_CHARS + 50);
     expect(entry!.message).toEndWith("(10 more characters)");
-    expect(entry!.fields).toEqual([["b", "2"], ["a", "boom"], ["c", "text"]]);
+    expect(entry!.fields).toEqual([
+      ["b", "2"],
+      ["a", "boom"],
+      ["c", "text"],
+    ]);
   });
 
   test("beyond the most rings allowed, the one written to least recently goes", () => {

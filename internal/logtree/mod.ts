@@ -26,17 +26,18 @@
 //  - Entries carry a sequence number, so a backlog drawn from many rings
 //    comes out in the order the entries were written.
 
-export {
-  LogTree,
-  matches,
-  RING_ENTRIES,
-  MAX_RINGS,
-  MAX_TOTAL_CHARS,
-  MAX_MESSAGE_CHARS,
-  MAX_FIELD_CHARS,
-  FOLLOW_QUEUE_ENTRIES,
-  type LogFilter,
-  type TreeEntry,
-} from "./log_tree.ts";
+export { LogTree, matches, RING_ENTRIES, MAX_RINGS, MAX_TOTAL_CHARS, MAX_MESSAGE_CHARS, MAX_FIELD_CHARS, FOLLOW_QUEUE_ENTRIES, type LogFilter, type TreeEntry } from "./log_tree.ts";
 export { parseKmsgRecord, followKernelMessages, KERNEL_PATH } from "./kmsg.ts";
-export { BOOTS_KEPT, MAX_BYTES as BOOT_LOG_MAX_BYTES, PER_PATH as BOOT_LOG_PER_PATH, PERSIST_INTERVAL_MS, persistBoot, readBoot, rotateBoots, uncleanCause, type BootEnd, type BootHeader, type PastBoot } from "./boots.ts";
+export {
+  BOOTS_KEPT,
+  MAX_BYTES as BOOT_LOG_MAX_BYTES,
+  PER_PATH as BOOT_LOG_PER_PATH,
+  PERSIST_INTERVAL_MS,
+  persistBoot,
+  readBoot,
+  rotateBoots,
+  uncleanCause,
+  type BootEnd,
+  type BootHeader,
+  type PastBoot,
+} from "./boots.ts";

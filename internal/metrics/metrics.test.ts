@@ -13,7 +13,14 @@ const dump = [
 
 /** Every sample line's metric name, once. */
 function names(text: string): string[] {
-  return [...new Set(text.split("\n").filter((l) => l && !l.startsWith("#")).map((l) => l.split(/[ {]/)[0]!))];
+  return [
+    ...new Set(
+      text
+        .split("\n")
+        .filter((l) => l && !l.startsWith("#"))
+        .map((l) => l.split(/[ {]/)[0]!),
+    ),
+  ];
 }
 
 test("the node's metric names, each under nodecore_", async () => {

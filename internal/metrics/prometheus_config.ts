@@ -20,7 +20,12 @@ export interface ScrapeFiles {
 /** YAML text: `global` with the interval, then one scrape job per target. Paths and names are quoted as JSON strings (valid YAML). */
 export function prometheusConfig(targets: readonly ScrapeTarget[], files: ScrapeFiles, intervalSeconds = 15): string {
   const q = (text: string) => JSON.stringify(text);
-  const lines = ["# Written by ctl metrics credentials: one job per node, each checking the node's certificate by its node ID.", "global:", `  scrape_interval: ${intervalSeconds}s`, targets.length === 0 ? "scrape_configs: []" : "scrape_configs:"];
+  const lines = [
+    "# Written by ctl metrics credentials: one job per node, each checking the node's certificate by its node ID.",
+    "global:",
+    `  scrape_interval: ${intervalSeconds}s`,
+    targets.length === 0 ? "scrape_configs: []" : "scrape_configs:",
+  ];
   for (const t of targets) {
     lines.push(
       `  - job_name: ${q(`nodecore-${t.nodeId}`)}`,

@@ -68,8 +68,7 @@ class FakeServer implements DhcpTransport {
   }
 
   private answer(message: DhcpMessage, to: Destination): DhcpMessage | undefined {
-    const reply = (type: "offer" | "ack" | "nak") =>
-      this.reply(message, type, type === "nak" ? { message: "address not available" } : {});
+    const reply = (type: "offer" | "ack" | "nak") => this.reply(message, type, type === "nak" ? { message: "address not available" } : {});
     switch (message.options.messageType) {
       case "discover":
         if (this.dropDiscovers > 0) {
@@ -79,8 +78,7 @@ class FakeServer implements DhcpTransport {
         for (const noise of this.noiseBeforeOffer.splice(0)) this.deliver(noise);
         return reply("offer");
       case "request": {
-        const answer =
-          message.ciaddr === "0.0.0.0" ? this.answerRequest : to.address === SERVER ? this.answerRenew : this.answerRebind;
+        const answer = message.ciaddr === "0.0.0.0" ? this.answerRequest : to.address === SERVER ? this.answerRenew : this.answerRebind;
         return answer === "ignore" ? undefined : reply(answer);
       }
       default:

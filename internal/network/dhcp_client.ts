@@ -22,15 +22,7 @@
 
 import type { Logger } from "../log/mod.ts";
 import { sleep } from "../supervisor/mod.ts";
-import {
-  decodeDhcpMessage,
-  DhcpOption,
-  DHCP_SERVER_PORT,
-  encodeDhcpMessage,
-  type DhcpMessage,
-  type DhcpMessageType,
-  type DhcpOptions,
-} from "./dhcp_message.ts";
+import { decodeDhcpMessage, DhcpOption, DHCP_SERVER_PORT, encodeDhcpMessage, type DhcpMessage, type DhcpMessageType, type DhcpOptions } from "./dhcp_message.ts";
 import type { Destination, DhcpTransport } from "./dhcp_socket.ts";
 import { ANY_ADDRESS, BROADCAST_ADDRESS, classfulPrefixLength, prefixLengthOf } from "./ipv4.ts";
 
@@ -233,10 +225,7 @@ class DhcpClient {
       type: "discover",
       message: () => this.message("discover", { xid, startedAt, broadcast: true }),
       to: { address: BROADCAST_ADDRESS, port: DHCP_SERVER_PORT },
-      accept: (reply) =>
-        reply.xid === xid && reply.options.messageType === "offer" && reply.yiaddr !== ANY_ADDRESS && reply.options.serverId !== undefined
-          ? reply
-          : undefined,
+      accept: (reply) => (reply.xid === xid && reply.options.messageType === "offer" && reply.yiaddr !== ANY_ADDRESS && reply.options.serverId !== undefined ? reply : undefined),
       nextWaitMs: (attempt) => {
         if (attempt === NO_OFFER_WARN_ATTEMPTS) this.logger.warn(`no DHCP offer after ${attempt} attempts, still trying`);
         return this.backoffMs(attempt);
@@ -329,8 +318,7 @@ class DhcpClient {
       renewSeconds = leaseSeconds * RENEW_FRACTION;
       rebindSeconds = leaseSeconds * REBIND_FRACTION;
     }
-    const at = (seconds: number) =>
-      leaseSeconds === INFINITE_LEASE_SECONDS ? Infinity : requestedAt + seconds * this.timings.secondMs;
+    const at = (seconds: number) => (leaseSeconds === INFINITE_LEASE_SECONDS ? Infinity : requestedAt + seconds * this.timings.secondMs);
     return {
       address: ack.yiaddr,
       prefixLength,
@@ -395,10 +383,7 @@ class DhcpClient {
   }
 
   /** A client message with what every client message carries. */
-  private message(
-    type: DhcpMessageType,
-    fields: { xid: number; startedAt: number; broadcast: boolean; ciaddr?: string; options?: DhcpOptions },
-  ): DhcpMessage {
+  private message(type: DhcpMessageType, fields: { xid: number; startedAt: number; broadcast: boolean; ciaddr?: string; options?: DhcpOptions }): DhcpMessage {
     const mac = this.options.hardwareAddress;
     return {
       op: "request",

@@ -1,12 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import {
-  decodeDhcpMessage,
-  DhcpDecodeError,
-  DHCP_HEADER_LENGTH,
-  DHCP_MIN_MESSAGE_LENGTH,
-  encodeDhcpMessage,
-  type DhcpMessage,
-} from "./dhcp_message.ts";
+import { decodeDhcpMessage, DhcpDecodeError, DHCP_HEADER_LENGTH, DHCP_MIN_MESSAGE_LENGTH, encodeDhcpMessage, type DhcpMessage } from "./dhcp_message.ts";
 
 const MAC = Uint8Array.from([0x52, 0x54, 0x00, 0x12, 0x34, 0x56]);
 const COOKIE = [99, 130, 83, 99];
@@ -100,15 +93,53 @@ describe("dhcp message decoding", () => {
   test("an offer from a server decodes into its address and options", () => {
     const message = decodeDhcpMessage(
       rawReply([
-        53, 1, 2, // offer
-        54, 4, 10, 0, 0, 1, // server id
-        51, 4, 0, 0, 0x0e, 0x10, // lease 3600 s
-        1, 4, 255, 255, 255, 0, // subnet mask
-        3, 4, 10, 0, 0, 1, // router
-        6, 8, 10, 0, 0, 53, 10, 0, 0, 54, // two DNS servers
-        12, 7, ...new TextEncoder().encode("node-7"), 0, // hostname, NUL-terminated by a sloppy server
-        0, 0, // pad
-        200, 2, 9, 9, // an unknown option
+        53,
+        1,
+        2, // offer
+        54,
+        4,
+        10,
+        0,
+        0,
+        1, // server id
+        51,
+        4,
+        0,
+        0,
+        0x0e,
+        0x10, // lease 3600 s
+        1,
+        4,
+        255,
+        255,
+        255,
+        0, // subnet mask
+        3,
+        4,
+        10,
+        0,
+        0,
+        1, // router
+        6,
+        8,
+        10,
+        0,
+        0,
+        53,
+        10,
+        0,
+        0,
+        54, // two DNS servers
+        12,
+        7,
+        ...new TextEncoder().encode("node-7"),
+        0, // hostname, NUL-terminated by a sloppy server
+        0,
+        0, // pad
+        200,
+        2,
+        9,
+        9, // an unknown option
         255,
       ]),
     );
@@ -129,9 +160,7 @@ describe("dhcp message decoding", () => {
   });
 
   test("options overloaded into the file and sname fields are read", () => {
-    const message = decodeDhcpMessage(
-      rawReply([53, 1, 5, 52, 1, 3, 255], { file: [3, 4, 10, 0, 0, 1, 255], sname: [6, 4, 10, 0, 0, 53, 255] }),
-    );
+    const message = decodeDhcpMessage(rawReply([53, 1, 5, 52, 1, 3, 255], { file: [3, 4, 10, 0, 0, 1, 255], sname: [6, 4, 10, 0, 0, 53, 255] }));
     expect(message.options).toEqual({ messageType: "ack", routers: ["10.0.0.1"], dnsServers: ["10.0.0.53"] });
   });
 
@@ -142,8 +171,22 @@ describe("dhcp message decoding", () => {
   test("malformed messages are rejected with the reason", () => {
     const cases: [Uint8Array, string][] = [
       [new Uint8Array(100), "message of 100 bytes is shorter than a DHCP header"],
-      [(() => { const m = rawReply([255]); m[0] = 7; return m; })(), "unknown op 7"],
-      [(() => { const m = rawReply([255]); m[DHCP_HEADER_LENGTH] = 0; return m; })(), "missing DHCP magic cookie"],
+      [
+        (() => {
+          const m = rawReply([255]);
+          m[0] = 7;
+          return m;
+        })(),
+        "unknown op 7",
+      ],
+      [
+        (() => {
+          const m = rawReply([255]);
+          m[DHCP_HEADER_LENGTH] = 0;
+          return m;
+        })(),
+        "missing DHCP magic cookie",
+      ],
       [rawReply([3, 9, 1, 2]), "option 3 in options runs past the end of the message"],
       [rawReply([3, 5, 10, 0, 0, 1, 0, 255]), "option 3 (router) has length 5, want a multiple of 4"],
       [rawReply([1, 3, 255, 255, 0, 255]), "option 1 (subnetMask) has length 3, want 4"],

@@ -295,4 +295,3 @@ function decodeOptions(raw: Map<number, number[]>): DhcpOptions {
 function u32(bytes: number[], offset: number): number {
   return ((bytes[offset]! << 24) | (bytes[offset + 1]! << 16) | (bytes[offset + 2]! << 8) | bytes[offset + 3]!) >>> 0;
 }
-

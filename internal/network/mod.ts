@@ -68,4 +68,18 @@ export {
   type Attribute,
   type Message,
 } from "./netlink.ts";
-export { addRule, createLink, deleteLink, deleteRoute, deleteRule, linkIndex, ourRoutes, ourRules, replaceRoute, RT_TABLE_MAIN, RTPROT_NODECORE, type LinkRoute, type SourceRule } from "./rtnetlink.ts";
+export {
+  addRule,
+  createLink,
+  deleteLink,
+  deleteRoute,
+  deleteRule,
+  linkIndex,
+  ourRoutes,
+  ourRules,
+  replaceRoute,
+  RT_TABLE_MAIN,
+  RTPROT_NODECORE,
+  type LinkRoute,
+  type SourceRule,
+} from "./rtnetlink.ts";

@@ -6,17 +6,7 @@ import type { Logger } from "../log/mod.ts";
 import type { Runnable } from "../supervisor/mod.ts";
 import { runDhcpClient, type DhcpLease, type DhcpTimings } from "./dhcp_client.ts";
 import { DhcpSocket } from "./dhcp_socket.ts";
-import {
-  addDefaultRoute,
-  clearAddress,
-  configureLoopback,
-  deleteDefaultRoute,
-  findInterface,
-  hardwareAddress,
-  setAddress,
-  setLinkUp,
-  SYS_CLASS_NET,
-} from "./interface_config.ts";
+import { addDefaultRoute, clearAddress, configureLoopback, deleteDefaultRoute, findInterface, hardwareAddress, setAddress, setLinkUp, SYS_CLASS_NET } from "./interface_config.ts";
 
 /** The node's IPv4 configuration, as its DHCP lease gives it. */
 export interface NodeAddress {

@@ -23,7 +23,10 @@ describe("netlink encoding", () => {
     expect(new DataView(one.buffer).getUint32(0, true)).toBe(19);
     const two = encodeMessage({ type: 3, flags: 0, payload: new Uint8Array(4) }, 8);
     const both = new Uint8Array([...one, ...two]);
-    expect(decodeMessages(both).map((m) => [m.type, m.seq, m.payload.length])).toEqual([[16, 7, 3], [3, 8, 4]]);
+    expect(decodeMessages(both).map((m) => [m.type, m.seq, m.payload.length])).toEqual([
+      [16, 7, 3],
+      [3, 8, 4],
+    ]);
   });
 });
 

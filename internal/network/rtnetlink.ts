@@ -4,7 +4,21 @@
 // on its own, put a route in a table other than main, nor add a rule.
 // (Links are set up and given addresses by those ioctls: setLinkUp, setAddress.)
 
-import { attr, concat, decodeAttributes, NETLINK_ROUTE, NetlinkError, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST, encodeAttributes, withNetlink } from "./netlink.ts";
+import {
+  attr,
+  concat,
+  decodeAttributes,
+  NETLINK_ROUTE,
+  NetlinkError,
+  NLM_F_ACK,
+  NLM_F_CREATE,
+  NLM_F_DUMP,
+  NLM_F_EXCL,
+  NLM_F_REPLACE,
+  NLM_F_REQUEST,
+  encodeAttributes,
+  withNetlink,
+} from "./netlink.ts";
 
 const RTM_NEWLINK = 16;
 const RTM_DELLINK = 17;

@@ -76,7 +76,9 @@ export function imageCalls(deps: ImageDeps): Pick<ServiceImpl<typeof NodeManagem
         for (const stale of readdirSync(store.scratchDir)) rmSync(join(store.scratchDir, stale), { recursive: true, force: true });
         const { freeBytes } = freeSpace(store.scratchDir);
         if (freeBytes < importNeeds(size)) {
-          throw new FailedPreconditionError(`${name} (${formatBytes(size)}) does not fit this node: an import needs about ${formatBytes(importNeeds(size))} free on the data partition, which has ${formatBytes(freeBytes)}`);
+          throw new FailedPreconditionError(
+            `${name} (${formatBytes(size)}) does not fit this node: an import needs about ${formatBytes(importNeeds(size))} free on the data partition, which has ${formatBytes(freeBytes)}`,
+          );
         }
         const progress = (phase: ImportPhase, received: number, images: string[] = []) => ({ phase, receivedBytes: BigInt(received), totalBytes: BigInt(size), images });
         yield progress(ImportPhase.RECEIVING, 0);
@@ -90,7 +92,7 @@ export function imageCalls(deps: ImageDeps): Pick<ServiceImpl<typeof NodeManagem
           ctx.signal.throwIfAborted();
           const data = next.value.data;
           if (received + data.length > size) throw new InvalidArgumentError(`${name}: more bytes than the ${size} the first request said`);
-          for (let at = 0; at < data.length; ) at += writeSync(fd, data, at, data.length - at);
+          for (let at = 0; at < data.length;) at += writeSync(fd, data, at, data.length - at);
           received += data.length;
           if (received - reported >= IMPORT_PROGRESS_EVERY_BYTES) {
             reported = received;

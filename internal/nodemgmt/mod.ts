@@ -21,13 +21,4 @@
 //  - A power request is answered before it is carried out.
 
 export { nodeManagementRunnable, type NodeManagementOptions } from "./server.ts";
-export {
-  nodeManagementService,
-  NODE_MANAGEMENT_POLICY,
-  MAX_FOLLOWERS,
-  MAX_BACKLOG,
-  POWER_DELAY_MS,
-  UPDATE_RECEIVE_WINDOW_BYTES,
-  type NodeManagementDeps,
-  type PowerRequest,
-} from "./service.ts";
+export { nodeManagementService, NODE_MANAGEMENT_POLICY, MAX_FOLLOWERS, MAX_BACKLOG, POWER_DELAY_MS, UPDATE_RECEIVE_WINDOW_BYTES, type NodeManagementDeps, type PowerRequest } from "./service.ts";

@@ -77,11 +77,7 @@ describe("logs", () => {
     logs.append({ time: new Date(), level: "info", path: "kernel", message: "virtio_net virtio0 eth0: renamed" });
     const c = client();
     expect((await collect(c.getLogs({ path: "root.roleserve", backlog: -1 }))).map((e) => e.message)).toEqual(["role server starting"]);
-    expect((await collect(c.getLogs({ path: "root.roleserve", subtree: true, backlog: -1 }))).map((e) => e.message)).toEqual([
-      "role server starting",
-      "checking roles",
-      "etcd: slow fdatasync",
-    ]);
+    expect((await collect(c.getLogs({ path: "root.roleserve", subtree: true, backlog: -1 }))).map((e) => e.message)).toEqual(["role server starting", "checking roles", "etcd: slow fdatasync"]);
     const warnings = await collect(c.getLogs({ path: "root", subtree: true, backlog: -1, minLevel: LogLevel.WARN }));
     expect(warnings.map((e) => [e.path, e.level])).toEqual([["root.roleserve.controlplane.consensus.output", LogLevel.WARN]]);
     expect((await collect(c.getLogs({ path: "kernel", backlog: 1 }))).map((e) => e.message)).toEqual(["virtio_net virtio0 eth0: renamed"]);
@@ -138,9 +134,7 @@ describe("services and power", () => {
     await c.reboot({});
     await c.powerOff({});
     c.close();
-    await eventually(() =>
-      expect(powered).toEqual(["reboot: owner asked through NodeManagement.Reboot", "poweroff: owner asked through NodeManagement.PowerOff"]),
-    );
+    await eventually(() => expect(powered).toEqual(["reboot: owner asked through NodeManagement.Reboot", "poweroff: owner asked through NodeManagement.PowerOff"]));
   });
 });
 
@@ -173,12 +167,17 @@ describe("updates", () => {
       { logger },
     );
     await eventually(() => expect(served.dump()[0]!.state).toBe("healthy"));
-    const contents = Object.fromEntries(BUNDLE_FILES.map((name) => [name, crypto.getRandomValues(new Uint8Array(name === "system" ? 3_000_000 : 700_000))])) as Record<(typeof BUNDLE_FILES)[number], Uint8Array>;
+    const contents = Object.fromEntries(BUNDLE_FILES.map((name) => [name, crypto.getRandomValues(new Uint8Array(name === "system" ? 3_000_000 : 700_000))])) as Record<
+      (typeof BUNDLE_FILES)[number],
+      Uint8Array
+    >;
     const manifest: BundleManifest = {
       format: 1,
       version: "0.2.0",
       arch: NODE_ARCH,
-      files: Object.fromEntries(BUNDLE_FILES.map((name) => [name, { bytes: contents[name].length, sha256: new Bun.CryptoHasher("sha256").update(contents[name]).digest("hex") }])) as BundleManifest["files"],
+      files: Object.fromEntries(
+        BUNDLE_FILES.map((name) => [name, { bytes: contents[name].length, sha256: new Bun.CryptoHasher("sha256").update(contents[name]).digest("hex") }]),
+      ) as BundleManifest["files"],
     };
     manifest.files.version.bytes = 6;
     contents.version = Buffer.from("0.2.0\n");
@@ -284,7 +283,10 @@ describe("updates", () => {
     const sockets = new Set<Socket>();
     const line = createTcpServer((client) => {
       const upstream = connect(node.port, "127.0.0.1");
-      for (const [from, to] of [[client, upstream], [upstream, client]] as const) {
+      for (const [from, to] of [
+        [client, upstream],
+        [upstream, client],
+      ] as const) {
         sockets.add(from);
         from.on("data", (data) => silent || to.write(data));
         from.on("error", () => {});

@@ -79,7 +79,13 @@ export function nodeManagementRunnable(options: NodeManagementOptions): Runnable
     const http = options.metrics ? metricsHandler({ metrics: options.metrics, ca: () => credentials.ca, ...(refused ? { refused } : {}) }) : undefined;
     const address = hostPort(membership.address, options.port ?? NODE_MANAGEMENT_PORT);
     try {
-      await listen(server, address, serverCredentials({ certificate: credentials.certificate, privateKey: credentials.privateKey, allowHttp1: http !== undefined }), clusterListenLimits(() => credentials.ca), http);
+      await listen(
+        server,
+        address,
+        serverCredentials({ certificate: credentials.certificate, privateKey: credentials.privateKey, allowHttp1: http !== undefined }),
+        clusterListenLimits(() => credentials.ca),
+        http,
+      );
     } catch (err) {
       server.forceShutdown();
       throw new Error(`could not listen on ${address}: ${(err as Error).message}`, { cause: err });

@@ -77,7 +77,6 @@ function bundleRefusal(err: unknown): unknown {
   return err.kind === "precondition" ? new FailedPreconditionError(err.message) : new InvalidArgumentError(err.message);
 }
 
-
 type WireEntry = MessageInitShape<typeof LogEntrySchema>;
 
 function toWire(entry: TreeEntry): WireEntry {
@@ -127,7 +126,13 @@ export function nodeManagementService(deps: NodeManagementDeps): ServiceImpl<typ
         if (!past) throw new NotFoundError(`this node kept no boot ${request.boot}: it has not booted that often since its data partition was set up`);
         const kept = past.entries.filter((e) => matches(filter, e));
         const chosen = request.backlog === -1 ? kept : request.backlog === 0 ? [] : kept.slice(-request.backlog);
-        const pastBoot = { bootMs: BigInt(past.header.bootMs), version: past.header.version, endedMs: BigInt(past.header.end?.timeMs ?? 0), endCause: past.header.end?.cause ?? "", skipped: past.skipped };
+        const pastBoot = {
+          bootMs: BigInt(past.header.bootMs),
+          version: past.header.version,
+          endedMs: BigInt(past.header.end?.timeMs ?? 0),
+          endCause: past.header.end?.cause ?? "",
+          skipped: past.skipped,
+        };
         let first = true;
         for (const batch of batches(chosen)) {
           yield first ? { ...batch, pastBoot } : batch;

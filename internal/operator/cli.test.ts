@@ -38,7 +38,15 @@ const program: Program<null> = {
           description: "Show logs",
           run: () => void ran.push("logs"),
         },
-        { name: "roles", args: [{ name: "operation", choices: ["set", "unset"] }, { name: "role", variadic: true, choices: ["a", "b"] }], description: "Roles", run: () => {} },
+        {
+          name: "roles",
+          args: [
+            { name: "operation", choices: ["set", "unset"] },
+            { name: "role", variadic: true, choices: ["a", "b"] },
+          ],
+          description: "Roles",
+          run: () => {},
+        },
       ],
     },
     { name: "write", args: [{ name: "file", complete: "file" }], description: "Write a file", run: () => {} },

@@ -177,7 +177,10 @@ function named<T extends { name: string }>(list: readonly T[], word: string, com
 
 /** Refuses a flag not in scope, as typed, suggesting the nearest known one or the help to read. */
 function unknownFlag<C>(typed: string, name: string, known: readonly FlagSpec[], program: Program<C>, invocation: Invocation<C>): never {
-  const near = nearest(name, known.map((f) => f.name));
+  const near = nearest(
+    name,
+    known.map((f) => f.name),
+  );
   const words = [invocation.command?.name, invocation.action?.name].filter((w) => w !== undefined);
   const help = `${[program.name, ...words].join(" ")} --help`;
   throw new UsageError(`unknown flag '${typed}' (${near ? `did you mean '--${near}'?` : `see '${help}'`})`);

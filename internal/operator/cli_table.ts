@@ -64,8 +64,7 @@ export interface Invocable<C> {
 export type ActionSpec<C> = { name: string; /** One line. */ description: string } & Invocable<C>;
 
 export type CommandSpec<C> = { name: string; /** One line. */ description: string } & (
-  | { actions: readonly ActionSpec<C>[]; args?: never; flags?: never; run?: never }
-  | (Invocable<C> & { actions?: never })
+  { actions: readonly ActionSpec<C>[]; args?: never; flags?: never; run?: never } | (Invocable<C> & { actions?: never })
 );
 
 export interface Program<C> {

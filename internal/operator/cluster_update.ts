@@ -75,7 +75,9 @@ export async function updateCluster(
   for (const node of plan.skip) steps.push({ node: node.id, name: nameOf(node), outcome: "skipped" });
   const notUp = nodes.filter((n) => n.state !== "UP");
   if (notUp.length > 0) say.note(`not updated (not UP): ${notUp.map((n) => `${nameOf(n)} ${n.state}`).join(", ")}`);
-  say.note(`updating to ${version}: ${plan.workers.length} workers (${options.maxUnavailable} at a time), then ${plan.members.length} consensus members (one at a time); ${plan.skip.length} at ${version} already`);
+  say.note(
+    `updating to ${version}: ${plan.workers.length} workers (${options.maxUnavailable} at a time), then ${plan.members.length} consensus members (one at a time); ${plan.skip.length} at ${version} already`,
+  );
 
   const one = async (node: NodeSummary): Promise<void> => {
     // Looked at again right before: the cluster changes while the rollout runs.

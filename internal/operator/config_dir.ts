@@ -123,7 +123,10 @@ export function loadCredentials(paths: ConfigPaths, ownerKeyPath = paths.ownerKe
   for (const file of [paths.ownerCertificate, paths.ca, paths.endpoints]) {
     if (!existsSync(file)) throw new OperatorError(`no cluster credentials in ${paths.dir} (missing ${file}): run 'ctl takeownership <node address>' first`);
   }
-  const lines = readConfigFile(paths.endpoints).split("\n").map((l) => l.trim()).filter(Boolean);
+  const lines = readConfigFile(paths.endpoints)
+    .split("\n")
+    .map((l) => l.trim())
+    .filter(Boolean);
   if (lines.length === 0) throw new OperatorError(`${paths.endpoints} lists no curator endpoints`);
   const endpoints = lines.map((line, i) => {
     try {

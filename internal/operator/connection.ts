@@ -48,9 +48,7 @@ export async function withFailover<S extends DescService, T>(
   pool?: CuratorPool,
 ): Promise<T> {
   try {
-    return pool
-      ? await pool.call(service, credentials.endpoints, call, { progress })
-      : await callAnyCurator(service, credentials.endpoints, ownerDialCredentials(credentials), call, { progress });
+    return pool ? await pool.call(service, credentials.endpoints, call, { progress }) : await callAnyCurator(service, credentials.endpoints, ownerDialCredentials(credentials), call, { progress });
   } catch (err) {
     if (err instanceof NoCuratorError) throw new OperatorError(curatorFailureLine(err, { files: credentials.files }), { cause: err });
     throw err;
@@ -89,9 +87,7 @@ export async function takeOwnership(
   if (verifyIssuedBy(certificate, ca) !== undefined) throw new OperatorError("the owner certificate returned is not signed by the returned CA");
   let info;
   try {
-    info = await withFailover(Management, { key: ownerKey, certificate, ca, endpoints: [endpoint] }, (m) =>
-      m.getClusterInfo({}, { timeoutMs: options.timeoutMs ?? DEFAULT_CALL_TIMEOUT_MS }),
-    );
+    info = await withFailover(Management, { key: ownerKey, certificate, ca, endpoints: [endpoint] }, (m) => m.getClusterInfo({}, { timeoutMs: options.timeoutMs ?? DEFAULT_CALL_TIMEOUT_MS }));
   } catch (err) {
     throw new OperatorError(`not trusting ${formatAddress(endpoint)}: it did not prove to be a curator of the cluster whose CA it returned: ${(err as Error).message}`, {
       cause: err,

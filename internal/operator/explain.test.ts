@@ -91,9 +91,7 @@ describe("explain", () => {
   test("every error is one line; usage errors exit 2, the rest 1", () => {
     expect(explain(new UsageError("unknown command 'x'"))).toEqual({ line: "unknown command 'x'", exitStatus: 2 });
     expect(explain(new RpcError(Status.NOT_FOUND, "node x not found", "M/ApproveNode"))).toEqual({ line: "node x not found [NOT_FOUND]", exitStatus: 1 });
-    expect(explain(new RpcError(Status.DEADLINE_EXCEEDED, "Deadline exceeded after 15.002s,LB pick: 0.001s", "M/GetNodes")).line).toBe(
-      "deadline exceeded: no answer within 15 s [DEADLINE_EXCEEDED]",
-    );
+    expect(explain(new RpcError(Status.DEADLINE_EXCEEDED, "Deadline exceeded after 15.002s,LB pick: 0.001s", "M/GetNodes")).line).toBe("deadline exceeded: no answer within 15 s [DEADLINE_EXCEEDED]");
     expect(explain(new RpcError(Status.DEADLINE_EXCEEDED, "Deadline exceeded", "M/GetNodes")).line).toBe("deadline exceeded: no answer within the call's deadline (--timeout) [DEADLINE_EXCEEDED]");
     expect(explain(new Error("error:1E08010C:DECODER routines::unsupported\n  at somewhere")).line).toBe("error:1E08010C:DECODER routines::unsupported at somewhere");
     expect(explain("a string")).toEqual({ line: "a string", exitStatus: 1 });

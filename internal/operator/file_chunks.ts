@@ -11,7 +11,7 @@ export function* fileChunks(path: string, from = 0, end = Number.POSITIVE_INFINI
   const fd = openSync(path, "r");
   try {
     const buffer = Buffer.alloc(REQUEST_CHUNK_BYTES);
-    for (let position = from; position < end; ) {
+    for (let position = from; position < end;) {
       const n = readSync(fd, buffer, 0, Math.min(buffer.length, end - position), position);
       if (n === 0) break;
       position += n;

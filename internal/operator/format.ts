@@ -86,21 +86,18 @@ export function mib(bytes: number): string {
 /** Rows as aligned columns for people: two spaces apart, the last column unpadded. */
 export function alignColumns(rows: readonly (readonly string[])[]): string[] {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-  return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join("  ").trimEnd());
+  return rows.map((r) =>
+    r
+      .map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!)))
+      .join("  ")
+      .trimEnd(),
+  );
 }
 
 export function nodeTable(nodes: NodeSummary[]): string {
   const rows = [
     ["NODE", "STATE", "HEALTH", "LAST SEEN", "ADDRESS", "ROLES", "LABELS"],
-    ...nodes.map((n) => [
-      n.id,
-      n.state,
-      n.health,
-      n.lastSeenMs === undefined ? "-" : `${formatDuration(n.lastSeenMs)} ago`,
-      n.address || "-",
-      n.roles.join(",") || "-",
-      n.labels.join(",") || "-",
-    ]),
+    ...nodes.map((n) => [n.id, n.state, n.health, n.lastSeenMs === undefined ? "-" : `${formatDuration(n.lastSeenMs)} ago`, n.address || "-", n.roles.join(",") || "-", n.labels.join(",") || "-"]),
   ];
   const table = alignColumns(rows);
   // Why a node is DEGRADED, under the table: one line each.
@@ -125,9 +122,7 @@ export function describeNode(node: NodeSummary, now = Date.now()): string {
     ["Curator", node.curator ? "running" : "-"],
     ["Labels", node.labels.join(", ") || "-"],
     ["Version", node.version ? `${node.version}${node.slot ? ` (slot ${node.slot})` : ""}` : "-"],
-    ...(node.updateFailure
-      ? [["Update failed", `${node.updateFailure.version} at ${new Date(node.updateFailure.timeMs).toISOString()}: ${node.updateFailure.reason}`] as [string, string]]
-      : []),
+    ...(node.updateFailure ? [["Update failed", `${node.updateFailure.version} at ${new Date(node.updateFailure.timeMs).toISOString()}: ${node.updateFailure.reason}`] as [string, string]] : []),
     ["Booted", node.bootMs ? `${new Date(node.bootMs).toISOString()} (up ${formatDuration(now - node.bootMs)})` : "-"],
     ["Status from", node.lastStatusMs ? `${formatDuration(now - node.lastStatusMs)} ago` : "-"],
   ];
@@ -176,7 +171,8 @@ export function filterNodes(nodes: readonly NodeSummary[], expression: string): 
     const at = term.indexOf("=");
     const key = at < 0 ? term : term.slice(0, at);
     const value = at < 0 ? undefined : term.slice(at + 1);
-    if (!/^[A-Za-z0-9][-A-Za-z0-9_./]{0,252}$/.test(key)) throw new FilterError(`${JSON.stringify(term.slice(0, 80))} is no filter term: use state=UP, role=consensus, health=HEALTHY, or a label key=value`);
+    if (!/^[A-Za-z0-9][-A-Za-z0-9_./]{0,252}$/.test(key))
+      throw new FilterError(`${JSON.stringify(term.slice(0, 80))} is no filter term: use state=UP, role=consensus, health=HEALTHY, or a label key=value`);
     if (key === "state") return (n) => n.state === value?.toUpperCase();
     if (key === "health") return (n) => n.health === value?.toUpperCase();
     if (key === "role") return (n) => value !== undefined && n.roles.includes(value);

@@ -73,7 +73,13 @@ describe("the cluster health verdict", () => {
     },
     {
       name: "a node whose clock is off",
-      change: (i) => (i.nodes[2] = node("node-c", { roles: ["consensus", "kubernetes-worker"], health: "CLOCK_SKEW", healthReason: "its clock is 7200.0 s behind the curator leader's (at most 10 s allowed)", clockOffsetMs: -7_200_000 })),
+      change: (i) =>
+        (i.nodes[2] = node("node-c", {
+          roles: ["consensus", "kubernetes-worker"],
+          health: "CLOCK_SKEW",
+          healthReason: "its clock is 7200.0 s behind the curator leader's (at most 10 s allowed)",
+          clockOffsetMs: -7_200_000,
+        })),
       fails: { clocks: "node-c: its clock is 7200.0 s behind the curator leader's (at most 10 s allowed)" },
     },
     {
@@ -93,7 +99,14 @@ describe("the cluster health verdict", () => {
     },
     {
       name: "a consensus node without a member, and a member without the role",
-      change: (i) => (i.etcd = { members: [{ id: "1f", name: "node-a", isLearner: false }, { id: "2f", name: "node-b", isLearner: false }, { id: "7f", name: "node-x", isLearner: false }] }),
+      change: (i) =>
+        (i.etcd = {
+          members: [
+            { id: "1f", name: "node-a", isLearner: false },
+            { id: "2f", name: "node-b", isLearner: false },
+            { id: "7f", name: "node-x", isLearner: false },
+          ],
+        }),
       fails: { consensus: "node-c holds the consensus role but is no voting member; member node-x votes, but no node holds its consensus role" },
     },
     {
@@ -104,7 +117,11 @@ describe("the cluster health verdict", () => {
     { name: "no curator leader", change: (i) => (i.curatorLeader = ""), fails: { curator: "no curator leads" } },
     {
       name: "a failed backup",
-      change: (i) => (i.backups.status = create(BackupStatusSchema, { ...i.backups.status!, lastError: "the backup target https://s.example/b/x.backup answered HTTP 507 Insufficient Storage (the target is full)" })),
+      change: (i) =>
+        (i.backups.status = create(BackupStatusSchema, {
+          ...i.backups.status!,
+          lastError: "the backup target https://s.example/b/x.backup answered HTTP 507 Insufficient Storage (the target is full)",
+        })),
       fails: { backups: "the last attempt failed: the backup target https://s.example/b/x.backup answered HTTP 507 Insufficient Storage (the target is full)" },
     },
     {

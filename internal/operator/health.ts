@@ -68,7 +68,10 @@ function nodesCheck(nodes: readonly NodeSummary[]): HealthCheck {
   const unwell = upNodes.filter((n) => n.health !== "HEALTHY" && n.health !== "CLOCK_SKEW");
   if (upNodes.length === 0) return { name: "nodes", ok: false, detail: `no node is UP${also}` };
   if (unwell.length === 0) return { name: "nodes", ok: true, detail: `${upNodes.length} UP, every one heard from and none failing${also}` };
-  const why = unwell.map((n) => `${n.id} is ${n.health}${n.healthReason ? ` (${n.healthReason})` : n.health === "HEARTBEAT_TIMEOUT" && n.lastSeenMs !== undefined ? ` (last heard ${formatDuration(n.lastSeenMs)} ago)` : ""}`);
+  const why = unwell.map(
+    (n) =>
+      `${n.id} is ${n.health}${n.healthReason ? ` (${n.healthReason})` : n.health === "HEARTBEAT_TIMEOUT" && n.lastSeenMs !== undefined ? ` (last heard ${formatDuration(n.lastSeenMs)} ago)` : ""}`,
+  );
   return { name: "nodes", ok: false, detail: `${why.join("; ")}${also}` };
 }
 
@@ -136,10 +139,7 @@ export function healthTable(health: ClusterHealth): string {
 
 /** Asks the cluster what the checks need. Throws (an OperatorError naming why) when no curator answers: the caller's exit code 2. */
 export async function gatherClusterHealth(credentials: OwnerCredentials, settings: CallSettings): Promise<ClusterHealthInputs> {
-  const [info, nodes] = await Promise.all([
-    withFailover(Management, credentials, (m) => m.getClusterInfo({}, { timeoutMs: settings.timeoutMs }), settings.progress),
-    listNodes(credentials, settings),
-  ]);
+  const [info, nodes] = await Promise.all([withFailover(Management, credentials, (m) => m.getClusterInfo({}, { timeoutMs: settings.timeoutMs }), settings.progress), listNodes(credentials, settings)]);
   const workersUp = up(nodes).some((n) => n.roles.includes("kubernetes-worker"));
   return {
     nodes,

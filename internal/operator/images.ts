@@ -67,4 +67,3 @@ export function imageTable(listings: readonly { node: string; images: readonly C
   const rows = [["NODE", "IMAGE", "DIGEST", "SIZE"], ...listings.flatMap((l) => l.images.map((i) => [l.node, i.name, i.digest.slice(0, 19), i.size]))];
   return rows.length === 1 ? "no images" : alignColumns(rows).join("\n");
 }
-

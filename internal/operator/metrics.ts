@@ -35,7 +35,14 @@ export async function writeMetricsReader(credentials: OwnerCredentials, settings
   const absolute = resolve(dir);
   const files = writePemFiles(absolute, READER_FILES, reader);
   const config = join(absolute, READER_FILES.config);
-  writeFileSync(config, prometheusConfig(nodes.map((n) => ({ nodeId: n.id, address: n.address, port: NODE_MANAGEMENT_PORT })), files, intervalSeconds));
+  writeFileSync(
+    config,
+    prometheusConfig(
+      nodes.map((n) => ({ nodeId: n.id, address: n.address, port: NODE_MANAGEMENT_PORT })),
+      files,
+      intervalSeconds,
+    ),
+  );
   return { dir: absolute, targets: nodes.map((n) => n.id), config };
 }
 

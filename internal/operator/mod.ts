@@ -38,20 +38,7 @@ export {
 export { ownerDialCredentials, takeOwnership, withFailover, DEFAULT_CALL_TIMEOUT_MS } from "./connection.ts";
 export { describeNode, filterNodes, FilterError, formatDuration, nodeTable, parseLabelArgs, rolesOf, summarize, ROLE_FIELDS, type NodeSummary, type RoleName } from "./format.ts";
 export { approveNode, listNodes, nameOf, NAME_LABEL, REBOOT_WAIT_MS, resolveNode, waitUntilRebooted, type Approval, type CallSettings } from "./nodes.ts";
-export {
-  UsageError,
-  argUsage,
-  flagUsage,
-  positiveInteger,
-  wholeNumber,
-  usageLine,
-  type ActionSpec,
-  type ArgSpec,
-  type CommandSpec,
-  type FlagSpec,
-  type Invocable,
-  type Program,
-} from "./cli_table.ts";
+export { UsageError, argUsage, flagUsage, positiveInteger, wholeNumber, usageLine, type ActionSpec, type ArgSpec, type CommandSpec, type FlagSpec, type Invocable, type Program } from "./cli_table.ts";
 export { checkInvocation, parseCommandLine, type Invocation } from "./cli_parse.ts";
 export { helpText } from "./cli_help.ts";
 export { completionScript, SHELLS, type Shell } from "./cli_completion.ts";

@@ -25,7 +25,17 @@ describe("how ctl shows a node's day-2 state", () => {
 
   test("the node list shows health and how long ago the leader heard from each node", () => {
     const nodes = [
-      create(NodeSchema, { id: "node-a", state: NodeState.UP, health: Node_Health.HEALTHY, timeSinceHeartbeatMs: 2_400n, status: { externalAddress: "10.0.0.2" }, labels: [{ key: "zone", value: "a" }, { key: "rack", value: "" }] }),
+      create(NodeSchema, {
+        id: "node-a",
+        state: NodeState.UP,
+        health: Node_Health.HEALTHY,
+        timeSinceHeartbeatMs: 2_400n,
+        status: { externalAddress: "10.0.0.2" },
+        labels: [
+          { key: "zone", value: "a" },
+          { key: "rack", value: "" },
+        ],
+      }),
       create(NodeSchema, { id: "node-b", state: NodeState.UP, health: Node_Health.HEARTBEAT_TIMEOUT, timeSinceHeartbeatMs: 31_000n }),
       create(NodeSchema, { id: "node-c", state: NodeState.NEW }),
     ].map(summarize);
@@ -81,7 +91,11 @@ describe("how ctl shows a node's day-2 state", () => {
 
   test("label arguments: key=value sets (the value may be empty), key- removes, anything else is refused", () => {
     expect(parseLabelArgs(["zone=a", "rack=", "old-", "example.com/x=y=z"])).toEqual({
-      upsert: [{ key: "zone", value: "a" }, { key: "rack", value: "" }, { key: "example.com/x", value: "y=z" }],
+      upsert: [
+        { key: "zone", value: "a" },
+        { key: "rack", value: "" },
+        { key: "example.com/x", value: "y=z" },
+      ],
       remove: ["old"],
     });
     for (const bad of ["zone", "=a", "-", ""]) expect(() => parseLabelArgs([bad])).toThrow(`'${bad}' is neither key=value`);

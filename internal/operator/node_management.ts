@@ -19,12 +19,7 @@ export const LOG_LEVELS = WIRE_LEVELS;
  * Runs `call` with a client of node `id`'s management service. The node is
  * looked up in the node list; it must be UP and have reported an address.
  */
-export async function withNode<T>(
-  credentials: OwnerCredentials,
-  id: string,
-  call: (client: NodeManagementClient) => Promise<T>,
-  settings: CallSettings,
-): Promise<T> {
+export async function withNode<T>(credentials: OwnerCredentials, id: string, call: (client: NodeManagementClient) => Promise<T>, settings: CallSettings): Promise<T> {
   const nodes = await listNodes(credentials, settings);
   const node = nodes.find((n) => n.id === id);
   if (!node) throw new OperatorError(`the cluster has no node ${id} (nodes: ${nodes.map((n) => n.id).join(", ") || "none"})`);
@@ -74,10 +69,7 @@ export interface ServiceRow {
 }
 
 export function serviceTable(rows: ServiceRow[]): string {
-  const table = [
-    ["SERVICE", "STATE", "RESTARTS", "SINCE", "LAST ERROR"],
-    ...rows.map((r) => [r.path, r.state, String(r.restarts), formatDuration(r.sinceMs), r.lastError || "-"]),
-  ];
+  const table = [["SERVICE", "STATE", "RESTARTS", "SINCE", "LAST ERROR"], ...rows.map((r) => [r.path, r.state, String(r.restarts), formatDuration(r.sinceMs), r.lastError || "-"])];
   return alignColumns(table).join("\n");
 }
 
@@ -123,7 +115,9 @@ export async function readLogs(
             if (response.pastBoot) {
               const p = response.pastBoot;
               const ended = p.endedMs ? `ended ${new Date(Number(p.endedMs)).toISOString()}: ${p.endCause}` : "its end is not known";
-              settings.note(`boot ${request.boot} of ${id}: began ${new Date(Number(p.bootMs)).toISOString()}${p.version ? ` (nodecore ${p.version})` : ""}, ${ended}${p.skipped ? `; ${p.skipped} damaged lines skipped` : ""}`);
+              settings.note(
+                `boot ${request.boot} of ${id}: began ${new Date(Number(p.bootMs)).toISOString()}${p.version ? ` (nodecore ${p.version})` : ""}, ${ended}${p.skipped ? `; ${p.skipped} damaged lines skipped` : ""}`,
+              );
             }
             for (const entry of response.entries) {
               const key = `${entry.path}\u0000${entry.message}`;

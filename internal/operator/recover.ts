@@ -118,7 +118,9 @@ export async function recoverConsensus(
         if (outcome !== undefined) return outcome;
         await sleep(POLL_MS);
       }
-      throw new OperatorError(`the recovery was started, but ${what} did not happen within ${RECOVER_WAIT_MS / 60_000} min${last ? ` (last: ${last})` : ""}; look at ctl node logs ${survivor.nodeId} root.roleserve.controlplane`);
+      throw new OperatorError(
+        `the recovery was started, but ${what} did not happen within ${RECOVER_WAIT_MS / 60_000} min${last ? ` (last: ${last})` : ""}; look at ctl node logs ${survivor.nodeId} root.roleserve.controlplane`,
+      );
     };
     await until("its etcd member leading alone", async () => {
       const s = await client.getEtcdStatus({}, { timeoutMs: settings.timeoutMs });

@@ -13,12 +13,24 @@ const caPem = toPem(testCA().certificate);
 
 describe("ctl cluster registry set", () => {
   test("an entry from the flags: mirrors in order, the CA file, the login from stdin", () => {
-    const entry = registryEntry("registry.example.com", flags({ mirrors: ["https://a.example.com", "http://10.0.0.9:5000"], ca: "/ca.pem", username: "alice", passwordStdin: true }), () => "s3cret\n", () => caPem);
+    const entry = registryEntry(
+      "registry.example.com",
+      flags({ mirrors: ["https://a.example.com", "http://10.0.0.9:5000"], ca: "/ca.pem", username: "alice", passwordStdin: true }),
+      () => "s3cret\n",
+      () => caPem,
+    );
     expect(entry.mirrors).toEqual(["https://a.example.com", "http://10.0.0.9:5000"]);
     expect(entry.caPem).toBe(caPem);
     expect(entry.credentials).toMatchObject({ username: "alice", password: "s3cret" });
     expect(entry.peersDisabled).toBe(false);
-    expect(registryEntry("registry.example.com", flags({ noPeers: true }), () => "", () => caPem).peersDisabled).toBe(true);
+    expect(
+      registryEntry(
+        "registry.example.com",
+        flags({ noPeers: true }),
+        () => "",
+        () => caPem,
+      ).peersDisabled,
+    ).toBe(true);
   });
 
   test("bad input: one line naming its cause, before any call", () => {
@@ -34,9 +46,11 @@ describe("ctl cluster registry set", () => {
     expect(refused("https://registry.example.com", {})).toContain("<host>: 'https://registry.example.com' is not a registry host (a host, not a URL");
     expect(refused("registry.example.com", { mirrors: ["https://ok.example.com", "ftp://x"] })).toBe("--mirror 2: 'ftp://x': the scheme is 'ftp'; use https or http");
     expect(refused("registry.example.com", { ca: "/ca.pem" }, noStdin, () => "hello")).toBe("--ca: /ca.pem holds no PEM certificate (-----BEGIN CERTIFICATE-----)");
-    expect(refused("registry.example.com", { ca: "/nope" }, noStdin, () => {
-      throw Object.assign(new Error("x"), { code: "ENOENT" });
-    })).toBe("--ca: cannot read /nope: ENOENT");
+    expect(
+      refused("registry.example.com", { ca: "/nope" }, noStdin, () => {
+        throw Object.assign(new Error("x"), { code: "ENOENT" });
+      }),
+    ).toBe("--ca: cannot read /nope: ENOENT");
     expect(refused("registry.example.com", { passwordTyped: true })).toBe(PASSWORD_ON_COMMAND_LINE);
     expect(refused("registry.example.com", { username: "alice" })).toBe("--username needs --password-stdin: pipe the password (or token) in");
     expect(refused("registry.example.com", { username: "alice", passwordStdin: true }, () => "")).toBe("--password-stdin: stdin was empty");

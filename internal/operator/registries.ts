@@ -27,8 +27,7 @@ export interface RegistryFlags {
 }
 
 /** The refusal of a password on the command line; it never repeats what was typed. */
-export const PASSWORD_ON_COMMAND_LINE =
-  "a password is never taken on the command line (it would stay in the shell's history and in the process list); pipe it in with --password-stdin";
+export const PASSWORD_ON_COMMAND_LINE = "a password is never taken on the command line (it would stay in the shell's history and in the process list); pipe it in with --password-stdin";
 
 /** A host as typed, checked. */
 export function registryHost(host: string | undefined): string {

@@ -51,12 +51,14 @@ export async function resetNode(
   const nodes = await listNodes(credentials, settings);
   const node = nodes.find((n) => n.id === id);
   if (!node) throw new OperatorError(`the cluster has no node ${id}`);
-  if (node.state !== "UP" || !node.address) throw new OperatorError(`node ${nameOf(node)} is ${node.state}${node.address ? "" : " with no address"}: only a node that is UP can be reset (ctl node delete removes one that is gone)`);
+  if (node.state !== "UP" || !node.address)
+    throw new OperatorError(`node ${nameOf(node)} is ${node.state}${node.address ? "" : " with no address"}: only a node that is UP can be reset (ctl node delete removes one that is gone)`);
   const client = dialNodeManagement(node.id, node.address, { ca: credentials.ca, certificate: credentials.certificate, privateKey: credentials.key.privateKey });
   try {
     if (node.roles.includes("consensus")) {
       const others = nodes.filter((n) => n.id !== id && n.roles.includes("consensus"));
-      if (others.length === 0) throw new OperatorError(`${nameOf(node)} is the cluster's only consensus member: resetting it would lose the cluster's data (back it up, and give another node the consensus role first)`);
+      if (others.length === 0)
+        throw new OperatorError(`${nameOf(node)} is the cluster's only consensus member: resetting it would lose the cluster's data (back it up, and give another node the consensus role first)`);
       say.note(`${nameOf(node)} gives up the consensus role`);
       // The curator leader's own node loses its etcd with the role, and its
       // caller the answer: a call that dropped may have been carried out,

@@ -57,7 +57,13 @@ describe("the files a node asks for", () => {
     format: 1,
     version: "0.2.0",
     arch: "x86_64",
-    files: { system: { bytes: 4096, sha256: "a".repeat(64) }, kernel: { bytes: 700, sha256: "b".repeat(64) }, initramfs: { bytes: 3_000_000, sha256: "c".repeat(64) }, version: { bytes: 6, sha256: "d".repeat(64) }, cmdline: { bytes: 80, sha256: "e".repeat(64) } },
+    files: {
+      system: { bytes: 4096, sha256: "a".repeat(64) },
+      kernel: { bytes: 700, sha256: "b".repeat(64) },
+      initramfs: { bytes: 3_000_000, sha256: "c".repeat(64) },
+      version: { bytes: 6, sha256: "d".repeat(64) },
+      cmdline: { bytes: 80, sha256: "e".repeat(64) },
+    },
   } satisfies BundleManifest;
   const whole = (names: string[]) => names.map((name) => ({ name, from: 0 }) as WantedFile);
 
@@ -70,7 +76,9 @@ describe("the files a node asks for", () => {
   test("a file whose start the node copied is sent from the offset it names, and ctl says how much it had alike", () => {
     const wanted = parseSendFiles(["initramfs", "version", "cmdline"], manifest, { initramfs: 2_097_152n });
     expect(wanted).toEqual([{ name: "initramfs", from: 2_097_152 }, ...whole(["version", "cmdline"])]);
-    expect(describeSending(manifest, wanted as WantedFile[])).toBe("took system, kernel (0.0 MiB) from its booted slot; sending initramfs (0.9 MiB of 2.9 MiB: it had the first 2.0 MiB alike), version, cmdline (0.9 MiB)");
+    expect(describeSending(manifest, wanted as WantedFile[])).toBe(
+      "took system, kernel (0.0 MiB) from its booted slot; sending initramfs (0.9 MiB of 2.9 MiB: it had the first 2.0 MiB alike), version, cmdline (0.9 MiB)",
+    );
   });
 
   test.each([
@@ -85,7 +93,14 @@ describe("the files a node asks for", () => {
 });
 
 describe("a cluster update's plan", () => {
-  const nodes = [node("n3", ["consensus"]), node("n1", ["consensus", "kubernetes-worker"]), node("w2", ["kubernetes-worker"]), node("w1", []), node("n2", ["consensus"], { version: "0.2.0" }), node("x", [], { state: "NEW" })];
+  const nodes = [
+    node("n3", ["consensus"]),
+    node("n1", ["consensus", "kubernetes-worker"]),
+    node("w2", ["kubernetes-worker"]),
+    node("w1", []),
+    node("n2", ["consensus"], { version: "0.2.0" }),
+    node("x", [], { state: "NEW" }),
+  ];
 
   test("takes workers first, then consensus members, each in ID order, and skips nodes at the version or not UP", () => {
     const plan = planClusterUpdate(nodes, "0.2.0");

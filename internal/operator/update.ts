@@ -200,13 +200,7 @@ export async function updateNode(
  * that `version` failed, throws an OperatorError with the node's reason:
  * the trial was rolled back.
  */
-export function waitForUpdate(
-  credentials: OwnerCredentials,
-  id: string,
-  before: number | undefined,
-  version: string,
-  settings: CallSettings & { waitMs?: number },
-): Promise<NodeSummary> {
+export function waitForUpdate(credentials: OwnerCredentials, id: string, before: number | undefined, version: string, settings: CallSettings & { waitMs?: number }): Promise<NodeSummary> {
   return waitForNode(
     credentials,
     id,

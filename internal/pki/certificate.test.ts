@@ -34,8 +34,16 @@ describe("der", () => {
     expect(hex(der.objectIdentifier("1.2.840.113549"))).toBe("06062a864886f70d");
     expect(hex(der.octetString(new Uint8Array(200))).slice(0, 6)).toBe("0481c8");
     expect(hex(der.octetString(new Uint8Array(300))).slice(0, 8)).toBe("0482012c");
-    expect(Buffer.from(der.time(new Date("2030-01-02T03:04:05Z"))).subarray(2).toString()).toBe("300102030405Z");
-    expect(Buffer.from(der.time(new Date("2051-01-02T03:04:05Z"))).subarray(2).toString()).toBe("20510102030405Z");
+    expect(
+      Buffer.from(der.time(new Date("2030-01-02T03:04:05Z")))
+        .subarray(2)
+        .toString(),
+    ).toBe("300102030405Z");
+    expect(
+      Buffer.from(der.time(new Date("2051-01-02T03:04:05Z")))
+        .subarray(2)
+        .toString(),
+    ).toBe("20510102030405Z");
     // keyUsage digitalSignature+keyCertSign+cRLSign: one unused bit.
     expect(hex(der.namedBits([0, 5, 6]))).toBe("03020186");
     expect(hex(der.namedBits([0]))).toBe("03020780");
@@ -71,10 +79,7 @@ describe("certificates", () => {
     const other = { certificate: createClusterCA(otherKey), privateKey: otherKey.privateKey };
     const ownerKey = generateKeyPair();
     expect(verifyIssuedBy(issueOwnerCertificate(other, ownerKey.publicKey), ca.certificate)).toBe("certificate is not signed by the cluster CA");
-    const expired = createCertificate(
-      { commonName: "old", publicKey: ownerKey.publicKey, kind: "client", notBefore: new Date("2020-01-01"), validForMs: 1000 },
-      ca,
-    );
+    const expired = createCertificate({ commonName: "old", publicKey: ownerKey.publicKey, kind: "client", notBefore: new Date("2020-01-01"), validForMs: 1000 }, ca);
     expect(verifyIssuedBy(expired, ca.certificate)).toBe("certificate has expired");
     expect(verifyIssuedBy(selfSignedCertificate(ownerKey), ca.certificate)).toBe("certificate is not signed by the cluster CA");
   });

@@ -3,16 +3,7 @@
 // of these: the cluster CA, node certificates (server and client), the
 // owner's certificate (client), etcd peer and client certificates.
 
-import {
-  X509Certificate,
-  createHash,
-  createPrivateKey,
-  createPublicKey,
-  generateKeyPairSync,
-  randomBytes,
-  sign,
-  type KeyObject,
-} from "node:crypto";
+import { X509Certificate, createHash, createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, sign, type KeyObject } from "node:crypto";
 import { isIPv4, isIPv6 } from "node:net";
 import * as der from "./der.ts";
 
@@ -142,10 +133,7 @@ function extensions(template: CertificateTemplate, issuerKey: KeyObject): der.De
   if (usages[template.kind].length) {
     list.push(extension(OID.extKeyUsage, false, der.sequence(...usages[template.kind].map(der.objectIdentifier))));
   }
-  const names = [
-    ...(template.dnsNames ?? []).map((n) => der.implicitPrimitive(2, new TextEncoder().encode(n))),
-    ...(template.ipAddresses ?? []).map((a) => der.implicitPrimitive(7, ipBytes(a))),
-  ];
+  const names = [...(template.dnsNames ?? []).map((n) => der.implicitPrimitive(2, new TextEncoder().encode(n))), ...(template.ipAddresses ?? []).map((a) => der.implicitPrimitive(7, ipBytes(a)))];
   if (names.length) list.push(extension(OID.subjectAltName, false, der.sequence(...names)));
   return der.explicit(3, der.sequence(...list));
 }

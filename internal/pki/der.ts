@@ -87,13 +87,7 @@ export function objectIdentifier(dotted: string): Der {
 /** UTCTime before 2050, GeneralizedTime from then on (RFC 5280 4.1.2.5). */
 export function time(date: Date): Der {
   const pad = (n: number, width = 2) => String(n).padStart(width, "0");
-  const rest =
-    pad(date.getUTCMonth() + 1) +
-    pad(date.getUTCDate()) +
-    pad(date.getUTCHours()) +
-    pad(date.getUTCMinutes()) +
-    pad(date.getUTCSeconds()) +
-    "Z";
+  const rest = pad(date.getUTCMonth() + 1) + pad(date.getUTCDate()) + pad(date.getUTCHours()) + pad(date.getUTCMinutes()) + pad(date.getUTCSeconds()) + "Z";
   const year = date.getUTCFullYear();
   const text = year < 2050 ? pad(year % 100) + rest : pad(year, 4) + rest;
   return element(year < 2050 ? 0x17 : 0x18, new TextEncoder().encode(text));

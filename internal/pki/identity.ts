@@ -51,10 +51,7 @@ export function nodeIdFromPublicKey(publicKey: Uint8Array): string {
 }
 
 export function createClusterCA(key: KeyPair): X509Certificate {
-  return createCertificate(
-    { commonName: CA_COMMON_NAME, organization: CA_ORGANIZATION, publicKey: key.publicKey, kind: "ca" },
-    { privateKey: key.privateKey },
-  );
+  return createCertificate({ commonName: CA_COMMON_NAME, organization: CA_ORGANIZATION, publicKey: key.publicKey, kind: "ca" }, { privateKey: key.privateKey });
 }
 
 export interface CA {
@@ -143,10 +140,7 @@ export function issueMetricsReaderCertificate(ca: CA, publicKey: KeyObject, name
 
 /** A self-signed certificate for a key, to prove possession of it in a TLS handshake. */
 export function selfSignedCertificate(key: KeyPair): X509Certificate {
-  return createCertificate(
-    { commonName: "self-signed", organization: SELF_SIGNED_ORGANIZATION, publicKey: key.publicKey, kind: "client" },
-    { privateKey: key.privateKey },
-  );
+  return createCertificate({ commonName: "self-signed", organization: SELF_SIGNED_ORGANIZATION, publicKey: key.publicKey, kind: "client" }, { privateKey: key.privateKey });
 }
 
 /**

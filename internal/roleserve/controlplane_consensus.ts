@@ -59,7 +59,12 @@ async function finishPendingWrites(run: ControlPlaneRun, c: RunContext, etcd: Et
     // The restore's last step: this node's own record, the others without
     // the consensus role, then the snapshot goes.
     const record = { id: credentials.nodeId, publicKey: rawPublicKey(credentials.publicKey), status: status() };
-    const created = await writeRestoredNode(etcd, { ...record, joinKey: restore.joinPublicKey, clusterUnlockKey: restore.clusterUnlockKey, consensusMember: consensusRole(restore.etcdCA, record, [self]) });
+    const created = await writeRestoredNode(etcd, {
+      ...record,
+      joinKey: restore.joinPublicKey,
+      clusterUnlockKey: restore.clusterUnlockKey,
+      consensusMember: consensusRole(restore.etcdCA, record, [self]),
+    });
     const dropped = await dropLostConsensusRoles(etcd, credentials.nodeId, c.logger);
     clearPendingRestore(options.layout);
     c.logger.info("cluster restored from the backup: this node is its only consensus member", { record: created ? "written" : "present already", dropped: dropped.join(",") || "none" });
@@ -132,10 +137,7 @@ function runBesideMember(run: ControlPlaneRun, c: RunContext, etcd: Etcd3): void
     if (leave.signal.aborted && !cc.signal.aborted) throw new RestartRequest("the node left consensus: the curator's own children stop with it");
   });
   // The member's database: sizes, alarms, defragmentation, a way back from NOSPACE.
-  c.run(
-    "etcd-upkeep",
-    upkeepRunnable({ client: async () => etcd, quotaBytes: memberQuota(options.layout.data.etcd.data), report: (state, message) => options.board.report("etcd", state, message) }),
-  );
+  c.run("etcd-upkeep", upkeepRunnable({ client: async () => etcd, quotaBytes: memberQuota(options.layout.data.etcd.data), report: (state, message) => options.board.report("etcd", state, message) }));
   c.run("memberstatus", async (m) => {
     m.signalHealthy();
     let lastSeen = run.member.lastSeenMembers;

@@ -46,9 +46,11 @@ export function workerCurator(connection: Value<CuratorConnection>): WorkerCurat
 export function registryWatch(connection: Value<CuratorConnection>, registries: Value<readonly ContainerRegistry[]>): Runnable {
   return async (ctx) => {
     const current = await connection.get({ signal: ctx.signal });
-    const reconnect = connection.waitFor((c) => c !== current, { signal: ctx.signal }).then(() => {
-      throw new RestartRequest("the curators changed");
-    });
+    const reconnect = connection
+      .waitFor((c) => c !== current, { signal: ctx.signal })
+      .then(() => {
+        throw new RestartRequest("the curators changed");
+      });
     reconnect.catch(() => {});
     const watching = withCurator(current, async (client) => {
       for await (const message of client.watchContainerRegistries({}, { signal: ctx.signal })) {

@@ -195,7 +195,15 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
     ctx.run("rolefetch", roleFetchWorker({ membership: options.membership, connection: values.connection, roles: values.roles, directory: values.directory, nodes: values.nodes }));
     ctx.run(
       "statuspush",
-      statusPushWorker({ membership: options.membership, connection: values.connection, localCurator: values.localCurator, services: values.board.value, bootMs, pushed: values.statusPushed, ...(options.slots ? { slots: options.slots } : {}) }),
+      statusPushWorker({
+        membership: options.membership,
+        connection: values.connection,
+        localCurator: values.localCurator,
+        services: values.board.value,
+        bootMs,
+        pushed: values.statusPushed,
+        ...(options.slots ? { slots: options.slots } : {}),
+      }),
     );
     ctx.run("heartbeat", heartbeatWorker({ membership: options.membership, connection: values.connection, ...(options.metrics ? { answered: () => options.metrics!.heartbeatAnswered() } : {}) }));
     const etcd = options.etcdBinary ?? ETCD_BINARY;

@@ -24,7 +24,14 @@ test("refusals are reported a few per caller and minute and a few overall, count
   let now = 60_000 * 500;
   const sent: NodeManagementReport[] = [];
   const report = nodeCallReporter(fakeConnection(sent, 2), captureLogger("t").logger, () => now);
-  const refused = (caller: string): NodeManagementReport => ({ method: "NodeManagement/Metrics", caller, detail: "", result: "PERMISSION_DENIED: no client certificate presented", refused: true, timeMs: 0n });
+  const refused = (caller: string): NodeManagementReport => ({
+    method: "NodeManagement/Metrics",
+    caller,
+    detail: "",
+    result: "PERMISSION_DENIED: no client certificate presented",
+    refused: true,
+    timeMs: 0n,
+  });
   // 100 anonymous scrapes from 50 addresses, then the owner's defragmentation and rollback.
   for (let i = 0; i < 100; i++) report(refused(`anonymous from 10.0.0.${i % 50}`));
   report({ method: "NodeManagement/DefragmentEtcd", caller: "owner", detail: "", result: "OK", refused: false, timeMs: 0n });

@@ -386,7 +386,9 @@ describe("kubernetes worker", () => {
     const prepare = () => {
       throw new Error("the system image is not attached: no drive with serial nodecore-system");
     };
-    run(kubernetesWorker({ ...unused(), roles, board, binDir: join(dir.path, "k8s"), prepare, runtime: { paths, probeImage: join(dir.path, "probe.tar"), sandboxImage: join(dir.path, "pause.tar") } }));
+    run(
+      kubernetesWorker({ ...unused(), roles, board, binDir: join(dir.path, "k8s"), prepare, runtime: { paths, probeImage: join(dir.path, "probe.tar"), sandboxImage: join(dir.path, "pause.tar") } }),
+    );
     roles.set(create(NodeRolesSchema, { kubernetesWorker: {} }));
     await eventually(() => expect(line(board, "containerd")?.state).toBe("unavailable"));
     expect(line(board, "containerd")!.message).toBe("container runtime files missing: the system image is not attached: no drive with serial nodecore-system");

@@ -25,7 +25,9 @@ beforeAll(async () => {
   cluster = await startTestCluster();
   const plain: Uint8Array[] = [];
   const about = { caFingerprint: cluster.clusterCA.certificate.fingerprint256, nodeCount: 1, nodecoreVersion: "test" };
-  for await (const _ of backupChunks(cluster.etcd, rawPublicKey(cluster.ownerKey.publicKey), about, cluster.clusterCA.privateKey, AbortSignal.timeout(30_000), (blob) => plain.push(Buffer.from(blob))));
+  for await (const _ of backupChunks(cluster.etcd, rawPublicKey(cluster.ownerKey.publicKey), about, cluster.clusterCA.privateKey, AbortSignal.timeout(30_000), (blob) =>
+    plain.push(Buffer.from(blob)),
+  ));
   snapshot = Buffer.concat(plain);
 }, 120_000);
 afterAll(async () => {
@@ -37,7 +39,10 @@ afterAll(async () => {
 function setup(name: string, opts: { ca?: X509Certificate; nodeId?: string; opens?: boolean } = {}) {
   const layout = storageLayout(join(dir.path, name));
   mkdirSync(join(layout.esp.sealed, ".."), { recursive: true });
-  writeFileSync(layout.esp.sealed, toBinary(SealedConfigurationSchema, create(SealedConfigurationSchema, { nodeUnlockKey: new Uint8Array(32).fill(1), joinKey: new Uint8Array(32), clusterCa: new Uint8Array(1) })));
+  writeFileSync(
+    layout.esp.sealed,
+    toBinary(SealedConfigurationSchema, create(SealedConfigurationSchema, { nodeUnlockKey: new Uint8Array(32).fill(1), joinKey: new Uint8Array(32), clusterCa: new Uint8Array(1) })),
+  );
   const credentials = { ...cluster.node.credentials, nodeId: opts.nodeId ?? cluster.node.id, ca: opts.ca ?? cluster.clusterCA.certificate };
   const tried: Uint8Array[] = [];
   const storage = {
@@ -62,7 +67,9 @@ describe("proving a scheduled backup", () => {
   test("a snapshot of a cluster with another CA is refused, naming both", async () => {
     const other = testCA().certificate;
     const { options, membership, scratch } = setup("wrong-ca", { ca: other });
-    await expect(proveSnapshot(options, membership, snapshot, scratch)).rejects.toThrow(`the backup's CA is ${cluster.clusterCA.certificate.fingerprint256}, not this cluster's ${other.fingerprint256}`);
+    await expect(proveSnapshot(options, membership, snapshot, scratch)).rejects.toThrow(
+      `the backup's CA is ${cluster.clusterCA.certificate.fingerprint256}, not this cluster's ${other.fingerprint256}`,
+    );
   }, 60_000);
 
   test("a snapshot without the node's record, or whose half does not open its data, is refused", async () => {

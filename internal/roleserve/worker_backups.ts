@@ -275,7 +275,12 @@ async function takeScheduledBackup(
   }
   // Only a backup that was written makes room: a failed write (a full disk) deletes nothing.
   if (status.last && status.last !== previous?.last) {
-    for (const file of backupsToPrune(listBackups(dir).map((b) => b.file), schedule.keep, status.lastVerified?.file)) rmSync(file, { force: true });
+    for (const file of backupsToPrune(
+      listBackups(dir).map((b) => b.file),
+      schedule.keep,
+      status.lastVerified?.file,
+    ))
+      rmSync(file, { force: true });
   }
   await writeStatus(options, status, logger);
   options.board.report(SERVICE, status.lastError ? "failing" : "running", describe(schedule, status));

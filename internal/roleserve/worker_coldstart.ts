@@ -20,16 +20,7 @@ import { create } from "@bufbuild/protobuf";
 import { UnlockSharesSchema, type SealedConfiguration } from "../../proto/gen/api/configuration_pb.ts";
 import type { ClusterDirectory, NodeRoles } from "../../proto/gen/common/common_pb.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
-import {
-  dialShareHolder,
-  dropShares,
-  effectiveThreshold,
-  isConsensusMember,
-  peersOf,
-  splitClusterHalf,
-  SHARE_CALL_TIMEOUT_MS,
-  type Peer,
-} from "../coldstart/mod.ts";
+import { dialShareHolder, dropShares, effectiveThreshold, isConsensusMember, peersOf, splitClusterHalf, SHARE_CALL_TIMEOUT_MS, type Peer } from "../coldstart/mod.ts";
 import type { Value } from "../event/mod.ts";
 import { exclusively, readSealedConfiguration, updateSealedConfiguration, type StorageLayout } from "../localstorage/mod.ts";
 import { Backoff, sleep, type RunContext, type Runnable } from "../supervisor/mod.ts";
@@ -194,9 +185,7 @@ class ColdStartSteps {
       const response = await withCurator(connection, (client) => client.prepareColdStart({}, { timeoutMs: SHARE_CALL_TIMEOUT_MS, signal: this.ctx.signal }));
       // Each call issues a new certificate: keep the one on the ESP while it is good.
       const stored = this.sealedNow();
-      const good =
-        stored.joinCertificate.length > 0 &&
-        joinCertificateProblem(new X509Certificate(stored.joinCertificate), this.membership.credentials.ca, this.ownId) === undefined;
+      const good = stored.joinCertificate.length > 0 && joinCertificateProblem(new X509Certificate(stored.joinCertificate), this.membership.credentials.ca, this.ownId) === undefined;
       if (!good) {
         await this.writeSealed((s) => void (s.joinCertificate = response.joinCertificate));
         this.ctx.logger.info("join certificate stored on the ESP");
@@ -299,10 +288,7 @@ class ColdStartSteps {
       to.map(async (peer) => {
         const client = dialShareHolder(peer.id, peer.host, this.tls, this.options.shareHolderPort);
         try {
-          await client.holdShare(
-            { epoch: epochs.epoch, committedEpoch: epochs.committed, sealedShare: split.shares.get(peer.id)! },
-            { timeoutMs: HOLD_SHARE_TIMEOUT_MS, signal: this.ctx.signal },
-          );
+          await client.holdShare({ epoch: epochs.epoch, committedEpoch: epochs.committed, sealedShare: split.shares.get(peer.id)! }, { timeoutMs: HOLD_SHARE_TIMEOUT_MS, signal: this.ctx.signal });
           split.acknowledged.add(peer.id);
           return undefined;
         } catch (err) {

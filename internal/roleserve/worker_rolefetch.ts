@@ -32,9 +32,11 @@ export function roleFetchWorker(options: RoleFetchOptions): Runnable {
     ctx.logger.info("watching the cluster for this node's roles", { via: connection.endpoints[0] ? formatEndpoint(connection.endpoints[0]) : "none" });
     // A new set of curators (the local one started or stopped) means
     // watching through the best one again.
-    const reconnect = options.connection.waitFor((c) => c !== connection, { signal: ctx.signal }).then(() => {
-      throw new RestartRequest("the curators changed");
-    });
+    const reconnect = options.connection
+      .waitFor((c) => c !== connection, { signal: ctx.signal })
+      .then(() => {
+        throw new RestartRequest("the curators changed");
+      });
     reconnect.catch(() => {});
     const watching = withCurator(connection, async (client) => {
       // Published once the backlog is complete: a directory from half a

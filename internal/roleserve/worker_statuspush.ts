@@ -47,17 +47,13 @@ export function statusPushWorker(options: StatusPushOptions): Runnable {
         bootMs: BigInt(options.bootMs),
         services,
         ...(slots ? { slot: slots.slot } : {}),
-        ...(slots?.failure
-          ? { updateFailure: { version: slots.failure.version.slice(0, 64), reason: slots.failure.reason.slice(0, 512), timeMs: BigInt(slots.failure.timeMs) } }
-          : {}),
+        ...(slots?.failure ? { updateFailure: { version: slots.failure.version.slice(0, 64), reason: slots.failure.reason.slice(0, 512), timeMs: BigInt(slots.failure.timeMs) } } : {}),
       });
       if (pushed && equals(NodeStatusSchema, pushed, status)) return;
       if (TEST_FAULT === "no-rejoin") throw new Error(`this build carries the test fault ${TEST_FAULT}: it never reports its status`);
       const connection = await options.connection.get({ signal: ctx.signal });
       const stamped = create(NodeStatusSchema, { ...status, timestampMs: BigInt(Date.now()) });
-      await withCurator(connection, (c) =>
-        c.updateNodeStatus({ nodeId: membership.credentials.nodeId, status: stamped }, { timeoutMs: STATUS_PUSH_TIMEOUT_MS, signal: ctx.signal }),
-      );
+      await withCurator(connection, (c) => c.updateNodeStatus({ nodeId: membership.credentials.nodeId, status: stamped }, { timeoutMs: STATUS_PUSH_TIMEOUT_MS, signal: ctx.signal }));
       ctx.logger.info("status pushed", { curator: Boolean(local), services: services.map((s) => `${s.name}=${s.state}`).join(",") });
       pushed = status;
       options.pushed?.set(stamped);

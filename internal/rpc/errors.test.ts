@@ -27,7 +27,13 @@ describe("connection failures", () => {
   });
 
   test("TLS verify errors, as bun and Node word them, are untrusted certificates", () => {
-    for (const message of ["unable to verify the first certificate", "self signed certificate in certificate chain", "self-signed certificate", "unable to get local issuer certificate", "certificate has expired"]) {
+    for (const message of [
+      "unable to verify the first certificate",
+      "self signed certificate in certificate chain",
+      "self-signed certificate",
+      "unable to get local issuer certificate",
+      "certificate has expired",
+    ]) {
       expect(connectionFailureOf(failed(`Error: ${message}`))).toMatchObject({ kind: "untrusted", cause: message });
     }
   });

@@ -144,9 +144,7 @@ export function connectionFailureOf(details: string): ConnectionFailure | undefi
     const errno = socket[1]!;
     const address = socket[2] ? bracketed(socket[2]) : undefined;
     const at = address ?? "the server";
-    const reason = errno === "ECONNREFUSED"
-      ? `connection refused at ${at}`
-      : `no route to ${at} (${errno === "ENETUNREACH" ? "network" : "host"} unreachable)`;
+    const reason = errno === "ECONNREFUSED" ? `connection refused at ${at}` : `no route to ${at} (${errno === "ENETUNREACH" ? "network" : "host"} unreachable)`;
     return { kind: errno === "ECONNREFUSED" ? "refused" : "unreachable", cause, errno, ...(address ? { address } : {}), reason };
   }
   // ServerIdentityError (tls.ts): the chain was fine, the identity was not.

@@ -13,7 +13,22 @@ import { request as httpsRequest } from "node:https";
 import { connect as http2Connect } from "node:http2";
 import { join } from "node:path";
 import type { StarvedServerConfig } from "./starved_server_driver.ts";
-import { addService, channelCredentials, channelOptions, connectionDrops, createClient, createServer, listen, MAX_CONNECTIONS, MAX_HTTP_ANSWERS_IN_FLIGHT, MAX_PENDING_HANDSHAKES, MAX_PENDING_HANDSHAKES_PER_SOURCE, partialService, serverCredentials, type ListenerCounters } from "./mod.ts";
+import {
+  addService,
+  channelCredentials,
+  channelOptions,
+  connectionDrops,
+  createClient,
+  createServer,
+  listen,
+  MAX_CONNECTIONS,
+  MAX_HTTP_ANSWERS_IN_FLIGHT,
+  MAX_PENDING_HANDSHAKES,
+  MAX_PENDING_HANDSHAKES_PER_SOURCE,
+  partialService,
+  serverCredentials,
+  type ListenerCounters,
+} from "./mod.ts";
 
 const ca = testCA();
 const owner = testOwner(ca);
@@ -28,15 +43,29 @@ afterEach(() => {
 function managementServer() {
   const server = createServer();
   servers.push(server);
-  addService(
-    server,
-    Management,
-    partialService(Management, { getRegisterTicket: async () => ({ ticket: new Uint8Array([7]) }) }),
-    {
-      ca: () => ca.certificate,
-      policy: { getRegisterTicket: "owner", getClusterInfo: "owner", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner", deleteNode: "owner", undeleteNode: "owner", updateNodeLabels: "owner", getKubernetesCredentials: "owner", getMetricsCredentials: "owner", backup: "owner", setBackupSchedule: "owner", getEvents: "owner", setContainerRegistry: "owner", setContainerRegistryCredentials: "owner", removeContainerRegistry: "owner", listContainerRegistries: "owner" },
+  addService(server, Management, partialService(Management, { getRegisterTicket: async () => ({ ticket: new Uint8Array([7]) }) }), {
+    ca: () => ca.certificate,
+    policy: {
+      getRegisterTicket: "owner",
+      getClusterInfo: "owner",
+      getNodes: "owner",
+      approveNode: "owner",
+      updateNodeRoles: "owner",
+      getEtcdCredentials: "owner",
+      deleteNode: "owner",
+      undeleteNode: "owner",
+      updateNodeLabels: "owner",
+      getKubernetesCredentials: "owner",
+      getMetricsCredentials: "owner",
+      backup: "owner",
+      setBackupSchedule: "owner",
+      getEvents: "owner",
+      setContainerRegistry: "owner",
+      setContainerRegistryCredentials: "owner",
+      removeContainerRegistry: "owner",
+      listContainerRegistries: "owner",
     },
-  );
+  });
   return server;
 }
 
@@ -152,7 +181,13 @@ describe("listener", () => {
     const serving = testNode(ca);
     const server = managementServer();
     const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey });
-    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { handshakeTimeoutMs: 60_000, maxConnections: 1000, maxPendingHandshakes: 100, maxPendingHandshakesPerSource: 100, firstFlightTimeoutMs: 400 });
+    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, {
+      handshakeTimeoutMs: 60_000,
+      maxConnections: 1000,
+      maxPendingHandshakes: 100,
+      maxPendingHandshakesPerSource: 100,
+      firstFlightTimeoutMs: 400,
+    });
     const hello = await clientHello();
     const silent = Array.from({ length: 10 }, () => saying(port, new Uint8Array()));
     const partial = saying(port, hello.subarray(0, 20));
@@ -174,7 +209,13 @@ describe("listener", () => {
     const serving = testNode(ca);
     const server = managementServer();
     const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey });
-    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { handshakeTimeoutMs: 60_000, maxConnections: 1000, maxPendingHandshakes: 100, maxPendingHandshakesPerSource: 100, firstFlightTimeoutMs: 400 });
+    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, {
+      handshakeTimeoutMs: 60_000,
+      maxConnections: 1000,
+      maxPendingHandshakes: 100,
+      maxPendingHandshakesPerSource: 100,
+      firstFlightTimeoutMs: 400,
+    });
     const before = ownerClient(port);
     await before.getRegisterTicket({});
     before.close();
@@ -192,7 +233,13 @@ describe("listener", () => {
     // Long enough that all 50 are open at once, however slowly a loaded machine accepts them.
     const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey });
     // The first-flight check is put out of the way: this is the handshake deadline's test.
-    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { handshakeTimeoutMs: 3_000, firstFlightTimeoutMs: 60_000, maxConnections: 1000, maxPendingHandshakes: 100, maxPendingHandshakesPerSource: 100 });
+    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, {
+      handshakeTimeoutMs: 3_000,
+      firstFlightTimeoutMs: 60_000,
+      maxConnections: 1000,
+      maxPendingHandshakes: 100,
+      maxPendingHandshakesPerSource: 100,
+    });
     const before = ownerClient(port);
     await before.getRegisterTicket({});
     before.close();
@@ -218,7 +265,14 @@ describe("listener", () => {
     const serving = testNode(ca);
     const server = managementServer();
     const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey });
-    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { handshakeTimeoutMs: 60_000, maxConnections: 1000, maxPendingHandshakes: 10, maxPendingHandshakesPerSource: 100, reservedForKnownSources: 0, firstFlightTimeoutMs: 60_000 });
+    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, {
+      handshakeTimeoutMs: 60_000,
+      maxConnections: 1000,
+      maxPendingHandshakes: 10,
+      maxPendingHandshakesPerSource: 100,
+      reservedForKnownSources: 0,
+      firstFlightTimeoutMs: 60_000,
+    });
     const idle = idleConnections(port, 40);
     await eventually(() => expect(idle.closed()).toBe(30));
     expect(counters.handshaking).toBe(10);
@@ -236,7 +290,12 @@ describe("listener", () => {
     const server = managementServer();
     const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey });
     // Idle connections held until the handshake deadline: the per-source share alone is under test here.
-    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { handshakeTimeoutMs: 60_000, maxConnections: MAX_CONNECTIONS, maxPendingHandshakes: MAX_PENDING_HANDSHAKES, firstFlightTimeoutMs: 60_000 });
+    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, {
+      handshakeTimeoutMs: 60_000,
+      maxConnections: MAX_CONNECTIONS,
+      maxPendingHandshakes: MAX_PENDING_HANDSHAKES,
+      firstFlightTimeoutMs: 60_000,
+    });
     const flood = idleConnections(port, 1000, "127.0.0.2");
     await eventually(() => expect(flood.closed()).toBe(1000 - MAX_PENDING_HANDSHAKES_PER_SOURCE), { timeoutMs: 20_000 });
     expect(counters.handshaking).toBe(MAX_PENDING_HANDSHAKES_PER_SOURCE);
@@ -252,7 +311,14 @@ describe("listener", () => {
     const serving = testNode(ca);
     const server = managementServer();
     const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey });
-    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { handshakeTimeoutMs: 60_000, maxConnections: 1000, maxPendingHandshakes: 40, maxPendingHandshakesPerSource: 8, reservedForKnownSources: 10, firstFlightTimeoutMs: 60_000 });
+    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, {
+      handshakeTimeoutMs: 60_000,
+      maxConnections: 1000,
+      maxPendingHandshakes: 40,
+      maxPendingHandshakesPerSource: 8,
+      reservedForKnownSources: 10,
+      firstFlightTimeoutMs: 60_000,
+    });
     // The owner has been here before (127.0.0.1).
     const before = ownerClient(port);
     await before.getRegisterTicket({});
@@ -294,7 +360,15 @@ describe("listener", () => {
     const serving = testNode(ca);
     const server = managementServer();
     const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey });
-    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { handshakeTimeoutMs: 60_000, maxConnections: 1000, maxPendingHandshakes: 40, maxConnectionsPerSource: 16, maxPendingHandshakesPerSource: 8, reservedForKnownSources: 10, firstFlightTimeoutMs: 60_000 });
+    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, {
+      handshakeTimeoutMs: 60_000,
+      maxConnections: 1000,
+      maxPendingHandshakes: 40,
+      maxConnectionsPerSource: 16,
+      maxPendingHandshakesPerSource: 8,
+      reservedForKnownSources: 10,
+      firstFlightTimeoutMs: 60_000,
+    });
     const before = ownerClient(port);
     await before.getRegisterTicket({});
     before.close();
@@ -319,7 +393,11 @@ describe("listener", () => {
     const serving = testNode(ca);
     const server = managementServer();
     const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey, allowHttp1: true });
-    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { maxConnections: 1000, maxPendingHandshakes: 100, firstCallTimeoutMs: 1_000 }, async () => ({ status: 200, contentType: "text/plain", body: "ok\n" }));
+    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { maxConnections: 1000, maxPendingHandshakes: 100, firstCallTimeoutMs: 1_000 }, async () => ({
+      status: 200,
+      contentType: "text/plain",
+      body: "ok\n",
+    }));
     const anonymous = { ca: ca.certificate.toString(), servername: "unnamed.nodecore.invalid", checkServerIdentity: () => undefined };
     // HTTP/2 with no certificate, no call, answering the server's pings.
     const quiet = http2Connect(`https://127.0.0.1:${port}`, anonymous);
@@ -335,7 +413,10 @@ describe("listener", () => {
     let sent = 0;
     const dripping = setInterval(() => sent < header.length && trickle.write(header[sent++]!), 200);
     // A call refused (no certificate): not a call let in.
-    const refusedClient = createClient(Management, `127.0.0.1:${port}`, { credentials: channelCredentials({ server: { ca: ca.certificate, verify: () => undefined } }), channelOptions: channelOptions() });
+    const refusedClient = createClient(Management, `127.0.0.1:${port}`, {
+      credentials: channelCredentials({ server: { ca: ca.certificate, verify: () => undefined } }),
+      channelOptions: channelOptions(),
+    });
     await refusedClient.getRegisterTicket({}).catch(() => {});
     // The owner's call is let in: its connection stays past the deadline, and serves again on it.
     const client = ownerClient(port);
@@ -426,7 +507,13 @@ describe("listener", () => {
     const server = managementServer();
     const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey });
     const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { maxConnections: 100, maxPendingHandshakes: 10, firstCallTimeoutMs: 1_000 });
-    const tls = { ca: ca.certificate.toString(), cert: owner.certificate.toString(), key: owner.key.privateKey.export({ format: "pem", type: "pkcs8" }).toString(), servername: "unnamed.nodecore.invalid", checkServerIdentity: () => undefined };
+    const tls = {
+      ca: ca.certificate.toString(),
+      cert: owner.certificate.toString(),
+      key: owner.key.privateKey.export({ format: "pem", type: "pkcs8" }).toString(),
+      servername: "unnamed.nodecore.invalid",
+      checkServerIdentity: () => undefined,
+    };
     const call = () => {
       const session = http2Connect(`https://127.0.0.1:${port}`, tls);
       session.on("error", () => {});
@@ -460,11 +547,26 @@ describe("listener", () => {
     const serving = testNode(ca);
     const server = managementServer();
     const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey });
-    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { handshakeTimeoutMs: 60_000, maxConnections: 1000, maxPendingHandshakes: 20, maxPendingHandshakesPerSource: 30, reservedForKnownSources: 10, firstFlightTimeoutMs: 60_000 });
+    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, {
+      handshakeTimeoutMs: 60_000,
+      maxConnections: 1000,
+      maxPendingHandshakes: 20,
+      maxPendingHandshakesPerSource: 30,
+      reservedForKnownSources: 10,
+      firstFlightTimeoutMs: 60_000,
+    });
     // 127.0.0.5 finishes an anonymous handshake.
     let handshook = false;
     await new Promise<void>((resolve) => {
-      const options = { port, host: "127.0.0.1", localAddress: "127.0.0.5", ca: ca.certificate.toString(), servername: "unnamed.nodecore.invalid", checkServerIdentity: () => undefined, ALPNProtocols: ["h2"] };
+      const options = {
+        port,
+        host: "127.0.0.1",
+        localAddress: "127.0.0.5",
+        ca: ca.certificate.toString(),
+        servername: "unnamed.nodecore.invalid",
+        checkServerIdentity: () => undefined,
+        ALPNProtocols: ["h2"],
+      };
       const socket = tlsConnect(options as Parameters<typeof tlsConnect>[0], () => {
         handshook = true;
         setTimeout(() => socket.destroy(), 200);
@@ -487,7 +589,13 @@ describe("listener", () => {
     const serving = testNode(ca);
     const server = managementServer();
     const credentials = serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey });
-    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, { handshakeTimeoutMs: 60_000, maxConnections: 20, maxPendingHandshakes: 100, maxPendingHandshakesPerSource: 100, firstFlightTimeoutMs: 60_000 });
+    const { port, counters } = await listen(server, "127.0.0.1:0", credentials, {
+      handshakeTimeoutMs: 60_000,
+      maxConnections: 20,
+      maxPendingHandshakes: 100,
+      maxPendingHandshakesPerSource: 100,
+      firstFlightTimeoutMs: 60_000,
+    });
     const before = ownerClient(port);
     await before.getRegisterTicket({});
     before.close();
@@ -528,7 +636,13 @@ describe("listener", () => {
       asked.push(`${request.method} ${request.path} ${certificate?.subject?.CN ?? "anonymous"}`);
       return { status: 200, contentType: "text/plain", body: "answered\n" };
     });
-    const tls = { ca: ca.certificate.toString(), cert: owner.certificate.toString(), key: owner.key.privateKey.export({ format: "pem", type: "pkcs8" }).toString(), servername: "unnamed.nodecore.invalid", checkServerIdentity: () => undefined };
+    const tls = {
+      ca: ca.certificate.toString(),
+      cert: owner.certificate.toString(),
+      key: owner.key.privateKey.export({ format: "pem", type: "pkcs8" }).toString(),
+      servername: "unnamed.nodecore.invalid",
+      checkServerIdentity: () => undefined,
+    };
     // HTTP/1.1: a client that offers no h2.
     const one = await new Promise<{ status: number; body: string }>((resolve, reject) => {
       const request = httpsRequest({ host: "127.0.0.1", port, path: "/metrics", ...tls, ALPNProtocols: ["http/1.1"] } as import("node:https").RequestOptions, (response) => {
@@ -573,7 +687,13 @@ describe("listener", () => {
       await held;
       return { status: 200, contentType: "text/plain", body: "answered\n" };
     });
-    const tls = { ca: ca.certificate.toString(), cert: owner.certificate.toString(), key: owner.key.privateKey.export({ format: "pem", type: "pkcs8" }).toString(), servername: "unnamed.nodecore.invalid", checkServerIdentity: () => undefined };
+    const tls = {
+      ca: ca.certificate.toString(),
+      cert: owner.certificate.toString(),
+      key: owner.key.privateKey.export({ format: "pem", type: "pkcs8" }).toString(),
+      servername: "unnamed.nodecore.invalid",
+      checkServerIdentity: () => undefined,
+    };
     const get = (session: ReturnType<typeof http2Connect>) =>
       new Promise<number>((resolve, reject) => {
         const stream = session.request({ ":path": "/metrics", ":method": "GET" });

@@ -255,9 +255,7 @@ export async function listen(
   http?: HttpHandler,
 ): Promise<{ port: number; counters: ListenerCounters }> {
   const before = new Set(http2ServersOf(server));
-  const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(address, credentials, (err, bound) => (err ? reject(err) : resolve(bound))),
-  );
+  const port = await new Promise<number>((resolve, reject) => server.bindAsync(address, credentials, (err, bound) => (err ? reject(err) : resolve(bound))));
   const counters: ListenerCounters = { open: 0, handshaking: 0, refused: 0, silent: 0, unfinished: 0, idle: 0 };
   const added = http2ServersOf(server).filter((s) => !before.has(s));
   if (added.length === 0) throw new Error("cannot find the HTTP/2 servers grpc-js created (did the grpc-js version change?)");

@@ -23,11 +23,27 @@ beforeAll(async () => {
   });
   addService(grpc, Curator, impl, {
     ca: () => ca.certificate,
-    policy: { watch: "node", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "node", prepareColdStart: "node", issueKubeletCertificates: "node", updateNodeClusterNetworking: "node", reportNodeManagementCall: "node", watchContainerRegistries: "node", reportBackupStatus: "node" },
+    policy: {
+      watch: "node",
+      updateNodeStatus: "node",
+      registerNode: "key",
+      commitNode: "key",
+      joinNode: "key",
+      heartbeat: "node",
+      prepareColdStart: "node",
+      issueKubeletCertificates: "node",
+      updateNodeClusterNetworking: "node",
+      reportNodeManagementCall: "node",
+      watchContainerRegistries: "node",
+      reportBackupStatus: "node",
+    },
   });
   const { port } = await listen(grpc, "127.0.0.1:0", serverCredentials({ certificate: server.certificate, privateKey: server.key.privateKey }));
   const expected = { ca: ca.certificate, verify: () => undefined };
-  client = createClient(Curator, `127.0.0.1:${port}`, { credentials: channelCredentials({ server: expected, certificate: caller.certificate, privateKey: caller.key.privateKey }), channelOptions: channelOptions() });
+  client = createClient(Curator, `127.0.0.1:${port}`, {
+    credentials: channelCredentials({ server: expected, certificate: caller.certificate, privateKey: caller.key.privateKey }),
+    channelOptions: channelOptions(),
+  });
 });
 afterAll(() => {
   client?.close();

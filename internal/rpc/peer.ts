@@ -39,7 +39,6 @@ export type Peer =
   | { kind: "anonymous" }
   | { kind: "local" };
 
-
 export function authenticate(certificate: X509Certificate | undefined, ca: X509Certificate): Peer {
   if (!certificate) return { kind: "anonymous" };
   const publicKey = rawPublicKey(certificate.publicKey);

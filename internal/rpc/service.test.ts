@@ -71,7 +71,26 @@ beforeAll(async () => {
     }),
     {
       ca: () => ca.certificate,
-      policy: { getRegisterTicket: "owner", getClusterInfo: "cluster", getNodes: "owner", approveNode: "owner", updateNodeRoles: "owner", getEtcdCredentials: "owner", deleteNode: "owner", undeleteNode: "owner", updateNodeLabels: "owner", getKubernetesCredentials: "owner", getMetricsCredentials: "owner", backup: "owner", setBackupSchedule: "owner", getEvents: "owner", setContainerRegistry: "owner", setContainerRegistryCredentials: "owner", removeContainerRegistry: "owner", listContainerRegistries: "owner" },
+      policy: {
+        getRegisterTicket: "owner",
+        getClusterInfo: "cluster",
+        getNodes: "owner",
+        approveNode: "owner",
+        updateNodeRoles: "owner",
+        getEtcdCredentials: "owner",
+        deleteNode: "owner",
+        undeleteNode: "owner",
+        updateNodeLabels: "owner",
+        getKubernetesCredentials: "owner",
+        getMetricsCredentials: "owner",
+        backup: "owner",
+        setBackupSchedule: "owner",
+        getEvents: "owner",
+        setContainerRegistry: "owner",
+        setContainerRegistryCredentials: "owner",
+        removeContainerRegistry: "owner",
+        listContainerRegistries: "owner",
+      },
     },
   );
   addService(
@@ -109,12 +128,27 @@ beforeAll(async () => {
         heartbeatsSeen.push(`${ctx.peer.kind}:${count}`);
       },
     }),
-    { ca: () => ca.certificate, audit: (call) => streamsAudited.push(call), policy: { watch: "node", updateNodeStatus: "node", registerNode: "key", commitNode: "key", joinNode: "key", heartbeat: "node", prepareColdStart: "node", issueKubeletCertificates: "node", updateNodeClusterNetworking: "node", reportNodeManagementCall: "node", watchContainerRegistries: "node", reportBackupStatus: "node" } },
+    {
+      ca: () => ca.certificate,
+      audit: (call) => streamsAudited.push(call),
+      policy: {
+        watch: "node",
+        updateNodeStatus: "node",
+        registerNode: "key",
+        commitNode: "key",
+        joinNode: "key",
+        heartbeat: "node",
+        prepareColdStart: "node",
+        issueKubeletCertificates: "node",
+        updateNodeClusterNetworking: "node",
+        reportNodeManagementCall: "node",
+        watchContainerRegistries: "node",
+        reportBackupStatus: "node",
+      },
+    },
   );
   const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync("127.0.0.1:0", serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey }), (err, p) =>
-      err ? reject(err) : resolve(p),
-    ),
+    server.bindAsync("127.0.0.1:0", serverCredentials({ certificate: serving.certificate, privateKey: serving.key.privateKey }), (err, p) => (err ? reject(err) : resolve(p))),
   );
   target = `127.0.0.1:${port}`;
 });
@@ -296,9 +330,11 @@ describe("grpc adapter over mutual TLS", () => {
     const { key, shortLived } = shortLivedNode();
     const client = clientOf(Curator, { server: expecting(ca.certificate), certificate: shortLived, privateKey: key.privateKey });
     const seen: number[] = [];
-    const ended = await rpcError((async () => {
-      for await (const event of client.watch({ kind: { case: "nodesInCluster", value: {} } })) seen.push(event.nodes.length);
-    })());
+    const ended = await rpcError(
+      (async () => {
+        for await (const event of client.watch({ kind: { case: "nodesInCluster", value: {} } })) seen.push(event.nodes.length);
+      })(),
+    );
     expect(seen).toEqual([1, 0]);
     expect(ended.code).toBe(status.UNAUTHENTICATED);
     expect(ended.details).toBe("the client certificate expired while its stream was open");
@@ -323,8 +359,7 @@ describe("grpc adapter over mutual TLS", () => {
     // Streams of the tests before may still be ending: only this test's count.
     // A refused call was never parsed: it has no request, and is the owner's.
     const from = streamsAudited.length;
-    const mine = (call: AuditedCall) =>
-      call.peer?.kind === "owner" || /node-failing|"1234"/.test(JSON.stringify(call.request ?? null, (_, v) => (typeof v === "bigint" ? String(v) : v)));
+    const mine = (call: AuditedCall) => call.peer?.kind === "owner" || /node-failing|"1234"/.test(JSON.stringify(call.request ?? null, (_, v) => (typeof v === "bigint" ? String(v) : v)));
     const client = clientOf(Curator, asNode);
     const watched = client.watch({ kind: { case: "nodeInCluster", value: { nodeId: "node-failing" } } });
     let got = 0;
@@ -343,11 +378,13 @@ describe("grpc adapter over mutual TLS", () => {
       // Drained.
     }
     const owners = clientOf(Curator, asOwner);
-    await rpcError((async () => {
-      for await (const _ of owners.watch({ kind: { case: "nodeInCluster", value: { nodeId: "node-audited" } } })) {
-        // Refused before it opens.
-      }
-    })());
+    await rpcError(
+      (async () => {
+        for await (const _ of owners.watch({ kind: { case: "nodeInCluster", value: { nodeId: "node-audited" } } })) {
+          // Refused before it opens.
+        }
+      })(),
+    );
     await eventually(() => expect(streamsAudited.slice(from).filter(mine).length).toBe(3));
     const [watch, heartbeat, refused] = streamsAudited.slice(from).filter(mine);
     expect(watch).toMatchObject({ method: "Curator/Watch", request: { kind: { case: "nodeInCluster", value: { nodeId: "node-failing" } } } });
@@ -450,14 +487,26 @@ describe("a stream's writer", () => {
     async function* responses() {
       for (let i = 0; i < 500; i++) yield { ticket: new Uint8Array([i % 256]) };
     }
-    await writeResponses(call as never, responses(), () => Buffer.from([1]), controller.signal, () => undefined);
+    await writeResponses(
+      call as never,
+      responses(),
+      () => Buffer.from([1]),
+      controller.signal,
+      () => undefined,
+    );
     expect({ written: call.written, ended: call.ended }).toEqual({ written: 500, ended: true });
     expect(abortListeners).toBe(0);
     expect(call.listenerCount("drain")).toBe(0);
     // Aborted while it waits: the drain listener goes too.
     const aborted = new AbortController();
     const stuck = Object.assign(new EventEmitter(), { cancelled: true, write: () => false, end: () => {} });
-    const writing = writeResponses(stuck as never, responses(), () => Buffer.from([1]), aborted.signal, () => undefined);
+    const writing = writeResponses(
+      stuck as never,
+      responses(),
+      () => Buffer.from([1]),
+      aborted.signal,
+      () => undefined,
+    );
     await Bun.sleep(10);
     aborted.abort();
     await writing;

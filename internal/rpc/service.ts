@@ -6,27 +6,12 @@
 // parsed here, so a malformed or oversized request becomes INVALID_ARGUMENT
 // with a reason instead of grpc-js's generic INTERNAL.
 
-import {
-  Metadata,
-  type Server,
-  type ServerDuplexStream,
-  type ServerUnaryCall,
-  type ServerWritableStream,
-  type ServiceDefinition,
-  type ServiceError,
-  type sendUnaryData,
-} from "@grpc/grpc-js";
+import { Metadata, type Server, type ServerDuplexStream, type ServerUnaryCall, type ServerWritableStream, type ServiceDefinition, type ServiceError, type sendUnaryData } from "@grpc/grpc-js";
 import { create, fromBinary, toBinary, type DescMessage, type DescService, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
 import type { X509Certificate } from "node:crypto";
 import { TLSSocket } from "node:tls";
-import {
-  InvalidArgumentError,
-  PermissionDeniedError,
-  Status,
-  UnauthenticatedError,
-  toStatus,
-} from "./errors.ts";
+import { InvalidArgumentError, PermissionDeniedError, Status, UnauthenticatedError, toStatus } from "./errors.ts";
 import { authenticate, refusal, type Peer, type Policy } from "./peer.ts";
 import { sourceAddress } from "./address.ts";
 import { encodable } from "./text.ts";
@@ -407,7 +392,11 @@ export function addService<S extends DescService>(server: Server, service: S, im
       const { code, details, trailers } = toStatus(options.mapError ? options.mapError(err) : err);
       const metadata = new Metadata();
       // A header value is printable ASCII; anything else is escaped.
-      for (const [key, value] of Object.entries(trailers ?? {})) metadata.set(key, encodable(value).replace(/[^ -~]/g, (c) => `\\u{${c.codePointAt(0)!.toString(16)}}`));
+      for (const [key, value] of Object.entries(trailers ?? {}))
+        metadata.set(
+          key,
+          encodable(value).replace(/[^ -~]/g, (c) => `\\u{${c.codePointAt(0)!.toString(16)}}`),
+        );
       return { code, details: encodable(details), metadata } as Partial<ServiceError> as ServiceError;
     };
     // Sending a status cannot fail with an encodable message; should grpc-js

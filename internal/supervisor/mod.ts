@@ -36,18 +36,7 @@
 //    line by line, cancellation sends SIGTERM then SIGKILL, and the exit is
 //    always awaited; an exit on its own is a death.
 
-export {
-  supervise,
-  sleep,
-  untilCancelled,
-  Supervisor,
-  DEFAULT_STOP_GRACE_MS,
-  type Runnable,
-  type RunContext,
-  type RunnableDump,
-  type RunnableState,
-  type SupervisorOptions,
-} from "./supervisor.ts";
+export { supervise, sleep, untilCancelled, Supervisor, DEFAULT_STOP_GRACE_MS, type Runnable, type RunContext, type RunnableDump, type RunnableState, type SupervisorOptions } from "./supervisor.ts";
 export { Backoff, DEFAULT_BACKOFF, type BackoffPolicy } from "./backoff.ts";
 export { failingRunnables, failingSummary } from "./failing.ts";
 export { RestartRequest, SupervisorError } from "./errors.ts";

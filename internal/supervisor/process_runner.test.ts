@@ -39,9 +39,7 @@ function alive(pid: number): boolean {
 
 describe("process runner", () => {
   test("streams a child's stdout and stderr into the logger line by line", async () => {
-    const { entries, supervisor } = startProcess(
-      `process.stdout.write("first\\nsecond\\r\\nthird"); console.error("to stderr"); setInterval(() => {}, 1000);`,
-    );
+    const { entries, supervisor } = startProcess(`process.stdout.write("first\\nsecond\\r\\nthird"); console.error("to stderr"); setInterval(() => {}, 1000);`);
     await eventually(() => {
       const lines = entries.filter((e) => e.component === "root.proc.output" && e.fields.stream);
       expect(lines.map((l) => [l.message, l.fields.stream])).toEqual(
@@ -134,10 +132,10 @@ describe("runCommand", () => {
     const { runCommand } = await import("./mod.ts");
     process.env.NODECORE_RUNNER_TEST = "inherited";
     try {
-      const bare = await runCommand(["sh", "-c", "echo \"[$NODECORE_RUNNER_TEST]\""]);
+      const bare = await runCommand(["sh", "-c", 'echo "[$NODECORE_RUNNER_TEST]"']);
       expect(bare.stdout).toBe("[]\n");
       using dir = tempDir();
-      const host = await runCommand(["sh", "-c", "echo \"$NODECORE_RUNNER_TEST $ADDED $(pwd)\""], { inheritEnv: true, env: { ADDED: "added" }, cwd: dir.path });
+      const host = await runCommand(["sh", "-c", 'echo "$NODECORE_RUNNER_TEST $ADDED $(pwd)"'], { inheritEnv: true, env: { ADDED: "added" }, cwd: dir.path });
       expect(host.stdout).toBe(`inherited added ${realpathSync(dir.path)}\n`);
     } finally {
       delete process.env.NODECORE_RUNNER_TEST;

@@ -98,11 +98,7 @@ export class ProcessExitError extends Error {
     readonly exitCode: number | null,
     readonly signalCode: string | null,
   ) {
-    super(
-      signalCode
-        ? `${command} was killed by ${signalCode}`
-        : `${command} exited with code ${exitCode}`,
-    );
+    super(signalCode ? `${command} was killed by ${signalCode}` : `${command} exited with code ${exitCode}`);
   }
 }
 
@@ -113,12 +109,7 @@ export class ProcessStartError extends Error {
   override name = "ProcessStartError";
 }
 
-async function pipeLines(
-  stream: ReadableStream<Uint8Array>,
-  logger: Logger,
-  name: "stdout" | "stderr",
-  parseLine?: (line: string) => ParsedLine | undefined,
-): Promise<void> {
+async function pipeLines(stream: ReadableStream<Uint8Array>, logger: Logger, name: "stdout" | "stderr", parseLine?: (line: string) => ParsedLine | undefined): Promise<void> {
   const decoder = new TextDecoder();
   let buffered = "";
   const emit = (line: string) => {
@@ -245,10 +236,7 @@ export async function runProcess(ctx: RunContext, options: ProcessOptions): Prom
   // so that a chatty process cannot push the runnable's narrative out of
   // its log ring (internal/logtree).
   const outputLogger = ctx.logger.child(PROCESS_OUTPUT_NAME);
-  const output = Promise.all([
-    pipeLines(child.stdout, outputLogger, "stdout", options.parseLine),
-    pipeLines(child.stderr, outputLogger, "stderr", options.parseLine),
-  ]).catch(() => {});
+  const output = Promise.all([pipeLines(child.stdout, outputLogger, "stdout", options.parseLine), pipeLines(child.stderr, outputLogger, "stderr", options.parseLine)]).catch(() => {});
 
   let killTimer: ReturnType<typeof setTimeout> | undefined;
   const onAbort = () => {

@@ -284,9 +284,7 @@ export class Supervisor {
     group.restarting = true;
     const parent = dead.parent;
     const parentGeneration = parent?.generation;
-    const ownerGone = () =>
-      this.stopping.signal.aborted ||
-      (parent !== undefined && (parent.generation !== parentGeneration || parent.controller.signal.aborted));
+    const ownerGone = () => this.stopping.signal.aborted || (parent !== undefined && (parent.generation !== parentGeneration || parent.controller.signal.aborted));
     try {
       for (const member of group.members) this.cancelSubtree(member);
       await this.awaitSubtrees(group.members);

@@ -340,13 +340,7 @@ export function sendto(fd: number, data: Uint8Array, flags: number, to: Uint8Arr
 }
 
 /** The number of bytes received, or -1 with `errno` for the caller to judge (EAGAIN means nothing yet). */
-export function recvfrom(
-  fd: number,
-  buffer: Uint8Array,
-  flags: number,
-  from: Uint8Array,
-  fromLength: Uint32Array,
-): { result: number; errno: number } {
+export function recvfrom(fd: number, buffer: Uint8Array, flags: number, from: Uint8Array, fromLength: Uint32Array): { result: number; errno: number } {
   const result = Number(libc().recvfrom(fd, buffer, buffer.byteLength, flags, from, fromLength));
   return { result, errno: result < 0 ? lastErrno() : 0 };
 }

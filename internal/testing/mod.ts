@@ -22,10 +22,7 @@ export const DEFAULT_EVENTUALLY_INTERVAL_MS = 10;
  * Polls `check` until it returns without throwing (and not `false`), and
  * returns its value. Throws the last failure once `timeoutMs` has passed.
  */
-export async function eventually<T>(
-  check: () => T | Promise<T>,
-  options: { timeoutMs?: number; intervalMs?: number; what?: string } = {},
-): Promise<Exclude<T, false>> {
+export async function eventually<T>(check: () => T | Promise<T>, options: { timeoutMs?: number; intervalMs?: number; what?: string } = {}): Promise<Exclude<T, false>> {
   const deadline = performance.now() + (options.timeoutMs ?? DEFAULT_EVENTUALLY_TIMEOUT_MS);
   let lastError: unknown;
   for (;;) {

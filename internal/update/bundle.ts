@@ -74,7 +74,7 @@ export class BundleError extends Error {
 export const VERSION_PATTERN = /^[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}$/;
 
 function quote(value: unknown): string {
-  const text = typeof value === "string" ? value : JSON.stringify(value) ?? String(value);
+  const text = typeof value === "string" ? value : (JSON.stringify(value) ?? String(value));
   return JSON.stringify(text.length > 80 ? `${text.slice(0, 80)}…` : text);
 }
 
@@ -107,7 +107,8 @@ export function parseBundleManifest(text: string): BundleManifest {
     if (chunks === undefined) continue;
     if (!CHUNKED_FILES.includes(name)) throw new BundleError(`${BUNDLE_MANIFEST}: ${name} lists chunks; only ${CHUNKED_FILES.join(", ")} may`);
     const count = Math.ceil(bytes / BUNDLE_CHUNK_BYTES);
-    if (!Array.isArray(chunks) || chunks.length !== count) throw new BundleError(`${BUNDLE_MANIFEST}: ${name} must list ${count} chunks of ${BUNDLE_CHUNK_BYTES} bytes, not ${Array.isArray(chunks) ? chunks.length : quote(chunks)}`);
+    if (!Array.isArray(chunks) || chunks.length !== count)
+      throw new BundleError(`${BUNDLE_MANIFEST}: ${name} must list ${count} chunks of ${BUNDLE_CHUNK_BYTES} bytes, not ${Array.isArray(chunks) ? chunks.length : quote(chunks)}`);
     const bad = chunks.findIndex((chunk) => typeof chunk !== "string" || !/^[0-9a-f]{64}$/.test(chunk));
     if (bad >= 0) throw new BundleError(`${BUNDLE_MANIFEST}: ${name}'s chunk ${bad} has no valid sha256: ${quote(chunks[bad])}`);
     out[name].chunks = chunks as string[];

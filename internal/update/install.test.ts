@@ -44,7 +44,15 @@ function setup() {
     files: Object.fromEntries(BUNDLE_FILES.map((name) => [name, { bytes: contents[name].length, sha256: sha256(contents[name]) }])) as BundleManifest["files"],
   };
   const stream = Buffer.concat(BUNDLE_FILES.map((name) => contents[name]));
-  const options = { layout, booted: "a" as const, trial: false, currentVersion: "0.1.0", allowDowngrade: false, systemDevice: { path: systemDevice, bytes: SYSTEM_PARTITION_BYTES }, bootedSystemDevice };
+  const options = {
+    layout,
+    booted: "a" as const,
+    trial: false,
+    currentVersion: "0.1.0",
+    allowDowngrade: false,
+    systemDevice: { path: systemDevice, bytes: SYSTEM_PARTITION_BYTES },
+    bootedSystemDevice,
+  };
   return { dir, layout, contents, manifest, stream, options, systemDevice, bootedSystemDevice };
 }
 
@@ -148,7 +156,10 @@ describe("writing an update into the other slot", () => {
   });
 
   test("of a chunked file, a booted copy alike to the last byte is taken whole, and one alike in nothing is received whole", async () => {
-    for (const [alike, taken] of [[65_536 * 56, true], [0, false]] as const) {
+    for (const [alike, taken] of [
+      [65_536 * 56, true],
+      [0, false],
+    ] as const) {
       const { dir, layout, contents, manifest, options } = chunkedInitramfs(alike);
       using _ = dir;
       // The booted copy is exactly the file when all of it is alike.
@@ -245,7 +256,12 @@ describe("writing an update into the other slot", () => {
     test.each([
       ["another architecture", (m: BundleManifest) => ({ ...m, arch: "riscv64" }), {}, /the bundle is for riscv64; this node runs/],
       ["an older version", (m: BundleManifest) => ({ ...m, version: "0.0.9" }), {}, /the bundle's version 0\.0\.9 is older than this node's 0\.1\.0 \(allow a downgrade to install it\)/],
-      ["a system larger than the partition", (m: BundleManifest) => ({ ...m, files: { ...m.files, system: { ...m.files.system, bytes: SYSTEM_PARTITION_BYTES + 1 } } }), {}, /partition SYSTEM-B holds 1048576/],
+      [
+        "a system larger than the partition",
+        (m: BundleManifest) => ({ ...m, files: { ...m.files, system: { ...m.files.system, bytes: SYSTEM_PARTITION_BYTES + 1 } } }),
+        {},
+        /partition SYSTEM-B holds 1048576/,
+      ],
       ["an update during an unconfirmed trial", (m: BundleManifest) => m, { booted: "b", trial: true }, /runs slot b as an unconfirmed trial; slot a is its way back/],
     ] as const)("%s", async (_, change, overrides, why) => {
       const { dir, layout, manifest, options } = setup();

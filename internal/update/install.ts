@@ -106,12 +106,15 @@ export class SlotWriter {
       throw new BundleError(`this node runs slot ${options.booted} as an unconfirmed trial; slot ${record.active} is its way back and is not overwritten until the trial is confirmed`, "precondition");
     }
     const slot = otherSlot(options.booted);
-    const device = options.systemDevice ?? (() => {
-      const partition = findPartition(SYSTEM_PARTITION_NAMES[slot]);
-      if (!partition) throw new BundleError(`this node has no partition ${SYSTEM_PARTITION_NAMES[slot]} to write slot ${slot} to`, "precondition");
-      return { path: partition.path, bytes: deviceBytes(partition.path) };
-    })();
-    if (manifest.files.system.bytes > device.bytes) throw new BundleError(`the bundle's system image is ${manifest.files.system.bytes} bytes; partition ${SYSTEM_PARTITION_NAMES[slot]} holds ${device.bytes}`, "precondition");
+    const device =
+      options.systemDevice ??
+      (() => {
+        const partition = findPartition(SYSTEM_PARTITION_NAMES[slot]);
+        if (!partition) throw new BundleError(`this node has no partition ${SYSTEM_PARTITION_NAMES[slot]} to write slot ${slot} to`, "precondition");
+        return { path: partition.path, bytes: deviceBytes(partition.path) };
+      })();
+    if (manifest.files.system.bytes > device.bytes)
+      throw new BundleError(`the bundle's system image is ${manifest.files.system.bytes} bytes; partition ${SYSTEM_PARTITION_NAMES[slot]} holds ${device.bytes}`, "precondition");
     const total = BUNDLE_FILES.reduce((sum, name) => sum + manifest.files[name].bytes, 0);
     // The slot's ESP files replace what the slot holds there now. What an
     // interrupted update left goes first: it is never booted, and after a
@@ -124,7 +127,10 @@ export class SlotWriter {
     const space = freeSpace(options.layout.esp.path);
     const freed = ESP_FILES.reduce((sum, name) => sum + (existsSync(files[name]) ? Bun.file(files[name]).size : 0), 0);
     if (space.freeBytes + freed < needed + ESP_HEADROOM_BYTES) {
-      throw new BundleError(`the slot's boot files need ${formatBytes(needed)} on the ESP, which has ${describeSpace(space)} (${formatBytes(freed)} more once slot ${slot}'s old files go)`, "precondition");
+      throw new BundleError(
+        `the slot's boot files need ${formatBytes(needed)} on the ESP, which has ${describeSpace(space)} (${formatBytes(freed)} more once slot ${slot}'s old files go)`,
+        "precondition",
+      );
     }
 
     // From here on the target slot is changed: first so that it cannot boot.
@@ -198,7 +204,13 @@ export class SlotWriter {
    * file alike to its last chunk counts as taken.
    */
   private async *takeAlikeChunks(name: BundleFile, info: BundleFileInfo & { chunks: string[] }, source: string): AsyncGenerator<BundleFile> {
-    const { copied, hasher: whole } = yield* this.copyFromBooted(name, source, info.bytes, BUNDLE_CHUNK_BYTES, (part, index) => new Bun.CryptoHasher("sha256").update(part).digest("hex") === info.chunks[index]);
+    const { copied, hasher: whole } = yield* this.copyFromBooted(
+      name,
+      source,
+      info.bytes,
+      BUNDLE_CHUNK_BYTES,
+      (part, index) => new Bun.CryptoHasher("sha256").update(part).digest("hex") === info.chunks[index],
+    );
     if (copied === info.bytes) {
       if (whole.digest("hex") === info.sha256) this.taken.push(name);
       // Chunks that all match a file they do not add up to: the bundle

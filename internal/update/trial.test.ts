@@ -16,7 +16,10 @@ import { readBootRecord, readSlotFailure, settleEarlierTrial, trialRunnable, wri
 function trialBoot(record = "active=a\n") {
   const dir = tempDir("nodecore-trial-");
   const layout = storageLayout(dir.path);
-  for (const [slot, version] of [["a", "0.1.0"], ["b", "0.2.0"]] as [Slot, string][]) {
+  for (const [slot, version] of [
+    ["a", "0.1.0"],
+    ["b", "0.2.0"],
+  ] as [Slot, string][]) {
     const files = layout.esp.slot(slot);
     mkdirSync(files.dir, { recursive: true });
     for (const file of [files.kernel, files.initramfs, files.cmdline]) writeFileSync(file, "x");
@@ -35,7 +38,10 @@ describe("a trial boot", () => {
     const rejoined = new Value<true>();
     const reboots: string[] = [];
     const { logger, entries } = captureLogger("root");
-    const supervisor = supervise(trialRunnable({ layout, selection, version: "0.2.0", rejoined: (signal) => rejoined.get({ signal }).then(() => {}), reboot: (why) => reboots.push(why), boundMs: 60_000 }), { logger });
+    const supervisor = supervise(
+      trialRunnable({ layout, selection, version: "0.2.0", rejoined: (signal) => rejoined.get({ signal }).then(() => {}), reboot: (why) => reboots.push(why), boundMs: 60_000 }),
+      { logger },
+    );
     try {
       await eventually(() => expect(existsSync(trialNote)).toBe(true));
       expect(readBootRecord(layout).active).toBe("a");
@@ -55,7 +61,10 @@ describe("a trial boot", () => {
     using _ = dir;
     const reboots: string[] = [];
     const { logger } = captureLogger("root");
-    const supervisor = supervise(trialRunnable({ layout, selection, version: "0.2.0", rejoined: (signal) => new Value<true>().get({ signal }).then(() => {}), reboot: (why) => reboots.push(why), boundMs: 1_000 }), { logger });
+    const supervisor = supervise(
+      trialRunnable({ layout, selection, version: "0.2.0", rejoined: (signal) => new Value<true>().get({ signal }).then(() => {}), reboot: (why) => reboots.push(why), boundMs: 1_000 }),
+      { logger },
+    );
     try {
       await eventually(() => expect(reboots).toEqual(["the trial of slot b (version 0.2.0) did not rejoin its cluster within 1 s of booting"]));
       expect(readBootRecord(layout)).toEqual({ active: "a", next: undefined });
@@ -87,7 +96,14 @@ describe("a trial boot", () => {
     const { logger } = captureLogger("root");
     const reboots: string[] = [];
     const supervisor = supervise(
-      trialRunnable({ layout, selection: { slot: "b", trial: false, system: undefined, systemError: undefined }, version: "0.2.0", rejoined: () => new Promise(() => {}), reboot: (why) => reboots.push(why), boundMs: 100 }),
+      trialRunnable({
+        layout,
+        selection: { slot: "b", trial: false, system: undefined, systemError: undefined },
+        version: "0.2.0",
+        rejoined: () => new Promise(() => {}),
+        reboot: (why) => reboots.push(why),
+        boundMs: 100,
+      }),
       { logger },
     );
     try {

@@ -55,7 +55,21 @@ import { SealedConfigurationSchema } from "../../proto/gen/api/configuration_pb.
 import { NodeRecordSchema } from "../../proto/gen/curator/state/state_pb.ts";
 import { dataPartitionKey } from "../../internal/cluster/keys.ts";
 import { ESP_PARTITION_NUMBER } from "../../image/layout.ts";
-import { BRIDGE_NAME, CONSOLE, CTL_BINARY, createCluster, ETCDCTL_BINARY as ETCDCTL, formCluster, GATEWAY_NAME, httpBody, httpGetCommand, KUBECTL_BINARY as KUBECTL, runHostCommand, type Cluster, type FormedCluster } from "../launch/mod.ts";
+import {
+  BRIDGE_NAME,
+  CONSOLE,
+  CTL_BINARY,
+  createCluster,
+  ETCDCTL_BINARY as ETCDCTL,
+  formCluster,
+  GATEWAY_NAME,
+  httpBody,
+  httpGetCommand,
+  KUBECTL_BINARY as KUBECTL,
+  runHostCommand,
+  type Cluster,
+  type FormedCluster,
+} from "../launch/mod.ts";
 import { partitionContains, partitionExtent, readLuks2Header } from "./disk_inspection.ts";
 import { eventually } from "../../internal/testing/mod.ts";
 import { TEST_IMAGE_REF } from "../../internal/containerd/mod.ts";
@@ -108,19 +122,7 @@ async function etcdctl(endpointNode: string, ...args: string[]): Promise<string>
   const c = need(cluster, "the cluster");
   const endpoint = `https://${c.node(endpointNode).address}:${ETCD_CLIENT_PORT}`;
   const result = await c.exec(
-    [
-      ETCDCTL,
-      "--cacert",
-      join(etcdDir, "ca.pem"),
-      "--cert",
-      join(etcdDir, "client.pem"),
-      "--key",
-      join(etcdDir, "client.key"),
-      "--endpoints",
-      endpoint,
-      "--command-timeout=15s",
-      ...args,
-    ],
+    [ETCDCTL, "--cacert", join(etcdDir, "ca.pem"), "--cert", join(etcdDir, "client.pem"), "--key", join(etcdDir, "client.key"), "--endpoints", endpoint, "--command-timeout=15s", ...args],
     { okExitCodes: [0, 1, 2, 4, 5] },
   );
   if (result.exitCode !== 0) throw new Error(`etcdctl ${args.join(" ")} via ${endpointNode}: ${result.stderr.trim()}`);
@@ -154,8 +156,18 @@ e2eTest("etcdctl sees three voting etcd members, and data written to etcd is the
   );
   const list = await members("node1");
   assertEqual(list.length, 3, "etcd members");
-  assert(list.every((m) => !m.isLearner), `no learners left: ${JSON.stringify(list)}`);
-  assertEqual(list.map((m) => m.name).sort().join(","), [...f.ids.values()].sort().join(","), "member names are the node IDs");
+  assert(
+    list.every((m) => !m.isLearner),
+    `no learners left: ${JSON.stringify(list)}`,
+  );
+  assertEqual(
+    list
+      .map((m) => m.name)
+      .sort()
+      .join(","),
+    [...f.ids.values()].sort().join(","),
+    "member names are the node IDs",
+  );
   await etcdctl("node2", "put", "e2e/written-before", "survives node1");
   assertEqual((await etcdctl("node3", "get", "e2e/written-before", "--print-value-only")).trim(), "survives node1", "value read back");
   // The owner's client follows every curator from now on.
@@ -222,14 +234,18 @@ e2eTest("with node1 powered off the cluster keeps serving the owner, and node1 r
   // The curator is logged as "<node id>@<address>:<port>".
   const viaAddress = via.slice(via.indexOf("@") + 1);
   assert(viaAddress.startsWith(`${c.node("node2").address}:`) || viaAddress.startsWith(`${c.node("node3").address}:`), `node1 joined through a survivor (it used ${via})`);
-  assert(node1.console.lines.slice(from).every((l) => !/cold start/.test(l.text)), "node1 did not fall back to a cold start");
+  assert(
+    node1.console.lines.slice(from).every((l) => !/cold start/.test(l.text)),
+    "node1 did not fall back to a cold start",
+  );
   await node1.waitForConsole(CONSOLE.nodeUp, STEP_TIMEOUT_MS);
   ctx.report(`node1 reboot → rejoined and UP: ${((performance.now() - restarted) / 1000).toFixed(1)} s`);
   // Its member is back and in sync: a serializable read answers from node1's own copy.
-  await eventually(
-    async () => assertEqual((await etcdctl("node1", "get", "e2e/written-before", "--print-value-only", "--consistency=s")).trim(), "survives node1", "node1's copy"),
-    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "node1's etcd member in sync" },
-  );
+  await eventually(async () => assertEqual((await etcdctl("node1", "get", "e2e/written-before", "--print-value-only", "--consistency=s")).trim(), "survives node1", "node1's copy"), {
+    timeoutMs: STEP_TIMEOUT_MS,
+    intervalMs: POLL_MS,
+    what: "node1's etcd member in sync",
+  });
   const back = await members("node2");
   assertEqual(back.filter((m) => !m.isLearner).length, 3, "voting members after node1 rejoined");
 });
@@ -299,7 +315,11 @@ e2eTest("all three powered off and booted again: the cluster comes back with no 
   assertEqual(sealed.coldStartClusterUnlockKey.length, 0, "bytes of cold-start key in node2's sealed configuration");
   assertEqual(sealed.unlockShares?.holders.length ?? 0, 2, "holders of node2's shares");
   // ... so what the disk holds does not open its data, while the same method with the cluster's half does.
-  for (const [what, candidate] of [["the node half with itself", sealed.nodeUnlockKey], ["the node half with the join key", sealed.joinKey], ["the node half with zeros", new Uint8Array(32)]] as const) {
+  for (const [what, candidate] of [
+    ["the node half with itself", sealed.nodeUnlockKey],
+    ["the node half with the join key", sealed.joinKey],
+    ["the node half with zeros", new Uint8Array(32)],
+  ] as const) {
     assert(!(await luksOpensWith(disk, dataPartitionKey(sealed.nodeUnlockKey, candidate))), `node2's data opened from its disk alone (${what})`);
   }
   assert(await luksOpensWith(disk, dataPartitionKey(sealed.nodeUnlockKey, half)), "the control failed: node2's data does not open with its two real halves");
@@ -313,8 +333,14 @@ e2eTest("all three powered off and booted again: the cluster comes back with no 
     await eventually(
       () => {
         const lines = node.console.lines;
-        assert(lines.some((l) => /cluster half is whole again from its shares/.test(l.text)), `${name} has not combined its shares yet`);
-        assert(lines.some((l) => CONSOLE.nodeUp.test(l.text)), `${name} is not UP yet`);
+        assert(
+          lines.some((l) => /cluster half is whole again from its shares/.test(l.text)),
+          `${name} has not combined its shares yet`,
+        );
+        assert(
+          lines.some((l) => CONSOLE.nodeUp.test(l.text)),
+          `${name} is not UP yet`,
+        );
       },
       { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: `${name} back from the cold start` },
     );
@@ -381,7 +407,11 @@ e2eTest(
       // A write acknowledged after the last node came back: the cluster serves at v2.
       const after = performance.now();
       await eventually(
-        () => assert(workload!.acked.some((t) => t >= after), `no write acknowledged since the update ended (${workload!.acked.length} in all)`),
+        () =>
+          assert(
+            workload!.acked.some((t) => t >= after),
+            `no write acknowledged since the update ended (${workload!.acked.length} in all)`,
+          ),
         { timeoutMs: ACK_AFTER_UPDATE_MS, intervalMs: 200, what: "a write acknowledged after the update" },
       );
       await workload.stop();
@@ -400,7 +430,9 @@ e2eTest(
     assertEqual(summary.version, v2.version, "the version ctl updated to");
     assertEqual(summary.steps.filter((s) => s.outcome === "updated").length, 3, `members updated (${result.stdout.trim()})`);
     // v2 changes only the init: each node copies the system image, the kernel and the initramfs's start from its slot a, and is sent the rest.
-    const took = result.stderr.split("\n").filter((line) => /took system, kernel \([\d.]+ MiB\) from its booted slot; sending initramfs \([\d.]+ MiB of [\d.]+ MiB: it had the first [\d.]+ MiB alike\), version, cmdline/.test(line));
+    const took = result.stderr
+      .split("\n")
+      .filter((line) => /took system, kernel \([\d.]+ MiB\) from its booted slot; sending initramfs \([\d.]+ MiB of [\d.]+ MiB: it had the first [\d.]+ MiB alike\), version, cmdline/.test(line));
     assertEqual(took.length, 3, `nodes that took the unchanged files from their booted slot (${result.stderr.trim().slice(-2000)})`);
     const check = checkHistory(workload.history.ops, final);
     assertEqual(check.violations.map((v) => v.message).join("; "), "", "violations in the owner's writes and reads");
@@ -423,28 +455,28 @@ e2eTest(
 e2eTest(
   "ctl node rollback node3 --activate --wait: node3 boots slot a again (v1, the firmware's own build: no kexec), rejoins on it, and stays there",
   async (ctx) => {
-  const c = need(cluster, "the cluster");
-  const f = need(formed, "the formed cluster");
-  const v1 = readManifest(ctx.imageDir).version;
-  const id3 = f.ids.get("node3")!;
-  const node3 = c.nodes.find((n) => n.name === "node3")!;
-  const started = performance.now();
-  const result = await f.ctl("node", "rollback", id3, "--activate", "--wait", "--json");
-  assertEqual(result.exitCode, 0, `ctl node rollback --activate --wait (${result.stderr.trim()})`);
-  const seconds = (performance.now() - started) / 1000;
-  const answer = JSON.parse(result.stdout) as { slot?: string; version?: string };
-  assertEqual(answer.slot, "a", "the slot ctl rolled node3 back to");
-  assertEqual(answer.version, v1, "the version ctl rolled node3 back to");
-  const chosen = node3.console.find(CONSOLE.slotChosen);
-  assert(chosen !== undefined && /booting slot a .*: the running build/.test(chosen.text), `node3 should boot slot a without a kexec: ${chosen?.text}`);
-  const described = await f.ctl("node", "describe", id3, "--json");
-  assertEqual(described.exitCode, 0, `ctl node describe (${described.stderr.trim()})`);
-  const status = JSON.parse(described.stdout) as { version?: string; slot?: string; health?: string; updateFailure?: unknown };
-  assertEqual(status.version, v1, "node3's version after the rollback");
-  assertEqual(status.slot, "a", "node3's slot after the rollback");
-  assertEqual(status.health, "HEALTHY", "node3's health after the rollback");
-  assertEqual(status.updateFailure, undefined, "an update failure after a rollback that rejoined");
-  ctx.report(`ctl node rollback node3 --activate --wait, v2 → ${v1} (slot a, no kexec), back HEALTHY: ${seconds.toFixed(1)} s`);
+    const c = need(cluster, "the cluster");
+    const f = need(formed, "the formed cluster");
+    const v1 = readManifest(ctx.imageDir).version;
+    const id3 = f.ids.get("node3")!;
+    const node3 = c.nodes.find((n) => n.name === "node3")!;
+    const started = performance.now();
+    const result = await f.ctl("node", "rollback", id3, "--activate", "--wait", "--json");
+    assertEqual(result.exitCode, 0, `ctl node rollback --activate --wait (${result.stderr.trim()})`);
+    const seconds = (performance.now() - started) / 1000;
+    const answer = JSON.parse(result.stdout) as { slot?: string; version?: string };
+    assertEqual(answer.slot, "a", "the slot ctl rolled node3 back to");
+    assertEqual(answer.version, v1, "the version ctl rolled node3 back to");
+    const chosen = node3.console.find(CONSOLE.slotChosen);
+    assert(chosen !== undefined && /booting slot a .*: the running build/.test(chosen.text), `node3 should boot slot a without a kexec: ${chosen?.text}`);
+    const described = await f.ctl("node", "describe", id3, "--json");
+    assertEqual(described.exitCode, 0, `ctl node describe (${described.stderr.trim()})`);
+    const status = JSON.parse(described.stdout) as { version?: string; slot?: string; health?: string; updateFailure?: unknown };
+    assertEqual(status.version, v1, "node3's version after the rollback");
+    assertEqual(status.slot, "a", "node3's slot after the rollback");
+    assertEqual(status.health, "HEALTHY", "node3's health after the rollback");
+    assertEqual(status.updateFailure, undefined, "an update failure after a rollback that rejoined");
+    ctx.report(`ctl node rollback node3 --activate --wait, v2 → ${v1} (slot a, no kexec), back HEALTHY: ${seconds.toFixed(1)} s`);
   },
   // It rolls back what the rolling update installed: long with it.
   { long: true },
@@ -466,7 +498,9 @@ e2eTest("removing the consensus role from node3 shrinks etcd to two members", as
     },
     { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "etcd without node3" },
   );
-  await need(cluster, "the cluster").node("node3").waitForConsole(/consensus role removed: deleting this node's etcd data/, STEP_TIMEOUT_MS);
+  await need(cluster, "the cluster")
+    .node("node3")
+    .waitForConsole(/consensus role removed: deleting this node's etcd data/, STEP_TIMEOUT_MS);
 });
 
 /** ctl node roles <action> <id> <role>, run again until the cluster takes it (an operator would). */
@@ -642,7 +676,11 @@ async function registryChecks(ctx: E2eContext, c: Cluster, f: FormedCluster, reg
     );
 
   // The owner sets the registry up, as the README says; the password goes in on stdin.
-  const set = await ctlWithStdin(c, ["cluster", "registry", "set", registry.host, "--ca", registry.caFile, "--username", registry.options.username, "--password-stdin"], `${registry.options.password}\n`);
+  const set = await ctlWithStdin(
+    c,
+    ["cluster", "registry", "set", registry.host, "--ca", registry.caFile, "--username", registry.options.username, "--password-stdin"],
+    `${registry.options.password}\n`,
+  );
   assertEqual(set.exitCode, 0, `ctl cluster registry set (${set.stderr.trim()})`);
   const listed = await f.ctl("cluster", "registry", "list");
   assertEqual(listed.exitCode, 0, `ctl cluster registry list (${listed.stderr.trim()})`);
@@ -680,7 +718,11 @@ async function registryChecks(ctx: E2eContext, c: Cluster, f: FormedCluster, reg
   assert(fromPeer.length >= 3, `node3's log names what node2 served it (the manifest, the configuration, the layers):\n${fromPeer.join("\n") || node3Log.stdout.split("\n").slice(-20).join("\n")}`);
   ctx.report(`node3's log: ${fromPeer.length} pieces of ${image} pulled from node2; the registry served node3 only the tag's resolution`);
   // Its default command serves its page: the application runs.
-  assertEqual(await eventually(() => podHttpGet(fetcher, states[1]!.ip, HELLO_PORT), { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "the hello page" }), "hello from nodecore", "the page node3's hello pod serves");
+  assertEqual(
+    await eventually(() => podHttpGet(fetcher, states[1]!.ip, HELLO_PORT), { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "the hello page" }),
+    "hello from nodecore",
+    "the page node3's hello pod serves",
+  );
 
   // Pulls that do not wait on each other run at once (under TCG each pod
   // takes a minute or more; one after the other they cost CI minutes): a
@@ -690,7 +732,15 @@ async function registryChecks(ctx: E2eContext, c: Cluster, f: FormedCluster, reg
   const wrong = await ctlWithStdin(c, ["cluster", "registry", "login", registry.host, "--username", registry.options.username, "--password-stdin"], "not-the-password\n");
   assertEqual(wrong.exitCode, 0, `ctl cluster registry login (${wrong.stderr.trim()})`);
   // A pod's own imagePullSecrets work beside the cluster's login (which is wrong now).
-  await kubectl("create", "secret", "docker-registry", "hello-pull", `--docker-server=${registry.host}`, `--docker-username=${registry.options.username}`, `--docker-password=${registry.options.password}`);
+  await kubectl(
+    "create",
+    "secret",
+    "docker-registry",
+    "hello-pull",
+    `--docker-server=${registry.host}`,
+    `--docker-username=${registry.options.username}`,
+    `--docker-password=${registry.options.password}`,
+  );
   const withSecret = helloPod("hello-secret", image, ids[1], "Always") as { spec: Record<string, unknown> };
   withSecret.spec.imagePullSecrets = [{ name: "hello-pull" }];
   await apply("hello-wrong", helloPod("hello-wrong", image, ids[0], "Always"));
@@ -706,7 +756,11 @@ async function registryChecks(ctx: E2eContext, c: Cluster, f: FormedCluster, reg
     },
     { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "the pull refused for the wrong password" },
   );
-  const reason = described.split("\n").find((l) => /401 Unauthorized/.test(l))?.trim() ?? "";
+  const reason =
+    described
+      .split("\n")
+      .find((l) => /401 Unauthorized/.test(l))
+      ?.trim() ?? "";
   ctx.report(`a wrong password: kubectl describe shows ${JSON.stringify(reason.slice(0, 200))}`);
   // The pod's status follows its events: read until it says so too.
   await eventually(
@@ -730,7 +784,22 @@ async function registryChecks(ctx: E2eContext, c: Cluster, f: FormedCluster, reg
   const down = `https://${c.ns.subnet.bridgeAddress}:${registry.options.port + 1}`;
   const mirrorSet = await ctlWithStdin(
     c,
-    ["cluster", "registry", "set", mirrored, "--mirror", down, "--mirror", `https://${registry.host}`, "--mirrors-only", "--ca", registry.caFile, "--username", registry.options.username, "--password-stdin"],
+    [
+      "cluster",
+      "registry",
+      "set",
+      mirrored,
+      "--mirror",
+      down,
+      "--mirror",
+      `https://${registry.host}`,
+      "--mirrors-only",
+      "--ca",
+      registry.caFile,
+      "--username",
+      registry.options.username,
+      "--password-stdin",
+    ],
     `${registry.options.password}\n`,
   );
   assertEqual(mirrorSet.exitCode, 0, `ctl cluster registry set ${mirrored} (${mirrorSet.stderr.trim()})`);
@@ -760,7 +829,6 @@ async function registryChecks(ctx: E2eContext, c: Cluster, f: FormedCluster, reg
   } finally {
     await registry.restart();
   }
-
 }
 
 /** How many packets of a capture file match a tcpdump filter. */
@@ -769,229 +837,233 @@ async function packetsMatching(file: string, filter: string): Promise<number> {
   return read.stdout.split("\n").filter(Boolean).length;
 }
 
-e2eTest("Kubernetes: node1's controller serves the owner's kubectl; node2 and node3 as workers are Ready, run a pod each that logs, execs and reaches the other across the encrypted mesh, by IP, by a Service's ClusterIP, by its node port and by name (cluster DNS)", async (ctx) => {
-  const c = need(cluster, "the cluster");
-  const f = need(formed, "the formed cluster");
-  const workers = ["node2", "node3"];
-  const ids = workers.map((n) => f.ids.get(n)!);
-  const roles = (id: string, action: "set" | "unset", role: "kubernetes-controller" | "kubernetes-worker") => setRole(f, id, action, role);
-  const started = performance.now();
-  // node1 gets back the controller role formation took from it (no apiserver
-  // slowed the steps before this one), then the workers get theirs.
-  await roles(f.ids.get("node1")!, "set", "kubernetes-controller");
-  for (const id of ids) await roles(id, "set", "kubernetes-worker");
+e2eTest(
+  "Kubernetes: node1's controller serves the owner's kubectl; node2 and node3 as workers are Ready, run a pod each that logs, execs and reaches the other across the encrypted mesh, by IP, by a Service's ClusterIP, by its node port and by name (cluster DNS)",
+  async (ctx) => {
+    const c = need(cluster, "the cluster");
+    const f = need(formed, "the formed cluster");
+    const workers = ["node2", "node3"];
+    const ids = workers.map((n) => f.ids.get(n)!);
+    const roles = (id: string, action: "set" | "unset", role: "kubernetes-controller" | "kubernetes-worker") => setRole(f, id, action, role);
+    const started = performance.now();
+    // node1 gets back the controller role formation took from it (no apiserver
+    // slowed the steps before this one), then the workers get theirs.
+    await roles(f.ids.get("node1")!, "set", "kubernetes-controller");
+    for (const id of ids) await roles(id, "set", "kubernetes-worker");
 
-  // The owner's kubeconfig, as an operator gets it (it points at node1, the controller again).
-  await eventually(
-    async () => {
-      const written = await f.ctl("kubeconfig", join(c.dir.path, "owner.kubeconfig"));
-      assertEqual(written.exitCode, 0, `ctl kubeconfig (${written.stderr.trim()})`);
-      assertEqual((await kubectl("get", "--raw", "/readyz")).trim(), "ok", "the apiserver's /readyz");
-    },
-    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "the owner's kubectl reaching the apiserver" },
-  );
-  ctx.report(`kubernetes-controller set on node1 → the owner's kubectl gets /readyz ok: ${((performance.now() - started) / 1000).toFixed(1)} s`);
-  await eventually(
-    async () => {
-      const nodes = (JSON.parse(await kubectl("get", "nodes", "-o", "json")) as { items: NodeObject[] }).items;
-      for (const id of ids) {
-        const node = nodes.find((n) => n.metadata.name === id);
-        assert(node !== undefined, `no Node ${id} yet (have: ${nodes.map((n) => n.metadata.name).join(", ") || "none"})`);
-        const ready = node.status.conditions?.find((cond) => cond.type === "Ready");
-        assertEqual(ready?.status, "True", `${id} Ready (${ready?.message ?? "no condition yet"})`);
-        assert(/^v1\.37\.\d+$/.test(node.status.nodeInfo?.kubeletVersion ?? ""), `${id}'s kubelet reports a real version: ${node.status.nodeInfo?.kubeletVersion}`);
-      }
-    },
-    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "both workers Ready" },
-  );
-  ctx.report(`kubernetes-controller set on node1, kubernetes-worker on node2 and node3 → both Nodes Ready: ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    // The owner's kubeconfig, as an operator gets it (it points at node1, the controller again).
+    await eventually(
+      async () => {
+        const written = await f.ctl("kubeconfig", join(c.dir.path, "owner.kubeconfig"));
+        assertEqual(written.exitCode, 0, `ctl kubeconfig (${written.stderr.trim()})`);
+        assertEqual((await kubectl("get", "--raw", "/readyz")).trim(), "ok", "the apiserver's /readyz");
+      },
+      { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "the owner's kubectl reaching the apiserver" },
+    );
+    ctx.report(`kubernetes-controller set on node1 → the owner's kubectl gets /readyz ok: ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    await eventually(
+      async () => {
+        const nodes = (JSON.parse(await kubectl("get", "nodes", "-o", "json")) as { items: NodeObject[] }).items;
+        for (const id of ids) {
+          const node = nodes.find((n) => n.metadata.name === id);
+          assert(node !== undefined, `no Node ${id} yet (have: ${nodes.map((n) => n.metadata.name).join(", ") || "none"})`);
+          const ready = node.status.conditions?.find((cond) => cond.type === "Ready");
+          assertEqual(ready?.status, "True", `${id} Ready (${ready?.message ?? "no condition yet"})`);
+          assert(/^v1\.37\.\d+$/.test(node.status.nodeInfo?.kubeletVersion ?? ""), `${id}'s kubelet reports a real version: ${node.status.nodeInfo?.kubeletVersion}`);
+        }
+      },
+      { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "both workers Ready" },
+    );
+    ctx.report(`kubernetes-controller set on node1, kubernetes-worker on node2 and node3 → both Nodes Ready: ${((performance.now() - started) / 1000).toFixed(1)} s`);
 
-  // The owner's one verdict agrees: every check passes, the workers' Nodes read through an apiserver by ctl itself.
-  const verdict = await f.ctl("cluster", "health", "--wait", "--wait-timeout", "300", "--json");
-  assertEqual(verdict.exitCode, 0, `ctl cluster health --wait (${verdict.stdout.trim()} ${verdict.stderr.trim()})`);
-  const checks = (JSON.parse(verdict.stdout) as { checks: { name: string; detail: string }[] }).checks;
-  assertEqual(checks.find((c) => c.name === "kubernetes")?.detail, "2 workers, every Node Ready", "ctl cluster health's kubernetes check");
-  ctx.report(`ctl cluster health: ${checks.map((c) => `${c.name}: ${c.detail}`).join("; ")}`);
+    // The owner's one verdict agrees: every check passes, the workers' Nodes read through an apiserver by ctl itself.
+    const verdict = await f.ctl("cluster", "health", "--wait", "--wait-timeout", "300", "--json");
+    assertEqual(verdict.exitCode, 0, `ctl cluster health --wait (${verdict.stdout.trim()} ${verdict.stderr.trim()})`);
+    const checks = (JSON.parse(verdict.stdout) as { checks: { name: string; detail: string }[] }).checks;
+    assertEqual(checks.find((c) => c.name === "kubernetes")?.detail, "2 workers, every Node Ready", "ctl cluster health's kubernetes check");
+    ctx.report(`ctl cluster health: ${checks.map((c) => `${c.name}: ${c.detail}`).join("; ")}`);
 
-  // One pod on each worker, from the preloaded image; nothing is pulled.
-  const podsFile = join(c.dir.path, "pods.json");
-  const names = workers.map((n) => `marker-${n}`);
-  // What each pod serves: a string that must never cross the bridge in clear.
-  const pages = names.map((name) => `mesh-secret-${name}-${crypto.randomUUID()}`);
-  writeFileSync(podsFile, JSON.stringify({ apiVersion: "v1", kind: "List", items: names.map((name, i) => markerPod(name, ids[i]!, pages[i]!)) }));
-  // Pods are refused until the controller-manager has made the default service account, as kubectl would tell an operator.
-  await eventually(async () => assertEqual((await kubectl("get", "serviceaccount", "default", "-o", "name")).trim(), "serviceaccount/default", "the default service account"), {
-    timeoutMs: STEP_TIMEOUT_MS,
-    intervalMs: POLL_MS,
-    what: "the default service account",
-  });
-  // kubectl validates a List against the apiserver's whole OpenAPI v2
-  // document; the controller had it built when the apiserver became ready
-  // (internal/kubernetes/openapi_warm.ts). Before that, a clean-clone CI
-  // run of 2026-11-28 under TCG failed here: building it on this request
-  // took longer than the apiserver's 60 s deadline.
-  const applied = performance.now();
-  await kubectl("apply", "-f", podsFile, "--request-timeout=60s");
-  ctx.report(`kubectl apply of a List of two pods (validated against the OpenAPI documents built at the apiserver's start): ${((performance.now() - applied) / 1000).toFixed(1)} s`);
-  await eventually(
-    async () => {
-      for (const name of names) assertEqual((await kubectl("get", "pod", name, "-o", "jsonpath={.status.phase}")).trim(), "Running", `pod ${name}'s phase`);
-    },
-    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "both pods Running" },
-  );
-  ctx.report(`kubectl apply → a pod Running on each worker: ${((performance.now() - applied) / 1000).toFixed(1)} s`);
-  // kubectl logs and exec go apiserver → kubelet (its serving certificate, webhook authorization).
-  for (const [i, name] of names.entries()) {
-    await eventually(async () => assertEqual((await kubectl("logs", name)).trim(), `marker ${name} on ${ids[i]}`, `${name}'s log`), {
+    // One pod on each worker, from the preloaded image; nothing is pulled.
+    const podsFile = join(c.dir.path, "pods.json");
+    const names = workers.map((n) => `marker-${n}`);
+    // What each pod serves: a string that must never cross the bridge in clear.
+    const pages = names.map((name) => `mesh-secret-${name}-${crypto.randomUUID()}`);
+    writeFileSync(podsFile, JSON.stringify({ apiVersion: "v1", kind: "List", items: names.map((name, i) => markerPod(name, ids[i]!, pages[i]!)) }));
+    // Pods are refused until the controller-manager has made the default service account, as kubectl would tell an operator.
+    await eventually(async () => assertEqual((await kubectl("get", "serviceaccount", "default", "-o", "name")).trim(), "serviceaccount/default", "the default service account"), {
       timeoutMs: STEP_TIMEOUT_MS,
       intervalMs: POLL_MS,
-      what: `kubectl logs ${name}`,
+      what: "the default service account",
     });
-  }
-  assertEqual((await kubectl("exec", names[0]!, "--", "sh", "-c", "echo exec in $(cat /proc/1/comm)")).trim(), "exec in sleep", "kubectl exec");
+    // kubectl validates a List against the apiserver's whole OpenAPI v2
+    // document; the controller had it built when the apiserver became ready
+    // (internal/kubernetes/openapi_warm.ts). Before that, a clean-clone CI
+    // run of 2026-11-28 under TCG failed here: building it on this request
+    // took longer than the apiserver's 60 s deadline.
+    const applied = performance.now();
+    await kubectl("apply", "-f", podsFile, "--request-timeout=60s");
+    ctx.report(`kubectl apply of a List of two pods (validated against the OpenAPI documents built at the apiserver's start): ${((performance.now() - applied) / 1000).toFixed(1)} s`);
+    await eventually(
+      async () => {
+        for (const name of names) assertEqual((await kubectl("get", "pod", name, "-o", "jsonpath={.status.phase}")).trim(), "Running", `pod ${name}'s phase`);
+      },
+      { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "both pods Running" },
+    );
+    ctx.report(`kubectl apply → a pod Running on each worker: ${((performance.now() - applied) / 1000).toFixed(1)} s`);
+    // kubectl logs and exec go apiserver → kubelet (its serving certificate, webhook authorization).
+    for (const [i, name] of names.entries()) {
+      await eventually(async () => assertEqual((await kubectl("logs", name)).trim(), `marker ${name} on ${ids[i]}`, `${name}'s log`), {
+        timeoutMs: STEP_TIMEOUT_MS,
+        intervalMs: POLL_MS,
+        what: `kubectl logs ${name}`,
+      });
+    }
+    assertEqual((await kubectl("exec", names[0]!, "--", "sh", "-c", "echo exec in $(cat /proc/1/comm)")).trim(), "exec in sleep", "kubectl exec");
 
-  // The cluster network: each pod has an address in its node's pod prefix
-  // (the curator's), and node2's pod reaches node3's by IP through the
-  // WireGuard mesh; on the bridge between the two nodes there is WireGuard
-  // UDP, no pod address and no page in clear.
-  const podIps = [] as string[];
-  for (const name of names) podIps.push((await kubectl("get", "pod", name, "-o", "jsonpath={.status.podIP}")).trim());
-  const prefixes = podIps.map((ip) => ip.split(".").slice(0, 3).join("."));
-  assert(podIps.every((ip) => /^10\.244\.\d+\.\d+$/.test(ip)) && prefixes[0] !== prefixes[1], `pod addresses in two pod prefixes of 10.244.0.0/16: ${podIps.join(", ")}`);
-  const [node2, node3] = [c.node("node2"), c.node("node3")];
-  const meshCapture = join(c.dir.path, "mesh.pcap");
-  const crossed = performance.now();
-  const fetched = await capture(c, `host ${node2.address} and host ${node3.address}`, meshCapture, () =>
-    eventually(() => podHttpGet(names[0]!, podIps[1]!, POD_HTTP_PORT), {
+    // The cluster network: each pod has an address in its node's pod prefix
+    // (the curator's), and node2's pod reaches node3's by IP through the
+    // WireGuard mesh; on the bridge between the two nodes there is WireGuard
+    // UDP, no pod address and no page in clear.
+    const podIps = [] as string[];
+    for (const name of names) podIps.push((await kubectl("get", "pod", name, "-o", "jsonpath={.status.podIP}")).trim());
+    const prefixes = podIps.map((ip) => ip.split(".").slice(0, 3).join("."));
+    assert(podIps.every((ip) => /^10\.244\.\d+\.\d+$/.test(ip)) && prefixes[0] !== prefixes[1], `pod addresses in two pod prefixes of 10.244.0.0/16: ${podIps.join(", ")}`);
+    const [node2, node3] = [c.node("node2"), c.node("node3")];
+    const meshCapture = join(c.dir.path, "mesh.pcap");
+    const crossed = performance.now();
+    const fetched = await capture(c, `host ${node2.address} and host ${node3.address}`, meshCapture, () =>
+      eventually(() => podHttpGet(names[0]!, podIps[1]!, POD_HTTP_PORT), {
+        timeoutMs: STEP_TIMEOUT_MS,
+        intervalMs: POLL_MS,
+        what: `node2's pod fetching ${podIps[1]} (node3's pod)`,
+      }),
+    );
+    assertEqual(fetched, pages[1], "the page node3's pod serves, fetched by node2's pod");
+    ctx.report(`pod on node2 → pod on node3 by IP, across the mesh: first answer after ${((performance.now() - crossed) / 1000).toFixed(1)} s`);
+    const captured = readFileSync(meshCapture);
+    assert(!captured.includes(Buffer.from(pages[1]!)), "the page crossed the bridge in clear");
+    const wireguard = await packetsMatching(meshCapture, `udp port 51820`);
+    const clear = await packetsMatching(meshCapture, "net 10.244.0.0/16");
+    assert(wireguard > 0, "no WireGuard packet between node2 and node3 while the pods talked");
+    assertEqual(clear, 0, "packets with a pod address in clear on the bridge");
+    ctx.report(`the bridge between node2 and node3 while the pods talked: ${wireguard} WireGuard packets, ${clear} with a pod address in clear, the page not in clear`);
+    // Services (kube-proxy, nftables): node3's pod behind a NodePort Service,
+    // reached by its ClusterIP from node2's pod, and by node2's address and
+    // the node port from the host side of the network.
+    const serviceFile = join(c.dir.path, "service.json");
+    writeFileSync(
+      serviceFile,
+      JSON.stringify({
+        apiVersion: "v1",
+        kind: "Service",
+        metadata: { name: "marker" },
+        spec: { type: "NodePort", selector: { app: names[1] }, ports: [{ port: 80, targetPort: POD_HTTP_PORT }] },
+      }),
+    );
+    const serviceApplied = performance.now();
+    await kubectl("apply", "-f", serviceFile);
+    const clusterIp = (await kubectl("get", "service", "marker", "-o", "jsonpath={.spec.clusterIP}")).trim();
+    const nodePort = Number((await kubectl("get", "service", "marker", "-o", "jsonpath={.spec.ports[0].nodePort}")).trim());
+    assert(/^10\.(9[6-9]|10\d|11[01])\.\d+\.\d+$/.test(clusterIp) && nodePort >= 30000, `a ClusterIP in 10.96.0.0/12 and a node port: ${clusterIp}, ${nodePort}`);
+    const viaClusterIp = await eventually(() => podHttpGet(names[0]!, clusterIp, 80), {
       timeoutMs: STEP_TIMEOUT_MS,
       intervalMs: POLL_MS,
-      what: `node2's pod fetching ${podIps[1]} (node3's pod)`,
-    }),
-  );
-  assertEqual(fetched, pages[1], "the page node3's pod serves, fetched by node2's pod");
-  ctx.report(`pod on node2 → pod on node3 by IP, across the mesh: first answer after ${((performance.now() - crossed) / 1000).toFixed(1)} s`);
-  const captured = readFileSync(meshCapture);
-  assert(!captured.includes(Buffer.from(pages[1]!)), "the page crossed the bridge in clear");
-  const wireguard = await packetsMatching(meshCapture, `udp port 51820`);
-  const clear = await packetsMatching(meshCapture, "net 10.244.0.0/16");
-  assert(wireguard > 0, "no WireGuard packet between node2 and node3 while the pods talked");
-  assertEqual(clear, 0, "packets with a pod address in clear on the bridge");
-  ctx.report(`the bridge between node2 and node3 while the pods talked: ${wireguard} WireGuard packets, ${clear} with a pod address in clear, the page not in clear`);
-  // Services (kube-proxy, nftables): node3's pod behind a NodePort Service,
-  // reached by its ClusterIP from node2's pod, and by node2's address and
-  // the node port from the host side of the network.
-  const serviceFile = join(c.dir.path, "service.json");
-  writeFileSync(
-    serviceFile,
-    JSON.stringify({
-      apiVersion: "v1",
-      kind: "Service",
-      metadata: { name: "marker" },
-      spec: { type: "NodePort", selector: { app: names[1] }, ports: [{ port: 80, targetPort: POD_HTTP_PORT }] },
-    }),
-  );
-  const serviceApplied = performance.now();
-  await kubectl("apply", "-f", serviceFile);
-  const clusterIp = (await kubectl("get", "service", "marker", "-o", "jsonpath={.spec.clusterIP}")).trim();
-  const nodePort = Number((await kubectl("get", "service", "marker", "-o", "jsonpath={.spec.ports[0].nodePort}")).trim());
-  assert(/^10\.(9[6-9]|10\d|11[01])\.\d+\.\d+$/.test(clusterIp) && nodePort >= 30000, `a ClusterIP in 10.96.0.0/12 and a node port: ${clusterIp}, ${nodePort}`);
-  const viaClusterIp = await eventually(() => podHttpGet(names[0]!, clusterIp, 80), {
-    timeoutMs: STEP_TIMEOUT_MS,
-    intervalMs: POLL_MS,
-    what: `node2's pod fetching the Service at ${clusterIp}`,
-  });
-  assertEqual(viaClusterIp, pages[1], "the page behind the ClusterIP (node3's pod), from node2's pod");
-  ctx.report(`Service applied → its ClusterIP answers node2's pod from node3's: ${((performance.now() - serviceApplied) / 1000).toFixed(1)} s`);
-  const viaNodePort = await eventually(
-    async () => {
-      const fetched = await c.exec(["sh", "-c", httpGetCommand(node2.address, nodePort)], { okExitCodes: [0, 1] });
-      return httpBody(fetched.stdout, `the node port ${node2.address}:${nodePort} from the host`);
-    },
-    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: `the node port ${nodePort} on node2 from the host` },
-  );
-  assertEqual(viaNodePort, pages[1], "the page behind node2's node port (node3's pod), from the host");
-  // A pod reaching another worker's own address (its node port) goes
-  // through the mesh too: nothing from a pod address crosses in clear.
-  const nodeCapture = join(c.dir.path, "pod-to-node.pcap");
-  const viaPeerAddress = await capture(c, `host ${node3.address}`, nodeCapture, () => podHttpGet(names[0]!, node3.address, nodePort));
-  assertEqual(viaPeerAddress, pages[1], "the page behind node3's node port, from node2's pod");
-  const toNodeClear = await packetsMatching(nodeCapture, "net 10.244.0.0/16");
-  assert(!readFileSync(nodeCapture).includes(Buffer.from(pages[1]!)), "the page crossed the bridge in clear (pod to node3's address)");
-  assertEqual(toNodeClear, 0, "packets with a pod address in clear on the bridge, to or from node3 (pod to node3's address)");
-  // The apiserver behind its ClusterIP, from a pod: it runs on node1, which
-  // is no worker and so no peer in the mesh; the pod's packets leave node2
-  // masqueraded. Go's HTTPS server answers a plain HTTP request with a 400
-  // that says so: that answer is the apiserver's own. Five in a row, none retried.
-  for (let i = 0; i < 5; i++) {
-    const answer = await kubectl("exec", names[0]!, "--", "sh", "-c", httpGetCommand("10.96.0.1", 443));
-    assert(/^HTTP\/1\.[01] 400 /.test(answer) && answer.includes("HTTPS server"), `the apiserver at 10.96.0.1:443 from node2's pod (try ${i + 1} of 5): ${JSON.stringify(answer.slice(0, 120))}`);
-  }
-  ctx.report("node2's pod → the apiserver's ClusterIP (node1, outside the mesh): 5 of 5 answered");
-  for (const id of ids) assertEqual((await serviceLine(f, id, "kube-proxy"))?.state, "running", `${id}'s kube-proxy line`);
+      what: `node2's pod fetching the Service at ${clusterIp}`,
+    });
+    assertEqual(viaClusterIp, pages[1], "the page behind the ClusterIP (node3's pod), from node2's pod");
+    ctx.report(`Service applied → its ClusterIP answers node2's pod from node3's: ${((performance.now() - serviceApplied) / 1000).toFixed(1)} s`);
+    const viaNodePort = await eventually(
+      async () => {
+        const fetched = await c.exec(["sh", "-c", httpGetCommand(node2.address, nodePort)], { okExitCodes: [0, 1] });
+        return httpBody(fetched.stdout, `the node port ${node2.address}:${nodePort} from the host`);
+      },
+      { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: `the node port ${nodePort} on node2 from the host` },
+    );
+    assertEqual(viaNodePort, pages[1], "the page behind node2's node port (node3's pod), from the host");
+    // A pod reaching another worker's own address (its node port) goes
+    // through the mesh too: nothing from a pod address crosses in clear.
+    const nodeCapture = join(c.dir.path, "pod-to-node.pcap");
+    const viaPeerAddress = await capture(c, `host ${node3.address}`, nodeCapture, () => podHttpGet(names[0]!, node3.address, nodePort));
+    assertEqual(viaPeerAddress, pages[1], "the page behind node3's node port, from node2's pod");
+    const toNodeClear = await packetsMatching(nodeCapture, "net 10.244.0.0/16");
+    assert(!readFileSync(nodeCapture).includes(Buffer.from(pages[1]!)), "the page crossed the bridge in clear (pod to node3's address)");
+    assertEqual(toNodeClear, 0, "packets with a pod address in clear on the bridge, to or from node3 (pod to node3's address)");
+    // The apiserver behind its ClusterIP, from a pod: it runs on node1, which
+    // is no worker and so no peer in the mesh; the pod's packets leave node2
+    // masqueraded. Go's HTTPS server answers a plain HTTP request with a 400
+    // that says so: that answer is the apiserver's own. Five in a row, none retried.
+    for (let i = 0; i < 5; i++) {
+      const answer = await kubectl("exec", names[0]!, "--", "sh", "-c", httpGetCommand("10.96.0.1", 443));
+      assert(/^HTTP\/1\.[01] 400 /.test(answer) && answer.includes("HTTPS server"), `the apiserver at 10.96.0.1:443 from node2's pod (try ${i + 1} of 5): ${JSON.stringify(answer.slice(0, 120))}`);
+    }
+    ctx.report("node2's pod → the apiserver's ClusterIP (node1, outside the mesh): 5 of 5 answered");
+    for (const id of ids) assertEqual((await serviceLine(f, id, "kube-proxy"))?.state, "running", `${id}'s kube-proxy line`);
 
-  // Cluster DNS (each worker's CoreDNS behind kube-dns at 10.96.0.10): from
-  // node2's pod, the apiserver's Service, the marker Service, and a
-  // headless Service's pod.
-  const headlessFile = join(c.dir.path, "headless.json");
-  writeFileSync(
-    headlessFile,
-    JSON.stringify({ apiVersion: "v1", kind: "Service", metadata: { name: "marker-headless" }, spec: { clusterIP: "None", selector: { app: names[1] }, ports: [{ port: POD_HTTP_PORT }] } }),
-  );
-  await kubectl("apply", "-f", headlessFile);
-  const lookup = async (name: string) => {
-    const answer = await kubectl("exec", names[0]!, "--", "busybox", "nslookup", name);
-    // busybox: "Name:\t<name>\nAddress: <ip>" after the server's own lines.
-    return [...answer.matchAll(/^Address:\s+(\d+\.\d+\.\d+\.\d+)$/gm)].map((m) => m[1]!).filter((ip) => ip !== "10.96.0.10");
-  };
-  const resolved = await eventually(
-    async () => {
-      const apiserver = await lookup("kubernetes.default.svc.cluster.local");
-      const marker = await lookup("marker.default.svc.cluster.local");
-      const headless = await lookup("marker-headless.default.svc.cluster.local");
-      assertEqual(apiserver.join(","), "10.96.0.1", "kubernetes.default.svc.cluster.local");
-      assertEqual(marker.join(","), clusterIp, "marker.default.svc.cluster.local");
-      assertEqual(headless.join(","), podIps[1], "marker-headless.default.svc.cluster.local (node3's pod)");
-      return { apiserver, marker, headless };
-    },
-    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "names resolved in node2's pod" },
-  );
-  assert(resolved.marker.length === 1, "one address for the marker Service");
-  // A name outside the cluster goes to the node's own resolvers (the
-  // network's DNS server, from the DHCP lease): the bridge's host by name.
-  const outside = await eventually(() => lookup(GATEWAY_NAME).then((found) => (assertEqual(found.join(","), c.ns.subnet.bridgeAddress, GATEWAY_NAME), found)), {
-    timeoutMs: STEP_TIMEOUT_MS,
-    intervalMs: POLL_MS,
-    what: `${GATEWAY_NAME} resolved in node2's pod through the node's resolver`,
-  });
-  ctx.report(`a name outside the cluster (${GATEWAY_NAME}) resolved in a pod through the node's DHCP resolver: ${outside.join(",")}`);
-  // Once it answers, it keeps answering: five more lookups, none retried.
-  for (let i = 0; i < 5; i++) assertEqual((await lookup("kubernetes.default.svc.cluster.local")).join(","), "10.96.0.1", `kubernetes.default.svc.cluster.local again (${i + 1} of 5)`);
-  // The Service by its name: the address the cluster DNS gave, then HTTP to
-  // it (busybox's nslookup asks the name as given, without the pod's search
-  // path, and its nc cannot resolve in a container without /etc).
-  const byName = await podHttpGet(names[0]!, resolved.marker[0]!, 80);
-  assertEqual(byName, pages[1], "the page behind marker.default.svc.cluster.local, from node2's pod");
-  for (const id of ids) assertEqual((await serviceLine(f, id, "cluster-dns"))?.state, "running", `${id}'s cluster-dns line`);
+    // Cluster DNS (each worker's CoreDNS behind kube-dns at 10.96.0.10): from
+    // node2's pod, the apiserver's Service, the marker Service, and a
+    // headless Service's pod.
+    const headlessFile = join(c.dir.path, "headless.json");
+    writeFileSync(
+      headlessFile,
+      JSON.stringify({ apiVersion: "v1", kind: "Service", metadata: { name: "marker-headless" }, spec: { clusterIP: "None", selector: { app: names[1] }, ports: [{ port: POD_HTTP_PORT }] } }),
+    );
+    await kubectl("apply", "-f", headlessFile);
+    const lookup = async (name: string) => {
+      const answer = await kubectl("exec", names[0]!, "--", "busybox", "nslookup", name);
+      // busybox: "Name:\t<name>\nAddress: <ip>" after the server's own lines.
+      return [...answer.matchAll(/^Address:\s+(\d+\.\d+\.\d+\.\d+)$/gm)].map((m) => m[1]!).filter((ip) => ip !== "10.96.0.10");
+    };
+    const resolved = await eventually(
+      async () => {
+        const apiserver = await lookup("kubernetes.default.svc.cluster.local");
+        const marker = await lookup("marker.default.svc.cluster.local");
+        const headless = await lookup("marker-headless.default.svc.cluster.local");
+        assertEqual(apiserver.join(","), "10.96.0.1", "kubernetes.default.svc.cluster.local");
+        assertEqual(marker.join(","), clusterIp, "marker.default.svc.cluster.local");
+        assertEqual(headless.join(","), podIps[1], "marker-headless.default.svc.cluster.local (node3's pod)");
+        return { apiserver, marker, headless };
+      },
+      { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "names resolved in node2's pod" },
+    );
+    assert(resolved.marker.length === 1, "one address for the marker Service");
+    // A name outside the cluster goes to the node's own resolvers (the
+    // network's DNS server, from the DHCP lease): the bridge's host by name.
+    const outside = await eventually(() => lookup(GATEWAY_NAME).then((found) => (assertEqual(found.join(","), c.ns.subnet.bridgeAddress, GATEWAY_NAME), found)), {
+      timeoutMs: STEP_TIMEOUT_MS,
+      intervalMs: POLL_MS,
+      what: `${GATEWAY_NAME} resolved in node2's pod through the node's resolver`,
+    });
+    ctx.report(`a name outside the cluster (${GATEWAY_NAME}) resolved in a pod through the node's DHCP resolver: ${outside.join(",")}`);
+    // Once it answers, it keeps answering: five more lookups, none retried.
+    for (let i = 0; i < 5; i++) assertEqual((await lookup("kubernetes.default.svc.cluster.local")).join(","), "10.96.0.1", `kubernetes.default.svc.cluster.local again (${i + 1} of 5)`);
+    // The Service by its name: the address the cluster DNS gave, then HTTP to
+    // it (busybox's nslookup asks the name as given, without the pod's search
+    // path, and its nc cannot resolve in a container without /etc).
+    const byName = await podHttpGet(names[0]!, resolved.marker[0]!, 80);
+    assertEqual(byName, pages[1], "the page behind marker.default.svc.cluster.local, from node2's pod");
+    for (const id of ids) assertEqual((await serviceLine(f, id, "cluster-dns"))?.state, "running", `${id}'s cluster-dns line`);
 
-  await eventually(
-    async () => {
-      const line = await serviceLine(f, ids[0]!, "clusternet");
-      assert(new RegExp(`1 peer: ${ids[1]} 10\\.244\\.\\d+\\.0/24 \\(handshake current\\)`).test(line?.message ?? ""), `node2's clusternet line names node3 and its handshake: ${line?.message}`);
-    },
-    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "node2's clusternet line" },
-  );
+    await eventually(
+      async () => {
+        const line = await serviceLine(f, ids[0]!, "clusternet");
+        assert(new RegExp(`1 peer: ${ids[1]} 10\\.244\\.\\d+\\.0/24 \\(handshake current\\)`).test(line?.message ?? ""), `node2's clusternet line names node3 and its handshake: ${line?.message}`);
+      },
+      { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "node2's clusternet line" },
+    );
 
-  // The control plane held through all of it: node1's controller-manager and
-  // scheduler never lost their leases and restarted (issue 46).
-  const listed = await f.ctl("node", "services", "node1", "-o", "json");
-  assertEqual(listed.exitCode, 0, `ctl node services node1 (${listed.stderr.trim()})`);
-  const controlPlane = (JSON.parse(listed.stdout) as { path: string; restarts: number; lastError?: string }[]).filter((s) => /\.(controller-manager|scheduler)$/.test(s.path));
-  assertEqual(controlPlane.length, 2, `node1's controller-manager and scheduler in ctl node services (${controlPlane.map((s) => s.path).join(", ")})`);
-  for (const service of controlPlane) assertEqual(service.restarts, 0, `restarts of ${service.path} (last error: ${service.lastError || "none"})`);
-  ctx.report(`node1's controller-manager and scheduler: 0 restarts over ${((performance.now() - started) / 60_000).toFixed(1)} minutes of the Kubernetes step`);
+    // The control plane held through all of it: node1's controller-manager and
+    // scheduler never lost their leases and restarted (issue 46).
+    const listed = await f.ctl("node", "services", "node1", "-o", "json");
+    assertEqual(listed.exitCode, 0, `ctl node services node1 (${listed.stderr.trim()})`);
+    const controlPlane = (JSON.parse(listed.stdout) as { path: string; restarts: number; lastError?: string }[]).filter((s) => /\.(controller-manager|scheduler)$/.test(s.path));
+    assertEqual(controlPlane.length, 2, `node1's controller-manager and scheduler in ctl node services (${controlPlane.map((s) => s.path).join(", ")})`);
+    for (const service of controlPlane) assertEqual(service.restarts, 0, `restarts of ${service.path} (last error: ${service.lastError || "none"})`);
+    ctx.report(`node1's controller-manager and scheduler: 0 restarts over ${((performance.now() - started) / 60_000).toFixed(1)} minutes of the Kubernetes step`);
 
-  kubernetesWorkers = { ids, names, clusterIp, pages };
-}, { timeoutMs: KUBERNETES_STEP_TIMEOUT_MS });
+    kubernetesWorkers = { ids, names, clusterIp, pages };
+  },
+  { timeoutMs: KUBERNETES_STEP_TIMEOUT_MS },
+);
 
 e2eTest(
   "a user's application from a registry with its own CA and a password: ctl cluster registry set, a two-layer image built here pulled by name onto node2 and then onto node3 from node2 (the peer mirror), a wrong password shown as 401 Unauthorized in kubectl describe until the login is right again (nothing restarted), a mirror taken over when the first is down, and with the registry stopped an offline bundle imported onto node2 runs there",
@@ -1074,7 +1146,12 @@ async function volumesStep(ctx: E2eContext, c: Cluster, f: FormedCluster, ids: s
   await exec("echo kept > /data/marker");
   const refused = await exec("dd if=/dev/zero of=/data/big bs=1M count=128 2>&1; echo exit=$?; rm -f /data/big");
   assert(/Disk quota exceeded|No space left/.test(refused) && !/exit=0/.test(refused), `a 128 Mi write into a 64 Mi claim is refused:\n${refused}`);
-  ctx.report(`128 Mi written into the 64 Mi claim: ${refused.split("\n").find((l) => /quota|space/.test(l))?.trim()}`);
+  ctx.report(
+    `128 Mi written into the 64 Mi claim: ${refused
+      .split("\n")
+      .find((l) => /quota|space/.test(l))
+      ?.trim()}`,
+  );
 
   // Its use, as the kubelet reports it (NodeGetVolumeStats).
   const stats = await eventually(
@@ -1232,7 +1309,10 @@ e2eTest("a deleted pod leaves no container; the worker role taken from node3 rem
     },
     { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "node3's Node and containers gone" },
   );
-  assert(node3.console.lines.slice(from).every((l) => !/could not move containerd into the runtime's cgroup/.test(l.text)), "containerd ran in the runtime's cgroup");
+  assert(
+    node3.console.lines.slice(from).every((l) => !/could not move containerd into the runtime's cgroup/.test(l.text)),
+    "containerd ran in the runtime's cgroup",
+  );
   // node2's mesh drops node3 as a peer: the records no longer make it a worker.
   await eventually(
     async () => {
@@ -1271,7 +1351,10 @@ async function rebootAsOperator(c: Cluster, f: FormedCluster, name: string, whil
   assertEqual(answer.health, "HEALTHY", `${name}'s health once ctl node reboot --wait returned`);
   assertEqual(node.lastExit?.reason, "guest-reset", `how ${name}'s qemu ended`);
   assertEqual(node.boots, before.boots + 1, `${name}'s boots`);
-  assert(before.console.lines.some((l) => /stopping the node action=restart why="owner asked through NodeManagement.Reboot"/.test(l.text)), `${name} stopped its services for the reboot`);
+  assert(
+    before.console.lines.some((l) => /stopping the node action=restart why="owner asked through NodeManagement.Reboot"/.test(l.text)),
+    `${name} stopped its services for the reboot`,
+  );
   rebootedForLogs = { name, seconds: (performance.now() - asked) / 1000 };
 }
 
@@ -1304,7 +1387,14 @@ e2eTest("ctl node logs and services read a VM; the node rebooted by ctl node reb
   const status = await run("node", "logs", id, "root.status", "-n", "50");
   assert(/ I root\.status node is UP /.test(status), `${name}'s status log says it is UP:\n${status}`);
   const kernel = await run("node", "logs", id, "kernel", "-n", "5");
-  assert(kernel.trim().split("\n").length === 5 && kernel.split("\n").filter(Boolean).every((l) => / kernel /.test(l)), `five kernel messages:\n${kernel}`);
+  assert(
+    kernel.trim().split("\n").length === 5 &&
+      kernel
+        .split("\n")
+        .filter(Boolean)
+        .every((l) => / kernel /.test(l)),
+    `five kernel messages:\n${kernel}`,
+  );
   // What it logged before the reboot, kept on its (encrypted) data partition, and why that boot ended.
   const previous = await eventually(
     async () => {
@@ -1315,72 +1405,93 @@ e2eTest("ctl node logs and services read a VM; the node rebooted by ctl node reb
     { timeoutMs: AFTER_REBOOT_RETRY_MS, intervalMs: POLL_MS, what: "ctl node logs --boot -1 after the reboot" },
   );
   assert(/ended \S+Z: reboot: owner asked through NodeManagement\.Reboot$/m.test(previous.stderr), `the previous boot's end is named:\n${previous.stderr}`);
-  assert(previous.stdout.split("\n").some((l) => / root stopping the node /.test(l)), `the previous boot's last lines are there:\n${previous.stdout.split("\n").slice(-5).join("\n")}`);
+  assert(
+    previous.stdout.split("\n").some((l) => / root stopping the node /.test(l)),
+    `the previous boot's last lines are there:\n${previous.stdout.split("\n").slice(-5).join("\n")}`,
+  );
   ctx.report(`ctl node reboot --wait → ${name} (a worker with a volume in use, no etcd voter) UP and HEALTHY again: ${seconds.toFixed(1)} s`);
 });
 
-e2eTest("ctl node reset --wipe on node3 (a member without roles by now): it leaves, is deleted, its data partition keeps no key slot (seen on the host), and it boots into no parameters", async (ctx) => {
-  const c = need(cluster, "the cluster");
-  const f = need(formed, "the formed cluster");
-  const id3 = f.ids.get("node3")!;
-  const node3 = c.node("node3");
-  const data = await partitionExtent(node3.files.disk, DATA_PARTITION_NUMBER);
-  assertEqual(readLuks2Header(node3.files.disk, data).keyslots, 1, "node3's key slots before the reset");
-  // The operator takes back the parameters the hypervisor hands the VM, so
-  // that the machine's next boot gets none (the reset cannot erase them).
-  rmSync(node3.files.parameters, { force: true });
-  const before = { boots: node3.boots, console: node3.console };
-  const asked = performance.now();
-  const result = await f.ctl("node", "reset", id3, "--wipe");
-  assertEqual(result.exitCode, 0, `ctl node reset (${result.stderr.trim()})`);
-  assert(result.stderr.includes("the data partition's key slots: destroyed"), `ctl says the key slots went:\n${result.stderr}`);
-  await eventually(
-    async () => {
-      assert(node3.boots > before.boots, "node3 has not rebooted yet");
-      await node3.waitForConsole(CONSOLE.fatalBanner, 1_000);
-    },
-    { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "node3 booted again, into no parameters" },
-  );
-  assert(node3.console.lines.some((l) => /no node parameters/.test(l.text)), "node3's banner says it has no parameters");
-  assert(before.console.lines.some((l) => /reset by the owner through NodeManagement\.Reset \(wiped\)/.test(l.text)), "node3 said why it rebooted");
-  assertEqual(readLuks2Header(node3.files.disk, data).keyslots, 0, "node3's key slots after the reset, read on the host");
-  const nodes = JSON.parse((await f.ctl("node", "list", "--json")).stdout) as { id: string }[];
-  assert(!nodes.some((n) => n.id === id3), "node3 is no longer listed");
-  ctx.report(`ctl node reset --wipe → node3 in no parameters, no key slot left: ${((performance.now() - asked) / 1000).toFixed(1)} s`);
-});
+e2eTest(
+  "ctl node reset --wipe on node3 (a member without roles by now): it leaves, is deleted, its data partition keeps no key slot (seen on the host), and it boots into no parameters",
+  async (ctx) => {
+    const c = need(cluster, "the cluster");
+    const f = need(formed, "the formed cluster");
+    const id3 = f.ids.get("node3")!;
+    const node3 = c.node("node3");
+    const data = await partitionExtent(node3.files.disk, DATA_PARTITION_NUMBER);
+    assertEqual(readLuks2Header(node3.files.disk, data).keyslots, 1, "node3's key slots before the reset");
+    // The operator takes back the parameters the hypervisor hands the VM, so
+    // that the machine's next boot gets none (the reset cannot erase them).
+    rmSync(node3.files.parameters, { force: true });
+    const before = { boots: node3.boots, console: node3.console };
+    const asked = performance.now();
+    const result = await f.ctl("node", "reset", id3, "--wipe");
+    assertEqual(result.exitCode, 0, `ctl node reset (${result.stderr.trim()})`);
+    assert(result.stderr.includes("the data partition's key slots: destroyed"), `ctl says the key slots went:\n${result.stderr}`);
+    await eventually(
+      async () => {
+        assert(node3.boots > before.boots, "node3 has not rebooted yet");
+        await node3.waitForConsole(CONSOLE.fatalBanner, 1_000);
+      },
+      { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "node3 booted again, into no parameters" },
+    );
+    assert(
+      node3.console.lines.some((l) => /no node parameters/.test(l.text)),
+      "node3's banner says it has no parameters",
+    );
+    assert(
+      before.console.lines.some((l) => /reset by the owner through NodeManagement\.Reset \(wiped\)/.test(l.text)),
+      "node3 said why it rebooted",
+    );
+    assertEqual(readLuks2Header(node3.files.disk, data).keyslots, 0, "node3's key slots after the reset, read on the host");
+    const nodes = JSON.parse((await f.ctl("node", "list", "--json")).stdout) as { id: string }[];
+    assert(!nodes.some((n) => n.id === id3), "node3 is no longer listed");
+    ctx.report(`ctl node reset --wipe → node3 in no parameters, no key slot left: ${((performance.now() - asked) / 1000).toFixed(1)} s`);
+  },
+);
 
-e2eTest("etcd's quorum lost for good (node2 unplugged and its disk thrown away): ctl cluster recover from node1 is refused while node2 answers, then makes node1 etcd's only member, writable, with what it had", async (ctx) => {
-  const c = need(cluster, "the cluster");
-  const f = need(formed, "the formed cluster");
-  const [id1, id2] = [f.ids.get("node1")!, f.ids.get("node2")!];
-  assertEqual((await members("node1")).length, 2, "etcd members before the loss (node1, node2)");
-  const written = await f.ctl("node", "label", id1, "e2e-before-loss=kept");
-  assertEqual(written.exitCode, 0, `a label written before the loss (${written.stderr.trim()})`);
-  const refused = await f.ctl("cluster", "recover", "--from", id1, "--yes");
-  assertEqual(refused.exitCode, 1, "recover while node2 answers");
-  assert(/etcd still has a quorum/.test(refused.stderr), `the refusal names the quorum:\n${refused.stderr}`);
+e2eTest(
+  "etcd's quorum lost for good (node2 unplugged and its disk thrown away): ctl cluster recover from node1 is refused while node2 answers, then makes node1 etcd's only member, writable, with what it had",
+  async (ctx) => {
+    const c = need(cluster, "the cluster");
+    const f = need(formed, "the formed cluster");
+    const [id1, id2] = [f.ids.get("node1")!, f.ids.get("node2")!];
+    assertEqual((await members("node1")).length, 2, "etcd members before the loss (node1, node2)");
+    const written = await f.ctl("node", "label", id1, "e2e-before-loss=kept");
+    assertEqual(written.exitCode, 0, `a label written before the loss (${written.stderr.trim()})`);
+    const refused = await f.ctl("cluster", "recover", "--from", id1, "--yes");
+    assertEqual(refused.exitCode, 1, "recover while node2 answers");
+    assert(/etcd still has a quorum/.test(refused.stderr), `the refusal names the quorum:\n${refused.stderr}`);
 
-  const node2 = c.node("node2");
-  await node2.stop({ clean: false });
-  rmSync(node2.files.disk, { force: true });
-  ctx.logger.info("node2 unplugged, its disk thrown away");
-  const asked = performance.now();
-  const recovered = await f.ctl("cluster", "recover", "--from", id1, "--yes", "--json");
-  assertEqual(recovered.exitCode, 0, `ctl cluster recover (${recovered.stderr.trim()})`);
-  const said = recovered.stderr.trim().split("\n");
-  assert(said[0]?.startsWith(`ctl: survivor: ${id1} `) === true, `the plan comes first:\n${recovered.stderr}`);
-  assert(said.some((l) => l.includes(`its consensus role dropped: ${id2} `)), `the plan names node2:\n${recovered.stderr}`);
-  assert(said.some((l) => /^ctl: quorum: lost \(/.test(l)), `the plan says the quorum is lost:\n${recovered.stderr}`);
-  const writableMs = (JSON.parse(recovered.stdout) as { writableAfterMs: number }).writableAfterMs;
+    const node2 = c.node("node2");
+    await node2.stop({ clean: false });
+    rmSync(node2.files.disk, { force: true });
+    ctx.logger.info("node2 unplugged, its disk thrown away");
+    const asked = performance.now();
+    const recovered = await f.ctl("cluster", "recover", "--from", id1, "--yes", "--json");
+    assertEqual(recovered.exitCode, 0, `ctl cluster recover (${recovered.stderr.trim()})`);
+    const said = recovered.stderr.trim().split("\n");
+    assert(said[0]?.startsWith(`ctl: survivor: ${id1} `) === true, `the plan comes first:\n${recovered.stderr}`);
+    assert(
+      said.some((l) => l.includes(`its consensus role dropped: ${id2} `)),
+      `the plan names node2:\n${recovered.stderr}`,
+    );
+    assert(
+      said.some((l) => /^ctl: quorum: lost \(/.test(l)),
+      `the plan says the quorum is lost:\n${recovered.stderr}`,
+    );
+    const writableMs = (JSON.parse(recovered.stdout) as { writableAfterMs: number }).writableAfterMs;
 
-  assertEqual((await members("node1")).map((m) => m.name).join(","), id1, "etcd's members after the recovery");
-  const listed = JSON.parse((await f.ctl("node", "list", "--json")).stdout) as { id: string; roles: string[]; labels: string[] }[];
-  assert(!listed.find((n) => n.id === id2)?.roles.includes("consensus"), "node2's record no longer holds the consensus role");
-  assert(listed.find((n) => n.id === id1)!.labels.includes("e2e-before-loss=kept"), "the label written before the loss is there");
-  const after = await f.ctl("node", "label", id1, "e2e-after-recovery=written");
-  assertEqual(after.exitCode, 0, `a write after the recovery (${after.stderr.trim()})`);
-  ctx.report(`ctl cluster recover → writable again (ctl's own measure, TCG): ${(writableMs / 1000).toFixed(1)} s; whole command ${((performance.now() - asked) / 1000).toFixed(1)} s`);
-});
+    assertEqual((await members("node1")).map((m) => m.name).join(","), id1, "etcd's members after the recovery");
+    const listed = JSON.parse((await f.ctl("node", "list", "--json")).stdout) as { id: string; roles: string[]; labels: string[] }[];
+    assert(!listed.find((n) => n.id === id2)?.roles.includes("consensus"), "node2's record no longer holds the consensus role");
+    assert(listed.find((n) => n.id === id1)!.labels.includes("e2e-before-loss=kept"), "the label written before the loss is there");
+    const after = await f.ctl("node", "label", id1, "e2e-after-recovery=written");
+    assertEqual(after.exitCode, 0, `a write after the recovery (${after.stderr.trim()})`);
+    ctx.report(`ctl cluster recover → writable again (ctl's own measure, TCG): ${(writableMs / 1000).toFixed(1)} s; whole command ${((performance.now() - asked) / 1000).toFixed(1)} s`);
+  },
+);
 
 e2eCleanup(async () => {
   await cluster?.close();

@@ -137,7 +137,11 @@ e2eTest("qemu runs the nodes with KVM where a kernel boots under it and with TCG
   }
   assert(asked instanceof AcceleratorError, `--accel kvm should be refused where the probe chose TCG: ${String(asked)}`);
   // As an operator would ask for it: the launcher stops before it sets anything up, in one line naming why.
-  const launch = Bun.spawn([process.execPath, join(REPO_ROOT, "test/launch/cluster.ts"), "--no-build", "--image-dir", ctx.imageDir, "--accel", "kvm", "--nodes", "1", "--name", "accel"], { stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const launch = Bun.spawn([process.execPath, join(REPO_ROOT, "test/launch/cluster.ts"), "--no-build", "--image-dir", ctx.imageDir, "--accel", "kvm", "--nodes", "1", "--name", "accel"], {
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   const [exitCode, stdout, stderr] = await Promise.all([launch.exited, new Response(launch.stdout).text(), new Response(launch.stderr).text()]);
   assertEqual(exitCode, 1, `the launcher's exit code (${stderr.trim()})`);
   const said = `${stdout}${stderr}`;
@@ -159,7 +163,10 @@ e2eTest("a node reads its parameters from fw_cfg, mounts its ESP, formats and mo
   assert(firstFormattedAt !== undefined && !Number.isNaN(Date.parse(firstFormattedAt)), `the format marker should be a timestamp: ${formatted.text}`);
   // Persistent volumes' hard limits: the node proved its project quotas before it said it was mounted.
   const quotas = node.console.find(/project quotas/);
-  assert(quotas !== undefined && /project quotas enforced on the data partition/.test(quotas.text), `the node should enforce project quotas on its data partition: ${quotas?.text ?? "it said nothing of them"}`);
+  assert(
+    quotas !== undefined && /project quotas enforced on the data partition/.test(quotas.text),
+    `the node should enforce project quotas on its data partition: ${quotas?.text ?? "it said nothing of them"}`,
+  );
   // PID 1's own file limit, above every server's connections together (internal/rpc listener.ts).
   const files = node.console.find(/open file limit/);
   assert(files !== undefined && / I root open file limit set files=65536 /.test(files.text), `PID 1 should raise its open file limit to 65536: ${files?.text ?? "it said nothing of it"}`);
@@ -331,68 +338,71 @@ e2eTest("a version that never rejoins, streamed with ctl node update, rolls itse
   // node1 stays up, UP on v1: the next step goes on from here (a boot less under TCG).
 });
 
-e2eTest("power lost while slot b is written: node1 boots slot a as before, and the update is simply run again; that good version in slot b, its system image then changed by one byte, is refused when it boots, and node1 comes back on slot a by itself", async (ctx) => {
-  const c = await theCluster(ctx);
-  const node = c.node("node1");
-  const v1 = readManifest(ctx.imageDir).version;
-  // The same build as the cluster e2e's v2 (same version, same directory): a cache hit when its rolling update ran first (--long).
-  const good = await buildUpdateImage(ctx, { version: nextVersion(v1, 1), name: "v2" });
-  // Up from the step before, unless that one failed and stopped it.
-  if (node.state !== "running") {
+e2eTest(
+  "power lost while slot b is written: node1 boots slot a as before, and the update is simply run again; that good version in slot b, its system image then changed by one byte, is refused when it boots, and node1 comes back on slot a by itself",
+  async (ctx) => {
+    const c = await theCluster(ctx);
+    const node = c.node("node1");
+    const v1 = readManifest(ctx.imageDir).version;
+    // The same build as the cluster e2e's v2 (same version, same directory): a cache hit when its rolling update ran first (--long).
+    const good = await buildUpdateImage(ctx, { version: nextVersion(v1, 1), name: "v2" });
+    // Up from the step before, unless that one failed and stopped it.
+    if (node.state !== "running") {
+      await node.start();
+      await milestone(ctx, node, CONSOLE.nodeUp, "node is UP at v1");
+    }
+    const ctl = ctlFor(c);
+    await assertListedUp(ctl, firstNodeId);
+    // The power goes while the node writes slot b (copying its system image, then receiving the rest).
+    const interrupted = ctl("node", "update", firstNodeId!, "--image", good.bundle);
+    await milestone(ctx, node, CONSOLE.updateWriting, "the update writing slot b");
+    await node.stop({ clean: false });
+    const cut = await interrupted;
+    assert(cut.exitCode !== 0, `ctl node update should fail when the node loses power under it: ${cut.stdout.trim()}`);
     await node.start();
-    await milestone(ctx, node, CONSOLE.nodeUp, "node is UP at v1");
-  }
-  const ctl = ctlFor(c);
-  await assertListedUp(ctl, firstNodeId);
-  // The power goes while the node writes slot b (copying its system image, then receiving the rest).
-  const interrupted = ctl("node", "update", firstNodeId!, "--image", good.bundle);
-  await milestone(ctx, node, CONSOLE.updateWriting, "the update writing slot b");
-  await node.stop({ clean: false });
-  const cut = await interrupted;
-  assert(cut.exitCode !== 0, `ctl node update should fail when the node loses power under it: ${cut.stdout.trim()}`);
-  await node.start();
-  await milestone(ctx, node, CONSOLE.nodeUp, "node is UP after the power cut");
-  const afterCut = node.console.find(CONSOLE.slotChosen);
-  assert(afterCut !== undefined && /booting slot a .*: the running build/.test(afterCut.text) && !/trial/.test(afterCut.text), `node1 should boot slot a as before, no trial: ${afterCut?.text}`);
-  await assertListedUp(ctl, firstNodeId);
-  // Run again, installed, not activated: it boots at the next start.
-  const installed = await ctl("node", "update", firstNodeId!, "--image", good.bundle);
-  assertEqual(installed.exitCode, 0, `ctl node update to ${good.version} (${installed.stderr.trim()})`);
-  assert(installed.stdout.includes(`${good.version} is installed in slot b`), `ctl should say ${good.version} is installed in slot b: ${installed.stdout}`);
-  await node.stop({ clean: true });
-  // What a failing disk, or someone with the powered-off disk, could do.
-  const slotB = await partitionExtent(node.files.disk, SYSTEM_B_PARTITION_NUMBER);
-  assertEqual(slotB.name, "SYSTEM-B", `the name of partition ${SYSTEM_B_PARTITION_NUMBER}`);
-  flipByte(node.files.disk, slotB.startBytes + TAMPERED_OFFSET_BYTES);
-  await node.start();
-  const boots = node.boots;
-  await milestone(ctx, node, /I root booted slot b, once, as a trial by kexec/, "slot b's kernel runs, as a trial");
-  const refused = await milestone(ctx, node, CONSOLE.slotRefused, "refused slot b");
-  assert(/slot=b/.test(refused.text) && /fails verification/.test(refused.text), `node1 should refuse slot b for failing verification: ${refused.text}`);
-  // It reboots by itself, into slot a (the firmware's own build: no kexec).
-  await eventually(() => assert(node.boots > boots, "node1 has not rebooted yet"), {
-    timeoutMs: MILESTONE_TIMEOUT_MS,
-    intervalMs: 500,
-    what: "node1's reboot after the refusal",
-  });
-  await milestone(ctx, node, CONSOLE.nodeUp, "node is UP again");
-  const chosen = node.console.find(CONSOLE.slotChosen);
-  assert(chosen !== undefined && /booting slot a .*: the running build/.test(chosen.text), `node1 should come back on slot a without a kexec: ${chosen?.text}`);
-  const described = await eventually(
-    async () => {
-      const result = await ctl("node", "describe", firstNodeId!, "--json");
-      assertEqual(result.exitCode, 0, `ctl node describe (${result.stderr.trim()})`);
-      return JSON.parse(result.stdout) as { version?: string; slot?: string; updateFailure?: { version?: string; reason?: string } };
-    },
-    { timeoutMs: 60_000, intervalMs: 2_000, what: "ctl node describe after the refusal" },
-  );
-  assertEqual(described.version, v1, "node1's version after the refusal");
-  assertEqual(described.slot, "a", "node1's slot after the refusal");
-  assertEqual(described.updateFailure?.version, good.version, "the refused slot's version in node1's status");
-  assert(/fails verification/.test(described.updateFailure?.reason ?? ""), `the status should say why slot b was refused: ${described.updateFailure?.reason}`);
-  ctx.report(`a tampered slot b refused at its trial boot; node1 back UP on slot a: ${described.updateFailure?.reason}`);
-  await node.stop({ clean: true });
-});
+    await milestone(ctx, node, CONSOLE.nodeUp, "node is UP after the power cut");
+    const afterCut = node.console.find(CONSOLE.slotChosen);
+    assert(afterCut !== undefined && /booting slot a .*: the running build/.test(afterCut.text) && !/trial/.test(afterCut.text), `node1 should boot slot a as before, no trial: ${afterCut?.text}`);
+    await assertListedUp(ctl, firstNodeId);
+    // Run again, installed, not activated: it boots at the next start.
+    const installed = await ctl("node", "update", firstNodeId!, "--image", good.bundle);
+    assertEqual(installed.exitCode, 0, `ctl node update to ${good.version} (${installed.stderr.trim()})`);
+    assert(installed.stdout.includes(`${good.version} is installed in slot b`), `ctl should say ${good.version} is installed in slot b: ${installed.stdout}`);
+    await node.stop({ clean: true });
+    // What a failing disk, or someone with the powered-off disk, could do.
+    const slotB = await partitionExtent(node.files.disk, SYSTEM_B_PARTITION_NUMBER);
+    assertEqual(slotB.name, "SYSTEM-B", `the name of partition ${SYSTEM_B_PARTITION_NUMBER}`);
+    flipByte(node.files.disk, slotB.startBytes + TAMPERED_OFFSET_BYTES);
+    await node.start();
+    const boots = node.boots;
+    await milestone(ctx, node, /I root booted slot b, once, as a trial by kexec/, "slot b's kernel runs, as a trial");
+    const refused = await milestone(ctx, node, CONSOLE.slotRefused, "refused slot b");
+    assert(/slot=b/.test(refused.text) && /fails verification/.test(refused.text), `node1 should refuse slot b for failing verification: ${refused.text}`);
+    // It reboots by itself, into slot a (the firmware's own build: no kexec).
+    await eventually(() => assert(node.boots > boots, "node1 has not rebooted yet"), {
+      timeoutMs: MILESTONE_TIMEOUT_MS,
+      intervalMs: 500,
+      what: "node1's reboot after the refusal",
+    });
+    await milestone(ctx, node, CONSOLE.nodeUp, "node is UP again");
+    const chosen = node.console.find(CONSOLE.slotChosen);
+    assert(chosen !== undefined && /booting slot a .*: the running build/.test(chosen.text), `node1 should come back on slot a without a kexec: ${chosen?.text}`);
+    const described = await eventually(
+      async () => {
+        const result = await ctl("node", "describe", firstNodeId!, "--json");
+        assertEqual(result.exitCode, 0, `ctl node describe (${result.stderr.trim()})`);
+        return JSON.parse(result.stdout) as { version?: string; slot?: string; updateFailure?: { version?: string; reason?: string } };
+      },
+      { timeoutMs: 60_000, intervalMs: 2_000, what: "ctl node describe after the refusal" },
+    );
+    assertEqual(described.version, v1, "node1's version after the refusal");
+    assertEqual(described.slot, "a", "node1's slot after the refusal");
+    assertEqual(described.updateFailure?.version, good.version, "the refused slot's version in node1's status");
+    assert(/fails verification/.test(described.updateFailure?.reason ?? ""), `the status should say why slot b was refused: ${described.updateFailure?.reason}`);
+    ctx.report(`a tampered slot b refused at its trial boot; node1 back UP on slot a: ${described.updateFailure?.reason}`);
+    await node.stop({ clean: true });
+  },
+);
 
 e2eCleanup(async () => {
   await cluster?.close();

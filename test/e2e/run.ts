@@ -83,7 +83,11 @@ function consoleTails(sinceMs: number): string[] {
     for (const file of files.sort()) {
       const path = join(dir, file);
       if (statSync(path).mtimeMs < sinceMs) continue;
-      const lines = readFileSync(path, "utf8").replace(/\x1b\[[0-9;?]*[A-Za-z]/g, "").split("\n").map((l) => l.trimEnd()).filter((l) => l.length > 0);
+      const lines = readFileSync(path, "utf8")
+        .replace(/\x1b\[[0-9;?]*[A-Za-z]/g, "")
+        .split("\n")
+        .map((l) => l.trimEnd())
+        .filter((l) => l.length > 0);
       tails.push(`  ${cluster}/${file.replace(".console.log", "")}, its last lines:`, ...lines.slice(-CONSOLE_TAIL_LINES).map((l) => `    ${l.slice(0, 240)}`));
     }
   }
@@ -130,7 +134,15 @@ for (const file of new Set(registry.tests.map((t) => t.file))) {
       }
     } catch (err) {
       failed++;
-      failures.push([`✗ ${test.name}`, `  ${String((err as Error).message ?? err).split("\n")[0]!.slice(0, 2000)}`, ...consoleTails(Date.now() - (performance.now() - started))].join("\n"));
+      failures.push(
+        [
+          `✗ ${test.name}`,
+          `  ${String((err as Error).message ?? err)
+            .split("\n")[0]!
+            .slice(0, 2000)}`,
+          ...consoleTails(Date.now() - (performance.now() - started)),
+        ].join("\n"),
+      );
       process.stdout.write(`✗ ${test.name} (${seconds(performance.now() - started)})\n  ${String((err as Error).stack ?? err).replaceAll("\n", "\n  ")}\n`);
     }
   }

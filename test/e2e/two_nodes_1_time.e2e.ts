@@ -55,8 +55,14 @@ e2eTest("node2's clock 3 min behind and the time server out of its reach: the bo
   const f = formed;
   node2Id = f.ids.get("node2")!;
   // node1 reached the time server: its gate opened before it bootstrapped.
-  assert(c.node("node1").console.lines.some((l) => /the clock is synced; enrolling/.test(l.text)), "node1's boot gate saw its clock synced");
-  assert(node2.console.lines.some((l) => /the clock did not sync in time; enrolling anyway/.test(l.text)), "node2's boot gate gave up and said so");
+  assert(
+    c.node("node1").console.lines.some((l) => /the clock is synced; enrolling/.test(l.text)),
+    "node1's boot gate saw its clock synced",
+  );
+  assert(
+    node2.console.lines.some((l) => /the clock did not sync in time; enrolling anyway/.test(l.text)),
+    "node2's boot gate gave up and said so",
+  );
   const node1 = await listed(f, f.ids.get("node1")!);
   assert(/^synced to 10\.77\.11\.1 since /.test(timeLine(node1)?.message ?? ""), `node1's time line: ${JSON.stringify(timeLine(node1))}`);
 
@@ -101,7 +107,10 @@ e2eTest("the time server reachable again: node2's chronyd steps its clock, CLOCK
   await eventually(
     async () => {
       const events = await healthEvents(f);
-      assert(events.some((e) => e.detail.startsWith("CLOCK_SKEW → HEALTHY")), `the trail records CLOCK_SKEW → HEALTHY for node2: ${JSON.stringify(events.slice(-5).map((e) => e.detail))}`);
+      assert(
+        events.some((e) => e.detail.startsWith("CLOCK_SKEW → HEALTHY")),
+        `the trail records CLOCK_SKEW → HEALTHY for node2: ${JSON.stringify(events.slice(-5).map((e) => e.detail))}`,
+      );
     },
     { timeoutMs: 60_000, intervalMs: POLL_MS, what: "the audit trail recorded node2's CLOCK_SKEW clearing" },
   );
@@ -141,7 +150,11 @@ let lastStepPassed = false;
 async function healthEvents(f: FormedCluster): Promise<{ time: string; detail: string }[]> {
   const out = await f.ctl("events", "--node", node2Id, "-n", "1000", "--json");
   assertEqual(out.exitCode, 0, `ctl events (${out.stderr.trim()})`);
-  return out.stdout.trim().split("\n").filter((l) => l !== "").map((l) => JSON.parse(l) as { time: string; detail: string });
+  return out.stdout
+    .trim()
+    .split("\n")
+    .filter((l) => l !== "")
+    .map((l) => JSON.parse(l) as { time: string; detail: string });
 }
 
 // The restore steps take the cluster over when they run next (two_nodes.ts).

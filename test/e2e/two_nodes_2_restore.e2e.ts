@@ -161,7 +161,10 @@ e2eTest("node2 powers on with its own disk: the cluster half the backup kept ope
   // Its sealed directory names the lost node1 there: it asks that address, and the restored node answers.
   assert(unlocked.text.includes(`curator=${c.node("node1").address}:`), `node2 got its cluster half at node1's address: ${unlocked.text}`);
   await node2.waitForConsole(CONSOLE.nodeUp, STEP_TIMEOUT_MS);
-  assert(node2.console.lines.slice(from).every((l) => !/cold start/.test(l.text)), "node2 did not fall back to a cold start");
+  assert(
+    node2.console.lines.slice(from).every((l) => !/cold start/.test(l.text)),
+    "node2 did not fall back to a cold start",
+  );
   await eventually(
     async () => {
       const listed = (await nodeList(f)).find((n) => n.id === ids.node2);

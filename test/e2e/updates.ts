@@ -20,10 +20,7 @@ export function nextVersion(version: string, by: number, tag = "e2e"): string {
 }
 
 /** Builds the image at `version` beside the e2e's own (the shared cache makes everything but the init and the slot's files a hit). */
-export async function buildUpdateImage(
-  ctx: E2eContext,
-  options: { version: string; name: string; testFault?: string; trialBoundS?: number },
-): Promise<UpdateImage> {
+export async function buildUpdateImage(ctx: E2eContext, options: { version: string; name: string; testFault?: string; trialBoundS?: number }): Promise<UpdateImage> {
   const outDir = join(ctx.imageDir, "..", `image-e2e-${options.name}`);
   const started = performance.now();
   await runHostCommand([

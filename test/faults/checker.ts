@@ -71,9 +71,7 @@ function lostWrites(writes: readonly WriteOp[], final: ReadonlyMap<string, reado
   for (const write of writes) {
     if (write.result !== "ok") continue;
     // Writes to the same key that may have taken effect after this one.
-    const later = new Set(
-      writes.filter((w) => w.key === write.key && w.result !== "failed" && w !== write && (w.result === "unknown" || w.completedMs > write.invokedMs)).map((w) => w.value),
-    );
+    const later = new Set(writes.filter((w) => w.key === write.key && w.result !== "failed" && w !== write && (w.result === "unknown" || w.completedMs > write.invokedMs)).map((w) => w.value));
     for (const value of final.get(write.key) ?? [null]) {
       if (value === write.value || (value !== null && later.has(value))) continue;
       violations.push({

@@ -69,7 +69,9 @@ const kinds = options.kinds ?? (options.mode === "process" ? [...PROCESS_FAULTS]
 const runs = kinds.length === 0 ? 0 : (options.runs ?? kinds.length);
 const listed = [...kinds, ...options.disasters];
 const replay = `--mode ${options.mode} --seed ${options.seed} --runs ${runs}${options.kinds ? ` --kinds ${listed.join(",")}` : ""}`;
-console.log(`fault suite, ${options.mode} mode: seed ${options.seed}, ${runs} runs of ${kinds.join(", ") || "nothing"}${options.disasters.length ? `, then ${options.disasters.join(", ")} once each` : ""} (replay with ${replay})`);
+console.log(
+  `fault suite, ${options.mode} mode: seed ${options.seed}, ${runs} runs of ${kinds.join(", ") || "nothing"}${options.disasters.length ? `, then ${options.disasters.join(", ")} once each` : ""} (replay with ${replay})`,
+);
 const began = performance.now();
 /** Forming the cluster failed, or it broke beyond what the runner reads: one line, no stack. */
 const fatal = (err: unknown): never => {
@@ -79,7 +81,14 @@ const fatal = (err: unknown): never => {
 const report =
   runs > 0
     ? await runFaults({ mode: options.mode, seed: options.seed, runs, kinds, log: (line) => console.log(`  ${line}`) }).catch(fatal)
-    : { seed: options.seed, mode: options.mode, runs: [], check: { acknowledged: 0, undecided: [], lost: 0, linearizabilityViolations: 0, duplicates: 0, violations: [] }, unexpectedExits: [], history: { ops: [], final: {} } };
+    : {
+        seed: options.seed,
+        mode: options.mode,
+        runs: [],
+        check: { acknowledged: 0, undecided: [], lost: 0, linearizabilityViolations: 0, duplicates: 0, violations: [] },
+        unexpectedExits: [],
+        history: { ops: [], final: {} },
+      };
 /** Each disaster's row of the table, and what went wrong that the history cannot show. */
 const disasterRows: string[][] = [];
 const disasterProblems: string[] = [];
@@ -91,7 +100,15 @@ for (const kind of options.disasters) {
     report.check.violations.push(...d.check.violations);
     report.check.undecided.push(...d.check.undecided);
     report.unexpectedExits.push(...d.unexpectedExits);
-    disasterRows.push([kind, "1", String(d.check.acknowledged), String(d.check.lost), String(d.check.linearizabilityViolations + d.check.duplicates), d.firstWriteMs === undefined ? "- (never)" : seconds(d.firstWriteMs), `recover ${seconds(d.recoverMs)}`]);
+    disasterRows.push([
+      kind,
+      "1",
+      String(d.check.acknowledged),
+      String(d.check.lost),
+      String(d.check.linearizabilityViolations + d.check.duplicates),
+      d.firstWriteMs === undefined ? "- (never)" : seconds(d.firstWriteMs),
+      `recover ${seconds(d.recoverMs)}`,
+    ]);
     if (!d.refusedWithQuorum.includes("still has a quorum")) disasterProblems.push(`quorum-loss: recover was not refused while the quorum answered (${d.refusedWithQuorum || "it went ahead"})`);
     if (d.etcdMembers.join() !== d.survivor) disasterProblems.push(`quorum-loss: etcd lists ${d.etcdMembers.join(", ")} after the recovery, not only ${d.survivor}`);
     if (d.consensusRecords.join() !== d.survivor) disasterProblems.push(`quorum-loss: the records give the consensus role to ${d.consensusRecords.join(", ")}, not only ${d.survivor}`);
@@ -132,7 +149,15 @@ for (const kind of new Set(kinds)) {
   if (of.length === 0) continue;
   const check = checksOf(report, kind);
   console.log(
-    row([kind, String(of.length), String(check.acknowledged), String(check.lost), String(check.linearizabilityViolations + check.duplicates), span(of.map((r) => r.firstWriteMs)), span(of.map((r) => r.recoveryMs))]),
+    row([
+      kind,
+      String(of.length),
+      String(check.acknowledged),
+      String(check.lost),
+      String(check.linearizabilityViolations + check.duplicates),
+      span(of.map((r) => r.firstWriteMs)),
+      span(of.map((r) => r.recoveryMs)),
+    ]),
   );
 }
 for (const cells of disasterRows) console.log(row(cells));

@@ -99,13 +99,19 @@ export class HistoryRecorder {
 export function tally(ops: readonly Op[], since = 0): string {
   const from = ops.filter((o) => o.invokedMs >= since);
   const count = (kind: Op["kind"], result: Op["result"]) => from.filter((o) => o.kind === kind && o.result === result).length;
-  const okWrites = from.filter((o) => o.kind === "write" && o.result === "ok").map((o) => o.completedMs - o.invokedMs).sort((a, b) => a - b);
+  const okWrites = from
+    .filter((o) => o.kind === "write" && o.result === "ok")
+    .map((o) => o.completedMs - o.invokedMs)
+    .sort((a, b) => a - b);
   const median = okWrites[Math.floor(okWrites.length / 2)];
   // One entry per call: a read's ops share their client and invocation time.
   const calls = new Map(from.filter((o) => o.reason !== undefined).map((o) => [`${o.kind} ${o.client} ${o.invokedMs}`, o.reason!.replace(/\b[0-9a-f]{16}\b/g, "…").slice(0, 160)]));
   const reasons = new Map<string, number>();
   for (const reason of calls.values()) reasons.set(reason, (reasons.get(reason) ?? 0) + 1);
-  const commonest = [...reasons].sort((a, b) => b[1] - a[1]).slice(0, 3).map(([reason, n]) => `${n}× ${reason}`);
+  const commonest = [...reasons]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 3)
+    .map(([reason, n]) => `${n}× ${reason}`);
   return [
     `writes ${count("write", "ok")} ok, ${count("write", "failed")} failed, ${count("write", "unknown")} unknown`,
     `reads ${count("read", "ok")} ok, ${count("read", "failed")} failed, ${count("read", "unknown")} unknown (per key)`,

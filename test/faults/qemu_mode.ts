@@ -42,7 +42,6 @@ const LOSS_PERCENT = 30;
 /** Console lines per VM shown when the cluster did not come back. */
 const LAST_LINES = 25;
 
-
 /**
  * The nft script for the fault table: `verdict` applied to every frame from
  * and to `tap` on the bridge (forwarded between nodes, and to and from the
@@ -76,7 +75,14 @@ export class QemuFaults implements FaultDriver {
   static async create(options: { imageDir?: string | undefined; log: (line: string) => void }): Promise<QemuFaults> {
     const logger = createLogger("faults");
     if (!options.imageDir) await ensureBuilt(logger.child("build"));
-    const cluster = await createCluster({ name: CLUSTER_NAME, nodes: 3, subnetIndex: SUBNET_INDEX, quiet: true, ...(options.imageDir ? { imageDir: options.imageDir } : {}), logger: logger.child("launch") });
+    const cluster = await createCluster({
+      name: CLUSTER_NAME,
+      nodes: 3,
+      subnetIndex: SUBNET_INDEX,
+      quiet: true,
+      ...(options.imageDir ? { imageDir: options.imageDir } : {}),
+      logger: logger.child("launch"),
+    });
     let leave: (() => void) | undefined;
     try {
       options.log("cluster: three VMs booting and forming (minutes under TCG)");
@@ -177,9 +183,7 @@ export class QemuFaults implements FaultDriver {
 
   /** VMs that stopped, or whose kernel panicked (PID 1 exited), without the runner doing it. */
   unexpectedExits(): string[] {
-    return this.cluster.nodes
-      .filter((vm) => (vm.state === "stopped" && !this.stoppedByUs.has(vm)) || vm.console.lines.some((l) => /Kernel panic/.test(l.text)))
-      .map((vm) => vm.name);
+    return this.cluster.nodes.filter((vm) => (vm.state === "stopped" && !this.stoppedByUs.has(vm)) || vm.console.lines.some((l) => /Kernel panic/.test(l.text))).map((vm) => vm.name);
   }
 
   /** Each VM's last node-core lines (etcd's own output left out), oldest first. */

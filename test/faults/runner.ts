@@ -245,7 +245,16 @@ export async function runFaultsOn(driver: FaultDriver, options: RunOptions): Pro
         const problem = `run ${run + 1} (${kind} on ${driver.nodeNames[victim]}): every member's copy could not be read, so the runs stop here: ${(err as Error).message}`;
         log(`PROBLEM ${problem}`);
         faultTimes.push(faultAt);
-        runs.push({ kind, victim: driver.nodeNames[victim]!, firstWriteMs: undefined, recoveryMs, ...(stillFailing ? { stillFailing } : {}), check: checkHistory([], new Map()), notes: fault.notes, problems: [...(fault.problems ?? []), problem] });
+        runs.push({
+          kind,
+          victim: driver.nodeNames[victim]!,
+          firstWriteMs: undefined,
+          recoveryMs,
+          ...(stillFailing ? { stillFailing } : {}),
+          check: checkHistory([], new Map()),
+          notes: fault.notes,
+          problems: [...(fault.problems ?? []), problem],
+        });
         break;
       }
       const keys = new Set(ops.map((o) => o.key));

@@ -277,11 +277,13 @@ async function launchVms(): Promise<void> {
   // The owner's one verdict, as a script would wait for it (ctl cluster health --wait).
   const verdict = await formed!.ctl("cluster", "health", "--wait", "--wait-timeout", String(HEALTH_WAIT_S));
   process.stdout.write(summary(cluster, imageDir, kubernetesMs));
-  process.stdout.write(`\n${verdict.exitCode === 0 ? "ctl cluster health" : `ctl cluster health (exit ${verdict.exitCode} after ${HEALTH_WAIT_S} s)`}:\n${verdict.stdout
-    .trim()
-    .split("\n")
-    .map((l) => (l ? `  ${l}` : l))
-    .join("\n")}\n`);
+  process.stdout.write(
+    `\n${verdict.exitCode === 0 ? "ctl cluster health" : `ctl cluster health (exit ${verdict.exitCode} after ${HEALTH_WAIT_S} s)`}:\n${verdict.stdout
+      .trim()
+      .split("\n")
+      .map((l) => (l ? `  ${l}` : l))
+      .join("\n")}\n`,
+  );
   for (const node of cluster.nodes) {
     void node.exited().then((exit) => cluster.closing || log.warn(`${node.name} stopped; the others keep running until Ctrl-C`, { reason: exit.reason ?? exit.signal ?? exit.exitCode }));
   }

@@ -82,7 +82,13 @@ export const ETCDCTL_BINARY = join(REPO_ROOT, DEFAULT_SYSTEM_TREE, "usr", "bin",
  * `ctl kubeconfig`).
  */
 export function kubectlWrapperScript(spec: { cluster: string; namespace: string; kubeconfig: string; kubectl?: string }): string {
-  return inNamespaceScript(spec.cluster, spec.namespace, "kubectl", `kubectl as the owner of cluster ${spec.cluster}`, `${quote(spec.kubectl ?? KUBECTL_BINARY)} --kubeconfig ${quote(spec.kubeconfig)}`);
+  return inNamespaceScript(
+    spec.cluster,
+    spec.namespace,
+    "kubectl",
+    `kubectl as the owner of cluster ${spec.cluster}`,
+    `${quote(spec.kubectl ?? KUBECTL_BINARY)} --kubeconfig ${quote(spec.kubeconfig)}`,
+  );
 }
 
 export function writeKubectlWrapper(path: string, spec: Parameters<typeof kubectlWrapperScript>[0]): void {

@@ -93,11 +93,7 @@ export class DhcpServer {
     };
     void pump(child.stdout);
     void pump(child.stderr);
-    const outcome = await Promise.race([
-      readyPromise.then(() => "ready" as const),
-      child.exited.then(() => "exited" as const),
-      Bun.sleep(READY_TIMEOUT_MS).then(() => "timeout" as const),
-    ]);
+    const outcome = await Promise.race([readyPromise.then(() => "ready" as const), child.exited.then(() => "exited" as const), Bun.sleep(READY_TIMEOUT_MS).then(() => "timeout" as const)]);
     if (outcome !== "ready") {
       await server.stop();
       throw new Error(`dnsmasq did not start (${outcome}); see ${options.logFile}`);

@@ -232,15 +232,57 @@ describe("launcher arguments", () => {
   test("no arguments launch the default cluster: three quiet nodes, built first", () => {
     expect(parseLauncherArgs([])).toEqual({
       kind: "launch",
-      options: { nodes: DEFAULT_NODES, processes: false, name: "dev", verbose: false, keep: false, timeoutMs: DEFAULT_UP_TIMEOUT_S * 1000, memoryMiB: undefined, cpus: undefined, accel: undefined, build: true, imageDir: undefined, kubernetesDir: undefined },
+      options: {
+        nodes: DEFAULT_NODES,
+        processes: false,
+        name: "dev",
+        verbose: false,
+        keep: false,
+        timeoutMs: DEFAULT_UP_TIMEOUT_S * 1000,
+        memoryMiB: undefined,
+        cpus: undefined,
+        accel: undefined,
+        build: true,
+        imageDir: undefined,
+        kubernetesDir: undefined,
+      },
     });
   });
 
   test("every option is read, as '--option value' or '--option=value'", () => {
-    const parsed = parseLauncherArgs(["--nodes", "1", "--name=e2e", "--verbose", "--keep", "--timeout=60", "--memory", "2048", "--cpus", "1", "--accel", "tcg", "--no-build", "--image-dir", "/images"]);
+    const parsed = parseLauncherArgs([
+      "--nodes",
+      "1",
+      "--name=e2e",
+      "--verbose",
+      "--keep",
+      "--timeout=60",
+      "--memory",
+      "2048",
+      "--cpus",
+      "1",
+      "--accel",
+      "tcg",
+      "--no-build",
+      "--image-dir",
+      "/images",
+    ]);
     expect(parsed).toEqual({
       kind: "launch",
-      options: { nodes: 1, processes: false, name: "e2e", verbose: true, keep: true, timeoutMs: 60_000, memoryMiB: 2048, cpus: 1, accel: "tcg", build: false, imageDir: "/images", kubernetesDir: undefined },
+      options: {
+        nodes: 1,
+        processes: false,
+        name: "e2e",
+        verbose: true,
+        keep: true,
+        timeoutMs: 60_000,
+        memoryMiB: 2048,
+        cpus: 1,
+        accel: "tcg",
+        build: false,
+        imageDir: "/images",
+        kubernetesDir: undefined,
+      },
     });
     expect(parseLauncherArgs(["--kubernetes", "/opt/k8s"])).toMatchObject({ kind: "launch", options: { kubernetesDir: "/opt/k8s", build: true } });
     expect(parseLauncherArgs(["--kubernetes=/opt/k8s", "--no-build"])).toEqual({
@@ -253,13 +295,28 @@ describe("launcher arguments", () => {
     const parsed = parseLauncherArgs(["--processes", "--nodes", "50", "--name", "many"]);
     expect(parsed).toEqual({
       kind: "launch",
-      options: { nodes: 50, processes: true, name: "many", verbose: false, keep: false, timeoutMs: DEFAULT_UP_TIMEOUT_S * 1000, memoryMiB: undefined, cpus: undefined, accel: undefined, build: true, imageDir: undefined, kubernetesDir: undefined },
+      options: {
+        nodes: 50,
+        processes: true,
+        name: "many",
+        verbose: false,
+        keep: false,
+        timeoutMs: DEFAULT_UP_TIMEOUT_S * 1000,
+        memoryMiB: undefined,
+        cpus: undefined,
+        accel: undefined,
+        build: true,
+        imageDir: undefined,
+        kubernetesDir: undefined,
+      },
     });
     const message = (argv: string[]) => {
       const result = parseLauncherArgs(argv);
       return result.kind === "error" ? result.message : `accepted: ${JSON.stringify(result)}`;
     };
-    expect(message(["--processes", "--nodes", String(MAX_PROCESS_NODES + 1)])).toBe(`--nodes must be a whole number from 1 to ${MAX_NODES} (up to ${MAX_PROCESS_NODES} with --processes), got '${MAX_PROCESS_NODES + 1}'`);
+    expect(message(["--processes", "--nodes", String(MAX_PROCESS_NODES + 1)])).toBe(
+      `--nodes must be a whole number from 1 to ${MAX_NODES} (up to ${MAX_PROCESS_NODES} with --processes), got '${MAX_PROCESS_NODES + 1}'`,
+    );
     expect(message(["--nodes", "50"])).toBe(`--nodes must be a whole number from 1 to ${MAX_NODES} (up to ${MAX_PROCESS_NODES} with --processes), got '50'`);
     expect(message(["--processes", "--memory", "2048"])).toBe("--memory is for VMs; node processes do without it (drop it, or drop --processes)");
     expect(message(["--processes", "--keep"])).toBe("--keep is for VMs; node processes do without it (drop it, or drop --processes)");

@@ -71,15 +71,7 @@ export { awaitedMilestone, bootMilestones, formatMilestones, BOOT_MILESTONES, CO
 export { ensureBuilt } from "./build_outputs.ts";
 export { formCluster, ctlFor, waitForVoters, type FormedCluster, type FormationOptions, type FormationStage } from "./cluster_formation.ts";
 export { CTL_BINARY, ETCDCTL_BINARY, KUBECTL_BINARY, ctlWrapperScript, kubectlWrapperScript, writeCtlWrapper, writeKubectlWrapper, type CtlWrapperSpec } from "./ctl_wrapper.ts";
-export {
-  encodeNodeParameters,
-  loadOrCreateOwnerKey,
-  FW_CFG_PARAMETERS,
-  FW_CFG_STORAGE_TEST_KEY,
-  STORAGE_TEST_KEY_BYTES,
-  type NodeParametersSpec,
-  type OwnerKey,
-} from "./node_parameters.ts";
+export { encodeNodeParameters, loadOrCreateOwnerKey, FW_CFG_PARAMETERS, FW_CFG_STORAGE_TEST_KEY, STORAGE_TEST_KEY_BYTES, type NodeParametersSpec, type OwnerKey } from "./node_parameters.ts";
 export { NetworkNamespace, enterNamespace, namespaceName, nodeAddress, subnetOf, BRIDGE_NAME, NAMESPACE_PREFIX, type Subnet } from "./network_namespace.ts";
 export { runHostCommand, type HostCommandResult } from "./host_command.ts";
 export { httpBody, httpGetCommand } from "./pod_http.ts";

@@ -45,11 +45,16 @@ describe("node processes launched as a cluster", () => {
     cluster = launched.cluster;
     expect(new Set(cluster.ids.values()).size).toBe(61);
     expect(launched.figures.ownerCalls).toBeGreaterThan(60);
-    console.log(`storm of 60: all UP ${(launched.figures.allUp / 1000).toFixed(1)} s, formed ${(launched.figures.formed / 1000).toFixed(1)} s, ${launched.figures.ownerCalls} owner calls, ${launched.figures.ownerCallFailures} reached no curator`);
+    console.log(
+      `storm of 60: all UP ${(launched.figures.allUp / 1000).toFixed(1)} s, formed ${(launched.figures.formed / 1000).toFixed(1)} s, ${launched.figures.ownerCalls} owner calls, ${launched.figures.ownerCallFailures} reached no curator`,
+    );
     // Why node1's servers dropped connections, from its own metric: what to
     // look at first when an owner call was lost.
     const metrics = Bun.spawnSync([join(cluster.dir.path, "ctl"), "metrics", "show", cluster.ids.get("node1")!], { stdout: "pipe", stderr: "pipe" });
-    const drops = metrics.stdout.toString().split("\n").filter((l) => l.includes("rpc_connections_dropped_total{"));
+    const drops = metrics.stdout
+      .toString()
+      .split("\n")
+      .filter((l) => l.includes("rpc_connections_dropped_total{"));
     console.log(`node1's dropped connections: ${drops.join("; ") || "none"}${metrics.exitCode === 0 ? "" : ` (ctl metrics show: ${metrics.stderr.toString().trim()})`}`);
     expect({ failures: launched.figures.ownerCallFailures, reasons: launched.figures.ownerCallFailureReasons }).toEqual({ failures: 0, reasons: [] });
     await cluster.close();

@@ -271,12 +271,14 @@ export async function launchProcessCluster(options: ProcessLaunchOptions): Promi
   // Rejects when the node says it cannot enrol; otherwise never settles (its
   // exit or the deadline is left to the wait it races with).
   const fatal = (node: LaunchedNode) =>
-    node.waitFor((l) => typeof l.msg === "string" && l.msg.startsWith(FATAL), "say why it cannot enrol", timeoutMs).then(
-      (line): never => {
-        throw new Error(`${node.name} cannot start: ${String(line.error ?? line.msg)}`);
-      },
-      () => new Promise<never>(() => {}),
-    );
+    node
+      .waitFor((l) => typeof l.msg === "string" && l.msg.startsWith(FATAL), "say why it cannot enrol", timeoutMs)
+      .then(
+        (line): never => {
+          throw new Error(`${node.name} cannot start: ${String(line.error ?? line.msg)}`);
+        },
+        () => new Promise<never>(() => {}),
+      );
 
   // The owner's calls, in process: each one that reaches no curator is
   // counted and tried again. They share one pool of connections, as one
@@ -343,7 +345,9 @@ export async function launchProcessCluster(options: ProcessLaunchOptions): Promi
       // and the next attempt follows the node's own news of its member.
       for (;;) {
         try {
-          await asOwner(`consensus role for ${node.name}`, (c, p) => withFailover(Management, c, (m) => m.updateNodeRoles({ id, consensusMember: true }, { timeoutMs: OWNER_CALL_TIMEOUT_MS }), undefined, p));
+          await asOwner(`consensus role for ${node.name}`, (c, p) =>
+            withFailover(Management, c, (m) => m.updateNodeRoles({ id, consensusMember: true }, { timeoutMs: OWNER_CALL_TIMEOUT_MS }), undefined, p),
+          );
           break;
         } catch (err) {
           if (!/try again/.test((err as Error).message) || since() > timeoutMs * 4) throw err;

@@ -133,8 +133,6 @@ export class ContainerRegistryServer {
     }
   }
 
-
-
   /**
    * Pushes an OCI tarball (an OCI image layout in a tar, as image/oci.ts
    * writes it) as <host>/<name>, with skopeo, trusting the registry's CA.

@@ -64,7 +64,9 @@ export class CriImages {
 
   #unary(method: string, request: Uint8Array, timeoutMs: number): Promise<Uint8Array> {
     return new Promise((resolve, reject) => {
-      this.#client.makeUnaryRequest(`/runtime.v1.ImageService/${method}`, identity, identity, Buffer.from(request), { deadline: Date.now() + timeoutMs }, (err, response) => (err ? reject(err) : resolve(response!)));
+      this.#client.makeUnaryRequest(`/runtime.v1.ImageService/${method}`, identity, identity, Buffer.from(request), { deadline: Date.now() + timeoutMs }, (err, response) =>
+        err ? reject(err) : resolve(response!),
+      );
     });
   }
 
@@ -91,7 +93,11 @@ export class CriImages {
  * kubelet runs beside it; resolves once its socket is there. `cgroupName`
  * names its runtime cgroup.
  */
-export async function startCriContainerd(ns: NetworkNamespace | undefined, dir: string, cgroupName: string): Promise<{ paths: RuntimePaths; process: Subprocess; images: CriImages; stop(): Promise<void> }> {
+export async function startCriContainerd(
+  ns: NetworkNamespace | undefined,
+  dir: string,
+  cgroupName: string,
+): Promise<{ paths: RuntimePaths; process: Subprocess; images: CriImages; stop(): Promise<void> }> {
   const paths = runtimePaths(join(dir, "data"), join(dir, "run"), "/sys/fs/cgroup", cgroupName, systemTree());
   mkdirSync(paths.root, { recursive: true, mode: 0o700 });
   mkdirSync(paths.state, { recursive: true, mode: 0o700 });
@@ -115,4 +121,3 @@ export async function startCriContainerd(ns: NetworkNamespace | undefined, dir: 
   }
   return { paths, process, images, stop };
 }
-

@@ -119,10 +119,13 @@ export async function formProcessCluster(
     );
     onStep(`${options.consensus ?? 3} consensus members`);
     // The owner's endpoints file lists every curator.
-    await eventually(async () => {
-      const info = await ctl("cluster", "info");
-      for (const node of nodes.slice(0, options.consensus ?? 3)) if (!info.stdout.includes(node.address)) throw new Error(`${node.name} is not a curator yet`);
-    }, { timeoutMs: 60_000, intervalMs: 500 });
+    await eventually(
+      async () => {
+        const info = await ctl("cluster", "info");
+        for (const node of nodes.slice(0, options.consensus ?? 3)) if (!info.stdout.includes(node.address)) throw new Error(`${node.name} is not a curator yet`);
+      },
+      { timeoutMs: 60_000, intervalMs: 500 },
+    );
     return cluster;
   } catch (err) {
     await cluster.stop();

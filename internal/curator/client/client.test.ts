@@ -7,14 +7,7 @@ import { create } from "@bufbuild/protobuf";
 import { X509Certificate } from "node:crypto";
 import { AAA, Management } from "../../../proto/gen/api/management_pb.ts";
 import { ClusterDirectorySchema, NodeRolesSchema } from "../../../proto/gen/common/common_pb.ts";
-import {
-  generateKeyPair,
-  issueCuratorCertificate,
-  issueNodeCertificate,
-  issueOwnerCertificate,
-  nodeIdFromPublicKey,
-  rawPublicKey,
-} from "../../pki/mod.ts";
+import { generateKeyPair, issueCuratorCertificate, issueNodeCertificate, issueOwnerCertificate, nodeIdFromPublicKey, rawPublicKey } from "../../pki/mod.ts";
 import { refusal, startImpostorCurator, startTestCluster, type ImpostorCurator, type TestCluster } from "../test_cluster.ts";
 import { createServer as createNetServer, connect as tcpConnect, type AddressInfo, type Server } from "node:net";
 import type { Value } from "../../event/mod.ts";
@@ -50,7 +43,10 @@ describe("endpoints", () => {
   });
 
   test("format brackets IPv6 and names the node when known, and parses back", () => {
-    for (const e of [{ host: "10.0.0.2", port: 7835 }, { host: "fd00::2", port: 7835, nodeId: "node-0123456789abcdef" }]) {
+    for (const e of [
+      { host: "10.0.0.2", port: 7835 },
+      { host: "fd00::2", port: 7835, nodeId: "node-0123456789abcdef" },
+    ]) {
       expect(parseEndpoint(formatEndpoint(e))).toEqual(e);
     }
     expect(formatEndpoint({ host: "fd00::2", port: 7835 })).toBe("[fd00::2]:7835");
@@ -81,17 +77,13 @@ describe("curator identity", () => {
 
   test("a genuine node certificate is not a curator certificate", () => {
     const node = issueNodeCertificate(ca, key.publicKey, { ipAddresses: ["10.0.0.2"] });
-    expect(curatorIdentityProblem(node, { host: "10.0.0.2", port: 7835 })).toBe(
-      `the server at 10.0.0.2 presented a certificate of '${id}' (nodecore node), not a curator certificate`,
-    );
+    expect(curatorIdentityProblem(node, { host: "10.0.0.2", port: 7835 })).toBe(`the server at 10.0.0.2 presented a certificate of '${id}' (nodecore node), not a curator certificate`);
     const owner = issueOwnerCertificate(ca, key.publicKey);
     expect(curatorIdentityProblem(owner, { host: "10.0.0.2", port: 7835 })).toContain("not a curator certificate");
   });
 
   test("another node's curator certificate, or one for another address, is refused", () => {
-    expect(curatorIdentityProblem(curator, { host: "10.0.0.2", port: 7835, nodeId: "node-0123456789abcdef" })).toBe(
-      `expected curator node-0123456789abcdef at 10.0.0.2, but ${id} answered`,
-    );
+    expect(curatorIdentityProblem(curator, { host: "10.0.0.2", port: 7835, nodeId: "node-0123456789abcdef" })).toBe(`expected curator node-0123456789abcdef at 10.0.0.2, but ${id} answered`);
     expect(curatorIdentityProblem(curator, { host: "10.0.0.3", port: 7835 })).toBe(`curator ${id} is certified for 10.0.0.2, not for 10.0.0.3`);
   });
 
@@ -113,7 +105,14 @@ describe("directory", () => {
   });
 
   test("a role granted before addresses were recorded falls back to the member's own peer URL", () => {
-    const roles = create(NodeRolesSchema, { consensusMember: { peers: [{ name: nodeA.id, url: "https://[fd00::1]:7834" }, { name: "x", url: "https://10.9.9.9:7834" }] } });
+    const roles = create(NodeRolesSchema, {
+      consensusMember: {
+        peers: [
+          { name: nodeA.id, url: "https://[fd00::1]:7834" },
+          { name: "x", url: "https://10.9.9.9:7834" },
+        ],
+      },
+    });
     expect(directoryOf([{ ...nodeA, roles }]).nodes[0]!.addresses[0]!.host).toBe("fd00::1");
   });
 });
@@ -220,7 +219,10 @@ describe("the pool: leader first, hints followed, dead curators passed over", ()
     try {
       await eventually(() => callAnyCurator(Management, [follower], owner, (m) => m.getClusterInfo({})), { timeoutMs: 30_000, intervalMs: 100, what: "the follower curator answering" });
     } catch (err) {
-      const logged = cluster.logs.filter((e) => e.level !== "debug").slice(-15).map((e) => `${e.component} ${e.message} ${JSON.stringify(e.fields ?? {})}`);
+      const logged = cluster.logs
+        .filter((e) => e.level !== "debug")
+        .slice(-15)
+        .map((e) => `${e.component} ${e.message} ${JSON.stringify(e.fields ?? {})}`);
       throw new Error(`${(err as Error).message}\n${logged.join("\n")}`);
     }
   }, 120_000);
@@ -373,9 +375,7 @@ describe("failure descriptions", () => {
       kind: "refused",
       reason: "connection refused at [fd00::2]:7835",
     });
-    expect(described("No connection established. Last error: Error: connect EHOSTUNREACH fd00::2:7835 - Local (:::0). Resolution note: ").reason).toBe(
-      "no route to [fd00::2]:7835 (host unreachable)",
-    );
+    expect(described("No connection established. Last error: Error: connect EHOSTUNREACH fd00::2:7835 - Local (:::0). Resolution note: ").reason).toBe("no route to [fd00::2]:7835 (host unreachable)");
     expect(described("No connection established. Last error: connect ENETUNREACH fd00::2:7835. Resolution note: ").reason).toBe("no route to [fd00::2]:7835 (network unreachable)");
     expect(described("No connection established. Last error: Error: read ECONNRESET. Resolution note: ")).toMatchObject({ kind: "failed", reason: "connection failed: read ECONNRESET" });
     expect(connectFailure(endpoint, { result: "failed" })).toMatchObject({ kind: "failed", reason: "connection failed (no reason given)" });

@@ -53,11 +53,12 @@ export class NoCuratorError extends Error {
   readonly failures: CuratorFailure[];
   constructor(failures: CuratorFailure[]) {
     const untrusted = failures.filter((f) => f.kind === "untrusted" || f.kind === "identity");
-    const head = failures.length === 0
-      ? "no curator is known"
-      : untrusted.length === failures.length
-        ? `no curator could be trusted (${failures.length} tried)`
-        : `no curator answered (${failures.length} tried)`;
+    const head =
+      failures.length === 0
+        ? "no curator is known"
+        : untrusted.length === failures.length
+          ? `no curator could be trusted (${failures.length} tried)`
+          : `no curator answered (${failures.length} tried)`;
     super(`${head}: ${failures.map((f) => `${formatEndpoint(f.endpoint)}: ${f.reason}`).join("; ")}`);
     this.failures = failures;
   }
@@ -80,9 +81,7 @@ export function unavailableOrDeadline(err: unknown): boolean {
 }
 
 /** How a connection attempt to a curator ended when it did not connect. */
-export type ConnectOutcome =
-  | { result: "timeout"; timeoutMs: number; accepted?: boolean }
-  | { result: "failed"; identityProblem?: string | undefined; failure?: ConnectionFailure | undefined };
+export type ConnectOutcome = { result: "timeout"; timeoutMs: number; accepted?: boolean } | { result: "failed"; identityProblem?: string | undefined; failure?: ConnectionFailure | undefined };
 
 /** A curator that did not connect, described by what stopped it. */
 export function connectFailure(endpoint: CuratorEndpoint, outcome: ConnectOutcome): CuratorFailure {
