@@ -14,6 +14,7 @@ import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { NodeParametersSchema } from "../proto/gen/api/configuration_pb.ts";
 import { decryptBackup, readSnapshot } from "../internal/backup/mod.ts";
+import { curatorSnapshotState } from "../internal/curator/mod.ts";
 import { readOwnerKey } from "../internal/operator/mod.ts";
 import { rawPrivateKey } from "../internal/pki/mod.ts";
 import { systemTree, tempDir, treeEtcd } from "../internal/testing/mod.ts";
@@ -60,7 +61,7 @@ async function atSize(targetMiB: number, hostBase: number): Promise<void> {
     const owner = readOwnerKey(join(dir.path, "owner.key"));
     const { snapshot } = decryptBackup(readFileSync(file), rawPrivateKey(owner.privateKey));
     started = performance.now();
-    await readSnapshot({ etcd: treeEtcd(), etcdutl: join(systemTree(), "usr", "bin", "etcdutl"), snapshot, scratch: join(dir.path, "proof") });
+    await readSnapshot({ etcd: treeEtcd(), etcdutl: join(systemTree(), "usr", "bin", "etcdutl"), snapshot, scratch: join(dir.path, "proof"), read: curatorSnapshotState });
     const proofMs = performance.now() - started;
 
     await node.stop("SIGKILL");

@@ -23,7 +23,7 @@ import { nodeManagementRunnable, type PowerRequest } from "../../internal/nodemg
 import { NodeMetrics } from "../../internal/metrics/mod.ts";
 import { shareHolderRunnable } from "../../internal/coldstart/mod.ts";
 import { failingRunnables, failingSummary, sleep, untilCancelled, type Runnable, type RunnableDump } from "../../internal/supervisor/mod.ts";
-import { SUPERVISION_LINE, type ConsensusJoinTiming } from "../../internal/curator/mod.ts";
+import { curatorSnapshotState, SUPERVISION_LINE, type ConsensusJoinTiming } from "../../internal/curator/mod.ts";
 import { memberQuota } from "../../internal/consensus/mod.ts";
 import { TEST_FAULT, VERSION } from "../../internal/version/mod.ts";
 import { sethostname } from "../../internal/sys/mod.ts";
@@ -128,6 +128,8 @@ export function nodeRoot(config: NodeConfig): Runnable {
         state: enrolment,
         membership,
         onFatal: config.onFatal,
+        // A restore reads its snapshot with the curator's decoder: the curator's key layout is the curator's alone.
+        snapshotState: curatorSnapshotState,
         timeGate: (signal) => timeSyncGate(timeSync, { signal }),
         timeServers,
         ...(config.etcdBinary ? { etcdBinary: config.etcdBinary } : {}),
@@ -174,7 +176,7 @@ export function nodeRoot(config: NodeConfig): Runnable {
         pastBoot: (age) => readBoot(bootLogDir(config.layout), age - 1 + (rotated ? 1 : 0)),
         etcd: () => {
           const local = roleValues.localConsensus.peek();
-          return local ? { client: local.etcd, quotaBytes: memberQuota(config.layout.data.etcd.data) } : undefined;
+          return local ? { member: local.member, quotaBytes: memberQuota(config.layout.data.etcd.data) } : undefined;
         },
         recovery: roleValues.recovery,
         images: () => roleValues.imageStore.peek(),

@@ -14,7 +14,8 @@
 //        it (format 2), then the snapshot, decrypted, with that CA, the
 //        header and the signature, in a node's parameters; the node checks
 //        the signature again, and that the snapshot's CA is that CA;
-//        restore.ts reads it through a throwaway etcd member and
+//        restore.ts reads it through a throwaway etcd member (with the
+//        curator's decoder, handed in: the key layout is the curator's) and
 //        turns it into the restoring node's etcd data (internal/cluster's
 //        flow_restore.ts, internal/roleserve's control plane)
 //
@@ -22,7 +23,7 @@
 //        onto a consensus node's data partition, proven by restoring them
 //        into a throwaway member, and PUT to the owner's HTTP target (target.ts)
 
-export { readSnapshot, restoreSnapshot, type SnapshotState } from "./restore.ts";
+export { readSnapshot, restoreSnapshot, type SnapshotState, type SnapshotStateReader } from "./restore.ts";
 export {
   BackupFormatError,
   BackupWriter,

@@ -11,6 +11,7 @@ import { backupChunks } from "../curator/backup.ts";
 import { rawPrivateKey, rawPublicKey } from "../pki/mod.ts";
 import { BackupFormatError, decryptBackup } from "./format.ts";
 import { readSnapshot } from "./restore.ts";
+import { curatorSnapshotState } from "../curator/reader.ts";
 
 let cluster: TestCluster;
 const etcdutl = () => join(systemTree(), "usr", "bin", "etcdutl");
@@ -34,7 +35,7 @@ describe("reading a snapshot through a throwaway member", () => {
   test("gives the cluster record, both CAs and every node record, and leaves nothing behind", async () => {
     using dir = tempDir();
     const scratch = join(dir.path, "scratch");
-    const state = await readSnapshot({ etcd: treeEtcd(), etcdutl: etcdutl(), snapshot: await snapshotBytes(), scratch });
+    const state = await readSnapshot({ etcd: treeEtcd(), etcdutl: etcdutl(), read: curatorSnapshotState, snapshot: await snapshotBytes(), scratch });
     expect(state.clusterCA.certificate.fingerprint256).toBe(cluster.clusterCA.certificate.fingerprint256);
     expect(state.etcdCA.certificate.fingerprint256).toBe(cluster.etcdCA.certificate.fingerprint256);
     expect(Buffer.from(state.cluster.ownerPublicKey).equals(Buffer.from(rawPublicKey(cluster.ownerKey.publicKey)))).toBe(true);
@@ -58,14 +59,14 @@ describe("reading a snapshot through a throwaway member", () => {
         picked.push([client, peer]);
         return [client, peer];
       };
-      const state = await readSnapshot({ etcd: treeEtcd(), etcdutl: etcdutl(), snapshot, scratch, ports: firstTaken });
+      const state = await readSnapshot({ etcd: treeEtcd(), etcdutl: etcdutl(), read: curatorSnapshotState, snapshot, scratch, ports: firstTaken });
       expect(state.nodes.map((n) => n.id)).toEqual([cluster.node.id]);
       expect(picked.length).toBe(2);
       expect(existsSync(scratch)).toBe(false);
 
       let tries = 0;
       const alwaysTaken = async (): Promise<[number, number]> => (tries++, [await freePort(), taken]);
-      const error = await readSnapshot({ etcd: treeEtcd(), etcdutl: etcdutl(), snapshot, scratch, ports: alwaysTaken }).catch((err: unknown) => err);
+      const error = await readSnapshot({ etcd: treeEtcd(), etcdutl: etcdutl(), read: curatorSnapshotState, snapshot, scratch, ports: alwaysTaken }).catch((err: unknown) => err);
       expect(error).toBeInstanceOf(Error);
       expect(error).not.toBeInstanceOf(BackupFormatError);
       expect((error as Error).message).toBe("the snapshot's etcd could not listen: its loopback ports were taken by other processes 3 times in a row");
@@ -81,7 +82,7 @@ describe("reading a snapshot through a throwaway member", () => {
     const scratch = join(dir.path, "scratch");
     const bytes = Buffer.from(await snapshotBytes());
     bytes[100]! ^= 0xff;
-    const error = await readSnapshot({ etcd: treeEtcd(), etcdutl: etcdutl(), snapshot: bytes, scratch }).catch((err: unknown) => err);
+    const error = await readSnapshot({ etcd: treeEtcd(), etcdutl: etcdutl(), read: curatorSnapshotState, snapshot: bytes, scratch }).catch((err: unknown) => err);
     expect(error).toBeInstanceOf(BackupFormatError);
     expect((error as Error).message).toStartWith("etcdutl could not restore the snapshot: ");
     expect(readdirSync(dir.path)).toEqual([]);

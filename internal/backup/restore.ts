@@ -7,31 +7,35 @@
 //        is checked on the way)
 //   readSnapshot: the same into a scratch directory ─▶ etcd on loopback,
 //        plain HTTP, on ports of its own, nothing else listening ─▶ the
-//        cluster record, both CAs and the node records ─▶ etcd stopped,
+//        cluster record, both CAs and the node records (read by the
+//        curator's decoder, handed in) ─▶ etcd stopped,
 //        the scratch directory deleted
 //
 // The throwaway member never joins anything: its peer URL is a loopback
 // port that only it listens on, and it is killed once read.
 
-import { fromBinary } from "@bufbuild/protobuf";
 import type { Etcd3 } from "etcd3";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
-import { CertificateAuthoritySchema, ClusterRecordSchema, NodeRecordSchema, type ClusterRecord, type NodeRecord } from "../../proto/gen/curator/state/state_pb.ts";
-import { X509Certificate } from "node:crypto";
-import { privateKeyFromRaw, type CA } from "../pki/mod.ts";
+import type { ClusterRecord, NodeRecord } from "../../proto/gen/curator/state/state_pb.ts";
+import type { CA } from "../pki/mod.ts";
 import { runCommand, sleep, spawnChild } from "../supervisor/mod.ts";
 import { loadEtcd3 } from "../consensus/mod.ts";
 import { BackupFormatError } from "./format.ts";
 
-/** The etcd keys the curator keeps its state under (internal/curator/store.ts, repeated: this package sits below the curator). */
-const PREFIX = "/nodecore/";
-const KEYS = { cluster: `${PREFIX}cluster`, clusterCA: `${PREFIX}ca/cluster`, etcdCA: `${PREFIX}ca/etcd`, nodes: `${PREFIX}nodes/` } as const;
 /** How long the throwaway member gets to serve. */
 const SERVE_TIMEOUT_MS = 60_000;
 /** How long one call to it may take. */
 const CALL_TIMEOUT_MS = 10_000;
+
+/**
+ * Reads what the serving throwaway member holds, at `revision`: the
+ * curator's decoder (internal/curator's `curatorSnapshotState`), handed in
+ * by whoever may import the curator. This package sits below the curator,
+ * and the curator's key layout is the curator's alone.
+ */
+export type SnapshotStateReader = (client: Etcd3, revision: number) => Promise<SnapshotState>;
 
 /** What a snapshot holds, as the curator wrote it. */
 export interface SnapshotState {
@@ -100,26 +104,6 @@ async function untilServing(child: ReturnType<typeof spawnChild>, client: Etcd3)
   }
 }
 
-/** What the serving throwaway member holds, at `revision`. */
-async function readState(client: Etcd3, revision: number): Promise<SnapshotState> {
-  const cluster = await client.get(KEYS.cluster).buffer();
-  if (!cluster) throw new BackupFormatError("the snapshot holds no cluster record: it is not a nodecore cluster's");
-  const nodes = Object.values(await client.getAll().prefix(KEYS.nodes).buffers()).map((bytes) => fromBinary(NodeRecordSchema, bytes));
-  return {
-    cluster: fromBinary(ClusterRecordSchema, cluster),
-    clusterCA: decodeCA(await client.get(KEYS.clusterCA).buffer(), "cluster CA"),
-    etcdCA: decodeCA(await client.get(KEYS.etcdCA).buffer(), "etcd CA"),
-    nodes,
-    revision,
-  };
-}
-
-function decodeCA(bytes: Uint8Array | undefined | null, what: string): CA {
-  if (!bytes) throw new BackupFormatError(`the snapshot holds no ${what}: it is not a nodecore cluster's`);
-  const ca = fromBinary(CertificateAuthoritySchema, bytes);
-  return { certificate: new X509Certificate(ca.certificate), privateKey: privateKeyFromRaw(ca.privateKey) };
-}
-
 /**
  * How many times the throwaway member is started on new ports when another
  * process took one of them between the probe and etcd's bind.
@@ -136,7 +120,14 @@ async function probedPorts(): Promise<[number, number]> {
  * throwaway member in `scratch` (deleted afterwards, whatever happens).
  * `ports` picks its client and peer ports (tests give their own).
  */
-export async function readSnapshot(options: { etcd: string; etcdutl: string; snapshot: Uint8Array; scratch: string; ports?: () => Promise<[number, number]> }): Promise<SnapshotState> {
+export async function readSnapshot(options: {
+  etcd: string;
+  etcdutl: string;
+  snapshot: Uint8Array;
+  scratch: string;
+  read: SnapshotStateReader;
+  ports?: () => Promise<[number, number]>;
+}): Promise<SnapshotState> {
   const { scratch } = options;
   rmSync(scratch, { recursive: true, force: true });
   mkdirSync(scratch, { recursive: true, mode: 0o700 });
@@ -169,7 +160,7 @@ export async function readSnapshot(options: { etcd: string; etcdutl: string; sna
       const revision = await untilServing(child, client);
       if (revision !== undefined) {
         rmSync(snapshotFile);
-        return await readState(client, revision);
+        return await options.read(client, revision);
       }
       client.close();
       client = undefined;

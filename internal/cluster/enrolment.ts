@@ -22,6 +22,7 @@ import { ClusterDirectorySchema } from "../../proto/gen/common/common_pb.ts";
 import { rawPublicKey } from "../pki/mod.ts";
 import { loadTimeServers, saveTimeServers } from "../clock/mod.ts";
 import type { Logger } from "../log/mod.ts";
+import type { SnapshotStateReader } from "../backup/mod.ts";
 
 /** What the role server gets once the node is part of a cluster. */
 export interface ClusterMembership {
@@ -60,6 +61,8 @@ export interface EnrolmentOptions {
   curatorPort?: number;
   /** The etcd binary (default: the node image's); a restore reads its snapshot with it. */
   etcdBinary?: string;
+  /** How a restore reads what its snapshot holds: the curator's decoder, handed in from cmd/init (this package sits below the curator). */
+  snapshotState: SnapshotStateReader;
   /** Where etcdutl is, mounting what it takes (default: beside etcd). */
   etcdutl?: () => string;
   /** Overwrites the ESP's free space (a VM's FAT ESP keeps deleted files' bytes); absent for a node process. */
@@ -140,6 +143,7 @@ export function enrolmentRunnable(options: EnrolmentOptions): Runnable {
             address,
             etcd,
             etcdutl: options.etcdutl?.() ?? etcdutlBeside(etcd),
+            snapshotState: options.snapshotState,
             forgetParameters: () => forgetRestoreParameters(decision.source),
           });
           directory = create(ClusterDirectorySchema, { nodes: [{ publicKey: rawPublicKey(enrolled.credentials.publicKey), addresses: [{ host: address }] }] });

@@ -27,7 +27,7 @@
 import type { X509Certificate } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { readSnapshot } from "../backup/mod.ts";
+import { readSnapshot, type SnapshotStateReader } from "../backup/mod.ts";
 import { writeFileDurably, type StorageLayout } from "../localstorage/mod.ts";
 import type { Logger } from "../log/mod.ts";
 import type { CA } from "../pki/mod.ts";
@@ -77,6 +77,8 @@ export interface RestoreOptions {
   /** The etcd and etcdutl binaries that read the snapshot. */
   etcd: string;
   etcdutl: string;
+  /** Reads what the snapshot holds (the curator's decoder). */
+  snapshotState: SnapshotStateReader;
   /** Deletes the parameters from where they came (the ESP), once the snapshot is safe. */
   forgetParameters: () => Promise<void>;
   logger: Logger;
@@ -86,7 +88,13 @@ export interface RestoreOptions {
 export async function restoreCluster(options: RestoreOptions): Promise<Enrolled> {
   const { layout, logger } = options;
   logger.info("restoring a cluster from a backup: reading its snapshot");
-  const state = await readSnapshot({ etcd: options.etcd, etcdutl: options.etcdutl, snapshot: options.snapshot, scratch: join(layout.ephemeral.path, "restore-read") }).catch((err: unknown) => {
+  const state = await readSnapshot({
+    etcd: options.etcd,
+    etcdutl: options.etcdutl,
+    snapshot: options.snapshot,
+    scratch: join(layout.ephemeral.path, "restore-read"),
+    read: options.snapshotState,
+  }).catch((err: unknown) => {
     throw new ParametersError(`the restore's snapshot cannot be read: ${(err as Error).message}`, { cause: err });
   });
   if (!Buffer.from(state.cluster.ownerPublicKey).equals(Buffer.from(options.ownerPublicKey))) {

@@ -40,7 +40,20 @@ export {
   type EtcdMemberOptions,
   type EtcdPeer,
 } from "./etcd_process.ts";
-export { AUTO_COMPACTION_RETENTION, defragment, describeMember, memberStatus, needsDefrag, quotaFor, recoverFromNoSpace, upkeepRunnable, type MemberStatus, type UpkeepOptions } from "./upkeep.ts";
+export {
+  AUTO_COMPACTION_RETENTION,
+  defragment,
+  describeMember,
+  etcdMember,
+  memberStatus,
+  needsDefrag,
+  quotaFor,
+  recoverFromNoSpace,
+  upkeepRunnable,
+  type EtcdMember,
+  type MemberStatus,
+  type UpkeepOptions,
+} from "./upkeep.ts";
 export { connectEtcd, loadEtcd3, ETCD_CALL_TIMEOUT_MS } from "./etcd_client.ts";
 export { fetchEtcdMetrics, MAX_ETCD_METRICS_BYTES } from "./etcd_metrics.ts";
 export { createEtcdCA, issueMemberCertificate, issueEtcdClientCertificate, ETCD_CA_COMMON_NAME, ETCD_SERVER_NAME, type EtcdTls } from "./certificates.ts";

@@ -69,8 +69,24 @@ export interface MemberStatus {
 
 const hex = (id: string | number) => BigInt(id).toString(16);
 
+/**
+ * The member itself, not a key space: its status, alarms, defragmentation,
+ * snapshots and the compaction of its history. What the node's upkeep,
+ * node management and backups are handed (LocalConsensus.member), so that
+ * none of them holds a client that could read or write a key.
+ */
+export interface EtcdMember {
+  maintenance: Etcd3["maintenance"];
+  kv: Pick<Etcd3["kv"], "compact">;
+}
+
+/** `client`'s member, without its key space. */
+export function etcdMember(client: Etcd3): EtcdMember {
+  return { maintenance: client.maintenance, kv: { compact: (request, options) => client.kv.compact(request, options) } };
+}
+
 /** `client`'s member's status, and the cluster's alarms. */
-export async function memberStatus(client: Etcd3): Promise<MemberStatus> {
+export async function memberStatus(client: EtcdMember): Promise<MemberStatus> {
   const status = await client.maintenance.status();
   const alarms = await client.maintenance.alarm({ action: ALARM_GET, memberID: 0 });
   return {
@@ -103,7 +119,7 @@ export function needsDefrag(status: Pick<MemberStatus, "dbSizeBytes" | "dbSizeIn
 }
 
 /** Defragments `client`'s member; its file's size before and after. */
-export async function defragment(client: Etcd3): Promise<{ beforeBytes: number; afterBytes: number }> {
+export async function defragment(client: EtcdMember): Promise<{ beforeBytes: number; afterBytes: number }> {
   const before = Number((await client.maintenance.status()).dbSize);
   await client.maintenance.defragment();
   const after = Number((await client.maintenance.status()).dbSize);
@@ -128,7 +144,7 @@ export function describeMember(status: MemberStatus): string {
  * well below the quota. Returns what it found and did. A database that is
  * full of live keys stays full: then the alarm stays, and says so.
  */
-export async function recoverFromNoSpace(client: Etcd3, quotaBytes: number): Promise<{ compactedTo: number; afterBytes: number; disarmed: boolean }> {
+export async function recoverFromNoSpace(client: EtcdMember, quotaBytes: number): Promise<{ compactedTo: number; afterBytes: number; disarmed: boolean }> {
   const status = await client.maintenance.status();
   const revision = Number(status.header.revision);
   try {
@@ -153,7 +169,7 @@ export async function recoverFromNoSpace(client: Etcd3, quotaBytes: number): Pro
 
 export interface UpkeepOptions {
   /** The node's own member's client (the control plane's). */
-  client: () => Promise<Etcd3>;
+  client: () => Promise<EtcdMember>;
   quotaBytes: number;
   /** The "etcd-upkeep" line: running, or failing while a NOSPACE alarm stays. */
   report: (state: "running" | "failing", message: string) => void;

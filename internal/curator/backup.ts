@@ -9,7 +9,7 @@
 // revision it was taken at. The snapshot is read no faster than the caller
 // takes the file: etcd's stream is paused while a chunk waits.
 
-import type { Etcd3 } from "etcd3";
+import type { EtcdMember } from "../consensus/mod.ts";
 import type { KeyObject } from "node:crypto";
 import { BackupWriter, type BackupHeader } from "../backup/mod.ts";
 
@@ -23,7 +23,7 @@ interface SnapshotMessage {
 }
 
 /** The snapshot's messages as an async iterable, pausing etcd's stream while none is taken. */
-async function* snapshotMessages(etcd: Etcd3, signal: AbortSignal): AsyncGenerator<SnapshotMessage> {
+async function* snapshotMessages(etcd: EtcdMember, signal: AbortSignal): AsyncGenerator<SnapshotMessage> {
   const stream = (await etcd.maintenance.snapshot()) as unknown as {
     on(event: string, fn: (arg: never) => void): unknown;
     pause?: () => void;
@@ -77,7 +77,7 @@ async function* snapshotMessages(etcd: Etcd3, signal: AbortSignal): AsyncGenerat
 
 /** The backup file's bytes, with the snapshot's progress, as etcd streams its snapshot. */
 export async function* backupChunks(
-  etcd: Etcd3,
+  etcd: EtcdMember,
   ownerPublicKey: Uint8Array,
   about: BackupAbout,
   /** The cluster CA's private key: the file is signed with it (internal/backup format 2). */

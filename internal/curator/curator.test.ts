@@ -9,7 +9,7 @@ import { Curator, WatchEvent_Progress, type WatchEvent } from "../../proto/gen/c
 import { generateKeyPair, issueOwnerCertificate, nodeIdFromPublicKey, rawPublicKey, type KeyPair } from "../pki/mod.ts";
 import { AlreadyExistsError, Status, type RpcError } from "../rpc/mod.ts";
 import { eventually, freePort, testCA } from "../testing/mod.ts";
-import { loadKubernetesPKI } from "../kubernetes/mod.ts";
+import { kubernetesKeys, loadKubernetesPKI } from "../kubernetes/mod.ts";
 import { CuratorStore, ETCD_PREFIX, FencedError, NODES_PREFIX, wireguardKeyIndex } from "./store.ts";
 import { SUPERVISION_LINE } from "./convert.ts";
 import { WIREGUARD_KEY_CHANGES_PER_HOUR } from "./service_curator.ts";
@@ -147,7 +147,7 @@ describe("Kubernetes credentials", () => {
     const key = generateKeyPair();
     const response = await management.getKubernetesCredentials({ publicKey: rawPublicKey(key.publicKey) });
     management.close();
-    const pki = await loadKubernetesPKI(cluster.etcd);
+    const pki = await loadKubernetesPKI(kubernetesKeys(cluster.etcd));
     const ca = new X509Certificate(response.caCertificate);
     expect(ca.fingerprint256).toBe(pki!.ca.certificate.fingerprint256);
     const certificate = new X509Certificate(response.clientCertificate);

@@ -5,7 +5,7 @@
 
 import type { Etcd3 } from "etcd3";
 import { NodeState } from "../../proto/gen/common/common_pb.ts";
-import { APISERVER_PORT, ensureKubernetesPKI, type KubernetesPKI } from "../kubernetes/mod.ts";
+import { APISERVER_PORT, ensureKubernetesPKI, kubernetesKeys, type KubernetesPKI } from "../kubernetes/mod.ts";
 import { formatAddress } from "./client/mod.ts";
 import type { CuratorStore } from "./store.ts";
 
@@ -13,7 +13,7 @@ import type { CuratorStore } from "./store.ts";
 export function kubernetesPKISource(etcd: Etcd3): () => Promise<KubernetesPKI> {
   let loaded: Promise<KubernetesPKI> | undefined;
   return () => {
-    loaded ??= ensureKubernetesPKI(etcd).then((r) => r.pki);
+    loaded ??= ensureKubernetesPKI(kubernetesKeys(etcd)).then((r) => r.pki);
     // A failed read is not remembered: the next call tries again.
     loaded.catch(() => (loaded = undefined));
     return loaded;

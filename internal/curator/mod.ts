@@ -46,7 +46,7 @@
 
 export { curatorRunnable, PROMOTE_INTERVAL_MS, type CuratorOptions } from "./server.ts";
 export { writeBootstrapState, writeRestoredNode, REGISTER_TICKET_BYTES, type BootstrapState } from "./bootstrap.ts";
-export { curatorReader, type CuratorReader } from "./reader.ts";
+export { curatorReader, curatorSnapshotState, type CuratorReader } from "./reader.ts";
 export { MAX_BACKUP_ERROR_CHARS } from "./validate.ts";
 export { backupChunks, type BackupAbout } from "./backup.ts";
 export { type ConsensusJoinTiming } from "./consensus_membership.ts";

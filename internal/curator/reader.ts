@@ -1,7 +1,8 @@
 // What code beside the curator reads of the curator's state, from the local
 // etcd member of a consensus node: the scheduled backups (what to back up,
 // and the cluster CA that signs it) and the Kubernetes controller (the etcd
-// CA for the apiserver's client certificate, and the workers). Reads only:
+// CA for the apiserver's client certificate, and the workers), and what a
+// backup's snapshot holds (curatorSnapshotState). Reads only:
 // the curator is the one writer of its key space, through its leader,
 // fenced; a node reports what the curator must record through a Curator
 // call (ReportBackupStatus). No code outside this package names the keys
@@ -11,7 +12,8 @@ import type { Etcd3 } from "etcd3";
 import type { BackupSchedule, BackupStatus } from "../../proto/gen/api/management_pb.ts";
 import type { ClusterRecord, NodeRecord } from "../../proto/gen/curator/state/state_pb.ts";
 import type { CA } from "../pki/mod.ts";
-import { CuratorStore, ETCD_PREFIX } from "./store.ts";
+import { BackupFormatError, type SnapshotState } from "../backup/mod.ts";
+import { CuratorStore, ETCD_PREFIX, StoreError } from "./store.ts";
 
 export interface CuratorReader {
   backupSchedule(): Promise<BackupSchedule | undefined>;
@@ -32,4 +34,26 @@ export function curatorReader(etcd: Etcd3): CuratorReader {
     nodes: async () => (await store.nodes()).nodes,
     ca: (kind) => store.ca(kind),
   };
+}
+
+/**
+ * What a backup's snapshot holds, read from the throwaway member that
+ * serves it (backup's readSnapshot takes this as its reader, from the
+ * callers that may import the curator: the backups worker, and cmd/init for
+ * a restore's enrolment). A snapshot without the records every cluster has
+ * is not a nodecore cluster's, and says so.
+ */
+export async function curatorSnapshotState(client: Etcd3, revision: number): Promise<SnapshotState> {
+  const store = new CuratorStore(client.namespace(ETCD_PREFIX));
+  const cluster = await store.cluster();
+  if (!cluster) throw new BackupFormatError("the snapshot holds no cluster record: it is not a nodecore cluster's");
+  const ca = async (kind: "cluster" | "etcd") => {
+    try {
+      return await store.ca(kind);
+    } catch (err) {
+      if (err instanceof StoreError) throw new BackupFormatError(`the snapshot holds no ${kind} CA: it is not a nodecore cluster's`);
+      throw err;
+    }
+  };
+  return { cluster, clusterCA: await ca("cluster"), etcdCA: await ca("etcd"), nodes: (await store.nodes()).nodes, revision };
 }

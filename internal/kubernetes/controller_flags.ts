@@ -11,13 +11,13 @@
 import { join } from "node:path";
 import { isLoopback } from "../rpc/mod.ts";
 import { CONTROLLER_FILES, type ControllerFile } from "./controller_files.ts";
-import { CLUSTER_DOMAIN, FRONT_PROXY_CLIENT, SERVICE_CIDR } from "./pki.ts";
+import { CLUSTER_DOMAIN, FRONT_PROXY_CLIENT, KUBERNETES_ETCD_PREFIX, SERVICE_CIDR } from "./pki.ts";
 
 export const APISERVER_PORT = 6443;
 export const CONTROLLER_MANAGER_PORT = 10257;
 export const SCHEDULER_PORT = 10259;
 /** The apiserver's own keys in etcd: apart from the curator's /nodecore/ and the PKI's /kubernetes/pki. */
-export const APISERVER_ETCD_PREFIX = "/kubernetes/registry";
+export const APISERVER_ETCD_PREFIX = `${KUBERNETES_ETCD_PREFIX}registry`;
 export const SERVICE_ACCOUNT_ISSUER = `https://kubernetes.default.svc.${CLUSTER_DOMAIN}`;
 
 /**

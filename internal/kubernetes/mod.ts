@@ -73,6 +73,7 @@ export {
   MASTERS_GROUP,
   OWNER_USER,
   NODES_GROUP,
+  KUBERNETES_ETCD_PREFIX,
   PKI_KEY,
   SCHEDULER_USER,
   SERVICE_CIDR,
@@ -86,9 +87,11 @@ export {
   issueKubeletCertificates,
   issueOwnerKubernetesCertificate,
   kubeletUser,
+  kubernetesKeys,
   loadKubernetesPKI,
   serviceAccountPublicKeyPem,
   type Credential,
+  type KubernetesKeys,
   type KubernetesPKI,
 } from "./pki.ts";
 export { buildKubeconfig, parseKubeconfig, KUBECONFIG_CLUSTER, type KubeconfigOptions, type ParsedKubeconfig } from "./kubeconfig.ts";

@@ -15,6 +15,7 @@ import {
   decodeKubernetesPKI,
   encodeKubernetesPKI,
   ensureKubernetesPKI,
+  kubernetesKeys,
   issueApiserverCertificate,
   issueKubeletCertificates,
   serviceAccountPublicKeyPem,
@@ -136,12 +137,15 @@ describe("the Kubernetes PKI in etcd", () => {
   });
 
   test("concurrent callers create it exactly once and all get the same one", async () => {
-    const results = await Promise.all(Array.from({ length: 5 }, () => ensureKubernetesPKI(cluster.etcd)));
+    const results = await Promise.all(Array.from({ length: 5 }, () => ensureKubernetesPKI(kubernetesKeys(cluster.etcd))));
     expect(results.filter((r) => r.created)).toHaveLength(1);
     const fingerprints = new Set(results.map((r) => r.pki.ca.certificate.fingerprint256));
     expect(fingerprints.size).toBe(1);
-    const again = await ensureKubernetesPKI(cluster.etcd);
+    const again = await ensureKubernetesPKI(kubernetesKeys(cluster.etcd));
     expect(again.created).toBe(false);
     expect(again.pki.ca.certificate.fingerprint256).toBe([...fingerprints][0]!);
+    // Where clusters made before the key space was handed out keep it: one key, whole.
+    expect(decodeKubernetesPKI((await cluster.etcd.get(PKI_KEY).string())!).ca.certificate.fingerprint256).toBe([...fingerprints][0]!);
+    expect(PKI_KEY).toBe("/kubernetes/pki");
   });
 });

@@ -26,7 +26,7 @@
 // credentials, and only they run the Kubernetes controller.
 
 import { X509Certificate, createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from "node:crypto";
-import type { Namespace } from "etcd3";
+import type { Etcd3, Namespace } from "etcd3";
 import { createCertificate, generateKeyPair, privateKeyPem, toPem, type CA, type CertificateKind } from "../pki/mod.ts";
 
 export const KUBERNETES_CA_COMMON_NAME = "nodecore kubernetes CA";
@@ -47,8 +47,25 @@ export const SERVICE_CIDR = "10.96.0.0/12";
 export const API_SERVICE_IP = "10.96.0.1";
 export const CLUSTER_DOMAIN = "cluster.local";
 
-/** The one etcd key of the stored PKI (outside the curator's /nodecore/ prefix). */
-export const PKI_KEY = "/kubernetes/pki";
+/** Kubernetes' etcd key space, outside the curator's /nodecore/: the stored PKI, and the apiserver's objects below registry/. */
+export const KUBERNETES_ETCD_PREFIX = "/kubernetes/";
+/** The stored PKI's key in that space. */
+const PKI_NAME = "pki";
+/** The one etcd key of the stored PKI, whole (as etcdctl shows it). */
+export const PKI_KEY = `${KUBERNETES_ETCD_PREFIX}${PKI_NAME}`;
+
+/**
+ * Kubernetes' key space of a member's client, and nothing else of it:
+ * what consensus hands the controller, and what the curator reads the PKI
+ * through to certify kubelets and the owner.
+ */
+export interface KubernetesKeys {
+  readonly space: Namespace;
+}
+
+export function kubernetesKeys(etcd: Etcd3): KubernetesKeys {
+  return { space: etcd.namespace(KUBERNETES_ETCD_PREFIX) };
+}
 const PKI_VERSION = 1;
 
 export class KubernetesPKIError extends Error {
@@ -232,8 +249,8 @@ export function decodeKubernetesPKI(text: string): KubernetesPKI {
 }
 
 /** The stored PKI, or undefined when nobody has created it yet. */
-export async function loadKubernetesPKI(etcd: Namespace): Promise<KubernetesPKI | undefined> {
-  const text = await etcd.get(PKI_KEY).string();
+export async function loadKubernetesPKI(keys: KubernetesKeys): Promise<KubernetesPKI | undefined> {
+  const text = await keys.space.get(PKI_NAME).string();
   return text === null ? undefined : decodeKubernetesPKI(text);
 }
 
@@ -242,16 +259,16 @@ export async function loadKubernetesPKI(etcd: Namespace): Promise<KubernetesPKI 
  * only while the key is absent, so of any number of concurrent callers
  * exactly one creates it and all get the same PKI.
  */
-export async function ensureKubernetesPKI(etcd: Namespace): Promise<{ pki: KubernetesPKI; created: boolean }> {
-  const existing = await loadKubernetesPKI(etcd);
+export async function ensureKubernetesPKI(keys: KubernetesKeys): Promise<{ pki: KubernetesPKI; created: boolean }> {
+  const existing = await loadKubernetesPKI(keys);
   if (existing) return { pki: existing, created: false };
   const fresh = createKubernetesPKI();
-  const result = await etcd
-    .if(PKI_KEY, "Create", "==", 0)
-    .then(etcd.put(PKI_KEY).value(encodeKubernetesPKI(fresh)))
+  const result = await keys.space
+    .if(PKI_NAME, "Create", "==", 0)
+    .then(keys.space.put(PKI_NAME).value(encodeKubernetesPKI(fresh)))
     .commit();
   if (result.succeeded) return { pki: fresh, created: true };
-  const winner = await loadKubernetesPKI(etcd);
+  const winner = await loadKubernetesPKI(keys);
   if (!winner) throw new KubernetesPKIError(`the Kubernetes PKI in etcd (${PKI_KEY}) was created and then removed while it was being read`);
   return { pki: winner, created: false };
 }

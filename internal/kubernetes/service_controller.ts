@@ -20,7 +20,6 @@
 // "kube-scheduler": waiting (for what), starting, running, restarting
 // (with how many starts and the last failure).
 
-import type { Namespace } from "etcd3";
 import type { X509Certificate } from "node:crypto";
 import { Value } from "../event/mod.ts";
 import { sleep, untilCancelled, type RunContext, type Runnable } from "../supervisor/mod.ts";
@@ -28,7 +27,7 @@ import { component, untilOk, type ComponentState } from "./component.ts";
 import { controllerFiles, writeControllerFiles } from "./controller_files.ts";
 import { APISERVER_PORT, CONTROLLER_MANAGER_PORT, SCHEDULER_PORT, apiserverArgs, controllerManagerArgs, schedulerArgs, type ControllerFlagOptions } from "./controller_flags.ts";
 import { warmOpenApi } from "./openapi_warm.ts";
-import { ensureKubernetesPKI, type Credential } from "./pki.ts";
+import { ensureKubernetesPKI, type Credential, type KubernetesKeys } from "./pki.ts";
 import { RECONCILE_TICK_MS, ReconcilePace, recordsKey } from "./reconcile_pace.ts";
 import { pruneNodes, reconcile, reconcileDns, reconcileStorage } from "./reconciler.ts";
 import { sweepVolumes, volumesController } from "./volumes_controller.ts";
@@ -37,8 +36,8 @@ import { sweepVolumes, volumesController } from "./volumes_controller.ts";
 export const CONTROLLER_COMPONENTS = ["kube-apiserver", "kube-controller-manager", "kube-scheduler"] as const;
 
 export interface ControllerServiceOptions {
-  /** The local etcd member: the PKI is read (or created) through this client. */
-  etcd: Namespace;
+  /** Kubernetes' key space of the local etcd member: the PKI is read (or created) there. */
+  etcd: KubernetesKeys;
   /** The apiserver's own client of that member. */
   etcdAccess: { url: string; ca: X509Certificate; client: Credential };
   /** The node's address: the components listen on it. */

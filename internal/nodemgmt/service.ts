@@ -9,8 +9,7 @@ import type { Logger } from "../log/mod.ts";
 import { BOOTS_KEPT, matches, type LogFilter, type LogTree, type PastBoot, type TreeEntry } from "../logtree/mod.ts";
 import { WIRE_LEVELS, levelOfWire } from "./client/mod.ts";
 import { AbortedError, FailedPreconditionError, InvalidArgumentError, NotFoundError, quote, ResourceExhaustedError, type ServiceImpl, type ServicePolicy } from "../rpc/mod.ts";
-import type { Etcd3 } from "etcd3";
-import { defragment, memberStatus } from "../consensus/mod.ts";
+import { defragment, memberStatus, type EtcdMember } from "../consensus/mod.ts";
 import type { RunnableDump } from "../supervisor/mod.ts";
 import type { ConsensusRecovery, RecoveryPlan } from "../roleserve/mod.ts";
 import { BundleError, parseBundleManifest, type BundleFile, type SlotControl, type SlotWriter } from "../update/mod.ts";
@@ -58,7 +57,7 @@ export interface NodeManagementDeps extends ImageDeps {
   /** Powers the node off or reboots it, through the same path as the ACPI button. */
   power: (action: PowerRequest, why: string) => void;
   /** This node's etcd member while it serves (a client of it, and its quota); undefined when it runs none. */
-  etcd?: () => { client: Etcd3; quotaBytes: number } | undefined;
+  etcd?: () => { member: EtcdMember; quotaBytes: number } | undefined;
   /** Recovery from a lost quorum through this node's etcd member (internal/roleserve/consensus_recovery.ts). */
   recovery?: Pick<ConsensusRecovery, "plan" | "start">;
   /** A past boot's kept logs (1: the boot before this one), from the data partition; undefined if not kept. */
@@ -188,7 +187,7 @@ export function nodeManagementService(deps: NodeManagementDeps): ServiceImpl<typ
 
     async getEtcdStatus() {
       const etcd = localEtcd();
-      const status = await memberStatus(etcd.client);
+      const status = await memberStatus(etcd.member);
       return {
         memberId: status.memberId,
         leaderId: status.leaderId,
@@ -211,7 +210,7 @@ export function nodeManagementService(deps: NodeManagementDeps): ServiceImpl<typ
       defragmenting = true;
       const started = performance.now();
       try {
-        const done = await defragment(etcd.client);
+        const done = await defragment(etcd.member);
         return { beforeBytes: BigInt(done.beforeBytes), afterBytes: BigInt(done.afterBytes), tookMs: BigInt(Math.round(performance.now() - started)) };
       } finally {
         defragmenting = false;

@@ -13,8 +13,9 @@ import { create } from "@bufbuild/protobuf";
 import type { Etcd3 } from "etcd3";
 import { NodeStatusSchema } from "../../proto/gen/common/common_pb.ts";
 import { clearPendingBootstrap, clearPendingRestore, loadPendingRestore } from "../cluster/mod.ts";
-import { clientUrl, fetchEtcdMetrics, memberQuota, peerUrl, upkeepRunnable } from "../consensus/mod.ts";
-import { consensusRole, curatorRunnable, dropLostConsensusRoles, etcdMembers, writeBootstrapState, writeRestoredNode, type Leadership } from "../curator/mod.ts";
+import { clientUrl, etcdMember, fetchEtcdMetrics, memberQuota, peerUrl, upkeepRunnable } from "../consensus/mod.ts";
+import { consensusRole, curatorReader, curatorRunnable, dropLostConsensusRoles, etcdMembers, writeBootstrapState, writeRestoredNode, type Leadership } from "../curator/mod.ts";
+import { kubernetesKeys } from "../kubernetes/mod.ts";
 import { Value } from "../event/mod.ts";
 import { rawPublicKey } from "../pki/mod.ts";
 import { RestartRequest, sleep, untilCancelled, type RunContext, type Runnable } from "../supervisor/mod.ts";
@@ -35,7 +36,14 @@ export function consensusChild(run: ControlPlaneRun): Runnable {
   return async (c) => {
     const client = await run.serving.waitFor((e) => e !== undefined, { signal: c.signal });
     const url = clientUrl(run.etcdClientHost);
-    options.localConsensus?.set({ etcd: client, url, ca: run.member.ca, metrics: (signal) => fetchEtcdMetrics(url, run.tls, signal) });
+    options.localConsensus?.set({
+      curator: curatorReader(client),
+      kubernetes: kubernetesKeys(client),
+      member: etcdMember(client),
+      url,
+      ca: run.member.ca,
+      metrics: (signal) => fetchEtcdMetrics(url, run.tls, signal),
+    });
     try {
       await finishPendingWrites(run, c, client);
       runBesideMember(run, c, client);
@@ -137,7 +145,10 @@ function runBesideMember(run: ControlPlaneRun, c: RunContext, etcd: Etcd3): void
     if (leave.signal.aborted && !cc.signal.aborted) throw new RestartRequest("the node left consensus: the curator's own children stop with it");
   });
   // The member's database: sizes, alarms, defragmentation, a way back from NOSPACE.
-  c.run("etcd-upkeep", upkeepRunnable({ client: async () => etcd, quotaBytes: memberQuota(options.layout.data.etcd.data), report: (state, message) => options.board.report("etcd", state, message) }));
+  c.run(
+    "etcd-upkeep",
+    upkeepRunnable({ client: async () => etcdMember(etcd), quotaBytes: memberQuota(options.layout.data.etcd.data), report: (state, message) => options.board.report("etcd", state, message) }),
+  );
   c.run("memberstatus", async (m) => {
     m.signalHealthy();
     let lastSeen = run.member.lastSeenMembers;

@@ -40,7 +40,7 @@ import { BackupStatusSchema, BackupTakenSchema, type BackupSchedule, type Backup
 import { readSnapshot, shownTarget, targetFor, uploadBackup } from "../backup/mod.ts";
 import { dataPartitionKey, type ClusterMembership, type DataStorage } from "../cluster/mod.ts";
 import { ETCD_MIN_FREE_BYTES } from "../consensus/mod.ts";
-import { backupChunks, curatorReader, MAX_BACKUP_ERROR_CHARS, type CuratorReader } from "../curator/mod.ts";
+import { backupChunks, curatorSnapshotState, MAX_BACKUP_ERROR_CHARS, type CuratorReader } from "../curator/mod.ts";
 import { encodable } from "../rpc/mod.ts";
 import type { Value } from "../event/mod.ts";
 import { freeSpace, readSealedConfiguration, type StorageLayout } from "../localstorage/mod.ts";
@@ -121,7 +121,7 @@ export function backupsWorker(options: BackupsOptions): Runnable {
     for (;;) {
       const local = options.localConsensus.peek();
       if (local) {
-        const store = curatorReader(local.etcd);
+        const store = local.curator;
         const schedule = await store.backupSchedule().catch(() => undefined);
         if (!schedule || schedule.everyMinutes === 0 || schedule.nodeId !== self) {
           if (reported !== "none") options.board.withdraw(SERVICE);
@@ -232,7 +232,7 @@ async function takeScheduledBackup(
       nodecoreVersion: VERSION,
     };
     // Checked before anything is written: a backup that cannot fit fails with why, and the partition keeps its room.
-    const dbBytes = Number((await options.localConsensus.peek()!.etcd.maintenance.status()).dbSize);
+    const dbBytes = Number((await options.localConsensus.peek()!.member.maintenance.status()).dbSize);
     const noRoom = backupRoomProblem(dbBytes, { data: freeSpace(options.layout.data.path).freeBytes, ephemeral: freeSpace(options.layout.ephemeral.path).freeBytes });
     if (noRoom) throw new Error(noRoom);
     mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -244,7 +244,7 @@ async function takeScheduledBackup(
     let revision = 0;
     try {
       const { privateKey: signer } = await store.ca("cluster");
-      for await (const chunk of backupChunks(options.localConsensus.peek()!.etcd, cluster.ownerPublicKey, about, signer, signal, (blob) => writeSync(plain, blob))) {
+      for await (const chunk of backupChunks(options.localConsensus.peek()!.member, cluster.ownerPublicKey, about, signer, signal, (blob) => writeSync(plain, blob))) {
         writeSync(fd, chunk.data);
         bytes += chunk.data.length;
         revision = chunk.etcdRevision;
@@ -297,7 +297,7 @@ export async function proveSnapshot(
   snapshot: Uint8Array,
   scratch: string,
 ): Promise<{ nodes: number; revision: number }> {
-  const state = await readSnapshot({ etcd: options.etcd, etcdutl: options.etcdutl(), snapshot, scratch });
+  const state = await readSnapshot({ etcd: options.etcd, etcdutl: options.etcdutl(), snapshot, scratch, read: curatorSnapshotState });
   const ca = membership.credentials.ca.fingerprint256;
   if (state.clusterCA.certificate.fingerprint256 !== ca) throw new Error(`the backup's CA is ${state.clusterCA.certificate.fingerprint256}, not this cluster's ${ca}`);
   const self = state.nodes.find((n) => n.id === membership.credentials.nodeId);

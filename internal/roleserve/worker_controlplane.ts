@@ -20,8 +20,9 @@ import type { NodeRoles } from "../../proto/gen/common/common_pb.ts";
 import { loadPendingRestore, type ClusterMembership, type PendingBootstrap } from "../cluster/mod.ts";
 import { restoreSnapshot } from "../backup/mod.ts";
 import type { CallMeter } from "../rpc/mod.ts";
-import { etcdutlBeside, issueMemberCertificate, peerUrl } from "../consensus/mod.ts";
-import { etcdMembers, type ConsensusJoinTiming } from "../curator/mod.ts";
+import { etcdutlBeside, issueMemberCertificate, peerUrl, type EtcdMember } from "../consensus/mod.ts";
+import { etcdMembers, type ConsensusJoinTiming, type CuratorReader } from "../curator/mod.ts";
+import type { KubernetesKeys } from "../kubernetes/mod.ts";
 import type { CuratorEndpoint } from "../curator/client/mod.ts";
 import type { Value } from "../event/mod.ts";
 import type { StorageLayout } from "../localstorage/mod.ts";
@@ -62,9 +63,20 @@ export interface LocalCurator {
 }
 
 /** This node's etcd member while it serves: for what runs only beside it (the Kubernetes controller). */
+/**
+ * The local etcd member as the node's other parts get it: no raw client,
+ * but a view per key space's owner (the curator's state read only, through
+ * the curator's reader; Kubernetes' key space, for its PKI) and the member
+ * itself (status, defragmentation, snapshots), none of which reads a key.
+ * Only the curator, run beside the member here, writes the curator's state.
+ */
 export interface LocalConsensus {
-  /** A client of the member, under the etcd peer CA (the control plane's own). */
-  etcd: Etcd3;
+  /** The curator's state, read only (curator/reader.ts). */
+  curator: CuratorReader;
+  /** Kubernetes' key space (kubernetes/pki.ts). */
+  kubernetes: KubernetesKeys;
+  /** The member itself (consensus/upkeep.ts). */
+  member: EtcdMember;
   /** The member's client URL. */
   url: string;
   /** The etcd peer CA's certificate. */

@@ -45,7 +45,6 @@ import { INTERFACE_NAME, leaveMesh } from "../clusternet/mod.ts";
 import type { ClusterMembership } from "../cluster/mod.ts";
 import { issueEtcdClientCertificate } from "../consensus/mod.ts";
 import { containerRuntime, killCgroup, peerMirrorEndpoint, runtimeBinaries, type ImageStore, type RuntimePaths } from "../containerd/mod.ts";
-import { curatorReader } from "../curator/mod.ts";
 import { Value } from "../event/mod.ts";
 import { CONTROLLER_COMPONENTS, controllerService, forgetRegistries, workerService } from "../kubernetes/mod.ts";
 import { generateKeyPair } from "../pki/mod.ts";
@@ -178,14 +177,14 @@ function controllerRunnable(options: KubernetesOptions): Runnable {
     for (const component of CONTROLLER_COMPONENTS) options.board.report(component, "waiting", "for the local etcd member");
     const local = await options.localConsensus.waitFor((l) => l !== undefined, { signal: ctx.signal });
     const membership = await options.membership.get({ signal: ctx.signal });
-    const curator = curatorReader(local.etcd);
+    const curator = local.curator;
     const etcdCA = await curator.ca("etcd");
     const key = generateKeyPair();
     const client = { certificate: issueEtcdClientCertificate(etcdCA, key.publicKey, "kube-apiserver"), privateKey: key.privateKey };
     ctx.run(
       "controller",
       controllerService({
-        etcd: local.etcd,
+        etcd: local.kubernetes,
         etcdAccess: { url: local.url, ca: local.ca, client },
         address: membership.address,
         binDir: options.binDir ?? DEFAULT_KUBERNETES_BIN_DIR,
