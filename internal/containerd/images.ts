@@ -32,8 +32,6 @@ export interface ImageStore {
 
 /** How long containerd gets to list a namespace's image records (one read of its metadata database). */
 const LIST_TIMEOUT_MS = 10_000;
-/** The largest manifest or index read to add up an image's size (containerd reads manifests up to the same). */
-const MAX_DOCUMENT_BYTES = MAX_MANIFEST_BYTES;
 
 /** This node's platform in OCI's words (an index's entries name theirs so). */
 export const NODE_PLATFORM = { os: "linux", architecture: process.arch === "x64" ? "amd64" : process.arch };
@@ -55,7 +53,8 @@ function readDocument(root: string, digest: string): Record<string, unknown> | u
   if (!CONTENT_DIGEST.test(digest)) return undefined;
   const path = contentPath(root, digest);
   try {
-    if (statSync(path).size > MAX_DOCUMENT_BYTES) return undefined;
+    // The largest manifest containerd itself reads; anything larger is no document of its.
+    if (statSync(path).size > MAX_MANIFEST_BYTES) return undefined;
     const parsed: unknown = JSON.parse(readFileSync(path, "utf8"));
     return typeof parsed === "object" && parsed !== null && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : undefined;
   } catch {
