@@ -108,7 +108,8 @@ async function startSilentCurator(ca: CA): Promise<{ endpoint: CuratorEndpoint; 
 /** What every failure must look like: one line on stderr that starts "ctl: ", no stack frames, no source. */
 function expectOneLineError(result: { code: number; stderr: string }, code: 1 | 2, cause: string | RegExp): void {
   const lines = result.stderr.split("\n").filter((l) => l !== "");
-  expect({ code: result.code, lines: lines.length }).toEqual({ code, lines: 1 });
+  // stderr rides along so that a failure shows what ctl said.
+  expect({ code: result.code, lines: lines.length, stderr: result.stderr }).toEqual({ code, lines: 1, stderr: result.stderr });
   expect(result.stderr).toStartWith("ctl: ");
   expect(result.stderr).not.toMatch(/^\s+at |\bat .*:\d+:\d+|^\s*\d+ \| /m);
   if (typeof cause === "string") expect(result.stderr).toContain(cause);

@@ -97,14 +97,25 @@ export function createClient<S extends DescService>(service: S, target: string, 
   return out as ServiceClient<S>;
 }
 
+/**
+ * Waits for the channel to be READY or to fail, until `deadline`. The
+ * deadline is a timer, and Node's loop runs due timers before it reads the
+ * sockets: a process whose loop was blocked past the deadline (a loaded
+ * machine, a long synchronous step) would call a connection refused in the
+ * meantime a timeout. So the deadline's verdict waits one turn
+ * (setImmediate runs after the sockets are read) and looks again.
+ */
 function connect(client: GrpcClient, deadline: number): Promise<ConnectResult> {
   const channel = client.getChannel();
+  const outcome = (state: connectivityState): ConnectResult | undefined =>
+    state === connectivityState.READY ? "ready" : state === connectivityState.TRANSIENT_FAILURE || state === connectivityState.SHUTDOWN ? "failed" : undefined;
   return new Promise((resolve) => {
+    const atDeadline = () => setImmediate(() => resolve(outcome(channel.getConnectivityState(false)) ?? "timeout"));
     const check = () => {
       const state = channel.getConnectivityState(true);
-      if (state === connectivityState.READY) return resolve("ready");
-      if (state === connectivityState.TRANSIENT_FAILURE || state === connectivityState.SHUTDOWN) return resolve("failed");
-      channel.watchConnectivityState(state, deadline, (err) => (err ? resolve("timeout") : check()));
+      const result = outcome(state);
+      if (result) resolve(result);
+      else channel.watchConnectivityState(state, deadline, (err) => (err ? atDeadline() : check()));
     };
     check();
   });
