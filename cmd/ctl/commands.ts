@@ -1,17 +1,16 @@
 // ctl's commands: one table, from which its parsing (cac reads the words),
-// help, "unknown action" errors and shell completion are all generated
-// (internal/operator/cli_*.ts). Adding an action is one entry in its
-// command's `actions`: name, arguments, one line of description, handler.
-// The handlers only wire flags to internal/operator and print the result.
+// help, "unknown action" errors, shell completion and the handlers' types
+// are all generated (internal/operator/cli_*.ts). Adding an action is one
+// entry in its command's `actions`: action({ name, arguments, flags, one
+// line of description, handler }); the handler gets its arguments and flags
+// typed by that entry (a flag's default is written once, in its spec). The
+// handlers only wire flags to internal/operator and print the result.
 
 import { describeColdStart, MAX_UNLOCK_SHARE_THRESHOLD } from "../../internal/coldstart/mod.ts";
 import { shownTarget, targetUrlProblem } from "../../internal/backup/mod.ts";
-import { create, toBinary } from "@bufbuild/protobuf";
-import { chmodSync, readFileSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { X509Certificate } from "node:crypto";
-import { join } from "node:path";
 import { Management } from "../../proto/gen/api/management_pb.ts";
-import { NodeParametersSchema } from "../../proto/gen/api/configuration_pb.ts";
 import {
   LOG_LEVELS,
   ROLE_FIELDS,
@@ -57,28 +56,25 @@ import {
   rollbackNode,
   updateCluster,
   DEFAULT_CALL_TIMEOUT_MS,
-  type ActionSpec,
+  tableOf,
   type ArgSpec,
   type CallSettings,
   type ConfigPaths,
   type FlagSpec,
+  type FlagValues,
   type OwnerCredentials,
   type Program,
   type RoleName,
-  type Shell,
   helpText,
   parseCommandLine,
   NAME_LABEL,
-  clusterHealth,
-  explain,
-  gatherClusterHealth,
+  clusterVerdict,
   healthTable,
   eventLine,
   eventRow,
   filterNodes,
   FilterError,
   readEvents,
-  type ClusterHealth,
   readNodeMetrics,
   writeMetricsReader,
   PASSWORD_ON_COMMAND_LINE,
@@ -91,12 +87,14 @@ import {
   registryHost,
   registryTable,
   type RegistryFlags,
-  certifyNewKey,
-  ETCD_CLIENT_FILES,
-  writePemFiles,
+  writeEtcdCredentials,
+  writeOwnerKubeconfig,
+  bootstrapParameters,
+  registerParameters,
+  restoreParameters,
+  writeParameters,
 } from "../../internal/operator/mod.ts";
 import { endpointsOfDirectory, formatEndpoint, type CuratorClientOf } from "../../internal/curator/client/mod.ts";
-import { buildKubeconfig, OWNER_USER } from "../../internal/kubernetes/mod.ts";
 import { rawPublicKey } from "../../internal/pki/mod.ts";
 import { VERSION } from "../../internal/version/mod.ts";
 import { timeServersProblem } from "../../internal/clock/mod.ts";
@@ -124,28 +122,31 @@ export interface Ctl {
   node(typed: string): Promise<string>;
 }
 
-const FLAGS: readonly FlagSpec[] = [
-  { name: "config", value: "dir", description: "Where the owner's credentials live", default: "$NODECORE_CONFIG or ~/.config/nodecore", complete: "dir" },
-  { name: "owner-key", value: "file", description: "The owner's Ed25519 private key", default: "<config>/owner.key", complete: "file" },
-  { name: "timeout", value: "ms", description: "Deadline of each call, in milliseconds", default: String(DEFAULT_CALL_TIMEOUT_MS), parse: positiveInteger("milliseconds") },
+const { action, command } = tableOf<Ctl>();
+
+/** The flags every command and action takes (main.ts reads them). */
+export const FLAGS = [
+  { name: "config", value: "dir", description: "Where the owner's credentials live", shownDefault: "$NODECORE_CONFIG or ~/.config/nodecore", complete: "dir" },
+  { name: "owner-key", value: "file", description: "The owner's Ed25519 private key", shownDefault: "<config>/owner.key", complete: "file" },
+  { name: "timeout", value: "ms", description: "Deadline of each call, in milliseconds", default: DEFAULT_CALL_TIMEOUT_MS, parse: positiveInteger("milliseconds") },
   { name: "json", description: "Print JSON instead of text" },
   { name: "output", short: "o", value: "format", description: "json (the same as --json) or text", choices: ["json", "text"] },
   { name: "help", short: "h", description: "Show what ctl, a command or an action takes" },
   { name: "version", description: "Print the version" },
-];
+] as const satisfies readonly FlagSpec[];
 
 /** A node: its ID, a unique prefix of it, or its name label (each command resolves it with ctl.node). */
-const NODE_ID: ArgSpec = { name: "node id", complete: "node" };
-const FILE: ArgSpec = { name: "file", complete: "file" };
+const NODE_ID = { name: "node id", complete: "node" } as const satisfies ArgSpec;
+const FILE = { name: "file", complete: "file" } as const satisfies ArgSpec;
 const ROLE_NAMES = Object.keys(ROLE_FIELDS) as RoleName[];
 
 /** --time-server: the NTP servers a new node syncs with (besides its DHCP lease's). */
-const TIME_SERVER_FLAG: FlagSpec = {
+const TIME_SERVER_FLAG = {
   name: "time-server",
   value: "list",
   description: "NTP servers the node syncs its clock with, comma-separated IP addresses or host names (besides those its DHCP lease names)",
   parse: timeServerList,
-};
+} as const satisfies FlagSpec;
 
 function timeServerList(text: string): string[] {
   const servers = text
@@ -158,37 +159,33 @@ function timeServerList(text: string): string[] {
 }
 
 /** Which CA a backup is checked against: --ca, else the config directory's ca.crt. */
-const CA_FLAG: FlagSpec = { name: "ca", value: "file", description: "The cluster CA certificate (PEM) the backup must be signed by (default: ca.crt in the config directory)" };
-const ALLOW_UNSIGNED_FLAG: FlagSpec = { name: "allow-unsigned", description: "Accept a backup written before backups were signed (format 1): only its header then says which cluster it is of" };
+const CA_FLAG = { name: "ca", value: "file", description: "The cluster CA certificate (PEM) the backup must be signed by", shownDefault: "ca.crt in the config directory" } as const satisfies FlagSpec;
+const ALLOW_UNSIGNED_FLAG = {
+  name: "allow-unsigned",
+  description: "Accept a backup written before backups were signed (format 1): only its header then says which cluster it is of",
+} as const satisfies FlagSpec;
 
-function backupTrust(ctl: Ctl, flags: Record<string, unknown>): BackupTrust {
-  const file = flags.ca as string | undefined;
-  const ca = file !== undefined ? readCACertificate(file) : readPinnedCA(ctl.paths());
-  return { ...(ca ? { ca } : {}), allowUnsigned: flags["allow-unsigned"] === true };
+function backupTrust(ctl: Ctl, flags: FlagValues<[typeof CA_FLAG, typeof ALLOW_UNSIGNED_FLAG]>): BackupTrust {
+  const ca = flags.ca !== undefined ? readCACertificate(flags.ca) : readPinnedCA(ctl.paths());
+  return { ...(ca ? { ca } : {}), allowUnsigned: flags["allow-unsigned"] };
 }
 
 /** Restore parameters from a backup: `ctl params restore`, and `ctl cluster restore` as Talos and Metropolis operators look for it. */
-const RESTORE_PARAMETERS: ActionSpec<Ctl> = {
+const RESTORE_PARAMETERS = action({
   name: "restore",
   args: [{ name: "backup", complete: "file" }, FILE],
   flags: [TIME_SERVER_FLAG, CA_FLAG, ALLOW_UNSIGNED_FLAG],
   description: "Write parameters that create the cluster again from a backup its CA signed (they hold its every key: the node deletes them once read)",
   run: (ctl, [backup, file], flags) => {
     const key = readOwnerKey(ctl.ownerKey ?? ctl.paths().ownerKey);
-    const plan = readForRestore(backup!, key, backupTrust(ctl, flags));
-    const { header, snapshot } = plan;
+    const plan = readForRestore(backup, key, backupTrust(ctl, flags));
+    const { header } = plan;
     ctl.note(plan.signature ? `signed by the cluster CA ${plan.ca.fingerprint256}` : "UNSIGNED (format 1, accepted with --allow-unsigned): only its header says which cluster it is of");
     for (const line of [...describeBackup(header).split("\n"), ...describeRestore(header)]) ctl.note(line);
-    const restore = {
-      ownerPublicKey: rawPublicKey(key.publicKey),
-      snapshot,
-      caCertificate: new Uint8Array(plan.ca.raw),
-      ...(plan.signature ? { backupHeader: new Uint8Array(plan.headerBytes), signature: new Uint8Array(plan.signature) } : {}),
-    };
-    const params = create(NodeParametersSchema, { cluster: { case: "clusterRestore", value: restore }, timeServers: (flags["time-server"] as string[] | undefined) ?? [] });
-    writeParameters(ctl, file!, "restore", toBinary(NodeParametersSchema, params));
+    writeParameters(file, restoreParameters(key, plan, flags["time-server"] ?? []));
+    ctl.print({ written: file, kind: "restore" }, `restore parameters written to ${file}`);
   },
-};
+});
 
 /** --boot: 0, -1 or -2 (the boots a node keeps). */
 function bootNumber(text: string): number {
@@ -201,27 +198,24 @@ function bootNumber(text: string): number {
 const DEFAULT_EVENT_LINES = 100;
 const MAX_EVENT_LINES = 10_000;
 
-/** How often ctl cluster health --wait asks again. */
-const HEALTH_POLL_MS = 2_000;
-
-const LEVEL_NAMES = Object.keys(LOG_LEVELS);
+const LEVEL_NAMES = Object.keys(LOG_LEVELS) as (keyof typeof LOG_LEVELS)[];
 /** `ctl node logs` prints this many entries unless -n says otherwise. */
 const DEFAULT_LOG_LINES = 100;
 const MAX_LOG_LINES = 100_000;
 
-export const program: Program<Ctl> = {
+export const program: Program<Ctl, typeof FLAGS> = {
   name: "ctl",
   description: "the owner's command line for a nodecore cluster",
   flags: FLAGS,
   commands: [
-    { name: "version", description: "Print the version", run: () => console.log(VERSION) },
-    {
+    command({ name: "version", description: "Print the version", run: () => console.log(VERSION) }),
+    command({
       name: "help",
       args: [{ name: "command", optional: true, variadic: true }],
       description: "Show what ctl, a command or an action takes (the same as --help)",
-      run: (_ctl, words) => console.log(helpText(program, parseCommandLine(program, words))),
-    },
-    {
+      run: (_ctl, [words]) => console.log(helpText(program, parseCommandLine(program, words))),
+    }),
+    command({
       name: "genkey",
       description: "Create a new owner key and print its public key",
       run: (ctl) => {
@@ -230,8 +224,8 @@ export const program: Program<Ctl> = {
         const publicKey = Buffer.from(rawPublicKey(key.publicKey)).toString("hex");
         ctl.print({ ownerKey: file, publicKey }, `owner key written to ${file}\npublic key: ${publicKey}`);
       },
-    },
-    {
+    }),
+    command({
       name: "takeownership",
       args: [{ name: "endpoint" }],
       flags: [{ name: "replace-ca", description: "Trust the cluster's CA even though it is not the CA pinned in the config directory (ca.crt), and pin it instead" }],
@@ -240,10 +234,10 @@ export const program: Program<Ctl> = {
         const paths = ctl.paths();
         const key = readOwnerKey(ctl.ownerKey ?? paths.ownerKey);
         ctl.progress(`proving the owner key to ${endpoint} ...`);
-        const result = await takeOwnership(endpoint!, key, ctl.settings);
+        const result = await takeOwnership(endpoint, key, ctl.settings);
         const pinned = readPinnedCA(paths);
         if (pinned && pinned.fingerprint256 !== result.ca.fingerprint256) {
-          if (flags["replace-ca"] !== true) {
+          if (!flags["replace-ca"]) {
             throw new OperatorError(
               `the cluster at ${endpoint} has CA ${result.ca.fingerprint256}, not the CA pinned in ${paths.ca} (${pinned.fingerprint256}): nothing was saved. If this is a new cluster you own, run again with --replace-ca`,
             );
@@ -254,12 +248,12 @@ export const program: Program<Ctl> = {
         const curators = result.endpoints.map(formatEndpoint);
         ctl.print({ config: paths.dir, endpoints: curators }, `took ownership; credentials saved in ${paths.dir}\ncurators: ${curators.join(", ")}`);
       },
-    },
+    }),
     {
       name: "cluster",
       description: "The cluster as a whole",
       actions: [
-        {
+        action({
           name: "info",
           description: "Show the curators and the CA fingerprint, and save the curator list",
           run: async (ctl) => {
@@ -279,8 +273,8 @@ export const program: Program<Ctl> = {
               `curators: ${curators.join(", ") || "(none)"}\ncurator leader: ${leaders.curator}\netcd raft leader: ${leaders.etcd}\nCA fingerprint (SHA-256): ${fingerprint}\ncold start: ${coldStart}\n${backups.lines.join("\n")}`,
             );
           },
-        },
-        {
+        }),
+        action({
           name: "update",
           flags: [
             { name: "image", value: "dir", description: "The update bundle: the slot directory bun run image writes (out/image/slot)", complete: "dir" },
@@ -288,7 +282,7 @@ export const program: Program<Ctl> = {
               name: "max-unavailable",
               value: "N",
               description: "How many workers are updated at once (consensus members always go one at a time)",
-              default: "1",
+              default: 1,
               parse: positiveInteger("max-unavailable", 64),
             },
             { name: "allow-downgrade", description: "Install a version older than the nodes'" },
@@ -296,67 +290,44 @@ export const program: Program<Ctl> = {
           ],
           description: "Update every node to a new version: workers first, then consensus members one by one, each HEALTHY again before the next; run again to resume",
           run: async (ctl, _args, flags) => {
-            const dir = flags.image as string | undefined;
+            const dir = flags.image;
             if (dir === undefined) throw new UsageError("--image <dir> is required: the update bundle (bun run image writes out/image/slot)");
             const bundle = await readBundle(dir, ctl.progress);
             const result = await updateCluster(
               ctl.credentials(),
               ctl.settings,
               bundle,
-              { maxUnavailable: (flags["max-unavailable"] as number | undefined) ?? 1, force: flags.force === true, allowDowngrade: flags["allow-downgrade"] === true },
+              { maxUnavailable: flags["max-unavailable"], force: flags.force, allowDowngrade: flags["allow-downgrade"] },
               { note: ctl.note, progress: ctl.progress },
             );
             const updated = result.steps.filter((s) => s.outcome === "updated").length;
             ctl.print(result, `every node runs ${result.version}: ${updated} updated, ${result.steps.length - updated} already there, in ${result.seconds} s`);
           },
-        },
-        {
+        }),
+        action({
           name: "health",
           flags: [
             { name: "wait", description: "Ask again until every check passes, or --wait-timeout runs out" },
-            { name: "wait-timeout", value: "seconds", description: "How long --wait waits", default: "300", parse: positiveInteger("seconds", 24 * 3600) },
+            { name: "wait-timeout", value: "seconds", description: "How long --wait waits", default: 300, parse: positiveInteger("seconds", 24 * 3600) },
           ],
           description: "One verdict for the cluster: nodes, clocks, consensus, curator, backups, Kubernetes; exits 0 healthy, 1 degraded, 2 unreachable",
           run: async (ctl, _args, flags) => {
-            const deadline = Date.now() + ((flags["wait-timeout"] as number | undefined) ?? 300) * 1000;
-            for (;;) {
-              let health: ClusterHealth;
-              try {
-                health = clusterHealth(await gatherClusterHealth(ctl.credentials(), ctl.settings));
-              } catch (err) {
-                const { line } = explain(err);
-                if (!flags.wait || Date.now() >= deadline) {
-                  ctl.print({ verdict: "unreachable", reason: line, checks: [] }, `cluster: unreachable (${line})`);
-                  return 2;
-                }
-                ctl.progress(`unreachable: ${line}`);
-                await Bun.sleep(HEALTH_POLL_MS);
-                continue;
-              }
-              if (health.healthy || !flags.wait || Date.now() >= deadline) {
-                ctl.print({ verdict: health.healthy ? "healthy" : "degraded", checks: health.checks }, healthTable(health));
-                return health.healthy ? 0 : 1;
-              }
-              ctl.progress(
-                `waiting: ${health.checks
-                  .filter((c) => !c.ok)
-                  .map((c) => `${c.name}: ${c.detail}`)
-                  .join("; ")}`,
-              );
-              await Bun.sleep(HEALTH_POLL_MS);
-            }
+            const result = await clusterVerdict(ctl.credentials(), ctl.settings, flags.wait ? Date.now() + flags["wait-timeout"] * 1000 : undefined);
+            if (result.verdict === "unreachable") ctl.print({ verdict: result.verdict, reason: result.reason, checks: [] }, `cluster: unreachable (${result.reason})`);
+            else ctl.print({ verdict: result.verdict, checks: result.health.checks }, healthTable(result.health));
+            return result.exitStatus;
           },
-        },
-        {
+        }),
+        action({
           name: "backup",
           args: [FILE],
           description: "Write a backup of the cluster (etcd's snapshot, encrypted to the owner key by the curator leader) to <file>; never overwrites one",
           run: async (ctl, [file]) => {
-            const { header, bytes } = await takeBackup(ctl.credentials(), ctl.settings, file!, ctl.progress);
+            const { header, bytes } = await takeBackup(ctl.credentials(), ctl.settings, file, ctl.progress);
             ctl.print({ file, bytes, header }, `backup written to ${file} (${bytes} bytes)\n${describeBackup(header)}`);
           },
-        },
-        {
+        }),
+        action({
           name: "recover",
           flags: [
             { name: "from", value: "node", description: "The consensus node that survived: its ID (found in the ctl config's curator list), or node-…@address" },
@@ -366,38 +337,31 @@ export const program: Program<Ctl> = {
           ],
           description: "After losing etcd's quorum for good: restart the surviving member as a one-member cluster from its own data, and drop the others' consensus role",
           run: async (ctl, _args, flags) => {
-            const from = flags.from as string | undefined;
+            const from = flags.from;
             if (!from) throw new UsageError("missing --from <node>: name the consensus node that survived");
-            const result = await recoverConsensus(
-              ctl.credentials(),
-              ctl.settings,
-              from,
-              { dryRun: flags["dry-run"] === true, yes: flags.yes === true, force: flags.force === true },
-              { note: ctl.note, progress: ctl.progress },
-            );
+            const result = await recoverConsensus(ctl.credentials(), ctl.settings, from, { dryRun: flags["dry-run"], yes: flags.yes, force: flags.force }, { note: ctl.note, progress: ctl.progress });
             const summary = result.started
               ? `recovered: ${result.survivor} is etcd's only member, at revision ${result.revision} or later; ${result.lost.length} member${result.lost.length === 1 ? "" : "s"} removed`
               : "dry run: nothing was done";
             ctl.print(result, summary);
           },
-        },
-        {
+        }),
+        action({
           name: "schedule-backups",
           flags: [
             { name: "every", value: "minutes", description: "Minutes between two backups; 0 turns scheduled backups off", parse: wholeNumber("minutes", 7 * 24 * 60) },
-            { name: "keep", value: "N", description: "How many backups to keep (the newest proven one always stays)", default: "7", parse: positiveInteger("backups", 100) },
+            { name: "keep", value: "N", description: "How many backups to keep (the newest proven one always stays)", default: 7, parse: positiveInteger("backups", 100) },
             { name: "node", value: "node", description: "The consensus node that takes them onto its data partition" },
             { name: "upload", value: "url", description: "Also PUT each proven backup under this http(s) URL, by its file name (a query is kept); nodecore never deletes there" },
           ],
           description: "Have a consensus node back the cluster up every so often onto its data partition (and an HTTP target), encrypted to the owner key, and prove each backup restores",
           run: async (ctl, _args, flags) => {
-            const every = flags.every as number | undefined;
+            const { every, keep } = flags;
             if (every === undefined) throw new UsageError("missing --every <minutes> (0 turns scheduled backups off)");
-            const typed = flags.node as string | undefined;
+            const typed = flags.node;
             if (every > 0 && !typed) throw new UsageError("missing --node <node>: the consensus node that takes the backups");
             const nodeId = typed ? await ctl.node(typed) : "";
-            const keep = (flags.keep as number | undefined) ?? 7;
-            const putUrl = flags.upload === undefined ? "" : String(flags.upload);
+            const putUrl = flags.upload ?? "";
             const problem = putUrl ? targetUrlProblem(putUrl) : undefined;
             if (problem) throw new UsageError(`--upload: ${problem}`);
             await withFailover(Management, ctl.credentials(), (m) => m.setBackupSchedule({ schedule: { everyMinutes: every, keep, nodeId, putUrl } }, ctl.settings), ctl.progress);
@@ -407,8 +371,8 @@ export const program: Program<Ctl> = {
               every === 0 ? "scheduled backups off" : `${nodeId} backs the cluster up every ${every} min and keeps ${keep}${also}; ctl cluster info says how it goes`,
             );
           },
-        },
-        {
+        }),
+        action({
           name: "registry",
           args: [
             { name: "action", choices: ["set", "list", "remove", "login", "logout"] },
@@ -428,13 +392,13 @@ export const program: Program<Ctl> = {
             "How workers pull images: set <host> [--mirror url]... [--ca file] [--username u --password-stdin] [--skip-verify] [--mirrors-only] [--no-peers], list, remove <host>, login <host> --username u --password-stdin, logout <host>",
           run: async (ctl, [action, typedHost], flags) => {
             const registryFlags: RegistryFlags = {
-              mirrors: (flags.mirror as string[] | undefined) ?? [],
-              ...(flags.ca !== undefined ? { ca: String(flags.ca) } : {}),
-              skipVerify: flags["skip-verify"] === true,
-              noUpstream: flags["mirrors-only"] === true,
-              noPeers: flags["no-peers"] === true,
-              ...(flags.username !== undefined ? { username: String(flags.username) } : {}),
-              passwordStdin: flags["password-stdin"] === true,
+              mirrors: flags.mirror,
+              ...(flags.ca !== undefined ? { ca: flags.ca } : {}),
+              skipVerify: flags["skip-verify"],
+              noUpstream: flags["mirrors-only"],
+              noPeers: flags["no-peers"],
+              ...(flags.username !== undefined ? { username: flags.username } : {}),
+              passwordStdin: flags["password-stdin"],
               passwordTyped: flags.password !== undefined,
             };
             if (registryFlags.passwordTyped) throw new UsageError(PASSWORD_ON_COMMAND_LINE);
@@ -458,7 +422,7 @@ export const program: Program<Ctl> = {
                 return;
               }
               case "set": {
-                const entry = registryEntry(String(typedHost ?? ""), registryFlags, readStdin);
+                const entry = registryEntry(typedHost ?? "", registryFlags, readStdin);
                 await call((m) => m.setContainerRegistry({ registry: entry }, ctl.settings));
                 const clear = entry.credentials ? entry.mirrors.filter((m) => m.startsWith("http://")) : [];
                 if (clear.length) ctl.note(`${clear.join(", ")}: plain http; the login is offered to it, in clear, if it asks for one`);
@@ -491,9 +455,9 @@ export const program: Program<Ctl> = {
               }
             }
           },
-        },
+        }),
         RESTORE_PARAMETERS,
-        {
+        action({
           name: "check-backup",
           args: [FILE],
           flags: [CA_FLAG, ALLOW_UNSIGNED_FLAG],
@@ -501,7 +465,7 @@ export const program: Program<Ctl> = {
           run: async (ctl, [file], flags) => {
             const owner = readOwnerKey(ctl.ownerKey ?? ctl.paths().ownerKey);
             const trust = backupTrust(ctl, flags);
-            const { header, databaseBytes, signedBy } = checkBackup(file!, owner, trust);
+            const { header, databaseBytes, signedBy } = checkBackup(file, owner, trust);
             const whose = !trust.ca
               ? "; NOT checked for which cluster wrote it: no pinned CA here (ca.crt), give it with --ca"
               : signedBy
@@ -512,10 +476,10 @@ export const program: Program<Ctl> = {
               `${file}: readable with this owner key, etcd's checksum matches (${databaseBytes} bytes of database)${whose}\n${describeBackup(header)}`,
             );
           },
-        },
+        }),
       ],
     },
-    {
+    command({
       name: "ticket",
       description: "Print the register ticket new nodes need",
       run: async (ctl) => {
@@ -523,12 +487,12 @@ export const program: Program<Ctl> = {
         const hex = Buffer.from(ticket).toString("hex");
         ctl.print({ ticket: hex }, hex);
       },
-    },
+    }),
     {
       name: "node",
       description: "The cluster's nodes",
       actions: [
-        {
+        action({
           name: "list",
           flags: [
             { name: "ids", description: "Print only the node IDs and name labels, one per line (shell completion uses it)" },
@@ -536,7 +500,7 @@ export const program: Program<Ctl> = {
           ],
           description: "List the nodes with their state, health, last heartbeat, address and roles",
           run: async (ctl, _args, flags) => {
-            const filter = flags.filter === undefined ? undefined : String(flags.filter);
+            const { filter } = flags;
             const select = (list: Awaited<ReturnType<typeof listNodes>>) => {
               try {
                 return filter === undefined ? list : filterNodes(list, filter);
@@ -548,7 +512,7 @@ export const program: Program<Ctl> = {
             // A bad filter is refused before anything is asked.
             select([]);
             const nodes = select(await listNodes(ctl.credentials(), ctl.settings));
-            if (flags.ids === true) {
+            if (flags.ids) {
               for (const node of nodes) {
                 ctl.printLine(node.id);
                 const name = node.labels.find((l) => l.startsWith(`${NAME_LABEL}=`));
@@ -558,88 +522,87 @@ export const program: Program<Ctl> = {
             }
             ctl.print(nodes, nodeTable(nodes));
           },
-        },
-        {
+        }),
+        action({
           name: "describe",
           args: [NODE_ID],
           description: "Show one node: its record, and every service line it reports (mesh peers and handshakes, kube-proxy, cluster DNS, ...)",
           run: async (ctl, [typed]) => {
-            const id = await ctl.node(typed!);
+            const id = await ctl.node(typed);
             const node = (await listNodes(ctl.credentials(), ctl.settings)).find((n) => n.id === id);
             if (!node) throw new Error(`node ${id} is not in the cluster`);
             ctl.print(node, describeNode(node));
           },
-        },
-        {
+        }),
+        action({
           name: "approve",
           args: [NODE_ID],
           description: "Let a NEW node commit and become part of the cluster",
           run: async (ctl, [typed]) => {
-            const id = await ctl.node(typed!);
-            const approval = await approveNode(ctl.credentials(), { id: id!, ...ctl.settings });
+            const id = await ctl.node(typed);
+            const approval = await approveNode(ctl.credentials(), { id: id, ...ctl.settings });
             const human = approval.approved ? `approved ${id}${approval.after ? ` (now ${approval.after})` : ""}` : `${id} is ${approval.before} already: nothing to approve`;
             ctl.print(approval, human);
           },
-        },
-        {
+        }),
+        action({
           name: "delete",
           args: [NODE_ID],
           description: "Remove a node from the cluster (not a consensus member); it cannot join or register again until undeleted",
           run: async (ctl, [typed]) => {
-            const id = await ctl.node(typed!);
-            await withFailover(Management, ctl.credentials(), (m) => m.deleteNode({ id: id! }, ctl.settings), ctl.progress);
+            const id = await ctl.node(typed);
+            await withFailover(Management, ctl.credentials(), (m) => m.deleteNode({ id: id }, ctl.settings), ctl.progress);
             ctl.print({ deleted: id }, `deleted ${id}: its record and join key are gone, its certificate no longer gets it in, and it cannot register again (ctl node undelete ${id} lifts that)`);
           },
-        },
-        {
+        }),
+        action({
           name: "reset",
           args: [NODE_ID],
           flags: [{ name: "wipe", description: "Also destroy the data partition's key slots (crypto-erase): nothing can open it again" }],
           description: "Make a node leave the cluster (consensus first), delete it, erase what it keeps to join with, and reboot it into no parameters",
           run: async (ctl, [typed], flags) => {
-            const id = await ctl.node(typed!);
-            const result = await resetNode(ctl.credentials(), ctl.settings, id, flags.wipe === true, { note: ctl.note, progress: ctl.progress });
+            const id = await ctl.node(typed);
+            const result = await resetNode(ctl.credentials(), ctl.settings, id, flags.wipe, { note: ctl.note, progress: ctl.progress });
             ctl.print(result, `${id} was reset${result.wiped ? " and wiped" : ""}; it reboots with no parameters`);
           },
-        },
-        {
+        }),
+        action({
           name: "undelete",
           // A deleted node is in no list to resolve a prefix against: its whole ID.
           args: [{ name: "node id" }],
           description: "Let a deleted node register again (it then waits for approval like a new one)",
           run: async (ctl, [id]) => {
-            await withFailover(Management, ctl.credentials(), (m) => m.undeleteNode({ id: id! }, ctl.settings), ctl.progress);
+            await withFailover(Management, ctl.credentials(), (m) => m.undeleteNode({ id: id }, ctl.settings), ctl.progress);
             ctl.print({ undeleted: id }, `${id} may register again; approve it once it has`);
           },
-        },
-        {
+        }),
+        action({
           name: "logs",
           args: [NODE_ID, { name: "path", optional: true }],
           flags: [
             { name: "follow", short: "f", description: "Keep printing new entries until interrupted" },
-            { name: "lines", short: "n", value: "N", description: "How many of the latest entries to print first", default: String(DEFAULT_LOG_LINES), parse: positiveInteger("lines", MAX_LOG_LINES) },
+            { name: "lines", short: "n", value: "N", description: "How many of the latest entries to print first", default: DEFAULT_LOG_LINES, parse: positiveInteger("lines", MAX_LOG_LINES) },
             { name: "level", value: "level", description: "Leave out entries below this level", choices: LEVEL_NAMES },
-            { name: "boot", value: "N", description: "Which boot: 0 this one, -1 the one before (kept on the node's data partition), -2", default: "0", parse: bootNumber },
+            { name: "boot", value: "N", description: "Which boot: 0 this one, -1 the one before (kept on the node's data partition), -2", default: 0, parse: bootNumber },
           ],
           description: "Print a node's logs: a runnable and those below it (root.roleserve), or kernel; --boot -1 for what it logged before it last rebooted",
           run: async (ctl, [typed, path], flags) => {
-            const follow = flags.follow === true;
-            const boot = (flags.boot as number | undefined) ?? 0;
+            const { follow, boot } = flags;
             if (follow && boot !== 0) throw new UsageError("--follow reads this boot only; leave out --boot, or --follow");
-            const id = await ctl.node(typed!);
+            const id = await ctl.node(typed);
             const stop = new AbortController();
             if (follow) process.once("SIGINT", () => stop.abort(new Error("interrupted")));
             ctl.progress(`reading the logs of ${id} ...`);
             await readLogs(
               ctl.credentials(),
-              id!,
+              id,
               {
                 path: path ?? "",
                 subtree: true,
-                backlog: (flags.lines as number | undefined) ?? DEFAULT_LOG_LINES,
+                backlog: flags.lines,
                 follow,
                 boot,
-                ...(flags.level ? { minLevel: LOG_LEVELS[flags.level as keyof typeof LOG_LEVELS] } : {}),
+                ...(flags.level ? { minLevel: LOG_LEVELS[flags.level] } : {}),
               },
               {
                 ...ctl.settings,
@@ -651,41 +614,41 @@ export const program: Program<Ctl> = {
               },
             );
           },
-        },
-        {
+        }),
+        action({
           name: "services",
           args: [NODE_ID],
           description: "List what runs on a node: state, restarts, time since the last change, last error",
           run: async (ctl, [typed]) => {
-            const id = await ctl.node(typed!);
+            const id = await ctl.node(typed);
             const rows = await withNode(
               ctl.credentials(),
-              id!,
+              id,
               async (client) =>
                 (await client.getServices({}, ctl.settings)).services.map((s) => ({ path: s.path, state: s.state, restarts: s.restarts, lastError: s.lastError, sinceMs: Number(s.sinceMs) })),
               ctl.settings,
             );
             ctl.print(rows, serviceTable(rows));
           },
-        },
-        {
+        }),
+        action({
           name: "reboot",
           args: [NODE_ID],
           flags: [{ name: "wait", description: "Return once the node has booted again and is HEALTHY" }],
           description: "Stop a node's services cleanly and restart it",
           run: async (ctl, [typed], flags) => {
-            const id = await ctl.node(typed!);
+            const id = await ctl.node(typed);
             const credentials = ctl.credentials();
-            const before = flags.wait === true ? (await listNodes(credentials, ctl.settings)).find((n) => n.id === id)?.bootMs : undefined;
+            const before = flags.wait ? (await listNodes(credentials, ctl.settings)).find((n) => n.id === id)?.bootMs : undefined;
             const asked = Date.now();
-            await withNode(credentials, id!, (client) => client.reboot({}, ctl.settings), ctl.settings);
-            if (flags.wait !== true) return ctl.print({ rebooting: id }, `${id} is stopping its services and will restart`);
-            const back = await waitUntilRebooted(credentials, id!, before, ctl.settings);
+            await withNode(credentials, id, (client) => client.reboot({}, ctl.settings), ctl.settings);
+            if (!flags.wait) return ctl.print({ rebooting: id }, `${id} is stopping its services and will restart`);
+            const back = await waitUntilRebooted(credentials, id, before, ctl.settings);
             const seconds = ((Date.now() - asked) / 1000).toFixed(1);
             ctl.print({ rebooted: id, seconds: Number(seconds), health: back.health }, `${id} rebooted and is ${back.health} again after ${seconds} s`);
           },
-        },
-        {
+        }),
+        action({
           name: "update",
           args: [NODE_ID],
           flags: [
@@ -697,18 +660,18 @@ export const program: Program<Ctl> = {
           ],
           description: "Write a new version into the node's other system slot; it boots once as a trial, and stays only if the node rejoins",
           run: async (ctl, [typed], flags) => {
-            const dir = flags.image as string | undefined;
+            const dir = flags.image;
             if (dir === undefined) throw new UsageError("--image <dir> is required: the update bundle (bun run image writes out/image/slot)");
-            if (flags.wait === true && flags.activate !== true) throw new UsageError("--wait waits for the reboot that --activate starts; pass both, or neither");
+            if (flags.wait && !flags.activate) throw new UsageError("--wait waits for the reboot that --activate starts; pass both, or neither");
             // The bundle is checked here before anyone is asked anything.
             const bundle = await readBundle(dir, ctl.progress);
-            const id = await ctl.node(typed!);
+            const id = await ctl.node(typed);
             const result = await updateNode(
               ctl.credentials(),
               ctl.settings,
               id,
               bundle,
-              { activate: flags.activate === true, wait: flags.wait === true, allowDowngrade: flags["allow-downgrade"] === true, force: flags.force === true },
+              { activate: flags.activate, wait: flags.wait, allowDowngrade: flags["allow-downgrade"], force: flags.force },
               { note: ctl.note, progress: ctl.progress },
             );
             const human =
@@ -719,8 +682,8 @@ export const program: Program<Ctl> = {
                   : `${result.version} is installed in slot ${result.slot} of ${id}; it boots at the node's next reboot (ctl node reboot ${typed})`;
             ctl.print(result, human);
           },
-        },
-        {
+        }),
+        action({
           name: "rollback",
           args: [NODE_ID],
           flags: [
@@ -730,80 +693,74 @@ export const program: Program<Ctl> = {
           ],
           description: "Boot the node's other system slot, once, as a trial: it stays only if the node rejoins on it",
           run: async (ctl, [typed], flags) => {
-            if (flags.wait === true && flags.activate !== true) throw new UsageError("--wait waits for the reboot that --activate starts; pass both, or neither");
-            const id = await ctl.node(typed!);
-            const result = await rollbackNode(
-              ctl.credentials(),
-              ctl.settings,
-              id,
-              { force: flags.force === true, activate: flags.activate === true, wait: flags.wait === true },
-              { note: ctl.note, progress: ctl.progress },
-            );
+            if (flags.wait && !flags.activate) throw new UsageError("--wait waits for the reboot that --activate starts; pass both, or neither");
+            const id = await ctl.node(typed);
+            const result = await rollbackNode(ctl.credentials(), ctl.settings, id, { force: flags.force, activate: flags.activate, wait: flags.wait }, { note: ctl.note, progress: ctl.progress });
             const human =
               result.seconds !== undefined
                 ? `${id} runs ${result.version} from slot ${result.slot}, HEALTHY, ${result.seconds} s after the rollback began`
                 : `${id} boots slot ${result.slot} (${result.version}) ${result.activated ? "now" : "at its next reboot"}, once; it stays there if the node rejoins`;
             ctl.print(result, human);
           },
-        },
-        {
+        }),
+        action({
           name: "poweroff",
           args: [NODE_ID],
           description: "Stop a node's services cleanly and power it off",
           run: async (ctl, [typed]) => {
-            const id = await ctl.node(typed!);
-            await withNode(ctl.credentials(), id!, (client) => client.powerOff({}, ctl.settings), ctl.settings);
+            const id = await ctl.node(typed);
+            await withNode(ctl.credentials(), id, (client) => client.powerOff({}, ctl.settings), ctl.settings);
             ctl.print({ poweringOff: id }, `${id} is stopping its services and will power off`);
           },
-        },
-        {
+        }),
+        action({
           name: "label",
           args: [NODE_ID, { name: "key=value|key-", variadic: true }],
           description: "Set (key=value) or remove (key-) labels of a node, in one change",
-          run: async (ctl, [typed, ...changes]) => {
+          run: async (ctl, [typed, changes]) => {
             let parsed;
             try {
               parsed = parseLabelArgs(changes);
             } catch (err) {
               throw new UsageError((err as Error).message);
             }
-            const id = await ctl.node(typed!);
-            const { labels } = await withFailover(Management, ctl.credentials(), (m) => m.updateNodeLabels({ id: id!, upsert: parsed.upsert, delete: parsed.remove }, ctl.settings), ctl.progress);
+            const id = await ctl.node(typed);
+            const { labels } = await withFailover(Management, ctl.credentials(), (m) => m.updateNodeLabels({ id: id, upsert: parsed.upsert, delete: parsed.remove }, ctl.settings), ctl.progress);
             const now = labels.map((l) => `${l.key}=${l.value}`);
             ctl.print({ node: id, labels: now }, `labels of ${id}: ${now.join(", ") || "(none)"}`);
           },
-        },
-        {
+        }),
+        action({
           name: "roles",
           args: [{ name: "operation", choices: ["set", "unset"] }, NODE_ID, { name: "role", variadic: true, choices: ROLE_NAMES }],
           description: "Set or clear roles of a node",
-          run: async (ctl, [verb, typed, ...roles]) => {
-            const id = await ctl.node(typed!);
+          run: async (ctl, [verb, typed, roles]) => {
+            const id = await ctl.node(typed);
             const request: Record<string, unknown> = { id };
-            for (const role of roles) request[ROLE_FIELDS[role as RoleName]] = verb === "set";
+            for (const role of roles) request[ROLE_FIELDS[role]] = verb === "set";
             await withFailover(Management, ctl.credentials(), (m) => m.updateNodeRoles(request, ctl.settings), ctl.progress);
             ctl.print({ node: id, [verb!]: roles }, `${verb} ${roles.join(", ")} on ${id}`);
           },
-        },
+        }),
       ],
     },
     {
       name: "image",
       description: "Container images on the workers: offline bundles imported, what each node holds",
       actions: [
-        {
+        action({
           name: "import",
           args: [FILE],
           flags: [{ name: "node", value: "node", description: "A node to import onto (default: every UP worker)", repeatable: true }],
           description: "Import an offline bundle (an OCI image layout or a docker save tar) into workers' image stores, checked whole before anything is added; it stays across reboots",
           run: async (ctl, [file], flags) => {
-            const { images, bytes } = await checkBundleFile(String(file));
-            const named = await Promise.all(((flags.node as string[] | undefined) ?? []).map((typed) => ctl.node(typed)));
+            const { images, bytes } = await checkBundleFile(file);
+            const named = await Promise.all(flags.node.map((typed) => ctl.node(typed)));
             const credentials = ctl.credentials();
             const targets = importTargets(await listNodes(credentials, ctl.settings), named);
             const results: { node: string; images: string[] }[] = [];
             for (const node of targets) {
-              const imported = await importOnto(credentials, node, String(file), bytes, ctl);
+              const imported = await importOnto(credentials, node, file, bytes, ctl);
               ctl.note(`${node.id}: imported ${imported.join(", ")}`);
               results.push({ node: node.id, images: imported });
             }
@@ -812,13 +769,13 @@ export const program: Program<Ctl> = {
               `${images.length} image${images.length === 1 ? "" : "s"} (${images.join(", ")}) on ${results.length} node${results.length === 1 ? "" : "s"}: ${results.map((r) => r.node).join(", ")}`,
             );
           },
-        },
-        {
+        }),
+        action({
           name: "list",
           flags: [{ name: "node", value: "node", description: "A node to list (default: every UP worker)", repeatable: true }],
           description: "The images each worker's image store holds, by name",
           run: async (ctl, _args, flags) => {
-            const named = await Promise.all(((flags.node as string[] | undefined) ?? []).map((typed) => ctl.node(typed)));
+            const named = await Promise.all(flags.node.map((typed) => ctl.node(typed)));
             const credentials = ctl.credentials();
             const targets = importTargets(await listNodes(credentials, ctl.settings), named);
             // The nodes as listed once, asked at once: each listing is that node's own work.
@@ -830,60 +787,58 @@ export const program: Program<Ctl> = {
               imageTable(listings),
             );
           },
-        },
+        }),
       ],
     },
     {
       name: "etcd",
       description: "etcd itself, for inspection and disaster recovery",
       actions: [
-        {
+        action({
           name: "credentials",
           args: [{ name: "dir", complete: "dir" }],
           description: "Write a client certificate and key for etcdctl into <dir>",
           run: async (ctl, [dir]) => {
-            const client = await certifyNewKey((publicKey) => withFailover(Management, ctl.credentials(), (m) => m.getEtcdCredentials({ publicKey }, ctl.settings), ctl.progress));
-            writePemFiles(dir!, ETCD_CLIENT_FILES, client);
-            const example = `etcdctl --cacert ${join(dir!, ETCD_CLIENT_FILES.ca)} --cert ${join(dir!, ETCD_CLIENT_FILES.certificate)} --key ${join(dir!, ETCD_CLIENT_FILES.key)} --endpoints https://<node address>:2379 member list`;
+            const { example } = await writeEtcdCredentials(ctl.credentials(), ctl.settings, dir);
             ctl.print({ dir, example }, `etcd client credentials written to ${dir}\n${example}`);
           },
-        },
-        {
+        }),
+        action({
           name: "status",
           description: "Each consensus node's etcd member: role, database size and use, quota, revision, term; the cluster's alarms",
           run: async (ctl) => {
             const rows = await etcdStatus(ctl.credentials(), ctl.settings);
             ctl.print(rows, etcdStatusTable(rows));
           },
-        },
-        {
+        }),
+        action({
           name: "defrag",
           args: [{ name: "node id", optional: true, variadic: true, complete: "node" }],
           description: "Defragment etcd members one at a time, the raft leader last (all consensus nodes unless named); each blocks its member while it runs",
-          run: async (ctl, typed) => {
+          run: async (ctl, [typed]) => {
             const ids = await Promise.all(typed.map((t) => ctl.node(t)));
             const rows = await defragmentEtcd(ctl.credentials(), ctl.settings, ids, ctl.progress);
             ctl.print(rows, `defragmented ${rows.length} member${rows.length === 1 ? "" : "s"}`);
           },
-        },
+        }),
       ],
     },
-    {
+    command({
       name: "events",
       flags: [
         { name: "follow", short: "f", description: "Keep printing new events until interrupted" },
-        { name: "lines", short: "n", value: "N", description: "How many of the latest events to print first", default: String(DEFAULT_EVENT_LINES), parse: positiveInteger("events", MAX_EVENT_LINES) },
+        { name: "lines", short: "n", value: "N", description: "How many of the latest events to print first", default: DEFAULT_EVENT_LINES, parse: positiveInteger("events", MAX_EVENT_LINES) },
         { name: "node", value: "node", description: "Only the events about this node" },
       ],
       description: "Print the cluster's audit trail: who changed what and how it ended, refused calls, health changes and boots",
       run: async (ctl, _args, flags) => {
-        const follow = flags.follow === true;
-        const nodeId = flags.node === undefined ? "" : await ctl.node(String(flags.node));
+        const { follow } = flags;
+        const nodeId = flags.node === undefined ? "" : await ctl.node(flags.node);
         const stop = new AbortController();
         if (follow) process.once("SIGINT", () => stop.abort(new Error("interrupted")));
         await readEvents(
           ctl.credentials(),
-          { last: (flags.lines as number | undefined) ?? DEFAULT_EVENT_LINES, nodeId, follow },
+          { last: flags.lines, nodeId, follow },
           {
             ...ctl.settings,
             signal: stop.signal,
@@ -893,66 +848,55 @@ export const program: Program<Ctl> = {
           },
         );
       },
-    },
+    }),
     {
       name: "metrics",
       description: "Prometheus metrics: each node serves them on its node management port, to the owner and to metrics readers",
       actions: [
-        {
+        action({
           name: "credentials",
           args: [{ name: "dir", complete: "dir" }],
           flags: [
             { name: "name", value: "name", description: "The reader's name, as the audit trail shows it", default: "prometheus" },
-            { name: "scrape-interval", value: "seconds", description: "How often the written configuration scrapes each node", default: "15", parse: positiveInteger("seconds", 3600) },
+            { name: "scrape-interval", value: "seconds", description: "How often the written configuration scrapes each node", default: 15, parse: positiveInteger("seconds", 3600) },
           ],
           description: "Write a metrics reader certificate and key (they read metrics and open nothing else), the cluster CA and a Prometheus configuration with one job per UP node into <dir>",
           run: async (ctl, [dir], flags) => {
-            const written = await writeMetricsReader(ctl.credentials(), ctl.settings, dir!, String(flags.name ?? "prometheus"), (flags["scrape-interval"] as number | undefined) ?? 15);
+            const written = await writeMetricsReader(ctl.credentials(), ctl.settings, dir, flags.name, flags["scrape-interval"]);
             const example = `prometheus --config.file ${written.config}`;
             ctl.print({ ...written, example }, `metrics reader credentials written to ${written.dir}; ${written.targets.length} node(s) in ${written.config}\n${example}`);
           },
-        },
-        {
+        }),
+        action({
           name: "show",
           args: [NODE_ID],
           description: "Print one node's metrics, read with the owner's certificate",
           run: async (ctl, [id]) => {
-            const text = await readNodeMetrics(ctl.credentials(), ctl.settings, await ctl.node(id!));
+            const text = await readNodeMetrics(ctl.credentials(), ctl.settings, await ctl.node(id));
             ctl.printLine(text.trimEnd());
           },
-        },
+        }),
       ],
     },
-    {
+    command({
       name: "kubeconfig",
       args: [{ name: "file", complete: "file" }],
       description: "Write a kubeconfig for kubectl: a Kubernetes client certificate for the owner (user nodecore:owner, cluster-admin), over a key made here and written only into <file>",
       run: async (ctl, [file]) => {
-        const client = await certifyNewKey((publicKey) => withFailover(Management, ctl.credentials(), (m) => m.getKubernetesCredentials({ publicKey }, ctl.settings), ctl.progress));
-        const { response } = client;
-        const server = response.apiservers[0];
-        if (!server) throw new OperatorError("no apiserver to point the kubeconfig at: no UP node holds both the kubernetes-controller and the consensus role");
-        const text = buildKubeconfig({ server, ca: client.ca, certificate: client.certificate, privateKey: client.key.privateKey, user: OWNER_USER });
-        writeFileSync(file!, text, { mode: 0o600 });
-        chmodSync(file!, 0o600);
+        const written = await writeOwnerKubeconfig(ctl.credentials(), ctl.settings, file);
         const example = `kubectl --kubeconfig ${file} get nodes`;
-        ctl.print({ file, server, apiservers: response.apiservers, user: OWNER_USER, example }, `kubeconfig written to ${file} (server ${server}, user ${OWNER_USER})\n${example}`);
-        // The controllers the cluster names may not serve yet (an apiserver
-        // starting, or failing): say so, from their own status lines.
-        const nodes = await listNodes(ctl.credentials(), ctl.settings).catch(() => undefined);
-        const controllers = (nodes ?? []).filter((n) => response.apiservers.includes(`https://${n.address}:6443`));
-        const serving = controllers.filter((n) => n.services.some((l) => l.name === "kube-apiserver" && l.state === "running"));
-        if (nodes && serving.length === 0) {
-          const states = controllers.map((n) => `${n.id}: ${n.services.find((l) => l.name === "kube-apiserver")?.state ?? "no kube-apiserver line"}`).join("; ");
-          process.stderr.write(`ctl: warning: no controller's kube-apiserver is running yet (${states || "none reported"}); kubectl fails until one is\n`);
-        }
+        ctl.print(
+          { file, server: written.server, apiservers: written.apiservers, user: written.user, example },
+          `kubeconfig written to ${file} (server ${written.server}, user ${written.user})\n${example}`,
+        );
+        if (written.warning) ctl.note(`warning: ${written.warning}`);
       },
-    },
+    }),
     {
       name: "params",
       description: "Node parameters, for new nodes",
       actions: [
-        {
+        action({
           name: "bootstrap",
           args: [FILE],
           flags: [
@@ -967,50 +911,32 @@ export const program: Program<Ctl> = {
           description: "Write parameters that bootstrap a new cluster owned by the owner key",
           run: (ctl, [file], flags) => {
             const key = readOwnerKey(ctl.ownerKey ?? ctl.paths().ownerKey);
-            const unlockShareThreshold = (flags["unlock-threshold"] as number | undefined) ?? 0;
-            const params = create(NodeParametersSchema, {
-              cluster: { case: "clusterBootstrap", value: { ownerPublicKey: rawPublicKey(key.publicKey), unlockShareThreshold } },
-              timeServers: (flags["time-server"] as string[] | undefined) ?? [],
-            });
-            writeParameters(ctl, file!, "bootstrap", toBinary(NodeParametersSchema, params));
+            // 0: the node works out a majority.
+            const unlockShareThreshold = flags["unlock-threshold"] ?? 0;
+            writeParameters(file, bootstrapParameters(key, unlockShareThreshold, flags["time-server"] ?? []));
+            ctl.print({ written: file, kind: "bootstrap" }, `bootstrap parameters written to ${file}`);
           },
-        },
+        }),
         RESTORE_PARAMETERS,
-        {
+        action({
           name: "register",
           args: [FILE],
           flags: [TIME_SERVER_FLAG],
           description: "Write parameters that register a new node with this cluster (they carry the ticket)",
           run: async (ctl, [file], flags) => {
-            const { ticket, info } = await withFailover(
-              Management,
-              ctl.credentials(),
-              async (m) => ({ ticket: (await m.getRegisterTicket({}, ctl.settings)).ticket, info: await m.getClusterInfo({}, ctl.settings) }),
-              ctl.progress,
-            );
-            const params = create(NodeParametersSchema, {
-              cluster: { case: "clusterRegister", value: { registerTicket: ticket, ...(info.clusterDirectory ? { clusterDirectory: info.clusterDirectory } : {}), caCertificate: info.caCertificate } },
-              timeServers: (flags["time-server"] as string[] | undefined) ?? [],
-            });
-            writeParameters(ctl, file!, "register", toBinary(NodeParametersSchema, params));
+            writeParameters(file, await registerParameters(ctl.credentials(), ctl.settings, flags["time-server"] ?? []));
+            ctl.print({ written: file, kind: "register" }, `register parameters written to ${file}`);
           },
-        },
+        }),
       ],
     },
-    {
+    command({
       name: "completion",
       args: [{ name: "shell", choices: SHELLS }],
       description: "Print a shell completion script for ctl",
       run: (_ctl, [shell]) => {
-        process.stdout.write(completionScript(program, shell as Shell));
+        process.stdout.write(completionScript(program, shell));
       },
-    },
+    }),
   ],
 };
-
-/** Register parameters carry the ticket: readable by their owner only. */
-function writeParameters(ctl: Ctl, file: string, kind: string, bytes: Uint8Array): void {
-  writeFileSync(file, bytes, { mode: 0o600 });
-  chmodSync(file, 0o600);
-  ctl.print({ written: file, kind }, `${kind} parameters written to ${file}`);
-}

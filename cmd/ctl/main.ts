@@ -4,7 +4,7 @@
 // and exits 2 for a mistake in the command line, 1 for anything else.
 
 import { writeSync } from "node:fs";
-import { checkInvocation, configPaths, defaultConfigDir, explain, helpText, listNodes, loadCredentials, parseCommandLine, resolveNode, DEFAULT_CALL_TIMEOUT_MS } from "../../internal/operator/mod.ts";
+import { checkInvocation, configPaths, defaultConfigDir, explain, helpText, listNodes, loadCredentials, parseCommandLine, resolveNode } from "../../internal/operator/mod.ts";
 import { VERSION } from "../../internal/version/mod.ts";
 import { program, type Ctl } from "./commands.ts";
 
@@ -27,17 +27,16 @@ async function main(argv: readonly string[]): Promise<number> {
     console.log(VERSION);
     return 0;
   }
-  const { target } = checkInvocation(program, invocation);
-  const flags = invocation.flags as { config?: string; "owner-key"?: string; timeout?: number; json?: boolean; output?: string };
+  const { target, args, flags } = checkInvocation(program, invocation);
   // -o json and --output json, as talosctl, kubectl and metroctl users type them.
-  const json = flags.json === true || flags.output === "json";
+  const json = flags.json || flags.output === "json";
   const paths = () => configPaths(flags.config ?? defaultConfigDir());
   const ctl: Ctl = {
     json,
     ownerKey: flags["owner-key"],
     paths,
     credentials: () => loadCredentials(paths(), flags["owner-key"]),
-    settings: { timeoutMs: flags.timeout ?? DEFAULT_CALL_TIMEOUT_MS, progress },
+    settings: { timeoutMs: flags.timeout, progress },
     print: (value, human) => {
       clearProgress();
       console.log(json ? JSON.stringify(value, null, 2) : human);
@@ -53,7 +52,7 @@ async function main(argv: readonly string[]): Promise<number> {
       process.stderr.write(`ctl: ${line}\n`);
     },
   };
-  const status = await target.run(ctl, invocation.args, invocation.flags);
+  const status = await target.run(ctl, args, flags);
   return typeof status === "number" ? status : 0;
 }
 

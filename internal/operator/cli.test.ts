@@ -7,10 +7,13 @@ import { describe, expect, test } from "bun:test";
 import { checkInvocation, parseCommandLine } from "./cli_parse.ts";
 import { helpText } from "./cli_help.ts";
 import { completionScript } from "./cli_completion.ts";
-import { positiveInteger, UsageError, type Program } from "./cli_table.ts";
+import { positiveInteger, tableOf, UsageError, type Program } from "./cli_table.ts";
 import { editDistance, nearest } from "./nearest.ts";
 
 const ran: string[] = [];
+/** What the typed handler of "node logs" was given. */
+const handed: { node: string; path: string | undefined; follow: boolean; lines: number; level: string | undefined; tags: string[] }[] = [];
+const { action } = tableOf<null>();
 const program: Program<null> = {
   name: "tool",
   description: "a tool",
@@ -27,17 +30,22 @@ const program: Program<null> = {
       description: "Nodes",
       actions: [
         { name: "list", description: "List nodes", run: () => void ran.push("list") },
-        {
+        action({
           name: "logs",
           args: [{ name: "node id" }, { name: "path", optional: true }],
           flags: [
             { name: "follow", short: "f", description: "Follow" },
-            { name: "lines", short: "n", value: "N", description: "Backlog", parse: positiveInteger("lines") },
+            { name: "lines", short: "n", value: "N", description: "Backlog", default: 10, parse: positiveInteger("lines") },
             { name: "level", value: "level", description: "Minimum level", choices: ["debug", "info", "warn", "error"] },
+            { name: "tag", value: "tag", description: "Tags", repeatable: true },
           ],
           description: "Show logs",
-          run: () => void ran.push("logs"),
-        },
+          // Typed by the entry: a string, a string or undefined, a boolean, a number, a level or undefined, an array.
+          run: (_, [node, path], { follow, lines, level, tag }) => {
+            ran.push("logs");
+            handed.push({ node, path, follow, lines, level, tags: tag });
+          },
+        }),
         {
           name: "roles",
           args: [
@@ -124,6 +132,38 @@ describe("parsing", () => {
   });
 });
 
+describe("what a handler gets", () => {
+  /** Runs argv as ctl's main does, and returns what the logs handler was given. */
+  async function run(argv: string[]) {
+    handed.length = 0;
+    const { target, args, flags } = checkInvocation(program, parseCommandLine(program, argv));
+    await target.run(null, args, flags);
+    return handed[0];
+  }
+
+  test("flags not given are their defaults: a switch false, a repeatable flag empty, a default as its spec says, else undefined", async () => {
+    expect(await run(["node", "logs", "node-1"])).toEqual({ node: "node-1", path: undefined, follow: false, lines: 10, level: undefined, tags: [] });
+    expect(await run(["node", "logs", "node-1", "root.x", "-fn", "3", "--level", "warn", "--tag", "a", "--tag", "b"])).toEqual({
+      node: "node-1",
+      path: "root.x",
+      follow: true,
+      lines: 3,
+      level: "warn",
+      tags: ["a", "b"],
+    });
+  });
+
+  test("arguments are one per spec, a variadic one the array of the rest; the program's flags come along", () => {
+    const roles = checkInvocation(program, parseCommandLine(program, ["node", "roles", "set", "a", "b", "--json"]));
+    expect(roles.args).toEqual(["set", ["a", "b"]]);
+    expect(roles.flags).toEqual({ config: undefined, timeout: undefined, json: true, help: false });
+  });
+
+  test("help shows a flag's default as the handler gets it", () => {
+    expect(helpText(program, parseCommandLine(program, ["node", "logs", "-h"]))).toMatch(/-n, --lines <N> +Backlog \(default: 10\)$/m);
+  });
+});
+
 describe("help and completion", () => {
   test("a command's help lists its actions, one line each, with their arguments", () => {
     const help = helpText(program, parseCommandLine(program, ["node", "--help"]));
@@ -149,7 +189,7 @@ describe("help and completion", () => {
     expect(await bashOffers(["tool", "node", ""])).toEqual(["list", "logs", "roles"]);
     expect(await bashOffers(["tool", "node", "roles", ""])).toEqual(["set", "unset"]);
     expect(await bashOffers(["tool", "node", "roles", "set", "a", ""])).toEqual(["a", "b"]);
-    expect(await bashOffers(["tool", "node", "logs", "--"])).toEqual(["--config", "--follow", "--help", "--json", "--level", "--lines", "--timeout"]);
+    expect(await bashOffers(["tool", "node", "logs", "--"])).toEqual(["--config", "--follow", "--help", "--json", "--level", "--lines", "--tag", "--timeout"]);
     expect(await bashOffers(["tool", "node", "logs", "x", "--level", "w"])).toEqual(["warn"]);
     expect(await bashOffers(["tool", "node", "list", "--"])).toEqual(["--config", "--help", "--json", "--timeout"]);
     expect(await bashOffers(["tool", "write", "cli_t"])).toEqual(["cli_table.ts"]);

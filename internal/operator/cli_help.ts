@@ -47,7 +47,11 @@ export function helpText<C>(program: Program<C>, invocation: Pick<Invocation<C>,
 
 function flagRows(flags: readonly FlagSpec[]): string[][] {
   return flags.map((f) => {
-    const notes = [...(f.choices ? [`one of ${f.choices.join(", ")}`] : []), ...(f.default !== undefined ? [`default: ${f.default}`] : []), ...(f.repeatable ? ["may be given more than once"] : [])];
+    const notes = [
+      ...(f.choices ? [`one of ${f.choices.join(", ")}`] : []),
+      ...(f.shownDefault !== undefined || f.default !== undefined ? [`default: ${f.shownDefault ?? String(f.default)}`] : []),
+      ...(f.repeatable ? ["may be given more than once"] : []),
+    ];
     return [flagUsage(f), notes.length ? `${f.description} (${notes.join("; ")})` : f.description];
   });
 }

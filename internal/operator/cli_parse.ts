@@ -9,8 +9,9 @@
 //          (an unknown flag before them; unknown command or action)
 //        ──cac, and the action's flags──▶ Invocation {command, action, args, flags}
 //          (unknown flags, values)
-//        ──checkInvocation──▶ what to run, with its arguments
-//          (missing command or action; missing, extra or unknown arguments)
+//        ──checkInvocation──▶ what to run, with what its handler gets
+//          (missing command or action; missing, extra or unknown arguments;
+//          defaults filled in, arguments one per spec: cli_table.ts)
 //
 // An action's own flags count from its word on. cac reads "1.5" as a
 // number and "-1" as a flag; ctl quotes values as typed and takes "-1" as
@@ -19,7 +20,7 @@
 
 import { cac } from "cac";
 import { nearest } from "./nearest.ts";
-import { UsageError, argUsage, flagUsage, usageLine, type ActionSpec, type CommandSpec, type FlagSpec, type Invocable, type Program } from "./cli_table.ts";
+import { UsageError, argUsage, flagUsage, usageLine, type ActionSpec, type CommandSpec, type FlagSpec, type FlagValues, type Invocable, type Program } from "./cli_table.ts";
 
 export interface Invocation<C> {
   command?: CommandSpec<C>;
@@ -47,8 +48,18 @@ export function parseCommandLine<C>(program: Program<C>, argv: readonly string[]
   return invocation;
 }
 
-/** What the invocation runs and its words ("node", "approve"), once it names one and its arguments fit. */
-export function checkInvocation<C>(program: Program<C>, invocation: Invocation<C>): { target: Invocable<C>; words: string[] } {
+/** What checkInvocation found: what to run, its words ("node", "approve"), and what its handler gets. */
+export interface CheckedInvocation<C, F extends readonly FlagSpec[]> {
+  target: Invocable<C>;
+  words: string[];
+  /** One value per argument spec (ArgValues): a variadic one is the array of the rest. */
+  args: unknown[];
+  /** Every flag in scope (FlagValues): as given, else its default, false for a switch, [] for a repeatable flag. */
+  flags: FlagValues<F> & Readonly<Record<string, unknown>>;
+}
+
+/** What the invocation runs, once it names one and its arguments fit. */
+export function checkInvocation<C, F extends readonly FlagSpec[]>(program: Program<C, F>, invocation: Invocation<C>): CheckedInvocation<C, F> {
   const { command, action } = invocation;
   if (!command) throw new UsageError(`missing command (commands: ${program.commands.map((c) => c.name).join(", ")})`);
   let target: Invocable<C>;
@@ -77,7 +88,18 @@ export function checkInvocation<C>(program: Program<C>, invocation: Invocation<C
   if (!specs.some((s) => s.variadic) && args.length > specs.length) {
     throw new UsageError(`unexpected argument '${args[specs.length]}': usage: ${usage}`);
   }
-  return { target, words };
+  const flags: Record<string, unknown> = {};
+  for (const flag of flagsInScope(program, invocation)) {
+    const given = invocation.flags[flag.name];
+    flags[flag.name] = given !== undefined ? given : !flag.value ? false : flag.repeatable ? [] : flag.default;
+  }
+  return {
+    target,
+    words,
+    args: specs.map((spec, i) => (spec.variadic ? args.slice(i) : args[i])),
+    // The values were made from these very specs (checkValue, the defaults above): the one place they take the table's types.
+    flags: flags as FlagValues<F> & Readonly<Record<string, unknown>>,
+  };
 }
 
 /** The flags known at this point of the command line: the program's, then the command's or the action's. */

@@ -179,3 +179,34 @@ async function workerReadiness(credentials: OwnerCredentials, settings: CallSett
   }
   return { error: `no apiserver answered (${failures.join("; ")})` };
 }
+
+/** How often `ctl cluster health --wait` asks again. */
+const HEALTH_POLL_MS = 2_000;
+
+/** The verdict `ctl cluster health` prints, with its exit status. */
+export type HealthVerdict = { verdict: "healthy" | "degraded"; health: ClusterHealth; exitStatus: 0 | 1 } | { verdict: "unreachable"; reason: string; exitStatus: 2 };
+
+/**
+ * One verdict for the cluster; with `waitUntilMs` (an epoch time), asked
+ * again every HEALTH_POLL_MS until every check passes or that time comes,
+ * with what still fails told to `progress`.
+ */
+export async function clusterVerdict(credentials: OwnerCredentials, settings: CallSettings, waitUntilMs?: number): Promise<HealthVerdict> {
+  const waiting = () => waitUntilMs !== undefined && Date.now() < waitUntilMs;
+  for (;;) {
+    let health: ClusterHealth;
+    try {
+      health = clusterHealth(await gatherClusterHealth(credentials, settings));
+    } catch (err) {
+      const { line } = explain(err);
+      if (!waiting()) return { verdict: "unreachable", reason: line, exitStatus: 2 };
+      settings.progress?.(`unreachable: ${line}`);
+      await Bun.sleep(HEALTH_POLL_MS);
+      continue;
+    }
+    if (health.healthy || !waiting()) return health.healthy ? { verdict: "healthy", health, exitStatus: 0 } : { verdict: "degraded", health, exitStatus: 1 };
+    const failing = health.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.detail}`);
+    settings.progress?.(`waiting: ${failing.join("; ")}`);
+    await Bun.sleep(HEALTH_POLL_MS);
+  }
+}

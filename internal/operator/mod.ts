@@ -9,10 +9,16 @@
 //             moves on to the next curator, refusals are final and shown as they are.
 //
 //   The command line (cmd/ctl/commands.ts is the table of commands and actions):
-//     argv ──cli_parse──▶ command, action, args, flags ──▶ handler
+//     argv ──cli_parse──▶ command, action, args, flags ──checkInvocation──▶ handler
 //            │ cac reads the words; cli_parse checks them against the table,
-//            │ quotes flags and values as typed, suggests near words (nearest.ts)
+//            │ quotes flags and values as typed, suggests near words (nearest.ts);
+//            │ the handler gets its arguments and flags typed by its own entry,
+//            │ defaults filled in (cli_table.ts: tableOf, FlagValues, ArgValues)
 //     the table ──cli_help──▶ help;  ──cli_completion──▶ bash and zsh scripts
+//
+//   What a handler does beyond wiring lives here: the health verdict and its
+//   --wait loop (health.ts), node parameters (params.ts), credentials for
+//   etcdctl, kubectl and Prometheus (client_credentials.ts, metrics.ts).
 //     any error ──explain──▶ "ctl: <cause>", exit 2 (usage) or 1; hints for an
 //                            untrusted curator (an earlier cluster's credentials)
 //                            and for addresses not routed here (network_hint.ts)
@@ -38,8 +44,24 @@ export {
 export { ownerDialCredentials, takeOwnership, withFailover, DEFAULT_CALL_TIMEOUT_MS } from "./connection.ts";
 export { describeNode, filterNodes, FilterError, formatDuration, nodeTable, parseLabelArgs, rolesOf, summarize, ROLE_FIELDS, type NodeSummary, type RoleName } from "./format.ts";
 export { approveNode, listNodes, nameOf, NAME_LABEL, REBOOT_WAIT_MS, resolveNode, waitUntilRebooted, type Approval, type CallSettings } from "./nodes.ts";
-export { UsageError, argUsage, flagUsage, positiveInteger, wholeNumber, usageLine, type ActionSpec, type ArgSpec, type CommandSpec, type FlagSpec, type Invocable, type Program } from "./cli_table.ts";
-export { checkInvocation, parseCommandLine, type Invocation } from "./cli_parse.ts";
+export {
+  UsageError,
+  argUsage,
+  flagUsage,
+  positiveInteger,
+  wholeNumber,
+  usageLine,
+  tableOf,
+  type ActionSpec,
+  type ArgSpec,
+  type ArgValues,
+  type CommandSpec,
+  type FlagSpec,
+  type FlagValues,
+  type Invocable,
+  type Program,
+} from "./cli_table.ts";
+export { checkInvocation, parseCommandLine, type CheckedInvocation, type Invocation } from "./cli_parse.ts";
 export { helpText } from "./cli_help.ts";
 export { completionScript, SHELLS, type Shell } from "./cli_completion.ts";
 export { explain, curatorFailureLine, type ExitStatus } from "./explain.ts";
@@ -51,9 +73,10 @@ export { readBundle, updateNode, rollbackNode, waitForUpdate, type Bundle, type 
 export { recoverConsensus, describePlan, survivorEndpoint, RECOVER_WAIT_MS, type RecoverResult } from "./recover.ts";
 export { defragmentEtcd, etcdStatus, etcdStatusTable, DEFRAG_TIMEOUT_MS, type DefragRow, type EtcdMemberRow } from "./etcd.ts";
 export { withNode, withListedNode, readLogs, formatLogEntry, logEntryJson, serviceTable, LOG_LEVELS, type NodeManagementClient, type ServiceRow } from "./node_management.ts";
-export { clusterHealth, gatherClusterHealth, healthTable, type ClusterHealth, type ClusterHealthInputs, type HealthCheck } from "./health.ts";
+export { clusterHealth, clusterVerdict, gatherClusterHealth, healthTable, type ClusterHealth, type ClusterHealthInputs, type HealthCheck, type HealthVerdict } from "./health.ts";
 export { eventLine, eventRow, readEvents, type EventRow } from "./events.ts";
 export { readNodeMetrics, writeMetricsReader, READER_FILES, type WrittenReader } from "./metrics.ts";
-export { certifyNewKey, ETCD_CLIENT_FILES, writePemFiles, type CertifiedKey } from "./client_credentials.ts";
+export { certifyNewKey, ETCD_CLIENT_FILES, writeEtcdCredentials, writeOwnerKubeconfig, writePemFiles, type CertifiedKey, type OwnerKubeconfig } from "./client_credentials.ts";
+export { bootstrapParameters, registerParameters, restoreParameters, writeParameters } from "./params.ts";
 export { PASSWORD_ON_COMMAND_LINE, passwordFromStdin, registryCredentials, registryEntry, registryHost, registryTable, type RegistryFlags } from "./registries.ts";
 export { checkBundleFile, importOnto, importTargets, imageTable, IMPORT_TIMEOUT_MS } from "./images.ts";
