@@ -62,9 +62,9 @@ export interface LocalCurator {
   endpoint: CuratorEndpoint;
 }
 
-/** This node's etcd member while it serves: for what runs only beside it (the Kubernetes controller). */
 /**
- * The local etcd member as the node's other parts get it: no raw client,
+ * This node's etcd member while it serves, for what runs only beside it
+ * (the Kubernetes controller), as the node's other parts get it: no raw client,
  * but a view per key space's owner (the curator's state read only, through
  * the curator's reader; Kubernetes' key space, for its PKI) and the member
  * itself (status, defragmentation, snapshots), none of which reads a key.
