@@ -31,6 +31,7 @@ export {
   peerUrl,
   clientUrl,
   ETCD_BINARY,
+  ETCD_NICENESS,
   EtcdNotAMemberError,
   etcdutlBeside,
   ETCD_MIN_FREE_BYTES,
