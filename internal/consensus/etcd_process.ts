@@ -18,13 +18,6 @@ import { connectEtcd } from "./etcd_client.ts";
  * (EtcdMemberOptions.binary).
  */
 export const ETCD_BINARY = "/usr/bin/etcd";
-
-/**
- * etcd's niceness: ahead of everything else on the node under load (the
- * order is written out at CONTROL_PLANE_NICENESS, internal/kubernetes), so
- * that its raft heartbeats go out on time on a busy node.
- */
-export const ETCD_NICENESS = -10;
 /** etcdutl, where the build puts it: beside the etcd binary (a VM's system image has it at the same path below /system). */
 export function etcdutlBeside(etcd: string = ETCD_BINARY): string {
   return join(dirname(etcd), "etcdutl");
@@ -283,7 +276,6 @@ export async function runEtcdMember(ctx: RunContext, options: EtcdMemberOptions)
     // An etcd left running by an earlier run of this node (killed before it
     // could stop it) would hold the ports and the data: kill it first.
     pidFile: join(dataRoot, "etcd.pid"),
-    niceness: ETCD_NICENESS,
     onSpawn: () => {
       client = options.client?.();
       client?.catch(() => {});

@@ -31,7 +31,6 @@ export {
   peerUrl,
   clientUrl,
   ETCD_BINARY,
-  ETCD_NICENESS,
   EtcdNotAMemberError,
   etcdutlBeside,
   ETCD_MIN_FREE_BYTES,

@@ -73,20 +73,6 @@ export async function untilOk(url: string, as: Parameters<typeof answersOk>[1], 
   while (!(await answersOk(url, as, signal, want, READINESS_TIMEOUT_MS))) await sleep(READINESS_POLL_MS, signal);
 }
 
-/**
- * How the node's processes share a loaded CPU (niceness, the process
- * runner's `niceness`). etcd goes first (ETCD_NICENESS, -10, in
- * internal/consensus: its raft heartbeats every 100 ms must go out on time,
- * or the followers call an election); then the Kubernetes control plane and
- * the kubelet, at this: a lease renewal missed restarts a controller-manager
- * or a scheduler ("leaderelection lost"), or marks a Node NotReady; then the
- * rest at the node's own 0: kube-proxy, cluster DNS, and containerd, whose
- * containers inherit its niceness, so that users' pods never run ahead of
- * the node's control plane. A thread at -5 gets about three times the CPU
- * of one at 0 when both want it; an idle one takes nothing from anyone.
- */
-export const CONTROL_PLANE_NICENESS = -5;
-
 export interface ComponentOptions {
   binDir: string;
   report: (component: string, state: ComponentState, message: string) => void;
@@ -102,8 +88,6 @@ export function component(
     after?: (ctx: RunContext) => Promise<void>;
     onSpawn?: (pid: number) => void;
     env?: Record<string, string>;
-    /** The process runner's niceness (CONTROL_PLANE_NICENESS for the control plane and the kubelet). */
-    niceness?: number;
   },
 ): Runnable {
   let starts = 0;
@@ -119,7 +103,6 @@ export function component(
         parseLine: parseKlogLine,
         ...(extra.env ? { env: extra.env } : {}),
         ...(extra.onSpawn ? { onSpawn: extra.onSpawn } : {}),
-        ...(extra.niceness !== undefined ? { niceness: extra.niceness } : {}),
         ready: async (signal) => {
           await extra.ready(signal);
           options.report(name, "running", starts === 1 ? "" : `after ${starts} starts`);

@@ -23,7 +23,7 @@
 import type { X509Certificate } from "node:crypto";
 import { Value } from "../event/mod.ts";
 import { sleep, untilCancelled, type RunContext, type Runnable } from "../supervisor/mod.ts";
-import { component, CONTROL_PLANE_NICENESS, untilOk, type ComponentState } from "./component.ts";
+import { component, untilOk, type ComponentState } from "./component.ts";
 import { controllerFiles, writeControllerFiles } from "./controller_files.ts";
 import { APISERVER_PORT, CONTROLLER_MANAGER_PORT, SCHEDULER_PORT, apiserverArgs, controllerManagerArgs, schedulerArgs, type ControllerFlagOptions } from "./controller_flags.ts";
 import { warmOpenApi } from "./openapi_warm.ts";
@@ -76,7 +76,6 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
     ctx.run(
       "apiserver",
       component(options, "kube-apiserver", apiserverArgs(flags), {
-        niceness: CONTROL_PLANE_NICENESS,
         ready: async (signal) => {
           await healthy("kube-apiserver", `${url}/readyz`)(signal);
           wasReady.set(true);
@@ -127,7 +126,6 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
       "controller-manager",
       component(options, "kube-controller-manager", controllerManagerArgs(flags), {
         after: afterApiserver,
-        niceness: CONTROL_PLANE_NICENESS,
         ready: healthy("kube-controller-manager", `https://${options.address}:${CONTROLLER_MANAGER_PORT}/healthz`),
       }),
     );
@@ -135,7 +133,6 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
       "scheduler",
       component(options, "kube-scheduler", schedulerArgs(flags), {
         after: afterApiserver,
-        niceness: CONTROL_PLANE_NICENESS,
         ready: healthy("kube-scheduler", `https://${options.address}:${SCHEDULER_PORT}/healthz`),
       }),
     );

@@ -35,7 +35,7 @@ import { Value } from "../event/mod.ts";
 import { writeFileDurably } from "../localstorage/mod.ts";
 import { generateKeyPair, privateKeyFromRaw, rawPrivateKey, rawPublicKey } from "../pki/mod.ts";
 import { RestartRequest, sleep, type Runnable } from "../supervisor/mod.ts";
-import { answersOk, component, CONTROL_PLANE_NICENESS, untilOk, type ComponentState } from "./component.ts";
+import { answersOk, component, untilOk, type ComponentState } from "./component.ts";
 import { KUBELET_HEALTHZ_PORT, kubeletArgs, kubeletFiles, KUBELET_FILES } from "./kubelet.ts";
 import type { Credential } from "./pki.ts";
 import { writePrivateFiles } from "./private_files.ts";
@@ -198,7 +198,6 @@ export function kubeletService(options: KubeletServiceOptions): Runnable {
       "kubelet",
       component({ binDir: options.binDir, report: options.report }, "kubelet", kubeletArgs(options.dir, options.rootDir, node), {
         ...(options.onSpawn ? { onSpawn: options.onSpawn } : {}),
-        niceness: CONTROL_PLANE_NICENESS,
         ...(options.path ? { env: { PATH: options.path } } : {}),
         ready: async (signal) => {
           await untilOk(healthz, undefined, signal);

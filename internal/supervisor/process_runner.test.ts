@@ -13,7 +13,7 @@ afterEach(async () => {
   await Promise.all(running.splice(0).map((s) => s.stop()));
 });
 
-function startProcess(script: string, options: { killGraceMs?: number; ready?: (s: AbortSignal) => Promise<void>; niceness?: number } = {}) {
+function startProcess(script: string, options: { killGraceMs?: number; ready?: (s: AbortSignal) => Promise<void> } = {}) {
   const { logger, entries } = captureLogger("root");
   const pids: number[] = [];
   const supervisor = supervise(
@@ -99,28 +99,6 @@ describe("process runner", () => {
     markReady();
     await eventually(() => expect(proc().state).toBe("healthy"));
   });
-
-  test("a niceness is every thread's: those running at the spawn, at readiness, and those started after", async () => {
-    /** The niceness of each thread of `pid` (/proc/<pid>/task/<tid>/stat, field 19). */
-    const niceness = (pid: number) =>
-      readdirSync(`/proc/${pid}/task`).map((tid) => {
-        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
-        return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]);
-      });
-    // Told to (SIGUSR2), the child starts a thread of its own (a worker).
-    const script = `process.on("SIGUSR2", () => new Worker("data:text/javascript,setInterval(() => {}, 1000)", { type: "module" })); console.log("listening"); setInterval(() => {}, 1000);`;
-    let entries: { message: string }[] = [];
-    const ready = () => eventually(() => expect(entries.some((e) => e.message === "listening")).toBe(true), { timeoutMs: 20_000 });
-    const started = startProcess(script, { ready, niceness: 7 });
-    entries = started.entries;
-    await eventually(() => expect(started.proc().state).toBe("healthy"), { timeoutMs: 20_000 });
-    const pid = started.pids[0]!;
-    const before = niceness(pid);
-    expect(new Set(before)).toEqual(new Set([7]));
-    process.kill(pid, "SIGUSR2");
-    await eventually(() => expect(niceness(pid).length).toBeGreaterThan(before.length), { timeoutMs: 20_000 });
-    expect(new Set(niceness(pid))).toEqual(new Set([7]));
-  }, 60_000);
 
   test("a missing binary is a death that names the binary", async () => {
     const { logger } = captureLogger("root");

@@ -3,8 +3,7 @@
 // SIGTERM then SIGKILL on cancellation, and always wait for the exit.
 
 import type { Subprocess } from "bun";
-import { accessSync, constants, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { setPriority } from "node:os";
+import { accessSync, constants, existsSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import type { Logger } from "../log/mod.ts";
 import { sleep, type RunContext, type Runnable } from "./supervisor.ts";
 
@@ -39,15 +38,6 @@ export interface ProcessOptions {
    * first, so that it cannot hold the ports and files this one needs.
    */
   pidFile?: string;
-  /**
-   * The niceness of the process's every thread (setpriority(2), -20 to 19):
-   * under CPU pressure the scheduler gives a thread at -10 about nine times
-   * the CPU of one at 0. Set right after the spawn and again once the
-   * process is ready, so that threads started before the first pass (Go
-   * starts its runtime's at once) have it too; the ones started later
-   * inherit it from the thread that starts them. Unset: the node's own (0).
-   */
-  niceness?: number;
 }
 
 /** A line of child output as a log entry. */
@@ -241,13 +231,7 @@ export async function runProcess(ctx: RunContext, options: ProcessOptions): Prom
   }
   options.onSpawn?.(child.pid);
   if (options.pidFile) writePidFile(options.pidFile, child.pid);
-  const prioritize = () => {
-    if (options.niceness === undefined) return;
-    const problem = setNiceness(child.pid, options.niceness);
-    if (problem) ctx.logger.warn("could not set the process's niceness; it runs at the node's", { pid: child.pid, niceness: options.niceness, problem });
-  };
-  prioritize();
-  ctx.logger.info("process started", { command, pid: child.pid, ...(options.niceness !== undefined ? { niceness: options.niceness } : {}) });
+  ctx.logger.info("process started", { command, pid: child.pid });
   // The process's own lines go to a logger of their own, `<path>.output`,
   // so that a chatty process cannot push the runnable's narrative out of
   // its log ring (internal/logtree).
@@ -271,9 +255,7 @@ export async function runProcess(ctx: RunContext, options: ProcessOptions): Prom
   const readiness = (options.ready ?? ((signal) => sleep(DEFAULT_HEALTHY_AFTER_MS, signal)))(readinessSignal);
   readiness.then(
     () => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      prioritize();
-      ctx.signalHealthy();
+      if (child.exitCode === null && child.signalCode === null) ctx.signalHealthy();
     },
     () => {},
   );
@@ -292,28 +274,6 @@ export async function runProcess(ctx: RunContext, options: ProcessOptions): Prom
     return;
   }
   throw new ProcessExitError(command, child.exitCode, child.signalCode === null ? null : String(child.signalCode));
-}
-
-/**
- * Sets the niceness of every thread of `pid` (setpriority sets one thread's:
- * the one whose ID it is given). Returns what went wrong, if anything did; a
- * thread that has just exited is no failure.
- */
-export function setNiceness(pid: number, niceness: number): string | undefined {
-  let threads: string[];
-  try {
-    threads = readdirSync(`/proc/${pid}/task`);
-  } catch {
-    return undefined; // The process is gone: nothing to set.
-  }
-  for (const tid of threads) {
-    try {
-      setPriority(Number(tid), niceness);
-    } catch (err) {
-      if (existsSync(`/proc/${pid}/task/${tid}`)) return (err as Error).message;
-    }
-  }
-  return undefined;
 }
 
 /** A runnable that runs one process (see runProcess). */
