@@ -4,12 +4,12 @@
 // key never leaves this machine and never reaches the cluster.
 
 import { X509Certificate } from "node:crypto";
-import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { Management } from "../../proto/gen/api/management_pb.ts";
-import { buildKubeconfig, OWNER_USER } from "../kubernetes/mod.ts";
+import { APISERVER_PORT, buildKubeconfig, OWNER_USER } from "../kubernetes/mod.ts";
 import { generateKeyPair, privateKeyPem, rawPublicKey, type KeyPair } from "../pki/mod.ts";
-import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
+import { OperatorError, writeOwnerOnly, type OwnerCredentials } from "./config_dir.ts";
 import { withFailover } from "./connection.ts";
 import { listNodes, type CallSettings } from "./nodes.ts";
 
@@ -72,12 +72,11 @@ export async function writeOwnerKubeconfig(credentials: OwnerCredentials, settin
   const server = apiservers[0];
   if (!server) throw new OperatorError("no apiserver to point the kubeconfig at: no UP node holds both the kubernetes-controller and the consensus role");
   const text = buildKubeconfig({ server, ca: client.ca, certificate: client.certificate, privateKey: client.key.privateKey, user: OWNER_USER });
-  writeFileSync(file, text, { mode: 0o600 });
-  chmodSync(file, 0o600);
+  writeOwnerOnly(file, text);
   const written: OwnerKubeconfig = { file, server, apiservers, user: OWNER_USER };
   const nodes = await listNodes(credentials, settings).catch(() => undefined);
   if (!nodes) return written;
-  const controllers = nodes.filter((n) => apiservers.includes(`https://${n.address}:6443`));
+  const controllers = nodes.filter((n) => apiservers.includes(`https://${n.address}:${APISERVER_PORT}`));
   if (controllers.some((n) => n.services.some((l) => l.name === "kube-apiserver" && l.state === "running"))) return written;
   const states = controllers.map((n) => `${n.id}: ${n.services.find((l) => l.name === "kube-apiserver")?.state ?? "no kube-apiserver line"}`).join("; ");
   return { ...written, warning: `no controller's kube-apiserver is running yet (${states || "none reported"}); kubectl fails until one is` };

@@ -7,7 +7,7 @@
 //   <config dir>/endpoints    one curator per line: "node-…@host:port" (or "host:port")
 
 import { X509Certificate, createPrivateKey, createPublicKey, type KeyObject } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { EndpointError, formatEndpoint, parseEndpoint, type CuratorEndpoint } from "../curator/client/mod.ts";
@@ -148,4 +148,14 @@ export function loadCredentials(paths: ConfigPaths, ownerKeyPath = paths.ownerKe
     throw new OperatorError(`owner certificate ${paths.ownerCertificate} is not signed by the CA in ${paths.ca} (files of two different takeovers): run 'ctl takeownership <node address>' again`);
   }
   return { key, certificate, ca, endpoints, files: paths };
+}
+
+/**
+ * Writes a file only its owner may read (node parameters, a kubeconfig):
+ * the mode is set again, for a file that existed with a wider one (the
+ * mode given to writeFileSync applies only to a file it creates).
+ */
+export function writeOwnerOnly(file: string, data: string | Uint8Array): void {
+  writeFileSync(file, data, { mode: 0o600 });
+  chmodSync(file, 0o600);
 }

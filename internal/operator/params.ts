@@ -5,12 +5,11 @@
 // the ticket or every key of the cluster: readable by its owner only.
 
 import { create, toBinary } from "@bufbuild/protobuf";
-import { chmodSync, writeFileSync } from "node:fs";
 import { Management } from "../../proto/gen/api/management_pb.ts";
 import { NodeParametersSchema, type NodeParameters } from "../../proto/gen/api/configuration_pb.ts";
 import { rawPublicKey, type KeyPair } from "../pki/mod.ts";
 import type { RestorePlan } from "./backup.ts";
-import type { OwnerCredentials } from "./config_dir.ts";
+import { writeOwnerOnly, type OwnerCredentials } from "./config_dir.ts";
 import { withFailover } from "./connection.ts";
 import type { CallSettings } from "./nodes.ts";
 
@@ -49,6 +48,5 @@ export function restoreParameters(owner: KeyPair, plan: RestorePlan, timeServers
 
 /** Writes parameters to `file`, readable by the owner only (they carry a ticket, or the cluster's keys). */
 export function writeParameters(file: string, params: NodeParameters): void {
-  writeFileSync(file, toBinary(NodeParametersSchema, params), { mode: 0o600 });
-  chmodSync(file, 0o600);
+  writeOwnerOnly(file, toBinary(NodeParametersSchema, params));
 }
