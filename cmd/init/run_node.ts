@@ -15,6 +15,7 @@ import type { BootEnd, LogTree } from "../../internal/logtree/mod.ts";
 import { Network } from "../../internal/network/mod.ts";
 import { supervise, type Supervisor } from "../../internal/supervisor/mod.ts";
 import { becomeSubreaper, ETCD_CGROUP, ETCD_CPU_WEIGHT, placeWithCpuWeight, unifiedCgroupRoot } from "../../internal/sys/mod.ts";
+import { dialFromOwnAddress, isLoopback } from "../../internal/rpc/mod.ts";
 import type { RuntimeSetup } from "../../internal/roleserve/mod.ts";
 import { nodeRoot } from "./node.ts";
 import { KEEPALIVE_INTERVAL_MS, powerDown, showFatal, watchPowerRequests, type PowerAction } from "./pid1.ts";
@@ -95,6 +96,9 @@ function processConsensusJoinTiming(logger: Logger): { consensusJoinTiming?: Con
 
 export function runNode({ logger, logs, isPid1, root, layout, address, system: processSystem, selection }: RunNodeOptions): void {
   if (!isPid1) becomeSubreaper();
+  // A node process shares its host: its connections to the other nodes come
+  // from its own loopback address, as a VM's come from its own (internal/rpc/dial_from.ts).
+  if (!isPid1 && address !== undefined && isLoopback(address)) dialFromOwnAddress(address);
   // Pending promises do not keep bun's event loop alive, and a runnable may
   // be waiting on nothing but a signal: hold the process open.
   setInterval(() => {}, KEEPALIVE_INTERVAL_MS);

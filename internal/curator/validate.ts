@@ -71,7 +71,9 @@ export function checkAddress(field: string, value: string): void {
  * An address a node reports as its own, held against the address its call
  * came from (which the TCP handshake proves): the same address, or, when
  * both are loopback addresses, the same machine (node processes on one
- * host, each on an address of its own, all dial from 127.0.0.1). So no node
+ * host, each on an address of its own; they dial from it too since
+ * rpc/dial_from.ts, and the loopback case is kept because on one host every
+ * process can bind any loopback address anyway). So no node
  * can make the others, the owner's ctl or etcd dial an address of its choosing.
  */
 export function checkAddressProven(field: string, reported: string, source: string | undefined): void {

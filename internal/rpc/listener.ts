@@ -59,7 +59,7 @@ import { peerCertificateOf, TLS_HANDSHAKE_TIMEOUT_MS, type RotatingServerCredent
 export const MAX_CONNECTIONS = 2048;
 /** Connections still in their TLS handshake, per server. */
 export const MAX_PENDING_HANDSHAKES = 256;
-/** Open connections from one address (a node keeps a few; node processes on one host all dial from 127.0.0.1). */
+/** Open connections from one address (a node keeps a few; a node process dials from its own loopback address, dial_from.ts). */
 export const MAX_CONNECTIONS_PER_SOURCE = 512;
 /** How long a new connection may take to send its whole ClientHello (the first thing a TLS client says). */
 export const FIRST_FLIGHT_TIMEOUT_MS = 3_000;
@@ -388,7 +388,8 @@ function bound(listener: Http2Listener, limits: ListenLimits, counters: Listener
     const connectionRoom = isKnown ? limits.maxConnections : limits.maxConnections - Math.floor(limits.maxConnections * RESERVED_SHARE_FOR_KNOWN_SOURCES);
     // A known source is held to the server's bounds, not to one address's
     // shares of connections and handshakes: many nodes may dial from one
-    // address (node processes on one host, nodes behind one NAT), and a
+    // address (nodes behind one NAT; the owner's ctl beside node processes
+    // on one host, which dial from their own addresses), and a
     // storm of them must not take the owner's handshakes from that address
     // (issue 46).
     const sourceHandshakes = isKnown ? limits.maxPendingHandshakes : perSource.handshakes;

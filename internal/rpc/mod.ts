@@ -43,6 +43,7 @@
 //    input quotes it through quote().
 
 export { hostPort, isLoopback, sourceAddress } from "./address.ts";
+export { dialFromOwnAddress, dialingFrom, DialFromError } from "./dial_from.ts";
 export { encodable, firstUnprintable, printable, quote, QUOTE_MAX_CHARS, STATUS_MAX_CHARS } from "./text.ts";
 export { addService, MAX_REQUEST_BYTES, LOCAL_SERVICE, type AuditedCall, type CallMeter, type CallContext, type ServeOptions, type ServiceImpl, type ServicePolicy } from "./service.ts";
 export { createClient, type CallOptions, type ClientOptions, type ConnectResult, type ServiceClient } from "./client.ts";
