@@ -388,7 +388,7 @@ describe("ctl", () => {
     const help = await ctl("node", "--help");
     expect(help.code).toBe(0);
     expect(help.stdout).toMatch(
-      /^Actions:\n {2}list +\S.*\n {2}describe <node id> +\S.*\n {2}approve <node id> +\S.*\n {2}delete <node id> +\S.*\n {2}reset <node id> +\S.*\n {2}undelete <node id> +\S.*\n {2}logs <node id> \[path\] +\S.*\n {2}services <node id> +\S.*\n {2}reboot <node id> +\S.*\n {2}update <node id> +\S.*\n {2}rollback <node id> +\S.*\n {2}poweroff <node id> +\S.*\n {2}label <node id> <key=value\|key-\.\.\.> +\S.*\n {2}roles set\|unset <node id> <role\.\.\.> +\S.*$/m,
+      /^Actions:\n {2}list +\S.*\n {2}describe <node id> +\S.*\n {2}approve <node id> +\S.*\n {2}delete <node id> +\S.*\n {2}reset <node id> +\S.*\n {2}undelete <node id> +\S.*\n {2}logs <node id> \[path\] +\S.*\n {2}services <node id> +\S.*\n {2}reboot <node id> +\S.*\n {2}drain <node id> +\S.*\n {2}uncordon <node id> +\S.*\n {2}update <node id> +\S.*\n {2}rollback <node id> +\S.*\n {2}poweroff <node id> +\S.*\n {2}label <node id> <key=value\|key-\.\.\.> +\S.*\n {2}roles set\|unset <node id> <role\.\.\.> +\S.*$/m,
     );
     const bash = await ctl("completion", "bash");
     expect(bash.code).toBe(0);
@@ -404,9 +404,9 @@ describe("every bad command line and config fails with one line that names its c
     [[], "missing command (commands: version, help, genkey, takeownership, cluster, ticket, node, image, etcd, events, metrics, kubeconfig, params, completion)"],
     [["nod", "list"], "unknown command 'nod' (did you mean 'node'?)"],
     [["x"], "unknown command 'x' (commands: "],
-    [["node"], "missing action for node (actions: list, describe, approve, delete, reset, undelete, logs, services, reboot, update, rollback, poweroff, label, roles)"],
+    [["node"], "missing action for node (actions: list, describe, approve, delete, reset, undelete, logs, services, reboot, drain, uncordon, update, rollback, poweroff, label, roles)"],
     [["node", "lst"], "unknown action 'lst' for node (did you mean 'node list'?)"],
-    [["node", "frobnicate"], "unknown action 'frobnicate' for node (actions: list, describe, approve, delete, reset, undelete, logs, services, reboot, update, rollback, poweroff, label, roles)"],
+    [["node", "frobnicate"], "unknown action 'frobnicate' for node (actions: list, describe, approve, delete, reset, undelete, logs, services, reboot, drain, uncordon, update, rollback, poweroff, label, roles)"],
     [["node", "logs"], "missing <node id>: usage: ctl node logs <node id> [path]"],
     [["node", "logs", "node-1", "-n", "abc"], "invalid value 'abc' for -n: not a positive integer (lines)"],
     [["node", "logs", "node-1", "--level", "loud"], "invalid value 'loud' for --level"],

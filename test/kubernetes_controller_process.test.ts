@@ -232,3 +232,109 @@ test("the volumes controller: a volume on a node the records no longer hold has 
   // Said once the sweep is done, a few API calls after the deletion seen above.
   await node.waitForLog((l) => l.msg?.toString().startsWith("volumes of nodes that are gone") === true && l.volumes === "pvc-on-gone", { what: "the sweep's line naming pvc-on-gone" });
 }, 300_000);
+
+/** The built kubectl without blocking this process (the stand-in kubelet's loop runs beside ctl). */
+async function kubectlAsync(kubeconfig: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const child = Bun.spawn([KUBECTL, "--kubeconfig", kubeconfig, "--request-timeout=30s", ...args], { stdout: "pipe", stderr: "pipe" });
+  const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
+  return { code, stdout, stderr };
+}
+
+test("ctl node drain: the worker's Node cordoned and its pods evicted through the Eviction API; a bare pod refused unless forced, with nothing changed; a PodDisruptionBudget kept until the drain's deadline, which names the pod and the budget's refusal; ctl node uncordon", async () => {
+  // The node and its owner's kubeconfig from the first test (the controller
+  // runs on node1). A node process runs no kubelet: the loop below stands in
+  // for one, as the only part a drain needs from it: the Node's heartbeat,
+  // its pods Ready, and an evicted pod's end once its grace would be over.
+  const kubeconfig = join(dir.path, "owner.kubeconfig");
+  const id = (JSON.parse((await ctl("node", "list", "--json")).stdout) as { id: string }[])[0]!.id;
+  const apply = (object: unknown) => {
+    const file = join(dir.path, "drain-object.json");
+    writeFileSync(file, JSON.stringify(object));
+    kubectl(kubeconfig, "apply", "-f", file);
+  };
+  // A worker in the records, so that the reconciler keeps its Node (pruneNodes).
+  expect((await ctl("node", "roles", "set", id, "kubernetes-worker")).code).toBe(0);
+  apply({ apiVersion: "v1", kind: "Node", metadata: { name: id, labels: { "kubernetes.io/hostname": id } } });
+  const container = { name: "main", image: "nodecore.local/busybox:1", command: ["busybox", "sleep", "3600"] };
+  const podSpec = { nodeName: id, automountServiceAccountToken: false, terminationGracePeriodSeconds: 5, containers: [container] };
+  for (const name of ["solo", "web-a", "web-b"]) {
+    apply({ apiVersion: "v1", kind: "Pod", metadata: { name, namespace: "default", labels: name === "solo" ? { app: "solo" } : { app: "web" } }, spec: podSpec });
+  }
+  // web-a and web-b are adopted by a ReplicaSet of two; a budget keeps one of them.
+  apply({
+    apiVersion: "apps/v1",
+    kind: "ReplicaSet",
+    metadata: { name: "web", namespace: "default" },
+    spec: { replicas: 2, selector: { matchLabels: { app: "web" } }, template: { metadata: { labels: { app: "web" } }, spec: { automountServiceAccountToken: false, containers: [container] } } },
+  });
+  apply({ apiVersion: "policy/v1", kind: "PodDisruptionBudget", metadata: { name: "web", namespace: "default" }, spec: { minAvailable: 1, selector: { matchLabels: { app: "web" } } } });
+
+  let standIn = true;
+  const kubelet = (async () => {
+    const since = new Date().toISOString();
+    while (standIn) {
+      const now = new Date().toISOString();
+      const ready = { type: "Ready", status: "True", reason: "KubeletReady", message: "the test's stand-in", lastHeartbeatTime: now, lastTransitionTime: since };
+      await kubectlAsync(kubeconfig, "patch", "node", id, "--subresource=status", "--type=merge", "-p", JSON.stringify({ status: { conditions: [ready] } }));
+      const listed = await kubectlAsync(kubeconfig, "get", "pods", "-A", "--field-selector", `spec.nodeName=${id}`, "-o", "json");
+      const pods =
+        listed.code === 0
+          ? ((JSON.parse(listed.stdout) as { items: { metadata: { name: string; namespace: string; deletionTimestamp?: string }; status?: { conditions?: { type: string; status: string }[] } }[] })
+              .items ?? [])
+          : [];
+      for (const pod of pods) {
+        const { name, namespace } = pod.metadata;
+        if (pod.metadata.deletionTimestamp) await kubectlAsync(kubeconfig, "delete", "pod", name, "-n", namespace, "--grace-period=0", "--force");
+        else if (!pod.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True")) {
+          const status = { phase: "Running", conditions: [{ type: "Ready", status: "True", lastTransitionTime: now }] };
+          await kubectlAsync(kubeconfig, "patch", "pod", name, "-n", namespace, "--subresource=status", "--type=merge", "-p", JSON.stringify({ status }));
+        }
+      }
+      await Bun.sleep(1000);
+    }
+  })();
+  const unschedulable = () => kubectl(kubeconfig, "get", "node", id, "-o", "jsonpath={.spec.unschedulable}");
+  const podsHere = () => kubectl(kubeconfig, "get", "pods", "--field-selector", `spec.nodeName=${id}`, "-o", "jsonpath={.items[*].metadata.name}").split(" ").filter(Boolean).sort();
+  try {
+    await eventually(() => expect(kubectl(kubeconfig, "get", "pdb", "web", "-o", "jsonpath={.status.disruptionsAllowed}")).toBe("1"), {
+      timeoutMs: 120_000,
+      intervalMs: 1000,
+      what: "the budget allowing one disruption (both pods adopted and Ready)",
+    });
+
+    // A bare pod: refused, and the Node is left as it was.
+    const bare = await ctl("node", "drain", id);
+    expect(bare.code).not.toBe(0);
+    expect(bare.stderr.trim()).toBe(`ctl: not draining ${id}: no controller would make default/solo again (bare pod); delete it, or pass --force to evict it for good; nothing was changed`);
+    expect(unschedulable()).toBe("");
+    expect(podsHere()).toEqual(["solo", "web-a", "web-b"]);
+
+    // Forced: solo and one of the web pods go; the budget keeps the other until the deadline.
+    const kept = await ctl("node", "drain", id, "--force", "--drain-timeout", "20");
+    expect(kept.code).not.toBe(0);
+    expect(kept.stderr).toMatch(
+      new RegExp(
+        `ctl: drain of ${id} stopped after [\\d.]+ s: default/web-[ab] could not be evicted \\(Cannot evict pod as it would violate the pod's disruption budget\\.[^)]*\\); ${id} stays cordoned`,
+      ),
+    );
+    expect(unschedulable()).toBe("true");
+    await eventually(() => expect(podsHere()).toHaveLength(1), { timeoutMs: 30_000, intervalMs: 1000, what: "solo and one web pod gone" });
+    expect(podsHere()[0]).toMatch(/^web-[ab]$/);
+
+    // The budget removed: the drain completes.
+    kubectl(kubeconfig, "delete", "pdb", "web");
+    const done = await ctl("node", "drain", id, "--drain-timeout", "60");
+    expect(done.stderr).not.toContain("could not");
+    expect(done.code).toBe(0);
+    expect(done.stdout).toMatch(new RegExp(`^${id} drained in [\\d.]+ s and cordoned: 1 evicted\\n$`));
+    expect(podsHere()).toEqual([]);
+
+    const back = await ctl("node", "uncordon", id);
+    expect(back.code).toBe(0);
+    expect(back.stdout).toBe(`${id} is schedulable again\n`);
+    expect(unschedulable()).toBe("");
+  } finally {
+    standIn = false;
+    await kubelet;
+  }
+}, 300_000);

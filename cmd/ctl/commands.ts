@@ -29,6 +29,10 @@ import {
   generateOwnerKey,
   listNodes,
   waitUntilRebooted,
+  DEFAULT_DRAIN_TIMEOUT_S,
+  drainNode,
+  ownerKubernetes,
+  setUnschedulable,
   nodeTable,
   describeNode,
   positiveInteger,
@@ -137,6 +141,13 @@ export const FLAGS = [
 
 /** A node: its ID, a unique prefix of it, or its name label (each command resolves it with ctl.node). */
 const NODE_ID = { name: "node id", complete: "node" } as const satisfies ArgSpec;
+const DRAIN_TIMEOUT_FLAG = {
+  name: "drain-timeout",
+  value: "seconds",
+  description: "How long the drain may take (evictions a budget refuses are asked again until then)",
+  default: DEFAULT_DRAIN_TIMEOUT_S,
+  parse: positiveInteger("seconds", 24 * 3600),
+} as const;
 const FILE = { name: "file", complete: "file" } as const satisfies ArgSpec;
 const ROLE_NAMES = Object.keys(ROLE_FIELDS) as RoleName[];
 
@@ -646,6 +657,33 @@ export const program: Program<Ctl, typeof FLAGS> = {
             const back = await waitUntilRebooted(credentials, id, before, ctl.settings);
             const seconds = ((Date.now() - asked) / 1000).toFixed(1);
             ctl.print({ rebooted: id, seconds: Number(seconds), health: back.health }, `${id} rebooted and is ${back.health} again after ${seconds} s`);
+          },
+        }),
+        action({
+          name: "drain",
+          args: [NODE_ID],
+          flags: [DRAIN_TIMEOUT_FLAG, { name: "force", description: "Evict pods that no controller would make again (bare pods): they are gone for good" }],
+          description: "Cordon a worker's Node and evict its pods through the Eviction API (PodDisruptionBudgets kept; DaemonSet and static pods stay), as kubectl drain does",
+          run: async (ctl, [typed], flags) => {
+            const id = await ctl.node(typed);
+            const api = await ownerKubernetes(ctl.credentials(), ctl.settings);
+            const result = await drainNode(api, id, { timeoutMs: flags["drain-timeout"] * 1000, force: flags.force, say: { note: ctl.note, progress: ctl.progress } });
+            if (!result.hasNode) return ctl.print({ drained: id, hasNode: false }, `${id} has no Node (no kubelet registered it): nothing to drain`);
+            ctl.print(
+              { drained: id, evicted: result.evicted, stayed: result.stayed, seconds: result.seconds },
+              [`${id} drained in ${result.seconds} s and cordoned: ${result.evicted.length} evicted`, ...result.stayed.map((s) => `  stayed: ${s.pod} (${s.why})`)].join("\n"),
+            );
+          },
+        }),
+        action({
+          name: "uncordon",
+          args: [NODE_ID],
+          description: "Make a worker's Node schedulable again (after ctl node drain)",
+          run: async (ctl, [typed]) => {
+            const id = await ctl.node(typed);
+            const api = await ownerKubernetes(ctl.credentials(), ctl.settings);
+            if (!(await setUnschedulable(api, id, false))) return ctl.print({ uncordoned: id, hasNode: false }, `${id} has no Node: nothing to uncordon`);
+            ctl.print({ uncordoned: id }, `${id} is schedulable again`);
           },
         }),
         action({

@@ -15,10 +15,9 @@
 // `--wait` asks again until every check passes or the time is up: scripts
 // and the launcher wait on it.
 
-import { X509Certificate } from "node:crypto";
 import { Management, type BackupSchedule, type BackupStatus } from "../../proto/gen/api/management_pb.ts";
-import { generateKeyPair, privateKeyPem, rawPublicKey, toPem } from "../pki/mod.ts";
-import type { OwnerCredentials } from "./config_dir.ts";
+import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
+import { ownerKubernetes, statusMessage } from "./kubernetes_api.ts";
 import { withFailover } from "./connection.ts";
 import { explain } from "./explain.ts";
 import { formatDuration, type NodeSummary } from "./format.ts";
@@ -152,32 +151,17 @@ export async function gatherClusterHealth(credentials: OwnerCredentials, setting
 }
 
 /** Each Node's Ready condition, read from an apiserver with a short-lived owner certificate (ctl kubeconfig's identity). */
-async function workerReadiness(credentials: OwnerCredentials, settings: CallSettings): Promise<{ ready: Map<string, boolean> } | { error: string }> {
-  const key = generateKeyPair();
-  const response = await withFailover(Management, credentials, (m) => m.getKubernetesCredentials({ publicKey: rawPublicKey(key.publicKey) }, { timeoutMs: settings.timeoutMs }), settings.progress);
-  if (response.apiservers.length === 0) return { error: "no UP node holds both the kubernetes-controller and the consensus role" };
-  const tls = {
-    ca: toPem(new X509Certificate(response.caCertificate)),
-    cert: toPem(new X509Certificate(response.clientCertificate)),
-    key: privateKeyPem(key.privateKey),
-  };
-  const failures: string[] = [];
-  for (const server of response.apiservers) {
-    try {
-      const answer = await fetch(`${server}/api/v1/nodes`, { tls, signal: AbortSignal.timeout(settings.timeoutMs) } as RequestInit);
-      if (!answer.ok) throw new Error(`HTTP ${answer.status}`);
-      const list = (await answer.json()) as { items?: { metadata?: { name?: string }; status?: { conditions?: { type?: string; status?: string }[] } }[] };
-      const ready = new Map<string, boolean>();
-      for (const item of list.items ?? []) {
-        const name = item.metadata?.name;
-        if (name) ready.set(name, item.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false);
-      }
-      return { ready };
-    } catch (err) {
-      failures.push(`${server}: ${explain(err).line}`);
-    }
+async function workerReadiness(credentials: OwnerCredentials, settings: CallSettings): Promise<{ ready: Map<string, boolean> }> {
+  const api = await ownerKubernetes(credentials, settings);
+  const answer = await api.request("GET", "/api/v1/nodes");
+  if (answer.status !== 200) throw new OperatorError(`the apiserver refused to list the Nodes: ${statusMessage(answer)}`);
+  const list = answer.body as { items?: { metadata?: { name?: string }; status?: { conditions?: { type?: string; status?: string }[] } }[] };
+  const ready = new Map<string, boolean>();
+  for (const item of list.items ?? []) {
+    const name = item.metadata?.name;
+    if (name) ready.set(name, item.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false);
   }
-  return { error: `no apiserver answered (${failures.join("; ")})` };
+  return { ready };
 }
 
 /** How often `ctl cluster health --wait` asks again. */

@@ -1,0 +1,191 @@
+// Draining a worker before it goes away (issue 50), as `kubectl drain` does
+// and Talos does around its reboots: the owner's ctl, through the Kubernetes
+// API with the owner's identity (kubernetes_api.ts).
+//
+//   cordon      the Node unschedulable: no new pod lands on it
+//   plan        its pods: a DaemonSet's stay (it runs one on every node, and
+//               would put it back at once), a static pod stays (its kubelet
+//               owns it), a finished one holds nothing; a pod no controller
+//               would make again (a bare pod) is refused unless forced, and
+//               then nothing is changed (the cordon is taken back); every
+//               other is evicted
+//   evict       through the Eviction API, so that PodDisruptionBudgets are
+//               kept: a pod whose budget allows no disruption now is asked
+//               again every EVICTION_RETRY_MS (its controller may be starting
+//               a replacement elsewhere) until the drain's deadline, which
+//               then names it and the budget's refusal
+//   wait        until every evicted pod is gone (deleted, or replaced by one
+//               of another UID under the same name)
+//   uncordon    `ctl node uncordon`: schedulable again
+//
+// A Node that does not exist (a node without the kubernetes-worker role)
+// has nothing to drain. Nothing here deletes a pod itself: what leaves goes
+// through its budget and its own grace period.
+
+import { OperatorError } from "./config_dir.ts";
+import { statusMessage, type OwnerKubernetes } from "./kubernetes_api.ts";
+
+/** How often a pod whose disruption budget refused its eviction is asked for again. */
+export const EVICTION_RETRY_MS = 5_000;
+/** How often the evicted pods are looked at until they are gone. */
+const GONE_POLL_MS = 2_000;
+/** The default deadline of a drain (`--drain-timeout`): evictions and the pods' graceful ends together. */
+export const DEFAULT_DRAIN_TIMEOUT_S = 300;
+
+/** The parts of a Pod a drain reads. */
+export interface DrainPod {
+  metadata?: {
+    name?: string;
+    namespace?: string;
+    uid?: string;
+    deletionTimestamp?: string;
+    annotations?: Record<string, string>;
+    ownerReferences?: { kind?: string; name?: string; controller?: boolean }[];
+  };
+  status?: { phase?: string };
+}
+
+export interface PodRef {
+  namespace: string;
+  name: string;
+  uid: string;
+}
+
+export const podName = (pod: PodRef) => `${pod.namespace}/${pod.name}`;
+
+export interface DrainPlan {
+  /** Evicted, in the order listed. */
+  evict: PodRef[];
+  /** Left on the node, each with why. */
+  stay: { pod: PodRef; why: string }[];
+  /** Bare pods, which a drain without force refuses to evict: nothing would make them again. */
+  refuse: PodRef[];
+}
+
+/** Which of a node's pods a drain evicts, which stay and why, and which it refuses to evict unless `force`. Pure. */
+export function drainPlan(pods: readonly DrainPod[], force = false): DrainPlan {
+  const plan: DrainPlan = { evict: [], stay: [], refuse: [] };
+  for (const pod of pods) {
+    const m = pod.metadata ?? {};
+    if (!m.name || !m.namespace) continue;
+    const ref = { namespace: m.namespace, name: m.name, uid: m.uid ?? "" };
+    const owner = m.ownerReferences?.find((o) => o.controller) ?? m.ownerReferences?.[0];
+    if (owner?.kind === "DaemonSet") plan.stay.push({ pod: ref, why: `DaemonSet ${owner.name ?? "?"}'s pod (it runs on every node)` });
+    else if (m.annotations?.["kubernetes.io/config.mirror"] !== undefined) plan.stay.push({ pod: ref, why: "a static pod (its kubelet keeps it)" });
+    else if (pod.status?.phase === "Succeeded" || pod.status?.phase === "Failed") plan.stay.push({ pod: ref, why: `finished (${pod.status.phase})` });
+    else if (!owner && !force) plan.refuse.push(ref);
+    else plan.evict.push(ref);
+  }
+  return plan;
+}
+
+const nodePath = (node: string) => `/api/v1/nodes/${encodeURIComponent(node)}`;
+const podPath = (pod: PodRef) => `/api/v1/namespaces/${encodeURIComponent(pod.namespace)}/pods/${encodeURIComponent(pod.name)}`;
+
+/**
+ * Makes Node `node` unschedulable (true) or schedulable (false). Returns
+ * false when there is no such Node (nothing to do), true otherwise.
+ */
+export async function setUnschedulable(api: OwnerKubernetes, node: string, unschedulable: boolean): Promise<boolean> {
+  const answer = await api.request("PATCH", nodePath(node), { spec: { unschedulable: unschedulable ? true : null } }, "application/merge-patch+json");
+  if (answer.status === 404) return false;
+  if (answer.status !== 200) throw new OperatorError(`could not ${unschedulable ? "cordon" : "uncordon"} Node ${node}: ${statusMessage(answer)}`);
+  return true;
+}
+
+export interface DrainOptions {
+  /** The whole drain's deadline. */
+  timeoutMs: number;
+  /** Evict bare pods too (gone for good). */
+  force?: boolean;
+  say: { note: (line: string) => void; progress?: (line: string) => void };
+  signal?: AbortSignal;
+}
+
+export interface DrainResult {
+  /** Whether the node has a Node (a kubelet has registered it); without one nothing was done. */
+  hasNode: boolean;
+  evicted: string[];
+  stayed: { pod: string; why: string }[];
+  seconds: number;
+}
+
+/**
+ * Cordons Node `node` and evicts its pods (drainPlan), then waits until they
+ * are gone. Throws an OperatorError naming the pods left and why when the
+ * deadline comes first; the Node stays cordoned then, and the caller says so.
+ */
+export async function drainNode(api: OwnerKubernetes, node: string, options: DrainOptions): Promise<DrainResult> {
+  const started = Date.now();
+  const deadline = started + options.timeoutMs;
+  const seconds = () => Math.round((Date.now() - started) / 100) / 10;
+  const before = await api.request("GET", nodePath(node));
+  if (before.status === 404) return { hasNode: false, evicted: [], stayed: [], seconds: seconds() };
+  if (before.status !== 200) throw new OperatorError(`could not read Node ${node}: ${statusMessage(before)}`);
+  const wasCordoned = (before.body as { spec?: { unschedulable?: boolean } }).spec?.unschedulable === true;
+  // Cordoned before the pods are listed, so that none lands there after.
+  if (!(await setUnschedulable(api, node, true))) return { hasNode: false, evicted: [], stayed: [], seconds: seconds() };
+  const listed = await api.request("GET", `/api/v1/pods?fieldSelector=${encodeURIComponent(`spec.nodeName=${node}`)}`);
+  if (listed.status !== 200) throw new OperatorError(`could not list the pods on ${node}: ${statusMessage(listed)}`);
+  const plan = drainPlan((listed.body as { items?: DrainPod[] }).items ?? [], options.force);
+  if (plan.refuse.length > 0) {
+    if (!wasCordoned) await setUnschedulable(api, node, false);
+    throw new OperatorError(
+      `not draining ${node}: no controller would make ${plan.refuse.map(podName).join(", ")} again (bare pod${plan.refuse.length === 1 ? "" : "s"}); delete ${plan.refuse.length === 1 ? "it" : "them"}, or pass --force to evict ${plan.refuse.length === 1 ? "it" : "them"} for good; nothing was changed`,
+    );
+  }
+  options.say.note(`${node} cordoned: no new pod is scheduled there`);
+  const stayed = plan.stay.map((s) => ({ pod: podName(s.pod), why: s.why }));
+  for (const s of stayed) options.say.progress?.(`${s.pod} stays: ${s.why}`);
+  if (plan.evict.length > 0) options.say.note(`evicting ${plan.evict.length} pod${plan.evict.length === 1 ? "" : "s"} from ${node}`);
+
+  // Evictions: each pod until it is let go or gone; a budget's refusal is asked again.
+  const refused = new Map<string, string>();
+  let waiting = [...plan.evict];
+  while (waiting.length > 0) {
+    options.signal?.throwIfAborted();
+    const next: PodRef[] = [];
+    for (const pod of waiting) {
+      const answer = await api.request("POST", `${podPath(pod)}/eviction`, { apiVersion: "policy/v1", kind: "Eviction", metadata: { name: pod.name, namespace: pod.namespace } });
+      if (answer.status === 200 || answer.status === 201 || answer.status === 404) {
+        refused.delete(podName(pod));
+        continue;
+      }
+      if (answer.status !== 429) throw new OperatorError(`could not evict ${podName(pod)} from ${node}: ${statusMessage(answer)}`);
+      const why = statusMessage(answer);
+      if (refused.get(podName(pod)) !== why) options.say.progress?.(`${podName(pod)} waits: ${why}`);
+      refused.set(podName(pod), why);
+      next.push(pod);
+    }
+    waiting = next;
+    if (waiting.length === 0) break;
+    if (Date.now() + EVICTION_RETRY_MS > deadline) {
+      throw new OperatorError(
+        `drain of ${node} stopped after ${seconds()} s: ${waiting.map((p) => `${podName(p)} could not be evicted (${refused.get(podName(p))})`).join("; ")}; ${node} stays cordoned`,
+      );
+    }
+    await Bun.sleep(EVICTION_RETRY_MS);
+  }
+
+  // Evicted pods end in their own grace period; wait until each is gone.
+  let left = [...plan.evict];
+  while (left.length > 0) {
+    options.signal?.throwIfAborted();
+    const still: PodRef[] = [];
+    for (const pod of left) {
+      const answer = await api.request("GET", podPath(pod));
+      if (answer.status === 404) continue;
+      if (answer.status !== 200) throw new OperatorError(`could not read ${podName(pod)}: ${statusMessage(answer)}`);
+      const uid = (answer.body as DrainPod).metadata?.uid;
+      if (uid !== undefined && pod.uid !== "" && uid !== pod.uid) continue; // A new pod under the same name (a StatefulSet's).
+      still.push(pod);
+    }
+    left = still;
+    if (left.length === 0) break;
+    if (Date.now() + GONE_POLL_MS > deadline) {
+      throw new OperatorError(`drain of ${node} stopped after ${seconds()} s: evicted but not gone yet: ${left.map(podName).join(", ")}; ${node} stays cordoned`);
+    }
+    await Bun.sleep(GONE_POLL_MS);
+  }
+  return { hasNode: true, evicted: plan.evict.map(podName), stayed, seconds: seconds() };
+}
