@@ -406,7 +406,10 @@ describe("every bad command line and config fails with one line that names its c
     [["x"], "unknown command 'x' (commands: "],
     [["node"], "missing action for node (actions: list, describe, approve, delete, reset, undelete, logs, services, reboot, drain, uncordon, update, rollback, poweroff, label, roles)"],
     [["node", "lst"], "unknown action 'lst' for node (did you mean 'node list'?)"],
-    [["node", "frobnicate"], "unknown action 'frobnicate' for node (actions: list, describe, approve, delete, reset, undelete, logs, services, reboot, drain, uncordon, update, rollback, poweroff, label, roles)"],
+    [
+      ["node", "frobnicate"],
+      "unknown action 'frobnicate' for node (actions: list, describe, approve, delete, reset, undelete, logs, services, reboot, drain, uncordon, update, rollback, poweroff, label, roles)",
+    ],
     [["node", "logs"], "missing <node id>: usage: ctl node logs <node id> [path]"],
     [["node", "logs", "node-1", "-n", "abc"], "invalid value 'abc' for -n: not a positive integer (lines)"],
     [["node", "logs", "node-1", "--level", "loud"], "invalid value 'loud' for --level"],
