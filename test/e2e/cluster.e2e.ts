@@ -719,11 +719,13 @@ async function registryChecks(ctx: E2eContext, c: Cluster, f: FormedCluster, reg
   assert(fromPeer.length >= 3, `node3's log names what node2 served it (the manifest, the configuration, the layers):\n${fromPeer.join("\n") || node3Log.stdout.split("\n").slice(-20).join("\n")}`);
   ctx.report(`node3's log: ${fromPeer.length} pieces of ${image} pulled from node2; the registry served node3 only the tag's resolution`);
   // Its default command serves its page: the application runs.
+  const paged = performance.now();
   assertEqual(
     await eventually(() => podHttpGet(fetcher, states[1]!.ip, HELLO_PORT), { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "the hello page" }),
     "hello from nodecore",
     "the page node3's hello pod serves",
   );
+  ctx.report(`node3's hello page answered node2's pod after ${((performance.now() - paged) / 1000).toFixed(1)} s`);
 
   // Pulls that do not wait on each other run at once (under TCG each pod
   // takes a minute or more; one after the other they cost CI minutes): a
@@ -744,6 +746,7 @@ async function registryChecks(ctx: E2eContext, c: Cluster, f: FormedCluster, reg
   );
   const withSecret = helloPod("hello-secret", image, ids[1], "Always") as { spec: Record<string, unknown> };
   withSecret.spec.imagePullSecrets = [{ name: "hello-pull" }];
+  const wrongApplied = performance.now();
   await apply("hello-wrong", helloPod("hello-wrong", image, ids[0], "Always"));
   await apply("hello-secret", withSecret);
   const secretRunning = running("hello-secret");
@@ -762,7 +765,7 @@ async function registryChecks(ctx: E2eContext, c: Cluster, f: FormedCluster, reg
       .split("\n")
       .find((l) => /401 Unauthorized/.test(l))
       ?.trim() ?? "";
-  ctx.report(`a wrong password: kubectl describe shows ${JSON.stringify(reason.slice(0, 200))}`);
+  ctx.report(`a wrong password: kubectl describe shows ${JSON.stringify(reason.slice(0, 200))}, ${((performance.now() - wrongApplied) / 1000).toFixed(1)} s after the apply`);
   // The pod's status follows its events: read until it says so too.
   await eventually(
     async () => {
