@@ -13,8 +13,7 @@
 
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { killCgroup, runtimeCgroupName } from "../internal/containerd/mod.ts";
-import { unifiedCgroupRoot } from "../internal/sys/mod.ts";
+import { killCgroup, runtimeCgroupName, unifiedCgroupRoot } from "../internal/containerd/mod.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
 import { NodeProcess, loopbackBlock, ownedNode, type LogLine } from "../test/support/node_process.ts";
 import { figure, percentile, seconds } from "./figures.ts";

@@ -8,8 +8,7 @@ import { afterAll, expect, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { helloImage, HOST_BUSYBOX, readBusybox } from "../image/mod.ts";
 import { join } from "node:path";
-import { killCgroup, processesIn, runtimeCgroupName } from "../internal/containerd/mod.ts";
-import { unifiedCgroupRoot } from "../internal/sys/mod.ts";
+import { killCgroup, processesIn, runtimeCgroupName, unifiedCgroupRoot } from "../internal/containerd/mod.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
 import { NodeProcess, loopbackBlock, ownedNode, serviceLines } from "./support/node_process.ts";
 

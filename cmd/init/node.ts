@@ -39,8 +39,6 @@ export interface NodeConfig {
   etcdClientHost: "loopback" | "node-address";
   /** The etcd binary (default: the node image's). */
   etcdBinary?: string;
-  /** Gives etcd its CPU weight (see roleserve's placeEtcd); a VM's only. */
-  placeEtcd?: (pid: number) => string;
   /** The curator leader's waits for etcd learners (default: the product's); node processes in tests shorten them. */
   consensusJoinTiming?: ConsensusJoinTiming;
   /** Where etcdutl is, mounting what it takes (a VM's system image); a restore needs it. */
@@ -147,7 +145,6 @@ export function nodeRoot(config: NodeConfig): Runnable {
           membership,
           etcdClientHost: (m) => (config.etcdClientHost === "loopback" ? "127.0.0.1" : m.address),
           ...(config.etcdBinary ? { etcdBinary: config.etcdBinary } : {}),
-          ...(config.placeEtcd ? { placeEtcd: config.placeEtcd } : {}),
           ...(config.consensusJoinTiming ? { consensusJoinTiming: config.consensusJoinTiming } : {}),
           ...(config.etcdutl ? { etcdutl: config.etcdutl } : {}),
           storage: config.storage,

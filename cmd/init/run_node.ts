@@ -7,14 +7,14 @@
 
 import { join } from "node:path";
 import { FW_CFG_PARAMETERS_PATH, encryptedPartition, plainDirectory } from "../../internal/cluster/mod.ts";
-import { PROBE_IMAGE_PATH, runtimeCgroupName, runtimePaths, SANDBOX_IMAGE_PATH } from "../../internal/containerd/mod.ts";
+import { PROBE_IMAGE_PATH, runtimeCgroupName, runtimePaths, SANDBOX_IMAGE_PATH, unifiedCgroupRoot } from "../../internal/containerd/mod.ts";
 import { dataPartitionDevice, mountSystemImage, type BootSelection, type StorageLayout } from "../../internal/localstorage/mod.ts";
 import type { Logger } from "../../internal/log/mod.ts";
 import type { ConsensusJoinTiming } from "../../internal/curator/mod.ts";
 import type { BootEnd, LogTree } from "../../internal/logtree/mod.ts";
 import { Network } from "../../internal/network/mod.ts";
 import { supervise, type Supervisor } from "../../internal/supervisor/mod.ts";
-import { becomeSubreaper, ETCD_CGROUP, ETCD_CPU_WEIGHT, placeWithCpuWeight, unifiedCgroupRoot } from "../../internal/sys/mod.ts";
+import { becomeSubreaper } from "../../internal/sys/mod.ts";
 import { dialFromOwnAddress, isLoopback } from "../../internal/rpc/mod.ts";
 import type { RuntimeSetup } from "../../internal/roleserve/mod.ts";
 import { nodeRoot } from "./node.ts";
@@ -53,14 +53,6 @@ function runtimeSetup(isPid1: boolean, root: string, system: string, layout: Sto
     logger.warn(`this node cannot run containers: ${(error as Error).message}`);
     return undefined;
   }
-}
-
-/** Puts a VM's etcd in its cgroup with its CPU weight (internal/sys/cgroup.ts); says where. */
-function placeEtcdOnVm(pid: number): string {
-  const root = unifiedCgroupRoot();
-  if (root === undefined) throw new Error("no cgroup v2 hierarchy is mounted");
-  placeWithCpuWeight(root, ETCD_CGROUP, pid, ETCD_CPU_WEIGHT);
-  return `cgroup ${ETCD_CGROUP}, cpu.weight ${ETCD_CPU_WEIGHT} (every other process's threads at 100 each)`;
 }
 
 export interface RunNodeOptions {
@@ -118,8 +110,6 @@ export function runNode({ logger, logs, isPid1, root, layout, address, system: p
         network: isPid1 || !address ? { kind: "dhcp", network: new Network({ hostname: "nodecore" }) } : { kind: "fixed", address },
         etcdClientHost: isPid1 ? "loopback" : "node-address",
         ...(isPid1 ? {} : { etcdBinary: join(system, TREE_ETCD) }),
-        // A VM's etcd gets its CPU weight; a node process shares its host's cgroups.
-        ...(isPid1 ? { placeEtcd: (pid: number) => placeEtcdOnVm(pid) } : {}),
         ...(isPid1 ? {} : processConsensusJoinTiming(logger)),
         etcdutl: () => {
           if (isPid1) mountSystemImage(SYSTEM_IMAGE_DIR);

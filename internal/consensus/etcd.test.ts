@@ -1,7 +1,7 @@
 // A real etcd member (Debian's etcd binary) on loopback with mutual TLS.
 
 import { afterEach, describe, expect, test } from "bun:test";
-import { readFileSync, rmSync } from "node:fs";
+import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { freeSpace } from "../localstorage/mod.ts";
 import { captureLogger } from "../log/mod.ts";
@@ -121,30 +121,6 @@ describe("etcd member", () => {
     const restart = entries.findLastIndex((e) => e.message === "process started");
     const afterRestart = entries.slice(restart).map((e) => e.message);
     expect(afterRestart).toContain("started as single-node; fast-forwarding election ticks");
-  }, 90_000);
-
-  test("its placement is given the pid of each etcd process it starts, and is logged; a placement that fails leaves etcd serving, with a warning", async () => {
-    using dir = tempDir("nodecore-etcd-");
-    const tls = memberTls();
-    const placed: number[] = [];
-    const { entries, etcd } = await supervisedMember(join(dir.path, "data"), join(dir.path, "tls"), tls, {
-      placement: (pid) => {
-        placed.push(pid);
-        if (placed.length > 1) throw new Error("no cpu controller here");
-        return `test group for ${pid}`;
-      },
-    });
-    const started = () => entries.filter((e) => e.message === "process started").map((e) => Number(e.fields.pid));
-    expect(placed).toEqual(started());
-    expect(readFileSync(`/proc/${placed[0]}/cmdline`, "utf8")).toContain("etcd");
-    expect(entries.map((e) => e.message)).toContain(`etcd placed: test group for ${placed[0]}`);
-    process.kill(placed[0]!, "SIGKILL");
-    await eventually(() => expect(etcd().restarts).toBe(1), { timeoutMs: 30_000 });
-    await eventually(() => expect(etcd().state).toBe("healthy"), { timeoutMs: 30_000 });
-    expect(placed).toEqual(started());
-    const warning = entries.find((e) => e.message === "etcd runs without its CPU weight");
-    expect(warning?.level).toBe("warn");
-    expect(warning?.fields.reason).toBe("no cpu controller here");
   }, 90_000);
 
   test("refuses a client whose certificate is not under the etcd CA", async () => {

@@ -125,13 +125,6 @@ export interface EtcdMemberOptions {
    * made once). It should return the same client on every call.
    */
   client?: () => Promise<Etcd3>;
-  /**
-   * Gives etcd's process its share of the node's CPU (a VM's cgroup:
-   * internal/sys/cgroup.ts), called with its pid once it is spawned; returns
-   * what it did, which is logged, or throws, which is logged as a warning
-   * while etcd runs on where it is.
-   */
-  placement?: (pid: number) => string;
   /** Free space on the data directory's file system below which etcd is not started (default ETCD_MIN_FREE_BYTES). */
   minFreeBytes?: number;
   /** How many members the cluster has as far as this node knows (default: initialCluster's size); chooses the raft timing. */
@@ -283,16 +276,9 @@ export async function runEtcdMember(ctx: RunContext, options: EtcdMemberOptions)
     // An etcd left running by an earlier run of this node (killed before it
     // could stop it) would hold the ports and the data: kill it first.
     pidFile: join(dataRoot, "etcd.pid"),
-    onSpawn: (pid) => {
+    onSpawn: () => {
       client = options.client?.();
       client?.catch(() => {});
-      if (options.placement) {
-        try {
-          ctx.logger.info(`etcd placed: ${options.placement(pid)}`);
-        } catch (error) {
-          ctx.logger.warn("etcd runs without its CPU weight", { reason: (error as Error).message });
-        }
-      }
     },
     ready: async (signal) => {
       // etcd logs that it serves clients once it has published itself

@@ -7,6 +7,14 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileS
 import { join } from "node:path";
 import { sleep } from "../supervisor/mod.ts";
 
+/** Where the unified (v2) hierarchy is mounted: the node's own mount, or a hybrid host's. */
+export function unifiedCgroupRoot(): string | undefined {
+  for (const root of ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]) {
+    if (existsSync(join(root, "cgroup.controllers"))) return root;
+  }
+  return undefined;
+}
+
 /** Every cgroup directory at and below `dir`, deepest first. */
 function cgroupsBelow(dir: string): string[] {
   const found: string[] = [];

@@ -19,8 +19,8 @@ import {
   runtimeBinaries,
   runtimeEnv,
   runtimePaths,
+  unifiedCgroupRoot,
 } from "./mod.ts";
-import { unifiedCgroupRoot } from "../sys/mod.ts";
 
 describe("runtime paths and configuration", () => {
   test("root on the data partition, state and socket on tmpfs, one cgroup for everything", () => {

@@ -105,5 +105,5 @@ export {
   type PeerTls,
 } from "./peer_mirror.ts";
 export { imageSize, imageStore, namedImages, NODE_PLATFORM, type ImageListing, type ImageStore } from "./images.ts";
-export { CgroupCleanupError, delegatingCgroup, joinCgroup, killCgroup, processesIn } from "./cgroup.ts";
+export { CgroupCleanupError, delegatingCgroup, joinCgroup, killCgroup, processesIn, unifiedCgroupRoot } from "./cgroup.ts";
 export { CENSUS_INTERVAL_MS, containerRuntime, type ContainerRuntimeOptions } from "./runtime.ts";

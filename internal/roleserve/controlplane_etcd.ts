@@ -47,7 +47,6 @@ export function etcdChild(run: ControlPlaneRun): Runnable {
         ...(run.etcdClientHost !== membership.address ? { extraClientHosts: [membership.address] } : {}),
         tls: run.tls,
         client: connect,
-        ...(options.placeEtcd ? { placement: options.placeEtcd } : {}),
         clusterState: run.member.clusterState,
         initialCluster: run.member.initialCluster,
         expectedMembers: forced ? 1 : (run.member.lastSeenMembers ?? run.member.initialCluster.length),

@@ -91,8 +91,6 @@ export interface RoleServerOptions {
   etcdClientHost: (membership: ClusterMembership) => string;
   /** The etcd binary (default: the node image's, /usr/bin/etcd). */
   etcdBinary?: string;
-  /** Gives etcd's process its CPU weight (a VM's cgroup, internal/sys/cgroup.ts); returns what it did. Absent for a node process, which shares its host's cgroups. */
-  placeEtcd?: (pid: number) => string;
   /** The curator leader's waits for etcd learners (default: the product's); process tests shorten them. */
   consensusJoinTiming?: ConsensusJoinTiming;
   /** Where etcdutl is, mounting what it takes (default: beside etcd); a restore needs it. */
@@ -178,7 +176,6 @@ export function roleServer(options: RoleServerOptions, values: RoleServerValues 
         board: values.board,
         etcdClientHost: options.etcdClientHost,
         ...(options.etcdBinary ? { etcdBinary: options.etcdBinary } : {}),
-        ...(options.placeEtcd ? { placeEtcd: options.placeEtcd } : {}),
         ...(options.consensusJoinTiming ? { consensusJoinTiming: options.consensusJoinTiming } : {}),
         ...(options.etcdutl ? { etcdutl: options.etcdutl } : {}),
         ...(options.curatorPort !== undefined ? { curatorPort: options.curatorPort } : {}),

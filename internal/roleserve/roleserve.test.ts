@@ -2,8 +2,7 @@
 // a real grpc-js server over mutual TLS serving the generated Curator
 // service, fed by the test.
 
-import { joinCgroup, runtimePaths } from "../containerd/mod.ts";
-import { unifiedCgroupRoot } from "../sys/mod.ts";
+import { joinCgroup, runtimePaths, unifiedCgroupRoot } from "../containerd/mod.ts";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";

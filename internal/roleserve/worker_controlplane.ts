@@ -103,8 +103,6 @@ export interface ControlPlaneOptions {
   etcdClientHost: (membership: ClusterMembership) => string;
   /** The etcd binary (default: the node image's). */
   etcdBinary?: string;
-  /** Gives etcd its CPU weight (RoleServerOptions.placeEtcd). */
-  placeEtcd?: (pid: number) => string;
   /** The curator leader's waits for etcd learners (default: the product's); process tests shorten them. */
   consensusJoinTiming?: ConsensusJoinTiming;
   /** Where etcdutl is, mounting what it takes (default: beside etcd); a restore needs it. */

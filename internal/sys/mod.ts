@@ -8,7 +8,6 @@
 //            ──▶ kexecFileLoad       (load the chosen slot's kernel, internal/update)
 //   localstorage ─▶ syncfs          (the ESP alone, around its scrub)
 //            ──▶ sethostname
-//   cmd/init ──▶ placeWithCpuWeight  (etcd's cgroup and cpu.weight, as roleserve spawns it: cgroup.ts, file writes)
 //   network  ──▶ socket / ioctl      (interface flags, address, default route)
 //            ──▶ setsockopt / bind / sendto / recvfrom  (the DHCP socket)
 //
@@ -68,4 +67,3 @@ export {
 } from "./libc.ts";
 export { loadModules, parseLoadList, ModuleError } from "./kmod.ts";
 export { reapOrphans, processState } from "./reaper.ts";
-export { unifiedCgroupRoot, placeWithCpuWeight, CgroupPlacementError, ETCD_CGROUP, ETCD_CPU_WEIGHT } from "./cgroup.ts";
