@@ -219,10 +219,10 @@ test("the volumes controller: a volume on a node the records no longer hold has 
   );
   // What the controller-manager's PV controller does then: the claim Lost.
   // It may have to take its lease again first (the test above killed the
-  // apiserver: up to the 60 s lease, LEADER_ELECTION_FLAGS), then sync the
+  // apiserver: up to the 120 s lease, LEADER_ELECTION_FLAGS), then sync the
   // claim; in the loaded unit suite that took more than a minute once.
   await eventually(() => expect(kubectl(kubeconfig, "get", "pvc", "kept-data", "-o", "jsonpath={.status.phase}")).toBe("Lost"), {
-    timeoutMs: 180_000,
+    timeoutMs: 240_000,
     intervalMs: 1000,
     what: "the gone node's claim Lost (the PV controller)",
   });
@@ -231,7 +231,7 @@ test("the volumes controller: a volume on a node the records no longer hold has 
   expect(kubectl(kubeconfig, "get", "pv", "pvc-on-self", "-o", "name")).toBe("persistentvolume/pvc-on-self\n");
   // Said once the sweep is done, a few API calls after the deletion seen above.
   await node.waitForLog((l) => l.msg?.toString().startsWith("volumes of nodes that are gone") === true && l.volumes === "pvc-on-gone", { what: "the sweep's line naming pvc-on-gone" });
-}, 300_000);
+}, 420_000);
 
 /** The built kubectl without blocking this process (the stand-in kubelet's loop runs beside ctl). */
 async function kubectlAsync(kubeconfig: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
