@@ -840,6 +840,19 @@ async function packetsMatching(file: string, filter: string): Promise<number> {
   return read.stdout.split("\n").filter(Boolean).length;
 }
 
+/** ctl cluster health --json's failing checks, one line ("" when its output is not that JSON). */
+function failingChecks(stdout: string): string {
+  try {
+    const checks = (JSON.parse(stdout) as { checks: { name: string; ok: boolean; detail: string }[] }).checks;
+    return checks
+      .filter((c) => !c.ok)
+      .map((c) => `${c.name}: ${c.detail}`)
+      .join("; ");
+  } catch {
+    return stdout.trim();
+  }
+}
+
 e2eTest(
   "Kubernetes: node1's controller serves the owner's kubectl; node2 and node3 as workers are Ready, run a pod each that logs, execs and reaches the other across the encrypted mesh, by IP, by a Service's ClusterIP, by its node port and by name (cluster DNS)",
   async (ctx) => {
@@ -881,7 +894,7 @@ e2eTest(
 
     // The owner's one verdict agrees: every check passes, the workers' Nodes read through an apiserver by ctl itself.
     const verdict = await f.ctl("cluster", "health", "--wait", "--wait-timeout", "300", "--json");
-    assertEqual(verdict.exitCode, 0, `ctl cluster health --wait (${verdict.stdout.trim()} ${verdict.stderr.trim()})`);
+    assertEqual(verdict.exitCode, 0, `ctl cluster health --wait: ${failingChecks(verdict.stdout) || verdict.stderr.trim()}`);
     const checks = (JSON.parse(verdict.stdout) as { checks: { name: string; detail: string }[] }).checks;
     assertEqual(checks.find((c) => c.name === "kubernetes")?.detail, "2 workers, every Node Ready", "ctl cluster health's kubernetes check");
     ctx.report(`ctl cluster health: ${checks.map((c) => `${c.name}: ${c.detail}`).join("; ")}`);

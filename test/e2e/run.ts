@@ -137,8 +137,10 @@ for (const file of new Set(registry.tests.map((t) => t.file))) {
       failures.push(
         [
           `✗ ${test.name}`,
+          // The whole message on one line: a message that quotes a command's
+          // multi-line output (ctl's JSON) kept only its first line, "({".
           `  ${String((err as Error).message ?? err)
-            .split("\n")[0]!
+            .replace(/\s*\n\s*/g, " ")
             .slice(0, 2000)}`,
           ...consoleTails(Date.now() - (performance.now() - started)),
         ].join("\n"),
