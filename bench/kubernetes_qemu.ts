@@ -114,7 +114,7 @@ try {
   const apiserverRss = await rss("/metrics");
   const kubeletRss = await rss(`/api/v1/nodes/${worker}/proxy/metrics`);
 
-  console.log(`\nKubernetes in qemu (${await qemuAccel(imageDir)}, ${sizeVms(2, thisHost()).cpus} vCPU(s) per VM, sized to the host, node1 controller, node2 worker, fresh disks)`);
+  console.log(`\nKubernetes in qemu (${await qemuAccel(imageDir)}, ${sizeVms(2, thisHost()).summary}, node1 controller, node2 worker, fresh disks)`);
   figure("node1 UP → its apiserver ready for the owner's kubectl", seconds(apiserverReady));
   figure("kubernetes-worker set on node2 → its Node Ready", seconds(nodeReady));
   figure(`kubectl apply → pod Running, ${pods} pods one after another: p50 / max`, `${seconds(percentile(running, 50))} / ${seconds(Math.max(...running))}`);

@@ -155,9 +155,7 @@ try {
   await eventually(async () => (await fetchIn(clusterIp, 80)) === "v2", { timeoutMs: STEP_TIMEOUT_MS, intervalMs: 250, what: "the Service answering with v2" });
   const endpointChange = performance.now() - moved;
 
-  console.log(
-    `\nCluster network in qemu (${await qemuAccel(imageDir)}, ${sizeVms(3, thisHost()).cpus} vCPU(s) per VM, sized to the host, three VMs on this machine's cores; node1 controller, node2 and node3 workers; fresh disks)`,
-  );
+  console.log(`\nCluster network in qemu (${await qemuAccel(imageDir)}, ${sizeVms(3, thisHost()).summary}; node1 controller, node2 and node3 workers; fresh disks)`);
   figure("kubernetes-worker set on node3 → its Node Ready", seconds(nodeReady));
   figure("kubernetes-worker set on node3 → a pod on it answers node2's pod by IP", seconds(nodeAdded));
   figure("round trip, pod → pod across the mesh (avg of 20)", `${meshRtt.toFixed(1)} ms`);

@@ -141,7 +141,7 @@ async function run(label: string, cpus: number | undefined): Promise<Row> {
 const sized = sizeVms(3, thisHost());
 const rows: Row[] = [];
 if (values.only !== "sized") rows.push(await run("2 vCPUs per VM (before)", 2));
-if (values.only !== "2") rows.push(await run(`sized: ${sized.cpus} vCPU${sized.cpus === 1 ? "" : "s"} per VM`, undefined));
+if (values.only !== "2") rows.push(await run(`sized: ${sized.summary}`, undefined));
 const host = thisHost();
 console.log(
   `\nThree VMs (node1 controller and worker, node2 and node3 workers) on this host (${host.cpus} cores, ${host.memoryMiB} MiB), ${await qemuAccel(imageDir)}, fresh disks; ${minutes} min of load (3 CPU-bound pods)`,

@@ -252,7 +252,7 @@ export async function createCluster(options: ClusterOptions = {}): Promise<Clust
           // Node 1 bootstraps, and the first node is the Kubernetes
           // controller; every node of a launched cluster is a worker.
           memoryMiB: index === 1 ? sizing.controllerMemoryMiB : sizing.workerMemoryMiB,
-          cpus: sizing.cpus,
+          cpus: index === 1 ? sizing.controllerCpus : sizing.workerCpus,
           accel: accel.accel,
           echo: !(options.quiet ?? false),
           ns,
