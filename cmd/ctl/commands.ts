@@ -28,8 +28,11 @@ import {
   completionScript,
   generateOwnerKey,
   listNodes,
-  waitUntilRebooted,
   DEFAULT_DRAIN_TIMEOUT_S,
+  powerCalls,
+  powerNode,
+  type PowerAction,
+  type PowerResult,
   drainNode,
   ownerKubernetes,
   setUnschedulable,
@@ -148,6 +151,30 @@ const DRAIN_TIMEOUT_FLAG = {
   default: DEFAULT_DRAIN_TIMEOUT_S,
   parse: positiveInteger("seconds", 24 * 3600),
 } as const;
+/** A reboot's and a power-off's drain (internal/operator/node_power.ts). */
+const POWER_DRAIN_FLAGS = [
+  DRAIN_TIMEOUT_FLAG,
+  { name: "no-drain", description: "Do not drain a worker first: its pods stop with it, without their PodDisruptionBudgets being asked" },
+  { name: "force", description: "Also evict bare pods (no controller would make them again): gone for good; without it they stay and run again when the node is back" },
+] as const;
+
+async function powerNodeFromCtl(ctl: Ctl, typed: string, action: PowerAction, options: { wait: boolean; noDrain: boolean; drainTimeoutS: number; force: boolean }): Promise<PowerResult> {
+  const id = await ctl.node(typed);
+  const credentials = ctl.credentials();
+  const node = (await listNodes(credentials, ctl.settings)).find((n) => n.id === id);
+  if (!node) throw new OperatorError(`${id} is no longer in the cluster`);
+  return powerNode(
+    powerCalls(credentials, ctl.settings),
+    node,
+    action,
+    { drain: !options.noDrain, drainTimeoutMs: options.drainTimeoutS * 1000, force: options.force, wait: options.wait },
+    { note: ctl.note, progress: ctl.progress },
+  );
+}
+
+/** What a drain around a power action did, for --json. */
+const powerJson = (result: PowerResult) => ({ ...(result.drained ? { drained: result.drained } : {}), ...(result.uncordoned !== undefined ? { uncordoned: result.uncordoned } : {}) });
+
 const FILE = { name: "file", complete: "file" } as const satisfies ArgSpec;
 const ROLE_NAMES = Object.keys(ROLE_FIELDS) as RoleName[];
 
@@ -645,18 +672,15 @@ export const program: Program<Ctl, typeof FLAGS> = {
         action({
           name: "reboot",
           args: [NODE_ID],
-          flags: [{ name: "wait", description: "Return once the node has booted again and is HEALTHY" }],
-          description: "Stop a node's services cleanly and restart it",
+          flags: [{ name: "wait", description: "Return once the node has booted again and is HEALTHY (a reboot that drained always waits, to uncordon)" }, ...POWER_DRAIN_FLAGS],
+          description: "Drain a worker's Node, stop the node's services cleanly and restart it, then uncordon its Node once Ready again",
           run: async (ctl, [typed], flags) => {
-            const id = await ctl.node(typed);
-            const credentials = ctl.credentials();
-            const before = flags.wait ? (await listNodes(credentials, ctl.settings)).find((n) => n.id === id)?.bootMs : undefined;
-            const asked = Date.now();
-            await withNode(credentials, id, (client) => client.reboot({}, ctl.settings), ctl.settings);
-            if (!flags.wait) return ctl.print({ rebooting: id }, `${id} is stopping its services and will restart`);
-            const back = await waitUntilRebooted(credentials, id, before, ctl.settings);
-            const seconds = ((Date.now() - asked) / 1000).toFixed(1);
-            ctl.print({ rebooted: id, seconds: Number(seconds), health: back.health }, `${id} rebooted and is ${back.health} again after ${seconds} s`);
+            const result = await powerNodeFromCtl(ctl, typed, "reboot", { wait: flags.wait, noDrain: flags["no-drain"], drainTimeoutS: flags["drain-timeout"], force: flags.force });
+            if (result.seconds === undefined) return ctl.print({ rebooting: result.node, ...powerJson(result) }, `${result.node} is stopping its services and will restart`);
+            ctl.print(
+              { rebooted: result.node, seconds: result.seconds, health: result.health, ...powerJson(result) },
+              `${result.node} rebooted and is ${result.health} again after ${result.seconds} s${result.uncordoned ? ", its Node Ready and uncordoned" : ""}`,
+            );
           },
         }),
         action({
@@ -744,11 +768,11 @@ export const program: Program<Ctl, typeof FLAGS> = {
         action({
           name: "poweroff",
           args: [NODE_ID],
-          description: "Stop a node's services cleanly and power it off",
-          run: async (ctl, [typed]) => {
-            const id = await ctl.node(typed);
-            await withNode(ctl.credentials(), id, (client) => client.powerOff({}, ctl.settings), ctl.settings);
-            ctl.print({ poweringOff: id }, `${id} is stopping its services and will power off`);
+          flags: POWER_DRAIN_FLAGS,
+          description: "Drain a worker's Node (it stays cordoned), stop the node's services cleanly and power it off",
+          run: async (ctl, [typed], flags) => {
+            const result = await powerNodeFromCtl(ctl, typed, "poweroff", { wait: false, noDrain: flags["no-drain"], drainTimeoutS: flags["drain-timeout"], force: flags.force });
+            ctl.print({ poweringOff: result.node, ...powerJson(result) }, `${result.node} is stopping its services and will power off`);
           },
         }),
         action({

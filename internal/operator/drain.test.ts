@@ -38,6 +38,17 @@ describe("what a drain evicts", () => {
     expect(drainPlan([pod("done", { phase: "Failed" })]).refuse).toEqual([]);
   });
 
+  test("around a reboot a bare pod stays on its node (its kubelet runs it again there), unless forced", () => {
+    const pods = [pod("web", { owner: "ReplicaSet" }), pod("scratch")];
+    const plan = drainPlan(pods, false, "stay");
+    expect([plan.evict.map((p) => p.name), plan.refuse, plan.stay.map((s) => [s.pod.name, s.why])]).toEqual([
+      ["web"],
+      [],
+      [["scratch", "a bare pod (no controller would make it again elsewhere): its kubelet runs it again when the node is back"]],
+    ]);
+    expect(drainPlan(pods, true, "stay").evict.map((p) => p.name)).toEqual(["web", "scratch"]);
+  });
+
   test("a pod without a name or namespace is passed over", () => {
     expect(drainPlan([{ metadata: { name: "x" } }, {}])).toEqual({ evict: [], stay: [], refuse: [] });
   });

@@ -18,6 +18,13 @@
 //               of another UID under the same name)
 //   uncordon    `ctl node uncordon`: schedulable again
 //
+// Around a reboot or a power-off (node_power.ts) a bare pod stays instead of
+// being refused: its kubelet runs it again when the node is back, which an
+// eviction would prevent for good. The cordon a command will take back
+// itself is marked on the Node (CORDONED_BY_ANNOTATION), so that the same
+// command run again after an interruption knows the cordon is its own, not
+// an operator's, and uncordons the node when it is done.
+//
 // A Node that does not exist (a node without the kubernetes-worker role)
 // has nothing to drain. Nothing here deletes a pod itself: what leaves goes
 // through its budget and its own grace period.
@@ -31,6 +38,8 @@ export const EVICTION_RETRY_MS = 5_000;
 const GONE_POLL_MS = 2_000;
 /** The default deadline of a drain (`--drain-timeout`): evictions and the pods' graceful ends together. */
 export const DEFAULT_DRAIN_TIMEOUT_S = 300;
+/** On a Node a ctl command cordoned and will uncordon itself: the command, and when ("ctl node reboot at 2026-11-29T05:00:00.000Z"). */
+export const CORDONED_BY_ANNOTATION = "nodecore.dev/cordoned-by";
 
 /** The parts of a Pod a drain reads. */
 export interface DrainPod {
@@ -62,8 +71,11 @@ export interface DrainPlan {
   refuse: PodRef[];
 }
 
+/** What a drain does with a bare pod (no controller): refuse to drain (kubectl drain's way), or leave it on the node for its kubelet to run again after a reboot. `force` evicts it either way. */
+export type BarePods = "refuse" | "stay";
+
 /** Which of a node's pods a drain evicts, which stay and why, and which it refuses to evict unless `force`. Pure. */
-export function drainPlan(pods: readonly DrainPod[], force = false): DrainPlan {
+export function drainPlan(pods: readonly DrainPod[], force = false, bare: BarePods = "refuse"): DrainPlan {
   const plan: DrainPlan = { evict: [], stay: [], refuse: [] };
   for (const pod of pods) {
     const m = pod.metadata ?? {};
@@ -73,6 +85,7 @@ export function drainPlan(pods: readonly DrainPod[], force = false): DrainPlan {
     if (owner?.kind === "DaemonSet") plan.stay.push({ pod: ref, why: `DaemonSet ${owner.name ?? "?"}'s pod (it runs on every node)` });
     else if (m.annotations?.["kubernetes.io/config.mirror"] !== undefined) plan.stay.push({ pod: ref, why: "a static pod (its kubelet keeps it)" });
     else if (pod.status?.phase === "Succeeded" || pod.status?.phase === "Failed") plan.stay.push({ pod: ref, why: `finished (${pod.status.phase})` });
+    else if (!owner && !force && bare === "stay") plan.stay.push({ pod: ref, why: "a bare pod (no controller would make it again elsewhere): its kubelet runs it again when the node is back" });
     else if (!owner && !force) plan.refuse.push(ref);
     else plan.evict.push(ref);
   }
@@ -84,10 +97,14 @@ const podPath = (pod: PodRef) => `/api/v1/namespaces/${encodeURIComponent(pod.na
 
 /**
  * Makes Node `node` unschedulable (true) or schedulable (false). Returns
- * false when there is no such Node (nothing to do), true otherwise.
+ * false when there is no such Node (nothing to do), true otherwise. `by`
+ * marks a cordon as a command's own (CORDONED_BY_ANNOTATION); an uncordon
+ * always removes the mark.
  */
-export async function setUnschedulable(api: OwnerKubernetes, node: string, unschedulable: boolean): Promise<boolean> {
-  const answer = await api.request("PATCH", nodePath(node), { spec: { unschedulable: unschedulable ? true : null } }, "application/merge-patch+json");
+export async function setUnschedulable(api: OwnerKubernetes, node: string, unschedulable: boolean, by?: string): Promise<boolean> {
+  const mark = unschedulable ? (by === undefined ? undefined : `${by} at ${new Date().toISOString()}`) : null;
+  const patch = { spec: { unschedulable: unschedulable ? true : null }, ...(mark !== undefined ? { metadata: { annotations: { [CORDONED_BY_ANNOTATION]: mark } } } : {}) };
+  const answer = await api.request("PATCH", nodePath(node), patch, "application/merge-patch+json");
   if (answer.status === 404) return false;
   if (answer.status !== 200) throw new OperatorError(`could not ${unschedulable ? "cordon" : "uncordon"} Node ${node}: ${statusMessage(answer)}`);
   return true;
@@ -98,6 +115,10 @@ export interface DrainOptions {
   timeoutMs: number;
   /** Evict bare pods too (gone for good). */
   force?: boolean;
+  /** Bare pods without force: refused (the default), or left on the node. */
+  bare?: BarePods;
+  /** The command that will uncordon the node itself when it is done (marked on the Node); without it the cordon is the operator's to take back. */
+  by?: string;
   say: { note: (line: string) => void; progress?: (line: string) => void };
   signal?: AbortSignal;
 }
@@ -105,6 +126,8 @@ export interface DrainOptions {
 export interface DrainResult {
   /** Whether the node has a Node (a kubelet has registered it); without one nothing was done. */
   hasNode: boolean;
+  /** The Node was cordoned before this drain by someone else (an operator's cordon, not a command's mark): it stays cordoned. */
+  cordonedBefore: boolean;
   evicted: string[];
   stayed: { pod: string; why: string }[];
   seconds: number;
@@ -120,14 +143,17 @@ export async function drainNode(api: OwnerKubernetes, node: string, options: Dra
   const deadline = started + options.timeoutMs;
   const seconds = () => Math.round((Date.now() - started) / 100) / 10;
   const before = await api.request("GET", nodePath(node));
-  if (before.status === 404) return { hasNode: false, evicted: [], stayed: [], seconds: seconds() };
+  const none = () => ({ hasNode: false, cordonedBefore: false, evicted: [], stayed: [], seconds: seconds() });
+  if (before.status === 404) return none();
   if (before.status !== 200) throw new OperatorError(`could not read Node ${node}: ${statusMessage(before)}`);
-  const wasCordoned = (before.body as { spec?: { unschedulable?: boolean } }).spec?.unschedulable === true;
+  const read = before.body as { spec?: { unschedulable?: boolean }; metadata?: { annotations?: Record<string, string> } };
+  // A cordon marked by a command is that command's, left by an interrupted run: not the operator's to keep.
+  const wasCordoned = read.spec?.unschedulable === true && read.metadata?.annotations?.[CORDONED_BY_ANNOTATION] === undefined;
   // Cordoned before the pods are listed, so that none lands there after.
-  if (!(await setUnschedulable(api, node, true))) return { hasNode: false, evicted: [], stayed: [], seconds: seconds() };
+  if (!(await setUnschedulable(api, node, true, wasCordoned ? undefined : options.by))) return none();
   const listed = await api.request("GET", `/api/v1/pods?fieldSelector=${encodeURIComponent(`spec.nodeName=${node}`)}`);
   if (listed.status !== 200) throw new OperatorError(`could not list the pods on ${node}: ${statusMessage(listed)}`);
-  const plan = drainPlan((listed.body as { items?: DrainPod[] }).items ?? [], options.force);
+  const plan = drainPlan((listed.body as { items?: DrainPod[] }).items ?? [], options.force, options.bare);
   if (plan.refuse.length > 0) {
     if (!wasCordoned) await setUnschedulable(api, node, false);
     throw new OperatorError(
@@ -160,9 +186,7 @@ export async function drainNode(api: OwnerKubernetes, node: string, options: Dra
     waiting = next;
     if (waiting.length === 0) break;
     if (Date.now() + EVICTION_RETRY_MS > deadline) {
-      throw new OperatorError(
-        `drain of ${node} stopped after ${seconds()} s: ${waiting.map((p) => `${podName(p)} could not be evicted (${refused.get(podName(p))})`).join("; ")}; ${node} stays cordoned`,
-      );
+      throw new DrainStopped(node, `drain of ${node} stopped after ${seconds()} s: ${waiting.map((p) => `${podName(p)} could not be evicted (${refused.get(podName(p))})`).join("; ")}`, wasCordoned);
     }
     await Bun.sleep(EVICTION_RETRY_MS);
   }
@@ -183,9 +207,21 @@ export async function drainNode(api: OwnerKubernetes, node: string, options: Dra
     left = still;
     if (left.length === 0) break;
     if (Date.now() + GONE_POLL_MS > deadline) {
-      throw new OperatorError(`drain of ${node} stopped after ${seconds()} s: evicted but not gone yet: ${left.map(podName).join(", ")}; ${node} stays cordoned`);
+      throw new DrainStopped(node, `drain of ${node} stopped after ${seconds()} s: evicted but not gone yet: ${left.map(podName).join(", ")}`, wasCordoned);
     }
     await Bun.sleep(GONE_POLL_MS);
   }
-  return { hasNode: true, evicted: plan.evict.map(podName), stayed, seconds: seconds() };
+  return { hasNode: true, cordonedBefore: wasCordoned, evicted: plan.evict.map(podName), stayed, seconds: seconds() };
+}
+
+/** A drain that met its deadline: `reason` names the pods and why; the message adds that the Node stays cordoned (ctl node drain leaves it so). */
+export class DrainStopped extends OperatorError {
+  constructor(
+    readonly node: string,
+    readonly reason: string,
+    /** The Node was cordoned by someone else before the drain. */
+    readonly cordonedBefore: boolean,
+  ) {
+    super(`${reason}; ${node} stays cordoned`);
+  }
 }

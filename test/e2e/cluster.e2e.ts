@@ -83,6 +83,7 @@ import { QEMU_CALL_TIMEOUT_MS, Workload } from "../faults/workload.ts";
 import { buildUpdateImage, nextVersion } from "./updates.ts";
 import { HELLO_PORT, helloImage, HOST_BUSYBOX, readBusybox } from "../../image/mod.ts";
 import { HELLO_REPOSITORY, HELLO_TAG, type ContainerRegistryServer } from "../launch/registry.ts";
+import { HttpProber, PROBE_EVERY_MS, RETRY_WITHIN_MS } from "../launch/http_prober.ts";
 
 /** Per step: three VMs under TCG on two cores are slow. */
 const STEP_TIMEOUT_MS = 600_000;
@@ -557,6 +558,56 @@ function markerPod(name: string, nodeId: string, page: string): unknown {
         },
       ],
     },
+  };
+}
+
+/**
+ * A user's application for the reboot step (issue 50): a Deployment of two
+ * replicas that prefer different nodes, each serving its own name over HTTP,
+ * ready only once it answers, and draining its connections before it stops
+ * (a preStop pause while the Service's endpoints drop it, as Kubernetes'
+ * own advice for graceful shutdown has it); a NodePort Service; and a
+ * PodDisruptionBudget that keeps one available.
+ */
+function webApplication(): unknown {
+  const labels = { app: "web" };
+  return {
+    apiVersion: "v1",
+    kind: "List",
+    items: [
+      {
+        apiVersion: "apps/v1",
+        kind: "Deployment",
+        metadata: { name: "web", labels },
+        spec: {
+          replicas: 2,
+          selector: { matchLabels: labels },
+          template: {
+            metadata: { labels },
+            spec: {
+              terminationGracePeriodSeconds: 20,
+              affinity: {
+                podAntiAffinity: {
+                  preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 100, podAffinityTerm: { labelSelector: { matchLabels: labels }, topologyKey: "kubernetes.io/hostname" } }],
+                },
+              },
+              containers: [
+                {
+                  name: "main",
+                  image: TEST_IMAGE_REF,
+                  imagePullPolicy: "Never",
+                  command: ["sh", "-c", `busybox mkdir -p /www; echo "web $HOSTNAME" > /www/index.html; exec busybox httpd -f -p ${POD_HTTP_PORT} -h /www`],
+                  readinessProbe: { tcpSocket: { port: POD_HTTP_PORT }, periodSeconds: 2 },
+                  lifecycle: { preStop: { exec: { command: ["sleep", "8"] } } },
+                },
+              ],
+            },
+          },
+        },
+      },
+      { apiVersion: "v1", kind: "Service", metadata: { name: "web" }, spec: { type: "NodePort", selector: labels, ports: [{ port: 80, targetPort: POD_HTTP_PORT }] } },
+      { apiVersion: "policy/v1", kind: "PodDisruptionBudget", metadata: { name: "web" }, spec: { minAvailable: 1, selector: { matchLabels: labels } } },
+    ],
   };
 }
 
@@ -1234,9 +1285,41 @@ e2eTest(
     const keyBefore = meshKey.exec(need(node3.console.find(meshKey), "node3's mesh key on its console").text)![1];
     const startedAt = async () => kubectl("get", "pod", "db-0", "-o", "jsonpath={.status.containerStatuses[0].state.running.startedAt}");
     const dbStartedBefore = await startedAt();
+
+    // A user's application, one replica on each worker, and a user's client
+    // asking it at node2's node port throughout node3's reboot.
+    const webFile = join(c.dir.path, "web.json");
+    writeFileSync(webFile, JSON.stringify(webApplication()));
+    await kubectl("apply", "-f", webFile);
+    const webPods = async () =>
+      (
+        JSON.parse(await kubectl("get", "pods", "-l", "app=web", "-o", "json")) as {
+          items: { metadata: { name: string; deletionTimestamp?: string }; spec: { nodeName?: string }; status: { conditions?: { type: string; status: string }[] } }[];
+        }
+      ).items;
+    const webPlaced = await eventually(
+      async () => {
+        const ready = (await webPods()).filter((p) => !p.metadata.deletionTimestamp && p.status.conditions?.some((c) => c.type === "Ready" && c.status === "True"));
+        assertEqual(ready.length, 2, `web's ready replicas (${ready.map((p) => `${p.metadata.name} on ${p.spec.nodeName}`).join(", ") || "none"})`);
+        return ready;
+      },
+      { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "web's two replicas ready" },
+    );
+    const node3Id = f.ids.get("node3")!;
+    const onNode3 = webPlaced.filter((p) => p.spec.nodeName === node3Id).map((p) => `default/${p.metadata.name}`);
+    assertEqual(onNode3.length, 1, `one of web's replicas on node3, the other on node2 (${webPlaced.map((p) => `${p.metadata.name} on ${p.spec.nodeName}`).join(", ")})`);
+    const webPort = Number((await kubectl("get", "service", "web", "-o", "jsonpath={.spec.ports[0].nodePort}")).trim());
+    const node2Address = c.node("node2").address;
+    await eventually(async () => httpBody((await c.exec(["sh", "-c", httpGetCommand(node2Address, webPort)], { okExitCodes: [0, 1] })).stdout, "web at node2's node port"), {
+      timeoutMs: STEP_TIMEOUT_MS,
+      intervalMs: POLL_MS,
+      what: "web answering at node2's node port",
+    });
+    const client = HttpProber.start((argv) => c.commandInNamespace(argv), node2Address, webPort);
+
     const rebooting = performance.now();
     let downChecked = false;
-    await rebootAsOperator(c, f, "node3", async () => {
+    const rebooted = rebootAsOperator(c, f, "node3", async () => {
       // A worker gone does not stall the others: node2's pod still gets the
       // apiserver's answer (node1, masqueraded) while node3's VM boots.
       for (let i = 0; i < 3; i++) {
@@ -1245,8 +1328,27 @@ e2eTest(
       }
       downChecked = true;
     });
+    // The client is stopped however the reboot ends.
+    const answer = await rebooted.catch(async (err: unknown) => {
+      await client.stop();
+      throw err;
+    });
+    const served = await client.stop();
     assert(downChecked, "node2's pod was asked while node3 rebooted");
     const upAfter = (performance.now() - rebooting) / 1000;
+    // ctl drained node3 first: web's replica and db-0 evicted (their
+    // controllers make them again), the bare marker pod left for its kubelet;
+    // and it uncordoned node3 once its Node was Ready again.
+    const evicted = answer.drained?.evicted ?? [];
+    assert(evicted.includes(onNode3[0]!) && evicted.includes("default/db-0"), `ctl node reboot drained web's replica and db-0 from node3: ${JSON.stringify(answer.drained)}`);
+    assert(answer.drained?.stayed.some((s) => s.pod === `default/${names[1]}`) === true, `node3's bare marker pod stayed: ${JSON.stringify(answer.drained?.stayed)}`);
+    assertEqual(answer.uncordoned, true, "node3 uncordoned by ctl node reboot");
+    assertEqual((await kubectl("get", "node", node3Id, "-o", "jsonpath={.spec.unschedulable}")).trim(), "", "node3's Node schedulable after the reboot");
+    ctx.report(
+      `web (2 replicas, PodDisruptionBudget minAvailable 1) asked every ${PROBE_EVERY_MS} ms at node2's node port through ctl node reboot node3 (drained in ${answer.drained?.seconds} s): ${served.failed} of ${served.total} requests failed, ${served.notAbsorbed} not answered by a retry within ${RETRY_WITHIN_MS / 1000} s; the longest gap between answers ${(served.longestGapMs / 1000).toFixed(1)} s${served.examples.length ? ` (${served.examples.join("; ")})` : ""}`,
+    );
+    assertEqual(served.notAbsorbed, 0, `web's failed requests that a retry within ${RETRY_WITHIN_MS / 1000} s would not have absorbed (${served.examples.join("; ")})`);
+    await kubectl("delete", "-f", webFile, "--wait=true", "--timeout=120s");
     const keyAfter = meshKey.exec((await node3.waitForConsole(meshKey, STEP_TIMEOUT_MS)).text)![1];
     assertEqual(keyAfter, keyBefore, "node3's WireGuard key after its reboot");
     // Traffic through the mesh resumes with no help: the Service's ClusterIP answers node2's pod from node3's pod again.
@@ -1348,7 +1450,7 @@ e2eTest("a deleted pod leaves no container; the worker role taken from node3 rem
  * booting then, none of its services up). Its logs are read by the logs
  * step (rebootedForLogs).
  */
-async function rebootAsOperator(c: Cluster, f: FormedCluster, name: string, whileDown?: () => Promise<void>): Promise<void> {
+async function rebootAsOperator(c: Cluster, f: FormedCluster, name: string, whileDown?: () => Promise<void>): Promise<RebootAnswer> {
   const id = f.ids.get(name)!;
   const node = c.node(name);
   const before = { boots: node.boots, console: node.console };
@@ -1362,7 +1464,7 @@ async function rebootAsOperator(c: Cluster, f: FormedCluster, name: string, whil
   }
   const result = await rebooted;
   assertEqual(result.exitCode, 0, `ctl node reboot ${name} --wait (${result.stderr.trim()})`);
-  const answer = JSON.parse(result.stdout) as { rebooted: string; health: string };
+  const answer = JSON.parse(result.stdout) as RebootAnswer;
   assertEqual(answer.rebooted, id, "ctl node reboot --wait's answer");
   assertEqual(answer.health, "HEALTHY", `${name}'s health once ctl node reboot --wait returned`);
   assertEqual(node.lastExit?.reason, "guest-reset", `how ${name}'s qemu ended`);
@@ -1372,6 +1474,15 @@ async function rebootAsOperator(c: Cluster, f: FormedCluster, name: string, whil
     `${name} stopped its services for the reboot`,
   );
   rebootedForLogs = { name, seconds: (performance.now() - asked) / 1000 };
+  return answer;
+}
+
+/** ctl node reboot --wait --json's answer. */
+interface RebootAnswer {
+  rebooted: string;
+  health: string;
+  drained?: { evicted: string[]; stayed: { pod: string; why: string }[]; seconds: number };
+  uncordoned?: boolean;
 }
 
 /** The node the reboot step rebooted as an operator, and how long ctl node reboot --wait took. */

@@ -1,0 +1,171 @@
+// A node's reboot and power-off as the owner asks for them (`ctl node
+// reboot`, `ctl node poweroff`), wrapped in a drain when the node runs a
+// kubelet (issue 50), as Talos wraps its reboots and k0sctl its upgrades:
+//
+//   drain       cordon its Node and evict its pods through the Eviction API
+//               (drain.ts), so that PodDisruptionBudgets are kept and a
+//               Deployment's replicas move before the node goes. Bare pods
+//               stay (their kubelet runs them again when the node is back;
+//               --force evicts them for good). A drain that cannot finish
+//               in time (a budget that allows no disruption) stops the
+//               command before the node is touched: the pod and the
+//               budget's refusal are named, and the Node is uncordoned.
+//   go          the node stops its services cleanly and reboots (or powers off)
+//   wait        a reboot that drained waits, as --wait does: the node back
+//               from a new boot and HEALTHY, then its Node Ready with a
+//               kubelet heartbeat from that boot
+//   uncordon    the cordon the drain made is taken back; an operator's own
+//               cordon (one without the command's mark) stays
+//
+// A power-off leaves its node cordoned (it is off); `ctl node uncordon`
+// takes that back once the node is on again. --no-drain skips the drain and
+// says what that risks. A node without the kubernetes-worker role has no
+// pods to drain, and no Kubernetes is asked.
+
+import type { OwnerCredentials } from "./config_dir.ts";
+import { OperatorError } from "./config_dir.ts";
+import { withNode } from "./node_management.ts";
+import { drainNode, DrainStopped, setUnschedulable, type DrainResult } from "./drain.ts";
+import type { NodeSummary } from "./format.ts";
+import { ownerKubernetes, statusMessage, type OwnerKubernetes } from "./kubernetes_api.ts";
+import { REBOOT_WAIT_MS, waitUntilRebooted, type CallSettings } from "./nodes.ts";
+
+/** How often a rebooted node's Node is read until it is Ready again. */
+const NODE_READY_POLL_MS = 2_000;
+
+export type PowerAction = "reboot" | "poweroff";
+
+export interface PowerOptions {
+  /** Drain first when the node runs a kubelet (false: --no-drain). */
+  drain: boolean;
+  drainTimeoutMs: number;
+  /** Evict bare pods too (gone for good). */
+  force: boolean;
+  /** A reboot: wait until the node is back even when nothing was drained. */
+  wait: boolean;
+}
+
+export interface Say {
+  note: (line: string) => void;
+  progress?: (line: string) => void;
+}
+
+/** The parts of ctl's node calls a power action needs: an interface, so that a test can stand in for a node. */
+export interface PowerCalls {
+  kubernetes(): Promise<OwnerKubernetes>;
+  /** Asks the node to reboot or power off; resolves once it has agreed. */
+  power(id: string, action: PowerAction): Promise<void>;
+  /** Resolves once node `id` reports a boot after `before` and is HEALTHY. */
+  waitRebooted(id: string, before: number | undefined): Promise<NodeSummary>;
+}
+
+export interface PowerResult {
+  node: string;
+  action: PowerAction;
+  drained?: { evicted: string[]; stayed: { pod: string; why: string }[]; seconds: number };
+  /** A reboot waited for: the node's health when it was back, and the seconds from the ask. */
+  health?: string;
+  seconds?: number;
+  /** Whether the drain's cordon was taken back (a reboot that waited for the Node Ready). */
+  uncordoned?: boolean;
+}
+
+/** The real calls, over the owner's credentials. */
+export function powerCalls(credentials: OwnerCredentials, settings: CallSettings): PowerCalls {
+  return {
+    kubernetes: () => ownerKubernetes(credentials, settings),
+    power: (id, action) => withNode(credentials, id, async (client) => void (await (action === "reboot" ? client.reboot({}, settings) : client.powerOff({}, settings))), settings),
+    waitRebooted: (id, before) => waitUntilRebooted(credentials, id, before, settings),
+  };
+}
+
+const PAST: Record<PowerAction, string> = { reboot: "rebooted", poweroff: "powered off" };
+
+/** Reboots or powers off `node`, drained first when it runs a kubelet (see the head of this file). */
+export async function powerNode(calls: PowerCalls, node: NodeSummary, action: PowerAction, options: PowerOptions, say: Say): Promise<PowerResult> {
+  const id = node.id;
+  const worker = node.roles.includes("kubernetes-worker");
+  const result: PowerResult = { node: id, action };
+  const asked = Date.now();
+  let api: OwnerKubernetes | undefined;
+  let drain: DrainResult | undefined;
+  if (worker && !options.drain) say.note(`--no-drain: ${id}'s pods stop with it, without their PodDisruptionBudgets being asked, and nothing moves them elsewhere first`);
+  if (worker && options.drain) {
+    try {
+      api = await calls.kubernetes();
+    } catch (err) {
+      throw new OperatorError(
+        `cannot drain ${id} before it is ${PAST[action]}: ${(err as Error).message}; nothing was changed (--no-drain ${action === "reboot" ? "reboots" : "powers"} it${action === "poweroff" ? " off" : ""} without draining)`,
+      );
+    }
+    try {
+      drain = await drainNode(api, id, { timeoutMs: options.drainTimeoutMs, force: options.force, bare: "stay", by: `ctl node ${action}`, say });
+    } catch (err) {
+      if (!(err instanceof DrainStopped)) throw err;
+      // Stopped at this node: it is not touched, and the cordon is taken back unless it was the operator's.
+      const undone = err.cordonedBefore
+        ? "it stays cordoned, as it was"
+        : await setUnschedulable(api, id, false).then(
+            () => "it was uncordoned",
+            (e) => `uncordoning it failed too (${(e as Error).message}): ctl node uncordon ${id}`,
+          );
+      throw new OperatorError(`${err.reason}; ${id} was not ${PAST[action]} and ${undone} (a longer --drain-timeout waits longer for the budget)`);
+    }
+    if (drain.hasNode) {
+      result.drained = { evicted: drain.evicted, stayed: drain.stayed, seconds: drain.seconds };
+      say.note(`${id} drained in ${drain.seconds} s: ${drain.evicted.length} pod${drain.evicted.length === 1 ? "" : "s"} evicted${drain.stayed.length ? `, ${drain.stayed.length} stayed` : ""}`);
+    }
+  }
+
+  await calls.power(id, action);
+  const mustUncordon = drain?.hasNode === true && !drain.cordonedBefore;
+  if (action === "poweroff") {
+    if (mustUncordon) say.note(`${id} stays cordoned while it is off; once it is on again and Ready: ctl node uncordon ${id}`);
+    return result;
+  }
+  if (!options.wait && !mustUncordon) return result;
+  if (mustUncordon) say.progress?.(`waiting for ${id} to come back, to uncordon it (interrupted, it stays cordoned: ctl node reboot runs again, or ctl node uncordon ${id})`);
+  const back = await calls.waitRebooted(id, node.bootMs);
+  result.health = back.health;
+  if (mustUncordon && api) {
+    await waitNodeReady(api, id, back.bootMs ?? asked, say);
+    await setUnschedulable(api, id, false);
+    result.uncordoned = true;
+  }
+  result.seconds = Math.round((Date.now() - asked) / 100) / 10;
+  return result;
+}
+
+interface NodeObject {
+  status?: { conditions?: { type?: string; status?: string; lastHeartbeatTime?: string; message?: string }[] };
+}
+
+/**
+ * Waits until Node `id` is Ready with a heartbeat from its kubelet at or after
+ * `sinceMs` (the node's new boot): a Ready condition written before the
+ * reboot says nothing about the kubelet that runs now.
+ */
+export async function waitNodeReady(api: OwnerKubernetes, id: string, sinceMs: number, say: Say, waitMs = REBOOT_WAIT_MS): Promise<void> {
+  const started = Date.now();
+  let last = "not read yet";
+  for (;;) {
+    let answer;
+    try {
+      answer = await api.request("GET", `/api/v1/nodes/${encodeURIComponent(id)}`);
+    } catch (err) {
+      last = (err as Error).message;
+    }
+    if (answer?.status === 404) last = "no Node yet";
+    else if (answer && answer.status !== 200) last = statusMessage(answer);
+    else if (answer) {
+      const ready = (answer.body as NodeObject).status?.conditions?.find((c) => c.type === "Ready");
+      const heartbeat = Date.parse(ready?.lastHeartbeatTime ?? "");
+      if (ready?.status === "True" && heartbeat >= sinceMs - 1_000) return;
+      last = ready?.status === "True" ? "Ready, but not yet heard from since its new boot" : `not Ready (${ready?.message ?? "no condition"})`;
+    }
+    if (Date.now() - started >= waitMs)
+      throw new OperatorError(`${id} is back, but its Node was not Ready within ${Math.round(waitMs / 1000)} s (${last}); it stays cordoned: ctl node uncordon ${id}`);
+    say.progress?.(`waiting for ${id}'s Node to be Ready (${Math.round((Date.now() - started) / 1000)} s): ${last}`);
+    await Bun.sleep(NODE_READY_POLL_MS);
+  }
+}
