@@ -161,13 +161,15 @@ const POWER_DRAIN_FLAGS = [
 async function powerNodeFromCtl(ctl: Ctl, typed: string, action: PowerAction, options: { wait: boolean; noDrain: boolean; drainTimeoutS: number; force: boolean }): Promise<PowerResult> {
   const id = await ctl.node(typed);
   const credentials = ctl.credentials();
-  const node = (await listNodes(credentials, ctl.settings)).find((n) => n.id === id);
+  const nodes = await listNodes(credentials, ctl.settings);
+  const node = nodes.find((n) => n.id === id);
   if (!node) throw new OperatorError(`${id} is no longer in the cluster`);
+  const kubernetesRuns = nodes.some((n) => n.roles.includes("kubernetes-controller"));
   return powerNode(
     powerCalls(credentials, ctl.settings),
     node,
     action,
-    { drain: !options.noDrain, drainTimeoutMs: options.drainTimeoutS * 1000, force: options.force, wait: options.wait },
+    { drain: !options.noDrain, drainTimeoutMs: options.drainTimeoutS * 1000, force: options.force, wait: options.wait, kubernetesRuns },
     { note: ctl.note, progress: ctl.progress },
   );
 }
@@ -319,14 +321,17 @@ export const program: Program<Ctl, typeof FLAGS> = {
             {
               name: "max-unavailable",
               value: "N",
-              description: "How many workers are updated at once (consensus members always go one at a time)",
+              description: "How many workers are updated (and drained) at once (controllers and consensus members always go one at a time)",
               default: 1,
               parse: positiveInteger("max-unavailable", 64),
             },
             { name: "allow-downgrade", description: "Install a version older than the nodes'" },
             { name: "force", description: "Update nodes that are not HEALTHY, and nodes that failed this version before" },
+            DRAIN_TIMEOUT_FLAG,
+            { name: "no-drain", description: "Do not drain nodes with a kubelet before their reboot: their pods stop with them, without their PodDisruptionBudgets being asked" },
           ],
-          description: "Update every node to a new version: workers first, then consensus members one by one, each HEALTHY again before the next; run again to resume",
+          description:
+            "Update every node to a new version: Kubernetes controllers first, then the other consensus members, one by one, then the rest; each drained first and HEALTHY again before the next; run again to resume",
           run: async (ctl, _args, flags) => {
             const dir = flags.image;
             if (dir === undefined) throw new UsageError("--image <dir> is required: the update bundle (bun run image writes out/image/slot)");
@@ -335,7 +340,7 @@ export const program: Program<Ctl, typeof FLAGS> = {
               ctl.credentials(),
               ctl.settings,
               bundle,
-              { maxUnavailable: flags["max-unavailable"], force: flags.force, allowDowngrade: flags["allow-downgrade"] },
+              { maxUnavailable: flags["max-unavailable"], force: flags.force, allowDowngrade: flags["allow-downgrade"], drain: !flags["no-drain"], drainTimeoutMs: flags["drain-timeout"] * 1000 },
               { note: ctl.note, progress: ctl.progress },
             );
             const updated = result.steps.filter((s) => s.outcome === "updated").length;

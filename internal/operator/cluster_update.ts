@@ -2,11 +2,20 @@
 // bundle's version, one node (or N workers) at a time, never more at risk
 // than the cluster can lose.
 //
-//   the plan: nodes not yet at the version; workers (no consensus role)
-//     first, then consensus members
-//   workers:   up to N at once: update, reboot, wait until HEALTHY at the version
-//   members:   one at a time, and only while every other member is HEALTHY
-//              (etcd keeps its quorum while one voter is away)
+//   the plan: nodes not yet at the version, in the order Kubernetes's
+//     version-skew policy asks for (no kubelet newer than an apiserver it
+//     talks to; k0s's Autopilot and Talos's upgrade-k8s go the same way):
+//   controllers: the Kubernetes controllers first, one at a time, each
+//              HEALTHY at the version (its apiserver, controller-manager and
+//              scheduler running again) before the next
+//   members:   then the other consensus members, one at a time, and only
+//              while every other member is HEALTHY (etcd keeps its quorum
+//              while one voter is away; a controller is a member too)
+//   workers:   then the rest, up to N at once (drained nodes count)
+//   each node with a kubelet is drained first (node_power.ts: its pods
+//     evicted through the Eviction API, PodDisruptionBudgets kept, bare
+//     pods left) and uncordoned once its Node is Ready at the new version;
+//     --no-drain skips that and says what it risks
 //   the first failure stops the rollout, naming the node and its reason;
 //   running the command again resumes: nodes at the version are skipped,
 //   and a node that already failed this version is not tried again
@@ -14,6 +23,8 @@
 
 import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
 import type { NodeSummary } from "./format.ts";
+import { ownerKubernetes, type OwnerKubernetes } from "./kubernetes_api.ts";
+import { drainBeforeGoing, uncordonWhenBack } from "./node_power.ts";
 import { listNodesPatiently, nameOf, type CallSettings } from "./nodes.ts";
 import { updateNode, type Bundle } from "./update.ts";
 
@@ -24,6 +35,9 @@ export interface ClusterUpdateOptions {
   allowDowngrade: boolean;
   /** How long each node gets to come back. */
   waitMs?: number;
+  /** Drain each node with a kubelet before it reboots (false: --no-drain). */
+  drain: boolean;
+  drainTimeoutMs: number;
 }
 
 export interface ClusterUpdateStep {
@@ -32,6 +46,8 @@ export interface ClusterUpdateStep {
   /** "updated", or "skipped" (already at the version). */
   outcome: "updated" | "skipped";
   seconds?: number;
+  /** The pods its drain evicted, when it was drained. */
+  evicted?: string[];
 }
 
 export interface ClusterUpdateResult {
@@ -40,12 +56,24 @@ export interface ClusterUpdateResult {
   seconds: number;
 }
 
-/** Who goes when: workers first, then consensus members; each group in ID order (a rerun takes the same order). */
-export function planClusterUpdate(nodes: readonly NodeSummary[], version: string): { skip: NodeSummary[]; workers: NodeSummary[]; members: NodeSummary[] } {
+export interface ClusterUpdatePlan {
+  skip: NodeSummary[];
+  /** Kubernetes controllers, one at a time, first. */
+  controllers: NodeSummary[];
+  /** The other consensus members, one at a time. */
+  members: NodeSummary[];
+  /** The rest, --max-unavailable at a time, last. */
+  workers: NodeSummary[];
+}
+
+/** Who goes when: Kubernetes controllers, then the other consensus members, then the rest; each group in ID order (a rerun takes the same order). */
+export function planClusterUpdate(nodes: readonly NodeSummary[], version: string): ClusterUpdatePlan {
   const byId = [...nodes].filter((n) => n.state === "UP").sort((a, b) => a.id.localeCompare(b.id));
   const skip = byId.filter((n) => n.version === version);
   const todo = byId.filter((n) => n.version !== version);
-  return { skip, workers: todo.filter((n) => !n.roles.includes("consensus")), members: todo.filter((n) => n.roles.includes("consensus")) };
+  const controller = (n: NodeSummary) => n.roles.includes("kubernetes-controller");
+  const member = (n: NodeSummary) => n.roles.includes("consensus");
+  return { skip, controllers: todo.filter(controller), members: todo.filter((n) => !controller(n) && member(n)), workers: todo.filter((n) => !controller(n) && !member(n)) };
 }
 
 /** Why node `node` must not be updated now, if it must not. */
@@ -76,8 +104,11 @@ export async function updateCluster(
   const notUp = nodes.filter((n) => n.state !== "UP");
   if (notUp.length > 0) say.note(`not updated (not UP): ${notUp.map((n) => `${nameOf(n)} ${n.state}`).join(", ")}`);
   say.note(
-    `updating to ${version}: ${plan.workers.length} workers (${options.maxUnavailable} at a time), then ${plan.members.length} consensus members (one at a time); ${plan.skip.length} at ${version} already`,
+    `updating to ${version}: ${plan.controllers.length} Kubernetes controllers, then ${plan.members.length} other consensus members (one at a time), then ${plan.workers.length} others (${options.maxUnavailable} at a time); ${plan.skip.length} at ${version} already`,
   );
+  // The owner's Kubernetes access, made once and only if a node needs draining.
+  let api: Promise<OwnerKubernetes> | undefined;
+  const kubernetes = () => (api ??= ownerKubernetes(credentials, settings));
 
   const one = async (node: NodeSummary): Promise<void> => {
     // Looked at again right before: the cluster changes while the rollout runs.
@@ -91,6 +122,10 @@ export async function updateCluster(
     const why = refusal(fresh, now, version, options.force);
     if (why) throw new OperatorError(`stopped before ${nameOf(fresh)}: ${why}`);
     say.note(`${nameOf(fresh)}: ${fresh.version ?? "unknown"} → ${version}`);
+    const kubernetesRuns = now.some((n) => n.roles.includes("kubernetes-controller"));
+    const drained = await drainBeforeGoing(kubernetes, fresh, "update", { drain: options.drain, drainTimeoutMs: options.drainTimeoutMs, force: false, kubernetesRuns }, say).catch((err: unknown) => {
+      throw new OperatorError(`stopped at ${nameOf(fresh)}: ${(err as Error).message}`);
+    });
     const result = await updateNode(
       credentials,
       settings,
@@ -99,18 +134,26 @@ export async function updateCluster(
       { activate: true, wait: true, force: options.force, allowDowngrade: options.allowDowngrade, ...(options.waitMs !== undefined ? { waitMs: options.waitMs } : {}) },
       { note: say.note, progress: say.progress },
     ).catch((err: unknown) => {
-      throw new OperatorError(`stopped at ${nameOf(fresh)}: ${(err as Error).message}`);
+      throw new OperatorError(`stopped at ${nameOf(fresh)}: ${(err as Error).message}${drained?.mustUncordon ? ` (it stays cordoned: once it is back, ctl node uncordon ${fresh.id})` : ""}`);
     });
-    say.note(`${nameOf(fresh)} is HEALTHY at ${version} (${result.seconds} s)`);
-    steps.push({ node: fresh.id, name: nameOf(fresh), outcome: "updated", ...(result.seconds !== undefined ? { seconds: result.seconds } : {}) });
+    if (drained) await uncordonWhenBack(drained, fresh.id, result.bootMs ?? Date.now(), say);
+    say.note(`${nameOf(fresh)} is HEALTHY at ${version} (${result.seconds} s)${drained?.mustUncordon ? ", its Node Ready and uncordoned" : ""}`);
+    steps.push({
+      node: fresh.id,
+      name: nameOf(fresh),
+      outcome: "updated",
+      ...(result.seconds !== undefined ? { seconds: result.seconds } : {}),
+      ...(drained ? { evicted: drained.result.evicted } : {}),
+    });
   };
 
+  for (const controller of plan.controllers) await one(controller);
+  for (const member of plan.members) await one(member);
   for (let i = 0; i < plan.workers.length; i += options.maxUnavailable) {
     const batch = plan.workers.slice(i, i + options.maxUnavailable);
     const outcomes = await Promise.allSettled(batch.map(one));
     const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === "rejected");
     if (failed) throw failed.reason;
   }
-  for (const member of plan.members) await one(member);
   return { version, steps, seconds: Math.round((Date.now() - started) / 100) / 10 };
 }

@@ -101,7 +101,7 @@ function node(fields: Partial<NodeSummary> = {}): NodeSummary {
   return { id: "n1", state: "UP", address: "10.0.0.2", roles: ["kubernetes-worker"], curator: false, labels: [], health: "HEALTHY", services: [], bootMs: 1_000, ...fields } as NodeSummary;
 }
 
-const options = (o: Partial<PowerOptions> = {}): PowerOptions => ({ drain: true, drainTimeoutMs: 30_000, force: false, wait: false, ...o });
+const options = (o: Partial<PowerOptions> = {}): PowerOptions => ({ drain: true, drainTimeoutMs: 30_000, force: false, wait: false, kubernetesRuns: true, ...o });
 
 function sayer() {
   const notes: string[] = [];
@@ -178,7 +178,7 @@ describe("a node's reboot and power-off, drained first", () => {
     expect(notes.at(-1)).toBe("n1 stays cordoned while it is off; once it is on again and Ready: ctl node uncordon n1");
   });
 
-  test("--no-drain, a node that is not a worker, and a cluster without an apiserver", async () => {
+  test("--no-drain, a node that is not a worker, a cluster without Kubernetes, and one whose apiserver does not answer", async () => {
     const noDrain = new FakeCluster([{ name: "web", owner: "ReplicaSet" }]);
     const { notes, say } = sayer();
     let asked = false;
@@ -193,6 +193,11 @@ describe("a node's reboot and power-off, drained first", () => {
     expect([plain.drained, plain.seconds, consensusOnly.events]).toEqual([undefined, undefined, ["power reboot"]]);
     const waited = await powerNode(consensusOnly.calls(false), node({ roles: ["consensus"] }), "reboot", options({ wait: true }), sayer().say);
     expect(waited.health).toBe("HEALTHY");
+
+    // No node holds the kubernetes-controller role: no Kubernetes runs, nothing to drain, and none is asked.
+    const noKubernetes = new FakeCluster([{ name: "web", owner: "ReplicaSet" }]);
+    const plainWorker = await powerNode(noKubernetes.calls(false), node(), "reboot", options({ kubernetesRuns: false }), sayer().say);
+    expect([plainWorker.drained, noKubernetes.events]).toEqual([undefined, ["power reboot"]]);
 
     const headless = new FakeCluster([]);
     const error = await powerNode(headless.calls(false), node(), "reboot", options(), sayer().say).catch((e: Error) => e);

@@ -17,6 +17,11 @@
 //   uncordon    the cordon the drain made is taken back; an operator's own
 //               cordon (one without the command's mark) stays
 //
+// A cluster where no node holds the kubernetes-controller role runs no
+// Kubernetes, and a worker there has nothing to drain. One whose controller
+// does not answer is another matter: the command stops before the node is
+// touched, and --no-drain is the owner's choice to make.
+//
 // A power-off leaves its node cordoned (it is off); `ctl node uncordon`
 // takes that back once the node is on again. --no-drain skips the drain and
 // says what that risks. A node without the kubernetes-worker role has no
@@ -43,6 +48,8 @@ export interface PowerOptions {
   force: boolean;
   /** A reboot: wait until the node is back even when nothing was drained. */
   wait: boolean;
+  /** Some node of the cluster holds the kubernetes-controller role: without one no Kubernetes runs, and nothing is drained. */
+  kubernetesRuns: boolean;
 }
 
 export interface Say {
@@ -79,46 +86,85 @@ export function powerCalls(credentials: OwnerCredentials, settings: CallSettings
   };
 }
 
-const PAST: Record<PowerAction, string> = { reboot: "rebooted", poweroff: "powered off" };
+/** What the node goes through after its drain, in the drain's messages. */
+export type Going = PowerAction | "update";
+const PAST: Record<Going, string> = { reboot: "rebooted", poweroff: "powered off", update: "updated" };
+const NO_DRAIN: Record<Going, string> = { reboot: "reboots it", poweroff: "powers it off", update: "updates it" };
+
+/** A node drained before it goes: what to undo once it is back. */
+export interface Drained {
+  api: OwnerKubernetes;
+  result: DrainResult;
+  /** The drain made the cordon (not an operator before it): it is taken back once the Node is Ready again. */
+  mustUncordon: boolean;
+}
+
+/**
+ * Drains `node` before it goes (see the head of this file), if it runs a
+ * kubelet and `drain` is on; undefined when there was nothing to drain. A
+ * drain that cannot finish uncordons the Node and throws, naming the pod.
+ */
+export async function drainBeforeGoing(
+  kubernetes: () => Promise<OwnerKubernetes>,
+  node: NodeSummary,
+  going: Going,
+  options: Pick<PowerOptions, "drain" | "drainTimeoutMs" | "force" | "kubernetesRuns">,
+  say: Say,
+): Promise<Drained | undefined> {
+  const id = node.id;
+  if (!node.roles.includes("kubernetes-worker")) return undefined;
+  if (!options.kubernetesRuns) {
+    say.progress?.(`${id} has the kubernetes-worker role, but no node holds the kubernetes-controller role: no Kubernetes runs, nothing to drain`);
+    return undefined;
+  }
+  if (!options.drain) {
+    say.note(`--no-drain: ${id}'s pods stop with it, without their PodDisruptionBudgets being asked, and nothing moves them elsewhere first`);
+    return undefined;
+  }
+  let api: OwnerKubernetes;
+  try {
+    api = await kubernetes();
+  } catch (err) {
+    throw new OperatorError(`cannot drain ${id} before it is ${PAST[going]}: ${(err as Error).message}; nothing was changed (--no-drain ${NO_DRAIN[going]} without draining)`);
+  }
+  let result: DrainResult;
+  try {
+    result = await drainNode(api, id, { timeoutMs: options.drainTimeoutMs, force: options.force, bare: "stay", by: `ctl ${going === "update" ? "cluster update" : `node ${going}`}`, say });
+  } catch (err) {
+    if (!(err instanceof DrainStopped)) throw err;
+    // Stopped at this node: it is not touched, and the cordon is taken back unless it was the operator's.
+    const undone = err.cordonedBefore
+      ? "it stays cordoned, as it was"
+      : await setUnschedulable(api, id, false).then(
+          () => "it was uncordoned",
+          (e) => `uncordoning it failed too (${(e as Error).message}): ctl node uncordon ${id}`,
+        );
+    throw new OperatorError(`${err.reason}; ${id} was not ${PAST[going]} and ${undone} (a longer --drain-timeout waits longer for the budget)`);
+  }
+  if (!result.hasNode) return undefined;
+  say.note(`${id} drained in ${result.seconds} s: ${result.evicted.length} pod${result.evicted.length === 1 ? "" : "s"} evicted${result.stayed.length ? `, ${result.stayed.length} stayed` : ""}`);
+  return { api, result, mustUncordon: !result.cordonedBefore };
+}
+
+/** Once a drained node is back from boot `bootMs`: its Node Ready again with a heartbeat from that boot, then uncordoned (if the drain cordoned it). Returns whether it uncordoned. */
+export async function uncordonWhenBack(drained: Drained, id: string, bootMs: number, say: Say): Promise<boolean> {
+  if (!drained.mustUncordon) return false;
+  await waitNodeReady(drained.api, id, bootMs, say);
+  await setUnschedulable(drained.api, id, false);
+  say.progress?.(`${id}'s Node is Ready and uncordoned`);
+  return true;
+}
 
 /** Reboots or powers off `node`, drained first when it runs a kubelet (see the head of this file). */
 export async function powerNode(calls: PowerCalls, node: NodeSummary, action: PowerAction, options: PowerOptions, say: Say): Promise<PowerResult> {
   const id = node.id;
-  const worker = node.roles.includes("kubernetes-worker");
   const result: PowerResult = { node: id, action };
   const asked = Date.now();
-  let api: OwnerKubernetes | undefined;
-  let drain: DrainResult | undefined;
-  if (worker && !options.drain) say.note(`--no-drain: ${id}'s pods stop with it, without their PodDisruptionBudgets being asked, and nothing moves them elsewhere first`);
-  if (worker && options.drain) {
-    try {
-      api = await calls.kubernetes();
-    } catch (err) {
-      throw new OperatorError(
-        `cannot drain ${id} before it is ${PAST[action]}: ${(err as Error).message}; nothing was changed (--no-drain ${action === "reboot" ? "reboots" : "powers"} it${action === "poweroff" ? " off" : ""} without draining)`,
-      );
-    }
-    try {
-      drain = await drainNode(api, id, { timeoutMs: options.drainTimeoutMs, force: options.force, bare: "stay", by: `ctl node ${action}`, say });
-    } catch (err) {
-      if (!(err instanceof DrainStopped)) throw err;
-      // Stopped at this node: it is not touched, and the cordon is taken back unless it was the operator's.
-      const undone = err.cordonedBefore
-        ? "it stays cordoned, as it was"
-        : await setUnschedulable(api, id, false).then(
-            () => "it was uncordoned",
-            (e) => `uncordoning it failed too (${(e as Error).message}): ctl node uncordon ${id}`,
-          );
-      throw new OperatorError(`${err.reason}; ${id} was not ${PAST[action]} and ${undone} (a longer --drain-timeout waits longer for the budget)`);
-    }
-    if (drain.hasNode) {
-      result.drained = { evicted: drain.evicted, stayed: drain.stayed, seconds: drain.seconds };
-      say.note(`${id} drained in ${drain.seconds} s: ${drain.evicted.length} pod${drain.evicted.length === 1 ? "" : "s"} evicted${drain.stayed.length ? `, ${drain.stayed.length} stayed` : ""}`);
-    }
-  }
+  const drained = await drainBeforeGoing(calls.kubernetes, node, action, options, say);
+  if (drained) result.drained = { evicted: drained.result.evicted, stayed: drained.result.stayed, seconds: drained.result.seconds };
 
   await calls.power(id, action);
-  const mustUncordon = drain?.hasNode === true && !drain.cordonedBefore;
+  const mustUncordon = drained?.mustUncordon === true;
   if (action === "poweroff") {
     if (mustUncordon) say.note(`${id} stays cordoned while it is off; once it is on again and Ready: ctl node uncordon ${id}`);
     return result;
@@ -127,11 +173,7 @@ export async function powerNode(calls: PowerCalls, node: NodeSummary, action: Po
   if (mustUncordon) say.progress?.(`waiting for ${id} to come back, to uncordon it (interrupted, it stays cordoned: ctl node reboot runs again, or ctl node uncordon ${id})`);
   const back = await calls.waitRebooted(id, node.bootMs);
   result.health = back.health;
-  if (mustUncordon && api) {
-    await waitNodeReady(api, id, back.bootMs ?? asked, say);
-    await setUnschedulable(api, id, false);
-    result.uncordoned = true;
-  }
+  if (drained && mustUncordon) result.uncordoned = await uncordonWhenBack(drained, id, back.bootMs ?? asked, say);
   result.seconds = Math.round((Date.now() - asked) / 100) / 10;
   return result;
 }

@@ -102,11 +102,33 @@ describe("a cluster update's plan", () => {
     node("x", [], { state: "NEW" }),
   ];
 
-  test("takes workers first, then consensus members, each in ID order, and skips nodes at the version or not UP", () => {
+  test("takes Kubernetes controllers first, then the other consensus members, then the rest, each in ID order, and skips nodes at the version or not UP", () => {
     const plan = planClusterUpdate(nodes, "0.2.0");
-    expect(plan.workers.map((n) => n.id)).toEqual(["w1", "w2"]);
+    expect(plan.controllers.map((n) => n.id)).toEqual([]);
     expect(plan.members.map((n) => n.id)).toEqual(["n1", "n3"]);
+    expect(plan.workers.map((n) => n.id)).toEqual(["w1", "w2"]);
     expect(plan.skip.map((n) => n.id)).toEqual(["n2"]);
+  });
+
+  test.each([
+    ["a controller that is also a worker", [node("c", ["consensus", "kubernetes-controller", "kubernetes-worker"]), node("w", ["kubernetes-worker"])], [["c"], [], ["w"]]],
+    [
+      "two controllers, a plain member and two workers",
+      [
+        node("w2", ["kubernetes-worker"]),
+        node("c2", ["consensus", "kubernetes-controller"]),
+        node("m", ["consensus"]),
+        node("c1", ["consensus", "kubernetes-controller"]),
+        node("w1", ["kubernetes-worker"]),
+      ],
+      [["c1", "c2"], ["m"], ["w1", "w2"]],
+    ],
+    ["members that are workers, no controller", [node("m2", ["consensus", "kubernetes-worker"]), node("m1", ["consensus", "kubernetes-worker"])], [[], ["m1", "m2"], []]],
+    ["nodes without roles only", [node("b", []), node("a", [])], [[], [], ["a", "b"]]],
+    ["a controller already at the version", [node("c", ["consensus", "kubernetes-controller"], { version: "0.2.0" }), node("w", ["kubernetes-worker"])], [[], [], ["w"]]],
+  ] as const)("orders %s: controllers, members, the rest", (_, mix, [controllers, members, workers]) => {
+    const plan = planClusterUpdate(mix as unknown as NodeSummary[], "0.2.0");
+    expect([plan.controllers.map((n) => n.id), plan.members.map((n) => n.id), plan.workers.map((n) => n.id)]).toEqual([[...controllers], [...members], [...workers]]);
   });
 
   test("does not touch a consensus member while another is not healthy, nor a node that is not healthy itself", () => {

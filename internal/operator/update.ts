@@ -121,6 +121,8 @@ export interface UpdateResult {
   activated: boolean;
   /** With wait: seconds from the first byte sent to the node back, HEALTHY, at the version. */
   seconds?: number;
+  /** With wait: when the node's boot at the new version began, as it reported. */
+  bootMs?: number;
 }
 
 /**
@@ -190,8 +192,8 @@ export async function updateNode(
   if (!installed) throw new OperatorError(`${nameOf(node)} ended the update without saying it was installed`);
   const result: UpdateResult = { node: id, slot, version: bundle.manifest.version, activated: options.activate };
   if (!options.activate || !options.wait) return result;
-  await waitForUpdate(credentials, id, before, bundle.manifest.version, { ...settings, progress: say.progress, ...(options.waitMs !== undefined ? { waitMs: options.waitMs } : {}) });
-  return { ...result, seconds: Math.round((Date.now() - started) / 100) / 10 };
+  const back = await waitForUpdate(credentials, id, before, bundle.manifest.version, { ...settings, progress: say.progress, ...(options.waitMs !== undefined ? { waitMs: options.waitMs } : {}) });
+  return { ...result, seconds: Math.round((Date.now() - started) / 100) / 10, ...(back.bootMs !== undefined ? { bootMs: back.bootMs } : {}) };
 }
 
 /**
