@@ -60,6 +60,27 @@ describe("the cluster health verdict", () => {
     expect(healthTable(verdict).split("\n").at(-1)).toBe("cluster: healthy");
   });
 
+  test("a cordoned Node is named, with how long and by which command when a drain marked it, and does not fail the check", () => {
+    const inputs = healthy();
+    inputs.nodes.push(node("node-d", { roles: ["kubernetes-worker"] }));
+    inputs.kubernetes = {
+      ready: new Map([
+        ["node-c", true],
+        ["node-d", true],
+      ]),
+      cordoned: new Map([
+        ["node-c", `ctl node reboot at ${new Date(NOW - 250_000).toISOString()}`],
+        ["node-d", undefined],
+      ]),
+    };
+    const check = clusterHealth(inputs).checks.find((c) => c.name === "kubernetes")!;
+    expect(check).toEqual({
+      name: "kubernetes",
+      ok: true,
+      detail: "2 workers, every Node Ready; cordoned: node-c for 4m10s, by ctl node reboot, node-d (by an operator; since when is not recorded)",
+    });
+  });
+
   const cases: { name: string; change: (i: ClusterHealthInputs) => void; fails: Record<string, string> }[] = [
     {
       name: "a node not heard from",

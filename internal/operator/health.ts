@@ -17,6 +17,7 @@
 
 import { Management, type BackupSchedule, type BackupStatus } from "../../proto/gen/api/management_pb.ts";
 import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
+import { CORDONED_BY_ANNOTATION } from "./drain.ts";
 import { ownerKubernetes, statusMessage } from "./kubernetes_api.ts";
 import { withFailover } from "./connection.ts";
 import { explain } from "./explain.ts";
@@ -39,7 +40,7 @@ export interface ClusterHealthInputs {
   etcd: { members: readonly { id: string; name: string; isLearner: boolean }[] } | { error: string };
   backups: { schedule?: BackupSchedule | undefined; status?: BackupStatus | undefined };
   /** Each worker's Node and whether it is Ready, by node ID; or why they could not be read; undefined: not asked (no worker UP). */
-  kubernetes?: { ready: ReadonlyMap<string, boolean> } | { error: string } | undefined;
+  kubernetes?: { ready: ReadonlyMap<string, boolean>; cordoned?: ReadonlyMap<string, string | undefined> } | { error: string } | undefined;
   nowMs: number;
 }
 
@@ -125,7 +126,18 @@ function kubernetesCheck(inputs: ClusterHealthInputs): HealthCheck {
   if ("error" in k) return { name: "kubernetes", ok: false, detail: `the workers' Nodes could not be read: ${k.error}` };
   const notReady = workers.filter((w) => k.ready.get(w.id) !== true).map((w) => `${w.id} ${k.ready.has(w.id) ? "is not Ready" : "has no Node"}`);
   if (notReady.length) return { name: "kubernetes", ok: false, detail: notReady.join("; ") };
-  return { name: "kubernetes", ok: true, detail: `${workers.length} worker${workers.length === 1 ? "" : "s"}, every Node Ready` };
+  // A cordon is named, not failed: a drain makes one on purpose, and an
+  // interrupted one leaves it; the owner should see either.
+  const cordoned = [...(k.cordoned ?? new Map<string, string | undefined>())].map(([node, mark]) => `${node} ${describeCordon(mark, inputs.nowMs)}`);
+  return { name: "kubernetes", ok: true, detail: `${workers.length} worker${workers.length === 1 ? "" : "s"}, every Node Ready${cordoned.length ? `; cordoned: ${cordoned.join(", ")}` : ""}` };
+}
+
+/** "for 4m 10s, by ctl node reboot" from a command's mark (drain.ts), or what is known of an operator's own cordon. */
+function describeCordon(mark: string | undefined, nowMs: number): string {
+  const parsed = mark === undefined ? null : /^(.*) at (\S+)$/.exec(mark);
+  const since = parsed ? Date.parse(parsed[2]!) : NaN;
+  if (!parsed || Number.isNaN(since)) return "(by an operator; since when is not recorded)";
+  return `for ${formatDuration(Math.max(0, nowMs - since))}, by ${parsed[1]}`;
 }
 
 /** The verdict as people read it: a line per check, then the verdict. */
@@ -151,17 +163,22 @@ export async function gatherClusterHealth(credentials: OwnerCredentials, setting
 }
 
 /** Each Node's Ready condition, read from an apiserver with a short-lived owner certificate (ctl kubeconfig's identity). */
-async function workerReadiness(credentials: OwnerCredentials, settings: CallSettings): Promise<{ ready: Map<string, boolean> }> {
+async function workerReadiness(credentials: OwnerCredentials, settings: CallSettings): Promise<{ ready: Map<string, boolean>; cordoned: Map<string, string | undefined> }> {
   const api = await ownerKubernetes(credentials, settings);
   const answer = await api.request("GET", "/api/v1/nodes");
   if (answer.status !== 200) throw new OperatorError(`the apiserver refused to list the Nodes: ${statusMessage(answer)}`);
-  const list = answer.body as { items?: { metadata?: { name?: string }; status?: { conditions?: { type?: string; status?: string }[] } }[] };
+  const list = answer.body as {
+    items?: { metadata?: { name?: string; annotations?: Record<string, string> }; spec?: { unschedulable?: boolean }; status?: { conditions?: { type?: string; status?: string }[] } }[];
+  };
   const ready = new Map<string, boolean>();
+  const cordoned = new Map<string, string | undefined>();
   for (const item of list.items ?? []) {
     const name = item.metadata?.name;
-    if (name) ready.set(name, item.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false);
+    if (!name) continue;
+    ready.set(name, item.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false);
+    if (item.spec?.unschedulable === true) cordoned.set(name, item.metadata?.annotations?.[CORDONED_BY_ANNOTATION]);
   }
-  return { ready };
+  return { ready, cordoned };
 }
 
 /** How often `ctl cluster health --wait` asks again. */
