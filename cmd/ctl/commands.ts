@@ -601,11 +601,22 @@ export const program: Program<Ctl, typeof FLAGS> = {
         action({
           name: "reset",
           args: [NODE_ID],
-          flags: [{ name: "wipe", description: "Also destroy the data partition's key slots (crypto-erase): nothing can open it again" }],
-          description: "Make a node leave the cluster (consensus first), delete it, erase what it keeps to join with, and reboot it into no parameters",
+          flags: [
+            { name: "wipe", description: "Also destroy the data partition's key slots (crypto-erase): nothing can open it again" },
+            DRAIN_TIMEOUT_FLAG,
+            { name: "no-drain", description: "Do not drain a worker first: its pods end with it, without their PodDisruptionBudgets being asked" },
+          ],
+          description: "Drain a worker, make the node leave the cluster (consensus first), delete it (and its Node), erase what it keeps to join with, and reboot it into no parameters",
           run: async (ctl, [typed], flags) => {
             const id = await ctl.node(typed);
-            const result = await resetNode(ctl.credentials(), ctl.settings, id, flags.wipe, { note: ctl.note, progress: ctl.progress });
+            const result = await resetNode(
+              ctl.credentials(),
+              ctl.settings,
+              id,
+              flags.wipe,
+              { note: ctl.note, progress: ctl.progress },
+              { drain: !flags["no-drain"], drainTimeoutMs: flags["drain-timeout"] * 1000 },
+            );
             ctl.print(result, `${id} was reset${result.wiped ? " and wiped" : ""}; it reboots with no parameters`);
           },
         }),

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { CORDONED_BY_ANNOTATION } from "./drain.ts";
 import type { NodeSummary } from "./format.ts";
 import type { KubernetesAnswer, OwnerKubernetes } from "./kubernetes_api.ts";
-import { powerNode, type PowerAction, type PowerCalls, type PowerOptions } from "./node_power.ts";
+import { drainBeforeGoing, powerNode, type PowerAction, type PowerCalls, type PowerOptions } from "./node_power.ts";
 
 // A stand-in apiserver with one Node and its pods, answering the few
 // requests a drain and an uncordon make (the real one is exercised by
@@ -205,5 +205,12 @@ describe("a node's reboot and power-off, drained first", () => {
       "cannot drain n1 before it is rebooted: no UP node holds both the kubernetes-controller and the consensus role: there is no apiserver to ask; nothing was changed (--no-drain reboots it without draining)",
     );
     expect(headless.events).toEqual([]);
+  });
+
+  test("a reset's drain evicts bare pods too (they go with the node either way), under the reset's mark", async () => {
+    const cluster = new FakeCluster([{ name: "web", owner: "ReplicaSet" }, { name: "solo" }]);
+    const drained = await drainBeforeGoing(async () => cluster.api(), node(), "reset", { drain: true, drainTimeoutMs: 30_000, force: true, kubernetesRuns: true }, sayer().say);
+    expect(drained?.result.evicted).toEqual(["apps/web", "apps/solo"]);
+    expect(cluster.annotations[CORDONED_BY_ANNOTATION]).toMatch(/^ctl node reset at /);
   });
 });

@@ -87,9 +87,10 @@ export function powerCalls(credentials: OwnerCredentials, settings: CallSettings
 }
 
 /** What the node goes through after its drain, in the drain's messages. */
-export type Going = PowerAction | "update";
-const PAST: Record<Going, string> = { reboot: "rebooted", poweroff: "powered off", update: "updated" };
-const NO_DRAIN: Record<Going, string> = { reboot: "reboots it", poweroff: "powers it off", update: "updates it" };
+export type Going = PowerAction | "update" | "reset";
+const PAST: Record<Going, string> = { reboot: "rebooted", poweroff: "powered off", update: "updated", reset: "reset" };
+const NO_DRAIN: Record<Going, string> = { reboot: "reboots it", poweroff: "powers it off", update: "updates it", reset: "resets it" };
+const COMMAND: Record<Going, string> = { reboot: "ctl node reboot", poweroff: "ctl node poweroff", update: "ctl cluster update", reset: "ctl node reset" };
 
 /** A node drained before it goes: what to undo once it is back. */
 export interface Drained {
@@ -129,7 +130,7 @@ export async function drainBeforeGoing(
   }
   let result: DrainResult;
   try {
-    result = await drainNode(api, id, { timeoutMs: options.drainTimeoutMs, force: options.force, bare: "stay", by: `ctl ${going === "update" ? "cluster update" : `node ${going}`}`, say });
+    result = await drainNode(api, id, { timeoutMs: options.drainTimeoutMs, force: options.force, bare: "stay", by: COMMAND[going], say });
   } catch (err) {
     if (!(err instanceof DrainStopped)) throw err;
     // Stopped at this node: it is not touched, and the cordon is taken back unless it was the operator's.

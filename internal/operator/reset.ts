@@ -2,7 +2,13 @@
 // cluster gracefully, then forgets it, then reboots with nothing to join
 // with.
 //
-//   a consensus member? ─▶ its consensus role goes (the curator removes its
+//   a Kubernetes worker? ─▶ drained (node_power.ts): its Node cordoned and
+//     its pods evicted through the Eviction API, PodDisruptionBudgets
+//     kept, bare pods too (they go with the node either way); a budget that
+//     allows no disruption in time stops the reset before anything else,
+//     with the Node uncordoned (--no-drain skips this). Its Node object
+//     goes once its record does (the curator's Node pruning)
+//   ─▶ a consensus member? ─▶ its consensus role goes (the curator removes its
 //     etcd member), and ctl waits until the node runs no member any more
 //     (never the last one: the cluster would lose its data)
 //   ─▶ its record goes (DeleteNode: a tombstone keeps its keys out)
@@ -22,6 +28,9 @@ import { sleep } from "../supervisor/mod.ts";
 import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
 import { withFailover } from "./connection.ts";
 import { explain } from "./explain.ts";
+import { DEFAULT_DRAIN_TIMEOUT_S } from "./drain.ts";
+import { ownerKubernetes } from "./kubernetes_api.ts";
+import { drainBeforeGoing } from "./node_power.ts";
 import { listNodes, nameOf, type CallSettings } from "./nodes.ts";
 
 /** How long a consensus member gets to leave etcd. */
@@ -47,12 +56,15 @@ export async function resetNode(
   id: string,
   wipe: boolean,
   say: { note: (line: string) => void; progress: (line: string) => void },
+  drain: { drain: boolean; drainTimeoutMs: number } = { drain: true, drainTimeoutMs: DEFAULT_DRAIN_TIMEOUT_S * 1000 },
 ): Promise<ResetResult> {
   const nodes = await listNodes(credentials, settings);
   const node = nodes.find((n) => n.id === id);
   if (!node) throw new OperatorError(`the cluster has no node ${id}`);
   if (node.state !== "UP" || !node.address)
     throw new OperatorError(`node ${nameOf(node)} is ${node.state}${node.address ? "" : " with no address"}: only a node that is UP can be reset (ctl node delete removes one that is gone)`);
+  const kubernetesRuns = nodes.some((n) => n.roles.includes("kubernetes-controller"));
+  await drainBeforeGoing(() => ownerKubernetes(credentials, settings), node, "reset", { ...drain, force: true, kubernetesRuns }, say);
   const client = dialNodeManagement(node.id, node.address, { ca: credentials.ca, certificate: credentials.certificate, privateKey: credentials.key.privateKey });
   try {
     if (node.roles.includes("consensus")) {
