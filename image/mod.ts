@@ -98,6 +98,7 @@ import {
 } from "./layout.ts";
 import { MODULE_ROOTS, stageModules } from "./modules.ts";
 import { buildVerifiedImage } from "./verity.ts";
+import { KUBERNETES_VERSION } from "./upstream/versions.ts";
 
 export * from "./layout.ts";
 export { BOOT_PACKAGES, BUILD_PACKAGES, ensurePackages } from "./deps.ts";
@@ -328,7 +329,7 @@ export async function buildImage(options: BuildImageOptions = {}): Promise<Image
 
   const bundleBuilt = await cachedStep(paths.slot.bundle, {
     inputs: {
-      params: { step: "bundle", version, chunkBytes: BUNDLE_CHUNK_BYTES },
+      params: { step: "bundle", version, kubernetes: KUBERNETES_VERSION, chunkBytes: BUNDLE_CHUNK_BYTES },
       files: [paths.slot.kernel + FINGERPRINT_SUFFIX, paths.initramfs + FINGERPRINT_SUFFIX, paths.slot.system + FINGERPRINT_SUFFIX, paths.slot.cmdline],
     },
     build: async () => {
@@ -338,7 +339,7 @@ export async function buildImage(options: BuildImageOptions = {}): Promise<Image
         const path = join(paths.slot.dir, name);
         files[name] = { bytes: statSync(path).size, sha256: await hashFile(path), ...(CHUNKED_FILES.includes(name) ? { chunks: await chunkDigests(path) } : {}) };
       }
-      const bundle: BundleManifest = { format: BUNDLE_FORMAT, version, arch: NODE_ARCH, files };
+      const bundle: BundleManifest = { format: BUNDLE_FORMAT, version, arch: NODE_ARCH, kubernetes: KUBERNETES_VERSION, files };
       parseBundleManifest(JSON.stringify(bundle));
       writeFileSync(paths.slot.bundle, JSON.stringify(bundle, null, 2) + "\n");
     },

@@ -62,6 +62,8 @@ import {
   updateNode,
   rollbackNode,
   updateCluster,
+  dryRunClusterUpdate,
+  describeDryRun,
   DEFAULT_CALL_TIMEOUT_MS,
   tableOf,
   type ArgSpec,
@@ -329,6 +331,7 @@ export const program: Program<Ctl, typeof FLAGS> = {
             { name: "force", description: "Update nodes that are not HEALTHY, and nodes that failed this version before" },
             DRAIN_TIMEOUT_FLAG,
             { name: "no-drain", description: "Do not drain nodes with a kubelet before their reboot: their pods stop with them, without their PodDisruptionBudgets being asked" },
+            { name: "dry-run", description: "Print the plan (the order, each node's versions now and after, what each drain would evict) and what would refuse it; change nothing" },
           ],
           description:
             "Update every node to a new version: Kubernetes controllers first, then the other consensus members, one by one, then the rest; each drained first and HEALTHY again before the next; run again to resume",
@@ -336,6 +339,10 @@ export const program: Program<Ctl, typeof FLAGS> = {
             const dir = flags.image;
             if (dir === undefined) throw new UsageError("--image <dir> is required: the update bundle (bun run image writes out/image/slot)");
             const bundle = await readBundle(dir, ctl.progress);
+            if (flags["dry-run"]) {
+              const plan = await dryRunClusterUpdate(ctl.credentials(), ctl.settings, bundle, { drain: !flags["no-drain"] });
+              return ctl.print(plan, describeDryRun(plan));
+            }
             const result = await updateCluster(
               ctl.credentials(),
               ctl.settings,

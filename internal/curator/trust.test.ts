@@ -141,6 +141,7 @@ describe("node status", () => {
     ["a curator port of 70000", (s) => (s.runningCurator = create(NodeStatus_RunningCuratorSchema, { port: 70000 })), "status.running_curator.port: 70000 is not a port (1-65535)"],
     ["a service name with spaces", (s) => (s.services[0]!.name = "my service"), "status.services[0].name: 'my service' is not a name"],
     ["a version of 10,000 characters", (s) => (s.version = "x".repeat(10_000)), "status.version: 10000 characters, more than 64"],
+    ["a Kubernetes version of 10,000 characters", (s) => (s.kubernetesVersion = "v".repeat(10_000)), "status.kubernetes_version: 10000 characters, more than 64"],
     [
       "60,000 service entries",
       (s) => (s.services = Array.from({ length: 60_000 }, (_, i) => create(ServiceStatusSchema, { name: `s${i}`, state: "up", message: "" }))),

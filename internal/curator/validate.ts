@@ -121,6 +121,7 @@ export function checkNodeStatus(status: NodeStatus, now = Date.now()): void {
     invalid("status.boot_ms", `${status.bootMs} is not a time between the epoch and a day from now`);
   }
   checkPrintable("status.version", status.version, MAX_VERSION_CHARS);
+  checkPrintable("status.kubernetes_version", status.kubernetesVersion, MAX_VERSION_CHARS);
   if (status.slot !== "" && status.slot !== "a" && status.slot !== "b") invalid("status.slot", `${quote(status.slot)} is not a slot (a, b, or empty)`);
   if (status.updateFailure) {
     checkPrintable("status.update_failure.version", status.updateFailure.version, MAX_VERSION_CHARS);

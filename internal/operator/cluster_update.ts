@@ -16,6 +16,12 @@
 //     evicted through the Eviction API, PodDisruptionBudgets kept, bare
 //     pods left) and uncordoned once its Node is Ready at the new version;
 //     --no-drain skips that and says what it risks
+//   refused before anything is touched (unless --force, which says what it
+//     risks): a bundle whose Kubernetes breaks the version-skew policy
+//     (kubernetes_skew.ts), a worker's Node that is not Ready, an apiserver
+//     that does not answer
+//   --dry-run: the plan, each node's versions now and after, and which pods
+//     each drain would evict; nothing is changed
 //   the first failure stops the rollout, naming the node and its reason;
 //   running the command again resumes: nodes at the version are skipped,
 //   and a node that already failed this version is not tried again
@@ -24,6 +30,9 @@
 import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
 import type { NodeSummary } from "./format.ts";
 import { ownerKubernetes, type OwnerKubernetes } from "./kubernetes_api.ts";
+import { drainPlan, podName, podsOn } from "./drain.ts";
+import { nodeReadiness } from "./health.ts";
+import { kubernetesSkew } from "./kubernetes_skew.ts";
 import { drainBeforeGoing, uncordonWhenBack } from "./node_power.ts";
 import { listNodesPatiently, nameOf, type CallSettings } from "./nodes.ts";
 import { updateNode, type Bundle } from "./update.ts";
@@ -38,6 +47,97 @@ export interface ClusterUpdateOptions {
   /** Drain each node with a kubelet before it reboots (false: --no-drain). */
   drain: boolean;
   drainTimeoutMs: number;
+}
+
+/** What must hold before a cluster update touches anything: each refusal, and what could not be checked. */
+export interface Preflight {
+  refusals: string[];
+  unchecked: string[];
+}
+
+/** The update's preconditions (see the head of this file); `kubernetes` is the owner's access, asked only when Kubernetes runs. */
+export async function preflight(nodes: readonly NodeSummary[], bundle: Bundle, kubernetes: () => Promise<OwnerKubernetes>): Promise<Preflight> {
+  const up = nodes.filter((n) => n.state === "UP");
+  const skew = kubernetesSkew(up, bundle.manifest.kubernetes);
+  const refusals = skew.refusal ? [skew.refusal] : [];
+  const workers = up.filter((n) => n.roles.includes("kubernetes-worker"));
+  if (workers.length > 0 && nodes.some((n) => n.roles.includes("kubernetes-controller"))) {
+    try {
+      const { ready } = await nodeReadiness(await kubernetes());
+      const notReady = workers.filter((w) => ready.get(w.id) !== true).map((w) => `${nameOf(w)}'s Node ${ready.has(w.id) ? "is not Ready" : "does not exist"}`);
+      if (notReady.length) refusals.push(`${notReady.join("; ")}: a drain would move pods onto fewer nodes than the cluster has`);
+    } catch (err) {
+      refusals.push(`the Kubernetes API did not answer (${(err as Error).message}): nothing could be drained`);
+    }
+  }
+  return { refusals, unchecked: skew.unchecked };
+}
+
+/** `ctl cluster update --dry-run`: the plan, in order, with each node's versions and its drain. */
+export interface ClusterUpdateDryRun {
+  version: string;
+  kubernetes?: string;
+  order: { node: string; name: string; group: "controller" | "member" | "other"; from?: string; kubernetesFrom?: string; evict?: string[]; stay?: string[] }[];
+  skipped: string[];
+  preflight: Preflight;
+}
+
+export async function dryRunClusterUpdate(credentials: OwnerCredentials, settings: CallSettings, bundle: Bundle, options: Pick<ClusterUpdateOptions, "drain">): Promise<ClusterUpdateDryRun> {
+  const nodes = await listNodesPatiently(credentials, settings);
+  const plan = planClusterUpdate(nodes, bundle.manifest.version);
+  let api: Promise<OwnerKubernetes> | undefined;
+  const kubernetes = () => (api ??= ownerKubernetes(credentials, settings));
+  const checks = await preflight(nodes, bundle, kubernetes);
+  const kubernetesRuns = nodes.some((n) => n.roles.includes("kubernetes-controller"));
+  const order: ClusterUpdateDryRun["order"] = [];
+  const groups = [
+    ["controller", plan.controllers],
+    ["member", plan.members],
+    ["other", plan.workers],
+  ] as const;
+  for (const [group, members] of groups) {
+    for (const node of members) {
+      const step: ClusterUpdateDryRun["order"][number] = {
+        node: node.id,
+        name: nameOf(node),
+        group,
+        ...(node.version ? { from: node.version } : {}),
+        ...(node.kubernetesVersion ? { kubernetesFrom: node.kubernetesVersion } : {}),
+      };
+      if (options.drain && kubernetesRuns && node.roles.includes("kubernetes-worker")) {
+        const pods = drainPlan(await podsOn(await kubernetes(), node.id), true, "stay");
+        step.evict = pods.evict.map(podName);
+        step.stay = pods.stay.map((s) => podName(s.pod));
+      }
+      order.push(step);
+    }
+  }
+  return {
+    version: bundle.manifest.version,
+    ...(bundle.manifest.kubernetes ? { kubernetes: bundle.manifest.kubernetes } : {}),
+    order,
+    skipped: plan.skip.map(nameOf),
+    preflight: checks,
+  };
+}
+
+/** The dry run as people read it. */
+export function describeDryRun(run: ClusterUpdateDryRun): string {
+  const lines = [`to ${run.version}${run.kubernetes ? ` (Kubernetes ${run.kubernetes})` : ""}, in this order:`];
+  const group = { controller: "Kubernetes controller", member: "consensus member", other: "other" };
+  run.order.forEach((step, i) => {
+    const drain =
+      step.evict === undefined ? "not drained" : `drained: ${step.evict.length ? `evicts ${step.evict.join(", ")}` : "nothing to evict"}${step.stay?.length ? `; stay: ${step.stay.join(", ")}` : ""}`;
+    lines.push(
+      `  ${i + 1}. ${step.name} (${group[step.group]}): ${step.from ?? "unknown"} → ${run.version}${step.kubernetesFrom ? `, Kubernetes ${step.kubernetesFrom} → ${run.kubernetes ?? "unknown"}` : ""}; ${drain}`,
+    );
+  });
+  if (run.order.length === 0) lines.push("  (nothing to update)");
+  if (run.skipped.length) lines.push(`already at ${run.version}: ${run.skipped.join(", ")}`);
+  for (const line of run.preflight.unchecked) lines.push(`not checked: ${line}`);
+  for (const line of run.preflight.refusals) lines.push(`refused (unless --force): ${line}`);
+  lines.push("nothing was changed (--dry-run)");
+  return lines.join("\n");
 }
 
 export interface ClusterUpdateStep {
@@ -106,9 +206,15 @@ export async function updateCluster(
   say.note(
     `updating to ${version}: ${plan.controllers.length} Kubernetes controllers, then ${plan.members.length} other consensus members (one at a time), then ${plan.workers.length} others (${options.maxUnavailable} at a time); ${plan.skip.length} at ${version} already`,
   );
-  // The owner's Kubernetes access, made once and only if a node needs draining.
+  // The owner's Kubernetes access, made once and only if it is needed.
   let api: Promise<OwnerKubernetes> | undefined;
   const kubernetes = () => (api ??= ownerKubernetes(credentials, settings));
+  const checks = await preflight(nodes, bundle, kubernetes);
+  for (const line of checks.unchecked) say.note(`not checked: ${line}`);
+  if (checks.refusals.length > 0) {
+    if (!options.force) throw new OperatorError(`refused before anything was touched: ${checks.refusals.join("; ")} (--force updates anyway)`);
+    say.note(`--force: ${checks.refusals.join("; ")}; updating anyway, at the risk of components Kubernetes does not support together, or pods with nowhere to go, until every node is at ${version}`);
+  }
 
   const one = async (node: NodeSummary): Promise<void> => {
     // Looked at again right before: the cluster changes while the rollout runs.

@@ -74,6 +74,13 @@ export interface DrainPlan {
 /** What a drain does with a bare pod (no controller): refuse to drain (kubectl drain's way), or leave it on the node for its kubelet to run again after a reboot. `force` evicts it either way. */
 export type BarePods = "refuse" | "stay";
 
+/** The pods bound to Node `node`. */
+export async function podsOn(api: OwnerKubernetes, node: string): Promise<DrainPod[]> {
+  const listed = await api.request("GET", `/api/v1/pods?fieldSelector=${encodeURIComponent(`spec.nodeName=${node}`)}`);
+  if (listed.status !== 200) throw new OperatorError(`could not list the pods on ${node}: ${statusMessage(listed)}`);
+  return (listed.body as { items?: DrainPod[] }).items ?? [];
+}
+
 /** Which of a node's pods a drain evicts, which stay and why, and which it refuses to evict unless `force`. Pure. */
 export function drainPlan(pods: readonly DrainPod[], force = false, bare: BarePods = "refuse"): DrainPlan {
   const plan: DrainPlan = { evict: [], stay: [], refuse: [] };
@@ -151,9 +158,7 @@ export async function drainNode(api: OwnerKubernetes, node: string, options: Dra
   const wasCordoned = read.spec?.unschedulable === true && read.metadata?.annotations?.[CORDONED_BY_ANNOTATION] === undefined;
   // Cordoned before the pods are listed, so that none lands there after.
   if (!(await setUnschedulable(api, node, true, wasCordoned ? undefined : options.by))) return none();
-  const listed = await api.request("GET", `/api/v1/pods?fieldSelector=${encodeURIComponent(`spec.nodeName=${node}`)}`);
-  if (listed.status !== 200) throw new OperatorError(`could not list the pods on ${node}: ${statusMessage(listed)}`);
-  const plan = drainPlan((listed.body as { items?: DrainPod[] }).items ?? [], options.force, options.bare);
+  const plan = drainPlan(await podsOn(api, node), options.force, options.bare);
   if (plan.refuse.length > 0) {
     if (!wasCordoned) await setUnschedulable(api, node, false);
     throw new OperatorError(

@@ -32,6 +32,8 @@ export interface NodeSummary {
   bootMs?: number;
   /** The node software's version, as it reported. */
   version?: string;
+  /** The Kubernetes version its software carries, as it reported. */
+  kubernetesVersion?: string;
   /** The system slot it runs (a VM's: a or b). */
   slot?: string;
   /** Its last update that did not take, as it reported (until that slot is written again). */
@@ -55,6 +57,7 @@ export function summarize(node: Node): NodeSummary {
     ...(node.status?.bootMs ? { bootMs: Number(node.status.bootMs) } : {}),
     ...(node.status?.version ? { version: node.status.version } : {}),
     ...(node.status?.slot ? { slot: node.status.slot } : {}),
+    ...(node.status?.kubernetesVersion ? { kubernetesVersion: node.status.kubernetesVersion } : {}),
     ...(node.status?.updateFailure
       ? { updateFailure: { version: node.status.updateFailure.version, reason: node.status.updateFailure.reason, timeMs: Number(node.status.updateFailure.timeMs) } }
       : {}),
@@ -122,6 +125,7 @@ export function describeNode(node: NodeSummary, now = Date.now()): string {
     ["Curator", node.curator ? "running" : "-"],
     ["Labels", node.labels.join(", ") || "-"],
     ["Version", node.version ? `${node.version}${node.slot ? ` (slot ${node.slot})` : ""}` : "-"],
+    ["Kubernetes", node.kubernetesVersion ?? "-"],
     ...(node.updateFailure ? [["Update failed", `${node.updateFailure.version} at ${new Date(node.updateFailure.timeMs).toISOString()}: ${node.updateFailure.reason}`] as [string, string]] : []),
     ["Booted", node.bootMs ? `${new Date(node.bootMs).toISOString()} (up ${formatDuration(now - node.bootMs)})` : "-"],
     ["Status from", node.lastStatusMs ? `${formatDuration(now - node.lastStatusMs)} ago` : "-"],

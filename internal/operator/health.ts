@@ -18,7 +18,7 @@
 import { Management, type BackupSchedule, type BackupStatus } from "../../proto/gen/api/management_pb.ts";
 import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
 import { CORDONED_BY_ANNOTATION } from "./drain.ts";
-import { ownerKubernetes, statusMessage } from "./kubernetes_api.ts";
+import { ownerKubernetes, statusMessage, type OwnerKubernetes } from "./kubernetes_api.ts";
 import { withFailover } from "./connection.ts";
 import { explain } from "./explain.ts";
 import { formatDuration, type NodeSummary } from "./format.ts";
@@ -163,8 +163,18 @@ export async function gatherClusterHealth(credentials: OwnerCredentials, setting
 }
 
 /** Each Node's Ready condition, read from an apiserver with a short-lived owner certificate (ctl kubeconfig's identity). */
-async function workerReadiness(credentials: OwnerCredentials, settings: CallSettings): Promise<{ ready: Map<string, boolean>; cordoned: Map<string, string | undefined> }> {
-  const api = await ownerKubernetes(credentials, settings);
+async function workerReadiness(credentials: OwnerCredentials, settings: CallSettings): Promise<NodeReadiness> {
+  return nodeReadiness(await ownerKubernetes(credentials, settings));
+}
+
+export interface NodeReadiness {
+  ready: Map<string, boolean>;
+  /** Cordoned Nodes, each with a command's mark if a drain made the cordon. */
+  cordoned: Map<string, string | undefined>;
+}
+
+/** Each Node's Ready condition and cordon, as `api` lists them. */
+export async function nodeReadiness(api: OwnerKubernetes): Promise<NodeReadiness> {
   const answer = await api.request("GET", "/api/v1/nodes");
   if (answer.status !== 200) throw new OperatorError(`the apiserver refused to list the Nodes: ${statusMessage(answer)}`);
   const list = answer.body as {

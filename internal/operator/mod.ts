@@ -68,7 +68,17 @@ export { explain, curatorFailureLine, type ExitStatus } from "./explain.ts";
 export { namespaceHint, isRoutableFromHere } from "./network_hint.ts";
 export { checkBackup, describeBackup, describeBackupSchedule, describeRestore, readForRestore, takeBackup, BACKUP_TIMEOUT_MS, type BackupTrust } from "./backup.ts";
 export { resetNode, type ResetResult } from "./reset.ts";
-export { updateCluster, planClusterUpdate, type ClusterUpdateOptions, type ClusterUpdateResult, type ClusterUpdateStep } from "./cluster_update.ts";
+export {
+  describeDryRun,
+  dryRunClusterUpdate,
+  updateCluster,
+  planClusterUpdate,
+  type ClusterUpdateDryRun,
+  type ClusterUpdateOptions,
+  type ClusterUpdateResult,
+  type ClusterUpdateStep,
+} from "./cluster_update.ts";
+export { kubernetesMinor, kubernetesSkew } from "./kubernetes_skew.ts";
 export { readBundle, updateNode, rollbackNode, waitForUpdate, type Bundle, type UpdateOptions, type UpdateResult, type RollbackResult } from "./update.ts";
 export { recoverConsensus, describePlan, survivorEndpoint, RECOVER_WAIT_MS, type RecoverResult } from "./recover.ts";
 export { defragmentEtcd, etcdStatus, etcdStatusTable, DEFRAG_TIMEOUT_MS, type DefragRow, type EtcdMemberRow } from "./etcd.ts";

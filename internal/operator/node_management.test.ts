@@ -59,6 +59,7 @@ describe("how ctl shows a node's day-2 state", () => {
         roles: { kubernetesWorker: {} },
         status: {
           version: "0.1.0+abc1234",
+          kubernetesVersion: "v1.37.2",
           externalAddress: "10.0.0.2",
           bootMs: BigInt(now - 600_000),
           timestampMs: BigInt(now - 5_000),
@@ -80,6 +81,7 @@ describe("how ctl shows a node's day-2 state", () => {
       "Curator:     -",
       "Labels:      -",
       "Version:     0.1.0+abc1234",
+      "Kubernetes:  v1.37.2",
       "Booted:      2001-09-09T01:36:40.000Z (up 10m00s)",
       "Status from: 5s ago",
       "",

@@ -10,7 +10,9 @@ import { BUNDLE_FILES, NODE_ARCH, type BundleManifest } from "../update/mod.ts";
 import type { NodeSummary } from "./format.ts";
 import { planClusterUpdate, readBundle } from "./mod.ts";
 import { describeSending, parseSendFiles, type WantedFile } from "./update.ts";
-import { refusal } from "./cluster_update.ts";
+import { describeDryRun, preflight, refusal } from "./cluster_update.ts";
+import type { OwnerKubernetes } from "./kubernetes_api.ts";
+import type { Bundle } from "./update.ts";
 
 function bundleDir() {
   const dir = tempDir("nodecore-bundle-");
@@ -142,5 +144,70 @@ describe("a cluster update's plan", () => {
     const failed = node("w1", [], { updateFailure: { version: "0.2.0", reason: "did not rejoin its cluster within 180 s of booting", timeMs: 1 } });
     expect(refusal(failed, [failed], "0.2.0", false)).toBe("w1 failed 0.2.0 before (did not rejoin its cluster within 180 s of booting); pass --force to try it again");
     expect(refusal(failed, [failed], "0.3.0", false)).toBeUndefined();
+  });
+});
+
+describe("a cluster update's preconditions and its dry run", () => {
+  const bundle = (kubernetes?: string) => ({ dir: "/b", text: "{}", manifest: { format: 1, version: "0.2.0", arch: "x86_64", ...(kubernetes ? { kubernetes } : {}), files: {} } }) as unknown as Bundle;
+  const cluster = [
+    node("c", ["consensus", "kubernetes-controller"], { kubernetesVersion: "v1.37.2" }),
+    node("w1", ["kubernetes-worker"], { kubernetesVersion: "v1.37.2" }),
+    node("w2", ["kubernetes-worker"], { kubernetesVersion: "v1.37.2" }),
+  ];
+  /** A stand-in apiserver that lists Nodes (w2's as `w2Ready`) and the pods on w1. */
+  const api = (w2Ready: boolean): OwnerKubernetes => ({
+    apiservers: ["https://fake"],
+    request: async (_method, path) => {
+      if (path === "/api/v1/nodes") {
+        const item = (name: string, ready: boolean) => ({ metadata: { name }, status: { conditions: [{ type: "Ready", status: ready ? "True" : "False" }] } });
+        return { status: 200, body: { items: [item("c", true), item("w1", true), item("w2", w2Ready)] } };
+      }
+      if (path.startsWith("/api/v1/pods?")) {
+        const on = decodeURIComponent(path).endsWith("=w1");
+        const pod = (name: string, owner?: string) => ({
+          metadata: { name, namespace: "apps", uid: name, ...(owner ? { ownerReferences: [{ kind: owner, name: "o", controller: true }] } : {}) },
+          status: { phase: "Running" },
+        });
+        return { status: 200, body: { items: on ? [pod("web-1", "ReplicaSet"), pod("solo")] : [] } };
+      }
+      return { status: 404, body: { message: "no" } };
+    },
+  });
+
+  test("pass with the next minor and every Node Ready; a skew, a Node not Ready and an apiserver that does not answer are each refused, naming why", async () => {
+    expect(await preflight(cluster, bundle("v1.38.0"), async () => api(true))).toEqual({ refusals: [], unchecked: [] });
+    const refused = await preflight(cluster, bundle("v1.39.0"), async () => api(false));
+    expect(refused.refusals).toEqual([
+      "the bundle carries Kubernetes v1.39.0, but c runs v1.37.2: that skips 1.38, and the new apiservers would meet v1.37.2's, more than one minor apart; update to a bundle with 1.38 first",
+      "w2's Node is not Ready: a drain would move pods onto fewer nodes than the cluster has",
+    ]);
+    const silent = await preflight(cluster, bundle("v1.37.3"), async () => {
+      throw new Error("no apiserver answered GET /api/v1/nodes (https://10.0.0.1:6443: connection refused)");
+    });
+    expect(silent.refusals).toEqual(["the Kubernetes API did not answer (no apiserver answered GET /api/v1/nodes (https://10.0.0.1:6443: connection refused)): nothing could be drained"]);
+    // No Kubernetes roles: nothing of Kubernetes is asked or judged.
+    const plain = [node("m", ["consensus"])];
+    expect(await preflight(plain, bundle(undefined), async () => Promise.reject(new Error("not asked")))).toEqual({ refusals: [], unchecked: [] });
+  });
+
+  test("the dry run reads as the plan: the order, each node's versions, what each drain evicts and leaves", () => {
+    const text = describeDryRun({
+      version: "0.2.0",
+      kubernetes: "v1.38.0",
+      order: [
+        { node: "c", name: "c", group: "controller", from: "0.1.0", kubernetesFrom: "v1.37.2" },
+        { node: "w1", name: "w1 (node2)", group: "other", from: "0.1.0", kubernetesFrom: "v1.37.2", evict: ["apps/web-1"], stay: ["apps/solo"] },
+      ],
+      skipped: ["w2"],
+      preflight: { refusals: [], unchecked: ["w3 does not say which Kubernetes it runs: not checked against it"] },
+    });
+    expect(text.split("\n")).toEqual([
+      "to 0.2.0 (Kubernetes v1.38.0), in this order:",
+      "  1. c (Kubernetes controller): 0.1.0 → 0.2.0, Kubernetes v1.37.2 → v1.38.0; not drained",
+      "  2. w1 (node2) (other): 0.1.0 → 0.2.0, Kubernetes v1.37.2 → v1.38.0; drained: evicts apps/web-1; stay: apps/solo",
+      "already at 0.2.0: w2",
+      "not checked: w3 does not say which Kubernetes it runs: not checked against it",
+      "nothing was changed (--dry-run)",
+    ]);
   });
 });

@@ -19,7 +19,7 @@ import { kubernetesKeys } from "../kubernetes/mod.ts";
 import { Value } from "../event/mod.ts";
 import { rawPublicKey } from "../pki/mod.ts";
 import { RestartRequest, sleep, untilCancelled, type RunContext, type Runnable } from "../supervisor/mod.ts";
-import { VERSION } from "../version/mod.ts";
+import { KUBERNETES_VERSION, VERSION } from "../version/mod.ts";
 import type { ControlPlaneRun } from "./controlplane_run.ts";
 
 /** How often the node checks its etcd member's standing (for its status) once it votes. */
@@ -60,7 +60,8 @@ export function consensusChild(run: ControlPlaneRun): Runnable {
 async function finishPendingWrites(run: ControlPlaneRun, c: RunContext, etcd: Etcd3): Promise<void> {
   const { options, membership } = run;
   const { credentials } = membership;
-  const status = () => create(NodeStatusSchema, { externalAddress: membership.address, runningCurator: { port: run.port }, timestampMs: BigInt(Date.now()), version: VERSION });
+  const status = () =>
+    create(NodeStatusSchema, { externalAddress: membership.address, runningCurator: { port: run.port }, timestampMs: BigInt(Date.now()), version: VERSION, kubernetesVersion: KUBERNETES_VERSION });
   const self = { id: "", name: credentials.nodeId, peerUrls: [peerUrl(membership.address)], isLearner: false };
   const restore = loadPendingRestore(options.layout);
   if (restore) {

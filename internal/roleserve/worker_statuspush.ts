@@ -6,7 +6,7 @@ import { NodeStatusSchema, type NodeStatus, type ServiceStatus } from "../../pro
 import type { ClusterMembership } from "../cluster/mod.ts";
 import { followValues, type Value } from "../event/mod.ts";
 import type { Runnable } from "../supervisor/mod.ts";
-import { TEST_FAULT, VERSION } from "../version/mod.ts";
+import { KUBERNETES_VERSION, TEST_FAULT, VERSION } from "../version/mod.ts";
 import { withCurator, type CuratorConnection } from "./curator_connection.ts";
 import type { LocalCurator } from "./worker_controlplane.ts";
 
@@ -44,6 +44,7 @@ export function statusPushWorker(options: StatusPushOptions): Runnable {
         externalAddress: membership.address,
         ...(local ? { runningCurator: { port: local.endpoint.port } } : {}),
         version: VERSION,
+        kubernetesVersion: KUBERNETES_VERSION,
         bootMs: BigInt(options.bootMs),
         services,
         ...(slots ? { slot: slots.slot } : {}),

@@ -6,7 +6,7 @@
 //   cmdline     with the root hash    ─▶ ESP nodecore/slots/<s>/cmdline
 //   version                           ─▶ ESP nodecore/slots/<s>/version
 //   system      squashfs + hash tree  ─▶ partition SYSTEM-<S>
-//   bundle.json { format, version, arch, files: { name: { bytes, sha256 } } },
+//   bundle.json { format, version, arch, kubernetes, files: { name: { bytes, sha256 } } },
 //               and the initramfs's chunks: the sha256 of each of its MiBs
 //
 // The initramfs is lz4 in independent 8 MiB blocks of a cpio whose last
@@ -52,6 +52,8 @@ export interface BundleManifest {
   format: number;
   version: string;
   arch: string;
+  /** The Kubernetes version the bundle's software carries ("v1.37.2"), for ctl cluster update's skew check; absent in bundles built before it was written. */
+  kubernetes?: string;
   files: Record<BundleFile, BundleFileInfo>;
 }
 
@@ -92,6 +94,8 @@ export function parseBundleManifest(text: string): BundleManifest {
   if (m.format !== BUNDLE_FORMAT) throw new BundleError(`${BUNDLE_MANIFEST} has format ${quote(m.format)}; this node reads format ${BUNDLE_FORMAT}`);
   if (typeof m.version !== "string" || !VERSION_PATTERN.test(m.version)) throw new BundleError(`${BUNDLE_MANIFEST} has no valid version: ${quote(m.version)}`);
   if (typeof m.arch !== "string") throw new BundleError(`${BUNDLE_MANIFEST} has no arch`);
+  if (m.kubernetes !== undefined && (typeof m.kubernetes !== "string" || !/^v\d{1,3}\.\d{1,4}\.\d{1,5}(?:[-+][0-9A-Za-z.-]{0,64})?$/.test(m.kubernetes)))
+    throw new BundleError(`${BUNDLE_MANIFEST} has no valid Kubernetes version: ${quote(m.kubernetes)}`);
   const files = m.files;
   if (typeof files !== "object" || files === null) throw new BundleError(`${BUNDLE_MANIFEST} lists no files`);
   const out = {} as Record<BundleFile, BundleFileInfo>;
@@ -115,7 +119,7 @@ export function parseBundleManifest(text: string): BundleManifest {
   }
   const extra = Object.keys(files).filter((name) => !(BUNDLE_FILES as readonly string[]).includes(name));
   if (extra.length > 0) throw new BundleError(`${BUNDLE_MANIFEST} lists files no slot has: ${quote(extra.slice(0, 5).join(", "))}`);
-  return { format: BUNDLE_FORMAT, version: m.version, arch: m.arch, files: out };
+  return { format: BUNDLE_FORMAT, version: m.version, arch: m.arch, ...(typeof m.kubernetes === "string" ? { kubernetes: m.kubernetes } : {}), files: out };
 }
 
 /** The numeric release before any "+build" or "-pre" suffix: "0.1.0+abc" → [0, 1, 0]. */

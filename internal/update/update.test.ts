@@ -99,6 +99,8 @@ describe("an update bundle's description", () => {
     ["chunks for a file that has none", () => text((m) => (m.files.kernel.chunks = ["ab".repeat(32)])), /kernel lists chunks; only initramfs may/],
     ["fewer chunks than the file has MiBs", () => text((m) => (m.files.initramfs.chunks = ["ab".repeat(32)])), /initramfs must list 77 chunks of 1048576 bytes, not 1/],
     ["chunks that are not a list", () => text((m) => (m.files.initramfs.chunks = "ab")), /initramfs must list 77 chunks of 1048576 bytes, not "ab"/],
+    ["a Kubernetes version that is none", () => text((m) => (m.kubernetes = "latest")), /no valid Kubernetes version: "latest"/],
+    ["a Kubernetes version that is no string", () => text((m) => (m.kubernetes = 37)), /no valid Kubernetes version: "37"/],
     ["a chunk that is no digest", () => text((m) => (m.files.initramfs.chunks = [...Array(76).fill("ab".repeat(32)), 7])), /initramfs's chunk 76 has no valid sha256: "7"/],
   ])("is refused with %s", (_, input, why) => {
     expect(() => parseBundleManifest(input())).toThrow(why);
@@ -108,6 +110,11 @@ describe("an update bundle's description", () => {
     const chunked = structuredClone(good) as typeof good & { files: { initramfs: { chunks?: string[] } } };
     chunked.files.initramfs.chunks = Array.from({ length: 77 }, (_, i) => i.toString(16).padStart(64, "0"));
     expect(parseBundleManifest(JSON.stringify(chunked))).toEqual(chunked);
+  });
+
+  test("is read with the Kubernetes version its software carries, and without one (bundles built before it was written)", () => {
+    expect(parseBundleManifest(text((m) => (m.kubernetes = "v1.38.0"))).kubernetes).toBe("v1.38.0");
+    expect("kubernetes" in parseBundleManifest(JSON.stringify(good))).toBe(false);
   });
 
   test("quotes hostile values in part only", () => {

@@ -3,6 +3,9 @@
 declare const NODECORE_VERSION: string | undefined;
 declare const NODECORE_TEST_FAULT: string | undefined;
 
+/** The Kubernetes version this build carries (its kubelet's and apiserver's), as the image build pins it. */
+export { KUBERNETES_VERSION } from "../../image/upstream/versions.ts";
+
 /** The version of this build; "dev" when run from source. */
 export const VERSION: string = typeof NODECORE_VERSION === "string" ? NODECORE_VERSION : "dev";
 
