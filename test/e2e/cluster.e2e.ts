@@ -755,7 +755,12 @@ async function registryChecks(ctx: E2eContext, c: Cluster, f: FormedCluster, reg
     `${image} (two layers, built here) pulled with its CA and password → Running: on node2 from the registry ${fromRegistry.toFixed(1)} s; then on node3 from node2 (the peer mirror) ${((performance.now() - second) / 1000).toFixed(1)} s`,
   );
   assertEqual(states.map((s) => s.node).join(","), ids.join(","), "the pods' nodes");
-  // The registry answered node3 the tag and nothing else: no manifest by digest, no blob.
+  // The registry answered node3 the tag, and no blob: the image's bytes came
+  // from node2. The manifest by digest comes from node2 too, unless node2
+  // did not answer the peer mirror within its deadline (PEER_HEADER_TIMEOUT_MS:
+  // a slow peer is passed over by design); a run on 2026-11-29 saw node2's
+  // VM (an etcd voter and a worker on one TCG vCPU) stall for seconds right
+  // then, and the manifest came from the registry. Which it was is reported.
   const node3Address = c.node("node3").address;
   const askedByNode3 = readFileSync(registry.logFile, "utf8")
     .slice(registryLogAt)
@@ -763,11 +768,21 @@ async function registryChecks(ctx: E2eContext, c: Cluster, f: FormedCluster, reg
     .filter((line) => line.includes(`http.request.remoteaddr="${node3Address}:`) && line.includes('msg="response completed"'));
   // The registry's log quotes a URI only when it must: http.request.uri=/v2/apps/hello/manifests/1
   const tagUri = new RegExp(`http\\.request\\.uri="?/v2/${HELLO_REPOSITORY}/manifests/${HELLO_TAG}"?(?:\\s|$)`);
-  assert(askedByNode3.length > 0 && askedByNode3.every((line) => tagUri.test(line)), `node3 asked the registry only for the tag:\n${askedByNode3.join("\n")}`);
+  const manifestUri = new RegExp(`http\\.request\\.uri="?/v2/${HELLO_REPOSITORY}/manifests/sha256:[0-9a-f]{64}"?(?:\\s|$)`);
+  assert(
+    askedByNode3.some((line) => tagUri.test(line)) && askedByNode3.every((line) => tagUri.test(line) || manifestUri.test(line)),
+    `node3 asked the registry for the tag, and no blob:\n${askedByNode3.join("\n")}`,
+  );
+  const manifestFromRegistry = askedByNode3.some((line) => manifestUri.test(line) && /http\.request\.method=GET/.test(line));
   const node3Log = await f.ctl("node", "logs", ids[1]!, "-n", "3000");
   const fromPeer = node3Log.stdout.split("\n").filter((line) => line.includes("image content pulled from a peer") && line.includes(ids[0]!));
-  assert(fromPeer.length >= 3, `node3's log names what node2 served it (the manifest, the configuration, the layers):\n${fromPeer.join("\n") || node3Log.stdout.split("\n").slice(-20).join("\n")}`);
-  ctx.report(`node3's log: ${fromPeer.length} pieces of ${image} pulled from node2; the registry served node3 only the tag's resolution`);
+  assert(
+    fromPeer.length >= (manifestFromRegistry ? 2 : 3),
+    `node3's log names what node2 served it (${manifestFromRegistry ? "" : "the manifest, "}the configuration, the layers):\n${fromPeer.join("\n") || node3Log.stdout.split("\n").slice(-20).join("\n")}`,
+  );
+  ctx.report(
+    `node3's log: ${fromPeer.length} pieces of ${image} pulled from node2; the registry served node3 the tag's resolution${manifestFromRegistry ? " and the manifest (node2 did not answer the peer mirror in time), no blob" : " only"}`,
+  );
   // Its default command serves its page: the application runs.
   const paged = performance.now();
   assertEqual(
@@ -1347,7 +1362,6 @@ e2eTest(
     ctx.report(
       `web (2 replicas, PodDisruptionBudget minAvailable 1) asked every ${PROBE_EVERY_MS} ms at node2's node port through ctl node reboot node3 (drained in ${answer.drained?.seconds} s): ${served.failed} of ${served.total} requests failed, ${served.notAbsorbed} not answered by a retry within ${RETRY_WITHIN_MS / 1000} s; the longest gap between answers ${(served.longestGapMs / 1000).toFixed(1)} s${served.examples.length ? ` (${served.examples.join("; ")})` : ""}`,
     );
-    assertEqual(served.notAbsorbed, 0, `web's failed requests that a retry within ${RETRY_WITHIN_MS / 1000} s would not have absorbed (${served.examples.join("; ")})`);
     await kubectl("delete", "-f", webFile, "--wait=true", "--timeout=120s");
     const keyAfter = meshKey.exec((await node3.waitForConsole(meshKey, STEP_TIMEOUT_MS)).text)![1];
     assertEqual(keyAfter, keyBefore, "node3's WireGuard key after its reboot");
@@ -1392,6 +1406,8 @@ e2eTest(
       { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "node3's room back" },
     );
     ctx.report(`claim deleted: its PV gone, node3's room for volumes ${(roomBefore / MiB).toFixed(0)} MiB before, ${(roomAfter / MiB).toFixed(0)} MiB after`);
+    // Last, so that a failed request does not hide what the checks above would say.
+    assertEqual(served.notAbsorbed, 0, `web's failed requests that a retry within ${RETRY_WITHIN_MS / 1000} s would not have absorbed (${served.examples.join("; ")})`);
   },
   { timeoutMs: REBOOT_STEP_TIMEOUT_MS },
 );
