@@ -1,6 +1,9 @@
 // A node's reboot and power-off as the owner asks for them (`ctl node
 // reboot`, `ctl node poweroff`), wrapped in a drain when the node runs a
-// kubelet (issue 50), as Talos wraps its reboots and k0sctl its upgrades:
+// kubelet (issue 50), as Talos wraps its reboots and k0sctl its upgrades.
+// The drain and the uncordon are also what `ctl cluster update` puts
+// around each node's update, and `ctl node reset` before it resets one
+// (drainBeforeGoing, uncordonWhenBack):
 //
 //   drain       cordon its Node and evict its pods through the Eviction API
 //               (drain.ts), so that PodDisruptionBudgets are kept and a
