@@ -13,6 +13,8 @@ import { statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { eventually, systemTree, tempDir } from "../internal/testing/mod.ts";
 import { NodeProcess, loopbackBlock, ownedNode, serviceLines } from "./support/node_process.ts";
+import { cordonMark, CORDONED_BY_ANNOTATION, POWEROFF_COMMAND } from "../internal/kubernetes/mod.ts";
+import { RECONCILE_RESYNC_MS, RECONCILE_TICK_MS } from "../internal/kubernetes/reconcile_pace.ts";
 
 const dir = tempDir("nodecore-kube-controller-");
 const address = loopbackBlock();
@@ -252,7 +254,7 @@ test("ctl node drain: the worker's Node cordoned and its pods evicted through th
     writeFileSync(file, JSON.stringify(object));
     kubectl(kubeconfig, "apply", "-f", file);
   };
-  // A worker in the records, so that the reconciler keeps its Node (pruneNodes).
+  // A worker in the records, so that the reconciler keeps its Node (reconcileNodes).
   expect((await ctl("node", "roles", "set", id, "kubernetes-worker")).code).toBe(0);
   apply({ apiVersion: "v1", kind: "Node", metadata: { name: id, labels: { "kubernetes.io/hostname": id } } });
   const container = { name: "main", image: "nodecore.local/busybox:1", command: ["busybox", "sleep", "3600"] };
@@ -270,8 +272,9 @@ test("ctl node drain: the worker's Node cordoned and its pods evicted through th
   apply({ apiVersion: "policy/v1", kind: "PodDisruptionBudget", metadata: { name: "web", namespace: "default" }, spec: { minAvailable: 1, selector: { matchLabels: { app: "web" } } } });
 
   let standIn = true;
+  // When the stand-in's Ready began: moved on below to play a node back from a power-off.
+  let since = new Date().toISOString();
   const kubelet = (async () => {
-    const since = new Date().toISOString();
     while (standIn) {
       const now = new Date().toISOString();
       const ready = { type: "Ready", status: "True", reason: "KubeletReady", message: "the test's stand-in", lastHeartbeatTime: now, lastTransitionTime: since };
@@ -333,8 +336,22 @@ test("ctl node drain: the worker's Node cordoned and its pods evicted through th
     expect(back.code).toBe(0);
     expect(back.stdout).toBe(`${id} is schedulable again\n`);
     expect(unschedulable()).toBe("");
+
+    // A power-off's cordon, as ctl node poweroff leaves it (a node process
+    // cannot be powered off and on: the mark and the cordon are set here).
+    // While the Node has been Ready since before the mark, the controller's
+    // reconciler leaves it cordoned; once its Ready turned True after the
+    // mark (the node is back), the reconciler uncordons it and removes the mark.
+    const mark = cordonMark(POWEROFF_COMMAND);
+    kubectl(kubeconfig, "annotate", "node", id, `${CORDONED_BY_ANNOTATION}=${mark}`);
+    kubectl(kubeconfig, "cordon", id);
+    await Bun.sleep(RECONCILE_RESYNC_MS + RECONCILE_TICK_MS);
+    expect(unschedulable()).toBe("true");
+    since = new Date(Date.now() + 1_000).toISOString();
+    await eventually(() => expect(unschedulable()).toBe(""), { timeoutMs: 3 * RECONCILE_RESYNC_MS, intervalMs: 1000, what: "the power-off's cordon taken back by the reconciler" });
+    expect(kubectl(kubeconfig, "get", "node", id, "-o", `jsonpath={.metadata.annotations.${CORDONED_BY_ANNOTATION.replaceAll(".", "\\.")}}`)).toBe("");
   } finally {
     standIn = false;
     await kubelet;
   }
-}, 300_000);
+}, 360_000);

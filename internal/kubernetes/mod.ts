@@ -110,6 +110,7 @@ export {
 export { controllerService, CONTROLLER_COMPONENTS, type ControllerServiceOptions } from "./service_controller.ts";
 export { answersOk, parseKlogLine, READINESS_POLL_MS, READINESS_TIMEOUT_MS, type ComponentState } from "./component.ts";
 export { reconcile, bindingObject, BASE_BINDINGS, type ClusterRoleBindingSpec, type ReconcileAction } from "./reconciler.ts";
+export { backFromPowerOff, cordonMark, CORDONED_BY_ANNOTATION, parseCordonMark, POWEROFF_COMMAND, uncordonPatch } from "./node_cordon.ts";
 export { nodeVolumeStore, volumesService, type VolumesServiceOptions } from "./volumes_service.ts";
 export { VolumeStore, VOLUME_RESERVE, describeRoom, kernelQuotas, NoRoomError, VolumeError, type ProjectQuotas, type Volume, type VolumeRoom } from "./volume_store.ts";
 export { CSI_DRIVER, csiSockets } from "./csi.ts";

@@ -26,10 +26,12 @@
 // own DNS server at its address; internalTrafficPolicy Local sends each
 // pod to its own node's.
 //
-// And the Node objects follow the cluster's records (pruneNodes): a Node
+// And the Node objects follow the cluster's records (reconcileNodes): a Node
 // whose nodecore node is gone, or no longer holds the kubernetes-worker
 // role, is deleted, so that `kubectl get nodes` lists the workers and no
-// one else (its kubelet is stopped by its own node when the role goes).
+// one else (its kubelet is stopped by its own node when the role goes);
+// and a worker's Node that `ctl node poweroff` cordoned is uncordoned once
+// the node is back and Ready (node_cordon.ts).
 //
 // Every controller runs it; the objects are the same everywhere, and each
 // step (read, create when absent, replace when different, delete) is safe
@@ -43,6 +45,7 @@ import { isIPv4 } from "../network/mod.ts";
 import { clientConfiguration, statusOf } from "./api_client.ts";
 import { APISERVER_KUBELET_CLIENT, DNS_USER, OWNER_USER, VOLUMES_GROUP, type KubernetesPKI } from "./pki.ts";
 import { CSI_DRIVER } from "./csi.ts";
+import { backFromPowerOff, CORDONED_BY_ANNOTATION, uncordonPatch } from "./node_cordon.ts";
 import { CLUSTER_DNS_IP } from "./kubelet.ts";
 
 type ClientNode = typeof import("@kubernetes/client-node");
@@ -124,15 +127,31 @@ function sameVersion(metadata: { resourceVersion?: string | undefined } | undefi
 
 /**
  * Deletes the Node objects whose names are not in `workers` (the node IDs
- * that hold the kubernetes-worker role); returns the names deleted.
+ * that hold the kubernetes-worker role), and uncordons the workers' Nodes
+ * that a power-off cordoned and that are back (backFromPowerOff); returns
+ * the names of each.
  */
-export async function pruneNodes(server: string, pki: KubernetesPKI, workers: ReadonlySet<string>): Promise<string[]> {
+export async function reconcileNodes(server: string, pki: KubernetesPKI, workers: ReadonlySet<string>): Promise<{ deleted: string[]; uncordoned: string[] }> {
   const k8s = await import("@kubernetes/client-node");
   const core = new k8s.CoreV1Api(apiConfiguration(k8s, server, pki));
   const deleted: string[] = [];
+  const uncordoned: string[] = [];
   for (const node of (await core.listNode()).items) {
     const name = node.metadata?.name;
-    if (!name || workers.has(name)) continue;
+    if (!name) continue;
+    if (workers.has(name)) {
+      if (!backFromPowerOff(node)) continue;
+      try {
+        // JSON patch (the client's default for a patch): it tests the mark first.
+        await core.patchNode({ name, body: uncordonPatch(node.metadata!.annotations![CORDONED_BY_ANNOTATION]!) });
+        uncordoned.push(name);
+      } catch (error) {
+        // 422: the mark changed since it was read (the test op failed); 404: the Node went. Either way, not ours to do now.
+        const status = statusOf(error);
+        if (status !== 404 && status !== 422 && status !== 409) throw new Error(`could not uncordon Node ${name}: ${(error as Error).message}`, { cause: error });
+      }
+      continue;
+    }
     try {
       await core.deleteNode({ name });
       deleted.push(name);
@@ -140,7 +159,7 @@ export async function pruneNodes(server: string, pki: KubernetesPKI, workers: Re
       if (statusOf(error) !== 404) throw new Error(`could not delete Node ${name}: ${(error as Error).message}`, { cause: error });
     }
   }
-  return deleted;
+  return { deleted, uncordoned };
 }
 
 /** Applies BASE_ROLES and BASE_BINDINGS against the apiserver at `server`; returns what it did to each. */

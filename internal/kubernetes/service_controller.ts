@@ -29,7 +29,7 @@ import { APISERVER_PORT, CONTROLLER_MANAGER_PORT, SCHEDULER_PORT, apiserverArgs,
 import { warmOpenApi } from "./openapi_warm.ts";
 import { ensureKubernetesPKI, type Credential, type KubernetesKeys } from "./pki.ts";
 import { RECONCILE_TICK_MS, ReconcilePace, recordsKey } from "./reconcile_pace.ts";
-import { pruneNodes, reconcile, reconcileDns, reconcileStorage } from "./reconciler.ts";
+import { reconcile, reconcileDns, reconcileNodes, reconcileStorage } from "./reconciler.ts";
 import { sweepVolumes, volumesController } from "./volumes_controller.ts";
 
 /** The controller's components: each a binary of that name, and a status line. */
@@ -104,8 +104,9 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
           const { workers, known } = await options.records();
           const key = recordsKey({ workers, known });
           if (pace.due(key, Date.now())) {
-            const deleted = await pruneNodes(url, pki, new Set(workers.keys()));
+            const { deleted, uncordoned } = await reconcileNodes(url, pki, new Set(workers.keys()));
             if (deleted.length > 0) c.logger.info("deleted the Node objects of nodes without the kubernetes-worker role", { nodes: deleted.join(",") });
+            if (uncordoned.length > 0) c.logger.info("uncordoned the Nodes that ctl node poweroff cordoned, now that they are back and Ready", { nodes: uncordoned.join(",") });
             const dns = await reconcileDns(url, pki, workers);
             if (dns.length > 0) c.logger.info("cluster DNS objects changed", { changes: dns.join("; ") });
             const swept = await sweepVolumes(volumes, { known, workers: new Set(workers.keys()) }, c.logger);

@@ -29,7 +29,11 @@
 // has nothing to drain. Nothing here deletes a pod itself: what leaves goes
 // through its budget and its own grace period.
 
+import { cordonMark, CORDONED_BY_ANNOTATION } from "../kubernetes/mod.ts";
 import { OperatorError } from "./config_dir.ts";
+
+/** On a Node a ctl command cordoned and will uncordon itself: the command, and when (internal/kubernetes/node_cordon.ts). */
+export { CORDONED_BY_ANNOTATION };
 import { statusMessage, type OwnerKubernetes } from "./kubernetes_api.ts";
 
 /** How often a pod whose disruption budget refused its eviction is asked for again. */
@@ -38,8 +42,6 @@ export const EVICTION_RETRY_MS = 5_000;
 const GONE_POLL_MS = 2_000;
 /** The default deadline of a drain (`--drain-timeout`): evictions and the pods' graceful ends together. */
 export const DEFAULT_DRAIN_TIMEOUT_S = 300;
-/** On a Node a ctl command cordoned and will uncordon itself: the command, and when ("ctl node reboot at 2026-11-29T05:00:00.000Z"). */
-export const CORDONED_BY_ANNOTATION = "nodecore.dev/cordoned-by";
 
 /** The parts of a Pod a drain reads. */
 export interface DrainPod {
@@ -109,7 +111,7 @@ const podPath = (pod: PodRef) => `/api/v1/namespaces/${encodeURIComponent(pod.na
  * always removes the mark.
  */
 export async function setUnschedulable(api: OwnerKubernetes, node: string, unschedulable: boolean, by?: string): Promise<boolean> {
-  const mark = unschedulable ? (by === undefined ? undefined : `${by} at ${new Date().toISOString()}`) : null;
+  const mark = unschedulable ? (by === undefined ? undefined : cordonMark(by)) : null;
   const patch = { spec: { unschedulable: unschedulable ? true : null }, ...(mark !== undefined ? { metadata: { annotations: { [CORDONED_BY_ANNOTATION]: mark } } } : {}) };
   const answer = await api.request("PATCH", nodePath(node), patch, "application/merge-patch+json");
   if (answer.status === 404) return false;

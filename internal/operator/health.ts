@@ -17,7 +17,7 @@
 
 import { Management, type BackupSchedule, type BackupStatus } from "../../proto/gen/api/management_pb.ts";
 import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
-import { CORDONED_BY_ANNOTATION } from "./drain.ts";
+import { CORDONED_BY_ANNOTATION, parseCordonMark } from "../kubernetes/mod.ts";
 import { ownerKubernetes, statusMessage, type OwnerKubernetes } from "./kubernetes_api.ts";
 import { withFailover } from "./connection.ts";
 import { explain } from "./explain.ts";
@@ -134,10 +134,9 @@ function kubernetesCheck(inputs: ClusterHealthInputs): HealthCheck {
 
 /** "for 4m 10s, by ctl node reboot" from a command's mark (drain.ts), or what is known of an operator's own cordon. */
 function describeCordon(mark: string | undefined, nowMs: number): string {
-  const parsed = mark === undefined ? null : /^(.*) at (\S+)$/.exec(mark);
-  const since = parsed ? Date.parse(parsed[2]!) : NaN;
-  if (!parsed || Number.isNaN(since)) return "(by an operator; since when is not recorded)";
-  return `for ${formatDuration(Math.max(0, nowMs - since))}, by ${parsed[1]}`;
+  const parsed = parseCordonMark(mark);
+  if (!parsed) return "(by an operator; since when is not recorded)";
+  return `for ${formatDuration(Math.max(0, nowMs - parsed.atMs))}, by ${parsed.by}`;
 }
 
 /** The verdict as people read it: a line per check, then the verdict. */

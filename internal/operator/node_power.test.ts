@@ -175,7 +175,7 @@ describe("a node's reboot and power-off, drained first", () => {
     expect(cluster.events).toEqual(["cordon", "evict web", "power poweroff"]);
     expect(cluster.unschedulable).toBe(true);
     expect(result.seconds).toBeUndefined();
-    expect(notes.at(-1)).toBe("n1 stays cordoned while it is off; once it is on again and Ready: ctl node uncordon n1");
+    expect(notes.at(-1)).toBe("n1 stays cordoned while it is off; the cluster uncordons it once it is on again and its Node Ready (or: ctl node uncordon n1)");
   });
 
   test("--no-drain, a node that is not a worker, a cluster without Kubernetes, and one whose apiserver does not answer", async () => {

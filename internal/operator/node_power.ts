@@ -25,8 +25,9 @@
 // does not answer is another matter: the command stops before the node is
 // touched, and --no-drain is the owner's choice to make.
 //
-// A power-off leaves its node cordoned (it is off); `ctl node uncordon`
-// takes that back once the node is on again. --no-drain skips the drain and
+// A power-off leaves its node cordoned (it is off); the controller's
+// reconciler takes that back once the node is on again and its Node Ready
+// (internal/kubernetes/node_cordon.ts), or `ctl node uncordon` does. --no-drain skips the drain and
 // says what that risks. A node without the kubernetes-worker role has no
 // pods to drain, and no Kubernetes is asked.
 
@@ -170,7 +171,7 @@ export async function powerNode(calls: PowerCalls, node: NodeSummary, action: Po
   await calls.power(id, action);
   const mustUncordon = drained?.mustUncordon === true;
   if (action === "poweroff") {
-    if (mustUncordon) say.note(`${id} stays cordoned while it is off; once it is on again and Ready: ctl node uncordon ${id}`);
+    if (mustUncordon) say.note(`${id} stays cordoned while it is off; the cluster uncordons it once it is on again and its Node Ready (or: ctl node uncordon ${id})`);
     return result;
   }
   if (!options.wait && !mustUncordon) return result;
