@@ -242,7 +242,7 @@ async function kubectlAsync(kubeconfig: string, ...args: string[]): Promise<{ co
   return { code, stdout, stderr };
 }
 
-test("ctl node drain: the worker's Node cordoned and its pods evicted through the Eviction API; a bare pod refused unless forced, with nothing changed; a PodDisruptionBudget kept until the drain's deadline, which names the pod and the budget's refusal; ctl node uncordon", async () => {
+test("ctl node drain: the worker's Node cordoned and its pods evicted through the Eviction API; a bare pod refused unless forced, with nothing changed; a PodDisruptionBudget kept until the drain's deadline, which names the pod and the budget's refusal; ctl node uncordon; a power-off's cordon taken back by the reconciler only once the Node turned Ready after it", async () => {
   // The node and its owner's kubeconfig from the first test (the controller
   // runs on node1). A node process runs no kubelet: the loop below stands in
   // for one, as the only part a drain needs from it: the Node's heartbeat,
