@@ -31,6 +31,7 @@ import {
   DEFAULT_DRAIN_TIMEOUT_S,
   powerCalls,
   powerNode,
+  runsKubernetes,
   type PowerAction,
   type PowerResult,
   drainNode,
@@ -166,7 +167,7 @@ async function powerNodeFromCtl(ctl: Ctl, typed: string, action: PowerAction, op
   const nodes = await listNodes(credentials, ctl.settings);
   const node = nodes.find((n) => n.id === id);
   if (!node) throw new OperatorError(`${id} is no longer in the cluster`);
-  const kubernetesRuns = nodes.some((n) => n.roles.includes("kubernetes-controller"));
+  const kubernetesRuns = runsKubernetes(nodes);
   return powerNode(
     powerCalls(credentials, ctl.settings),
     node,

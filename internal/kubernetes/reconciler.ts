@@ -146,7 +146,7 @@ export async function reconcileNodes(server: string, pki: KubernetesPKI, workers
         await core.patchNode({ name, body: uncordonPatch(node.metadata!.annotations![CORDONED_BY_ANNOTATION]!) });
         uncordoned.push(name);
       } catch (error) {
-        // 422: the mark changed since it was read (the test op failed); 404: the Node went. Either way, not ours to do now.
+        // 422: the mark changed since it was read (the test op failed); 409: the Node changed under the patch; 404: the Node went. Either way, not ours to do now.
         const status = statusOf(error);
         if (status !== 404 && status !== 422 && status !== 409) throw new Error(`could not uncordon Node ${name}: ${(error as Error).message}`, { cause: error });
       }

@@ -29,11 +29,10 @@
 
 import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
 import type { NodeSummary } from "./format.ts";
-import { ownerKubernetes, type OwnerKubernetes } from "./kubernetes_api.ts";
-import { drainPlan, podName, podsOn } from "./drain.ts";
+import { ownerKubernetesOnce, type OwnerKubernetes } from "./kubernetes_api.ts";
 import { nodeReadiness } from "./health.ts";
 import { kubernetesSkew } from "./kubernetes_skew.ts";
-import { drainBeforeGoing, uncordonWhenBack } from "./node_power.ts";
+import { drainBeforeGoing, previewDrain, runsKubernetes, uncordonWhenBack } from "./node_power.ts";
 import { listNodesPatiently, nameOf, type CallSettings } from "./nodes.ts";
 import { updateNode, type Bundle } from "./update.ts";
 
@@ -61,7 +60,7 @@ export async function preflight(nodes: readonly NodeSummary[], bundle: Bundle, k
   const skew = kubernetesSkew(up, bundle.manifest.kubernetes);
   const refusals = skew.refusal ? [skew.refusal] : [];
   const workers = up.filter((n) => n.roles.includes("kubernetes-worker"));
-  if (workers.length > 0 && nodes.some((n) => n.roles.includes("kubernetes-controller"))) {
+  if (workers.length > 0 && runsKubernetes(nodes)) {
     try {
       const { ready } = await nodeReadiness(await kubernetes());
       const notReady = workers.filter((w) => ready.get(w.id) !== true).map((w) => `${nameOf(w)}'s Node ${ready.has(w.id) ? "is not Ready" : "does not exist"}`);
@@ -85,10 +84,9 @@ export interface ClusterUpdateDryRun {
 export async function dryRunClusterUpdate(credentials: OwnerCredentials, settings: CallSettings, bundle: Bundle, options: Pick<ClusterUpdateOptions, "drain">): Promise<ClusterUpdateDryRun> {
   const nodes = await listNodesPatiently(credentials, settings);
   const plan = planClusterUpdate(nodes, bundle.manifest.version);
-  let api: Promise<OwnerKubernetes> | undefined;
-  const kubernetes = () => (api ??= ownerKubernetes(credentials, settings));
+  const kubernetes = ownerKubernetesOnce(credentials, settings);
   const checks = await preflight(nodes, bundle, kubernetes);
-  const kubernetesRuns = nodes.some((n) => n.roles.includes("kubernetes-controller"));
+  const kubernetesRuns = runsKubernetes(nodes);
   const order: ClusterUpdateDryRun["order"] = [];
   const groups = [
     ["controller", plan.controllers],
@@ -105,9 +103,9 @@ export async function dryRunClusterUpdate(credentials: OwnerCredentials, setting
         ...(node.kubernetesVersion ? { kubernetesFrom: node.kubernetesVersion } : {}),
       };
       if (options.drain && kubernetesRuns && node.roles.includes("kubernetes-worker")) {
-        const pods = drainPlan(await podsOn(await kubernetes(), node.id), true, "stay");
-        step.evict = pods.evict.map(podName);
-        step.stay = pods.stay.map((s) => podName(s.pod));
+        const preview = await previewDrain(await kubernetes(), node.id, true);
+        step.evict = preview.evict;
+        step.stay = preview.stay;
       }
       order.push(step);
     }
@@ -207,8 +205,7 @@ export async function updateCluster(
     `updating to ${version}: ${plan.controllers.length} Kubernetes controllers, then ${plan.members.length} other consensus members (one at a time), then ${plan.workers.length} others (${options.maxUnavailable} at a time); ${plan.skip.length} at ${version} already`,
   );
   // The owner's Kubernetes access, made once and only if it is needed.
-  let api: Promise<OwnerKubernetes> | undefined;
-  const kubernetes = () => (api ??= ownerKubernetes(credentials, settings));
+  const kubernetes = ownerKubernetesOnce(credentials, settings);
   const checks = await preflight(nodes, bundle, kubernetes);
   for (const line of checks.unchecked) say.note(`not checked: ${line}`);
   if (checks.refusals.length > 0) {
@@ -228,10 +225,11 @@ export async function updateCluster(
     const why = refusal(fresh, now, version, options.force);
     if (why) throw new OperatorError(`stopped before ${nameOf(fresh)}: ${why}`);
     say.note(`${nameOf(fresh)}: ${fresh.version ?? "unknown"} → ${version}`);
-    const kubernetesRuns = now.some((n) => n.roles.includes("kubernetes-controller"));
-    const drained = await drainBeforeGoing(kubernetes, fresh, "update", { drain: options.drain, drainTimeoutMs: options.drainTimeoutMs, force: false, kubernetesRuns }, say).catch((err: unknown) => {
-      throw new OperatorError(`stopped at ${nameOf(fresh)}: ${(err as Error).message}`);
-    });
+    const drained = await drainBeforeGoing(kubernetes, fresh, "update", { drain: options.drain, drainTimeoutMs: options.drainTimeoutMs, force: false, kubernetesRuns: runsKubernetes(now) }, say).catch(
+      (err: unknown) => {
+        throw new OperatorError(`stopped at ${nameOf(fresh)}: ${(err as Error).message}`);
+      },
+    );
     const result = await updateNode(
       credentials,
       settings,

@@ -31,10 +31,10 @@
 
 import { cordonMark, CORDONED_BY_ANNOTATION } from "../kubernetes/mod.ts";
 import { OperatorError } from "./config_dir.ts";
+import { statusMessage, type OwnerKubernetes } from "./kubernetes_api.ts";
 
 /** On a Node a ctl command cordoned and will uncordon itself: the command, and when (internal/kubernetes/node_cordon.ts). */
 export { CORDONED_BY_ANNOTATION };
-import { statusMessage, type OwnerKubernetes } from "./kubernetes_api.ts";
 
 /** How often a pod whose disruption budget refused its eviction is asked for again. */
 export const EVICTION_RETRY_MS = 5_000;

@@ -31,6 +31,12 @@ export function statusMessage(answer: KubernetesAnswer): string {
   return typeof message === "string" ? message.slice(0, 300) : `HTTP ${answer.status}`;
 }
 
+/** ownerKubernetes, made on the first call and shared by the later ones; not made at all when no caller needs it. */
+export function ownerKubernetesOnce(credentials: OwnerCredentials, settings: CallSettings): () => Promise<OwnerKubernetes> {
+  let made: Promise<OwnerKubernetes> | undefined;
+  return () => (made ??= ownerKubernetes(credentials, settings));
+}
+
 /** The owner's Kubernetes access, or an OperatorError saying why there is none (no controller, no answer). */
 export async function ownerKubernetes(credentials: OwnerCredentials, settings: CallSettings): Promise<OwnerKubernetes> {
   const key = generateKeyPair();

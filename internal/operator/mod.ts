@@ -87,7 +87,7 @@ export { clusterHealth, clusterVerdict, gatherClusterHealth, healthTable, type C
 export { eventLine, eventRow, readEvents, type EventRow } from "./events.ts";
 export { readNodeMetrics, writeMetricsReader, READER_FILES, type WrittenReader } from "./metrics.ts";
 export { CORDONED_BY_ANNOTATION, DEFAULT_DRAIN_TIMEOUT_S, drainNode, drainPlan, DrainStopped, EVICTION_RETRY_MS, setUnschedulable, type DrainPlan, type DrainPod, type DrainResult } from "./drain.ts";
-export { powerCalls, powerNode, waitNodeReady, type PowerAction, type PowerCalls, type PowerOptions, type PowerResult } from "./node_power.ts";
+export { powerCalls, powerNode, previewDrain, runsKubernetes, waitNodeReady, type PowerAction, type PowerCalls, type PowerOptions, type PowerResult } from "./node_power.ts";
 export { ownerKubernetes, statusMessage, type KubernetesAnswer, type OwnerKubernetes } from "./kubernetes_api.ts";
 export { certifyNewKey, ETCD_CLIENT_FILES, writeEtcdCredentials, writeOwnerKubeconfig, writePemFiles, type CertifiedKey, type OwnerKubeconfig } from "./client_credentials.ts";
 export { bootstrapParameters, registerParameters, restoreParameters, writeParameters } from "./params.ts";

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { CORDONED_BY_ANNOTATION } from "./drain.ts";
 import type { NodeSummary } from "./format.ts";
 import type { KubernetesAnswer, OwnerKubernetes } from "./kubernetes_api.ts";
-import { drainBeforeGoing, powerNode, type PowerAction, type PowerCalls, type PowerOptions } from "./node_power.ts";
+import { drainBeforeGoing, powerNode, previewDrain, type PowerAction, type PowerCalls, type PowerOptions } from "./node_power.ts";
 
 // A stand-in apiserver with one Node and its pods, answering the few
 // requests a drain and an uncordon make (the real one is exercised by

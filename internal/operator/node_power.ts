@@ -34,7 +34,7 @@
 import type { OwnerCredentials } from "./config_dir.ts";
 import { OperatorError } from "./config_dir.ts";
 import { withNode } from "./node_management.ts";
-import { drainNode, DrainStopped, setUnschedulable, type DrainResult } from "./drain.ts";
+import { drainNode, drainPlan, DrainStopped, podName, podsOn, setUnschedulable, type DrainResult } from "./drain.ts";
 import type { NodeSummary } from "./format.ts";
 import { ownerKubernetes, statusMessage, type OwnerKubernetes } from "./kubernetes_api.ts";
 import { REBOOT_WAIT_MS, waitUntilRebooted, type CallSettings } from "./nodes.ts";
@@ -90,11 +90,25 @@ export function powerCalls(credentials: OwnerCredentials, settings: CallSettings
   };
 }
 
+/** Whether Kubernetes runs in a cluster of `nodes`: some node holds the kubernetes-controller role (PowerOptions.kubernetesRuns). */
+export function runsKubernetes(nodes: readonly NodeSummary[]): boolean {
+  return nodes.some((n) => n.roles.includes("kubernetes-controller"));
+}
+
 /** What the node goes through after its drain, in the drain's messages. */
 export type Going = PowerAction | "update" | "reset";
 const PAST: Record<Going, string> = { reboot: "rebooted", poweroff: "powered off", update: "updated", reset: "reset" };
 const NO_DRAIN: Record<Going, string> = { reboot: "reboots it", poweroff: "powers it off", update: "updates it", reset: "resets it" };
 const COMMAND: Record<Going, string> = { reboot: "ctl node reboot", poweroff: "ctl node poweroff", update: "ctl cluster update", reset: "ctl node reset" };
+
+/** A node that goes and comes back keeps its bare pods: their kubelet runs them again. */
+const BARE_PODS_WHEN_GOING = "stay";
+
+/** What drainBeforeGoing would evict from `id` and leave there, without changing anything (ctl cluster update --dry-run). */
+export async function previewDrain(api: OwnerKubernetes, id: string, force: boolean): Promise<{ evict: string[]; stay: string[] }> {
+  const plan = drainPlan(await podsOn(api, id), force, BARE_PODS_WHEN_GOING);
+  return { evict: plan.evict.map(podName), stay: plan.stay.map((s) => podName(s.pod)) };
+}
 
 /** A node drained before it goes: what to undo once it is back. */
 export interface Drained {
@@ -134,7 +148,7 @@ export async function drainBeforeGoing(
   }
   let result: DrainResult;
   try {
-    result = await drainNode(api, id, { timeoutMs: options.drainTimeoutMs, force: options.force, bare: "stay", by: COMMAND[going], say });
+    result = await drainNode(api, id, { timeoutMs: options.drainTimeoutMs, force: options.force, bare: BARE_PODS_WHEN_GOING, by: COMMAND[going], say });
   } catch (err) {
     if (!(err instanceof DrainStopped)) throw err;
     // Stopped at this node: it is not touched, and the cordon is taken back unless it was the operator's.

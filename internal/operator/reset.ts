@@ -30,7 +30,7 @@ import { withFailover } from "./connection.ts";
 import { explain } from "./explain.ts";
 import { DEFAULT_DRAIN_TIMEOUT_S } from "./drain.ts";
 import { ownerKubernetes } from "./kubernetes_api.ts";
-import { drainBeforeGoing } from "./node_power.ts";
+import { drainBeforeGoing, runsKubernetes } from "./node_power.ts";
 import { listNodes, nameOf, type CallSettings } from "./nodes.ts";
 
 /** How long a consensus member gets to leave etcd. */
@@ -63,8 +63,7 @@ export async function resetNode(
   if (!node) throw new OperatorError(`the cluster has no node ${id}`);
   if (node.state !== "UP" || !node.address)
     throw new OperatorError(`node ${nameOf(node)} is ${node.state}${node.address ? "" : " with no address"}: only a node that is UP can be reset (ctl node delete removes one that is gone)`);
-  const kubernetesRuns = nodes.some((n) => n.roles.includes("kubernetes-controller"));
-  await drainBeforeGoing(() => ownerKubernetes(credentials, settings), node, "reset", { ...drain, force: true, kubernetesRuns }, say);
+  await drainBeforeGoing(() => ownerKubernetes(credentials, settings), node, "reset", { ...drain, force: true, kubernetesRuns: runsKubernetes(nodes) }, say);
   const client = dialNodeManagement(node.id, node.address, { ca: credentials.ca, certificate: credentials.certificate, privateKey: credentials.key.privateKey });
   try {
     if (node.roles.includes("consensus")) {
