@@ -103,7 +103,8 @@ export async function dryRunClusterUpdate(credentials: OwnerCredentials, setting
         ...(node.kubernetesVersion ? { kubernetesFrom: node.kubernetesVersion } : {}),
       };
       if (options.drain && kubernetesRuns && node.roles.includes("kubernetes-worker")) {
-        const preview = await previewDrain(await kubernetes(), node.id, true);
+        // As updateCluster drains: bare pods stay (no --force there).
+        const preview = await previewDrain(await kubernetes(), node.id, false);
         step.evict = preview.evict;
         step.stay = preview.stay;
       }

@@ -213,4 +213,11 @@ describe("a node's reboot and power-off, drained first", () => {
     expect(drained?.result.evicted).toEqual(["apps/web", "apps/solo"]);
     expect(cluster.annotations[CORDONED_BY_ANNOTATION]).toMatch(/^ctl node reset at /);
   });
+
+  test("the dry run's preview evicts and leaves what the drain would, and changes nothing", async () => {
+    const cluster = new FakeCluster([{ name: "web", owner: "ReplicaSet" }, { name: "solo" }, { name: "agent", owner: "DaemonSet" }]);
+    expect(await previewDrain(cluster.api(), "n1", false)).toEqual({ evict: ["apps/web"], stay: ["apps/solo", "apps/agent"] });
+    expect(await previewDrain(cluster.api(), "n1", true)).toEqual({ evict: ["apps/web", "apps/solo"], stay: ["apps/agent"] });
+    expect([cluster.events, cluster.unschedulable, cluster.pods.length]).toEqual([[], false, 3]);
+  });
 });
