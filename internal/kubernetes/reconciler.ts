@@ -162,28 +162,35 @@ export async function reconcileNodes(server: string, pki: KubernetesPKI, workers
   return { deleted, uncordoned };
 }
 
-/** Applies BASE_ROLES and BASE_BINDINGS against the apiserver at `server`; returns what it did to each. */
+/**
+ * Applies BASE_ROLES and BASE_BINDINGS against the apiserver at `server`;
+ * returns what it did to each. Each object is its own chain of requests,
+ * and the chains run at once: right after the apiserver's start, while
+ * kubelets register and the controller-manager builds its informers, each
+ * request waited seconds under TCG, and one after the other the owner's
+ * kubectl was refused for 98 s after /readyz said ok (a 3-VM launch,
+ * 2026-11-29). A binding may name a role made in the same pass: RBAC
+ * takes a binding to a role that does not exist yet, and it applies once
+ * the role does.
+ */
 export async function reconcile(server: string, pki: KubernetesPKI): Promise<Record<string, ReconcileAction>> {
   const k8s = await import("@kubernetes/client-node");
   const rbac = new k8s.RbacAuthorizationV1Api(apiConfiguration(k8s, server, pki));
-  const done: Record<string, ReconcileAction> = {};
-  for (const { name, rules } of BASE_ROLES) {
-    const role = { apiVersion: `${RBAC_GROUP}/v1`, kind: "ClusterRole", metadata: { name, labels: LABELS }, rules };
-    const existingRole = await rbac.readClusterRole({ name }).catch((error: unknown) => {
+  const role = async ({ name, rules }: (typeof BASE_ROLES)[number]): Promise<ReconcileAction> => {
+    const wanted = { apiVersion: `${RBAC_GROUP}/v1`, kind: "ClusterRole", metadata: { name, labels: LABELS }, rules };
+    const existing = await rbac.readClusterRole({ name }).catch((error: unknown) => {
       if (statusOf(error) === 404) return undefined;
       throw new Error(`could not read ClusterRole ${name}: ${(error as Error).message}`, { cause: error });
     });
-    if (!existingRole) {
-      await rbac.createClusterRole({ body: role });
-      done[name] = "created";
-    } else if (JSON.stringify(existingRole.rules?.map((r) => ({ apiGroups: r.apiGroups, resources: r.resources, verbs: r.verbs }))) !== JSON.stringify(rules)) {
-      await rbac.replaceClusterRole({ name, body: { ...role, metadata: { ...role.metadata, ...sameVersion(existingRole.metadata) } } });
-      done[name] = "replaced";
-    } else {
-      done[name] = "unchanged";
+    if (!existing) {
+      await rbac.createClusterRole({ body: wanted });
+      return "created";
     }
-  }
-  for (const spec of BASE_BINDINGS) {
+    if (JSON.stringify(existing.rules?.map((r) => ({ apiGroups: r.apiGroups, resources: r.resources, verbs: r.verbs }))) === JSON.stringify(rules)) return "unchanged";
+    await rbac.replaceClusterRole({ name, body: { ...wanted, metadata: { ...wanted.metadata, ...sameVersion(existing.metadata) } } });
+    return "replaced";
+  };
+  const binding = async (spec: ClusterRoleBindingSpec): Promise<ReconcileAction> => {
     const wanted = bindingObject(spec);
     let existing: Awaited<ReturnType<typeof rbac.readClusterRoleBinding>> | undefined;
     try {
@@ -193,8 +200,7 @@ export async function reconcile(server: string, pki: KubernetesPKI): Promise<Rec
     }
     if (!existing) {
       await rbac.createClusterRoleBinding({ body: wanted });
-      done[spec.name] = "created";
-      continue;
+      return "created";
     }
     const same =
       existing.roleRef.name === spec.clusterRole &&
@@ -202,14 +208,18 @@ export async function reconcile(server: string, pki: KubernetesPKI): Promise<Rec
       existing.subjects?.length === 1 &&
       existing.subjects[0]!.kind === (spec.group !== undefined ? "Group" : "User") &&
       existing.subjects[0]!.name === (spec.group ?? spec.user);
-    if (same) {
-      done[spec.name] = "unchanged";
-      continue;
-    }
+    if (same) return "unchanged";
     await rbac.deleteClusterRoleBinding({ name: spec.name });
     await rbac.createClusterRoleBinding({ body: wanted });
-    done[spec.name] = "replaced";
-  }
+    return "replaced";
+  };
+  const chains = [...BASE_BINDINGS.map(async (spec) => [spec.name, await binding(spec)] as const), ...BASE_ROLES.map(async (r) => [r.name, await role(r)] as const)];
+  // Every chain is waited for before a failure is told, so that none still runs when the caller tries again.
+  const settled = await Promise.allSettled(chains);
+  const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
+  if (failed) throw failed.reason;
+  const done: Record<string, ReconcileAction> = {};
+  for (const s of settled) if (s.status === "fulfilled") done[s.value[0]] = s.value[1];
   return done;
 }
 

@@ -6,7 +6,8 @@
 //   controllerService
 //     ├── ensureKubernetesPKI (etcd), then this node's files on tmpfs
 //     ├── kube-apiserver            healthy = GET /readyz answers "ok" (as ADMIN_USER)
-//     ├── reconciler                once the apiserver was ready: the base RBAC bindings,
+//     ├── reconciler                once the apiserver was ready: the base RBAC bindings
+//     │                             (the owner's among them) and the storage objects, all at once,
 //     │                             then, paced (reconcile_pace.ts): Nodes, cluster DNS,
 //     │                             and volumes of nodes that are gone (volumes_controller.ts)
 //     ├── kube-controller-manager   started once the apiserver was ready
@@ -14,7 +15,10 @@
 //
 // Once the apiserver is ready, at each of its starts, the OpenAPI documents
 // kubectl validates against are asked for, so that the apiserver builds
-// them then and not on a user's first apply (openapi_warm.ts).
+// them then and not on a user's first apply (openapi_warm.ts); the first
+// time, after the base objects (or BASE_FIRST_MS), since building the
+// largest document keeps a TCG apiserver busy for a minute and the owner's
+// access matters more.
 //
 // Status lines: "kube-apiserver", "kube-controller-manager",
 // "kube-scheduler": waiting (for what), starting, running, restarting
@@ -34,6 +38,9 @@ import { sweepVolumes, volumesController } from "./volumes_controller.ts";
 
 /** The controller's components: each a binary of that name, and a status line. */
 export const CONTROLLER_COMPONENTS = ["kube-apiserver", "kube-controller-manager", "kube-scheduler"] as const;
+
+/** How long the OpenAPI warm-up waits for the base objects' first pass before it goes anyway. */
+export const BASE_FIRST_MS = 60_000;
 
 export interface ControllerServiceOptions {
   /** Kubernetes' key space of the local etcd member: the PKI is read (or created) there. */
@@ -72,6 +79,11 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
     // that goes away later, as they do in any cluster.
     const wasReady = new Value<boolean>();
     wasReady.set(false);
+    // Set once the base objects were first reconciled: the OpenAPI warm-up
+    // waits for it (or for BASE_FIRST_MS), so that the owner's binding is
+    // not queued behind the apiserver's build of its largest document.
+    const baseReconciled = new Value<boolean>();
+    baseReconciled.set(false);
     for (const name of ["kube-controller-manager", "kube-scheduler"]) options.report(name, "waiting", "for kube-apiserver to be ready");
     ctx.run(
       "apiserver",
@@ -79,8 +91,12 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
         ready: async (signal) => {
           await healthy("kube-apiserver", `${url}/readyz`)(signal);
           wasReady.set(true);
-          // In the background, at every start: nothing waits on it (openapi_warm.ts).
-          void warmOpenApi(url, { ca: pki.ca.certificate, client: pki.admin }, signal, ctx.logger).catch(() => {});
+          // In the background, at every start, after the base objects: nothing waits on it (openapi_warm.ts).
+          void baseReconciled
+            .waitFor((r) => r, { signal: AbortSignal.any([signal, AbortSignal.timeout(BASE_FIRST_MS)]) })
+            .catch(() => {})
+            .then(() => (signal.aborted ? undefined : warmOpenApi(url, { ca: pki.ca.certificate, client: pki.admin }, signal, ctx.logger)))
+            .catch(() => {});
         },
       }),
     );
@@ -91,9 +107,11 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
     // death, retried with the supervisor's backoff.
     ctx.run("reconciler", async (c) => {
       await wasReady.waitFor((r) => r, { signal: c.signal });
-      const actions = await reconcile(url, pki);
-      c.logger.info("base objects reconciled", actions);
-      const storage = await reconcileStorage(url, pki);
+      const started = performance.now();
+      // At once: the bindings (the owner's access) and the storage objects are independent.
+      const [actions, storage] = await Promise.all([reconcile(url, pki), reconcileStorage(url, pki)]);
+      baseReconciled.set(true);
+      c.logger.info("base objects reconciled", { ...actions, seconds: ((performance.now() - started) / 1000).toFixed(1) });
       if (storage.length > 0) c.logger.info("storage objects reconciled", { changes: storage.join("; ") });
       c.signalHealthy();
       const volumes = await volumesController(url, { ca: pki.ca.certificate, certificate: pki.admin.certificate, privateKey: pki.admin.privateKey }, c.logger);
