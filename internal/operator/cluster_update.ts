@@ -34,7 +34,7 @@ import { nodeReadiness } from "./health.ts";
 import { kubernetesSkew } from "./kubernetes_skew.ts";
 import { drainBeforeGoing, previewDrain, runsKubernetes, uncordonWhenBack } from "./node_power.ts";
 import { listNodesPatiently, nameOf, type CallSettings } from "./nodes.ts";
-import { updateNode, type Bundle } from "./update.ts";
+import { updateNode, type Bundle, type UpdateOptions, type UpdateResult } from "./update.ts";
 
 export interface ClusterUpdateOptions {
   maxUnavailable: number;
@@ -187,17 +187,34 @@ export function refusal(node: NodeSummary, nodes: readonly NodeSummary[], versio
   return undefined;
 }
 
-export async function updateCluster(
-  credentials: OwnerCredentials,
-  settings: CallSettings,
-  bundle: Bundle,
-  options: ClusterUpdateOptions,
-  say: { note: (line: string) => void; progress: (line: string) => void },
-): Promise<ClusterUpdateResult> {
+/** What a cluster update asks of the cluster: its records, the owner's Kubernetes access (made once, when needed), and one node's update. */
+export interface ClusterUpdateCalls {
+  listNodes: () => Promise<NodeSummary[]>;
+  kubernetes: () => Promise<OwnerKubernetes>;
+  updateNode: (id: string, options: UpdateOptions) => Promise<UpdateResult>;
+}
+
+type UpdateSay = { note: (line: string) => void; progress: (line: string) => void };
+
+/** The calls over the owner's connection to the cluster. */
+export function clusterUpdateCalls(credentials: OwnerCredentials, settings: CallSettings, bundle: Bundle, say: UpdateSay): ClusterUpdateCalls {
+  return {
+    listNodes: () => listNodesPatiently(credentials, settings),
+    kubernetes: ownerKubernetesOnce(credentials, settings),
+    updateNode: (id, options) => updateNode(credentials, settings, id, bundle, options, { note: say.note, progress: say.progress }),
+  };
+}
+
+export async function updateCluster(credentials: OwnerCredentials, settings: CallSettings, bundle: Bundle, options: ClusterUpdateOptions, say: UpdateSay): Promise<ClusterUpdateResult> {
+  return rollOut(clusterUpdateCalls(credentials, settings, bundle, say), bundle, options, say);
+}
+
+/** The rollout itself (see the head of this file), through `calls`. */
+export async function rollOut(calls: ClusterUpdateCalls, bundle: Bundle, options: ClusterUpdateOptions, say: UpdateSay): Promise<ClusterUpdateResult> {
   const started = Date.now();
   const version = bundle.manifest.version;
   const steps: ClusterUpdateStep[] = [];
-  const nodes = await listNodesPatiently(credentials, settings);
+  const nodes = await calls.listNodes();
   const plan = planClusterUpdate(nodes, version);
   for (const node of plan.skip) steps.push({ node: node.id, name: nameOf(node), outcome: "skipped" });
   const notUp = nodes.filter((n) => n.state !== "UP");
@@ -205,8 +222,7 @@ export async function updateCluster(
   say.note(
     `updating to ${version}: ${plan.controllers.length} Kubernetes controllers, then ${plan.members.length} other consensus members (one at a time), then ${plan.workers.length} others (${options.maxUnavailable} at a time); ${plan.skip.length} at ${version} already`,
   );
-  // The owner's Kubernetes access, made once and only if it is needed.
-  const kubernetes = ownerKubernetesOnce(credentials, settings);
+  const kubernetes = calls.kubernetes;
   const checks = await preflight(nodes, bundle, kubernetes);
   for (const line of checks.unchecked) say.note(`not checked: ${line}`);
   if (checks.refusals.length > 0) {
@@ -216,7 +232,7 @@ export async function updateCluster(
 
   const one = async (node: NodeSummary): Promise<void> => {
     // Looked at again right before: the cluster changes while the rollout runs.
-    const now = await listNodesPatiently(credentials, settings);
+    const now = await calls.listNodes();
     const fresh = now.find((n) => n.id === node.id);
     if (!fresh) throw new OperatorError(`${nameOf(node)} left the cluster during the update`);
     if (fresh.version === version) {
@@ -231,16 +247,11 @@ export async function updateCluster(
         throw new OperatorError(`stopped at ${nameOf(fresh)}: ${(err as Error).message}`);
       },
     );
-    const result = await updateNode(
-      credentials,
-      settings,
-      fresh.id,
-      bundle,
-      { activate: true, wait: true, force: options.force, allowDowngrade: options.allowDowngrade, ...(options.waitMs !== undefined ? { waitMs: options.waitMs } : {}) },
-      { note: say.note, progress: say.progress },
-    ).catch((err: unknown) => {
-      throw new OperatorError(`stopped at ${nameOf(fresh)}: ${(err as Error).message}${drained?.mustUncordon ? ` (it stays cordoned: once it is back, ctl node uncordon ${fresh.id})` : ""}`);
-    });
+    const result = await calls
+      .updateNode(fresh.id, { activate: true, wait: true, force: options.force, allowDowngrade: options.allowDowngrade, ...(options.waitMs !== undefined ? { waitMs: options.waitMs } : {}) })
+      .catch((err: unknown) => {
+        throw new OperatorError(`stopped at ${nameOf(fresh)}: ${(err as Error).message}${drained?.mustUncordon ? ` (it stays cordoned: once it is back, ctl node uncordon ${fresh.id})` : ""}`);
+      });
     if (drained) await uncordonWhenBack(drained, fresh.id, result.bootMs ?? Date.now(), say);
     say.note(`${nameOf(fresh)} is HEALTHY at ${version} (${result.seconds} s)${drained?.mustUncordon ? ", its Node Ready and uncordoned" : ""}`);
     steps.push({

@@ -1,6 +1,7 @@
 // The owner's side of updates: a bundle directory is checked here before a
-// byte leaves, and a cluster update goes workers first, then consensus
-// members one at a time, only while the others are healthy.
+// byte leaves, and a cluster update goes Kubernetes controllers first, then
+// the other consensus members one at a time, only while the others are
+// healthy, then the rest (its rollout: cluster_update.test.ts).
 
 import { describe, expect, test } from "bun:test";
 import { truncateSync, writeFileSync } from "node:fs";
