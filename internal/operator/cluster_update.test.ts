@@ -145,6 +145,22 @@ describe("a cluster update's rollout", () => {
     expect(c.unschedulable.size).toBe(0);
   });
 
+  test("a node that never comes back stops the update, naming it: it stays cordoned for the operator, the nodes after it are not touched", async () => {
+    const c = cluster();
+    const calls = c.calls();
+    const update = calls.updateNode;
+    calls.updateNode = async (id, o) => {
+      if (id !== "w1") return update(id, o);
+      c.events.push("update w1");
+      throw new Error("w1 did not come back within 300 s");
+    };
+    const { say } = sayer();
+    await expect(rollOut(calls, bundle, options(), say)).rejects.toThrow("stopped at w1: w1 did not come back within 300 s (it stays cordoned: once it is back, ctl node uncordon w1)");
+    expect(c.events).toEqual(["update c", "cordon w1", "evict web-1", "update w1"]);
+    expect([...c.unschedulable]).toEqual(["w1"]);
+    expect(c.nodes.find((n) => n.id === "w2")!.version).toBe("0.1.0");
+  });
+
   test("--no-drain updates the workers with their pods on them, and says what that risks", async () => {
     const c = cluster(true);
     const { notes, say } = sayer();
