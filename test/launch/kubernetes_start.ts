@@ -41,8 +41,28 @@ async function waitSaying(log: Logger, what: string, check: () => Promise<void>,
   log.info(`${what}: after ${((performance.now() - started) / 1000).toFixed(0)} s`);
 }
 
+/** The checks an apiserver's /readyz answer says failed ("[-]etcd failed"), or its first line when it names none. */
+export function readyzFailing(answer: string): string {
+  const failing = [...answer.matchAll(/\[-\]([^\s\\"]+) failed/g)].map((m) => m[1]!);
+  if (failing.length > 0) return `failing: ${[...new Set(failing)].join(", ")}`;
+  return (answer.trim().split("\n")[0] ?? "").slice(0, 160);
+}
+
+/** The nodes whose Node is not Ready, with its Ready condition's reason, or "no Node yet". */
+function notReadyYet(ids: readonly string[], nodes: NodeList["items"], names: ReadonlyMap<string, string>): string {
+  return ids
+    .flatMap((id) => {
+      const node = nodes.find((n) => n.metadata.name === id);
+      const ready = node?.status.conditions?.find((c) => c.type === "Ready");
+      if (ready?.status === "True") return [];
+      const name = names.get(id) ?? id;
+      return [`${name} (${node ? (ready?.reason ?? "no Ready condition yet") : "no Node yet"})`];
+    })
+    .join(", ");
+}
+
 interface NodeList {
-  items: { metadata: { name: string }; status: { conditions?: { type: string; status: string }[] } }[];
+  items: { metadata: { name: string }; status: { conditions?: { type: string; status: string; reason?: string }[] } }[];
 }
 
 /** Gives every node the worker role and waits until every Node is Ready; returns how long that took, in ms. */
@@ -50,6 +70,7 @@ export async function startKubernetes(cluster: Cluster, formed: FormedCluster, o
   const started = performance.now();
   const log = options.logger;
   const ids = [...formed.ids.values()];
+  const namesById = new Map([...formed.ids].map(([name, id]) => [id, name]));
   // The network's registry first, as an owner would set it up: pods pull from it by name.
   const registry = cluster.registry;
   if (registry) {
@@ -97,14 +118,14 @@ export async function startKubernetes(cluster: Cluster, formed: FormedCluster, o
     options.timeoutMs,
   );
   log.info(
-    `waiting for node1's apiserver to be ready (/readyz): ${cluster.accel.accel === "kvm" ? "seconds under KVM" : "under TCG it loads its binary, builds its APIs and makes its default roles, 1.5-2 min on two cores"}`,
+    `waiting for node1's apiserver to be ready (/readyz): ${cluster.accel.accel === "kvm" ? "seconds under KVM" : "minutes under TCG (it loads its binary, builds its APIs and makes its default roles: 3.5 to 7 min on this project's 2-core machine in 2026-11); the checks it still fails are named as it goes"}`,
   );
   await waitSaying(
     log,
     "node1's apiserver to be ready",
     async () => {
       const ready = await cluster.exec([KUBECTL_BINARY, "--kubeconfig", cluster.dir.kubeconfig, "--request-timeout=10s", "get", "--raw", "/readyz"], { okExitCodes: [0, 1] });
-      if (ready.stdout.trim() !== "ok") throw new Error(ready.stderr.trim() || ready.stdout.trim());
+      if (ready.stdout.trim() !== "ok") throw new Error(readyzFailing(`${ready.stdout}\n${ready.stderr}`));
     },
     options.timeoutMs,
   );
@@ -116,12 +137,16 @@ export async function startKubernetes(cluster: Cluster, formed: FormedCluster, o
     `every Node Ready`,
     async () => {
       const listed = await cluster.exec([KUBECTL_BINARY, "--kubeconfig", cluster.dir.kubeconfig, "--request-timeout=10s", "get", "nodes", "-o", "json"], { okExitCodes: [0, 1] });
-      if (listed.exitCode !== 0) throw new Error(listed.stderr.trim());
+      if (listed.exitCode !== 0) {
+        // Until the controller's reconciler has bound the owner to cluster-admin, the apiserver refuses the owner.
+        if (/Forbidden/.test(listed.stderr)) throw new Error("the owner is not authorized yet: the controller's reconciler has not made its binding");
+        throw new Error(listed.stderr.trim());
+      }
       const nodes = (JSON.parse(listed.stdout) as NodeList).items;
       const ready = ids.filter((id) => nodes.find((n) => n.metadata.name === id)?.status.conditions?.some((c) => c.type === "Ready" && c.status === "True"));
       if (ready.length !== lastReady) log.info(`${ready.length} of ${ids.length} Nodes Ready`);
       lastReady = ready.length;
-      if (ready.length !== ids.length) throw new Error(`Ready: ${ready.length} of ${ids.length}`);
+      if (ready.length !== ids.length) throw new Error(`Ready: ${ready.length} of ${ids.length}; not yet: ${notReadyYet(ids, nodes, namesById)}`);
     },
     options.timeoutMs,
   );
