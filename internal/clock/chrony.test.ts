@@ -94,6 +94,33 @@ describe("chronyd under the supervisor", () => {
     expect(await firstAnswer([])).toBeUndefined();
   });
 
+  test("a server out of reach when chronyd started and answering later: the node syncs at the next ask, not at chronyd's next polls a minute apart", async () => {
+    const LATE = "127.0.0.125";
+    const sync = new Value<TimeSync>();
+    const { logger, entries } = captureLogger("root");
+    const supervisor = supervise(
+      timeSyncRunnable({ servers: async () => [LATE], stateDir: join(dir.path, "late"), sync, report: () => {}, setClock: false, recovery: { probeMs: 500, afterMs: 1_000 } }),
+      { logger },
+    );
+    let late: ReturnType<typeof spawnChild> | undefined;
+    try {
+      // Past chronyd's iburst (four asks two seconds apart): its next ask is a poll interval (64 s) away.
+      await Bun.sleep(12_000);
+      expect(sync.peek()?.state).not.toBe("synced");
+      const conf = join(dir.path, "late.conf");
+      writeFileSync(conf, ["local stratum 8", "allow 127.0.0.0/8", `bindaddress ${LATE}`, "port 123", "cmdport 0", `pidfile ${join(dir.path, "late.pid")}`, ""].join("\n"));
+      late = spawnChild(["chronyd", "-d", "-x", "-u", "root", "-f", conf]);
+      // chronyd alone would not ask before about a minute from now.
+      await eventually(() => expect(sync.peek()).toMatchObject({ state: "synced", source: LATE }), { timeoutMs: 15_000 });
+      const restarted = entries.find((e) => e.message === "restart requested");
+      expect(String(restarted?.fields?.reason)).toContain(`${LATE} answers, and chronyd has not synced`);
+    } finally {
+      await supervisor.stop();
+      late?.kill();
+      await late?.exited;
+    }
+  }, 45_000);
+
   test("no servers: reported, never fatal, and the gate does not wait; a server that never answers: the gate times out", async () => {
     const none = new Value<TimeSync>();
     const lines: string[] = [];

@@ -16,7 +16,9 @@
 //
 // Before chronyd starts, one query to the servers (first_answer.ts) sets a
 // clock that is off at once and opens the boot gate: chronyd needs four
-// exchanges two seconds apart before it selects a source.
+// exchanges two seconds apart before it selects a source. While chronyd
+// has not synced, that query is asked again every RECOVERY_PROBE_MS; a
+// server that answers starts the whole over (a server back in reach).
 
 import { writeFileSync, mkdirSync } from "node:fs";
 import { isIP } from "node:net";
@@ -24,7 +26,7 @@ import { join } from "node:path";
 import { firstAnswer } from "./first_answer.ts";
 import type { Value } from "../event/mod.ts";
 import { setWallClock } from "../sys/mod.ts";
-import { runProcess, untilCancelled, type ParsedLine, type Runnable } from "../supervisor/mod.ts";
+import { RestartRequest, runProcess, sleep, untilCancelled, type ParsedLine, type Runnable } from "../supervisor/mod.ts";
 
 /** chronyd in the node image (image/initramfs.ts) and on Debian. */
 export const CHRONYD_BINARY = "/usr/sbin/chronyd";
@@ -46,6 +48,18 @@ export const STEP_UPDATES = 3;
 export const SETTLE_MS = 250;
 /** The longest poll interval, as a power of 2 in seconds (6: 64 s, which is also chrony's default shortest; its default longest is 10). */
 export const MAX_POLL = 6;
+
+/**
+ * While the clock is not synced, how often the servers are asked once
+ * (first_answer.ts), and how long after chronyd's start the first such ask
+ * waits. chronyd asks a server that was out of reach only every 64 s
+ * (MAX_POLL) and wants several answers before it selects it: a node whose
+ * server came back stayed unsynced (and CLOCK_SKEW) for 2-3 minutes. When
+ * a server answers the one query, the runnable starts over: its first
+ * query sets the clock, and chronyd starts afresh with iburst.
+ */
+export const RECOVERY_PROBE_MS = 15_000;
+export const RECOVERY_AFTER_MS = 30_000;
 
 /** How the node's clock syncs, as chronyd says. */
 export type TimeSync =
@@ -150,6 +164,8 @@ export interface TimeSyncOptions {
   fastPoll?: boolean;
   /** The first query's servers' port (tests; default NTP_PORT). */
   ntpPort?: number;
+  /** RECOVERY_PROBE_MS and RECOVERY_AFTER_MS (tests). */
+  recovery?: { probeMs: number; afterMs: number };
 }
 
 export function timeSyncRunnable(options: TimeSyncOptions): Runnable {
@@ -190,7 +206,28 @@ export function timeSyncRunnable(options: TimeSyncOptions): Runnable {
       ctx.logger.info("no server answered the first query; chronyd will keep asking", { servers: servers.join(",") });
     }
     ctx.logger.info("starting chronyd", { servers: servers.join(",") });
-    await runProcess(ctx, {
+    const chronydStarted = Date.now();
+    // While chronyd has not synced, the servers are asked once now and
+    // then; one that answers ends this start (RestartRequest, no backoff).
+    const recovery = options.recovery ?? { probeMs: RECOVERY_PROBE_MS, afterMs: RECOVERY_AFTER_MS };
+    // Read through a function: chronyd's lines change `sync` while this waits.
+    const unsynced = () => sync.state !== "synced";
+    const answeredAgain = (async () => {
+      await sleep(recovery.afterMs, ctx.signal);
+      for (;;) {
+        if (unsynced()) {
+          const answer = await firstAnswer(servers, { signal: ctx.signal, ...(options.ntpPort !== undefined ? { port: options.ntpPort } : {}) });
+          if (answer && unsynced()) return answer;
+        }
+        await sleep(recovery.probeMs, ctx.signal);
+      }
+    })();
+    const restart = answeredAgain.then((answer) => {
+      throw new RestartRequest(
+        `${answer.server} answers, and chronyd has not synced in the ${Math.round((Date.now() - chronydStarted) / 1000)} s since it started: starting over (the first query sets the clock, chronyd asks afresh)`,
+      );
+    });
+    const chronyd = runProcess(ctx, {
       command: options.binary ?? CHRONYD_BINARY,
       // -d: stay in front, log to stderr; -u root: no user to drop to in the image.
       args: ["-d", "-u", "root", ...(options.setClock ? [] : ["-x"]), "-f", config],
@@ -207,5 +244,7 @@ export function timeSyncRunnable(options: TimeSyncOptions): Runnable {
         return undefined;
       },
     }).finally(() => clearTimeout(settle));
+    // Whichever ends first: chronyd (a failure, restarted with backoff) or a server answering while unsynced.
+    await Promise.race([chronyd, restart]);
   };
 }
