@@ -33,8 +33,8 @@
 //     ─ the registry stopped: ctl image import onto node2, a pod of it runs there
 //   a user's StatefulSet: a 64 Mi claim of the default class on node3, a 128 Mi
 //     write refused, the kubelet's volume stats, grown to 192 Mi while running
-//     ─ (the web application applied: two replicas, a PodDisruptionBudget)
-//   ctl node reboot node3 --wait: drained (web's replica and the StatefulSet's
+//   ctl node reboot node3 --wait, a user's web application (two replicas, a
+//     PodDisruptionBudget) serving throughout: drained (web's replica and the StatefulSet's
 //     pod evicted, web asked every 200 ms throughout), UP, HEALTHY,
 //     uncordoned; the StatefulSet's pod back on node3 with its data, the
 //     room back after the claim
@@ -699,10 +699,10 @@ async function registryStep(ctx: E2eContext, c: Cluster, f: FormedCluster, regis
     passed = true;
   } finally {
     const cleanup = async () => {
-      // Not waited for (a minute or more of CI under TCG): no step after
-      // this one counts these pods, and the deletion step counts node2's
-      // containers only after the volumes and reboot steps.
-      await kubectl("delete", "pod", ...ids.map((_, i) => `hello-${i + 2}`), "hello-wrong", "hello-secret", "hello-mirror", "hello-offline", "--ignore-not-found", "--wait=false");
+      // Waited for: not waiting moved the pods' ends under the next steps,
+      // on node2's one vCPU, and the deletion step waited 222 s for them
+      // instead of 64 s (a CI check of 2026-11-29).
+      await kubectl("delete", "pod", ...ids.map((_, i) => `hello-${i + 2}`), "hello-wrong", "hello-secret", "hello-mirror", "hello-offline", "--ignore-not-found", "--wait=true", "--timeout=300s");
       await kubectl("delete", "secret", "hello-pull", "--ignore-not-found");
       // The right login, in case the step stopped while it was wrong: the steps after it pull from the registry too.
       const login = await ctlWithStdin(c, ["cluster", "registry", "login", registry.host, "--username", registry.options.username, "--password-stdin"], `${registry.options.password}\n`);
@@ -1172,8 +1172,6 @@ const MiB = 1024 * 1024;
 
 /** The volumes step's claim, left running for the reboot step: its node, its volume, and the node's room for volumes before it. */
 let volume: { nodeId: string; volumeName: string; roomBefore: number } | undefined;
-/** The reboot step's application (webApplication), once the volumes step has applied it: its file. */
-let webFile: string | undefined;
 
 /** What node `nodeId` told the scheduler it has for new volumes (its CSIStorageCapacity), in bytes. */
 async function volumeRoom(nodeId: string): Promise<number> {
@@ -1283,12 +1281,6 @@ e2eTest(
     const c = need(cluster, "the cluster");
     const f = need(formed, "the formed cluster");
     const { ids } = need(kubernetesWorkers, "the Kubernetes workers");
-    // The reboot step's application, applied here and not waited for: its
-    // two replicas start while this step waits on the kubelet (about two
-    // minutes of CI under TCG), and the reboot step waits for them Ready.
-    webFile = join(c.dir.path, "web.json");
-    writeFileSync(webFile, JSON.stringify(webApplication()));
-    await kubectl("apply", "-f", webFile);
     await volumesStep(ctx, c, f, ids);
   },
   { timeoutMs: VOLUMES_STEP_TIMEOUT_MS },
@@ -1314,10 +1306,13 @@ e2eTest(
     const startedAt = async () => kubectl("get", "pod", "db-0", "-o", "jsonpath={.status.containerStatuses[0].state.running.startedAt}");
     const dbStartedBefore = await startedAt();
 
-    // A user's application, one replica on each worker (applied by the
-    // volumes step), and a user's client asking it at node2's node port
-    // throughout node3's reboot.
-    const web = need(webFile, "the web application the volumes step applied");
+    // A user's application, one replica on each worker, and a user's client
+    // asking it at node2's node port throughout node3's reboot. (Applied in
+    // the volumes step instead, to start beside it, its pods only slowed that
+    // step's own on node3's one vCPU: a CI check of 2026-11-29.)
+    const web = join(c.dir.path, "web.json");
+    writeFileSync(web, JSON.stringify(webApplication()));
+    await kubectl("apply", "-f", web);
     const webPods = async () =>
       (
         JSON.parse(await kubectl("get", "pods", "-l", "app=web", "-o", "json")) as {
@@ -1374,10 +1369,9 @@ e2eTest(
     ctx.report(
       `web (2 replicas, PodDisruptionBudget minAvailable 1) asked every ${PROBE_EVERY_MS} ms at node2's node port through ctl node reboot node3 (drained in ${answer.drained?.seconds} s): ${served.failed} of ${served.total} requests failed, ${served.notAbsorbed} not answered by a retry within ${RETRY_WITHIN_MS / 1000} s; the longest gap between answers ${(served.longestGapMs / 1000).toFixed(1)} s${served.examples.length ? ` (${served.examples.join("; ")})` : ""}`,
     );
-    // Not waited for: its pods' ends take their preStop pause, and the
-    // deletion step counts node2's containers (none of web's left) after
-    // the checks below.
-    await kubectl("delete", "-f", web, "--wait=false");
+    // Waited for: pods left ending on node2 (one vCPU, an etcd voter) slow
+    // every step after, and the deletion step counts node2's containers.
+    await kubectl("delete", "-f", web, "--wait=true", "--timeout=120s");
     const keyAfter = meshKey.exec((await node3.waitForConsole(meshKey, STEP_TIMEOUT_MS)).text)![1];
     assertEqual(keyAfter, keyBefore, "node3's WireGuard key after its reboot");
     // Traffic through the mesh resumes with no help: the Service's ClusterIP answers node2's pod from node3's pod again.
