@@ -48,17 +48,15 @@ export function readyzFailing(answer: string): string {
   return (answer.trim().split("\n")[0] ?? "").slice(0, 160);
 }
 
-/** The nodes whose Node is not Ready, with its Ready condition's reason, or "no Node yet". */
-function notReadyYet(ids: readonly string[], nodes: NodeList["items"], names: ReadonlyMap<string, string>): string {
-  return ids
-    .flatMap((id) => {
-      const node = nodes.find((n) => n.metadata.name === id);
-      const ready = node?.status.conditions?.find((c) => c.type === "Ready");
-      if (ready?.status === "True") return [];
-      const name = names.get(id) ?? id;
-      return [`${name} (${node ? (ready?.reason ?? "no Ready condition yet") : "no Node yet"})`];
-    })
-    .join(", ");
+/** The nodes whose Node is not Ready, each with its Ready condition's reason, or "no Node yet". */
+function notReadyYet(ids: readonly string[], nodes: NodeList["items"], names: ReadonlyMap<string, string>): string[] {
+  return ids.flatMap((id) => {
+    const node = nodes.find((n) => n.metadata.name === id);
+    const ready = node?.status.conditions?.find((c) => c.type === "Ready");
+    if (ready?.status === "True") return [];
+    const name = names.get(id) ?? id;
+    return [`${name} (${node ? (ready?.reason ?? "no Ready condition yet") : "no Node yet"})`];
+  });
 }
 
 interface NodeList {
@@ -143,10 +141,11 @@ export async function startKubernetes(cluster: Cluster, formed: FormedCluster, o
         throw new Error(listed.stderr.trim());
       }
       const nodes = (JSON.parse(listed.stdout) as NodeList).items;
-      const ready = ids.filter((id) => nodes.find((n) => n.metadata.name === id)?.status.conditions?.some((c) => c.type === "Ready" && c.status === "True"));
-      if (ready.length !== lastReady) log.info(`${ready.length} of ${ids.length} Nodes Ready`);
-      lastReady = ready.length;
-      if (ready.length !== ids.length) throw new Error(`Ready: ${ready.length} of ${ids.length}; not yet: ${notReadyYet(ids, nodes, namesById)}`);
+      const notReady = notReadyYet(ids, nodes, namesById);
+      const ready = ids.length - notReady.length;
+      if (ready !== lastReady) log.info(`${ready} of ${ids.length} Nodes Ready`);
+      lastReady = ready;
+      if (notReady.length > 0) throw new Error(`Ready: ${ready} of ${ids.length}; not yet: ${notReady.join(", ")}`);
     },
     options.timeoutMs,
   );
