@@ -108,8 +108,14 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
     ctx.run("reconciler", async (c) => {
       await wasReady.waitFor((r) => r, { signal: c.signal });
       const started = performance.now();
-      // At once: the bindings (the owner's access) and the storage objects are independent.
-      const [actions, storage] = await Promise.all([reconcile(url, pki), reconcileStorage(url, pki)]);
+      // At once: the bindings (the owner's access) and the storage objects are
+      // independent. Both are waited for before a failure is told, as
+      // reconcile() does with its own chains, so that no request of this pass
+      // still runs when the supervisor tries again.
+      const [base, stored] = await Promise.allSettled([reconcile(url, pki), reconcileStorage(url, pki)]);
+      if (base.status === "rejected") throw base.reason;
+      if (stored.status === "rejected") throw stored.reason;
+      const [actions, storage] = [base.value, stored.value];
       baseReconciled.set(true);
       c.logger.info("base objects reconciled", { ...actions, seconds: ((performance.now() - started) / 1000).toFixed(1) });
       if (storage.length > 0) c.logger.info("storage objects reconciled", { changes: storage.join("; ") });
