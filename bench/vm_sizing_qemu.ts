@@ -10,16 +10,20 @@
 //    LOAD_MINUTES, while `kubectl exec` into a sleeping pod is timed every
 //    EXEC_EVERY_MS and the apiserver's /readyz is read;
 //  - the restarts of node1's controller-manager, scheduler, apiserver and
-//    etcd (ctl node services) before the load, and those during it.
+//    etcd (ctl node services) before the load, and those during it;
+//  - the curator terms lost (a node's "lost the curator election" on its
+//    console: its lease expired, or its etcd stopped answering), summed over
+//    the three nodes, from node1 UP to the load, and during it.
 // Fresh disks. Prints figures; asserts nothing. One cluster at a time.
 //
 //   bun bench/vm_sizing_qemu.ts [--minutes N] [--only 2|sized] [--no-build] [--image-dir dir]
 
-import { copyFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { OUT_DIR, REPO_ROOT } from "../image/mod.ts";
 import { TEST_IMAGE_REF } from "../internal/containerd/mod.ts";
+import { LEADER_LEASE_TTL_S } from "../internal/curator/mod.ts";
 import { createLogger } from "../internal/log/mod.ts";
 import { eventually } from "../internal/testing/mod.ts";
 import { createCluster, ensureBuilt, formCluster } from "../test/launch/mod.ts";
@@ -58,6 +62,19 @@ interface Row {
   /** node1's restarts before the load (the start's), and during it. */
   restartsBefore: Record<string, number>;
   restarts: Record<string, number>;
+  /** Curator terms lost on the three nodes before the load, and during it. */
+  termsLostBefore: number;
+  termsLost: number;
+}
+
+/** How many curator terms the nodes' consoles say were lost so far. */
+function curatorTermsLost(consoleLogs: readonly string[]): number {
+  let lost = 0;
+  for (const file of consoleLogs) {
+    if (!existsSync(file)) continue;
+    lost += readFileSync(file, "utf8").split("\n").filter((line) => line.includes("lost the curator election")).length;
+  }
+  return lost;
 }
 
 /** node1's components whose restarts are counted. */
@@ -137,6 +154,8 @@ async function run(label: string, cpus: number | undefined): Promise<Row> {
       }
     };
     const restartsBefore = await restartsNow();
+    const consoles = cluster.nodes.map((n) => n.files.consoleLog);
+    const termsLostBefore = curatorTermsLost(consoles);
     log.info(`${label}: under load for ${minutes} minutes`);
     const execs: number[] = [];
     let execFailures = 0;
@@ -158,7 +177,8 @@ async function run(label: string, cpus: number | undefined): Promise<Row> {
     const restartsAfter = await restartsNow();
     const restarts: Record<string, number> = {};
     for (const name of RESTART_NAMES) restarts[name] = restartsAfter[name]! - restartsBefore[name]!;
-    return { label, formation, kubernetes, execs, execFailures, readyzFailures, readyzReads, restartsBefore, restarts };
+    const termsLost = curatorTermsLost(consoles) - termsLostBefore;
+    return { label, formation, kubernetes, execs, execFailures, readyzFailures, readyzReads, restartsBefore, restarts, termsLostBefore, termsLost };
   } finally {
     await cluster.close();
   }
@@ -184,4 +204,5 @@ for (const row of rows) {
   const shown = (r: Record<string, number>) => RESTART_NAMES.map((name) => r[name]).join(" / ");
   figure("node1 restarts before the load (its start): controller-manager / scheduler / apiserver / etcd", shown(row.restartsBefore));
   figure(`node1 restarts during the ${minutes} min of load: controller-manager / scheduler / apiserver / etcd`, shown(row.restarts));
+  figure(`curator terms lost (${LEADER_LEASE_TTL_S} s lease), all nodes: node1 UP → the load / during the load`, `${row.termsLostBefore} / ${row.termsLost}`);
 }
