@@ -242,7 +242,7 @@ export const RAFT_HANDOFF_TIMEOUT_MS = 5_000;
  * lease by an election timeout (etcd's lessor.Promote), because it cannot
  * know when the old leader last saw a keepalive. If one node held both
  * leaderships, losing it would cost an etcd election, then that extension,
- * then the curator lease: about 10 s here instead of the lease TTL. With
+ * then the curator lease: about 20 s here instead of the lease TTL (15 s). With
  * the two apart, losing the curator leader's node costs the curator lease
  * alone, and losing the raft leader's node costs no curator failover at all
  * (the extension keeps the living curator leader's lease).

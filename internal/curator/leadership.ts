@@ -15,8 +15,21 @@ import { untilCancelled, type Runnable } from "../supervisor/mod.ts";
 
 /** The etcd election all curators campaign in. */
 export const ELECTION_NAME = "curator-leader";
-/** Lease TTL: how long a dead leader blocks a new one, at most. */
-export const LEADER_LEASE_TTL_S = 5;
+/**
+ * Lease TTL: how long a dead leader blocks a new one, at most, and how long
+ * a living leader may go unheard before it is deposed. etcd3 renews every
+ * TTL/3, so a leader keeps its term through a stall of about two thirds of
+ * it (its node's PID 1 or the raft leader unscheduled, a slow disk). It was
+ * 5 s: in a launched 3-VM cluster under TCG (2 + 1 + 1 vCPUs on two cores)
+ * the leadership was lost 19 times in 7 minutes of the Kubernetes start,
+ * each "Lease ... is expired", and every node's calls failed with each
+ * change (issue 46). 15 s is Kubernetes's own lease (the controller-
+ * manager's and scheduler's default, and the kubelets' node leases' 40 s
+ * is longer still); the price is a failover of up to 15 s, plus an etcd
+ * election timeout, when a leader's node dies. A leader that stops on
+ * purpose resigns, and its successor does not wait.
+ */
+export const LEADER_LEASE_TTL_S = 15;
 
 /** Who leads, as this curator sees it. */
 export interface Leadership {

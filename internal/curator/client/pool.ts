@@ -55,8 +55,10 @@ const FAILURE_READ_TIMEOUT_MS = 100;
  * How long a call waits out an election, and how often it asks again: a
  * new cluster's first seconds and every failover have a window in which a
  * curator answers but none leads (ctl node approve right after a
- * bootstrap failed in it under load). A leader is elected within its
- * lease's time (5 s); three of them, and the call gives up as before.
+ * bootstrap failed in it under load). The window is one campaign's round
+ * trips: a term that ends leaves its key (the dead leader is named, not an
+ * election) until the lease expires, and the next in line is elected as it
+ * goes. 15 s of it, and the call gives up as before.
  */
 export const ELECTION_PATIENCE_MS = 15_000;
 const ELECTION_RETRY_MS = 500;
