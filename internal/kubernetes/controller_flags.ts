@@ -49,6 +49,18 @@ export const LEADER_ELECTION_FLAGS = ["--leader-elect=true", "--leader-elect-lea
  */
 export const CONTROLLER_MANAGER_FEATURE_GATES = "--feature-gates=ControllerManagerReleaseLeaderElectionLockOnExit=true";
 
+/**
+ * How long the apiserver's /healthz and /readyz wait for etcd: upstream's
+ * 2 s is shorter than one raft election of the node's etcd (2.5 s election
+ * timeout, internal/consensus SHARED_RAFT_TIMING), so every ordinary change
+ * of raft leader, and every second-long stall of a loaded member, reported
+ * `etcd failed`. Under TCG /readyz failed 12 of 42 reads of a loaded 3-VM
+ * cluster, and the controller-manager gave up at its start on a /healthz
+ * that said so (issue 46). Two election timeouts: an etcd that answers
+ * nothing for 5 s is still unhealthy.
+ */
+export const ETCD_CHECK_TIMEOUT = "5s";
+
 export interface ControllerFlagOptions {
   /** Where controller_files.ts wrote the files. */
   dir: string;
@@ -77,6 +89,8 @@ export function apiserverArgs(o: ControllerFlagOptions): string[] {
     `--etcd-certfile=${f("etcdClientCert")}`,
     `--etcd-keyfile=${f("etcdClientKey")}`,
     `--etcd-prefix=${APISERVER_ETCD_PREFIX}`,
+    `--etcd-healthcheck-timeout=${ETCD_CHECK_TIMEOUT}`,
+    `--etcd-readycheck-timeout=${ETCD_CHECK_TIMEOUT}`,
     `--kubelet-client-certificate=${f("kubeletClientCert")}`,
     `--kubelet-client-key=${f("kubeletClientKey")}`,
     `--kubelet-certificate-authority=${f("ca")}`,
