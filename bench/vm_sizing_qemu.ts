@@ -72,7 +72,9 @@ function curatorTermsLost(consoleLogs: readonly string[]): number {
   let lost = 0;
   for (const file of consoleLogs) {
     if (!existsSync(file)) continue;
-    lost += readFileSync(file, "utf8").split("\n").filter((line) => line.includes("lost the curator election")).length;
+    lost += readFileSync(file, "utf8")
+      .split("\n")
+      .filter((line) => line.includes("lost the curator election")).length;
   }
   return lost;
 }
