@@ -11,9 +11,10 @@
 //    EXEC_EVERY_MS and the apiserver's /readyz is read;
 //  - the restarts of node1's controller-manager, scheduler, apiserver and
 //    etcd (ctl node services) before the load, and those during it;
-//  - the curator terms lost (a node's "lost the curator election" on its
-//    console: its lease expired, or its etcd stopped answering), summed over
-//    the three nodes, from node1 UP to the load, and during it.
+//  - the curator elections lost (a node's "lost the curator election" on
+//    its console: its lease expired, a leader's term or a follower's place
+//    in line, or its etcd stopped answering), summed over the three nodes,
+//    from node1 UP to the load, and during it.
 // Fresh disks. Prints figures; asserts nothing. One cluster at a time.
 //
 //   bun bench/vm_sizing_qemu.ts [--minutes N] [--only 2|sized] [--no-build] [--image-dir dir]
@@ -62,13 +63,13 @@ interface Row {
   /** node1's restarts before the load (the start's), and during it. */
   restartsBefore: Record<string, number>;
   restarts: Record<string, number>;
-  /** Curator terms lost on the three nodes before the load, and during it. */
-  termsLostBefore: number;
-  termsLost: number;
+  /** Curator elections lost on the three nodes before the load, and during it. */
+  electionsLostBefore: number;
+  electionsLost: number;
 }
 
-/** How many curator terms the nodes' consoles say were lost so far. */
-function curatorTermsLost(consoleLogs: readonly string[]): number {
+/** How many curator elections the nodes' consoles say were lost so far (a leader's term or a follower's campaign). */
+function curatorElectionsLost(consoleLogs: readonly string[]): number {
   let lost = 0;
   for (const file of consoleLogs) {
     if (!existsSync(file)) continue;
@@ -157,7 +158,7 @@ async function run(label: string, cpus: number | undefined): Promise<Row> {
     };
     const restartsBefore = await restartsNow();
     const consoles = cluster.nodes.map((n) => n.files.consoleLog);
-    const termsLostBefore = curatorTermsLost(consoles);
+    const electionsLostBefore = curatorElectionsLost(consoles);
     log.info(`${label}: under load for ${minutes} minutes`);
     const execs: number[] = [];
     let execFailures = 0;
@@ -179,8 +180,8 @@ async function run(label: string, cpus: number | undefined): Promise<Row> {
     const restartsAfter = await restartsNow();
     const restarts: Record<string, number> = {};
     for (const name of RESTART_NAMES) restarts[name] = restartsAfter[name]! - restartsBefore[name]!;
-    const termsLost = curatorTermsLost(consoles) - termsLostBefore;
-    return { label, formation, kubernetes, execs, execFailures, readyzFailures, readyzReads, restartsBefore, restarts, termsLostBefore, termsLost };
+    const electionsLost = curatorElectionsLost(consoles) - electionsLostBefore;
+    return { label, formation, kubernetes, execs, execFailures, readyzFailures, readyzReads, restartsBefore, restarts, electionsLostBefore, electionsLost };
   } finally {
     await cluster.close();
   }
@@ -206,5 +207,5 @@ for (const row of rows) {
   const shown = (r: Record<string, number>) => RESTART_NAMES.map((name) => r[name]).join(" / ");
   figure("node1 restarts before the load (its start): controller-manager / scheduler / apiserver / etcd", shown(row.restartsBefore));
   figure(`node1 restarts during the ${minutes} min of load: controller-manager / scheduler / apiserver / etcd`, shown(row.restarts));
-  figure(`curator terms lost (${LEADER_LEASE_TTL_S} s lease), all nodes: node1 UP → the load / during the load`, `${row.termsLostBefore} / ${row.termsLost}`);
+  figure(`curator elections lost (${LEADER_LEASE_TTL_S} s lease), all nodes: node1 UP → the load / during the load`, `${row.electionsLostBefore} / ${row.electionsLost}`);
 }
