@@ -17,7 +17,11 @@
 //            ├── images      the image store offered while containerd answers
 //            ├── census      (CRI) the kubelet's containers, counted on the
 //            │               "containerd" line every 3 s
-//            └── image-peers (CRI) the peer mirror, below
+//            ├── image-peers (CRI) the peer mirror, below
+//            └── pod-network (CRI) the pods' CNI network, written once the
+//                            node's pod prefix is known (writeCniConflist):
+//                            containerd does not wait for it, CRI loads it
+//                            when it comes
 //
 //   registries   writeRegistryHosts (registries.ts): the cluster's registry
 //                configuration as CRI's config_path, one hosts.toml (and CA)
@@ -67,7 +71,7 @@ export {
   runtimePaths,
   type RuntimePaths,
 } from "./config.ts";
-export { containerdService, ctr, parseContainerdLine, type ContainerdOptions } from "./service.ts";
+export { containerdService, ctr, parseContainerdLine, writeCniConflist, type ContainerdOptions } from "./service.ts";
 export { PROBE_IMAGE_PATH, PROBE_CONTAINER_ID, PROBE_IMAGE_REF, PROBE_SCRIPT, runtimeProbe, type ProbeOptions } from "./probe.ts";
 export {
   CA_FILE,

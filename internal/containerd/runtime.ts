@@ -4,9 +4,14 @@
 // whether it runs and with CRI or not (roleserve/worker_kubernetes.ts);
 // what runs, and what the "containerd" line says about it, is decided here.
 //
-//   cri.podPrefix (clusternet) ──▶ containerd (CRI on) ──▶ ready ──┬──▶ probe ──▶ "running"
-//                                  containerd (CRI off) ─┘          ├──▶ imageStore offered
-//                                                                   └──▶ census every 3 s
+//   containerd (CRI on or off) ──▶ ready ──┬──▶ probe ──▶ "running"
+//                                           ├──▶ imageStore offered
+//                                           └──▶ census every 3 s (CRI on)
+//   cri.podPrefix (clusternet) ──▶ the pods' CNI network written (CRI loads it)
+//     containerd does not wait for the prefix: it starts and imports its
+//     images while clusternet asks the curator for it, which took minutes
+//     on a loaded cluster (a launched 3-VM cluster, 2026-11-29: containerd
+//     began 2.5 min after the role, once the prefix came)
 //   cri.peers ──▶ image-peers: this node's images to the other workers, theirs to containerd
 //
 // Runnables: containerd, probe, images (with an image store to offer),
@@ -19,7 +24,7 @@ import { CRI_NAMESPACE, type RuntimePaths } from "./config.ts";
 import { imageStore, type ImageStore } from "./images.ts";
 import { imagePeersService, type ImagePeersOptions } from "./peer_mirror.ts";
 import { runtimeProbe } from "./probe.ts";
-import { containerdService, ctr } from "./service.ts";
+import { containerdService, ctr, writeCniConflist } from "./service.ts";
 
 /** How often the Kubernetes containers are counted for the containerd line. */
 export const CENSUS_INTERVAL_MS = 3_000;
@@ -36,7 +41,7 @@ export interface ContainerRuntimeOptions {
   cri?: {
     /** The sandbox (pause) image's OCI tarball, imported before containerd counts as ready. */
     sandboxImage: string;
-    /** Read: the node's pod prefix (clusternet); containerd starts once it is known. */
+    /** Read: the node's pod prefix (clusternet); the pods' CNI network is written once it is known. */
     podPrefix: Value<string>;
     /** The peer mirror: the node's identity, the records, and the endpoint hosts.toml names. */
     peers: Omit<ImagePeersOptions, "contentRoot" | "onServing">;
@@ -48,16 +53,21 @@ export interface ContainerRuntimeOptions {
 export function containerRuntime(options: ContainerRuntimeOptions): Runnable {
   return async (ctx) => {
     const { paths, ready, cri, report } = options;
+    report("containerd", "starting", "waiting for containerd to answer");
+    ctx.run("containerd", containerdService({ paths, ready, ...(cri ? { cri: { images: [cri.sandboxImage, options.probeImage] } } : {}) }));
     if (cri) {
-      report("containerd", "starting", "waiting for the node's pod prefix (clusternet), then for containerd to answer");
-      ctx.run("containerd", async (inner) => {
-        const prefix = await cri.podPrefix.get({ signal: inner.signal });
-        report("containerd", "starting", "waiting for containerd to answer");
-        await containerdService({ paths, ready, cri: { images: [cri.sandboxImage, options.probeImage], podPrefix: prefix } })(inner);
+      ctx.run("pod-network", async (inner) => {
+        using prefixes = cri.podPrefix.watch();
+        let written: string | undefined;
+        for (;;) {
+          const prefix = await prefixes.get({ signal: inner.signal });
+          if (prefix === written) continue;
+          writeCniConflist(paths, prefix);
+          written = prefix;
+          inner.logger.info("the pods' network written for CRI", { prefix });
+          inner.signalHealthy();
+        }
       });
-    } else {
-      report("containerd", "starting", "waiting for containerd to answer");
-      ctx.run("containerd", containerdService({ paths, ready }));
     }
     if (options.imageStore) ctx.run("images", offerImageStore(options.imageStore, paths, ready));
     const probeRuns = new Value<boolean>();

@@ -21,9 +21,21 @@ export interface ContainerdOptions {
    */
   cri?: {
     images: readonly string[];
-    /** The node's pod prefix ("10.244.3.0/24"), as the curator assigned it: the pods' CNI network. */
-    podPrefix: string;
   };
+}
+
+/**
+ * Writes the pods' CNI network for the node's pod prefix ("10.244.3.0/24",
+ * as the curator assigned it) where CRI reads it. containerd may already
+ * run: CRI watches its conf_dir and loads the network again on a write (it
+ * ignores the creation alone, so the file is written in place, not renamed
+ * there). Until the file is there the kubelet's Node is NotReady ("cni
+ * plugin not initialized"), and pods wait for it.
+ */
+export function writeCniConflist(paths: RuntimePaths, podPrefix: string): void {
+  const cni = cniPaths(paths);
+  mkdirSync(cni.confDir, { recursive: true, mode: 0o700 });
+  writeFileSync(cni.conflist, cniConflist(paths, podPrefix), { mode: 0o600 });
 }
 
 /** The argv of `ctr <args>` against this node's containerd, in the node's namespace (or another). */
@@ -67,11 +79,8 @@ export function containerdService(options: ContainerdOptions): Runnable {
     mkdirSync(paths.root, { recursive: true, mode: 0o700 });
     mkdirSync(paths.state, { recursive: true, mode: 0o700 }); // the socket's directory too
     writeFileSync(paths.config, containerdConfig(paths, { cri: options.cri !== undefined }), { mode: 0o600 });
-    if (options.cri) {
-      const cni = cniPaths(paths);
-      mkdirSync(cni.confDir, { recursive: true, mode: 0o700 });
-      writeFileSync(cni.conflist, cniConflist(paths, options.cri.podPrefix), { mode: 0o600 });
-    }
+    // CRI watches the CNI folder from its start (writeCniConflist fills it).
+    if (options.cri) mkdirSync(cniPaths(paths).confDir, { recursive: true, mode: 0o700 });
     try {
       await runProcess(ctx, {
         command: runtimeBinaries(paths.prefix).containerd,

@@ -309,7 +309,7 @@ function workerPart(options: KubernetesOptions, decision: Value<Decision>): Runn
         if (!launch.kubelet) {
           ctx.run("runtime", containerRuntime(containers));
         } else {
-          // The kubelet's node: its mesh gives the pod prefix that containerd's CRI network waits for.
+          // The kubelet's node: its mesh gives the pod prefix that the pods' CNI network takes (containerd starts without it).
           const { credentials, address } = await options.membership.get({ signal: ctx.signal });
           const podPrefix = new Value<string>();
           const registries = new Value<readonly ContainerRegistry[]>();

@@ -55,6 +55,33 @@ function readString(message: Uint8Array, number: number): string | undefined {
 
 const identity = (b: Uint8Array) => Buffer.from(b);
 
+/** A message's fields in order: varints (wire type 0) as numbers, length-delimited ones (2) as bytes; anything else ends the read. */
+function fieldsOf(message: Uint8Array): { number: number; varint?: number; bytes?: Uint8Array }[] {
+  const found: { number: number; varint?: number; bytes?: Uint8Array }[] = [];
+  let at = 0;
+  const varint = () => {
+    let value = 0;
+    let shift = 0;
+    for (;;) {
+      const byte = message[at++]!;
+      value += (byte & 0x7f) * 2 ** shift;
+      if (!(byte & 0x80)) return value;
+      shift += 7;
+    }
+  };
+  while (at < message.length) {
+    const tag = varint();
+    const wire = tag & 7;
+    if (wire === 0) found.push({ number: tag >>> 3, varint: varint() });
+    else if (wire === 2) {
+      const length = varint();
+      found.push({ number: tag >>> 3, bytes: message.subarray(at, at + length) });
+      at += length;
+    } else break;
+  }
+  return found;
+}
+
 export class CriImages {
   readonly #client: grpc.Client;
 
@@ -62,12 +89,31 @@ export class CriImages {
     this.#client = new grpc.Client(`unix://${socket}`, grpc.credentials.createInsecure());
   }
 
-  #unary(method: string, request: Uint8Array, timeoutMs: number): Promise<Uint8Array> {
+  #unary(method: string, request: Uint8Array, timeoutMs: number, service = "ImageService"): Promise<Uint8Array> {
     return new Promise((resolve, reject) => {
-      this.#client.makeUnaryRequest(`/runtime.v1.ImageService/${method}`, identity, identity, Buffer.from(request), { deadline: Date.now() + timeoutMs }, (err, response) =>
+      this.#client.makeUnaryRequest(`/runtime.v1.${service}/${method}`, identity, identity, Buffer.from(request), { deadline: Date.now() + timeoutMs }, (err, response) =>
         err ? reject(err) : resolve(response!),
       );
     });
+  }
+
+  /**
+   * RuntimeService.Status, as the kubelet asks it: each condition's type and
+   * whether it holds (NetworkReady is false until CRI has loaded a CNI
+   * network). StatusResponse { RuntimeStatus status = 1 { repeated
+   * RuntimeCondition conditions = 1 { string type = 1; bool status = 2 } } }.
+   */
+  async conditions(timeoutMs = 10_000): Promise<Record<string, boolean>> {
+    const response = await this.#unary("Status", new Uint8Array(), timeoutMs, "RuntimeService");
+    const conditions: Record<string, boolean> = {};
+    for (const status of fieldsOf(response).filter((f) => f.number === 1 && f.bytes)) {
+      for (const condition of fieldsOf(status.bytes!).filter((f) => f.number === 1 && f.bytes)) {
+        const parts = fieldsOf(condition.bytes!);
+        const type = parts.find((f) => f.number === 1 && f.bytes);
+        if (type) conditions[new TextDecoder().decode(type.bytes)] = parts.find((f) => f.number === 2)?.varint === 1;
+      }
+    }
+    return conditions;
   }
 
   /** PullImage, with `auth` as the kubelet sends its credential provider's answer; resolves to the image's reference (its digest). */
