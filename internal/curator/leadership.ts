@@ -9,7 +9,7 @@
 // leader is" itself. One node runs one curator, so a key with this node's
 // ID that this runnable did not create is always a ghost.
 
-import type { ElectionObserver, Namespace } from "etcd3";
+import type { Campaign, ElectionObserver, Lease, Namespace } from "etcd3";
 import { Value } from "../event/mod.ts";
 import { untilCancelled, type Runnable } from "../supervisor/mod.ts";
 
@@ -30,6 +30,30 @@ export const ELECTION_NAME = "curator-leader";
  * purpose resigns, and its successor does not wait.
  */
 export const LEADER_LEASE_TTL_S = 15;
+
+/**
+ * A leader that has not heard its lease renewed for a whole TTL ends its
+ * term itself, checked this often. etcd renewed the lease before its answer
+ * came, so by then etcd has let it expire (or is about to, after the
+ * extension of a raft leader change) and another curator may lead. etcd3
+ * says a lease is lost only when an answer says so, or two TTLs after the
+ * last one: a loaded node's leader went on calling itself leader for 39 s
+ * after the next was elected (its writes refused by the fence, its
+ * unfenced upkeep, such as etcd's membership and raft leadership, not).
+ */
+export const RENEWAL_CHECK_MS = 1_000;
+
+/**
+ * The lease under etcd3's campaign. etcd3 1.1.2 keeps it in the campaign's
+ * `lease` field (private in its types) and offers no other way to see its
+ * renewals; a version that moves it fails here, at the first campaign, by
+ * name.
+ */
+function campaignLease(campaign: Campaign): Lease {
+  const lease = (campaign as unknown as { lease?: Lease }).lease;
+  if (typeof lease?.on !== "function" || typeof lease.grant !== "function") throw new Error("etcd3's campaign has no lease field: the curator cannot see its lease's renewals");
+  return lease;
+}
 
 /** Who leads, as this curator sees it. */
 export interface Leadership {
@@ -114,6 +138,25 @@ export function leadershipRunnable(etcd: Namespace, self: LeaderInfo, state: Val
     // trips, each slow on an emulated machine. (Only after the ghosts are
     // gone: the observer must never see this node's ghost as the leader.)
     const campaign = election.campaign(JSON.stringify(self));
+    // The renew deadline: see RENEWAL_CHECK_MS. A verdict waits for the
+    // event loop to read its sockets first (timers run before them), so
+    // that a renewal that came during a stall of this process counts.
+    let renewedAt = performance.now();
+    const lease = campaignLease(campaign);
+    const renewed = () => (renewedAt = performance.now());
+    // The grant is the lease's first TTL, the keepalives each next one.
+    lease.grant().then(renewed, () => {});
+    lease.on("keepaliveSucceeded", renewed);
+    const overdue = () => isLeader && performance.now() - renewedAt > LEADER_LEASE_TTL_S * 1000;
+    const renewalCheck = setInterval(() => {
+      if (!overdue()) return;
+      setImmediate(() => {
+        if (!overdue()) return;
+        isLeader = false;
+        publish();
+        fail(new Error(`the curator lease was not renewed for ${Math.round((performance.now() - renewedAt) / 1000)} s (its TTL is ${LEADER_LEASE_TTL_S} s): this term has ended, or is about to`));
+      });
+    }, RENEWAL_CHECK_MS);
     campaign.on("error", (err) => {
       isLeader = false;
       publish();
@@ -138,6 +181,7 @@ export function leadershipRunnable(etcd: Namespace, self: LeaderInfo, state: Val
     try {
       observer = await election.observe();
     } catch (err) {
+      clearInterval(renewalCheck);
       await campaign.resign().catch(() => {});
       throw new Error(`could not observe the curator election: ${(err as Error).message}`, { cause: err });
     }
@@ -149,6 +193,7 @@ export function leadershipRunnable(etcd: Namespace, self: LeaderInfo, state: Val
     try {
       await Promise.race([untilCancelled(ctx.signal), failed]);
     } finally {
+      clearInterval(renewalCheck);
       ended = true;
       const led = isLeader;
       isLeader = false;
