@@ -63,6 +63,19 @@ describe("choosing the accelerator", () => {
     expect(choice.reason).toContain("failed to initialize kvm: Permission denied");
   });
 
+  test("TCG when qemu aborts under KVM: one line, naming the signal and qemu's error (this host's qemu on 2026-12-01)", async () => {
+    using dir = tempDir();
+    const device = join(dir.path, "kvm");
+    writeFileSync(device, "");
+    const qemu = fakeQemu(
+      dir.path,
+      "qemu",
+      'echo "qemu-system-x86_64: error: failed to set MSR 0x10a to 0x69" >&2; echo "qemu-system-x86_64: ../../target/i386/kvm/kvm.c:3183: kvm_buf_set_msrs: Assertion \\`ret == cpu->kvm_msr_buf->nmsrs\' failed." >&2; kill -ABRT $$',
+    );
+    const choice = await chooseAccelerator({ kernel: "/k", device, qemu, cacheFile: null, timeoutMs: 3_000 });
+    expect(choice).toEqual({ accel: "tcg", reason: "software emulation, because qemu -accel kvm was killed by SIGABRT: qemu-system-x86_64: error: failed to set MSR 0x10a to 0x69" });
+  });
+
   test("--accel tcg is taken as asked without probing", async () => {
     using dir = tempDir();
     const marker = join(dir.path, "ran");

@@ -96,12 +96,13 @@ async function bootProblem(kernel: string, qemu: string, device: string, timeout
   }
   const seconds = (performance.now() - started) / 1000;
   if (result.matched) return { seconds };
-  const said = result.lines
-    .map((l) => l.text.replace(/^\[qemu stderr\] /, "").trim())
-    .filter((t) => /kvm|KVM|error|failed/i.test(t))
-    .at(-1);
+  // qemu's own words: its last error line, else its last line about KVM
+  // or a failure (an assertion after "error: failed to set MSR" names less).
+  const texts = result.lines.map((l) => l.text.replace(/^\[qemu stderr\] /, "").trim());
+  const said = texts.filter((t) => /\berror\b/i.test(t)).at(-1) ?? texts.filter((t) => /kvm|failed/i.test(t)).at(-1);
   if (result.timedOut) return { problem: `${device} opens, but a kernel under KVM did not boot within ${timeoutMs / 1000} s${said ? ` (qemu: ${said})` : ""}`, seconds };
-  return { problem: `qemu -accel kvm exited with code ${result.exitCode ?? "?"}${said ? `: ${said}` : ""}`, seconds };
+  const ended = result.signal !== undefined ? `was killed by ${result.signal}` : `exited with code ${result.exitCode ?? "?"}`;
+  return { problem: `qemu -accel kvm ${ended}${said ? `: ${said}` : ""}`, seconds };
 }
 
 /** What the cached decision depends on: the host's boot, the device, and qemu. */
@@ -113,10 +114,19 @@ function cacheKey(device: string, qemu: string): string {
   return JSON.stringify([bootId, dev && [dev.rdev, dev.mode, dev.uid, dev.gid], qemuPath, bin && [bin.size, bin.mtimeMs]]);
 }
 
+/** The longest reason the launcher prints (qemu's words are bounded by it). */
+const MAX_REASON_CHARS = 300;
+
+/** A reason on one line, whatever went into it: the launcher's first lines and the e2e print it. */
+function oneLineReason(reason: string): string {
+  const line = reason.replace(/\s+/g, " ").trim();
+  return line.length > MAX_REASON_CHARS ? `${line.slice(0, MAX_REASON_CHARS - 1)}…` : line;
+}
+
 function readCache(file: string, key: string): AcceleratorChoice | undefined {
   try {
     const cached = JSON.parse(readFileSync(file, "utf8")) as { key?: string; accel?: string; reason?: string };
-    if (cached.key === key && (cached.accel === "kvm" || cached.accel === "tcg") && typeof cached.reason === "string") return { accel: cached.accel, reason: cached.reason };
+    if (cached.key === key && (cached.accel === "kvm" || cached.accel === "tcg") && typeof cached.reason === "string") return { accel: cached.accel, reason: oneLineReason(cached.reason) };
   } catch {
     // None yet, or unreadable: probe.
   }
@@ -140,7 +150,9 @@ export async function chooseAccelerator(options: ProbeOptions): Promise<Accelera
     let seconds = 0;
     if (problem === undefined) ({ problem, seconds } = await bootProblem(options.kernel, qemu, device, options.timeoutMs ?? PROBE_TIMEOUT_MS));
     choice =
-      problem === undefined ? { accel: "kvm", reason: `KVM works here (a kernel booted under it in ${seconds.toFixed(1)} s)` } : { accel: "tcg", reason: `software emulation, because ${problem}` };
+      problem === undefined
+        ? { accel: "kvm", reason: `KVM works here (a kernel booted under it in ${seconds.toFixed(1)} s)` }
+        : { accel: "tcg", reason: oneLineReason(`software emulation, because ${problem}`) };
     if (cacheFile) {
       mkdirSync(dirname(cacheFile), { recursive: true });
       writeFileSync(cacheFile, `${JSON.stringify({ key, ...choice, probed: new Date().toISOString() })}\n`);

@@ -100,8 +100,10 @@ export interface BootResult {
   lines: ConsoleLine[];
   /** The line that satisfied until, if one did. */
   matched: ConsoleLine | undefined;
-  /** qemu's exit code, or undefined if it had to be killed. */
+  /** qemu's exit code, or undefined if it had to be killed or died of a signal. */
   exitCode: number | undefined;
+  /** The signal qemu died of by itself (an assertion's SIGABRT), not the kill of this call. */
+  signal: string | undefined;
   timedOut: boolean;
 }
 
@@ -153,7 +155,10 @@ export async function bootAndWatch(argv: readonly string[], options: BootOptions
     await Promise.race([child.exited, Bun.sleep(KILL_GRACE_MS)]);
   }
   const killed = child.signalCode !== null;
-  const errors = (await Promise.race([stderr, Bun.sleep(KILL_GRACE_MS).then(() => "")])).trim();
-  if (errors !== "") lines.push({ ms: performance.now() - started, text: `[qemu stderr] ${errors}` });
-  return { lines, matched, exitCode: killed ? undefined : (child.exitCode ?? undefined), timedOut };
+  const ownKill = timedOut || matched !== undefined;
+  const errors = await Promise.race([stderr, Bun.sleep(KILL_GRACE_MS).then(() => "")]);
+  // A line each, as the console's: a reason made of them is one line.
+  const ms = performance.now() - started;
+  for (const text of errors.split("\n")) if (text.trim() !== "") lines.push({ ms, text: `[qemu stderr] ${text.replace(/\r/g, "").trim()}` });
+  return { lines, matched, exitCode: killed ? undefined : (child.exitCode ?? undefined), signal: killed && !ownKill && child.signalCode !== null ? String(child.signalCode) : undefined, timedOut };
 }
