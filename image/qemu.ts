@@ -160,5 +160,5 @@ export async function bootAndWatch(argv: readonly string[], options: BootOptions
   // A line each, as the console's: a reason made of them is one line.
   const ms = performance.now() - started;
   for (const text of errors.split("\n")) if (text.trim() !== "") lines.push({ ms, text: `[qemu stderr] ${text.replace(/\r/g, "").trim()}` });
-  return { lines, matched, exitCode: killed ? undefined : (child.exitCode ?? undefined), signal: killed && !ownKill && child.signalCode !== null ? String(child.signalCode) : undefined, timedOut };
+  return { lines, matched, exitCode: killed ? undefined : (child.exitCode ?? undefined), signal: !ownKill && child.signalCode !== null ? String(child.signalCode) : undefined, timedOut };
 }
