@@ -89,7 +89,7 @@ import {
   writeMetricsReader,
   PASSWORD_ON_COMMAND_LINE,
   checkBundleFile,
-  importOnto,
+  importOntoAll,
   importTargets,
   imageTable,
   registryCredentials,
@@ -838,18 +838,21 @@ export const program: Program<Ctl, typeof FLAGS> = {
           name: "import",
           args: [FILE],
           flags: [{ name: "node", value: "node", description: "A node to import onto (default: every UP worker)", repeatable: true }],
-          description: "Import an offline bundle (an OCI image layout or a docker save tar) into workers' image stores, checked whole before anything is added; it stays across reboots",
+          description:
+            "Import an offline bundle (an OCI image layout or a docker save tar) into workers' image stores, four nodes at a time, checked whole before anything is added; it stays across reboots",
           run: async (ctl, [file], flags) => {
             const { images, bytes } = await checkBundleFile(file);
             const named = await Promise.all(flags.node.map((typed) => ctl.node(typed)));
             const credentials = ctl.credentials();
             const targets = importTargets(await listNodes(credentials, ctl.settings), named);
-            const results: { node: string; images: string[] }[] = [];
-            for (const node of targets) {
-              const imported = await importOnto(credentials, node, file, bytes, ctl);
-              ctl.note(`${node.id}: imported ${imported.join(", ")}`);
-              results.push({ node: node.id, images: imported });
+            const { imported, failed } = await importOntoAll(credentials, targets, file, bytes, ctl, (node, result) => {
+              if (result.ok) ctl.note(`${node.id}: imported ${result.value.join(", ")}`);
+            });
+            if (failed.length > 0) {
+              const done = imported.length ? `; imported on ${imported.map((r) => r.node.id).join(", ")}` : "";
+              throw new OperatorError(`the import failed on ${failed.length} of ${targets.length} nodes: ${failed.map((f) => `${f.node.id}: ${f.error.message}`).join("; ")}${done}`);
             }
+            const results = imported.map((r) => ({ node: r.node.id, images: r.images }));
             ctl.print(
               { file, bytes, images, nodes: results },
               `${images.length} image${images.length === 1 ? "" : "s"} (${images.join(", ")}) on ${results.length} node${results.length === 1 ? "" : "s"}: ${results.map((r) => r.node).join(", ")}`,

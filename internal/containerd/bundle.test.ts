@@ -22,8 +22,16 @@ async function check(bytes: Uint8Array): Promise<string[] | string> {
 }
 
 describe("offline image bundles are checked whole before anything is imported", () => {
-  test("an OCI image layout of two layers: its names", async () => {
+  test("an OCI image layout of two layers: its names, each with the digest its index points it at", async () => {
     expect(await check(hello)).toEqual(["registry.example.com/apps/hello:1"]);
+    using dir = tempDir();
+    const file = join(dir.path, "bundle.tar");
+    writeFileSync(file, hello);
+    const checked = await checkImageBundle(file);
+    const index = JSON.parse(new TextDecoder().decode(hello).match(/\{"schemaVersion":2,"mediaType":"application\/vnd\.oci\.image\.index\.v1\+json".*?\]\}/)![0]) as {
+      manifests: { digest: string }[];
+    };
+    expect(checked.digests).toEqual(new Map([["registry.example.com/apps/hello:1", index.manifests[0]!.digest]]));
   });
 
   test("a docker save tar: its RepoTags, every file it names present", async () => {

@@ -155,6 +155,8 @@ export interface CheckedBundle {
   images: string[];
   /** The bytes of its blobs (what the content store takes). */
   blobBytes: number;
+  /** An OCI layout's names, each with the digest its index.json points it at (what `ctl image list` shows once imported); docker save's tars have none. */
+  digests?: Map<string, string>;
 }
 
 const INDEX_TYPES = new Set(["application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json"]);
@@ -229,6 +231,7 @@ export async function checkImageBundle(path: string): Promise<CheckedBundle> {
       if (!Array.isArray(index.manifests) || index.manifests.length === 0) throw new BundleCheckError("index.json names no manifest");
       if (index.manifests.length > MAX_BUNDLE_IMAGES) throw new BundleCheckError(`index.json names ${index.manifests.length} manifests, more than ${MAX_BUNDLE_IMAGES}`);
       const images: string[] = [];
+      const digests = new Map<string, string>();
       for (const descriptor of index.manifests) {
         await walk(descriptor, 0);
         const ref = descriptor.annotations?.["io.containerd.image.name"] ?? descriptor.annotations?.["org.opencontainers.image.ref.name"] ?? "";
@@ -238,8 +241,9 @@ export async function checkImageBundle(path: string): Promise<CheckedBundle> {
           );
         }
         images.push(ref);
+        digests.set(ref, descriptor.digest!);
       }
-      return { format: "oci", images: checkNames(images), blobBytes };
+      return { format: "oci", images: checkNames(images), blobBytes, digests };
     }
     if (members.has("manifest.json")) {
       const manifest = (await json("manifest.json", "docker save's manifest")) as { Config?: string; RepoTags?: string[]; Layers?: string[] }[];

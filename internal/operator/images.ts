@@ -11,6 +11,7 @@ import { ImportPhase, type ContainerImage, type ImportImagesRequestSchema } from
 import { BundleCheckError, checkImageBundle } from "../containerd/mod.ts";
 import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
 import { alignColumns, mib, type NodeSummary } from "./format.ts";
+import { settleBounded, type Settled } from "./bounded.ts";
 import { withListedNode } from "./node_management.ts";
 import { nameOf } from "./nodes.ts";
 
@@ -60,6 +61,41 @@ export async function importOnto(credentials: OwnerCredentials, node: NodeSummar
     if (!images) throw new OperatorError(`${nameOf(node)} ended the import without saying it was done`);
     return images;
   });
+}
+
+/**
+ * How many nodes one `ctl image import` sends to at once. Each node checks
+ * and imports on its own CPU and disk, so they go in parallel; the bound
+ * keeps the owner's uplink and file reads shared among a few at a time.
+ */
+export const IMPORT_CONCURRENCY = 4;
+
+export interface ImportResults {
+  imported: { node: NodeSummary; images: string[] }[];
+  failed: { node: NodeSummary; error: Error }[];
+}
+
+/**
+ * Streams the bundle to every target, IMPORT_CONCURRENCY at a time, each
+ * on its own; one node's failure does not stop the others. `done` is told
+ * each node's result as it comes; the results keep the targets' order.
+ */
+export async function importOntoAll(
+  credentials: OwnerCredentials,
+  targets: readonly NodeSummary[],
+  file: string,
+  bytes: number,
+  say: { progress: (line: string) => void },
+  done: (node: NodeSummary, result: Settled<string[]>) => void = () => {},
+): Promise<ImportResults> {
+  const settled = await settleBounded(targets, IMPORT_CONCURRENCY, (node) => importOnto(credentials, node, file, bytes, say), done);
+  const results: ImportResults = { imported: [], failed: [] };
+  settled.forEach((result, i) => {
+    const node = targets[i]!;
+    if (result.ok) results.imported.push({ node, images: result.value });
+    else results.failed.push({ node, error: result.error });
+  });
+  return results;
 }
 
 /** Each node's images as a table: NODE, IMAGE, DIGEST (short), SIZE. */

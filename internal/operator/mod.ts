@@ -92,4 +92,4 @@ export { ownerKubernetes, statusMessage, type KubernetesAnswer, type OwnerKubern
 export { certifyNewKey, ETCD_CLIENT_FILES, writeEtcdCredentials, writeOwnerKubeconfig, writePemFiles, type CertifiedKey, type OwnerKubeconfig } from "./client_credentials.ts";
 export { bootstrapParameters, registerParameters, restoreParameters, writeParameters } from "./params.ts";
 export { PASSWORD_ON_COMMAND_LINE, passwordFromStdin, registryCredentials, registryEntry, registryHost, registryTable, type RegistryFlags } from "./registries.ts";
-export { checkBundleFile, importOnto, importTargets, imageTable, IMPORT_TIMEOUT_MS } from "./images.ts";
+export { checkBundleFile, importOnto, importOntoAll, importTargets, imageTable, IMPORT_CONCURRENCY, IMPORT_TIMEOUT_MS, type ImportResults } from "./images.ts";
