@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { ImageBuildError } from "./errors.ts";
-import { loadOrder, moduleName, parseAliases, parseModulesDep, parseSoftdepPre } from "./modules.ts";
+import { CPU_MODULES, loadListLine, loadOrder, moduleName, MODULE_ROOTS, parseAliases, parseModulesDep, parseSoftdepPre } from "./modules.ts";
 
 const MODULES_DEP = `kernel/fs/ext4/ext4.ko: kernel/lib/crc16.ko kernel/fs/mbcache.ko kernel/fs/jbd2/jbd2.ko
 kernel/lib/crc16.ko:
@@ -36,5 +36,13 @@ describe("modules", () => {
 
   test("an unknown root module is an error", () => {
     expect(() => loadOrder(["nope"], { deps: parseModulesDep(MODULES_DEP), softPre: new Map() })).toThrow(ImageBuildError);
+  });
+
+  test("modules.load names a CPU-specific module's flags after its path, and nothing after the others", () => {
+    expect(loadListLine("kernel/arch/x86/crypto/aesni-intel.ko")).toBe("kernel/arch/x86/crypto/aesni-intel.ko cpu=aes");
+    expect(loadListLine("kernel/arch/x86/crypto/crc32c-intel.ko")).toBe("kernel/arch/x86/crypto/crc32c-intel.ko cpu=sse4_2");
+    expect(loadListLine("kernel/drivers/md/dm-crypt.ko")).toBe("kernel/drivers/md/dm-crypt.ko");
+    // A module every node must have is never one the CPU may leave out.
+    expect(MODULE_ROOTS.filter((m) => m in CPU_MODULES)).toEqual([]);
   });
 });

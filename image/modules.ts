@@ -23,7 +23,8 @@ import { GUEST_MODULE_LOAD_LIST } from "./layout.ts";
 /**
  * What the node loads, by module name, in the order it prefers. Dependencies
  * (virtio, virtio_ring, fat, jbd2, mbcache, crc16, dm_mod, ...) follow from
- * modules.dep. AES, SHA-256, HMAC and CBC are built into Debian's kernel.
+ * modules.dep. AES, SHA-256, HMAC and CBC are built into Debian's kernel, in
+ * their generic C versions; CPU_MODULES adds the CPU's own instructions.
  */
 export const MODULE_ROOTS = [
   "virtio_pci", // the PCI transport every virtio device below sits on
@@ -70,6 +71,29 @@ export const MODULE_ROOTS = [
   "button", // ACPI power button: qemu's system_powerdown becomes KEY_POWER
   "evdev", // /dev/input/event*: where PID 1 reads the power button
 ] as const;
+
+/**
+ * The CPU's own instructions for what the node's storage encrypts and
+ * hashes, by module, with the /proc/cpuinfo flags each needs. Debian builds
+ * them as modules, and without them the kernel's generic C code serves:
+ * dm-crypt's aes-xts on every byte of the data partition (containerd's
+ * content and snapshots, etcd, volumes), dm-verity's sha256 on every block
+ * of the system image, ext4's crc32c on its metadata. modules.load names
+ * the flags after the path, and the node loads each only where the CPU has
+ * them (internal/sys/kmod.ts); each module also refuses to load without
+ * them. Their dependencies (crypto_simd, cryptd) load anywhere.
+ */
+export const CPU_MODULES: Readonly<Record<string, readonly string[]>> = {
+  aesni_intel: ["aes"], // AES-NI: xts(aes) for dm-crypt
+  sha256_ssse3: ["ssse3"], // SSSE3, AVX2 or SHA-NI, the best there is: sha256 for dm-verity
+  crc32c_intel: ["sse4_2"], // SSE4.2's crc32 instruction: ext4's and jbd2's checksums
+};
+
+/** What modules.load says of a module: its path, and the CPU flags it needs after it. */
+export function loadListLine(path: string): string {
+  const flags = CPU_MODULES[moduleName(path)];
+  return flags ? `${path} cpu=${flags.join(",")}` : path;
+}
 
 const MODULE_SUFFIX = /\.ko(\.xz|\.zst|\.gz)?$/;
 
@@ -162,7 +186,7 @@ export interface StagedModules {
   release: string;
   /** The staged tree, laid out as the guest sees it: <dir>/lib/modules/<release>/. */
   dir: string;
-  /** Paths relative to the modules dir, in load order (what modules.load says). */
+  /** Paths relative to the modules dir, in load order (what modules.load names, each line with loadListLine's CPU flags). */
   loadOrder: string[];
   /** Soft "pre:" dependencies of shipped modules that nothing shipped provides. */
   unmetSoftdeps: string[];
@@ -172,11 +196,11 @@ export interface StagedModules {
 export const SHIPPED_INDEX_FILES = ["modules.dep", "modules.softdep", "modules.alias", "modules.builtin", GUEST_MODULE_LOAD_LIST] as const;
 
 /**
- * Stages the closure of the roots (default MODULE_ROOTS) from the unpacked
+ * Stages the closure of the roots (default MODULE_ROOTS and CPU_MODULES) from the unpacked
  * kernel into stageDir (which is replaced), plain .ko only, with depmod's
  * index and modules.load.
  */
-export async function stageModules(kernel: KernelTree, { stageDir, roots = MODULE_ROOTS }: { stageDir: string; roots?: readonly string[] }): Promise<StagedModules> {
+export async function stageModules(kernel: KernelTree, { stageDir, roots = [...MODULE_ROOTS, ...Object.keys(CPU_MODULES)] }: { stageDir: string; roots?: readonly string[] }): Promise<StagedModules> {
   const fullDeps = parseModulesDep(readFileSync(join(kernel.modulesDir, "modules.dep"), "utf8"));
   const byName = new Map([...fullDeps.keys()].map((path) => [moduleName(path), path]));
 
@@ -226,6 +250,6 @@ export async function stageModules(kernel: KernelTree, { stageDir, roots = MODUL
   }
 
   const order = loadOrder(roots, { deps, softPre });
-  writeFileSync(join(modulesDir, GUEST_MODULE_LOAD_LIST), order.join("\n") + "\n");
+  writeFileSync(join(modulesDir, GUEST_MODULE_LOAD_LIST), order.map(loadListLine).join("\n") + "\n");
   return { release: kernel.release, dir: stageDir, loadOrder: order, unmetSoftdeps };
 }

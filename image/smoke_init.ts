@@ -69,7 +69,12 @@ function umount(target: string): void {
 
 function loadModules(): number {
   const dir = `/lib/modules/${release()}`;
-  const list = readFileSync(`${dir}/modules.load`, "utf8").split("\n").filter(Boolean);
+  // Each line's first word is the path; a CPU-specific module (cpu=…) is left
+  // to the node itself, which checks the CPU's flags first.
+  const list = readFileSync(`${dir}/modules.load`, "utf8")
+    .split("\n")
+    .filter((line) => line.trim() !== "" && !/\scpu=/.test(line))
+    .map((line) => line.trim());
   const noParams = cString("");
   for (const module of list) {
     const fd = openSync(`${dir}/${module}`, "r");

@@ -57,8 +57,10 @@ export function mountPseudoFilesystems(logger: Logger): void {
 export function loadKernelModules(logger: Logger): void {
   const dir = `/lib/modules/${release()}`;
   const started = performance.now();
-  const loaded = loadModules(dir, MODULE_LOAD_LIST);
+  const { loaded, skipped } = loadModules(dir, MODULE_LOAD_LIST);
   logger.info("kernel modules loaded", { count: loaded.length, ms: Math.round(performance.now() - started) });
+  // The generic code serves instead: slower, never wrong.
+  for (const { path, reason } of skipped) logger.info("a CPU-specific module was left out: the kernel's generic code serves", { module: path, reason });
 }
 
 /** Starts reaping orphans: on SIGCHLD and every REAP_INTERVAL_MS. */

@@ -65,5 +65,5 @@ export {
   EEXIST,
   ENOBUFS,
 } from "./libc.ts";
-export { loadModules, parseLoadList, ModuleError } from "./kmod.ts";
+export { cpuFlags, loadModules, parseLoadList, ModuleError, type LoadListEntry, type ModulesLoaded } from "./kmod.ts";
 export { reapOrphans, processState } from "./reaper.ts";

@@ -2,11 +2,34 @@ import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { writeFileSync } from "node:fs";
 import { tempDir } from "../testing/mod.ts";
-import { loadModules, parseLoadList } from "./mod.ts";
+import { cpuFlags, loadModules, parseLoadList } from "./mod.ts";
 
 describe("kernel modules", () => {
-  test("the load list keeps its order and skips blanks and comments", () => {
-    expect(parseLoadList("# built by image/modules.ts\nkernel/a.ko\n\n  kernel/b.ko  \n")).toEqual(["kernel/a.ko", "kernel/b.ko"]);
+  test("the load list keeps its order, skips blanks and comments, and reads each module's CPU flags", () => {
+    expect(parseLoadList("# built by image/modules.ts\nkernel/a.ko\n\n  kernel/b.ko  cpu=aes,sse4_2\n")).toEqual([
+      { path: "kernel/a.ko", cpu: [] },
+      { path: "kernel/b.ko", cpu: ["aes", "sse4_2"] },
+    ]);
+    expect(() => parseLoadList("kernel/b.ko always\n")).toThrow('the load list\'s line for kernel/b.ko has "always", which is no cpu=<flags> condition');
+  });
+
+  test("a module whose CPU flags are missing is skipped, saying which; one that needs none is not", () => {
+    using dir = tempDir();
+    writeFileSync(join(dir.path, "modules.load"), "kernel/aesni-intel.ko cpu=aes\nkernel/crc32c-intel.ko cpu=sse4_2\n");
+    // Neither file exists: a module that were tried would be an error.
+    expect(loadModules(dir.path, "modules.load", { cpuFlags: new Set(["fpu", "sse2"]) })).toEqual({
+      loaded: [],
+      skipped: [
+        { path: "kernel/aesni-intel.ko", reason: "the CPU lacks aes" },
+        { path: "kernel/crc32c-intel.ko", reason: "the CPU lacks sse4_2" },
+      ],
+    });
+    expect(() => loadModules(dir.path, "modules.load", { cpuFlags: new Set(["aes"]) })).toThrow("module kernel/aesni-intel.ko is in modules.load but missing from the image");
+  });
+
+  test("the CPU's flags are read from /proc/cpuinfo's first flags line", () => {
+    expect(cpuFlags("processor\t: 0\nflags\t\t: fpu vme aes sse4_2\nbugs\t: \nflags\t\t: other\n")).toEqual(new Set(["fpu", "vme", "aes", "sse4_2"]));
+    expect(cpuFlags("processor: 0\n").size).toBe(0);
   });
 
   test("a missing list or module is an error naming it", () => {
