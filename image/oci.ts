@@ -133,12 +133,15 @@ export function busyboxImage(busybox: Uint8Array): Uint8Array {
   return ociImage([PROBE_IMAGE_REF, TEST_IMAGE_REF], [busyboxLayer(busybox)], { Env: ["PATH=/bin"], Cmd: ["/bin/sh"] });
 }
 
-/** busybox as /bin/busybox with /bin/sh pointing at it, and the directories a container needs. */
-function busyboxLayer(busybox: Uint8Array): TarEntry[] {
+/**
+ * busybox as /bin/busybox with each of `applets` (by default just sh) a link
+ * to it in /bin, and the directories a container needs.
+ */
+export function busyboxLayer(busybox: Uint8Array, applets: readonly string[] = ["sh"]): TarEntry[] {
   return [
     { kind: "dir", path: "bin", mode: 0o755 },
     { kind: "file", path: "bin/busybox", mode: 0o755, contents: busybox },
-    { kind: "symlink", path: "bin/sh", target: "busybox" },
+    ...applets.map((applet): TarEntry => ({ kind: "symlink", path: `bin/${applet}`, target: "busybox" })),
     { kind: "dir", path: "proc", mode: 0o755 },
     { kind: "dir", path: "sys", mode: 0o755 },
     { kind: "dir", path: "dev", mode: 0o755 },
@@ -172,10 +175,10 @@ export function helloImage(busybox: Uint8Array, ref: string, message = "hello fr
   );
 }
 
-/** The sandbox image: the static pause program (image/pause.c) as /pause, its entrypoint. */
-export function pauseImage(pause: Uint8Array): Uint8Array {
+/** The sandbox image: the static pause program (image/pause.c) as /pause, its entrypoint; named `ref` (the conformance suite names its own). */
+export function pauseImage(pause: Uint8Array, refs: readonly string[] = [SANDBOX_IMAGE_REF]): Uint8Array {
   if (pause.length === 0) throw new ImageBuildError("pause binary is empty");
-  return ociImage([SANDBOX_IMAGE_REF], [[{ kind: "file", path: "pause", mode: 0o755, contents: pause }]], { Entrypoint: ["/pause"], User: "65535:65535" });
+  return ociImage(refs, [[{ kind: "file", path: "pause", mode: 0o755, contents: pause }]], { Entrypoint: ["/pause"], User: "65535:65535" });
 }
 
 /** Where Debian's busybox-static puts busybox on the build host. */

@@ -141,7 +141,7 @@ async function buildInto(c: Component, dir: string, log: (line: string) => void)
   const ldflags = ["-s", "-w", ...Object.entries(c.stamps).map(([k, v]) => `-X ${k}=${v}`)];
   if (c.staticLink) ldflags.push("-extldflags", "-static");
   for (const [i, binary] of c.binaries.entries()) {
-    const argv = ["go", "build", "-trimpath", "-buildvcs=false", "-ldflags", ldflags.join(" "), "-o", join(dir, binary.name)];
+    const argv = ["go", ...(binary.test ? ["test", "-c"] : ["build"]), "-trimpath", "-buildvcs=false", "-ldflags", ldflags.join(" "), "-o", join(dir, binary.name)];
     if (c.tags.length > 0) argv.push("-tags", c.tags.join(","));
     argv.push(binary.pkg);
     await loggedStep(`${c.name}: building ${binary.name} (${i + 1} of ${c.binaries.length})`, log, async () => {

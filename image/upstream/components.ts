@@ -15,6 +15,8 @@ export interface Binary {
   name: string;
   /** Go package path built into it (relative ones are inside the wrapper). */
   pkg: string;
+  /** The package's test binary (`go test -c`), not its main: the Kubernetes e2e suite is one. */
+  test?: boolean;
 }
 
 export interface Component {
@@ -174,11 +176,42 @@ const COREDNS: Component = {
   staticLink: false,
 };
 
+/**
+ * Kubernetes's own conformance suite, for `bun run conformance` (never in
+ * the node's image): the e2e test binary of k8s.io/kubernetes/test/e2e,
+ * built as upstream's `make WHAT=test/e2e/e2e.test` builds it, and agnhost,
+ * the one program most of the suite's pods run (test/images/agnhost, a main
+ * package of the same module). Its own module, so that the suite's test
+ * dependencies (ginkgo, gomega) never reach the node's Kubernetes.
+ */
+const CONFORMANCE: Component = {
+  name: "conformance",
+  module: "k8s.io/kubernetes",
+  version: KUBERNETES_VERSION,
+  requires: { "k8s.io/kubernetes": KUBERNETES_VERSION },
+  tools: ["k8s.io/kubernetes/test/images/agnhost"],
+  binaries: [
+    { name: "e2e.test", pkg: "k8s.io/kubernetes/test/e2e", test: true },
+    { name: "agnhost", pkg: "k8s.io/kubernetes/test/images/agnhost" },
+  ],
+  links: {},
+  cgo: false,
+  tags: [],
+  stamps: kubernetesStamps(KUBERNETES_VERSION),
+  staticLink: false,
+};
+
 /** In build order: the small ones first, so that a broken set-up fails early. */
 export const COMPONENTS: readonly Component[] = [ETCD, CNI, RUNC, CONTAINERD, COREDNS, KUBERNETES];
 
+/** Built only when a test asks for them (buildComponent), never by `bun run build`. */
+export const TEST_COMPONENTS: readonly Component[] = [CONFORMANCE];
+
+/** Every wrapper module: the node's components, then the tests'. */
+export const ALL_COMPONENTS: readonly Component[] = [...COMPONENTS, ...TEST_COMPONENTS];
+
 export function component(name: string): Component {
-  const found = COMPONENTS.find((c) => c.name === name);
-  if (!found) throw new Error(`no upstream component named '${name}' (known: ${COMPONENTS.map((c) => c.name).join(", ")})`);
+  const found = ALL_COMPONENTS.find((c) => c.name === name);
+  if (!found) throw new Error(`no upstream component named '${name}' (known: ${ALL_COMPONENTS.map((c) => c.name).join(", ")})`);
   return found;
 }

@@ -22,6 +22,11 @@
 //       └──▶ the image (image/mod.ts): etcd into the initramfs, the rest into
 //            the system image, at the same paths below /system
 //
+// TEST_COMPONENTS are built the same way, but only when a test asks for
+// them (buildComponent), and never go into the tree: the Kubernetes
+// conformance suite (e2e.test, `go test -c` of k8s.io/kubernetes/test/e2e,
+// and agnhost) for `bun run conformance` (test/conformance/cli.ts).
+//
 // Invariants:
 //  - One wrapper module per upstream: their dependency graphs never raise
 //    each other's versions.
@@ -36,7 +41,7 @@ import { dirname, join } from "node:path";
 import { COMPONENTS } from "./components.ts";
 
 export { buildUpstream, buildComponent, upstreamCacheDir, UpstreamBuildError, type BuildReport } from "./build.ts";
-export { COMPONENTS, component, type Component } from "./components.ts";
+export { ALL_COMPONENTS, COMPONENTS, TEST_COMPONENTS, component, type Component } from "./components.ts";
 export * from "./versions.ts";
 
 /** Where each component's files go in the system tree (and below /system in the guest). */

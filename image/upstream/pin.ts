@@ -13,7 +13,7 @@
 
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { COMPONENTS, component, type Component } from "./components.ts";
+import { ALL_COMPONENTS, component, type Component } from "./components.ts";
 import { goEnv, UPSTREAM_DIR, GO_VERSION_LINE } from "./go.ts";
 import { run } from "../exec.ts";
 
@@ -45,7 +45,7 @@ export function skeletonGoMod(c: Component, replaces: Record<string, string>): s
     GO_VERSION_LINE,
     "",
   ];
-  if (c.name === "kubernetes") lines.push("godebug default=go1.26", "");
+  if (c.module === "k8s.io/kubernetes") lines.push("godebug default=go1.26", "");
   lines.push("require (", ...Object.entries(c.requires).map(([m, v]) => `\t${m} ${v}`), ")", "");
   if (c.tools.length > 0) lines.push("tool (", ...c.tools.map((t) => `\t${t}`), ")", "");
   const replaced = Object.entries(replaces);
@@ -56,17 +56,21 @@ export function skeletonGoMod(c: Component, replaces: Record<string, string>): s
 export async function pin(c: Component): Promise<void> {
   const dir = join(UPSTREAM_DIR, c.name);
   let replaces: Record<string, string> = {};
-  if (c.name === "kubernetes") {
+  if (c.module === "k8s.io/kubernetes") {
     const staging = c.version.replace(/^v1\./, "v0.");
     for (const m of await kubernetesStagingModules(c.version)) replaces[m] = staging;
   }
   writeFileSync(join(dir, "go.mod"), skeletonGoMod(c, replaces));
   writeFileSync(join(dir, "go.sum"), "");
   await run(["go", "mod", "tidy"], { cwd: dir, env: goEnv({ GOFLAGS: "-mod=mod" }), inherit: true });
+  // tidy records what the wrapper's own packages and tools need; a test
+  // binary of an upstream package also needs that package's test imports.
+  const tests = c.binaries.filter((b) => b.test).map((b) => b.pkg);
+  if (tests.length > 0) await run(["go", "list", "-test", "-deps", ...tests], { cwd: dir, env: goEnv({ GOFLAGS: "-mod=mod" }) });
   console.log(`pinned ${c.name} ${c.version} (${Object.keys(replaces).length} replaces)`);
 }
 
 if (import.meta.main) {
   const names = process.argv.slice(2);
-  for (const c of names.length > 0 ? names.map(component) : COMPONENTS) await pin(c);
+  for (const c of names.length > 0 ? names.map(component) : ALL_COMPONENTS) await pin(c);
 }

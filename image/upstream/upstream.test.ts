@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../../internal/testing/mod.ts";
 import { buildComponent, componentDir, isComplete, loggedStep, UpstreamBuildError } from "./build.ts";
-import { COMPONENTS, type Component } from "./components.ts";
+import { ALL_COMPONENTS, COMPONENTS, type Component } from "./components.ts";
 import { UPSTREAM_DIR } from "./go.ts";
 import { parseStagingModules, skeletonGoMod } from "./pin.ts";
 import { KUBERNETES_VERSION } from "./versions.ts";
@@ -34,19 +34,23 @@ describe("pinning", () => {
   });
 
   test("every committed wrapper requires what versions.ts names, and Kubernetes replaces every staging module with v0.<minor>.<patch>", () => {
-    for (const c of COMPONENTS) {
+    for (const c of ALL_COMPONENTS) {
       const goMod = readFileSync(join(UPSTREAM_DIR, c.name, "go.mod"), "utf8");
       for (const [module, version] of Object.entries(c.requires)) expect(goMod).toMatch(new RegExp(`\\n\\t${module.replaceAll(".", "\\.")} ${version.replaceAll(".", "\\.")}( // indirect)?\\n`));
       expect(goMod).toContain("go 1.26.8");
       expect(existsSync(join(UPSTREAM_DIR, c.name, "go.sum"))).toBe(true);
     }
-    const kubernetes = readFileSync(join(UPSTREAM_DIR, "kubernetes", "go.mod"), "utf8");
     const staging = KUBERNETES_VERSION.replace(/^v1\./, "v0.");
-    const replaces = [...kubernetes.matchAll(/^\t(k8s\.io\/\S+) => (\S+) (\S+)$/gm)];
-    expect(replaces.length).toBeGreaterThanOrEqual(30);
-    for (const [, from, to, version] of replaces) {
-      expect(to).toBe(from);
-      expect(version).toBe(staging);
+    const kubernetesWrappers = ALL_COMPONENTS.filter((c) => c.module === "k8s.io/kubernetes");
+    expect(kubernetesWrappers.map((c) => c.name)).toEqual(["kubernetes", "conformance"]);
+    for (const c of kubernetesWrappers) {
+      const goMod = readFileSync(join(UPSTREAM_DIR, c.name, "go.mod"), "utf8");
+      const replaces = [...goMod.matchAll(/^\t(k8s\.io\/\S+) => (\S+) (\S+)$/gm)];
+      expect(replaces.length).toBeGreaterThanOrEqual(30);
+      for (const [, from, to, version] of replaces) {
+        expect(to).toBe(from);
+        expect(version).toBe(staging);
+      }
     }
   });
 

@@ -139,14 +139,7 @@ export class ContainerRegistryServer {
    * `run` runs skopeo where the registry can be reached (the namespace).
    */
   async push(tarball: string, name: string, run: (argv: string[]) => Promise<unknown> = (argv) => runHostCommand(argv)): Promise<string> {
-    const certs = join(this.options.dir, "certs.d");
-    // The login in a file of its own, not on skopeo's command line.
-    const authFile = join(this.options.dir, "auth.json");
-    const auth = Buffer.from(`${this.options.username}:${this.options.password}`).toString("base64");
-    writeFileSync(authFile, JSON.stringify({ auths: { [this.host]: { auth } } }), { mode: 0o600 });
-    const reference = `${this.host}/${name}`;
-    await run([SKOPEO_BINARY, "copy", "--quiet", "--dest-cert-dir", certs, "--authfile", authFile, `oci-archive:${tarball}`, `docker://${reference}`]);
-    return reference;
+    return pushToRegistry({ dir: this.options.dir, host: this.host, username: this.options.username, password: this.options.password }, tarball, name, run);
   }
 
   async stop(): Promise<void> {
@@ -169,6 +162,29 @@ export class ContainerRegistryServer {
       // Already gone.
     }
   }
+}
+
+/**
+ * Pushes an OCI tarball as <host>/<name> with skopeo to the registry whose
+ * files are in `dir` (its CA in dir/certs.d), with its login: what push
+ * does, and what a tool does that finds a launched cluster's registry by
+ * its directory (test/conformance). `run` runs skopeo where the registry
+ * can be reached.
+ */
+export async function pushToRegistry(
+  registry: { dir: string; host: string; username: string; password: string },
+  tarball: string,
+  name: string,
+  run: (argv: string[]) => Promise<unknown> = (argv) => runHostCommand(argv),
+): Promise<string> {
+  const certs = join(registry.dir, "certs.d");
+  // The login in a file of its own, not on skopeo's command line.
+  const authFile = join(registry.dir, "auth.json");
+  const auth = Buffer.from(`${registry.username}:${registry.password}`).toString("base64");
+  writeFileSync(authFile, JSON.stringify({ auths: { [registry.host]: { auth } } }), { mode: 0o600 });
+  const reference = `${registry.host}/${name}`;
+  await run([SKOPEO_BINARY, "copy", "--quiet", "--dest-cert-dir", certs, "--authfile", authFile, `oci-archive:${tarball}`, `docker://${reference}`]);
+  return reference;
 }
 
 /** Where the registry's output goes. */
