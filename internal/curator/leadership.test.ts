@@ -6,7 +6,7 @@
 
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import net from "node:net";
-import type { Etcd3 } from "etcd3";
+import { Campaign, type Etcd3 } from "etcd3";
 import { clientUrl, connectEtcd, issueEtcdClientCertificate } from "../consensus/mod.ts";
 import { Value } from "../event/mod.ts";
 import { captureLogger } from "../log/mod.ts";
@@ -148,4 +148,38 @@ test("a leader whose lease goes unrenewed for a TTL stops calling itself leader 
     },
   );
   await eventually(() => expect(state.peek()?.isLeader).toBe(true), { timeoutMs: 60_000, what: "leading again" });
+}, 120_000);
+
+test("a campaign whose key leads but which never says elected (its wait for the keys ahead of it lost) is taken for wedged: it resigns, campaigns again and leads", async () => {
+  await leading.stop();
+  await eventually(() => expect(state.peek()?.isLeader).toBe(false), { timeoutMs: 30_000, what: "the first campaign resigned" });
+  // etcd3's campaign waits for the keys ahead of it, then says "elected";
+  // the first wait of the next campaign never ends, as a watch that missed
+  // its delete event never does.
+  const proto = Campaign.prototype as unknown as { waitForElected: (revision: string) => Promise<void> };
+  const original = proto.waitForElected;
+  let wedges = 1;
+  proto.waitForElected = function (this: unknown, revision: string) {
+    if (wedges-- > 0) return new Promise<void>(() => {});
+    return original.call(this, revision);
+  };
+  const from = entries.length;
+  const wedgedState = new Value<Leadership>();
+  const again = supervise(leadershipRunnable(etcd.namespace(ETCD_PREFIX), self, wedgedState, { campaignWedgedMs: 2_000 }), {
+    logger,
+    backoff: { initialMs: 200, multiplier: 1.5, maxMs: 1_000, jitter: 0.2 },
+  });
+  try {
+    // Meanwhile it names no leader (its own key leads, unelected): nobody takes writes.
+    await eventually(() => expect(wedgedState.peek()).toEqual({ isLeader: false }), { timeoutMs: 20_000, what: "the wedged campaign published" });
+    await eventually(() => expect(entries.slice(from).some((e) => /campaign has led the curator election for \d+ s without being elected/.test(String(e.fields.error ?? "")))).toBe(true), {
+      timeoutMs: 30_000,
+      what: "the wedge named in the log",
+    });
+    await eventually(() => expect(wedgedState.peek()?.isLeader).toBe(true), { timeoutMs: 30_000, what: "leading after campaigning again" });
+    expect(wedges).toBeLessThan(0);
+  } finally {
+    proto.waitForElected = original;
+    await again.stop();
+  }
 }, 120_000);

@@ -44,6 +44,19 @@ export const LEADER_LEASE_TTL_S = 15;
 export const RENEWAL_CHECK_MS = 1_000;
 
 /**
+ * How long this node's campaign key may lead the election (the observer
+ * names this node) while the campaign has not said "elected", before the
+ * campaign is taken for wedged: it resigns and campaigns again. etcd3's
+ * campaign waits for the keys ahead of it on a watch and then asks for its
+ * key, and nothing bounds either: in a 3-VM cluster under TCG on a slow
+ * host, node1 (the leader) powered off, node2's key led the election for
+ * 10 minutes, node3 named node2 as leader, and node2 said "no leader is
+ * elected yet": no curator took a write until the step's deadline. The
+ * normal gap is one or two round trips to etcd.
+ */
+export const CAMPAIGN_WEDGED_MS = 15_000;
+
+/**
  * The lease under etcd3's campaign. etcd3 1.1.2 keeps it in the campaign's
  * `lease` field (private in its types) and offers no other way to see its
  * renewals; a version that moves it fails here, at the first campaign, by
@@ -105,7 +118,8 @@ export async function removeAllCampaigns(etcd: Namespace): Promise<number> {
   return Number(response.deleted);
 }
 
-export function leadershipRunnable(etcd: Namespace, self: LeaderInfo, state: Value<Leadership>): Runnable {
+export function leadershipRunnable(etcd: Namespace, self: LeaderInfo, state: Value<Leadership>, timing: { campaignWedgedMs?: number } = {}): Runnable {
+  const wedgedMs = timing.campaignWedgedMs ?? CAMPAIGN_WEDGED_MS;
   return async (ctx) => {
     const ghosts = await removeOwnGhostCampaigns(etcd, self.nodeId);
     if (ghosts > 0) ctx.logger.info("removed this node's campaign left from an earlier run", { keys: ghosts });
@@ -122,6 +136,7 @@ export function leadershipRunnable(etcd: Namespace, self: LeaderInfo, state: Val
     let ended = false;
     let fenceKey: string | undefined;
     let observer: ElectionObserver | undefined;
+    let leadsUnelectedSince: number | undefined;
     const publish = () => {
       // The observer can see this node's own new campaign key as the leader
       // before the campaign says "elected" (they start together), and a
@@ -129,6 +144,10 @@ export function leadershipRunnable(etcd: Namespace, self: LeaderInfo, state: Val
       // node never names itself as another leader, it then knows none yet.
       const observed = describe(observer?.leader());
       const leader = isLeader ? self : observed?.nodeId === self.nodeId ? undefined : observed;
+      // Since when this node's key leads without its campaign having said so (see CAMPAIGN_WEDGED_MS).
+      const waiting = !isLeader && !ended && observed?.nodeId === self.nodeId;
+      if (!waiting) leadsUnelectedSince = undefined;
+      else leadsUnelectedSince ??= performance.now();
       state.set({ isLeader, ...(leader ? { leader } : {}), ...(isLeader && fenceKey ? { fenceKey } : {}) });
     };
     let fail!: (err: Error) => void;
@@ -148,9 +167,14 @@ export function leadershipRunnable(etcd: Namespace, self: LeaderInfo, state: Val
     lease.grant().then(renewed, () => {});
     lease.on("keepaliveSucceeded", renewed);
     const overdue = () => isLeader && performance.now() - renewedAt > LEADER_LEASE_TTL_S * 1000;
+    const wedged = () => leadsUnelectedSince !== undefined && performance.now() - leadsUnelectedSince > wedgedMs;
     const renewalCheck = setInterval(() => {
-      if (!overdue()) return;
+      if (!overdue() && !wedged()) return;
       setImmediate(() => {
+        if (wedged()) {
+          fail(new Error(`this node's campaign has led the curator election for ${Math.round((performance.now() - leadsUnelectedSince!) / 1000)} s without being elected: campaigning again`));
+          return;
+        }
         if (!overdue()) return;
         isLeader = false;
         publish();

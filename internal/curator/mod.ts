@@ -47,7 +47,7 @@
 export { curatorRunnable, PROMOTE_INTERVAL_MS, type CuratorOptions } from "./server.ts";
 export { writeBootstrapState, writeRestoredNode, REGISTER_TICKET_BYTES, type BootstrapState } from "./bootstrap.ts";
 export { curatorReader, curatorSnapshotState, type CuratorReader } from "./reader.ts";
-export { MAX_BACKUP_ERROR_CHARS } from "./validate.ts";
+export { fitNodeStatus, MAX_BACKUP_ERROR_CHARS } from "./validate.ts";
 export { backupChunks, type BackupAbout } from "./backup.ts";
 export { type ConsensusJoinTiming } from "./consensus_membership.ts";
 export { consensusRole, dropLostConsensusRoles, etcdMembers, grantConsensus, revokeConsensus, promoteLearners, type EtcdMember } from "./consensus_membership.ts";

@@ -1,8 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import { x25519 } from "@noble/curves/ed25519.js";
-import { create } from "@bufbuild/protobuf";
-import { NodeStatusSchema, UpdateFailureSchema, type NodeStatus, type UpdateFailure } from "../../proto/gen/common/common_pb.ts";
-import { checkAddressProven, checkNodeStatus, checkWireguardKey } from "./validate.ts";
+import { create, equals } from "@bufbuild/protobuf";
+import { NodeStatusSchema, ServiceStatusSchema, UpdateFailureSchema, type NodeStatus, type UpdateFailure } from "../../proto/gen/common/common_pb.ts";
+import { checkAddressProven, checkNodeStatus, checkWireguardKey, fitNodeStatus, MAX_SERVICE_MESSAGE_CHARS, MAX_SERVICES } from "./validate.ts";
 
 describe("a reported address is held against the call's source", () => {
   const refusal = (reported: string, source: string | undefined) => {
@@ -79,5 +79,39 @@ describe("what a node says about its slots and its last failed update", () => {
     expect(refusal(status({ updateFailure: create(UpdateFailureSchema, { version: "1", reason: "x".repeat(513) }) }))).toStartWith("status.update_failure.reason:");
     expect(refusal(status({ updateFailure: create(UpdateFailureSchema, { version: "1", reason: "a\u001b[2Jb" }) }))).toStartWith("status.update_failure.reason:");
     expect(refusal(status({ updateFailure: create(UpdateFailureSchema, { version: "1", reason: "r", timeMs: BigInt(Date.now() + 7 * 86_400_000) }) }))).toStartWith("status.update_failure.time_ms:");
+  });
+});
+
+describe("a node's status fitted to the curator's bounds before it is sent", () => {
+  const hostile = ["x".repeat(5000), "a\u001b[2Jb".repeat(300), "\ud800".repeat(600), "é🙂".repeat(400), "line one\nline two\r\n\t".repeat(60)];
+  const status = (message: string, services = 3) =>
+    create(NodeStatusSchema, {
+      externalAddress: "10.77.0.12",
+      timestampMs: BigInt(Date.now()),
+      version: `0.1.0+${message}`,
+      kubernetesVersion: message,
+      services: Array.from({ length: services }, (_, i) => create(ServiceStatusSchema, { name: `service-${i}`, state: "restarting", message })),
+      updateFailure: create(UpdateFailureSchema, { version: message, reason: message, timeMs: 5n }),
+    });
+
+  test("whatever the messages hold, the fitted status passes the curator's check (a launched node's 634-character message got every push refused)", () => {
+    for (const message of hostile) {
+      expect(() => checkNodeStatus(status(message, 3))).toThrow();
+      const fitted = fitNodeStatus(status(message, 3));
+      expect(() => checkNodeStatus(fitted)).not.toThrow();
+      const shown = fitted.services[0]!.message;
+      expect(shown.length).toBeLessThanOrEqual(MAX_SERVICE_MESSAGE_CHARS);
+      expect(shown.endsWith("…") || shown.length < MAX_SERVICE_MESSAGE_CHARS).toBe(true);
+    }
+    expect(() => checkNodeStatus(fitNodeStatus(status("ok", 100)))).not.toThrow();
+    expect(fitNodeStatus(status("ok", 100)).services).toHaveLength(MAX_SERVICES);
+  });
+
+  test("a status within bounds is sent as it is, and a long message keeps its beginning", () => {
+    const fine = create(NodeStatusSchema, { ...status("ok"), version: "0.1.0", kubernetesVersion: "v1.37.2" });
+    expect(equals(NodeStatusSchema, fitNodeStatus(fine), fine)).toBe(true);
+    const long = fitNodeStatus(status("kube-apiserver: " + "y".repeat(700))).services[0]!.message;
+    expect(long).toStartWith("kube-apiserver: yyy");
+    expect(long).toHaveLength(MAX_SERVICE_MESSAGE_CHARS);
   });
 });

@@ -9,10 +9,11 @@
 
 import { x25519 } from "@noble/curves/ed25519.js";
 import { isIP } from "node:net";
-import type { NodeStatus } from "../../proto/gen/common/common_pb.ts";
+import { create } from "@bufbuild/protobuf";
+import { NodeStatusSchema, ServiceStatusSchema, UpdateFailureSchema, type NodeStatus } from "../../proto/gen/common/common_pb.ts";
 import type { BackupStatus, BackupTaken } from "../../proto/gen/api/management_pb.ts";
 import { canonicalIp, isCanonicalEd25519PublicKey, NODE_ID_PATTERN } from "../pki/mod.ts";
-import { firstUnprintable, InvalidArgumentError, isLoopback, PermissionDeniedError, quote } from "../rpc/mod.ts";
+import { firstUnprintable, fitted, InvalidArgumentError, isLoopback, PermissionDeniedError, quote } from "../rpc/mod.ts";
 
 /** Service entries one node may report. */
 export const MAX_SERVICES = 64;
@@ -104,6 +105,32 @@ export function checkWireguardKey(field: string, value: Uint8Array): void {
     invalid(field, "is not a valid Curve25519 public key (a low-order point)");
   }
   if (shared.every((b) => b === 0)) invalid(field, "is not a valid Curve25519 public key (a low-order point)");
+}
+
+/**
+ * A node's status made to fit checkNodeStatus's bounds before the node
+ * sends it: every free-form string printable and cut to its field's
+ * length, the services list cut to MAX_SERVICES. A service whose message
+ * quotes a long error (a component's last lines) is shortened, not the
+ * reason the whole status is refused and never reaches the cluster.
+ * Names, states and addresses are the node's own words; they are kept.
+ */
+export function fitNodeStatus(status: NodeStatus): NodeStatus {
+  return create(NodeStatusSchema, {
+    ...status,
+    version: fitted(status.version, MAX_VERSION_CHARS),
+    kubernetesVersion: fitted(status.kubernetesVersion, MAX_VERSION_CHARS),
+    services: status.services.slice(0, MAX_SERVICES).map((s) => create(ServiceStatusSchema, { ...s, message: fitted(s.message, MAX_SERVICE_MESSAGE_CHARS) })),
+    ...(status.updateFailure
+      ? {
+          updateFailure: create(UpdateFailureSchema, {
+            ...status.updateFailure,
+            version: fitted(status.updateFailure.version, MAX_VERSION_CHARS),
+            reason: fitted(status.updateFailure.reason, MAX_UPDATE_FAILURE_CHARS),
+          }),
+        }
+      : {}),
+  });
 }
 
 /** Everything a node may say about itself. */

@@ -15,6 +15,7 @@ import { captureLogger } from "../log/mod.ts";
 import { storageLayout } from "../localstorage/mod.ts";
 import { CuratorPool, formatEndpoint, type CuratorEndpoint } from "../curator/client/mod.ts";
 import { startFakeCurator, type FakeCurator } from "../curator/fake_curator.ts";
+import { checkNodeStatus } from "../curator/validate.ts";
 import { rawPublicKey } from "../pki/mod.ts";
 import { supervise, untilCancelled, type Runnable, type Supervisor } from "../supervisor/mod.ts";
 import { eventually, tempDir, testCA, testCurator, testMembership, testNode } from "../testing/mod.ts";
@@ -49,6 +50,8 @@ class WatchedCurator {
   readonly statuses: NodeStatus[] = [];
   /** The node ID of every heartbeat update received. */
   readonly heartbeats: string[] = [];
+  /** Heartbeat updates are taken and never answered (a leader that stopped answering). */
+  silentHeartbeats = false;
   private readonly subscribers = new Set<(event: WatchEvent | "end") => void>();
   private backlog: WatchEvent[] = [];
   private fake: FakeCurator | undefined;
@@ -91,7 +94,7 @@ class WatchedCurator {
         async *heartbeat(requests, ctx) {
           for await (const _ of requests) {
             if (ctx.peer.kind === "node") self.heartbeats.push(ctx.peer.nodeId);
-            yield {};
+            if (!self.silentHeartbeats) yield {};
           }
         },
       },
@@ -260,6 +263,18 @@ describe("status push worker", () => {
     expect(fake.statuses.length).toBe(4);
     expect(fake.statuses[3]!.services[0]!.message).toBe("binaries removed");
   });
+
+  test("a service's message longer than the curator takes is cut, and the status still goes out and passes the curator's check", async () => {
+    fake.statuses.length = 0;
+    const board = new ServiceBoard();
+    board.report("supervision", "degraded", `restarting: ${"kube-apiserver (exit 1: TLS handshake timeout) ".repeat(20)}`);
+    run(statusPushWorker({ membership: membership(), connection: connection([fake.endpoint]), localCurator: new Value(), services: board.value, bootMs: Date.now() }));
+    await eventually(() => expect(fake.statuses.length).toBe(1));
+    const pushed = fake.statuses[0]!;
+    expect(() => checkNodeStatus(pushed)).not.toThrow();
+    expect(pushed.services[0]!.message).toStartWith("restarting: kube-apiserver");
+    expect(pushed.services[0]!.message).toEndWith("…");
+  });
 });
 
 describe("heartbeat worker", () => {
@@ -275,6 +290,22 @@ describe("heartbeat worker", () => {
     expect(new Set(fake.heartbeats)).toEqual(new Set([nodeId]));
     // One stream carried them all: it was opened once.
     expect(entries.filter((e) => e.message === "heartbeat stream open").length).toBe(1);
+  }, 30_000);
+
+  test("a leader that takes the updates and never answers: the stream is given up after two intervals and opened again", async () => {
+    const silent = new WatchedCurator();
+    await silent.start();
+    silent.silentHeartbeats = true;
+    try {
+      const { entries } = run(heartbeatWorker({ membership: membership(), connection: connection([silent.endpoint]), intervalMs: 300 }));
+      await eventually(() => expect(entries.filter((e) => String(e.fields.reason ?? "").startsWith("no heartbeat answer within 600 ms")).length).toBeGreaterThanOrEqual(1), { timeoutMs: 15_000 });
+      // It keeps trying: updates reach the silent leader on a new stream after the first gave up.
+      const before = silent.heartbeats.length;
+      await eventually(() => expect(silent.heartbeats.length).toBeGreaterThan(before), { timeoutMs: 15_000 });
+      expect(entries.some((e) => e.message === "heartbeat stream open")).toBe(false);
+    } finally {
+      silent.close();
+    }
   }, 30_000);
 
   test("an impostor curator never receives a heartbeat", async () => {

@@ -13,6 +13,7 @@
 import type { ClusterMembership } from "../cluster/mod.ts";
 import { HEARTBEAT_INTERVAL_MS, formatEndpoint } from "../curator/client/mod.ts";
 import type { Value } from "../event/mod.ts";
+import { peerDeadline, type PeerDeadline } from "../rpc/mod.ts";
 import { sleep, type Runnable } from "../supervisor/mod.ts";
 import { withCurator, type CuratorConnection } from "./curator_connection.ts";
 
@@ -55,11 +56,15 @@ export function heartbeatWorker(options: HeartbeatOptions): Runnable {
       const connection = await options.connection.get({ signal: ctx.signal });
       const stream = new AbortController();
       const signal = AbortSignal.any([ctx.signal, stream.signal]);
-      let watchdog: ReturnType<typeof setTimeout> | undefined;
+      let watchdog: PeerDeadline | undefined;
       const answerTimeoutMs = intervalMs * ANSWER_TIMEOUT_INTERVALS;
+      // Judged as a peer is (rpc's peerDeadline): after the loop has read
+      // what arrived, and with the time this process did not run given
+      // back, so that a starved node does not give up on an answer that
+      // is waiting in its socket.
       const arm = () => {
-        clearTimeout(watchdog);
-        watchdog = setTimeout(() => stream.abort(new NoAnswerError(`no heartbeat answer within ${answerTimeoutMs} ms`)), answerTimeoutMs);
+        watchdog?.clear();
+        watchdog = peerDeadline(answerTimeoutMs, () => stream.abort(new NoAnswerError(`no heartbeat answer within ${answerTimeoutMs} ms`)), true);
       };
       try {
         await withCurator(connection, async (client, endpoint) => {
@@ -82,7 +87,7 @@ export function heartbeatWorker(options: HeartbeatOptions): Runnable {
         if (problem !== lastProblem) ctx.logger.warn("heartbeat stream failed; opening it again", { reason: problem, retryMs: HEARTBEAT_RETRY_MS });
         lastProblem = problem;
       } finally {
-        clearTimeout(watchdog);
+        watchdog?.clear();
         stream.abort();
       }
       await sleep(HEARTBEAT_RETRY_MS, ctx.signal);

@@ -8,6 +8,7 @@ import { followValues, type Value } from "../event/mod.ts";
 import type { Runnable } from "../supervisor/mod.ts";
 import { KUBERNETES_VERSION, TEST_FAULT, VERSION } from "../version/mod.ts";
 import { withCurator, type CuratorConnection } from "./curator_connection.ts";
+import { fitNodeStatus } from "../curator/mod.ts";
 import type { LocalCurator } from "./worker_controlplane.ts";
 
 /** One push's deadline. */
@@ -40,16 +41,20 @@ export function statusPushWorker(options: StatusPushOptions): Runnable {
     let pushed: NodeStatus | undefined;
     const pushIfChanged = async () => {
       const slots = options.slots?.();
-      const status = create(NodeStatusSchema, {
-        externalAddress: membership.address,
-        ...(local ? { runningCurator: { port: local.endpoint.port } } : {}),
-        version: VERSION,
-        kubernetesVersion: KUBERNETES_VERSION,
-        bootMs: BigInt(options.bootMs),
-        services,
-        ...(slots ? { slot: slots.slot } : {}),
-        ...(slots?.failure ? { updateFailure: { version: slots.failure.version.slice(0, 64), reason: slots.failure.reason.slice(0, 512), timeMs: BigInt(slots.failure.timeMs) } } : {}),
-      });
+      // Cut to what the curator accepts: a service's long message (a
+      // component's error) would otherwise get the whole status refused.
+      const status = fitNodeStatus(
+        create(NodeStatusSchema, {
+          externalAddress: membership.address,
+          ...(local ? { runningCurator: { port: local.endpoint.port } } : {}),
+          version: VERSION,
+          kubernetesVersion: KUBERNETES_VERSION,
+          bootMs: BigInt(options.bootMs),
+          services,
+          ...(slots ? { slot: slots.slot } : {}),
+          ...(slots?.failure ? { updateFailure: { version: slots.failure.version, reason: slots.failure.reason, timeMs: BigInt(slots.failure.timeMs) } } : {}),
+        }),
+      );
       if (pushed && equals(NodeStatusSchema, pushed, status)) return;
       if (TEST_FAULT === "no-rejoin") throw new Error(`this build carries the test fault ${TEST_FAULT}: it never reports its status`);
       const connection = await options.connection.get({ signal: ctx.signal });

@@ -44,10 +44,11 @@
 
 export { hostPort, isLoopback, sourceAddress } from "./address.ts";
 export { dialFromOwnAddress, dialingFrom, DialFromError } from "./dial_from.ts";
-export { encodable, firstUnprintable, printable, quote, QUOTE_MAX_CHARS, STATUS_MAX_CHARS } from "./text.ts";
+export { encodable, firstUnprintable, fitted, printable, quote, QUOTE_MAX_CHARS, STATUS_MAX_CHARS } from "./text.ts";
 export { addService, MAX_REQUEST_BYTES, LOCAL_SERVICE, type AuditedCall, type CallMeter, type CallContext, type ServeOptions, type ServiceImpl, type ServicePolicy } from "./service.ts";
 export { createClient, type CallOptions, type ClientOptions, type ConnectResult, type ServiceClient } from "./client.ts";
 export { partialService } from "./partial_service.ts";
+export { peerDeadline, type PeerDeadline } from "./deadline.ts";
 export {
   DomainError,
   AbortedError,
@@ -95,8 +96,8 @@ export {
   MAX_HTTP_ANSWERS_PER_CONNECTION,
   MAX_CONCURRENT_STREAMS,
   KEEPALIVE_TIME_MS,
-  KEEPALIVE_TIMEOUT_MS,
   FIRST_CALL_TIMEOUT_MS,
+  ASKED_EXTENSIONS_VOUCHED,
   CONNECTION_IDLE_MS,
   MAX_CONNECTIONS_PER_PROCESS,
   KNOWN_SOURCE_HANDSHAKE_TIMEOUT_MS,

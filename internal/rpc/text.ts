@@ -51,6 +51,24 @@ export function quote(value: string, maxChars = QUOTE_MAX_CHARS): string {
   return `'${printable(cut(value, maxChars))}'`;
 }
 
+/**
+ * A value made to fit a field that holds at most `maxChars` UTF-16 code
+ * units of printable text (what checks of stored fields count): escaped
+ * as printable() escapes it, then cut at a code point, with "…" when it
+ * was longer. What a node says about itself goes out this way, so that a
+ * long error in a service's message is shortened, never refused.
+ */
+export function fitted(value: string, maxChars: number): string {
+  const shown = printable(value);
+  if (shown.length <= maxChars) return shown;
+  let out = "";
+  for (const point of shown) {
+    if (out.length + point.length > maxChars - 1) break;
+    out += point;
+  }
+  return `${out}…`;
+}
+
 /** A message as it may go into a gRPC status or onto a terminal: bounded, printable, well-formed. */
 export function encodable(message: string, maxChars = STATUS_MAX_CHARS): string {
   return printable(cut(message, maxChars));

@@ -6,7 +6,13 @@
 //    that was powered off (no FIN, no RST) is noticed within
 //    KEEPALIVE_TIME_MS + KEEPALIVE_TIMEOUT_MS instead of after TCP's minutes.
 //    grpc-js servers answer pings at any rate (they have no "too many
-//    pings" policing), so the servers need no matching setting.
+//    pings" policing), so the servers need no matching setting. A ping is
+//    answered by the server's process, not its kernel, so the timeout must
+//    outlast the longest a loaded node's process is away: at 2 s, a node
+//    starting its apiserver under emulation on a slow day had every call
+//    of the owner's ctl cluster info, for 5 minutes, and its own heartbeats
+//    "dropped during the call" by the client's own ping timer
+//    (internal/rpc/listener.test.ts shows it with a server away for 6 s).
 //  - reconnect backoff from RECONNECT_BACKOFF_MS.initial up to .max (grpc-js
 //    defaults to 1 s growing to 120 s, which made failover take 16-43 s);
 //  - a subchannel pool per channel, so that one client's backoff is not
@@ -20,7 +26,12 @@ import { formatAddress, type CuratorEndpoint } from "./endpoint.ts";
 import { curatorIdentityProblem } from "./identity.ts";
 
 export const KEEPALIVE_TIME_MS = 3_000;
-export const KEEPALIVE_TIMEOUT_MS = 2_000;
+export const KEEPALIVE_TIMEOUT_MS = 20_000;
+
+/** The keepalive of every curator client's channel (dialCurator). */
+export function keepaliveOptions(timing = { timeMs: KEEPALIVE_TIME_MS, timeoutMs: KEEPALIVE_TIMEOUT_MS }): Record<string, number> {
+  return { "grpc.keepalive_time_ms": timing.timeMs, "grpc.keepalive_timeout_ms": timing.timeoutMs, "grpc.keepalive_permit_without_calls": 1 };
+}
 export const RECONNECT_BACKOFF_MS = { initial: 200, max: 2_000 } as const;
 
 export interface DialCredentials {
@@ -48,9 +59,7 @@ export function dialCurator<S extends DescService>(service: S, endpoint: Curator
     channelOptions: {
       // SNI only (bun refuses IP addresses there); identity is checked above.
       ...channelOptions(endpoint.nodeId),
-      "grpc.keepalive_time_ms": KEEPALIVE_TIME_MS,
-      "grpc.keepalive_timeout_ms": KEEPALIVE_TIMEOUT_MS,
-      "grpc.keepalive_permit_without_calls": 1,
+      ...keepaliveOptions(),
       "grpc.initial_reconnect_backoff_ms": RECONNECT_BACKOFF_MS.initial,
       "grpc.max_reconnect_backoff_ms": RECONNECT_BACKOFF_MS.max,
       "grpc.use_local_subchannel_pool": 1,

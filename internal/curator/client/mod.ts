@@ -41,4 +41,4 @@ export { CuratorPool, callAnyCurator } from "./pool.ts";
 export { CONNECT_PATIENCE_MS } from "./patience.ts";
 export { ELECTION_TRAILER, electionTrailer, electionUnderWay, LEADER_TRAILER, leaderHintOf, leaderTrailer } from "./leader.ts";
 export { HEARTBEAT_INTERVAL_MS, HEARTBEAT_TIMEOUT_MS } from "./heartbeat.ts";
-export { KEEPALIVE_TIME_MS, KEEPALIVE_TIMEOUT_MS, RECONNECT_BACKOFF_MS } from "./dial.ts";
+export { keepaliveOptions, KEEPALIVE_TIME_MS, KEEPALIVE_TIMEOUT_MS, RECONNECT_BACKOFF_MS } from "./dial.ts";
