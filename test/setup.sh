@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 # a process cluster in test/metrics_process.test.ts. docker-registry (the
 # CNCF distribution registry) is the launcher's and the tests' registry,
 # and skopeo pushes the images built here into it (test/launch/registry.ts).
-PACKAGES="git ca-certificates openssl util-linux qemu-system-x86 qemu-utils dnsmasq-base cryptsetup-bin dosfstools mtools e2fsprogs gdisk iproute2 nftables cpio kmod gcc libc6-dev libseccomp-dev pkg-config busybox-static squashfs-tools tcpdump prometheus chrony docker-registry skopeo"
+PACKAGES="git ca-certificates curl netcat-openbsd openssl util-linux qemu-system-x86 qemu-utils dnsmasq-base cryptsetup-bin dosfstools mtools e2fsprogs gdisk iproute2 nftables cpio kmod gcc libc6-dev libseccomp-dev pkg-config busybox-static squashfs-tools tcpdump prometheus chrony docker-registry skopeo"
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

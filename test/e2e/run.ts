@@ -12,7 +12,7 @@
 // first step whose name contains the text (cleanups still run): for working
 // on one step without the ones after it. CI never passes it.
 
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { availableParallelism } from "node:os";
@@ -20,6 +20,7 @@ import { chooseAccelerator, manifestPaths, OUT_DIR, readManifest, REPO_ROOT } fr
 import { createLogger } from "../../internal/log/mod.ts";
 import { ensureBuilt } from "../launch/mod.ts";
 import { registry, type E2eContext } from "./harness.ts";
+import { consoleTails } from "./console_tails.ts";
 
 const { values, positionals } = parseArgs({
   options: {
@@ -60,39 +61,6 @@ async function withDeadline(promise: Promise<void>, ms: number, what: string): P
 }
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
-
-/** Lines of each node console kept with a failure: CI keeps only its log's tail, so the failures list carries what the nodes last said. */
-const CONSOLE_TAIL_LINES = 8;
-
-/**
- * The last lines of every node console (out/cluster/<cluster>/<node>.console.log)
- * written to since `sinceMs`: what the VMs said while a step failed.
- */
-function consoleTails(sinceMs: number): string[] {
-  const root = join(REPO_ROOT, OUT_DIR, "cluster");
-  if (!existsSync(root)) return [];
-  const tails: string[] = [];
-  for (const cluster of readdirSync(root)) {
-    const dir = join(root, cluster);
-    let files: string[];
-    try {
-      files = readdirSync(dir).filter((f) => f.endsWith(".console.log"));
-    } catch {
-      continue;
-    }
-    for (const file of files.sort()) {
-      const path = join(dir, file);
-      if (statSync(path).mtimeMs < sinceMs) continue;
-      const lines = readFileSync(path, "utf8")
-        .replace(/\x1b\[[0-9;?]*[A-Za-z]/g, "")
-        .split("\n")
-        .map((l) => l.trimEnd())
-        .filter((l) => l.length > 0);
-      tails.push(`  ${cluster}/${file.replace(".console.log", "")}, its last lines:`, ...lines.slice(-CONSOLE_TAIL_LINES).map((l) => `    ${l.slice(0, 240)}`));
-    }
-  }
-  return tails;
-}
 
 if (!values["no-build"]) await ensureBuilt(logger);
 // Every figure depends on it: the clusters' launches take this decision

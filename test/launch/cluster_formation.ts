@@ -143,6 +143,11 @@ export async function formCluster(cluster: Cluster, options: FormationOptions): 
   await waitForVoters(ctl, consensus.length + 1, timeoutMs);
   options.onStage?.("voters");
   logger.info("consensus formed", { voters: consensus.length + 1 });
+  // The owner's saved curator list names node1 alone until it is refreshed,
+  // as an owner does once the cluster has grown: otherwise every ctl call
+  // goes to node1, the busiest node (its controller), with no curator to
+  // fail over to.
+  if (consensus.length > 0) await eventually(() => must("curator list", "cluster", "info"), { timeoutMs, intervalMs: ROLE_RETRY_MS, what: "ctl cluster info" });
   return { ids, ctlConfig: cluster.dir.ctlConfig, ctl };
 }
 

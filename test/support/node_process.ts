@@ -4,7 +4,7 @@
 // process-level cluster tests.
 
 import { create, toBinary } from "@bufbuild/protobuf";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { NodeParametersSchema, type NodeParameters } from "../../proto/gen/api/configuration_pb.ts";
 import { storageLayout } from "../../internal/localstorage/mod.ts";
@@ -28,6 +28,42 @@ export function loopbackBlock(): (n: number) => string {
   const a = 100 + (process.pid % 100);
   const b = Math.floor(process.pid / 100) % 250;
   return (n) => `127.${a}.${b}.${n}`;
+}
+
+/**
+ * Kills (SIGKILL) the containerd shims on this host whose command line
+ * names a path under `root`, and returns their pids. A node process that
+ * ends leaves its containerd's shims behind: a shim detaches from
+ * containerd (its own session, reparented to init), and on a host without
+ * a cgroup v2 hierarchy the node has no runtime cgroup to empty. A VM's
+ * power-off ends them; a process test's stop did not: this machine kept a
+ * `containerd-shim-runc-v2 … -address <root>/ephemeral/containerd/…` of
+ * the controller test long after the test ended. Each shim names its
+ * containerd's socket, under the node's root. Only shims: what else a
+ * stopped node leaves (an etcd it could not tie to itself) is what the
+ * node tests check the node's next start for.
+ */
+export function killLeftShims(root: string): number[] {
+  const prefix = root.endsWith("/") ? root : `${root}/`;
+  const killed: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid) || pid <= 1 || pid === process.pid) continue;
+    let args: string[];
+    try {
+      args = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+    } catch {
+      continue; // gone already
+    }
+    if (!/(^|\/)containerd-shim[^/]*$/.test(args[0] ?? "") || !args.some((a) => a.startsWith(prefix))) continue;
+    try {
+      process.kill(pid, "SIGKILL");
+      killed.push(pid);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return killed;
 }
 
 /** The etcd binary node processes run: the system tree's, built from its Go module. */
@@ -121,6 +157,8 @@ export class NodeProcess {
     clearTimeout(timer);
     await this.reading;
     this.child = undefined;
+    // Its runtime's shims, which a VM's power-off would end.
+    killLeftShims(this.root);
   }
 }
 
