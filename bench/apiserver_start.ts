@@ -17,8 +17,9 @@ import { apiserverArgs, parseKubeconfig, READINESS_POLL_MS, READINESS_TIMEOUT_MS
 import { eventually, systemTree, tempDir } from "../internal/testing/mod.ts";
 import { NodeProcess, loopbackBlock, ownedNode, type LogLine } from "../test/support/node_process.ts";
 import { figure, percentile, spread } from "./figures.ts";
+import { benchArgs, wholeNumber } from "./args.ts";
 
-const TRIALS = Number(process.argv[2] ?? 5);
+const TRIALS = wholeNumber("trials", benchArgs({}, { name: "trials", default: "5", help: "starts of each kind" }).positional);
 const STEP_TIMEOUT_MS = 120_000;
 const BY_HAND_PORT = 16443;
 

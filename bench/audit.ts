@@ -11,8 +11,9 @@ import { Management, type ClusterEvent } from "../proto/gen/api/management_pb.ts
 import { issueOwnerCertificate, type KeyPair } from "../internal/pki/mod.ts";
 import { startTestCluster, type TestCluster } from "../internal/curator/test_cluster.ts";
 import { figure, ms, percentile } from "./figures.ts";
+import { benchArgs, wholeNumber } from "./args.ts";
 
-const WRITES = Number(process.argv[2] ?? 300);
+const WRITES = wholeNumber("writes", benchArgs({}, { name: "writes", default: "300", help: "audited writes" }).positional);
 
 function ownerOf(cluster: TestCluster): { kind: "owner"; certificate: X509Certificate; privateKey: KeyPair["privateKey"] } {
   return { kind: "owner", certificate: issueOwnerCertificate(cluster.clusterCA, cluster.ownerKey.publicKey), privateKey: cluster.ownerKey.privateKey };

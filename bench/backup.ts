@@ -23,8 +23,11 @@ import { etcdClientOf } from "../test/support/process_cluster.ts";
 import { runQuorumLoss } from "../test/faults/quorum_loss.ts";
 import { runRestore } from "../test/faults/restore_run.ts";
 import { figure, seconds } from "./figures.ts";
+import { benchArgs, wholeNumber } from "./args.ts";
 
-const SIZES_MIB = (process.argv[2] ?? "8,64").split(",").map(Number);
+const SIZES_MIB = benchArgs({}, { name: "MiB,MiB,...", default: "8,64", help: "database sizes to back up, in MiB" })
+  .positional.split(",")
+  .map((size) => wholeNumber("each size", size));
 const WIDTH = 66;
 const VALUE_BYTES = 64 * 1024;
 

@@ -16,11 +16,11 @@
 import { mkdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { parseArgs } from "node:util";
-import { bootAndWatch, buildImage, chooseAccelerator, cloneDisk, DEFAULT_CPUS, manifestPaths, OUT_DIR, qemuArgs, readManifest, REPO_ROOT, type ConsoleLine } from "../image/mod.ts";
+import { bootAndWatch, buildImage, chooseAccelerator, cloneDisk, DEFAULT_CPUS, manifestPaths, qemuArgs, readManifest, REPO_ROOT, type ConsoleLine } from "../image/mod.ts";
 import { createLogger } from "../internal/log/mod.ts";
 import { BOOT_MILESTONES, CONSOLE, createCluster, ensureBuilt, runHostCommand } from "../test/launch/mod.ts";
 import { spread } from "./figures.ts";
+import { benchArgs, IMAGE_FLAGS, imageDirOf, wholeNumber } from "./args.ts";
 
 const UP_TIMEOUT_MS = 300_000;
 const FLOOR_TIMEOUT_MS = 180_000;
@@ -28,20 +28,15 @@ const FLOOR_DIR = join(tmpdir(), "nodecore-bench-floor");
 const FLOOR_LINE = /^floor: init started/;
 const MIB = 1024 * 1024;
 
-const { values } = parseArgs({
-  options: {
-    runs: { type: "string", default: "1" },
-    "no-build": { type: "boolean", default: false },
-    "image-dir": { type: "string" },
-    cpus: { type: "string" },
-    consoles: { type: "string" },
-  },
-  strict: true,
+const { values } = benchArgs({
+  runs: { type: "string", default: "1", help: "boots of each kind" },
+  ...IMAGE_FLAGS,
+  cpus: { type: "string", help: `vCPUs per VM (default ${DEFAULT_CPUS})` },
+  consoles: { type: "string", help: "write each boot's console to this directory" },
 });
-const runs = Number(values.runs);
-const cpus = values.cpus === undefined ? DEFAULT_CPUS : Number(values.cpus);
-if (!Number.isInteger(cpus) || cpus < 1) throw new Error(`--cpus must be a whole number of at least 1, not ${values.cpus}`);
-const imageDir = values["image-dir"] ?? join(REPO_ROOT, OUT_DIR);
+const runs = wholeNumber("--runs", values.runs);
+const cpus = values.cpus === undefined ? DEFAULT_CPUS : wholeNumber("--cpus", values.cpus);
+const imageDir = imageDirOf(values);
 const log = createLogger("bench.boot");
 
 const mib = (bytes: number) => `${(bytes / MIB).toFixed(1)} MiB`;

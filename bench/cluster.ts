@@ -22,6 +22,9 @@ import { figure, ms, percentile } from "./figures.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
 import { X509Certificate } from "node:crypto";
 import { formProcessCluster } from "../test/support/process_cluster.ts";
+import { benchArgs } from "./args.ts";
+
+const { values } = benchArgs({ "curator-only": { type: "boolean", help: "the curator's figures, not the node processes'" } });
 
 const LATENCY_CALLS = 500;
 const THROUGHPUT_ROUNDS = 5;
@@ -189,4 +192,4 @@ async function processFigures(): Promise<void> {
 
 console.log(`cluster figures (${new Date().toISOString()}, ${navigator.hardwareConcurrency} cores, loopback)`);
 await curatorFigures();
-if (!process.argv.includes("--curator-only")) await processFigures();
+if (!values["curator-only"]) await processFigures();

@@ -18,8 +18,10 @@ import { createLogger } from "../internal/log/mod.ts";
 import { eventually } from "../internal/testing/mod.ts";
 import { figure, qemuAccel, seconds } from "./figures.ts";
 import { CONSOLE, createCluster, ensureBuilt, formCluster, type FormedCluster } from "../test/launch/mod.ts";
+import { benchArgs } from "./args.ts";
 
-const args = process.argv.slice(2);
+const { values } = benchArgs({ "no-build": { type: "boolean", help: "use the image as built" } });
+
 const STEP_TIMEOUT_MS = 600_000;
 const LATE_MS = 60_000;
 const POLL_MS = 500;
@@ -28,7 +30,7 @@ const SHARES_MADE = /cold-start shares made; the cluster half is off the ESP/;
 const FROM_SHARES = /cluster half is whole again from its shares/;
 
 const logger = createLogger("bench");
-if (!args.includes("--no-build")) await ensureBuilt(logger);
+if (!values["no-build"]) await ensureBuilt(logger);
 const cluster = await createCluster({ name: "bench-coldstart", nodes: 3, subnetIndex: 7, quiet: true, imageDir: join(REPO_ROOT, OUT_DIR), logger: logger.child("launch") });
 
 /** Waits until the cluster is healthy by evidence from after `sinceWall` (see the header); returns when. */

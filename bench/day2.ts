@@ -25,8 +25,9 @@ import { supervise } from "../internal/supervisor/mod.ts";
 import { eventually, tempDir } from "../internal/testing/mod.ts";
 import { formProcessCluster } from "../test/support/process_cluster.ts";
 import { figure, ms, percentile, seconds } from "./figures.ts";
+import { benchArgs, wholeNumber } from "./args.ts";
 
-const TRIALS = Number(process.argv[2] ?? 3);
+const TRIALS = wholeNumber("trials", benchArgs({}, { name: "trials", default: "3", help: "trials of each operation" }).positional);
 const WIDTH = 70;
 
 function heapMiB(): number {

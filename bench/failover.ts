@@ -21,8 +21,9 @@ import { eventually, tempDir } from "../internal/testing/mod.ts";
 import { figure, ms, percentile, seconds } from "./figures.ts";
 import { formProcessCluster, type ProcessCluster } from "../test/support/process_cluster.ts";
 import type { NodeProcess } from "../test/support/node_process.ts";
+import { benchArgs, wholeNumber } from "./args.ts";
 
-const TRIALS = Number(process.argv[2] ?? 5);
+const TRIALS = wholeNumber("trials", benchArgs({}, { name: "trials", default: "5", help: "leader failovers" }).positional);
 const WRITE_INTERVAL_MS = 100;
 
 const WIDTH = 66;

@@ -18,16 +18,17 @@ import { LEADER_LEASE_TTL_S } from "../internal/curator/mod.ts";
 import { eventually } from "../internal/testing/mod.ts";
 import { figure, percentile, qemuAccel, seconds } from "./figures.ts";
 import { CONSOLE, createCluster, ensureBuilt, formCluster, waitForVoters, type NodeVm } from "../test/launch/mod.ts";
+import { benchArgs, wholeNumber } from "./args.ts";
 
-const args = process.argv.slice(2);
-const TRIALS = Number(args.find((a) => /^\d+$/.test(a)) ?? 5);
+const { values, positional } = benchArgs({ "no-build": { type: "boolean", help: "use the image as built" } }, { name: "trials", default: "5", help: "leader VMs powered off" });
+const TRIALS = wholeNumber("trials", positional);
 const STEP_TIMEOUT_MS = 600_000;
 const ELECTED = /curator\.leadership elected curator leader/;
 
 const logger = createLogger("bench");
 const WIDTH = 66;
 
-if (!args.includes("--no-build")) await ensureBuilt(logger);
+if (!values["no-build"]) await ensureBuilt(logger);
 const cluster = await createCluster({ name: "bench-failover", nodes: 3, subnetIndex: 5, quiet: true, imageDir: join(REPO_ROOT, OUT_DIR), logger: logger.child("launch") });
 
 /** The node that most recently logged that it became the curator leader. */

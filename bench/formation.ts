@@ -8,29 +8,23 @@
 // One cluster at a time (three VMs on this machine's two cores already).
 
 import { join } from "node:path";
-import { parseArgs } from "node:util";
-import { DEFAULT_CPUS, OUT_DIR, REPO_ROOT } from "../image/mod.ts";
+import { DEFAULT_CPUS } from "../image/mod.ts";
 import { createLogger } from "../internal/log/mod.ts";
 import { createCluster, ensureBuilt, formCluster, type FormationStage } from "../test/launch/mod.ts";
 import { qemuAccel, spread } from "./figures.ts";
+import { benchArgs, IMAGE_FLAGS, imageDirOf, wholeNumber } from "./args.ts";
 
 const NODES = 3;
 const STEP_TIMEOUT_MS = 300_000;
 
-const { values } = parseArgs({
-  options: {
-    runs: { type: "string", default: "3" },
-    "no-build": { type: "boolean", default: false },
-    "image-dir": { type: "string" },
-    cpus: { type: "string" },
-  },
-  strict: true,
+const { values } = benchArgs({
+  runs: { type: "string", default: "3", help: "formations, each on fresh disks" },
+  cpus: { type: "string", help: `vCPUs per VM (default ${DEFAULT_CPUS})` },
+  ...IMAGE_FLAGS,
 });
-const runs = Number(values.runs);
-if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs must be a whole number of at least 1, not ${values.runs}`);
-const cpus = values.cpus === undefined ? DEFAULT_CPUS : Number(values.cpus);
-if (!Number.isInteger(cpus) || cpus < 1) throw new Error(`--cpus must be a whole number of at least 1, not ${values.cpus}`);
-const imageDir = values["image-dir"] ?? join(REPO_ROOT, OUT_DIR);
+const runs = wholeNumber("--runs", values.runs);
+const cpus = values.cpus === undefined ? DEFAULT_CPUS : wholeNumber("--cpus", values.cpus);
+const imageDir = imageDirOf(values);
 const log = createLogger("bench.formation");
 
 /** Stage → ms after the first VM started; "formed" is the last stage. */

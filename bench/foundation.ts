@@ -9,7 +9,10 @@ import { Value } from "../internal/event/mod.ts";
 import { captureLogger } from "../internal/log/mod.ts";
 import { supervise, untilCancelled } from "../internal/supervisor/mod.ts";
 import { tempDir } from "../internal/testing/mod.ts";
+import { benchArgs } from "./args.ts";
 import { ms } from "./figures.ts";
+
+benchArgs({});
 
 const ROOT = join(import.meta.dir, "..");
 const INIT = join(ROOT, "out/init");

@@ -31,34 +31,18 @@ import { supervise } from "../internal/supervisor/mod.ts";
 import { testCA, testNode } from "../internal/testing/mod.ts";
 import { credentialResponse, credentialsFile } from "../internal/kubernetes/mod.ts";
 import { freePorts, tempDir } from "../internal/testing/mod.ts";
-import { HOST_BUSYBOX, ociImage, readBusybox } from "../image/mod.ts";
+import { HOST_BUSYBOX, readBusybox } from "../image/mod.ts";
 import { ContainerRegistryServer, spawnIn } from "../test/launch/registry.ts";
 import { NAMESPACE_PREFIX, NetworkNamespace, subnetOf } from "../test/launch/network_namespace.ts";
 import { startCriContainerd } from "../test/support/cri.ts";
 import { NodeProcess, loopbackBlock, ownedNode } from "../test/support/node_process.ts";
+import { randomImage } from "./random_image.ts";
 import { figure, spread } from "./figures.ts";
+import { benchArgs, wholeNumber } from "./args.ts";
 
-const RUNS = Number(process.argv[2] ?? 3);
+const RUNS = wholeNumber("runs", benchArgs({}, { name: "runs", default: "3", help: "runs of each way, each with a new image" }).positional);
 const RANDOM_LAYER_BYTES = 48 * 1024 * 1024;
 const WIDTH = 66;
-
-/** An image of busybox and a random layer, as an OCI layout tarball. */
-function bigImage(ref: string): Uint8Array {
-  const busybox = readBusybox(HOST_BUSYBOX);
-  const noise = new Uint8Array(RANDOM_LAYER_BYTES);
-  for (let at = 0; at < noise.length; at += 65_536) crypto.getRandomValues(noise.subarray(at, at + 65_536));
-  return ociImage(
-    [ref],
-    [
-      [
-        { kind: "dir", path: "bin", mode: 0o755 },
-        { kind: "file", path: "bin/busybox", mode: 0o755, contents: busybox },
-      ],
-      [{ kind: "file", path: "noise", mode: 0o644, contents: noise }],
-    ],
-    { Cmd: ["/bin/busybox", "sleep", "3600"] },
-  );
-}
 
 const cpu = readFileSync("/proc/cpuinfo", "utf8").match(/^model name\s*:\s*(.+)$/m)?.[1] ?? "unknown CPU";
 console.log(`images bench: ${RUNS} runs, an image of ${((RANDOM_LAYER_BYTES + readBusybox(HOST_BUSYBOX).length) / 2 ** 20).toFixed(1)} MiB each; this host: ${cpus().length} cores, ${cpu}`);
@@ -103,7 +87,7 @@ try {
   for (let run = 0; run < RUNS; run++) {
     const pushedRef = `${registry.host}/bench/big:${run}`;
     const tarball = join(dir.path, `big-${run}.tar`);
-    writeFileSync(tarball, bigImage(pushedRef));
+    writeFileSync(tarball, randomImage(pushedRef, RANDOM_LAYER_BYTES));
     await registry.push(tarball, `bench/big:${run}`, (argv) => ns.run(argv));
     const login = JSON.parse(credentialResponse(JSON.stringify({ kind: "CredentialProviderRequest", image: pushedRef }), credentialsFile([entry]))).auth[registry.host];
     let started = performance.now();
@@ -116,7 +100,7 @@ try {
     await second.images.pull(`${registry.host}/bench/big@${digest}`, undefined, 600_000);
     peerPulls.push(performance.now() - started);
     // Another random layer for the import, so that it too starts cold.
-    writeFileSync(tarball, bigImage(`offline.example.com/bench/big:${run}`));
+    writeFileSync(tarball, randomImage(`offline.example.com/bench/big:${run}`, RANDOM_LAYER_BYTES));
     started = performance.now();
     const imported = await ctl("image", "import", tarball, "--node", id);
     if (imported.code !== 0) throw new Error(`ctl image import: ${imported.stderr}`);

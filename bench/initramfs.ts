@@ -13,21 +13,21 @@
 import { mkdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
 import { bootAndWatch, chooseAccelerator, cloneDisk, DEFAULT_CPUS, manifestPaths, OUT_DIR, qemuArgs, readManifest, REPO_ROOT } from "../image/mod.ts";
 import { createLogger } from "../internal/log/mod.ts";
 import { CONSOLE, runHostCommand } from "../test/launch/mod.ts";
+import { benchArgs, wholeNumber } from "./args.ts";
 
 const BOOT_TIMEOUT_MS = 120_000;
 const MIB = 1024 * 1024;
 /** The kernel's own clock on a console line: "[    4.123456] ...". */
 const KERNEL_STAMP = /^\[\s*(\d+\.\d+)\]/;
 
-const { values } = parseArgs({
-  options: { runs: { type: "string", default: "3" }, "image-dir": { type: "string" } },
-  strict: true,
+const { values } = benchArgs({
+  runs: { type: "string", default: "3", help: "boots of each variant" },
+  "image-dir": { type: "string", help: "the image whose kernel and initramfs to use (default out/image)" },
 });
-const runs = Number(values.runs);
+const runs = wholeNumber("--runs", values.runs);
 const imageDir = values["image-dir"] ?? join(REPO_ROOT, OUT_DIR);
 const log = createLogger("bench.initramfs");
 

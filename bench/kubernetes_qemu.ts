@@ -14,31 +14,25 @@
 
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
-import { OUT_DIR, REPO_ROOT } from "../image/mod.ts";
 import { sizeVms, thisHost } from "../test/launch/vm_sizing.ts";
 import { TEST_IMAGE_REF } from "../internal/containerd/mod.ts";
 import { createLogger } from "../internal/log/mod.ts";
 import { eventually } from "../internal/testing/mod.ts";
 import { createCluster, ensureBuilt, formCluster } from "../test/launch/mod.ts";
-import { ownerKubectl } from "./owner_kubectl.ts";
+import { ownerKubectl, podRunning } from "./owner_kubectl.ts";
 import { figure, percentile, qemuAccel, seconds } from "./figures.ts";
+import { benchArgs, IMAGE_FLAGS, imageDirOf, wholeNumber } from "./args.ts";
 
 const STEP_TIMEOUT_MS = 600_000;
 const POLL_MS = 1_000;
 const IDLE_MS = 30_000;
 
-const { values } = parseArgs({
-  options: {
-    pods: { type: "string", default: "5" },
-    "no-build": { type: "boolean", default: false },
-    "image-dir": { type: "string" },
-  },
-  strict: true,
+const { values } = benchArgs({
+  pods: { type: "string", default: "5", help: "pods made one after another" },
+  ...IMAGE_FLAGS,
 });
-const pods = Number(values.pods);
-if (!Number.isInteger(pods) || pods < 1) throw new Error(`--pods must be a whole number of at least 1, not ${values.pods}`);
-const imageDir = values["image-dir"] ?? join(REPO_ROOT, OUT_DIR);
+const pods = wholeNumber("--pods", values.pods);
+const imageDir = imageDirOf(values);
 const log = createLogger("bench.kubernetes");
 
 if (!values["no-build"]) await ensureBuilt(log);
@@ -91,13 +85,7 @@ try {
     );
     const applied = performance.now();
     await kubectl("apply", "-f", file);
-    await eventually(
-      async () => {
-        const phase = (await kubectl("get", "pod", name, "-o", "jsonpath={.status.phase}")).trim();
-        if (phase !== "Running") throw new Error(`phase ${phase || "none yet"}`);
-      },
-      { timeoutMs: STEP_TIMEOUT_MS, intervalMs: 250, what: `${name} Running` },
-    );
+    await podRunning(kubectl, name, { timeoutMs: STEP_TIMEOUT_MS, intervalMs: 250 });
     running.push(performance.now() - applied);
     log.info(`${name} Running`, { seconds: (running.at(-1)! / 1000).toFixed(1) });
   }

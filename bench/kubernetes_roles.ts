@@ -17,8 +17,9 @@ import { killCgroup, runtimeCgroupName, unifiedCgroupRoot } from "../internal/co
 import { eventually, tempDir } from "../internal/testing/mod.ts";
 import { NodeProcess, loopbackBlock, ownedNode, type LogLine } from "../test/support/node_process.ts";
 import { figure, percentile, seconds } from "./figures.ts";
+import { benchArgs, wholeNumber } from "./args.ts";
 
-const TRIALS = Number(process.argv[2] ?? 3);
+const TRIALS = wholeNumber("trials", benchArgs({}, { name: "trials", default: "3", help: "role changes of each kind" }).positional);
 const WIDTH = 70;
 const STEP_TIMEOUT_MS = 120_000;
 const IDLE_MS = 30_000;

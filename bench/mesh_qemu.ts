@@ -15,8 +15,6 @@
 
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
-import { OUT_DIR, REPO_ROOT } from "../image/mod.ts";
 import { sizeVms, thisHost } from "../test/launch/vm_sizing.ts";
 import { TEST_IMAGE_REF } from "../internal/containerd/mod.ts";
 import { createLogger } from "../internal/log/mod.ts";
@@ -24,6 +22,7 @@ import { eventually } from "../internal/testing/mod.ts";
 import { createCluster, ensureBuilt, formCluster, httpBody, httpGetCommand } from "../test/launch/mod.ts";
 import { ownerKubectl } from "./owner_kubectl.ts";
 import { figure, qemuAccel, seconds } from "./figures.ts";
+import { benchArgs, IMAGE_FLAGS, imageDirOf } from "./args.ts";
 
 const STEP_TIMEOUT_MS = 900_000;
 const POLL_MS = 1_000;
@@ -31,8 +30,10 @@ const PORT = 8080;
 const STREAM_PORT = 9000;
 const STREAM_MIB = 32;
 
-const { values } = parseArgs({ options: { "no-build": { type: "boolean", default: false }, "image-dir": { type: "string" } }, strict: true });
-const imageDir = values["image-dir"] ?? join(REPO_ROOT, OUT_DIR);
+const { values } = benchArgs({
+  ...IMAGE_FLAGS,
+});
+const imageDir = imageDirOf(values);
 const log = createLogger("bench.mesh");
 
 /** A busybox pod on `node`, serving `page` over HTTP and a byte sink on STREAM_PORT; on the host's network if asked. */

@@ -14,8 +14,9 @@ import { hostPort } from "../internal/rpc/mod.ts";
 import { tempDir } from "../internal/testing/mod.ts";
 import { formProcessCluster } from "../test/support/process_cluster.ts";
 import { figure, ms, percentile } from "./figures.ts";
+import { benchArgs, wholeNumber } from "./args.ts";
 
-const SCRAPES = Number(process.argv[2] ?? 200);
+const SCRAPES = wholeNumber("scrapes", benchArgs({}, { name: "scrapes", default: "200", help: "scrapes of each endpoint" }).positional);
 
 const dir = tempDir("nodecore-bench-metrics-");
 const cluster = await formProcessCluster(dir.path, 160, () => {}, { consensus: 1 });

@@ -4,6 +4,7 @@
 // directory); stdout, or an error with kubectl's stderr.
 
 import { join } from "node:path";
+import { eventually } from "../internal/testing/mod.ts";
 import { KUBECTL_BINARY, type Cluster } from "../test/launch/mod.ts";
 
 export function ownerKubectl(cluster: Cluster, requestTimeout = "30s"): { kubeconfig: string; kubectl: (...args: string[]) => Promise<string> } {
@@ -14,4 +15,15 @@ export function ownerKubectl(cluster: Cluster, requestTimeout = "30s"): { kubeco
     return result.stdout;
   };
   return { kubeconfig, kubectl };
+}
+
+/** Waits until the pod's phase is Running, asking every `intervalMs`. */
+export async function podRunning(kubectl: (...args: string[]) => Promise<string>, name: string, options: { timeoutMs: number; intervalMs: number; what?: string }): Promise<void> {
+  await eventually(
+    async () => {
+      const phase = (await kubectl("get", "pod", name, "-o", "jsonpath={.status.phase}")).trim();
+      if (phase !== "Running") throw new Error(`phase ${phase || "none yet"}`);
+    },
+    { timeoutMs: options.timeoutMs, intervalMs: options.intervalMs, what: options.what ?? `${name} Running` },
+  );
 }

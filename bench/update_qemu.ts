@@ -20,8 +20,10 @@ import { eventually } from "../internal/testing/mod.ts";
 import { figure, qemuAccel, seconds } from "./figures.ts";
 import { createCluster, ensureBuilt, formCluster, runHostCommand } from "../test/launch/mod.ts";
 import { nextVersion } from "../test/e2e/updates.ts";
+import { benchArgs } from "./args.ts";
 
-const args = process.argv.slice(2);
+const { values } = benchArgs({ "no-build": { type: "boolean", help: "use the image as built" } });
+
 const STEP_TIMEOUT_MS = 600_000;
 const POLL_MS = 1_000;
 const WIDTH = 72;
@@ -29,7 +31,7 @@ const V3_TRIAL_BOUND_S = 30;
 const KEXEC_LOADED = /I root booting slot [ab] .*its kernel is loaded.* ms=(\d+)/;
 
 const logger = createLogger("bench");
-if (!args.includes("--no-build")) await ensureBuilt(logger);
+if (!values["no-build"]) await ensureBuilt(logger);
 const imageDir = join(REPO_ROOT, OUT_DIR);
 const v1 = readManifest(imageDir).version;
 

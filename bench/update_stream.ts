@@ -15,9 +15,10 @@ import { NODE_MANAGEMENT_POLICY, UPDATE_RECEIVE_WINDOW_BYTES } from "../internal
 import { addService, channelCredentials, channelOptions, createClient, listen, partialService, serverCredentials } from "../internal/rpc/mod.ts";
 import { testCA, testNode, testOwner } from "../internal/testing/mod.ts";
 import { figure } from "./figures.ts";
+import { benchArgs, wholeNumber } from "./args.ts";
 
 const MIB = 1024 * 1024;
-const total = Number(process.argv[2] ?? 16) * MIB;
+const total = wholeNumber("MiB", benchArgs({}, { name: "MiB", default: "16", help: "MiB streamed at each round trip" }).positional) * MIB;
 const CHUNK = 512 * 1024;
 const ROUND_TRIPS_MS = [0, 20, 100, 200];
 

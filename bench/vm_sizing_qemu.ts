@@ -21,34 +21,28 @@
 
 import { copyFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
-import { OUT_DIR, REPO_ROOT } from "../image/mod.ts";
 import { TEST_IMAGE_REF } from "../internal/containerd/mod.ts";
 import { LEADER_LEASE_TTL_S } from "../internal/curator/mod.ts";
 import { createLogger } from "../internal/log/mod.ts";
-import { eventually } from "../internal/testing/mod.ts";
 import { createCluster, ensureBuilt, formCluster } from "../test/launch/mod.ts";
 import { startKubernetes } from "../test/launch/kubernetes_start.ts";
 import { sizeVms, thisHost } from "../test/launch/vm_sizing.ts";
-import { ownerKubectl } from "./owner_kubectl.ts";
+import { ownerKubectl, podRunning } from "./owner_kubectl.ts";
 import { figure, percentile, qemuAccel, seconds } from "./figures.ts";
+import { benchArgs, IMAGE_FLAGS, imageDirOf, usageError } from "./args.ts";
 
 const STEP_TIMEOUT_MS = 900_000;
 const EXEC_EVERY_MS = 10_000;
 
-const { values } = parseArgs({
-  options: {
-    minutes: { type: "string", default: "8" },
-    only: { type: "string" },
-    "no-build": { type: "boolean", default: false },
-    "image-dir": { type: "string" },
-  },
-  strict: true,
+const { values } = benchArgs({
+  minutes: { type: "string", default: "8", help: "how long each cluster is loaded" },
+  only: { type: "string", help: "one variant: 2 (two vCPUs each) or sized (as the launcher sizes them)" },
+  ...IMAGE_FLAGS,
 });
 const minutes = Number(values.minutes);
-if (!Number.isFinite(minutes) || minutes <= 0) throw new Error(`--minutes must be a positive number, not ${values.minutes}`);
-if (values.only !== undefined && values.only !== "2" && values.only !== "sized") throw new Error(`--only is 2 or sized, not ${values.only}`);
-const imageDir = values["image-dir"] ?? join(REPO_ROOT, OUT_DIR);
+if (!Number.isFinite(minutes) || minutes <= 0) usageError(`--minutes must be a positive number, not ${JSON.stringify(values.minutes)}`);
+if (values.only !== undefined && values.only !== "2" && values.only !== "sized") usageError(`--only is 2 or sized, not ${JSON.stringify(values.only)}`);
+const imageDir = imageDirOf(values);
 const log = createLogger("bench.vmsizing");
 if (!values["no-build"]) await ensureBuilt(log);
 
@@ -131,13 +125,7 @@ async function run(label: string, cpus: number | undefined): Promise<Row> {
       }),
     );
     await kubectl("create", "-f", file);
-    await eventually(
-      async () => {
-        const phase = (await kubectl("get", "pod", "shell", "-o", "jsonpath={.status.phase}")).trim();
-        if (phase !== "Running") throw new Error(`phase ${phase || "none yet"}`);
-      },
-      { timeoutMs: STEP_TIMEOUT_MS, intervalMs: 2_000, what: "the shell pod Running" },
-    );
+    await podRunning(kubectl, "shell", { timeoutMs: STEP_TIMEOUT_MS, intervalMs: 2_000, what: "the shell pod Running" });
     // node1's restarts so far, then again after the load: the start's own
     // (a controller-manager that gave up on a busy apiserver at its start)
     // are told apart from those under load. A dropped call is asked again,

@@ -16,8 +16,6 @@
 
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
-import { OUT_DIR, REPO_ROOT } from "../image/mod.ts";
 import { sizeVms, thisHost } from "../test/launch/vm_sizing.ts";
 import { TEST_IMAGE_REF } from "../internal/containerd/mod.ts";
 import { createLogger } from "../internal/log/mod.ts";
@@ -25,25 +23,19 @@ import { eventually } from "../internal/testing/mod.ts";
 import { createCluster, ensureBuilt, formCluster } from "../test/launch/mod.ts";
 import { ownerKubectl } from "./owner_kubectl.ts";
 import { figure, percentile, qemuAccel, seconds } from "./figures.ts";
+import { benchArgs, IMAGE_FLAGS, imageDirOf, wholeNumber } from "./args.ts";
 
 const STEP_TIMEOUT_MS = 600_000;
 const POLL_MS = 1_000;
 
-const { values } = parseArgs({
-  options: {
-    claims: { type: "string", default: "3" },
-    mib: { type: "string", default: "128" },
-    "no-build": { type: "boolean", default: false },
-    "image-dir": { type: "string" },
-  },
-  strict: true,
+const { values } = benchArgs({
+  claims: { type: "string", default: "3", help: "claims made one after another" },
+  mib: { type: "string", default: "128", help: "MiB written and read in each throughput test, 8 to 256 (the VM's data partition holds a volume and an emptyDir of that size)" },
+  ...IMAGE_FLAGS,
 });
-const claims = Number(values.claims);
-const mib = Number(values.mib);
-if (!Number.isInteger(claims) || claims < 1) throw new Error(`--claims must be a whole number of at least 1, not ${values.claims}`);
-if (!Number.isInteger(mib) || mib < 8 || mib > 256)
-  throw new Error(`--mib must be a whole number from 8 to 256 (the VM's data partition holds the volume and an emptyDir of that size), not ${values.mib}`);
-const imageDir = values["image-dir"] ?? join(REPO_ROOT, OUT_DIR);
+const claims = wholeNumber("--claims", values.claims);
+const mib = wholeNumber("--mib", values.mib, 8, 256);
+const imageDir = imageDirOf(values);
 const log = createLogger("bench.volumes");
 
 if (!values["no-build"]) await ensureBuilt(log);
