@@ -181,7 +181,7 @@ const COREDNS: Component = {
  * the node's image): the e2e test binary of k8s.io/kubernetes/test/e2e,
  * built as upstream's `make WHAT=test/e2e/e2e.test` builds it, and agnhost,
  * the one program most of the suite's pods run (test/images/agnhost, a main
- * package of the same module). Its own module, so that the suite's test
+ * package of the same module), and nnp (test/images/nonewprivs). Its own module, so that the suite's test
  * dependencies (ginkgo, gomega) never reach the node's Kubernetes.
  */
 const CONFORMANCE: Component = {
@@ -193,6 +193,9 @@ const CONFORMANCE: Component = {
   binaries: [
     { name: "e2e.test", pkg: "k8s.io/kubernetes/test/e2e", test: true },
     { name: "agnhost", pkg: "k8s.io/kubernetes/test/images/agnhost" },
+    // The nonewprivs image's program (it prints its effective uid); it
+    // imports only the standard library, so it needs no tool line.
+    { name: "nnp", pkg: "k8s.io/kubernetes/test/images/nonewprivs" },
   ],
   links: {},
   cgo: false,

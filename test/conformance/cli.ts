@@ -4,9 +4,9 @@
 //   bun run conformance [--cluster NAME] [--mode quick|full] [--focus RE] [--skip RE]
 //                       [--parallel N] [--resume] [--list-images]
 //
-//   build (or find cached) e2e.test and agnhost ─▶ the images the suite lists,
-//   made here, pushed to the launcher's registry and imported onto every
-//   worker (images.ts) ─▶ the tests to run and their lanes (plan.ts) ─▶
+//   build (or find cached) e2e.test, agnhost and nnp ─▶ the images the suite
+//   lists, made here, pushed to the launcher's registry, and the big ones
+//   imported onto every worker (images.ts) ─▶ the tests to run and their lanes (plan.ts) ─▶
 //   e2e.test processes inside the cluster's network namespace, as the
 //   owner (its kubeconfig), their progress shown ─▶ out/conformance/<run>/
 //   junit-<stamp>-<lane>.xml, e2e-<lane>.log, summary.txt ─▶ `ctl cluster
@@ -27,11 +27,27 @@ import { REPO_ROOT } from "../../image/mod.ts";
 import { checkImageBundle } from "../../internal/containerd/mod.ts";
 import { readBusybox, HOST_BUSYBOX } from "../../image/oci.ts";
 import { buildComponent, component } from "../../image/upstream/mod.ts";
+import { goEnv } from "../../image/upstream/go.ts";
 import { runHostCommand } from "../launch/host_command.ts";
 import { NETNS_DIR, namespaceName } from "../launch/network_namespace.ts";
 import { CTL_BINARY, KUBECTL_BINARY } from "../launch/ctl_wrapper.ts";
 import { CLUSTER_REGISTRY_USER, pushToRegistry } from "../launch/registry.ts";
-import { AGNHOST_HOST_TOOLS, conformanceImage, hostToolsLayer, imageOnHost, imagePlan, NGINX_DEBIAN_PACKAGE, nginxTools, parseImageList, repoListYaml, unpackDebianPackage } from "./images.ts";
+import {
+  AGNHOST_HOST_TOOLS,
+  DIG_PACKAGES,
+  digTools,
+  GLIBC_DNS_HOST_TOOLS,
+  PRELOADED_SOURCES,
+  conformanceImage,
+  hostToolsLayer,
+  imageOnHost,
+  imagePlan,
+  NGINX_DEBIAN_PACKAGE,
+  nginxTools,
+  parseImageList,
+  repoListYaml,
+  unpackDebianPackage,
+} from "./images.ts";
 import { lanes, mergeResults, reportFiles, reportName, runStamp, selectTests, settled } from "./plan.ts";
 import { QUICK_TESTS, focusOf } from "./quick.ts";
 import { parseJunit, summaryText } from "./summary.ts";
@@ -122,14 +138,31 @@ if (values["list-images"]) {
 say(`the suite lists ${refs.length} images: ${plan.made.length} made here, ${missing.length} not (the tests that need those fail, and the summary names them)`);
 let tools;
 let nginx;
+let dnsTools;
 try {
-  tools = hostToolsLayer(AGNHOST_HOST_TOOLS);
-  // Debian's nginx, fetched from the archive once and kept beside the runs.
-  if (plan.made.some((m) => m.source === "nginx")) nginx = hostToolsLayer(nginxTools(unpackDebianPackage(NGINX_DEBIAN_PACKAGE, join(REPO_ROOT, "out", "conformance", "debs"))));
+  // Debian's packages, fetched from the archive once and kept beside the runs.
+  const debs = join(REPO_ROOT, "out", "conformance", "debs");
+  const dig = digTools(DIG_PACKAGES.map((name) => unpackDebianPackage(name, debs)));
+  tools = hostToolsLayer([...AGNHOST_HOST_TOOLS, ...dig]);
+  dnsTools = hostToolsLayer([...GLIBC_DNS_HOST_TOOLS, ...dig]);
+  if (plan.made.some((m) => m.source === "nginx")) nginx = hostToolsLayer(nginxTools(unpackDebianPackage(NGINX_DEBIAN_PACKAGE, debs)));
 } catch (err) {
   fail((err as Error).message);
 }
-const binaries = { agnhost: readFileSync(join(suite.dir, "agnhost")), busybox: readBusybox(HOST_BUSYBOX), pause: readFileSync(join(REPO_ROOT, "out", "pause")), tools, nginx };
+// The Kubernetes module's source, where the suite's build left it: nautilus's and kitten's pages.
+const modcache = Bun.spawnSync(["go", "env", "GOMODCACHE"], { env: goEnv(), stdout: "pipe", stderr: "pipe" });
+if (modcache.exitCode !== 0) fail(`go env GOMODCACHE: ${modcache.stderr.toString().trim()}`);
+const moduleDir = join(modcache.stdout.toString().trim(), `k8s.io/kubernetes@${component("conformance").version}`);
+const binaries = {
+  agnhost: readFileSync(join(suite.dir, "agnhost")),
+  nnp: readFileSync(join(suite.dir, "nnp")),
+  busybox: readBusybox(HOST_BUSYBOX),
+  pause: readFileSync(join(REPO_ROOT, "out", "pause")),
+  tools,
+  nginx,
+  dnsTools,
+  moduleDir,
+};
 const registry = { dir: registryDir, host: registryHost, username: CLUSTER_REGISTRY_USER, password: readFileSync(join(registryDir, "password"), "utf8").trim() };
 const ctl = (...args: string[]) => runHostCommand(inNamespace([CTL_BINARY, "--config", join(clusterDir, "owner"), ...args]), { okExitCodes: [0, 1, 2, 3] });
 for (const image of plan.made) {
@@ -152,7 +185,7 @@ const held = (JSON.parse(holding.stdout) as { node: string; images: { name: stri
   node: l.node,
   digests: new Map(l.images.map((i) => [i.name, i.digest])),
 }));
-for (const source of [...new Set(plan.made.map((m) => m.source))]) {
+for (const source of [...new Set(plan.made.map((m) => m.source))].filter((source) => PRELOADED_SOURCES.has(source))) {
   const refs = plan.made.filter((m) => m.source === source).map((m) => m.ref);
   const bundle = join(runDir, `import-${source}.oci.tar`);
   writeFileSync(bundle, conformanceImage(source, refs, binaries));

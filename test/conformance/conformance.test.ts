@@ -4,11 +4,11 @@
 // reading and the summary.
 
 import { describe, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { checkImageBundle } from "../../internal/containerd/mod.ts";
 import { tempDir } from "../../internal/testing/mod.ts";
-import { conformanceImage, hostToolsLayer, imageOnHost, imagePlan, lddPaths, parseImageList, repoListYaml, REGISTRY_KEYS } from "./images.ts";
+import { conformanceImage, hostToolsLayer, imageOnHost, imagePlan, lddPaths, parseImageList, PRELOADED_SOURCES, repoListYaml, REGISTRY_KEYS } from "./images.ts";
 import { focusOf, QUICK_TESTS } from "./quick.ts";
 import { lanes, mergeResults, reportFiles, reportName, runStamp, selectTests, settled } from "./plan.ts";
 import { parseJunit, summaryText } from "./summary.ts";
@@ -39,6 +39,9 @@ describe("images", () => {
       `${HOST}/invalid/busybox:1`,
       `${HOST}/e2e-test-images/httpd:2.4.38-4`,
       `${HOST}/e2e-test-images/nginx:1.27.0-2`,
+      `${HOST}/e2e-test-images/nautilus:1.9.0`,
+      `${HOST}/e2e-test-images/kitten:1.9`,
+      `${HOST}/e2e-test-images/nonewprivs:1.4`,
     ].map((r) => imageOnHost(r, HOST)!);
     const plan = imagePlan(names);
     expect(plan.made.map((m) => [m.repository, m.source])).toEqual([
@@ -46,7 +49,12 @@ describe("images", () => {
       ["e2e-test-images/busybox", "busybox"],
       ["k8s/pause", "pause"],
       ["e2e-test-images/nginx", "nginx"],
+      ["e2e-test-images/nautilus", "nautilus"],
+      ["e2e-test-images/kitten", "kitten"],
+      ["e2e-test-images/nonewprivs", "nonewprivs"],
     ]);
+    // Those built on another's layers are pulled, not preloaded.
+    expect(plan.made.filter((m) => PRELOADED_SOURCES.has(m.source)).map((m) => m.source)).toEqual(["agnhost", "busybox", "pause", "nginx"]);
     expect(plan.missing.map((m) => m.repository)).toEqual(["private/agnhost", "invalid/busybox", "e2e-test-images/httpd"]);
   });
 
@@ -75,6 +83,57 @@ describe("images", () => {
   });
 });
 
+describe("images built on others' layers", () => {
+  /** The layer digests an OCI tarball's manifest names, in order. */
+  const layersOf = (tar: Uint8Array) => {
+    const text = new TextDecoder("latin1").decode(tar);
+    const manifest = /\{"schemaVersion":2,"mediaType":"application\/vnd\.oci\.image\.manifest\.v1\+json".*?"layers":(\[.*?\])/.exec(text)![1]!;
+    return (JSON.parse(manifest) as { digest: string }[]).map((l) => l.digest);
+  };
+  const binaries = { agnhost: new Uint8Array(50_000).fill(7), busybox: new Uint8Array([4, 5]), pause: new Uint8Array([6]), nnp: new Uint8Array([8, 9]) };
+
+  test("nautilus and kitten are agnhost's very layers and their page, served by agnhost's test-webserver; refused without the module's source", () => {
+    using dir = tempDir();
+    const html = join(dir.path, "test", "images", "nautilus", "html");
+    mkdirSync(html, { recursive: true });
+    writeFileSync(join(html, "nautilus.jpg"), "JPEG");
+    writeFileSync(join(html, "data.json"), '{"image": "nautilus.jpg"}');
+    const agnhost = conformanceImage("agnhost", [`${HOST}/e2e-test-images/agnhost:2.56`], binaries);
+    const nautilus = conformanceImage("nautilus", [`${HOST}/e2e-test-images/nautilus:1.9.0`], { ...binaries, moduleDir: dir.path });
+    const [base, extra] = [layersOf(agnhost), layersOf(nautilus)];
+    expect(extra).toHaveLength(base.length + 1);
+    expect(extra.slice(0, base.length)).toEqual(base);
+    const text = new TextDecoder("latin1").decode(nautilus);
+    expect(text).toContain('"Entrypoint":["/agnhost"]');
+    expect(text).toContain('"Cmd":["test-webserver"]');
+    expect(text).toMatch(/nautilus\.jpg\0[^]*JPEG/);
+    expect(() => conformanceImage("kitten", [`${HOST}/e2e-test-images/kitten:1.9`], { ...binaries, moduleDir: dir.path })).toThrow(/kitten\.jpg is missing/);
+    expect(() => conformanceImage("nautilus", [`${HOST}/e2e-test-images/nautilus:1.9.0`], binaries)).toThrow(/module's source/);
+  });
+
+  test("glibc-dns-testing: agnhost's busybox layer and the DNS tools, dash its sh; refused without them", () => {
+    const dnsTools = [{ kind: "file" as const, path: "usr/bin/dig", mode: 0o755, contents: new Uint8Array([1]) }];
+    const agnhost = conformanceImage("agnhost", [`${HOST}/e2e-test-images/agnhost:2.56`], binaries);
+    const dns = conformanceImage("glibc-dns-testing", [`${HOST}/e2e-test-images/glibc-dns-testing:2.1.1`], { ...binaries, dnsTools });
+    expect(layersOf(dns)[0]).toBe(layersOf(agnhost)[0]!);
+    const text = new TextDecoder("latin1").decode(dns);
+    expect(text).toContain("usr/bin/dig");
+    expect(text).not.toMatch(/bin\/sh\0[^]{0,150}busybox/);
+    expect(() => conformanceImage("glibc-dns-testing", [`${HOST}/e2e-test-images/glibc-dns-testing:2.1.1`], binaries)).toThrow(/dig, getent, sh/);
+  });
+
+  test("nonewprivs: busybox's layer and nnp, setuid root, its command", () => {
+    const busybox = conformanceImage("busybox", [`${HOST}/e2e-test-images/busybox:1.37.0-1`], binaries);
+    const nonewprivs = conformanceImage("nonewprivs", [`${HOST}/e2e-test-images/nonewprivs:1.4`], binaries);
+    expect(layersOf(nonewprivs)[0]).toBe(layersOf(busybox)[0]!);
+    const text = new TextDecoder("latin1").decode(nonewprivs);
+    expect(text).toContain('"Cmd":["nnp"]');
+    // The tar header's mode field: 0004755.
+    expect(text).toMatch(/usr\/local\/bin\/nnp\0+0004755\0/);
+    expect(() => conformanceImage("nonewprivs", [`${HOST}/e2e-test-images/nonewprivs:1.4`], { ...binaries, nnp: undefined })).toThrow(/nnp/);
+  });
+});
+
 describe("the nginx image", () => {
   test("Debian's nginx in the foreground on port 80, its workers as the image's nginx user, logging to the container's output; refused without nginx's files", () => {
     const nginx = [{ kind: "file" as const, path: "usr/sbin/nginx", mode: 0o755, contents: new Uint8Array([1, 2, 3]) }];
@@ -95,6 +154,31 @@ describe("the nginx image", () => {
 });
 
 describe("host tools in agnhost's image", () => {
+  test("a library ldd cannot find is an error naming it, not a tool left without it", () => {
+    expect(() => lddPaths("\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x1)\n\tliblmdb.so.0 => not found\n")).toThrow("ldd finds no liblmdb.so.0");
+  });
+
+  test("an unpacked package's libraries are looked for first and go where the package puts them; the host's stay at theirs", () => {
+    using dir = tempDir();
+    const [tool, root] = [join(dir.path, "bind9-dnsutils"), join(dir.path, "bind9-libs")];
+    mkdirSync(join(tool, "usr/bin"), { recursive: true });
+    writeFileSync(join(tool, "usr/bin/dig"), "");
+    const asked: string[][] = [];
+    const layer = hostToolsLayer([{ path: join(tool, "usr/bin/dig"), debianPackage: "bind9-dnsutils", as: "/usr/bin/dig", libraryRoots: [tool, root] }], {
+      read: (path) => new TextEncoder().encode(path),
+      ldd: (_path, libraryPath) => {
+        asked.push([...libraryPath]);
+        return `\tlibdns.so => ${root}/usr/lib/x86_64-linux-gnu/libdns.so (0x1)\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x2)\n\t/lib64/ld-linux-x86-64.so.2 (0x3)\n`;
+      },
+    });
+    expect(asked[0]).toContain(`${root}/usr/lib/x86_64-linux-gnu`);
+    const files = new Map(layer.filter((e) => e.kind === "file").map((e) => [e.path, new TextDecoder().decode(e.contents)]));
+    expect(files.get("usr/bin/dig")).toBe(join(tool, "usr/bin/dig"));
+    expect(files.get("usr/lib/x86_64-linux-gnu/libdns.so")).toBe(`${root}/usr/lib/x86_64-linux-gnu/libdns.so`);
+    expect(files.get("lib/x86_64-linux-gnu/libc.so.6")).toBe("/lib/x86_64-linux-gnu/libc.so.6");
+    expect([...files.keys()].some((f) => f.includes(dir.path.slice(1)))).toBe(false);
+  });
+
   test("ldd's output gives the libraries' paths and the loader, not the vDSO", () => {
     const output = `\tlinux-vdso.so.1 (0x00007ffd)\n\tlibcurl.so.4 => /lib/x86_64-linux-gnu/libcurl.so.4 (0x00007f01)\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f02)\n\t/lib64/ld-linux-x86-64.so.2 (0x00007f03)\n`;
     expect(lddPaths(output)).toEqual(["/lib/x86_64-linux-gnu/libc.so.6", "/lib/x86_64-linux-gnu/libcurl.so.4", "/lib64/ld-linux-x86-64.so.2"]);

@@ -73,10 +73,37 @@ export function parseImageList(text: string): string[] {
 }
 
 /** How an image the suite names is made here. */
-export type ImageSource = "agnhost" | "busybox" | "pause" | "nginx";
+export type ImageSource = "agnhost" | "busybox" | "pause" | "nginx" | "nautilus" | "kitten" | "nonewprivs" | "glibc-dns-testing";
 
 /** The last part of a listed repository that each source makes. */
-const SOURCE_OF: Record<string, ImageSource> = { agnhost: "agnhost", busybox: "busybox", pause: "pause", nginx: "nginx" };
+const SOURCE_OF: Record<string, ImageSource> = {
+  agnhost: "agnhost",
+  busybox: "busybox",
+  pause: "pause",
+  nginx: "nginx",
+  nautilus: "nautilus",
+  kitten: "kitten",
+  nonewprivs: "nonewprivs",
+  "glibc-dns-testing": "glibc-dns-testing",
+};
+
+/**
+ * The sources imported onto every worker before a run (ctl image import):
+ * the images most tests start from, whose big layers took minutes to
+ * unpack when pulled. The others are pulled by the tests that need them,
+ * as a user's image is: nautilus and kitten are agnhost's layers and one
+ * small one, nonewprivs busybox's and one small one, so a worker that
+ * holds those has only the small layer to fetch.
+ */
+export const PRELOADED_SOURCES: ReadonlySet<ImageSource> = new Set(["agnhost", "busybox", "pause", "nginx", "glibc-dns-testing"]);
+
+/** The web pages of upstream's nautilus and kitten images (the kubectl Update Demo tests), in the Kubernetes module's source. */
+export function updateDemoPages(moduleDir: string, source: "nautilus" | "kitten"): TarEntry[] {
+  const dir = join(moduleDir, "test", "images", source, "html");
+  const image = `${source}.jpg`;
+  for (const file of [image, "data.json"]) if (!existsSync(join(dir, file))) throw new Error(`${join(dir, file)} is missing: the Kubernetes module's source is where the suite's build left it`);
+  return [image, "data.json"].map((file): TarEntry => ({ kind: "file", path: file, mode: 0o644, contents: new Uint8Array(readFileSync(join(dir, file))) }));
+}
 
 /** Each listed image's source, or missing: the last part of its repository decides. */
 export function imagePlan(names: readonly ImageName[]): { made: (ImageName & { source: ImageSource })[]; missing: ImageName[] } {
@@ -99,6 +126,7 @@ const SUITE_APPLETS = [
   "echo",
   "sleep",
   "test",
+  "seq",
   "wget",
   // not nc: busybox's lacks -v and -t; agnhost has netcat-openbsd (AGNHOST_HOST_TOOLS)
   "nslookup",
@@ -145,7 +173,25 @@ export const AGNHOST_HOST_TOOLS: readonly HostTool[] = [
   // before PATH (FEATURE_SH_STANDALONE), so under its sh `nc` stayed
   // busybox's; Alpine's busybox, in upstream's image, does not.
   { path: "/bin/dash", debianPackage: "dash", as: "/bin/sh" },
+  // The DNS tests' probes check /etc/hosts entries with getent (glibc's, whose files and dns lookups are in libc itself since 2.34).
+  { path: "/usr/bin/getent", debianPackage: "libc-bin" },
 ];
+
+/** What upstream's glibc-dns-testing image (Debian bookworm and its dnsutils) gives the DNS tests' probes besides dig (digTools): a POSIX sh and getent. */
+export const GLIBC_DNS_HOST_TOOLS: readonly HostTool[] = AGNHOST_HOST_TOOLS.filter((t) => t.as === "/bin/sh" || t.path === "/usr/bin/getent");
+
+/**
+ * dig, which the DNS tests' probes run (`dig +notcp +noall +answer +search
+ * …`): Debian's bind9-dnsutils, unpacked with the libraries this host
+ * lacks, as upstream's images have it (agnhost from Alpine's bind-tools,
+ * glibc-dns-testing from Debian's dnsutils). Nothing is installed here.
+ */
+export const DIG_PACKAGES = ["bind9-dnsutils", "bind9-libs", "libjemalloc2", "libmaxminddb0", "libfstrm0", "libprotobuf-c1", "liblmdb0"] as const;
+
+/** dig from the unpacked DIG_PACKAGES (their roots, bind9-dnsutils's first), its libraries from them and from this host. */
+export function digTools(roots: readonly string[]): HostTool[] {
+  return [{ path: join(roots[0]!, "usr/bin/dig"), debianPackage: DIG_PACKAGES[0], as: "/usr/bin/dig", libraryRoots: roots }];
+}
 
 export interface HostTool {
   /** Where the host has it. */
@@ -153,11 +199,22 @@ export interface HostTool {
   debianPackage: string;
   /** Where the image has it, if elsewhere. */
   as?: string;
+  /**
+   * Unpacked Debian packages (unpackDebianPackage) whose libraries it loads
+   * besides the host's: ldd looks in their library directories first, and
+   * a library found in one goes where its package puts it.
+   */
+  libraryRoots?: readonly string[];
 }
 
-/** The libraries `ldd` says a dynamic binary loads, and its loader: absolute paths. */
+/** Where a Debian package puts its amd64 libraries. */
+const LIBRARY_DIRS = ["usr/lib/x86_64-linux-gnu", "lib/x86_64-linux-gnu"];
+
+/** The libraries `ldd` says a dynamic binary loads, and its loader: absolute paths. A library it cannot find is an error naming it: the tool would not run. */
 export function lddPaths(output: string): string[] {
   const paths = new Set<string>();
+  const missing = [...output.matchAll(/^\s*(\S+) => not found/gm)].map((m) => m[1]!);
+  if (missing.length > 0) throw new Error(`ldd finds no ${[...new Set(missing)].join(", ")}: the package that has it is neither on this host nor among the tool's unpacked ones`);
   for (const line of output.split("\n")) {
     const resolved = /=>\s*(\/\S+)/.exec(line)?.[1] ?? /^\s*(\/\S+)\s+\(0x/.exec(line)?.[1];
     if (resolved) paths.add(resolved);
@@ -173,10 +230,11 @@ export function lddPaths(output: string): string[] {
  */
 export function hostToolsLayer(
   tools: readonly HostTool[],
-  host: { read: (path: string) => Uint8Array; ldd: (path: string) => string } = {
+  host: { read: (path: string) => Uint8Array; ldd: (path: string, libraryPath: readonly string[]) => string } = {
     read: (path) => readFileSync(path),
-    ldd: (path) => {
-      const result = Bun.spawnSync(["ldd", path], { stdout: "pipe", stderr: "pipe" });
+    ldd: (path, libraryPath) => {
+      const env = { ...process.env, ...(libraryPath.length > 0 ? { LD_LIBRARY_PATH: libraryPath.join(":") } : {}) };
+      const result = Bun.spawnSync(["ldd", path], { env, stdout: "pipe", stderr: "pipe" });
       if (result.exitCode !== 0) throw new Error(`ldd ${path}: ${result.stderr.toString().trim()}`);
       return result.stdout.toString();
     },
@@ -187,7 +245,16 @@ export function hostToolsLayer(
   for (const tool of tools) {
     if (!existsSync(tool.path)) throw new Error(`${tool.path} is missing on this host: install Debian's ${tool.debianPackage} (test/setup.sh does)`);
     files.set(tool.as ?? tool.path, tool.path);
-    for (const lib of lddPaths(host.ldd(tool.path))) files.set(lib, lib);
+    const roots = tool.libraryRoots ?? [];
+    for (const lib of lddPaths(
+      host.ldd(
+        tool.path,
+        roots.flatMap((root) => LIBRARY_DIRS.map((dir) => join(root, dir))),
+      ),
+    )) {
+      const root = roots.find((r) => lib.startsWith(`${r}/`));
+      files.set(root ? lib.slice(root.length) : lib, lib);
+    }
   }
   const dirs = new Set<string>();
   for (const path of files.keys()) {
@@ -317,16 +384,70 @@ function nginxLayer(tools: readonly TarEntry[]): TarEntry[] {
  *  - busybox: busybox, `sh` its command;
  *  - pause: the pause program (image/pause.c) as /pause;
  *  - nginx: Debian's nginx (nginxLayer) over busybox's applets, run in the
- *    foreground as upstream's image runs it.
+ *    foreground as upstream's image runs it;
+ *  - nautilus, kitten: agnhost's image (its very layers) and its page, the
+ *    picture and data.json at /, served by `agnhost test-webserver` as
+ *    upstream's images do;
+ *  - glibc-dns-testing: Debian's dig and this host's getent (glibc's) and
+ *    dash as sh, over busybox's applets (upstream's is Debian bookworm-slim
+ *    with dnsutils);
+ *  - nonewprivs: upstream's nnp (k8s.io/kubernetes/test/images/nonewprivs,
+ *    built with the suite), setuid root at /usr/local/bin/nnp, its command,
+ *    over busybox's applets (upstream's is Alpine).
  */
 export function conformanceImage(
   source: ImageSource,
   refs: readonly string[],
-  binaries: { agnhost: Uint8Array; busybox: Uint8Array; pause: Uint8Array; tools?: readonly TarEntry[] | undefined; nginx?: readonly TarEntry[] | undefined },
+  binaries: {
+    agnhost: Uint8Array;
+    busybox: Uint8Array;
+    pause: Uint8Array;
+    tools?: readonly TarEntry[] | undefined;
+    nginx?: readonly TarEntry[] | undefined;
+    nnp?: Uint8Array | undefined;
+    /** The Kubernetes module's source directory (nautilus's and kitten's pages). */
+    moduleDir?: string | undefined;
+    /** glibc-dns-testing's tools (GLIBC_DNS_HOST_TOOLS and digTools, through hostToolsLayer). */
+    dnsTools?: readonly TarEntry[] | undefined;
+  },
 ): Uint8Array {
+  // Its /bin/sh is dash, among the host tools; busybox keeps the other applets.
+  const agnhostLayers = () => [
+    busyboxLayer(
+      binaries.busybox,
+      SUITE_APPLETS.filter((a) => a !== "sh"),
+    ),
+    agnhostLayer(binaries.agnhost, binaries.tools ?? []),
+  ];
+  const agnhostConfig = { Env: ["PATH=/bin:/usr/bin:/sbin:/usr/sbin"], Entrypoint: ["/agnhost"] };
   switch (source) {
     case "agnhost":
-      // Its /bin/sh is dash, among the host tools; busybox keeps the other applets.
+      return ociImage(refs, agnhostLayers(), { ...agnhostConfig, Cmd: ["pause"] });
+    case "nautilus":
+    case "kitten":
+      if (!binaries.moduleDir) throw new Error(`the ${source} image needs the Kubernetes module's source (its page)`);
+      return ociImage(refs, [...agnhostLayers(), updateDemoPages(binaries.moduleDir, source)], { ...agnhostConfig, Cmd: ["test-webserver"], ExposedPorts: { "80/tcp": {} } });
+    case "nonewprivs":
+      if (!binaries.nnp) throw new Error("the nonewprivs image needs nnp (built with the suite)");
+      return ociImage(
+        refs,
+        [
+          busyboxLayer(binaries.busybox, SUITE_APPLETS),
+          [
+            { kind: "dir", path: "usr", mode: 0o755 },
+            { kind: "dir", path: "usr/local", mode: 0o755 },
+            { kind: "dir", path: "usr/local/bin", mode: 0o755 },
+            // Setuid root, as upstream's `chmod +s`: what the test's allowPrivilegeEscalation decides is whether it takes.
+            { kind: "file", path: "usr/local/bin/nnp", mode: 0o4755, contents: binaries.nnp },
+          ],
+        ],
+        { Env: ["PATH=/usr/local/bin:/bin:/usr/bin"], Cmd: ["nnp"] },
+      );
+    case "busybox":
+      return ociImage(refs, [busyboxLayer(binaries.busybox, SUITE_APPLETS)], { Env: ["PATH=/bin"], Cmd: ["sh"] });
+    case "glibc-dns-testing":
+      if (!binaries.dnsTools) throw new Error("the glibc-dns-testing image needs its tools (dig, getent, sh)");
+      // Its sh is dash, among the tools, as agnhost's.
       return ociImage(
         refs,
         [
@@ -334,16 +455,10 @@ export function conformanceImage(
             binaries.busybox,
             SUITE_APPLETS.filter((a) => a !== "sh"),
           ),
-          agnhostLayer(binaries.agnhost, binaries.tools ?? []),
+          [...binaries.dnsTools],
         ],
-        {
-          Env: ["PATH=/bin:/usr/bin:/sbin:/usr/sbin"],
-          Entrypoint: ["/agnhost"],
-          Cmd: ["pause"],
-        },
+        { Env: ["PATH=/bin:/usr/bin:/sbin:/usr/sbin"], Cmd: ["sh"] },
       );
-    case "busybox":
-      return ociImage(refs, [busyboxLayer(binaries.busybox, SUITE_APPLETS)], { Env: ["PATH=/bin"], Cmd: ["sh"] });
     case "pause":
       return pauseImage(binaries.pause, refs);
     case "nginx":
