@@ -38,7 +38,8 @@ export function loopbackBlock(): (n: number) => string {
  * a cgroup v2 hierarchy the node has no runtime cgroup to empty. A VM's
  * power-off ends them; a process test's stop did not: this machine kept a
  * `containerd-shim-runc-v2 … -address <root>/ephemeral/containerd/…` of
- * the controller test long after the test ended. Each shim names its
+ * the controller test long after the test ended. The process launcher
+ * (test/launch/process_launcher.ts) calls it too. Each shim names its
  * containerd's socket, under the node's root. Only shims: what else a
  * stopped node leaves (an etcd it could not tie to itself) is what the
  * node tests check the node's next start for.
