@@ -184,7 +184,7 @@ function processSummary(cluster: ProcessCluster, figures: ProcessLaunchFigures):
     `  ctl config    ${shown(cluster.dir.ctlConfig)}   (ctl --config: owner key, certificate, CA, endpoints)`,
     `  node roots    ${shown(cluster.dir.path)}/<node>/   (esp/, data/ — the node's disk, as plain files)`,
     "",
-    `  figures       node1 UP ${s(figures.node1Up)}; all ${cluster.nodes.length} UP ${s(figures.allUp)}; ${Math.min(PROCESS_CONSENSUS_NODES, cluster.nodes.length)} voters ${s(figures.votersFormed)}; formed ${s(figures.formed)};`,
+    `  figures       node1 UP ${s(figures.node1Up)}; all ${cluster.nodes.length} UP ${s(figures.allUp)}; formed (${Math.min(PROCESS_CONSENSUS_NODES, cluster.nodes.length)} voters) ${s(figures.formed)};`,
     `                owner calls ${figures.ownerCalls}, of which reached no curator: ${figures.ownerCallFailures}${figures.ownerCallFailureReasons.length > 0 ? ` (first: ${figures.ownerCallFailureReasons[0]})` : ""}`,
     "",
     `Press Ctrl-C to stop: the node processes are stopped; their directories and logs stay in ${shown(cluster.dir.path)} until the next launch.`,

@@ -14,11 +14,10 @@
 //
 // Formation, as an owner would do it:
 //   node1 (bootstrap) ─▶ UP ─▶ ctl takeownership ─▶ ctl params register
-//   node2..N start in batches with the register parameters ─▶ each asks
-//   for approval ─▶ the launcher approves it (as the owner, in process) ─▶ UP
-//   beside the joins: the consensus role, one node at a time (etcd takes
-//   one learner at a time), to the first `consensus` nodes as each is UP
-//   ─▶ that many voting members
+//   node2..N start at once with the register parameters ─▶ each asks for
+//   approval ─▶ the launcher approves it (as the owner, in process) ─▶ UP
+//   the consensus role, one node at a time (etcd takes one learner at a
+//   time), to the first `consensus` nodes ─▶ that many voting members
 //
 // Every wait is on a node's log line or on the cluster's answer: nothing
 // sleeps for a fixed time. The owner's calls are counted, with every one
@@ -221,9 +220,6 @@ export interface ProcessLaunchOptions {
 export interface ProcessLaunchFigures {
   node1Up: number;
   allUp: number;
-  /** When the cluster listed every consensus node as a voter (formed while the others still joined). */
-  votersFormed: number;
-  /** Both: every node UP and the voters formed. */
   formed: number;
   ownerCalls: number;
   /** Owner calls that reached no curator (connect failures, deadlines) and were tried again. */
@@ -263,6 +259,11 @@ async function runCtl(dir: ClusterDir, ...args: string[]): Promise<string> {
  * calls behind a storm of handshakes on this two-core host (issue 46).
  */
 export const REGISTER_BATCH = 50;
+// The consensus roles wait for every node to be UP. Giving them as each
+// consensus node is UP, while the rest register, was tried twice (on
+// 2026-12-01 and 12-02) and gained nothing on two cores: 95.4 and 73.6 s
+// to formed, against 71.0 s (docs/performance.md), the learners' catch-up
+// slowed by the storm as much as the storm by them.
 /** How many of the owner's failed calls the figures keep the error of. */
 const FAILURE_REASONS_KEPT = 10;
 
@@ -276,7 +277,7 @@ export async function launchProcessCluster(options: ProcessLaunchOptions): Promi
   const nodes = Array.from({ length: options.nodes }, (_, i) => new LaunchedNode(`node${i + 1}`, join(dir.path, `node${i + 1}`), processAddress(options.name, i + 1), dir.path));
   const cluster = new ProcessCluster(options.name, dir, nodes, new Map());
   options.onCluster?.(cluster);
-  const figures: ProcessLaunchFigures = { node1Up: 0, allUp: 0, votersFormed: 0, formed: 0, ownerCalls: 0, ownerCallFailures: 0, ownerCallFailureReasons: [] };
+  const figures: ProcessLaunchFigures = { node1Up: 0, allUp: 0, formed: 0, ownerCalls: 0, ownerCallFailures: 0, ownerCallFailureReasons: [] };
   const [first, ...others] = nodes as [LaunchedNode, ...LaunchedNode[]];
   const votes = (node: LaunchedNode) => node.waitFor((l) => l.msg === "status pushed" && String(l.services ?? "").includes("consensus=voter"), "report a voting etcd member", timeoutMs);
   const upLine = (node: LaunchedNode) => node.waitFor((l) => l.msg === NODE_UP, "get UP", timeoutMs);
@@ -318,21 +319,40 @@ export async function launchProcessCluster(options: ProcessLaunchOptions): Promi
     }
   };
 
-  /** The consensus role to each of `consensus` in turn, once it is UP, until the cluster lists them all as voters. */
-  const formConsensus = async (consensus: readonly LaunchedNode[]): Promise<void> => {
-    for (const node of consensus) {
-      await upLine(node);
-      const id = cluster.ids.get(node.name)!;
-      // The node's own word is not the cluster's: roles go only to a node
-      // the records list as UP with its address, and a node logs UP a
-      // moment before its status reaches them (the role was refused so
-      // once in five launches of four nodes).
-      for (;;) {
-        const listed = (await asOwner("listing nodes", (c) => listNodes(c, { timeoutMs: OWNER_CALL_TIMEOUT_MS }))).find((n) => n.id === id);
-        if (listed?.state === "UP" && listed.address !== "") break;
-        if (since() > timeoutMs * 4) throw new Error(`${node.name} says it is UP, but the cluster lists it as ${listed?.state ?? "absent"}${listed?.address ? "" : " without an address"}`);
-        await Bun.sleep(RETRY_PAUSE_MS);
+  try {
+    first.writeParameters(encodeNodeParameters({ kind: "bootstrap" }, owner)!);
+    first.start();
+    const up = await Promise.race([upLine(first), fatal(first)]);
+    figures.node1Up = since();
+    cluster.ids.set(first.name, String(up.node));
+    logger.info(`${first.name} bootstrapped the cluster`, { node: up.node, after: `${(figures.node1Up / 1000).toFixed(1)}s` });
+    await runCtl(dir, "takeownership", first.address);
+    if (others.length > 0) {
+      const registerFile = join(dir.path, "register.pb");
+      await runCtl(dir, "params", "register", registerFile);
+      const register = await Bun.file(registerFile).bytes();
+      logger.info(`starting ${others.length} more node${others.length === 1 ? "" : "s"}, at most ${REGISTER_BATCH} at a time; approving each as it asks`);
+      for (let from = 0; from < others.length; from += REGISTER_BATCH) {
+        if (from > 0) logger.info(`nodes ${from + 2}..${Math.min(from + REGISTER_BATCH, others.length) + 1}: starting the next batch`);
+        await Promise.all(
+          others.slice(from, from + REGISTER_BATCH).map(async (node) => {
+            node.writeParameters(register);
+            node.start();
+            const asking = await Promise.race([node.waitFor((l) => typeof l.msg === "string" && WAITING_FOR_APPROVAL.test(l.msg), "register and ask for approval", timeoutMs), fatal(node)]);
+            const id = WAITING_FOR_APPROVAL.exec(String(asking.msg))![1]!;
+            cluster.ids.set(node.name, id);
+            await asOwner(`approving ${node.name}`, (c, p) => withFailover(Management, c, (m) => m.approveNode({ id }, { timeoutMs: OWNER_CALL_TIMEOUT_MS }), undefined, p));
+            await upLine(node);
+          }),
+        );
       }
+    }
+    figures.allUp = since();
+    logger.info("every node is UP", { nodes: nodes.length, after: `${(figures.allUp / 1000).toFixed(1)}s` });
+
+    const consensus = others.slice(0, Math.max(0, options.consensus - 1));
+    for (const node of consensus) {
+      const id = cluster.ids.get(node.name)!;
       logger.info(`giving ${node.name} the consensus role`, { node: id });
       // etcd admits one learner at a time: the refusal says to try again,
       // and the next attempt follows the node's own news of its member.
@@ -351,62 +371,16 @@ export async function launchProcessCluster(options: ProcessLaunchOptions): Promi
         }
       }
     }
-    if (consensus.length === 0) return;
-    // A voter pushes its status with consensus=voter; the cluster's view is what counts.
-    await Promise.all(consensus.map(votes));
-    const voters = (await asOwner("listing nodes", (c) => listNodes(c, { timeoutMs: OWNER_CALL_TIMEOUT_MS }))).filter((n) =>
-      n.services.some((s) => s.name === "consensus" && s.state === "voter"),
-    ).length;
-    if (voters !== consensus.length + 1) throw new Error(`the cluster lists ${voters} voting etcd members, not ${consensus.length + 1}`);
-    figures.votersFormed = since();
-    logger.info("consensus formed", { voters: consensus.length + 1, after: `${(figures.votersFormed / 1000).toFixed(1)}s` });
-  };
-
-  try {
-    first.writeParameters(encodeNodeParameters({ kind: "bootstrap" }, owner)!);
-    first.start();
-    const up = await Promise.race([upLine(first), fatal(first)]);
-    figures.node1Up = since();
-    cluster.ids.set(first.name, String(up.node));
-    logger.info(`${first.name} bootstrapped the cluster`, { node: up.node, after: `${(figures.node1Up / 1000).toFixed(1)}s` });
-    await runCtl(dir, "takeownership", first.address);
-    const consensus = others.slice(0, Math.max(0, options.consensus - 1));
-    // The voters are formed while the other nodes still join, as an operator
-    // of k3s or kubeadm adds servers and agents side by side: each consensus
-    // node gets its role once it is UP, not once all are (100 nodes UP took
-    // most of a minute of this host's two cores before the first role).
-    const forming = formConsensus(consensus);
-    // Its failure is told by the await below; until then it must not be unhandled.
-    forming.catch(() => {});
-    if (others.length > 0) {
-      const registerFile = join(dir.path, "register.pb");
-      await runCtl(dir, "params", "register", registerFile);
-      const register = await Bun.file(registerFile).bytes();
-      logger.info(`starting ${others.length} more node${others.length === 1 ? "" : "s"}, at most ${REGISTER_BATCH} at a time; approving each as it asks`);
-      for (let from = 0; from < others.length; from += REGISTER_BATCH) {
-        if (from > 0) logger.info(`nodes ${from + 2}..${Math.min(from + REGISTER_BATCH, others.length) + 1}: starting the next batch`);
-        await Promise.race([
-          Promise.all(
-            others.slice(from, from + REGISTER_BATCH).map(async (node) => {
-              node.writeParameters(register);
-              node.start();
-              const asking = await Promise.race([node.waitFor((l) => typeof l.msg === "string" && WAITING_FOR_APPROVAL.test(l.msg), "register and ask for approval", timeoutMs), fatal(node)]);
-              const id = WAITING_FOR_APPROVAL.exec(String(asking.msg))![1]!;
-              cluster.ids.set(node.name, id);
-              await asOwner(`approving ${node.name}`, (c, p) => withFailover(Management, c, (m) => m.approveNode({ id }, { timeoutMs: OWNER_CALL_TIMEOUT_MS }), undefined, p));
-              await upLine(node);
-            }),
-          ),
-          // A role refused for good ends the launch now, not after the joins.
-          forming.then(() => new Promise<never>(() => {})),
-        ]);
-      }
+    if (consensus.length > 0) {
+      // A voter pushes its status with consensus=voter; the cluster's view is what counts.
+      await Promise.all(consensus.map(votes));
+      const voters = (await asOwner("listing nodes", (c) => listNodes(c, { timeoutMs: OWNER_CALL_TIMEOUT_MS }))).filter((n) =>
+        n.services.some((s) => s.name === "consensus" && s.state === "voter"),
+      ).length;
+      if (voters !== consensus.length + 1) throw new Error(`the cluster lists ${voters} voting etcd members, not ${consensus.length + 1}`);
+      // Refresh the owner's endpoints (every curator), as an owner would.
+      await runCtl(dir, "cluster", "info");
     }
-    figures.allUp = since();
-    logger.info("every node is UP", { nodes: nodes.length, after: `${(figures.allUp / 1000).toFixed(1)}s` });
-    await forming;
-    // Refresh the owner's endpoints (every curator), as an owner would.
-    if (consensus.length > 0) await runCtl(dir, "cluster", "info");
     figures.formed = since();
     logger.info("cluster formed", { voters: consensus.length + 1, after: `${(figures.formed / 1000).toFixed(1)}s` });
     return { cluster, figures };
