@@ -150,7 +150,7 @@ try {
   fail((err as Error).message);
 }
 // The Kubernetes module's source, where the suite's build left it: nautilus's and kitten's pages.
-const modcache = Bun.spawnSync(["go", "env", "GOMODCACHE"], { env: goEnv(), stdout: "pipe", stderr: "pipe" });
+const modcache = Bun.spawnSync(["go", "env", "GOMODCACHE"], { env: { ...process.env, ...goEnv() }, stdout: "pipe", stderr: "pipe" });
 if (modcache.exitCode !== 0) fail(`go env GOMODCACHE: ${modcache.stderr.toString().trim()}`);
 const moduleDir = join(modcache.stdout.toString().trim(), `k8s.io/kubernetes@${component("conformance").version}`);
 const binaries = {

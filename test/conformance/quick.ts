@@ -15,7 +15,8 @@ export const QUICK_TESTS: readonly string[] = [
   "[sig-storage] Projected combined should project all components that make up the projection API [Projection] [Conformance] [NodeConformance]",
   // Services and the pod network
   "[sig-network] Services should serve a basic endpoint from pods [Conformance]",
-  // (the suite's DNS tests run `dig` in agnhost and a glibc image, neither made here yet)
+  // the cluster DNS: its probes run dig and getent in agnhost and in glibc-dns-testing (images.ts)
+  "[sig-network] DNS should provide DNS for the cluster [Conformance]",
   "[sig-network] Networking Granular Checks: Pods should function for intra-pod communication: http [Conformance] [NodeConformance]",
   // Deployments and ReplicaSets
   "[sig-apps] Deployment RollingUpdateDeployment should delete old pods and create new ones [Conformance]",
