@@ -28,6 +28,7 @@ import { checkImageBundle } from "../../internal/containerd/mod.ts";
 import { readBusybox, HOST_BUSYBOX } from "../../image/oci.ts";
 import { buildComponent, component } from "../../image/upstream/mod.ts";
 import { goEnv } from "../../image/upstream/go.ts";
+import { run } from "../../image/exec.ts";
 import { runHostCommand } from "../launch/host_command.ts";
 import { NETNS_DIR, namespaceName } from "../launch/network_namespace.ts";
 import { CTL_BINARY, KUBECTL_BINARY } from "../launch/ctl_wrapper.ts";
@@ -150,9 +151,9 @@ try {
   fail((err as Error).message);
 }
 // The Kubernetes module's source, where the suite's build left it: nautilus's and kitten's pages.
-const modcache = Bun.spawnSync(["go", "env", "GOMODCACHE"], { env: { ...process.env, ...goEnv() }, stdout: "pipe", stderr: "pipe" });
-if (modcache.exitCode !== 0) fail(`go env GOMODCACHE: ${modcache.stderr.toString().trim()}`);
-const moduleDir = join(modcache.stdout.toString().trim(), `k8s.io/kubernetes@${component("conformance").version}`);
+// image/exec.ts's run, as the build runs go: this process's environment with goEnv's.
+const modcache = await run(["go", "env", "GOMODCACHE"], { env: goEnv() }).catch((err: Error) => fail(`go env GOMODCACHE: ${err.message}`));
+const moduleDir = join(modcache.stdout.trim(), `k8s.io/kubernetes@${component("conformance").version}`);
 const binaries = {
   agnhost: readFileSync(join(suite.dir, "agnhost")),
   nnp: readFileSync(join(suite.dir, "nnp")),
