@@ -411,14 +411,14 @@ export function conformanceImage(
     dnsTools?: readonly TarEntry[] | undefined;
   },
 ): Uint8Array {
-  // Its /bin/sh is dash, among the host tools; busybox keeps the other applets.
-  const agnhostLayers = () => [
+  // busybox's applets but sh, for the images whose /bin/sh is dash among
+  // their host tools (agnhost's and glibc-dns-testing's: one layer, one digest).
+  const appletsButSh = () =>
     busyboxLayer(
       binaries.busybox,
       SUITE_APPLETS.filter((a) => a !== "sh"),
-    ),
-    agnhostLayer(binaries.agnhost, binaries.tools ?? []),
-  ];
+    );
+  const agnhostLayers = () => [appletsButSh(), agnhostLayer(binaries.agnhost, binaries.tools ?? [])];
   const agnhostConfig = { Env: ["PATH=/bin:/usr/bin:/sbin:/usr/sbin"], Entrypoint: ["/agnhost"] };
   switch (source) {
     case "agnhost":
@@ -447,18 +447,7 @@ export function conformanceImage(
       return ociImage(refs, [busyboxLayer(binaries.busybox, SUITE_APPLETS)], { Env: ["PATH=/bin"], Cmd: ["sh"] });
     case "glibc-dns-testing":
       if (!binaries.dnsTools) throw new Error("the glibc-dns-testing image needs its tools (dig, getent, sh)");
-      // Its sh is dash, among the tools, as agnhost's.
-      return ociImage(
-        refs,
-        [
-          busyboxLayer(
-            binaries.busybox,
-            SUITE_APPLETS.filter((a) => a !== "sh"),
-          ),
-          [...binaries.dnsTools],
-        ],
-        { Env: ["PATH=/bin:/usr/bin:/sbin:/usr/sbin"], Cmd: ["sh"] },
-      );
+      return ociImage(refs, [appletsButSh(), [...binaries.dnsTools]], { Env: ["PATH=/bin:/usr/bin:/sbin:/usr/sbin"], Cmd: ["sh"] });
     case "pause":
       return pauseImage(binaries.pause, refs);
     case "nginx":
