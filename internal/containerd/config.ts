@@ -130,6 +130,24 @@ export const CRI_NAMESPACE = "k8s.io";
  */
 export const DISABLED_PLUGINS = ["io.containerd.snapshotter.v1.blockfile", "io.containerd.snapshotter.v1.erofs"] as const;
 
+/**
+ * The overlay snapshotter mounts every container's root file system with
+ * `volatile`. Without it, the unmount of a container's root when its task
+ * is deleted syncs the whole file system below it (overlayfs's sync_fs:
+ * every dirty page of the data partition, etcd's and a running image
+ * import's included, through dm-crypt). On a loaded node that took longer
+ * than the 10 s containerd's CRI gives the handling of a container's exit:
+ * the exit was retried with backoff, the pod stayed Running for minutes,
+ * and the kubelet's StopContainer and KillPodSandbox ran out of time
+ * (containerd issues 7496 and 8698; the option exists for this, kernel
+ * 5.10 and later). What `volatile` gives up is the writes of a container's
+ * own layer after a crash of the node: Kubernetes never starts a container
+ * from an earlier container's layer, and what must survive lives in a
+ * volume, so nothing a pod keeps is lost.
+ */
+export const OVERLAY_SNAPSHOTTER_PLUGIN = "io.containerd.snapshotter.v1.overlayfs";
+export const OVERLAY_MOUNT_OPTIONS = ["volatile"] as const;
+
 /** The CNI conflist of the node's pods, its folder, the plugins' folder and host-local's state. */
 export function cniPaths(paths: RuntimePaths): { conflist: string; confDir: string; binDir: string; ipamDir: string } {
   const confDir = join(paths.state, "cni");
@@ -225,6 +243,9 @@ export function containerdConfig(paths: RuntimePaths, options: { cri?: boolean }
     "",
     "[ttrpc]",
     `  address = ${toml(`${paths.socket}.ttrpc`)}`,
+    "",
+    `[plugins.${toml(OVERLAY_SNAPSHOTTER_PLUGIN)}]`,
+    `  mount_options = [${OVERLAY_MOUNT_OPTIONS.map(toml).join(", ")}]`,
     "",
     ...cri,
   ].join("\n");

@@ -66,6 +66,9 @@ describe("runtime paths and configuration", () => {
         "[ttrpc]",
         '  address = "/ephemeral/containerd/containerd.sock.ttrpc"',
         "",
+        '[plugins."io.containerd.snapshotter.v1.overlayfs"]',
+        '  mount_options = ["volatile"]',
+        "",
       ].join("\n"),
     );
   });
@@ -75,6 +78,9 @@ describe("runtime paths and configuration", () => {
     expect(config).toContain(`disabled_plugins = [${DISABLED_PLUGINS.map((p) => `"${p}"`).join(", ")}]`);
     expect(config.slice(config.indexOf("[plugins."))).toBe(
       [
+        '[plugins."io.containerd.snapshotter.v1.overlayfs"]',
+        '  mount_options = ["volatile"]',
+        "",
         '[plugins."io.containerd.cri.v1.images"]',
         '  snapshotter = "overlayfs"',
         '  [plugins."io.containerd.cri.v1.images".pinned_images]',

@@ -47,6 +47,11 @@
 //    and containers get the same isolation as on a system booted from disk.
 //  - CRI is on only while a kubelet runs (ContainerdOptions.cri); nothing
 //    here talks to Kubernetes.
+//  - A container's root is an overlay mounted `volatile` (config.ts,
+//    OVERLAY_MOUNT_OPTIONS): deleting a container never syncs the data
+//    partition, so a loaded node handles a container's exit within CRI's
+//    10 s; a container's own layer is not kept across a crash, which
+//    Kubernetes never asks for.
 
 export {
   CONTAINERD_NAMESPACE,

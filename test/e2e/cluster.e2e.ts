@@ -1020,6 +1020,11 @@ e2eTest(
       });
     }
     assertEqual((await kubectl("exec", names[0]!, "--", "sh", "-c", "echo exec in $(cat /proc/1/comm)")).trim(), "exec in sleep", "kubectl exec");
+    // The container's root, as the pod sees it: an overlay mounted volatile,
+    // so that deleting the container does not sync the node's data partition
+    // (internal/containerd/config.ts, OVERLAY_MOUNT_OPTIONS).
+    const root = (await kubectl("exec", names[0]!, "--", "awk", '$2 == "/" { print $3, $4 }', "/proc/mounts")).trim();
+    assert(/^overlay \S*\bvolatile\b/.test(root), `${names[0]}'s root is an overlay mounted volatile: ${root}`);
 
     // The cluster network: each pod has an address in its node's pod prefix
     // (the curator's), and node2's pod reaches node3's by IP through the
