@@ -37,6 +37,17 @@ const READY_PROBE_INTERVAL_MS = 500;
 const SERVING_LINE_WAIT_MS = 20_000;
 /** etcd's log message once it serves clients (after it has published itself through raft). */
 const SERVING_CLIENTS_MESSAGE = "serving client traffic securely";
+/** etcd's log messages once it has applied a snapshot sent by the leader, and once it has published itself. */
+const APPLIED_SNAPSHOT_MESSAGE = "applied snapshot";
+const PUBLISHED_MESSAGE = "published local member to cluster through raft";
+/**
+ * How long after applying the leader's snapshot a member may take to
+ * publish itself before it is taken to have lost its publish to the
+ * snapshot, and run again (runEtcdMember). Published in time, it does so
+ * within a few milliseconds of the snapshot here (one entry from the
+ * leader); on a VM under emulation, within a second.
+ */
+export const PUBLISH_AFTER_SNAPSHOT_GRACE_MS = 2_000;
 /**
  * What etcd says when the cluster has no member for it: it was removed
  * (while it ran, or while it was down: "permanently removed"), or it joins
@@ -228,8 +239,24 @@ const diedOnFullDisk = new Set<string>();
  * read through its client URL. On a full data partition it does not start
  * etcd: it says so once and waits for space (no crash loop), and an etcd
  * that dies because the partition filled up is reported as that.
+ *
+ * A member that joins is caught up by a snapshot from the leader (etcd
+ * 3.6's leader keeps no log entry 1 in memory, so an empty member always
+ * gets one). Before the snapshot came, the member had already sent the
+ * leader its publish (its name and client URL, through raft: it serves
+ * clients only once that entry is applied), and the leader had usually
+ * applied it into the very snapshot it sent. The member then waits for an
+ * entry that never reaches it on its own, for etcd's whole request timeout
+ * (5 s + two election timeouts: 10 s with the shared timing), and only
+ * its second try goes through: etcd-io/etcd#3774; 6 of 8 joins on this
+ * host, both joins of a 100-node launch. So a member that applied a
+ * snapshot and has not published PUBLISH_AFTER_SNAPSHOT_GRACE_MS later is
+ * killed and run again, once per call: it starts from the snapshot on its
+ * disk, the leader sends it entries, and its publish is one of them (a
+ * join took 1.2 s so on this host, against 10.1 s). etcd is safe to kill
+ * at any point; its acknowledged state is on disk.
  */
-export async function runEtcdMember(ctx: RunContext, options: EtcdMemberOptions): Promise<void> {
+export async function runEtcdMember(ctx: RunContext, options: EtcdMemberOptions, publishGraceMs = PUBLISH_AFTER_SNAPSHOT_GRACE_MS): Promise<void> {
   const dataRoot = dirname(options.dataDir);
   mkdirSync(dataRoot, { recursive: true, mode: 0o700 });
   const minFree = options.minFreeBytes ?? ETCD_MIN_FREE_BYTES;
@@ -261,59 +288,118 @@ export async function runEtcdMember(ctx: RunContext, options: EtcdMemberOptions)
   });
   let client: Promise<Etcd3> | undefined;
   let notAMember: string | undefined;
+  for (let run = 1; ; run++) {
+    let rerun = false;
+    try {
+      await runEtcdProcess(ctx, options, args, {
+        onSpawn: () => {
+          client = options.client?.();
+          client?.catch(() => {});
+        },
+        client: () => client,
+        notAMember: (said) => (notAMember ??= said),
+        // Once per call: a second snapshot overtaking a publish is left to etcd's own retry.
+        onPublishOvertaken:
+          run === 1
+            ? (pid) => {
+                ctx.logger.info("etcd applied the leader's snapshot without publishing itself, its publish overtaken by the snapshot: running it again from the snapshot on disk", {
+                  graceMs: publishGraceMs,
+                });
+                rerun = true;
+                process.kill(pid, "SIGKILL");
+              }
+            : undefined,
+        publishGraceMs,
+        dataRoot,
+      });
+      return;
+    } catch (err) {
+      if (rerun && !ctx.signal.aborted) continue;
+      if (ctx.signal.aborted) throw err;
+      if (notAMember !== undefined) throw new EtcdNotAMemberError(`etcd stopped: the cluster has no member for this node (etcd: ${notAMember}): ${(err as Error).message}`, { cause: err });
+      const space = freeSpace(dataRoot);
+      if (space.freeBytes >= minFree) throw err;
+      diedOnFullDisk.add(dataRoot);
+      throw new Error(`etcd stopped and the data partition is full (${describeSpace(space)}): ${(err as Error).message}`, { cause: err });
+    }
+  }
+}
+
+interface EtcdProcessHooks {
+  onSpawn: () => void;
+  /** The caller's client made at the spawn, if it gave one. */
+  client: () => Promise<Etcd3> | undefined;
+  notAMember: (said: string) => void;
+  /** Called with etcd's pid when it applied a snapshot and has not published publishGraceMs later. */
+  onPublishOvertaken: ((pid: number) => void) | undefined;
+  publishGraceMs: number;
+  dataRoot: string;
+}
+
+/** One run of etcd's process, until it exits (runEtcdMember). */
+async function runEtcdProcess(ctx: RunContext, options: EtcdMemberOptions, args: string[], hooks: EtcdProcessHooks): Promise<void> {
+  const { dataRoot } = hooks;
+  let pid: number | undefined;
+  let published = false;
+  let overtakenTimer: ReturnType<typeof setTimeout> | undefined;
   let servingClients!: () => void;
   const serving = new Promise<void>((resolve) => (servingClients = resolve));
-  await runProcess(ctx, {
-    command: options.binary ?? ETCD_BINARY,
-    args,
-    env: { ETCD_UNSUPPORTED_ARCH: process.arch === "x64" ? "" : process.arch },
-    parseLine: (line) => {
-      const parsed = parseEtcdLine(line);
-      if (parsed?.message === SERVING_CLIENTS_MESSAGE) servingClients();
-      notAMember ??= NOT_A_MEMBER_MESSAGES.map((m) => m.exec(line)?.[0]).find((said) => said !== undefined);
-      return parsed;
-    },
-    // An etcd left running by an earlier run of this node (killed before it
-    // could stop it) would hold the ports and the data: kill it first.
-    pidFile: join(dataRoot, "etcd.pid"),
-    onSpawn: () => {
-      client = options.client?.();
-      client?.catch(() => {});
-    },
-    ready: async (signal) => {
-      // etcd logs that it serves clients once it has published itself
-      // through raft; that line is the cue. The check after it is one read,
-      // through the caller's own client when it gave one, so that the
-      // client's connection is made once, here, and kept. Without the line
-      // (another etcd version's wording), probing goes on at an interval.
-      // Each later probe uses a fresh client: a client whose connection
-      // failed waits out gRPC's reconnect backoff, a second and growing.
-      const cue = await Promise.race([serving.then(() => "line" as const), sleep(SERVING_LINE_WAIT_MS, signal).then(() => "no line" as const)]);
-      if (cue === "no line") ctx.logger.warn("etcd has not said it serves clients; probing it", { waitedMs: SERVING_LINE_WAIT_MS });
-      let kept = cue === "line" ? await client : undefined;
-      for (;;) {
-        signal.throwIfAborted();
-        const client = kept ?? (await connectEtcd({ endpoints: [clientUrl(options.clientHost, options.clientPort)], tls: options.tls }));
-        try {
-          await client.get("nodecore/ready-probe").exec();
-          break;
-        } catch {
-          await sleep(READY_PROBE_INTERVAL_MS, signal);
-        } finally {
-          if (client !== kept) client.close();
-          kept = undefined;
+  try {
+    await runProcess(ctx, {
+      command: options.binary ?? ETCD_BINARY,
+      args,
+      env: { ETCD_UNSUPPORTED_ARCH: process.arch === "x64" ? "" : process.arch },
+      parseLine: (line) => {
+        const parsed = parseEtcdLine(line);
+        if (parsed?.message === SERVING_CLIENTS_MESSAGE) servingClients();
+        if (parsed?.message === PUBLISHED_MESSAGE) published = true;
+        const overtaken = hooks.onPublishOvertaken;
+        if (parsed?.message === APPLIED_SNAPSHOT_MESSAGE && !published && overtaken && overtakenTimer === undefined) {
+          overtakenTimer = setTimeout(() => {
+            if (!published && pid !== undefined && !ctx.signal.aborted) overtaken(pid);
+          }, hooks.publishGraceMs);
         }
-      }
-      ctx.logger.info("etcd is serving");
-      diedOnFullDisk.delete(dataRoot);
-      options.onReady?.();
-    },
-  }).catch((err: unknown) => {
-    if (ctx.signal.aborted) throw err;
-    if (notAMember !== undefined) throw new EtcdNotAMemberError(`etcd stopped: the cluster has no member for this node (etcd: ${notAMember}): ${(err as Error).message}`, { cause: err });
-    const space = freeSpace(dataRoot);
-    if (space.freeBytes >= minFree) throw err;
-    diedOnFullDisk.add(dataRoot);
-    throw new Error(`etcd stopped and the data partition is full (${describeSpace(space)}): ${(err as Error).message}`, { cause: err });
-  });
+        const said = NOT_A_MEMBER_MESSAGES.map((m) => m.exec(line)?.[0]).find((s) => s !== undefined);
+        if (said !== undefined) hooks.notAMember(said);
+        return parsed;
+      },
+      // An etcd left running by an earlier run of this node (killed before it
+      // could stop it) would hold the ports and the data: kill it first.
+      pidFile: join(dataRoot, "etcd.pid"),
+      onSpawn: (spawned) => {
+        pid = spawned;
+        hooks.onSpawn();
+      },
+      ready: async (signal) => {
+        // etcd logs that it serves clients once it has published itself
+        // through raft; that line is the cue. The check after it is one read,
+        // through the caller's own client when it gave one, so that the
+        // client's connection is made once, here, and kept. Without the line
+        // (another etcd version's wording), probing goes on at an interval.
+        // Each later probe uses a fresh client: a client whose connection
+        // failed waits out gRPC's reconnect backoff, a second and growing.
+        const cue = await Promise.race([serving.then(() => "line" as const), sleep(SERVING_LINE_WAIT_MS, signal).then(() => "no line" as const)]);
+        if (cue === "no line") ctx.logger.warn("etcd has not said it serves clients; probing it", { waitedMs: SERVING_LINE_WAIT_MS });
+        let kept = cue === "line" ? await hooks.client() : undefined;
+        for (;;) {
+          signal.throwIfAborted();
+          const client = kept ?? (await connectEtcd({ endpoints: [clientUrl(options.clientHost, options.clientPort)], tls: options.tls }));
+          try {
+            await client.get("nodecore/ready-probe").exec();
+            break;
+          } catch {
+            await sleep(READY_PROBE_INTERVAL_MS, signal);
+          } finally {
+            if (client !== kept) client.close();
+            kept = undefined;
+          }
+        }
+        ctx.logger.info("etcd is serving");
+        diedOnFullDisk.delete(dataRoot);
+        options.onReady?.();
+      },
+    });
+  } finally {
+    clearTimeout(overtakenTimer);
+  }
 }
