@@ -18,6 +18,10 @@
 // node defragments its own member when it is mostly free pages and walks
 // it back from a NOSPACE alarm (compact, defragment, disarm).
 //
+// A joining member whose publish the leader's first snapshot overtook
+// would wait out etcd's request timeout (10 s) before it served; the runner
+// runs it once more from that snapshot instead (runEtcdMember says why).
+//
 // Invariants:
 //  - The client port listens on loopback only: the local curator is etcd's
 //    only client. Peers talk on the node's address.
