@@ -81,13 +81,16 @@ export async function grantConsensus(etcd: Etcd3, store: CuratorStore, record: N
       // etcd admits one learner at a time.
       throw new FailedPreconditionError(`${learner.name || "another node"} is still catching up as an etcd learner; one node joins etcd at a time, try again once it votes`);
     }
-    logger.info("adding etcd learner", { node: record.id, peerUrl: url });
     try {
       await etcd.cluster.memberAdd({ peerURLs: [url], isLearner: true });
     } catch (err) {
-      // etcd refuses while a member is down or a new one has not started.
+      // etcd refuses while a member is down or a new one has not started,
+      // and for 5 s after a promotion: the caller is told, and the log
+      // keeps only the learner added (a refused formation retried 17
+      // times in those 5 s, each logged as "adding").
       throw new FailedPreconditionError(`etcd cannot take a new member right now (${(err as Error).message}); try again once every member is up`);
     }
+    logger.info("added etcd learner", { node: record.id, peerUrl: url });
     members = await etcdMembers(etcd);
   }
   // A member that was just added has no name until it starts: name it here.
