@@ -289,117 +289,87 @@ export async function runEtcdMember(ctx: RunContext, options: EtcdMemberOptions,
   let client: Promise<Etcd3> | undefined;
   let notAMember: string | undefined;
   for (let run = 1; ; run++) {
-    let rerun = false;
+    let pid: number | undefined;
+    let published = false;
+    /** Set once this run was killed for its overtaken publish: the next run follows. */
+    let overtaken = false;
+    let overtakenTimer: ReturnType<typeof setTimeout> | undefined;
+    let servingClients!: () => void;
+    const serving = new Promise<void>((resolve) => (servingClients = resolve));
+    const killOvertaken = () => {
+      if (published || pid === undefined || ctx.signal.aborted) return;
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        return; // It has exited already: whatever it died of is reported as that.
+      }
+      overtaken = true;
+      ctx.logger.info("etcd applied the leader's snapshot without publishing itself, its publish overtaken by the snapshot: running it again from the snapshot on disk", {
+        graceMs: publishGraceMs,
+      });
+    };
     try {
-      await runEtcdProcess(ctx, options, args, {
-        onSpawn: () => {
+      await runProcess(ctx, {
+        command: options.binary ?? ETCD_BINARY,
+        args,
+        env: { ETCD_UNSUPPORTED_ARCH: process.arch === "x64" ? "" : process.arch },
+        parseLine: (line) => {
+          const parsed = parseEtcdLine(line);
+          if (parsed?.message === SERVING_CLIENTS_MESSAGE) servingClients();
+          if (parsed?.message === PUBLISHED_MESSAGE) published = true;
+          // Once per call: a second snapshot overtaking a publish is left to etcd's own retry.
+          if (parsed?.message === APPLIED_SNAPSHOT_MESSAGE && run === 1 && !published) overtakenTimer ??= setTimeout(killOvertaken, publishGraceMs);
+          notAMember ??= NOT_A_MEMBER_MESSAGES.map((m) => m.exec(line)?.[0]).find((said) => said !== undefined);
+          return parsed;
+        },
+        // An etcd left running by an earlier run of this node (killed before it
+        // could stop it) would hold the ports and the data: kill it first.
+        pidFile: join(dataRoot, "etcd.pid"),
+        onSpawn: (spawned) => {
+          pid = spawned;
           client = options.client?.();
           client?.catch(() => {});
         },
-        client: () => client,
-        notAMember: (said) => (notAMember ??= said),
-        // Once per call: a second snapshot overtaking a publish is left to etcd's own retry.
-        onPublishOvertaken:
-          run === 1
-            ? (pid) => {
-                ctx.logger.info("etcd applied the leader's snapshot without publishing itself, its publish overtaken by the snapshot: running it again from the snapshot on disk", {
-                  graceMs: publishGraceMs,
-                });
-                rerun = true;
-                process.kill(pid, "SIGKILL");
-              }
-            : undefined,
-        publishGraceMs,
-        dataRoot,
+        ready: async (signal) => {
+          // etcd logs that it serves clients once it has published itself
+          // through raft; that line is the cue. The check after it is one read,
+          // through the caller's own client when it gave one, so that the
+          // client's connection is made once, here, and kept. Without the line
+          // (another etcd version's wording), probing goes on at an interval.
+          // Each later probe uses a fresh client: a client whose connection
+          // failed waits out gRPC's reconnect backoff, a second and growing.
+          const cue = await Promise.race([serving.then(() => "line" as const), sleep(SERVING_LINE_WAIT_MS, signal).then(() => "no line" as const)]);
+          if (cue === "no line") ctx.logger.warn("etcd has not said it serves clients; probing it", { waitedMs: SERVING_LINE_WAIT_MS });
+          let kept = cue === "line" ? await client : undefined;
+          for (;;) {
+            signal.throwIfAborted();
+            const client = kept ?? (await connectEtcd({ endpoints: [clientUrl(options.clientHost, options.clientPort)], tls: options.tls }));
+            try {
+              await client.get("nodecore/ready-probe").exec();
+              break;
+            } catch {
+              await sleep(READY_PROBE_INTERVAL_MS, signal);
+            } finally {
+              if (client !== kept) client.close();
+              kept = undefined;
+            }
+          }
+          ctx.logger.info("etcd is serving");
+          diedOnFullDisk.delete(dataRoot);
+          options.onReady?.();
+        },
       });
       return;
     } catch (err) {
-      if (rerun && !ctx.signal.aborted) continue;
+      if (overtaken && !ctx.signal.aborted) continue;
       if (ctx.signal.aborted) throw err;
       if (notAMember !== undefined) throw new EtcdNotAMemberError(`etcd stopped: the cluster has no member for this node (etcd: ${notAMember}): ${(err as Error).message}`, { cause: err });
       const space = freeSpace(dataRoot);
       if (space.freeBytes >= minFree) throw err;
       diedOnFullDisk.add(dataRoot);
       throw new Error(`etcd stopped and the data partition is full (${describeSpace(space)}): ${(err as Error).message}`, { cause: err });
+    } finally {
+      clearTimeout(overtakenTimer);
     }
-  }
-}
-
-interface EtcdProcessHooks {
-  onSpawn: () => void;
-  /** The caller's client made at the spawn, if it gave one. */
-  client: () => Promise<Etcd3> | undefined;
-  notAMember: (said: string) => void;
-  /** Called with etcd's pid when it applied a snapshot and has not published publishGraceMs later. */
-  onPublishOvertaken: ((pid: number) => void) | undefined;
-  publishGraceMs: number;
-  dataRoot: string;
-}
-
-/** One run of etcd's process, until it exits (runEtcdMember). */
-async function runEtcdProcess(ctx: RunContext, options: EtcdMemberOptions, args: string[], hooks: EtcdProcessHooks): Promise<void> {
-  const { dataRoot } = hooks;
-  let pid: number | undefined;
-  let published = false;
-  let overtakenTimer: ReturnType<typeof setTimeout> | undefined;
-  let servingClients!: () => void;
-  const serving = new Promise<void>((resolve) => (servingClients = resolve));
-  try {
-    await runProcess(ctx, {
-      command: options.binary ?? ETCD_BINARY,
-      args,
-      env: { ETCD_UNSUPPORTED_ARCH: process.arch === "x64" ? "" : process.arch },
-      parseLine: (line) => {
-        const parsed = parseEtcdLine(line);
-        if (parsed?.message === SERVING_CLIENTS_MESSAGE) servingClients();
-        if (parsed?.message === PUBLISHED_MESSAGE) published = true;
-        const overtaken = hooks.onPublishOvertaken;
-        if (parsed?.message === APPLIED_SNAPSHOT_MESSAGE && !published && overtaken && overtakenTimer === undefined) {
-          overtakenTimer = setTimeout(() => {
-            if (!published && pid !== undefined && !ctx.signal.aborted) overtaken(pid);
-          }, hooks.publishGraceMs);
-        }
-        const said = NOT_A_MEMBER_MESSAGES.map((m) => m.exec(line)?.[0]).find((s) => s !== undefined);
-        if (said !== undefined) hooks.notAMember(said);
-        return parsed;
-      },
-      // An etcd left running by an earlier run of this node (killed before it
-      // could stop it) would hold the ports and the data: kill it first.
-      pidFile: join(dataRoot, "etcd.pid"),
-      onSpawn: (spawned) => {
-        pid = spawned;
-        hooks.onSpawn();
-      },
-      ready: async (signal) => {
-        // etcd logs that it serves clients once it has published itself
-        // through raft; that line is the cue. The check after it is one read,
-        // through the caller's own client when it gave one, so that the
-        // client's connection is made once, here, and kept. Without the line
-        // (another etcd version's wording), probing goes on at an interval.
-        // Each later probe uses a fresh client: a client whose connection
-        // failed waits out gRPC's reconnect backoff, a second and growing.
-        const cue = await Promise.race([serving.then(() => "line" as const), sleep(SERVING_LINE_WAIT_MS, signal).then(() => "no line" as const)]);
-        if (cue === "no line") ctx.logger.warn("etcd has not said it serves clients; probing it", { waitedMs: SERVING_LINE_WAIT_MS });
-        let kept = cue === "line" ? await hooks.client() : undefined;
-        for (;;) {
-          signal.throwIfAborted();
-          const client = kept ?? (await connectEtcd({ endpoints: [clientUrl(options.clientHost, options.clientPort)], tls: options.tls }));
-          try {
-            await client.get("nodecore/ready-probe").exec();
-            break;
-          } catch {
-            await sleep(READY_PROBE_INTERVAL_MS, signal);
-          } finally {
-            if (client !== kept) client.close();
-            kept = undefined;
-          }
-        }
-        ctx.logger.info("etcd is serving");
-        diedOnFullDisk.delete(dataRoot);
-        options.onReady?.();
-      },
-    });
-  } finally {
-    clearTimeout(overtakenTimer);
   }
 }
