@@ -346,7 +346,17 @@ describe("a three-node cluster of processes", () => {
     );
 
   test("following node 2's logs shows its etcd killed and started again, and its services count the restart against etcd, not the control plane", async () => {
-    const pid = node2.etcdPid();
+    // The etcd that serves: one that has just joined again (the test before)
+    // may still be killed and run again, its publish overtaken by the
+    // leader's snapshot (runEtcdMember), and CI once took that pid.
+    const pid = await eventually(
+      () => {
+        const started = node2.logs.findLastIndex((l) => l.msg === "process started" && l.command === ETCD_COMMAND);
+        if (started < 0 || !node2.logs.slice(started).some((l) => l.msg === "etcd is serving")) throw new Error("node 2's last etcd does not serve yet");
+        return node2.etcdPid(started);
+      },
+      { timeoutMs: 30_000, what: "node 2's etcd serving" },
+    );
     expect(pid).toBeDefined();
     const before = await services();
     const follower = Bun.spawn(ctlCommand(join(dir.path, "ctl"), "--owner-key", ownerKeyFile, "node", "logs", ids.get(node2)!, "root.roleserve.controlplane", "-f", "-n", "1"), {
