@@ -8,7 +8,7 @@
 // raises one upstream's dependencies (grpc, otel, x/net) to what another
 // requires.
 
-import { CNI_PLUGINS_VERSION, CONTAINERD_VERSION, COREDNS_VERSION, ETCD_VERSION, KUBERNETES_VERSION, RUNC_VERSION } from "./versions.ts";
+import { CNI_PLUGINS_VERSION, CONTAINERD_VERSION, COREDNS_VERSION, ETCD_VERSION, KUBERNETES_VERSION, METRICS_SERVER_VERSION, RUNC_VERSION } from "./versions.ts";
 
 export interface Binary {
   /** File name in the output folder. */
@@ -177,6 +177,28 @@ const COREDNS: Component = {
 };
 
 /**
+ * metrics-server, the Metrics API's server: a controller runs it beside its
+ * apiserver, which the aggregation layer sends metrics.k8s.io to. Its own
+ * module: it is built against the Kubernetes libraries it was released
+ * with (k8s.io/* v0.33), which a module shared with k8s.io/kubernetes
+ * v1.37 would raise.
+ */
+const METRICS_SERVER: Component = {
+  name: "metrics-server",
+  module: "sigs.k8s.io/metrics-server",
+  version: METRICS_SERVER_VERSION,
+  requires: { "sigs.k8s.io/metrics-server": METRICS_SERVER_VERSION },
+  tools: ["sigs.k8s.io/metrics-server/cmd/metrics-server"],
+  binaries: [{ name: "metrics-server", pkg: "sigs.k8s.io/metrics-server/cmd/metrics-server" }],
+  links: {},
+  cgo: false,
+  tags: [],
+  // Its version is client-go's, as upstream's Makefile stamps it.
+  stamps: { "k8s.io/client-go/pkg/version.gitVersion": METRICS_SERVER_VERSION, "k8s.io/component-base/version.gitVersion": METRICS_SERVER_VERSION },
+  staticLink: false,
+};
+
+/**
  * Kubernetes's own conformance suite, for `bun run conformance` (never in
  * the node's image): the e2e test binary of k8s.io/kubernetes/test/e2e,
  * built as upstream's `make WHAT=test/e2e/e2e.test` builds it, and agnhost,
@@ -205,7 +227,7 @@ const CONFORMANCE: Component = {
 };
 
 /** In build order: the small ones first, so that a broken set-up fails early. */
-export const COMPONENTS: readonly Component[] = [ETCD, CNI, RUNC, CONTAINERD, COREDNS, KUBERNETES];
+export const COMPONENTS: readonly Component[] = [ETCD, CNI, RUNC, CONTAINERD, COREDNS, METRICS_SERVER, KUBERNETES];
 
 /** Built only when a test asks for them (buildComponent), never by `bun run build`. */
 export const TEST_COMPONENTS: readonly Component[] = [CONFORMANCE];

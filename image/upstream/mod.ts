@@ -52,6 +52,7 @@ export const SYSTEM_TREE_DIRS: Record<string, string> = {
   cni: "usr/lib/cni",
   kubernetes: "kubernetes/bin",
   coredns: "usr/bin",
+  "metrics-server": "kubernetes/bin",
 };
 
 /** The tree's files that the initramfs carries instead of the system image (consensus needs them before any role). */

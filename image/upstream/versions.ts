@@ -23,3 +23,6 @@ export const CNI_PLUGINS_VERSION = "v1.9.1";
 
 /** CoreDNS: the cluster DNS (internal/clusternet), with its kubernetes plugin. */
 export const COREDNS_VERSION = "v1.15.0";
+
+/** metrics-server: the Metrics API (`kubectl top`, autoscaling) on controllers (internal/kubernetes). */
+export const METRICS_SERVER_VERSION = "v0.8.0";

@@ -10,7 +10,17 @@ import type { X509Certificate } from "node:crypto";
 import { privateKeyPem, toPem } from "../pki/mod.ts";
 import { buildKubeconfig } from "./kubeconfig.ts";
 import { writePrivateFiles } from "./private_files.ts";
-import { CONTROLLER_MANAGER_USER, SCHEDULER_USER, issueApiserverCertificate, issueComponentServingCertificate, serviceAccountPublicKeyPem, type Credential, type KubernetesPKI } from "./pki.ts";
+import { METRICS_SERVER_USER, METRICS_SERVICE_DNS_NAME } from "./metrics_server.ts";
+import {
+  CONTROLLER_MANAGER_USER,
+  SCHEDULER_USER,
+  issueApiserverCertificate,
+  issueComponentServingCertificate,
+  issueCredential,
+  serviceAccountPublicKeyPem,
+  type Credential,
+  type KubernetesPKI,
+} from "./pki.ts";
 
 export const CONTROLLER_FILES = {
   ca: "ca.crt",
@@ -32,6 +42,9 @@ export const CONTROLLER_FILES = {
   schedulerKubeconfig: "scheduler.kubeconfig",
   schedulerCert: "scheduler.crt",
   schedulerKey: "scheduler.key",
+  metricsServerKubeconfig: "metrics-server.kubeconfig",
+  metricsServerCert: "metrics-server.crt",
+  metricsServerKey: "metrics-server.key",
 } as const;
 
 export type ControllerFile = keyof typeof CONTROLLER_FILES;
@@ -51,6 +64,9 @@ export function controllerFiles(pki: KubernetesPKI, node: ControllerNode): Recor
   const serving = issueApiserverCertificate(pki, [node.address]);
   const controllerManager = issueComponentServingCertificate(pki, "kube-controller-manager", node.address);
   const scheduler = issueComponentServingCertificate(pki, "kube-scheduler", node.address);
+  // metrics-server's: the apiserver dials it by this node's address and checks the Service's name (metrics_server.ts).
+  const metricsServing = issueCredential(pki.ca, { commonName: METRICS_SERVICE_DNS_NAME, kind: "server", dnsNames: [METRICS_SERVICE_DNS_NAME], ipAddresses: [node.address] });
+  const metricsClient = issueCredential(pki.ca, { commonName: METRICS_SERVER_USER, kind: "client" });
   const kubeconfig = (user: string, credential: Credential) =>
     buildKubeconfig({ server: node.apiserverUrl, ca: pki.ca.certificate, certificate: credential.certificate, privateKey: credential.privateKey, user });
   return {
@@ -73,6 +89,9 @@ export function controllerFiles(pki: KubernetesPKI, node: ControllerNode): Recor
     schedulerKubeconfig: kubeconfig(SCHEDULER_USER, pki.scheduler),
     schedulerCert: toPem(scheduler.certificate),
     schedulerKey: privateKeyPem(scheduler.privateKey),
+    metricsServerKubeconfig: kubeconfig(METRICS_SERVER_USER, metricsClient),
+    metricsServerCert: toPem(metricsServing.certificate),
+    metricsServerKey: privateKeyPem(metricsServing.privateKey),
   };
 }
 

@@ -11,6 +11,7 @@
 import { join } from "node:path";
 import { isLoopback } from "../rpc/mod.ts";
 import { CONTROLLER_FILES, type ControllerFile } from "./controller_files.ts";
+import { metricsServerArgs } from "./metrics_server.ts";
 import { CLUSTER_DOMAIN, FRONT_PROXY_CLIENT, KUBERNETES_ETCD_PREFIX, SERVICE_CIDR } from "./pki.ts";
 
 export const APISERVER_PORT = 6443;
@@ -106,6 +107,10 @@ export function apiserverArgs(o: ControllerFlagOptions): string[] {
     "--requestheader-extra-headers-prefix=X-Remote-Extra-",
     `--proxy-client-cert-file=${f("frontProxyClientCert")}`,
     `--proxy-client-key-file=${f("frontProxyClientKey")}`,
+    // An aggregated API (the Metrics API, metrics_server.ts) is reached at
+    // its EndpointSlice's addresses, not its Service's ClusterIP: a
+    // controller runs no kube-proxy unless it is a worker too.
+    "--enable-aggregator-routing=true",
     "--profiling=false",
     // The apiserver keeps the `kubernetes` Service's endpoints at the
     // controllers' addresses, and refuses a loopback one. Nodes of a process
@@ -138,6 +143,12 @@ export function controllerManagerArgs(o: ControllerFlagOptions): string[] {
     CONTROLLER_MANAGER_FEATURE_GATES,
     "--profiling=false",
   ];
+}
+
+/** metrics-server's, with this controller's files (metrics_server.ts says why each flag). */
+export function controllerMetricsServerArgs(o: ControllerFlagOptions): string[] {
+  const f = (name: ControllerFile) => file(o.dir, name);
+  return metricsServerArgs(o.address, { kubeconfig: f("metricsServerKubeconfig"), servingCert: f("metricsServerCert"), servingKey: f("metricsServerKey"), ca: f("ca") });
 }
 
 export function schedulerArgs(o: ControllerFlagOptions): string[] {

@@ -2,7 +2,7 @@
 // a change to any flag shows here, next to the reason in the builders.
 
 import { describe, expect, test } from "bun:test";
-import { apiserverArgs, controllerManagerArgs, schedulerArgs } from "./controller_flags.ts";
+import { apiserverArgs, controllerManagerArgs, controllerMetricsServerArgs, schedulerArgs } from "./controller_flags.ts";
 import { kubeletArgs, kubeletConfig } from "./kubelet.ts";
 import { proxyArgs, proxyConfig } from "./proxy.ts";
 import { corefile, dnsArgs } from "./dns.ts";
@@ -46,6 +46,7 @@ describe("the controller's command lines (golden)", () => {
       "--requestheader-extra-headers-prefix=X-Remote-Extra-",
       "--proxy-client-cert-file=/run/k/front-proxy-client.crt",
       "--proxy-client-key-file=/run/k/front-proxy-client.key",
+      "--enable-aggregator-routing=true",
       "--profiling=false",
     ]);
   });
@@ -91,6 +92,25 @@ describe("the controller's command lines (golden)", () => {
       "--leader-elect-retry-period=5s",
       "--profiling=false",
     ]);
+  });
+
+  test("metrics-server: one kubeconfig for its informers and its delegated checks, kubelets verified against the Kubernetes CA, never insecure", () => {
+    const args = controllerMetricsServerArgs(options);
+    expect(args).toEqual([
+      "--kubeconfig=/run/k/metrics-server.kubeconfig",
+      "--authentication-kubeconfig=/run/k/metrics-server.kubeconfig",
+      "--authorization-kubeconfig=/run/k/metrics-server.kubeconfig",
+      "--bind-address=10.77.0.11",
+      "--secure-port=4443",
+      "--tls-cert-file=/run/k/metrics-server.crt",
+      "--tls-private-key-file=/run/k/metrics-server.key",
+      "--kubelet-certificate-authority=/run/k/ca.crt",
+      "--kubelet-preferred-address-types=InternalIP",
+      "--kubelet-use-node-status-port",
+      "--metric-resolution=15s",
+      "--profiling=false",
+    ]);
+    expect(args.some((a) => /insecure/.test(a))).toBe(false);
   });
 });
 

@@ -59,6 +59,7 @@ export class ReconcilePace {
 }
 
 /** The records as a key that changes when they do (order aside). */
-export function recordsKey(records: { workers: ReadonlyMap<string, string>; known: ReadonlySet<string> }): string {
-  return JSON.stringify([[...records.workers].sort(([a], [b]) => a.localeCompare(b)), [...records.known].sort()]);
+export function recordsKey(records: { workers: ReadonlyMap<string, string>; controllers?: ReadonlyMap<string, string>; known: ReadonlySet<string> }): string {
+  const sorted = (m: ReadonlyMap<string, string>) => [...m].sort(([a], [b]) => a.localeCompare(b));
+  return JSON.stringify([sorted(records.workers), [...records.known].sort(), ...(records.controllers ? [sorted(records.controllers)] : [])]);
 }

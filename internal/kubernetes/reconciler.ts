@@ -15,6 +15,13 @@
 //                                         worker's provisioner) → ClusterRole
 //                                         nodecore:volume-provisioner (PVs, claims,
 //                                         their events, CSIStorageCapacity)
+//   nodecore:metrics-server               user nodecore:metrics-server → ClusterRole
+//                                         nodecore:metrics-server (Nodes, Pods, each
+//                                         kubelet's metrics), and → system:auth-delegator;
+//                                         ClusterRole system:aggregated-metrics-reader,
+//                                         aggregated into view, edit and admin
+//                                         (metrics_server.ts keeps the Metrics API's
+//                                         other objects)
 //
 // And persistent volumes' objects (reconcileStorage): the StorageClass
 // `local`, the cluster's default (WaitForFirstConsumer, expandable, Delete),
@@ -47,6 +54,7 @@ import { APISERVER_KUBELET_CLIENT, DNS_USER, OWNER_USER, VOLUMES_GROUP, type Kub
 import { CSI_DRIVER } from "./csi.ts";
 import { backFromPowerOff, CORDONED_BY_ANNOTATION, uncordonPatch } from "./node_cordon.ts";
 import { CLUSTER_DNS_IP } from "./kubelet.ts";
+import { METRICS_READER_LABELS, METRICS_READER_ROLE, METRICS_READER_RULES, METRICS_SERVER_BINDINGS, METRICS_SERVER_ROLE, METRICS_SERVER_ROLE_RULES } from "./metrics_server.ts";
 
 type ClientNode = typeof import("@kubernetes/client-node");
 
@@ -93,10 +101,12 @@ export const VOLUMES_ROLE_RULES: PolicyRule[] = [
   { apiGroups: ["storage.k8s.io"], resources: ["csistoragecapacities"], verbs: ["get", "list", "watch", "create", "update", "patch", "delete"] },
 ];
 
-/** The cluster roles the reconciler keeps. */
-export const BASE_ROLES: readonly { name: string; rules: PolicyRule[] }[] = [
+/** The cluster roles the reconciler keeps, each with the labels it must carry besides LABELS (RBAC's aggregation labels). */
+export const BASE_ROLES: readonly { name: string; rules: PolicyRule[]; labels?: Record<string, string> }[] = [
   { name: DNS_ROLE, rules: DNS_ROLE_RULES },
   { name: VOLUMES_ROLE, rules: VOLUMES_ROLE_RULES },
+  { name: METRICS_SERVER_ROLE, rules: METRICS_SERVER_ROLE_RULES },
+  { name: METRICS_READER_ROLE, rules: METRICS_READER_RULES, labels: METRICS_READER_LABELS },
 ];
 
 export const BASE_BINDINGS: readonly ClusterRoleBindingSpec[] = [
@@ -104,6 +114,7 @@ export const BASE_BINDINGS: readonly ClusterRoleBindingSpec[] = [
   { name: "nodecore:apiserver-kubelet-api-admin", user: APISERVER_KUBELET_CLIENT, clusterRole: "system:kubelet-api-admin" },
   { name: "nodecore:cluster-dns", user: DNS_USER, clusterRole: DNS_ROLE },
   { name: "nodecore:volume-provisioners", group: VOLUMES_GROUP, clusterRole: VOLUMES_ROLE },
+  ...METRICS_SERVER_BINDINGS,
 ];
 
 const LABELS = { "app.kubernetes.io/managed-by": "nodecore" };
@@ -176,8 +187,8 @@ export async function reconcileNodes(server: string, pki: KubernetesPKI, workers
 export async function reconcile(server: string, pki: KubernetesPKI): Promise<Record<string, ReconcileAction>> {
   const k8s = await import("@kubernetes/client-node");
   const rbac = new k8s.RbacAuthorizationV1Api(apiConfiguration(k8s, server, pki));
-  const role = async ({ name, rules }: (typeof BASE_ROLES)[number]): Promise<ReconcileAction> => {
-    const wanted = { apiVersion: `${RBAC_GROUP}/v1`, kind: "ClusterRole", metadata: { name, labels: LABELS }, rules };
+  const role = async ({ name, rules, labels = {} }: (typeof BASE_ROLES)[number]): Promise<ReconcileAction> => {
+    const wanted = { apiVersion: `${RBAC_GROUP}/v1`, kind: "ClusterRole", metadata: { name, labels: { ...LABELS, ...labels } }, rules };
     const existing = await rbac.readClusterRole({ name }).catch((error: unknown) => {
       if (statusOf(error) === 404) return undefined;
       throw new Error(`could not read ClusterRole ${name}: ${(error as Error).message}`, { cause: error });
@@ -186,7 +197,8 @@ export async function reconcile(server: string, pki: KubernetesPKI): Promise<Rec
       await rbac.createClusterRole({ body: wanted });
       return "created";
     }
-    if (JSON.stringify(existing.rules?.map((r) => ({ apiGroups: r.apiGroups, resources: r.resources, verbs: r.verbs }))) === JSON.stringify(rules)) return "unchanged";
+    const sameRules = JSON.stringify(existing.rules?.map((r) => ({ apiGroups: r.apiGroups, resources: r.resources, verbs: r.verbs }))) === JSON.stringify(rules);
+    if (sameRules && Object.entries(labels).every(([k, v]) => existing.metadata?.labels?.[k] === v)) return "unchanged";
     await rbac.replaceClusterRole({ name, body: { ...wanted, metadata: { ...wanted.metadata, ...sameVersion(existing.metadata) } } });
     return "replaced";
   };

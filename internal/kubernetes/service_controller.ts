@@ -11,7 +11,11 @@
 //     │                             then, paced (reconcile_pace.ts): Nodes, cluster DNS,
 //     │                             and volumes of nodes that are gone (volumes_controller.ts)
 //     ├── kube-controller-manager   started once the apiserver was ready
-//     └── kube-scheduler            started once the apiserver was ready
+//     ├── kube-scheduler            started once the apiserver was ready
+//     └── metrics-server            started once the apiserver was ready: the
+//                                   Metrics API (metrics_server.ts), whose objects
+//                                   the reconciler keeps with the controllers'
+//                                   addresses
 //
 // Once the apiserver is ready, at each of its starts, the OpenAPI documents
 // kubectl validates against are asked for, so that the apiserver builds
@@ -21,7 +25,7 @@
 // access matters more.
 //
 // Status lines: "kube-apiserver", "kube-controller-manager",
-// "kube-scheduler": waiting (for what), starting, running, restarting
+// "kube-scheduler", "metrics-server": waiting (for what), starting, running, restarting
 // (with how many starts and the last failure).
 
 import type { X509Certificate } from "node:crypto";
@@ -29,7 +33,17 @@ import { Value } from "../event/mod.ts";
 import { sleep, untilCancelled, type RunContext, type Runnable } from "../supervisor/mod.ts";
 import { component, untilOk, type ComponentState } from "./component.ts";
 import { controllerFiles, writeControllerFiles } from "./controller_files.ts";
-import { APISERVER_PORT, CONTROLLER_MANAGER_PORT, SCHEDULER_PORT, apiserverArgs, controllerManagerArgs, schedulerArgs, type ControllerFlagOptions } from "./controller_flags.ts";
+import {
+  APISERVER_PORT,
+  CONTROLLER_MANAGER_PORT,
+  SCHEDULER_PORT,
+  apiserverArgs,
+  controllerManagerArgs,
+  controllerMetricsServerArgs,
+  schedulerArgs,
+  type ControllerFlagOptions,
+} from "./controller_flags.ts";
+import { METRICS_SERVER_PORT, reconcileMetrics } from "./metrics_server.ts";
 import { warmOpenApi } from "./openapi_warm.ts";
 import { ensureKubernetesPKI, type Credential, type KubernetesKeys } from "./pki.ts";
 import { RECONCILE_TICK_MS, ReconcilePace, recordsKey } from "./reconcile_pace.ts";
@@ -37,7 +51,7 @@ import { reconcile, reconcileDns, reconcileNodes, reconcileStorage } from "./rec
 import { sweepVolumes, volumesController } from "./volumes_controller.ts";
 
 /** The controller's components: each a binary of that name, and a status line. */
-export const CONTROLLER_COMPONENTS = ["kube-apiserver", "kube-controller-manager", "kube-scheduler"] as const;
+export const CONTROLLER_COMPONENTS = ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "metrics-server"] as const;
 
 /** How long the OpenAPI warm-up waits for the base objects' first pass before it goes anyway. */
 export const BASE_FIRST_MS = 60_000;
@@ -56,10 +70,11 @@ export interface ControllerServiceOptions {
   /** Each component's status line. */
   report: (component: string, state: ComponentState, message: string) => void;
   /**
-   * The cluster's records now: `workers`, the nodes that hold the
-   * kubernetes-worker role (node ID → address); `known`, every node ID.
+   * The cluster's records now: `workers` and `controllers`, the nodes
+   * that hold the kubernetes-worker and kubernetes-controller roles (node
+   * ID → address); `known`, every node ID.
    */
-  records: () => Promise<{ workers: ReadonlyMap<string, string>; known: ReadonlySet<string> }>;
+  records: () => Promise<{ workers: ReadonlyMap<string, string>; controllers: ReadonlyMap<string, string>; known: ReadonlySet<string> }>;
 }
 
 export function controllerService(options: ControllerServiceOptions): Runnable {
@@ -84,7 +99,7 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
     // not queued behind the apiserver's build of its largest document.
     const baseReconciled = new Value<boolean>();
     baseReconciled.set(false);
-    for (const name of ["kube-controller-manager", "kube-scheduler"]) options.report(name, "waiting", "for kube-apiserver to be ready");
+    for (const name of ["kube-controller-manager", "kube-scheduler", "metrics-server"]) options.report(name, "waiting", "for kube-apiserver to be ready");
     ctx.run(
       "apiserver",
       component(options, "kube-apiserver", apiserverArgs(flags), {
@@ -125,14 +140,16 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
       const pace = new ReconcilePace();
       for (;;) {
         try {
-          const { workers, known } = await options.records();
-          const key = recordsKey({ workers, known });
+          const { workers, controllers, known } = await options.records();
+          const key = recordsKey({ workers, controllers, known });
           if (pace.due(key, Date.now())) {
             const { deleted, uncordoned } = await reconcileNodes(url, pki, new Set(workers.keys()));
             if (deleted.length > 0) c.logger.info("deleted the Node objects of nodes without the kubernetes-worker role", { nodes: deleted.join(",") });
             if (uncordoned.length > 0) c.logger.info("uncordoned the Nodes that ctl node poweroff cordoned, now that they are back and Ready", { nodes: uncordoned.join(",") });
             const dns = await reconcileDns(url, pki, workers);
             if (dns.length > 0) c.logger.info("cluster DNS objects changed", { changes: dns.join("; ") });
+            const metrics = await reconcileMetrics(url, pki, controllers);
+            if (metrics.length > 0) c.logger.info("Metrics API objects changed", { changes: metrics.join("; ") });
             const swept = await sweepVolumes(volumes, { known, workers: new Set(workers.keys()) }, c.logger);
             const ended = pace.passed(key, Date.now(), swept.watching > 0);
             if (ended > 0) c.logger.info("a reconcile pass went through again", { failedPasses: ended });
@@ -159,6 +176,15 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
       component(options, "kube-scheduler", schedulerArgs(flags), {
         after: afterApiserver,
         ready: healthy("kube-scheduler", `https://${options.address}:${SCHEDULER_PORT}/healthz`),
+      }),
+    );
+    ctx.run(
+      "metrics-server",
+      component(options, "metrics-server", controllerMetricsServerArgs(flags), {
+        after: afterApiserver,
+        // Serving: it listens once its informers have synced. /readyz would
+        // wait for two scrapes too, and no kubelet may run yet.
+        ready: healthy("metrics-server", `https://${options.address}:${METRICS_SERVER_PORT}/livez`),
       }),
     );
     ctx.signalHealthy();

@@ -192,7 +192,8 @@ function controllerRunnable(options: KubernetesOptions): Runnable {
         report: (component, state, message) => options.board.report(component, state, message),
         records: async () => {
           const nodes = await curator.nodes();
-          return { workers: new Map(nodes.filter((n) => n.roles?.kubernetesWorker).map((n) => [n.id, n.status?.externalAddress ?? ""])), known: new Set(nodes.map((n) => n.id)) };
+          const holding = (role: "kubernetesWorker" | "kubernetesController") => new Map(nodes.filter((n) => n.roles?.[role]).map((n) => [n.id, n.status?.externalAddress ?? ""]));
+          return { workers: holding("kubernetesWorker"), controllers: holding("kubernetesController"), known: new Set(nodes.map((n) => n.id)) };
         },
       }),
     );

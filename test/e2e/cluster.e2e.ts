@@ -1159,6 +1159,23 @@ e2eTest(
       { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "node2's clusternet line" },
     );
 
+    // The Metrics API (internal/kubernetes/metrics_server.ts): `kubectl top`
+    // answers for both workers and both pods, through the apiserver's
+    // aggregation layer to node1's metrics-server, which verified each
+    // kubelet's serving certificate against the Kubernetes CA.
+    const topped = performance.now();
+    await eventually(
+      async () => {
+        const top = await kubectl("top", "nodes", "--no-headers");
+        for (const id of ids) assert(new RegExp(`^${id}\\s+\\d+m\\s+\\d+%\\s+\\d+Mi\\s+\\d+%`, "m").test(top), `kubectl top nodes names ${id} with its CPU and memory: ${JSON.stringify(top)}`);
+        const pods = await kubectl("top", "pods", "--no-headers");
+        for (const name of names) assert(new RegExp(`^${name}\\s+\\d+m\\s+\\d+Mi`, "m").test(pods), `kubectl top pods names ${name}: ${JSON.stringify(pods)}`);
+      },
+      { timeoutMs: STEP_TIMEOUT_MS, intervalMs: POLL_MS, what: "kubectl top nodes and pods" },
+    );
+    assertEqual((await serviceLine(f, f.ids.get("node1")!, "metrics-server"))?.state, "running", "node1's metrics-server line");
+    ctx.report(`kubectl top nodes and pods answer for both workers and both pods ${((performance.now() - topped) / 1000).toFixed(1)} s after the DNS checks`);
+
     // The control plane held through all of it: node1's controller-manager and
     // scheduler never lost their leases and restarted (issue 46).
     const listed = await f.ctl("node", "services", "node1", "-o", "json");
