@@ -1,8 +1,9 @@
 // The Kubernetes controller in a node process, with the real components
 // built from their Go modules (out/system): the role launches
 // kube-apiserver against the node's own etcd, then kube-controller-manager
-// and kube-scheduler once /readyz answers; the reconciler's bindings appear
-// in the apiserver; the owner's kubeconfig works with the built kubectl; a
+// and kube-scheduler and metrics-server once /readyz answers; the
+// reconciler's bindings and the Metrics API's objects appear in the
+// apiserver, and metrics-server answers the owner; the owner's kubeconfig works with the built kubectl; a
 // component that dies is restarted and says so, and kubectl works again
 // without help; removing the role stops all three; giving it back reads the
 // same PKI from etcd. Then the volumes controller (volumes_controller.ts)
