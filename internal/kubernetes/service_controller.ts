@@ -12,10 +12,9 @@
 //     │                             and volumes of nodes that are gone (volumes_controller.ts)
 //     ├── kube-controller-manager   started once the apiserver was ready
 //     ├── kube-scheduler            started once the apiserver was ready
-//     └── metrics-server            started once the apiserver was ready: the
-//                                   Metrics API (metrics_server.ts), whose objects
-//                                   the reconciler keeps with the controllers'
-//                                   addresses
+//     └── metrics-server            started once the reconciler first made the
+//                                   Metrics API's objects (metrics_server.ts),
+//                                   which it keeps with the controllers' addresses
 //
 // Once the apiserver is ready, at each of its starts, the OpenAPI documents
 // kubectl validates against are asked for, so that the apiserver builds
@@ -99,6 +98,12 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
     // not queued behind the apiserver's build of its largest document.
     const baseReconciled = new Value<boolean>();
     baseReconciled.set(false);
+    // Set once the Metrics API's objects were first made: metrics-server
+    // starts after them, since at its start it reads the front-proxy
+    // settings with the auth-reader binding, and without it exits (a panic
+    // and its whole usage text, at every try of the supervisor's backoff).
+    const metricsObjects = new Value<boolean>();
+    metricsObjects.set(false);
     for (const name of ["kube-controller-manager", "kube-scheduler", "metrics-server"]) options.report(name, "waiting", "for kube-apiserver to be ready");
     ctx.run(
       "apiserver",
@@ -150,6 +155,7 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
             if (dns.length > 0) c.logger.info("cluster DNS objects changed", { changes: dns.join("; ") });
             const metrics = await reconcileMetrics(url, pki, controllers);
             if (metrics.length > 0) c.logger.info("Metrics API objects changed", { changes: metrics.join("; ") });
+            metricsObjects.set(true);
             const swept = await sweepVolumes(volumes, { known, workers: new Set(workers.keys()) }, c.logger);
             const ended = pace.passed(key, Date.now(), swept.watching > 0);
             if (ended > 0) c.logger.info("a reconcile pass went through again", { failedPasses: ended });
@@ -181,7 +187,11 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
     ctx.run(
       "metrics-server",
       component(options, "metrics-server", controllerMetricsServerArgs(flags), {
-        after: afterApiserver,
+        after: async (c) => {
+          await afterApiserver(c);
+          if (!metricsObjects.peek()) options.report("metrics-server", "waiting", "for the Metrics API's objects (the reconciler)");
+          await metricsObjects.waitFor((made) => made, { signal: c.signal });
+        },
         // Serving: it listens once its informers have synced. /readyz would
         // wait for two scrapes too, and no kubelet may run yet.
         ready: healthy("metrics-server", `https://${options.address}:${METRICS_SERVER_PORT}/livez`),
