@@ -118,6 +118,8 @@ test("kubernetes-controller runs the real apiserver, controller-manager and sche
   expect(canI("get", "nodes/metrics", "--as", "nodecore:metrics-server")).toBe("yes");
   const direct = JSON.parse(kubectl(kubeconfig, "--server", `https://${node.address}:4443`, "get", "--raw", "/apis/metrics.k8s.io/v1beta1/nodes")) as { kind: string; items: unknown[] };
   expect(direct).toMatchObject({ kind: "NodeMetricsList", items: [] });
+  // It started once: its access was made before it (service_controller.ts).
+  expect((await services(id)).get("metrics-server")).toMatchObject({ state: "running", message: "" });
 
   // The controller-manager works: it made the default namespace's service account.
   await eventually(() => expect(kubectl(kubeconfig, "get", "serviceaccount", "default", "-o", "name")).toBe("serviceaccount/default\n"), {

@@ -165,28 +165,31 @@ export function metricsApiService(pki: KubernetesPKI) {
   };
 }
 
-/**
- * Keeps the Metrics API's objects as the functions above say: the
- * auth-reader RoleBinding, the Service, its EndpointSlice (the controllers
- * the cluster's records name: node ID → address) and the APIService.
- * The cluster roles and bindings are the base objects' (reconciler.ts).
- * Returns what changed.
- */
-export async function reconcileMetrics(server: string, pki: KubernetesPKI, controllers: ReadonlyMap<string, string>): Promise<string[]> {
+const absent = (what: string) => (error: unknown) => {
+  if (statusOf(error) === 404) return undefined;
+  throw new Error(`could not read ${what}: ${(error as Error).message}`, { cause: error });
+};
+
+async function apis(server: string, pki: KubernetesPKI) {
   const k8s = await import("@kubernetes/client-node");
   const configuration = clientConfiguration(k8s, server, { ca: pki.ca.certificate, certificate: pki.admin.certificate, privateKey: pki.admin.privateKey });
-  const core = new k8s.CoreV1Api(configuration);
-  const discovery = new k8s.DiscoveryV1Api(configuration);
-  const rbac = new k8s.RbacAuthorizationV1Api(configuration);
-  const registration = new k8s.ApiregistrationV1Api(configuration);
-  const changed: string[] = [];
-  const absent = (what: string) => (error: unknown) => {
-    if (statusOf(error) === 404) return undefined;
-    throw new Error(`could not read ${what}: ${(error as Error).message}`, { cause: error });
+  return {
+    core: new k8s.CoreV1Api(configuration),
+    discovery: new k8s.DiscoveryV1Api(configuration),
+    rbac: new k8s.RbacAuthorizationV1Api(configuration),
+    registration: new k8s.ApiregistrationV1Api(configuration),
   };
-  const version = (metadata: { resourceVersion?: string | undefined } | undefined) => (metadata?.resourceVersion !== undefined ? { resourceVersion: metadata.resourceVersion } : {});
-  const { namespace, name, slice } = METRICS_SERVICE;
+}
 
+/**
+ * What metrics-server needs before it starts (it reads the front-proxy
+ * settings at its start, and without them exits): the auth-reader
+ * RoleBinding. The cluster roles and bindings are the base objects'
+ * (reconciler.ts). Returns what changed.
+ */
+export async function reconcileMetricsAccess(server: string, pki: KubernetesPKI): Promise<string[]> {
+  const { rbac } = await apis(server, pki);
+  const { namespace } = METRICS_SERVICE;
   const reader = authReaderRoleBinding();
   const binding = await rbac.readNamespacedRoleBinding({ namespace, name: reader.metadata.name }).catch(absent(`RoleBinding ${namespace}/${reader.metadata.name}`));
   const sameBinding = binding?.roleRef.name === reader.roleRef.name && binding.subjects?.length === 1 && binding.subjects[0]!.name === METRICS_SERVER_USER;
@@ -194,8 +197,26 @@ export async function reconcileMetrics(server: string, pki: KubernetesPKI, contr
     // A binding's roleRef cannot change: a different one goes.
     if (binding) await rbac.deleteNamespacedRoleBinding({ namespace, name: reader.metadata.name });
     await rbac.createNamespacedRoleBinding({ namespace, body: reader });
-    changed.push(`${binding ? "replaced" : "created"} RoleBinding ${reader.metadata.name}`);
+    return [`${binding ? "replaced" : "created"} RoleBinding ${reader.metadata.name}`];
   }
+  return [];
+}
+
+/**
+ * The route to metrics-server, as the functions above say: the Service,
+ * its EndpointSlice (the controllers the cluster's records name: node ID →
+ * address) and the APIService. Made once a metrics-server serves
+ * (service_controller.ts): an APIService that names nothing serving is
+ * unavailable, and while it is, the apiserver's discovery is partial, the
+ * garbage collector and namespace deletion wait on it, and each turn of
+ * its availability rebuilds the apiserver's OpenAPI documents (a minute of
+ * a TCG controller's CPU). Returns what changed.
+ */
+export async function reconcileMetricsRoute(server: string, pki: KubernetesPKI, controllers: ReadonlyMap<string, string>): Promise<string[]> {
+  const { core, discovery, registration } = await apis(server, pki);
+  const changed: string[] = [];
+  const version = (metadata: { resourceVersion?: string | undefined } | undefined) => (metadata?.resourceVersion !== undefined ? { resourceVersion: metadata.resourceVersion } : {});
+  const { namespace, name, slice } = METRICS_SERVICE;
 
   const service = await core.readNamespacedService({ namespace, name }).catch(absent(`Service ${namespace}/${name}`));
   const wantedService = metricsServiceObject();

@@ -12,9 +12,10 @@
 //     │                             and volumes of nodes that are gone (volumes_controller.ts)
 //     ├── kube-controller-manager   started once the apiserver was ready
 //     ├── kube-scheduler            started once the apiserver was ready
-//     └── metrics-server            started once the reconciler first made the
-//                                   Metrics API's objects (metrics_server.ts),
-//                                   which it keeps with the controllers' addresses
+//     └── metrics-server            started once the reconciler's first pass made
+//                                   its access; once it serves, the reconciler
+//                                   makes its route (metrics_server.ts) and keeps
+//                                   it with the controllers' addresses
 //
 // Once the apiserver is ready, at each of its starts, the OpenAPI documents
 // kubectl validates against are asked for, so that the apiserver builds
@@ -42,7 +43,7 @@ import {
   schedulerArgs,
   type ControllerFlagOptions,
 } from "./controller_flags.ts";
-import { METRICS_SERVER_PORT, reconcileMetrics } from "./metrics_server.ts";
+import { METRICS_SERVER_PORT, reconcileMetricsAccess, reconcileMetricsRoute } from "./metrics_server.ts";
 import { warmOpenApi } from "./openapi_warm.ts";
 import { ensureKubernetesPKI, type Credential, type KubernetesKeys } from "./pki.ts";
 import { RECONCILE_TICK_MS, ReconcilePace, recordsKey } from "./reconcile_pace.ts";
@@ -98,12 +99,14 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
     // not queued behind the apiserver's build of its largest document.
     const baseReconciled = new Value<boolean>();
     baseReconciled.set(false);
-    // Set once the Metrics API's objects were first made: metrics-server
-    // starts after them, since at its start it reads the front-proxy
-    // settings with the auth-reader binding, and without it exits (a panic
-    // and its whole usage text, at every try of the supervisor's backoff).
-    const metricsObjects = new Value<boolean>();
-    metricsObjects.set(false);
+    // The Metrics API in two steps (metrics_server.ts): metrics-server starts
+    // once its access is made (without it, it panics at its start and prints
+    // its whole usage, at every try of the supervisor's backoff), and the
+    // route to it (its APIService) is made once it serves.
+    const metricsAccess = new Value<boolean>();
+    metricsAccess.set(false);
+    const metricsServing = new Value<boolean>();
+    metricsServing.set(false);
     for (const name of ["kube-controller-manager", "kube-scheduler", "metrics-server"]) options.report(name, "waiting", "for kube-apiserver to be ready");
     ctx.run(
       "apiserver",
@@ -132,13 +135,16 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
       // independent. Both are waited for before a failure is told, as
       // reconcile() does with its own chains, so that no request of this pass
       // still runs when the supervisor tries again.
-      const [base, stored] = await Promise.allSettled([reconcile(url, pki), reconcileStorage(url, pki)]);
+      const [base, stored, access] = await Promise.allSettled([reconcile(url, pki), reconcileStorage(url, pki), reconcileMetricsAccess(url, pki)]);
       if (base.status === "rejected") throw base.reason;
       if (stored.status === "rejected") throw stored.reason;
+      if (access.status === "rejected") throw access.reason;
       const [actions, storage] = [base.value, stored.value];
       baseReconciled.set(true);
+      metricsAccess.set(true);
       c.logger.info("base objects reconciled", { ...actions, seconds: ((performance.now() - started) / 1000).toFixed(1) });
       if (storage.length > 0) c.logger.info("storage objects reconciled", { changes: storage.join("; ") });
+      if (access.value.length > 0) c.logger.info("metrics-server's access reconciled", { changes: access.value.join("; ") });
       c.signalHealthy();
       const volumes = await volumesController(url, { ca: pki.ca.certificate, certificate: pki.admin.certificate, privateKey: pki.admin.privateKey }, c.logger);
       // Paced, and a failed pass is tried again, not a death (reconcile_pace.ts).
@@ -146,16 +152,19 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
       for (;;) {
         try {
           const { workers, controllers, known } = await options.records();
-          const key = recordsKey({ workers, controllers, known });
+          // metrics-server's first answer is a change too: its route is made then.
+          const serving = metricsServing.peek() === true;
+          const key = `${recordsKey({ workers, controllers, known })} metrics-server ${serving ? "serving" : "not yet"}`;
           if (pace.due(key, Date.now())) {
             const { deleted, uncordoned } = await reconcileNodes(url, pki, new Set(workers.keys()));
             if (deleted.length > 0) c.logger.info("deleted the Node objects of nodes without the kubernetes-worker role", { nodes: deleted.join(",") });
             if (uncordoned.length > 0) c.logger.info("uncordoned the Nodes that ctl node poweroff cordoned, now that they are back and Ready", { nodes: uncordoned.join(",") });
             const dns = await reconcileDns(url, pki, workers);
             if (dns.length > 0) c.logger.info("cluster DNS objects changed", { changes: dns.join("; ") });
-            const metrics = await reconcileMetrics(url, pki, controllers);
-            if (metrics.length > 0) c.logger.info("Metrics API objects changed", { changes: metrics.join("; ") });
-            metricsObjects.set(true);
+            if (serving) {
+              const metrics = await reconcileMetricsRoute(url, pki, controllers);
+              if (metrics.length > 0) c.logger.info("Metrics API objects changed", { changes: metrics.join("; ") });
+            }
             const swept = await sweepVolumes(volumes, { known, workers: new Set(workers.keys()) }, c.logger);
             const ended = pace.passed(key, Date.now(), swept.watching > 0);
             if (ended > 0) c.logger.info("a reconcile pass went through again", { failedPasses: ended });
@@ -189,12 +198,15 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
       component(options, "metrics-server", controllerMetricsServerArgs(flags), {
         after: async (c) => {
           await afterApiserver(c);
-          if (!metricsObjects.peek()) options.report("metrics-server", "waiting", "for the Metrics API's objects (the reconciler)");
-          await metricsObjects.waitFor((made) => made, { signal: c.signal });
+          if (!metricsAccess.peek()) options.report("metrics-server", "waiting", "for its access to be made (the reconciler)");
+          await metricsAccess.waitFor((made) => made, { signal: c.signal });
         },
         // Serving: it listens once its informers have synced. /readyz would
         // wait for two scrapes too, and no kubelet may run yet.
-        ready: healthy("metrics-server", `https://${options.address}:${METRICS_SERVER_PORT}/livez`),
+        ready: async (signal) => {
+          await healthy("metrics-server", `https://${options.address}:${METRICS_SERVER_PORT}/livez`)(signal);
+          metricsServing.set(true);
+        },
       }),
     );
     ctx.signalHealthy();

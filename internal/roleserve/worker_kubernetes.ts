@@ -31,7 +31,7 @@
 //   a controller given the worker role keeps its apiserver running.
 //
 // Board lines: "kubernetes" (not-assigned | unavailable | launched),
-// "kube-apiserver", "kube-controller-manager", "kube-scheduler" (only on a
+// "kube-apiserver", "kube-controller-manager", "kube-scheduler", "metrics-server" (only on a
 // controller) and "kubelet" (only on a worker with the binaries), each
 // waiting | starting | running | restarting; "clusternet" (starting |
 // running, with the mesh's peers and their last handshakes); and "containerd"
