@@ -24,10 +24,9 @@
 // metrics-server has no leader election: with two controllers, each
 // kubelet is scraped twice per resolution, and the apiserver asks either.
 
-import { isIPv4 } from "../network/mod.ts";
 import { toPem } from "../pki/mod.ts";
-import { isLoopback } from "../rpc/mod.ts";
 import { clientConfiguration, statusOf } from "./api_client.ts";
+import { nodeEndpointSlice } from "./node_endpoints.ts";
 import type { KubernetesPKI } from "./pki.ts";
 
 /** metrics-server's port on each controller's address (upstream's own default before 0.6; 10250 is the kubelet's). */
@@ -131,21 +130,9 @@ export function metricsServiceObject() {
  * (controller_flags.ts).
  */
 export function metricsEndpointSlice(controllers: ReadonlyMap<string, string>) {
-  return {
-    apiVersion: "discovery.k8s.io/v1",
-    kind: "EndpointSlice",
-    metadata: {
-      name: METRICS_SERVICE.slice,
-      namespace: METRICS_SERVICE.namespace,
-      labels: { ...LABELS, "kubernetes.io/service-name": METRICS_SERVICE.name, "endpointslice.kubernetes.io/managed-by": "nodecore" },
-    },
-    addressType: "IPv4",
-    endpoints: [...controllers]
-      .filter(([, address]) => isIPv4(address) && !isLoopback(address))
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-      .map(([id, address]) => ({ addresses: [address], nodeName: id, conditions: { ready: true } })),
-    ports: [{ name: METRICS_SERVICE.portName, port: METRICS_SERVER_PORT, protocol: "TCP" }],
-  };
+  return nodeEndpointSlice({ namespace: METRICS_SERVICE.namespace, service: METRICS_SERVICE.name, name: METRICS_SERVICE.slice }, controllers, [
+    { name: METRICS_SERVICE.portName, port: METRICS_SERVER_PORT, protocol: "TCP" },
+  ]);
 }
 
 /** The APIService that sends metrics.k8s.io to the Service, trusting the Kubernetes CA for its serving certificate. */

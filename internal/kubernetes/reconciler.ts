@@ -48,12 +48,12 @@
 //
 // The client's configuration is api_client.ts's, as the node core's admin.
 
-import { isIPv4 } from "../network/mod.ts";
 import { clientConfiguration, statusOf } from "./api_client.ts";
 import { APISERVER_KUBELET_CLIENT, DNS_USER, OWNER_USER, VOLUMES_GROUP, type KubernetesPKI } from "./pki.ts";
 import { CSI_DRIVER } from "./csi.ts";
 import { backFromPowerOff, CORDONED_BY_ANNOTATION, uncordonPatch } from "./node_cordon.ts";
 import { CLUSTER_DNS_IP } from "./kubelet.ts";
+import { nodeEndpointSlice } from "./node_endpoints.ts";
 import { METRICS_READER_LABELS, METRICS_READER_ROLE, METRICS_READER_RULES, METRICS_SERVER_BINDINGS, METRICS_SERVER_ROLE, METRICS_SERVER_ROLE_RULES } from "./metrics_server.ts";
 
 type ClientNode = typeof import("@kubernetes/client-node");
@@ -258,24 +258,10 @@ export function dnsServiceObject() {
 
 /** The kube-dns Service's endpoints: each worker's DNS server at its address (id → address). */
 export function dnsEndpointSlice(workers: ReadonlyMap<string, string>) {
-  return {
-    apiVersion: "discovery.k8s.io/v1",
-    kind: "EndpointSlice",
-    metadata: {
-      name: DNS_SERVICE.slice,
-      namespace: DNS_SERVICE.namespace,
-      labels: { ...LABELS, "kubernetes.io/service-name": DNS_SERVICE.name, "endpointslice.kubernetes.io/managed-by": "nodecore" },
-    },
-    addressType: "IPv4",
-    endpoints: [...workers]
-      .filter(([, address]) => isIPv4(address))
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-      .map(([id, address]) => ({ addresses: [address], nodeName: id, conditions: { ready: true } })),
-    ports: [
-      { name: "dns", port: 53, protocol: "UDP" },
-      { name: "dns-tcp", port: 53, protocol: "TCP" },
-    ],
-  };
+  return nodeEndpointSlice({ namespace: DNS_SERVICE.namespace, service: DNS_SERVICE.name, name: DNS_SERVICE.slice }, workers, [
+    { name: "dns", port: 53, protocol: "UDP" },
+    { name: "dns-tcp", port: 53, protocol: "TCP" },
+  ]);
 }
 
 /**
