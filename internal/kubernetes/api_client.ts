@@ -53,3 +53,19 @@ export function statusOf(error: unknown): number | undefined {
   const code = (error as { code?: unknown }).code;
   return typeof code === "number" ? code : undefined;
 }
+
+/**
+ * A read's catch for an object that may not exist: a 404 is `undefined`,
+ * any other failure is thrown again naming `what` (`Service kube-system/x`).
+ */
+export function absentAs(what: string): (error: unknown) => undefined {
+  return (error) => {
+    if (statusOf(error) === 404) return undefined;
+    throw new Error(`could not read ${what}: ${(error as Error).message}`, { cause: error });
+  };
+}
+
+/** A replacement's resourceVersion: the one the existing object has, so that a concurrent change fails the replace instead of being lost. */
+export function sameVersion(metadata: { resourceVersion?: string | undefined } | undefined): { resourceVersion?: string } {
+  return metadata?.resourceVersion !== undefined ? { resourceVersion: metadata.resourceVersion } : {};
+}

@@ -25,8 +25,8 @@
 // kubelet is scraped twice per resolution, and the apiserver asks either.
 
 import { toPem } from "../pki/mod.ts";
-import { clientConfiguration, statusOf } from "./api_client.ts";
-import { nodeEndpointSlice } from "./node_endpoints.ts";
+import { absentAs, clientConfiguration, sameVersion } from "./api_client.ts";
+import { keepNodeEndpointSlice, nodeEndpointSlice } from "./node_endpoints.ts";
 import type { KubernetesPKI } from "./pki.ts";
 
 /** metrics-server's port on each controller's address (upstream's own default before 0.6; 10250 is the kubelet's). */
@@ -152,11 +152,6 @@ export function metricsApiService(pki: KubernetesPKI) {
   };
 }
 
-const absent = (what: string) => (error: unknown) => {
-  if (statusOf(error) === 404) return undefined;
-  throw new Error(`could not read ${what}: ${(error as Error).message}`, { cause: error });
-};
-
 async function apis(server: string, pki: KubernetesPKI) {
   const k8s = await import("@kubernetes/client-node");
   const configuration = clientConfiguration(k8s, server, { ca: pki.ca.certificate, certificate: pki.admin.certificate, privateKey: pki.admin.privateKey });
@@ -178,7 +173,7 @@ export async function reconcileMetricsAccess(server: string, pki: KubernetesPKI)
   const { rbac } = await apis(server, pki);
   const { namespace } = METRICS_SERVICE;
   const reader = authReaderRoleBinding();
-  const binding = await rbac.readNamespacedRoleBinding({ namespace, name: reader.metadata.name }).catch(absent(`RoleBinding ${namespace}/${reader.metadata.name}`));
+  const binding = await rbac.readNamespacedRoleBinding({ namespace, name: reader.metadata.name }).catch(absentAs(`RoleBinding ${namespace}/${reader.metadata.name}`));
   const sameBinding = binding?.roleRef.name === reader.roleRef.name && binding.subjects?.length === 1 && binding.subjects[0]!.name === METRICS_SERVER_USER;
   if (!sameBinding) {
     // A binding's roleRef cannot change: a different one goes.
@@ -202,10 +197,9 @@ export async function reconcileMetricsAccess(server: string, pki: KubernetesPKI)
 export async function reconcileMetricsRoute(server: string, pki: KubernetesPKI, controllers: ReadonlyMap<string, string>): Promise<string[]> {
   const { core, discovery, registration } = await apis(server, pki);
   const changed: string[] = [];
-  const version = (metadata: { resourceVersion?: string | undefined } | undefined) => (metadata?.resourceVersion !== undefined ? { resourceVersion: metadata.resourceVersion } : {});
-  const { namespace, name, slice } = METRICS_SERVICE;
+  const { namespace, name } = METRICS_SERVICE;
 
-  const service = await core.readNamespacedService({ namespace, name }).catch(absent(`Service ${namespace}/${name}`));
+  const service = await core.readNamespacedService({ namespace, name }).catch(absentAs(`Service ${namespace}/${name}`));
   const wantedService = metricsServiceObject();
   const port = service?.spec?.ports?.length === 1 ? service.spec.ports[0] : undefined;
   const sameService = service && !service.spec?.selector && port?.name === METRICS_SERVICE.portName && port.port === METRICS_SERVICE.port && String(port.targetPort) === String(METRICS_SERVER_PORT);
@@ -215,21 +209,10 @@ export async function reconcileMetricsRoute(server: string, pki: KubernetesPKI, 
     changed.push(`${service ? "replaced" : "created"} Service ${name}`);
   }
 
-  const wantedSlice = metricsEndpointSlice(controllers);
-  const existingSlice = await discovery.readNamespacedEndpointSlice({ namespace, name: slice }).catch(absent(`EndpointSlice ${namespace}/${slice}`));
-  if (!existingSlice) {
-    await discovery.createNamespacedEndpointSlice({ namespace, body: wantedSlice });
-    changed.push(`created EndpointSlice ${slice} (${wantedSlice.endpoints.length} controllers)`);
-  } else {
-    const now = JSON.stringify([(existingSlice.endpoints ?? []).map((e) => [e.addresses, e.nodeName]), (existingSlice.ports ?? []).map((p) => [p.name, p.port])]);
-    if (now !== JSON.stringify([wantedSlice.endpoints.map((e) => [e.addresses, e.nodeName]), wantedSlice.ports.map((p) => [p.name, p.port])])) {
-      await discovery.replaceNamespacedEndpointSlice({ namespace, name: slice, body: { ...wantedSlice, metadata: { ...wantedSlice.metadata, ...version(existingSlice.metadata) } } });
-      changed.push(`EndpointSlice ${slice}: ${wantedSlice.endpoints.map((e) => `${e.nodeName}=${e.addresses[0]}`).join(" ") || "no controllers"}`);
-    }
-  }
+  changed.push(...(await keepNodeEndpointSlice(discovery, metricsEndpointSlice(controllers), "controllers")));
 
   const wantedApi = metricsApiService(pki);
-  const api = await registration.readAPIService({ name: METRICS_API.name }).catch(absent(`APIService ${METRICS_API.name}`));
+  const api = await registration.readAPIService({ name: METRICS_API.name }).catch(absentAs(`APIService ${METRICS_API.name}`));
   const s = api?.spec;
   const sameApi =
     s?.service?.name === name &&
@@ -243,7 +226,7 @@ export async function reconcileMetricsRoute(server: string, pki: KubernetesPKI, 
     await registration.createAPIService({ body: wantedApi });
     changed.push(`created APIService ${METRICS_API.name}`);
   } else if (!sameApi) {
-    await registration.replaceAPIService({ name: METRICS_API.name, body: { ...wantedApi, metadata: { ...wantedApi.metadata, ...version(api.metadata) } } });
+    await registration.replaceAPIService({ name: METRICS_API.name, body: { ...wantedApi, metadata: { ...wantedApi.metadata, ...sameVersion(api.metadata) } } });
     changed.push(`replaced APIService ${METRICS_API.name}`);
   }
   return changed;

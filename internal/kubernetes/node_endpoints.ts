@@ -3,8 +3,10 @@
 // pods: the cluster DNS (each worker's CoreDNS, reconciler.ts) and the
 // Metrics API (each controller's metrics-server, metrics_server.ts).
 
+import type { DiscoveryV1Api } from "@kubernetes/client-node";
 import { isIPv4 } from "../network/mod.ts";
 import { isLoopback } from "../rpc/mod.ts";
+import { absentAs, sameVersion } from "./api_client.ts";
 
 const LABELS = { "app.kubernetes.io/managed-by": "nodecore" };
 
@@ -37,4 +39,28 @@ export function nodeEndpointSlice(where: { namespace: string; service: string; n
       .map(([id, address]) => ({ addresses: [address], nodeName: id, conditions: { ready: true } })),
     ports: [...ports],
   };
+}
+
+export type NodeEndpointSlice = ReturnType<typeof nodeEndpointSlice>;
+
+/**
+ * Keeps the slice equal to `wanted`: creates it when it is absent, and
+ * replaces it when its endpoints (address, node) or its ports differ.
+ * Returns what changed; `nodes` names the endpoints in those lines
+ * ("workers", "controllers").
+ */
+export async function keepNodeEndpointSlice(discovery: DiscoveryV1Api, wanted: NodeEndpointSlice, nodes: string): Promise<string[]> {
+  const { namespace, name } = wanted.metadata;
+  const existing = await discovery.readNamespacedEndpointSlice({ namespace, name }).catch(absentAs(`EndpointSlice ${namespace}/${name}`));
+  if (!existing) {
+    await discovery.createNamespacedEndpointSlice({ namespace, body: wanted });
+    return [`created EndpointSlice ${name} (${wanted.endpoints.length} ${nodes})`];
+  }
+  const shape = (
+    endpoints: readonly { addresses: readonly string[]; nodeName?: string | undefined }[],
+    ports: readonly { name?: string | undefined; port?: number | undefined; protocol?: string | undefined }[],
+  ) => JSON.stringify([endpoints.map((e) => [e.addresses, e.nodeName]), ports.map((p) => [p.name, p.port, p.protocol])]);
+  if (shape(existing.endpoints ?? [], existing.ports ?? []) === shape(wanted.endpoints, wanted.ports)) return [];
+  await discovery.replaceNamespacedEndpointSlice({ namespace, name, body: { ...wanted, metadata: { ...wanted.metadata, ...sameVersion(existing.metadata) } } });
+  return [`EndpointSlice ${name}: ${wanted.endpoints.map((e) => `${e.nodeName}=${e.addresses[0]}`).join(" ") || `no ${nodes}`}`];
 }

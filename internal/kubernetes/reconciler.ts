@@ -48,12 +48,12 @@
 //
 // The client's configuration is api_client.ts's, as the node core's admin.
 
-import { clientConfiguration, statusOf } from "./api_client.ts";
+import { absentAs, clientConfiguration, sameVersion, statusOf } from "./api_client.ts";
 import { APISERVER_KUBELET_CLIENT, DNS_USER, OWNER_USER, VOLUMES_GROUP, type KubernetesPKI } from "./pki.ts";
 import { CSI_DRIVER } from "./csi.ts";
 import { backFromPowerOff, CORDONED_BY_ANNOTATION, uncordonPatch } from "./node_cordon.ts";
 import { CLUSTER_DNS_IP } from "./kubelet.ts";
-import { nodeEndpointSlice } from "./node_endpoints.ts";
+import { keepNodeEndpointSlice, nodeEndpointSlice } from "./node_endpoints.ts";
 import { METRICS_READER_LABELS, METRICS_READER_ROLE, METRICS_READER_RULES, METRICS_SERVER_BINDINGS, METRICS_SERVER_ROLE, METRICS_SERVER_ROLE_RULES } from "./metrics_server.ts";
 
 type ClientNode = typeof import("@kubernetes/client-node");
@@ -131,11 +131,6 @@ export function bindingObject(spec: ClusterRoleBindingSpec) {
 
 export type ReconcileAction = "created" | "unchanged" | "replaced";
 
-/** A replacement's resourceVersion: the one the existing object has, so that a concurrent change fails the replace instead of being lost. */
-function sameVersion(metadata: { resourceVersion?: string | undefined } | undefined): { resourceVersion?: string } {
-  return metadata?.resourceVersion !== undefined ? { resourceVersion: metadata.resourceVersion } : {};
-}
-
 /**
  * Deletes the Node objects whose names are not in `workers` (the node IDs
  * that hold the kubernetes-worker role), and uncordons the workers' Nodes
@@ -189,10 +184,7 @@ export async function reconcile(server: string, pki: KubernetesPKI): Promise<Rec
   const rbac = new k8s.RbacAuthorizationV1Api(apiConfiguration(k8s, server, pki));
   const role = async ({ name, rules, labels = {} }: (typeof BASE_ROLES)[number]): Promise<ReconcileAction> => {
     const wanted = { apiVersion: `${RBAC_GROUP}/v1`, kind: "ClusterRole", metadata: { name, labels: { ...LABELS, ...labels } }, rules };
-    const existing = await rbac.readClusterRole({ name }).catch((error: unknown) => {
-      if (statusOf(error) === 404) return undefined;
-      throw new Error(`could not read ClusterRole ${name}: ${(error as Error).message}`, { cause: error });
-    });
+    const existing = await rbac.readClusterRole({ name }).catch(absentAs(`ClusterRole ${name}`));
     if (!existing) {
       await rbac.createClusterRole({ body: wanted });
       return "created";
@@ -274,12 +266,8 @@ export async function reconcileDns(server: string, pki: KubernetesPKI, workers: 
   const core = new k8s.CoreV1Api(configuration);
   const discovery = new k8s.DiscoveryV1Api(configuration);
   const changed: string[] = [];
-  const absent = (what: string) => (error: unknown) => {
-    if (statusOf(error) === 404) return undefined;
-    throw new Error(`could not read ${what}: ${(error as Error).message}`, { cause: error });
-  };
-  const { namespace, name, slice } = DNS_SERVICE;
-  const service = await core.readNamespacedService({ namespace, name }).catch(absent(`Service ${namespace}/${name}`));
+  const { namespace, name } = DNS_SERVICE;
+  const service = await core.readNamespacedService({ namespace, name }).catch(absentAs(`Service ${namespace}/${name}`));
   if (service && service.spec?.clusterIP !== CLUSTER_DNS_IP) {
     // A Service's ClusterIP cannot change: one at another address goes.
     await core.deleteNamespacedService({ namespace, name });
@@ -289,18 +277,7 @@ export async function reconcileDns(server: string, pki: KubernetesPKI, workers: 
     await core.createNamespacedService({ namespace, body: dnsServiceObject() });
     changed.push(`created Service ${name} at ${CLUSTER_DNS_IP}`);
   }
-  const wanted = dnsEndpointSlice(workers);
-  const existing = await discovery.readNamespacedEndpointSlice({ namespace, name: slice }).catch(absent(`EndpointSlice ${namespace}/${slice}`));
-  if (!existing) {
-    await discovery.createNamespacedEndpointSlice({ namespace, body: wanted });
-    changed.push(`created EndpointSlice ${slice} (${wanted.endpoints.length} workers)`);
-  } else {
-    const now = JSON.stringify((existing.endpoints ?? []).map((e) => [e.addresses, e.nodeName]));
-    if (now !== JSON.stringify(wanted.endpoints.map((e) => [e.addresses, e.nodeName]))) {
-      await discovery.replaceNamespacedEndpointSlice({ namespace, name: slice, body: { ...wanted, metadata: { ...wanted.metadata, ...sameVersion(existing.metadata) } } });
-      changed.push(`EndpointSlice ${slice}: ${wanted.endpoints.map((e) => `${e.nodeName}=${e.addresses[0]}`).join(" ") || "no workers"}`);
-    }
-  }
+  changed.push(...(await keepNodeEndpointSlice(discovery, dnsEndpointSlice(workers), "workers")));
   return changed;
 }
 
@@ -342,12 +319,8 @@ export async function reconcileStorage(server: string, pki: KubernetesPKI): Prom
   const k8s = await import("@kubernetes/client-node");
   const storage = new k8s.StorageV1Api(apiConfiguration(k8s, server, pki));
   const changed: string[] = [];
-  const absent = (what: string) => (error: unknown) => {
-    if (statusOf(error) === 404) return undefined;
-    throw new Error(`could not read ${what}: ${(error as Error).message}`, { cause: error });
-  };
   const wantedClass = storageClassObject();
-  const existingClass = await storage.readStorageClass({ name: STORAGE_CLASS }).catch(absent(`StorageClass ${STORAGE_CLASS}`));
+  const existingClass = await storage.readStorageClass({ name: STORAGE_CLASS }).catch(absentAs(`StorageClass ${STORAGE_CLASS}`));
   const sameClass =
     existingClass &&
     existingClass.provisioner === wantedClass.provisioner &&
@@ -360,7 +333,7 @@ export async function reconcileStorage(server: string, pki: KubernetesPKI): Prom
     changed.push(`${existingClass ? "replaced" : "created"} StorageClass ${STORAGE_CLASS}`);
   }
   const wantedDriver = csiDriverObject();
-  const existingDriver = await storage.readCSIDriver({ name: CSI_DRIVER }).catch(absent(`CSIDriver ${CSI_DRIVER}`));
+  const existingDriver = await storage.readCSIDriver({ name: CSI_DRIVER }).catch(absentAs(`CSIDriver ${CSI_DRIVER}`));
   const spec = existingDriver?.spec;
   const sameDriver =
     spec &&
