@@ -84,6 +84,7 @@ import { enterNamespace, namespaceName } from "../launch/mod.ts";
 import { checkHistory } from "../faults/checker.ts";
 import { QEMU_CALL_TIMEOUT_MS, Workload } from "../faults/workload.ts";
 import { buildUpdateImage, nextVersion } from "./updates.ts";
+import { autoscalingStep } from "./autoscaling.ts";
 import { HELLO_PORT, helloImage, HOST_BUSYBOX, readBusybox } from "../../image/mod.ts";
 import { HELLO_REPOSITORY, HELLO_TAG, type ContainerRegistryServer } from "../launch/registry.ts";
 import { HttpProber, PROBE_EVERY_MS, RETRY_WITHIN_MS } from "../launch/http_prober.ts";
@@ -1191,6 +1192,30 @@ e2eTest(
     kubernetesWorkers = { ids, names, clusterIp, pages };
   },
   { timeoutMs: KUBERNETES_STEP_TIMEOUT_MS },
+);
+
+/** The autoscaling step's deadline: each of its two waits (the HPA reads figures 15 s apart, and pods start under TCG). */
+const AUTOSCALING_WAIT_MS = 5 * 60_000;
+
+e2eTest(
+  "a HorizontalPodAutoscaler scales a user's CPU burner from 1 to 2 replicas by the Metrics API's figures, and back to 1 once the user ends the load",
+  async (ctx) => {
+    const c = need(cluster, "the cluster");
+    need(kubernetesWorkers, "the Kubernetes workers");
+    const figures = await autoscalingStep(
+      kubectl,
+      (name, body) => {
+        const path = join(c.dir.path, name);
+        writeFileSync(path, JSON.stringify(body));
+        return path;
+      },
+      AUTOSCALING_WAIT_MS,
+    );
+    ctx.report(
+      `HPA (autoscaling/v2, 50 % CPU target): applied → 2 burner pods Ready ${(figures.scaledUpMs / 1000).toFixed(1)} s (at ${figures.utilizationAtMax ?? "?"} % of requests); load ended → 1 replica ${(figures.scaledDownMs / 1000).toFixed(1)} s`,
+    );
+  },
+  { timeoutMs: 2 * AUTOSCALING_WAIT_MS + 60_000 },
 );
 
 e2eTest(
