@@ -44,6 +44,7 @@ import {
   type ControllerFlagOptions,
 } from "./controller_flags.ts";
 import { METRICS_SERVER_PORT, reconcileMetricsAccess, reconcileMetricsRoute } from "./metrics_server.ts";
+import { reconcileControllerAccounts } from "./controller_accounts.ts";
 import { warmOpenApi } from "./openapi_warm.ts";
 import { ensureKubernetesPKI, type Credential, type KubernetesKeys } from "./pki.ts";
 import { RECONCILE_TICK_MS, ReconcilePace, recordsKey } from "./reconcile_pace.ts";
@@ -135,10 +136,15 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
       // independent. Both are waited for before a failure is told, as
       // reconcile() does with its own chains, so that no request of this pass
       // still runs when the supervisor tries again.
-      const [base, stored, access] = await Promise.allSettled([reconcile(url, pki), reconcileStorage(url, pki), reconcileMetricsAccess(url, pki)]);
+      // The controller accounts only save the controller-manager its own
+      // slow creations (controller_accounts.ts): a failure is told, not a death.
+      const [base, stored, access, accounts] = await Promise.allSettled([reconcile(url, pki), reconcileStorage(url, pki), reconcileMetricsAccess(url, pki), reconcileControllerAccounts(url, pki)]);
       if (base.status === "rejected") throw base.reason;
       if (stored.status === "rejected") throw stored.reason;
       if (access.status === "rejected") throw access.reason;
+      if (accounts.status === "rejected")
+        c.logger.warn("the controller-manager's accounts were not made ahead of it; it makes them itself, more slowly", { error: (accounts.reason as Error).message });
+      else if (accounts.value.length > 0) c.logger.info("made the controller-manager's service accounts ahead of it", { accounts: accounts.value.length });
       const [actions, storage] = [base.value, stored.value];
       baseReconciled.set(true);
       metricsAccess.set(true);
