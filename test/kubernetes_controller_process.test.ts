@@ -127,6 +127,11 @@ test("kubernetes-controller runs the real apiserver, controller-manager and sche
     intervalMs: 1000,
     what: "the default service account",
   });
+  // Every controller's account is there, made ahead of the controller-manager
+  // (controller_accounts.ts); route-controller's proves it: that controller
+  // is the cloud provider's, which runs nowhere here, so only the reconciler made it.
+  const accounts = kubectl(kubeconfig, "get", "serviceaccounts", "-n", "kube-system", "-o", "name").split("\n");
+  for (const name of ["route-controller", "deployment-controller", "service-account-controller", "generic-garbage-collector"]) expect(accounts).toContain(`serviceaccount/${name}`);
   // The scheduler holds its lease.
   await eventually(() => expect(kubectl(kubeconfig, "get", "lease", "-n", "kube-system", "kube-scheduler", "-o", "name")).toBe("lease.coordination.k8s.io/kube-scheduler\n"), {
     timeoutMs: 60_000,
