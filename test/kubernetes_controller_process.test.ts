@@ -10,11 +10,13 @@
 // against that real apiserver and controller-manager.
 
 import { afterAll, expect, test } from "bun:test";
-import { statSync, writeFileSync } from "node:fs";
+import { readFileSync, statSync, writeFileSync } from "node:fs";
+import { createPrivateKey, X509Certificate } from "node:crypto";
 import { join } from "node:path";
 import { eventually, systemTree, tempDir } from "../internal/testing/mod.ts";
 import { NodeProcess, loopbackBlock, ownedNode, serviceLines } from "./support/node_process.ts";
-import { cordonMark, CORDONED_BY_ANNOTATION, POWEROFF_COMMAND } from "../internal/kubernetes/mod.ts";
+import { cordonMark, CORDONED_BY_ANNOTATION, parseKubeconfig, POWEROFF_COMMAND } from "../internal/kubernetes/mod.ts";
+import { nextChange } from "../internal/kubernetes/watch_doorbell.ts";
 import { RECONCILE_RESYNC_MS, RECONCILE_TICK_MS } from "../internal/kubernetes/reconcile_pace.ts";
 
 const dir = tempDir("nodecore-kube-controller-");
@@ -266,6 +268,40 @@ async function kubectlAsync(kubeconfig: string, ...args: string[]): Promise<{ co
   const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
   return { code, stdout, stderr };
 }
+
+test("the doorbell on collections (watch_doorbell.ts), against the real apiserver: quiet while nothing changes, rung by a change after the list's version (made before the watch, or while it waits), failed where there is no watch", async () => {
+  // The owner's kubeconfig from the first test; its identity, as a client of ours would hold one.
+  const kubeconfig = join(dir.path, "owner.kubeconfig");
+  const parsed = parseKubeconfig(readFileSync(kubeconfig, "utf8"));
+  const identity = { ca: new X509Certificate(parsed.ca), certificate: new X509Certificate(parsed.certificate), privateKey: createPrivateKey(parsed.privateKey) };
+  const signal = AbortSignal.timeout(120_000);
+  const version = (...what: string[]) => (JSON.parse(kubectl(kubeconfig, "get", ...what, "-o", "json")) as { metadata: { resourceVersion: string } }).metadata.resourceVersion;
+  const configMaps = "/api/v1/namespaces/default/configmaps";
+  const volumes = { path: "/api/v1/persistentvolumes", resourceVersion: version("persistentvolumes") };
+
+  let from = version("configmaps", "-n", "default");
+  let asked = performance.now();
+  expect(await nextChange(parsed.server, identity, [{ path: configMaps, resourceVersion: from }, volumes], 2_000, signal)).toBe("quiet");
+  expect(performance.now() - asked).toBeGreaterThanOrEqual(1_500);
+
+  // A change between the list and the watch is not missed: the watch starts at the list's version.
+  kubectl(kubeconfig, "create", "configmap", "doorbell-before", "-n", "default");
+  asked = performance.now();
+  expect(await nextChange(parsed.server, identity, [volumes, { path: configMaps, resourceVersion: from }], 30_000, signal)).toBe("changed");
+  expect(performance.now() - asked).toBeLessThan(10_000);
+
+  from = version("configmaps", "-n", "default");
+  const waiting = nextChange(parsed.server, identity, [{ path: configMaps, resourceVersion: from }, volumes], 30_000, signal);
+  await Bun.sleep(1_000);
+  asked = performance.now();
+  kubectl(kubeconfig, "create", "configmap", "doorbell-while", "-n", "default");
+  expect(await waiting).toBe("changed");
+  expect(performance.now() - asked).toBeLessThan(10_000);
+
+  // No such collection: the apiserver answers 404, and the caller goes back to its old pace.
+  expect(await nextChange(parsed.server, identity, [{ path: "/api/v1/no-such-things", resourceVersion: from }], 5_000, signal)).toBe("failed");
+  kubectl(kubeconfig, "delete", "configmap", "doorbell-before", "doorbell-while", "-n", "default");
+}, 120_000);
 
 test("ctl node drain: the worker's Node cordoned and its pods evicted through the Eviction API; a bare pod refused unless forced, with nothing changed; a PodDisruptionBudget kept until the drain's deadline, which names the pod and the budget's refusal; ctl node uncordon; a power-off's cordon taken back by the reconciler only once the Node turned Ready after it", async () => {
   // The node and its owner's kubeconfig from the first test (the controller
