@@ -275,11 +275,12 @@ test("the doorbell on collections (watch_doorbell.ts), against the real apiserve
   const parsed = parseKubeconfig(readFileSync(kubeconfig, "utf8"));
   const identity = { ca: new X509Certificate(parsed.ca), certificate: new X509Certificate(parsed.certificate), privateKey: createPrivateKey(parsed.privateKey) };
   const signal = AbortSignal.timeout(120_000);
-  const version = (...what: string[]) => (JSON.parse(kubectl(kubeconfig, "get", ...what, "-o", "json")) as { metadata: { resourceVersion: string } }).metadata.resourceVersion;
+  // The list's own version, as the provisioner's lists carry it (`kubectl get -o json` makes a List of its own, without one).
+  const version = (path: string) => (JSON.parse(kubectl(kubeconfig, "get", "--raw", path)) as { metadata: { resourceVersion: string } }).metadata.resourceVersion;
   const configMaps = "/api/v1/namespaces/default/configmaps";
-  const volumes = { path: "/api/v1/persistentvolumes", resourceVersion: version("persistentvolumes") };
+  const volumes = { path: "/api/v1/persistentvolumes", resourceVersion: version("/api/v1/persistentvolumes") };
 
-  let from = version("configmaps", "-n", "default");
+  let from = version(configMaps);
   let asked = performance.now();
   expect(await nextChange(parsed.server, identity, [{ path: configMaps, resourceVersion: from }, volumes], 2_000, signal)).toBe("quiet");
   expect(performance.now() - asked).toBeGreaterThanOrEqual(1_500);
@@ -290,7 +291,7 @@ test("the doorbell on collections (watch_doorbell.ts), against the real apiserve
   expect(await nextChange(parsed.server, identity, [volumes, { path: configMaps, resourceVersion: from }], 30_000, signal)).toBe("changed");
   expect(performance.now() - asked).toBeLessThan(10_000);
 
-  from = version("configmaps", "-n", "default");
+  from = version(configMaps);
   const waiting = nextChange(parsed.server, identity, [{ path: configMaps, resourceVersion: from }, volumes], 30_000, signal);
   await Bun.sleep(1_000);
   asked = performance.now();

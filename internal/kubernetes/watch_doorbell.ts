@@ -40,7 +40,8 @@ export type DoorbellAnswer = "changed" | "quiet" | "failed";
  */
 export async function nextChange(server: string, identity: ClientIdentity, collections: readonly WatchedCollection[], maxWaitMs: number, signal: AbortSignal): Promise<DoorbellAnswer> {
   signal.throwIfAborted();
-  if (collections.length === 0) return "failed";
+  // Without a version a watch starts with every object as if added: it would always ring.
+  if (collections.length === 0 || collections.some((c) => c.resourceVersion === "")) return "failed";
   const tls = { ca: toPem(identity.ca), cert: toPem(identity.certificate), key: privateKeyPem(identity.privateKey) };
   const done = new AbortController();
   // The apiserver ends a watch at timeoutSeconds itself; ours is the backstop a few seconds later.
