@@ -137,14 +137,21 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
       // reconcile() does with its own chains, so that no request of this pass
       // still runs when the supervisor tries again.
       // The controller accounts only save the controller-manager its own
-      // slow creations (controller_accounts.ts): a failure is told, not a death.
-      const [base, stored, access, accounts] = await Promise.allSettled([reconcile(url, pki), reconcileStorage(url, pki), reconcileMetricsAccess(url, pki), reconcileControllerAccounts(url, pki)]);
+      // slow creations (controller_accounts.ts): nothing waits for them (in
+      // the pass, they held metrics-server and the OpenAPI warm-up back by
+      // about 20 s), and a failure is told, not a death. A creation still
+      // in flight when the supervisor tries again is harmless: a second
+      // one is refused as existing, and taken as made.
+      void reconcileControllerAccounts(url, pki).then(
+        (made) => {
+          if (made.length > 0) c.logger.info("made the controller-manager's service accounts ahead of it", { accounts: made.length });
+        },
+        (error: unknown) => c.logger.warn("the controller-manager's accounts were not made ahead of it; it makes them itself, more slowly", { error: (error as Error).message }),
+      );
+      const [base, stored, access] = await Promise.allSettled([reconcile(url, pki), reconcileStorage(url, pki), reconcileMetricsAccess(url, pki)]);
       if (base.status === "rejected") throw base.reason;
       if (stored.status === "rejected") throw stored.reason;
       if (access.status === "rejected") throw access.reason;
-      if (accounts.status === "rejected")
-        c.logger.warn("the controller-manager's accounts were not made ahead of it; it makes them itself, more slowly", { error: (accounts.reason as Error).message });
-      else if (accounts.value.length > 0) c.logger.info("made the controller-manager's service accounts ahead of it", { accounts: accounts.value.length });
       const [actions, storage] = [base.value, stored.value];
       baseReconciled.set(true);
       metricsAccess.set(true);
