@@ -55,9 +55,10 @@ export function controllerAccountNames(bindings: readonly Pick<V1ClusterRoleBind
 /**
  * Creates the controller accounts that are missing in kube-system; returns
  * the names it created (an account made meanwhile by someone else is not
- * one of them).
+ * one of them) and those whose creation failed, each with its reason (a
+ * busy apiserver times some out; the controller-manager makes those itself).
  */
-export async function reconcileControllerAccounts(server: string, pki: KubernetesPKI): Promise<string[]> {
+export async function reconcileControllerAccounts(server: string, pki: KubernetesPKI): Promise<{ created: string[]; failed: string[] }> {
   const k8s = await import("@kubernetes/client-node");
   const configuration = clientConfiguration(k8s, server, { ca: pki.ca.certificate, certificate: pki.admin.certificate, privateKey: pki.admin.privateKey });
   const rbac = new k8s.RbacAuthorizationV1Api(configuration);
@@ -67,6 +68,7 @@ export async function reconcileControllerAccounts(server: string, pki: Kubernete
   const present = new Set(accounts.items.map((a) => a.metadata?.name));
   const missing = controllerAccountNames(bindings.items).filter((name) => !present.has(name));
   const created: string[] = [];
+  const failed: string[] = [];
   const next = missing[Symbol.iterator]();
   const worker = async () => {
     for (let step = next.next(); !step.done; step = next.next()) {
@@ -75,13 +77,10 @@ export async function reconcileControllerAccounts(server: string, pki: Kubernete
         await core.createNamespacedServiceAccount({ namespace, body: { apiVersion: "v1", kind: "ServiceAccount", metadata: { name, namespace } } });
         created.push(name);
       } catch (error) {
-        if (statusOf(error) !== 409) throw new Error(`could not create ServiceAccount ${namespace}/${name}: ${(error as Error).message}`, { cause: error });
+        if (statusOf(error) !== 409) failed.push(`${name}: ${(error as Error).message.split("\n")[0]!.slice(0, 200)}`);
       }
     }
   };
-  // Every worker is waited for before a failure is told, so that no request still runs when the supervisor tries again.
-  const results = await Promise.allSettled(Array.from({ length: Math.min(CONCURRENCY, missing.length) }, worker));
-  const failed = results.find((r) => r.status === "rejected");
-  if (failed) throw failed.reason;
-  return created.sort();
+  await Promise.all(Array.from({ length: Math.min(CONCURRENCY, missing.length) }, worker));
+  return { created: created.sort(), failed: failed.sort() };
 }

@@ -143,8 +143,9 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
       // in flight when the supervisor tries again is harmless: a second
       // one is refused as existing, and taken as made.
       void reconcileControllerAccounts(url, pki).then(
-        (made) => {
-          if (made.length > 0) c.logger.info("made the controller-manager's service accounts ahead of it", { accounts: made.length });
+        ({ created, failed }) => {
+          if (created.length > 0) c.logger.info("made the controller-manager's service accounts ahead of it", { accounts: created.length });
+          if (failed.length > 0) c.logger.warn("some of the controller-manager's accounts were not made ahead of it; it makes those itself", { failed: failed.length, first: failed[0] });
         },
         (error: unknown) => c.logger.warn("the controller-manager's accounts were not made ahead of it; it makes them itself, more slowly", { error: (error as Error).message }),
       );
