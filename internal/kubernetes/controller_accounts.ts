@@ -12,8 +12,9 @@
 // controller (every namespace's `default` account, which pods need)
 // included.
 //
-// So the reconciler's first pass creates them all at once, a few requests
-// at a time, while the controller-manager is still loading. It then finds
+// So the reconciler creates them all beside its first pass (nothing waits
+// for them), a few requests at a time, while the controller-manager is
+// still loading. It then finds
 // each one at its first read. Which accounts: the subjects in kube-system
 // of the apiserver's own bootstrap bindings `system:controller:<name>`
 // (kubernetes.io/bootstrapping=rbac-defaults), which name exactly the

@@ -39,7 +39,7 @@
 import type { V1PersistentVolume, V1PersistentVolumeClaim } from "@kubernetes/client-node";
 import { formatBytes, type Logger } from "../log/mod.ts";
 import { sleep, type Runnable } from "../supervisor/mod.ts";
-import { clientConfiguration, statusOf, type ClientIdentity } from "./api_client.ts";
+import { clientConfiguration, sameVersion, statusOf, type ClientIdentity } from "./api_client.ts";
 import { claimEvents, EVENT_REPEAT_MS } from "./claim_events.ts";
 import type { ComponentState } from "./component.ts";
 import { CSI_DRIVER } from "./csi.ts";
@@ -193,7 +193,7 @@ export function provisionerService(options: ProvisionerOptions): Runnable {
     // written: trusted for CAPACITY_TRUST_MS (then read again, so that an
     // object deleted by someone else comes back); a write it refuses makes
     // the next pass read it.
-    let published: { capacity: string; resourceVersion: string | undefined; at: number } | undefined;
+    let published: { capacity: string; metadata: { resourceVersion: string | undefined }; at: number } | undefined;
     const publishCapacity = async (available: number) => {
       const name = `${CAPACITY_PREFIX}${options.nodeName}`.slice(0, 253);
       const body = {
@@ -206,27 +206,20 @@ export function provisionerService(options: ProvisionerOptions): Runnable {
         maximumVolumeSize: String(available),
       };
       const known = published && Date.now() - published.at < CAPACITY_TRUST_MS ? published : undefined;
+      if (known?.capacity === body.capacity) return;
       published = undefined;
-      if (known?.capacity === body.capacity) {
-        published = known;
-        return;
-      }
-      const existing = known
-        ? { capacity: known.capacity, metadata: { resourceVersion: known.resourceVersion } }
-        : await storage.readNamespacedCSIStorageCapacity({ name, namespace: CAPACITY_NAMESPACE }).catch((error: unknown) => {
-            if (statusOf(error) === 404) return undefined;
-            throw error;
-          });
+      const existing =
+        known ??
+        (await storage.readNamespacedCSIStorageCapacity({ name, namespace: CAPACITY_NAMESPACE }).catch((error: unknown) => {
+          if (statusOf(error) === 404) return undefined;
+          throw error;
+        }));
       const written = !existing
         ? await storage.createNamespacedCSIStorageCapacity({ namespace: CAPACITY_NAMESPACE, body })
         : existing.capacity !== body.capacity
-          ? await storage.replaceNamespacedCSIStorageCapacity({
-              name,
-              namespace: CAPACITY_NAMESPACE,
-              body: { ...body, metadata: { ...body.metadata, ...(existing.metadata?.resourceVersion ? { resourceVersion: existing.metadata.resourceVersion } : {}) } },
-            })
+          ? await storage.replaceNamespacedCSIStorageCapacity({ name, namespace: CAPACITY_NAMESPACE, body: { ...body, metadata: { ...body.metadata, ...sameVersion(existing.metadata) } } })
           : existing;
-      published = { capacity: body.capacity, resourceVersion: written.metadata?.resourceVersion, at: Date.now() };
+      published = { capacity: body.capacity, metadata: { resourceVersion: written.metadata?.resourceVersion }, at: Date.now() };
     };
 
     /** Returns the lists' versions, which the doorbell watches from. */
@@ -262,10 +255,11 @@ export function provisionerService(options: ProvisionerOptions): Runnable {
         return false;
       });
       await publishCapacity(options.store.room(kept).availableBytes);
+      // A list without a version makes the doorbell say "failed", and the next pass comes at the old pace.
       return [
         { path: "/api/v1/persistentvolumeclaims", resourceVersion: claims.metadata?.resourceVersion ?? "" },
         { path: "/api/v1/persistentvolumes", resourceVersion: volumes.metadata?.resourceVersion ?? "" },
-      ].filter((c) => c.resourceVersion !== "");
+      ];
     };
 
     let healthy = false;

@@ -196,12 +196,7 @@ export async function reconcile(server: string, pki: KubernetesPKI): Promise<Rec
   };
   const binding = async (spec: ClusterRoleBindingSpec): Promise<ReconcileAction> => {
     const wanted = bindingObject(spec);
-    let existing: Awaited<ReturnType<typeof rbac.readClusterRoleBinding>> | undefined;
-    try {
-      existing = await rbac.readClusterRoleBinding({ name: spec.name });
-    } catch (error) {
-      if (statusOf(error) !== 404) throw new Error(`could not read ClusterRoleBinding ${spec.name}: ${(error as Error).message}`, { cause: error });
-    }
+    const existing = await rbac.readClusterRoleBinding({ name: spec.name }).catch(absentAs(`ClusterRoleBinding ${spec.name}`));
     if (!existing) {
       await rbac.createClusterRoleBinding({ body: wanted });
       return "created";

@@ -132,10 +132,6 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
     ctx.run("reconciler", async (c) => {
       await wasReady.waitFor((r) => r, { signal: c.signal });
       const started = performance.now();
-      // At once: the bindings (the owner's access) and the storage objects are
-      // independent. Both are waited for before a failure is told, as
-      // reconcile() does with its own chains, so that no request of this pass
-      // still runs when the supervisor tries again.
       // The controller accounts only save the controller-manager its own
       // slow creations (controller_accounts.ts): nothing waits for them (in
       // the pass, they held metrics-server and the OpenAPI warm-up back by
@@ -149,6 +145,10 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
         },
         (error: unknown) => c.logger.warn("the controller-manager's accounts were not made ahead of it; it makes them itself, more slowly", { error: (error as Error).message }),
       );
+      // At once: the bindings (the owner's access) and the storage objects are
+      // independent. Both are waited for before a failure is told, as
+      // reconcile() does with its own chains, so that no request of this pass
+      // still runs when the supervisor tries again.
       const [base, stored, access] = await Promise.allSettled([reconcile(url, pki), reconcileStorage(url, pki), reconcileMetricsAccess(url, pki)]);
       if (base.status === "rejected") throw base.reason;
       if (stored.status === "rejected") throw stored.reason;
