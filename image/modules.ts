@@ -64,6 +64,12 @@ export const MODULE_ROOTS = [
   // UDP Service's endpoints change (without it every such sync logs EINVAL,
   // nfnetlink's answer for a subsystem it lacks, and stale DNS flows stay).
   "nf_conntrack_netlink",
+  // NetworkPolicy (internal/kubernetes/network_policy.ts): new connections of
+  // selected pods queued to the enforcer, and the pods' bridged packets seen
+  // by the IP hooks at all.
+  "nft_queue",
+  "nfnetlink_queue",
+  "br_netfilter",
   "squashfs", // the system image (image/system.ts)
   "af_alg", // AF_ALG sockets: libcryptsetup runs keyslot crypto in the kernel
   "algif_skcipher",

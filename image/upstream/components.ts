@@ -8,7 +8,7 @@
 // raises one upstream's dependencies (grpc, otel, x/net) to what another
 // requires.
 
-import { CNI_PLUGINS_VERSION, CONTAINERD_VERSION, COREDNS_VERSION, ETCD_VERSION, KUBERNETES_VERSION, METRICS_SERVER_VERSION, RUNC_VERSION } from "./versions.ts";
+import { CNI_PLUGINS_VERSION, CONTAINERD_VERSION, COREDNS_VERSION, ETCD_VERSION, KUBE_NETWORK_POLICIES_VERSION, KUBERNETES_VERSION, METRICS_SERVER_VERSION, RUNC_VERSION } from "./versions.ts";
 
 export interface Binary {
   /** File name in the output folder. */
@@ -199,6 +199,26 @@ const METRICS_SERVER: Component = {
 };
 
 /**
+ * kube-network-policies, the NetworkPolicy enforcer every worker runs beside
+ * kube-proxy. Its library (pkg/networkpolicy) under a main of ours
+ * (main.go: a kubeconfig, SIGTERM, a readiness endpoint), in its own module
+ * for the same reason as metrics-server: its k8s.io/* v0.32.
+ */
+const KUBE_NETWORK_POLICIES: Component = {
+  name: "kube-network-policies",
+  module: "sigs.k8s.io/kube-network-policies",
+  version: KUBE_NETWORK_POLICIES_VERSION,
+  requires: { "sigs.k8s.io/kube-network-policies": KUBE_NETWORK_POLICIES_VERSION },
+  tools: [],
+  binaries: [{ name: "kube-network-policies", pkg: "." }],
+  links: {},
+  cgo: false,
+  tags: [],
+  stamps: {},
+  staticLink: false,
+};
+
+/**
  * Kubernetes's own conformance suite, for `bun run conformance` (never in
  * the node's image): the e2e test binary of k8s.io/kubernetes/test/e2e,
  * built as upstream's `make WHAT=test/e2e/e2e.test` builds it, and agnhost,
@@ -227,7 +247,7 @@ const CONFORMANCE: Component = {
 };
 
 /** In build order: the small ones first, so that a broken set-up fails early. */
-export const COMPONENTS: readonly Component[] = [ETCD, CNI, RUNC, CONTAINERD, COREDNS, METRICS_SERVER, KUBERNETES];
+export const COMPONENTS: readonly Component[] = [ETCD, CNI, RUNC, CONTAINERD, COREDNS, METRICS_SERVER, KUBE_NETWORK_POLICIES, KUBERNETES];
 
 /** Built only when a test asks for them (buildComponent), never by `bun run build`. */
 export const TEST_COMPONENTS: readonly Component[] = [CONFORMANCE];

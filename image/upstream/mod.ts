@@ -53,6 +53,8 @@ export const SYSTEM_TREE_DIRS: Record<string, string> = {
   kubernetes: "kubernetes/bin",
   coredns: "usr/bin",
   "metrics-server": "kubernetes/bin",
+  // Beside coredns, not in kubernetes/bin: an image built with the user's Kubernetes binaries (--kubernetes) keeps it.
+  "kube-network-policies": "usr/bin",
 };
 
 /** The tree's files that the initramfs carries instead of the system image (consensus needs them before any role). */

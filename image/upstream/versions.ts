@@ -26,3 +26,6 @@ export const COREDNS_VERSION = "v1.15.0";
 
 /** metrics-server: the Metrics API (`kubectl top`, autoscaling) on controllers (internal/kubernetes). */
 export const METRICS_SERVER_VERSION = "v0.8.0";
+
+/** kube-network-policies: NetworkPolicy enforced on every worker (internal/kubernetes, network_policy.ts). */
+export const KUBE_NETWORK_POLICIES_VERSION = "v0.8.0";

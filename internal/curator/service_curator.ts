@@ -304,7 +304,7 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
       // holds (never an address the node states). Loopback is no address
       // another node could dial.
       const addresses = [...new Set([...ipAddressesOf(ctx.peer.certificate), ...(ctx.remoteAddress && !isLoopback(ctx.remoteAddress) ? [ctx.remoteAddress] : [])])];
-      const { server, client, proxy, dns, volumes } = issueKubeletCertificates(pki, ctx.peer.nodeId, publicKeyFromRaw(request.kubeletPublicKey), addresses);
+      const { server, client, proxy, dns, volumes, networkPolicy } = issueKubeletCertificates(pki, ctx.peer.nodeId, publicKeyFromRaw(request.kubeletPublicKey), addresses);
       logger.info("issued kubelet certificates", { node: ctx.peer.nodeId, addresses: addresses.join(",") });
       return {
         serverCertificate: new Uint8Array(server.raw),
@@ -312,6 +312,7 @@ export function curatorService(deps: CuratorServiceDeps): ServiceImpl<typeof Cur
         proxyClientCertificate: new Uint8Array(proxy.raw),
         dnsClientCertificate: new Uint8Array(dns.raw),
         volumesClientCertificate: new Uint8Array(volumes.raw),
+        networkPolicyClientCertificate: new Uint8Array(networkPolicy.raw),
         caCertificate: new Uint8Array(pki.ca.certificate.raw),
         apiservers: await apiserverUrls(store),
       };

@@ -181,7 +181,7 @@ export function issueKubeletCertificates(
   publicKey: KeyObject,
   addresses: readonly string[],
   validForMs: number = KUBELET_CERTIFICATE_VALIDITY_MS,
-): { server: X509Certificate; client: X509Certificate; proxy: X509Certificate; dns: X509Certificate; volumes: X509Certificate } {
+): { server: X509Certificate; client: X509Certificate; proxy: X509Certificate; dns: X509Certificate; volumes: X509Certificate; networkPolicy: X509Certificate } {
   const commonName = kubeletUser(nodeId);
   return {
     server: createCertificate({ commonName, organization: NODES_GROUP, publicKey, kind: "server", dnsNames: [nodeId], ipAddresses: addresses, validForMs }, pki.ca),
@@ -192,6 +192,8 @@ export function issueKubeletCertificates(
     dns: createCertificate({ commonName: DNS_USER, publicKey, kind: "client", validForMs }, pki.ca),
     // The node's volume provisioner (provisioner.ts), a name of its own per node in a group the reconciler binds.
     volumes: createCertificate({ commonName: volumesUser(nodeId), organization: VOLUMES_GROUP, publicKey, kind: "client", validForMs }, pki.ca),
+    // The NetworkPolicy enforcer (network_policy.ts): one name for every node, since each reads the whole cluster's pods and policies.
+    networkPolicy: createCertificate({ commonName: NETWORK_POLICY_USER, publicKey, kind: "client", validForMs }, pki.ca),
   };
 }
 
@@ -200,6 +202,9 @@ export const VOLUMES_GROUP = "nodecore:volume-provisioners";
 export function volumesUser(nodeId: string): string {
   return `nodecore:volumes:${nodeId}`;
 }
+
+/** Every worker's NetworkPolicy enforcer's identity (reconciler.ts binds it to nodecore:network-policy). */
+export const NETWORK_POLICY_USER = "nodecore:network-policy";
 
 /** The cluster DNS server's identity (reconciler.ts binds it to nodecore:cluster-dns). */
 export const DNS_USER = "nodecore:cluster-dns";

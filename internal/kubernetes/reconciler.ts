@@ -22,6 +22,10 @@
 //                                         aggregated into view, edit and admin
 //                                         (metrics_server.ts keeps the Metrics API's
 //                                         other objects)
+//   nodecore:network-policy               user nodecore:network-policy (every
+//                                         worker's enforcer) → ClusterRole
+//                                         nodecore:network-policy (list/watch Pods,
+//                                         Namespaces, NetworkPolicies; events)
 //
 // And persistent volumes' objects (reconcileStorage): the StorageClass
 // `local`, the cluster's default (WaitForFirstConsumer, expandable, Delete),
@@ -54,6 +58,7 @@ import { CSI_DRIVER } from "./csi.ts";
 import { backFromPowerOff, CORDONED_BY_ANNOTATION, uncordonPatch } from "./node_cordon.ts";
 import { CLUSTER_DNS_IP } from "./kubelet.ts";
 import { keepNodeEndpointSlice, nodeEndpointSlice } from "./node_endpoints.ts";
+import { NETWORK_POLICY_BINDING, NETWORK_POLICY_ROLE, NETWORK_POLICY_ROLE_RULES } from "./network_policy.ts";
 import { METRICS_READER_LABELS, METRICS_READER_ROLE, METRICS_READER_RULES, METRICS_SERVER_BINDINGS, METRICS_SERVER_ROLE, METRICS_SERVER_ROLE_RULES } from "./metrics_server.ts";
 
 type ClientNode = typeof import("@kubernetes/client-node");
@@ -107,6 +112,7 @@ export const BASE_ROLES: readonly { name: string; rules: PolicyRule[]; labels?: 
   { name: VOLUMES_ROLE, rules: VOLUMES_ROLE_RULES },
   { name: METRICS_SERVER_ROLE, rules: METRICS_SERVER_ROLE_RULES },
   { name: METRICS_READER_ROLE, rules: METRICS_READER_RULES, labels: METRICS_READER_LABELS },
+  { name: NETWORK_POLICY_ROLE, rules: NETWORK_POLICY_ROLE_RULES },
 ];
 
 export const BASE_BINDINGS: readonly ClusterRoleBindingSpec[] = [
@@ -115,6 +121,7 @@ export const BASE_BINDINGS: readonly ClusterRoleBindingSpec[] = [
   { name: "nodecore:cluster-dns", user: DNS_USER, clusterRole: DNS_ROLE },
   { name: "nodecore:volume-provisioners", group: VOLUMES_GROUP, clusterRole: VOLUMES_ROLE },
   ...METRICS_SERVER_BINDINGS,
+  NETWORK_POLICY_BINDING,
 ];
 
 const LABELS = { "app.kubernetes.io/managed-by": "nodecore" };

@@ -77,8 +77,8 @@ function apiserverEndpoint(answers: () => boolean = () => true): string {
 
 /** What the curator answers a kubelet key with: its certificates under the test PKI, and `apiservers`. */
 function certificates(publicKey: Uint8Array, apiservers: string[], validForMs?: number): KubeletCertificates {
-  const { server, client, proxy, dns, volumes } = issueKubeletCertificates(pki, "node-00000000000000aa", publicKeyFromRaw(publicKey), [address], validForMs);
-  return { ca: pki.ca.certificate, server, client, proxy, dns, volumes, apiservers };
+  const { server, client, proxy, dns, volumes, networkPolicy } = issueKubeletCertificates(pki, "node-00000000000000aa", publicKeyFromRaw(publicKey), [address], validForMs);
+  return { ca: pki.ca.certificate, server, client, proxy, dns, volumes, networkPolicy, apiservers };
 }
 
 /** How often the service started the binary `name`, from its log. */

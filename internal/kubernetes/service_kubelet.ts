@@ -17,6 +17,7 @@
 //     ├── kubelet (in the runtime's cgroup, so role removal stops its pods too)
 //     ├── kube-proxy beside it (proxy.ts: Services, nftables), as system:kube-proxy
 //     ├── CoreDNS beside it (dns.ts: the cluster DNS), as nodecore:cluster-dns
+//     ├── the NetworkPolicy enforcer (network_policy.ts), as nodecore:network-policy
 //     ├── the volume provisioner (provisioner.ts), as nodecore:volumes:<node>
 //     └── watches that apiserver: when it stops answering (APISERVER_MISSES
 //         checks in a row) and another one answers, the service starts over
@@ -25,8 +26,8 @@
 //         starting over against the same one would only take Services and
 //         DNS from the pods for a while (a busy apiserver is not a dead one)
 //
-// Status lines "kubelet", "kube-proxy" and "cluster-dns": waiting (for
-// what), starting, running, restarting.
+// Status lines "kubelet", "kube-proxy", "cluster-dns" and "network-policy":
+// waiting (for what), starting, running, restarting.
 
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -41,6 +42,7 @@ import type { Credential } from "./pki.ts";
 import { writePrivateFiles } from "./private_files.ts";
 import { PROXY_FILES, proxyArgs, proxyFiles, proxyHealthz } from "./proxy.ts";
 import { DNS_FILES, dnsArgs, dnsFiles, dnsReady } from "./dns.ts";
+import { enableBridgeFilter, NETWORK_POLICY_FILES, networkPolicyArgs, networkPolicyFiles, networkPolicyReady } from "./network_policy.ts";
 import { providerPorts, registryPorts, writeCredentialProvider } from "./registries.ts";
 import type { ContainerRegistry } from "../../proto/gen/common/common_pb.ts";
 import { provisionerService } from "./provisioner.ts";
@@ -76,6 +78,8 @@ export interface KubeletCertificates {
   dns: X509Certificate;
   /** The volume provisioner's client certificate (nodecore:volumes:<node>) over the same key. */
   volumes: X509Certificate;
+  /** The NetworkPolicy enforcer's client certificate (nodecore:network-policy) over the same key. */
+  networkPolicy: X509Certificate;
   /** https://address:6443 of the controllers, as the cluster has them. */
   apiservers: string[];
 }
@@ -111,6 +115,12 @@ export interface KubeletServiceOptions {
    * node's own resolvers. Without it no DNS server runs.
    */
   dns?: { binDir: string; upstreams: readonly string[] };
+  /**
+   * The NetworkPolicy enforcer (network_policy.ts) beside the kubelet;
+   * procSys is where the bridge's sysctls are (tests point it elsewhere).
+   * Without it no policy is enforced on this node.
+   */
+  networkPolicy?: { binDir: string; procSys?: string };
   /** The node's volume store: its provisioner runs beside the kubelet, as the node's volumes identity. */
   volumes?: VolumeStore;
   /** The apiserver watch's timing (tests shorten it). */
@@ -233,6 +243,30 @@ export function kubeletService(options: KubeletServiceOptions): Runnable {
             ctx.logger.info("the cluster DNS server has synced", { url });
           },
         }),
+      );
+    }
+    if (options.networkPolicy) {
+      // NetworkPolicy: the enforcer judges new connections of this node's pods, against the same apiserver, renewed with the kubelet.
+      const procSys = options.networkPolicy.procSys;
+      const policyNode = { nodeId: options.nodeId, apiserver, ca: issued.ca, certificate: issued.networkPolicy, key: privateKey };
+      writePrivateFiles(options.dir, NETWORK_POLICY_FILES, networkPolicyFiles(policyNode));
+      ctx.run(
+        "network-policy",
+        component(
+          { binDir: options.networkPolicy.binDir, report: (_name, state, message) => options.report("network-policy", state, message) },
+          "kube-network-policies",
+          networkPolicyArgs(options.dir, options.nodeId),
+          {
+            ...(options.onSpawn ? { onSpawn: options.onSpawn } : {}),
+            // Before each start, in its own runnable: a node that cannot set them restarts only the enforcer, with the reason.
+            after: async () => enableBridgeFilter(procSys),
+            ready: async (signal) => {
+              const url = networkPolicyReady();
+              await untilOk(url, undefined, signal, "any-200");
+              ctx.logger.info("the NetworkPolicy enforcer has listed pods, namespaces and policies", { url });
+            },
+          },
+        ),
       );
     }
     if (options.volumes) {

@@ -98,6 +98,7 @@ export function workerService(options: WorkerServiceOptions): Runnable {
         cgroupRoot: `${runtime.cgroupPath}/pods`,
         path: kubeletPath(runtime.prefix),
         dns: { binDir: `${runtime.prefix}/usr/bin`, upstreams: (await options.resolvers?.(inner.signal)) ?? [] },
+        networkPolicy: { binDir: `${runtime.prefix}/usr/bin` },
         onSpawn: (pid) => {
           try {
             joinCgroup(join(runtime.cgroup, "kubelet"), pid);

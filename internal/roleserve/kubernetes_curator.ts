@@ -28,6 +28,7 @@ export function workerCurator(connection: Value<CuratorConnection>): WorkerCurat
         proxy: new X509Certificate(response.proxyClientCertificate),
         dns: new X509Certificate(response.dnsClientCertificate),
         volumes: new X509Certificate(response.volumesClientCertificate),
+        networkPolicy: new X509Certificate(response.networkPolicyClientCertificate),
         apiservers: response.apiservers,
       };
     },

@@ -85,6 +85,7 @@ import { checkHistory } from "../faults/checker.ts";
 import { QEMU_CALL_TIMEOUT_MS, Workload } from "../faults/workload.ts";
 import { buildUpdateImage, nextVersion } from "./updates.ts";
 import { autoscalingStep } from "./autoscaling.ts";
+import { networkPolicyStep } from "./network_policy.ts";
 import { HELLO_PORT, helloImage, HOST_BUSYBOX, readBusybox } from "../../image/mod.ts";
 import { HELLO_REPOSITORY, HELLO_TAG, type ContainerRegistryServer } from "../launch/registry.ts";
 import { HttpProber, PROBE_EVERY_MS, RETRY_WITHIN_MS } from "../launch/http_prober.ts";
@@ -1216,6 +1217,36 @@ e2eTest(
     );
   },
   { timeoutMs: 2 * AUTOSCALING_WAIT_MS + 60_000 },
+);
+
+/** The NetworkPolicy step's deadline for each change to show (a pod start, under TCG, is the longest). */
+const NETWORK_POLICY_WAIT_MS = 3 * 60_000;
+
+e2eTest(
+  "NetworkPolicy is enforced on every worker: an ingress policy refuses node3's server to a pod across the mesh and to one on its own bridge, a label lets one in, an egress ipBlock refuses the apiserver's ClusterIP, and deleting the policies lets everyone in again",
+  async (ctx) => {
+    const c = need(cluster, "the cluster");
+    const f = need(formed, "the formed cluster");
+    const workers = need(kubernetesWorkers, "the Kubernetes workers");
+    const figures = await networkPolicyStep(
+      {
+        kubectl,
+        manifest: (name, body) => {
+          const path = join(c.dir.path, name);
+          writeFileSync(path, JSON.stringify(body));
+          return path;
+        },
+      },
+      workers,
+      NETWORK_POLICY_WAIT_MS,
+    );
+    for (const id of workers.ids) assertEqual((await serviceLine(f, id, "network-policy"))?.state, "running", `${id}'s network-policy line`);
+    const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+    ctx.report(
+      `NetworkPolicy (kube-network-policies on each worker): ingress policy applied → both clients refused ${s(figures.deniedMs)}; label → let in ${s(figures.grantedMs)}; egress ipBlock → the apiserver refused ${s(figures.egressMs)}; policies deleted → let in ${s(figures.liftedMs)} (each includes the refused tries' 5 s)`,
+    );
+  },
+  { timeoutMs: 6 * NETWORK_POLICY_WAIT_MS },
 );
 
 e2eTest(
