@@ -96,6 +96,11 @@ test("kubernetes-controller runs the real apiserver, controller-manager and sche
   expect(canI("create", "csistoragecapacities.storage.k8s.io", "-n", "kube-system", "--as", "nodecore:volumes:node-x", "--as-group", "nodecore:volume-provisioners")).toBe("yes");
   expect(canI("create", "persistentvolumes", "--as", "nodecore:volumes:node-x")).toBe("no");
   expect(canI("get", "secrets", "--as", "nodecore:volumes:node-x", "--as-group", "nodecore:volume-provisioners")).toBe("no");
+  // Every worker's NetworkPolicy enforcer reads what policies are judged by, and writes nothing of them.
+  expect(canI("watch", "networkpolicies.networking.k8s.io", "--all-namespaces", "--as", "nodecore:network-policy")).toBe("yes");
+  expect(canI("list", "pods", "--all-namespaces", "--as", "nodecore:network-policy")).toBe("yes");
+  expect(canI("create", "networkpolicies.networking.k8s.io", "--as", "nodecore:network-policy")).toBe("no");
+  expect(canI("get", "secrets", "--as", "nodecore:network-policy")).toBe("no");
   // The OpenAPI documents kubectl validates against are built as soon as the
   // apiserver is ready (openapi_warm.ts): a List, which kubectl validates
   // against the whole v2 document, is applied without waiting for it.
