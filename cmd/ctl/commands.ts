@@ -92,6 +92,8 @@ import {
   importOntoAll,
   importTargets,
   imageTable,
+  manifestFiles,
+  manifestTable,
   registryCredentials,
   registryEntry,
   registryHost,
@@ -502,6 +504,49 @@ export const program: Program<Ctl, typeof FLAGS> = {
                 const host = registryHost(typedHost);
                 await call((m) => m.removeContainerRegistry({ host }, ctl.settings));
                 ctl.print({ host }, `${host}: entry removed; its images are pulled from the host itself again`);
+                return;
+              }
+            }
+          },
+        }),
+        action({
+          name: "manifests",
+          args: [
+            { name: "action", choices: ["apply", "list", "delete"] },
+            { name: "target", optional: true },
+          ],
+          flags: [{ name: "name", value: "name", description: "The manifest's name when applying one file (default: the file's name without its extension)" }],
+          description:
+            "Add-on manifests every Kubernetes controller applies (server-side apply): apply <file|dir> [--name n] (YAML or JSON; a folder: one manifest per file), list, delete <name> (its objects stay)",
+          run: async (ctl, [action, target], flags) => {
+            const call = <T>(f: (m: CuratorClientOf<typeof Management>) => Promise<T>) => withFailover(Management, ctl.credentials(), f, ctl.progress);
+            switch (action) {
+              case "list": {
+                const { manifests } = await call((m) => m.listManifests({}, ctl.settings));
+                ctl.print(
+                  manifests.map((m) => ({ name: m.name, objects: m.objects, bytes: m.bytes, sha256: m.sha256, storedMs: Number(m.updatedMs) })),
+                  manifestTable(manifests),
+                );
+                return;
+              }
+              case "apply": {
+                if (!target) throw new UsageError("missing <file|dir>: a YAML or JSON file of Kubernetes objects, or a folder of them");
+                const files = await manifestFiles(target, flags.name);
+                const stored: { name: string; file: string; objects: number; sha256: string }[] = [];
+                for (const file of files) {
+                  const { sha256 } = await call((m) => m.applyManifest({ manifest: { name: file.name, objectsJson: file.objectsJson } }, ctl.settings));
+                  stored.push({ name: file.name, file: file.file, objects: file.objects, sha256 });
+                }
+                ctl.print(
+                  stored,
+                  `${stored.map((s) => `${s.name} (${s.objects} object${s.objects === 1 ? "" : "s"}, from ${s.file})`).join(", ")} stored; the controllers apply ${stored.length === 1 ? "it" : "them"} (ctl cluster health says how it went)`,
+                );
+                return;
+              }
+              case "delete": {
+                if (!target) throw new UsageError("missing <name>: a stored manifest's name (ctl cluster manifests list)");
+                await call((m) => m.deleteManifest({ name: target }, ctl.settings));
+                ctl.print({ name: target }, `${target}: forgotten; its objects stay in Kubernetes (kubectl delete removes them)`);
                 return;
               }
             }

@@ -62,6 +62,9 @@ export const AUDITED_METHODS: ReadonlySet<string> = new Set([
   "Management/SetContainerRegistry",
   "Management/SetContainerRegistryCredentials",
   "Management/RemoveContainerRegistry",
+  // By name only: a manifest's objects are redacted (SECRET_FIELD), since a Secret may be among them.
+  "Management/ApplyManifest",
+  "Management/DeleteManifest",
 ]);
 
 /** Calls whose public key is a new key of the owner's, not a node's: they are about no node. */

@@ -1,7 +1,8 @@
 // What code beside the curator reads of the curator's state, from the local
 // etcd member of a consensus node: the scheduled backups (what to back up,
 // and the cluster CA that signs it) and the Kubernetes controller (the etcd
-// CA for the apiserver's client certificate, and the workers), and what a
+// CA for the apiserver's client certificate, the workers, and the owner's
+// add-on manifests), and what a
 // backup's snapshot holds (curatorSnapshotState). Reads only:
 // the curator is the one writer of its key space, through its leader,
 // fenced; a node reports what the curator must record through a Curator
@@ -11,6 +12,7 @@
 import type { Etcd3 } from "etcd3";
 import type { BackupSchedule, BackupStatus } from "../../proto/gen/api/management_pb.ts";
 import type { ClusterRecord, NodeRecord } from "../../proto/gen/curator/state/state_pb.ts";
+import type { Manifest } from "../../proto/gen/common/common_pb.ts";
 import type { CA } from "../pki/mod.ts";
 import { BackupFormatError, type SnapshotState } from "../backup/mod.ts";
 import { CuratorStore, ETCD_PREFIX, StoreError } from "./store.ts";
@@ -20,6 +22,8 @@ export interface CuratorReader {
   backupStatus(): Promise<BackupStatus | undefined>;
   cluster(): Promise<ClusterRecord | undefined>;
   nodes(): Promise<NodeRecord[]>;
+  /** The owner's add-on manifests (the controller's reconciler applies them). */
+  manifests(): Promise<Manifest[]>;
   /** The cluster CA (it signs backups) or the etcd CA (it certifies the apiserver's etcd client), with its key. */
   ca(kind: "cluster" | "etcd"): Promise<CA>;
 }
@@ -32,6 +36,7 @@ export function curatorReader(etcd: Etcd3): CuratorReader {
     backupStatus: () => store.backupStatus(),
     cluster: () => store.cluster(),
     nodes: async () => (await store.nodes()).nodes,
+    manifests: async () => (await store.manifests()).value,
     ca: (kind) => store.ca(kind),
   };
 }

@@ -20,6 +20,7 @@ import { VERSION } from "../version/mod.ts";
 import { shownTarget, targetUrlProblem } from "../backup/mod.ts";
 import { checkNodeId, checkPublicKey, checkReaderName } from "./validate.ts";
 import { registryManagement } from "./registries.ts";
+import { manifestManagement } from "./manifests.ts";
 import { EVENTS_PREFIX, MAX_EVENTS, decodeEvent, readEvents } from "./audit.ts";
 import { applyLabelChanges, checkLabelChanges } from "./labels.ts";
 import type { CuratorStore } from "./store.ts";
@@ -56,6 +57,9 @@ export const MANAGEMENT_POLICY: ServicePolicy<typeof Management> = {
   setContainerRegistryCredentials: "owner",
   removeContainerRegistry: "owner",
   listContainerRegistries: "owner",
+  applyManifest: "owner",
+  deleteManifest: "owner",
+  listManifests: "owner",
 };
 
 export interface ManagementDeps {
@@ -106,6 +110,7 @@ export function managementService(deps: ManagementDeps): ServiceImpl<typeof Mana
   let eventFollowers = 0;
   return {
     ...registryManagement(deps),
+    ...manifestManagement(deps),
     async getRegisterTicket(_request, ctx) {
       const cluster = (await state.read(ctx.signal)).cluster();
       if (!cluster) throw new FailedPreconditionError("the cluster is not bootstrapped");

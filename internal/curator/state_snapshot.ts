@@ -9,9 +9,9 @@
 
 import { fromBinary } from "@bufbuild/protobuf";
 import { ClusterRecordSchema, NodeRecordSchema, type ClusterRecord, type NodeRecord } from "../../proto/gen/curator/state/state_pb.ts";
-import type { ContainerRegistry } from "../../proto/gen/common/common_pb.ts";
+import type { ContainerRegistry, Manifest } from "../../proto/gen/common/common_pb.ts";
 import type { CA } from "../pki/mod.ts";
-import { CA_KEYS, CLUSTER_KEY, NODES_PREFIX, REGISTRIES_KEY, decodeCA, decodeRegistries, joinKeyIndex, missingCA, type CAKind } from "./store.ts";
+import { CA_KEYS, CLUSTER_KEY, MANIFESTS_KEY, NODES_PREFIX, REGISTRIES_KEY, decodeCA, decodeManifests, decodeRegistries, joinKeyIndex, missingCA, type CAKind } from "./store.ts";
 
 /** One key's stored version. */
 export interface StateEntry {
@@ -61,6 +61,11 @@ export class StateSnapshot {
   /** The registry configuration's entries, sorted by host (empty: never set). */
   registries(): readonly ContainerRegistry[] {
     return this.#decoded(REGISTRIES_KEY, decodeRegistries) ?? [];
+  }
+
+  /** The owner's add-on manifests, sorted by name (empty: never set). */
+  manifests(): readonly Manifest[] {
+    return this.#decoded(MANIFESTS_KEY, decodeManifests) ?? [];
   }
 
   /** The ID of the node that holds this join key, if any. */

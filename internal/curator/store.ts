@@ -11,9 +11,17 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { ClientClosedError, ClientRuntimeError, EtcdError, GRPCGenericError, type ComparatorBuilder, type Namespace } from "etcd3";
 import { X509Certificate } from "node:crypto";
-import { ClusterNetworkingSchema, type ContainerRegistry } from "../../proto/gen/common/common_pb.ts";
+import { ClusterNetworkingSchema, type ContainerRegistry, type Manifest } from "../../proto/gen/common/common_pb.ts";
 import { BackupScheduleSchema, BackupStatusSchema, type BackupSchedule, type BackupStatus } from "../../proto/gen/api/management_pb.ts";
-import { CertificateAuthoritySchema, ClusterRecordSchema, ContainerRegistriesRecordSchema, NodeRecordSchema, type ClusterRecord, type NodeRecord } from "../../proto/gen/curator/state/state_pb.ts";
+import {
+  CertificateAuthoritySchema,
+  ClusterRecordSchema,
+  ContainerRegistriesRecordSchema,
+  ManifestsRecordSchema,
+  NodeRecordSchema,
+  type ClusterRecord,
+  type NodeRecord,
+} from "../../proto/gen/curator/state/state_pb.ts";
 import { privateKeyFromRaw, rawPrivateKey, type CA } from "../pki/mod.ts";
 import { AbortedError, AlreadyExistsError, NotFoundError, ResourceExhaustedError, UnavailableError } from "../rpc/mod.ts";
 
@@ -44,6 +52,8 @@ export const BACKUP_STATUS_KEY = "backups/status";
 export const REGISTRIES_KEY = "settings/registries";
 /** The registry configuration's largest encoding: well under etcd's 1.5 MiB request bound. */
 export const MAX_REGISTRIES_RECORD_BYTES = 1024 * 1024;
+/** The owner's add-on manifests (ManifestsRecord): bounded by MAX_MANIFESTS_RECORD_BYTES (kubernetes/manifests.ts). */
+export const MANIFESTS_KEY = "settings/manifests";
 
 export function wireguardKeyIndex(key: Uint8Array): string {
   return WIREGUARD_KEYS_PREFIX + Buffer.from(key).toString("hex");
@@ -228,20 +238,60 @@ export class CuratorStore {
    * stored sorted by host. Retries on conflicts.
    */
   async updateRegistries(change: (registries: ContainerRegistry[]) => ContainerRegistry[], signal?: AbortSignal): Promise<ContainerRegistry[]> {
-    return this.oneAtATime(REGISTRIES_KEY, async () => {
+    return this.updateList(
+      {
+        key: REGISTRIES_KEY,
+        what: "the registry configuration",
+        read: () => this.registries(),
+        order: (r) => r.host,
+        encode: (registries) => toBinary(ContainerRegistriesRecordSchema, create(ContainerRegistriesRecordSchema, { registries })),
+        maxBytes: MAX_REGISTRIES_RECORD_BYTES,
+        smaller: "use smaller CA bundles or fewer entries",
+      },
+      change,
+      signal,
+    );
+  }
+
+  /** The owner's add-on manifests, and the revision to compare-and-swap on ("0": never set). */
+  async manifests(): Promise<Versioned<Manifest[]>> {
+    const kv = (await this.etcd.get(MANIFESTS_KEY).exec()).kvs[0];
+    return kv ? { value: decodeManifests(kv.value), modRevision: kv.mod_revision } : { value: [], modRevision: "0" };
+  }
+
+  /** Read-modify-write of the add-on manifests, fenced, as updateRegistries; stored sorted by name. */
+  async updateManifests(change: (manifests: Manifest[]) => Manifest[], maxBytes: number, signal?: AbortSignal): Promise<Manifest[]> {
+    return this.updateList(
+      {
+        key: MANIFESTS_KEY,
+        what: "the add-on manifests",
+        read: () => this.manifests(),
+        order: (m) => m.name,
+        encode: (manifests) => toBinary(ManifestsRecordSchema, create(ManifestsRecordSchema, { manifests })),
+        maxBytes,
+        smaller: "delete a manifest or make them smaller",
+      },
+      change,
+      signal,
+    );
+  }
+
+  /** One list kept under one key: read, changed, sorted, bounded, and written only if nobody wrote in between. */
+  private async updateList<T>(
+    list: { key: string; what: string; read: () => Promise<Versioned<T[]>>; order: (item: T) => string; encode: (items: T[]) => Uint8Array; maxBytes: number; smaller: string },
+    change: (items: T[]) => T[],
+    signal?: AbortSignal,
+  ): Promise<T[]> {
+    return this.oneAtATime(list.key, async () => {
       for (let attempt = 0; attempt < MAX_UPDATE_ATTEMPTS; attempt++) {
         signal?.throwIfAborted();
-        const current = await this.registries();
-        const next = change(current.value).sort((a, b) => (a.host < b.host ? -1 : a.host > b.host ? 1 : 0));
-        const bytes = Buffer.from(toBinary(ContainerRegistriesRecordSchema, create(ContainerRegistriesRecordSchema, { registries: next })));
-        if (bytes.length > MAX_REGISTRIES_RECORD_BYTES) {
-          throw new ResourceExhaustedError(
-            `the registry configuration would be ${bytes.length} bytes, more than the ${MAX_REGISTRIES_RECORD_BYTES} one etcd write takes; use smaller CA bundles or fewer entries`,
-          );
-        }
-        if (await this.commitFenced(this.etcd.if(REGISTRIES_KEY, "Mod", "==", current.modRevision).then(this.etcd.put(REGISTRIES_KEY).value(bytes)))) return next;
+        const current = await list.read();
+        const next = change(current.value).sort((a, b) => (list.order(a) < list.order(b) ? -1 : list.order(a) > list.order(b) ? 1 : 0));
+        const bytes = Buffer.from(list.encode(next));
+        if (bytes.length > list.maxBytes) throw new ResourceExhaustedError(`${list.what} would be ${bytes.length} bytes, more than the ${list.maxBytes} one etcd write takes; ${list.smaller}`);
+        if (await this.commitFenced(this.etcd.if(list.key, "Mod", "==", current.modRevision).then(this.etcd.put(list.key).value(bytes)))) return next;
       }
-      throw new AbortedError(`the registry configuration kept changing under ${MAX_UPDATE_ATTEMPTS} attempts to update it; try again`);
+      throw new AbortedError(`${list.what} kept changing under ${MAX_UPDATE_ATTEMPTS} attempts to update it; try again`);
     });
   }
 
@@ -416,6 +466,11 @@ export class CuratorStore {
       .commit();
     return result.succeeded;
   }
+}
+
+/** The add-on manifests as stored under MANIFESTS_KEY. */
+export function decodeManifests(bytes: Uint8Array): Manifest[] {
+  return fromBinary(ManifestsRecordSchema, bytes).manifests;
 }
 
 /** The entries of the registry configuration as stored under REGISTRIES_KEY. */

@@ -148,3 +148,14 @@ export {
   type RegistriesServiceOptions,
 } from "./registries.ts";
 export { forgetRegistries, workerService, type WorkerCurator, type WorkerServiceOptions } from "./service_worker.ts";
+export {
+  manifestDigest,
+  manifestNameProblem,
+  MANIFESTS_STATUS,
+  MAX_MANIFESTS,
+  MAX_MANIFESTS_RECORD_BYTES,
+  objectLabel,
+  parseManifestObjects,
+  parseManifestsStatus,
+  type ManifestStatus,
+} from "./manifests.ts";

@@ -50,6 +50,7 @@ import { ensureKubernetesPKI, type Credential, type KubernetesKeys } from "./pki
 import { RECONCILE_TICK_MS, ReconcilePace, recordsKey } from "./reconcile_pace.ts";
 import { reconcile, reconcileDns, reconcileNodes, reconcileStorage } from "./reconciler.ts";
 import { sweepVolumes, volumesController } from "./volumes_controller.ts";
+import { manifestDigest, reconcileManifests, type ManifestOutcome } from "./manifests.ts";
 
 /** The controller's components: each a binary of that name, and a status line. */
 export const CONTROLLER_COMPONENTS = ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "metrics-server"] as const;
@@ -76,7 +77,12 @@ export interface ControllerServiceOptions {
    * ID → address); `known`, every node ID.
    */
   records: () => Promise<{ workers: ReadonlyMap<string, string>; controllers: ReadonlyMap<string, string>; known: ReadonlySet<string> }>;
+  /** The owner's add-on manifests now (manifests.ts), as the curator stores them; and this node's ID, which their status names. */
+  manifests?: { stored: () => Promise<readonly { name: string; objectsJson: string }[]>; nodeId: string };
 }
+
+/** How often manifests that failed are applied again while nothing changes. */
+export const MANIFEST_RETRY_MS = 30_000;
 
 export function controllerService(options: ControllerServiceOptions): Runnable {
   return async (ctx) => {
@@ -163,6 +169,9 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
       const volumes = await volumesController(url, { ca: pki.ca.certificate, certificate: pki.admin.certificate, privateKey: pki.admin.privateKey }, c.logger);
       // Paced, and a failed pass is tried again, not a death (reconcile_pace.ts).
       const pace = new ReconcilePace();
+      // The add-on manifests: applied at this start, at each change, and again while one fails.
+      let manifests: { key: string; outcomes: ManifestOutcome[]; atMs: number; unwritten: boolean } | undefined;
+      const admin = { ca: pki.ca.certificate, certificate: pki.admin.certificate, privateKey: pki.admin.privateKey };
       for (;;) {
         try {
           const { workers, controllers, known } = await options.records();
@@ -182,6 +191,27 @@ export function controllerService(options: ControllerServiceOptions): Runnable {
             const swept = await sweepVolumes(volumes, { known, workers: new Set(workers.keys()) }, c.logger);
             const ended = pace.passed(key, Date.now(), swept.watching > 0);
             if (ended > 0) c.logger.info("a reconcile pass went through again", { failedPasses: ended });
+          }
+          if (options.manifests) {
+            const stored = await options.manifests.stored();
+            const key = stored.map((m) => `${m.name}:${manifestDigest(m.objectsJson)}`).join(" ");
+            const retry = manifests !== undefined && (manifests.unwritten || manifests.outcomes.some((o) => o.error)) && Date.now() - manifests.atMs >= MANIFEST_RETRY_MS;
+            if (!manifests || manifests.key !== key || retry) {
+              try {
+                const outcomes = await reconcileManifests(url, admin, stored, options.manifests.nodeId, manifests?.outcomes);
+                const failed = outcomes.filter((o) => o.error);
+                if (manifests?.key !== key || failed.length > 0) {
+                  const fields = { manifests: outcomes.length, failed: failed.length, ...(failed[0] ? { first: `${failed[0].name}: ${failed[0].error}` } : {}) };
+                  if (failed.length > 0) c.logger.warn("add-on manifests applied, some refused", fields);
+                  else c.logger.info("add-on manifests applied", fields);
+                }
+                manifests = { key, outcomes, atMs: Date.now(), unwritten: false };
+              } catch (err) {
+                // Their status could not be written: tried again in a while, and the rest of the pass goes on.
+                c.logger.warn("the add-on manifests' status could not be written; trying again later", { error: (err as Error).message, nextInMs: MANIFEST_RETRY_MS });
+                manifests = { key, outcomes: manifests?.outcomes ?? [], atMs: Date.now(), unwritten: true };
+              }
+            }
           }
         } catch (err) {
           if (c.signal.aborted) throw err;

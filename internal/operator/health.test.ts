@@ -33,6 +33,7 @@ function healthy(): ClusterHealthInputs {
       status: create(BackupStatusSchema, { nodeId: "node-a", lastVerified: create(BackupTakenSchema, { timeMs: BigInt(NOW - 30 * 60_000), file: "/data/backups/x.backup" }) }),
     },
     kubernetes: { ready: new Map([["node-c", true]]) },
+    manifests: { stored: [{ name: "web", sha256: "a1" }], statuses: new Map([["web", { sha256: "a1", applied: 2, objects: 2, node: "node-a", atMs: NOW }]]) },
     nowMs: NOW,
   };
 }
@@ -48,7 +49,7 @@ describe("the cluster health verdict", () => {
   test("a healthy cluster passes every check, and says what it found", () => {
     const verdict = clusterHealth(healthy());
     expect(verdict.healthy).toBe(true);
-    expect(verdict.checks.map((c) => c.name)).toEqual(["nodes", "clocks", "consensus", "curator", "backups", "kubernetes"]);
+    expect(verdict.checks.map((c) => c.name)).toEqual(["nodes", "clocks", "consensus", "curator", "backups", "kubernetes", "manifests"]);
     expect(Object.fromEntries(verdict.checks.map((c) => [c.name, c.detail]))).toEqual({
       nodes: "3 UP, every one heard from and none failing",
       clocks: "3 known, the furthest 340 ms behind the curator leader's (node-c)",
@@ -56,6 +57,7 @@ describe("the cluster health verdict", () => {
       curator: "node-a leads",
       backups: "the last proven backup is 30m00s old (every 60 min)",
       kubernetes: "1 worker, every Node Ready",
+      manifests: "1 stored, every one applied",
     });
     expect(healthTable(verdict).split("\n").at(-1)).toBe("cluster: healthy");
   });
@@ -172,16 +174,38 @@ describe("the cluster health verdict", () => {
     });
   }
 
+  test("an add-on manifest that failed, or whose stored version no controller has applied yet, fails the manifests check, naming it and why", () => {
+    const inputs = healthy();
+    inputs.manifests = {
+      stored: [
+        { name: "db", sha256: "b2" },
+        { name: "web", sha256: "a2" },
+        { name: "new", sha256: "c3" },
+      ],
+      statuses: new Map([
+        ["db", { sha256: "b2", applied: 1, objects: 3, error: 'Deployment db/main: namespaces "db" not found', node: "node-a", atMs: NOW }],
+        ["web", { sha256: "a1", applied: 2, objects: 2, node: "node-a", atMs: NOW }],
+      ]),
+    };
+    expect(failing(inputs)).toEqual({ manifests: 'db: 1 of 3 objects applied; Deployment db/main: namespaces "db" not found; web: not applied yet; new: not applied yet' });
+    inputs.manifests = { error: "their status: the apiserver did not answer" };
+    expect(failing(inputs)).toEqual({ manifests: "could not be read: their status: the apiserver did not answer" });
+  });
+
   test("what is not there is not judged: no schedule, no worker, no offset yet", () => {
     const inputs = healthy();
     inputs.backups = {};
     inputs.nodes = inputs.nodes.map(({ clockOffsetMs: _, ...n }) => ({ ...n, roles: ["consensus"] }));
     inputs.kubernetes = undefined;
+    inputs.manifests = { stored: [{ name: "web", sha256: "a1" }] };
     const verdict = clusterHealth(inputs);
     expect(verdict.healthy).toBe(true);
     const detail = Object.fromEntries(verdict.checks.map((c) => [c.name, c.detail]));
     expect(detail.backups).toBe("none scheduled (not judged)");
     expect(detail.kubernetes).toBe("no worker is UP (not judged)");
     expect(detail.clocks).toBe("no offset known yet (heartbeats say their time)");
+    expect(detail.manifests).toBe("1 stored; no Kubernetes controller is UP to apply them yet (not judged)");
+    inputs.manifests = { stored: [] };
+    expect(Object.fromEntries(clusterHealth(inputs).checks.map((c) => [c.name, c.detail])).manifests).toBe("none stored (not judged)");
   });
 });

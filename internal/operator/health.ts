@@ -5,9 +5,11 @@
 //   GetNodes       ─▶ each node's state, health (heartbeats, its failing
 //                     services, its clock) and roles
 //   the Kubernetes API (only while a worker is UP) ─▶ each worker's Node Ready
+//   ListManifests, and (while a controller is UP) the controllers' status of
+//                     them (kube-system/nodecore-manifests) ─▶ each one applied
 //        │
 //        ▼  clusterHealth(): pure rules, a table test (health.test.ts)
-//   nodes · clocks · consensus · curator · backups · kubernetes
+//   nodes · clocks · consensus · curator · backups · kubernetes · manifests
 //        │
 //        ▼
 //   exit 0 healthy · 1 degraded (a check failed) · 2 unreachable (no curator answered)
@@ -17,7 +19,7 @@
 
 import { Management, type BackupSchedule, type BackupStatus } from "../../proto/gen/api/management_pb.ts";
 import { OperatorError, type OwnerCredentials } from "./config_dir.ts";
-import { CORDONED_BY_ANNOTATION, parseCordonMark } from "../kubernetes/mod.ts";
+import { CORDONED_BY_ANNOTATION, MANIFESTS_STATUS, parseCordonMark, parseManifestsStatus, type ManifestStatus } from "../kubernetes/mod.ts";
 import { ownerKubernetes, statusMessage, type OwnerKubernetes } from "./kubernetes_api.ts";
 import { withFailover } from "./connection.ts";
 import { explain } from "./explain.ts";
@@ -25,7 +27,7 @@ import { formatDuration, type NodeSummary } from "./format.ts";
 import { listNodes, type CallSettings } from "./nodes.ts";
 
 export interface HealthCheck {
-  /** nodes, clocks, consensus, curator, backups or kubernetes. */
+  /** nodes, clocks, consensus, curator, backups, kubernetes or manifests. */
   name: string;
   ok: boolean;
   /** What was found: on failure, what fails and why. */
@@ -41,6 +43,12 @@ export interface ClusterHealthInputs {
   backups: { schedule?: BackupSchedule | undefined; status?: BackupStatus | undefined };
   /** Each worker's Node and whether it is Ready, by node ID; or why they could not be read; undefined: not asked (no worker UP). */
   kubernetes?: { ready: ReadonlyMap<string, boolean>; cordoned?: ReadonlyMap<string, string | undefined> } | { error: string } | undefined;
+  /**
+   * The stored add-on manifests (name, digest) and the controllers' status
+   * of them (manifests.ts: the ConfigMap), or why they could not be read;
+   * undefined: not asked.
+   */
+  manifests?: { stored: readonly { name: string; sha256: string }[]; statuses?: ReadonlyMap<string, ManifestStatus> } | { error: string } | undefined;
   nowMs: number;
 }
 
@@ -54,7 +62,7 @@ const OVERDUE_INTERVALS = 2;
 
 /** The verdict: every check, and whether they all pass. */
 export function clusterHealth(inputs: ClusterHealthInputs): ClusterHealth {
-  const checks = [nodesCheck(inputs.nodes), clocksCheck(inputs.nodes), consensusCheck(inputs), curatorCheck(inputs), backupsCheck(inputs), kubernetesCheck(inputs)];
+  const checks = [nodesCheck(inputs.nodes), clocksCheck(inputs.nodes), consensusCheck(inputs), curatorCheck(inputs), backupsCheck(inputs), kubernetesCheck(inputs), manifestsCheck(inputs)];
   return { healthy: checks.every((c) => c.ok), checks };
 }
 
@@ -132,6 +140,23 @@ function kubernetesCheck(inputs: ClusterHealthInputs): HealthCheck {
   return { name: "kubernetes", ok: true, detail: `${workers.length} worker${workers.length === 1 ? "" : "s"}, every Node Ready${cordoned.length ? `; cordoned: ${cordoned.join(", ")}` : ""}` };
 }
 
+function manifestsCheck(inputs: ClusterHealthInputs): HealthCheck {
+  const m = inputs.manifests;
+  if (!m) return { name: "manifests", ok: true, detail: "not read" };
+  if ("error" in m) return { name: "manifests", ok: false, detail: `could not be read: ${m.error}` };
+  if (m.stored.length === 0) return { name: "manifests", ok: true, detail: "none stored (not judged)" };
+  const n = `${m.stored.length} stored`;
+  if (!m.statuses) return { name: "manifests", ok: true, detail: `${n}; no Kubernetes controller is UP to apply them yet (not judged)` };
+  const problems: string[] = [];
+  for (const { name, sha256 } of m.stored) {
+    const status = m.statuses.get(name);
+    if (!status || status.sha256 !== sha256) problems.push(`${name}: not applied yet`);
+    else if (status.error) problems.push(`${name}: ${status.applied} of ${status.objects} objects applied; ${status.error}`);
+  }
+  if (problems.length) return { name: "manifests", ok: false, detail: problems.join("; ") };
+  return { name: "manifests", ok: true, detail: `${n}, every one applied` };
+}
+
 /** "for 4m 10s, by ctl node reboot" from a command's mark (drain.ts), or what is known of an operator's own cordon. */
 function describeCordon(mark: string | undefined, nowMs: number): string {
   const parsed = parseCordonMark(mark);
@@ -149,16 +174,49 @@ export function healthTable(health: ClusterHealth): string {
 
 /** Asks the cluster what the checks need. Throws (an OperatorError naming why) when no curator answers: the caller's exit code 2. */
 export async function gatherClusterHealth(credentials: OwnerCredentials, settings: CallSettings): Promise<ClusterHealthInputs> {
-  const [info, nodes] = await Promise.all([withFailover(Management, credentials, (m) => m.getClusterInfo({}, { timeoutMs: settings.timeoutMs }), settings.progress), listNodes(credentials, settings)]);
+  const [info, nodes, stored] = await Promise.all([
+    withFailover(Management, credentials, (m) => m.getClusterInfo({}, { timeoutMs: settings.timeoutMs }), settings.progress),
+    listNodes(credentials, settings),
+    withFailover(Management, credentials, (m) => m.listManifests({}, { timeoutMs: settings.timeoutMs }), settings.progress).then(
+      ({ manifests }) => manifests.map((m) => ({ name: m.name, sha256: m.sha256 })),
+      (err: unknown) => ({ error: explain(err).line }),
+    ),
+  ]);
   const workersUp = up(nodes).some((n) => n.roles.includes("kubernetes-worker"));
+  const controllerUp = up(nodes).some((n) => n.roles.includes("kubernetes-controller"));
   return {
     nodes,
     curatorLeader: info.curatorLeader,
     etcd: info.etcdMembersError ? { error: info.etcdMembersError } : { members: info.etcdMembers },
     backups: { schedule: info.backupSchedule, status: info.backupStatus },
     kubernetes: workersUp ? await workerReadiness(credentials, settings).catch((err: unknown) => ({ error: explain(err).line })) : undefined,
+    manifests: await manifestsInputs(stored, controllerUp, credentials, settings),
     nowMs: Date.now(),
   };
+}
+
+/** The manifests check's input: the stored ones, and (while a controller is UP to apply them) their status. */
+async function manifestsInputs(
+  stored: { name: string; sha256: string }[] | { error: string },
+  controllerUp: boolean,
+  credentials: OwnerCredentials,
+  settings: CallSettings,
+): Promise<ClusterHealthInputs["manifests"]> {
+  if ("error" in stored) return stored;
+  if (!controllerUp || stored.length === 0) return { stored };
+  return manifestStatuses(credentials, settings).then(
+    (statuses) => ({ stored, statuses }),
+    (err: unknown) => ({ error: `their status: ${explain(err).line}` }),
+  );
+}
+
+/** The controllers' status of the add-on manifests (the ConfigMap; absent: none applied yet). */
+async function manifestStatuses(credentials: OwnerCredentials, settings: CallSettings): Promise<Map<string, ManifestStatus>> {
+  const api = await ownerKubernetes(credentials, settings);
+  const answer = await api.request("GET", `/api/v1/namespaces/${MANIFESTS_STATUS.namespace}/configmaps/${MANIFESTS_STATUS.name}`);
+  if (answer.status === 404) return new Map();
+  if (answer.status !== 200) throw new OperatorError(`the apiserver refused to read the manifests' status: ${statusMessage(answer)}`);
+  return parseManifestsStatus((answer.body as { data?: Record<string, string> }).data);
 }
 
 /** Each Node's Ready condition, read from an apiserver with a short-lived owner certificate (ctl kubeconfig's identity). */

@@ -91,5 +91,6 @@ export { powerCalls, powerNode, previewDrain, runsKubernetes, waitNodeReady, typ
 export { ownerKubernetes, statusMessage, type KubernetesAnswer, type OwnerKubernetes } from "./kubernetes_api.ts";
 export { certifyNewKey, ETCD_CLIENT_FILES, writeEtcdCredentials, writeOwnerKubeconfig, writePemFiles, type CertifiedKey, type OwnerKubeconfig } from "./client_credentials.ts";
 export { bootstrapParameters, registerParameters, restoreParameters, writeParameters } from "./params.ts";
+export { manifestFile, manifestFiles, manifestObjects, manifestTable, type ManifestFile } from "./manifests.ts";
 export { PASSWORD_ON_COMMAND_LINE, passwordFromStdin, registryCredentials, registryEntry, registryHost, registryTable, type RegistryFlags } from "./registries.ts";
 export { checkBundleFile, importOnto, importOntoAll, importTargets, imageTable, IMPORT_CONCURRENCY, IMPORT_TIMEOUT_MS, type ImportResults } from "./images.ts";

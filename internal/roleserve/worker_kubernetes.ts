@@ -190,6 +190,7 @@ function controllerRunnable(options: KubernetesOptions): Runnable {
         binDir: options.binDir ?? DEFAULT_KUBERNETES_BIN_DIR,
         dir: join(options.ephemeralDir, "controller"),
         report: (component, state, message) => options.board.report(component, state, message),
+        manifests: { stored: () => curator.manifests(), nodeId: membership.credentials.nodeId },
         records: async () => {
           const nodes = await curator.nodes();
           const holding = (role: "kubernetesWorker" | "kubernetesController") => new Map(nodes.filter((n) => n.roles?.[role]).map((n) => [n.id, n.status?.externalAddress ?? ""]));

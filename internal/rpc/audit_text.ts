@@ -36,7 +36,7 @@ export function actorOf(peer: Peer | undefined, remoteAddress: string | undefine
  * (whether they are set, never what they hold). A field of a new message
  * that carries a secret must be named so.
  */
-export const SECRET_FIELD = /password|secret|token|credentials|privatekey|unlockkey/i;
+export const SECRET_FIELD = /password|secret|token|credentials|privatekey|unlockkey|objectsjson/i;
 
 /** A URL with a user, password or query (a presigned upload's signature) as it may be shown: origin and path. */
 function shownUrl(value: string): string | undefined {

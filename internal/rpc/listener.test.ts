@@ -78,6 +78,9 @@ function managementServer() {
       setContainerRegistryCredentials: "owner",
       removeContainerRegistry: "owner",
       listContainerRegistries: "owner",
+      applyManifest: "owner",
+      deleteManifest: "owner",
+      listManifests: "owner",
     },
   });
   return server;

@@ -90,6 +90,9 @@ beforeAll(async () => {
         setContainerRegistryCredentials: "owner",
         removeContainerRegistry: "owner",
         listContainerRegistries: "owner",
+        applyManifest: "owner",
+        deleteManifest: "owner",
+        listManifests: "owner",
       },
     },
   );

@@ -6,7 +6,7 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { ClusterDirectory, ContainerRegistry, NodeLabel, NodeRoles, NodeState, NodeStatus, RegistryCredentials } from "../common/common_pb.ts";
+import type { ClusterDirectory, ContainerRegistry, Manifest, NodeLabel, NodeRoles, NodeState, NodeStatus, RegistryCredentials } from "../common/common_pb.ts";
 import { file_common_common } from "../common/common_pb.ts";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file api/management.proto.
  */
 export const file_api_management: GenFile = /*@__PURE__*/
-  fileDesc("ChRhcGkvbWFuYWdlbWVudC5wcm90bxIMbm9kZWNvcmUuYXBpIg8KDUVzY3Jvd1JlcXVlc3QiQwoORXNjcm93UmVzcG9uc2USGQoRb3duZXJfY2VydGlmaWNhdGUYASABKAwSFgoOY2FfY2VydGlmaWNhdGUYAiABKAwiUwobU2V0Q29udGFpbmVyUmVnaXN0cnlSZXF1ZXN0EjQKCHJlZ2lzdHJ5GAEgASgLMiIubm9kZWNvcmUuY29tbW9uLkNvbnRhaW5lclJlZ2lzdHJ5Ih4KHFNldENvbnRhaW5lclJlZ2lzdHJ5UmVzcG9uc2UicQomU2V0Q29udGFpbmVyUmVnaXN0cnlDcmVkZW50aWFsc1JlcXVlc3QSDAoEaG9zdBgBIAEoCRI5CgtjcmVkZW50aWFscxgCIAEoCzIkLm5vZGVjb3JlLmNvbW1vbi5SZWdpc3RyeUNyZWRlbnRpYWxzIikKJ1NldENvbnRhaW5lclJlZ2lzdHJ5Q3JlZGVudGlhbHNSZXNwb25zZSIuCh5SZW1vdmVDb250YWluZXJSZWdpc3RyeVJlcXVlc3QSDAoEaG9zdBgBIAEoCSIhCh9SZW1vdmVDb250YWluZXJSZWdpc3RyeVJlc3BvbnNlIiAKHkxpc3RDb250YWluZXJSZWdpc3RyaWVzUmVxdWVzdCK2AQoWQ29udGFpbmVyUmVnaXN0cnlTaG93bhIMCgRob3N0GAEgASgJEg8KB21pcnJvcnMYAiADKAkSGQoRdXBzdHJlYW1fZGlzYWJsZWQYAyABKAgSCgoCY2EYBCABKAkSEwoLc2tpcF92ZXJpZnkYBSABKAgSEAoIdXNlcm5hbWUYBiABKAkSFwoPaGFzX2NyZWRlbnRpYWxzGAcgASgIEhYKDnBlZXJzX2Rpc2FibGVkGAggASgIIlsKH0xpc3RDb250YWluZXJSZWdpc3RyaWVzUmVzcG9uc2USOAoKcmVnaXN0cmllcxgBIAMoCzIkLm5vZGVjb3JlLmFwaS5Db250YWluZXJSZWdpc3RyeVNob3duIkEKEEdldEV2ZW50c1JlcXVlc3QSDAoEbGFzdBgBIAEoDRIPCgdub2RlX2lkGAIgASgJEg4KBmZvbGxvdxgDIAEoCCKRAgoMQ2x1c3RlckV2ZW50Eg8KB3RpbWVfbXMYASABKAMSLQoEa2luZBgCIAEoDjIfLm5vZGVjb3JlLmFwaS5DbHVzdGVyRXZlbnQuS2luZBINCgVhY3RvchgDIAEoCRIOCgZtZXRob2QYBCABKAkSDwoHbm9kZV9pZBgFIAEoCRIOCgZkZXRhaWwYBiABKAkSDgoGcmVzdWx0GAcgASgJInEKBEtpbmQSFAoQS0lORF9VTlNQRUNJRklFRBAAEg0KCUtJTkRfQ0FMTBABEhAKDEtJTkRfUkVGVVNBTBACEg8KC0tJTkRfSEVBTFRIEAMSDQoJS0lORF9CT09UEAQSEgoOS0lORF9DT05TRU5TVVMQBSIPCg1CYWNrdXBSZXF1ZXN0IlYKC0JhY2t1cENodW5rEgwKBGRhdGEYASABKAwSGwoTc25hcHNob3RfYnl0ZXNfZG9uZRgCIAEoBBIcChRzbmFwc2hvdF9ieXRlc190b3RhbBgDIAEoBCI1Ch9HZXRLdWJlcm5ldGVzQ3JlZGVudGlhbHNSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAwiagogR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzUmVzcG9uc2USGgoSY2xpZW50X2NlcnRpZmljYXRlGAEgASgMEhYKDmNhX2NlcnRpZmljYXRlGAIgASgMEhIKCmFwaXNlcnZlcnMYAyADKAkiQAocR2V0TWV0cmljc0NyZWRlbnRpYWxzUmVxdWVzdBISCgpwdWJsaWNfa2V5GAEgASgMEgwKBG5hbWUYAiABKAkiUwodR2V0TWV0cmljc0NyZWRlbnRpYWxzUmVzcG9uc2USGgoSY2xpZW50X2NlcnRpZmljYXRlGAEgASgMEhYKDmNhX2NlcnRpZmljYXRlGAIgASgMInUKF1VwZGF0ZU5vZGVMYWJlbHNSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSKgoGdXBzZXJ0GAMgAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbBIOCgZkZWxldGUYBCADKAkiRgoYVXBkYXRlTm9kZUxhYmVsc1Jlc3BvbnNlEioKBmxhYmVscxgBIAMoCzIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlTGFiZWwiMwoRRGVsZXRlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDCIUChJEZWxldGVOb2RlUmVzcG9uc2UiIQoTVW5kZWxldGVOb2RlUmVxdWVzdBIKCgJpZBgBIAEoCSIWChRVbmRlbGV0ZU5vZGVSZXNwb25zZSIvChlHZXRFdGNkQ3JlZGVudGlhbHNSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAwiUAoaR2V0RXRjZENyZWRlbnRpYWxzUmVzcG9uc2USFgoOY2FfY2VydGlmaWNhdGUYASABKAwSGgoSY2xpZW50X2NlcnRpZmljYXRlGAIgASgMIhoKGEdldFJlZ2lzdGVyVGlja2V0UmVxdWVzdCIrChlHZXRSZWdpc3RlclRpY2tldFJlc3BvbnNlEg4KBnRpY2tldBgBIAEoDCIXChVHZXRDbHVzdGVySW5mb1JlcXVlc3Qi8QIKFkdldENsdXN0ZXJJbmZvUmVzcG9uc2USPAoRY2x1c3Rlcl9kaXJlY3RvcnkYASABKAsyIS5ub2RlY29yZS5jb21tb24uQ2x1c3RlckRpcmVjdG9yeRIWCg5jYV9jZXJ0aWZpY2F0ZRgCIAEoDBIeChZ1bmxvY2tfc2hhcmVfdGhyZXNob2xkGAMgASgNEhYKDmN1cmF0b3JfbGVhZGVyGAQgASgJEhMKC2V0Y2RfbGVhZGVyGAUgASgJEjUKD2JhY2t1cF9zY2hlZHVsZRgGIAEoCzIcLm5vZGVjb3JlLmFwaS5CYWNrdXBTY2hlZHVsZRIxCg1iYWNrdXBfc3RhdHVzGAcgASgLMhoubm9kZWNvcmUuYXBpLkJhY2t1cFN0YXR1cxIuCgxldGNkX21lbWJlcnMYCCADKAsyGC5ub2RlY29yZS5hcGkuRXRjZE1lbWJlchIaChJldGNkX21lbWJlcnNfZXJyb3IYCSABKAkiOgoKRXRjZE1lbWJlchIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhIKCmlzX2xlYXJuZXIYAyABKAgiVwoOQmFja3VwU2NoZWR1bGUSFQoNZXZlcnlfbWludXRlcxgBIAEoDRIMCgRrZWVwGAIgASgNEg8KB25vZGVfaWQYAyABKAkSDwoHcHV0X3VybBgEIAEoCSJKChhTZXRCYWNrdXBTY2hlZHVsZVJlcXVlc3QSLgoIc2NoZWR1bGUYASABKAsyHC5ub2RlY29yZS5hcGkuQmFja3VwU2NoZWR1bGUiGwoZU2V0QmFja3VwU2NoZWR1bGVSZXNwb25zZSJnCgtCYWNrdXBUYWtlbhIMCgRmaWxlGAEgASgJEg8KB3RpbWVfbXMYAiABKAMSFQoNZXRjZF9yZXZpc2lvbhgDIAEoAxINCgVieXRlcxgEIAEoBBITCgt1cGxvYWRlZF90bxgFIAEoCSLXAQoMQmFja3VwU3RhdHVzEg8KB25vZGVfaWQYASABKAkSJwoEbGFzdBgCIAEoCzIZLm5vZGVjb3JlLmFwaS5CYWNrdXBUYWtlbhIwCg1sYXN0X3ZlcmlmaWVkGAMgASgLMhkubm9kZWNvcmUuYXBpLkJhY2t1cFRha2VuEhIKCmxhc3RfZXJyb3IYBCABKAkSFQoNbGFzdF9lcnJvcl9tcxgFIAEoAxIwCg1sYXN0X3VwbG9hZGVkGAYgASgLMhkubm9kZWNvcmUuYXBpLkJhY2t1cFRha2VuIhEKD0dldE5vZGVzUmVxdWVzdCKHBAoETm9kZRIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMEikKBXN0YXRlGAMgASgOMhoubm9kZWNvcmUuY29tbW9uLk5vZGVTdGF0ZRIrCgZzdGF0dXMYBCABKAsyGy5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cxIpCgVyb2xlcxgFIAEoCzIaLm5vZGVjb3JlLmNvbW1vbi5Ob2RlUm9sZXMSKQoGaGVhbHRoGAYgASgOMhkubm9kZWNvcmUuYXBpLk5vZGUuSGVhbHRoEiQKF3RpbWVfc2luY2VfaGVhcnRiZWF0X21zGAcgASgDSACIAQESKgoGbGFiZWxzGAggAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbBIVCg1oZWFsdGhfcmVhc29uGAkgASgJEhwKD2Nsb2NrX29mZnNldF9tcxgKIAEoA0gBiAEBInoKBkhlYWx0aBISCg5IRUFMVEhfVU5LTk9XThAAEhIKDkhFQUxUSF9IRUFMVEhZEAESHAoYSEVBTFRIX0hFQVJUQkVBVF9USU1FT1VUEAISEwoPSEVBTFRIX0RFR1JBREVEEAMSFQoRSEVBTFRIX0NMT0NLX1NLRVcQBEIaChhfdGltZV9zaW5jZV9oZWFydGJlYXRfbXNCEgoQX2Nsb2NrX29mZnNldF9tcyI0ChJBcHByb3ZlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDCIVChNBcHByb3ZlTm9kZVJlc3BvbnNlIuABChZVcGRhdGVOb2RlUm9sZXNSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSHQoQY29uc2Vuc3VzX21lbWJlchgDIAEoCEgAiAEBEiIKFWt1YmVybmV0ZXNfY29udHJvbGxlchgEIAEoCEgBiAEBEh4KEWt1YmVybmV0ZXNfd29ya2VyGAUgASgISAKIAQFCEwoRX2NvbnNlbnN1c19tZW1iZXJCGAoWX2t1YmVybmV0ZXNfY29udHJvbGxlckIUChJfa3ViZXJuZXRlc193b3JrZXIiGQoXVXBkYXRlTm9kZVJvbGVzUmVzcG9uc2UySgoDQUFBEkMKBkVzY3JvdxIbLm5vZGVjb3JlLmFwaS5Fc2Nyb3dSZXF1ZXN0Ghwubm9kZWNvcmUuYXBpLkVzY3Jvd1Jlc3BvbnNlMooOCgpNYW5hZ2VtZW50EmQKEUdldFJlZ2lzdGVyVGlja2V0EiYubm9kZWNvcmUuYXBpLkdldFJlZ2lzdGVyVGlja2V0UmVxdWVzdBonLm5vZGVjb3JlLmFwaS5HZXRSZWdpc3RlclRpY2tldFJlc3BvbnNlElsKDkdldENsdXN0ZXJJbmZvEiMubm9kZWNvcmUuYXBpLkdldENsdXN0ZXJJbmZvUmVxdWVzdBokLm5vZGVjb3JlLmFwaS5HZXRDbHVzdGVySW5mb1Jlc3BvbnNlEj8KCEdldE5vZGVzEh0ubm9kZWNvcmUuYXBpLkdldE5vZGVzUmVxdWVzdBoSLm5vZGVjb3JlLmFwaS5Ob2RlMAESUgoLQXBwcm92ZU5vZGUSIC5ub2RlY29yZS5hcGkuQXBwcm92ZU5vZGVSZXF1ZXN0GiEubm9kZWNvcmUuYXBpLkFwcHJvdmVOb2RlUmVzcG9uc2USXgoPVXBkYXRlTm9kZVJvbGVzEiQubm9kZWNvcmUuYXBpLlVwZGF0ZU5vZGVSb2xlc1JlcXVlc3QaJS5ub2RlY29yZS5hcGkuVXBkYXRlTm9kZVJvbGVzUmVzcG9uc2USZwoSR2V0RXRjZENyZWRlbnRpYWxzEicubm9kZWNvcmUuYXBpLkdldEV0Y2RDcmVkZW50aWFsc1JlcXVlc3QaKC5ub2RlY29yZS5hcGkuR2V0RXRjZENyZWRlbnRpYWxzUmVzcG9uc2USTwoKRGVsZXRlTm9kZRIfLm5vZGVjb3JlLmFwaS5EZWxldGVOb2RlUmVxdWVzdBogLm5vZGVjb3JlLmFwaS5EZWxldGVOb2RlUmVzcG9uc2USVQoMVW5kZWxldGVOb2RlEiEubm9kZWNvcmUuYXBpLlVuZGVsZXRlTm9kZVJlcXVlc3QaIi5ub2RlY29yZS5hcGkuVW5kZWxldGVOb2RlUmVzcG9uc2USYQoQVXBkYXRlTm9kZUxhYmVscxIlLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlTGFiZWxzUmVxdWVzdBomLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlTGFiZWxzUmVzcG9uc2USeQoYR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzEi0ubm9kZWNvcmUuYXBpLkdldEt1YmVybmV0ZXNDcmVkZW50aWFsc1JlcXVlc3QaLi5ub2RlY29yZS5hcGkuR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzUmVzcG9uc2UScAoVR2V0TWV0cmljc0NyZWRlbnRpYWxzEioubm9kZWNvcmUuYXBpLkdldE1ldHJpY3NDcmVkZW50aWFsc1JlcXVlc3QaKy5ub2RlY29yZS5hcGkuR2V0TWV0cmljc0NyZWRlbnRpYWxzUmVzcG9uc2USQgoGQmFja3VwEhsubm9kZWNvcmUuYXBpLkJhY2t1cFJlcXVlc3QaGS5ub2RlY29yZS5hcGkuQmFja3VwQ2h1bmswARJkChFTZXRCYWNrdXBTY2hlZHVsZRImLm5vZGVjb3JlLmFwaS5TZXRCYWNrdXBTY2hlZHVsZVJlcXVlc3QaJy5ub2RlY29yZS5hcGkuU2V0QmFja3VwU2NoZWR1bGVSZXNwb25zZRJJCglHZXRFdmVudHMSHi5ub2RlY29yZS5hcGkuR2V0RXZlbnRzUmVxdWVzdBoaLm5vZGVjb3JlLmFwaS5DbHVzdGVyRXZlbnQwARJtChRTZXRDb250YWluZXJSZWdpc3RyeRIpLm5vZGVjb3JlLmFwaS5TZXRDb250YWluZXJSZWdpc3RyeVJlcXVlc3QaKi5ub2RlY29yZS5hcGkuU2V0Q29udGFpbmVyUmVnaXN0cnlSZXNwb25zZRKOAQofU2V0Q29udGFpbmVyUmVnaXN0cnlDcmVkZW50aWFscxI0Lm5vZGVjb3JlLmFwaS5TZXRDb250YWluZXJSZWdpc3RyeUNyZWRlbnRpYWxzUmVxdWVzdBo1Lm5vZGVjb3JlLmFwaS5TZXRDb250YWluZXJSZWdpc3RyeUNyZWRlbnRpYWxzUmVzcG9uc2USdgoXUmVtb3ZlQ29udGFpbmVyUmVnaXN0cnkSLC5ub2RlY29yZS5hcGkuUmVtb3ZlQ29udGFpbmVyUmVnaXN0cnlSZXF1ZXN0Gi0ubm9kZWNvcmUuYXBpLlJlbW92ZUNvbnRhaW5lclJlZ2lzdHJ5UmVzcG9uc2USdgoXTGlzdENvbnRhaW5lclJlZ2lzdHJpZXMSLC5ub2RlY29yZS5hcGkuTGlzdENvbnRhaW5lclJlZ2lzdHJpZXNSZXF1ZXN0Gi0ubm9kZWNvcmUuYXBpLkxpc3RDb250YWluZXJSZWdpc3RyaWVzUmVzcG9uc2ViBnByb3RvMw", [file_common_common]);
+  fileDesc("ChRhcGkvbWFuYWdlbWVudC5wcm90bxIMbm9kZWNvcmUuYXBpIg8KDUVzY3Jvd1JlcXVlc3QiQwoORXNjcm93UmVzcG9uc2USGQoRb3duZXJfY2VydGlmaWNhdGUYASABKAwSFgoOY2FfY2VydGlmaWNhdGUYAiABKAwiUwobU2V0Q29udGFpbmVyUmVnaXN0cnlSZXF1ZXN0EjQKCHJlZ2lzdHJ5GAEgASgLMiIubm9kZWNvcmUuY29tbW9uLkNvbnRhaW5lclJlZ2lzdHJ5Ih4KHFNldENvbnRhaW5lclJlZ2lzdHJ5UmVzcG9uc2UicQomU2V0Q29udGFpbmVyUmVnaXN0cnlDcmVkZW50aWFsc1JlcXVlc3QSDAoEaG9zdBgBIAEoCRI5CgtjcmVkZW50aWFscxgCIAEoCzIkLm5vZGVjb3JlLmNvbW1vbi5SZWdpc3RyeUNyZWRlbnRpYWxzIikKJ1NldENvbnRhaW5lclJlZ2lzdHJ5Q3JlZGVudGlhbHNSZXNwb25zZSIuCh5SZW1vdmVDb250YWluZXJSZWdpc3RyeVJlcXVlc3QSDAoEaG9zdBgBIAEoCSIhCh9SZW1vdmVDb250YWluZXJSZWdpc3RyeVJlc3BvbnNlIiAKHkxpc3RDb250YWluZXJSZWdpc3RyaWVzUmVxdWVzdCK2AQoWQ29udGFpbmVyUmVnaXN0cnlTaG93bhIMCgRob3N0GAEgASgJEg8KB21pcnJvcnMYAiADKAkSGQoRdXBzdHJlYW1fZGlzYWJsZWQYAyABKAgSCgoCY2EYBCABKAkSEwoLc2tpcF92ZXJpZnkYBSABKAgSEAoIdXNlcm5hbWUYBiABKAkSFwoPaGFzX2NyZWRlbnRpYWxzGAcgASgIEhYKDnBlZXJzX2Rpc2FibGVkGAggASgIIlsKH0xpc3RDb250YWluZXJSZWdpc3RyaWVzUmVzcG9uc2USOAoKcmVnaXN0cmllcxgBIAMoCzIkLm5vZGVjb3JlLmFwaS5Db250YWluZXJSZWdpc3RyeVNob3duIkMKFEFwcGx5TWFuaWZlc3RSZXF1ZXN0EisKCG1hbmlmZXN0GAEgASgLMhkubm9kZWNvcmUuY29tbW9uLk1hbmlmZXN0IicKFUFwcGx5TWFuaWZlc3RSZXNwb25zZRIOCgZzaGEyNTYYASABKAkiJQoVRGVsZXRlTWFuaWZlc3RSZXF1ZXN0EgwKBG5hbWUYASABKAkiGAoWRGVsZXRlTWFuaWZlc3RSZXNwb25zZSIWChRMaXN0TWFuaWZlc3RzUmVxdWVzdCJhCg1NYW5pZmVzdFNob3duEgwKBG5hbWUYASABKAkSDwoHb2JqZWN0cxgCIAMoCRINCgVieXRlcxgDIAEoDRIOCgZzaGEyNTYYBCABKAkSEgoKdXBkYXRlZF9tcxgFIAEoAyJHChVMaXN0TWFuaWZlc3RzUmVzcG9uc2USLgoJbWFuaWZlc3RzGAEgAygLMhsubm9kZWNvcmUuYXBpLk1hbmlmZXN0U2hvd24iQQoQR2V0RXZlbnRzUmVxdWVzdBIMCgRsYXN0GAEgASgNEg8KB25vZGVfaWQYAiABKAkSDgoGZm9sbG93GAMgASgIIpECCgxDbHVzdGVyRXZlbnQSDwoHdGltZV9tcxgBIAEoAxItCgRraW5kGAIgASgOMh8ubm9kZWNvcmUuYXBpLkNsdXN0ZXJFdmVudC5LaW5kEg0KBWFjdG9yGAMgASgJEg4KBm1ldGhvZBgEIAEoCRIPCgdub2RlX2lkGAUgASgJEg4KBmRldGFpbBgGIAEoCRIOCgZyZXN1bHQYByABKAkicQoES2luZBIUChBLSU5EX1VOU1BFQ0lGSUVEEAASDQoJS0lORF9DQUxMEAESEAoMS0lORF9SRUZVU0FMEAISDwoLS0lORF9IRUFMVEgQAxINCglLSU5EX0JPT1QQBBISCg5LSU5EX0NPTlNFTlNVUxAFIg8KDUJhY2t1cFJlcXVlc3QiVgoLQmFja3VwQ2h1bmsSDAoEZGF0YRgBIAEoDBIbChNzbmFwc2hvdF9ieXRlc19kb25lGAIgASgEEhwKFHNuYXBzaG90X2J5dGVzX3RvdGFsGAMgASgEIjUKH0dldEt1YmVybmV0ZXNDcmVkZW50aWFsc1JlcXVlc3QSEgoKcHVibGljX2tleRgBIAEoDCJqCiBHZXRLdWJlcm5ldGVzQ3JlZGVudGlhbHNSZXNwb25zZRIaChJjbGllbnRfY2VydGlmaWNhdGUYASABKAwSFgoOY2FfY2VydGlmaWNhdGUYAiABKAwSEgoKYXBpc2VydmVycxgDIAMoCSJAChxHZXRNZXRyaWNzQ3JlZGVudGlhbHNSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAwSDAoEbmFtZRgCIAEoCSJTCh1HZXRNZXRyaWNzQ3JlZGVudGlhbHNSZXNwb25zZRIaChJjbGllbnRfY2VydGlmaWNhdGUYASABKAwSFgoOY2FfY2VydGlmaWNhdGUYAiABKAwidQoXVXBkYXRlTm9kZUxhYmVsc1JlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDBIqCgZ1cHNlcnQYAyADKAsyGi5ub2RlY29yZS5jb21tb24uTm9kZUxhYmVsEg4KBmRlbGV0ZRgEIAMoCSJGChhVcGRhdGVOb2RlTGFiZWxzUmVzcG9uc2USKgoGbGFiZWxzGAEgAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbCIzChFEZWxldGVOb2RlUmVxdWVzdBIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMIhQKEkRlbGV0ZU5vZGVSZXNwb25zZSIhChNVbmRlbGV0ZU5vZGVSZXF1ZXN0EgoKAmlkGAEgASgJIhYKFFVuZGVsZXRlTm9kZVJlc3BvbnNlIi8KGUdldEV0Y2RDcmVkZW50aWFsc1JlcXVlc3QSEgoKcHVibGljX2tleRgBIAEoDCJQChpHZXRFdGNkQ3JlZGVudGlhbHNSZXNwb25zZRIWCg5jYV9jZXJ0aWZpY2F0ZRgBIAEoDBIaChJjbGllbnRfY2VydGlmaWNhdGUYAiABKAwiGgoYR2V0UmVnaXN0ZXJUaWNrZXRSZXF1ZXN0IisKGUdldFJlZ2lzdGVyVGlja2V0UmVzcG9uc2USDgoGdGlja2V0GAEgASgMIhcKFUdldENsdXN0ZXJJbmZvUmVxdWVzdCLxAgoWR2V0Q2x1c3RlckluZm9SZXNwb25zZRI8ChFjbHVzdGVyX2RpcmVjdG9yeRgBIAEoCzIhLm5vZGVjb3JlLmNvbW1vbi5DbHVzdGVyRGlyZWN0b3J5EhYKDmNhX2NlcnRpZmljYXRlGAIgASgMEh4KFnVubG9ja19zaGFyZV90aHJlc2hvbGQYAyABKA0SFgoOY3VyYXRvcl9sZWFkZXIYBCABKAkSEwoLZXRjZF9sZWFkZXIYBSABKAkSNQoPYmFja3VwX3NjaGVkdWxlGAYgASgLMhwubm9kZWNvcmUuYXBpLkJhY2t1cFNjaGVkdWxlEjEKDWJhY2t1cF9zdGF0dXMYByABKAsyGi5ub2RlY29yZS5hcGkuQmFja3VwU3RhdHVzEi4KDGV0Y2RfbWVtYmVycxgIIAMoCzIYLm5vZGVjb3JlLmFwaS5FdGNkTWVtYmVyEhoKEmV0Y2RfbWVtYmVyc19lcnJvchgJIAEoCSI6CgpFdGNkTWVtYmVyEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSEgoKaXNfbGVhcm5lchgDIAEoCCJXCg5CYWNrdXBTY2hlZHVsZRIVCg1ldmVyeV9taW51dGVzGAEgASgNEgwKBGtlZXAYAiABKA0SDwoHbm9kZV9pZBgDIAEoCRIPCgdwdXRfdXJsGAQgASgJIkoKGFNldEJhY2t1cFNjaGVkdWxlUmVxdWVzdBIuCghzY2hlZHVsZRgBIAEoCzIcLm5vZGVjb3JlLmFwaS5CYWNrdXBTY2hlZHVsZSIbChlTZXRCYWNrdXBTY2hlZHVsZVJlc3BvbnNlImcKC0JhY2t1cFRha2VuEgwKBGZpbGUYASABKAkSDwoHdGltZV9tcxgCIAEoAxIVCg1ldGNkX3JldmlzaW9uGAMgASgDEg0KBWJ5dGVzGAQgASgEEhMKC3VwbG9hZGVkX3RvGAUgASgJItcBCgxCYWNrdXBTdGF0dXMSDwoHbm9kZV9pZBgBIAEoCRInCgRsYXN0GAIgASgLMhkubm9kZWNvcmUuYXBpLkJhY2t1cFRha2VuEjAKDWxhc3RfdmVyaWZpZWQYAyABKAsyGS5ub2RlY29yZS5hcGkuQmFja3VwVGFrZW4SEgoKbGFzdF9lcnJvchgEIAEoCRIVCg1sYXN0X2Vycm9yX21zGAUgASgDEjAKDWxhc3RfdXBsb2FkZWQYBiABKAsyGS5ub2RlY29yZS5hcGkuQmFja3VwVGFrZW4iEQoPR2V0Tm9kZXNSZXF1ZXN0IocECgROb2RlEgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSKQoFc3RhdGUYAyABKA4yGi5ub2RlY29yZS5jb21tb24uTm9kZVN0YXRlEisKBnN0YXR1cxgEIAEoCzIbLm5vZGVjb3JlLmNvbW1vbi5Ob2RlU3RhdHVzEikKBXJvbGVzGAUgASgLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcxIpCgZoZWFsdGgYBiABKA4yGS5ub2RlY29yZS5hcGkuTm9kZS5IZWFsdGgSJAoXdGltZV9zaW5jZV9oZWFydGJlYXRfbXMYByABKANIAIgBARIqCgZsYWJlbHMYCCADKAsyGi5ub2RlY29yZS5jb21tb24uTm9kZUxhYmVsEhUKDWhlYWx0aF9yZWFzb24YCSABKAkSHAoPY2xvY2tfb2Zmc2V0X21zGAogASgDSAGIAQEiegoGSGVhbHRoEhIKDkhFQUxUSF9VTktOT1dOEAASEgoOSEVBTFRIX0hFQUxUSFkQARIcChhIRUFMVEhfSEVBUlRCRUFUX1RJTUVPVVQQAhITCg9IRUFMVEhfREVHUkFERUQQAxIVChFIRUFMVEhfQ0xPQ0tfU0tFVxAEQhoKGF90aW1lX3NpbmNlX2hlYXJ0YmVhdF9tc0ISChBfY2xvY2tfb2Zmc2V0X21zIjQKEkFwcHJvdmVOb2RlUmVxdWVzdBIKCgJpZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgMIhUKE0FwcHJvdmVOb2RlUmVzcG9uc2Ui4AEKFlVwZGF0ZU5vZGVSb2xlc1JlcXVlc3QSCgoCaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoDBIdChBjb25zZW5zdXNfbWVtYmVyGAMgASgISACIAQESIgoVa3ViZXJuZXRlc19jb250cm9sbGVyGAQgASgISAGIAQESHgoRa3ViZXJuZXRlc193b3JrZXIYBSABKAhIAogBAUITChFfY29uc2Vuc3VzX21lbWJlckIYChZfa3ViZXJuZXRlc19jb250cm9sbGVyQhQKEl9rdWJlcm5ldGVzX3dvcmtlciIZChdVcGRhdGVOb2RlUm9sZXNSZXNwb25zZTJKCgNBQUESQwoGRXNjcm93Ehsubm9kZWNvcmUuYXBpLkVzY3Jvd1JlcXVlc3QaHC5ub2RlY29yZS5hcGkuRXNjcm93UmVzcG9uc2UymxAKCk1hbmFnZW1lbnQSZAoRR2V0UmVnaXN0ZXJUaWNrZXQSJi5ub2RlY29yZS5hcGkuR2V0UmVnaXN0ZXJUaWNrZXRSZXF1ZXN0Gicubm9kZWNvcmUuYXBpLkdldFJlZ2lzdGVyVGlja2V0UmVzcG9uc2USWwoOR2V0Q2x1c3RlckluZm8SIy5ub2RlY29yZS5hcGkuR2V0Q2x1c3RlckluZm9SZXF1ZXN0GiQubm9kZWNvcmUuYXBpLkdldENsdXN0ZXJJbmZvUmVzcG9uc2USPwoIR2V0Tm9kZXMSHS5ub2RlY29yZS5hcGkuR2V0Tm9kZXNSZXF1ZXN0GhIubm9kZWNvcmUuYXBpLk5vZGUwARJSCgtBcHByb3ZlTm9kZRIgLm5vZGVjb3JlLmFwaS5BcHByb3ZlTm9kZVJlcXVlc3QaIS5ub2RlY29yZS5hcGkuQXBwcm92ZU5vZGVSZXNwb25zZRJeCg9VcGRhdGVOb2RlUm9sZXMSJC5ub2RlY29yZS5hcGkuVXBkYXRlTm9kZVJvbGVzUmVxdWVzdBolLm5vZGVjb3JlLmFwaS5VcGRhdGVOb2RlUm9sZXNSZXNwb25zZRJnChJHZXRFdGNkQ3JlZGVudGlhbHMSJy5ub2RlY29yZS5hcGkuR2V0RXRjZENyZWRlbnRpYWxzUmVxdWVzdBooLm5vZGVjb3JlLmFwaS5HZXRFdGNkQ3JlZGVudGlhbHNSZXNwb25zZRJPCgpEZWxldGVOb2RlEh8ubm9kZWNvcmUuYXBpLkRlbGV0ZU5vZGVSZXF1ZXN0GiAubm9kZWNvcmUuYXBpLkRlbGV0ZU5vZGVSZXNwb25zZRJVCgxVbmRlbGV0ZU5vZGUSIS5ub2RlY29yZS5hcGkuVW5kZWxldGVOb2RlUmVxdWVzdBoiLm5vZGVjb3JlLmFwaS5VbmRlbGV0ZU5vZGVSZXNwb25zZRJhChBVcGRhdGVOb2RlTGFiZWxzEiUubm9kZWNvcmUuYXBpLlVwZGF0ZU5vZGVMYWJlbHNSZXF1ZXN0GiYubm9kZWNvcmUuYXBpLlVwZGF0ZU5vZGVMYWJlbHNSZXNwb25zZRJ5ChhHZXRLdWJlcm5ldGVzQ3JlZGVudGlhbHMSLS5ub2RlY29yZS5hcGkuR2V0S3ViZXJuZXRlc0NyZWRlbnRpYWxzUmVxdWVzdBouLm5vZGVjb3JlLmFwaS5HZXRLdWJlcm5ldGVzQ3JlZGVudGlhbHNSZXNwb25zZRJwChVHZXRNZXRyaWNzQ3JlZGVudGlhbHMSKi5ub2RlY29yZS5hcGkuR2V0TWV0cmljc0NyZWRlbnRpYWxzUmVxdWVzdBorLm5vZGVjb3JlLmFwaS5HZXRNZXRyaWNzQ3JlZGVudGlhbHNSZXNwb25zZRJCCgZCYWNrdXASGy5ub2RlY29yZS5hcGkuQmFja3VwUmVxdWVzdBoZLm5vZGVjb3JlLmFwaS5CYWNrdXBDaHVuazABEmQKEVNldEJhY2t1cFNjaGVkdWxlEiYubm9kZWNvcmUuYXBpLlNldEJhY2t1cFNjaGVkdWxlUmVxdWVzdBonLm5vZGVjb3JlLmFwaS5TZXRCYWNrdXBTY2hlZHVsZVJlc3BvbnNlEkkKCUdldEV2ZW50cxIeLm5vZGVjb3JlLmFwaS5HZXRFdmVudHNSZXF1ZXN0Ghoubm9kZWNvcmUuYXBpLkNsdXN0ZXJFdmVudDABEm0KFFNldENvbnRhaW5lclJlZ2lzdHJ5Eikubm9kZWNvcmUuYXBpLlNldENvbnRhaW5lclJlZ2lzdHJ5UmVxdWVzdBoqLm5vZGVjb3JlLmFwaS5TZXRDb250YWluZXJSZWdpc3RyeVJlc3BvbnNlEo4BCh9TZXRDb250YWluZXJSZWdpc3RyeUNyZWRlbnRpYWxzEjQubm9kZWNvcmUuYXBpLlNldENvbnRhaW5lclJlZ2lzdHJ5Q3JlZGVudGlhbHNSZXF1ZXN0GjUubm9kZWNvcmUuYXBpLlNldENvbnRhaW5lclJlZ2lzdHJ5Q3JlZGVudGlhbHNSZXNwb25zZRJ2ChdSZW1vdmVDb250YWluZXJSZWdpc3RyeRIsLm5vZGVjb3JlLmFwaS5SZW1vdmVDb250YWluZXJSZWdpc3RyeVJlcXVlc3QaLS5ub2RlY29yZS5hcGkuUmVtb3ZlQ29udGFpbmVyUmVnaXN0cnlSZXNwb25zZRJ2ChdMaXN0Q29udGFpbmVyUmVnaXN0cmllcxIsLm5vZGVjb3JlLmFwaS5MaXN0Q29udGFpbmVyUmVnaXN0cmllc1JlcXVlc3QaLS5ub2RlY29yZS5hcGkuTGlzdENvbnRhaW5lclJlZ2lzdHJpZXNSZXNwb25zZRJYCg1BcHBseU1hbmlmZXN0EiIubm9kZWNvcmUuYXBpLkFwcGx5TWFuaWZlc3RSZXF1ZXN0GiMubm9kZWNvcmUuYXBpLkFwcGx5TWFuaWZlc3RSZXNwb25zZRJbCg5EZWxldGVNYW5pZmVzdBIjLm5vZGVjb3JlLmFwaS5EZWxldGVNYW5pZmVzdFJlcXVlc3QaJC5ub2RlY29yZS5hcGkuRGVsZXRlTWFuaWZlc3RSZXNwb25zZRJYCg1MaXN0TWFuaWZlc3RzEiIubm9kZWNvcmUuYXBpLkxpc3RNYW5pZmVzdHNSZXF1ZXN0GiMubm9kZWNvcmUuYXBpLkxpc3RNYW5pZmVzdHNSZXNwb25zZWIGcHJvdG8z", [file_common_common]);
 
 /**
  * @generated from message nodecore.api.EscrowRequest
@@ -243,6 +243,145 @@ export const ListContainerRegistriesResponseSchema: GenMessage<ListContainerRegi
   messageDesc(file_api_management, 10);
 
 /**
+ * @generated from message nodecore.api.ApplyManifestRequest
+ */
+export type ApplyManifestRequest = Message<"nodecore.api.ApplyManifestRequest"> & {
+  /**
+   * updated_ms is the curator's to set.
+   *
+   * @generated from field: nodecore.common.Manifest manifest = 1;
+   */
+  manifest?: Manifest | undefined;
+};
+
+/**
+ * Describes the message nodecore.api.ApplyManifestRequest.
+ * Use `create(ApplyManifestRequestSchema)` to create a new message.
+ */
+export const ApplyManifestRequestSchema: GenMessage<ApplyManifestRequest> = /*@__PURE__*/
+  messageDesc(file_api_management, 11);
+
+/**
+ * @generated from message nodecore.api.ApplyManifestResponse
+ */
+export type ApplyManifestResponse = Message<"nodecore.api.ApplyManifestResponse"> & {
+  /**
+   * The stored version's sha256 of objects_json, hex.
+   *
+   * @generated from field: string sha256 = 1;
+   */
+  sha256: string;
+};
+
+/**
+ * Describes the message nodecore.api.ApplyManifestResponse.
+ * Use `create(ApplyManifestResponseSchema)` to create a new message.
+ */
+export const ApplyManifestResponseSchema: GenMessage<ApplyManifestResponse> = /*@__PURE__*/
+  messageDesc(file_api_management, 12);
+
+/**
+ * @generated from message nodecore.api.DeleteManifestRequest
+ */
+export type DeleteManifestRequest = Message<"nodecore.api.DeleteManifestRequest"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message nodecore.api.DeleteManifestRequest.
+ * Use `create(DeleteManifestRequestSchema)` to create a new message.
+ */
+export const DeleteManifestRequestSchema: GenMessage<DeleteManifestRequest> = /*@__PURE__*/
+  messageDesc(file_api_management, 13);
+
+/**
+ * @generated from message nodecore.api.DeleteManifestResponse
+ */
+export type DeleteManifestResponse = Message<"nodecore.api.DeleteManifestResponse"> & {
+};
+
+/**
+ * Describes the message nodecore.api.DeleteManifestResponse.
+ * Use `create(DeleteManifestResponseSchema)` to create a new message.
+ */
+export const DeleteManifestResponseSchema: GenMessage<DeleteManifestResponse> = /*@__PURE__*/
+  messageDesc(file_api_management, 14);
+
+/**
+ * @generated from message nodecore.api.ListManifestsRequest
+ */
+export type ListManifestsRequest = Message<"nodecore.api.ListManifestsRequest"> & {
+};
+
+/**
+ * Describes the message nodecore.api.ListManifestsRequest.
+ * Use `create(ListManifestsRequestSchema)` to create a new message.
+ */
+export const ListManifestsRequestSchema: GenMessage<ListManifestsRequest> = /*@__PURE__*/
+  messageDesc(file_api_management, 15);
+
+/**
+ * @generated from message nodecore.api.ManifestShown
+ */
+export type ManifestShown = Message<"nodecore.api.ManifestShown"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * "Kind namespace/name" (or "Kind name"), one per object.
+   *
+   * @generated from field: repeated string objects = 2;
+   */
+  objects: string[];
+
+  /**
+   * @generated from field: uint32 bytes = 3;
+   */
+  bytes: number;
+
+  /**
+   * sha256 of objects_json, hex.
+   *
+   * @generated from field: string sha256 = 4;
+   */
+  sha256: string;
+
+  /**
+   * @generated from field: int64 updated_ms = 5;
+   */
+  updatedMs: bigint;
+};
+
+/**
+ * Describes the message nodecore.api.ManifestShown.
+ * Use `create(ManifestShownSchema)` to create a new message.
+ */
+export const ManifestShownSchema: GenMessage<ManifestShown> = /*@__PURE__*/
+  messageDesc(file_api_management, 16);
+
+/**
+ * @generated from message nodecore.api.ListManifestsResponse
+ */
+export type ListManifestsResponse = Message<"nodecore.api.ListManifestsResponse"> & {
+  /**
+   * @generated from field: repeated nodecore.api.ManifestShown manifests = 1;
+   */
+  manifests: ManifestShown[];
+};
+
+/**
+ * Describes the message nodecore.api.ListManifestsResponse.
+ * Use `create(ListManifestsResponseSchema)` to create a new message.
+ */
+export const ListManifestsResponseSchema: GenMessage<ListManifestsResponse> = /*@__PURE__*/
+  messageDesc(file_api_management, 17);
+
+/**
  * @generated from message nodecore.api.GetEventsRequest
  */
 export type GetEventsRequest = Message<"nodecore.api.GetEventsRequest"> & {
@@ -271,7 +410,7 @@ export type GetEventsRequest = Message<"nodecore.api.GetEventsRequest"> & {
  * Use `create(GetEventsRequestSchema)` to create a new message.
  */
 export const GetEventsRequestSchema: GenMessage<GetEventsRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 11);
+  messageDesc(file_api_management, 18);
 
 /**
  * One entry of the audit trail; written by curators only.
@@ -331,7 +470,7 @@ export type ClusterEvent = Message<"nodecore.api.ClusterEvent"> & {
  * Use `create(ClusterEventSchema)` to create a new message.
  */
 export const ClusterEventSchema: GenMessage<ClusterEvent> = /*@__PURE__*/
-  messageDesc(file_api_management, 12);
+  messageDesc(file_api_management, 19);
 
 /**
  * @generated from enum nodecore.api.ClusterEvent.Kind
@@ -383,7 +522,7 @@ export enum ClusterEvent_Kind {
  * Describes the enum nodecore.api.ClusterEvent.Kind.
  */
 export const ClusterEvent_KindSchema: GenEnum<ClusterEvent_Kind> = /*@__PURE__*/
-  enumDesc(file_api_management, 12, 0);
+  enumDesc(file_api_management, 19, 0);
 
 /**
  * @generated from message nodecore.api.BackupRequest
@@ -396,7 +535,7 @@ export type BackupRequest = Message<"nodecore.api.BackupRequest"> & {
  * Use `create(BackupRequestSchema)` to create a new message.
  */
 export const BackupRequestSchema: GenMessage<BackupRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 13);
+  messageDesc(file_api_management, 20);
 
 /**
  * @generated from message nodecore.api.BackupChunk
@@ -427,7 +566,7 @@ export type BackupChunk = Message<"nodecore.api.BackupChunk"> & {
  * Use `create(BackupChunkSchema)` to create a new message.
  */
 export const BackupChunkSchema: GenMessage<BackupChunk> = /*@__PURE__*/
-  messageDesc(file_api_management, 14);
+  messageDesc(file_api_management, 21);
 
 /**
  * @generated from message nodecore.api.GetKubernetesCredentialsRequest
@@ -446,7 +585,7 @@ export type GetKubernetesCredentialsRequest = Message<"nodecore.api.GetKubernete
  * Use `create(GetKubernetesCredentialsRequestSchema)` to create a new message.
  */
 export const GetKubernetesCredentialsRequestSchema: GenMessage<GetKubernetesCredentialsRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 15);
+  messageDesc(file_api_management, 22);
 
 /**
  * @generated from message nodecore.api.GetKubernetesCredentialsResponse
@@ -480,7 +619,7 @@ export type GetKubernetesCredentialsResponse = Message<"nodecore.api.GetKubernet
  * Use `create(GetKubernetesCredentialsResponseSchema)` to create a new message.
  */
 export const GetKubernetesCredentialsResponseSchema: GenMessage<GetKubernetesCredentialsResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 16);
+  messageDesc(file_api_management, 23);
 
 /**
  * @generated from message nodecore.api.GetMetricsCredentialsRequest
@@ -506,7 +645,7 @@ export type GetMetricsCredentialsRequest = Message<"nodecore.api.GetMetricsCrede
  * Use `create(GetMetricsCredentialsRequestSchema)` to create a new message.
  */
 export const GetMetricsCredentialsRequestSchema: GenMessage<GetMetricsCredentialsRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 17);
+  messageDesc(file_api_management, 24);
 
 /**
  * @generated from message nodecore.api.GetMetricsCredentialsResponse
@@ -532,7 +671,7 @@ export type GetMetricsCredentialsResponse = Message<"nodecore.api.GetMetricsCred
  * Use `create(GetMetricsCredentialsResponseSchema)` to create a new message.
  */
 export const GetMetricsCredentialsResponseSchema: GenMessage<GetMetricsCredentialsResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 18);
+  messageDesc(file_api_management, 25);
 
 /**
  * @generated from message nodecore.api.UpdateNodeLabelsRequest
@@ -568,7 +707,7 @@ export type UpdateNodeLabelsRequest = Message<"nodecore.api.UpdateNodeLabelsRequ
  * Use `create(UpdateNodeLabelsRequestSchema)` to create a new message.
  */
 export const UpdateNodeLabelsRequestSchema: GenMessage<UpdateNodeLabelsRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 19);
+  messageDesc(file_api_management, 26);
 
 /**
  * @generated from message nodecore.api.UpdateNodeLabelsResponse
@@ -587,7 +726,7 @@ export type UpdateNodeLabelsResponse = Message<"nodecore.api.UpdateNodeLabelsRes
  * Use `create(UpdateNodeLabelsResponseSchema)` to create a new message.
  */
 export const UpdateNodeLabelsResponseSchema: GenMessage<UpdateNodeLabelsResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 20);
+  messageDesc(file_api_management, 27);
 
 /**
  * @generated from message nodecore.api.DeleteNodeRequest
@@ -609,7 +748,7 @@ export type DeleteNodeRequest = Message<"nodecore.api.DeleteNodeRequest"> & {
  * Use `create(DeleteNodeRequestSchema)` to create a new message.
  */
 export const DeleteNodeRequestSchema: GenMessage<DeleteNodeRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 21);
+  messageDesc(file_api_management, 28);
 
 /**
  * @generated from message nodecore.api.DeleteNodeResponse
@@ -622,7 +761,7 @@ export type DeleteNodeResponse = Message<"nodecore.api.DeleteNodeResponse"> & {
  * Use `create(DeleteNodeResponseSchema)` to create a new message.
  */
 export const DeleteNodeResponseSchema: GenMessage<DeleteNodeResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 22);
+  messageDesc(file_api_management, 29);
 
 /**
  * @generated from message nodecore.api.UndeleteNodeRequest
@@ -639,7 +778,7 @@ export type UndeleteNodeRequest = Message<"nodecore.api.UndeleteNodeRequest"> & 
  * Use `create(UndeleteNodeRequestSchema)` to create a new message.
  */
 export const UndeleteNodeRequestSchema: GenMessage<UndeleteNodeRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 23);
+  messageDesc(file_api_management, 30);
 
 /**
  * @generated from message nodecore.api.UndeleteNodeResponse
@@ -652,7 +791,7 @@ export type UndeleteNodeResponse = Message<"nodecore.api.UndeleteNodeResponse"> 
  * Use `create(UndeleteNodeResponseSchema)` to create a new message.
  */
 export const UndeleteNodeResponseSchema: GenMessage<UndeleteNodeResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 24);
+  messageDesc(file_api_management, 31);
 
 /**
  * @generated from message nodecore.api.GetEtcdCredentialsRequest
@@ -671,7 +810,7 @@ export type GetEtcdCredentialsRequest = Message<"nodecore.api.GetEtcdCredentials
  * Use `create(GetEtcdCredentialsRequestSchema)` to create a new message.
  */
 export const GetEtcdCredentialsRequestSchema: GenMessage<GetEtcdCredentialsRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 25);
+  messageDesc(file_api_management, 32);
 
 /**
  * @generated from message nodecore.api.GetEtcdCredentialsResponse
@@ -695,7 +834,7 @@ export type GetEtcdCredentialsResponse = Message<"nodecore.api.GetEtcdCredential
  * Use `create(GetEtcdCredentialsResponseSchema)` to create a new message.
  */
 export const GetEtcdCredentialsResponseSchema: GenMessage<GetEtcdCredentialsResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 26);
+  messageDesc(file_api_management, 33);
 
 /**
  * @generated from message nodecore.api.GetRegisterTicketRequest
@@ -708,7 +847,7 @@ export type GetRegisterTicketRequest = Message<"nodecore.api.GetRegisterTicketRe
  * Use `create(GetRegisterTicketRequestSchema)` to create a new message.
  */
 export const GetRegisterTicketRequestSchema: GenMessage<GetRegisterTicketRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 27);
+  messageDesc(file_api_management, 34);
 
 /**
  * @generated from message nodecore.api.GetRegisterTicketResponse
@@ -725,7 +864,7 @@ export type GetRegisterTicketResponse = Message<"nodecore.api.GetRegisterTicketR
  * Use `create(GetRegisterTicketResponseSchema)` to create a new message.
  */
 export const GetRegisterTicketResponseSchema: GenMessage<GetRegisterTicketResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 28);
+  messageDesc(file_api_management, 35);
 
 /**
  * @generated from message nodecore.api.GetClusterInfoRequest
@@ -738,7 +877,7 @@ export type GetClusterInfoRequest = Message<"nodecore.api.GetClusterInfoRequest"
  * Use `create(GetClusterInfoRequestSchema)` to create a new message.
  */
 export const GetClusterInfoRequestSchema: GenMessage<GetClusterInfoRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 29);
+  messageDesc(file_api_management, 36);
 
 /**
  * @generated from message nodecore.api.GetClusterInfoResponse
@@ -812,7 +951,7 @@ export type GetClusterInfoResponse = Message<"nodecore.api.GetClusterInfoRespons
  * Use `create(GetClusterInfoResponseSchema)` to create a new message.
  */
 export const GetClusterInfoResponseSchema: GenMessage<GetClusterInfoResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 30);
+  messageDesc(file_api_management, 37);
 
 /**
  * @generated from message nodecore.api.EtcdMember
@@ -843,7 +982,7 @@ export type EtcdMember = Message<"nodecore.api.EtcdMember"> & {
  * Use `create(EtcdMemberSchema)` to create a new message.
  */
 export const EtcdMemberSchema: GenMessage<EtcdMember> = /*@__PURE__*/
-  messageDesc(file_api_management, 31);
+  messageDesc(file_api_management, 38);
 
 /**
  * @generated from message nodecore.api.BackupSchedule
@@ -885,7 +1024,7 @@ export type BackupSchedule = Message<"nodecore.api.BackupSchedule"> & {
  * Use `create(BackupScheduleSchema)` to create a new message.
  */
 export const BackupScheduleSchema: GenMessage<BackupSchedule> = /*@__PURE__*/
-  messageDesc(file_api_management, 32);
+  messageDesc(file_api_management, 39);
 
 /**
  * @generated from message nodecore.api.SetBackupScheduleRequest
@@ -902,7 +1041,7 @@ export type SetBackupScheduleRequest = Message<"nodecore.api.SetBackupScheduleRe
  * Use `create(SetBackupScheduleRequestSchema)` to create a new message.
  */
 export const SetBackupScheduleRequestSchema: GenMessage<SetBackupScheduleRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 33);
+  messageDesc(file_api_management, 40);
 
 /**
  * @generated from message nodecore.api.SetBackupScheduleResponse
@@ -915,7 +1054,7 @@ export type SetBackupScheduleResponse = Message<"nodecore.api.SetBackupScheduleR
  * Use `create(SetBackupScheduleResponseSchema)` to create a new message.
  */
 export const SetBackupScheduleResponseSchema: GenMessage<SetBackupScheduleResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 34);
+  messageDesc(file_api_management, 41);
 
 /**
  * One scheduled backup.
@@ -958,7 +1097,7 @@ export type BackupTaken = Message<"nodecore.api.BackupTaken"> & {
  * Use `create(BackupTakenSchema)` to create a new message.
  */
 export const BackupTakenSchema: GenMessage<BackupTaken> = /*@__PURE__*/
-  messageDesc(file_api_management, 35);
+  messageDesc(file_api_management, 42);
 
 /**
  * @generated from message nodecore.api.BackupStatus
@@ -1011,7 +1150,7 @@ export type BackupStatus = Message<"nodecore.api.BackupStatus"> & {
  * Use `create(BackupStatusSchema)` to create a new message.
  */
 export const BackupStatusSchema: GenMessage<BackupStatus> = /*@__PURE__*/
-  messageDesc(file_api_management, 36);
+  messageDesc(file_api_management, 43);
 
 /**
  * @generated from message nodecore.api.GetNodesRequest
@@ -1024,7 +1163,7 @@ export type GetNodesRequest = Message<"nodecore.api.GetNodesRequest"> & {
  * Use `create(GetNodesRequestSchema)` to create a new message.
  */
 export const GetNodesRequestSchema: GenMessage<GetNodesRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 37);
+  messageDesc(file_api_management, 44);
 
 /**
  * @generated from message nodecore.api.Node
@@ -1098,7 +1237,7 @@ export type Node = Message<"nodecore.api.Node"> & {
  * Use `create(NodeSchema)` to create a new message.
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
-  messageDesc(file_api_management, 38);
+  messageDesc(file_api_management, 45);
 
 /**
  * Whether the node's heartbeats reach the curator leader. Only nodes that
@@ -1150,7 +1289,7 @@ export enum Node_Health {
  * Describes the enum nodecore.api.Node.Health.
  */
 export const Node_HealthSchema: GenEnum<Node_Health> = /*@__PURE__*/
-  enumDesc(file_api_management, 38, 0);
+  enumDesc(file_api_management, 45, 0);
 
 /**
  * @generated from message nodecore.api.ApproveNodeRequest
@@ -1174,7 +1313,7 @@ export type ApproveNodeRequest = Message<"nodecore.api.ApproveNodeRequest"> & {
  * Use `create(ApproveNodeRequestSchema)` to create a new message.
  */
 export const ApproveNodeRequestSchema: GenMessage<ApproveNodeRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 39);
+  messageDesc(file_api_management, 46);
 
 /**
  * @generated from message nodecore.api.ApproveNodeResponse
@@ -1187,7 +1326,7 @@ export type ApproveNodeResponse = Message<"nodecore.api.ApproveNodeResponse"> & 
  * Use `create(ApproveNodeResponseSchema)` to create a new message.
  */
 export const ApproveNodeResponseSchema: GenMessage<ApproveNodeResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 40);
+  messageDesc(file_api_management, 47);
 
 /**
  * @generated from message nodecore.api.UpdateNodeRolesRequest
@@ -1226,7 +1365,7 @@ export type UpdateNodeRolesRequest = Message<"nodecore.api.UpdateNodeRolesReques
  * Use `create(UpdateNodeRolesRequestSchema)` to create a new message.
  */
 export const UpdateNodeRolesRequestSchema: GenMessage<UpdateNodeRolesRequest> = /*@__PURE__*/
-  messageDesc(file_api_management, 41);
+  messageDesc(file_api_management, 48);
 
 /**
  * @generated from message nodecore.api.UpdateNodeRolesResponse
@@ -1239,7 +1378,7 @@ export type UpdateNodeRolesResponse = Message<"nodecore.api.UpdateNodeRolesRespo
  * Use `create(UpdateNodeRolesResponseSchema)` to create a new message.
  */
 export const UpdateNodeRolesResponseSchema: GenMessage<UpdateNodeRolesResponse> = /*@__PURE__*/
-  messageDesc(file_api_management, 42);
+  messageDesc(file_api_management, 49);
 
 /**
  * Authentication, authorization and accounting. The only service (with
@@ -1473,6 +1612,38 @@ export const Management: GenService<{
     methodKind: "unary";
     input: typeof ListContainerRegistriesRequestSchema;
     output: typeof ListContainerRegistriesResponseSchema;
+  },
+  /**
+   * Stores an add-on manifest (replacing one of the same name): every
+   * Kubernetes controller applies its objects with server-side apply.
+   *
+   * @generated from rpc nodecore.api.Management.ApplyManifest
+   */
+  applyManifest: {
+    methodKind: "unary";
+    input: typeof ApplyManifestRequestSchema;
+    output: typeof ApplyManifestResponseSchema;
+  },
+  /**
+   * Forgets an add-on manifest. Its objects stay in Kubernetes.
+   *
+   * @generated from rpc nodecore.api.Management.DeleteManifest
+   */
+  deleteManifest: {
+    methodKind: "unary";
+    input: typeof DeleteManifestRequestSchema;
+    output: typeof DeleteManifestResponseSchema;
+  },
+  /**
+   * The stored manifests: names, their objects' kinds and names, sizes and
+   * digests; never what the objects hold (a Secret may be among them).
+   *
+   * @generated from rpc nodecore.api.Management.ListManifests
+   */
+  listManifests: {
+    methodKind: "unary";
+    input: typeof ListManifestsRequestSchema;
+    output: typeof ListManifestsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_api_management, 1);

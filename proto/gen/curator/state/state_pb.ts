@@ -7,7 +7,7 @@
 
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { ClusterNetworking, ContainerRegistry, NodeLabel, NodeRoles, NodeState, NodeStatus } from "../../common/common_pb.ts";
+import type { ClusterNetworking, ContainerRegistry, Manifest, NodeLabel, NodeRoles, NodeState, NodeStatus } from "../../common/common_pb.ts";
 import { file_common_common } from "../../common/common_pb.ts";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file curator/state/state.proto.
  */
 export const file_curator_state_state: GenFile = /*@__PURE__*/
-  fileDesc("ChljdXJhdG9yL3N0YXRlL3N0YXRlLnByb3RvEhZub2RlY29yZS5jdXJhdG9yLnN0YXRlIskCCgpOb2RlUmVjb3JkEgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSEAoIam9pbl9rZXkYAyABKAwSKQoFc3RhdGUYBCABKA4yGi5ub2RlY29yZS5jb21tb24uTm9kZVN0YXRlEikKBXJvbGVzGAUgASgLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcxIrCgZzdGF0dXMYBiABKAsyGy5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cxIaChJjbHVzdGVyX3VubG9ja19rZXkYByABKAwSKgoGbGFiZWxzGAggAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbBI+ChJjbHVzdGVyX25ldHdvcmtpbmcYCSABKAsyIi5ub2RlY29yZS5jb21tb24uQ2x1c3Rlck5ldHdvcmtpbmciQAoUQ2VydGlmaWNhdGVBdXRob3JpdHkSEwoLY2VydGlmaWNhdGUYASABKAwSEwoLcHJpdmF0ZV9rZXkYAiABKAwidgoNQ2x1c3RlclJlY29yZBIYChBvd25lcl9wdWJsaWNfa2V5GAEgASgMEhcKD3JlZ2lzdGVyX3RpY2tldBgCIAEoDBISCgpjcmVhdGVkX21zGAMgASgDEh4KFnVubG9ja19zaGFyZV90aHJlc2hvbGQYBCABKA0iUwoZQ29udGFpbmVyUmVnaXN0cmllc1JlY29yZBI2CgpyZWdpc3RyaWVzGAEgAygLMiIubm9kZWNvcmUuY29tbW9uLkNvbnRhaW5lclJlZ2lzdHJ5YgZwcm90bzM", [file_common_common]);
+  fileDesc("ChljdXJhdG9yL3N0YXRlL3N0YXRlLnByb3RvEhZub2RlY29yZS5jdXJhdG9yLnN0YXRlIskCCgpOb2RlUmVjb3JkEgoKAmlkGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAwSEAoIam9pbl9rZXkYAyABKAwSKQoFc3RhdGUYBCABKA4yGi5ub2RlY29yZS5jb21tb24uTm9kZVN0YXRlEikKBXJvbGVzGAUgASgLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVSb2xlcxIrCgZzdGF0dXMYBiABKAsyGy5ub2RlY29yZS5jb21tb24uTm9kZVN0YXR1cxIaChJjbHVzdGVyX3VubG9ja19rZXkYByABKAwSKgoGbGFiZWxzGAggAygLMhoubm9kZWNvcmUuY29tbW9uLk5vZGVMYWJlbBI+ChJjbHVzdGVyX25ldHdvcmtpbmcYCSABKAsyIi5ub2RlY29yZS5jb21tb24uQ2x1c3Rlck5ldHdvcmtpbmciQAoUQ2VydGlmaWNhdGVBdXRob3JpdHkSEwoLY2VydGlmaWNhdGUYASABKAwSEwoLcHJpdmF0ZV9rZXkYAiABKAwidgoNQ2x1c3RlclJlY29yZBIYChBvd25lcl9wdWJsaWNfa2V5GAEgASgMEhcKD3JlZ2lzdGVyX3RpY2tldBgCIAEoDBISCgpjcmVhdGVkX21zGAMgASgDEh4KFnVubG9ja19zaGFyZV90aHJlc2hvbGQYBCABKA0iUwoZQ29udGFpbmVyUmVnaXN0cmllc1JlY29yZBI2CgpyZWdpc3RyaWVzGAEgAygLMiIubm9kZWNvcmUuY29tbW9uLkNvbnRhaW5lclJlZ2lzdHJ5Ij8KD01hbmlmZXN0c1JlY29yZBIsCgltYW5pZmVzdHMYASADKAsyGS5ub2RlY29yZS5jb21tb24uTWFuaWZlc3RiBnByb3RvMw", [file_common_common]);
 
 /**
  * /nodecore/nodes/<node id>
@@ -174,4 +174,24 @@ export type ContainerRegistriesRecord = Message<"nodecore.curator.state.Containe
  */
 export const ContainerRegistriesRecordSchema: GenMessage<ContainerRegistriesRecord> = /*@__PURE__*/
   messageDesc(file_curator_state_state, 3);
+
+/**
+ * /nodecore/settings/manifests: the owner's add-on manifests
+ * (Management.ApplyManifest); sorted by name, names unique.
+ *
+ * @generated from message nodecore.curator.state.ManifestsRecord
+ */
+export type ManifestsRecord = Message<"nodecore.curator.state.ManifestsRecord"> & {
+  /**
+   * @generated from field: repeated nodecore.common.Manifest manifests = 1;
+   */
+  manifests: Manifest[];
+};
+
+/**
+ * Describes the message nodecore.curator.state.ManifestsRecord.
+ * Use `create(ManifestsRecordSchema)` to create a new message.
+ */
+export const ManifestsRecordSchema: GenMessage<ManifestsRecord> = /*@__PURE__*/
+  messageDesc(file_curator_state_state, 4);
 
