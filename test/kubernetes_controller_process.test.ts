@@ -10,7 +10,7 @@
 // against that real apiserver and controller-manager.
 
 import { afterAll, expect, test } from "bun:test";
-import { readFileSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { createPrivateKey, X509Certificate } from "node:crypto";
 import { join } from "node:path";
 import { eventually, systemTree, tempDir } from "../internal/testing/mod.ts";
@@ -422,3 +422,66 @@ test("ctl node drain: the worker's Node cordoned and its pods evicted through th
     await kubelet;
   }
 }, 360_000);
+
+test("add-on manifests: ctl cluster manifests apply of a folder stores one per file; the controller applies them with server-side apply; one that is refused is named in the status ConfigMap, a Warning event and ctl cluster health, and blocks no other; a changed one is applied again; deleted, it is forgotten and its objects stay", async () => {
+  const kubeconfig = join(dir.path, "owner.kubeconfig");
+  const folder = join(dir.path, "addons");
+  mkdirSync(folder, { recursive: true });
+  writeFileSync(join(folder, "good.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: addons}\ndata: {level: one}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: addons}\n");
+  writeFileSync(join(folder, "bad.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: orphan, namespace: missing-ns}\ndata: {a: b}\n");
+  const applied = await ctl("cluster", "manifests", "apply", folder);
+  expect(applied.stderr).toBe("");
+  expect(applied.stdout).toContain("bad (1 object, from");
+  expect(applied.stdout).toContain("good (2 objects, from");
+  const listed = await ctl("cluster", "manifests", "list");
+  expect(listed.stdout).toMatch(/^NAME\s+OBJECTS\s+SIZE\s+SHA256\s+STORED$/m);
+  expect(listed.stdout).toMatch(/^good\s+ConfigMap addons\/settings, Namespace addons\s/m);
+
+  // The Namespace is applied before the ConfigMap in it, though the file names it second.
+  await eventually(() => expect(kubectl(kubeconfig, "get", "configmap", "settings", "-n", "addons", "-o", "jsonpath={.data.level}")).toBe("one"), {
+    timeoutMs: 60_000,
+    intervalMs: 1_000,
+    what: "the good manifest's objects in Kubernetes",
+  });
+  expect(kubectl(kubeconfig, "get", "configmap", "settings", "-n", "addons", "-o", "jsonpath={.metadata.managedFields[0].manager}")).toBe("nodecore-manifests");
+  const status = () => JSON.parse(kubectl(kubeconfig, "get", "configmap", "nodecore-manifests", "-n", "kube-system", "-o", "jsonpath={.data}")) as Record<string, string>;
+  await eventually(
+    () => {
+      const bad = JSON.parse(status().bad ?? "{}") as { error?: string; applied?: number };
+      expect(bad.error).toBe('ConfigMap missing-ns/orphan: namespaces "missing-ns" not found');
+      expect(bad.applied).toBe(0);
+      expect(JSON.parse(status().good!)).toMatchObject({ applied: 2, objects: 2 });
+    },
+    { timeoutMs: 60_000, intervalMs: 1_000, what: "both outcomes in the status ConfigMap" },
+  );
+  const events = kubectl(kubeconfig, "get", "events", "-n", "kube-system", "--field-selector", "reason=ManifestFailed", "-o", "jsonpath={.items[*].message}");
+  expect(events).toContain('manifest bad: 0 of 1 objects applied; ConfigMap missing-ns/orphan: namespaces "missing-ns" not found');
+  const health = await ctl("cluster", "health");
+  expect(health.stdout).toMatch(/^manifests\s+FAIL\s+bad: 0 of 1 objects applied; ConfigMap missing-ns\/orphan: namespaces "missing-ns" not found$/m);
+
+  // Changed: applied again (the field manager's own change wins over nobody's).
+  writeFileSync(join(folder, "good.yaml"), "apiVersion: v1\nkind: Namespace\nmetadata: {name: addons}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: addons}\ndata: {level: two}\n");
+  expect((await ctl("cluster", "manifests", "apply", join(folder, "good.yaml"))).code).toBe(0);
+  await eventually(() => expect(kubectl(kubeconfig, "get", "configmap", "settings", "-n", "addons", "-o", "jsonpath={.data.level}")).toBe("two"), {
+    timeoutMs: 60_000,
+    intervalMs: 1_000,
+    what: "the changed manifest applied",
+  });
+  // Deleted: forgotten, its status goes, its objects stay; the check passes again.
+  const deleted = await ctl("cluster", "manifests", "delete", "bad");
+  expect(deleted.stdout).toBe("bad: forgotten; its objects stay in Kubernetes (kubectl delete removes them)\n");
+  await eventually(
+    async () => {
+      expect(status().bad).toBeUndefined();
+      expect((await ctl("cluster", "health")).stdout).toMatch(/^manifests\s+ok\s+1 stored, every one applied$/m);
+    },
+    { timeoutMs: 60_000, intervalMs: 1_000, what: "the deleted manifest's status gone and the check passing" },
+  );
+  // Bad input costs no call and says why, in one line.
+  writeFileSync(join(folder, "broken.json"), "{ not json");
+  const refused = await ctl("cluster", "manifests", "apply", join(folder, "broken.json"));
+  expect(refused.code).not.toBe(0);
+  expect(refused.stderr.trim().split("\n")).toHaveLength(1);
+  expect(refused.stderr).toContain("broken.json: not YAML or JSON: ");
+  expect(kubectl(kubeconfig, "get", "configmap", "settings", "-n", "addons", "-o", "jsonpath={.data.level}")).toBe("two");
+}, 300_000);
