@@ -427,7 +427,10 @@ test("add-on manifests: ctl cluster manifests apply of a folder stores one per f
   const kubeconfig = join(dir.path, "owner.kubeconfig");
   const folder = join(dir.path, "addons");
   mkdirSync(folder, { recursive: true });
-  writeFileSync(join(folder, "good.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: addons}\ndata: {level: one}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: addons}\n");
+  writeFileSync(
+    join(folder, "good.yaml"),
+    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: addons}\ndata: {level: one}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: addons}\n",
+  );
   writeFileSync(join(folder, "bad.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: orphan, namespace: missing-ns}\ndata: {a: b}\n");
   const applied = await ctl("cluster", "manifests", "apply", folder);
   expect(applied.stderr).toBe("");
@@ -460,7 +463,10 @@ test("add-on manifests: ctl cluster manifests apply of a folder stores one per f
   expect(health.stdout).toMatch(/^manifests\s+FAIL\s+bad: 0 of 1 objects applied; ConfigMap missing-ns\/orphan: namespaces "missing-ns" not found$/m);
 
   // Changed: applied again (the field manager's own change wins over nobody's).
-  writeFileSync(join(folder, "good.yaml"), "apiVersion: v1\nkind: Namespace\nmetadata: {name: addons}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: addons}\ndata: {level: two}\n");
+  writeFileSync(
+    join(folder, "good.yaml"),
+    "apiVersion: v1\nkind: Namespace\nmetadata: {name: addons}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: addons}\ndata: {level: two}\n",
+  );
   expect((await ctl("cluster", "manifests", "apply", join(folder, "good.yaml"))).code).toBe(0);
   await eventually(() => expect(kubectl(kubeconfig, "get", "configmap", "settings", "-n", "addons", "-o", "jsonpath={.data.level}")).toBe("two"), {
     timeoutMs: 60_000,

@@ -941,13 +941,22 @@ function failingChecks(stdout: string): string {
 }
 
 e2eTest(
-  "Kubernetes: node1's controller serves the owner's kubectl; node2 and node3 as workers are Ready, run a pod each that logs, execs and reaches the other across the encrypted mesh, by IP, by a Service's ClusterIP, by its node port and by name (cluster DNS)",
+  "Kubernetes: node1's controller serves the owner's kubectl; node2 and node3 as workers are Ready, run a pod each that logs, execs and reaches the other across the encrypted mesh, by IP, by a Service's ClusterIP, by its node port and by name (cluster DNS); an add-on manifest stored before the roles is applied",
   async (ctx) => {
     const c = need(cluster, "the cluster");
     const f = need(formed, "the formed cluster");
     const workers = ["node2", "node3"];
     const ids = workers.map((n) => f.ids.get(n)!);
     const roles = (id: string, action: "set" | "unset", role: "kubernetes-controller" | "kubernetes-worker") => setRole(f, id, action, role);
+    // An add-on manifest stored while no node holds a Kubernetes role, as an
+    // operator prepares a cluster: the controller applies it once it serves.
+    const addon = join(c.dir.path, "welcome.yaml");
+    writeFileSync(
+      addon,
+      "apiVersion: v1\nkind: Namespace\nmetadata: {name: welcome}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: hello, namespace: welcome}\ndata: {stored: before-the-roles}\n",
+    );
+    const stored = await f.ctl("cluster", "manifests", "apply", addon);
+    assertEqual(stored.exitCode, 0, `ctl cluster manifests apply (${stored.stderr.trim()})`);
     const started = performance.now();
     // node1 gets back the controller role formation took from it (no apiserver
     // slowed the steps before this one), then the workers get theirs.
@@ -983,6 +992,12 @@ e2eTest(
     const verdict = await f.ctl("cluster", "health", "--wait", "--wait-timeout", "300", "--json");
     assertEqual(verdict.exitCode, 0, `ctl cluster health --wait: ${failingChecks(verdict.stdout) || verdict.stderr.trim()}`);
     const checks = (JSON.parse(verdict.stdout) as { checks: { name: string; detail: string }[] }).checks;
+    // The manifest stored before the roles, applied by the controller (the verdict waited for it too).
+    assertEqual(checks.find((c) => c.name === "manifests")?.detail, "1 stored, every one applied", "ctl cluster health's manifests check");
+    assertEqual((await kubectl("get", "configmap", "hello", "-n", "welcome", "-o", "jsonpath={.data.stored}")).trim(), "before-the-roles", "the add-on manifest's ConfigMap");
+    ctx.report(`an add-on manifest stored before the Kubernetes roles: applied and healthy ${((performance.now() - started) / 1000).toFixed(1)} s after the roles were set`);
+    const forgotten = await f.ctl("cluster", "manifests", "delete", "welcome");
+    assertEqual(forgotten.exitCode, 0, `ctl cluster manifests delete (${forgotten.stderr.trim()})`);
     assertEqual(checks.find((c) => c.name === "kubernetes")?.detail, "2 workers, every Node Ready", "ctl cluster health's kubernetes check");
     ctx.report(`ctl cluster health: ${checks.map((c) => `${c.name}: ${c.detail}`).join("; ")}`);
 
