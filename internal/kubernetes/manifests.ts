@@ -171,7 +171,11 @@ export function refusalText(error: unknown, object: ManifestObject): string {
   return line.length > MAX_ERROR_CHARS ? `${line.slice(0, MAX_ERROR_CHARS - 1)}…` : line;
 }
 
-/** The object as applied: a namespaced kind without a namespace lands in default (KubernetesObjectApi's own rule). */
+/**
+ * What applying needs of client-node's KubernetesObjectApi (a test gives a
+ * stand-in): it finds each kind's resource by discovery, and puts a
+ * namespaced object without a namespace in default.
+ */
 type ObjectApi = { patch: (spec: ManifestObject, pretty?: string, dryRun?: string, fieldManager?: string, force?: boolean, patchStrategy?: string) => Promise<unknown> };
 
 /** Applies one manifest's objects in order, stopping at the first refusal (what follows may need it). */
