@@ -6,7 +6,7 @@
 // and a /healthz endpoint on the kubelet's port.
 
 import { afterAll, expect, test } from "bun:test";
-import { chmodSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { create } from "@bufbuild/protobuf";
 import { ContainerRegistrySchema, type ContainerRegistry } from "../../proto/gen/common/common_pb.ts";
 import type { X509Certificate } from "node:crypto";
@@ -283,5 +283,39 @@ test("a registry host on a port the credential provider's patterns do not cover 
     expect(starts(entries, "kubelet")).toBe(2);
   } finally {
     await supervisor.stop();
+  }
+}, 60_000);
+
+test("the NetworkPolicy enforcer runs beside the kubelet, with the bridge's sysctls set first; a curator of an older version that gives no enforcer's certificate leaves the kubelet running and the enforcer's line saying why", async () => {
+  const apiserverUrl = apiserverEndpoint();
+  const binDir = standInKubelet();
+  writeFileSync(join(binDir, "kube-network-policies"), "#!/bin/sh\n# a test stand-in for the enforcer: it only stays up\nexec sleep 600\n");
+  chmodSync(join(binDir, "kube-network-policies"), 0o755);
+  const procSys = join(dir.path, "enforcer-sys");
+  mkdirSync(join(procSys, "net", "bridge"), { recursive: true });
+  for (const older of [false, true]) {
+    const lines: [string, string, string][] = [];
+    const issue = async (publicKey: Uint8Array): Promise<KubeletCertificates> => {
+      const { networkPolicy, ...rest } = certificates(publicKey, [apiserverUrl]);
+      return older ? rest : { ...rest, networkPolicy: networkPolicy! };
+    };
+    const name = older ? "enforcer-older" : "enforcer";
+    const { supervisor, entries } = supervisedKubelet(name, binDir, issue, (component, state, message) => lines.push([component, state, message]), { networkPolicy: { binDir, procSys } });
+    try {
+      await eventually(() => expect(starts(entries, "kubelet")).toBe(1), { timeoutMs: 20_000, what: "the kubelet started" });
+      if (older) {
+        await eventually(() => expect(lines).toContainEqual(["network-policy", "waiting", expect.stringContaining("gave none for the NetworkPolicy enforcer (an older version)")]), {
+          what: "the enforcer's line",
+        });
+        expect(starts(entries, "kube-network-policies")).toBe(0);
+      } else {
+        await eventually(() => expect(starts(entries, "kube-network-policies")).toBe(1), { timeoutMs: 20_000, what: "the enforcer started" });
+        expect(readFileSync(join(procSys, "net", "bridge", "bridge-nf-call-iptables"), "utf8")).toBe("1\n");
+        const kubeconfig = readFileSync(join(dir.path, name, "run", "network-policy.kubeconfig"), "utf8");
+        expect(kubeconfig).toContain(apiserverUrl);
+      }
+    } finally {
+      await supervisor.stop();
+    }
   }
 }, 60_000);

@@ -78,8 +78,11 @@ export interface KubeletCertificates {
   dns: X509Certificate;
   /** The volume provisioner's client certificate (nodecore:volumes:<node>) over the same key. */
   volumes: X509Certificate;
-  /** The NetworkPolicy enforcer's client certificate (nodecore:network-policy) over the same key. */
-  networkPolicy: X509Certificate;
+  /**
+   * The NetworkPolicy enforcer's client certificate (nodecore:network-policy)
+   * over the same key; absent from a curator of an older version.
+   */
+  networkPolicy?: X509Certificate;
   /** https://address:6443 of the controllers, as the cluster has them. */
   apiservers: string[];
 }
@@ -245,7 +248,12 @@ export function kubeletService(options: KubeletServiceOptions): Runnable {
         }),
       );
     }
-    if (options.networkPolicy) {
+    if (options.networkPolicy && !issued.networkPolicy) {
+      // Only in a rolling update's middle: the kubelet and its pods matter more; the certificates' renewal asks again.
+      options.report("network-policy", "waiting", "the curator that issued the kubelet's certificates gave none for the NetworkPolicy enforcer (an older version); asked again at their renewal");
+      ctx.logger.warn("no certificate for the NetworkPolicy enforcer from the curator (an older version?): NetworkPolicy is not enforced on this node until the kubelet's certificates are renewed");
+    }
+    if (options.networkPolicy && issued.networkPolicy) {
       // NetworkPolicy: the enforcer judges new connections of this node's pods, against the same apiserver, renewed with the kubelet.
       const procSys = options.networkPolicy.procSys;
       const policyNode = { nodeId: options.nodeId, apiserver, ca: issued.ca, certificate: issued.networkPolicy, key: privateKey };

@@ -28,7 +28,8 @@ export function workerCurator(connection: Value<CuratorConnection>): WorkerCurat
         proxy: new X509Certificate(response.proxyClientCertificate),
         dns: new X509Certificate(response.dnsClientCertificate),
         volumes: new X509Certificate(response.volumesClientCertificate),
-        networkPolicy: new X509Certificate(response.networkPolicyClientCertificate),
+        // A curator of a version before NetworkPolicy gives none (a rolling update's middle): the kubelet runs without the enforcer.
+        ...(response.networkPolicyClientCertificate.length > 0 ? { networkPolicy: new X509Certificate(response.networkPolicyClientCertificate) } : {}),
         apiservers: response.apiservers,
       };
     },
